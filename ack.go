@@ -1,0 +1,186 @@
+package imv2
+
+import (
+	"unicode/utf8"
+
+	jsonv2 "github.com/go-json-experiment/json"
+)
+
+// AckStatus is chat.message.ack status (A3).
+type AckStatus string
+
+// The three ack statuses of A3. Accepted and Duplicate are terminal success
+// (S1); Rejected is terminal only when not retryable (S3).
+const (
+	AckAccepted  AckStatus = "accepted"
+	AckDuplicate AckStatus = "duplicate"
+	AckRejected  AckStatus = "rejected"
+)
+
+// ChatMessageAck is the payload of a chat.message.ack. It says only whether
+// the receiver took the message, never that the agent ran or the target
+// replied (A4). Build acks with NewAck: it copies reply_to, the channel and
+// message_id from the acknowledged packet, so they cannot disagree (A1, A2).
+type ChatMessageAck struct {
+	MessageID string    `json:"message_id"`
+	Status    AckStatus `json:"status"`
+	// Code, Message and Retryable are set on rejections only (A3).
+	Code      Code   `json:"code,omitempty"`
+	Message   string `json:"message,omitempty"`
+	Retryable bool   `json:"-"`
+}
+
+// ackWire tells an absent retryable from false.
+type ackWire struct {
+	MessageID string    `json:"message_id"`
+	Status    AckStatus `json:"status"`
+	Code      Code      `json:"code,omitempty"`
+	Message   string    `json:"message,omitempty"`
+	Retryable *bool     `json:"retryable,omitempty"`
+}
+
+func (a *ChatMessageAck) wire() *ackWire {
+	w := &ackWire{MessageID: a.MessageID, Status: a.Status, Code: a.Code, Message: a.Message}
+	if a.Status == AckRejected {
+		r := a.Retryable
+		w.Retryable = &r
+	}
+	return w
+}
+
+// Err returns a rejection as an *Error (Code, Message, Retryable), or nil
+// for accepted and duplicate.
+func (a *ChatMessageAck) Err() *Error {
+	if a.Status != AckRejected {
+		return nil
+	}
+	return &Error{Code: a.Code, Message: a.Message, Retryable: a.Retryable}
+}
+
+// Validate checks A3: a known status; a rejection with a non-empty code.
+// (Whether retryable was present is checked by DecodeChatMessageAck.)
+func (a *ChatMessageAck) Validate() error {
+	if err := checkID("chat.message.ack: message_id", a.MessageID); err != nil {
+		return err
+	}
+	switch a.Status {
+	case AckAccepted, AckDuplicate:
+	case AckRejected:
+		if a.Code == "" {
+			return Errorf(CodeInvalidPacket, "chat.message.ack: a rejection needs a code (A3)")
+		}
+		if len(a.Code) > MaxIDBytes {
+			return Errorf(CodeInvalidPacket, "chat.message.ack: code is over %d bytes", MaxIDBytes)
+		}
+	default:
+		return Errorf(CodeInvalidPacket, "chat.message.ack: status %q is not accepted, duplicate or rejected (A3)", a.Status)
+	}
+	if len(a.Message) > MaxAckMessageBytes || !utf8.ValidString(a.Message) {
+		return Errorf(CodeInvalidPacket, "chat.message.ack: message is over %d bytes or not UTF-8", MaxAckMessageBytes)
+	}
+	return nil
+}
+
+// DecodeChatMessageAck decodes and validates a chat.message.ack: reply_to
+// must be set (A1), the channel too (I1), and a rejection carries a code and
+// a boolean retryable (A3).
+func DecodeChatMessageAck(p *Packet) (*ChatMessageAck, error) {
+	if p.Type != TypeChatMessageAck {
+		return nil, Errorf(CodeInvalidPacket, "packet type is %q, not %s", p.Type, TypeChatMessageAck)
+	}
+	if err := checkRoute(p); err != nil {
+		return nil, err
+	}
+	if p.ReplyTo == "" {
+		return nil, Errorf(CodeInvalidPacket, "chat.message.ack: reply_to is required (A1)")
+	}
+	var w ackWire
+	if err := decodeIMPayload(p, &w); err != nil {
+		return nil, err
+	}
+	a := &ChatMessageAck{MessageID: w.MessageID, Status: w.Status, Code: w.Code, Message: w.Message}
+	if w.Retryable != nil {
+		a.Retryable = *w.Retryable
+	} else if w.Status == AckRejected {
+		return nil, Errorf(CodeInvalidPacket, "chat.message.ack: a rejection needs a boolean retryable (A3)")
+	}
+	if err := a.Validate(); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// NewAck returns the chat.message.ack answering orig, a chat.message packet
+// whose payload has message_id messageID. reply_to is orig's packet_id (A1),
+// the channel and message_id are orig's (A2). For AckRejected, rej gives
+// the code, message and retryable (A3, A8); it is ignored otherwise.
+//
+// Use AckFor when you do not hold the decoded message.
+func NewAck(orig *Packet, messageID string, status AckStatus, rej *Error) (*Packet, error) {
+	if orig == nil || orig.Type != TypeChatMessage {
+		return nil, Errorf(CodeInvalidPacket, "chat.message.ack: acknowledges chat.message packets only")
+	}
+	if orig.PacketID == "" {
+		return nil, Errorf(CodeInvalidPacket, "chat.message.ack: the original has no packet_id")
+	}
+	a := ChatMessageAck{MessageID: messageID, Status: status}
+	if status == AckRejected {
+		if rej == nil {
+			return nil, Errorf(CodeInvalidPacket, "chat.message.ack: a rejection needs an *Error")
+		}
+		a.Code, a.Message, a.Retryable = rej.Code, truncate(rej.Message, MaxAckMessageBytes), rej.Retryable
+	}
+	if err := a.Validate(); err != nil {
+		return nil, err
+	}
+	if orig.ConnectorChannelID == "" {
+		return nil, Errorf(CodeChannelIDRequired, "chat.message.ack: the original has no connector_channel_id (I1)")
+	}
+	raw, err := jsonv2.Marshal(a.wire())
+	if err != nil {
+		return nil, Errorf(CodeInvalidPacket, "chat.message.ack: %s", jsonErrText(err))
+	}
+	p, err := NewPacket(TypeChatMessageAck, orig.ConnectorChannelID, jsonRaw(raw))
+	if err != nil {
+		return nil, err
+	}
+	p.ReplyTo = orig.PacketID
+	p.RequestID = orig.RequestID
+	return p, nil
+}
+
+// AckFor is NewAck for a chat.message packet you have not decoded: it reads
+// message_id from orig's payload.
+func AckFor(orig *Packet, status AckStatus, rej *Error) (*Packet, error) {
+	if orig == nil {
+		return nil, Errorf(CodeInvalidPacket, "chat.message.ack: nil original")
+	}
+	var head struct {
+		MessageID string `json:"message_id"`
+	}
+	if err := orig.DecodePayload(&head); err != nil {
+		return nil, err
+	}
+	return NewAck(orig, head.MessageID, status, rej)
+}
+
+// MatchesAck reports whether ack (already decoded from ackPkt) answers the
+// chat.message packet orig carrying messageID: same reply_to, channel and
+// message_id (A1, A2). An ack that does not match resolves nothing.
+func MatchesAck(orig *Packet, messageID string, ackPkt *Packet, ack *ChatMessageAck) bool {
+	return orig != nil && ackPkt != nil && ack != nil &&
+		ackPkt.ReplyTo == orig.PacketID &&
+		ackPkt.ConnectorChannelID == orig.ConnectorChannelID &&
+		ack.MessageID == messageID
+}
+
+// truncate cuts s to at most n bytes on a rune boundary.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}

@@ -1,0 +1,104 @@
+package imv2
+
+import (
+	"strings"
+	"unicode"
+
+	jsonv2 "github.com/go-json-experiment/json"
+)
+
+// ActivityStatus is chat.activity status (C2).
+type ActivityStatus string
+
+// The three activity statuses of C2.
+const (
+	ActivityThinking ActivityStatus = "thinking"
+	ActivityTool     ActivityStatus = "tool"
+	ActivityIdle     ActivityStatus = "idle"
+)
+
+// ChatActivity is the payload of a chat.activity: a full, redacted snapshot
+// of what the agent is doing, xAgent → Connector only (C1). Each snapshot
+// replaces the last; it has no ack and no idempotency. The payload is
+// closed: reasoning, arguments, results, paths, URLs and keys have no field
+// and are rejected on receive (C4).
+type ChatActivity struct {
+	Status ActivityStatus `json:"status"`
+	// ToolName is required for ActivityTool and forbidden otherwise (C3).
+	ToolName string `json:"tool_name,omitempty"`
+}
+
+// Validate checks C1–C4.
+func (a *ChatActivity) Validate(dir Direction) error {
+	if dir != ToConnector {
+		return Errorf(CodeInvalidPacket, "chat.activity travels xAgent → Connector only (C1)")
+	}
+	switch a.Status {
+	case ActivityTool:
+		if a.ToolName == "" {
+			return Errorf(CodeInvalidPacket, "chat.activity: status tool needs tool_name (C3)")
+		}
+		if len(a.ToolName) > MaxToolNameBytes {
+			return Errorf(CodeInvalidPacket, "chat.activity: tool_name is %d bytes, over %d (C3)", len(a.ToolName), MaxToolNameBytes)
+		}
+		if !plainToolName(a.ToolName) {
+			return Errorf(CodeForbiddenField, "chat.activity: tool_name must be a plain name, not a path, URL or text (C4)")
+		}
+	case ActivityThinking, ActivityIdle:
+		if a.ToolName != "" {
+			return Errorf(CodeInvalidPacket, "chat.activity: tool_name is forbidden for status %s (C3)", a.Status)
+		}
+	default:
+		return Errorf(CodeInvalidPacket, "chat.activity: status %q is not thinking, tool or idle (C2)", a.Status)
+	}
+	return nil
+}
+
+// plainToolName admits names such as "web_search", "mcp.fs.read" or
+// "天气": printable, no spaces, no path or URL shape (C4).
+func plainToolName(s string) bool {
+	if strings.Contains(s, "://") || strings.Contains(s, "..") || strings.HasPrefix(s, "~") {
+		return false
+	}
+	for _, r := range s {
+		if r == '/' || r == '\\' || r == utf8RuneError || unicode.IsSpace(r) || !unicode.IsPrint(r) {
+			return false
+		}
+	}
+	return true
+}
+
+const utf8RuneError = '\uFFFD'
+
+// DecodeChatActivity decodes and validates a chat.activity.
+func DecodeChatActivity(p *Packet) (*ChatActivity, error) {
+	if p.Type != TypeChatActivity {
+		return nil, Errorf(CodeInvalidPacket, "packet type is %q, not %s", p.Type, TypeChatActivity)
+	}
+	if err := checkRoute(p); err != nil {
+		return nil, err
+	}
+	a := new(ChatActivity)
+	if err := decodeIMPayload(p, a); err != nil {
+		return nil, err
+	}
+	if err := a.Validate(ToConnector); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// NewChatActivity validates a and returns a chat.activity packet for channel.
+func NewChatActivity(channel string, a ChatActivity) (*Packet, error) {
+	if err := a.Validate(ToConnector); err != nil {
+		return nil, err
+	}
+	if channel == "" {
+		return nil, Errorf(CodeChannelIDRequired, "chat.activity: connector_channel_id is required (I1)")
+	}
+	raw, err := jsonv2.Marshal(&a)
+	if err != nil {
+		return nil, Errorf(CodeInvalidPacket, "chat.activity: %s", jsonErrText(err))
+	}
+	return NewPacket(TypeChatActivity, channel, jsonRaw(raw))
+}

@@ -1,0 +1,194 @@
+package imv2
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Code is a stable, machine-readable error code. Codes travel on the wire in
+// an error packet's `error.code` and in a rejected ack's `payload.code`; they
+// never change meaning once published.
+type Code string
+
+// Common Protocol 3.0 error codes (REQUIREMENTS W10). They travel in packets
+// of type "error".
+const (
+	// CodeInvalidPacket: the frame is not JSON, not a valid envelope, or its
+	// payload breaks a rule of its packet type (E2, X3).
+	CodeInvalidPacket Code = "invalid_packet"
+	// CodeHelloRequired: a user-level packet arrived before connector.hello.ack (W3).
+	CodeHelloRequired Code = "hello_required"
+	// CodeConnectorCardIDMismatch: the hello names another Card (W4).
+	CodeConnectorCardIDMismatch Code = "connector_card_id_mismatch"
+	// CodeConnectorIDMismatch: the hello names a connector_id this Connector
+	// did not issue or no longer honours.
+	CodeConnectorIDMismatch Code = "connector_id_mismatch"
+	// CodeChannelNotOpen: the packet names a channel that is not open (X2).
+	CodeChannelNotOpen Code = "channel_not_open"
+	// CodeChannelIDRequired: a channel-scoped packet has no connector_channel_id (I1).
+	CodeChannelIDRequired Code = "connector_channel_id_required"
+	// CodeChannelNotOwned: the channel belongs to another connection.
+	CodeChannelNotOwned Code = "connector_channel_not_owned"
+	// CodeChannelConnectorMismatch: the channel belongs to another connector_id.
+	CodeChannelConnectorMismatch Code = "connector_channel_connector_mismatch"
+	// CodeChannelUnavailable: the channel exists but cannot serve now.
+	CodeChannelUnavailable Code = "connector_channel_unavailable"
+	// CodeConnectionNotFound: no connection state for the request.
+	CodeConnectionNotFound Code = "connection_not_found"
+	// CodeConnectionNotAuthenticated: the channel has not completed sign-in.
+	CodeConnectionNotAuthenticated Code = "connection_not_authenticated"
+	// CodeAuthSessionNotFound: an auth packet names an unknown auth session.
+	CodeAuthSessionNotFound Code = "auth_session_not_found"
+	// CodeToolInvokeFailed: a tool.invoke could not be carried out.
+	CodeToolInvokeFailed Code = "tool_invoke_failed"
+	// CodeUnsupportedPacket: the packet type is not served by this peer.
+	CodeUnsupportedPacket Code = "unsupported_packet"
+)
+
+// IM Profile v2 codes of this SDK. Delta rejections travel in error packets
+// (D12); message rejections travel in chat.message.ack (E3, X5).
+const (
+	// CodeDeltaSequenceGap: a delta skipped a sequence number or started above 1 (D4).
+	CodeDeltaSequenceGap Code = "delta_sequence_gap"
+	// CodeDeltaSequenceConflict: a delta repeats a message_id+sequence with other text (D3).
+	CodeDeltaSequenceConflict Code = "delta_sequence_conflict"
+	// CodeDeltaLimitExceeded: accepting the delta would break a delta cache
+	// bound (open messages per channel or text bytes per message, D9).
+	CodeDeltaLimitExceeded Code = "delta_limit_exceeded"
+	// CodeMessageIDConflict: a message_id already completed with other
+	// content (S6). Rejected with retryable=false.
+	CodeMessageIDConflict Code = "message_id_conflict"
+	// CodeForbiddenField: a payload carries an identity field (session_id,
+	// user_id, user_connector_id, connector_id, role) or transfer material
+	// (file bytes, base64, paths, tokens) that the profile forbids (I2, M8, C4).
+	CodeForbiddenField Code = "forbidden_field"
+	// CodeTargetDeliveryFailed: the target platform failed to take the
+	// message (X5); Retryable says whether a resend may succeed (A8).
+	CodeTargetDeliveryFailed Code = "target_delivery_failed"
+	// CodeTargetRejected: the target platform refused the message for good
+	// (permission, payload, sign-in state; A8). Never retryable.
+	CodeTargetRejected Code = "target_rejected"
+	// CodePendingFull: the sender's pending queue is full; the caller gets
+	// this error and nothing is queued (S1 backpressure).
+	CodePendingFull Code = "pending_full"
+	// CodeClosed: the channel or connection was closed.
+	CodeClosed Code = "closed"
+)
+
+// Error is the one error type of the SDK. It carries a stable Code, a short
+// human message and whether the same request may succeed if sent again.
+//
+// Two *Error values match under errors.Is when their codes are equal, so
+// errors.Is(err, imv2.ErrChannelNotOpen) works on any wrapped *Error.
+type Error struct {
+	Code      Code
+	Message   string
+	Retryable bool
+	cause     error
+}
+
+// Sentinels for errors.Is; compare by Code.
+var (
+	ErrInvalidPacket         = &Error{Code: CodeInvalidPacket}
+	ErrHelloRequired         = &Error{Code: CodeHelloRequired}
+	ErrChannelNotOpen        = &Error{Code: CodeChannelNotOpen}
+	ErrDeltaSequenceGap      = &Error{Code: CodeDeltaSequenceGap}
+	ErrDeltaSequenceConflict = &Error{Code: CodeDeltaSequenceConflict}
+	ErrMessageIDConflict     = &Error{Code: CodeMessageIDConflict}
+	ErrForbiddenField        = &Error{Code: CodeForbiddenField}
+	ErrPendingFull           = &Error{Code: CodePendingFull}
+	ErrClosed                = &Error{Code: CodeClosed}
+)
+
+// Errorf returns an *Error with the given code and a formatted message.
+// A %w verb in format is kept as the cause for errors.Unwrap.
+func Errorf(code Code, format string, args ...any) *Error {
+	err := fmt.Errorf(format, args...)
+	e := &Error{Code: code, Message: err.Error()}
+	if u := errors.Unwrap(err); u != nil {
+		e.cause = u
+	}
+	return e
+}
+
+func (e *Error) Error() string {
+	if e.Message == "" {
+		return "imv2: " + string(e.Code)
+	}
+	return "imv2: " + string(e.Code) + ": " + e.Message
+}
+
+// Is reports whether target is an *Error with the same Code.
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && t.Code == e.Code
+}
+
+// Unwrap returns the cause, if any.
+func (e *Error) Unwrap() error { return e.cause }
+
+// AsError returns err as an *Error. An error that is not one (or wraps none)
+// becomes an *Error with code fallback, err's text as message, and
+// Retryable as IsRetryable reports.
+func AsError(err error, fallback Code) *Error {
+	if err == nil {
+		return nil
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return e
+	}
+	return &Error{Code: fallback, Message: err.Error(), Retryable: IsRetryable(err), cause: err}
+}
+
+// kindError marks a target failure as retryable or permanent (A8).
+type kindError struct {
+	err       error
+	retryable bool
+}
+
+func (k *kindError) Error() string { return k.err.Error() }
+func (k *kindError) Unwrap() error { return k.err }
+
+// Retryable marks err, a target platform failure, as transient: a network
+// break, a rate limit, a temporary busy. A Target returns it so the Connector
+// rejects the message with retryable=true and the sender tries again after
+// backoff (A7, A8). Retryable(nil) is nil.
+func Retryable(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &kindError{err: err, retryable: true}
+}
+
+// Permanent marks err as deterministic: a bad payload, a permission or
+// sign-in problem, an explicit refusal by the platform. The message is
+// rejected with retryable=false and never retried (A8, S3). Permanent(nil)
+// is nil.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &kindError{err: err, retryable: false}
+}
+
+// IsRetryable reports whether err says a resend may succeed: an *Error with
+// Retryable set, or an error marked by Retryable. Errors of neither kind are
+// treated as retryable, since an unknown failure (a timeout, a broken pipe)
+// is more often transient and the receiver's dedup makes a resend safe.
+// IsRetryable(nil) is false.
+func IsRetryable(err error) bool {
+	if err == nil {
+		return false
+	}
+	for err != nil {
+		switch e := err.(type) {
+		case *kindError:
+			return e.retryable
+		case *Error:
+			return e.Retryable
+		}
+		err = errors.Unwrap(err)
+	}
+	return true
+}

@@ -1,0 +1,167 @@
+package imv2
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/golang-lru/v2/simplelru"
+)
+
+// Fingerprint identifies the full content of a message: its text and its
+// whole file list (S6). Two transmissions with one message_id and equal
+// fingerprints are the same message; unequal ones are a conflict.
+type Fingerprint [32]byte
+
+// FingerprintOf returns the SHA-256 of an unambiguous, length-prefixed
+// encoding of m's text and every field of every file, in order.
+// CreatedAt is left out: a resend may stamp a new time but is the same message.
+func FingerprintOf(m *ChatMessage) Fingerprint {
+	h := sha256.New()
+	var n [8]byte
+	str := func(s string) {
+		binary.BigEndian.PutUint64(n[:], uint64(len(s)))
+		h.Write(n[:])
+		h.Write([]byte(s))
+	}
+	num := func(v int64) {
+		binary.BigEndian.PutUint64(n[:], uint64(v))
+		h.Write(n[:])
+	}
+	str(m.Text)
+	num(int64(len(m.Files)))
+	for i := range m.Files {
+		f := &m.Files[i]
+		str(string(f.Type))
+		str(f.FileRef)
+		str(f.Filename)
+		str(f.MimeType)
+		num(f.ByteSize)
+		num(f.ExpiresAt)
+		str(f.DownloadURL)
+	}
+	var fp Fingerprint
+	h.Sum(fp[:0])
+	return fp
+}
+
+// CompletedStore is the receiver's record of messages whose target side
+// effects completed (S6): message_id → Fingerprint, per channel. It is a
+// fact of its own, never the sender's pending queue (S9), and sending the
+// ack does not delete a record.
+//
+// Record must make the record durable before it returns when the store is
+// durable, because the accepted ack leaves right after it (S8).
+// Implementations must be safe for concurrent use.
+type CompletedStore interface {
+	// Lookup returns the fingerprint recorded for the message, if any.
+	Lookup(ctx context.Context, channelID, messageID string) (Fingerprint, bool, error)
+	// Record stores the message as completed.
+	Record(ctx context.Context, channelID, messageID string, fp Fingerprint) error
+	// DropChannel forgets every record of a permanently deleted channel (S7).
+	DropChannel(ctx context.Context, channelID string) error
+}
+
+// Defaults of MemoryCompletedStore.
+const (
+	// DefaultCompletedCap bounds the records kept across all channels.
+	DefaultCompletedCap = 100_000
+	// DefaultCompletedTTL is how long a record is kept. It outlives the
+	// sender's pending TTL (DefaultPendingTTL), so every resend a sender
+	// may make still finds the record.
+	DefaultCompletedTTL = 24 * time.Hour
+)
+
+// MemoryCompletedStore is a bounded in-memory CompletedStore: at most Cap
+// records across all channels, each kept at most TTL. When full, the oldest
+// record goes first. It starts no goroutine: expired records are swept on
+// each Record.
+//
+// A record evicted by the cap or TTL can no longer stop a very late resend;
+// size Cap above the number of messages received in one TTL, or use a
+// durable store (boltstore).
+type MemoryCompletedStore struct {
+	mu    sync.Mutex
+	ttl   time.Duration
+	clock Clock
+	// lru is used as a FIFO (Peek never promotes), so its oldest entry is
+	// also the one that expires first.
+	lru *simplelru.LRU[completedKey, completedRecord]
+}
+
+type completedKey struct{ channel, message string }
+
+type completedRecord struct {
+	fp      Fingerprint
+	expires time.Time
+}
+
+// NewMemoryCompletedStore returns a store holding at most capacity records
+// for at most ttl each, timed by clock. Zero values take the defaults.
+func NewMemoryCompletedStore(capacity int, ttl time.Duration, clock Clock) *MemoryCompletedStore {
+	if capacity <= 0 {
+		capacity = DefaultCompletedCap
+	}
+	if ttl <= 0 {
+		ttl = DefaultCompletedTTL
+	}
+	if clock == nil {
+		clock = SystemClock{}
+	}
+	l, _ := simplelru.NewLRU[completedKey, completedRecord](capacity, nil) // capacity > 0: no error
+	return &MemoryCompletedStore{ttl: ttl, clock: clock, lru: l}
+}
+
+// Lookup implements CompletedStore.
+func (s *MemoryCompletedStore) Lookup(_ context.Context, channelID, messageID string) (Fingerprint, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.lru.Peek(completedKey{channelID, messageID})
+	if !ok || !s.clock.Now().Before(r.expires) {
+		return Fingerprint{}, false, nil
+	}
+	return r.fp, true, nil
+}
+
+// Record implements CompletedStore.
+func (s *MemoryCompletedStore) Record(_ context.Context, channelID, messageID string, fp Fingerprint) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.clock.Now()
+	s.sweep(now)
+	k := completedKey{channelID, messageID}
+	s.lru.Remove(k) // a re-record moves to the back of the FIFO
+	s.lru.Add(k, completedRecord{fp: fp, expires: now.Add(s.ttl)})
+	return nil
+}
+
+// DropChannel implements CompletedStore.
+func (s *MemoryCompletedStore) DropChannel(_ context.Context, channelID string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, k := range s.lru.Keys() {
+		if k.channel == channelID {
+			s.lru.Remove(k)
+		}
+	}
+	return nil
+}
+
+// Len returns the number of records held, expired ones included until swept.
+func (s *MemoryCompletedStore) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lru.Len()
+}
+
+func (s *MemoryCompletedStore) sweep(now time.Time) {
+	for {
+		_, r, ok := s.lru.GetOldest()
+		if !ok || now.Before(r.expires) {
+			return
+		}
+		s.lru.RemoveOldest()
+	}
+}

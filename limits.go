@@ -1,0 +1,19 @@
+package imv2
+
+// Hard bounds every decoder of this package enforces. They bound the memory
+// one packet can pin, independent of the frame limit of the transport.
+const (
+	// MaxIDBytes bounds message_id, file_ref and packet IDs used as map keys.
+	MaxIDBytes = 256
+	// MaxTextBytes bounds the text of one chat.message and the assembled
+	// text of one delta stream (D9).
+	MaxTextBytes = 1 << 20
+	// MaxFilesPerMessage bounds files[] of one chat.message.
+	MaxFilesPerMessage = 32
+	// MaxFilenameBytes bounds files[].filename.
+	MaxFilenameBytes = 255
+	// MaxToolNameBytes bounds chat.activity tool_name (C3).
+	MaxToolNameBytes = 256
+	// MaxAckMessageBytes bounds the short human message of a rejected ack.
+	MaxAckMessageBytes = 1024
+)

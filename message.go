@@ -1,0 +1,212 @@
+package imv2
+
+import (
+	"net/url"
+	"strings"
+	"unicode/utf8"
+
+	jsonv2 "github.com/go-json-experiment/json"
+)
+
+// FileType is files[].type of a chat.message (M4).
+type FileType string
+
+// The four file types of M4.
+const (
+	FileImage FileType = "image"
+	FileVideo FileType = "video"
+	FileAudio FileType = "audio"
+	FileFile  FileType = "file"
+)
+
+// Valid reports whether t is one of the four file types.
+func (t FileType) Valid() bool {
+	switch t {
+	case FileImage, FileVideo, FileAudio, FileFile:
+		return true
+	}
+	return false
+}
+
+// ChatMessage is the payload of a chat.message: a complete user message
+// (ToXAgent) or the final of one assistant message (ToConnector, M1, M10).
+// Text and all files form one business message and one ack unit (M12).
+type ChatMessage struct {
+	// MessageID is the business idempotency key inside the channel (I4, M2).
+	MessageID string `json:"message_id"`
+	// Text is the whole body; a file-only message may leave it empty (M3).
+	Text string `json:"text,omitempty"`
+	// Files are references to bytes on the Transfer Plane, never the bytes (M5, M8).
+	Files []File `json:"files,omitempty"`
+	// CreatedAt is Unix milliseconds; optional.
+	CreatedAt int64 `json:"created_at,omitempty"`
+}
+
+// File is one entry of chat.message files[] (M4–M7). It has no field for
+// bytes, base64, paths or tokens: those cannot be sent (M8).
+type File struct {
+	Type    FileType `json:"type"`
+	FileRef string   `json:"file_ref"`
+	// Optional metadata (M5).
+	Filename  string `json:"filename,omitempty"`
+	MimeType  string `json:"mime_type,omitempty"`
+	ByteSize  int64  `json:"byte_size,omitempty"`
+	ExpiresAt int64  `json:"expires_at,omitempty"`
+	// DownloadURL is required ToXAgent: an absolute http(s) URL or a relative
+	// Connector URI (M6). ToConnector files were uploaded first (M7) and need none.
+	DownloadURL string `json:"download_url,omitempty"`
+}
+
+// Validate checks the message against the rules of its direction:
+// M3–M8 and the I2 identity ban, plus the package bounds (limits.go).
+func (m *ChatMessage) Validate(dir Direction) error {
+	if dir != ToConnector && dir != ToXAgent {
+		return Errorf(CodeInvalidPacket, "chat.message: invalid direction")
+	}
+	if err := checkID("chat.message: message_id", m.MessageID); err != nil {
+		return err
+	}
+	if m.Text == "" && len(m.Files) == 0 {
+		return Errorf(CodeInvalidPacket, "chat.message: text and files are both empty (M3)")
+	}
+	if len(m.Text) > MaxTextBytes {
+		return Errorf(CodeInvalidPacket, "chat.message: text is %d bytes, over %d", len(m.Text), MaxTextBytes)
+	}
+	if !utf8.ValidString(m.Text) {
+		return Errorf(CodeInvalidPacket, "chat.message: text is not valid UTF-8")
+	}
+	if m.CreatedAt < 0 {
+		return Errorf(CodeInvalidPacket, "chat.message: created_at is negative")
+	}
+	if len(m.Files) > MaxFilesPerMessage {
+		return Errorf(CodeInvalidPacket, "chat.message: %d files, over %d", len(m.Files), MaxFilesPerMessage)
+	}
+	for i := range m.Files {
+		f := &m.Files[i]
+		if err := f.validate(dir); err != nil {
+			return err
+		}
+		for j := 0; j < i; j++ {
+			if m.Files[j].FileRef == f.FileRef {
+				return Errorf(CodeInvalidPacket, "chat.message: file_ref %q appears twice (M5)", f.FileRef)
+			}
+		}
+	}
+	return nil
+}
+
+func (f *File) validate(dir Direction) error {
+	if !f.Type.Valid() {
+		return Errorf(CodeInvalidPacket, "chat.message: files[].type %q is not image, video, audio or file (M4)", f.Type)
+	}
+	if err := checkID("chat.message: files[].file_ref", f.FileRef); err != nil {
+		return err
+	}
+	if len(f.Filename) > MaxFilenameBytes {
+		return Errorf(CodeInvalidPacket, "chat.message: filename is %d bytes, over %d", len(f.Filename), MaxFilenameBytes)
+	}
+	if strings.ContainsAny(f.Filename, "/\\\x00") {
+		return Errorf(CodeForbiddenField, "chat.message: filename %q looks like a path (M8)", f.Filename)
+	}
+	if f.ByteSize < 0 || f.ExpiresAt < 0 {
+		return Errorf(CodeInvalidPacket, "chat.message: byte_size and expires_at must not be negative")
+	}
+	if f.DownloadURL == "" {
+		if dir == ToXAgent {
+			return Errorf(CodeInvalidPacket, "chat.message: file %q has no download_url (M6)", f.FileRef)
+		}
+		return nil
+	}
+	return CheckDownloadURL(f.DownloadURL)
+}
+
+// CheckDownloadURL reports whether u may stand in files[].download_url (M6):
+// an absolute http or https URL without user info, or a relative Connector
+// URI (a path reference such as "/files/refs/abc"). Every other scheme
+// (file:, data:, ftp:, javascript: …) is rejected, as are user:password@
+// credentials, which M8 keeps out of a message.
+func CheckDownloadURL(u string) error {
+	if len(u) > 4096 {
+		return Errorf(CodeInvalidPacket, "chat.message: download_url is longer than 4096 bytes")
+	}
+	parsed, err := url.Parse(u)
+	if err != nil {
+		return Errorf(CodeInvalidPacket, "chat.message: download_url does not parse")
+	}
+	if parsed.User != nil {
+		return Errorf(CodeForbiddenField, "chat.message: download_url carries credentials (M8)")
+	}
+	switch parsed.Scheme {
+	case "http", "https":
+		if parsed.Host == "" {
+			return Errorf(CodeInvalidPacket, "chat.message: download_url has no host")
+		}
+		return nil
+	case "":
+		if parsed.Host != "" || strings.HasPrefix(u, "//") {
+			return Errorf(CodeInvalidPacket, "chat.message: download_url is scheme-relative; use an absolute URL or a path (M6)")
+		}
+		if parsed.Path == "" {
+			return Errorf(CodeInvalidPacket, "chat.message: download_url has no path")
+		}
+		return nil
+	}
+	return Errorf(CodeInvalidPacket, "chat.message: download_url scheme %q is not http or https (M6)", parsed.Scheme)
+}
+
+func checkID(what, id string) error {
+	if id == "" {
+		return Errorf(CodeInvalidPacket, "%s is empty", what)
+	}
+	if len(id) > MaxIDBytes {
+		return Errorf(CodeInvalidPacket, "%s is %d bytes, over %d", what, len(id), MaxIDBytes)
+	}
+	return nil
+}
+
+// checkRoute enforces I1 on every IM v2 packet.
+func checkRoute(p *Packet) error {
+	if p.ConnectorChannelID == "" {
+		return Errorf(CodeChannelIDRequired, "%s: connector_channel_id is required (I1)", p.Type)
+	}
+	return nil
+}
+
+// DecodeChatMessage decodes and validates the payload of a chat.message
+// travelling in dir. The packet must carry connector_channel_id (I1).
+func DecodeChatMessage(p *Packet, dir Direction) (*ChatMessage, error) {
+	if p.Type != TypeChatMessage {
+		return nil, Errorf(CodeInvalidPacket, "packet type is %q, not %s", p.Type, TypeChatMessage)
+	}
+	if err := checkRoute(p); err != nil {
+		return nil, err
+	}
+	m := new(ChatMessage)
+	if err := decodeIMPayload(p, m); err != nil {
+		return nil, err
+	}
+	if err := m.Validate(dir); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// NewChatMessage validates m for dir and returns a chat.message packet for
+// channel. An empty MessageID is filled with NewMessageID (M2); keep the
+// returned packet (or at least m.MessageID) to resend the same message.
+func NewChatMessage(channel string, dir Direction, m ChatMessage) (*Packet, error) {
+	if m.MessageID == "" {
+		m.MessageID = NewMessageID()
+	}
+	if err := m.Validate(dir); err != nil {
+		return nil, err
+	}
+	if channel == "" {
+		return nil, Errorf(CodeChannelIDRequired, "chat.message: connector_channel_id is required (I1)")
+	}
+	raw, err := jsonv2.Marshal(&m)
+	if err != nil {
+		return nil, Errorf(CodeInvalidPacket, "chat.message: %s", jsonErrText(err))
+	}
+	return NewPacket(TypeChatMessage, channel, jsonRaw(raw))
+}

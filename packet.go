@@ -1,0 +1,336 @@
+package imv2
+
+import (
+	"encoding/json"
+	"errors"
+	"strconv"
+	"time"
+
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+	"github.com/google/uuid"
+)
+
+// Wire constants of the Common Protocol 3.0 and of this profile.
+const (
+	// PacketSchema is the envelope's `schema` value (E1).
+	PacketSchema = "xagent.connector.packet/v1"
+	// Subprotocol is the WebSocket subprotocol of the data plane (W1).
+	Subprotocol = "xagent.connector.packet.v1"
+	// ProtocolVersion is the Common Protocol version this SDK speaks (W4).
+	ProtocolVersion = "3.0"
+	// ProfileIMv2 is the profile ID this SDK implements (P1).
+	ProfileIMv2 = "xagent.im.v2"
+	// TargetTypeIM is the only target type that may declare ProfileIMv2 (P1).
+	TargetTypeIM = "im"
+)
+
+// Packet types of the IM Profile v2 (profile section 4).
+const (
+	TypeChatMessage      = "chat.message"
+	TypeChatMessageDelta = "chat.message.delta"
+	TypeChatMessageAck   = "chat.message.ack"
+	TypeChatActivity     = "chat.activity"
+)
+
+// Packet types of the Common Protocol 3.0 data plane.
+const (
+	TypeConnectorHello    = "connector.hello"
+	TypeConnectorHelloAck = "connector.hello.ack"
+	TypeChannelOpen       = "channel.open"
+	TypeChannelOpenAck    = "channel.open.ack"
+	TypeChannelClose      = "channel.close"
+	TypeChannelCloseAck   = "channel.close.ack"
+	TypeDescriptorGet     = "connection.descriptor.get"
+	TypeDescriptorGetAck  = "connection.descriptor.get.ack"
+	TypeDescriptorPush    = "connection.descriptor.push"
+	TypePing              = "ping"
+	TypePong              = "pong"
+	TypeError             = "error"
+	TypeToolInvoke        = "tool.invoke"
+	TypeToolInvokeAck     = "tool.invoke.ack"
+	TypeAuthStart         = "auth.start"
+	TypeAuthStartAck      = "auth.start.ack"
+	TypeAuthStatus        = "auth.status"
+	TypeAuthStatusAck     = "auth.status.ack"
+	TypeAuthCancel        = "auth.cancel"
+	TypeAuthCancelAck     = "auth.cancel.ack"
+	TypeAuthLogout        = "auth.logout"
+	TypeAuthLogoutAck     = "auth.logout.ack"
+)
+
+// Packet is one envelope of the data plane (E1): one JSON object per
+// WebSocket text frame. Payload stays raw until the receiver knows the type,
+// so routing never decodes a payload it will drop.
+type Packet struct {
+	Schema             string          `json:"schema"`
+	PacketID           string          `json:"packet_id"`
+	RequestID          string          `json:"request_id,omitempty"`
+	ReplyTo            string          `json:"reply_to,omitempty"`
+	ConnectorChannelID string          `json:"connector_channel_id,omitempty"`
+	Type               string          `json:"type"`
+	Time               int64           `json:"time"`
+	Payload            json.RawMessage `json:"payload,omitempty"`
+	Error              *PacketError    `json:"error,omitempty"`
+}
+
+// PacketError is the envelope's `error` member: a stable code and a message.
+type PacketError struct {
+	Code    Code   `json:"code"`
+	Message string `json:"message,omitempty"`
+}
+
+// NewPacketID returns a fresh packet ID: "pkt_" and a random UUID.
+func NewPacketID() string { return "pkt_" + uuid.NewString() }
+
+// NewMessageID returns a fresh business message ID: "msg_" and a random UUID
+// (M2). A Connector whose platform has stable event IDs should derive the
+// message_id from them instead, so a restart cannot mint a second one.
+func NewMessageID() string { return "msg_" + uuid.NewString() }
+
+// NowMillis returns t as Unix milliseconds, the unit of every time on the wire.
+func NowMillis(t time.Time) int64 { return t.UnixMilli() }
+
+// NewPacket returns a packet of type typ for channel (empty for
+// connection-level packets) with a fresh packet ID, the current time and
+// payload encoded as JSON. payload may be a payload struct of this package,
+// a json.RawMessage, or nil for `{}`.
+func NewPacket(typ, channel string, payload any) (*Packet, error) {
+	raw, err := marshalPayload(payload)
+	if err != nil {
+		return nil, err
+	}
+	return &Packet{
+		Schema:             PacketSchema,
+		PacketID:           NewPacketID(),
+		ConnectorChannelID: channel,
+		Type:               typ,
+		Time:               time.Now().UnixMilli(),
+		Payload:            raw,
+	}, nil
+}
+
+// NewReply returns a packet of type typ answering req: it copies the
+// request's request_id and channel and sets reply_to to its packet_id (W9).
+func NewReply(req *Packet, typ string, payload any) (*Packet, error) {
+	p, err := NewPacket(typ, req.ConnectorChannelID, payload)
+	if err != nil {
+		return nil, err
+	}
+	p.RequestID = req.RequestID
+	p.ReplyTo = req.PacketID
+	return p, nil
+}
+
+// NewErrorPacket returns a `type: "error"` packet for e. When req is not nil
+// the packet answers it (reply_to, request_id, channel copied, W9, D12).
+func NewErrorPacket(req *Packet, e *Error) *Packet {
+	p := &Packet{
+		Schema:   PacketSchema,
+		PacketID: NewPacketID(),
+		Type:     TypeError,
+		Time:     time.Now().UnixMilli(),
+		Payload:  json.RawMessage("{}"),
+		Error:    &PacketError{Code: e.Code, Message: e.Message},
+	}
+	if req != nil {
+		p.RequestID = req.RequestID
+		p.ReplyTo = req.PacketID
+		p.ConnectorChannelID = req.ConnectorChannelID
+	}
+	return p
+}
+
+func marshalPayload(payload any) (json.RawMessage, error) {
+	switch v := payload.(type) {
+	case nil:
+		return json.RawMessage("{}"), nil
+	case json.RawMessage:
+		return v, nil
+	case *ChatMessageAck:
+		return marshalPayload(v.wire())
+	case ChatMessageAck:
+		return marshalPayload(v.wire())
+	case []byte:
+		return json.RawMessage(v), nil
+	}
+	b, err := jsonv2.Marshal(payload)
+	if err != nil {
+		return nil, Errorf(CodeInvalidPacket, "encode payload: %w", err)
+	}
+	return b, nil
+}
+
+// packetWire is the decode shape: Time is a pointer to tell absent from 0.
+type packetWire struct {
+	Schema             string         `json:"schema"`
+	PacketID           string         `json:"packet_id"`
+	RequestID          string         `json:"request_id"`
+	ReplyTo            string         `json:"reply_to"`
+	ConnectorChannelID string         `json:"connector_channel_id"`
+	Type               string         `json:"type"`
+	Time               *int64         `json:"time"`
+	Payload            jsontext.Value `json:"payload"`
+	Error              *PacketError   `json:"error"`
+}
+
+// DecodePacket parses one frame and checks the envelope once (E1): the
+// schema, a non-empty packet_id and type, a non-negative integer time, an
+// object payload and a well-formed error. Duplicate member names and invalid
+// UTF-8 are errors; unknown envelope members are ignored. Every failure is
+// an *Error with code invalid_packet (E2); the payload is not decoded.
+func DecodePacket(data []byte) (*Packet, error) {
+	var w packetWire
+	if err := jsonv2.Unmarshal(data, &w); err != nil {
+		return nil, Errorf(CodeInvalidPacket, "envelope: %s", jsonErrText(err))
+	}
+	p := &Packet{
+		Schema:             w.Schema,
+		PacketID:           w.PacketID,
+		RequestID:          w.RequestID,
+		ReplyTo:            w.ReplyTo,
+		ConnectorChannelID: w.ConnectorChannelID,
+		Type:               w.Type,
+		Payload:            json.RawMessage(w.Payload),
+		Error:              w.Error,
+	}
+	if w.Time != nil {
+		p.Time = *w.Time
+		if p.Time < 0 {
+			return p, Errorf(CodeInvalidPacket, "envelope: time is negative")
+		}
+	}
+	if err := p.checkEnvelope(); err != nil {
+		return p, err
+	}
+	return p, nil
+}
+
+// Validate checks the envelope rules of E1 on a packet built in Go.
+func (p *Packet) Validate() error {
+	if p == nil {
+		return Errorf(CodeInvalidPacket, "envelope: nil packet")
+	}
+	if p.Time < 0 {
+		return Errorf(CodeInvalidPacket, "envelope: time is negative")
+	}
+	return p.checkEnvelope()
+}
+
+func (p *Packet) checkEnvelope() error {
+	switch {
+	case p.Schema != PacketSchema:
+		return Errorf(CodeInvalidPacket, "envelope: schema must be %q", PacketSchema)
+	case p.PacketID == "":
+		return Errorf(CodeInvalidPacket, "envelope: packet_id is empty")
+	case p.Type == "":
+		return Errorf(CodeInvalidPacket, "envelope: type is empty")
+	case p.Error != nil && p.Error.Code == "":
+		return Errorf(CodeInvalidPacket, "envelope: error.code is empty")
+	case len(p.Payload) > 0 && jsontext.Value(p.Payload).Kind() != '{':
+		return Errorf(CodeInvalidPacket, "envelope: payload must be an object")
+	}
+	return nil
+}
+
+// Encode returns the packet as one JSON object, ready for a text frame.
+func (p *Packet) Encode() ([]byte, error) {
+	return p.AppendEncode(make([]byte, 0, 160+len(p.Payload)))
+}
+
+// AppendEncode appends the encoded packet to dst. It checks the envelope
+// first, so an invalid packet never reaches the wire.
+func (p *Packet) AppendEncode(dst []byte) ([]byte, error) {
+	if err := p.Validate(); err != nil {
+		return dst, err
+	}
+	var err error
+	dst = append(dst, `{"schema":`...)
+	dst = appendString(dst, p.Schema, &err)
+	dst = append(dst, `,"packet_id":`...)
+	dst = appendString(dst, p.PacketID, &err)
+	if p.RequestID != "" {
+		dst = append(dst, `,"request_id":`...)
+		dst = appendString(dst, p.RequestID, &err)
+	}
+	if p.ReplyTo != "" {
+		dst = append(dst, `,"reply_to":`...)
+		dst = appendString(dst, p.ReplyTo, &err)
+	}
+	if p.ConnectorChannelID != "" {
+		dst = append(dst, `,"connector_channel_id":`...)
+		dst = appendString(dst, p.ConnectorChannelID, &err)
+	}
+	dst = append(dst, `,"type":`...)
+	dst = appendString(dst, p.Type, &err)
+	dst = append(dst, `,"time":`...)
+	dst = strconv.AppendInt(dst, p.Time, 10)
+	if len(p.Payload) > 0 {
+		if !jsontext.Value(p.Payload).IsValid() {
+			return dst, Errorf(CodeInvalidPacket, "envelope: payload is not valid JSON")
+		}
+		dst = append(dst, `,"payload":`...)
+		dst = append(dst, p.Payload...)
+	}
+	if p.Error != nil {
+		dst = append(dst, `,"error":{"code":`...)
+		dst = appendString(dst, string(p.Error.Code), &err)
+		if p.Error.Message != "" {
+			dst = append(dst, `,"message":`...)
+			dst = appendString(dst, p.Error.Message, &err)
+		}
+		dst = append(dst, '}')
+	}
+	dst = append(dst, '}')
+	if err != nil {
+		return dst, Errorf(CodeInvalidPacket, "envelope: %s", jsonErrText(err))
+	}
+	return dst, nil
+}
+
+func appendString(dst []byte, s string, errp *error) []byte {
+	out, err := jsontext.AppendQuote(dst, s)
+	if err != nil && *errp == nil {
+		*errp = err
+	}
+	return out
+}
+
+// Err returns the envelope error of an error packet as an *Error, or nil.
+func (p *Packet) Err() *Error {
+	if p == nil || p.Error == nil {
+		return nil
+	}
+	return &Error{Code: p.Error.Code, Message: p.Error.Message}
+}
+
+// DecodePayload decodes the packet's payload into v with the SDK's strict
+// codec (duplicate names and invalid UTF-8 are errors, names match exactly).
+// Use it for Common Protocol payloads; the IM v2 packets have typed decoders
+// that also validate (DecodeChatMessage and friends).
+func (p *Packet) DecodePayload(v any) error {
+	payload := p.Payload
+	if len(payload) == 0 {
+		payload = json.RawMessage("{}")
+	}
+	if err := jsonv2.Unmarshal(payload, v); err != nil {
+		return Errorf(CodeInvalidPacket, "%s payload: %s", p.Type, jsonErrText(err))
+	}
+	return nil
+}
+
+// jsonErrText keeps error messages short and free of input echoes beyond
+// what the codec reports.
+func jsonErrText(err error) string {
+	var se *jsonv2.SemanticError
+	if errors.As(err, &se) && se.Err != nil {
+		if se.JSONPointer != "" {
+			return string(se.JSONPointer) + ": " + se.Err.Error()
+		}
+		return se.Err.Error()
+	}
+	return err.Error()
+}
+
+// jsonRaw converts codec output to the Payload type without a copy.
+func jsonRaw(b []byte) json.RawMessage { return json.RawMessage(b) }

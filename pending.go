@@ -1,0 +1,143 @@
+package imv2
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// PendingEntry is one complete message the sender has sent (or is about to
+// send) and for which no terminal ack arrived yet (S1).
+type PendingEntry struct {
+	ChannelID string
+	// Message is resent verbatim: same message_id, same content (S2, A7).
+	Message ChatMessage
+	// Created is when the message entered the queue; the entry expires
+	// DefaultPendingTTL (or Options.PendingTTL) later.
+	Created time.Time
+}
+
+// PendingStore keeps the sender's pending messages (S1). An entry is added
+// before the first send and removed only on a terminal ack (accepted,
+// duplicate, or rejected with retryable=false) or on expiry, which is
+// reported, never silent. It is a fact of its own, independent of the
+// receiver's CompletedStore (S9).
+//
+// Implementations must be safe for concurrent use. A durable one writes
+// Add before returning, so a crash right after the first send still
+// resends after restart.
+type PendingStore interface {
+	// Add records e. It returns an *Error with code pending_full when the
+	// channel already holds its cap; nothing is dropped to make room.
+	// Adding a message_id already pending replaces nothing and returns
+	// message_id_conflict if the content differs.
+	Add(ctx context.Context, e PendingEntry) error
+	// Remove forgets a message after its terminal ack or expiry.
+	Remove(ctx context.Context, channelID, messageID string) error
+	// List returns the channel's pending entries, oldest first.
+	List(ctx context.Context, channelID string) ([]PendingEntry, error)
+}
+
+// Defaults of the sender's pending queue.
+const (
+	// DefaultPendingCap bounds pending messages per channel.
+	DefaultPendingCap = 1000
+	// DefaultPendingTTL is how long a message stays pending without a
+	// terminal ack before it fails with code "expired".
+	DefaultPendingTTL = time.Hour
+)
+
+// MemoryPendingStore is an in-memory PendingStore holding at most Cap
+// entries per channel. It never evicts: a full channel refuses Add, so the
+// caller gets backpressure instead of silent loss.
+type MemoryPendingStore struct {
+	mu       sync.Mutex
+	capacity int
+	channels map[string]*pendingList
+}
+
+type pendingList struct {
+	order []string // message IDs, oldest first
+	byID  map[string]PendingEntry
+}
+
+// NewMemoryPendingStore returns a store with at most capacity entries per
+// channel (DefaultPendingCap when capacity ≤ 0).
+func NewMemoryPendingStore(capacity int) *MemoryPendingStore {
+	if capacity <= 0 {
+		capacity = DefaultPendingCap
+	}
+	return &MemoryPendingStore{capacity: capacity, channels: map[string]*pendingList{}}
+}
+
+// Add implements PendingStore.
+func (s *MemoryPendingStore) Add(_ context.Context, e PendingEntry) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l := s.channels[e.ChannelID]
+	if l == nil {
+		l = &pendingList{byID: map[string]PendingEntry{}}
+		s.channels[e.ChannelID] = l
+	}
+	if old, ok := l.byID[e.Message.MessageID]; ok {
+		if FingerprintOf(&old.Message) != FingerprintOf(&e.Message) {
+			return Errorf(CodeMessageIDConflict, "message_id %q is pending with other content (M2)", e.Message.MessageID)
+		}
+		return nil
+	}
+	if len(l.order) >= s.capacity {
+		return Errorf(CodePendingFull, "channel %q has %d pending messages, the cap", e.ChannelID, s.capacity)
+	}
+	l.order = append(l.order, e.Message.MessageID)
+	l.byID[e.Message.MessageID] = e
+	return nil
+}
+
+// Remove implements PendingStore.
+func (s *MemoryPendingStore) Remove(_ context.Context, channelID, messageID string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l := s.channels[channelID]
+	if l == nil {
+		return nil
+	}
+	if _, ok := l.byID[messageID]; !ok {
+		return nil
+	}
+	delete(l.byID, messageID)
+	for i, id := range l.order {
+		if id == messageID {
+			l.order = append(l.order[:i], l.order[i+1:]...)
+			break
+		}
+	}
+	if len(l.order) == 0 {
+		delete(s.channels, channelID)
+	}
+	return nil
+}
+
+// List implements PendingStore.
+func (s *MemoryPendingStore) List(_ context.Context, channelID string) ([]PendingEntry, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l := s.channels[channelID]
+	if l == nil {
+		return nil, nil
+	}
+	out := make([]PendingEntry, 0, len(l.order))
+	for _, id := range l.order {
+		out = append(out, l.byID[id])
+	}
+	return out, nil
+}
+
+// Len returns the number of pending entries of a channel.
+func (s *MemoryPendingStore) Len(channelID string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if l := s.channels[channelID]; l != nil {
+		return len(l.order)
+	}
+	return 0
+}

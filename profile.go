@@ -1,0 +1,151 @@
+package imv2
+
+import "slices"
+
+// Profile is one catalog entry (P4): which target types may declare the
+// profile, which packet types travel which way, and which internal xAgent
+// payload kinds may be projected outbound. It is data: channel code asks a
+// Negotiated set built from entries, never a hard-coded list (P5).
+type Profile struct {
+	ID string
+	// TargetTypes may declare the profile in a Card or Descriptor (P1).
+	TargetTypes []string
+	// Packets maps each packet type to the directions it may travel.
+	Packets map[string]Directions
+	// ChannelScoped says every packet needs connector_channel_id (I1).
+	ChannelScoped bool
+	// Projections lists the internal xAgent payload kinds that may be
+	// projected to the wire under this profile (P7). Anything else stays home.
+	Projections []string
+}
+
+// Directions is a set of Direction values.
+type Directions uint8
+
+// Direction sets for the catalog.
+const (
+	DirToConnector Directions = 1 << ToConnector
+	DirToXAgent    Directions = 1 << ToXAgent
+	DirBoth                   = DirToConnector | DirToXAgent
+)
+
+// Has reports whether d is in the set.
+func (s Directions) Has(d Direction) bool { return d != 0 && s&(1<<d) != 0 }
+
+// Internal xAgent payload kinds that IM v2 may project outbound (P7).
+const (
+	KindAssistantMessageFinal = "assistant.message.final"
+	KindAssistantMessageDelta = "assistant.message.delta"
+	KindAssistantActivity     = "assistant.activity"
+	KindUserMessageAck        = "user.message.ack"
+)
+
+// IMv2 returns the catalog entry of xagent.im.v2 (P4): chat.message and
+// chat.message.ack both ways, chat.message.delta and chat.activity
+// xAgent → Connector only, all channel-scoped, for target type im only.
+// It returns a fresh value each call, so no caller can widen another's view.
+func IMv2() Profile {
+	return Profile{
+		ID:          ProfileIMv2,
+		TargetTypes: []string{TargetTypeIM},
+		Packets: map[string]Directions{
+			TypeChatMessage:      DirBoth,
+			TypeChatMessageDelta: DirToConnector,
+			TypeChatMessageAck:   DirBoth,
+			TypeChatActivity:     DirToConnector,
+		},
+		ChannelScoped: true,
+		Projections: []string{
+			KindAssistantMessageFinal,
+			KindAssistantMessageDelta,
+			KindAssistantActivity,
+			KindUserMessageAck,
+		},
+	}
+}
+
+// Catalog is a set of profile entries keyed by ID.
+type Catalog map[string]Profile
+
+// DefaultCatalog returns a catalog holding the profiles this SDK implements:
+// xagent.im.v2.
+func DefaultCatalog() Catalog {
+	p := IMv2()
+	return Catalog{p.ID: p}
+}
+
+// Negotiated is the immutable result of negotiation for one channel (P5): the
+// profiles both sides enabled, and the only thing channel code asks "may
+// this packet travel this way?" and "may this internal kind go out?".
+// The zero value allows nothing.
+type Negotiated struct {
+	profiles []string
+	packets  map[string]Directions
+	kinds    map[string]struct{}
+}
+
+// Negotiate intersects what xAgent offered in its hello (supported) with
+// what the Card declares (declared) and loads the catalog entries of the
+// result (P3). Profiles missing from the catalog are dropped: a profile the
+// SDK does not implement is never enabled. A nil supported list enables
+// nothing (P3: never implicitly).
+func (c Catalog) Negotiate(supported, declared []string) *Negotiated {
+	n := &Negotiated{packets: map[string]Directions{}, kinds: map[string]struct{}{}}
+	for _, id := range supported {
+		if !slices.Contains(declared, id) || slices.Contains(n.profiles, id) {
+			continue
+		}
+		entry, ok := c[id]
+		if !ok {
+			continue
+		}
+		n.profiles = append(n.profiles, id)
+		for typ, dirs := range entry.Packets {
+			n.packets[typ] |= dirs
+		}
+		for _, k := range entry.Projections {
+			n.kinds[k] = struct{}{}
+		}
+	}
+	return n
+}
+
+// Profiles returns the enabled profile IDs, in the hello's order. It is the
+// Descriptor's connection.profiles (P2).
+func (n *Negotiated) Profiles() []string {
+	if n == nil {
+		return nil
+	}
+	return slices.Clone(n.profiles)
+}
+
+// Has reports whether profile id is enabled.
+func (n *Negotiated) Has(id string) bool {
+	return n != nil && slices.Contains(n.profiles, id)
+}
+
+// Allows reports whether a packet of type typ may travel in dir on this
+// channel (P5, P6). A false answer means: drop silently, no error, no ack.
+func (n *Negotiated) Allows(typ string, dir Direction) bool {
+	if n == nil {
+		return false
+	}
+	return n.packets[typ].Has(dir)
+}
+
+// MayProject reports whether an internal xAgent payload kind may be
+// projected outbound (P7). Default deny: session sync, history snapshots,
+// replays, UI projections and every kind no catalog entry lists stay home.
+func (n *Negotiated) MayProject(kind string) bool {
+	if n == nil {
+		return false
+	}
+	_, ok := n.kinds[kind]
+	return ok
+}
+
+// Equal reports whether two negotiated sets enable the same profiles, so a
+// Descriptor change can tell whether a channel must reload (P5).
+func (n *Negotiated) Equal(o *Negotiated) bool {
+	return slices.Equal(n.Profiles(), o.Profiles())
+}
