@@ -68,6 +68,8 @@ type ConnConfig struct {
 	// Clock drives the keepalive timers; default imv2.SystemClock{}.
 	// Network deadlines always use real time.
 	Clock imv2.Clock
+
+	onPong func() // test hook: a pong arrived
 }
 
 func (c ConnConfig) withDefaults() ConnConfig {
@@ -161,6 +163,9 @@ func newWSConn(ws *websocket.Conn, cfg ConnConfig) *wsConn {
 	ws.SetReadLimit(cfg.ReadLimit)
 	ws.SetPongHandler(func(string) error {
 		c.alive.Add(1)
+		if cfg.onPong != nil {
+			cfg.onPong()
+		}
 		return nil
 	})
 	c.wg.Add(2)

@@ -115,11 +115,11 @@ type Server struct {
 
 	mu        sync.Mutex
 	closed    bool
-	instances map[string]*instance      // by connector_id
-	channels  map[string]*channelEntry  // by connector_channel_id, all instances
-	sessions  map[*session]struct{}     // live connections
-	wg        sync.WaitGroup            // sessions
-	dropWG    sync.WaitGroup            // OnChannelDrop / Channel.Close after expiry
+	instances map[string]*instance     // by connector_id
+	channels  map[string]*channelEntry // by connector_channel_id, all instances
+	sessions  map[*session]struct{}    // live connections
+	wg        sync.WaitGroup           // sessions
+	dropWG    sync.WaitGroup           // OnChannelDrop / Channel.Close after expiry
 }
 
 // instance is one connector_id: the channels it owns and its offline grace.
