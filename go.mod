@@ -1,6 +1,6 @@
 module github.com/xagentkit/imv2
 
-go 1.26.8
+go 1.26
 
 require (
 	github.com/go-json-experiment/json v1.27.2
@@ -9,4 +9,8 @@ require (
 	github.com/stretchr/testify v1.12.1
 )
 
-require go.yaml.in/yaml/v3 v3.0.5 // indirect
+require (
+	go.uber.org/goleak v1.3.0 // indirect
+	go.yaml.in/yaml/v3 v3.0.5 // indirect
+	pgregory.net/rapid v1.3.0 // indirect
+)
