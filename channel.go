@@ -255,13 +255,6 @@ func (c *Channel) spawnLocked(f func()) bool {
 	return true
 }
 
-// spawn is spawnLocked for callers that do not hold c.mu.
-func (c *Channel) spawn(f func()) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.spawnLocked(f)
-}
-
 // afterLocked runs f after d, unless the channel closes first. f runs on
 // the clock's goroutine (a fake clock runs it inside Advance, so tests are
 // deterministic) and Close waits for it. c.mu must be held.
