@@ -10,6 +10,7 @@ import (
 	"mime/multipart"
 	"net/http"
 	"net/textproto"
+	"net/url"
 	"path"
 
 	"github.com/xagentkit/imv2"
@@ -98,7 +99,7 @@ func (q *UploadRequest) Do(ctx context.Context, client *http.Client) (UploadResu
 		}
 	}()
 
-	u := joinPath(base, "/files/uploads", "")
+	u := joinPath(base, &url.URL{Path: "/files/uploads"})
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), pr)
 	if err != nil {
 		return UploadResult{}, imv2.Permanent(fmt.Errorf("%w: %w", ErrRefusedURL, err))

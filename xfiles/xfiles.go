@@ -98,13 +98,13 @@ func ParseBaseURL(baseURL string) (*url.URL, error) {
 	return u, nil
 }
 
-// joinPath appends a path (and query) to base's path prefix.
-func joinPath(base *url.URL, p, rawQuery string) *url.URL {
+// joinPath appends ref's path (escaping kept) and query to base's path
+// prefix.
+func joinPath(base, ref *url.URL) *url.URL {
 	u := *base
-	rel := &url.URL{Path: p}
-	u.Path = strings.TrimSuffix(base.Path, "/") + "/" + strings.TrimPrefix(p, "/")
-	u.RawPath = strings.TrimSuffix(base.EscapedPath(), "/") + "/" + strings.TrimPrefix(rel.EscapedPath(), "/")
-	u.RawQuery = rawQuery
+	u.Path = strings.TrimSuffix(base.Path, "/") + "/" + strings.TrimPrefix(ref.Path, "/")
+	u.RawPath = strings.TrimSuffix(base.EscapedPath(), "/") + "/" + strings.TrimPrefix(ref.EscapedPath(), "/")
+	u.RawQuery = ref.RawQuery
 	u.Fragment, u.RawFragment = "", ""
 	return &u
 }
@@ -139,7 +139,7 @@ func ResolveDownloadURL(baseURL, downloadURL string) (*url.URL, error) {
 	if err != nil {
 		return nil, err
 	}
-	return joinPath(base, ref.Path, ref.RawQuery), nil
+	return joinPath(base, ref), nil
 }
 
 // withTimeout gives ctx DefaultTimeout when it has no deadline.
