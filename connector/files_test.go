@@ -157,13 +157,16 @@ func TestFiles_T1_OverSizeCapIs413(t *testing.T) {
 	// A declared Content-Length over the cap is refused before reading;
 	// through a recorder, so no half-written request races the answer.
 	body, ct := form{filename: "huge.bin", file: make([]byte, 2*limit)}.encode(t)
-	req := httptest.NewRequest(http.MethodPost, "/files/uploads", body)
+	cr := &countReader{r: body}
+	req := httptest.NewRequest(http.MethodPost, "/files/uploads", cr)
+	req.ContentLength = int64(body.Len())
 	req.Header.Set("Authorization", "Bearer "+testKey)
 	req.Header.Set("Content-Type", ct)
 	req.Header.Set(connector.HeaderChannelID, "cch_1")
 	rec := httptest.NewRecorder()
 	e.h.ServeHTTP(rec, req)
 	assert.Equal(t, http.StatusRequestEntityTooLarge, rec.Code)
+	assert.Zero(t, cr.n, "refused before reading the body")
 
 	// Without a Content-Length, MaxBytesReader stops a body over the cap
 	// whether the bytes sit in the file or in unknown fields.
@@ -353,4 +356,28 @@ func TestFileTypeOf_M4(t *testing.T) {
 	} {
 		assert.Equal(t, want, connector.FileTypeOf(mt), mt)
 	}
+}
+
+type countReader struct {
+	r io.Reader
+	n int
+}
+
+func (c *countReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += n
+	return n, err
+}
+
+func TestFiles_T1_UploadCapHoldsOverALargerStore(t *testing.T) {
+	const limit = 64 << 10
+	e := newEnv(t, func(c *connector.Config) {
+		c.MaxUploadBytes = limit
+		c.Files = connector.NewMemoryStore(connector.MemoryStoreOptions{MaxFileBytes: 10 * limit})
+	})
+	r := e.upload(t, "cch_1", form{filename: "a.bin", file: make([]byte, limit+1)})
+	assert.Equal(t, http.StatusRequestEntityTooLarge, r.status)
+	mustUpload(t, e, "cch_1", form{filename: "a.bin", file: make([]byte, limit)})
+	_, err := e.h.OfferFile(context.Background(), "cch_1", "b.bin", "", bytes.NewReader(make([]byte, limit+1)))
+	assert.ErrorIs(t, err, connector.ErrFileTooLarge)
 }

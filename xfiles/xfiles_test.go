@@ -136,21 +136,19 @@ func TestUpload_T1_Errors(t *testing.T) {
 }
 
 func TestUpload_T1_NeverFollowsRedirectWithKey(t *testing.T) {
-	var elsewhere atomic.Int64
-	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		elsewhere.Add(1)
-	}))
-	defer other.Close()
-	redir := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		http.Redirect(w, r, other.URL+"/files/uploads", http.StatusTemporaryRedirect)
-	}))
-	defer redir.Close()
-	_, err := xfiles.Upload(context.Background(), redir.Client(), redir.URL, apiKey, "cch_1", "a.txt", strings.NewReader("x"))
-	var he *xfiles.HTTPError
-	require.ErrorAs(t, err, &he)
-	assert.Equal(t, http.StatusTemporaryRedirect, he.StatusCode)
-	assert.Zero(t, elsewhere.Load())
+	other := newHitServer(t, func(w http.ResponseWriter, r *http.Request) {})
+	for _, code := range []int{http.StatusFound, http.StatusSeeOther, http.StatusTemporaryRedirect, http.StatusPermanentRedirect} {
+		redir := newHitServer(t, func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.Copy(io.Discard, r.Body)
+			http.Redirect(w, r, other.URL+"/files/uploads", code)
+		})
+		_, err := xfiles.Upload(context.Background(), redir.Client(), redir.URL, apiKey, "cch_1", "a.txt", strings.NewReader("x"))
+		var he *xfiles.HTTPError
+		require.ErrorAs(t, err, &he, code)
+		assert.Equal(t, code, he.StatusCode)
+		assert.Equal(t, int64(1), redir.auth.Load(), "the key went to the base URL")
+	}
+	assert.Zero(t, other.hits.Load(), "no redirect was followed")
 }
 
 func TestFetch_M6_T4_OfferedFileRoundTrip(t *testing.T) {
@@ -223,6 +221,11 @@ func TestFetch_T4_SizeCap(t *testing.T) {
 	const max = 1000
 	s := newHitServer(t, func(w http.ResponseWriter, r *http.Request) {
 		n, _ := strconv.Atoi(r.URL.Query().Get("n"))
+		if r.URL.Query().Get("lie") != "" { // a large Content-Length is refused before reading
+			w.Header().Set("Content-Length", strconv.Itoa(1<<30))
+			_, _ = w.Write(make([]byte, 10))
+			return
+		}
 		if r.URL.Query().Get("chunked") == "" {
 			w.Header().Set("Content-Length", strconv.Itoa(n))
 		} else {
@@ -237,7 +240,7 @@ func TestFetch_T4_SizeCap(t *testing.T) {
 	data, err := fetch("n=1000", 0)
 	require.NoError(t, err)
 	assert.Len(t, data, max)
-	for _, q := range []string{"n=1001", "n=1001&chunked=1", "n=50000&chunked=1"} {
+	for _, q := range []string{"n=1001", "n=1001&chunked=1", "n=50000&chunked=1", "lie=1"} {
 		data, err = fetch(q, 0)
 		assert.ErrorIs(t, err, xfiles.ErrTooLarge, q)
 		assert.Nil(t, data, q)
