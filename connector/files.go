@@ -219,7 +219,8 @@ func (h *Handler) serveRef(w http.ResponseWriter, r *http.Request, ref string) {
 // DownloadURL returns the relative, signed URI of fileRef for channelID,
 // valid for Config.URLTTL (T3): "/files/refs/{file_ref}?ch=…&exp=…&sig=…".
 // Resolve it against the Connector base URL (the data plane sends it
-// as-is in files[].download_url, M6).
+// as-is in files[].download_url, M6). It does not look the file up: a URL
+// for an unknown ref or an invalid channel is simply refused when used.
 func (h *Handler) DownloadURL(channelID, fileRef string) string {
 	return h.signer.url(fileRef, channelID, h.now().Add(h.cfg.URLTTL))
 }

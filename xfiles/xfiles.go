@@ -42,6 +42,7 @@ type HTTPError struct {
 	Message    string
 }
 
+// Error returns the status, code and message; never a header or a key.
 func (e *HTTPError) Error() string {
 	s := fmt.Sprintf("xfiles: HTTP %d", e.StatusCode)
 	if e.Code != "" {
