@@ -129,16 +129,17 @@ func startServer(t *testing.T, mod func(*ServerConfig)) (*Server, string) {
 }
 
 // dropConnections ends every live connection from the server side, as a
-// network failure would.
+// network failure would, and waits until the server detached them.
 func (s *Server) dropConnections() {
 	s.mu.Lock()
-	var conns []Conn
+	var sessions []*session
 	for ss := range s.sessions {
-		conns = append(conns, ss.conn)
+		sessions = append(sessions, ss)
 	}
 	s.mu.Unlock()
-	for _, c := range conns {
-		_ = c.Close()
+	for _, ss := range sessions {
+		_ = ss.conn.Close()
+		<-ss.ended
 	}
 }
 

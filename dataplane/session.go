@@ -29,8 +29,9 @@ type session struct {
 	inst *instance                // guarded by srv.mu
 	open map[string]*channelEntry // guarded by srv.mu: channels open here
 
-	sem chan struct{}
-	wg  sync.WaitGroup
+	sem   chan struct{}
+	wg    sync.WaitGroup
+	ended chan struct{} // closed once detached
 }
 
 func (s *Server) newSession(ctx context.Context, conn Conn) *session {
@@ -48,6 +49,7 @@ func (s *Server) newSession(ctx context.Context, conn Conn) *session {
 		log:    s.log,
 		open:   map[string]*channelEntry{},
 		sem:    make(chan struct{}, s.cfg.MaxHandlerCalls),
+		ended:  make(chan struct{}),
 	}
 	s.sessions[ss] = struct{}{}
 	s.wg.Add(1)
@@ -81,6 +83,7 @@ func (ss *session) run() error {
 	_ = ss.conn.Close()
 	ss.wg.Wait()
 	ss.srv.detach(ss)
+	close(ss.ended)
 	return err
 }
 
