@@ -231,6 +231,9 @@ func (c *wsConn) writer() {
 			}
 			err := c.writeFrame(req.ctx, req.data)
 			req.res <- err
+			if errors.Is(err, websocket.ErrCloseSent) {
+				continue // a close handshake is under way; the reader ends the connection with the peer's reason
+			}
 			if err != nil {
 				// A failed or timed-out write may leave half a frame on
 				// the wire; gorilla treats it as fatal, and so do we.

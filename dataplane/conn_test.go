@@ -77,9 +77,12 @@ func TestConn_W2_FrameOverReadLimitCloses1009(t *testing.T) {
 	srv, url := startServer(t, func(c *ServerConfig) { c.Conn.ReadLimit = 4096 })
 	p := dialPeer(t, url, nil)
 	p.hello("")
-	big := strings.Repeat("x", 8192)
-	// The peer's own limit is the default 1 MiB, so it sends the frame.
-	p.rawText(`{"schema":"xagent.connector.packet/v1","packet_id":"pkt_big","type":"ping","payload":{"pad":"` + big + `"}}`)
+	// Large enough to overflow the socket buffers: the server must drain it
+	// after its close frame, or the peer would read a reset instead.
+	big := strings.Repeat("x", 16<<20)
+	p.conn.cfg.ReadLimit = 32 << 20 // this peer may send it
+	// The write itself may fail: the server's close frame can win the race.
+	_ = p.rawTextErr(`{"schema":"xagent.connector.packet/v1","packet_id":"pkt_big","type":"ping","payload":{"pad":"` + big + `"}}`)
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	_, err := p.conn.Read(ctx)

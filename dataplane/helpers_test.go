@@ -56,10 +56,11 @@ type recTarget struct {
 	texts  map[string]string
 	drafts []string
 	got    chan *imv2.ChatMessage
+	shown  chan string
 }
 
 func newRecTarget() *recTarget {
-	return &recTarget{posts: map[string]int{}, texts: map[string]string{}, got: make(chan *imv2.ChatMessage, 256)}
+	return &recTarget{posts: map[string]int{}, texts: map[string]string{}, got: make(chan *imv2.ChatMessage, 256), shown: make(chan string, 256)}
 }
 
 func (r *recTarget) PostMessage(_ context.Context, _ string, m *imv2.ChatMessage) error {
@@ -75,6 +76,7 @@ func (r *recTarget) UpdateDraft(_ context.Context, _, _, text string) error {
 	r.mu.Lock()
 	r.drafts = append(r.drafts, text)
 	r.mu.Unlock()
+	r.shown <- text
 	return nil
 }
 
@@ -185,9 +187,14 @@ func (p *peer) write(pkt *imv2.Packet) {
 // rawText writes one text frame as is, through the peer's writer.
 func (p *peer) rawText(data string) {
 	p.t.Helper()
+	require.NoError(p.t, p.rawTextErr(data))
+}
+
+func (p *peer) rawTextErr(data string) error {
+	p.t.Helper()
 	req := &writeReq{ctx: context.Background(), data: []byte(data), res: make(chan error, 1)}
 	p.conn.writes <- req
-	require.NoError(p.t, recv(p.t, req.res))
+	return recv(p.t, req.res)
 }
 
 // dialRaw opens a bare gorilla connection, for frames a Conn never sends.
