@@ -26,8 +26,8 @@ type draft struct {
 	latest    string // newest text (mode Edit), shown by the next edit
 	seen      time.Time
 	next      time.Time  // mode Edit: earliest start of the next Post/Edit
-	edit      imv2.Timer // mode Edit: the pending coalesced edit
-	expiry    imv2.Timer
+	edit      slot // mode Edit: the pending coalesced edit
+	expiry    slot
 	finishing bool // PostMessage holds it; no more drafts are shown
 	gone      bool // out of t.drafts: finished, expired or closed
 }
@@ -57,15 +57,13 @@ func (t *Target) UpdateDraft(ctx context.Context, channelID, messageID, text str
 		return t.stream(ctx, d, text)
 	}
 	d.latest = text
-	if d.edit != nil {
+	if d.edit.t != nil {
 		t.mu.Unlock()
 		return nil // coalesced into the pending edit
 	}
 	now := t.clock.Now()
 	if now.Before(d.next) {
-		var tm imv2.Timer
-		tm = t.afterLocked(d.next.Sub(now), func() { t.editLater(d, tm) })
-		d.edit = tm
+		t.armLocked(&d.edit, d.next.Sub(now), func(gen uint64) { t.editLater(d, gen) })
 		t.mu.Unlock()
 		return nil
 	}
@@ -90,9 +88,7 @@ func (t *Target) draftLocked(k draftKey) (*draft, error) {
 				"display: %d drafts open, the cap: %w", len(t.drafts), ErrFull)
 		}
 		d = &draft{key: k}
-		var tm imv2.Timer
-		tm = t.afterLocked(t.draftTTL, func() { t.expire(d, tm) })
-		d.expiry = tm
+		t.armLocked(&d.expiry, t.draftTTL, func(gen uint64) { t.expire(d, gen) })
 		t.drafts[k] = d
 	}
 	d.seen = now
@@ -167,14 +163,11 @@ func (t *Target) show(ctx context.Context, d *draft) error {
 
 // editLater is the coalesced edit: it shows whatever text is newest when
 // the interval is over.
-func (t *Target) editLater(d *draft, self imv2.Timer) {
+func (t *Target) editLater(d *draft, gen uint64) {
 	d.call.Lock()
 	defer d.call.Unlock()
 	t.mu.Lock()
-	if d.edit == self {
-		d.edit = nil
-	}
-	if t.closed || d.gone || d.finishing {
+	if !d.edit.firedLocked(gen) || t.closed || d.gone || d.finishing {
 		t.mu.Unlock()
 		return
 	}
@@ -189,12 +182,9 @@ func (t *Target) editLater(d *draft, self imv2.Timer) {
 
 // expire drops d once it has been idle for the TTL, and discards its
 // temporary message if the platform can.
-func (t *Target) expire(d *draft, self imv2.Timer) {
+func (t *Target) expire(d *draft, gen uint64) {
 	t.mu.Lock()
-	if d.expiry == self {
-		d.expiry = nil
-	}
-	if t.closed || d.gone {
+	if !d.expiry.firedLocked(gen) || t.closed || d.gone {
 		t.mu.Unlock()
 		return
 	}
@@ -205,9 +195,7 @@ func (t *Target) expire(d *draft, self imv2.Timer) {
 		if d.finishing {
 			wait = t.draftTTL
 		}
-		var tm imv2.Timer
-		tm = t.afterLocked(wait, func() { t.expire(d, tm) })
-		d.expiry = tm
+		t.armLocked(&d.expiry, wait, func(gen uint64) { t.expire(d, gen) })
 		t.mu.Unlock()
 		return
 	}

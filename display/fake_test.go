@@ -56,7 +56,9 @@ func (r *rec) fail(op string, errs ...error) {
 }
 
 func (r *rec) add(c call) error {
-	c.At = r.clk.Now().Sub(t0)
+	if r.clk != nil {
+		c.At = r.clk.Now().Sub(t0)
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.calls = append(r.calls, c)

@@ -248,26 +248,47 @@ func errClosed() error {
 	return e
 }
 
-// afterLocked schedules f on the clock and counts it for Close. t.mu is held
-// and t is not closed, so no Add races Close's Wait.
-func (t *Target) afterLocked(d time.Duration, f func()) imv2.Timer {
+// slot holds one pending timer. gen tells a callback that fires whether it
+// is still the slot's timer: a stopped timer may already be running.
+type slot struct {
+	t   imv2.Timer
+	gen uint64
+}
+
+// armLocked schedules f on the clock in the empty slot s and counts it for
+// Close. t.mu is held and t is not closed, so no Add races Close's Wait.
+func (t *Target) armLocked(s *slot, d time.Duration, f func(gen uint64)) {
+	s.gen++
+	gen := s.gen
 	t.wg.Add(1)
-	return t.clock.AfterFunc(d, func() {
+	s.t = t.clock.AfterFunc(d, func() {
 		defer t.wg.Done()
-		f()
+		f(gen)
 	})
 }
 
-// stopLocked stops *tm if set and clears it; a callback it prevented will
-// never run, so its count is released here.
-func (t *Target) stopLocked(tm *imv2.Timer) {
-	if *tm == nil {
+// firedLocked reports whether the callback of gen is still current and, if
+// so, empties the slot.
+func (s *slot) firedLocked(gen uint64) bool {
+	if s.gen != gen {
+		return false
+	}
+	s.t = nil
+	return true
+}
+
+// stopLocked stops the slot's timer, if any, and invalidates a callback of
+// it that is already running. A callback it prevented will never run, so
+// its count is released here.
+func (t *Target) stopLocked(s *slot) {
+	if s.t == nil {
 		return
 	}
-	if (*tm).Stop() {
+	if s.t.Stop() {
 		t.wg.Done()
 	}
-	*tm = nil
+	s.t = nil
+	s.gen++
 }
 
 // callCtx bounds a platform call made from a timer.

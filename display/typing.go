@@ -19,7 +19,7 @@ type typingState struct {
 
 	// Guarded by t.mu.
 	deadline time.Time // ActivityTimeout after the last thinking/tool snapshot
-	timer    imv2.Timer
+	timer    slot
 	cleared  bool
 }
 
@@ -73,20 +73,15 @@ func (t *Target) SetActivity(ctx context.Context, channelID string, a imv2.ChatA
 }
 
 func (t *Target) scheduleTypingLocked(s *typingState, d time.Duration) {
-	var tm imv2.Timer
-	tm = t.afterLocked(d, func() { t.typingTick(s, tm) })
-	s.timer = tm
+	t.armLocked(&s.timer, d, func(gen uint64) { t.typingTick(s, gen) })
 }
 
 // typingTick refreshes the indicator, or clears it at the deadline (C7).
-func (t *Target) typingTick(s *typingState, self imv2.Timer) {
+func (t *Target) typingTick(s *typingState, gen uint64) {
 	s.call.Lock()
 	defer s.call.Unlock()
 	t.mu.Lock()
-	if s.timer == self {
-		s.timer = nil
-	}
-	if t.closed || s.cleared {
+	if !s.timer.firedLocked(gen) || t.closed || s.cleared {
 		t.mu.Unlock()
 		return
 	}
