@@ -122,7 +122,8 @@ func (b blocking) Edit(ctx context.Context, _, _, _ string) error {
 // With the system clock, Close cancels a timer's platform call in flight
 // and returns only after it ended: no goroutine is left (goleak checks).
 func TestClose_CancelsCallInFlight(t *testing.T) {
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
 	b := blocking{rec: newRec(nil), entered: make(chan struct{})}
 	tg, err := display.New(struct {
 		display.Editor

@@ -25,8 +25,8 @@ type draft struct {
 	accepted  string // text of the last draft the platform accepted
 	latest    string // newest text (mode Edit), shown by the next edit
 	seen      time.Time
-	next      time.Time  // mode Edit: earliest start of the next Post/Edit
-	edit      slot // mode Edit: the pending coalesced edit
+	next      time.Time // mode Edit: earliest start of the next Post/Edit
+	edit      slot      // mode Edit: the pending coalesced edit
 	expiry    slot
 	finishing bool // PostMessage holds it; no more drafts are shown
 	gone      bool // out of t.drafts: finished, expired or closed

@@ -156,8 +156,8 @@ func TestTyping_C8_TyperErrorNeverFailsMessage(t *testing.T) {
 	r.fail("typing", boom)
 
 	require.ErrorIs(t, tg.SetActivity(ctx, "ch", thinking), boom) // for the Channel's log
-	clk.Advance(4 * time.Second)                                    // refresh fails: logged
-	require.NoError(t, tg.UpdateDraft(ctx, "ch", "m1", "a"))       // first delta clears: fails, logged
+	clk.Advance(4 * time.Second)                                  // refresh fails: logged
+	require.NoError(t, tg.UpdateDraft(ctx, "ch", "m1", "a"))      // first delta clears: fails, logged
 	require.ErrorIs(t, tg.SetActivity(ctx, "ch", thinking), boom)
 	require.NoError(t, tg.PostMessage(ctx, "ch", msg("m1", "ab", 0))) // clearing fails: logged
 	require.ErrorIs(t, tg.SetActivity(ctx, "ch", thinking), boom)
