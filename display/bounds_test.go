@@ -178,7 +178,10 @@ func TestNew_ModesAndOptions(t *testing.T) {
 // post per message (-race checks the locking).
 func TestConcurrent_D8_M11_ManyMessages(t *testing.T) {
 	ctx := context.Background()
-	tg, r, clk := newTarget(t, func(r *rec) display.Platform { return platformFor(r, display.Edit, true) }, display.Options{})
+	// The ticker spins, so fake time flies: a TTL of a year keeps every
+	// draft alive while its goroutine waits for the CPU.
+	tg, r, clk := newTarget(t, func(r *rec) display.Platform { return platformFor(r, display.Edit, true) },
+		display.Options{DraftTTL: 365 * 24 * time.Hour})
 	stop := make(chan struct{})
 	var ticker sync.WaitGroup
 	ticker.Go(func() {

@@ -137,12 +137,6 @@ func (r *rec) all(ops ...string) []call {
 
 func (r *rec) count(ops ...string) int { return len(r.all(ops...)) }
 
-func (r *rec) reset() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.calls = nil
-}
-
 // Capability sets.
 type (
 	sendOnly   struct{ display.Platform }
