@@ -2,7 +2,13 @@
 // an IM platform. A Connector author implements a small Platform (Send a
 // complete message) plus the capabilities the platform has, and New turns
 // it into an imv2.Target, imv2.StreamingTarget and imv2.ActivityTarget for
-// imv2.NewChannel.
+// imv2.NewChannel:
+//
+//	tg, err := display.New(myPlatform, nil) // one Target may serve every channel
+//	...
+//	ch, err := imv2.NewChannel(channelID, imv2.RoleConnector, negotiated, transport, tg, nil)
+//	...
+//	defer tg.Close() // after the Channels
 //
 // # Strategies (D8, M11, M13, K5)
 //

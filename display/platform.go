@@ -47,8 +47,8 @@ type Draft struct {
 type Drafter interface {
 	Platform
 	// Draft shows d and returns a handle for the drafted message (a stream
-	// ID, a draft ID, a message timestamp). The handle of the first
-	// successful call is passed back in later drafts and in Finish.
+	// ID, a draft ID, a message timestamp), not empty. The handle of the
+	// first successful call is passed back in later drafts and in Finish.
 	Draft(ctx context.Context, channelID string, d Draft) (handle string, err error)
 	// Finish turns the draft handle into the final message m: exactly
 	// m.Text as the body (M11) plus every file of m.Files (M12). The rules of
@@ -62,7 +62,8 @@ type Drafter interface {
 type Editor interface {
 	Platform
 	// Post shows text as a new temporary message and returns its handle
-	// (a message or event ID). messageID may serve as an idempotency nonce.
+	// (a message or event ID), which Edit and Finish receive. messageID may
+	// serve as an idempotency nonce.
 	Post(ctx context.Context, channelID, messageID, text string) (handle string, err error)
 	// Edit replaces the text of the temporary message handle.
 	Edit(ctx context.Context, channelID, handle, text string) error
