@@ -20,6 +20,9 @@ const (
 	// defaultSweepBatch bounds the records one Sweep transaction removes,
 	// so a large sweep does not hold the writer lock for long.
 	defaultSweepBatch = 1000
+	// orderFillPercent is how full a split leaves a page of the
+	// append-only order index (bbolt's default is 0.5).
+	orderFillPercent = 0.95
 )
 
 // Lookup implements imv2.CompletedStore. A record is visible while it is
@@ -64,6 +67,9 @@ func (s *Store) Record(ctx context.Context, channelID, messageID string, fp imv2
 		meta := tx.Bucket(bucketMeta)
 		recs := tx.Bucket(bucketCompleted)
 		order := tx.Bucket(bucketCompletedOrder)
+		// Keys only ever go on the end of the order index, so a split
+		// may leave the left page nearly full instead of half full.
+		order.FillPercent = orderFillPercent
 		count := getU64(meta, keyCompletedCount)
 
 		if old := recs.Get(key); len(old) == completedValueLen {
