@@ -16,8 +16,9 @@
 // Every Add, Remove and Record is one bbolt transaction committed with
 // fsync before the call returns; in particular the accepted ack that
 // follows Record can never describe a record a crash lost. bbolt's NoSync
-// is never set. On a local SSD that costs about a millisecond per call (see
-// bench_test.go); one bbolt writer serialises all calls.
+// is never set. That costs one or two fsyncs per call, milliseconds on a
+// typical disk against microseconds in memory (bench_test.go), and bbolt's
+// single writer serialises the calls: size a Connector's throughput by it.
 //
 // # Bounds and defaults
 //

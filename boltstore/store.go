@@ -219,8 +219,9 @@ type Stats struct {
 	// Completed is the number of completed records, expired ones
 	// included until a sweep removes them.
 	Completed int
-	// FileBytes is the size of the file; bbolt reuses freed pages but
-	// never shrinks the file.
+	// FileBytes is the size of the pages bbolt uses. The file itself
+	// grows in steps of up to 16 MiB, reuses freed pages and never
+	// shrinks.
 	FileBytes int64
 }
 
