@@ -35,6 +35,8 @@ func ExampleOpen() {
 		return
 	}
 	defer func() { _ = st.Close() }()
+	// A Channel takes both views of the one store.
+	_ = &imv2.Options{Pending: st.Pending(), Completed: st.Completed()}
 	pending, _ := st.Pending().List(ctx, "ch-1")
 	fmt.Println("pending:", pending[0].Message.MessageID, pending[0].Message.Text)
 	_, done, _ := st.Completed().Lookup(ctx, "ch-1", "in-7")
