@@ -43,6 +43,7 @@ type Channel struct {
 	ctx    context.Context // cancelled by Close; parent of Target calls
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	active atomic.Int64 // goroutines and timer callbacks running; tests wait for 0
 
 	mu        sync.Mutex
 	closed    bool
@@ -245,24 +246,32 @@ func (c *Channel) spawnLocked(f func()) bool {
 		return false
 	}
 	c.wg.Add(1)
+	c.active.Add(1)
 	go func() {
 		defer c.wg.Done()
+		defer c.active.Add(-1)
 		f()
 	}()
 	return true
 }
 
-// spawn is spawnLocked for callers that do not hold c.mu.
-func (c *Channel) spawn(f func()) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.spawnLocked(f)
-}
-
-// after runs f after d on a tracked goroutine, unless the channel closes
-// first. c.mu must be held.
+// afterLocked runs f after d, unless the channel closes first. f runs on
+// the clock's goroutine (a fake clock runs it inside Advance, so tests are
+// deterministic) and Close waits for it. c.mu must be held.
 func (c *Channel) afterLocked(d time.Duration, f func()) Timer {
-	return c.o.Clock.AfterFunc(d, func() { c.spawn(f) })
+	return c.o.Clock.AfterFunc(d, func() {
+		c.mu.Lock()
+		if c.closed {
+			c.mu.Unlock()
+			return
+		}
+		c.wg.Add(1)
+		c.active.Add(1)
+		c.mu.Unlock()
+		defer c.wg.Done()
+		defer c.active.Add(-1)
+		f()
+	})
 }
 
 func (c *Channel) observe(e Event) {
