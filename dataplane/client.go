@@ -57,6 +57,9 @@ type ClientConfig struct {
 	Clock imv2.Clock
 	// Conn tunes each WebSocket.
 	Conn ConnConfig
+	// WrapConn, when set, decorates every new connection (a fault
+	// injector in a simulator, a recorder in a test).
+	WrapConn func(Conn) Conn
 	// Dialer is the WebSocket dialer; its Subprotocols are replaced by
 	// xagent.connector.packet.v1. Default: a zero websocket.Dialer.
 	Dialer *websocket.Dialer
@@ -202,6 +205,13 @@ func Dial(ctx context.Context, cfg ClientConfig) (*Client, error) {
 	return c, nil
 }
 
+func (c *Client) wrap(conn Conn) Conn {
+	if c.cfg.WrapConn != nil {
+		return c.cfg.WrapConn(conn)
+	}
+	return conn
+}
+
 func wsURL(raw string) (string, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
@@ -248,7 +258,7 @@ func (c *Client) connect(ctx context.Context) (*clientConn, error) {
 	}
 	cc := &clientConn{
 		c:       c,
-		conn:    NewLoggingConn(newWSConn(ws, c.cfg.Conn), c.log),
+		conn:    c.wrap(NewLoggingConn(newWSConn(ws, c.cfg.Conn), c.log)),
 		waiters: map[string]*waiter{},
 		dead:    make(chan struct{}),
 	}
