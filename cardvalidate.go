@@ -365,3 +365,32 @@ func (d *Descriptor) Validate(card *Card) error {
 	}
 	return nil
 }
+
+// DecodeCard parses a Connector Card (the body of GET /connector-card.json)
+// with the SDK's strict codec, where duplicate member names and invalid
+// UTF-8 are errors and unknown members are ignored, and validates it. The
+// error is an *Error with code invalid_packet.
+func DecodeCard(data []byte) (*Card, error) {
+	c := new(Card)
+	if err := jsonv2.Unmarshal(data, c); err != nil {
+		return nil, cardErr("%s", jsonErrText(err))
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// DecodeDescriptor parses a Connection Descriptor like DecodeCard and
+// validates it against card (nil skips the cross rules, see
+// Descriptor.Validate). The error is an *Error with code invalid_packet.
+func DecodeDescriptor(data []byte, card *Card) (*Descriptor, error) {
+	d := new(Descriptor)
+	if err := jsonv2.Unmarshal(data, d); err != nil {
+		return nil, descErr("%s", jsonErrText(err))
+	}
+	if err := d.Validate(card); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
