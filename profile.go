@@ -14,9 +14,10 @@ type Profile struct {
 	Packets map[string]Directions
 	// ChannelScoped says every packet needs connector_channel_id (I1).
 	ChannelScoped bool
-	// Projections lists the internal xAgent payload kinds that may be
-	// projected to the wire under this profile (P7). Anything else stays home.
-	Projections []string
+	// Projections maps each internal xAgent payload kind that may be
+	// projected to the wire under this profile to the packet type it becomes
+	// (P7). Any kind not listed stays home.
+	Projections map[string]string
 }
 
 // Directions is a set of Direction values.
@@ -37,7 +38,6 @@ const (
 	KindAssistantMessageFinal = "assistant.message.final"
 	KindAssistantMessageDelta = "assistant.message.delta"
 	KindAssistantActivity     = "assistant.activity"
-	KindUserMessageAck        = "user.message.ack"
 )
 
 // IMv2 returns the catalog entry of xagent.im.v2 (P4): chat.message and
@@ -55,11 +55,10 @@ func IMv2() Profile {
 			TypeChatActivity:     DirToConnector,
 		},
 		ChannelScoped: true,
-		Projections: []string{
-			KindAssistantMessageFinal,
-			KindAssistantMessageDelta,
-			KindAssistantActivity,
-			KindUserMessageAck,
+		Projections: map[string]string{
+			KindAssistantMessageFinal: TypeChatMessage,
+			KindAssistantMessageDelta: TypeChatMessageDelta,
+			KindAssistantActivity:     TypeChatActivity,
 		},
 	}
 }
@@ -81,7 +80,7 @@ func DefaultCatalog() Catalog {
 type Negotiated struct {
 	profiles []string
 	packets  map[string]Directions
-	kinds    map[string]struct{}
+	kinds    map[string]string
 }
 
 // Negotiate intersects what xAgent offered in its hello (supported) with
@@ -90,7 +89,7 @@ type Negotiated struct {
 // SDK does not implement is never enabled. A nil supported list enables
 // nothing (P3: never implicitly).
 func (c Catalog) Negotiate(supported, declared []string) *Negotiated {
-	n := &Negotiated{packets: map[string]Directions{}, kinds: map[string]struct{}{}}
+	n := &Negotiated{packets: map[string]Directions{}, kinds: map[string]string{}}
 	for _, id := range supported {
 		if !slices.Contains(declared, id) || slices.Contains(n.profiles, id) {
 			continue
@@ -103,8 +102,8 @@ func (c Catalog) Negotiate(supported, declared []string) *Negotiated {
 		for typ, dirs := range entry.Packets {
 			n.packets[typ] |= dirs
 		}
-		for _, k := range entry.Projections {
-			n.kinds[k] = struct{}{}
+		for kind, typ := range entry.Projections {
+			n.kinds[kind] = typ
 		}
 	}
 	return n
@@ -137,11 +136,18 @@ func (n *Negotiated) Allows(typ string, dir Direction) bool {
 // projected outbound (P7). Default deny: session sync, history snapshots,
 // replays, UI projections and every kind no catalog entry lists stay home.
 func (n *Negotiated) MayProject(kind string) bool {
-	if n == nil {
-		return false
-	}
-	_, ok := n.kinds[kind]
+	_, ok := n.Projection(kind)
 	return ok
+}
+
+// Projection returns the packet type an internal payload kind becomes on
+// the wire, and false when the kind may not be projected (P7).
+func (n *Negotiated) Projection(kind string) (packetType string, ok bool) {
+	if n == nil {
+		return "", false
+	}
+	packetType, ok = n.kinds[kind]
+	return packetType, ok
 }
 
 // Equal reports whether two negotiated sets enable the same profiles, so a

@@ -1,4 +1,4 @@
-// Package fakeclock is an imv2.Clock whose time moves only when a test says
+// Package fakeclock is an clock.Clock whose time moves only when a test says
 // so. Timers fire synchronously inside Advance, in deadline order, so a test
 // of retries, TTLs or activity timeouts never sleeps.
 package fakeclock
@@ -8,10 +8,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/clock"
 )
 
-// Clock is a manual imv2.Clock. The zero value is not usable; call New.
+// Clock is a manual clock.Clock. The zero value is not usable; call New.
 type Clock struct {
 	mu     sync.Mutex
 	now    time.Time
@@ -39,7 +39,7 @@ func (c *Clock) Now() time.Time {
 
 // AfterFunc schedules f to run when the clock is advanced past now+d.
 // Unlike time.AfterFunc, f runs in the goroutine that calls Advance.
-func (c *Clock) AfterFunc(d time.Duration, f func()) imv2.Timer {
+func (c *Clock) AfterFunc(d time.Duration, f func()) clock.Timer {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.seq++
@@ -48,7 +48,7 @@ func (c *Clock) AfterFunc(d time.Duration, f func()) imv2.Timer {
 	return t
 }
 
-// Stop implements imv2.Timer.
+// Stop implements clock.Timer.
 func (t *timer) Stop() bool {
 	t.c.mu.Lock()
 	defer t.c.mu.Unlock()

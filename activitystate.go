@@ -1,0 +1,83 @@
+package imv2
+
+import "context"
+
+// activityState is a Connector channel's temporary status (C1, C5–C8):
+// the newest snapshot wins, a local timeout clears it, and calls to the
+// ActivityTarget run on one lane so a slow platform sees only the newest
+// state. Guarded by Channel.mu.
+type activityState struct {
+	shown   bool          // thinking or tool is displayed
+	want    *ChatActivity // newest state not yet handed to the target
+	running bool          // a lane goroutine is calling the target
+	timeout Timer
+}
+
+// receiveActivity handles a chat.activity snapshot (C1–C4). It is never
+// acked and never persisted.
+func (c *Channel) receiveActivity(_ context.Context, p *Packet) error {
+	a, err := DecodeChatActivity(p)
+	if err != nil {
+		e := AsError(err, CodeInvalidPacket)
+		c.observe(Event{Kind: EventRejected, PacketType: p.Type, Code: e.Code})
+		c.reply(NewErrorPacket(p, e))
+		return e
+	}
+	if a.Status == ActivityIdle {
+		c.clearActivity()
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.activity == nil || c.closed { // C5: no status support, a no-op
+		return nil
+	}
+	c.act.shown = true
+	stopTimer(&c.act.timeout)
+	c.act.timeout = c.afterLocked(c.o.ActivityTimeout, c.clearActivity) // C7
+	c.pushActivityLocked(*a)
+	return nil
+}
+
+// clearActivity sets the status back to idle if one is shown (C6, C7).
+func (c *Channel) clearActivity() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.act.shown || c.closed {
+		return
+	}
+	c.act.shown = false
+	stopTimer(&c.act.timeout)
+	c.pushActivityLocked(ChatActivity{Status: ActivityIdle})
+}
+
+func (c *Channel) pushActivityLocked(a ChatActivity) {
+	c.act.want = &a
+	if c.act.running {
+		return
+	}
+	c.act.running = true
+	c.spawnLocked(c.showActivity)
+}
+
+// showActivity hands the newest state to the ActivityTarget. Its errors
+// are logged and observed, and never touch a chat message (C8).
+func (c *Channel) showActivity() {
+	for {
+		c.mu.Lock()
+		a := c.act.want
+		c.act.want = nil
+		if a == nil || c.closed {
+			c.act.running = false
+			c.mu.Unlock()
+			return
+		}
+		c.mu.Unlock()
+		tctx, cancel := context.WithTimeout(c.ctx, c.o.TargetTimeout)
+		if err := c.activity.SetActivity(tctx, c.id, *a); err != nil {
+			c.observe(Event{Kind: EventActivityError})
+			c.log.Debug("activity not shown", "status", a.Status, "err", err)
+		}
+		cancel()
+	}
+}

@@ -1,0 +1,212 @@
+package imv2
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestChannel_M12_AcceptedOnlyAfterTargetReturned(t *testing.T) {
+	target := newRecTarget()
+	target.gate = make(chan struct{})
+	c, w, _ := newConnector(t, target, nil)
+
+	p := finalPacket(t, "a1", "hello")
+	require.NoError(t, c.Receive(context.Background(), p))
+	w.none(t) // the Target has not returned: no ack yet (M12)
+	close(target.gate)
+	a := ackOf(t, p, w.next(t))
+	require.Equal(t, AckAccepted, a.Status)
+	require.Equal(t, "a1", a.MessageID, "A2: message_id")
+	require.Equal(t, 1, target.postCount("a1"))
+}
+
+func TestChannel_A6_DuplicateWhileInFlightRunsTargetOnce(t *testing.T) {
+	target := newRecTarget()
+	target.gate = make(chan struct{})
+	c, w, _ := newConnector(t, target, nil)
+
+	first := finalPacket(t, "a1", "hello")
+	resend := finalPacket(t, "a1", "hello") // same message, new transmission (I4)
+	require.NoError(t, c.Receive(context.Background(), first))
+	require.NoError(t, c.Receive(context.Background(), resend))
+	w.none(t)
+	close(target.gate)
+	got := map[string]AckStatus{}
+	for range 2 {
+		p := w.next(t)
+		a, err := DecodeChatMessageAck(p)
+		require.NoError(t, err)
+		got[p.ReplyTo] = a.Status
+	}
+	require.Equal(t, AckAccepted, got[first.PacketID])
+	require.Equal(t, AckDuplicate, got[resend.PacketID])
+	require.Equal(t, 1, target.postCount("a1"))
+
+	// A later resend finds the completed record (S6, M9).
+	again := finalPacket(t, "a1", "hello")
+	require.NoError(t, c.Receive(context.Background(), again))
+	require.Equal(t, AckDuplicate, ackOf(t, again, w.next(t)).Status)
+	require.Equal(t, 1, target.postCount("a1"))
+}
+
+func TestChannel_S6_SameIDOtherContentIsConflict(t *testing.T) {
+	target := newRecTarget()
+	c, w, _ := newConnector(t, target, nil)
+	p := finalPacket(t, "a1", "hello")
+	require.NoError(t, c.Receive(context.Background(), p))
+	require.Equal(t, AckAccepted, ackOf(t, p, w.next(t)).Status)
+
+	other := finalPacket(t, "a1", "hello, changed")
+	require.NoError(t, c.Receive(context.Background(), other))
+	a := ackOf(t, other, w.next(t))
+	require.Equal(t, AckRejected, a.Status)
+	require.Equal(t, CodeMessageIDConflict, a.Code)
+	require.False(t, a.Retryable)
+	require.Equal(t, 1, target.postCount("a1"))
+}
+
+func TestChannel_A8_X5_TargetErrorKindSetsRetryable(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		err       error
+		code      Code
+		retryable bool
+	}{
+		{"retryable", Retryable(errors.New("rate limited")), CodeTargetDeliveryFailed, true},
+		{"permanent", Permanent(errors.New("forbidden")), CodeTargetRejected, false},
+		{"unmarked", errors.New("connection reset"), CodeTargetDeliveryFailed, true},
+		{"coded", &Error{Code: "platform_quota", Message: "quota", Retryable: false}, "platform_quota", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			target := newRecTarget()
+			target.err = tc.err
+			c, w, _ := newConnector(t, target, nil)
+			p := finalPacket(t, "a1", "hello")
+			require.NoError(t, c.Receive(context.Background(), p))
+			a := ackOf(t, p, w.next(t))
+			require.Equal(t, AckRejected, a.Status)
+			require.Equal(t, tc.code, a.Code)
+			require.Equal(t, tc.retryable, a.Retryable)
+
+			// A failed delivery is not completed: the resend runs the Target again.
+			target.mu.Lock()
+			target.err = nil
+			target.mu.Unlock()
+			again := finalPacket(t, "a1", "hello")
+			require.NoError(t, c.Receive(context.Background(), again))
+			require.Equal(t, AckAccepted, ackOf(t, again, w.next(t)).Status)
+		})
+	}
+}
+
+func TestChannel_M13_FinalWithoutDeltas(t *testing.T) {
+	target := newStreamTarget()
+	c, w, _ := newConnector(t, target, nil)
+	p := finalPacket(t, "a1", "whole answer")
+	require.NoError(t, c.Receive(context.Background(), p))
+	require.Equal(t, AckAccepted, ackOf(t, p, w.next(t)).Status)
+	require.Empty(t, target.drafts)
+	require.Equal(t, "whole answer", target.posts[0].Text)
+}
+
+func TestChannel_X3_InvalidMessageRejectedNotRetryable(t *testing.T) {
+	c, w, _ := newConnector(t, newRecTarget(), nil)
+	p := finalPacket(t, "a1", "x")
+	p.Payload = []byte(`{"message_id":"a1","text":"x","session_id":"s1"}`)
+	err := c.Receive(context.Background(), p)
+	require.ErrorIs(t, err, ErrForbiddenField, "I2")
+	a := ackOf(t, p, w.next(t))
+	require.Equal(t, AckRejected, a.Status)
+	require.Equal(t, CodeForbiddenField, a.Code)
+	require.False(t, a.Retryable, "A8: a payload error is deterministic")
+
+	// No readable message_id: an error packet answers (E3).
+	q := finalPacket(t, "a2", "x")
+	q.Payload = []byte(`{"text":"x"}`)
+	require.Error(t, c.Receive(context.Background(), q))
+	e := w.next(t)
+	require.Equal(t, TypeError, e.Type)
+	require.Equal(t, q.PacketID, e.ReplyTo)
+	require.Equal(t, CodeInvalidPacket, e.Error.Code)
+}
+
+func TestChannel_P6_X1_ForbiddenDirectionDroppedSilently(t *testing.T) {
+	var events []Event
+	target := newRecTarget()
+	x, w, _ := newXAgent(t, target, &Options{Observer: ObserverFunc(func(e Event) { events = append(events, e) })})
+	// A Connector must never send deltas or activity (D1, C1).
+	require.NoError(t, x.Receive(context.Background(), deltaPacket(t, "u1", 1, "hi")))
+	require.NoError(t, x.Receive(context.Background(), activityPacket(t, ActivityThinking, "")))
+	// A type no negotiated profile knows.
+	unknown, err := NewPacket("session.sync_message", "cch_1", nil)
+	require.NoError(t, err)
+	require.NoError(t, x.Receive(context.Background(), unknown))
+	w.none(t) // no error packet, no ack
+	require.Len(t, events, 3)
+	for _, e := range events {
+		require.Equal(t, EventDropped, e.Kind)
+	}
+}
+
+func TestChannel_P5_RenegotiateReplacesSet(t *testing.T) {
+	target := newRecTarget()
+	c, w, _ := newConnector(t, target, nil)
+	c.Renegotiate(DefaultCatalog().Negotiate(nil, []string{ProfileIMv2})) // P3: nothing enabled
+	require.NoError(t, c.Receive(context.Background(), finalPacket(t, "a1", "x")))
+	w.none(t)
+	require.Equal(t, 0, target.postCount("a1"))
+	c.Renegotiate(imNegotiated())
+	p := finalPacket(t, "a1", "x")
+	require.NoError(t, c.Receive(context.Background(), p))
+	require.Equal(t, AckAccepted, ackOf(t, p, w.next(t)).Status)
+}
+
+func TestChannel_InflightBoundRejectsRetryable(t *testing.T) {
+	target := newRecTarget()
+	target.gate = make(chan struct{})
+	c, w, _ := newConnector(t, target, &Options{MaxInflight: 1})
+	require.NoError(t, c.Receive(context.Background(), finalPacket(t, "a1", "x")))
+	p := finalPacket(t, "a2", "y")
+	require.Error(t, c.Receive(context.Background(), p))
+	a := ackOf(t, p, w.next(t))
+	require.Equal(t, CodeChannelBusy, a.Code)
+	require.True(t, a.Retryable)
+	close(target.gate)
+	require.Equal(t, AckAccepted, mustAck(t, w.next(t)).Status)
+}
+
+func mustAck(t *testing.T, p *Packet) *ChatMessageAck {
+	t.Helper()
+	a, err := DecodeChatMessageAck(p)
+	require.NoError(t, err)
+	return a
+}
+
+func TestChannel_XAgentReceivesUserMessagesDeduplicated(t *testing.T) {
+	inbox := newRecTarget()
+	x, w, _ := newXAgent(t, inbox, nil)
+	p := userPacket(t, "u1", "hi")
+	require.NoError(t, x.Receive(context.Background(), p))
+	require.Equal(t, AckAccepted, ackOf(t, p, w.next(t)).Status)
+	again := userPacket(t, "u1", "hi")
+	require.NoError(t, x.Receive(context.Background(), again))
+	require.Equal(t, AckDuplicate, ackOf(t, again, w.next(t)).Status)
+	require.Equal(t, 1, inbox.postCount("u1"))
+}
+
+func TestChannel_CloseCancelsTargetAndStopsGoroutines(t *testing.T) {
+	target := newRecTarget()
+	target.gate = make(chan struct{}) // never opened: Close must cancel it
+	c, _, _ := newConnector(t, target, nil)
+	require.NoError(t, c.Receive(context.Background(), finalPacket(t, "a1", "x")))
+	require.NoError(t, c.Close())
+	require.ErrorIs(t, c.Receive(context.Background(), finalPacket(t, "a2", "x")), ErrClosed)
+	_, err := c.Send(context.Background(), ChatMessage{Text: "x"})
+	require.ErrorIs(t, err, ErrClosed)
+}

@@ -1,0 +1,253 @@
+package imv2
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// ackFor builds the peer's ack of a transmission we sent.
+func ackFor(t *testing.T, sent *Packet, status AckStatus, rej *Error) *Packet {
+	t.Helper()
+	a, err := AckFor(sent, status, rej)
+	require.NoError(t, err)
+	return a
+}
+
+func TestSend_S1_PendingUntilTerminalAck(t *testing.T) {
+	c, w, _ := newConnector(t, newRecTarget(), nil)
+	id, err := c.Send(context.Background(), ChatMessage{Text: "user says hi"})
+	require.NoError(t, err)
+	sent := w.next(t)
+	require.Equal(t, TypeChatMessage, sent.Type)
+	pending, _ := c.Pending(context.Background())
+	require.Len(t, pending, 1)
+	require.Equal(t, id, pending[0].Message.MessageID)
+
+	require.NoError(t, c.Receive(context.Background(), ackFor(t, sent, AckAccepted, nil)))
+	pending, _ = c.Pending(context.Background())
+	require.Empty(t, pending, "accepted removes it")
+}
+
+func TestSend_S1_DuplicateIsTerminalSuccess(t *testing.T) {
+	c, w, _ := newConnector(t, newRecTarget(), nil)
+	_, err := c.Send(context.Background(), ChatMessage{Text: "x"})
+	require.NoError(t, err)
+	require.NoError(t, c.Receive(context.Background(), ackFor(t, w.next(t), AckDuplicate, nil)))
+	pending, _ := c.Pending(context.Background())
+	require.Empty(t, pending)
+}
+
+func TestSend_S2_A5_AckTimeoutResendsSameMessage(t *testing.T) {
+	c, w, clk := newConnector(t, newRecTarget(), &Options{AckTimeout: time.Second, RetryMin: time.Second, RetryMax: time.Second})
+	id, err := c.Send(context.Background(), ChatMessage{Text: "hello", Files: []File{{Type: FileFile, FileRef: "f1", DownloadURL: "/files/refs/f1"}}})
+	require.NoError(t, err)
+	first := w.next(t)
+	clk.Advance(time.Second) // ack timeout: never success (A5)
+	clk.Advance(time.Second) // backoff elapsed
+	second := w.next(t)
+	require.NotEqual(t, first.PacketID, second.PacketID, "I4: a packet_id names one transmission")
+	require.JSONEq(t, string(first.Payload), string(second.Payload), "S2: same message_id and content")
+	m, err := DecodeChatMessage(second, ToXAgent)
+	require.NoError(t, err)
+	require.Equal(t, id, m.MessageID)
+
+	// An ack of the first transmission still resolves it (A1).
+	require.NoError(t, c.Receive(context.Background(), ackFor(t, first, AckAccepted, nil)))
+	pending, _ := c.Pending(context.Background())
+	require.Empty(t, pending)
+	clk.Advance(time.Hour)
+	w.none(t)
+}
+
+func TestSend_A7_RetryableRejectionResendsAfterBackoff(t *testing.T) {
+	c, w, clk := newConnector(t, newRecTarget(), &Options{RetryMin: time.Second, RetryMax: time.Second})
+	_, err := c.Send(context.Background(), ChatMessage{Text: "x"})
+	require.NoError(t, err)
+	sent := w.next(t)
+	require.NoError(t, c.Receive(context.Background(), ackFor(t, sent, AckRejected, &Error{Code: "busy", Retryable: true})))
+	w.none(t)
+	clk.Advance(time.Second)
+	again := w.next(t)
+	require.JSONEq(t, string(sent.Payload), string(again.Payload))
+}
+
+func TestSend_S3_NonRetryableRejectionIsTerminalAndReported(t *testing.T) {
+	var mu sync.Mutex
+	var failed []*Error
+	c, w, clk := newConnector(t, newRecTarget(), &Options{OnFailed: func(_ string, _ ChatMessage, err *Error) {
+		mu.Lock()
+		failed = append(failed, err)
+		mu.Unlock()
+	}})
+	_, err := c.Send(context.Background(), ChatMessage{Text: "x"})
+	require.NoError(t, err)
+	sent := w.next(t)
+	require.NoError(t, c.Receive(context.Background(), ackFor(t, sent, AckRejected, &Error{Code: "payload_refused", Message: "no", Retryable: false})))
+	pending, _ := c.Pending(context.Background())
+	require.Empty(t, pending)
+	mu.Lock()
+	require.Len(t, failed, 1)
+	require.Equal(t, Code("payload_refused"), failed[0].Code)
+	mu.Unlock()
+	clk.Advance(time.Hour)
+	w.none(t) // never repeated
+}
+
+func TestSend_A2_UnmatchedAckResolvesNothing(t *testing.T) {
+	c, w, _ := newConnector(t, newRecTarget(), nil)
+	id, err := c.Send(context.Background(), ChatMessage{Text: "x"})
+	require.NoError(t, err)
+	sent := w.next(t)
+
+	wrongReply := ackFor(t, sent, AckAccepted, nil)
+	wrongReply.ReplyTo = "pkt_other"
+	require.NoError(t, c.Receive(context.Background(), wrongReply))
+
+	otherID, err := NewAck(sent, "msg_other", AckAccepted, nil)
+	require.NoError(t, err)
+	require.NoError(t, c.Receive(context.Background(), otherID))
+
+	pending, _ := c.Pending(context.Background())
+	require.Len(t, pending, 1, "A2: mismatches resolve nothing")
+	require.Equal(t, id, pending[0].Message.MessageID)
+}
+
+func TestSend_A5_S10_DisconnectKeepsPendingReconnectResendsOnlyPending(t *testing.T) {
+	c, w, clk := newConnector(t, newRecTarget(), nil)
+	done, err := c.Send(context.Background(), ChatMessage{Text: "delivered"})
+	require.NoError(t, err)
+	require.NoError(t, c.Receive(context.Background(), ackFor(t, w.next(t), AckAccepted, nil)))
+	open, err := c.Send(context.Background(), ChatMessage{Text: "in flight"})
+	require.NoError(t, err)
+	w.next(t)
+
+	c.SetTransport(nil) // a disconnect is not success (A5)
+	clk.Advance(time.Hour - time.Minute)
+	w.none(t)
+	pending, _ := c.Pending(context.Background())
+	require.Len(t, pending, 1)
+
+	w2 := newWire()
+	c.SetTransport(w2)
+	p := w2.next(t)
+	m, err := DecodeChatMessage(p, ToXAgent)
+	require.NoError(t, err)
+	require.Equal(t, open, m.MessageID, "S10: only the pending message")
+	require.NotEqual(t, done, m.MessageID)
+	w2.none(t)
+}
+
+func TestSend_SendErrorRetries(t *testing.T) {
+	c, w, clk := newConnector(t, newRecTarget(), &Options{RetryMin: time.Second, RetryMax: time.Second})
+	w.mu.Lock()
+	w.fail = errors.New("broken pipe")
+	w.mu.Unlock()
+	_, err := c.Send(context.Background(), ChatMessage{Text: "x"})
+	require.NoError(t, err, "Send returns once pending")
+	w.mu.Lock()
+	w.fail = nil
+	w.mu.Unlock()
+	clk.Advance(time.Second)
+	require.Equal(t, TypeChatMessage, w.next(t).Type)
+}
+
+func TestSend_PendingFullIsBackpressure(t *testing.T) {
+	c, w, _ := newConnector(t, newRecTarget(), &Options{Pending: NewMemoryPendingStore(2)})
+	for range 2 {
+		_, err := c.Send(context.Background(), ChatMessage{Text: "x"})
+		require.NoError(t, err)
+		w.next(t)
+	}
+	_, err := c.Send(context.Background(), ChatMessage{Text: "x"})
+	require.ErrorIs(t, err, ErrPendingFull)
+	pending, _ := c.Pending(context.Background())
+	require.Len(t, pending, 2, "nothing dropped to make room")
+}
+
+func TestSend_PendingTTLExpiresAndReports(t *testing.T) {
+	var got *Error
+	c, w, clk := newConnector(t, newRecTarget(), &Options{
+		AckTimeout: time.Minute, RetryMin: time.Minute, RetryMax: time.Minute, PendingTTL: 3 * time.Minute,
+		OnFailed: func(_ string, _ ChatMessage, err *Error) { got = err },
+	})
+	_, err := c.Send(context.Background(), ChatMessage{Text: "x"})
+	require.NoError(t, err)
+	w.next(t)
+	clk.Advance(2 * time.Minute)
+	w.next(t)
+	clk.Advance(2 * time.Minute)
+	require.NotNil(t, got)
+	require.Equal(t, CodeExpired, got.Code)
+	pending, _ := c.Pending(context.Background())
+	require.Empty(t, pending)
+}
+
+func TestSend_S8_RestartResendsStoredPending(t *testing.T) {
+	store := NewMemoryPendingStore(0)
+	c, w, clk := newConnector(t, newRecTarget(), &Options{Pending: store})
+	id, err := c.Send(context.Background(), ChatMessage{Text: "survives"})
+	require.NoError(t, err)
+	w.next(t)
+	require.NoError(t, c.Close())
+
+	w2 := newWire()
+	c2, err := NewChannel("cch_1", RoleConnector, imNegotiated(), w2, newRecTarget(), &Options{Pending: store, Clock: clk})
+	require.NoError(t, err)
+	defer c2.Close()
+	m, err := DecodeChatMessage(w2.next(t), ToXAgent)
+	require.NoError(t, err)
+	require.Equal(t, id, m.MessageID)
+	require.Equal(t, "survives", m.Text)
+}
+
+func TestSend_M14_ReplyNumbersDeltasAndEndsWithFinal(t *testing.T) {
+	x, w, _ := newXAgent(t, newRecTarget(), nil)
+	r := x.NewReply("")
+	for _, s := range []string{"a", "b", "c"} {
+		require.NoError(t, r.Delta(context.Background(), s))
+	}
+	require.NoError(t, r.Final(context.Background(), ChatMessage{Text: "abc"}))
+	for i := int64(1); i <= 3; i++ {
+		d, err := DecodeChatMessageDelta(w.next(t))
+		require.NoError(t, err)
+		require.Equal(t, i, d.Sequence, "D2")
+		require.Equal(t, r.MessageID(), d.MessageID)
+	}
+	m, err := DecodeChatMessage(w.next(t), ToConnector)
+	require.NoError(t, err)
+	require.Equal(t, r.MessageID(), m.MessageID)
+	require.Error(t, r.Delta(context.Background(), "late"), "D6: no delta after the final")
+	require.Error(t, r.Final(context.Background(), ChatMessage{Text: "again"}))
+	// D7: a final may carry files; a delta cannot (it has no field for them).
+	require.NoError(t, x.NewReply("").Final(context.Background(), ChatMessage{Files: []File{{Type: FileImage, FileRef: "f1"}}}))
+}
+
+func TestProject_P7_DefaultDenyOutbound(t *testing.T) {
+	x, w, _ := newXAgent(t, newRecTarget(), nil)
+	for _, kind := range []string{"session.sync_request", "session.sync_message", "session.sync_end", "history.snapshot", "history.replay", "ui.projection", "brand.new.kind"} {
+		ok, err := x.Project(context.Background(), kind, &ChatMessage{Text: "leak"})
+		require.NoError(t, err)
+		require.False(t, ok, kind)
+	}
+	w.none(t)
+	ok, err := x.Project(context.Background(), KindAssistantActivity, &ChatActivity{Status: ActivityThinking})
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, TypeChatActivity, w.next(t).Type)
+	ok, err = x.Project(context.Background(), KindAssistantMessageFinal, &ChatMessage{Text: "done"})
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, TypeChatMessage, w.next(t).Type)
+}
+
+func TestSend_D1_C1_ConnectorCannotSendDeltasOrActivity(t *testing.T) {
+	c, w, _ := newConnector(t, newRecTarget(), nil)
+	require.ErrorIs(t, c.NewReply("").Delta(context.Background(), "x"), &Error{Code: CodeUnsupportedPacket})
+	require.ErrorIs(t, c.SendActivity(context.Background(), ChatActivity{Status: ActivityIdle}), &Error{Code: CodeUnsupportedPacket})
+	w.none(t)
+}

@@ -1,0 +1,57 @@
+// Package connector is the HTTP side of a Connector Server for the xAgent
+// Common Protocol 3.0 with the IM Profile v2: one http.Handler serving the
+// control plane (H1, H3, H4), the transfer plane (T1–T3) and, behind the
+// same API key check, the /ws data plane written elsewhere (W1).
+//
+// Endpoints (paths are relative to the Connector base URL; mount the
+// Handler under a prefix with http.StripPrefix if the base URL has one):
+//
+//	GET  /connector-card.json   public: the Card given in Config (H1)
+//	GET  /skill.md              public: Config.Markdown, or 404 without one (H3)
+//	GET  /health                API key: status, card ID and version, protocol, build (H4)
+//	GET  /ws                    API key, then Config.WS (W1)
+//	POST /files/uploads         API key + X-XAgent-Connector-Channel-ID: multipart "file" (T1, M7)
+//	GET  /files/refs/{file_ref} signed URL from DownloadURL or OfferFile (T2, T3, M6)
+//
+// # API key
+//
+// When Config.APIKey is set, /health, /ws and /files/uploads need
+// "Authorization: Bearer <key>". The Handler keeps only a SHA-256 digest of
+// the key and compares digests with crypto/subtle, so neither the length nor
+// the content leaks through timing. The key is never logged and never
+// written into a response; a wrong or missing key gets 401.
+//
+// # Download URLs
+//
+// xAgent fetches a download_url without any header, so the URL itself is the
+// authorization (T3). DownloadURL returns a relative URI
+//
+//	/files/refs/{file_ref}?ch={channel}&exp={unix seconds}&sig={HMAC-SHA256}
+//
+// signed with a 256-bit key drawn from crypto/rand when the Handler is built.
+// A signature is stateless: it needs no server-side token table (one map
+// keyed by remote input fewer to bound), it binds the file, the channel and
+// the expiry together, and it is checked with hmac.Equal. A restart makes old
+// URLs invalid, which matches the in-memory store losing its files. A bad or
+// missing signature gets 403; an expired URL, an unknown or expired file
+// gets 404; a file of another channel gets 403. A file_ref outside
+// [A-Za-z0-9_-]{16,128} gets 404 before storage is touched, so "..", "/" or
+// percent-encodings never reach a FileStore.
+//
+// # Defaults
+//
+// Every limit has a Config field; zero takes the default:
+//
+//	MaxUploadBytes   32 MiB per uploaded file (413 above)
+//	FileTTL          1 h  lifetime of a stored file (NewMemoryStore)
+//	URLTTL           1 h  lifetime of a signed download URL
+//	UploadTimeout    5 min to read one upload body
+//	DownloadTimeout  5 min to write one download
+//
+// The default FileStore is a MemoryStore: at most 1024 files and 256 MiB in
+// total, 32 MiB per file, each file expiring FileTTL after its upload. It
+// runs no goroutine: expired files are swept on every Put and dropped when
+// opened. A full store answers 503 rather than evicting live files whose
+// URLs may still be in flight. NewServer sets http.Server timeouts against
+// slow clients (see its doc).
+package connector

@@ -1,0 +1,49 @@
+package connector_test
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+
+	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/connector"
+)
+
+func ExampleNewHandler() {
+	card := &imv2.Card{
+		Schema:          imv2.CardSchema,
+		ProtocolVersion: imv2.ProtocolVersion,
+		Build:           imv2.Build{Version: "1.0.0", BuildTime: "2607241200"},
+		ConnectorCardID: "im.console",
+		Connector:       imv2.CardInfo{Name: "Console", Version: "0.1.0"},
+		Supports: imv2.Supports{
+			TargetTypes: []string{imv2.TargetTypeIM},
+			Profiles:    []string{imv2.ProfileIMv2},
+		},
+	}
+	h, err := connector.NewHandler(connector.Config{
+		Card:     card,
+		Markdown: []byte("# Console connector\n"),
+		APIKey:   "change-me",
+		WS:       http.NotFoundHandler(), // the dataplane package's handler goes here
+	})
+	if err != nil {
+		panic(err)
+	}
+	// In production: connector.NewServer(":8080", h).ListenAndServe().
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+
+	req, _ := http.NewRequest(http.MethodGet, srv.URL+"/health", nil)
+	req.Header.Set("Authorization", "Bearer change-me")
+	res, err := srv.Client().Do(req)
+	if err != nil {
+		panic(err)
+	}
+	defer res.Body.Close()
+	body, _ := io.ReadAll(res.Body)
+	fmt.Println(res.StatusCode, string(body))
+	// Output:
+	// 200 {"status":"ok","connector_card_id":"im.console","connector_card_version":"0.1.0","protocol_version":"3.0","build":{"version":"1.0.0","build_time":"2607241200"}}
+}

@@ -1,0 +1,266 @@
+package connector
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/xagentkit/imv2"
+)
+
+// uploadResponse is the exact /files/uploads success body (T1).
+type uploadResponse struct {
+	FileRef   string        `json:"file_ref"`
+	FileType  imv2.FileType `json:"file_type"`
+	Filename  string        `json:"filename"`
+	ByteSize  int64         `json:"byte_size"`
+	ExpiresAt int64         `json:"expires_at"` // Unix ms
+}
+
+// serveUpload handles POST /files/uploads (T1, M7) after the key check. It
+// streams the multipart body: the file part goes straight to the store,
+// capped at MaxUploadBytes, and the whole body is capped by
+// http.MaxBytesReader, so no temporary file and no unbounded buffer.
+func (h *Handler) serveUpload(w http.ResponseWriter, r *http.Request) {
+	ch := r.Header.Get(HeaderChannelID)
+	if ch == "" {
+		h.fail(w, http.StatusBadRequest, imv2.CodeChannelIDRequired, HeaderChannelID+" header is required")
+		return
+	}
+	if !validChannelID(ch) {
+		h.fail(w, http.StatusBadRequest, CodeInvalidUpload, HeaderChannelID+" header is invalid")
+		return
+	}
+	if r.ContentLength > h.maxBody {
+		h.fail(w, http.StatusRequestEntityTooLarge, CodeFileTooLarge, "upload is over the size limit")
+		return
+	}
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(h.cfg.UploadTimeout)) // network time, not Config.Clock
+	r.Body = http.MaxBytesReader(w, r.Body, h.maxBody)
+	mr, err := r.MultipartReader()
+	if err != nil {
+		h.fail(w, http.StatusBadRequest, CodeInvalidUpload, "body is not multipart/form-data")
+		return
+	}
+	ctx := r.Context()
+	up := Upload{ChannelID: ch}
+	stored := false
+	abort := func(status int, code imv2.Code, msg string) {
+		if stored {
+			_ = h.files.Delete(context.WithoutCancel(ctx), ch, up.File.FileRef)
+		}
+		h.fail(w, status, code, msg)
+	}
+	for {
+		part, err := mr.NextPart()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			h.uploadErr(abort, err)
+			return
+		}
+		switch part.FormName() {
+		case "file":
+			if stored {
+				abort(http.StatusBadRequest, CodeInvalidUpload, `more than one "file" part`)
+				return
+			}
+			capped := &capReader{r: part, left: h.cfg.MaxUploadBytes}
+			up.File, err = h.files.Put(ctx, ch, part.FileName(), part.Header.Get("Content-Type"), capped)
+			if err != nil {
+				h.uploadErr(abort, err)
+				return
+			}
+			stored = true
+		case "recipient_ref", "reply_token":
+			v, err := io.ReadAll(io.LimitReader(part, maxFieldBytes+1))
+			if err != nil {
+				h.uploadErr(abort, err)
+				return
+			}
+			if len(v) > maxFieldBytes {
+				abort(http.StatusBadRequest, CodeInvalidUpload, part.FormName()+" is too long")
+				return
+			}
+			if part.FormName() == "recipient_ref" {
+				up.RecipientRef = string(v)
+			} else {
+				up.ReplyToken = string(v)
+			}
+		default:
+			// Unknown fields are skipped; MaxBytesReader bounds them.
+			if _, err := io.Copy(io.Discard, part); err != nil {
+				h.uploadErr(abort, err)
+				return
+			}
+		}
+	}
+	if !stored {
+		h.fail(w, http.StatusBadRequest, CodeInvalidUpload, `multipart field "file" is required`)
+		return
+	}
+	if h.cfg.OnUpload != nil {
+		if err := h.cfg.OnUpload(ctx, up); err != nil {
+			h.log.Warn("connector: upload hook failed", "path", r.URL.Path, "err", err)
+			abort(http.StatusInternalServerError, CodeUploadFailed, "upload could not be processed")
+			return
+		}
+	}
+	h.log.Debug("connector: upload stored", "file_ref", up.File.FileRef, "bytes", up.File.ByteSize)
+	body, _ := json.Marshal(uploadResponse{
+		FileRef:   up.File.FileRef,
+		FileType:  up.File.Type,
+		Filename:  up.File.Filename,
+		ByteSize:  up.File.ByteSize,
+		ExpiresAt: up.File.ExpiresAt.UnixMilli(),
+	})
+	h.writeJSON(w, http.StatusOK, body)
+}
+
+// uploadErr maps a body or store error to a status.
+func (h *Handler) uploadErr(abort func(int, imv2.Code, string), err error) {
+	var maxErr *http.MaxBytesError
+	switch {
+	case errors.As(err, &maxErr), errors.Is(err, ErrFileTooLarge):
+		abort(http.StatusRequestEntityTooLarge, CodeFileTooLarge, "upload is over the size limit")
+	case errors.Is(err, ErrStoreFull):
+		abort(http.StatusServiceUnavailable, CodeStoreFull, "file store is full, retry later")
+	case errors.Is(err, imv2.ErrInvalidPacket), isChannelIDErr(err):
+		abort(http.StatusBadRequest, CodeInvalidUpload, "invalid upload")
+	default:
+		h.log.Warn("connector: upload failed", "err", err)
+		abort(http.StatusBadRequest, CodeInvalidUpload, "upload body could not be read")
+	}
+}
+
+func isChannelIDErr(err error) bool {
+	return errors.Is(err, &imv2.Error{Code: imv2.CodeChannelIDRequired})
+}
+
+// capReader fails with ErrFileTooLarge once more than left bytes were read,
+// whatever cap the store applies itself.
+type capReader struct {
+	r    io.Reader
+	left int64
+}
+
+func (c *capReader) Read(p []byte) (int, error) {
+	if c.left < 0 {
+		return 0, ErrFileTooLarge
+	}
+	if int64(len(p)) > c.left+1 {
+		p = p[:c.left+1]
+	}
+	n, err := c.r.Read(p)
+	c.left -= int64(n)
+	if c.left < 0 {
+		return n, ErrFileTooLarge
+	}
+	return n, err
+}
+
+// serveRef handles GET /files/refs/{file_ref} (T2, T3). ref already matched
+// the ref alphabet. Order: signature (403), URL expiry (404), then the store
+// (404 unknown or expired, 403 other channel).
+func (h *Handler) serveRef(w http.ResponseWriter, r *http.Request, ref string) {
+	ch, res := h.signer.verify(ref, r.URL.Query(), h.now())
+	switch res {
+	case urlBadSig:
+		h.fail(w, http.StatusForbidden, CodeForbidden, "missing or invalid signature")
+		return
+	case urlExpired:
+		h.fail(w, http.StatusNotFound, CodeFileNotFound, "download URL expired")
+		return
+	}
+	rc, info, err := h.files.Open(r.Context(), ch, ref)
+	switch {
+	case errors.Is(err, ErrFileNotFound):
+		h.fail(w, http.StatusNotFound, CodeFileNotFound, "file_ref is unknown or expired")
+		return
+	case errors.Is(err, ErrWrongChannel):
+		h.fail(w, http.StatusForbidden, CodeWrongChannel, "file_ref belongs to another channel")
+		return
+	case err != nil:
+		h.log.Warn("connector: open file failed", "file_ref", ref, "err", err)
+		h.fail(w, http.StatusInternalServerError, CodeFileNotFound, "file could not be opened")
+		return
+	}
+	defer rc.Close()
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(h.cfg.DownloadTimeout)) // network time, not Config.Clock
+	hd := w.Header()
+	mt := info.MimeType
+	if mt == "" {
+		mt = "application/octet-stream"
+	}
+	hd.Set("Content-Type", mt)
+	hd.Set("Content-Length", strconv.FormatInt(info.ByteSize, 10))
+	hd.Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": cleanFilename(info.Filename)}))
+	// The URL is a bearer capability and the bytes are user content: no
+	// caching, no referrer, no sniffing, no script on this origin.
+	hd.Set("Cache-Control", "private, no-store")
+	hd.Set("Referrer-Policy", "no-referrer")
+	hd.Set("X-Content-Type-Options", "nosniff")
+	hd.Set("Content-Security-Policy", "default-src 'none'; sandbox")
+	w.WriteHeader(http.StatusOK)
+	if r.Method == http.MethodHead {
+		return
+	}
+	if _, err := io.Copy(w, rc); err != nil {
+		h.log.Debug("connector: download interrupted", "file_ref", ref, "err", err)
+	}
+}
+
+// DownloadURL returns the relative, signed URI of fileRef for channelID,
+// valid for Config.URLTTL (T3): "/files/refs/{file_ref}?ch=…&exp=…&sig=…".
+// Resolve it against the Connector base URL (the data plane sends it
+// as-is in files[].download_url, M6). It does not look the file up: a URL
+// for an unknown ref or an invalid channel is simply refused when used.
+func (h *Handler) DownloadURL(channelID, fileRef string) string {
+	return h.signer.url(fileRef, channelID, h.now().Add(h.cfg.URLTTL))
+}
+
+// OfferFile stores a user's file for channelID and returns the imv2.File to
+// put in a chat.message to xAgent (M6): type, file_ref, metadata and a
+// signed download_url valid as long as the file (at most Config.URLTTL).
+func (h *Handler) OfferFile(ctx context.Context, channelID, filename, mimeType string, r io.Reader) (imv2.File, error) {
+	if !validChannelID(channelID) {
+		return imv2.File{}, imv2.Errorf(imv2.CodeChannelIDRequired, "connector: invalid connector_channel_id")
+	}
+	info, err := h.files.Put(ctx, channelID, filename, mimeType, &capReader{r: r, left: h.cfg.MaxUploadBytes})
+	if err != nil {
+		return imv2.File{}, err
+	}
+	exp := h.now().Add(h.cfg.URLTTL)
+	if info.ExpiresAt.Before(exp) {
+		exp = info.ExpiresAt
+	}
+	return imv2.File{
+		Type:        info.Type,
+		FileRef:     info.FileRef,
+		Filename:    info.Filename,
+		MimeType:    info.MimeType,
+		ByteSize:    info.ByteSize,
+		ExpiresAt:   info.ExpiresAt.UnixMilli(),
+		DownloadURL: h.signer.url(info.FileRef, channelID, exp),
+	}, nil
+}
+
+// OpenFile opens a stored file of channelID, for a Target posting a final
+// whose files xAgent uploaded first (M7).
+func (h *Handler) OpenFile(ctx context.Context, channelID, fileRef string) (io.ReadCloser, FileInfo, error) {
+	if !validRef(fileRef) {
+		return nil, FileInfo{}, ErrFileNotFound
+	}
+	return h.files.Open(ctx, channelID, fileRef)
+}
+
+// Files returns the FileStore the Handler uses.
+func (h *Handler) Files() FileStore { return h.files }
+
+func (h *Handler) now() time.Time { return h.cfg.Clock.Now() }

@@ -1,0 +1,305 @@
+package connector
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/xagentkit/imv2"
+)
+
+// HeaderChannelID names the channel of an upload (T1).
+const HeaderChannelID = "X-XAgent-Connector-Channel-ID"
+
+// Defaults of Config.
+const (
+	DefaultMaxUploadBytes  = 32 << 20
+	DefaultURLTTL          = time.Hour
+	DefaultUploadTimeout   = 5 * time.Minute
+	DefaultDownloadTimeout = 5 * time.Minute
+)
+
+// Config configures a Handler. Card is required; zero fields take the
+// defaults listed in the package doc.
+type Config struct {
+	// Card is served at /connector-card.json and feeds /health (H1, H4). It
+	// is encoded once at construction; later changes to it are not served.
+	Card *imv2.Card
+	// Markdown is the primary Skill served at /skill.md; nil means 404 (H3).
+	Markdown []byte
+	// APIKey, when set, is required as "Authorization: Bearer <key>" on
+	// /health, /ws and /files/uploads. A Card with
+	// security.api_key_required=true needs one.
+	APIKey string
+	// WS serves /ws after the API key check (W1); nil means 404.
+	WS http.Handler
+	// Files stores uploads and offered files; default a MemoryStore with
+	// FileTTL, MaxUploadBytes and Clock.
+	Files FileStore
+	// MaxUploadBytes caps one uploaded file; default 32 MiB (413 above).
+	MaxUploadBytes int64
+	// FileTTL is the lifetime of a file in the default store; default 1 h.
+	FileTTL time.Duration
+	// URLTTL is the lifetime of a URL from DownloadURL; default 1 h.
+	URLTTL time.Duration
+	// UploadTimeout bounds reading one upload body; default 5 min.
+	UploadTimeout time.Duration
+	// DownloadTimeout bounds writing one download; default 5 min.
+	DownloadTimeout time.Duration
+	// OnUpload, if set, runs after an upload is stored and before it is
+	// answered. It receives the optional recipient_ref and reply_token form
+	// fields. An error deletes the file and fails the upload with 500.
+	OnUpload func(ctx context.Context, u Upload) error
+	// Clock reads time for file and URL expiry; default imv2.SystemClock{}.
+	Clock imv2.Clock
+	// Logger receives request logs (method and path only, never headers or
+	// query strings); default discards.
+	Logger *slog.Logger
+}
+
+// Upload is what Config.OnUpload receives about one stored upload.
+type Upload struct {
+	ChannelID    string
+	File         FileInfo
+	RecipientRef string // optional target-system recipient reference
+	ReplyToken   string // optional reply-target reference, fallback for RecipientRef
+}
+
+// Handler is the Connector Server's http.Handler. Build it with NewHandler;
+// it is safe for concurrent use and starts no goroutine.
+type Handler struct {
+	cfg     Config
+	card    []byte
+	health  []byte
+	key     apiKey
+	signer  *signer
+	files   FileStore
+	maxBody int64
+	log     *slog.Logger
+}
+
+// formOverhead is the room a multipart body gets above MaxUploadBytes for
+// boundaries, part headers and the small text fields.
+const formOverhead = 64 << 10
+
+// maxFieldBytes caps recipient_ref and reply_token.
+const maxFieldBytes = 1024
+
+// NewHandler checks cfg and returns a Handler. It fails on a missing or
+// invalid Card (H1), and on a Card that requires an API key when cfg.APIKey
+// is empty.
+func NewHandler(cfg Config) (*Handler, error) {
+	if cfg.Card == nil {
+		return nil, errors.New("connector: Config.Card is required")
+	}
+	if err := checkCard(cfg.Card); err != nil {
+		return nil, err
+	}
+	if cfg.Card.Security != nil && cfg.Card.Security.APIKeyRequired && cfg.APIKey == "" {
+		return nil, errors.New("connector: the Card sets security.api_key_required but Config.APIKey is empty")
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = imv2.SystemClock{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.MaxUploadBytes <= 0 {
+		cfg.MaxUploadBytes = DefaultMaxUploadBytes
+	}
+	if cfg.FileTTL <= 0 {
+		cfg.FileTTL = DefaultFileTTL
+	}
+	if cfg.URLTTL <= 0 {
+		cfg.URLTTL = DefaultURLTTL
+	}
+	if cfg.UploadTimeout <= 0 {
+		cfg.UploadTimeout = DefaultUploadTimeout
+	}
+	if cfg.DownloadTimeout <= 0 {
+		cfg.DownloadTimeout = DefaultDownloadTimeout
+	}
+	if cfg.Files == nil {
+		cfg.Files = NewMemoryStore(MemoryStoreOptions{
+			Clock:        cfg.Clock,
+			TTL:          cfg.FileTTL,
+			MaxFileBytes: cfg.MaxUploadBytes,
+		})
+	}
+	card, err := json.Marshal(cfg.Card)
+	if err != nil {
+		return nil, errors.New("connector: encode Card: " + err.Error())
+	}
+	// Health is built from the same Card, once, so the two never disagree (H4).
+	health, err := json.Marshal(healthBody{
+		Status:               "ok",
+		ConnectorCardID:      cfg.Card.ConnectorCardID,
+		ConnectorCardVersion: cfg.Card.Connector.Version,
+		ProtocolVersion:      cfg.Card.ProtocolVersion,
+		Build:                cfg.Card.Build,
+	})
+	if err != nil {
+		return nil, errors.New("connector: encode health: " + err.Error())
+	}
+	h := &Handler{
+		cfg:     cfg,
+		card:    card,
+		health:  health,
+		key:     newAPIKey(cfg.APIKey),
+		signer:  newSigner(),
+		files:   cfg.Files,
+		maxBody: cfg.MaxUploadBytes + formOverhead,
+		log:     cfg.Logger,
+	}
+	h.cfg.APIKey = "" // only the digest is kept
+	if !h.key.set {
+		h.log.Warn("connector: no API key configured; /health, /ws and /files/uploads are open")
+	}
+	return h, nil
+}
+
+// healthBody is the exact /health success body (H4).
+type healthBody struct {
+	Status               string     `json:"status"`
+	ConnectorCardID      string     `json:"connector_card_id"`
+	ConnectorCardVersion string     `json:"connector_card_version"`
+	ProtocolVersion      string     `json:"protocol_version"`
+	Build                imv2.Build `json:"build"`
+}
+
+// checkCard checks the H1 basics of the Card schema: schema and protocol
+// constants, build.build_time, connector_card_id, connector name and version,
+// non-empty target_types and profiles.
+func checkCard(c *imv2.Card) error {
+	var missing []string
+	if c.Schema != imv2.CardSchema {
+		missing = append(missing, "schema "+imv2.CardSchema)
+	}
+	if c.ProtocolVersion != imv2.ProtocolVersion {
+		missing = append(missing, "protocol_version "+imv2.ProtocolVersion)
+	}
+	for _, f := range []struct{ name, v string }{
+		{"build.build_time", c.Build.BuildTime},
+		{"connector_card_id", c.ConnectorCardID},
+		{"connector.name", c.Connector.Name},
+		{"connector.version", c.Connector.Version},
+	} {
+		if strings.TrimSpace(f.v) == "" {
+			missing = append(missing, f.name)
+		}
+	}
+	if len(c.Supports.TargetTypes) == 0 {
+		missing = append(missing, "supports.target_types")
+	}
+	if len(c.Supports.Profiles) == 0 {
+		missing = append(missing, "supports.profiles")
+	}
+	if len(missing) > 0 {
+		return errors.New("connector: invalid Card (H1): needs " + strings.Join(missing, ", "))
+	}
+	return nil
+}
+
+// ServeHTTP routes by exact path. It does not use http.ServeMux, whose
+// path cleaning would redirect "/files/refs/../x" instead of refusing it.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h.log.Debug("connector: request", "method", r.Method, "path", r.URL.Path)
+	switch p := r.URL.Path; p {
+	case "/connector-card.json":
+		if h.method(w, r, http.MethodGet) {
+			h.writeJSON(w, http.StatusOK, h.card)
+		}
+	case "/skill.md":
+		if !h.method(w, r, http.MethodGet) {
+			return
+		}
+		if h.cfg.Markdown == nil {
+			h.fail(w, http.StatusNotFound, CodeNotFound, "no skill")
+			return
+		}
+		w.Header().Set("Content-Type", "text/markdown; charset=utf-8")
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write(h.cfg.Markdown)
+	case "/health":
+		if h.method(w, r, http.MethodGet) && h.authorized(w, r) {
+			h.writeJSON(w, http.StatusOK, h.health)
+		}
+	case "/ws":
+		if !h.authorized(w, r) {
+			return
+		}
+		if h.cfg.WS == nil {
+			h.fail(w, http.StatusNotFound, CodeNotFound, "no data plane")
+			return
+		}
+		h.cfg.WS.ServeHTTP(w, r)
+	case "/files/uploads":
+		if h.method(w, r, http.MethodPost) && h.authorized(w, r) {
+			h.serveUpload(w, r)
+		}
+	default:
+		// The escaped path, so %2e%2e or %2f stay visible and fail validRef.
+		ref, ok := strings.CutPrefix(r.URL.EscapedPath(), "/files/refs/")
+		if !ok || !validRef(ref) {
+			h.fail(w, http.StatusNotFound, CodeNotFound, "not found")
+			return
+		}
+		if h.method(w, r, http.MethodGet) {
+			h.serveRef(w, r, ref)
+		}
+	}
+}
+
+// method answers 405 unless r uses want (or HEAD for GET).
+func (h *Handler) method(w http.ResponseWriter, r *http.Request, want string) bool {
+	if r.Method == want || (want == http.MethodGet && r.Method == http.MethodHead) {
+		return true
+	}
+	if want == http.MethodGet {
+		w.Header().Set("Allow", "GET, HEAD")
+	} else {
+		w.Header().Set("Allow", want)
+	}
+	h.fail(w, http.StatusMethodNotAllowed, CodeMethodNotAllowed, "method not allowed")
+	return false
+}
+
+// authorized answers 401 unless the API key check passes.
+func (h *Handler) authorized(w http.ResponseWriter, r *http.Request) bool {
+	if h.key.allow(r) {
+		return true
+	}
+	h.log.Info("connector: unauthorized request", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr)
+	w.Header().Set("WWW-Authenticate", `Bearer realm="connector"`)
+	h.fail(w, http.StatusUnauthorized, CodeUnauthorized, "missing or wrong API key")
+	return false
+}
+
+func (h *Handler) writeJSON(w http.ResponseWriter, status int, body []byte) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}
+
+// errorBody mirrors a packet's error member.
+type errorBody struct {
+	Error struct {
+		Code    imv2.Code `json:"code"`
+		Message string    `json:"message,omitempty"`
+	} `json:"error"`
+}
+
+// fail writes a JSON error. msg is a fixed text chosen here, never request
+// input, so nothing a client sent (a key, a token) is echoed.
+func (h *Handler) fail(w http.ResponseWriter, status int, code imv2.Code, msg string) {
+	var b errorBody
+	b.Error.Code, b.Error.Message = code, msg
+	body, _ := json.Marshal(b)
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	h.writeJSON(w, status, body)
+}

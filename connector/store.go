@@ -1,0 +1,187 @@
+package connector
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"io"
+	"mime"
+	"net/http"
+	"path"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/xagentkit/imv2"
+)
+
+// FileStore keeps the bytes behind file_refs: files xAgent uploads for a
+// final (T1, M7) and user files the Connector offers to xAgent (M6). Every
+// file belongs to one connector_channel_id and expires.
+//
+// File refs a store issues must match [A-Za-z0-9_-]{16,128} and carry at
+// least 128 random bits; the Handler answers 404 for any other ref without
+// asking the store. Implementations must be safe for concurrent use and
+// return errors that match ErrFileNotFound, ErrWrongChannel, ErrFileTooLarge
+// and ErrStoreFull under errors.Is.
+type FileStore interface {
+	// Put stores the bytes of r for channelID. filename and mime are hints:
+	// the store cleans the name and may detect the type.
+	Put(ctx context.Context, channelID, filename, mime string, r io.Reader) (FileInfo, error)
+	// Open returns the file's bytes and metadata. An unknown or expired ref
+	// is ErrFileNotFound; a ref of another channel is ErrWrongChannel.
+	Open(ctx context.Context, channelID, fileRef string) (io.ReadCloser, FileInfo, error)
+	// Delete removes a file early; an unknown ref is not an error.
+	Delete(ctx context.Context, channelID, fileRef string) error
+}
+
+// FileInfo describes one stored file.
+type FileInfo struct {
+	FileRef   string
+	Type      imv2.FileType
+	Filename  string
+	MimeType  string
+	ByteSize  int64
+	ExpiresAt time.Time
+}
+
+// Stable codes of the transfer plane. They travel in the JSON error body of
+// a failed request: {"error":{"code":"…","message":"…"}}.
+const (
+	CodeUnauthorized     imv2.Code = "unauthorized"
+	CodeForbidden        imv2.Code = "forbidden"
+	CodeNotFound         imv2.Code = "not_found"
+	CodeMethodNotAllowed imv2.Code = "method_not_allowed"
+	CodeInvalidUpload    imv2.Code = "invalid_upload"
+	CodeFileNotFound     imv2.Code = "file_not_found"
+	CodeWrongChannel     imv2.Code = "file_channel_mismatch"
+	CodeFileTooLarge     imv2.Code = "file_too_large"
+	CodeStoreFull        imv2.Code = "file_store_full"
+	CodeUploadFailed     imv2.Code = "upload_failed"
+)
+
+// Sentinels for errors.Is on FileStore errors; they compare by code.
+var (
+	ErrFileNotFound = &imv2.Error{Code: CodeFileNotFound, Message: "file_ref is unknown or expired"}
+	ErrWrongChannel = &imv2.Error{Code: CodeWrongChannel, Message: "file_ref belongs to another channel"}
+	ErrFileTooLarge = &imv2.Error{Code: CodeFileTooLarge, Message: "file is over the size limit"}
+	ErrStoreFull    = &imv2.Error{Code: CodeStoreFull, Message: "file store is full", Retryable: true}
+)
+
+// FileTypeOf maps a MIME type to files[].type (M4): image/*, video/* and
+// audio/* keep their family, everything else is "file".
+func FileTypeOf(mimeType string) imv2.FileType {
+	major, _, _ := strings.Cut(strings.ToLower(strings.TrimSpace(mimeType)), "/")
+	switch major {
+	case "image":
+		return imv2.FileImage
+	case "video":
+		return imv2.FileVideo
+	case "audio":
+		return imv2.FileAudio
+	}
+	return imv2.FileFile
+}
+
+// refPrefix starts every ref NewMemoryStore issues.
+const refPrefix = "file_"
+
+// newFileRef returns "file_" and 128 random bits in hex.
+func newFileRef() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
+	return refPrefix + hex.EncodeToString(b[:])
+}
+
+// validRef reports whether ref may be passed to a FileStore: only
+// [A-Za-z0-9_-], 16 to 128 bytes, so no dot, slash or percent sign reaches
+// storage.
+func validRef(ref string) bool {
+	if len(ref) < 16 || len(ref) > 128 {
+		return false
+	}
+	for i := 0; i < len(ref); i++ {
+		c := ref[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '_', c == '-':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// validChannelID reports whether id may name a channel here: non-empty,
+// bounded, printable ASCII without spaces (it is signed into URLs and
+// compared, never interpreted).
+func validChannelID(id string) bool {
+	if id == "" || len(id) > imv2.MaxIDBytes {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if id[i] <= ' ' || id[i] >= 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// cleanFilename keeps the last path element of name, drops control
+// characters and the path separators imv2.File forbids, and bounds it to
+// imv2.MaxFilenameBytes; an empty result becomes "file".
+func cleanFilename(name string) string {
+	name = strings.ReplaceAll(name, "\\", "/")
+	name = path.Base(name)
+	if name == "." || name == "/" || name == ".." {
+		name = ""
+	}
+	name = strings.Map(func(r rune) rune {
+		if r == utf8.RuneError || unicode.IsControl(r) || r == '/' || r == '\\' {
+			return -1
+		}
+		return r
+	}, name)
+	for len(name) > imv2.MaxFilenameBytes {
+		_, size := utf8.DecodeLastRuneInString(name)
+		name = name[:len(name)-size]
+	}
+	if strings.TrimSpace(name) == "" {
+		return "file"
+	}
+	return name
+}
+
+// detectMIME picks the file's media type: the declared one if it parses and
+// says more than application/octet-stream, else the filename's extension,
+// else a sniff of the first bytes. The result is re-formatted, so it is safe
+// in a Content-Type header.
+func detectMIME(declared, filename string, head []byte) string {
+	if t, ok := cleanMIME(declared); ok && t != "application/octet-stream" {
+		return t
+	}
+	if ext := path.Ext(filename); ext != "" {
+		if t, ok := cleanMIME(mime.TypeByExtension(ext)); ok {
+			return t
+		}
+	}
+	if t, ok := cleanMIME(http.DetectContentType(head)); ok {
+		return t
+	}
+	return "application/octet-stream"
+}
+
+func cleanMIME(s string) (string, bool) {
+	if s == "" {
+		return "", false
+	}
+	mt, params, err := mime.ParseMediaType(s)
+	if err != nil || !strings.Contains(mt, "/") {
+		return "", false
+	}
+	out := mime.FormatMediaType(mt, params)
+	if out == "" {
+		return "", false
+	}
+	return out, true
+}

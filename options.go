@@ -1,0 +1,163 @@
+package imv2
+
+import (
+	"log/slog"
+	"time"
+)
+
+// Role says which side of the profile a Channel plays.
+type Role uint8
+
+const (
+	// RoleConnector is the IM Connector: it receives finals, deltas and
+	// activity, and sends user messages.
+	RoleConnector Role = iota + 1
+	// RoleXAgent is xAgent's virtual Connector channel: it receives user
+	// messages and sends deltas, finals and activity.
+	RoleXAgent
+)
+
+// String returns "connector", "xagent" or "invalid".
+func (r Role) String() string {
+	switch r {
+	case RoleConnector:
+		return "connector"
+	case RoleXAgent:
+		return "xagent"
+	}
+	return "invalid"
+}
+
+// inbound is the direction packets arrive in for this role.
+func (r Role) inbound() Direction {
+	if r == RoleConnector {
+		return ToConnector
+	}
+	return ToXAgent
+}
+
+// Defaults of Options. Each bound says what happens when it is hit.
+const (
+	// DefaultAckTimeout: a sent message without an ack after this long is
+	// resent (after backoff) with the same message_id and content (S2).
+	DefaultAckTimeout = 10 * time.Second
+	// DefaultRetryMin and DefaultRetryMax bound the exponential backoff
+	// between resends; each delay is drawn from [d/2, d] (jitter).
+	DefaultRetryMin = 500 * time.Millisecond
+	DefaultRetryMax = 30 * time.Second
+	// DefaultTargetTimeout bounds one Target call; a call that overruns is
+	// cancelled and the message rejected retryable.
+	DefaultTargetTimeout = 60 * time.Second
+	// DefaultMaxInflight bounds concurrent Target deliveries per channel;
+	// a further message is rejected retryable with code channel_busy.
+	DefaultMaxInflight = 64
+	// DefaultMaxWaiters bounds the resends of one message_id that wait for
+	// its in-flight delivery; a further one is rejected retryable.
+	DefaultMaxWaiters = 16
+	// DefaultDeltaIdleTTL drops a delta stream that saw no delta for this
+	// long (D9); its final is still handled as a final without deltas.
+	DefaultDeltaIdleTTL = 5 * time.Minute
+	// DefaultMaxOpenDeltas bounds open delta streams per channel; a delta
+	// for a new message beyond it is rejected with delta_limit_exceeded.
+	DefaultMaxOpenDeltas = 256
+	// DefaultMaxDeltaBytes bounds the assembled text of one stream; a delta
+	// that would pass it is rejected with delta_limit_exceeded.
+	DefaultMaxDeltaBytes = MaxTextBytes
+	// DefaultDeltaSweep is how often open delta streams are checked for
+	// idleness. No timer runs while no stream is open.
+	DefaultDeltaSweep = 30 * time.Second
+	// DefaultActivityTimeout clears a shown activity (typing) that no new
+	// snapshot refreshed for this long (C7).
+	DefaultActivityTimeout = 30 * time.Second
+)
+
+// CodeChannelBusy is the code of a retryable rejection when a channel has
+// DefaultMaxInflight deliveries running or too many resends waiting.
+const CodeChannelBusy Code = "channel_busy"
+
+// CodeExpired is the failure code of a pending message that got no terminal
+// ack within the pending TTL.
+const CodeExpired Code = "expired"
+
+// Options configure a Channel. The zero value (or nil) takes every default.
+type Options struct {
+	// Clock times every timer; SystemClock{} by default.
+	Clock Clock
+	// Logger receives debug lines for dropped packets and warnings for
+	// failures; nothing by default. Message text is never logged.
+	Logger *slog.Logger
+	// Observer is told about every delivery event, for metrics.
+	Observer Observer
+	// Pending and Completed are the two stores (S9). Defaults are bounded
+	// in-memory stores; use boltstore for restarts (S8).
+	Pending   PendingStore
+	Completed CompletedStore
+	// OnFailed is called when a sent message ends without delivery: a
+	// rejection with retryable=false (S3) or expiry after PendingTTL. It is
+	// called from the Channel's goroutines; do not block in it.
+	OnFailed func(channelID string, m ChatMessage, err *Error)
+
+	AckTimeout      time.Duration
+	RetryMin        time.Duration
+	RetryMax        time.Duration
+	PendingTTL      time.Duration
+	TargetTimeout   time.Duration
+	MaxInflight     int
+	MaxWaiters      int
+	DeltaIdleTTL    time.Duration
+	DeltaSweep      time.Duration
+	MaxOpenDeltas   int
+	MaxDeltaBytes   int
+	ActivityTimeout time.Duration
+}
+
+// withDefaults returns a copy with every zero field set.
+func (o *Options) withDefaults() Options {
+	var r Options
+	if o != nil {
+		r = *o
+	}
+	if r.Clock == nil {
+		r.Clock = SystemClock{}
+	}
+	if r.Logger == nil {
+		r.Logger = slog.New(slog.DiscardHandler)
+	}
+	if r.Observer == nil {
+		r.Observer = ObserverFunc(func(Event) {})
+	}
+	if r.Pending == nil {
+		r.Pending = NewMemoryPendingStore(DefaultPendingCap)
+	}
+	if r.Completed == nil {
+		r.Completed = NewMemoryCompletedStore(0, 0, r.Clock)
+	}
+	setDur(&r.AckTimeout, DefaultAckTimeout)
+	setDur(&r.RetryMin, DefaultRetryMin)
+	setDur(&r.RetryMax, DefaultRetryMax)
+	setDur(&r.PendingTTL, DefaultPendingTTL)
+	setDur(&r.TargetTimeout, DefaultTargetTimeout)
+	setDur(&r.DeltaIdleTTL, DefaultDeltaIdleTTL)
+	setDur(&r.DeltaSweep, DefaultDeltaSweep)
+	setDur(&r.ActivityTimeout, DefaultActivityTimeout)
+	setInt(&r.MaxInflight, DefaultMaxInflight)
+	setInt(&r.MaxWaiters, DefaultMaxWaiters)
+	setInt(&r.MaxOpenDeltas, DefaultMaxOpenDeltas)
+	setInt(&r.MaxDeltaBytes, DefaultMaxDeltaBytes)
+	if r.RetryMax < r.RetryMin {
+		r.RetryMax = r.RetryMin
+	}
+	return r
+}
+
+func setDur(d *time.Duration, def time.Duration) {
+	if *d <= 0 {
+		*d = def
+	}
+}
+
+func setInt(n *int, def int) {
+	if *n <= 0 {
+		*n = def
+	}
+}

@@ -1,0 +1,166 @@
+package imv2
+
+import (
+	"context"
+	"errors"
+)
+
+// delivery is one message_id whose Target call is running (single flight,
+// A6). Resends of the same content wait as waiters and are answered when
+// it ends; a resend with other content is a conflict (S6).
+type delivery struct {
+	fp      Fingerprint
+	waiters []*Packet
+}
+
+// receiveMessage handles an inbound chat.message: a final on a Connector,
+// a user message on xAgent. The rules are the same both ways: dedupe by
+// message_id only (M9, I4), one Target call at a time per message_id (A6),
+// accepted only after the Target returned (M12), duplicate for a completed
+// message with the same content and rejected for other content (S6),
+// rejected with the Target's retryable kind on failure (A8, X5).
+func (c *Channel) receiveMessage(ctx context.Context, p *Packet) error {
+	m, err := DecodeChatMessage(p, c.role.inbound())
+	if err != nil {
+		e := AsError(err, CodeInvalidPacket)
+		e = &Error{Code: e.Code, Message: e.Message} // a bad payload never succeeds on resend (A8)
+		c.rejectInvalid(p, e)
+		return e
+	}
+	id := m.MessageID
+	fp := FingerprintOf(m)
+
+	c.mu.Lock()
+	if d := c.inflight[id]; d != nil {
+		switch {
+		case d.fp != fp:
+			c.mu.Unlock()
+			return c.reject(p, id, Errorf(CodeMessageIDConflict, "message_id %q is being delivered with other content", id))
+		case len(d.waiters) >= c.o.MaxWaiters:
+			c.mu.Unlock()
+			return c.reject(p, id, &Error{Code: CodeChannelBusy, Message: "too many resends waiting", Retryable: true})
+		}
+		d.waiters = append(d.waiters, p)
+		c.mu.Unlock()
+		return nil
+	}
+	if len(c.inflight) >= c.o.MaxInflight {
+		c.mu.Unlock()
+		return c.reject(p, id, &Error{Code: CodeChannelBusy, Message: "too many deliveries in flight", Retryable: true})
+	}
+	d := &delivery{fp: fp}
+	c.inflight[id] = d
+	// The final clears the message's delta state (D10, S5); its drafts are
+	// finished before the final is posted, so the final wins (M11).
+	stream := c.deltas[id]
+	delete(c.deltas, id)
+	if stream != nil {
+		stream.final = true
+	}
+	ok := c.spawnLocked(func() { c.deliver(p, m, fp, d, stream) })
+	c.mu.Unlock()
+	if !ok {
+		return ErrClosed
+	}
+	return nil
+}
+
+// deliver runs the Target call of one message and answers every copy.
+func (c *Channel) deliver(p *Packet, m *ChatMessage, fp Fingerprint, d *delivery, stream *deltaStream) {
+	id := m.MessageID
+	status, rej := c.runTarget(m, fp, stream)
+
+	c.mu.Lock()
+	delete(c.inflight, id)
+	waiters := d.waiters
+	c.mu.Unlock()
+
+	c.answer(p, id, status, rej)
+	for _, w := range waiters {
+		if status == AckAccepted {
+			c.answer(w, id, AckDuplicate, nil) // it was accepted once; this copy is a resend (A6)
+			continue
+		}
+		c.answer(w, id, status, rej)
+	}
+}
+
+// runTarget decides the ack of a message: duplicate or conflict from the
+// completed store, else the Target's outcome.
+func (c *Channel) runTarget(m *ChatMessage, fp Fingerprint, stream *deltaStream) (AckStatus, *Error) {
+	id := m.MessageID
+	old, found, err := c.o.Completed.Lookup(c.ctx, c.id, id)
+	if err != nil {
+		c.log.Warn("completed store lookup failed", "message_id", id, "err", err)
+		return AckRejected, &Error{Code: CodeTargetDeliveryFailed, Message: "idempotency store unavailable", Retryable: true}
+	}
+	if found {
+		if old != fp {
+			return AckRejected, Errorf(CodeMessageIDConflict, "message_id %q already completed with other content", id)
+		}
+		c.observe(Event{Kind: EventDuplicate, MessageID: id})
+		return AckDuplicate, nil
+	}
+	if stream != nil {
+		stream.waitDrafts()
+	}
+	c.clearActivity() // a final clears the temporary status (C6)
+
+	tctx, cancel := context.WithTimeout(c.ctx, c.o.TargetTimeout)
+	err = c.target.PostMessage(tctx, c.id, m)
+	cancel()
+	if err != nil {
+		code := CodeTargetDeliveryFailed
+		var e *Error
+		if errors.As(err, &e) && e.Code != "" {
+			code = e.Code
+		} else if !IsRetryable(err) {
+			code = CodeTargetRejected
+		}
+		rej := &Error{Code: code, Message: truncate(err.Error(), MaxAckMessageBytes), Retryable: IsRetryable(err)}
+		if c.ctx.Err() != nil {
+			rej.Retryable = true // cancelled by Close: let the sender try again
+		}
+		return AckRejected, rej
+	}
+	if err := c.o.Completed.Record(c.ctx, c.id, id, fp); err != nil {
+		// The side effect happened; a rejection would make the sender
+		// post it again. Accept, and say loudly that dedup is weakened.
+		c.log.Error("completed record not stored; a resend of this message may be posted again", "message_id", id, "err", err)
+	}
+	c.observe(Event{Kind: EventDelivered, MessageID: id})
+	return AckAccepted, nil
+}
+
+// answer sends the ack of one received copy of a message.
+func (c *Channel) answer(p *Packet, id string, status AckStatus, rej *Error) {
+	if status == AckRejected {
+		c.observe(Event{Kind: EventRejected, MessageID: id, Code: rej.Code, Status: status})
+	}
+	ack, err := NewAck(p, id, status, rej)
+	if err != nil {
+		c.log.Error("ack not built", "message_id", id, "err", err)
+		return
+	}
+	c.reply(ack)
+}
+
+func (c *Channel) reject(p *Packet, id string, e *Error) error {
+	c.answer(p, id, AckRejected, e)
+	return e
+}
+
+// rejectInvalid answers an invalid chat.message: a rejected ack when the
+// message_id can be read (E3: a business failure uses the ack), an error
+// packet otherwise.
+func (c *Channel) rejectInvalid(p *Packet, e *Error) {
+	var head struct {
+		MessageID string `json:"message_id"`
+	}
+	if p.DecodePayload(&head) == nil && checkID("message_id", head.MessageID) == nil {
+		c.answer(p, head.MessageID, AckRejected, e)
+		return
+	}
+	c.observe(Event{Kind: EventRejected, Code: e.Code, PacketType: p.Type})
+	c.reply(NewErrorPacket(p, e))
+}

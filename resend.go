@@ -1,0 +1,230 @@
+package imv2
+
+import (
+	"context"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	jsonv2 "github.com/go-json-experiment/json"
+)
+
+// outgoing is one pending message of this channel's sender side (S1): the
+// content to resend verbatim, the packet IDs of its recent transmissions
+// (an ack for any of them resolves it, A1) and the timer of its next step.
+type outgoing struct {
+	entry     PendingEntry
+	payload   []byte   // the encoded payload, reused by every resend
+	packetIDs []string // newest last, at most maxTransmissions
+	attempt   int
+	timer     Timer
+}
+
+// maxTransmissions bounds the packet IDs remembered per pending message:
+// an ack for an older transmission is rare and only delays the resolution.
+const maxTransmissions = 8
+
+// Send queues a complete message for delivery and transmits it: on a
+// Connector a user message, on xAgent an assistant final. An empty
+// MessageID is generated (M2). The message stays pending until a terminal
+// ack: it is resent with the same message_id and content after an ack
+// timeout, a disconnect or a retryable rejection, with exponential backoff
+// and jitter (S2, A5, A7); a rejection with retryable=false ends it and is
+// reported through Options.OnFailed (S3). Send returns once the message is
+// pending, not once it is delivered.
+//
+// A full queue returns an *Error with code pending_full and queues
+// nothing. Sending a message_id that is already pending with the same
+// content is a no-op; with other content it is message_id_conflict.
+func (c *Channel) Send(ctx context.Context, m ChatMessage) (string, error) {
+	out := c.role.inbound().Reverse()
+	if !c.neg.Load().Allows(TypeChatMessage, out) {
+		return "", Errorf(CodeUnsupportedPacket, "chat.message is not negotiated on channel %q", c.id)
+	}
+	if m.MessageID == "" {
+		m.MessageID = NewMessageID()
+	}
+	if err := m.Validate(out); err != nil {
+		return "", err
+	}
+	if c.isClosed() {
+		return "", ErrClosed
+	}
+	payload, err := jsonv2.Marshal(&m)
+	if err != nil {
+		return "", Errorf(CodeInvalidPacket, "chat.message: %s", jsonErrText(err))
+	}
+	e := PendingEntry{ChannelID: c.id, Message: m, Created: c.o.Clock.Now()}
+	if err := c.o.Pending.Add(ctx, e); err != nil {
+		return "", err
+	}
+	c.mu.Lock()
+	if old := c.out[m.MessageID]; old != nil {
+		c.mu.Unlock()
+		return m.MessageID, nil // already pending with this content (the store checked)
+	}
+	o := &outgoing{entry: e, payload: payload}
+	c.out[m.MessageID] = o
+	c.mu.Unlock()
+	c.transmit(o)
+	return m.MessageID, nil
+}
+
+// Pending returns the messages of this channel still waiting for a
+// terminal ack, oldest first.
+func (c *Channel) Pending(ctx context.Context) ([]PendingEntry, error) {
+	return c.o.Pending.List(ctx, c.id)
+}
+
+// restorePending loads the store's entries for this channel after a
+// restart; they are transmitted when a transport is set.
+func (c *Channel) restorePending() error {
+	entries, err := c.o.Pending.List(c.ctx, c.id)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		payload, err := jsonv2.Marshal(&e.Message)
+		if err != nil {
+			return Errorf(CodeInvalidPacket, "pending %q: %s", e.Message.MessageID, jsonErrText(err))
+		}
+		c.out[e.Message.MessageID] = &outgoing{entry: e, payload: payload}
+	}
+	if c.transport != nil && len(entries) > 0 {
+		t := c.transport
+		c.transport = nil
+		c.SetTransport(t)
+	}
+	return nil
+}
+
+// transmit sends o once more with a fresh packet_id (a packet_id names one
+// transmission, I4) and arms the ack timeout.
+func (c *Channel) transmit(o *outgoing) {
+	c.mu.Lock()
+	id := o.entry.Message.MessageID
+	if c.closed || c.out[id] != o {
+		c.mu.Unlock()
+		return
+	}
+	if c.o.Clock.Now().Sub(o.entry.Created) >= c.o.PendingTTL {
+		c.mu.Unlock()
+		c.finish(o, nil, &Error{Code: CodeExpired, Message: "no terminal ack within the pending TTL"})
+		return
+	}
+	t := c.transport
+	if t == nil {
+		c.mu.Unlock() // resent by SetTransport on reconnect (A5)
+		return
+	}
+	p := &Packet{
+		Schema:             PacketSchema,
+		PacketID:           NewPacketID(),
+		ConnectorChannelID: c.id,
+		Type:               TypeChatMessage,
+		Time:               c.o.Clock.Now().UnixMilli(),
+		Payload:            o.payload,
+	}
+	if len(o.packetIDs) == maxTransmissions {
+		o.packetIDs = slices.Delete(o.packetIDs, 0, 1)
+	}
+	o.packetIDs = append(o.packetIDs, p.PacketID)
+	o.attempt++
+	attempt := o.attempt
+	stopTimer(&o.timer)
+	o.timer = c.afterLocked(c.o.AckTimeout, func() { c.retry(o, "ack timeout") })
+	c.mu.Unlock()
+
+	c.observe(Event{Kind: EventSent, MessageID: id, PacketType: p.Type, Attempt: attempt})
+	if err := t.Send(c.ctx, p); err != nil {
+		c.log.Debug("send failed; will resend", "message_id", id, "err", err)
+		c.retry(o, "send failed")
+	}
+}
+
+// retry schedules the next transmission of o after backoff (S2).
+func (c *Channel) retry(o *outgoing, why string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed || c.out[o.entry.Message.MessageID] != o {
+		return
+	}
+	stopTimer(&o.timer)
+	if c.transport == nil {
+		return // SetTransport resends on reconnect
+	}
+	d := c.backoff(o.attempt)
+	o.timer = c.afterLocked(d, func() { c.transmit(o) })
+	c.o.Observer.Observe(Event{Kind: EventRetry, ChannelID: c.id, MessageID: o.entry.Message.MessageID, Attempt: o.attempt})
+	c.log.Debug("resend scheduled", "message_id", o.entry.Message.MessageID, "reason", why, "delay", d)
+}
+
+// backoff returns the delay before resend number attempt+1: RetryMin
+// doubled per attempt, capped at RetryMax, drawn from [d/2, d].
+func (c *Channel) backoff(attempt int) time.Duration {
+	d := c.o.RetryMin
+	for i := 1; i < attempt && d < c.o.RetryMax; i++ {
+		d *= 2
+	}
+	d = min(d, c.o.RetryMax)
+	half := d / 2
+	return half + rand.N(half+1)
+}
+
+// receiveAck resolves the pending message an ack answers (A1–A3, S1–S3).
+// An ack that matches no transmission of a pending message with the same
+// message_id resolves nothing (A2).
+func (c *Channel) receiveAck(ctx context.Context, p *Packet) error {
+	a, err := DecodeChatMessageAck(p)
+	if err != nil {
+		e := AsError(err, CodeInvalidPacket)
+		c.reply(NewErrorPacket(p, e))
+		return e
+	}
+	c.mu.Lock()
+	o := c.out[a.MessageID]
+	if o == nil || !slices.Contains(o.packetIDs, p.ReplyTo) {
+		c.mu.Unlock()
+		c.observe(Event{Kind: EventAckUnmatched, MessageID: a.MessageID, Status: a.Status})
+		return nil
+	}
+	if a.Status == AckRejected && a.Retryable {
+		c.mu.Unlock()
+		c.retry(o, "rejected retryable: "+string(a.Code))
+		return nil
+	}
+	c.mu.Unlock()
+	c.finish(o, a, a.Err())
+	return nil
+}
+
+// finish ends a pending message: delivered (accepted, duplicate) or
+// failed (rejected for good, expired). Only this removes it (S1, S3).
+func (c *Channel) finish(o *outgoing, a *ChatMessageAck, fail *Error) {
+	id := o.entry.Message.MessageID
+	c.mu.Lock()
+	if c.out[id] != o {
+		c.mu.Unlock()
+		return
+	}
+	delete(c.out, id)
+	stopTimer(&o.timer)
+	c.mu.Unlock()
+	if err := c.o.Pending.Remove(c.ctx, c.id, id); err != nil {
+		c.log.Error("pending entry not removed", "message_id", id, "err", err)
+	}
+	if fail == nil {
+		c.observe(Event{Kind: EventAcked, MessageID: id, Status: a.Status, Attempt: o.attempt})
+		return
+	}
+	c.observe(Event{Kind: EventFailed, MessageID: id, Code: fail.Code, Attempt: o.attempt})
+	c.log.Warn("message not delivered", "message_id", id, "code", fail.Code, "reason", fail.Message)
+	if c.o.OnFailed != nil {
+		c.o.OnFailed(c.id, o.entry.Message, fail)
+	}
+}
+
+// sortOutgoing orders resends oldest first, keeping the sender's order.
+func sortOutgoing(os []*outgoing) {
+	slices.SortFunc(os, func(a, b *outgoing) int { return a.entry.Created.Compare(b.entry.Created) })
+}

@@ -1,0 +1,172 @@
+package xfiles
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"mime/multipart"
+	"net/http"
+	"net/textproto"
+	"net/url"
+	"path"
+
+	"github.com/xagentkit/imv2"
+)
+
+// HeaderChannelID names the channel of an upload (T1).
+const HeaderChannelID = "X-XAgent-Connector-Channel-ID"
+
+// UploadResult is the Connector's answer to POST /files/uploads (T1).
+type UploadResult struct {
+	FileRef   string        `json:"file_ref"`
+	FileType  imv2.FileType `json:"file_type"`
+	Filename  string        `json:"filename"`
+	ByteSize  int64         `json:"byte_size"`
+	ExpiresAt int64         `json:"expires_at"` // Unix ms
+}
+
+// File returns the files[] entry of an assistant final for this upload
+// (M7): its file_ref and metadata, no download_url.
+func (u UploadResult) File() imv2.File {
+	return imv2.File{
+		Type:      u.FileType,
+		FileRef:   u.FileRef,
+		Filename:  u.Filename,
+		ByteSize:  u.ByteSize,
+		ExpiresAt: u.ExpiresAt,
+	}
+}
+
+// UploadRequest is one upload with every optional field; Upload is the
+// short form.
+type UploadRequest struct {
+	BaseURL   string // Connector base URL (catalog), http or https
+	APIKey    string // sent as "Authorization: Bearer"; empty sends none
+	ChannelID string // X-XAgent-Connector-Channel-ID, required
+	Filename  string
+	// MimeType is the part's Content-Type; empty guesses from Filename's
+	// extension, else application/octet-stream.
+	MimeType     string
+	RecipientRef string // optional form field recipient_ref
+	ReplyToken   string // optional form field reply_token
+	Body         io.Reader
+}
+
+// Upload sends r as the multipart field "file" of POST /files/uploads for
+// channelID (M7, T1) and returns the Connector's answer; put
+// UploadResult.File() into the final chat.message.
+func Upload(ctx context.Context, client *http.Client, baseURL, apiKey, channelID, filename string, r io.Reader) (UploadResult, error) {
+	q := UploadRequest{BaseURL: baseURL, APIKey: apiKey, ChannelID: channelID, Filename: filename, Body: r}
+	return q.Do(ctx, client)
+}
+
+var errUploadDone = errors.New("xfiles: upload finished")
+
+// Do performs the upload. The body is streamed (no copy of the file in
+// memory). Redirects are not followed, so the API key goes nowhere but
+// BaseURL. Do returns once its form-writing goroutine has stopped, unless
+// ctx ends first while Body blocks in Read; the goroutine then ends with
+// that Read.
+func (q *UploadRequest) Do(ctx context.Context, client *http.Client) (UploadResult, error) {
+	base, err := ParseBaseURL(q.BaseURL)
+	if err != nil {
+		return UploadResult{}, err
+	}
+	if q.ChannelID == "" {
+		return UploadResult{}, imv2.Errorf(imv2.CodeChannelIDRequired, "xfiles: upload needs a connector_channel_id")
+	}
+	if q.Body == nil {
+		return UploadResult{}, imv2.Permanent(errors.New("xfiles: upload has no body"))
+	}
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+
+	pr, pw := io.Pipe()
+	mw := multipart.NewWriter(pw)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		pw.CloseWithError(q.writeForm(mw)) // nil closes with EOF
+	}()
+	defer func() {
+		pr.CloseWithError(errUploadDone) // unblocks a writer the transport left behind
+		select {
+		case <-done:
+		case <-ctx.Done():
+		}
+	}()
+
+	u := joinPath(base, &url.URL{Path: "/files/uploads"})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), pr)
+	if err != nil {
+		return UploadResult{}, imv2.Permanent(fmt.Errorf("%w: %w", ErrRefusedURL, err))
+	}
+	req.Header.Set("Content-Type", mw.FormDataContentType())
+	req.Header.Set(HeaderChannelID, q.ChannelID)
+	if q.APIKey != "" {
+		req.Header.Set("Authorization", "Bearer "+q.APIKey)
+	}
+	resp, err := noRedirects(client).Do(req)
+	if err != nil {
+		return UploadResult{}, imv2.Retryable(fmt.Errorf("xfiles: upload: %w", err))
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return UploadResult{}, readHTTPError(resp)
+	}
+	var res UploadResult
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes))
+	if err != nil {
+		return UploadResult{}, imv2.Retryable(fmt.Errorf("xfiles: upload response: %w", err))
+	}
+	if err := json.Unmarshal(b, &res); err != nil {
+		return UploadResult{}, imv2.Permanent(errors.New("xfiles: upload response is not the expected JSON"))
+	}
+	if res.FileRef == "" || !res.FileType.Valid() || res.ByteSize < 0 || res.ExpiresAt < 0 {
+		return UploadResult{}, imv2.Permanent(errors.New("xfiles: upload response lacks file_ref or a valid file_type"))
+	}
+	return res, nil
+}
+
+// writeForm writes the small fields first, then the file.
+func (q *UploadRequest) writeForm(mw *multipart.Writer) error {
+	for _, f := range []struct{ name, v string }{{"recipient_ref", q.RecipientRef}, {"reply_token", q.ReplyToken}} {
+		if f.v == "" {
+			continue
+		}
+		if err := mw.WriteField(f.name, f.v); err != nil {
+			return err
+		}
+	}
+	mt := q.MimeType
+	if mt == "" {
+		mt = mime.TypeByExtension(path.Ext(q.Filename))
+	}
+	if mt == "" {
+		mt = "application/octet-stream"
+	}
+	h := make(textproto.MIMEHeader)
+	h.Set("Content-Disposition", mime.FormatMediaType("form-data", map[string]string{"name": "file", "filename": q.Filename}))
+	h.Set("Content-Type", mt)
+	part, err := mw.CreatePart(h)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(part, q.Body); err != nil {
+		return err
+	}
+	return mw.Close()
+}
+
+// noRedirects copies c so that a 3xx is returned as is, never followed.
+func noRedirects(c *http.Client) *http.Client {
+	if c == nil {
+		c = http.DefaultClient
+	}
+	cc := *c
+	cc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &cc
+}

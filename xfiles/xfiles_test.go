@@ -1,0 +1,371 @@
+package xfiles_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/connector"
+	"github.com/xagentkit/imv2/fakeclock"
+	"github.com/xagentkit/imv2/xfiles"
+)
+
+const apiKey = "sk-xfiles-test-key-0123456789abcdef"
+
+func card() *imv2.Card {
+	return &imv2.Card{
+		Schema: imv2.CardSchema, ProtocolVersion: imv2.ProtocolVersion,
+		Build:           imv2.Build{BuildTime: "2607241200"},
+		ConnectorCardID: "im.console",
+		Connector:       imv2.CardInfo{Name: "Console", Version: "0.1.0"},
+		Supports:        imv2.Supports{TargetTypes: []string{"im"}, Profiles: []string{imv2.ProfileIMv2}},
+	}
+}
+
+// connectorServer runs a connector.Handler, mounted under prefix when set.
+func connectorServer(t *testing.T, prefix string, mod func(*connector.Config)) (*connector.Handler, *httptest.Server, string) {
+	t.Helper()
+	cfg := connector.Config{Card: card(), APIKey: apiKey, Clock: fakeclock.New(time.Date(2026, 7, 1, 0, 0, 0, 0, time.UTC))}
+	if mod != nil {
+		mod(&cfg)
+	}
+	h, err := connector.NewHandler(cfg)
+	require.NoError(t, err)
+	var handler http.Handler = h
+	if prefix != "" {
+		mux := http.NewServeMux()
+		mux.Handle(prefix+"/", http.StripPrefix(prefix, h))
+		handler = mux
+	}
+	srv := httptest.NewServer(handler)
+	t.Cleanup(srv.Close)
+	return h, srv, srv.URL + prefix
+}
+
+func random(t *testing.T, n int) []byte {
+	t.Helper()
+	b := make([]byte, n)
+	_, err := rand.Read(b)
+	require.NoError(t, err)
+	return b
+}
+
+func TestUpload_M7_T1_RoundTrip5MiB(t *testing.T) {
+	for _, prefix := range []string{"", "/connector/v1"} {
+		t.Run("prefix="+prefix, func(t *testing.T) {
+			var hooked connector.Upload
+			h, srv, base := connectorServer(t, prefix, func(c *connector.Config) {
+				c.OnUpload = func(_ context.Context, u connector.Upload) error { hooked = u; return nil }
+			})
+			data := random(t, 5<<20)
+			res, err := xfiles.Upload(context.Background(), srv.Client(), base, apiKey, "cch_1", "report.pdf", bytes.NewReader(data))
+			require.NoError(t, err)
+			assert.Equal(t, imv2.FileFile, res.FileType)
+			assert.Equal(t, "report.pdf", res.Filename)
+			assert.Equal(t, int64(5<<20), res.ByteSize)
+			assert.NotEmpty(t, res.FileRef)
+			assert.Equal(t, "application/pdf", hooked.File.MimeType)
+
+			// The result goes into an assistant final as is (M7).
+			m := imv2.ChatMessage{MessageID: "msg_1", Files: []imv2.File{res.File()}}
+			require.NoError(t, m.Validate(imv2.ToConnector))
+			assert.Empty(t, res.File().DownloadURL)
+
+			rc, _, err := h.OpenFile(context.Background(), "cch_1", res.FileRef)
+			require.NoError(t, err)
+			got, err := io.ReadAll(rc)
+			require.NoError(t, err)
+			require.NoError(t, rc.Close())
+			assert.True(t, bytes.Equal(data, got), "bytes differ")
+		})
+	}
+}
+
+func TestUpload_T1_OptionalFieldsReachHook(t *testing.T) {
+	var hooked connector.Upload
+	_, srv, base := connectorServer(t, "", func(c *connector.Config) {
+		c.OnUpload = func(_ context.Context, u connector.Upload) error { hooked = u; return nil }
+	})
+	q := xfiles.UploadRequest{BaseURL: base, APIKey: apiKey, ChannelID: "cch_9", Filename: "a.png",
+		MimeType: "image/png", RecipientRef: "user-1", ReplyToken: "rt-1", Body: strings.NewReader("png?")}
+	res, err := q.Do(context.Background(), srv.Client())
+	require.NoError(t, err)
+	assert.Equal(t, imv2.FileImage, res.FileType)
+	assert.Equal(t, "cch_9", hooked.ChannelID)
+	assert.Equal(t, "user-1", hooked.RecipientRef)
+	assert.Equal(t, "rt-1", hooked.ReplyToken)
+}
+
+func TestUpload_T1_Errors(t *testing.T) {
+	ctx := context.Background()
+	_, srv, base := connectorServer(t, "", func(c *connector.Config) { c.MaxUploadBytes = 1 << 20 })
+
+	_, err := xfiles.Upload(ctx, srv.Client(), base, "sk-wrong", "cch_1", "a.txt", strings.NewReader("x"))
+	var he *xfiles.HTTPError
+	require.ErrorAs(t, err, &he)
+	assert.Equal(t, http.StatusUnauthorized, he.StatusCode)
+	assert.Equal(t, string(connector.CodeUnauthorized), he.Code)
+	assert.False(t, imv2.IsRetryable(err))
+	assert.NotContains(t, err.Error(), "sk-wrong")
+
+	_, err = xfiles.Upload(ctx, srv.Client(), base, apiKey, "cch_1", "big.bin", bytes.NewReader(make([]byte, 1<<20+1)))
+	assert.ErrorIs(t, err, xfiles.ErrTooLarge)
+	assert.False(t, imv2.IsRetryable(err))
+
+	_, err = xfiles.Upload(ctx, srv.Client(), base, apiKey, "", "a.txt", strings.NewReader("x"))
+	assert.ErrorIs(t, err, &imv2.Error{Code: imv2.CodeChannelIDRequired})
+
+	for _, bad := range []string{"ftp://h/", "file:///tmp", "http://user:pw@h/", "http://h/?q=1", "http://h/#f", "/relative", ""} {
+		_, err = xfiles.Upload(ctx, srv.Client(), bad, apiKey, "cch_1", "a.txt", strings.NewReader("x"))
+		assert.ErrorIs(t, err, xfiles.ErrRefusedURL, bad)
+	}
+}
+
+func TestUpload_T1_NeverFollowsRedirectWithKey(t *testing.T) {
+	other := newHitServer(t, func(w http.ResponseWriter, r *http.Request) {})
+	for _, code := range []int{http.StatusFound, http.StatusSeeOther, http.StatusTemporaryRedirect, http.StatusPermanentRedirect} {
+		redir := newHitServer(t, func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.Copy(io.Discard, r.Body)
+			http.Redirect(w, r, other.URL+"/files/uploads", code)
+		})
+		_, err := xfiles.Upload(context.Background(), redir.Client(), redir.URL, apiKey, "cch_1", "a.txt", strings.NewReader("x"))
+		var he *xfiles.HTTPError
+		require.ErrorAs(t, err, &he, code)
+		assert.Equal(t, code, he.StatusCode)
+		assert.Equal(t, int64(1), redir.auth.Load(), "the key went to the base URL")
+	}
+	assert.Zero(t, other.hits.Load(), "no redirect was followed")
+}
+
+func TestFetch_M6_T4_OfferedFileRoundTrip(t *testing.T) {
+	for _, prefix := range []string{"", "/p"} {
+		h, srv, base := connectorServer(t, prefix, nil)
+		data := random(t, 1<<20)
+		f, err := h.OfferFile(context.Background(), "cch_1", "pic.jpg", "image/jpeg", bytes.NewReader(data))
+		require.NoError(t, err)
+		got, err := xfiles.Fetch(context.Background(), srv.Client(), base, f, 2<<20)
+		require.NoError(t, err, prefix)
+		assert.True(t, bytes.Equal(data, got), prefix)
+	}
+}
+
+// hitServer counts requests and remembers whether any carried Authorization.
+type hitServer struct {
+	*httptest.Server
+	hits, auth atomic.Int64
+}
+
+func newHitServer(t *testing.T, h http.HandlerFunc) *hitServer {
+	s := &hitServer{}
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.hits.Add(1)
+		if r.Header.Get("Authorization") != "" {
+			s.auth.Add(1)
+		}
+		h(w, r)
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+func TestFetch_T4_M6_RefusesOtherSchemes(t *testing.T) {
+	s := newHitServer(t, func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "x") })
+	for _, u := range []string{
+		"file:///etc/passwd", "data:text/plain;base64,eA==", "ftp://" + s.Listener.Addr().String() + "/x",
+		"javascript:alert(1)", "//" + s.Listener.Addr().String() + "/x", "gopher://h/x",
+		"http://user:pw@" + s.Listener.Addr().String() + "/x", "", "/files/../x", "/files/%2e%2e/x", "./x",
+	} {
+		_, err := xfiles.Fetch(context.Background(), s.Client(), s.URL, imv2.File{Type: "file", FileRef: "f", DownloadURL: u}, 0)
+		assert.ErrorIs(t, err, xfiles.ErrRefusedURL, u)
+		assert.False(t, imv2.IsRetryable(err), u)
+	}
+	assert.Zero(t, s.hits.Load(), "no refused URL was requested")
+}
+
+func TestFetch_T4_RedirectsOnlyToHTTP(t *testing.T) {
+	final := newHitServer(t, func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") })
+	s := newHitServer(t, func(w http.ResponseWriter, r *http.Request) {
+		to := r.URL.Query().Get("to")
+		w.Header().Set("Location", to)
+		w.WriteHeader(http.StatusFound)
+	})
+	for _, to := range []string{"file:///etc/passwd", "data:text/plain,hi", "ftp://example.com/x", "gopher://example.com/"} {
+		f := imv2.File{Type: "file", FileRef: "f", DownloadURL: "/r?to=" + to}
+		data, err := xfiles.Fetch(context.Background(), s.Client(), s.URL, f, 0)
+		assert.ErrorIs(t, err, xfiles.ErrRefusedURL, to)
+		assert.Nil(t, data)
+	}
+	f := imv2.File{Type: "file", FileRef: "f", DownloadURL: "/r?to=" + final.URL + "/x"}
+	data, err := xfiles.Fetch(context.Background(), s.Client(), s.URL, f, 0)
+	require.NoError(t, err)
+	assert.Equal(t, "ok", string(data))
+	// The caller's client is not changed.
+	assert.Nil(t, s.Client().CheckRedirect)
+}
+
+func TestFetch_T4_SizeCap(t *testing.T) {
+	const max = 1000
+	s := newHitServer(t, func(w http.ResponseWriter, r *http.Request) {
+		n, _ := strconv.Atoi(r.URL.Query().Get("n"))
+		if r.URL.Query().Get("lie") != "" { // a large Content-Length is refused before reading
+			w.Header().Set("Content-Length", strconv.Itoa(1<<30))
+			_, _ = w.Write(make([]byte, 10))
+			return
+		}
+		if r.URL.Query().Get("chunked") == "" {
+			w.Header().Set("Content-Length", strconv.Itoa(n))
+		} else {
+			w.(http.Flusher).Flush() // no Content-Length: the cap must hold while reading
+		}
+		_, _ = w.Write(make([]byte, n))
+	})
+	fetch := func(q string, size int64) ([]byte, error) {
+		f := imv2.File{Type: "file", FileRef: "f", ByteSize: size, DownloadURL: "/f?" + q}
+		return xfiles.Fetch(context.Background(), s.Client(), s.URL, f, max)
+	}
+	data, err := fetch("n=1000", 0)
+	require.NoError(t, err)
+	assert.Len(t, data, max)
+	for _, q := range []string{"n=1001", "n=1001&chunked=1", "n=50000&chunked=1", "lie=1"} {
+		data, err = fetch(q, 0)
+		assert.ErrorIs(t, err, xfiles.ErrTooLarge, q)
+		assert.Nil(t, data, q)
+	}
+	before := s.hits.Load()
+	_, err = fetch("n=1", max+1) // declared byte_size over the cap: not even requested
+	assert.ErrorIs(t, err, xfiles.ErrTooLarge)
+	assert.Equal(t, before, s.hits.Load())
+	assert.Zero(t, s.auth.Load(), "Fetch never sends Authorization")
+}
+
+func TestFetch_T4_RelativeResolvesAgainstBaseOnly(t *testing.T) {
+	for _, c := range []struct{ base, dl, want string }{
+		{"https://c.example", "/files/refs/x?sig=1", "https://c.example/files/refs/x?sig=1"},
+		{"https://c.example/pre", "/files/refs/x?sig=1", "https://c.example/pre/files/refs/x?sig=1"},
+		{"https://c.example/pre/", "/files/refs/x", "https://c.example/pre/files/refs/x"},
+		{"http://c.example:8080/pre", "files/refs/x", "http://c.example:8080/pre/files/refs/x"},
+		{"https://c.example", "/files/refs/a%2Fb", "https://c.example/files/refs/a%2Fb"},
+		{"https://c.example", "https://cdn.example/f?x=1", "https://cdn.example/f?x=1"},
+		{"https://c.example", "/files/refs/x#frag", "https://c.example/files/refs/x"},
+	} {
+		u, err := xfiles.ResolveDownloadURL(c.base, c.dl)
+		require.NoError(t, err, c.dl)
+		assert.Equal(t, c.want, u.String(), c.dl)
+	}
+	for _, c := range []struct{ base, dl string }{
+		{"ftp://c.example", "/files/refs/x"},
+		{"https://c.example?x=1", "/files/refs/x"},
+		{"https://u:p@c.example", "/files/refs/x"},
+		{"", "/files/refs/x"},
+		{"https://c.example", "/files/refs/../../admin"},
+		{"https://c.example", "/files/refs/%2e%2e/admin"},
+		{"https://c.example", "/files/refs/a%2f..%2fb"},
+		{"https://c.example", "//evil.example/x"},
+	} {
+		_, err := xfiles.ResolveDownloadURL(c.base, c.dl)
+		assert.ErrorIs(t, err, xfiles.ErrRefusedURL, "%s + %s", c.base, c.dl)
+	}
+
+	// Live: a relative URL goes to the base server, never to another one.
+	base := newHitServer(t, func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, r.URL.Path) })
+	other := newHitServer(t, func(w http.ResponseWriter, r *http.Request) {})
+	data, err := xfiles.Fetch(context.Background(), base.Client(), base.URL+"/pre", imv2.File{Type: "file", FileRef: "f", DownloadURL: "/files/refs/x"}, 0)
+	require.NoError(t, err)
+	assert.Equal(t, "/pre/files/refs/x", string(data))
+	assert.Equal(t, int64(1), base.hits.Load())
+	assert.Zero(t, other.hits.Load())
+}
+
+func TestFetch_T4_StatusAndContextErrors(t *testing.T) {
+	started := make(chan struct{}, 1)
+	s := newHitServer(t, func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/404":
+			http.Error(w, `{"error":{"code":"file_not_found"}}`, http.StatusNotFound)
+		case "/503":
+			w.WriteHeader(http.StatusServiceUnavailable)
+		case "/slow":
+			started <- struct{}{}
+			<-r.Context().Done()
+		}
+	})
+	get := func(ctx context.Context, p string) error {
+		_, err := xfiles.Fetch(ctx, s.Client(), s.URL, imv2.File{Type: "file", FileRef: "f", DownloadURL: p}, 0)
+		return err
+	}
+	err := get(context.Background(), "/404")
+	var he *xfiles.HTTPError
+	require.ErrorAs(t, err, &he)
+	assert.Equal(t, "file_not_found", he.Code)
+	assert.False(t, imv2.IsRetryable(err))
+	assert.True(t, imv2.IsRetryable(get(context.Background(), "/503")))
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- get(ctx, "/slow") }()
+	<-started
+	cancel()
+	select {
+	case err = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Fetch did not return after its context ended")
+	}
+	assert.ErrorIs(t, err, context.Canceled)
+}
+
+func ExampleUpload() {
+	h, err := connector.NewHandler(connector.Config{Card: card(), APIKey: "change-me"})
+	if err != nil {
+		panic(err)
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+
+	res, err := xfiles.Upload(context.Background(), srv.Client(), srv.URL, "change-me", "cch_1",
+		"hello.txt", strings.NewReader("hello, world"))
+	if err != nil {
+		panic(err)
+	}
+	f := res.File() // goes into the assistant final's files[] (M7)
+	fmt.Println(f.Type, f.Filename, f.ByteSize, strings.HasPrefix(f.FileRef, "file_"))
+	// Output: file hello.txt 12 true
+}
+
+func ExampleFetch() {
+	h, err := connector.NewHandler(connector.Config{Card: card(), APIKey: "change-me"})
+	if err != nil {
+		panic(err)
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+
+	// The Connector offers a user's file; xAgent receives f in a chat.message.
+	f, err := h.OfferFile(context.Background(), "cch_1", "note.txt", "text/plain", strings.NewReader("from the user"))
+	if err != nil {
+		panic(err)
+	}
+	data, err := xfiles.Fetch(context.Background(), srv.Client(), srv.URL, f, 1<<20)
+	if errors.Is(err, xfiles.ErrTooLarge) {
+		fmt.Println("too large")
+		return
+	}
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(string(data))
+	// Output: from the user
+}
