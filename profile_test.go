@@ -88,10 +88,16 @@ func TestNegotiated_P7_MayProject(t *testing.T) {
 			t.Errorf("MayProject(%q) = true: internal signals must never reach the wire", k)
 		}
 	}
-	for _, k := range imv2.IMv2().Projections {
+	for k, typ := range imv2.IMv2().Projections {
 		if !n.MayProject(k) {
 			t.Errorf("MayProject(%q) = false for a catalog kind", k)
 		}
+		if got, ok := n.Projection(k); !ok || got != typ || !n.Allows(got, imv2.ToConnector) {
+			t.Errorf("Projection(%q) = %q, %v; want %q, a packet allowed toward the Connector", k, got, ok, typ)
+		}
+	}
+	if typ, ok := n.Projection("session.sync_message"); ok || typ != "" {
+		t.Errorf("Projection(session.sync_message) = %q, %v", typ, ok)
 	}
 	if len(imv2.IMv2().Projections) == 0 {
 		t.Fatal("IM v2 projects nothing")
@@ -123,8 +129,9 @@ func TestIMv2_P7_FreshCopyCannotWidenCatalog(t *testing.T) {
 	p := imv2.IMv2()
 	p.Packets["session.sync_message"] = imv2.DirBoth
 	p.Packets[imv2.TypeChatMessageDelta] = imv2.DirBoth
-	p.Projections = append(p.Projections, "history.snapshot")
-	p.Projections[0] = "ui.projection"
+	p.Projections["history.snapshot"] = imv2.TypeChatMessage
+	p.Projections["ui.projection"] = imv2.TypeChatMessage
+	p.Projections[imv2.KindAssistantActivity] = imv2.TypeChatMessage
 	p.TargetTypes[0] = "email"
 
 	cat := imv2.DefaultCatalog()
@@ -144,7 +151,7 @@ func TestIMv2_P7_FreshCopyCannotWidenCatalog(t *testing.T) {
 			t.Errorf("mutating a copy widened projections: %s", k)
 		}
 	}
-	if !n.MayProject(imv2.IMv2().Projections[0]) || imv2.IMv2().TargetTypes[0] != imv2.TargetTypeIM {
+	if typ, _ := n.Projection(imv2.KindAssistantActivity); typ != imv2.TypeChatActivity || imv2.IMv2().TargetTypes[0] != imv2.TargetTypeIM {
 		t.Error("a fresh IMv2() was changed by mutating an earlier one")
 	}
 	// … and a Negotiated made before a mutation does not see it either.
