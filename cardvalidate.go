@@ -3,6 +3,7 @@ package imv2
 import (
 	"encoding/json"
 	"slices"
+	"strings"
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -58,13 +59,13 @@ func (c *Card) Validate() error {
 		return cardErr("schema is %q, want %q (H1)", c.Schema, CardSchema)
 	case c.ProtocolVersion != ProtocolVersion:
 		return cardErr("protocol_version is %q, want %q (H1)", c.ProtocolVersion, ProtocolVersion)
-	case c.Build.BuildTime == "":
+	case blank(c.Build.BuildTime):
 		return cardErr("build.build_time is empty (H1)")
-	case c.ConnectorCardID == "":
+	case blank(c.ConnectorCardID):
 		return cardErr("connector_card_id is empty (H1)")
-	case c.Connector.Name == "":
+	case blank(c.Connector.Name):
 		return cardErr("connector.name is empty (H1)")
-	case c.Connector.Version == "":
+	case blank(c.Connector.Version):
 		return cardErr("connector.version is empty (H1)")
 	}
 	if err := c.validateSupports(); err != nil {
@@ -394,3 +395,7 @@ func DecodeDescriptor(data []byte, card *Card) (*Descriptor, error) {
 	}
 	return d, nil
 }
+
+// blank reports whether s is empty or only white space: a name nobody can
+// read is as missing as an empty one.
+func blank(s string) bool { return strings.TrimSpace(s) == "" }
