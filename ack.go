@@ -99,10 +99,13 @@ func DecodeChatMessageAck(p *Packet) (*ChatMessageAck, error) {
 		return nil, err
 	}
 	a := &ChatMessageAck{MessageID: w.MessageID, Status: w.Status, Code: w.Code, Message: w.Message}
-	if w.Retryable != nil {
+	// retryable means something on a rejection only; elsewhere it is
+	// ignored, so an accepted ack never decodes as "retryable".
+	if w.Status == AckRejected {
+		if w.Retryable == nil {
+			return nil, Errorf(CodeInvalidPacket, "chat.message.ack: a rejection needs a boolean retryable (A3)")
+		}
 		a.Retryable = *w.Retryable
-	} else if w.Status == AckRejected {
-		return nil, Errorf(CodeInvalidPacket, "chat.message.ack: a rejection needs a boolean retryable (A3)")
 	}
 	if err := a.Validate(); err != nil {
 		return nil, err

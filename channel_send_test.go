@@ -34,12 +34,16 @@ func TestSend_S1_PendingUntilTerminalAck(t *testing.T) {
 }
 
 func TestSend_S1_DuplicateIsTerminalSuccess(t *testing.T) {
-	c, w, _ := newConnector(t, newRecTarget(), nil)
+	var delivered []AckStatus
+	c, w, _ := newConnector(t, newRecTarget(), &Options{OnDelivered: func(_ string, m ChatMessage, s AckStatus) {
+		delivered = append(delivered, s)
+	}})
 	_, err := c.Send(context.Background(), ChatMessage{Text: "x"})
 	require.NoError(t, err)
 	require.NoError(t, c.Receive(context.Background(), ackFor(t, w.next(t), AckDuplicate, nil)))
 	pending, _ := c.Pending(context.Background())
 	require.Empty(t, pending)
+	require.Equal(t, []AckStatus{AckDuplicate}, delivered)
 }
 
 func TestSend_S2_A5_AckTimeoutResendsSameMessage(t *testing.T) {

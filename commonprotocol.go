@@ -109,8 +109,8 @@ type AuthAck struct {
 	Status             AuthState `json:"status"`
 	QRCodeText         string    `json:"qr_code_text,omitempty"`
 	QRCodeImage        string    `json:"qr_code_image,omitempty"`
-	ExpiresAt          int64     `json:"expires_at,omitempty"`
-	PollIntervalMillis int64     `json:"poll_interval_millis,omitempty"`
+	ExpiresAt          int64     `json:"expires_at,omitzero"`
+	PollIntervalMillis int64     `json:"poll_interval_millis,omitzero"`
 	Message            string    `json:"message,omitempty"`
 	// ConnectionDescriptor is set once authenticated.
 	ConnectionDescriptor *Descriptor `json:"connection_descriptor,omitempty"`

@@ -39,7 +39,7 @@ type ChatMessage struct {
 	// Files are references to bytes on the Transfer Plane, never the bytes (M5, M8).
 	Files []File `json:"files,omitempty"`
 	// CreatedAt is Unix milliseconds; optional.
-	CreatedAt int64 `json:"created_at,omitempty"`
+	CreatedAt int64 `json:"created_at,omitzero"`
 }
 
 // File is one entry of chat.message files[] (M4–M7). It has no field for
@@ -50,8 +50,8 @@ type File struct {
 	// Optional metadata (M5).
 	Filename  string `json:"filename,omitempty"`
 	MimeType  string `json:"mime_type,omitempty"`
-	ByteSize  int64  `json:"byte_size,omitempty"`
-	ExpiresAt int64  `json:"expires_at,omitempty"`
+	ByteSize  int64  `json:"byte_size,omitzero"`
+	ExpiresAt int64  `json:"expires_at,omitzero"`
 	// DownloadURL is required ToXAgent: an absolute http(s) URL or a relative
 	// Connector URI (M6). ToConnector files were uploaded first (M7) and need none.
 	DownloadURL string `json:"download_url,omitempty"`

@@ -96,6 +96,10 @@ type Options struct {
 	// rejection with retryable=false (S3) or expiry after PendingTTL. It is
 	// called from the Channel's goroutines; do not block in it.
 	OnFailed func(channelID string, m ChatMessage, err *Error)
+	// OnDelivered is called when a sent message got its terminal success
+	// ack (accepted or duplicate), with the message as sent. Same
+	// goroutine rules as OnFailed.
+	OnDelivered func(channelID string, m ChatMessage, status AckStatus)
 
 	AckTimeout      time.Duration
 	RetryMin        time.Duration

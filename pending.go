@@ -2,6 +2,7 @@ package imv2
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 )
@@ -88,6 +89,7 @@ func (s *MemoryPendingStore) Add(_ context.Context, e PendingEntry) error {
 	if len(l.order) >= s.capacity {
 		return Errorf(CodePendingFull, "channel %q has %d pending messages, the cap", e.ChannelID, s.capacity)
 	}
+	e.Message.Files = slices.Clone(e.Message.Files) // the caller may reuse its slice
 	l.order = append(l.order, e.Message.MessageID)
 	l.byID[e.Message.MessageID] = e
 	return nil

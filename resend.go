@@ -215,6 +215,9 @@ func (c *Channel) finish(o *outgoing, a *ChatMessageAck, fail *Error) {
 	}
 	if fail == nil {
 		c.observe(Event{Kind: EventAcked, MessageID: id, Status: a.Status, Attempt: o.attempt})
+		if c.o.OnDelivered != nil {
+			c.o.OnDelivered(c.id, o.entry.Message, a.Status)
+		}
 		return
 	}
 	c.observe(Event{Kind: EventFailed, MessageID: id, Code: fail.Code, Attempt: o.attempt})

@@ -96,7 +96,7 @@ func NewHandler(cfg Config) (*Handler, error) {
 	if cfg.Card == nil {
 		return nil, errors.New("connector: Config.Card is required")
 	}
-	if err := checkCard(cfg.Card); err != nil {
+	if err := cfg.Card.Validate(); err != nil {
 		return nil, err
 	}
 	if cfg.Card.Security != nil && cfg.Card.Security.APIKeyRequired && cfg.APIKey == "" {
@@ -169,39 +169,6 @@ type healthBody struct {
 	ConnectorCardVersion string     `json:"connector_card_version"`
 	ProtocolVersion      string     `json:"protocol_version"`
 	Build                imv2.Build `json:"build"`
-}
-
-// checkCard checks the H1 basics of the Card schema: schema and protocol
-// constants, build.build_time, connector_card_id, connector name and version,
-// non-empty target_types and profiles.
-func checkCard(c *imv2.Card) error {
-	var missing []string
-	if c.Schema != imv2.CardSchema {
-		missing = append(missing, "schema "+imv2.CardSchema)
-	}
-	if c.ProtocolVersion != imv2.ProtocolVersion {
-		missing = append(missing, "protocol_version "+imv2.ProtocolVersion)
-	}
-	for _, f := range []struct{ name, v string }{
-		{"build.build_time", c.Build.BuildTime},
-		{"connector_card_id", c.ConnectorCardID},
-		{"connector.name", c.Connector.Name},
-		{"connector.version", c.Connector.Version},
-	} {
-		if strings.TrimSpace(f.v) == "" {
-			missing = append(missing, f.name)
-		}
-	}
-	if len(c.Supports.TargetTypes) == 0 {
-		missing = append(missing, "supports.target_types")
-	}
-	if len(c.Supports.Profiles) == 0 {
-		missing = append(missing, "supports.profiles")
-	}
-	if len(missing) > 0 {
-		return errors.New("connector: invalid Card (H1): needs " + strings.Join(missing, ", "))
-	}
-	return nil
 }
 
 // ServeHTTP routes by exact path. It does not use http.ServeMux, whose

@@ -1,0 +1,116 @@
+package imv2_test
+
+import (
+	"encoding/json"
+	"testing"
+
+	jsonv2 "github.com/go-json-experiment/json"
+
+	"github.com/xagentkit/imv2"
+)
+
+// Benchmarks compare the SDK's typed path with the baseline it replaces:
+// encoding/json into (and from) map[string]any, as the protocol-1.0
+// Connectors do. Run:
+//
+//	go test -run '^$' -bench 'ChatMessage' -benchmem -count 3 .
+
+// benchMessage is a chat.message with text and two files (~650 bytes).
+var benchMessage = imv2.ChatMessage{
+	MessageID: "msg_01J9ZK3V6Q8W2R4T5Y7U9I0O1P",
+	Text:      "Please summarise the two attached documents and tell me which of them is newer, then draft a short reply to the sender.",
+	Files: []imv2.File{
+		{Type: imv2.FileImage, FileRef: "file_abc123def456", Filename: "page.png", MimeType: "image/png",
+			ByteSize: 155000, ExpiresAt: 1790000300000, DownloadURL: "/files/refs/file_abc123def456?sig=8f3a9c2e7b1d"},
+		{Type: imv2.FileFile, FileRef: "file_789ghi012jkl", Filename: "report-2026-q3.pdf", MimeType: "application/pdf",
+			ByteSize: 2481733, ExpiresAt: 1790000300000, DownloadURL: "https://connector.example/files/refs/file_789ghi012jkl?sig=44be01"},
+	},
+	CreatedAt: 1790000000000,
+}
+
+func benchPacket(b *testing.B) (*imv2.Packet, []byte) {
+	b.Helper()
+	payload, err := jsonv2.Marshal(&benchMessage)
+	if err != nil {
+		b.Fatal(err)
+	}
+	p := &imv2.Packet{Schema: imv2.PacketSchema, PacketID: "pkt_5f0c7f0e-8d3b-4c1a-9e2f-6a7b8c9d0e1f",
+		ConnectorChannelID: "cch_conn_im_wechat_0069", Type: imv2.TypeChatMessage, Time: 1790000000000, Payload: payload}
+	data, err := p.Encode()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return p, data
+}
+
+var (
+	sinkMessage *imv2.ChatMessage
+	sinkMap     map[string]any
+	sinkBytes   []byte
+)
+
+func BenchmarkDecodeChatMessage(b *testing.B) {
+	_, data := benchPacket(b)
+	b.Run("sdk", func(b *testing.B) {
+		b.ReportAllocs()
+		b.SetBytes(int64(len(data)))
+		for b.Loop() {
+			p, err := imv2.DecodePacket(data)
+			if err != nil {
+				b.Fatal(err)
+			}
+			m, err := imv2.DecodeChatMessage(p, imv2.ToXAgent)
+			if err != nil {
+				b.Fatal(err)
+			}
+			sinkMessage = m
+		}
+	})
+	b.Run("map", func(b *testing.B) {
+		b.ReportAllocs()
+		b.SetBytes(int64(len(data)))
+		for b.Loop() {
+			var v map[string]any
+			if err := json.Unmarshal(data, &v); err != nil {
+				b.Fatal(err)
+			}
+			sinkMap = v
+		}
+	})
+}
+
+func BenchmarkEncodeChatMessage(b *testing.B) {
+	p, data := benchPacket(b)
+	var asMap map[string]any
+	if err := json.Unmarshal(data, &asMap); err != nil {
+		b.Fatal(err)
+	}
+	b.Run("sdk", func(b *testing.B) {
+		b.ReportAllocs()
+		b.SetBytes(int64(len(data)))
+		for b.Loop() {
+			payload, err := jsonv2.Marshal(&benchMessage)
+			if err != nil {
+				b.Fatal(err)
+			}
+			q := *p
+			q.Payload = payload
+			out, err := q.Encode()
+			if err != nil {
+				b.Fatal(err)
+			}
+			sinkBytes = out
+		}
+	})
+	b.Run("map", func(b *testing.B) {
+		b.ReportAllocs()
+		b.SetBytes(int64(len(data)))
+		for b.Loop() {
+			out, err := json.Marshal(asMap)
+			if err != nil {
+				b.Fatal(err)
+			}
+			sinkBytes = out
+		}
+	})
+}

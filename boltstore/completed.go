@@ -1,0 +1,204 @@
+package boltstore
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/xagentkit/imv2"
+)
+
+const (
+	// completedValueLen is t ‖ seq ‖ fingerprint.
+	completedValueLen = 8 + 8 + len(imv2.Fingerprint{})
+	// inlineSweep bounds the expired records one Record removes, so a
+	// Record after a long idle time stays quick; Sweep removes the rest.
+	inlineSweep = 16
+	// defaultSweepBatch bounds the records one Sweep transaction removes,
+	// so a large sweep does not hold the writer lock for long.
+	defaultSweepBatch = 1000
+	// orderFillPercent is how full a split leaves a page of the
+	// append-only order index (bbolt's default is 0.5).
+	orderFillPercent = 0.95
+)
+
+// Lookup implements imv2.CompletedStore. A record is visible while it is
+// younger than CompletedTTL, swept or not.
+func (s *Store) Lookup(ctx context.Context, channelID, messageID string) (imv2.Fingerprint, bool, error) {
+	key, err := recordKey(channelID, messageID)
+	if err != nil {
+		return imv2.Fingerprint{}, false, err
+	}
+	var fp imv2.Fingerprint
+	var found bool
+	err = s.view(ctx, func(tx *bolt.Tx) error {
+		v := tx.Bucket(bucketCompleted).Get(key)
+		if len(v) != completedValueLen {
+			return nil
+		}
+		if beUint64(v[:8]) <= s.expiredCutoff() {
+			return nil
+		}
+		copy(fp[:], v[16:])
+		found = true
+		return nil
+	})
+	if err != nil {
+		return imv2.Fingerprint{}, false, err
+	}
+	return fp, found, nil
+}
+
+// Record implements imv2.CompletedStore. The record is committed with
+// fsync before Record returns, so the accepted ack that follows it survives
+// a crash (S8). Recording a message again replaces its fingerprint and
+// restarts its TTL. When CompletedCap records are held the oldest goes; a
+// few expired records go too.
+func (s *Store) Record(ctx context.Context, channelID, messageID string, fp imv2.Fingerprint) error {
+	key, err := recordKey(channelID, messageID)
+	if err != nil {
+		return err
+	}
+	return s.update(ctx, func(tx *bolt.Tx) error {
+		now := s.clock.Now()
+		meta := tx.Bucket(bucketMeta)
+		recs := tx.Bucket(bucketCompleted)
+		order := tx.Bucket(bucketCompletedOrder)
+		// Keys only ever go on the end of the order index, so a split
+		// may leave the left page nearly full instead of half full.
+		order.FillPercent = orderFillPercent
+		count := getU64(meta, keyCompletedCount)
+
+		if old := recs.Get(key); len(old) == completedValueLen {
+			if err := order.Delete(bytes.Clone(old[:16])); err != nil {
+				return err
+			}
+			if err := recs.Delete(key); err != nil {
+				return err
+			}
+			count--
+		}
+
+		cutoff := timeKey(now.Add(-s.ttl))
+		removed := 0
+		c := order.Cursor()
+		for k, v := c.First(); k != nil; k, v = c.First() {
+			expired := len(k) == 16 && beUint64(k[:8]) <= cutoff
+			if count < s.completedCap && (!expired || removed >= inlineSweep) {
+				break
+			}
+			if err := recs.Delete(bytes.Clone(v)); err != nil {
+				return err
+			}
+			if err := c.Delete(); err != nil {
+				return err
+			}
+			if count > 0 {
+				count--
+			}
+			removed++
+		}
+
+		seq, err := order.NextSequence()
+		if err != nil {
+			return err
+		}
+		orderKey := binary.BigEndian.AppendUint64(u64(timeKey(now)), seq)
+		if err := order.Put(orderKey, key); err != nil {
+			return err
+		}
+		value := make([]byte, 0, completedValueLen)
+		value = append(append(value, orderKey...), fp[:]...)
+		if err := recs.Put(key, value); err != nil {
+			return err
+		}
+		return meta.Put(keyCompletedCount, u64(count+1))
+	})
+}
+
+// DropChannel implements imv2.CompletedStore: it forgets every completed
+// record of a permanently deleted channel (S7). Pending entries stay (S9);
+// DropPending removes those.
+func (s *Store) DropChannel(ctx context.Context, channelID string) error {
+	if err := checkChannel(channelID); err != nil {
+		return err
+	}
+	return s.update(ctx, func(tx *bolt.Tx) error {
+		recs := tx.Bucket(bucketCompleted)
+		keys, values := keysWithPrefix(recs, channelPrefix(channelID))
+		if len(keys) == 0 {
+			return errNoChange
+		}
+		order := tx.Bucket(bucketCompletedOrder)
+		for i, k := range keys {
+			if len(values[i]) == completedValueLen {
+				if err := order.Delete(values[i][:16]); err != nil {
+					return err
+				}
+			}
+			if err := recs.Delete(k); err != nil {
+				return err
+			}
+		}
+		meta := tx.Bucket(bucketMeta)
+		count := getU64(meta, keyCompletedCount)
+		count -= min(count, uint64(len(keys)))
+		return meta.Put(keyCompletedCount, u64(count))
+	})
+}
+
+// Sweep removes every completed record older than CompletedTTL and returns
+// how many it removed. It works in transactions of up to 1000 records and
+// stops early, with ctx's error, when ctx is done. Pending entries are
+// never swept: their expiry is the Channel's, which reports it (S1).
+func (s *Store) Sweep(ctx context.Context) (int, error) {
+	total := 0
+	for {
+		n := 0
+		err := s.update(ctx, func(tx *bolt.Tx) error {
+			cutoff := s.expiredCutoff()
+			recs := tx.Bucket(bucketCompleted)
+			c := tx.Bucket(bucketCompletedOrder).Cursor()
+			for k, v := c.First(); k != nil && n < s.sweepBatch; k, v = c.First() {
+				if len(k) == 16 && beUint64(k[:8]) > cutoff {
+					break
+				}
+				if err := recs.Delete(bytes.Clone(v)); err != nil {
+					return err
+				}
+				if err := c.Delete(); err != nil {
+					return err
+				}
+				n++
+			}
+			if n == 0 {
+				return errNoChange
+			}
+			meta := tx.Bucket(bucketMeta)
+			count := getU64(meta, keyCompletedCount)
+			return meta.Put(keyCompletedCount, u64(count-min(count, uint64(n))))
+		})
+		if err != nil {
+			return total, err
+		}
+		total += n
+		if n < s.sweepBatch {
+			return total, nil
+		}
+	}
+}
+
+// expiredCutoff is the timeKey at or below which a record has expired.
+func (s *Store) expiredCutoff() uint64 {
+	return timeKey(s.clock.Now().Add(-s.ttl))
+}
+
+// timeKey maps t to a uint64 whose big-endian bytes sort like the times:
+// Unix nanoseconds with the sign bit flipped. Clock times lie well inside
+// UnixNano's range (years 1678 to 2262).
+func timeKey(t time.Time) uint64 {
+	return uint64(t.UnixNano()) ^ (1 << 63)
+}

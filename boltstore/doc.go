@@ -1,0 +1,52 @@
+// Package boltstore keeps the sender's pending messages and the receiver's
+// completed records in one bbolt file, so a restart neither loses an
+// unacknowledged message (S1) nor runs a completed final twice (S8).
+//
+//	st, err := boltstore.Open("/var/lib/connector/imv2.db", boltstore.Options{})
+//	...
+//	defer st.Close()
+//	opts := &imv2.Options{Pending: st.Pending(), Completed: st.Completed()}
+//
+// The two are separate facts with separate lifecycles (S9): Remove never
+// touches a completed record, and DropChannel, Sweep and eviction never
+// touch a pending entry.
+//
+// # Durability
+//
+// Every Add, Remove and Record is one bbolt transaction committed with
+// fsync before the call returns; in particular the accepted ack that
+// follows Record can never describe a record a crash lost. bbolt's NoSync
+// is never set. That costs one or two fsyncs per call, milliseconds on a
+// typical disk against microseconds in memory (bench_test.go), and bbolt's
+// single writer serialises the calls: size a Connector's throughput by it.
+//
+// # Bounds and defaults
+//
+//   - Pending: at most Options.PendingCap entries per channel (default
+//     imv2.DefaultPendingCap, 1000); Add beyond it fails with code
+//     pending_full and nothing is dropped. Entries are never expired here:
+//     the Channel fails them with code "expired" after its PendingTTL and
+//     removes them, so the loss is reported, not silent. DropPending
+//     forgets a deleted channel's entries (S7).
+//   - Completed: at most Options.CompletedCap records across all channels
+//     (default imv2.DefaultCompletedCap, 100,000), oldest evicted first;
+//     each visible for Options.CompletedTTL after it was recorded (default
+//     imv2.DefaultCompletedTTL, 24h). Expired records are removed by Sweep,
+//     by the optional sweeper (Options.SweepInterval, default off) and, a
+//     few at a time, by Record.
+//   - IDs: channel and message IDs of 1 to imv2.MaxIDBytes (256) bytes;
+//     a channel ID may not contain 0x00.
+//   - One process at a time: Open waits Options.LockTimeout (default 1s)
+//     for bbolt's file lock, then fails with ErrLocked.
+//
+// All time comes from Options.Clock, so tests drive TTLs and the sweeper
+// with fakeclock.
+//
+// # Layout
+//
+// Bucket layout and value encodings carry a version (LayoutVersion, in the
+// meta bucket); layout.go describes both and how a migration plugs in.
+// Pending values are a small length-prefixed binary encoding (encoding.go),
+// less than half the size of the same entry in JSON; completed values are a
+// fixed 48 bytes.
+package boltstore

@@ -1,0 +1,168 @@
+package boltstore
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"strings"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/xagentkit/imv2"
+)
+
+// LayoutVersion is the version of the bucket layout and value encodings this
+// build writes and reads. It is stored in the meta bucket as layout_version.
+//
+// How a migration plugs in: bump LayoutVersion, and add a case to migrate
+// that rewrites a file of version N to N+1 inside the transaction it is
+// given. Open runs every step from the file's version up to LayoutVersion in
+// the one transaction that also writes the new layout_version, so a crash
+// mid-migration leaves the old file intact. A file with a version above
+// LayoutVersion was written by a newer build; Open refuses it rather than
+// guess (ErrLayoutVersion).
+const LayoutVersion = 1
+
+// Bucket layout, version 1. key(ch, id) is the channel ID, one 0x00 byte and
+// the message ID; channel IDs may not contain 0x00, so the first 0x00 splits
+// a key and "ch"+0x00 is a prefix of exactly one channel's keys.
+// seq is a bucket sequence number and t a time in sortable form (timeKey),
+// both 8 bytes big-endian so byte order is number order.
+//
+//	meta            "layout_version"  → uint64
+//	                "completed_count" → uint64, records in "completed"
+//	pending         ch 0x00 seq       → entry (encoding.go); seq gives Add order
+//	pending_ids     key(ch, id)       → seq ‖ fingerprint (32)
+//	pending_count   ch                → uint64, entries of the channel
+//	completed       key(ch, id)       → t ‖ seq ‖ fingerprint (32)
+//	completed_order t ‖ seq           → key(ch, id); oldest first, for
+//	                                    eviction and the TTL sweep
+var (
+	bucketMeta           = []byte("meta")
+	bucketPending        = []byte("pending")
+	bucketPendingIDs     = []byte("pending_ids")
+	bucketPendingCount   = []byte("pending_count")
+	bucketCompleted      = []byte("completed")
+	bucketCompletedOrder = []byte("completed_order")
+
+	keyLayoutVersion  = []byte("layout_version")
+	keyCompletedCount = []byte("completed_count")
+)
+
+func allBuckets() [][]byte {
+	return [][]byte{bucketMeta, bucketPending, bucketPendingIDs, bucketPendingCount, bucketCompleted, bucketCompletedOrder}
+}
+
+// initLayout creates the layout in an empty file, checks the version of an
+// existing one and migrates an older one.
+func initLayout(tx *bolt.Tx, path string) error {
+	meta := tx.Bucket(bucketMeta)
+	if meta == nil {
+		foreign := tx.ForEach(func(name []byte, _ *bolt.Bucket) error {
+			return fmt.Errorf("boltstore: %s is a bbolt database of something else (it has bucket %q)", path, name)
+		})
+		if foreign != nil {
+			return foreign
+		}
+		for _, name := range allBuckets() {
+			if _, err := tx.CreateBucket(name); err != nil {
+				return err
+			}
+		}
+		meta = tx.Bucket(bucketMeta)
+		if err := meta.Put(keyCompletedCount, u64(0)); err != nil {
+			return err
+		}
+		return meta.Put(keyLayoutVersion, u64(LayoutVersion))
+	}
+	raw := meta.Get(keyLayoutVersion)
+	if len(raw) != 8 {
+		return fmt.Errorf("boltstore: %s has no valid layout_version", path)
+	}
+	v := binary.BigEndian.Uint64(raw)
+	switch {
+	case v > LayoutVersion:
+		return &openError{
+			msg:  fmt.Sprintf("boltstore: database %s has layout version %d; this build reads up to %d (open it with a newer build)", path, v, LayoutVersion),
+			kind: ErrLayoutVersion,
+		}
+	case v < LayoutVersion:
+		for from := v; from < LayoutVersion; from++ {
+			if err := migrate(tx, from); err != nil {
+				return fmt.Errorf("boltstore: migrating %s from layout %d: %w", path, from, err)
+			}
+		}
+		if err := meta.Put(keyLayoutVersion, u64(LayoutVersion)); err != nil {
+			return err
+		}
+	}
+	for _, name := range allBuckets() {
+		if tx.Bucket(name) == nil {
+			return fmt.Errorf("boltstore: %s lacks bucket %q of layout %d", path, name, LayoutVersion)
+		}
+	}
+	if len(meta.Get(keyCompletedCount)) != 8 {
+		return fmt.Errorf("boltstore: %s has no valid completed_count", path)
+	}
+	return nil
+}
+
+// migrate rewrites a layout-from file into layout from+1. Layout 1 is the
+// first, so there is nothing to do yet; a layout 2 adds `case 1:` here.
+func migrate(_ *bolt.Tx, from uint64) error {
+	return fmt.Errorf("no migration from layout %d", from)
+}
+
+// recordKey returns key(ch, id) after checking both IDs: non-empty, at most
+// imv2.MaxIDBytes, and no 0x00 in the channel ID, which would make keys
+// ambiguous.
+func recordKey(channelID, messageID string) ([]byte, error) {
+	if err := checkChannel(channelID); err != nil {
+		return nil, err
+	}
+	if messageID == "" || len(messageID) > imv2.MaxIDBytes {
+		return nil, imv2.Errorf(imv2.CodeInvalidPacket, "boltstore: message_id is %d bytes; want 1 to %d", len(messageID), imv2.MaxIDBytes)
+	}
+	k := make([]byte, 0, len(channelID)+1+len(messageID))
+	k = append(k, channelID...)
+	k = append(k, 0)
+	return append(k, messageID...), nil
+}
+
+func checkChannel(channelID string) error {
+	if channelID == "" || len(channelID) > imv2.MaxIDBytes {
+		return imv2.Errorf(imv2.CodeInvalidPacket, "boltstore: channel ID is %d bytes; want 1 to %d", len(channelID), imv2.MaxIDBytes)
+	}
+	if strings.IndexByte(channelID, 0) >= 0 {
+		return imv2.Errorf(imv2.CodeInvalidPacket, "boltstore: channel ID contains a 0x00 byte")
+	}
+	return nil
+}
+
+// channelPrefix is ch 0x00, the prefix of every key of the channel.
+func channelPrefix(channelID string) []byte {
+	return append([]byte(channelID), 0)
+}
+
+// keysWithPrefix returns copies of the keys and values of b that start
+// with prefix. It collects before anyone deletes, since deleting under a
+// bbolt cursor may skip the next key.
+func keysWithPrefix(b *bolt.Bucket, prefix []byte) (keys, values [][]byte) {
+	c := b.Cursor()
+	for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+		keys = append(keys, bytes.Clone(k))
+		values = append(values, bytes.Clone(v))
+	}
+	return keys, values
+}
+
+func u64(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }
+
+// getU64 reads a counter; a missing key is 0.
+func getU64(b *bolt.Bucket, key []byte) uint64 {
+	v := b.Get(key)
+	if len(v) != 8 {
+		return 0
+	}
+	return binary.BigEndian.Uint64(v)
+}

@@ -1,0 +1,99 @@
+package display_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/display"
+)
+
+// notify is an Editor that also reports each post and final.
+type notify struct {
+	*rec
+	posts, finals chan call
+}
+
+func (n notify) Post(ctx context.Context, ch, id, text string) (string, error) {
+	h, err := n.rec.Post(ctx, ch, id, text)
+	n.posts <- call{Op: "post", Channel: ch, MessageID: id, Handle: h, Text: text}
+	return h, err
+}
+
+func (n notify) Send(ctx context.Context, ch string, m *imv2.ChatMessage) error {
+	err := n.rec.Send(ctx, ch, m)
+	n.finals <- call{Op: "send", Channel: ch, MessageID: m.MessageID, Text: m.Text, Files: len(m.Files)}
+	return err
+}
+
+func (n notify) Finish(ctx context.Context, ch, h string, m *imv2.ChatMessage) error {
+	err := n.rec.Finish(ctx, ch, h, m)
+	n.finals <- call{Op: "finish", Channel: ch, MessageID: m.MessageID, Handle: h, Text: m.Text, Files: len(m.Files)}
+	return err
+}
+
+// Wired into a real Connector Channel, an xAgent reply with deltas shows as
+// one temporary message finished to the final's text, and a final without
+// deltas as one send (D8, M11, M13).
+func TestChannel_D8_M11_M13_ThroughChannel(t *testing.T) {
+	ctx := context.Background()
+	posts, finals := make(chan call, 4), make(chan call, 4)
+	tg, r, _ := newTarget(t, func(r *rec) display.Platform {
+		return struct {
+			display.Editor
+			display.Typer
+		}{notify{rec: r, posts: posts, finals: finals}, r}
+	}, display.Options{})
+	require.Equal(t, display.Edit, tg.Mode())
+
+	neg := imv2.DefaultCatalog().Negotiate([]string{imv2.ProfileIMv2}, []string{imv2.ProfileIMv2})
+	a, b := imv2.NewInMemoryTransports()
+	conn, err := imv2.NewChannel("cch_1", imv2.RoleConnector, neg, a, tg, nil)
+	require.NoError(t, err)
+	agent, err := imv2.NewChannel("cch_1", imv2.RoleXAgent, neg, b,
+		imv2.TargetFunc(func(context.Context, string, *imv2.ChatMessage) error { return nil }), nil)
+	require.NoError(t, err)
+	a.Attach(conn) // conn gets what b sends, and the other way round
+	b.Attach(agent)
+	defer func() {
+		require.NoError(t, agent.Close())
+		require.NoError(t, conn.Close())
+		require.NoError(t, a.Close())
+	}()
+
+	require.NoError(t, agent.SendActivity(ctx, imv2.ChatActivity{Status: imv2.ActivityThinking}))
+	reply := agent.NewReply("")
+	require.NoError(t, reply.Delta(ctx, "Hel"))
+	require.NoError(t, reply.Delta(ctx, "lo"))
+	// Wait for the draft: a final that overtakes it is shown alone, which
+	// is right but not what this test is about.
+	p := waitCall(t, posts)
+	require.Equal(t, reply.MessageID(), p.MessageID)
+	require.NoError(t, reply.Final(ctx, imv2.ChatMessage{Text: "Hello, world."}))
+	f := waitCall(t, finals)
+	require.Equal(t, "finish", f.Op)
+	require.Equal(t, "Hello, world.", f.Text)
+	require.Equal(t, reply.MessageID(), f.MessageID)
+	require.Equal(t, p.Handle, f.Handle)
+	require.Equal(t, 1, r.count("post"))
+
+	require.NoError(t, agent.NewReply("").Final(ctx, imv2.ChatMessage{Text: "No deltas."}))
+	f = waitCall(t, finals)
+	require.Equal(t, "send", f.Op)
+	require.Equal(t, "No deltas.", f.Text)
+	require.Equal(t, 1, r.count("post"))
+}
+
+func waitCall(t *testing.T, calls <-chan call) call {
+	t.Helper()
+	select {
+	case c := <-calls:
+		return c
+	case <-time.After(10 * time.Second):
+		t.Fatal("the platform got no call")
+		return call{}
+	}
+}

@@ -1,0 +1,70 @@
+// Package display shows streamed assistant messages and agent activity on
+// an IM platform. A Connector author implements a small Platform (Send a
+// complete message) plus the capabilities the platform has, and New turns
+// it into an imv2.Target, imv2.StreamingTarget and imv2.ActivityTarget for
+// imv2.NewChannel:
+//
+//	tg, err := display.New(myPlatform, nil) // one Target may serve every channel
+//	...
+//	ch, err := imv2.NewChannel(channelID, imv2.RoleConnector, negotiated, transport, tg, nil)
+//	...
+//	defer tg.Close() // after the Channels
+//
+// # Strategies (D8, M11, M13, K5)
+//
+// Three modes, picked by Options.Mode or, by default, from the platform's
+// capabilities:
+//
+//   - Stream, for a Drafter (Slack chat.appendStream, Telegram
+//     sendMessageDraft): every draft goes to Drafter.Draft at once, with the
+//     whole text and the suffix new since the last accepted draft; the final
+//     goes to Drafter.Finish.
+//   - Edit, for an Editor (Discord, Teams, Matrix): the first draft is
+//     posted as a temporary message, later drafts edit it at most once per
+//     Options.Interval, drafts in between coalesced into one edit with the
+//     newest text; the final edits that same message to exactly the final
+//     text and adds its files (Editor.Finish), never posting a second one.
+//   - Buffer, for any Platform (SMS, e-mail): no temporary text; one
+//     Platform.Send per message with the final's text and files.
+//
+// In every mode a final without deltas is sent with Platform.Send, and the
+// text the platform shows last is the final's text.
+//
+// # Activity (C5–C8)
+//
+// chat.activity thinking and tool show the platform's typing indicator
+// (Typer), refreshed while it lasts, since platform typing expires (5 s on
+// Telegram, 10 s on Discord). Idle, the final, the first displayed delta
+// text or the local timeout clear it. A platform without Typer ignores
+// activity; a Typer error is logged and never fails a message.
+//
+// # Bounds and defaults
+//
+// State keyed by remote input is capped and expires:
+//
+//   - Interval 500 ms between two Post/Edit calls of one message (Edit).
+//   - MaxDrafts 1024 drafts open at once over all channels. A new message
+//     beyond the cap is refused a draft (UpdateDraft returns an *imv2.Error
+//     with code delta_limit_exceeded wrapping ErrFull) and shown by its final
+//     alone; open drafts are never evicted, since that would orphan their
+//     temporary message and show the text twice (M11).
+//   - DraftTTL 5 min: a draft with no update for that long is dropped, and
+//     its temporary message removed if the platform is a Discarder; a final
+//     arriving later is sent as a new message. A draft is also dropped as
+//     soon as its final is accepted (D10).
+//   - TypingRefresh 4 s, below Telegram's 5 s typing expiry.
+//   - ActivityTimeout 30 s after the last thinking/tool snapshot (C7).
+//   - MaxTyping 1024 channels showing typing at once; beyond it typing is
+//     refused (SetActivity returns an error wrapping ErrFull).
+//   - CallTimeout 10 s for platform calls made from timers.
+//
+// Timers use Options.Clock (imv2.SystemClock by default), so tests drive them
+// with fakeclock. Close stops them all.
+//
+// # Errors
+//
+// PostMessage returns the platform's error unchanged, so the platform marks
+// it with imv2.Retryable or imv2.Permanent (A8). A failed final keeps its
+// draft, and the Channel's retry finishes the same temporary message.
+// UpdateDraft and SetActivity errors are for the Channel's log only.
+package display

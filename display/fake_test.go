@@ -1,0 +1,207 @@
+package display_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/display"
+	"github.com/xagentkit/imv2/fakeclock"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+// call is one platform call a rec saw.
+type call struct {
+	Op        string // send, post, edit, finish, draft, discard, typing
+	Channel   string
+	MessageID string
+	Handle    string
+	Text      string
+	Suffix    string
+	Reset     bool
+	On        bool
+	Files     int
+	At        time.Duration // fake time since t0
+}
+
+// rec is a platform with every capability that records its calls. Tests
+// hide capabilities by wrapping it in the structs below, whose embedded
+// interfaces promote only the methods they name.
+type rec struct {
+	clk *fakeclock.Clock
+
+	mu    sync.Mutex
+	calls []call
+	errs  map[string][]error // per op, consumed in order; the last one sticks
+	n     int
+}
+
+func newRec(clk *fakeclock.Clock) *rec { return &rec{clk: clk, errs: map[string][]error{}} }
+
+// fail makes the next calls of op return errs in order, the last one for good
+// (nil ends the failures).
+func (r *rec) fail(op string, errs ...error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.errs[op] = errs
+}
+
+func (r *rec) add(c call) error {
+	if r.clk != nil {
+		c.At = r.clk.Now().Sub(t0)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.calls = append(r.calls, c)
+	errs := r.errs[c.Op]
+	if len(errs) == 0 {
+		return nil
+	}
+	err := errs[0]
+	if len(errs) > 1 {
+		r.errs[c.Op] = errs[1:]
+	}
+	return err
+}
+
+func (r *rec) Send(_ context.Context, ch string, m *imv2.ChatMessage) error {
+	return r.add(call{Op: "send", Channel: ch, MessageID: m.MessageID, Text: m.Text, Files: len(m.Files)})
+}
+
+func (r *rec) Post(_ context.Context, ch, id, text string) (string, error) {
+	r.mu.Lock()
+	r.n++
+	h := fmt.Sprintf("h%d", r.n)
+	r.mu.Unlock()
+	if err := r.add(call{Op: "post", Channel: ch, MessageID: id, Handle: h, Text: text}); err != nil {
+		return "", err
+	}
+	return h, nil
+}
+
+func (r *rec) Edit(_ context.Context, ch, h, text string) error {
+	return r.add(call{Op: "edit", Channel: ch, Handle: h, Text: text})
+}
+
+func (r *rec) Finish(_ context.Context, ch, h string, m *imv2.ChatMessage) error {
+	return r.add(call{Op: "finish", Channel: ch, MessageID: m.MessageID, Handle: h, Text: m.Text, Files: len(m.Files)})
+}
+
+func (r *rec) Draft(_ context.Context, ch string, d display.Draft) (string, error) {
+	h := d.Handle
+	if h == "" {
+		h = "s-" + d.MessageID
+	}
+	if err := r.add(call{Op: "draft", Channel: ch, MessageID: d.MessageID, Handle: d.Handle, Text: d.Text, Suffix: d.Suffix, Reset: d.Reset}); err != nil {
+		return "", err
+	}
+	return h, nil
+}
+
+func (r *rec) Discard(_ context.Context, ch, h string) error {
+	return r.add(call{Op: "discard", Channel: ch, Handle: h})
+}
+
+func (r *rec) Typing(_ context.Context, ch string, on bool) error {
+	return r.add(call{Op: "typing", Channel: ch, On: on})
+}
+
+// all returns a copy of the calls, or only those of the given ops.
+func (r *rec) all(ops ...string) []call {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []call
+	for _, c := range r.calls {
+		if len(ops) == 0 {
+			out = append(out, c)
+			continue
+		}
+		for _, op := range ops {
+			if c.Op == op {
+				out = append(out, c)
+				break
+			}
+		}
+	}
+	return out
+}
+
+func (r *rec) count(ops ...string) int { return len(r.all(ops...)) }
+
+// Capability sets.
+type (
+	sendOnly   struct{ display.Platform }
+	editOnly   struct{ display.Editor }
+	streamOnly struct{ display.Drafter }
+	typingSend struct {
+		display.Platform
+		display.Typer
+	}
+	typingEdit struct {
+		display.Editor
+		display.Typer
+	}
+	typingStream struct {
+		display.Drafter
+		display.Typer
+	}
+	discardEdit struct {
+		display.Editor
+		display.Discarder
+	}
+	discardStream struct {
+		display.Drafter
+		display.Discarder
+	}
+)
+
+// platformFor returns r with the capabilities of mode (and typing if asked).
+func platformFor(r *rec, mode display.Mode, typing bool) display.Platform {
+	switch {
+	case mode == display.Stream && typing:
+		return typingStream{r, r}
+	case mode == display.Stream:
+		return streamOnly{r}
+	case mode == display.Edit && typing:
+		return typingEdit{r, r}
+	case mode == display.Edit:
+		return editOnly{r}
+	case typing:
+		return typingSend{r, r}
+	default:
+		return sendOnly{r}
+	}
+}
+
+// newTarget builds a Target on a fresh fake clock and closes it at the end,
+// checking that Close left no timer behind.
+func newTarget(t *testing.T, p func(*rec) display.Platform, opts display.Options) (*display.Target, *rec, *fakeclock.Clock) {
+	t.Helper()
+	clk := fakeclock.New(t0)
+	r := newRec(clk)
+	opts.Clock = clk
+	tg, err := display.New(p(r), &opts)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		require.NoError(t, tg.Close())
+		require.Zero(t, clk.Pending(), "timers left after Close")
+	})
+	return tg, r, clk
+}
+
+func msg(id, text string, files int) *imv2.ChatMessage {
+	m := &imv2.ChatMessage{MessageID: id, Text: text}
+	for i := range files {
+		m.Files = append(m.Files, imv2.File{Type: imv2.FileFile, FileRef: fmt.Sprintf("fref_%d", i)})
+	}
+	return m
+}

@@ -1,0 +1,297 @@
+package display
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/xagentkit/imv2"
+)
+
+// Defaults of Options; the package doc explains each.
+const (
+	DefaultInterval        = 500 * time.Millisecond
+	DefaultMaxDrafts       = 1024
+	DefaultDraftTTL        = 5 * time.Minute
+	DefaultTypingRefresh   = 4 * time.Second
+	DefaultActivityTimeout = 30 * time.Second
+	DefaultMaxTyping       = 1024
+	DefaultCallTimeout     = 10 * time.Second
+)
+
+// ErrFull is wrapped by the error UpdateDraft or SetActivity return when a
+// state cap is reached and the new draft or typing indicator is refused.
+var ErrFull = errors.New("display: state is full")
+
+// Options configure a Target; nil or zero fields take the defaults above.
+type Options struct {
+	// Mode picks the delta display strategy; Auto (the zero value) picks
+	// from the platform's capabilities.
+	Mode Mode
+	// Interval is the least time between two Post/Edit calls of one message
+	// in mode Edit; drafts in between are coalesced into the next edit.
+	Interval time.Duration
+	// Clock drives every timer; default imv2.SystemClock{}.
+	Clock imv2.Clock
+	// Logger gets the errors of calls no caller waits for (coalesced edits,
+	// typing refreshes, discards); default discards.
+	Logger *slog.Logger
+	// MaxDrafts caps the drafts open at once over all channels; beyond it a
+	// new message gets no draft and is shown by its final alone.
+	MaxDrafts int
+	// DraftTTL drops a draft that got no update for this long.
+	DraftTTL time.Duration
+	// TypingRefresh is how often a shown typing indicator is sent again
+	// while the activity lasts; keep it below the platform's typing expiry.
+	TypingRefresh time.Duration
+	// ActivityTimeout clears typing this long after the last thinking or
+	// tool snapshot of a channel (C7).
+	ActivityTimeout time.Duration
+	// MaxTyping caps the channels showing typing at once.
+	MaxTyping int
+	// CallTimeout bounds each platform call made from a timer, where no
+	// caller's context applies.
+	CallTimeout time.Duration
+}
+
+// Target turns a Platform into an imv2.Target, imv2.StreamingTarget and
+// imv2.ActivityTarget, with the display strategy of its Mode. It is safe
+// for concurrent use and serves any number of channels; Close stops every
+// timer it started.
+type Target struct {
+	p         Platform
+	drafter   Drafter
+	editor    Editor
+	discarder Discarder
+	typer     Typer
+	finish    func(ctx context.Context, channelID, handle string, m *imv2.ChatMessage) error
+
+	mode        Mode
+	clock       imv2.Clock
+	log         *slog.Logger
+	interval    time.Duration
+	maxDrafts   int
+	draftTTL    time.Duration
+	refresh     time.Duration
+	actTimeout  time.Duration
+	maxTyping   int
+	callTimeout time.Duration
+
+	base   context.Context // parent of timer-driven calls; cancelled by Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // one per scheduled timer callback
+
+	mu     sync.Mutex
+	closed bool
+	drafts map[draftKey]*draft
+	typing map[string]*typingState
+}
+
+var (
+	_ imv2.StreamingTarget = (*Target)(nil)
+	_ imv2.ActivityTarget  = (*Target)(nil)
+)
+
+// New returns a Target that displays on p. It fails when opts asks for a
+// mode p cannot serve (Stream without Drafter, Edit without Editor) or holds
+// a negative value.
+func New(p Platform, opts *Options) (*Target, error) {
+	if p == nil {
+		return nil, errors.New("display: nil Platform")
+	}
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Interval < 0 || o.DraftTTL < 0 || o.TypingRefresh < 0 || o.ActivityTimeout < 0 ||
+		o.CallTimeout < 0 || o.MaxDrafts < 0 || o.MaxTyping < 0 {
+		return nil, errors.New("display: negative option")
+	}
+	t := &Target{
+		p:           p,
+		mode:        o.Mode,
+		clock:       o.Clock,
+		log:         o.Logger,
+		interval:    orDefault(o.Interval, DefaultInterval),
+		maxDrafts:   orDefault(o.MaxDrafts, DefaultMaxDrafts),
+		draftTTL:    orDefault(o.DraftTTL, DefaultDraftTTL),
+		refresh:     orDefault(o.TypingRefresh, DefaultTypingRefresh),
+		actTimeout:  orDefault(o.ActivityTimeout, DefaultActivityTimeout),
+		maxTyping:   orDefault(o.MaxTyping, DefaultMaxTyping),
+		callTimeout: orDefault(o.CallTimeout, DefaultCallTimeout),
+		drafts:      make(map[draftKey]*draft),
+		typing:      make(map[string]*typingState),
+	}
+	if t.clock == nil {
+		t.clock = imv2.SystemClock{}
+	}
+	if t.log == nil {
+		t.log = slog.New(slog.DiscardHandler)
+	}
+	t.drafter, _ = p.(Drafter)
+	t.editor, _ = p.(Editor)
+	t.discarder, _ = p.(Discarder)
+	t.typer, _ = p.(Typer)
+	if t.mode == Auto {
+		switch {
+		case t.drafter != nil:
+			t.mode = Stream
+		case t.editor != nil:
+			t.mode = Edit
+		default:
+			t.mode = Buffer
+		}
+	}
+	switch t.mode {
+	case Stream:
+		if t.drafter == nil {
+			return nil, fmt.Errorf("display: mode stream needs a Drafter, %T is none", p)
+		}
+		t.finish = t.drafter.Finish
+	case Edit:
+		if t.editor == nil {
+			return nil, fmt.Errorf("display: mode edit needs an Editor, %T is none", p)
+		}
+		t.finish = t.editor.Finish
+	case Buffer:
+	default:
+		return nil, fmt.Errorf("display: unknown %v", t.mode)
+	}
+	t.base, t.cancel = context.WithCancel(context.Background())
+	return t, nil
+}
+
+func orDefault[T time.Duration | int](v, def T) T {
+	if v == 0 {
+		return def
+	}
+	return v
+}
+
+// Mode returns the strategy in use, never Auto.
+func (t *Target) Mode() Mode { return t.mode }
+
+// OpenDrafts returns the number of drafts held, for metrics and tests.
+func (t *Target) OpenDrafts() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.drafts)
+}
+
+// PostMessage shows the final m: it turns the message's draft into m
+// (Finish) when one was displayed, and sends m as a new message otherwise,
+// so the platform shows m.Text exactly once (M11, M13). It returns after the
+// platform accepted the text and every file (M12); the platform's error is
+// returned unchanged (A8), and a retry of the same message finishes the same
+// draft. It clears the channel's typing indicator (C6); a typing failure is
+// only logged (C8).
+func (t *Target) PostMessage(ctx context.Context, channelID string, m *imv2.ChatMessage) error {
+	if m == nil {
+		return imv2.Errorf(imv2.CodeInvalidPacket, "display: nil message")
+	}
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return errClosed()
+	}
+	// Stop refreshing before the final goes out, clear after: a refresh
+	// landing after the final would show typing under the answer.
+	ty := t.takeTypingLocked(channelID)
+	d := t.drafts[draftKey{channelID, m.MessageID}]
+	if d != nil {
+		d.finishing = true
+		t.stopLocked(&d.edit)
+	}
+	t.mu.Unlock()
+
+	err := t.final(ctx, d, channelID, m)
+	if terr := t.typingOff(ctx, ty); terr != nil {
+		t.log.Warn("display: clearing typing failed", "channel", channelID, "err", terr)
+	}
+	return err
+}
+
+// Close stops every timer, waits for the timer callbacks already running
+// (their platform calls are cancelled) and drops all state. Later calls
+// return an *imv2.Error with code closed, retryable so that the message is
+// delivered again after a restart.
+func (t *Target) Close() error {
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return nil
+	}
+	t.closed = true
+	for _, d := range t.drafts {
+		d.gone = true
+		t.stopLocked(&d.edit)
+		t.stopLocked(&d.expiry)
+	}
+	clear(t.drafts)
+	for _, s := range t.typing {
+		s.cleared = true
+		t.stopLocked(&s.timer)
+	}
+	clear(t.typing)
+	t.mu.Unlock()
+	t.cancel()
+	t.wg.Wait()
+	return nil
+}
+
+func errClosed() error {
+	e := imv2.Errorf(imv2.CodeClosed, "display: target closed")
+	e.Retryable = true
+	return e
+}
+
+// slot holds one pending timer. gen tells a callback that fires whether it
+// is still the slot's timer: a stopped timer may already be running.
+type slot struct {
+	t   imv2.Timer
+	gen uint64
+}
+
+// armLocked schedules f on the clock in the empty slot s and counts it for
+// Close. t.mu is held and t is not closed, so no Add races Close's Wait.
+func (t *Target) armLocked(s *slot, d time.Duration, f func(gen uint64)) {
+	s.gen++
+	gen := s.gen
+	t.wg.Add(1)
+	s.t = t.clock.AfterFunc(d, func() {
+		defer t.wg.Done()
+		f(gen)
+	})
+}
+
+// firedLocked reports whether the callback of gen is still current and, if
+// so, empties the slot.
+func (s *slot) firedLocked(gen uint64) bool {
+	if s.gen != gen {
+		return false
+	}
+	s.t = nil
+	return true
+}
+
+// stopLocked stops the slot's timer, if any, and invalidates a callback of
+// it that is already running. A callback it prevented will never run, so
+// its count is released here.
+func (t *Target) stopLocked(s *slot) {
+	if s.t == nil {
+		return
+	}
+	if s.t.Stop() {
+		t.wg.Done()
+	}
+	s.t = nil
+	s.gen++
+}
+
+// callCtx bounds a platform call made from a timer.
+func (t *Target) callCtx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(t.base, t.callTimeout)
+}

@@ -1,0 +1,188 @@
+package display_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/display"
+)
+
+var (
+	thinking = imv2.ChatActivity{Status: imv2.ActivityThinking}
+	tool     = imv2.ChatActivity{Status: imv2.ActivityTool, ToolName: "web_search"}
+	idle     = imv2.ChatActivity{Status: imv2.ActivityIdle}
+)
+
+// typingLog renders typing calls as "on@4s" / "off@30s".
+func typingLog(r *rec) []string {
+	var out []string
+	for _, c := range r.all("typing") {
+		s := "off"
+		if c.On {
+			s = "on"
+		}
+		out = append(out, s+"@"+c.At.String())
+	}
+	return out
+}
+
+// Thinking shows typing at once, refreshes it every 4 s and drops it at the
+// 30 s local timeout.
+func TestTyping_C5_C7_ShownRefreshedThenTimedOut(t *testing.T) {
+	ctx := context.Background()
+	tg, r, clk := newTarget(t, func(r *rec) display.Platform { return typingSend{r, r} }, display.Options{})
+	require.NoError(t, tg.SetActivity(ctx, "ch", thinking))
+	require.Equal(t, []string{"on@0s"}, typingLog(r))
+	clk.Advance(4 * time.Second)
+	require.Equal(t, []string{"on@0s", "on@4s"}, typingLog(r))
+	clk.Advance(time.Minute)
+	require.Equal(t, []string{"on@0s", "on@4s", "on@8s", "on@12s", "on@16s", "on@20s", "on@24s", "on@28s", "off@30s"}, typingLog(r))
+	require.Zero(t, clk.Pending(), "nothing runs after the timeout")
+
+	// A later snapshot shows it again.
+	require.NoError(t, tg.SetActivity(ctx, "ch", tool))
+	require.Equal(t, "on@1m4s", typingLog(r)[9])
+}
+
+// Each snapshot replaces the last: a tool snapshot while typing extends the
+// timeout without an extra call; intervals are configurable.
+func TestTyping_C7_SnapshotExtendsTimeout(t *testing.T) {
+	ctx := context.Background()
+	tg, r, clk := newTarget(t, func(r *rec) display.Platform { return typingSend{r, r} },
+		display.Options{TypingRefresh: 8 * time.Second, ActivityTimeout: 10 * time.Second})
+	require.NoError(t, tg.SetActivity(ctx, "ch", thinking))
+	clk.Advance(6 * time.Second)
+	require.NoError(t, tg.SetActivity(ctx, "ch", tool)) // deadline 16 s
+	clk.Advance(time.Minute)
+	require.Equal(t, []string{"on@0s", "on@8s", "off@16s"}, typingLog(r))
+}
+
+// Idle clears typing and stops the refresh (C6).
+func TestTyping_C6_ClearedOnIdle(t *testing.T) {
+	ctx := context.Background()
+	tg, r, clk := newTarget(t, func(r *rec) display.Platform { return typingSend{r, r} }, display.Options{})
+	require.NoError(t, tg.SetActivity(ctx, "ch", thinking))
+	clk.Advance(5 * time.Second)
+	require.NoError(t, tg.SetActivity(ctx, "ch", idle))
+	require.NoError(t, tg.SetActivity(ctx, "ch", idle)) // idle again: nothing to clear
+	clk.Advance(time.Minute)
+	require.Equal(t, []string{"on@0s", "on@4s", "off@5s"}, typingLog(r))
+	require.Zero(t, clk.Pending())
+}
+
+// The final clears typing, after the final is accepted so that typing never
+// shows under the answer; refreshes stop before it goes out (C6).
+func TestTyping_C6_ClearedOnFinal(t *testing.T) {
+	ctx := context.Background()
+	tg, r, clk := newTarget(t, func(r *rec) display.Platform { return typingSend{r, r} }, display.Options{})
+	require.NoError(t, tg.SetActivity(ctx, "ch", thinking))
+	require.NoError(t, tg.SetActivity(ctx, "other", thinking))
+	require.NoError(t, tg.PostMessage(ctx, "ch", msg("m1", "answer", 0)))
+	clk.Advance(time.Second)
+	var got []string
+	for _, c := range r.all() {
+		got = append(got, c.Op+":"+c.Channel)
+	}
+	require.Equal(t, []string{"typing:ch", "typing:other", "send:ch", "typing:ch"}, got)
+	require.False(t, r.all()[3].On)
+}
+
+// The first displayed delta text clears typing in modes that display it;
+// Buffer displays nothing, so typing lasts until the final (C6).
+func TestTyping_C6_ClearedOnFirstDisplayedDelta(t *testing.T) {
+	for _, mode := range []display.Mode{display.Stream, display.Edit, display.Buffer} {
+		t.Run(mode.String(), func(t *testing.T) {
+			ctx := context.Background()
+			tg, r, clk := newTarget(t, func(r *rec) display.Platform { return platformFor(r, mode, true) }, display.Options{})
+			require.NoError(t, tg.SetActivity(ctx, "ch", thinking))
+			require.NoError(t, tg.UpdateDraft(ctx, "ch", "m1", "Hel"))
+			clk.Advance(time.Second)
+			require.NoError(t, tg.UpdateDraft(ctx, "ch", "m1", "Hello"))
+			clk.Advance(time.Second)
+			var got []string
+			for _, c := range r.all() {
+				if c.Op == "typing" && !c.On {
+					c.Op = "typing-off"
+				}
+				got = append(got, c.Op)
+			}
+			switch mode {
+			case display.Stream:
+				require.Equal(t, []string{"typing", "draft", "typing-off", "draft"}, got)
+			case display.Edit:
+				require.Equal(t, []string{"typing", "post", "typing-off", "edit"}, got)
+			case display.Buffer:
+				require.Equal(t, []string{"typing"}, got)
+				require.NoError(t, tg.PostMessage(ctx, "ch", msg("m1", "Hello", 0)))
+				require.Equal(t, "typing:off@2s", "typing:"+typingLog(r)[1])
+			}
+		})
+	}
+}
+
+// Without a Typer, activity is a no-op: no call, no timer, no error (C5).
+func TestTyping_C5_NoTyperNoOp(t *testing.T) {
+	for _, mode := range []display.Mode{display.Stream, display.Edit, display.Buffer} {
+		t.Run(mode.String(), func(t *testing.T) {
+			ctx := context.Background()
+			tg, r, clk := newTarget(t, func(r *rec) display.Platform { return platformFor(r, mode, false) }, display.Options{})
+			for _, a := range []imv2.ChatActivity{thinking, tool, idle} {
+				require.NoError(t, tg.SetActivity(ctx, "ch", a))
+			}
+			require.NoError(t, tg.SetActivity(ctx, "ch", thinking))
+			require.Zero(t, clk.Pending())
+			require.NoError(t, tg.PostMessage(ctx, "ch", msg("m1", "x", 0)))
+			clk.Advance(time.Minute)
+			require.Zero(t, r.count("typing"))
+		})
+	}
+}
+
+// A failing Typer never fails a message: PostMessage and UpdateDraft
+// succeed, the failures are logged, and the message is sent once (C8).
+func TestTyping_C8_TyperErrorNeverFailsMessage(t *testing.T) {
+	ctx := context.Background()
+	var logs bytes.Buffer
+	tg, r, clk := newTarget(t, func(r *rec) display.Platform { return platformFor(r, display.Edit, true) },
+		display.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	boom := errors.New("typing endpoint down")
+	r.fail("typing", boom)
+
+	require.ErrorIs(t, tg.SetActivity(ctx, "ch", thinking), boom) // for the Channel's log
+	clk.Advance(4 * time.Second)                                  // refresh fails: logged
+	require.NoError(t, tg.UpdateDraft(ctx, "ch", "m1", "a"))      // first delta clears: fails, logged
+	require.ErrorIs(t, tg.SetActivity(ctx, "ch", thinking), boom)
+	require.NoError(t, tg.PostMessage(ctx, "ch", msg("m1", "ab", 0))) // clearing fails: logged
+	require.ErrorIs(t, tg.SetActivity(ctx, "ch", thinking), boom)
+	require.NoError(t, tg.PostMessage(ctx, "ch", msg("m2", "cd", 0)))
+
+	require.Equal(t, []string{"post:a", "finish:ab", "send:cd"}, opsText(r.all("post", "edit", "finish", "send")))
+	require.Contains(t, logs.String(), "refreshing typing failed")
+	require.Contains(t, logs.String(), "clearing typing failed")
+}
+
+// An unknown status is refused without a call; typing state is capped.
+func TestTyping_C2_InvalidStatusAndCap(t *testing.T) {
+	ctx := context.Background()
+	tg, r, _ := newTarget(t, func(r *rec) display.Platform { return typingSend{r, r} }, display.Options{MaxTyping: 1})
+	require.Error(t, tg.SetActivity(ctx, "ch", imv2.ChatActivity{Status: "dreaming"}))
+	require.Zero(t, r.count())
+
+	require.NoError(t, tg.SetActivity(ctx, "c1", thinking))
+	require.ErrorIs(t, tg.SetActivity(ctx, "c2", thinking), display.ErrFull)
+	require.NoError(t, tg.SetActivity(ctx, "c1", tool)) // an existing one is still updated
+	require.NoError(t, tg.SetActivity(ctx, "c1", idle))
+	require.NoError(t, tg.SetActivity(ctx, "c2", thinking))
+	var chans []string
+	for _, c := range r.all() {
+		chans = append(chans, c.Channel)
+	}
+	require.Equal(t, []string{"c1", "c1", "c2"}, chans)
+}

@@ -1,0 +1,42 @@
+// Package imv2 implements the xAgent IM Profile v2 (xagent.im.v2) for both
+// sides of the Connector data plane: an IM Connector bridging a chat
+// platform into xAgent, and xAgent's virtual Connector channel.
+//
+// # Packets
+//
+// The profile moves four packets inside the Common Protocol 3.0 envelope
+// (Packet): complete messages both ways (ChatMessage), assistant text
+// deltas (ChatMessageDelta), receipts (ChatMessageAck) and redacted
+// activity snapshots (ChatActivity). DecodePacket checks the envelope
+// once; DecodeChatMessage and friends decode and validate a payload for
+// its direction. The four payloads are closed: an unknown member is
+// invalid_packet, and identity or transfer fields (session_id, user_id,
+// base64, token …) are forbidden_field. Builders (NewChatMessage, NewAck,
+// NewChatMessageDelta, NewChatActivity) cannot produce an invalid packet.
+//
+// # Channels
+//
+// A Channel serves one connector_channel_id in one Role and makes the
+// delivery contract the default: a sent message stays pending until a
+// terminal ack and is resent with the same message_id; a received message
+// reaches the Target at most once per message_id and is acked accepted
+// only after the Target returned; deltas are sequenced, idempotent,
+// bounded and cleared by the final; activity has a local timeout. Packets
+// travel only as the Negotiated set from the profile catalog allows.
+//
+// # Bounds
+//
+// Every map keyed by remote input has a cap and a TTL:
+//
+//	pending messages per channel   DefaultPendingCap (1,000), DefaultPendingTTL (1 h)
+//	completed records              DefaultCompletedCap (100,000), DefaultCompletedTTL (24 h)
+//	deliveries in flight           DefaultMaxInflight (64) per channel
+//	resends waiting on one message DefaultMaxWaiters (16)
+//	open delta streams             DefaultMaxOpenDeltas (256) per channel, DefaultDeltaIdleTTL (5 min)
+//	assembled delta text           DefaultMaxDeltaBytes (1 MiB)
+//
+// What happens when each is hit is documented on the constant.
+//
+// Time is read from a Clock (package clock); tests inject package
+// fakeclock and never sleep.
+package imv2

@@ -1,0 +1,300 @@
+package storetest_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/fakeclock"
+	"github.com/xagentkit/imv2/storetest"
+)
+
+// The suite is only worth running if it fails on broken stores. Each
+// mutant below wraps a correct in-memory store and breaks one promise;
+// TestSuiteCatchesBrokenStores runs the suite on each mutant in a child
+// process and checks that the subtests guarding that promise fail.
+
+const mutantEnv = "STORETEST_MUTANT"
+
+type mutant struct {
+	name string
+	// wantFail are subtests of TestSuiteSubject that must fail.
+	wantFail  []string
+	pending   func(capacity int) imv2.PendingStore
+	completed func(capacity int, ttl time.Duration, clock imv2.Clock) imv2.CompletedStore
+	// reopenLoses makes both reopeners return an empty store.
+	reopenLoses bool
+	// coupled makes a pending Remove also drop the completed record.
+	coupled bool
+}
+
+var mutants = []mutant{
+	{name: "pending-newest-first", wantFail: []string{"Pending/S1_AddListRemove", "Pending/S1_OrderIsAddOrder"},
+		pending: func(c int) imv2.PendingStore { return reversed{imv2.NewMemoryPendingStore(c)} }},
+	{name: "pending-no-cap", wantFail: []string{"Pending/S1_CapPerChannel"},
+		pending: func(c int) imv2.PendingStore { return imv2.NewMemoryPendingStore(c + 1) }},
+	{name: "pending-no-conflict", wantFail: []string{"Pending/S6_ReAddOtherContentConflicts", "Pending/S1_S8_Reopen"},
+		pending: func(c int) imv2.PendingStore { return noConflict{imv2.NewMemoryPendingStore(c)} }},
+	{name: "pending-readd-replaces", wantFail: []string{"Pending/S2_ReAddSameContentIsNoop"},
+		pending: func(c int) imv2.PendingStore { return replacing{imv2.NewMemoryPendingStore(c)} }},
+	{name: "pending-lossy", wantFail: []string{"Pending/S1_ListIsFullContent"},
+		pending: func(c int) imv2.PendingStore { return lossy{imv2.NewMemoryPendingStore(c)} }},
+	{name: "pending-one-channel", wantFail: []string{"Pending/S1_ChannelsIndependent"},
+		pending: func(c int) imv2.PendingStore { return oneChannel{imv2.NewMemoryPendingStore(c * 10)} }},
+	{name: "completed-no-ttl", wantFail: []string{"Completed/S4_TTL", "Completed/S4_ReRecordRestartsTTL", "Completed/S8_Reopen"},
+		completed: func(c int, ttl time.Duration, _ imv2.Clock) imv2.CompletedStore {
+			return imv2.NewMemoryCompletedStore(c, ttl, fakeclock.New(time.Now()))
+		}},
+	{name: "completed-cap-plus-one", wantFail: []string{"Completed/S4_CapEvictsOldestFirst", "Completed/S8_Reopen"},
+		completed: func(c int, ttl time.Duration, clock imv2.Clock) imv2.CompletedStore {
+			return imv2.NewMemoryCompletedStore(c+1, ttl, clock)
+		}},
+	{name: "completed-drop-all", wantFail: []string{"Completed/S7_DropChannel"},
+		completed: func(c int, ttl time.Duration, clock imv2.Clock) imv2.CompletedStore {
+			return &dropAll{c: c, ttl: ttl, clock: clock, s: imv2.NewMemoryCompletedStore(c, ttl, clock)}
+		}},
+	{name: "completed-wrong-fingerprint", wantFail: []string{"Completed/S6_FingerprintExact"},
+		completed: func(c int, ttl time.Duration, clock imv2.Clock) imv2.CompletedStore {
+			return flipFP{imv2.NewMemoryCompletedStore(c, ttl, clock)}
+		}},
+	{name: "completed-one-channel", wantFail: []string{"Completed/S6_LookupAfterRecord", "Completed/S7_DropChannel"},
+		completed: func(c int, ttl time.Duration, clock imv2.Clock) imv2.CompletedStore {
+			return oneChannelCompleted{imv2.NewMemoryCompletedStore(c, ttl, clock)}
+		}},
+	{name: "reopen-loses-everything", reopenLoses: true, wantFail: []string{"Pending/S1_S8_Reopen", "Completed/S8_Reopen"}},
+	{name: "coupled-stores", coupled: true, wantFail: []string{"Independent"}},
+}
+
+// TestSuiteSubject runs the suite on the mutant named by $STORETEST_MUTANT,
+// or on the correct in-memory stores when it is unset, where it must pass.
+func TestSuiteSubject(t *testing.T) {
+	m := mutant{}
+	if name := os.Getenv(mutantEnv); name != "" {
+		i := slices.IndexFunc(mutants, func(m mutant) bool { return m.name == name })
+		if i < 0 {
+			t.Fatalf("unknown mutant %q", name)
+		}
+		m = mutants[i]
+	}
+	if m.pending == nil {
+		m.pending = func(c int) imv2.PendingStore { return imv2.NewMemoryPendingStore(c) }
+	}
+	if m.completed == nil {
+		m.completed = func(c int, ttl time.Duration, clock imv2.Clock) imv2.CompletedStore {
+			return imv2.NewMemoryCompletedStore(c, ttl, clock)
+		}
+	}
+	// The memory stores are not durable; the reopeners stand in for a
+	// durable store by handing back the same store (which a durable store
+	// must be indistinguishable from), or an empty one for the mutant.
+	caps := map[imv2.PendingStore]int{}
+	var mu sync.Mutex
+	newPending := func(t *testing.T, capacity int) imv2.PendingStore {
+		s := m.pending(capacity)
+		mu.Lock()
+		caps[s] = capacity
+		mu.Unlock()
+		return s
+	}
+	reopenPending := func(t *testing.T, s imv2.PendingStore) imv2.PendingStore {
+		if m.reopenLoses {
+			mu.Lock()
+			defer mu.Unlock()
+			return m.pending(caps[s])
+		}
+		return s
+	}
+	type args struct {
+		capacity int
+		ttl      time.Duration
+		clock    imv2.Clock
+	}
+	completedArgs := map[imv2.CompletedStore]args{}
+	newCompleted := func(t *testing.T, capacity int, ttl time.Duration, clock imv2.Clock) imv2.CompletedStore {
+		s := m.completed(capacity, ttl, clock)
+		mu.Lock()
+		completedArgs[s] = args{capacity, ttl, clock}
+		mu.Unlock()
+		return s
+	}
+	reopenCompleted := func(t *testing.T, s imv2.CompletedStore) imv2.CompletedStore {
+		if m.reopenLoses {
+			mu.Lock()
+			defer mu.Unlock()
+			a := completedArgs[s]
+			return m.completed(a.capacity, a.ttl, a.clock)
+		}
+		return s
+	}
+	t.Run("Pending", func(t *testing.T) { storetest.TestPendingStore(t, newPending, reopenPending) })
+	t.Run("Completed", func(t *testing.T) { storetest.TestCompletedStore(t, newCompleted, reopenCompleted) })
+	t.Run("Independent", func(t *testing.T) {
+		storetest.TestIndependent(t, func(t *testing.T) (imv2.PendingStore, imv2.CompletedStore) {
+			p, c := m.pending(0), m.completed(0, 0, nil)
+			if m.coupled {
+				return coupled{p, c}, c
+			}
+			return p, c
+		})
+	})
+}
+
+func TestSuiteCatchesBrokenStores(t *testing.T) {
+	if os.Getenv(mutantEnv) != "" {
+		t.Fatalf("%s is set: run TestSuiteSubject alone", mutantEnv)
+	}
+	for _, m := range mutants {
+		t.Run(m.name, func(t *testing.T) {
+			t.Parallel()
+			cmd := exec.Command(os.Args[0], "-test.run=^TestSuiteSubject$", "-test.v", "-test.count=1")
+			cmd.Env = append(os.Environ(), mutantEnv+"="+m.name)
+			out, err := cmd.CombinedOutput()
+			var exit *exec.ExitError
+			if !errors.As(err, &exit) {
+				t.Fatalf("the suite passed (or did not run: %v) on a broken store:\n%s", err, out)
+			}
+			for _, sub := range m.wantFail {
+				if !strings.Contains(string(out), "--- FAIL: TestSuiteSubject/"+sub+" ") {
+					t.Errorf("subtest %s did not fail on mutant %s:\n%s", sub, m.name, out)
+				}
+			}
+		})
+	}
+}
+
+// reversed lists newest first.
+type reversed struct{ *imv2.MemoryPendingStore }
+
+func (r reversed) List(ctx context.Context, ch string) ([]imv2.PendingEntry, error) {
+	l, err := r.MemoryPendingStore.List(ctx, ch)
+	slices.Reverse(l)
+	return l, err
+}
+
+// noConflict accepts a re-Add with other content silently.
+type noConflict struct{ *imv2.MemoryPendingStore }
+
+func (n noConflict) Add(ctx context.Context, e imv2.PendingEntry) error {
+	if err := n.MemoryPendingStore.Add(ctx, e); !errors.Is(err, imv2.ErrMessageIDConflict) {
+		return err
+	}
+	return nil
+}
+
+// replacing lets a re-Add overwrite the pending entry.
+type replacing struct{ *imv2.MemoryPendingStore }
+
+func (r replacing) Add(ctx context.Context, e imv2.PendingEntry) error {
+	if err := r.Remove(ctx, e.ChannelID, e.Message.MessageID); err != nil {
+		return err
+	}
+	return r.MemoryPendingStore.Add(ctx, e)
+}
+
+// lossy keeps Created at millisecond precision only.
+type lossy struct{ *imv2.MemoryPendingStore }
+
+func (l lossy) Add(ctx context.Context, e imv2.PendingEntry) error {
+	e.Created = e.Created.Truncate(time.Millisecond)
+	return l.MemoryPendingStore.Add(ctx, e)
+}
+
+// oneChannel keys entries by message_id alone.
+type oneChannel struct{ *imv2.MemoryPendingStore }
+
+func (o oneChannel) Add(ctx context.Context, e imv2.PendingEntry) error {
+	ch := e.ChannelID
+	e.ChannelID = ""
+	err := o.MemoryPendingStore.Add(ctx, e)
+	if errors.Is(err, imv2.ErrMessageIDConflict) && ch != "" {
+		return nil
+	}
+	return err
+}
+
+func (o oneChannel) Remove(ctx context.Context, _, id string) error {
+	return o.MemoryPendingStore.Remove(ctx, "", id)
+}
+
+func (o oneChannel) List(ctx context.Context, ch string) ([]imv2.PendingEntry, error) {
+	l, err := o.MemoryPendingStore.List(ctx, "")
+	for i := range l {
+		l[i].ChannelID = ch
+	}
+	return l, err
+}
+
+// dropAll forgets every channel on DropChannel.
+type dropAll struct {
+	mu    sync.Mutex
+	c     int
+	ttl   time.Duration
+	clock imv2.Clock
+	s     *imv2.MemoryCompletedStore
+}
+
+func (d *dropAll) store() *imv2.MemoryCompletedStore {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.s
+}
+
+func (d *dropAll) Lookup(ctx context.Context, ch, id string) (imv2.Fingerprint, bool, error) {
+	return d.store().Lookup(ctx, ch, id)
+}
+
+func (d *dropAll) Record(ctx context.Context, ch, id string, fp imv2.Fingerprint) error {
+	return d.store().Record(ctx, ch, id, fp)
+}
+
+func (d *dropAll) DropChannel(context.Context, string) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.s = imv2.NewMemoryCompletedStore(d.c, d.ttl, d.clock)
+	return nil
+}
+
+// flipFP returns a fingerprint that differs in one bit.
+type flipFP struct{ *imv2.MemoryCompletedStore }
+
+func (f flipFP) Lookup(ctx context.Context, ch, id string) (imv2.Fingerprint, bool, error) {
+	fp, ok, err := f.MemoryCompletedStore.Lookup(ctx, ch, id)
+	fp[31] ^= 1
+	return fp, ok, err
+}
+
+// oneChannelCompleted keys records by message_id alone.
+type oneChannelCompleted struct{ *imv2.MemoryCompletedStore }
+
+func (o oneChannelCompleted) Lookup(ctx context.Context, _, id string) (imv2.Fingerprint, bool, error) {
+	return o.MemoryCompletedStore.Lookup(ctx, "", id)
+}
+
+func (o oneChannelCompleted) Record(ctx context.Context, _, id string, fp imv2.Fingerprint) error {
+	return o.MemoryCompletedStore.Record(ctx, "", id, fp)
+}
+
+func (o oneChannelCompleted) DropChannel(ctx context.Context, _ string) error {
+	return o.MemoryCompletedStore.DropChannel(ctx, "")
+}
+
+// coupled is the "delete after send" structure S9 forbids: removing a
+// pending message also forgets that it completed.
+type coupled struct {
+	imv2.PendingStore
+	c imv2.CompletedStore
+}
+
+func (c coupled) Remove(ctx context.Context, ch, id string) error {
+	if err := c.c.DropChannel(ctx, ch); err != nil {
+		return err
+	}
+	return c.PendingStore.Remove(ctx, ch, id)
+}
