@@ -90,6 +90,14 @@ type ServerConfig struct {
 	HelloTimeout    time.Duration // default DefaultHelloTimeout
 	MaxHandlerCalls int           // default DefaultMaxHandlerCalls
 
+	// Registry remembers issued channel IDs across restarts, so a reopen
+	// with a stored ID finds the channel's durable state (W5, S8).
+	// Default: a MemoryRegistry, which forgets on restart.
+	Registry ChannelRegistry
+	// OnChannelOpen is called for every channel.open about to be answered
+	// with success, with the channel's ID. Do not block in it.
+	OnChannelOpen func(channelID string)
+
 	// OnChannelDrop is called after a channel was closed and forgotten
 	// because its connector_id stayed offline past OfflineGrace (or was
 	// evicted): the place to sign out of the target platform (ARCH §3.4).
@@ -188,6 +196,9 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		cfg.Conn.Clock = cfg.Clock
 	}
 	setInt(&cfg.MaxChannels, DefaultMaxChannels)
+	if cfg.Registry == nil {
+		cfg.Registry = NewMemoryRegistry(0)
+	}
 	setInt(&cfg.MaxConnectors, DefaultMaxConnectors)
 	setInt(&cfg.MaxHandlerCalls, DefaultMaxHandlerCalls)
 	setDur(&cfg.OfflineGrace, DefaultOfflineGrace)
@@ -537,6 +548,11 @@ func (s *Server) dropInstanceLocked(inst *instance) {
 func (s *Server) dropChannelLocked(e *channelEntry) {
 	delete(e.inst.channels, e.id)
 	delete(s.channels, e.id)
+	// Forget before anyone can reopen the ID (a rare path: grace expiry
+	// or eviction), so a later channel.open gets a new ID (W5).
+	if err := s.cfg.Registry.Forget(context.Background(), e.id); err != nil {
+		s.log.Warn("dataplane: dropped channel not forgotten by the registry", "connector_channel_id", e.id, "err", err)
+	}
 	s.dropWG.Add(1)
 	go func() {
 		defer s.dropWG.Done()

@@ -226,13 +226,21 @@ func (ss *session) openChannel(p *imv2.Packet) {
 	}
 	renegotiate := false
 	if e == nil {
+		_, elsewhere := srv.channels[p.ConnectorChannelID]
 		srv.mu.Unlock()
+		reuse := ""
+		if p.ConnectorChannelID != "" && !elsewhere {
+			// Issued before a restart: reuse it with its durable state.
+			if known, err := srv.cfg.Registry.Known(ss.ctx, p.ConnectorChannelID); err == nil && known {
+				reuse = p.ConnectorChannelID
+			}
+		}
 		var err error
-		if e, err = ss.newChannel(inst, neg); err != nil {
+		if e, err = ss.newChannel(inst, neg, reuse); err != nil {
 			ss.failErr(p, err)
 			return
 		}
-		if p.ConnectorChannelID != "" {
+		if p.ConnectorChannelID != "" && reuse == "" {
 			ss.log.Info("dataplane: channel.open for an unknown channel; issued a new ID", "old", short(p.ConnectorChannelID), "new", e.id)
 		}
 		srv.mu.Lock()
@@ -264,15 +272,24 @@ func (ss *session) openChannel(p *imv2.Packet) {
 		return
 	}
 	ack.ConnectorChannelID = e.id
+	if srv.cfg.OnChannelOpen != nil {
+		srv.cfg.OnChannelOpen(e.id)
+	}
 	ss.send(ack)
 	e.syncTransport(srv)
 }
 
 // newChannel creates a channel of inst, evicting the least recently used
-// closed channel when the instance is at MaxChannels.
-func (ss *session) newChannel(inst *instance, neg *imv2.Negotiated) (*channelEntry, error) {
+// closed channel when the instance is at MaxChannels. id is a registered
+// ID to reuse, or "" for a new one.
+func (ss *session) newChannel(inst *instance, neg *imv2.Negotiated, id string) (*channelEntry, error) {
 	srv := ss.srv
-	id := "cch_" + uuid.NewString()
+	if id == "" {
+		id = "cch_" + uuid.NewString()
+		if err := srv.cfg.Registry.Register(ss.ctx, id); err != nil {
+			return nil, err
+		}
+	}
 	target := srv.cfg.NewTarget(id)
 	if target == nil {
 		return nil, imv2.Errorf(imv2.CodeChannelUnavailable, "no target for channel %q", id)
