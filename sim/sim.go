@@ -63,7 +63,7 @@ type Simulator struct {
 
 	mu      sync.Mutex
 	users   []imv2.ChatMessage // user messages received, in order
-	replies []string           // message_ids of finals sent
+	finals  []imv2.ChatMessage // finals sent, newest last (at most maxFinals)
 	wg      sync.WaitGroup
 	ctx     context.Context
 	cancel  context.CancelFunc
@@ -192,10 +192,44 @@ func (s *Simulator) onUserMessage(_ context.Context, channelID string, m *imv2.C
 	return nil
 }
 
+// maxFinals bounds the finals a Simulator remembers for Resend.
+const maxFinals = 1000
+
+// Finals returns the finals sent so far (the newest maxFinals), in order.
+func (s *Simulator) Finals() []imv2.ChatMessage {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]imv2.ChatMessage(nil), s.finals...)
+}
+
+// Resend transmits m again as a new chat.message packet with the same
+// message_id and content — what xAgent does when an ack was lost — and
+// returns the Connector's ack (duplicate, for a final it already posted).
+func (s *Simulator) Resend(ctx context.Context, channelID string, m imv2.ChatMessage) (*imv2.ChatMessageAck, error) {
+	p, err := imv2.NewChatMessage(channelID, imv2.ToConnector, m)
+	if err != nil {
+		return nil, err
+	}
+	ans, err := s.client.Request(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	return imv2.DecodeChatMessageAck(ans)
+}
+
 // Reply streams one assistant message on channelID: activity thinking,
 // tool web_search, the text in word-sized deltas at Config.Rate, the final
 // (with Config.Attach uploaded first) and idle.
 func (s *Simulator) Reply(ctx context.Context, channelID, text string) error {
+	var attach []string
+	if s.cfg.Attach != "" {
+		attach = []string{s.cfg.Attach}
+	}
+	return s.ReplyWith(ctx, channelID, text, attach...)
+}
+
+// ReplyWith is Reply with these files uploaded and attached to the final.
+func (s *Simulator) ReplyWith(ctx context.Context, channelID, text string, attach ...string) error {
 	ch := s.client.Channel(channelID)
 	if ch == nil {
 		return fmt.Errorf("sim: channel %s is not open", channelID)
@@ -222,18 +256,22 @@ func (s *Simulator) Reply(ctx context.Context, channelID, text string) error {
 		}
 	}
 	final := imv2.ChatMessage{Text: text}
-	if s.cfg.Attach != "" {
-		f, err := s.upload(ctx, channelID, s.cfg.Attach)
+	for _, path := range attach {
+		f, err := s.upload(ctx, channelID, path)
 		if err != nil {
 			return err
 		}
-		final.Files = []imv2.File{f}
+		final.Files = append(final.Files, f)
 	}
 	if err := r.Final(ctx, final); err != nil {
 		return err
 	}
+	final.MessageID = r.MessageID()
 	s.mu.Lock()
-	s.replies = append(s.replies, r.MessageID())
+	if len(s.finals) == maxFinals {
+		s.finals = s.finals[1:]
+	}
+	s.finals = append(s.finals, final)
 	s.mu.Unlock()
 	s.logf("final %s: %q files=%d", r.MessageID(), text, len(final.Files))
 	return ch.SendActivity(ctx, imv2.ChatActivity{Status: imv2.ActivityIdle})
@@ -251,6 +289,12 @@ func (s *Simulator) upload(ctx context.Context, channelID, path string) (imv2.Fi
 		return imv2.File{}, err
 	}
 	return res.File(), nil
+}
+
+// Fetch downloads an inbound file from the Connector (T4): its
+// download_url resolved against the Connector's base URL, capped at 32 MiB.
+func (s *Simulator) Fetch(ctx context.Context, f imv2.File) ([]byte, error) {
+	return xfiles.Fetch(ctx, s.cfg.HTTPClient, s.cfg.Connector, f, 32<<20)
 }
 
 // Pieces splits text into word-sized deltas that concatenate back to it.

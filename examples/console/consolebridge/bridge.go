@@ -163,10 +163,10 @@ func New(cfg Config) (*Bridge, error) {
 		Describe: func(context.Context, string) dataplane.ChannelInfo {
 			return dataplane.ChannelInfo{Status: imv2.StatusConnected} // no sign-in needed
 		},
-		Tools:     toolHandler{b.print},
-		Options:   opts,
-		Logger:    cfg.Logger,
-		Registry:  registry,
+		Tools:         toolHandler{b.print},
+		Options:       opts,
+		Logger:        cfg.Logger,
+		Registry:      registry,
 		OnChannelOpen: b.channelOpened,
 	})
 	if err != nil {

@@ -37,6 +37,7 @@ type printer struct {
 	out     io.Writer
 	json    bool
 	live    string // message_id whose draft is on the current line
+	shown   string // text of that draft printed so far
 	typing  bool
 	handles int
 }
@@ -52,7 +53,8 @@ func (p *printer) emit(e Event) {
 	p.pretty(e)
 }
 
-// pretty renders an event for a human: streamed text grows on one line.
+// pretty renders an event for a human: streamed text grows on one line
+// (only new text is written, so it reads well in a terminal and a log).
 func (p *printer) pretty(e Event) {
 	text := ""
 	if e.Text != nil {
@@ -61,24 +63,30 @@ func (p *printer) pretty(e Event) {
 	endLive := func() {
 		if p.live != "" {
 			fmt.Fprintln(p.out)
-			p.live = ""
+			p.live, p.shown = "", ""
 		}
 	}
 	switch e.Event {
 	case "draft", "post", "edit":
 		if p.live != e.MessageID {
 			endLive()
+			fmt.Fprint(p.out, "agent › ")
+			p.live = e.MessageID
 		}
-		fmt.Fprintf(p.out, "\r\033[Kagent › %s", text)
-		p.live = e.MessageID
+		if rest, ok := strings.CutPrefix(text, p.shown); ok {
+			fmt.Fprint(p.out, rest)
+		} else {
+			fmt.Fprint(p.out, "\n        "+text)
+		}
+		p.shown = text
 	case "final":
-		if p.live == e.MessageID {
-			fmt.Fprintf(p.out, "\r\033[K")
-			p.live = ""
+		if rest, ok := strings.CutPrefix(text, p.shown); ok && p.live == e.MessageID {
+			fmt.Fprintln(p.out, rest) // the final completes the streamed line (M11)
+			p.live, p.shown = "", ""
 		} else {
 			endLive()
+			fmt.Fprintf(p.out, "agent › %s\n", text)
 		}
-		fmt.Fprintf(p.out, "agent › %s\n", text)
 		for _, f := range e.Files {
 			fmt.Fprintf(p.out, "        📎 %s (%s)\n", f.Filename, f.Type)
 		}
