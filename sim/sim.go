@@ -61,13 +61,13 @@ type Simulator struct {
 	client *dataplane.Client
 	ch     *imv2.Channel
 
-	mu      sync.Mutex
-	users   []imv2.ChatMessage // user messages received, in order
-	finals  []imv2.ChatMessage // finals sent, newest last (at most maxFinals)
-	wg      sync.WaitGroup
-	ctx     context.Context
-	cancel  context.CancelFunc
-	logMu   sync.Mutex
+	mu     sync.Mutex
+	users  []imv2.ChatMessage // user messages received, in order
+	finals []imv2.ChatMessage // finals sent, newest last (at most maxFinals)
+	wg     sync.WaitGroup
+	ctx    context.Context
+	cancel context.CancelFunc
+	logMu  sync.Mutex
 }
 
 // Start dials the Connector and opens one channel.
