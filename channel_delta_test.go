@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -241,5 +242,41 @@ func BenchmarkDeltaAppend(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// orderTarget records the order of activity and post calls.
+type orderTarget struct {
+	mu    sync.Mutex
+	calls []string
+	done  chan struct{}
+}
+
+func (o *orderTarget) PostMessage(context.Context, string, *ChatMessage) error {
+	o.mu.Lock()
+	o.calls = append(o.calls, "post")
+	o.mu.Unlock()
+	close(o.done)
+	return nil
+}
+
+func (o *orderTarget) SetActivity(_ context.Context, _ string, a ChatActivity) error {
+	o.mu.Lock()
+	o.calls = append(o.calls, string(a.Status))
+	o.mu.Unlock()
+	return nil
+}
+
+func TestActivity_C6_ClearedBeforeFinalIsPosted(t *testing.T) {
+	for range 20 {
+		target := &orderTarget{done: make(chan struct{})}
+		c, _, _ := newConnector(t, target, nil)
+		require.NoError(t, c.Receive(context.Background(), activityPacket(t, ActivityThinking, "")))
+		require.NoError(t, c.Receive(context.Background(), finalPacket(t, "a1", "x")))
+		recv(t, target.done)
+		target.mu.Lock()
+		require.Equal(t, "post", target.calls[len(target.calls)-1], "calls %v", target.calls)
+		require.Contains(t, target.calls, "idle")
+		target.mu.Unlock()
 	}
 }

@@ -105,6 +105,7 @@ func (c *Channel) runTarget(m *ChatMessage, fp Fingerprint, stream *deltaStream)
 		stream.waitDrafts()
 	}
 	c.clearActivity() // a final clears the temporary status (C6)
+	c.settleActivity()
 
 	tctx, cancel := context.WithTimeout(c.ctx, c.o.TargetTimeout)
 	err = c.target.PostMessage(tctx, c.id, m)
