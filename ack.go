@@ -2,8 +2,6 @@ package imv2
 
 import (
 	"unicode/utf8"
-
-	jsonv2 "github.com/go-json-experiment/json"
 )
 
 // AckStatus is chat.message.ack status (A3).
@@ -94,9 +92,12 @@ func DecodeChatMessageAck(p *Packet) (*ChatMessageAck, error) {
 	if p.ReplyTo == "" {
 		return nil, Errorf(CodeInvalidPacket, "chat.message.ack: reply_to is required (A1)")
 	}
-	var w ackWire
-	if err := decodeIMPayload(p, &w); err != nil {
-		return nil, err
+	w, ok := decodeAckFast(p.Payload)
+	if !ok {
+		w = new(ackWire)
+		if err := decodeIMPayload(p, w); err != nil {
+			return nil, err
+		}
 	}
 	a := &ChatMessageAck{MessageID: w.MessageID, Status: w.Status, Code: w.Code, Message: w.Message}
 	// retryable means something on a rejection only; elsewhere it is
@@ -139,7 +140,7 @@ func NewAck(orig *Packet, messageID string, status AckStatus, rej *Error) (*Pack
 	if orig.ConnectorChannelID == "" {
 		return nil, Errorf(CodeChannelIDRequired, "chat.message.ack: the original has no connector_channel_id (I1)")
 	}
-	raw, err := jsonv2.Marshal(a.wire())
+	raw, err := marshalAck(a.wire())
 	if err != nil {
 		return nil, Errorf(CodeInvalidPacket, "chat.message.ack: %s", jsonErrText(err))
 	}

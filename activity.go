@@ -3,8 +3,6 @@ package imv2
 import (
 	"strings"
 	"unicode"
-
-	jsonv2 "github.com/go-json-experiment/json"
 )
 
 // ActivityStatus is chat.activity status (C2).
@@ -78,9 +76,12 @@ func DecodeChatActivity(p *Packet) (*ChatActivity, error) {
 	if err := checkRoute(p); err != nil {
 		return nil, err
 	}
-	a := new(ChatActivity)
-	if err := decodeIMPayload(p, a); err != nil {
-		return nil, err
+	a, ok := decodeActivityFast(p.Payload)
+	if !ok {
+		a = new(ChatActivity)
+		if err := decodeIMPayload(p, a); err != nil {
+			return nil, err
+		}
 	}
 	if err := a.Validate(ToConnector); err != nil {
 		return nil, err
@@ -96,7 +97,7 @@ func NewChatActivity(channel string, a ChatActivity) (*Packet, error) {
 	if channel == "" {
 		return nil, Errorf(CodeChannelIDRequired, "chat.activity: connector_channel_id is required (I1)")
 	}
-	raw, err := jsonv2.Marshal(&a)
+	raw, err := marshalActivity(&a)
 	if err != nil {
 		return nil, Errorf(CodeInvalidPacket, "chat.activity: %s", jsonErrText(err))
 	}

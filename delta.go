@@ -2,8 +2,6 @@ package imv2
 
 import (
 	"unicode/utf8"
-
-	jsonv2 "github.com/go-json-experiment/json"
 )
 
 // ChatMessageDelta is the payload of a chat.message.delta: one piece of
@@ -45,9 +43,12 @@ func DecodeChatMessageDelta(p *Packet) (*ChatMessageDelta, error) {
 	if err := checkRoute(p); err != nil {
 		return nil, err
 	}
-	d := new(ChatMessageDelta)
-	if err := decodeIMPayload(p, d); err != nil {
-		return nil, err
+	d, ok := decodeDeltaFast(p.Payload)
+	if !ok {
+		d = new(ChatMessageDelta)
+		if err := decodeIMPayload(p, d); err != nil {
+			return nil, err
+		}
 	}
 	if err := d.Validate(ToConnector); err != nil {
 		return nil, err
@@ -64,7 +65,7 @@ func NewChatMessageDelta(channel string, d ChatMessageDelta) (*Packet, error) {
 	if channel == "" {
 		return nil, Errorf(CodeChannelIDRequired, "chat.message.delta: connector_channel_id is required (I1)")
 	}
-	raw, err := jsonv2.Marshal(&d)
+	raw, err := marshalDelta(&d)
 	if err != nil {
 		return nil, Errorf(CodeInvalidPacket, "chat.message.delta: %s", jsonErrText(err))
 	}

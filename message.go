@@ -4,8 +4,6 @@ import (
 	"net/url"
 	"strings"
 	"unicode/utf8"
-
-	jsonv2 "github.com/go-json-experiment/json"
 )
 
 // FileType is files[].type of a chat.message (M4).
@@ -129,6 +127,15 @@ func CheckDownloadURL(u string) error {
 	if len(u) > 4096 {
 		return Errorf(CodeInvalidPacket, "chat.message: download_url is longer than 4096 bytes")
 	}
+	if plainDownloadURL(u) {
+		return nil
+	}
+	return checkDownloadURLParse(u)
+}
+
+// checkDownloadURLParse is CheckDownloadURL by url.Parse, the reference
+// for plainDownloadURL.
+func checkDownloadURLParse(u string) error {
 	parsed, err := url.Parse(u)
 	if err != nil {
 		return Errorf(CodeInvalidPacket, "chat.message: download_url does not parse")
@@ -152,6 +159,60 @@ func CheckDownloadURL(u string) error {
 		return nil
 	}
 	return Errorf(CodeInvalidPacket, "chat.message: download_url scheme %q is not http or https (M6)", parsed.Scheme)
+}
+
+// plainDownloadURL reports the common download_url shapes that
+// CheckDownloadURL accepts without parsing: a path reference "/…" (not
+// "//…") or "http://host/…" / "https://host/…" with a plain host, made only
+// of characters url.Parse takes as they are. Anything else is parsed.
+func plainDownloadURL(u string) bool {
+	rest := u
+	switch {
+	case strings.HasPrefix(u, "/"):
+		if strings.HasPrefix(u, "//") {
+			return false
+		}
+	case strings.HasPrefix(u, "https://"):
+		rest = u[len("https://"):]
+	case strings.HasPrefix(u, "http://"):
+		rest = u[len("http://"):]
+	default:
+		return false
+	}
+	if rest != u { // a host, then a path, query or the end
+		n := 0
+		for n < len(rest) && hostByte(rest[n]) {
+			n++
+		}
+		if n == 0 || (n < len(rest) && rest[n] != '/') {
+			return false
+		}
+		rest = rest[n:]
+	}
+	for i := 0; i < len(rest); i++ {
+		if !pathByte(rest[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func hostByte(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '.'
+}
+
+// pathByte admits unreserved characters, sub-delims and the path and
+// query separators; '%' (escapes), '#', '@', ':' and everything else goes
+// to url.Parse.
+func pathByte(c byte) bool {
+	if hostByte(c) {
+		return true
+	}
+	switch c {
+	case '_', '~', '/', '?', '=', '&', '!', '$', '\'', '(', ')', '*', '+', ',', ';':
+		return true
+	}
+	return false
 }
 
 func checkID(what, id string) error {
@@ -181,9 +242,12 @@ func DecodeChatMessage(p *Packet, dir Direction) (*ChatMessage, error) {
 	if err := checkRoute(p); err != nil {
 		return nil, err
 	}
-	m := new(ChatMessage)
-	if err := decodeIMPayload(p, m); err != nil {
-		return nil, err
+	m, ok := decodeChatMessageFast(p.Payload)
+	if !ok {
+		m = new(ChatMessage)
+		if err := decodeIMPayload(p, m); err != nil {
+			return nil, err
+		}
 	}
 	if err := m.Validate(dir); err != nil {
 		return nil, err
@@ -204,7 +268,7 @@ func NewChatMessage(channel string, dir Direction, m ChatMessage) (*Packet, erro
 	if channel == "" {
 		return nil, Errorf(CodeChannelIDRequired, "chat.message: connector_channel_id is required (I1)")
 	}
-	raw, err := jsonv2.Marshal(&m)
+	raw, err := marshalChatMessage(&m)
 	if err != nil {
 		return nil, Errorf(CodeInvalidPacket, "chat.message: %s", jsonErrText(err))
 	}

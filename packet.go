@@ -154,7 +154,7 @@ func marshalPayload(payload any) (json.RawMessage, error) {
 	case []byte:
 		return json.RawMessage(v), nil
 	}
-	b, err := jsonv2.Marshal(payload)
+	b, err := marshalKnown(payload)
 	if err != nil {
 		return nil, Errorf(CodeInvalidPacket, "encode payload: %w", err)
 	}
@@ -180,11 +180,30 @@ type packetWire struct {
 // UTF-8 are errors; unknown envelope members are ignored. Every failure is
 // an *Error with code invalid_packet (E2); the payload is not decoded.
 func DecodePacket(data []byte) (*Packet, error) {
+	p, hasTime, ok := decodeEnvelopeFast(data)
+	if !ok {
+		var err error
+		if p, hasTime, err = decodeEnvelopeCodec(data); err != nil {
+			return nil, err
+		}
+	}
+	if hasTime && p.Time < 0 {
+		return p, Errorf(CodeInvalidPacket, "envelope: time is negative")
+	}
+	if err := p.checkEnvelope(); err != nil {
+		return p, err
+	}
+	return p, nil
+}
+
+// decodeEnvelopeCodec is the reference envelope decoder, for every frame
+// the fast one does not take.
+func decodeEnvelopeCodec(data []byte) (p *Packet, hasTime bool, err error) {
 	var w packetWire
 	if err := jsonv2.Unmarshal(data, &w); err != nil {
-		return nil, Errorf(CodeInvalidPacket, "envelope: %s", jsonErrText(err))
+		return nil, false, Errorf(CodeInvalidPacket, "envelope: %s", jsonErrText(err))
 	}
-	p := &Packet{
+	p = &Packet{
 		Schema:             w.Schema,
 		PacketID:           w.PacketID,
 		RequestID:          w.RequestID,
@@ -196,14 +215,8 @@ func DecodePacket(data []byte) (*Packet, error) {
 	}
 	if w.Time != nil {
 		p.Time = *w.Time
-		if p.Time < 0 {
-			return p, Errorf(CodeInvalidPacket, "envelope: time is negative")
-		}
 	}
-	if err := p.checkEnvelope(); err != nil {
-		return p, err
-	}
-	return p, nil
+	return p, w.Time != nil, nil
 }
 
 // Validate checks the envelope rules of E1 on a packet built in Go.
@@ -235,7 +248,19 @@ func (p *Packet) checkEnvelope() error {
 
 // Encode returns the packet as one JSON object, ready for a text frame.
 func (p *Packet) Encode() ([]byte, error) {
-	return p.AppendEncode(make([]byte, 0, 160+len(p.Payload)))
+	return p.AppendEncode(make([]byte, 0, p.encodedSize()))
+}
+
+// encodedSize is an upper estimate of the encoding, so Encode allocates
+// once: the member names, the strings with room for a few escapes, the
+// time and the payload.
+func (p *Packet) encodedSize() int {
+	n := 160 + len(p.Schema) + len(p.PacketID) + len(p.RequestID) + len(p.ReplyTo) +
+		len(p.ConnectorChannelID) + len(p.Type) + len(p.Payload)
+	if p.Error != nil {
+		n += 32 + len(p.Error.Code) + len(p.Error.Message)
+	}
+	return n + n/16
 }
 
 // AppendEncode appends the encoded packet to dst. It checks the envelope
@@ -266,7 +291,7 @@ func (p *Packet) AppendEncode(dst []byte) ([]byte, error) {
 	dst = append(dst, `,"time":`...)
 	dst = strconv.AppendInt(dst, p.Time, 10)
 	if len(p.Payload) > 0 {
-		if !jsontext.Value(p.Payload).IsValid() {
+		if !validObject(p.Payload) && !jsontext.Value(p.Payload).IsValid() {
 			return dst, Errorf(CodeInvalidPacket, "envelope: payload is not valid JSON")
 		}
 		dst = append(dst, `,"payload":`...)

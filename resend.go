@@ -5,8 +5,6 @@ import (
 	"math/rand/v2"
 	"slices"
 	"time"
-
-	jsonv2 "github.com/go-json-experiment/json"
 )
 
 // outgoing is one pending message of this channel's sender side (S1): the
@@ -50,7 +48,7 @@ func (c *Channel) Send(ctx context.Context, m ChatMessage) (string, error) {
 	if c.isClosed() {
 		return "", ErrClosed
 	}
-	payload, err := jsonv2.Marshal(&m)
+	payload, err := marshalChatMessage(&m)
 	if err != nil {
 		return "", Errorf(CodeInvalidPacket, "chat.message: %s", jsonErrText(err))
 	}
@@ -84,7 +82,7 @@ func (c *Channel) restorePending() error {
 		return err
 	}
 	for _, e := range entries {
-		payload, err := jsonv2.Marshal(&e.Message)
+		payload, err := marshalChatMessage(&e.Message)
 		if err != nil {
 			return Errorf(CodeInvalidPacket, "pending %q: %s", e.Message.MessageID, jsonErrText(err))
 		}

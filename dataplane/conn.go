@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -108,18 +109,21 @@ func CloseCode(err error) (int, bool) {
 	return 0, false
 }
 
-// wsConn is the Conn over gorilla/websocket. Exactly one goroutine writes
-// data and ping frames (the writer), one reads (the reader); gorilla allows
-// close control frames from any goroutine.
+// wsConn is the Conn over gorilla/websocket. Data frames are written by
+// the callers of Write themselves, one at a time under wlock, so a packet
+// costs no hand-off to another goroutine; the writer goroutine sends the
+// control frames (ping, close), which gorilla allows concurrently with a
+// data write. One goroutine reads (the reader).
 type wsConn struct {
 	ws  *websocket.Conn
 	cfg ConnConfig
 
-	in      chan readItem  // reader → Read
-	writes  chan *writeReq // Write → writer
-	pings   chan struct{}  // keepalive tick → writer, capacity 1
-	closing chan struct{}  // closed when Close starts: no new writes
-	done    chan struct{}  // closed at shutdown: everything stops
+	in      chan readItem // reader → Read
+	wlock   chan struct{} // capacity 1: held while a data frame is written
+	wbuf    []byte        // encode buffer, guarded by wlock
+	pings   chan struct{} // keepalive tick → writer, capacity 1
+	closing chan struct{} // closed when Close starts: no new writes
+	done    chan struct{} // closed at shutdown: everything stops
 
 	readerDone chan struct{}
 	wg         sync.WaitGroup
@@ -140,12 +144,6 @@ type readItem struct {
 	err error
 }
 
-type writeReq struct {
-	ctx  context.Context
-	data []byte
-	res  chan error
-}
-
 // newWSConn wraps an established WebSocket and starts its reader and
 // writer goroutines; Close stops both.
 func newWSConn(ws *websocket.Conn, cfg ConnConfig) *wsConn {
@@ -154,7 +152,7 @@ func newWSConn(ws *websocket.Conn, cfg ConnConfig) *wsConn {
 		ws:         ws,
 		cfg:        cfg,
 		in:         make(chan readItem),
-		writes:     make(chan *writeReq),
+		wlock:      make(chan struct{}, 1),
 		pings:      make(chan struct{}, 1),
 		closing:    make(chan struct{}),
 		done:       make(chan struct{}),
@@ -178,12 +176,19 @@ func newWSConn(ws *websocket.Conn, cfg ConnConfig) *wsConn {
 func (c *wsConn) reader() {
 	defer c.wg.Done()
 	defer close(c.readerDone)
+	// One buffer for every frame: DecodePacket copies what it keeps.
+	var buf bytes.Buffer
 	for {
-		mt, data, err := c.ws.ReadMessage()
+		mt, r, err := c.ws.NextReader()
+		if err == nil {
+			buf.Reset()
+			_, err = buf.ReadFrom(r)
+		}
 		if err != nil {
 			c.readFailed(err)
 			return
 		}
+		data := buf.Bytes()
 		c.alive.Add(1)
 		var it readItem
 		if mt != websocket.TextMessage {
@@ -224,22 +229,6 @@ func (c *wsConn) writer() {
 	defer c.wg.Done()
 	for {
 		select {
-		case req := <-c.writes:
-			if err := req.ctx.Err(); err != nil {
-				req.res <- err // nothing left: the connection is intact
-				continue
-			}
-			err := c.writeFrame(req.ctx, req.data)
-			req.res <- err
-			if errors.Is(err, websocket.ErrCloseSent) {
-				continue // a close handshake is under way; the reader ends the connection with the peer's reason
-			}
-			if err != nil {
-				// A failed or timed-out write may leave half a frame on
-				// the wire; gorilla treats it as fatal, and so do we.
-				c.shutdown(fmt.Errorf("dataplane: write: %w", err))
-				return
-			}
 		case <-c.pings:
 			deadline := time.Now().Add(c.cfg.WriteTimeout)
 			if err := c.ws.WriteControl(websocket.PingMessage, nil, deadline); err != nil {
@@ -247,6 +236,13 @@ func (c *wsConn) writer() {
 				return
 			}
 		case <-c.closing:
+			// Wait for a data frame being written, so the close frame
+			// follows it whole.
+			select {
+			case c.wlock <- struct{}{}:
+			case <-c.done:
+				return
+			}
 			msg := websocket.FormatCloseMessage(websocket.CloseNormalClosure, "")
 			_ = c.ws.WriteControl(websocket.CloseMessage, msg, time.Now().Add(c.cfg.WriteTimeout))
 			return
@@ -254,6 +250,58 @@ func (c *wsConn) writer() {
 			return
 		}
 	}
+}
+
+// writeData writes one data frame: it takes wlock (or gives up when the
+// connection closes or ctx ends first), then writes with a deadline.
+func (c *wsConn) writeData(ctx context.Context, data []byte) error {
+	if err := c.lockWrite(ctx); err != nil {
+		return err
+	}
+	defer func() { <-c.wlock }()
+	return c.writeLocked(ctx, data)
+}
+
+// lockWrite takes wlock. A closing or closed connection refuses the write.
+func (c *wsConn) lockWrite(ctx context.Context) error {
+	select {
+	case c.wlock <- struct{}{}:
+	default:
+		select {
+		case c.wlock <- struct{}{}:
+		case <-c.closing:
+			return closedErr()
+		case <-c.done:
+			return c.cause()
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	select {
+	case <-c.closing:
+		<-c.wlock
+		return closedErr()
+	case <-c.done:
+		<-c.wlock
+		return c.cause()
+	default:
+	}
+	return nil
+}
+
+// writeLocked writes a data frame; wlock is held. A failed write ends the
+// connection: it may leave half a frame on the wire, and gorilla treats
+// it as fatal too.
+func (c *wsConn) writeLocked(ctx context.Context, data []byte) error {
+	if err := ctx.Err(); err != nil {
+		return err // nothing left: the connection is intact
+	}
+	err := c.writeFrame(ctx, data)
+	if err == nil || errors.Is(err, websocket.ErrCloseSent) {
+		return err // after close sent, the reader ends the connection with the peer's reason
+	}
+	c.shutdown(fmt.Errorf("dataplane: write: %w", err))
+	return err
 }
 
 func (c *wsConn) writeFrame(ctx context.Context, data []byte) error {
@@ -341,34 +389,38 @@ func (c *wsConn) Read(ctx context.Context) (*imv2.Packet, error) {
 
 // Write implements Conn. A packet larger than the read limit is refused
 // with a non-retryable invalid_packet error and the connection stays up:
-// the peer would have to close on it (W2).
+// the peer would have to close on it (W2). The packet is encoded into the
+// connection's buffer while the write lock is held, so a frame costs no
+// allocation.
 func (c *wsConn) Write(ctx context.Context, p *imv2.Packet) error {
-	data, err := p.Encode()
+	if err := c.lockWrite(ctx); err != nil {
+		// A packet this side would never send is reported as such first.
+		data, eerr := p.Encode()
+		switch {
+		case eerr != nil:
+			return eerr
+		case int64(len(data)) > c.cfg.ReadLimit:
+			return imv2.Errorf(imv2.CodeInvalidPacket, "%s packet is %d bytes, over the frame limit of %d (W2)", p.Type, len(data), c.cfg.ReadLimit)
+		}
+		return err
+	}
+	defer func() { <-c.wlock }()
+	data, err := p.AppendEncode(c.wbuf[:0])
 	if err != nil {
 		return err
+	}
+	if cap(data) <= maxKeptWriteBuffer {
+		c.wbuf = data
 	}
 	if int64(len(data)) > c.cfg.ReadLimit {
 		return imv2.Errorf(imv2.CodeInvalidPacket, "%s packet is %d bytes, over the frame limit of %d (W2)", p.Type, len(data), c.cfg.ReadLimit)
 	}
-	req := &writeReq{ctx: ctx, data: data, res: make(chan error, 1)}
-	select {
-	case c.writes <- req:
-	case <-c.closing:
-		return closedErr()
-	case <-c.done:
-		return c.cause()
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	select {
-	case err := <-req.res:
-		return err
-	case <-c.done:
-		return c.cause()
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return c.writeLocked(ctx, data)
 }
+
+// maxKeptWriteBuffer bounds the encode buffer a connection keeps between
+// writes; a larger frame gets a buffer of its own.
+const maxKeptWriteBuffer = 64 << 10
 
 // Close implements Conn: it sends a normal close frame, waits up to
 // CloseTimeout for the peer's, closes the socket and waits for the reader

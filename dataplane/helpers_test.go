@@ -192,15 +192,9 @@ func (p *peer) rawText(data string) {
 
 func (p *peer) rawTextErr(data string) error {
 	p.t.Helper()
-	req := &writeReq{ctx: context.Background(), data: []byte(data), res: make(chan error, 1)}
-	select {
-	case p.conn.writes <- req:
-	case <-p.conn.done:
-		return p.conn.cause()
-	case <-time.After(wait):
-		p.t.Fatal("writer stuck")
-	}
-	return recv(p.t, req.res)
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	return p.conn.writeData(ctx, []byte(data))
 }
 
 // dialRaw opens a bare gorilla connection, for frames a Conn never sends.

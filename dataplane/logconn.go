@@ -50,7 +50,9 @@ func (l *loggingConn) Read(ctx context.Context) (*imv2.Packet, error) {
 	p, err := l.c.Read(ctx)
 	switch {
 	case err == nil:
-		l.log.DebugContext(ctx, "dataplane packet", envelopeAttrs("in", p)...)
+		if l.log.Enabled(ctx, slog.LevelDebug) { // skip building the attributes
+			l.log.DebugContext(ctx, "dataplane packet", envelopeAttrs("in", p)...)
+		}
 	case imv2.AsError(err, "").Code == imv2.CodeInvalidPacket:
 		l.log.WarnContext(ctx, "dataplane invalid frame", append(envelopeAttrs("in", p), "err", err)...)
 	default:
@@ -66,7 +68,9 @@ func (l *loggingConn) Write(ctx context.Context, p *imv2.Packet) error {
 		l.log.WarnContext(ctx, "dataplane write failed", append(envelopeAttrs("out", p), "err", err)...)
 		return err
 	}
-	l.log.DebugContext(ctx, "dataplane packet", envelopeAttrs("out", p)...)
+	if l.log.Enabled(ctx, slog.LevelDebug) {
+		l.log.DebugContext(ctx, "dataplane packet", envelopeAttrs("out", p)...)
+	}
 	return nil
 }
 

@@ -1,0 +1,384 @@
+package imv2
+
+import "encoding/json"
+
+// Fast decoders for the envelope and the four IM v2 payloads: one pass of
+// the scanner straight into the Go values, with no reflection. Each returns
+// ok = false for anything it does not take on, and its caller then runs the
+// codec (see scanner), so results and errors are the codec's in every case.
+
+// Envelope member bits, to refuse duplicates.
+const (
+	envSchema = 1 << iota
+	envPacketID
+	envRequestID
+	envReplyTo
+	envChannel
+	envType
+	envTime
+	envPayload
+)
+
+// decodeEnvelopeFast decodes a frame whose envelope holds only the members
+// a Packet has (no error member, no unknown one) and whose payload, if
+// any, is an object. hasTime reports a time member.
+func decodeEnvelopeFast(data []byte) (p *Packet, hasTime, ok bool) {
+	s := scanner{b: data}
+	if !s.eat('{') {
+		return nil, false, false
+	}
+	p = new(Packet)
+	var seen uint
+	var payload []byte
+	s.ws()
+	if s.peek() == '}' {
+		s.i++
+		return p, false, s.end()
+	}
+	for {
+		name, ok := s.name()
+		if !ok {
+			return nil, false, false
+		}
+		var bit uint
+		switch string(name) {
+		case "schema":
+			bit = envSchema
+			raw, esc, ok := s.str()
+			if !ok || esc {
+				return nil, false, false
+			}
+			if string(raw) == PacketSchema {
+				p.Schema = PacketSchema
+			} else {
+				p.Schema = string(raw)
+			}
+		case "packet_id":
+			bit = envPacketID
+			p.PacketID, ok = s.text()
+		case "request_id":
+			bit = envRequestID
+			p.RequestID, ok = s.text()
+		case "reply_to":
+			bit = envReplyTo
+			p.ReplyTo, ok = s.text()
+		case "connector_channel_id":
+			bit = envChannel
+			p.ConnectorChannelID, ok = s.text()
+		case "type":
+			bit = envType
+			raw, esc, ok := s.str()
+			if !ok || esc {
+				return nil, false, false
+			}
+			p.Type = internType(raw)
+		case "time":
+			bit = envTime
+			p.Time, ok = s.int()
+		case "payload":
+			bit = envPayload
+			start := s.i
+			if s.peek() != '{' || !s.value(0) {
+				return nil, false, false
+			}
+			payload = data[start:s.i]
+		default:
+			return nil, false, false
+		}
+		if !ok || seen&bit != 0 {
+			return nil, false, false
+		}
+		seen |= bit
+		more, ok := s.next('}')
+		if !ok {
+			return nil, false, false
+		}
+		if !more {
+			break
+		}
+	}
+	if !s.end() {
+		return nil, false, false
+	}
+	if payload != nil {
+		p.Payload = json.RawMessage(append(make([]byte, 0, len(payload)), payload...))
+	}
+	return p, seen&envTime != 0, true
+}
+
+// textOf reads a string value and returns the matching constant of known
+// without an allocation when there is one.
+func (s *scanner) textOf(known ...string) (string, bool) {
+	s.ws()
+	raw, esc, ok := s.str()
+	if !ok {
+		return "", false
+	}
+	if esc {
+		return unescape(raw), true
+	}
+	for _, k := range known {
+		if string(raw) == k {
+			return k, true
+		}
+	}
+	return string(raw), true
+}
+
+// internType returns the constant for a known packet type, so routing
+// strings cost no allocation.
+func internType(raw []byte) string {
+	switch string(raw) {
+	case TypeChatMessage:
+		return TypeChatMessage
+	case TypeChatMessageDelta:
+		return TypeChatMessageDelta
+	case TypeChatMessageAck:
+		return TypeChatMessageAck
+	case TypeChatActivity:
+		return TypeChatActivity
+	case TypePing:
+		return TypePing
+	case TypePong:
+		return TypePong
+	}
+	return string(raw)
+}
+
+// decodeChatMessageFast decodes a chat.message payload.
+func decodeChatMessageFast(b []byte) (*ChatMessage, bool) {
+	s := scanner{b: b}
+	m := new(ChatMessage)
+	const (
+		fID = 1 << iota
+		fText
+		fFiles
+		fCreated
+	)
+	ok := s.members(func(name []byte) (uint, bool) {
+		var bit uint
+		var ok bool
+		switch string(name) {
+		case "message_id":
+			bit = fID
+			m.MessageID, ok = s.text()
+		case "text":
+			bit = fText
+			m.Text, ok = s.text()
+		case "files":
+			bit = fFiles
+			m.Files, ok = s.files()
+		case "created_at":
+			bit = fCreated
+			m.CreatedAt, ok = s.int()
+		}
+		return bit, ok
+	})
+	if !ok || !s.end() {
+		return nil, false
+	}
+	return m, true
+}
+
+// files reads a non-empty array of file objects.
+func (s *scanner) files() ([]File, bool) {
+	if !s.eat('[') {
+		return nil, false
+	}
+	files := make([]File, 0, 2)
+	for {
+		var f File
+		if !s.file(&f) {
+			return nil, false
+		}
+		files = append(files, f)
+		more, ok := s.next(']')
+		if !ok {
+			return nil, false
+		}
+		if !more {
+			return files, true
+		}
+	}
+}
+
+func (s *scanner) file(f *File) bool {
+	const (
+		fType = 1 << iota
+		fRef
+		fName
+		fMime
+		fSize
+		fExpires
+		fURL
+	)
+	return s.members(func(name []byte) (uint, bool) {
+		var bit uint
+		var ok bool
+		switch string(name) {
+		case "type":
+			bit = fType
+			var t string
+			t, ok = s.textOf(string(FileImage), string(FileVideo), string(FileAudio), string(FileFile))
+			f.Type = FileType(t)
+		case "file_ref":
+			bit = fRef
+			f.FileRef, ok = s.text()
+		case "filename":
+			bit = fName
+			f.Filename, ok = s.text()
+		case "mime_type":
+			bit = fMime
+			f.MimeType, ok = s.text()
+		case "byte_size":
+			bit = fSize
+			f.ByteSize, ok = s.int()
+		case "expires_at":
+			bit = fExpires
+			f.ExpiresAt, ok = s.int()
+		case "download_url":
+			bit = fURL
+			f.DownloadURL, ok = s.text()
+		}
+		return bit, ok
+	})
+}
+
+// members reads a non-empty object at the cursor, handing each member name
+// to member, which reads the value and returns the member's bit: 0 for an
+// unknown member, or ok = false for a value it does not take. A duplicate
+// member ends the read too.
+func (s *scanner) members(member func(name []byte) (bit uint, ok bool)) bool {
+	if !s.eat('{') {
+		return false
+	}
+	var seen uint
+	for {
+		name, ok := s.name()
+		if !ok {
+			return false
+		}
+		bit, ok := member(name)
+		if !ok || bit == 0 || seen&bit != 0 {
+			return false
+		}
+		seen |= bit
+		more, ok := s.next('}')
+		if !ok {
+			return false
+		}
+		if !more {
+			return true
+		}
+	}
+}
+
+// decodeDeltaFast decodes a chat.message.delta payload.
+func decodeDeltaFast(b []byte) (*ChatMessageDelta, bool) {
+	s := scanner{b: b}
+	d := new(ChatMessageDelta)
+	const (
+		fID = 1 << iota
+		fSeq
+		fText
+	)
+	ok := s.members(func(name []byte) (uint, bool) {
+		var bit uint
+		var ok bool
+		switch string(name) {
+		case "message_id":
+			bit = fID
+			d.MessageID, ok = s.text()
+		case "sequence":
+			bit = fSeq
+			d.Sequence, ok = s.int()
+		case "text":
+			bit = fText
+			d.Text, ok = s.text()
+		}
+		return bit, ok
+	})
+	if !ok || !s.end() {
+		return nil, false
+	}
+	return d, true
+}
+
+// decodeAckFast decodes a chat.message.ack payload.
+func decodeAckFast(b []byte) (*ackWire, bool) {
+	s := scanner{b: b}
+	w := new(ackWire)
+	const (
+		fID = 1 << iota
+		fStatus
+		fCode
+		fMessage
+		fRetryable
+	)
+	ok := s.members(func(name []byte) (uint, bool) {
+		var bit uint
+		var ok bool
+		switch string(name) {
+		case "message_id":
+			bit = fID
+			w.MessageID, ok = s.text()
+		case "status":
+			bit = fStatus
+			var st string
+			st, ok = s.textOf(string(AckAccepted), string(AckDuplicate), string(AckRejected))
+			w.Status = AckStatus(st)
+		case "code":
+			bit = fCode
+			var c string
+			c, ok = s.text()
+			w.Code = Code(c)
+		case "message":
+			bit = fMessage
+			w.Message, ok = s.text()
+		case "retryable":
+			bit = fRetryable
+			var r bool
+			switch {
+			case s.literal("true"):
+				r, ok = true, true
+			case s.literal("false"):
+				ok = true
+			}
+			w.Retryable = &r
+		}
+		return bit, ok
+	})
+	if !ok || !s.end() {
+		return nil, false
+	}
+	return w, true
+}
+
+// decodeActivityFast decodes a chat.activity payload.
+func decodeActivityFast(b []byte) (*ChatActivity, bool) {
+	s := scanner{b: b}
+	a := new(ChatActivity)
+	const (
+		fStatus = 1 << iota
+		fTool
+	)
+	ok := s.members(func(name []byte) (uint, bool) {
+		var bit uint
+		var ok bool
+		switch string(name) {
+		case "status":
+			bit = fStatus
+			var st string
+			st, ok = s.textOf(string(ActivityThinking), string(ActivityTool), string(ActivityIdle))
+			a.Status = ActivityStatus(st)
+		case "tool_name":
+			bit = fTool
+			a.ToolName, ok = s.text()
+		}
+		return bit, ok
+	})
+	if !ok || !s.end() {
+		return nil, false
+	}
+	return a, true
+}

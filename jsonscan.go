@@ -1,0 +1,402 @@
+package imv2
+
+import (
+	"math"
+	"unicode/utf8"
+)
+
+// scanner is the hot path's strict JSON reader. The codec
+// (go-json-experiment/json) stays the reference: every fast reader of this
+// package either returns exactly what the codec would, or gives up (ok =
+// false) and the caller runs the codec, which then decides and words any
+// error. So the scanner may refuse anything unusual — a duplicate or
+// escaped member name, a surrogate escape, null, an unknown member, a
+// number that is not a plain integer — without a semantic choice of its
+// own. The differential tests in jsonscan_test.go hold it to that.
+type scanner struct {
+	b []byte
+	i int
+}
+
+// maxScanDepth and maxScanMembers bound what the generic validator takes on;
+// deeper or wider values go to the codec.
+const (
+	maxScanDepth   = 32
+	maxScanMembers = 32
+)
+
+func (s *scanner) ws() {
+	for s.i < len(s.b) {
+		switch s.b[s.i] {
+		case ' ', '\t', '\n', '\r':
+			s.i++
+		default:
+			return
+		}
+	}
+}
+
+// peek returns the next byte, or 0 at the end.
+func (s *scanner) peek() byte {
+	if s.i < len(s.b) {
+		return s.b[s.i]
+	}
+	return 0
+}
+
+// eat consumes c after optional whitespace.
+func (s *scanner) eat(c byte) bool {
+	s.ws()
+	if s.i < len(s.b) && s.b[s.i] == c {
+		s.i++
+		return true
+	}
+	return false
+}
+
+// end reports whether only whitespace is left.
+func (s *scanner) end() bool {
+	s.ws()
+	return s.i == len(s.b)
+}
+
+// str reads a string at the cursor and returns its raw content (between
+// the quotes). esc reports backslash escapes. The content is checked:
+// valid UTF-8, no control characters, well-formed escapes; a \u escape of
+// a surrogate half is left to the codec.
+func (s *scanner) str() (raw []byte, esc, ok bool) {
+	if s.i >= len(s.b) || s.b[s.i] != '"' {
+		return nil, false, false
+	}
+	start := s.i + 1
+	i := start
+	b := s.b
+	for i < len(b) {
+		c := b[i]
+		if plainByte[c] {
+			i++
+			continue
+		}
+		switch {
+		case c == '"':
+			s.i = i + 1
+			return b[start:i], esc, true
+		case c == '\\':
+			esc = true
+			if i+1 >= len(b) {
+				return nil, false, false
+			}
+			switch b[i+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				i += 2
+			case 'u':
+				r, ok := hex4(b, i+2)
+				if !ok || utf16Surrogate(r) {
+					return nil, false, false
+				}
+				i += 6
+			default:
+				return nil, false, false
+			}
+		case c < 0x20:
+			return nil, false, false
+		case c < utf8.RuneSelf:
+			i++
+		default:
+			r, n := utf8.DecodeRune(b[i:])
+			if r == utf8.RuneError && n <= 1 {
+				return nil, false, false
+			}
+			i += n
+		}
+	}
+	return nil, false, false
+}
+
+// plainByte marks the bytes a string holds as they are: printable ASCII
+// but the quote and the backslash. It is a constant table.
+var plainByte = func() (t [256]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
+func utf16Surrogate(r rune) bool { return r >= 0xD800 && r < 0xE000 }
+
+// hex4 parses the four hex digits of a \u escape at b[i:].
+func hex4(b []byte, i int) (rune, bool) {
+	if i+4 > len(b) {
+		return 0, false
+	}
+	var r rune
+	for _, c := range b[i : i+4] {
+		switch {
+		case '0' <= c && c <= '9':
+			c -= '0'
+		case 'a' <= c && c <= 'f':
+			c -= 'a' - 10
+		case 'A' <= c && c <= 'F':
+			c -= 'A' - 10
+		default:
+			return 0, false
+		}
+		r = r<<4 | rune(c)
+	}
+	return r, true
+}
+
+// text reads a string value and returns it as a Go string.
+func (s *scanner) text() (string, bool) {
+	s.ws()
+	raw, esc, ok := s.str()
+	if !ok {
+		return "", false
+	}
+	if !esc {
+		return string(raw), true
+	}
+	return unescape(raw), true
+}
+
+// unescape decodes the escapes of raw content that str accepted.
+func unescape(raw []byte) string {
+	out := make([]byte, 0, len(raw))
+	for i := 0; i < len(raw); {
+		c := raw[i]
+		if c != '\\' {
+			out = append(out, c)
+			i++
+			continue
+		}
+		switch raw[i+1] {
+		case 'b':
+			out = append(out, '\b')
+		case 'f':
+			out = append(out, '\f')
+		case 'n':
+			out = append(out, '\n')
+		case 'r':
+			out = append(out, '\r')
+		case 't':
+			out = append(out, '\t')
+		case 'u':
+			r, _ := hex4(raw, i+2)
+			out = utf8.AppendRune(out, r)
+			i += 6
+			continue
+		default: // '"', '\\', '/'
+			out = append(out, raw[i+1])
+		}
+		i += 2
+	}
+	return string(out)
+}
+
+// name reads a member name and the colon after it. Escaped names are left
+// to the codec: they may spell a known name another way.
+func (s *scanner) name() ([]byte, bool) {
+	s.ws()
+	raw, esc, ok := s.str()
+	if !ok || esc || !s.eat(':') {
+		return nil, false
+	}
+	s.ws()
+	return raw, true
+}
+
+// next consumes the separator after a member or element: it reports
+// more = true after a comma and false after the closing byte.
+func (s *scanner) next(closing byte) (more, ok bool) {
+	s.ws()
+	if s.i < len(s.b) {
+		switch s.b[s.i] {
+		case ',':
+			s.i++
+			return true, true
+		case closing:
+			s.i++
+			return false, true
+		}
+	}
+	return false, false
+}
+
+// int reads a plain integer (no fraction, exponent, leading zero or
+// "-0") that fits an int64.
+func (s *scanner) int() (int64, bool) {
+	s.ws()
+	b, i := s.b, s.i
+	neg := i < len(b) && b[i] == '-'
+	if neg {
+		i++
+	}
+	start := i
+	var v uint64
+	for i < len(b) && '0' <= b[i] && b[i] <= '9' {
+		v = v*10 + uint64(b[i]-'0')
+		i++
+	}
+	n := i - start
+	switch {
+	case n == 0 || n > 19: // 19 digits cannot wrap a uint64
+		return 0, false
+	case b[start] == '0' && (n > 1 || neg): // "01", "-0"
+		return 0, false
+	case i < len(b) && (b[i] == '.' || b[i] == 'e' || b[i] == 'E'):
+		return 0, false
+	case !neg && v > math.MaxInt64, neg && v > -math.MinInt64:
+		return 0, false
+	}
+	s.i = i
+	if neg {
+		return -int64(v), true
+	}
+	return int64(v), true
+}
+
+// value checks one JSON value of any kind at the cursor: RFC 8259 syntax,
+// valid UTF-8, and no duplicate member name in any object (RFC 7493, as
+// the codec checks by default).
+func (s *scanner) value(depth int) bool {
+	s.ws()
+	if s.i >= len(s.b) {
+		return false
+	}
+	switch c := s.b[s.i]; c {
+	case '{':
+		return s.object(depth + 1)
+	case '[':
+		if depth+1 > maxScanDepth {
+			return false
+		}
+		s.i++
+		s.ws()
+		if s.peek() == ']' {
+			s.i++
+			return true
+		}
+		for {
+			if !s.value(depth + 1) {
+				return false
+			}
+			more, ok := s.next(']')
+			if !ok {
+				return false
+			}
+			if !more {
+				return true
+			}
+		}
+	case '"':
+		_, _, ok := s.str()
+		return ok
+	case 't':
+		return s.literal("true")
+	case 'f':
+		return s.literal("false")
+	case 'n':
+		return s.literal("null")
+	default:
+		return s.number()
+	}
+}
+
+func (s *scanner) object(depth int) bool {
+	if depth > maxScanDepth {
+		return false
+	}
+	s.i++ // '{'
+	s.ws()
+	if s.peek() == '}' {
+		s.i++
+		return true
+	}
+	var names [maxScanMembers][]byte
+	n := 0
+	for {
+		name, ok := s.name()
+		if !ok || n == maxScanMembers {
+			return false
+		}
+		for _, prev := range names[:n] {
+			if string(prev) == string(name) {
+				return false
+			}
+		}
+		names[n] = name
+		n++
+		if !s.value(depth) {
+			return false
+		}
+		more, ok := s.next('}')
+		if !ok {
+			return false
+		}
+		if !more {
+			return true
+		}
+	}
+}
+
+func (s *scanner) literal(lit string) bool {
+	if len(s.b)-s.i < len(lit) || string(s.b[s.i:s.i+len(lit)]) != lit {
+		return false
+	}
+	s.i += len(lit)
+	return true
+}
+
+// number checks the RFC 8259 number grammar.
+func (s *scanner) number() bool {
+	b, i := s.b, s.i
+	if i < len(b) && b[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(b) && b[i] == '0':
+		i++
+	case i < len(b) && '1' <= b[i] && b[i] <= '9':
+		for i < len(b) && '0' <= b[i] && b[i] <= '9' {
+			i++
+		}
+	default:
+		return false
+	}
+	if i < len(b) && b[i] == '.' {
+		i++
+		d := i
+		for i < len(b) && '0' <= b[i] && b[i] <= '9' {
+			i++
+		}
+		if i == d {
+			return false
+		}
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		d := i
+		for i < len(b) && '0' <= b[i] && b[i] <= '9' {
+			i++
+		}
+		if i == d {
+			return false
+		}
+	}
+	s.i = i
+	return true
+}
+
+// validObject reports whether b is exactly one JSON object (no surrounding
+// whitespace) that the codec would take as valid. false means "not sure":
+// ask the codec.
+func validObject(b []byte) bool {
+	if len(b) == 0 || b[0] != '{' {
+		return false
+	}
+	s := scanner{b: b}
+	return s.value(0) && s.i == len(b)
+}

@@ -1,0 +1,398 @@
+package imv2
+
+import (
+	"bytes"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+	"pgregory.net/rapid"
+)
+
+// Differential tests of the hot-path codec (jsonscan.go, fastdecode.go,
+// fastencode.go) against go-json-experiment/json, the reference: whenever a
+// fast reader takes an input, the codec must take it too and produce the
+// same value; every fast encoder must produce the codec's bytes. The
+// inputs are the golden vectors, the fuzz seeds, hand-written edge cases,
+// seeded mutations of all of them, and generated messages and token soup.
+
+// codecCorpus returns the frames of testdata (vectors and fuzz seeds) and
+// the edge cases below.
+func codecCorpus(t *testing.T) [][]byte {
+	t.Helper()
+	var out [][]byte
+	err := filepath.WalkDir("testdata", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := readTestdata(path)
+		if err != nil {
+			return err
+		}
+		out = append(out, data...)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range codecEdgeCases {
+		out = append(out, []byte(s))
+	}
+	return out
+}
+
+// readTestdata returns a vector file as is, or the []byte arguments of a
+// fuzz seed file.
+func readTestdata(path string) ([][]byte, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	if !bytes.HasPrefix(data, []byte("go test fuzz v1\n")) {
+		return [][]byte{data}, nil
+	}
+	var out [][]byte
+	for _, line := range strings.Split(string(data), "\n")[1:] {
+		if lit, ok := strings.CutPrefix(line, "[]byte("); ok {
+			if s, err := strconv.Unquote(strings.TrimSuffix(lit, ")")); err == nil {
+				out = append(out, []byte(s))
+			}
+		}
+	}
+	return out, nil
+}
+
+const env = `"schema":"xagent.connector.packet/v1","packet_id":"p1","connector_channel_id":"c1","time":1,`
+
+var codecEdgeCases = []string{
+	`{` + env + `"type":"chat.message","payload":{"message_id":"m","text":"a\"b\\c\/d\b\f\n\r\t\u00e9\u4e2d\u0000"}}`,
+	`{` + env + `"type":"chat.message","payload":{"message_id":"m","text":"\ud83d\ude00"}}`,
+	`{` + env + `"type":"chat.message","payload":{"message_id":"m","text":"\ud800"}}`,
+	`{` + env + `"type":"chat.message","payload":{"message_id":"m","text":"x","text":"y"}}`,
+	`{` + env + `"type":"chat.message","payload":{"message_id":"m","Text":"x"}}`,
+	`{` + env + `"type":"chat.message","payload":{"message_id":"m","te\u0078t":"x"}}`,
+	`{` + env + `"type":"chat.message","payload":{"message_id":"m","text":null}}`,
+	`{` + env + `"type":"chat.message","payload":{"message_id":"m","files":[]}}`,
+	`{` + env + `"type":"chat.message","payload":{"message_id":"m","files":null}}`,
+	`{` + env + `"type":"chat.message","payload":{"message_id":"m","text":"t","created_at":-0}}`,
+	`{` + env + `"type":"chat.message","payload":{"message_id":"m","text":"t","created_at":1.0}}`,
+	`{` + env + `"type":"chat.message","payload":{"message_id":"m","text":"t","created_at":1e3}}`,
+	`{` + env + `"type":"chat.message","payload":{"message_id":"m","text":"t","created_at":01}}`,
+	`{` + env + `"type":"chat.message","payload":{"message_id":"m","text":"t","created_at":99999999999999999999}}`,
+	`{` + env + `"type":"chat.message","payload":{"message_id":"m","text":"t","created_at":-5}}`,
+	`{` + env + `"type":"chat.message","payload":{"message_id":"m","files":[{"type":"image","file_ref":"f","download_url":"/x","x":1}]}}`,
+	`{` + env + `"type":"chat.message","payload":{"message_id":"m","files":[{"type":"image","file_ref":"f","type":"file"}]}}`,
+	`{` + env + `"type":"chat.message","payload":{"message_id":"m","files":[{"type":"im\u0061ge","file_ref":"f"}]}}`,
+	`{` + env + `"type":"chat.message","payload":{"message_id":"m","files":[{"type":"image","file_ref":"f"},{"type":"pdf","file_ref":"g","byte_size":0}]}}`,
+	`{` + env + `"type":"chat.message","payload":{ "message_id" : "m" , "text" : "t" } }`,
+	` {` + env + `"type":"chat.message","payload":{"message_id":"m","text":"t"}} `,
+	`{` + env + `"type":"chat.message","payload":{"message_id":"m","text":"t"}}x`,
+	`{` + env + `"type":"chat.message","payload":{"message_id":"m","text":"t"},}`,
+	`{` + env + `"type":"chat.message","payload":{"message_id":"m","text":"t"}`,
+	`{` + env + `"type":"chat.message","payload":{"a":{"b":[1,2.5,-3e-2,true,false,null,{"c":"d","c":"e"}]}}}`,
+	`{` + env + `"type":"chat.message","payload":{"a":{"b":[1,2.5,-3e-2,true,false,null,{"c":"d","e":"\u00e9"}]}}}`,
+	`{` + env + `"type":"chat.message","payload":{"a":[01]}}`,
+	`{` + env + `"type":"chat.message","payload":{"a":[1.]}}`,
+	`{` + env + `"type":"chat.message","payload":{"a":[-]}}`,
+	`{` + env + `"type":"chat.message","payload":{"a":"` + "\xff" + `"}}`,
+	`{` + env + `"type":"chat.message","payload":{"a":"` + "\x01" + `"}}`,
+	`{` + env + `"type":"chat.message","payload":{"a":"\x"}}`,
+	`{` + env + `"type":"chat.message","payload":[]}`,
+	`{` + env + `"type":"chat.message","payload":null}`,
+	`{` + env + `"type":"chat.message","payload":{}}`,
+	`{` + env + `"type":"chat.message","payload":{"message_id":"m"},"payload":{}}`,
+	`{"schema":"xagent.connector.packet/v1","packet_id":"p","type":"ping","time":-1}`,
+	`{"schema":"xagent.connector.packet/v1","packet_id":"p","type":"ping","time":null}`,
+	`{"schema":"xagent.connector.packet/v1","packet_id":"p","type":"ping","extra":[1,{"a":2}]}`,
+	`{"schema":"xagent.connector.packet/v1","packet_id":"p","type":"ping","Type":"pong"}`,
+	`{"schema":"xagent.connector.packet/v1","packet_id":"p","type":"ping","packet_id":"q"}`,
+	`{"schema":"xagent.connector.packet/v1","packet_id":"p","type":"pi\u006eg"}`,
+	`{"schema":"xagent.connector.packet/v1","packet_id":"p","type":"error","error":{"code":"x"}}`,
+	`{}`, `[]`, `null`, ``, `{`, `{"schema":}`, `{"schema":"x" "type":"y"}`,
+	`{` + env + `"type":"chat.message.delta","payload":{"message_id":"m","sequence":1,"text":""}}`,
+	`{` + env + `"type":"chat.message.delta","payload":{"message_id":"m","sequence":0,"text":"a\nb"}}`,
+	`{` + env + `"type":"chat.message.delta","payload":{"message_id":"m","sequence":1,"text":"a","files":[]}}`,
+	`{` + env + `"type":"chat.message.ack","reply_to":"q","payload":{"message_id":"m","status":"rejected","code":"x","message":"m\u00e9","retryable":false}}`,
+	`{` + env + `"type":"chat.message.ack","reply_to":"q","payload":{"message_id":"m","status":"rejected","code":"x","retryable":null}}`,
+	`{` + env + `"type":"chat.message.ack","reply_to":"q","payload":{"message_id":"m","status":"accepted","retryable":tru}}`,
+	`{` + env + `"type":"chat.activity","payload":{"status":"tool","tool_name":"web_search"}}`,
+	`{` + env + `"type":"chat.activity","payload":{"status":"idle","reasoning":"x"}}`,
+}
+
+// mutations returns seeded variants of data: bytes deleted, doubled,
+// replaced by JSON-significant ones, and bytes inserted.
+func mutations(data []byte, r *rand.Rand, n int) [][]byte {
+	if len(data) == 0 {
+		return nil
+	}
+	specials := []string{`"`, `\`, `{`, `}`, `[`, `]`, `,`, `:`, ` `, `0`, `-`, `.`, `e`, `n`, "\xff", "\x01", `\u00e9`, `\ud800`, `"x"`, `null`}
+	out := make([][]byte, 0, n)
+	for range n {
+		i := r.IntN(len(data))
+		var m []byte
+		switch r.IntN(4) {
+		case 0:
+			m = append(append(m, data[:i]...), data[i+1:]...)
+		case 1:
+			m = append(append(m, data[:i+1]...), data[i:]...)
+		case 2:
+			m = append(append(append(m, data[:i]...), specials[r.IntN(len(specials))]...), data[i+1:]...)
+		default:
+			m = append(append(append(m, data[:i]...), specials[r.IntN(len(specials))]...), data[i:]...)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// hits counts inputs the fast paths took, so the tests can show they are
+// not vacuous.
+type hits struct{ envelope, message, delta, ack, activity, valid int }
+
+func TestFastCodec_MatchesCodec(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	var h hits
+	for _, data := range codecCorpus(t) {
+		checkFastDecode(t, data, &h)
+		for _, m := range mutations(data, r, 12) {
+			checkFastDecode(t, m, &h)
+		}
+	}
+	t.Logf("fast path taken: %+v", h)
+	if h.envelope < 100 || h.message < 20 || h.delta < 5 || h.ack < 5 || h.activity < 5 || h.valid < 100 {
+		t.Fatalf("the fast paths took too few inputs: %+v", h)
+	}
+}
+
+// checkFastDecode holds every fast reader to the codec on data.
+func checkFastDecode(t *testing.T, data []byte, h *hits) {
+	t.Helper()
+	fp, fTime, ok := decodeEnvelopeFast(data)
+	cp, cTime, err := decodeEnvelopeCodec(data)
+	if ok {
+		h.envelope++
+		if err != nil {
+			t.Fatalf("fast envelope took what the codec refuses (%v):\n%s", err, data)
+		}
+		if !reflect.DeepEqual(fp, cp) || fTime != cTime {
+			t.Fatalf("envelopes differ:\nfast  %+v %v\ncodec %+v %v\n%s", fp, fTime, cp, cTime, data)
+		}
+	}
+	if validObject(data) {
+		h.valid++
+		if !jsontext.Value(data).IsValid() {
+			t.Fatalf("validObject takes what the codec refuses:\n%s", data)
+		}
+	}
+	payloads := [][]byte{data}
+	if err == nil && len(cp.Payload) > 0 {
+		payloads = append(payloads, cp.Payload)
+		if validObject(cp.Payload) {
+			h.valid++
+			if !jsontext.Value(cp.Payload).IsValid() {
+				t.Fatalf("validObject takes a payload the codec refuses:\n%s", cp.Payload)
+			}
+		}
+	}
+	for _, b := range payloads {
+		if m, ok := decodeChatMessageFast(b); ok {
+			h.message++
+			sameAsCodec(t, b, m, new(ChatMessage))
+		}
+		if d, ok := decodeDeltaFast(b); ok {
+			h.delta++
+			sameAsCodec(t, b, d, new(ChatMessageDelta))
+		}
+		if w, ok := decodeAckFast(b); ok {
+			h.ack++
+			sameAsCodec(t, b, w, new(ackWire))
+		}
+		if a, ok := decodeActivityFast(b); ok {
+			h.activity++
+			sameAsCodec(t, b, a, new(ChatActivity))
+		}
+		checkFastEncode(t, b)
+	}
+}
+
+// sameAsCodec decodes b with the codec into ref and compares with fast.
+func sameAsCodec(t *testing.T, b []byte, fast, ref any) {
+	t.Helper()
+	if err := jsonv2.Unmarshal(b, ref, strictPayload); err != nil {
+		t.Fatalf("fast %T took what the codec refuses (%v):\n%s", fast, err, b)
+	}
+	if !reflect.DeepEqual(fast, ref) {
+		t.Fatalf("%T differs:\nfast  %+v\ncodec %+v\n%s", fast, fast, ref, b)
+	}
+}
+
+// checkFastEncode encodes whatever the codec decodes from b with both
+// encoders and compares the bytes.
+func checkFastEncode(t *testing.T, b []byte) {
+	t.Helper()
+	var m ChatMessage
+	if jsonv2.Unmarshal(b, &m) == nil {
+		sameEncoding(t, &m, func() ([]byte, error) { return marshalChatMessage(&m) })
+	}
+	var d ChatMessageDelta
+	if jsonv2.Unmarshal(b, &d) == nil {
+		sameEncoding(t, &d, func() ([]byte, error) { return marshalDelta(&d) })
+	}
+	var w ackWire
+	if jsonv2.Unmarshal(b, &w) == nil {
+		sameEncoding(t, &w, func() ([]byte, error) { return marshalAck(&w) })
+	}
+	var a ChatActivity
+	if jsonv2.Unmarshal(b, &a) == nil {
+		sameEncoding(t, &a, func() ([]byte, error) { return marshalActivity(&a) })
+	}
+}
+
+func sameEncoding(t *testing.T, v any, fast func() ([]byte, error)) {
+	t.Helper()
+	want, werr := jsonv2.Marshal(v)
+	got, gerr := fast()
+	if (werr == nil) != (gerr == nil) || !bytes.Equal(got, want) {
+		t.Fatalf("%T encodes differently:\nfast  %s (%v)\ncodec %s (%v)", v, got, gerr, want, werr)
+	}
+}
+
+// genString draws strings with the characters that matter to JSON:
+// quotes, backslashes, controls, multi-byte runes, and invalid UTF-8.
+func genString() *rapid.Generator[string] {
+	return rapid.OneOf(
+		rapid.StringOf(rapid.RuneFrom([]rune("ab/_-.:?=&%#@ \"\\\n\t\x00\x1f\u007f\u00e9\u2028\u4e2d\U0001F600"))),
+		rapid.SampledFrom([]string{"", "msg_1", "/files/refs/a?sig=1", "https://h.example/f", "image", "file", "\xff", "a\xc3"}),
+	)
+}
+
+func genMessage() *rapid.Generator[ChatMessage] {
+	return rapid.Custom(func(t *rapid.T) ChatMessage {
+		m := ChatMessage{
+			MessageID: genString().Draw(t, "id"),
+			Text:      genString().Draw(t, "text"),
+			CreatedAt: rapid.Int64().Draw(t, "created"),
+		}
+		for i := range rapid.IntRange(0, 3).Draw(t, "files") {
+			_ = i
+			m.Files = append(m.Files, File{
+				Type:        FileType(genString().Draw(t, "type")),
+				FileRef:     genString().Draw(t, "ref"),
+				Filename:    genString().Draw(t, "name"),
+				MimeType:    genString().Draw(t, "mime"),
+				ByteSize:    rapid.Int64().Draw(t, "size"),
+				ExpiresAt:   rapid.Int64Range(-2, 2).Draw(t, "exp"),
+				DownloadURL: genString().Draw(t, "url"),
+			})
+		}
+		return m
+	})
+}
+
+// TestFastCodec_GeneratedMessages: the fast encoder writes the codec's
+// bytes, and the fast decoder reads its own output back (it must take
+// every payload this SDK writes, or the hot path is not hot).
+func TestFastCodec_GeneratedMessages(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		m := genMessage().Draw(t, "m")
+		want, werr := jsonv2.Marshal(&m)
+		got, gerr := marshalChatMessage(&m)
+		if (werr == nil) != (gerr == nil) || !bytes.Equal(got, want) {
+			t.Fatalf("encodings differ:\nfast  %s (%v)\ncodec %s (%v)", got, gerr, want, werr)
+		}
+		if gerr != nil {
+			return
+		}
+		back, ok := decodeChatMessageFast(got)
+		if !ok {
+			t.Fatalf("the fast decoder refuses the SDK's own encoding %s", got)
+		}
+		var ref ChatMessage
+		if err := jsonv2.Unmarshal(got, &ref, strictPayload); err != nil || !reflect.DeepEqual(back, &ref) {
+			t.Fatalf("decodings differ (%v):\nfast  %+v\ncodec %+v", err, back, ref)
+		}
+
+		d := ChatMessageDelta{MessageID: m.MessageID, Sequence: m.CreatedAt, Text: m.Text}
+		sameEncodingRapid(t, &d, func() ([]byte, error) { return marshalDelta(&d) })
+		r := m.CreatedAt%2 == 0
+		w := ackWire{MessageID: m.MessageID, Status: AckStatus(m.Text), Code: Code(m.MessageID), Message: m.Text, Retryable: &r}
+		if m.CreatedAt%3 == 0 {
+			w.Retryable = nil
+		}
+		sameEncodingRapid(t, &w, func() ([]byte, error) { return marshalAck(&w) })
+		a := ChatActivity{Status: ActivityStatus(m.MessageID), ToolName: m.Text}
+		sameEncodingRapid(t, &a, func() ([]byte, error) { return marshalActivity(&a) })
+	})
+}
+
+func sameEncodingRapid(t *rapid.T, v any, fast func() ([]byte, error)) {
+	want, werr := jsonv2.Marshal(v)
+	got, gerr := fast()
+	if (werr == nil) != (gerr == nil) || !bytes.Equal(got, want) {
+		t.Fatalf("%T encodes differently:\nfast  %s (%v)\ncodec %s (%v)", v, got, gerr, want, werr)
+	}
+}
+
+// TestFastCodec_TokenSoup feeds random token sequences to every fast
+// reader: whatever one takes, the codec takes the same way.
+func TestFastCodec_TokenSoup(t *testing.T) {
+	tokens := []string{`{`, `}`, `[`, `]`, `,`, `:`, ` `, `"a"`, `"message_id"`, `"text"`, `"files"`,
+		`"type"`, `"file_ref"`, `"sequence"`, `"status"`, `"retryable"`, `"accepted"`, `"image"`,
+		`1`, `-0`, `0`, `12`, `1.5e3`, `null`, `true`, `false`, `"\u00e9"`, `"\ud800"`, `"\n"`, "\"\xff\""}
+	r := rand.New(rand.NewPCG(3, 4))
+	var h hits
+	for range 20000 {
+		var b []byte
+		if r.IntN(2) == 0 {
+			b = append(b, '{')
+		}
+		for range r.IntN(12) {
+			b = append(b, tokens[r.IntN(len(tokens))]...)
+		}
+		if r.IntN(2) == 0 {
+			b = append(b, '}')
+		}
+		checkFastDecode(t, b, &h)
+	}
+	t.Logf("fast path taken: %+v", h)
+}
+
+// TestPlainDownloadURL_MatchesParse: every URL the fast check accepts,
+// url.Parse accepts too.
+func TestPlainDownloadURL_MatchesParse(t *testing.T) {
+	cases := []string{"/files/refs/a?sig=1&x=2", "//host/x", "/", "https://h.example/a/b?c=d", "https://h.example",
+		"http://h/", "https://", "https:///x", "https://u:p@h/x", "https://h:80/x", "/a%zz", "/a#b", "/a b", "/a\x7f",
+		"HTTPS://h/x", "https://h?x", "javascript:alert(1)", "file:///etc/passwd", "data:x", "/a:b", "/a\\b"}
+	alphabet := []byte("/:?#@%=&._-~!$'()*+,; \\\x00\x7fazAZ09")
+	r := rand.New(rand.NewPCG(5, 6))
+	accepted := 0
+	for i := range 20000 {
+		var u string
+		if i < len(cases) {
+			u = cases[i]
+		} else {
+			prefix := []string{"/", "//", "http://", "https://", "h", ""}[r.IntN(6)]
+			b := []byte(prefix)
+			for range r.IntN(10) {
+				b = append(b, alphabet[r.IntN(len(alphabet))])
+			}
+			u = string(b)
+		}
+		if plainDownloadURL(u) {
+			accepted++
+			if err := checkDownloadURLParse(u); err != nil {
+				t.Fatalf("fast check takes %q, url.Parse refuses it: %v", u, err)
+			}
+		}
+	}
+	if accepted < 1000 {
+		t.Fatalf("the fast check took only %d URLs", accepted)
+	}
+}
