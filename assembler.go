@@ -102,6 +102,9 @@ func (c *Channel) receiveDelta(ctx context.Context, p *Packet) error {
 				return c.rejectDelta(p, id, Errorf(CodeDeltaSequenceGap, "sequence %d starts a stream (D4)", d.Sequence))
 			}
 			s = &deltaStream{}
+			if c.deltas == nil {
+				c.deltas = map[string]*deltaStream{}
+			}
 			c.deltas[id] = s
 			c.armSweepLocked()
 		}

@@ -48,6 +48,8 @@ type Channel struct {
 	mu        sync.Mutex
 	closed    bool
 	transport Transport
+	// The maps are made on first use: an idle channel holds none (see
+	// BenchmarkIdleChannels).
 	out       map[string]*outgoing    // sender: pending transmissions by message_id
 	inflight  map[string]*delivery    // receiver: Target calls running, by message_id
 	deltas    map[string]*deltaStream // receiver: open delta streams, by message_id
@@ -81,9 +83,6 @@ func NewChannel(id string, role Role, n *Negotiated, t Transport, target Target,
 		ctx:       ctx,
 		cancel:    cancel,
 		transport: t,
-		out:       map[string]*outgoing{},
-		inflight:  map[string]*delivery{},
-		deltas:    map[string]*deltaStream{},
 	}
 	if s, ok := target.(StreamingTarget); ok {
 		c.streaming = s

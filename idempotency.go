@@ -79,11 +79,13 @@ const (
 // size Cap above the number of messages received in one TTL, or use a
 // durable store (boltstore).
 type MemoryCompletedStore struct {
-	mu    sync.Mutex
-	ttl   time.Duration
-	clock Clock
+	mu       sync.Mutex
+	capacity int
+	ttl      time.Duration
+	clock    Clock
 	// lru is used as a FIFO (Peek never promotes), so its oldest entry is
-	// also the one that expires first.
+	// also the one that expires first. It is made by the first Record, so
+	// the store of an idle channel costs a few words.
 	lru *simplelru.LRU[completedKey, completedRecord]
 }
 
@@ -106,14 +108,16 @@ func NewMemoryCompletedStore(capacity int, ttl time.Duration, clock Clock) *Memo
 	if clock == nil {
 		clock = SystemClock{}
 	}
-	l, _ := simplelru.NewLRU[completedKey, completedRecord](capacity, nil) // capacity > 0: no error
-	return &MemoryCompletedStore{ttl: ttl, clock: clock, lru: l}
+	return &MemoryCompletedStore{capacity: capacity, ttl: ttl, clock: clock}
 }
 
 // Lookup implements CompletedStore.
 func (s *MemoryCompletedStore) Lookup(_ context.Context, channelID, messageID string) (Fingerprint, bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.lru == nil {
+		return Fingerprint{}, false, nil
+	}
 	r, ok := s.lru.Peek(completedKey{channelID, messageID})
 	if !ok || !s.clock.Now().Before(r.expires) {
 		return Fingerprint{}, false, nil
@@ -125,6 +129,9 @@ func (s *MemoryCompletedStore) Lookup(_ context.Context, channelID, messageID st
 func (s *MemoryCompletedStore) Record(_ context.Context, channelID, messageID string, fp Fingerprint) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.lru == nil {
+		s.lru, _ = simplelru.NewLRU[completedKey, completedRecord](s.capacity, nil) // capacity > 0: no error
+	}
 	now := s.clock.Now()
 	s.sweep(now)
 	k := completedKey{channelID, messageID}
@@ -137,6 +144,9 @@ func (s *MemoryCompletedStore) Record(_ context.Context, channelID, messageID st
 func (s *MemoryCompletedStore) DropChannel(_ context.Context, channelID string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.lru == nil {
+		return nil
+	}
 	for _, k := range s.lru.Keys() {
 		if k.channel == channelID {
 			s.lru.Remove(k)
@@ -149,6 +159,9 @@ func (s *MemoryCompletedStore) DropChannel(_ context.Context, channelID string) 
 func (s *MemoryCompletedStore) Len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.lru == nil {
+		return 0
+	}
 	return s.lru.Len()
 }
 

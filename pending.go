@@ -68,7 +68,7 @@ func NewMemoryPendingStore(capacity int) *MemoryPendingStore {
 	if capacity <= 0 {
 		capacity = DefaultPendingCap
 	}
-	return &MemoryPendingStore{capacity: capacity, channels: map[string]*pendingList{}}
+	return &MemoryPendingStore{capacity: capacity}
 }
 
 // Add implements PendingStore.
@@ -77,6 +77,9 @@ func (s *MemoryPendingStore) Add(_ context.Context, e PendingEntry) error {
 	defer s.mu.Unlock()
 	l := s.channels[e.ChannelID]
 	if l == nil {
+		if s.channels == nil { // made on first use: an idle channel's store holds no map
+			s.channels = map[string]*pendingList{}
+		}
 		l = &pendingList{byID: map[string]PendingEntry{}}
 		s.channels[e.ChannelID] = l
 	}

@@ -49,6 +49,9 @@ func (c *Channel) receiveMessage(ctx context.Context, p *Packet) error {
 		return c.reject(p, id, &Error{Code: CodeChannelBusy, Message: "too many deliveries in flight", Retryable: true})
 	}
 	d := &delivery{fp: fp}
+	if c.inflight == nil {
+		c.inflight = map[string]*delivery{}
+	}
 	c.inflight[id] = d
 	// The final clears the message's delta state (D10, S5); its drafts are
 	// finished before the final is posted, so the final wins (M11).

@@ -62,6 +62,9 @@ func (c *Channel) Send(ctx context.Context, m ChatMessage) (string, error) {
 		return m.MessageID, nil // already pending with this content (the store checked)
 	}
 	o := &outgoing{entry: e, payload: payload}
+	if c.out == nil {
+		c.out = map[string]*outgoing{}
+	}
 	c.out[m.MessageID] = o
 	c.mu.Unlock()
 	c.transmit(o)
@@ -85,6 +88,9 @@ func (c *Channel) restorePending() error {
 		payload, err := marshalChatMessage(&e.Message)
 		if err != nil {
 			return Errorf(CodeInvalidPacket, "pending %q: %s", e.Message.MessageID, jsonErrText(err))
+		}
+		if c.out == nil {
+			c.out = map[string]*outgoing{}
 		}
 		c.out[e.Message.MessageID] = &outgoing{entry: e, payload: payload}
 	}

@@ -99,6 +99,10 @@ type Client struct {
 	wg     sync.WaitGroup
 	done   chan struct{}
 
+	negMu     sync.Mutex
+	lastOffer []string         // guarded by negMu: the profiles of the last descriptor …
+	lastNeg   *imv2.Negotiated // … and their negotiated set, shared by the channels
+
 	mu          sync.Mutex
 	closed      bool
 	err         error       // why the client stopped
@@ -490,7 +494,7 @@ func (c *Client) applyOpen(cc *clientConn, requested string, r *imv2.Packet) (*c
 	case d.Connection.ConnectorChannelID != id || d.Connection.ConnectorCardID != c.cfg.CardID:
 		return nil, imv2.Errorf(imv2.CodeChannelConnectorMismatch, "channel.open.ack: the descriptor names another channel or Card")
 	}
-	neg := imv2.DefaultCatalog().Negotiate(d.Connection.Profiles, c.cfg.SupportedProfiles)
+	neg := c.negotiate(d.Connection.Profiles)
 	if len(neg.Profiles()) == 0 {
 		return nil, imv2.Errorf(imv2.CodeChannelUnavailable, "channel.open.ack: no profile this client supports is enabled (P3)")
 	}
@@ -551,6 +555,20 @@ func (c *Client) applyOpen(cc *clientConn, requested string, r *imv2.Packet) (*c
 		c.cfg.OnDescriptor(id, d)
 	}
 	return e, nil
+}
+
+// negotiate returns the negotiated set of a descriptor's profiles and
+// the client's. Descriptors of one Connector name the same profiles, so
+// the last result is reused: channels share one immutable Negotiated
+// instead of holding a copy each.
+func (c *Client) negotiate(offered []string) *imv2.Negotiated {
+	c.negMu.Lock()
+	defer c.negMu.Unlock()
+	if c.lastNeg == nil || !slices.Equal(offered, c.lastOffer) {
+		c.lastOffer = slices.Clone(offered)
+		c.lastNeg = imv2.DefaultCatalog().Negotiate(offered, c.cfg.SupportedProfiles)
+	}
+	return c.lastNeg
 }
 
 func (c *Client) closeChannelAsync(e *clientChannel) {
@@ -841,7 +859,7 @@ func (cc *clientConn) descriptorPush(p *imv2.Packet) {
 		c.log.Info("dataplane: descriptor push with another identity ignored", "connector_channel_id", e.id)
 		return
 	}
-	neg := imv2.DefaultCatalog().Negotiate(d.Connection.Profiles, c.cfg.SupportedProfiles)
+	neg := c.negotiate(d.Connection.Profiles)
 	c.mu.Lock()
 	changed := !neg.Equal(e.neg)
 	if changed {

@@ -25,6 +25,10 @@ type session struct {
 	helloDone bool        // read loop only
 	helloSeen atomic.Bool // for the hello timer
 	supported []string    // hello's supported_profiles, read loop only
+	// neg is the negotiated set of supported and the Card, read loop
+	// only. Every channel of the connection shares it (it is immutable),
+	// so 10,000 channels do not hold 10,000 copies.
+	neg *imv2.Negotiated
 
 	inst *instance                // guarded by srv.mu
 	open map[string]*channelEntry // guarded by srv.mu: channels open here
@@ -198,6 +202,7 @@ func (ss *session) hello(p *imv2.Packet) {
 		ss.log.Info("dataplane: unknown connector_id; issued a new one", "old", short(h.ConnectorID), "new", inst.id)
 	}
 	ss.supported = slices.Clone(h.SupportedProfiles)
+	ss.neg = imv2.DefaultCatalog().Negotiate(ss.supported, ss.srv.cfg.Card.Supports.Profiles)
 	ss.helloDone = true
 	ss.helloSeen.Store(true)
 	ss.reply(p, imv2.TypeConnectorHelloAck, imv2.ConnectorHelloAck{
@@ -213,7 +218,7 @@ func (ss *session) hello(p *imv2.Packet) {
 // transport, so the pending messages it resends follow the ack (S10).
 func (ss *session) openChannel(p *imv2.Packet) {
 	srv := ss.srv
-	neg := imv2.DefaultCatalog().Negotiate(ss.supported, srv.cfg.Card.Supports.Profiles)
+	neg := ss.neg
 	if len(neg.Profiles()) == 0 {
 		ss.fail(p, imv2.CodeChannelUnavailable, "no profile in common: the hello offered %q, the Card supports %q (P3)", ss.supported, srv.cfg.Card.Supports.Profiles)
 		return
