@@ -7,13 +7,17 @@ import (
 	jsonv2 "github.com/go-json-experiment/json"
 
 	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/internal/benchcpu"
 )
 
 // Benchmarks compare the SDK's typed path with the baseline it replaces:
 // encoding/json into (and from) map[string]any, as the protocol-1.0
-// Connectors do. Run:
+// Connectors do. sdk decodes the envelope and the payload and validates
+// both (DecodePacket, DecodeChatMessage); it encodes with NewChatMessage
+// (validation included) and Packet.Encode. scripts/bench.sh runs them with
+// the others; BENCHMARKS.md has the numbers. Run alone:
 //
-//	go test -run '^$' -bench 'ChatMessage' -benchmem -count 3 .
+//	go test -run '^$' -bench 'ChatMessage' -benchmem -count 6 .
 
 // benchMessage is a chat.message with text and two files (~650 bytes).
 var benchMessage = imv2.ChatMessage{
@@ -54,6 +58,7 @@ func BenchmarkDecodeChatMessage(b *testing.B) {
 	b.Run("sdk", func(b *testing.B) {
 		b.ReportAllocs()
 		b.SetBytes(int64(len(data)))
+		defer benchcpu.Measure(b)()
 		for b.Loop() {
 			p, err := imv2.DecodePacket(data)
 			if err != nil {
@@ -69,6 +74,7 @@ func BenchmarkDecodeChatMessage(b *testing.B) {
 	b.Run("map", func(b *testing.B) {
 		b.ReportAllocs()
 		b.SetBytes(int64(len(data)))
+		defer benchcpu.Measure(b)()
 		for b.Loop() {
 			var v map[string]any
 			if err := json.Unmarshal(data, &v); err != nil {
@@ -88,13 +94,15 @@ func BenchmarkEncodeChatMessage(b *testing.B) {
 	b.Run("sdk", func(b *testing.B) {
 		b.ReportAllocs()
 		b.SetBytes(int64(len(data)))
+		defer benchcpu.Measure(b)()
 		for b.Loop() {
-			payload, err := jsonv2.Marshal(&benchMessage)
+			// The public path: validation, payload encoding and a fresh
+			// packet_id (the map baseline mints none), then the frame.
+			q, err := imv2.NewChatMessage(p.ConnectorChannelID, imv2.ToXAgent, benchMessage)
 			if err != nil {
 				b.Fatal(err)
 			}
-			q := *p
-			q.Payload = payload
+			q.PacketID, q.Time = p.PacketID, p.Time
 			out, err := q.Encode()
 			if err != nil {
 				b.Fatal(err)
@@ -105,6 +113,7 @@ func BenchmarkEncodeChatMessage(b *testing.B) {
 	b.Run("map", func(b *testing.B) {
 		b.ReportAllocs()
 		b.SetBytes(int64(len(data)))
+		defer benchcpu.Measure(b)()
 		for b.Loop() {
 			out, err := json.Marshal(asMap)
 			if err != nil {

@@ -50,11 +50,11 @@ type Channel struct {
 	transport Transport
 	// The maps are made on first use: an idle channel holds none (see
 	// BenchmarkIdleChannels).
-	out       map[string]*outgoing    // sender: pending transmissions by message_id
-	inflight  map[string]*delivery    // receiver: Target calls running, by message_id
-	deltas    map[string]*deltaStream // receiver: open delta streams, by message_id
-	sweep     Timer                   // delta idle sweep, armed while deltas is not empty
-	act       activityState
+	out      map[string]*outgoing    // sender: pending transmissions by message_id
+	inflight map[string]*delivery    // receiver: Target calls running, by message_id
+	deltas   map[string]*deltaStream // receiver: open delta streams, by message_id
+	sweep    Timer                   // delta idle sweep, armed while deltas is not empty
+	act      activityState
 }
 
 // NewChannel returns a Channel serving channel id in role, with the

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/xagentkit/imv2/internal/benchcpu"
 )
 
 // countingTarget is a StreamingTarget that counts and signals the final.
@@ -52,6 +54,7 @@ func BenchmarkDeltaStream(b *testing.B) {
 		toX.Attach(c) // deltas and finals from xAgent
 		ctx := context.Background()
 		b.ResetTimer()
+		defer benchcpu.Measure(b)()
 		for range b.N {
 			r := x.NewReply("")
 			for range n {
@@ -80,6 +83,7 @@ func BenchmarkDeltaStream(b *testing.B) {
 			Time               int64           `json:"time"`
 			Payload            json.RawMessage `json:"payload"`
 		}
+		defer benchcpu.Measure(b)()
 		for range b.N {
 			for i := range n + 1 {
 				payload, _ := json.Marshal(delta{MessageID: "msg_1", Sequence: int64(i + 1), Text: "token "})

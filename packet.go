@@ -1,6 +1,7 @@
 package imv2
 
 import (
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"strconv"
@@ -81,12 +82,32 @@ type PacketError struct {
 }
 
 // NewPacketID returns a fresh packet ID: "pkt_" and a random UUID.
-func NewPacketID() string { return "pkt_" + uuid.NewString() }
+func NewPacketID() string { return prefixedUUID("pkt_") }
 
 // NewMessageID returns a fresh business message ID: "msg_" and a random UUID
 // (M2). A Connector whose platform has stable event IDs should derive the
 // message_id from them instead, so a restart cannot mint a second one.
-func NewMessageID() string { return "msg_" + uuid.NewString() }
+func NewMessageID() string { return prefixedUUID("msg_") }
+
+// prefixedUUID returns prefix and a random UUID in its canonical form, as
+// prefix + uuid.NewString() does, with one allocation instead of three: it
+// is minted for every packet. Like uuid.NewString it panics if the random
+// source fails.
+func prefixedUUID(prefix string) string {
+	u := uuid.Must(uuid.NewRandom())
+	var buf [8 + 36]byte
+	b := append(buf[:0], prefix...)
+	b = hex.AppendEncode(b, u[0:4])
+	b = append(b, '-')
+	b = hex.AppendEncode(b, u[4:6])
+	b = append(b, '-')
+	b = hex.AppendEncode(b, u[6:8])
+	b = append(b, '-')
+	b = hex.AppendEncode(b, u[8:10])
+	b = append(b, '-')
+	b = hex.AppendEncode(b, u[10:16])
+	return string(b)
+}
 
 // NowMillis returns t as Unix milliseconds, the unit of every time on the wire.
 func NowMillis(t time.Time) int64 { return t.UnixMilli() }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/gorilla/websocket"
 	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/internal/benchcpu"
 )
 
 // Benchmarks of the data plane against raw gorilla/websocket, in the same
@@ -97,6 +98,7 @@ func benchRoundTripSDK(b *testing.B, inflight int) {
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
+	report := benchcpu.Measure(b)
 	for range b.N {
 		slots <- struct{}{}
 		if _, err := ch.Send(ctx, benchFinal); err != nil {
@@ -106,6 +108,7 @@ func benchRoundTripSDK(b *testing.B, inflight int) {
 	for range inflight { // wait for the last acks
 		slots <- struct{}{}
 	}
+	report()
 }
 
 // benchFrames returns the frame of one final and of its accepted ack, as
@@ -173,6 +176,7 @@ func benchRoundTripRaw(b *testing.B, inflight int) {
 	}()
 	b.ReportAllocs()
 	b.ResetTimer()
+	report := benchcpu.Measure(b)
 	for range b.N {
 		slots <- struct{}{}
 		if err := ws.WriteMessage(websocket.TextMessage, final); err != nil {
@@ -182,6 +186,7 @@ func benchRoundTripRaw(b *testing.B, inflight int) {
 	for range inflight {
 		slots <- struct{}{}
 	}
+	report()
 	b.StopTimer()
 	_ = ws.Close()
 	<-readDone

@@ -1,0 +1,32 @@
+package imv2
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/uuid"
+)
+
+// TestIDs_M2_CanonicalUUIDv4: packet and message IDs are the prefix and a
+// canonical random (version 4, RFC 4122 variant) UUID, as prefix +
+// uuid.NewString() gave before prefixedUUID formatted them itself.
+func TestIDs_M2_CanonicalUUIDv4(t *testing.T) {
+	seen := map[string]bool{}
+	for _, c := range []struct {
+		prefix string
+		id     func() string
+	}{{"pkt_", NewPacketID}, {"msg_", NewMessageID}} {
+		for range 100 {
+			id := c.id()
+			rest, ok := strings.CutPrefix(id, c.prefix)
+			u, err := uuid.Parse(rest)
+			if !ok || err != nil || u.String() != rest || u.Version() != 4 || u.Variant() != uuid.RFC4122 {
+				t.Fatalf("%q is not %s and a canonical UUIDv4 (%v)", id, c.prefix, err)
+			}
+			if seen[id] {
+				t.Fatalf("%q minted twice", id)
+			}
+			seen[id] = true
+		}
+	}
+}
