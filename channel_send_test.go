@@ -255,3 +255,19 @@ func TestSend_D1_C1_ConnectorCannotSendDeltasOrActivity(t *testing.T) {
 	require.ErrorIs(t, c.SendActivity(context.Background(), ChatActivity{Status: ActivityIdle}), &Error{Code: CodeUnsupportedPacket})
 	w.none(t)
 }
+
+func TestSend_S3_TransportRefusalFailsAtOnce(t *testing.T) {
+	var got *Error
+	c, w, clk := newConnector(t, newRecTarget(), &Options{OnFailed: func(_ string, _ ChatMessage, err *Error) { got = err }})
+	w.mu.Lock()
+	w.fail = Errorf(CodeInvalidPacket, "frame over the limit")
+	w.mu.Unlock()
+	_, err := c.Send(context.Background(), ChatMessage{Text: "huge"})
+	require.NoError(t, err)
+	require.NotNil(t, got, "reported through OnFailed")
+	require.Equal(t, CodeInvalidPacket, got.Code)
+	pending, _ := c.Pending(context.Background())
+	require.Empty(t, pending)
+	clk.Advance(time.Hour)
+	require.Equal(t, 0, clk.Pending(), "no retry timer left")
+}

@@ -2,6 +2,7 @@ package imv2
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"slices"
 	"time"
@@ -137,6 +138,13 @@ func (c *Channel) transmit(o *outgoing) {
 
 	c.observe(Event{Kind: EventSent, MessageID: id, PacketType: p.Type, Attempt: attempt})
 	if err := t.Send(c.ctx, p); err != nil {
+		var e *Error
+		if errors.As(err, &e) && e.Code == CodeInvalidPacket && !e.Retryable {
+			// The transport will never carry it (over its frame limit):
+			// fail now instead of retrying until the TTL (S3).
+			c.finish(o, nil, e)
+			return
+		}
 		c.log.Debug("send failed; will resend", "message_id", id, "err", err)
 		c.retry(o, "send failed")
 	}
