@@ -188,12 +188,16 @@ func mustAck(t *testing.T, p *Packet) *ChatMessageAck {
 	return a
 }
 
-func TestChannel_XAgentReceivesUserMessagesDeduplicated(t *testing.T) {
+// TestChannel_A4_M9_XAgentAcksWhenTakenAndDeduplicates: xAgent acks a user
+// message once its handler took it — before any reply exists, since an ack
+// says only that the message was received (A4) — and dedupes resends (M9).
+func TestChannel_A4_M9_XAgentAcksWhenTakenAndDeduplicates(t *testing.T) {
 	inbox := newRecTarget()
 	x, w, _ := newXAgent(t, inbox, nil)
 	p := userPacket(t, "u1", "hi")
 	require.NoError(t, x.Receive(context.Background(), p))
 	require.Equal(t, AckAccepted, ackOf(t, p, w.next(t)).Status)
+	w.none(t) // A4: the ack is all; no reply is implied or awaited
 	again := userPacket(t, "u1", "hi")
 	require.NoError(t, x.Receive(context.Background(), again))
 	require.Equal(t, AckDuplicate, ackOf(t, again, w.next(t)).Status)
