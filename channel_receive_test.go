@@ -214,3 +214,21 @@ func TestChannel_CloseCancelsTargetAndStopsGoroutines(t *testing.T) {
 	_, err := c.Send(context.Background(), ChatMessage{Text: "x"})
 	require.ErrorIs(t, err, ErrClosed)
 }
+
+// TestChannel_M14_FinalsPostedInArrivalOrder: two finals of one tool loop
+// reach the platform in the order they arrived, even when the first post is
+// slow; the second waits for it.
+func TestChannel_M14_FinalsPostedInArrivalOrder(t *testing.T) {
+	target := newRecTarget()
+	target.gate = make(chan struct{})
+	c, w, _ := newConnector(t, target, nil)
+	first, second := finalPacket(t, "a1", "first"), finalPacket(t, "a2", "second")
+	require.NoError(t, c.Receive(context.Background(), first))
+	require.NoError(t, c.Receive(context.Background(), second))
+	w.none(t)
+	close(target.gate)
+	require.Equal(t, "a1", recv(t, target.posted))
+	require.Equal(t, "a2", recv(t, target.posted))
+	ackOf(t, first, w.next(t))
+	ackOf(t, second, w.next(t))
+}

@@ -263,11 +263,37 @@ func TestSend_S3_TransportRefusalFailsAtOnce(t *testing.T) {
 	w.fail = Errorf(CodeInvalidPacket, "frame over the limit")
 	w.mu.Unlock()
 	_, err := c.Send(context.Background(), ChatMessage{Text: "huge"})
-	require.NoError(t, err)
+	require.ErrorIs(t, err, ErrInvalidPacket, "Send says so at once")
 	require.NotNil(t, got, "reported through OnFailed")
 	require.Equal(t, CodeInvalidPacket, got.Code)
 	pending, _ := c.Pending(context.Background())
 	require.Empty(t, pending)
 	clk.Advance(time.Hour)
 	require.Equal(t, 0, clk.Pending(), "no retry timer left")
+}
+
+func TestSend_S3_ExpiresWhileDisconnected(t *testing.T) {
+	var got *Error
+	c, w, clk := newConnector(t, newRecTarget(), &Options{PendingTTL: 10 * time.Minute,
+		OnFailed: func(_ string, _ ChatMessage, err *Error) { got = err }})
+	_, err := c.Send(context.Background(), ChatMessage{Text: "x"})
+	require.NoError(t, err)
+	w.next(t)
+	c.SetTransport(nil) // and it never comes back
+	clk.Advance(9 * time.Minute)
+	require.Nil(t, got)
+	clk.Advance(time.Minute)
+	require.NotNil(t, got, "reported, never kept silently")
+	require.Equal(t, CodeExpired, got.Code)
+	pending, _ := c.Pending(context.Background())
+	require.Empty(t, pending)
+}
+
+func TestChannel_SendAfterCloseFails(t *testing.T) {
+	x, w, _ := newXAgent(t, newRecTarget(), nil)
+	r := x.NewReply("")
+	require.NoError(t, x.Close())
+	require.ErrorIs(t, r.Delta(context.Background(), "late"), ErrClosed)
+	require.ErrorIs(t, x.SendActivity(context.Background(), ChatActivity{Status: ActivityIdle}), ErrClosed)
+	w.none(t)
 }
