@@ -297,3 +297,34 @@ func TestChannel_SendAfterCloseFails(t *testing.T) {
 	require.ErrorIs(t, x.SendActivity(context.Background(), ChatActivity{Status: ActivityIdle}), ErrClosed)
 	w.none(t)
 }
+
+func TestDrop_S7_FailsPendingAndForgetsCompleted(t *testing.T) {
+	var failed []string
+	completed := NewMemoryCompletedStore(0, 0, nil)
+	c, w, _ := newConnector(t, newRecTarget(), &Options{Completed: completed,
+		OnFailed: func(_ string, m ChatMessage, err *Error) { failed = append(failed, m.MessageID+":"+string(err.Code)) }})
+	id, err := c.Send(context.Background(), ChatMessage{Text: "x"})
+	require.NoError(t, err)
+	w.next(t)
+	p := finalPacket(t, "a1", "done")
+	require.NoError(t, c.Receive(context.Background(), p))
+	ackOf(t, p, w.next(t))
+	require.Equal(t, 1, completed.Len())
+
+	require.NoError(t, c.Drop(context.Background()))
+	require.Equal(t, []string{id + ":" + string(CodeChannelUnavailable)}, failed, "S7: reported, not silent")
+	require.Equal(t, 0, completed.Len(), "S7: completed records dropped")
+	pending, _ := c.Pending(context.Background())
+	require.Empty(t, pending)
+}
+
+func TestHandover_S2_PendingMovesWithSameContent(t *testing.T) {
+	store := NewMemoryPendingStore(0)
+	x, w, _ := newXAgent(t, newRecTarget(), &Options{Pending: store})
+	require.NoError(t, x.NewReply("a1").Final(context.Background(), ChatMessage{Text: "final"}))
+	w.next(t)
+	msgs, err := x.Handover(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, []ChatMessage{{MessageID: "a1", Text: "final"}}, msgs)
+	require.Equal(t, 0, store.Len("cch_1"))
+}
