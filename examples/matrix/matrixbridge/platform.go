@@ -443,9 +443,9 @@ func (p *Platform) Typing(ctx context.Context, channelID string, on bool) error 
 }
 
 // sendFiles uploads each file (M7: xAgent uploaded it to this Connector
-// first) to the media repository and sends its event. The upload of a
-// file whose event was not confirmed is remembered (UploadCache), so a
-// retry sends the event again without a second upload.
+// first) to the media repository and sends its event. Uploads are
+// remembered by transaction ID (UploadCache), so a retry sends the events
+// again without a second upload.
 func (p *Platform) sendFiles(ctx context.Context, channelID string, r *room, key string, files []imv2.File) error {
 	for i := range files {
 		f := &files[i]
@@ -468,7 +468,9 @@ func (p *Platform) sendFiles(ctx context.Context, channelID string, r *room, key
 		if _, err := r.sendEvent(ctx, "send file", txn, content); err != nil {
 			return err
 		}
-		p.uploads.Remove(txn)
+		// The upload stays remembered: a resend of this final (its ack
+		// lost) sends the event again, deduplicated by txn, without
+		// uploading the bytes a second time.
 	}
 	return nil
 }
