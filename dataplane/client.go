@@ -1,0 +1,881 @@
+package dataplane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/gorilla/websocket"
+	"github.com/xagentkit/imv2"
+)
+
+// Defaults of ClientConfig.
+const (
+	// DefaultReconnectMin and DefaultReconnectMax bound the exponential
+	// backoff between reconnect attempts (W11); each delay is drawn from
+	// [d/2, d] (jitter), so many clients do not reconnect in step.
+	DefaultReconnectMin = 500 * time.Millisecond
+	DefaultReconnectMax = 30 * time.Second
+	// DefaultRequestTimeout bounds the dial and the wait for hello.ack and
+	// each channel.open.ack of a (re)connect.
+	DefaultRequestTimeout = 10 * time.Second
+)
+
+// ClientConfig configures the xAgent side of the data plane. URL, CardID
+// and Target are required.
+type ClientConfig struct {
+	// URL is the Connector's /ws endpoint: ws:// or wss://; http:// and
+	// https:// are mapped to them.
+	URL string
+	// APIKey, when set, is sent as "Authorization: Bearer <key>" (W1).
+	APIKey string
+	// CardID is the connector_card_id the hello names; the ack must echo it.
+	CardID string
+	// SupportedProfiles go in the hello, always explicitly (P3). Default:
+	// the profiles of imv2.DefaultCatalog (xagent.im.v2).
+	SupportedProfiles []string
+	// Target is the agent side: it receives the user messages of every
+	// channel (PostMessage gets the channel ID).
+	Target imv2.Target
+	// Options configure every Channel; nil Clock and Logger take the ones below.
+	Options *imv2.Options
+	// Store keeps the connector_id and the channel IDs to reopen; default
+	// a MemoryChannelStore.
+	Store ChannelStore
+	// Logger receives connection events; nothing by default.
+	Logger *slog.Logger
+	// Clock drives the reconnect backoff and keepalive.
+	Clock imv2.Clock
+	// Conn tunes each WebSocket.
+	Conn ConnConfig
+	// Dialer is the WebSocket dialer; its Subprotocols are replaced by
+	// xagent.connector.packet.v1. Default: a zero websocket.Dialer.
+	Dialer *websocket.Dialer
+	// ReconnectMin, ReconnectMax bound the reconnect backoff.
+	ReconnectMin, ReconnectMax time.Duration
+	// MaxReconnectAttempts stops reconnecting after that many failures in
+	// a row (ARCH §10); Done is closed then. 0 retries forever.
+	MaxReconnectAttempts int
+	// RequestTimeout bounds the dial, hello and each reopen.
+	RequestTimeout time.Duration
+	// MaxChannels bounds the channels held; default DefaultMaxChannels.
+	MaxChannels int
+	// OnConnected is called after every successful connect (the first in
+	// Dial and every reconnect) once the stored channels were reopened,
+	// with the connector_id and the IDs now open. Do not block in it.
+	OnConnected func(connectorID string, channelIDs []string)
+	// OnDescriptor is called with every Descriptor received: in
+	// channel.open.ack and in connection.descriptor.push. Do not block.
+	OnDescriptor func(channelID string, d *imv2.Descriptor)
+}
+
+// Client is the xAgent side of the data plane. It dials the Connector, says
+// hello, opens channels and serves each with an imv2.Channel in the xAgent
+// role, and on a lost connection reconnects by itself with backoff and
+// jitter: hello with the last connector_id, then channel.open for every
+// stored channel ID, then the Channel gets the new transport and resends
+// its pending finals, and nothing already acknowledged (W11, S10).
+type Client struct {
+	cfg     ClientConfig
+	log     *slog.Logger
+	clock   imv2.Clock
+	opts    imv2.Options
+	imTypes map[string]bool
+
+	ctx    context.Context // ends at Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	done   chan struct{}
+
+	mu          sync.Mutex
+	closed      bool
+	err         error       // why the client stopped
+	conn        *clientConn // current connection, nil while disconnected
+	connectorID string
+	channels    map[string]*clientChannel
+}
+
+type clientChannel struct {
+	id   string
+	ch   *imv2.Channel
+	neg  *imv2.Negotiated
+	conn *clientConn // the connection it is open on; guarded by Client.mu
+}
+
+// clientConn is one connection and its outstanding requests.
+type clientConn struct {
+	c       *Client
+	conn    Conn
+	mu      sync.Mutex
+	waiters map[string]*waiter // by request_id
+	dead    chan struct{}      // closed when the read loop ended
+	isDead  bool
+}
+
+type waiter struct {
+	onReply func(*imv2.Packet) // runs on the read loop, before the next packet
+	res     chan *imv2.Packet
+}
+
+// Dial connects to the Connector, completes the hello and reopens every
+// channel in the store, then keeps the connection up in the background
+// until Close. The first connect is not retried: an error (refused dial,
+// rejected hello) is returned as is.
+func Dial(ctx context.Context, cfg ClientConfig) (*Client, error) {
+	if cfg.URL == "" || cfg.CardID == "" || cfg.Target == nil {
+		return nil, imv2.Errorf(imv2.CodeInvalidPacket, "dataplane: ClientConfig needs URL, CardID and Target")
+	}
+	u, err := wsURL(cfg.URL)
+	if err != nil {
+		return nil, err
+	}
+	cfg.URL = u
+	if cfg.SupportedProfiles == nil {
+		for id := range imv2.DefaultCatalog() {
+			cfg.SupportedProfiles = append(cfg.SupportedProfiles, id)
+		}
+		slices.Sort(cfg.SupportedProfiles)
+	}
+	if cfg.Store == nil {
+		cfg.Store = NewMemoryChannelStore(0)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = imv2.SystemClock{}
+	}
+	if cfg.Conn.Clock == nil {
+		cfg.Conn.Clock = cfg.Clock
+	}
+	setDur(&cfg.ReconnectMin, DefaultReconnectMin)
+	setDur(&cfg.ReconnectMax, DefaultReconnectMax)
+	setDur(&cfg.RequestTimeout, DefaultRequestTimeout)
+	setInt(&cfg.MaxChannels, DefaultMaxChannels)
+	if cfg.ReconnectMax < cfg.ReconnectMin {
+		cfg.ReconnectMax = cfg.ReconnectMin
+	}
+
+	c := &Client{
+		cfg:      cfg,
+		log:      cfg.Logger,
+		clock:    cfg.Clock,
+		imTypes:  profilePacketTypes(),
+		done:     make(chan struct{}),
+		channels: map[string]*clientChannel{},
+	}
+	if cfg.Options != nil {
+		c.opts = *cfg.Options
+	}
+	if c.opts.Clock == nil {
+		c.opts.Clock = cfg.Clock
+	}
+	if c.opts.Logger == nil {
+		c.opts.Logger = cfg.Logger
+	}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	if c.connectorID, err = cfg.Store.ConnectorID(ctx); err != nil {
+		c.cancel()
+		return nil, err
+	}
+	cc, err := c.connect(ctx)
+	if err != nil {
+		c.cancel()
+		c.wg.Wait()
+		return nil, err
+	}
+	ids := c.reopenAll(ctx, cc)
+	c.wg.Add(1)
+	go c.run(cc)
+	if cfg.OnConnected != nil {
+		cfg.OnConnected(c.ConnectorID(), ids)
+	}
+	return c, nil
+}
+
+func wsURL(raw string) (string, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", imv2.Errorf(imv2.CodeInvalidPacket, "dataplane: bad URL: %v", err)
+	}
+	switch u.Scheme {
+	case "ws", "wss":
+	case "http":
+		u.Scheme = "ws"
+	case "https":
+		u.Scheme = "wss"
+	default:
+		return "", imv2.Errorf(imv2.CodeInvalidPacket, "dataplane: URL scheme %q is not ws, wss, http or https", u.Scheme)
+	}
+	return u.String(), nil
+}
+
+// connect dials, starts the read loop and completes the hello (W3, W4).
+func (c *Client) connect(ctx context.Context) (*clientConn, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
+	defer cancel()
+	d := websocket.Dialer{}
+	if c.cfg.Dialer != nil {
+		d = *c.cfg.Dialer
+	}
+	d.Subprotocols = []string{imv2.Subprotocol}
+	h := http.Header{}
+	if c.cfg.APIKey != "" {
+		h.Set("Authorization", "Bearer "+c.cfg.APIKey)
+	}
+	ws, resp, err := d.DialContext(ctx, c.cfg.URL, h)
+	if resp != nil && resp.Body != nil {
+		_ = resp.Body.Close()
+	}
+	if err != nil {
+		if resp != nil {
+			return nil, fmt.Errorf("dataplane: dial %s: HTTP %d: %w", c.cfg.URL, resp.StatusCode, err)
+		}
+		return nil, fmt.Errorf("dataplane: dial %s: %w", c.cfg.URL, err)
+	}
+	if ws.Subprotocol() != imv2.Subprotocol {
+		_ = ws.Close()
+		return nil, imv2.Errorf(imv2.CodeInvalidPacket, "dataplane: the Connector did not select subprotocol %s (W1)", imv2.Subprotocol)
+	}
+	cc := &clientConn{
+		c:       c,
+		conn:    NewLoggingConn(newWSConn(ws, c.cfg.Conn), c.log),
+		waiters: map[string]*waiter{},
+		dead:    make(chan struct{}),
+	}
+	c.wg.Add(1)
+	go cc.readLoop()
+
+	c.mu.Lock()
+	prev := c.connectorID
+	c.mu.Unlock()
+	hello, err := imv2.NewPacket(imv2.TypeConnectorHello, "", imv2.ConnectorHello{
+		ConnectorCardID:   c.cfg.CardID,
+		ConnectorID:       prev,
+		ProtocolVersion:   imv2.ProtocolVersion,
+		SupportedProfiles: c.cfg.SupportedProfiles,
+	})
+	if err != nil {
+		_ = cc.conn.Close()
+		return nil, err
+	}
+	r, err := cc.request(ctx, hello, nil)
+	if err != nil {
+		_ = cc.conn.Close()
+		return nil, fmt.Errorf("dataplane: hello: %w", err)
+	}
+	var ack imv2.ConnectorHelloAck
+	if err := r.DecodePayload(&ack); err != nil {
+		_ = cc.conn.Close()
+		return nil, err
+	}
+	switch {
+	case r.Type != imv2.TypeConnectorHelloAck:
+		err = imv2.Errorf(imv2.CodeInvalidPacket, "hello answered with %q", r.Type)
+	case ack.ConnectorCardID != c.cfg.CardID:
+		err = imv2.Errorf(imv2.CodeConnectorCardIDMismatch, "hello.ack names connector_card_id %q, want %q", short(ack.ConnectorCardID), c.cfg.CardID)
+	case ack.ProtocolVersion != imv2.ProtocolVersion:
+		err = imv2.Errorf(imv2.CodeInvalidPacket, "hello.ack protocol_version %q, want %s", short(ack.ProtocolVersion), imv2.ProtocolVersion)
+	case ack.ConnectorID == "":
+		err = imv2.Errorf(imv2.CodeInvalidPacket, "hello.ack has no connector_id (W4)")
+	}
+	if err != nil {
+		_ = cc.conn.Close()
+		return nil, err
+	}
+	if prev != "" && prev != ack.ConnectorID {
+		c.log.Info("dataplane: the Connector issued a new connector_id; stored channels may get new IDs", "old", prev, "new", ack.ConnectorID)
+	}
+	if err := c.cfg.Store.SetConnectorID(ctx, ack.ConnectorID); err != nil {
+		c.log.Warn("dataplane: connector_id not stored", "err", err)
+	}
+	c.mu.Lock()
+	c.connectorID = ack.ConnectorID
+	c.conn = cc
+	c.mu.Unlock()
+	return cc, nil
+}
+
+// run keeps the client connected until Close or until it gives up.
+func (c *Client) run(cc *clientConn) {
+	defer c.wg.Done()
+	defer close(c.done)
+	for {
+		select {
+		case <-cc.dead:
+		case <-c.ctx.Done():
+			_ = cc.conn.Close()
+			<-cc.dead
+			c.disconnected(cc)
+			return
+		}
+		c.disconnected(cc)
+		if cc = c.reconnect(); cc == nil {
+			return
+		}
+	}
+}
+
+// disconnected takes the transport away from every channel of cc: their
+// pending messages stay pending (A5).
+func (c *Client) disconnected(cc *clientConn) {
+	_ = cc.conn.Close()
+	c.mu.Lock()
+	if c.conn == cc {
+		c.conn = nil
+	}
+	var lost []*clientChannel
+	for _, e := range c.channels {
+		if e.conn == cc {
+			e.conn = nil
+			lost = append(lost, e)
+		}
+	}
+	c.mu.Unlock()
+	for _, e := range lost {
+		e.ch.SetTransport(nil)
+	}
+	if c.ctx.Err() == nil {
+		c.log.Info("dataplane: connection lost; reconnecting", "channels", len(lost))
+	}
+}
+
+// reconnect retries with exponential backoff and jitter (W11) until a
+// connect succeeds, the client closes, or MaxReconnectAttempts fail.
+func (c *Client) reconnect() *clientConn {
+	for attempt := 1; ; attempt++ {
+		if limit := c.cfg.MaxReconnectAttempts; limit > 0 && attempt > limit {
+			c.mu.Lock()
+			c.err = imv2.Errorf(imv2.CodeClosed, "dataplane: gave up after %d reconnect attempts", limit)
+			c.mu.Unlock()
+			c.log.Error("dataplane: giving up reconnecting", "attempts", limit)
+			return nil
+		}
+		if !c.sleep(c.backoff(attempt)) {
+			return nil
+		}
+		cc, err := c.connect(c.ctx)
+		if err != nil {
+			c.log.Info("dataplane: reconnect failed", "attempt", attempt, "err", err)
+			continue
+		}
+		ids := c.reopenAll(c.ctx, cc)
+		if c.cfg.OnConnected != nil {
+			c.cfg.OnConnected(c.ConnectorID(), ids)
+		}
+		return cc
+	}
+}
+
+// backoff returns the delay before reconnect attempt n: ReconnectMin
+// doubled per attempt, capped at ReconnectMax, drawn from [d/2, d].
+func (c *Client) backoff(n int) time.Duration {
+	d := c.cfg.ReconnectMin
+	for i := 1; i < n && d < c.cfg.ReconnectMax; i++ {
+		d *= 2
+	}
+	d = min(d, c.cfg.ReconnectMax)
+	return d/2 + rand.N(d/2+1)
+}
+
+// sleep waits d on the client's clock; false if the client closed first.
+func (c *Client) sleep(d time.Duration) bool {
+	fired := make(chan struct{})
+	t := c.clock.AfterFunc(d, func() { close(fired) })
+	select {
+	case <-fired:
+		return true
+	case <-c.ctx.Done():
+		t.Stop()
+		return false
+	}
+}
+
+// reopenAll opens every stored channel with its stored ID (W11) and
+// returns the IDs now open (a Connector that no longer knows an ID
+// assigns a new one, W5).
+func (c *Client) reopenAll(ctx context.Context, cc *clientConn) []string {
+	ids, err := c.cfg.Store.ChannelIDs(ctx)
+	if err != nil {
+		c.log.Warn("dataplane: channel store", "err", err)
+		return nil
+	}
+	var open []string
+	for _, id := range ids {
+		e, err := c.open(ctx, cc, id)
+		if err != nil {
+			c.log.Warn("dataplane: reopen failed", "connector_channel_id", id, "err", err)
+			continue
+		}
+		open = append(open, e.id)
+	}
+	return open
+}
+
+// OpenChannel opens a channel: id "" asks the Connector for a new one, a
+// stored id reopens it (the Connector may answer with a new ID, W5). The
+// returned Channel sends finals and deltas with NewReply and Send; its
+// ID is stored so reconnects reopen it.
+func (c *Client) OpenChannel(ctx context.Context, id string) (*imv2.Channel, error) {
+	cc := c.current()
+	if cc == nil {
+		return nil, imv2.Errorf(imv2.CodeChannelUnavailable, "dataplane: not connected")
+	}
+	e, err := c.open(ctx, cc, id)
+	if err != nil {
+		return nil, err
+	}
+	return e.ch, nil
+}
+
+func (c *Client) open(ctx context.Context, cc *clientConn, requested string) (*clientChannel, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
+	defer cancel()
+	p, err := imv2.NewPacket(imv2.TypeChannelOpen, requested, nil)
+	if err != nil {
+		return nil, err
+	}
+	var (
+		e    *clientChannel
+		oerr error
+	)
+	if _, err := cc.request(ctx, p, func(r *imv2.Packet) { e, oerr = c.applyOpen(cc, requested, r) }); err != nil {
+		return nil, err
+	}
+	return e, oerr
+}
+
+// applyOpen runs on the read loop when channel.open.ack arrives, before
+// any later packet is read: it creates or reattaches the Channel and gives
+// it the transport, so the pending finals it resends and the packets the
+// Connector sends after the ack all find it ready (S10).
+func (c *Client) applyOpen(cc *clientConn, requested string, r *imv2.Packet) (*clientChannel, error) {
+	if err := r.Err(); err != nil {
+		return nil, err
+	}
+	var ack imv2.ChannelOpenAck
+	if err := r.DecodePayload(&ack); err != nil {
+		return nil, err
+	}
+	id := r.ConnectorChannelID
+	d := ack.ConnectionDescriptor
+	switch {
+	case r.Type != imv2.TypeChannelOpenAck:
+		return nil, imv2.Errorf(imv2.CodeInvalidPacket, "channel.open answered with %q", r.Type)
+	case id == "" || ack.ConnectorChannelID != id:
+		return nil, imv2.Errorf(imv2.CodeInvalidPacket, "channel.open.ack: envelope and payload connector_channel_id differ or are empty (W5)")
+	case len(id) > imv2.MaxIDBytes:
+		return nil, imv2.Errorf(imv2.CodeInvalidPacket, "channel.open.ack: connector_channel_id is over %d bytes", imv2.MaxIDBytes)
+	case d == nil:
+		return nil, imv2.Errorf(imv2.CodeInvalidPacket, "channel.open.ack: connection_descriptor is missing (W5)")
+	case d.Connection.ConnectorChannelID != id || d.Connection.ConnectorCardID != c.cfg.CardID:
+		return nil, imv2.Errorf(imv2.CodeChannelConnectorMismatch, "channel.open.ack: the descriptor names another channel or Card")
+	}
+	neg := imv2.DefaultCatalog().Negotiate(d.Connection.Profiles, c.cfg.SupportedProfiles)
+	if len(neg.Profiles()) == 0 {
+		return nil, imv2.Errorf(imv2.CodeChannelUnavailable, "channel.open.ack: no profile this client supports is enabled (P3)")
+	}
+
+	c.mu.Lock()
+	e := c.channels[id]
+	var old *clientChannel
+	if requested != "" && requested != id {
+		old = c.channels[requested]
+		delete(c.channels, requested)
+	}
+	c.mu.Unlock()
+	if old != nil {
+		// The Connector no longer knows the old ID: its pending finals
+		// stay in the PendingStore under that ID; the binding moves on.
+		c.log.Info("dataplane: channel reopened under a new ID", "old", requested, "new", id)
+		c.closeChannelAsync(old)
+	}
+	if requested != "" && requested != id {
+		if err := c.cfg.Store.RemoveChannel(c.ctx, requested); err != nil {
+			c.log.Warn("dataplane: channel store", "err", err)
+		}
+	}
+	if e == nil {
+		ch, err := imv2.NewChannel(id, imv2.RoleXAgent, neg, nil, c.cfg.Target, &c.opts)
+		if err != nil {
+			return nil, err
+		}
+		c.mu.Lock()
+		switch {
+		case c.closed:
+			err = imv2.ErrClosed
+		case len(c.channels) >= c.cfg.MaxChannels:
+			err = imv2.Errorf(imv2.CodeChannelUnavailable, "dataplane: %d channels, the limit", c.cfg.MaxChannels)
+		}
+		if err != nil {
+			c.mu.Unlock()
+			_ = ch.Close()
+			return nil, err
+		}
+		e = &clientChannel{id: id, ch: ch, neg: neg}
+		c.channels[id] = e
+		c.mu.Unlock()
+	} else if !neg.Equal(e.neg) {
+		e.ch.Renegotiate(neg) // P5
+		c.mu.Lock()
+		e.neg = neg
+		c.mu.Unlock()
+	}
+	if err := c.cfg.Store.AddChannel(c.ctx, id); err != nil {
+		c.log.Warn("dataplane: channel not stored; it will not be reopened", "connector_channel_id", id, "err", err)
+	}
+	c.mu.Lock()
+	e.conn = cc
+	c.mu.Unlock()
+	e.ch.SetTransport(cc.transport(e))
+	if c.cfg.OnDescriptor != nil {
+		c.cfg.OnDescriptor(id, d)
+	}
+	return e, nil
+}
+
+func (c *Client) closeChannelAsync(e *clientChannel) {
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		_ = e.ch.Close()
+	}()
+}
+
+// CloseChannel sends channel.close: the channel stops routing, leaves the
+// store (it is not reopened on reconnect) and keeps its Channel, pending
+// included, for a later OpenChannel with the same ID (W6).
+func (c *Client) CloseChannel(ctx context.Context, id string) error {
+	cc := c.current()
+	if cc == nil {
+		return imv2.Errorf(imv2.CodeChannelUnavailable, "dataplane: not connected")
+	}
+	c.mu.Lock()
+	e := c.channels[id]
+	if e != nil && e.conn == cc {
+		e.conn = nil
+	}
+	c.mu.Unlock()
+	if e == nil {
+		return imv2.Errorf(imv2.CodeChannelNotOpen, "channel %q is not known", id)
+	}
+	e.ch.SetTransport(nil)
+	if err := c.cfg.Store.RemoveChannel(ctx, id); err != nil {
+		return err
+	}
+	p, err := imv2.NewPacket(imv2.TypeChannelClose, id, nil)
+	if err != nil {
+		return err
+	}
+	_, err = cc.request(ctx, p, nil)
+	return err
+}
+
+// Request sends a request packet (auth.*, tool.invoke,
+// connection.descriptor.get …) on the current connection and returns its
+// answer, matched by request_id (a fresh one is set when empty). An
+// answer carrying an error (a type "error" packet or an ack's envelope
+// error) is returned together with that error as an *imv2.Error.
+func (c *Client) Request(ctx context.Context, p *imv2.Packet) (*imv2.Packet, error) {
+	cc := c.current()
+	if cc == nil {
+		return nil, imv2.Errorf(imv2.CodeChannelUnavailable, "dataplane: not connected")
+	}
+	return cc.request(ctx, p, nil)
+}
+
+// Ping sends ping and waits for the pong with the same request_id (W8).
+func (c *Client) Ping(ctx context.Context) error {
+	p, err := imv2.NewPacket(imv2.TypePing, "", nil)
+	if err != nil {
+		return err
+	}
+	r, err := c.Request(ctx, p)
+	if err == nil && r.Type != imv2.TypePong {
+		err = imv2.Errorf(imv2.CodeInvalidPacket, "ping answered with %q", r.Type)
+	}
+	return err
+}
+
+// Channel returns the Channel of a channel opened by this client, or nil.
+func (c *Client) Channel(id string) *imv2.Channel {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e := c.channels[id]; e != nil {
+		return e.ch
+	}
+	return nil
+}
+
+// ConnectorID returns the connector_id of the last hello.ack.
+func (c *Client) ConnectorID() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.connectorID
+}
+
+// Connected reports whether a hello-completed connection is up.
+func (c *Client) Connected() bool {
+	return c.current() != nil
+}
+
+// Done is closed when the client stopped: Close, or reconnecting gave up
+// (Err says why).
+func (c *Client) Done() <-chan struct{} { return c.done }
+
+// Err returns why the client stopped reconnecting, or nil.
+func (c *Client) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// Close stops reconnecting, closes the connection and every Channel
+// (pending finals stay in their store) and waits for every goroutine.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	if c.err == nil {
+		c.err = imv2.ErrClosed
+	}
+	c.mu.Unlock()
+	c.cancel()
+	c.wg.Wait()
+	c.mu.Lock()
+	chans := make([]*clientChannel, 0, len(c.channels))
+	for _, e := range c.channels {
+		chans = append(chans, e)
+	}
+	c.mu.Unlock()
+	for _, e := range chans {
+		_ = e.ch.Close()
+	}
+	return nil
+}
+
+func (c *Client) current() *clientConn {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.conn
+}
+
+// request writes p and waits for the packet answering its request_id.
+// onReply, if set, runs on the read loop before the answer is returned.
+func (cc *clientConn) request(ctx context.Context, p *imv2.Packet, onReply func(*imv2.Packet)) (*imv2.Packet, error) {
+	if p.RequestID == "" {
+		p.RequestID = "req_" + uuid.NewString()
+	}
+	w := &waiter{onReply: onReply, res: make(chan *imv2.Packet, 1)}
+	cc.mu.Lock()
+	if cc.isDead {
+		cc.mu.Unlock()
+		return nil, errConnLost()
+	}
+	cc.waiters[p.RequestID] = w
+	cc.mu.Unlock()
+	defer func() {
+		cc.mu.Lock()
+		delete(cc.waiters, p.RequestID)
+		cc.mu.Unlock()
+	}()
+	if err := cc.conn.Write(ctx, p); err != nil {
+		return nil, err
+	}
+	var r *imv2.Packet
+	select {
+	case r = <-w.res:
+	case <-cc.dead:
+		select {
+		case r = <-w.res:
+		default:
+			return nil, errConnLost()
+		}
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	if e := r.Err(); e != nil {
+		return r, e
+	}
+	return r, nil
+}
+
+func errConnLost() error {
+	return imv2.Errorf(imv2.CodeClosed, "dataplane: connection lost before the answer")
+}
+
+// takeWaiter removes and returns the waiter of an answer, if any.
+func (cc *clientConn) takeWaiter(p *imv2.Packet) *waiter {
+	if p.RequestID == "" {
+		return nil
+	}
+	if p.Type != imv2.TypeError && p.Type != imv2.TypePong && !strings.HasSuffix(p.Type, ".ack") {
+		return nil
+	}
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	w := cc.waiters[p.RequestID]
+	delete(cc.waiters, p.RequestID)
+	return w
+}
+
+func (cc *clientConn) readLoop() {
+	c := cc.c
+	defer c.wg.Done()
+	defer func() {
+		cc.mu.Lock()
+		cc.isDead = true
+		cc.mu.Unlock()
+		close(cc.dead)
+	}()
+	for {
+		p, err := cc.conn.Read(c.ctx)
+		if err != nil {
+			if isInvalidFrame(err) {
+				if p == nil || p.Type != imv2.TypeError {
+					var req *imv2.Packet
+					if p != nil && p.PacketID != "" {
+						req = p
+					}
+					cc.send(imv2.NewErrorPacket(req, imv2.AsError(err, imv2.CodeInvalidPacket)))
+				}
+				continue
+			}
+			if c.ctx.Err() == nil {
+				c.log.Debug("dataplane: read ended", "err", err)
+			}
+			_ = cc.conn.Close()
+			return
+		}
+		cc.dispatch(p)
+	}
+}
+
+func (cc *clientConn) dispatch(p *imv2.Packet) {
+	c := cc.c
+	if w := cc.takeWaiter(p); w != nil {
+		if w.onReply != nil {
+			w.onReply(p)
+		}
+		w.res <- p
+		return
+	}
+	switch p.Type {
+	case imv2.TypePing:
+		if r, err := imv2.NewReply(p, imv2.TypePong, nil); err == nil {
+			cc.send(r)
+		}
+		return
+	case imv2.TypePong:
+		return
+	case imv2.TypeError:
+		if e := cc.openHere(p.ConnectorChannelID); e != nil {
+			_ = e.ch.Receive(c.ctx, p)
+			return
+		}
+		c.log.Debug("dataplane: peer error", "code", p.Err(), "reply_to", p.ReplyTo)
+		return
+	case imv2.TypeDescriptorPush:
+		cc.descriptorPush(p)
+		return
+	}
+	if c.imTypes[p.Type] {
+		if p.ConnectorChannelID == "" {
+			cc.send(imv2.NewErrorPacket(p, imv2.Errorf(imv2.CodeChannelIDRequired, "%s needs connector_channel_id (I1)", p.Type)))
+			return
+		}
+		e := cc.openHere(p.ConnectorChannelID)
+		if e == nil {
+			cc.send(imv2.NewErrorPacket(p, imv2.Errorf(imv2.CodeChannelNotOpen, "channel %q is not open on this connection (X2)", short(p.ConnectorChannelID))))
+			return
+		}
+		if err := e.ch.Receive(c.ctx, p); err != nil {
+			c.log.Debug("dataplane: channel receive", "connector_channel_id", e.id, "type", p.Type, "err", err)
+		}
+		return
+	}
+	if strings.HasSuffix(p.Type, ".ack") || strings.HasSuffix(p.Type, ".push") {
+		// A late answer or a push this client does not use
+		// (tool.progress.push, the legacy message.push).
+		c.log.Debug("dataplane: unhandled packet", "type", p.Type)
+		return
+	}
+	cc.send(imv2.NewErrorPacket(p, imv2.Errorf(imv2.CodeUnsupportedPacket, "packet type %q is not served by this client", short(p.Type))))
+}
+
+// descriptorPush applies connection.descriptor.push (W7): a descriptor
+// whose identity does not match the channel is ignored (PROTO §8.17);
+// changed profiles renegotiate the Channel (P5).
+func (cc *clientConn) descriptorPush(p *imv2.Packet) {
+	c := cc.c
+	var dp imv2.DescriptorPayload
+	e := cc.openHere(p.ConnectorChannelID)
+	if e == nil || p.DecodePayload(&dp) != nil || dp.ConnectionDescriptor == nil {
+		c.log.Debug("dataplane: descriptor push ignored", "connector_channel_id", short(p.ConnectorChannelID))
+		return
+	}
+	d := dp.ConnectionDescriptor
+	if d.Connection.ConnectorChannelID != e.id || d.Connection.ConnectorCardID != c.cfg.CardID || d.Connection.ConnectorID != c.ConnectorID() {
+		c.log.Info("dataplane: descriptor push with another identity ignored", "connector_channel_id", e.id)
+		return
+	}
+	neg := imv2.DefaultCatalog().Negotiate(d.Connection.Profiles, c.cfg.SupportedProfiles)
+	c.mu.Lock()
+	changed := !neg.Equal(e.neg)
+	if changed {
+		e.neg = neg
+	}
+	c.mu.Unlock()
+	if changed {
+		e.ch.Renegotiate(neg)
+	}
+	if c.cfg.OnDescriptor != nil {
+		c.cfg.OnDescriptor(e.id, d)
+	}
+}
+
+func (cc *clientConn) openHere(id string) *clientChannel {
+	if id == "" {
+		return nil
+	}
+	c := cc.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e := c.channels[id]; e != nil && e.conn == cc {
+		return e
+	}
+	return nil
+}
+
+// transport is the Transport of a channel open on this connection; it
+// refuses once the channel moved or closed, so nothing leaks onto a stale
+// connection.
+func (cc *clientConn) transport(e *clientChannel) imv2.Transport {
+	return imv2.TransportFunc(func(ctx context.Context, p *imv2.Packet) error {
+		cc.c.mu.Lock()
+		ok := e.conn == cc
+		cc.c.mu.Unlock()
+		if !ok {
+			return imv2.Errorf(imv2.CodeChannelNotOpen, "channel %q is not open on this connection", e.id)
+		}
+		return cc.conn.Write(ctx, p)
+	})
+}
+
+func (cc *clientConn) send(p *imv2.Packet) {
+	if err := cc.conn.Write(cc.c.ctx, p); err != nil && !errors.Is(err, context.Canceled) {
+		cc.c.log.Debug("dataplane: write", "type", p.Type, "err", err)
+	}
+}

@@ -1,0 +1,329 @@
+package dataplane
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"github.com/stretchr/testify/require"
+	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/fakeclock"
+)
+
+// armClock is a fake clock that reports every timer armed on it. Given to
+// a Client alone (its Channels and Conns keep the system clock), it shows
+// exactly when the client sleeps before a reconnect.
+type armClock struct {
+	*fakeclock.Clock
+	armed chan time.Duration
+}
+
+func newArmClock() *armClock {
+	return &armClock{Clock: fakeclock.New(t0), armed: make(chan time.Duration, 16)}
+}
+
+func (c *armClock) AfterFunc(d time.Duration, f func()) imv2.Timer {
+	t := c.Clock.AfterFunc(d, f)
+	c.armed <- d
+	return t
+}
+
+type connected struct {
+	connectorID string
+	ids         []string
+}
+
+// dialClient dials url with a fake reconnect clock and returns the client,
+// the clock and the OnConnected events.
+func dialClient(t *testing.T, url string, mod func(*ClientConfig)) (*Client, *armClock, chan connected) {
+	t.Helper()
+	clk := newArmClock()
+	events := make(chan connected, 16)
+	cfg := ClientConfig{
+		URL:          url,
+		CardID:       testCardID,
+		Target:       newRecTarget(),
+		Clock:        clk,
+		Options:      &imv2.Options{Clock: imv2.SystemClock{}},
+		Conn:         ConnConfig{Clock: imv2.SystemClock{}},
+		ReconnectMin: time.Second,
+		ReconnectMax: time.Second,
+		OnConnected: func(id string, ids []string) {
+			events <- connected{id, ids}
+		},
+	}
+	if mod != nil {
+		mod(&cfg)
+	}
+	c, err := Dial(ctxWait(t), cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, c.Close()) })
+	return c, clk, events
+}
+
+// reconnect drops the server's connections and lets the client's backoff
+// timer fire; it returns the OnConnected event of the reconnect.
+func reconnect(t *testing.T, srv *Server, clk *armClock, events chan connected) connected {
+	t.Helper()
+	srv.dropConnections()
+	d := recv(t, clk.armed) // the client noticed and sleeps before redialling
+	require.GreaterOrEqual(t, d, 500*time.Millisecond, "W11: backoff with jitter in [min/2, min]")
+	clk.Advance(time.Second)
+	return recv(t, events)
+}
+
+func TestClient_W1_BearerKey(t *testing.T) {
+	_, url := startServer(t, func(c *ServerConfig) { c.APIKey = "k3y" })
+	_, err := Dial(ctxWait(t), ClientConfig{URL: url, CardID: testCardID, Target: newRecTarget(), APIKey: "wrong"})
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "401")
+	c, _, _ := dialClient(t, url, func(c *ClientConfig) { c.APIKey = "k3y" })
+	require.True(t, c.Connected())
+}
+
+func TestClient_W4_HelloRejected(t *testing.T) {
+	_, url := startServer(t, nil)
+	_, err := Dial(ctxWait(t), ClientConfig{URL: url, CardID: "im.other", Target: newRecTarget()})
+	require.ErrorIs(t, err, &imv2.Error{Code: imv2.CodeConnectorCardIDMismatch})
+}
+
+func TestClient_W4_W8_HelloAndPing(t *testing.T) {
+	_, url := startServer(t, nil)
+	c, _, events := dialClient(t, url, nil)
+	ev := recv(t, events)
+	require.True(t, strings.HasPrefix(ev.connectorID, "conn_"))
+	require.Equal(t, ev.connectorID, c.ConnectorID())
+	require.Empty(t, ev.ids)
+	require.NoError(t, c.Ping(ctxWait(t)))
+}
+
+func TestClient_W5_W11_ReconnectReopensStoredIDs(t *testing.T) {
+	srv, url := startServer(t, nil)
+	store := NewMemoryChannelStore(0)
+	c, clk, events := dialClient(t, url, func(c *ClientConfig) { c.Store = store })
+	first := recv(t, events)
+	a, err := c.OpenChannel(ctxWait(t), "")
+	require.NoError(t, err)
+	b, err := c.OpenChannel(ctxWait(t), "")
+	require.NoError(t, err)
+	require.NotEqual(t, a.ID(), b.ID())
+
+	ev := reconnect(t, srv, clk, events)
+	require.Equal(t, first.connectorID, ev.connectorID, "the hello carried the last connector_id")
+	require.Equal(t, []string{a.ID(), b.ID()}, ev.ids, "W11: every stored channel reopened with its stored ID")
+	require.True(t, srv.IsOpen(a.ID()))
+	require.True(t, srv.IsOpen(b.ID()))
+	require.Same(t, a, c.Channel(a.ID()), "the same Channel, with its state, is reattached")
+	ids, _ := store.ChannelIDs(context.Background())
+	require.Equal(t, []string{a.ID(), b.ID()}, ids)
+
+	// W6 from the client: a closed channel leaves the store and is not reopened.
+	require.NoError(t, c.CloseChannel(ctxWait(t), a.ID()))
+	require.False(t, srv.IsOpen(a.ID()))
+	ev = reconnect(t, srv, clk, events)
+	require.Equal(t, []string{b.ID()}, ev.ids)
+	require.False(t, srv.IsOpen(a.ID()))
+}
+
+func TestClient_W5_W11_UnknownStoredIDGetsNewOne(t *testing.T) {
+	srv, url := startServer(t, nil)
+	store := NewMemoryChannelStore(0)
+	ctx := context.Background()
+	require.NoError(t, store.SetConnectorID(ctx, "conn_from_a_previous_life"))
+	require.NoError(t, store.AddChannel(ctx, "cch_from_a_previous_life"))
+	c, _, events := dialClient(t, url, func(c *ClientConfig) { c.Store = store })
+	ev := recv(t, events)
+	require.NotEqual(t, "conn_from_a_previous_life", ev.connectorID)
+	require.Len(t, ev.ids, 1)
+	require.NotEqual(t, "cch_from_a_previous_life", ev.ids[0])
+	ids, _ := store.ChannelIDs(ctx)
+	require.Equal(t, ev.ids, ids, "the binding moved to the new ID")
+	stored, _ := store.ConnectorID(ctx)
+	require.Equal(t, c.ConnectorID(), stored)
+	require.True(t, srv.IsOpen(ev.ids[0]))
+	require.Nil(t, c.Channel("cch_from_a_previous_life"))
+}
+
+func TestClient_W11_GivesUpAfterMaxAttempts(t *testing.T) {
+	srv, url := startServer(t, nil)
+	c, clk, _ := dialClient(t, url, func(c *ClientConfig) { c.MaxReconnectAttempts = 2 })
+	require.NoError(t, srv.Close()) // refuses every new connection with 503
+	for i := 0; i < 2; i++ {
+		recv(t, clk.armed)
+		clk.Advance(time.Second)
+	}
+	recv(t, c.Done())
+	require.ErrorContains(t, c.Err(), "gave up after 2")
+	require.False(t, c.Connected())
+	_, err := c.OpenChannel(ctxWait(t), "")
+	require.ErrorIs(t, err, &imv2.Error{Code: imv2.CodeChannelUnavailable})
+}
+
+func TestClient_W7_DescriptorPushAndGet(t *testing.T) {
+	status := make(chan string, 1)
+	status <- imv2.StatusCreated
+	srv, url := startServer(t, func(c *ServerConfig) {
+		c.Describe = func(context.Context, string) ChannelInfo {
+			s := <-status
+			status <- s
+			return ChannelInfo{Status: s}
+		}
+	})
+	descs := make(chan *imv2.Descriptor, 4)
+	c, _, _ := dialClient(t, url, func(c *ClientConfig) {
+		c.OnDescriptor = func(_ string, d *imv2.Descriptor) { descs <- d }
+	})
+	ch, err := c.OpenChannel(ctxWait(t), "")
+	require.NoError(t, err)
+	require.Equal(t, imv2.StatusCreated, recv(t, descs).Connection.Status)
+	<-status
+	status <- imv2.StatusConnected
+	require.NoError(t, srv.Push(ctxWait(t), ch.ID()))
+	require.Equal(t, imv2.StatusConnected, recv(t, descs).Connection.Status)
+
+	req, _ := imv2.NewPacket(imv2.TypeDescriptorGet, ch.ID(), nil)
+	ans, err := c.Request(ctxWait(t), req)
+	require.NoError(t, err)
+	require.Equal(t, imv2.TypeDescriptorGetAck, ans.Type)
+	require.Equal(t, req.RequestID, ans.RequestID)
+}
+
+func TestClient_W12_RequestToolAndErrors(t *testing.T) {
+	_, url := startServer(t, func(c *ServerConfig) { c.Tools = ToolFunc(echoTool) })
+	c, _, _ := dialClient(t, url, nil)
+	ch, err := c.OpenChannel(ctxWait(t), "")
+	require.NoError(t, err)
+	req, _ := imv2.NewPacket(imv2.TypeToolInvoke, ch.ID(), imv2.ToolInvoke{ToolID: "test_send"})
+	ans, err := c.Request(ctxWait(t), req)
+	require.NoError(t, err)
+	var ta imv2.ToolInvokeAck
+	require.NoError(t, ans.DecodePayload(&ta))
+	require.JSONEq(t, `{"channel":"`+ch.ID()+`","tool":"test_send"}`, string(ta.Result))
+
+	req, _ = imv2.NewPacket(imv2.TypeToolInvoke, "cch_nope", imv2.ToolInvoke{ToolID: "test_send"})
+	ans, err = c.Request(ctxWait(t), req)
+	require.ErrorIs(t, err, imv2.ErrChannelNotOpen)
+	require.Equal(t, imv2.TypeError, ans.Type)
+
+	req, _ = imv2.NewPacket(imv2.TypeToolInvoke, ch.ID(), imv2.ToolInvoke{ToolID: "unknown", Arguments: json.RawMessage(`{}`)})
+	_, err = c.Request(ctxWait(t), req)
+	require.ErrorIs(t, err, &imv2.Error{Code: imv2.CodeToolInvokeFailed})
+}
+
+func TestClient_ConfigErrors(t *testing.T) {
+	for _, cfg := range []ClientConfig{
+		{},
+		{URL: "ws://x", CardID: "c"},
+		{URL: "ftp://x", CardID: "c", Target: newRecTarget()},
+	} {
+		_, err := Dial(ctxWait(t), cfg)
+		require.Error(t, err)
+	}
+	u, err := wsURL("https://h/p/ws")
+	require.NoError(t, err)
+	require.Equal(t, "wss://h/p/ws", u)
+	require.True(t, slices.Contains([]string{"ws://h/ws"}, must(wsURL("http://h/ws"))))
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+// scriptedConnector serves one connection with a hand-written Connector:
+// it answers the hello and one channel.open, then runs script.
+func scriptedConnector(t *testing.T, script func(c *wsConn, channelID string)) string {
+	t.Helper()
+	var served atomic.Bool
+	done := make(chan struct{})
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if served.Swap(true) {
+			http.Error(w, "one connection only", http.StatusServiceUnavailable)
+			return
+		}
+		defer close(done)
+		up := websocket.Upgrader{Subprotocols: []string{imv2.Subprotocol}}
+		ws, err := up.Upgrade(w, r, nil)
+		if err != nil {
+			return
+		}
+		c := newWSConn(ws, ConnConfig{})
+		defer c.Close()
+		ctx := context.Background()
+		hello, err := c.Read(ctx)
+		if err != nil {
+			return
+		}
+		ack, _ := imv2.NewReply(hello, imv2.TypeConnectorHelloAck, imv2.ConnectorHelloAck{ConnectorCardID: testCardID, ConnectorID: "conn_s", ProtocolVersion: "3.0"})
+		_ = c.Write(ctx, ack)
+		open, err := c.Read(ctx)
+		if err != nil {
+			return
+		}
+		id := "cch_s"
+		oack, _ := imv2.NewReply(open, imv2.TypeChannelOpenAck, imv2.ChannelOpenAck{ConnectorChannelID: id, ConnectionDescriptor: &imv2.Descriptor{
+			Schema: imv2.DescriptorSchema,
+			Connection: imv2.Connection{ConnectorCardID: testCardID, ConnectorID: "conn_s", ConnectorChannelID: id,
+				TargetType: imv2.TargetTypeIM, Profiles: []string{imv2.ProfileIMv2}, Status: imv2.StatusCreated},
+			Target: imv2.DescriptorTarget{Provider: "testim", DisplayName: "x"},
+		}})
+		oack.ConnectorChannelID = id
+		_ = c.Write(ctx, oack)
+		script(c, id)
+	}))
+	t.Cleanup(func() {
+		hs.Close()
+		<-done
+	})
+	return "ws" + strings.TrimPrefix(hs.URL, "http")
+}
+
+func TestClient_I1_X2_E2_ClientSideRouting(t *testing.T) {
+	answers := make(chan *imv2.Packet, 16)
+	url := scriptedConnector(t, func(c *wsConn, id string) {
+		ctx := context.Background()
+		ask := func(p *imv2.Packet) {
+			if err := c.Write(ctx, p); err != nil {
+				return
+			}
+			if a, err := c.Read(ctx); err == nil || isInvalidFrame(err) {
+				answers <- a
+			}
+		}
+		noRoute := userMessage(id, "m1", "x")
+		noRoute.ConnectorChannelID = ""
+		ask(noRoute)
+		ask(userMessage("cch_nope", "m2", "x"))
+		bogus, _ := imv2.NewPacket("no.such.type", id, nil)
+		ask(bogus)
+		_ = c.ws.WriteMessage(websocket.TextMessage, []byte("garbage"))
+		if a, err := c.Read(ctx); err == nil {
+			answers <- a
+		}
+		ask(userMessage(id, "m3", "routed"))
+		_, _ = c.Read(ctx) // hold until the client goes
+	})
+	agent := newRecTarget()
+	c, err := Dial(ctxWait(t), ClientConfig{URL: url, CardID: testCardID, Target: agent, MaxReconnectAttempts: 1, ReconnectMin: time.Millisecond, ReconnectMax: time.Millisecond})
+	require.NoError(t, err)
+	defer c.Close()
+	_, err = c.OpenChannel(ctxWait(t), "")
+	require.NoError(t, err)
+	expectError(t, recv(t, answers), imv2.CodeChannelIDRequired)
+	expectError(t, recv(t, answers), imv2.CodeChannelNotOpen)
+	expectError(t, recv(t, answers), imv2.CodeUnsupportedPacket)
+	expectError(t, recv(t, answers), imv2.CodeInvalidPacket)
+	ack := recv(t, answers)
+	require.Equal(t, imv2.TypeChatMessageAck, ack.Type, "the client keeps working (E2)")
+	require.Equal(t, "routed", agent.next(t).Text)
+	require.Equal(t, 0, agent.count("m1")+agent.count("m2"))
+}

@@ -1,0 +1,75 @@
+// Package dataplane is the WebSocket data plane of the xAgent Connector
+// Common Protocol 3.0 (rules W1–W12), carrying IM Profile v2 channels.
+//
+// A Connector mounts a Server as the GET /ws handler: it checks the
+// subprotocol xagent.connector.packet.v1 (and, if configured, the bearer
+// API key), requires connector.hello first, issues a connector_id, opens
+// and closes channels, answers descriptor.get and ping, routes auth.* and
+// tool.invoke to the author's handlers and every IM v2 packet to one
+// imv2.Channel per connector_channel_id. xAgent (or a simulator) uses Dial:
+// a Client that says hello, opens channels and reconnects by itself,
+// reopening its stored channels so pending finals are redelivered and
+// nothing completed is resent (S10).
+//
+// Both sides speak to a small Conn (Read, Write, Close): the WebSocket
+// one, NewPipe for tests, NewLoggingConn to log envelopes.
+//
+// # Choices where the protocol text is silent or loose
+//
+//   - Frames: text only (W2). A binary frame is answered like any invalid
+//     frame, with an error packet invalid_packet, and the connection stays
+//     up (E2). A frame over the read limit closes the connection with
+//     close code 1009; this side refuses to write what it would not read.
+//   - A hello with a missing or other protocol_version, or without
+//     supported_profiles, gets an error packet invalid_packet (no code is
+//     defined for either, W4, P3); the connection stays open for another
+//     hello. A non-empty connector_id the Server does not know (expired,
+//     or lost in a restart) gets a new connector_id in the ack, as PROTO
+//     §8.1 allows, rather than connector_id_mismatch; xAgent then replaces
+//     its ConnectorClient. connector_id_mismatch is used only when every
+//     connector_id slot is online.
+//   - ping and pong are allowed before the hello; every other packet but
+//     connector.hello gets hello_required until hello.ack (W3). Error
+//     packets are never answered.
+//   - channel.open with no profile in common between the hello and the
+//     Card gets an error packet connector_channel_unavailable (P3).
+//     Channels live in the namespace of their connector_id: an ID from
+//     another connector_id is unknown and gets a new ID (W5).
+//   - channel.close of a channel not open on this connection gets
+//     channel_not_open; routing stops before the ack, the Channel keeps
+//     its pending and completed state for a reopen (W6).
+//   - Handler failures go in the envelope error of the matching ack (E3):
+//     an *imv2.Error keeps its code; other errors become
+//     tool_invoke_failed (tool.invoke) or connector_channel_unavailable
+//     (auth.*) with a generic message, since platform errors may carry
+//     secrets. auth.start must name a flow of the Card.
+//   - request_id is echoed and reply_to set on every answer (W9), also on
+//     error packets that answer a request.
+//
+// # Defaults and bounds
+//
+// Every map keyed by remote input is bounded:
+//
+//   - frame size: DefaultReadLimit (1 MiB), per frame, both directions;
+//   - write timeout DefaultWriteTimeout (10 s); keepalive ping every
+//     DefaultPingInterval (30 s), dropped after DefaultPongTimeout (15 s)
+//     without any frame or pong; graceful close waits DefaultCloseTimeout;
+//   - hello within DefaultHelloTimeout (30 s) or the connection closes;
+//   - connector_id instances: DefaultMaxConnectors (16), each kept for
+//     DefaultOfflineGrace (1 h) after its last connection ends (its TTL),
+//     then its channels are closed and dropped (OnChannelDrop is called);
+//   - channels per connector_id (so per connection): DefaultMaxChannels
+//     (1,000), open or closed-but-kept; at the cap the least recently used
+//     closed channel is dropped, and if all are open the open is refused;
+//     closed channels live as long as their connector_id (same TTL);
+//   - concurrent auth/tool handler calls per connection:
+//     DefaultMaxHandlerCalls (32), then the read loop waits;
+//   - client: reconnect backoff DefaultReconnectMin..DefaultReconnectMax
+//     (500 ms..30 s, jittered), dial/hello/reopen timeout
+//     DefaultRequestTimeout (10 s), stored channel IDs DefaultStoreCap
+//     (1,000, no TTL: they are the caller's bindings), outstanding
+//     requests are bounded by the callers waiting on them.
+//
+// The Channels' own bounds (pending, completed, deltas) are those of
+// imv2.Options.
+package dataplane

@@ -1,0 +1,165 @@
+package dataplane
+
+import (
+	"context"
+	"errors"
+
+	"github.com/xagentkit/imv2"
+)
+
+// auth routes auth.start, auth.status, auth.cancel and auth.logout of an
+// open channel to the AuthHandler (W12). The payload is decoded on the
+// read loop (a bad one gets invalid_packet at once); the handler runs in
+// its own goroutine.
+func (ss *session) auth(p *imv2.Packet) {
+	h := ss.srv.cfg.Auth
+	if h == nil {
+		ss.fail(p, imv2.CodeUnsupportedPacket, "%s is not served: this Connector has no auth handler", p.Type)
+		return
+	}
+	e := ss.openEntry(p)
+	if e == nil {
+		return
+	}
+	id := e.id
+	switch p.Type {
+	case imv2.TypeAuthStart:
+		var req imv2.AuthStart
+		if err := p.DecodePayload(&req); err != nil {
+			ss.failErr(p, err)
+			return
+		}
+		if req.FlowID == "" || !ss.srv.cardFlow[req.FlowID] {
+			ss.fail(p, imv2.CodeInvalidPacket, "auth.start: flow_id %q is not an auth flow of the Card", short(req.FlowID))
+			return
+		}
+		ss.spawn(func(ctx context.Context) {
+			ack, err := h.Start(ctx, id, req)
+			ss.authAck(ctx, p, imv2.TypeAuthStartAck, e, ack, req.FlowID, "", err)
+		})
+	case imv2.TypeAuthStatus:
+		var req imv2.AuthStatusRequest
+		if err := p.DecodePayload(&req); err != nil {
+			ss.failErr(p, err)
+			return
+		}
+		ss.spawn(func(ctx context.Context) {
+			ack, err := h.Status(ctx, id, req)
+			ss.authAck(ctx, p, imv2.TypeAuthStatusAck, e, ack, req.FlowID, req.AuthSessionID, err)
+		})
+	case imv2.TypeAuthCancel:
+		var req imv2.AuthCancel
+		if err := p.DecodePayload(&req); err != nil {
+			ss.failErr(p, err)
+			return
+		}
+		ss.spawn(func(ctx context.Context) {
+			ack, err := h.Cancel(ctx, id, req)
+			if err == nil && ack == nil {
+				err = errors.New("auth handler returned no ack")
+			}
+			if err != nil {
+				ss.ackError(p, imv2.TypeAuthCancelAck, err, imv2.CodeChannelUnavailable)
+				return
+			}
+			out := *ack
+			out.ConnectorChannelID = orDefault(out.ConnectorChannelID, id)
+			out.AuthSessionID = orDefault(out.AuthSessionID, req.AuthSessionID)
+			ss.reply(p, imv2.TypeAuthCancelAck, &out)
+		})
+	case imv2.TypeAuthLogout:
+		ss.spawn(func(ctx context.Context) {
+			ack, err := h.Logout(ctx, id)
+			if err != nil {
+				ss.ackError(p, imv2.TypeAuthLogoutAck, err, imv2.CodeChannelUnavailable)
+				return
+			}
+			var out imv2.StatusOK
+			if ack != nil {
+				out = *ack
+			}
+			out.Status = orDefault(out.Status, "ok")
+			if out.ConnectionDescriptor == nil {
+				// The ack shows the state after logout (PROTO §8.14).
+				out.ConnectionDescriptor = ss.srv.describe(ctx, e)
+			}
+			ss.reply(p, imv2.TypeAuthLogoutAck, &out)
+		})
+	}
+}
+
+// authAck sends auth.start.ack or auth.status.ack, filling the identity
+// fields the handler left empty and, once authenticated, the Descriptor.
+func (ss *session) authAck(ctx context.Context, p *imv2.Packet, typ string, e *channelEntry, ack *imv2.AuthAck, flowID, sessionID string, err error) {
+	if err == nil && ack == nil {
+		err = errors.New("auth handler returned no ack")
+	}
+	if err != nil {
+		ss.ackError(p, typ, err, imv2.CodeChannelUnavailable)
+		return
+	}
+	out := *ack
+	out.ConnectorChannelID = orDefault(out.ConnectorChannelID, e.id)
+	out.FlowID = orDefault(out.FlowID, flowID)
+	out.AuthSessionID = orDefault(out.AuthSessionID, sessionID)
+	if out.Status == imv2.AuthAuthenticated && out.ConnectionDescriptor == nil {
+		out.ConnectionDescriptor = ss.srv.describe(ctx, e)
+	}
+	ss.reply(p, typ, &out)
+}
+
+// tool routes tool.invoke of an open channel to the ToolHandler (W12). A
+// tool the Card does not declare, or a handler error, is answered in
+// tool.invoke.ack's envelope error (E3), tool_invoke_failed by default.
+func (ss *session) tool(p *imv2.Packet) {
+	h := ss.srv.cfg.Tools
+	if h == nil {
+		ss.fail(p, imv2.CodeUnsupportedPacket, "tool.invoke is not served: this Connector has no tool handler")
+		return
+	}
+	e := ss.openEntry(p)
+	if e == nil {
+		return
+	}
+	var req imv2.ToolInvoke
+	if err := p.DecodePayload(&req); err != nil {
+		ss.failErr(p, err)
+		return
+	}
+	if req.ToolID == "" {
+		ss.fail(p, imv2.CodeInvalidPacket, "tool.invoke: tool_id is missing")
+		return
+	}
+	if !ss.srv.cardTool[req.ToolID] {
+		ss.ackError(p, imv2.TypeToolInvokeAck, imv2.Errorf(imv2.CodeToolInvokeFailed, "tool %q is not declared in the Card", short(req.ToolID)), imv2.CodeToolInvokeFailed)
+		return
+	}
+	id := e.id
+	ss.spawn(func(ctx context.Context) {
+		result, err := h.Invoke(ctx, id, req)
+		if err != nil {
+			ss.ackError(p, imv2.TypeToolInvokeAck, err, imv2.CodeToolInvokeFailed)
+			return
+		}
+		ss.reply(p, imv2.TypeToolInvokeAck, imv2.ToolInvokeAck{ToolID: req.ToolID, Result: result})
+	})
+}
+
+// ackError sends the ack of a failed business operation with the failure in
+// its envelope error (E3). An *imv2.Error keeps its code and message; any
+// other error may carry platform detail, so it is logged and replaced by
+// a generic message under the fallback code.
+func (ss *session) ackError(req *imv2.Packet, typ string, err error, fallback imv2.Code) {
+	var e *imv2.Error
+	if !errors.As(err, &e) {
+		ss.log.Warn("dataplane: handler failed", "type", req.Type, "connector_channel_id", req.ConnectorChannelID, "err", err)
+		e = imv2.Errorf(fallback, "%s failed", req.Type)
+	}
+	p, perr := imv2.NewReply(req, typ, nil)
+	if perr != nil {
+		ss.failErr(req, perr)
+		return
+	}
+	p.Error = &imv2.PacketError{Code: e.Code, Message: e.Message}
+	ss.send(p)
+}

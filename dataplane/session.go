@@ -1,0 +1,438 @@
+package dataplane
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/google/uuid"
+	"github.com/xagentkit/imv2"
+)
+
+// session is one data-plane connection on the Connector side. Its read loop
+// is the only goroutine that dispatches packets; auth and tool handlers run
+// in goroutines of their own, bounded by sem.
+type session struct {
+	srv    *Server
+	conn   Conn
+	ctx    context.Context // ends with the connection
+	cancel context.CancelFunc
+	log    *slog.Logger
+
+	helloDone bool        // read loop only
+	helloSeen atomic.Bool // for the hello timer
+	supported []string    // hello's supported_profiles, read loop only
+
+	inst *instance                // guarded by srv.mu
+	open map[string]*channelEntry // guarded by srv.mu: channels open here
+
+	sem   chan struct{}
+	wg    sync.WaitGroup
+	ended chan struct{} // closed once detached
+}
+
+func (s *Server) newSession(ctx context.Context, conn Conn) *session {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	ss := &session{
+		srv:    s,
+		conn:   conn,
+		ctx:    ctx,
+		cancel: cancel,
+		log:    s.log,
+		open:   map[string]*channelEntry{},
+		sem:    make(chan struct{}, s.cfg.MaxHandlerCalls),
+		ended:  make(chan struct{}),
+	}
+	s.sessions[ss] = struct{}{}
+	s.wg.Add(1)
+	return ss
+}
+
+// run reads and dispatches until the connection ends, then detaches.
+func (ss *session) run() error {
+	defer ss.srv.wg.Done()
+	hello := ss.srv.clock.AfterFunc(ss.srv.cfg.HelloTimeout, func() {
+		if !ss.helloSeen.Load() {
+			ss.log.Info("dataplane: no connector.hello in time; closing")
+			_ = ss.conn.Close()
+		}
+	})
+	var err error
+	for {
+		p, rerr := ss.conn.Read(ss.ctx)
+		if rerr != nil {
+			if isInvalidFrame(rerr) {
+				ss.answerInvalid(p, rerr)
+				continue
+			}
+			err = rerr
+			break
+		}
+		ss.dispatch(p)
+	}
+	hello.Stop()
+	ss.cancel()
+	_ = ss.conn.Close()
+	ss.wg.Wait()
+	ss.srv.detach(ss)
+	close(ss.ended)
+	return err
+}
+
+// isInvalidFrame tells a bad frame (answer and go on, E2) from the end of
+// the connection.
+func isInvalidFrame(err error) bool {
+	var e *imv2.Error
+	return errors.As(err, &e) && e.Code == imv2.CodeInvalidPacket
+}
+
+// answerInvalid answers a frame that is not a valid packet with an error
+// packet invalid_packet (E2). An invalid error packet is not answered, so
+// two peers can never bounce errors forever.
+func (ss *session) answerInvalid(p *imv2.Packet, err error) {
+	if p != nil && p.Type == imv2.TypeError {
+		return
+	}
+	var req *imv2.Packet
+	if p != nil && p.PacketID != "" {
+		req = p
+	}
+	ss.send(imv2.NewErrorPacket(req, imv2.AsError(err, imv2.CodeInvalidPacket)))
+}
+
+func (ss *session) dispatch(p *imv2.Packet) {
+	switch p.Type {
+	case imv2.TypePing: // allowed before hello: a liveness probe is no user-level packet
+		ss.reply(p, imv2.TypePong, nil)
+		return
+	case imv2.TypePong:
+		return
+	case imv2.TypeError:
+		ss.peerError(p)
+		return
+	case imv2.TypeConnectorHello:
+		ss.hello(p)
+		return
+	}
+	if !ss.helloDone {
+		ss.fail(p, imv2.CodeHelloRequired, "connector.hello must complete before %s (W3)", p.Type)
+		return
+	}
+	switch p.Type {
+	case imv2.TypeChannelOpen:
+		ss.openChannel(p)
+	case imv2.TypeChannelClose:
+		ss.closeChannel(p)
+	case imv2.TypeDescriptorGet:
+		ss.descriptorGet(p)
+	case imv2.TypeAuthStart, imv2.TypeAuthStatus, imv2.TypeAuthCancel, imv2.TypeAuthLogout:
+		ss.auth(p)
+	case imv2.TypeToolInvoke:
+		ss.tool(p)
+	default:
+		if ss.srv.imTypes[p.Type] {
+			ss.route(p)
+			return
+		}
+		ss.fail(p, imv2.CodeUnsupportedPacket, "packet type %q is not served by this Connector", short(p.Type))
+	}
+}
+
+// peerError hands an error packet for an open channel to its Channel (it
+// counts it) and otherwise only logs it. Errors are never answered.
+func (ss *session) peerError(p *imv2.Packet) {
+	if ss.helloDone && p.ConnectorChannelID != "" {
+		if e := ss.openHere(p.ConnectorChannelID); e != nil {
+			_ = e.ch.Receive(ss.ctx, p)
+			return
+		}
+	}
+	code := imv2.Code("")
+	if p.Error != nil {
+		code = p.Error.Code
+	}
+	ss.log.Debug("dataplane: peer error", "code", code, "reply_to", p.ReplyTo)
+}
+
+// hello validates connector.hello (W4, P3) and answers hello.ack with the
+// connector_id, new or reused.
+func (ss *session) hello(p *imv2.Packet) {
+	if ss.helloDone {
+		ss.fail(p, imv2.CodeInvalidPacket, "connector.hello already completed on this connection")
+		return
+	}
+	var h imv2.ConnectorHello
+	if err := p.DecodePayload(&h); err != nil {
+		ss.failErr(p, err)
+		return
+	}
+	card := ss.srv.cfg.Card.ConnectorCardID
+	switch {
+	case h.ConnectorCardID != card:
+		ss.fail(p, imv2.CodeConnectorCardIDMismatch, "connector.hello names connector_card_id %q; this Connector is %q (W4)", short(h.ConnectorCardID), card)
+		return
+	case h.ProtocolVersion == "":
+		ss.fail(p, imv2.CodeInvalidPacket, "connector.hello: protocol_version is missing; this Connector speaks %s only (W4)", imv2.ProtocolVersion)
+		return
+	case h.ProtocolVersion != imv2.ProtocolVersion:
+		ss.fail(p, imv2.CodeInvalidPacket, "connector.hello: protocol_version %q is not supported; this Connector speaks %s only (W4)", short(h.ProtocolVersion), imv2.ProtocolVersion)
+		return
+	case h.SupportedProfiles == nil:
+		ss.fail(p, imv2.CodeInvalidPacket, "connector.hello: supported_profiles is missing; no profile is enabled implicitly (P3)")
+		return
+	}
+	inst, err := ss.srv.attach(ss, h.ConnectorID)
+	if err != nil {
+		ss.failErr(p, err)
+		return
+	}
+	if h.ConnectorID != "" && h.ConnectorID != inst.id {
+		ss.log.Info("dataplane: unknown connector_id; issued a new one", "old", short(h.ConnectorID), "new", inst.id)
+	}
+	ss.supported = slices.Clone(h.SupportedProfiles)
+	ss.helloDone = true
+	ss.helloSeen.Store(true)
+	ss.reply(p, imv2.TypeConnectorHelloAck, imv2.ConnectorHelloAck{
+		ConnectorCardID: card,
+		ConnectorID:     inst.id,
+		ProtocolVersion: imv2.ProtocolVersion,
+	})
+}
+
+// openChannel serves channel.open (W5): an empty ID creates a channel, a
+// known one (of this connector_id) is reused and reattached, an unknown
+// one gets a new ID. The ack goes out before the Channel gets its
+// transport, so the pending messages it resends follow the ack (S10).
+func (ss *session) openChannel(p *imv2.Packet) {
+	srv := ss.srv
+	neg := imv2.DefaultCatalog().Negotiate(ss.supported, srv.cfg.Card.Supports.Profiles)
+	if len(neg.Profiles()) == 0 {
+		ss.fail(p, imv2.CodeChannelUnavailable, "no profile in common: the hello offered %q, the Card supports %q (P3)", ss.supported, srv.cfg.Card.Supports.Profiles)
+		return
+	}
+	srv.mu.Lock()
+	inst := ss.inst
+	var e *channelEntry
+	if p.ConnectorChannelID != "" {
+		e = inst.channels[p.ConnectorChannelID]
+	}
+	renegotiate := false
+	if e == nil {
+		srv.mu.Unlock()
+		var err error
+		if e, err = ss.newChannel(inst, neg); err != nil {
+			ss.failErr(p, err)
+			return
+		}
+		if p.ConnectorChannelID != "" {
+			ss.log.Info("dataplane: channel.open for an unknown channel; issued a new ID", "old", short(p.ConnectorChannelID), "new", e.id)
+		}
+		srv.mu.Lock()
+	} else if !neg.Equal(e.neg) {
+		e.neg = neg
+		renegotiate = true
+	}
+	if srv.channels[e.id] != e {
+		srv.mu.Unlock() // dropped meanwhile (server closing, instance expired)
+		ss.fail(p, imv2.CodeChannelUnavailable, "channel %q was dropped", e.id)
+		return
+	}
+	if e.owner != nil && e.owner != ss {
+		delete(e.owner.open, e.id) // a newer connection takes the channel over
+	}
+	e.owner = ss
+	e.lastUsed = srv.clock.Now()
+	ss.open[e.id] = e
+	srv.mu.Unlock()
+	if renegotiate {
+		e.ch.Renegotiate(neg) // P5
+	}
+	ack, err := imv2.NewReply(p, imv2.TypeChannelOpenAck, imv2.ChannelOpenAck{
+		ConnectorChannelID:   e.id,
+		ConnectionDescriptor: srv.describe(ss.ctx, e),
+	})
+	if err != nil {
+		ss.failErr(p, err)
+		return
+	}
+	ack.ConnectorChannelID = e.id
+	ss.send(ack)
+	e.syncTransport(srv)
+}
+
+// newChannel creates a channel of inst, evicting the least recently used
+// closed channel when the instance is at MaxChannels.
+func (ss *session) newChannel(inst *instance, neg *imv2.Negotiated) (*channelEntry, error) {
+	srv := ss.srv
+	id := "cch_" + uuid.NewString()
+	target := srv.cfg.NewTarget(id)
+	if target == nil {
+		return nil, imv2.Errorf(imv2.CodeChannelUnavailable, "no target for channel %q", id)
+	}
+	ch, err := imv2.NewChannel(id, imv2.RoleConnector, neg, nil, target, &srv.opts)
+	if err != nil {
+		return nil, err
+	}
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	if srv.closed || srv.instances[inst.id] != inst {
+		go func() { _ = ch.Close() }()
+		return nil, imv2.Errorf(imv2.CodeChannelUnavailable, "connector_id %q is gone", inst.id)
+	}
+	if len(inst.channels) >= srv.cfg.MaxChannels {
+		var victim *channelEntry
+		for _, c := range inst.channels {
+			if c.owner == nil && (victim == nil || c.lastUsed.Before(victim.lastUsed)) {
+				victim = c
+			}
+		}
+		if victim == nil {
+			go func() { _ = ch.Close() }()
+			return nil, imv2.Errorf(imv2.CodeChannelUnavailable, "connector_id %q has %d open channels, the limit", inst.id, srv.cfg.MaxChannels)
+		}
+		srv.log.Warn("dataplane: channel limit reached; dropping the least recently used closed channel", "connector_channel_id", victim.id)
+		srv.dropChannelLocked(victim)
+	}
+	e := &channelEntry{id: id, inst: inst, ch: ch, neg: neg, lastUsed: srv.clock.Now()}
+	inst.channels[id] = e
+	srv.channels[id] = e
+	return e, nil
+}
+
+// closeChannel serves channel.close (W6): routing stops before the ack;
+// the Channel and its pending and completed state stay for a reopen, and
+// auth state (the author's) is untouched.
+func (ss *session) closeChannel(p *imv2.Packet) {
+	e := ss.openEntry(p)
+	if e == nil {
+		return
+	}
+	srv := ss.srv
+	srv.mu.Lock()
+	if e.owner == ss {
+		e.owner = nil
+	}
+	delete(ss.open, e.id)
+	e.lastUsed = srv.clock.Now()
+	srv.mu.Unlock()
+	e.syncTransport(srv)
+	ss.reply(p, imv2.TypeChannelCloseAck, imv2.StatusOK{Status: "ok"})
+}
+
+// descriptorGet serves connection.descriptor.get (W7).
+func (ss *session) descriptorGet(p *imv2.Packet) {
+	e := ss.openEntry(p)
+	if e == nil {
+		return
+	}
+	ss.reply(p, imv2.TypeDescriptorGetAck, imv2.DescriptorPayload{ConnectionDescriptor: ss.srv.describe(ss.ctx, e)})
+}
+
+// route hands an IM v2 packet to its channel's Channel, found by the
+// envelope's connector_channel_id only (I1, X2).
+func (ss *session) route(p *imv2.Packet) {
+	e := ss.openEntry(p)
+	if e == nil {
+		return
+	}
+	if err := e.ch.Receive(ss.ctx, p); err != nil {
+		ss.log.Debug("dataplane: channel receive", "connector_channel_id", e.id, "type", p.Type, "err", err)
+	}
+}
+
+// openEntry returns the channel a channel-scoped packet names if it is
+// open on this connection, and otherwise answers
+// connector_channel_id_required or channel_not_open.
+func (ss *session) openEntry(p *imv2.Packet) *channelEntry {
+	if p.ConnectorChannelID == "" {
+		ss.fail(p, imv2.CodeChannelIDRequired, "%s needs connector_channel_id (I1)", p.Type)
+		return nil
+	}
+	if e := ss.openHere(p.ConnectorChannelID); e != nil {
+		return e
+	}
+	ss.fail(p, imv2.CodeChannelNotOpen, "channel %q is not open on this connection; channel.open must complete before %s (X2)", short(p.ConnectorChannelID), p.Type)
+	return nil
+}
+
+func (ss *session) openHere(id string) *channelEntry {
+	ss.srv.mu.Lock()
+	defer ss.srv.mu.Unlock()
+	if e := ss.open[id]; e != nil && e.owner == ss {
+		return e
+	}
+	return nil
+}
+
+// transport is the Transport a Channel uses while open on this session.
+// It refuses once the channel is no longer open here, so nothing of a
+// closed channel reaches the wire (W6, ARCH §10).
+func (ss *session) transport(e *channelEntry) imv2.Transport {
+	return imv2.TransportFunc(func(ctx context.Context, p *imv2.Packet) error {
+		ss.srv.mu.Lock()
+		ok := e.owner == ss
+		ss.srv.mu.Unlock()
+		if !ok {
+			return imv2.Errorf(imv2.CodeChannelNotOpen, "channel %q is not open on this connection", e.id)
+		}
+		return ss.conn.Write(ctx, p)
+	})
+}
+
+// spawn runs f for a handler call, waiting for a slot first (backpressure
+// on the read loop rather than unbounded goroutines).
+func (ss *session) spawn(f func(ctx context.Context)) {
+	select {
+	case ss.sem <- struct{}{}:
+	case <-ss.ctx.Done():
+		return
+	}
+	ss.wg.Add(1)
+	go func() {
+		defer ss.wg.Done()
+		defer func() { <-ss.sem }()
+		f(ss.ctx)
+	}()
+}
+
+func (ss *session) send(p *imv2.Packet) {
+	if err := ss.conn.Write(ss.ctx, p); err != nil {
+		ss.log.Debug("dataplane: write", "type", p.Type, "err", err)
+	}
+}
+
+// reply answers req with an ack echoing request_id and setting reply_to (W9).
+func (ss *session) reply(req *imv2.Packet, typ string, payload any) {
+	p, err := imv2.NewReply(req, typ, payload)
+	if err != nil {
+		ss.failErr(req, err)
+		return
+	}
+	ss.send(p)
+}
+
+// fail answers req with an error packet (E3, W10).
+func (ss *session) fail(req *imv2.Packet, code imv2.Code, format string, args ...any) {
+	ss.send(imv2.NewErrorPacket(req, imv2.Errorf(code, format, args...)))
+}
+
+func (ss *session) failErr(req *imv2.Packet, err error) {
+	ss.send(imv2.NewErrorPacket(req, imv2.AsError(err, imv2.CodeInvalidPacket)))
+}
+
+// short bounds remote strings echoed in error messages.
+func short(s string) string {
+	const n = 128
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}

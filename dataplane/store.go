@@ -1,0 +1,91 @@
+package dataplane
+
+import (
+	"context"
+	"slices"
+	"sync"
+
+	"github.com/xagentkit/imv2"
+)
+
+// ChannelStore keeps what the xAgent side must remember across reconnects
+// and restarts (W11): the last connector_id and the IDs of the channels to
+// reopen. A durable implementation lets a restarted process reopen its
+// channels with their stored IDs. Implementations must be safe for
+// concurrent use.
+type ChannelStore interface {
+	ConnectorID(ctx context.Context) (string, error)
+	SetConnectorID(ctx context.Context, id string) error
+	// ChannelIDs returns the channels to reopen, in the order added.
+	ChannelIDs(ctx context.Context) ([]string, error)
+	AddChannel(ctx context.Context, id string) error
+	RemoveChannel(ctx context.Context, id string) error
+}
+
+// DefaultStoreCap bounds the channel IDs a MemoryChannelStore holds.
+const DefaultStoreCap = DefaultMaxChannels
+
+// MemoryChannelStore is the in-memory ChannelStore, the default. It holds
+// at most its cap of channel IDs; AddChannel beyond it fails. Entries have
+// no TTL: they are the caller's bindings, removed by Client.CloseChannel.
+type MemoryChannelStore struct {
+	mu          sync.Mutex
+	capacity    int
+	connectorID string
+	ids         []string
+}
+
+// NewMemoryChannelStore returns an empty store holding at most capacity
+// channel IDs (DefaultStoreCap when capacity ≤ 0).
+func NewMemoryChannelStore(capacity int) *MemoryChannelStore {
+	if capacity <= 0 {
+		capacity = DefaultStoreCap
+	}
+	return &MemoryChannelStore{capacity: capacity}
+}
+
+// ConnectorID implements ChannelStore.
+func (s *MemoryChannelStore) ConnectorID(context.Context) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.connectorID, nil
+}
+
+// SetConnectorID implements ChannelStore.
+func (s *MemoryChannelStore) SetConnectorID(_ context.Context, id string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.connectorID = id
+	return nil
+}
+
+// ChannelIDs implements ChannelStore.
+func (s *MemoryChannelStore) ChannelIDs(context.Context) ([]string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.ids), nil
+}
+
+// AddChannel implements ChannelStore; adding a present ID is a no-op.
+func (s *MemoryChannelStore) AddChannel(_ context.Context, id string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if slices.Contains(s.ids, id) {
+		return nil
+	}
+	if len(s.ids) >= s.capacity {
+		return imv2.Errorf(imv2.CodeChannelUnavailable, "channel store holds %d channels, its cap", s.capacity)
+	}
+	s.ids = append(s.ids, id)
+	return nil
+}
+
+// RemoveChannel implements ChannelStore.
+func (s *MemoryChannelStore) RemoveChannel(_ context.Context, id string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if i := slices.Index(s.ids, id); i >= 0 {
+		s.ids = slices.Delete(s.ids, i, i+1)
+	}
+	return nil
+}
