@@ -90,6 +90,18 @@ type ServerConfig struct {
 	HelloTimeout    time.Duration // default DefaultHelloTimeout
 	MaxHandlerCalls int           // default DefaultMaxHandlerCalls
 
+	// Restore, if set, is asked about a channel.open naming a
+	// connector_channel_id this Server does not hold: after a Connector
+	// restart, or for a channel of a connector_id that expired. True
+	// re-creates the channel under that same ID for the calling
+	// connection's connector_id, so xAgent's binding and its pending
+	// finals survive the restart (PROTO §5.1: a restarted Connector
+	// restores its persistent channels); the Connector author answers
+	// true only for IDs it issued and still serves (say, those with stored
+	// sign-in state). False, or a nil Restore, issues a new ID (W5). It
+	// runs on the connection's read loop: keep it fast.
+	Restore func(ctx context.Context, channelID string) bool
+
 	// OnChannelDrop is called after a channel was closed and forgotten
 	// because its connector_id stayed offline past OfflineGrace (or was
 	// evicted): the place to sign out of the target platform (ARCH §3.4).

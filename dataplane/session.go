@@ -226,13 +226,20 @@ func (ss *session) openChannel(p *imv2.Packet) {
 	}
 	renegotiate := false
 	if e == nil {
+		held := p.ConnectorChannelID != "" && srv.channels[p.ConnectorChannelID] != nil
 		srv.mu.Unlock()
+		reuse := ""
+		if p.ConnectorChannelID != "" && !held && srv.cfg.Restore != nil && srv.cfg.Restore(ss.ctx, p.ConnectorChannelID) {
+			reuse = p.ConnectorChannelID
+		}
 		var err error
-		if e, err = ss.newChannel(inst, neg); err != nil {
+		if e, err = ss.newChannel(inst, neg, reuse); err != nil {
 			ss.failErr(p, err)
 			return
 		}
-		if p.ConnectorChannelID != "" {
+		if reuse != "" {
+			ss.log.Info("dataplane: channel restored under its ID", "connector_channel_id", short(reuse))
+		} else if p.ConnectorChannelID != "" {
 			ss.log.Info("dataplane: channel.open for an unknown channel; issued a new ID", "old", short(p.ConnectorChannelID), "new", e.id)
 		}
 		srv.mu.Lock()
@@ -269,10 +276,13 @@ func (ss *session) openChannel(p *imv2.Packet) {
 }
 
 // newChannel creates a channel of inst, evicting the least recently used
-// closed channel when the instance is at MaxChannels.
-func (ss *session) newChannel(inst *instance, neg *imv2.Negotiated) (*channelEntry, error) {
+// closed channel when the instance is at MaxChannels. id is the ID to
+// restore (ServerConfig.Restore), or "" for a new one.
+func (ss *session) newChannel(inst *instance, neg *imv2.Negotiated, id string) (*channelEntry, error) {
 	srv := ss.srv
-	id := "cch_" + uuid.NewString()
+	if id == "" {
+		id = "cch_" + uuid.NewString()
+	}
 	target := srv.cfg.NewTarget(id)
 	if target == nil {
 		return nil, imv2.Errorf(imv2.CodeChannelUnavailable, "no target for channel %q", id)
@@ -286,6 +296,11 @@ func (ss *session) newChannel(inst *instance, neg *imv2.Negotiated) (*channelEnt
 	if srv.closed || srv.instances[inst.id] != inst {
 		go func() { _ = ch.Close() }()
 		return nil, imv2.Errorf(imv2.CodeChannelUnavailable, "connector_id %q is gone", inst.id)
+	}
+	if srv.channels[id] != nil {
+		// A concurrent open restored the same ID first.
+		go func() { _ = ch.Close() }()
+		return nil, imv2.Errorf(imv2.CodeChannelUnavailable, "channel %q is being restored by another open", short(id))
 	}
 	if len(inst.channels) >= srv.cfg.MaxChannels {
 		var victim *channelEntry
