@@ -131,28 +131,29 @@ func TestPlatform_RealHomeserver(t *testing.T) {
 	got := download(t, w.alice.cli, fe.URL)
 	require.True(t, bytes.Equal(data, got), "file bytes differ")
 
-	// Inbound: text and an image from alice reach Deliver once each, with
-	// message_ids derived from the event IDs; the image is downloadable.
+	// Inbound: every message alice wrote since the sign-in (marker-1
+	// included) reaches Deliver once, with a message_id derived from its
+	// event ID; the image is downloadable through its signed URL.
+	got2 := map[string]imv2.ChatMessage{}
 	var mu sync.Mutex
-	var got2 []imv2.ChatMessage
-	arrived := make(chan struct{}, 8)
+	arrived := make(chan string, 8)
 	syncCtx, stopSync := context.WithCancel(context.Background())
 	syncDone := make(chan error, 1)
 	go func() {
 		syncDone <- p2.RunSync(syncCtx, "ch1", matrixbridge.SyncEvents{Deliver: func(_ context.Context, _ string, m imv2.ChatMessage) error {
 			mu.Lock()
-			got2 = append(got2, m)
+			_, dup := got2[m.MessageID]
+			got2[m.MessageID] = m
 			mu.Unlock()
-			arrived <- struct{}{}
+			if dup {
+				t.Errorf("message %s delivered twice", m.MessageID)
+			}
+			arrived <- m.MessageID
 			return nil
 		}})
 	}()
 	defer func() { stopSync(); <-syncDone }()
-	// The first /sync of a binding only takes the position: wait for it
-	// to be stored before alice writes.
-	require.Eventually(t, func() bool { bb, _ := p2.Bound("ch1"); return bb.Since != "" }, waitTimeout, 10*time.Millisecond)
 	evID := w.alice.say("hello bot")
-	<-arrived
 	img := make([]byte, 5000)
 	_, _ = rand.Read(img)
 	up, err := w.alice.cli.UploadBytesWithName(ctx, img, "image/png", "cat.png")
@@ -161,16 +162,24 @@ func TestPlatform_RealHomeserver(t *testing.T) {
 		MsgType: event.MsgImage, Body: "cat.png", URL: up.ContentURI.CUString(), Info: &event.FileInfo{MimeType: "image/png", Size: len(img)},
 	})
 	require.NoError(t, err)
-	<-arrived
+	want := matrixbridge.MessageID(w.room.String(), imgEv.EventID.String())
+	for id := ""; id != want; {
+		select {
+		case id = <-arrived:
+		case <-ctx.Done():
+			t.Fatal("the image did not arrive")
+		}
+	}
 	mu.Lock()
 	defer mu.Unlock()
-	require.Len(t, got2, 2)
-	require.Equal(t, matrixbridge.MessageID(w.room.String(), evID.String()), got2[0].MessageID)
-	require.Equal(t, "hello bot", got2[0].Text)
-	require.Equal(t, matrixbridge.MessageID(w.room.String(), imgEv.EventID.String()), got2[1].MessageID)
-	require.Len(t, got2[1].Files, 1)
-	require.Equal(t, imv2.FileImage, got2[1].Files[0].Type)
-	fetched, err := xfiles.Fetch(ctx, srv.Client(), srv.URL, got2[1].Files[0], 1<<20)
+	require.Len(t, got2, 3, "marker-1, hello bot, the image")
+	text := got2[matrixbridge.MessageID(w.room.String(), evID.String())]
+	require.Equal(t, "hello bot", text.Text)
+	im := got2[want]
+	require.Len(t, im.Files, 1)
+	require.Equal(t, imv2.FileImage, im.Files[0].Type)
+	require.Equal(t, "cat.png", im.Files[0].Filename)
+	fetched, err := xfiles.Fetch(ctx, srv.Client(), srv.URL, im.Files[0], 1<<20)
 	require.NoError(t, err)
 	require.True(t, bytes.Equal(img, fetched))
 }

@@ -52,8 +52,9 @@ var errGone = errors.New("matrixbridge: binding gone")
 // stored with FileHost.OfferFile and offered by its signed download_url
 // (M6). The /sync position is stored after the whole batch was delivered,
 // so a crash replays at most one batch, and the replay is deduplicated by
-// message_id. A binding's first /sync only takes the position: history
-// from before the sign-in is not forwarded.
+// message_id. SignIn takes the first position, so history from before the
+// sign-in is not forwarded; a binding without one starts at the next
+// /sync likewise.
 //
 // Skipped: the bot's own events, edits (m.replace), redacted events,
 // encrypted media (no end-to-end encryption here) and non-message events.
@@ -126,7 +127,7 @@ func (s *syncer) gone(status string) error {
 func (s *syncer) once(ctx context.Context) error {
 	cli := s.r.cli
 	if s.filter == "" {
-		f, err := cli.CreateFilter(ctx, s.filterDef())
+		f, err := cli.CreateFilter(ctx, roomFilter(s.r.id))
 		if err != nil {
 			return s.check(classify("create filter", err))
 		}
@@ -189,14 +190,16 @@ func (s *syncer) advance(ctx context.Context, next string) error {
 	})
 }
 
-func (s *syncer) filterDef() *mautrix.Filter {
+// roomFilter asks /sync for the room's messages and membership changes
+// only: no presence, account data, typing or other rooms.
+func roomFilter(room id.RoomID) *mautrix.Filter {
 	none := &mautrix.FilterPart{NotTypes: []event.Type{{Type: "*"}}}
 	return &mautrix.Filter{
 		AccountData: none,
 		Presence:    none,
 		EventFormat: mautrix.EventFormatClient,
 		Room: &mautrix.RoomFilter{
-			Rooms:        []id.RoomID{s.r.id},
+			Rooms:        []id.RoomID{room},
 			IncludeLeave: true,
 			AccountData:  none,
 			Ephemeral:    none,

@@ -94,14 +94,28 @@ func (p *Platform) SignIn(ctx context.Context, channelID string, f Form) (Bindin
 			b.UserID = resp.UserID.String()
 		}
 	}
-	joined, err := cli.JoinRoom(ctx, f.Room, nil)
-	if err != nil {
+	undo := func(err error) (Binding, error) {
 		if b.OwnDevice {
 			_, _ = cli.Logout(context.WithoutCancel(ctx)) // do not leave a device behind
 		}
-		return Binding{}, refused(classify("join", err), "the account cannot join the room (invite it first, or check the room ID)")
+		return Binding{}, err
+	}
+	joined, err := cli.JoinRoom(ctx, f.Room, nil)
+	if err != nil {
+		return undo(refused(classify("join", err), "the account cannot join the room (invite it first, or check the room ID)"))
 	}
 	b.RoomID = joined.RoomID.String()
+	// Take the /sync position now: every message after the sign-in is
+	// forwarded, none from before it.
+	filter, err := cli.CreateFilter(ctx, roomFilter(joined.RoomID))
+	if err != nil {
+		return undo(classify("create filter", err))
+	}
+	resp, err := cli.FullSyncRequest(ctx, mautrix.ReqSync{FilterID: filter.FilterID})
+	if err != nil {
+		return undo(classify("sync", err))
+	}
+	b.Since = resp.NextBatch
 	return b, nil
 }
 
