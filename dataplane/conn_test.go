@@ -74,7 +74,7 @@ func TestConn_W1_BearerKey(t *testing.T) {
 }
 
 func TestConn_W2_FrameOverReadLimitCloses1009(t *testing.T) {
-	srv, url := startServer(t, func(c *ServerConfig) { c.Conn.ReadLimit = 4096 })
+	_, url := startServer(t, func(c *ServerConfig) { c.Conn.ReadLimit = 4096 })
 	p := dialPeer(t, url, nil)
 	p.hello("")
 	// Large enough to overflow the socket buffers: the server must drain it
@@ -90,7 +90,6 @@ func TestConn_W2_FrameOverReadLimitCloses1009(t *testing.T) {
 	code, ok := CloseCode(err)
 	require.True(t, ok, "W2: a clean close frame, not a reset: %v", err)
 	require.Equal(t, websocket.CloseMessageTooBig, code)
-	_ = srv
 }
 
 func TestConn_W2_WriteOverLimitRefused(t *testing.T) {

@@ -193,7 +193,13 @@ func (p *peer) rawText(data string) {
 func (p *peer) rawTextErr(data string) error {
 	p.t.Helper()
 	req := &writeReq{ctx: context.Background(), data: []byte(data), res: make(chan error, 1)}
-	p.conn.writes <- req
+	select {
+	case p.conn.writes <- req:
+	case <-p.conn.done:
+		return p.conn.cause()
+	case <-time.After(wait):
+		p.t.Fatal("writer stuck")
+	}
 	return recv(p.t, req.res)
 }
 
