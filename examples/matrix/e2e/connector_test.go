@@ -14,6 +14,8 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -365,7 +367,94 @@ func TestConnector_EndToEnd(t *testing.T) {
 	pending, err := xch.Pending(ctx)
 	require.NoError(t, err)
 	require.Empty(t, pending)
+
+	// auth.logout forgets the binding (and its token) and the descriptor
+	// drops back to created.
+	req, err = imv2.NewPacket(imv2.TypeAuthLogout, chID, nil)
+	require.NoError(t, err)
+	ans, err = cli.Request(ctx, req)
+	require.NoError(t, err)
+	var out imv2.StatusOK
+	require.NoError(t, ans.DecodePayload(&out))
+	require.Equal(t, "ok", out.Status)
+	require.NotNil(t, out.ConnectionDescriptor)
+	require.Equal(t, imv2.StatusCreated, out.ConnectionDescriptor.Connection.Status)
+	state, err := os.ReadFile(filepath.Join(stateDir, "bindings.json"))
+	require.NoError(t, err)
+	require.NotContains(t, string(state), chID)
 	t.Logf("end-to-end wall time (Dendrite already built): %s", time.Since(start).Round(time.Millisecond))
+}
+
+// TestConnector_TokenSignInAndExpiry: a wrong password is refused with
+// status failed; an access token signs in (via /whoami); when the token is
+// revoked on the homeserver, the Connector pushes a Descriptor with status
+// expired (W7) without waiting to be asked.
+func TestConnector_TokenSignInAndExpiry(t *testing.T) {
+	hs := startDendrite(t)
+	aliceID, aliceTok := hs.createUser("alice", "alice-password-1")
+	botID, botTok := hs.createUser("bot", "bot-password-1")
+	alice := newUser(t, hs.URL, aliceID, aliceTok)
+	room := alice.createRoom()
+	addr := freeAddr(t)
+	conn := startConnector(t, addr, "")
+	defer conn.stop(t)
+
+	descs := make(chan *imv2.Descriptor, 16)
+	ctx := ctxFor(t)
+	cli, err := dataplane.Dial(ctx, dataplane.ClientConfig{
+		URL: "http://" + addr + "/ws", APIKey: apiKey, CardID: matrixbridge.CardID,
+		Target:       &agent{seen: map[string]int{}, msgs: make(chan imv2.ChatMessage, 16)},
+		OnDescriptor: func(_ string, d *imv2.Descriptor) { descs <- d },
+	})
+	require.NoError(t, err)
+	defer cli.Close()
+	xch, err := cli.OpenChannel(ctx, "")
+	require.NoError(t, err)
+	require.Equal(t, imv2.StatusCreated, (<-descs).Connection.Status)
+
+	start := func(input map[string]string) imv2.AuthAck {
+		req, err := imv2.NewPacket(imv2.TypeAuthStart, xch.ID(), imv2.AuthStart{FlowID: matrixbridge.FlowID, Input: input})
+		require.NoError(t, err)
+		ans, err := cli.Request(ctx, req)
+		require.NoError(t, err)
+		raw, _ := json.Marshal(ans)
+		require.NotContains(t, string(raw), "wrong-password")
+		require.NotContains(t, string(raw), botTok)
+		var a imv2.AuthAck
+		require.NoError(t, ans.DecodePayload(&a))
+		return a
+	}
+	bad := start(map[string]string{
+		matrixbridge.FieldHomeserver: hs.URL, matrixbridge.FieldUserID: botID,
+		matrixbridge.FieldPassword: "wrong-password", matrixbridge.FieldRoom: room.String(),
+	})
+	require.Equal(t, imv2.AuthFailed, bad.Status)
+	require.NotEmpty(t, bad.Message)
+
+	good := start(map[string]string{
+		matrixbridge.FieldHomeserver: hs.URL, matrixbridge.FieldUserID: botID,
+		matrixbridge.FieldAccessToken: botTok, matrixbridge.FieldRoom: room.String(),
+	})
+	require.Equal(t, imv2.AuthAuthenticated, good.Status, good.Message)
+	require.Equal(t, imv2.StatusConnected, good.ConnectionDescriptor.Connection.Status)
+
+	// The token is revoked on the homeserver: the Connector notices on its
+	// next /sync and pushes the new state. Alice's message ends the /sync
+	// long poll in flight, so the next one comes at once.
+	revoker := newUser(t, hs.URL, botID, botTok)
+	_, err = revoker.cli.Logout(ctx)
+	require.NoError(t, err)
+	alice.say("wake up")
+	for {
+		select {
+		case d := <-descs:
+			if d.Connection.Status == imv2.StatusExpired {
+				return
+			}
+		case <-ctx.Done():
+			t.Fatal("no descriptor push with status expired")
+		}
+	}
 }
 
 func countBody(evs []*event.Event, body string) int {

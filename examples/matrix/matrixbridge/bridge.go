@@ -67,6 +67,10 @@ type Bridge struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
+	// authMu serialises auth.start and auth.logout: sign-in is rare, and
+	// two concurrent sign-ins of one channel must not both bind it.
+	authMu sync.Mutex
+
 	mu       sync.Mutex
 	closed   bool
 	syncs    map[string]*syncLoop // by channel; at most one per bound channel
@@ -322,6 +326,8 @@ func (b *Bridge) gone(channelID, status string) {
 // the channel and start reading the room. A refusal the user can fix is
 // status failed with its reason; the token never leaves the Connector.
 func (b *Bridge) Start(ctx context.Context, channelID string, req imv2.AuthStart) (*imv2.AuthAck, error) {
+	b.authMu.Lock()
+	defer b.authMu.Unlock()
 	sid := "auth_" + uuid.NewString()
 	failed := func(msg string) (*imv2.AuthAck, error) {
 		return &imv2.AuthAck{FlowID: req.FlowID, AuthSessionID: sid, Status: imv2.AuthFailed, Message: msg}, nil
@@ -390,6 +396,8 @@ func (b *Bridge) Cancel(_ context.Context, channelID string, req imv2.AuthCancel
 // Logout serves auth.logout: stop reading the room, forget the binding and
 // log out the device the Connector created. The channel stays open.
 func (b *Bridge) Logout(ctx context.Context, channelID string) (*imv2.StatusOK, error) {
+	b.authMu.Lock()
+	defer b.authMu.Unlock()
 	b.stopSync(channelID)
 	bd, ok, err := b.platform.Unbind(ctx, channelID)
 	if err != nil {
