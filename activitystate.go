@@ -10,6 +10,7 @@ type activityState struct {
 	shown   bool          // thinking or tool is displayed
 	want    *ChatActivity // newest state not yet handed to the target
 	running bool          // a lane goroutine is calling the target
+	idle    chan struct{} // closed when the running lane stops
 	timeout Timer
 }
 
@@ -57,7 +58,23 @@ func (c *Channel) pushActivityLocked(a ChatActivity) {
 		return
 	}
 	c.act.running = true
+	c.act.idle = make(chan struct{})
 	c.spawnLocked(c.showActivity)
+}
+
+// settleActivity waits until the ActivityTarget has been handed the newest
+// state, so a final is shown after the status it clears (C6).
+func (c *Channel) settleActivity() {
+	c.mu.Lock()
+	idle := c.act.idle
+	running := c.act.running
+	c.mu.Unlock()
+	if running {
+		select {
+		case <-idle:
+		case <-c.ctx.Done():
+		}
+	}
 }
 
 // showActivity hands the newest state to the ActivityTarget. Its errors
@@ -69,6 +86,7 @@ func (c *Channel) showActivity() {
 		c.act.want = nil
 		if a == nil || c.closed {
 			c.act.running = false
+			close(c.act.idle)
 			c.mu.Unlock()
 			return
 		}

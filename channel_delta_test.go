@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -108,7 +109,7 @@ func TestDelta_D7_FilesInDeltaRejected(t *testing.T) {
 }
 
 func TestDelta_D9_S4_BoundsOnStreamsBytesAndIdleTTL(t *testing.T) {
-	c, w, clk := newConnector(t, newRecTarget(), &Options{MaxOpenDeltas: 2, MaxDeltaBytes: 8, DeltaIdleTTL: time.Minute, DeltaSweep: 10 * time.Second})
+	c, w, clk := newConnector(t, newRecTarget(), &Options{MaxOpenDeltas: 2, MaxDeltaBytes: 8 + 2*deltaOverhead, DeltaIdleTTL: time.Minute, DeltaSweep: 10 * time.Second})
 	require.NoError(t, c.Receive(context.Background(), deltaPacket(t, "a1", 1, "1234")))
 	require.NoError(t, c.Receive(context.Background(), deltaPacket(t, "a2", 1, "x")))
 	third := deltaPacket(t, "a3", 1, "x")
@@ -241,5 +242,41 @@ func BenchmarkDeltaAppend(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// orderTarget records the order of activity and post calls.
+type orderTarget struct {
+	mu    sync.Mutex
+	calls []string
+	done  chan struct{}
+}
+
+func (o *orderTarget) PostMessage(context.Context, string, *ChatMessage) error {
+	o.mu.Lock()
+	o.calls = append(o.calls, "post")
+	o.mu.Unlock()
+	close(o.done)
+	return nil
+}
+
+func (o *orderTarget) SetActivity(_ context.Context, _ string, a ChatActivity) error {
+	o.mu.Lock()
+	o.calls = append(o.calls, string(a.Status))
+	o.mu.Unlock()
+	return nil
+}
+
+func TestActivity_C6_ClearedBeforeFinalIsPosted(t *testing.T) {
+	for range 20 {
+		target := &orderTarget{done: make(chan struct{})}
+		c, _, _ := newConnector(t, target, nil)
+		require.NoError(t, c.Receive(context.Background(), activityPacket(t, ActivityThinking, "")))
+		require.NoError(t, c.Receive(context.Background(), finalPacket(t, "a1", "x")))
+		recv(t, target.done)
+		target.mu.Lock()
+		require.Equal(t, "post", target.calls[len(target.calls)-1], "calls %v", target.calls)
+		require.Contains(t, target.calls, "idle")
+		target.mu.Unlock()
 	}
 }

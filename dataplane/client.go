@@ -57,6 +57,9 @@ type ClientConfig struct {
 	Clock imv2.Clock
 	// Conn tunes each WebSocket.
 	Conn ConnConfig
+	// WrapConn, when set, decorates every new connection (a fault
+	// injector in a simulator, a recorder in a test).
+	WrapConn func(Conn) Conn
 	// Dialer is the WebSocket dialer; its Subprotocols are replaced by
 	// xagent.connector.packet.v1. Default: a zero websocket.Dialer.
 	Dialer *websocket.Dialer
@@ -182,6 +185,7 @@ func Dial(ctx context.Context, cfg ClientConfig) (*Client, error) {
 	if c.opts.Logger == nil {
 		c.opts.Logger = cfg.Logger
 	}
+	sharedStores(&c.opts)
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	if c.connectorID, err = cfg.Store.ConnectorID(ctx); err != nil {
 		c.cancel()
@@ -200,6 +204,13 @@ func Dial(ctx context.Context, cfg ClientConfig) (*Client, error) {
 		cfg.OnConnected(c.ConnectorID(), ids)
 	}
 	return c, nil
+}
+
+func (c *Client) wrap(conn Conn) Conn {
+	if c.cfg.WrapConn != nil {
+		return c.cfg.WrapConn(conn)
+	}
+	return conn
 }
 
 func wsURL(raw string) (string, error) {
@@ -248,7 +259,7 @@ func (c *Client) connect(ctx context.Context) (*clientConn, error) {
 	}
 	cc := &clientConn{
 		c:       c,
-		conn:    NewLoggingConn(newWSConn(ws, c.cfg.Conn), c.log),
+		conn:    c.wrap(NewLoggingConn(newWSConn(ws, c.cfg.Conn), c.log)),
 		waiters: map[string]*waiter{},
 		dead:    make(chan struct{}),
 	}
@@ -494,10 +505,7 @@ func (c *Client) applyOpen(cc *clientConn, requested string, r *imv2.Packet) (*c
 	}
 	c.mu.Unlock()
 	if old != nil {
-		// The Connector no longer knows the old ID: its pending finals
-		// stay in the PendingStore under that ID; the binding moves on.
 		c.log.Info("dataplane: channel reopened under a new ID", "old", requested, "new", id)
-		c.closeChannelAsync(old)
 	}
 	if requested != "" && requested != id {
 		if err := c.cfg.Store.RemoveChannel(c.ctx, requested); err != nil {
@@ -537,17 +545,31 @@ func (c *Client) applyOpen(cc *clientConn, requested string, r *imv2.Packet) (*c
 	e.conn = cc
 	c.mu.Unlock()
 	e.ch.SetTransport(cc.transport(e))
+	if old != nil {
+		c.handover(old, e)
+	}
 	if c.cfg.OnDescriptor != nil {
 		c.cfg.OnDescriptor(id, d)
 	}
 	return e, nil
 }
 
-func (c *Client) closeChannelAsync(e *clientChannel) {
+// handover moves the pending finals of a channel the Connector no longer
+// knows to the channel that replaced it (same message_id and content, S2),
+// off the read loop: closing the old Channel waits for its Target calls.
+func (c *Client) handover(old, e *clientChannel) {
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
-		_ = e.ch.Close()
+		moved, err := old.ch.Handover(c.ctx)
+		if err != nil {
+			c.log.Warn("dataplane: pending finals of the old channel not all moved", "connector_channel_id", old.id, "err", err)
+		}
+		for _, m := range moved {
+			if _, err := e.ch.Send(c.ctx, m); err != nil && c.opts.OnFailed != nil {
+				c.opts.OnFailed(old.id, m, imv2.AsError(err, imv2.CodeChannelUnavailable))
+			}
+		}
 	}()
 }
 

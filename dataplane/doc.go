@@ -34,9 +34,7 @@
 //   - channel.open with no profile in common between the hello and the
 //     Card gets an error packet connector_channel_unavailable (P3).
 //     Channels live in the namespace of their connector_id: an ID from
-//     another connector_id is unknown and gets a new ID (W5), unless
-//     ServerConfig.Restore says the author still serves it (a restarted
-//     Connector keeps its channels' IDs, so pending finals carry over).
+//     another connector_id is unknown and gets a new ID (W5).
 //   - channel.close of a channel not open on this connection gets
 //     channel_not_open; routing stops before the ack, the Channel keeps
 //     its pending and completed state for a reopen (W6).

@@ -90,17 +90,13 @@ type ServerConfig struct {
 	HelloTimeout    time.Duration // default DefaultHelloTimeout
 	MaxHandlerCalls int           // default DefaultMaxHandlerCalls
 
-	// Restore, if set, is asked about a channel.open naming a
-	// connector_channel_id this Server does not hold: after a Connector
-	// restart, or for a channel of a connector_id that expired. True
-	// re-creates the channel under that same ID for the calling
-	// connection's connector_id, so xAgent's binding and its pending
-	// finals survive the restart (PROTO §5.1: a restarted Connector
-	// restores its persistent channels); the Connector author answers
-	// true only for IDs it issued and still serves (say, those with stored
-	// sign-in state). False, or a nil Restore, issues a new ID (W5). It
-	// runs on the connection's read loop: keep it fast.
-	Restore func(ctx context.Context, channelID string) bool
+	// Registry remembers issued channel IDs across restarts, so a reopen
+	// with a stored ID finds the channel's durable state (W5, S8).
+	// Default: a MemoryRegistry, which forgets on restart.
+	Registry ChannelRegistry
+	// OnChannelOpen is called for every channel.open about to be answered
+	// with success, with the channel's ID. Do not block in it.
+	OnChannelOpen func(channelID string)
 
 	// OnChannelDrop is called after a channel was closed and forgotten
 	// because its connector_id stayed offline past OfflineGrace (or was
@@ -200,6 +196,9 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		cfg.Conn.Clock = cfg.Clock
 	}
 	setInt(&cfg.MaxChannels, DefaultMaxChannels)
+	if cfg.Registry == nil {
+		cfg.Registry = NewMemoryRegistry(0)
+	}
 	setInt(&cfg.MaxConnectors, DefaultMaxConnectors)
 	setInt(&cfg.MaxHandlerCalls, DefaultMaxHandlerCalls)
 	setDur(&cfg.OfflineGrace, DefaultOfflineGrace)
@@ -225,6 +224,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if s.opts.Logger == nil {
 		s.opts.Logger = cfg.Logger
 	}
+	sharedStores(&s.opts)
 	for _, t := range cfg.Card.Tools {
 		s.cardTool[t.ToolID] = true
 	}
@@ -387,6 +387,7 @@ func (s *Server) Close() error {
 	}
 	s.mu.Unlock()
 	for _, ss := range sessions {
+		ss.cancel() // frees a read loop waiting for a handler slot
 		_ = ss.conn.Close()
 	}
 	s.wg.Wait()
@@ -549,10 +550,17 @@ func (s *Server) dropInstanceLocked(inst *instance) {
 func (s *Server) dropChannelLocked(e *channelEntry) {
 	delete(e.inst.channels, e.id)
 	delete(s.channels, e.id)
+	// Forget before anyone can reopen the ID (a rare path: grace expiry
+	// or eviction), so a later channel.open gets a new ID (W5).
+	if err := s.cfg.Registry.Forget(context.Background(), e.id); err != nil {
+		s.log.Warn("dataplane: dropped channel not forgotten by the registry", "connector_channel_id", e.id, "err", err)
+	}
 	s.dropWG.Add(1)
 	go func() {
 		defer s.dropWG.Done()
-		_ = e.ch.Close()
+		// Gone for good: fail its pending user messages, forget its
+		// completed records (S7).
+		_ = e.ch.Drop(context.Background())
 		if s.cfg.OnChannelDrop != nil {
 			s.cfg.OnChannelDrop(e.id)
 		}

@@ -115,31 +115,6 @@ func TestServer_W5_OpenNewReuseUnknown(t *testing.T) {
 	require.True(t, srv.IsOpen(id))
 }
 
-// TestServer_W5_RestoreKnownChannel: after a Connector restart the Server
-// holds no channel; Restore lets the author keep the IDs it still serves,
-// so xAgent's binding and pending finals carry over. Other unknown IDs
-// still get a new ID.
-func TestServer_W5_RestoreKnownChannel(t *testing.T) {
-	var asked []string
-	srv, url := startServer(t, func(c *ServerConfig) {
-		c.Restore = func(_ context.Context, id string) bool {
-			asked = append(asked, id) // the read loop calls it: no race
-			return id == "cch_restored"
-		}
-	})
-	p := dialPeer(t, url, nil)
-	p.hello("conn_from_before_the_restart")
-	id, d := p.open("cch_restored")
-	require.Equal(t, "cch_restored", id, "a channel the author still serves keeps its ID")
-	require.Equal(t, "cch_restored", d.Connection.ConnectorChannelID)
-	require.NotNil(t, srv.Channel("cch_restored"))
-	again, _ := p.open("cch_restored")
-	require.Equal(t, id, again, "W5: now known, reused without asking again")
-	other, _ := p.open("cch_forgotten")
-	require.NotEqual(t, "cch_forgotten", other, "W5: an ID the author does not serve gets a new one")
-	require.Equal(t, []string{"cch_restored", "cch_forgotten"}, asked)
-}
-
 func TestServer_W5_P3_NoCommonProfile(t *testing.T) {
 	_, url := startServer(t, nil)
 	p := dialPeer(t, url, nil)

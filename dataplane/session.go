@@ -226,20 +226,21 @@ func (ss *session) openChannel(p *imv2.Packet) {
 	}
 	renegotiate := false
 	if e == nil {
-		held := p.ConnectorChannelID != "" && srv.channels[p.ConnectorChannelID] != nil
+		_, elsewhere := srv.channels[p.ConnectorChannelID]
 		srv.mu.Unlock()
 		reuse := ""
-		if p.ConnectorChannelID != "" && !held && srv.cfg.Restore != nil && srv.cfg.Restore(ss.ctx, p.ConnectorChannelID) {
-			reuse = p.ConnectorChannelID
+		if p.ConnectorChannelID != "" && !elsewhere {
+			// Issued before a restart: reuse it with its durable state.
+			if known, err := srv.cfg.Registry.Known(ss.ctx, p.ConnectorChannelID); err == nil && known {
+				reuse = p.ConnectorChannelID
+			}
 		}
 		var err error
 		if e, err = ss.newChannel(inst, neg, reuse); err != nil {
 			ss.failErr(p, err)
 			return
 		}
-		if reuse != "" {
-			ss.log.Info("dataplane: channel restored under its ID", "connector_channel_id", short(reuse))
-		} else if p.ConnectorChannelID != "" {
+		if p.ConnectorChannelID != "" && reuse == "" {
 			ss.log.Info("dataplane: channel.open for an unknown channel; issued a new ID", "old", short(p.ConnectorChannelID), "new", e.id)
 		}
 		srv.mu.Lock()
@@ -271,17 +272,23 @@ func (ss *session) openChannel(p *imv2.Packet) {
 		return
 	}
 	ack.ConnectorChannelID = e.id
+	if srv.cfg.OnChannelOpen != nil {
+		srv.cfg.OnChannelOpen(e.id)
+	}
 	ss.send(ack)
 	e.syncTransport(srv)
 }
 
 // newChannel creates a channel of inst, evicting the least recently used
-// closed channel when the instance is at MaxChannels. id is the ID to
-// restore (ServerConfig.Restore), or "" for a new one.
+// closed channel when the instance is at MaxChannels. id is a registered
+// ID to reuse, or "" for a new one.
 func (ss *session) newChannel(inst *instance, neg *imv2.Negotiated, id string) (*channelEntry, error) {
 	srv := ss.srv
 	if id == "" {
 		id = "cch_" + uuid.NewString()
+		if err := srv.cfg.Registry.Register(ss.ctx, id); err != nil {
+			return nil, err
+		}
 	}
 	target := srv.cfg.NewTarget(id)
 	if target == nil {
@@ -297,11 +304,6 @@ func (ss *session) newChannel(inst *instance, neg *imv2.Negotiated, id string) (
 		go func() { _ = ch.Close() }()
 		return nil, imv2.Errorf(imv2.CodeChannelUnavailable, "connector_id %q is gone", inst.id)
 	}
-	if srv.channels[id] != nil {
-		// A concurrent open restored the same ID first.
-		go func() { _ = ch.Close() }()
-		return nil, imv2.Errorf(imv2.CodeChannelUnavailable, "channel %q is being restored by another open", short(id))
-	}
 	if len(inst.channels) >= srv.cfg.MaxChannels {
 		var victim *channelEntry
 		for _, c := range inst.channels {
@@ -315,6 +317,15 @@ func (ss *session) newChannel(inst *instance, neg *imv2.Negotiated, id string) (
 		}
 		srv.log.Warn("dataplane: channel limit reached; dropping the least recently used closed channel", "connector_channel_id", victim.id)
 		srv.dropChannelLocked(victim)
+	}
+	if old := srv.channels[id]; old != nil {
+		// Another connection reopened the same registered ID meanwhile:
+		// keep its Channel, there must be one per ID.
+		go func() { _ = ch.Close() }()
+		if old.inst != inst {
+			return nil, imv2.Errorf(imv2.CodeChannelUnavailable, "channel %q is open for another connector_id", id)
+		}
+		return old, nil
 	}
 	e := &channelEntry{id: id, inst: inst, ch: ch, neg: neg, lastUsed: srv.clock.Now()}
 	inst.channels[id] = e

@@ -132,17 +132,23 @@ func New(cfg Config) (*Bridge, error) {
 		return nil, err
 	}
 
+	var registry dataplane.ChannelRegistry // default: in memory
+	if b.bolt != nil {
+		registry = b.bolt // channel IDs survive a restart with their state
+	}
 	var err error
 	b.server, err = dataplane.NewServer(dataplane.ServerConfig{
-		Card:      b.card,
-		NewTarget: b.newTarget,
-		Describe:  b.describe,
-		Auth:      b,
-		Restore:   b.restore,
-		Options:   &chOpts,
-		Logger:    cfg.Logger,
-		Clock:     cfg.Clock,
-		Label:     "Matrix",
+		Card:          b.card,
+		NewTarget:     func(string) imv2.Target { return b.target },
+		Describe:      b.describe,
+		Auth:          b,
+		Registry:      registry,
+		OnChannelOpen: b.channelOpen,
+		OnChannelDrop: b.channelDrop,
+		Options:       &chOpts,
+		Logger:        cfg.Logger,
+		Clock:         cfg.Clock,
+		Label:         "Matrix",
 	})
 	if err != nil {
 		return fail(err)
@@ -213,21 +219,34 @@ func (b *Bridge) Close() error {
 	return err
 }
 
-// newTarget serves ServerConfig.NewTarget: one display Target serves every
-// channel. A channel xAgent reopens after a restart starts reading its
-// room here.
-func (b *Bridge) newTarget(channelID string) imv2.Target {
+// channelOpen serves ServerConfig.OnChannelOpen: a bound channel that
+// xAgent (re)opens — after a restart too — reads its room.
+func (b *Bridge) channelOpen(channelID string) {
 	if _, ok := b.platform.Bound(channelID); ok {
 		b.startSync(channelID)
 	}
-	return b.target
 }
 
-// restore serves ServerConfig.Restore: a channel with a stored binding
-// keeps its ID across a restart.
-func (b *Bridge) restore(_ context.Context, channelID string) bool {
-	_, ok := b.platform.Bound(channelID)
-	return ok
+// channelDrop serves ServerConfig.OnChannelDrop: the channel's
+// connector_id stayed offline past the grace, so the channel is
+// unregistered with its sign-in (PROTO §5.1, ARCH §3.4).
+func (b *Bridge) channelDrop(channelID string) {
+	b.stopSync(channelID)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	bd, ok, err := b.platform.Unbind(ctx, channelID)
+	if err != nil {
+		b.log.Warn("matrixbridge: binding not removed from the store", "channel", channelID, "err", err)
+	}
+	b.mu.Lock()
+	delete(b.status, channelID)
+	delete(b.sessions, channelID)
+	b.mu.Unlock()
+	if ok {
+		if err := b.platform.SignOut(ctx, bd); err != nil {
+			b.log.Warn("matrixbridge: device not logged out", "channel", channelID, "err", err)
+		}
+	}
 }
 
 // describe serves ServerConfig.Describe: connected while bound, else the

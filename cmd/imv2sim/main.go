@@ -1,0 +1,82 @@
+// Command imv2sim is an xAgent simulator for Connector authors.
+//
+//	imv2sim -connector http://127.0.0.1:8787 [-api-key KEY] [flags]
+//
+// It dials the Connector, says hello, opens a channel and answers every
+// user message with chat.activity thinking → tool web_search → a reply
+// streamed in deltas → the final → idle. See -help for the flags.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/xagentkit/imv2/sim"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "imv2sim:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	fs := flag.NewFlagSet("imv2sim", flag.ContinueOnError)
+	connector := fs.String("connector", "", "Connector base URL, e.g. http://127.0.0.1:8787 (required)")
+	apiKey := fs.String("api-key", "", "API key sent as a bearer token")
+	rate := fs.Float64("rate", 20, "deltas per second of a streamed reply (0: as fast as possible)")
+	attach := fs.String("attach", "", "upload this file and attach it to every final")
+	drop := fs.Float64("drop", 0, "percentage of outbound chat packets to drop")
+	dup := fs.Float64("dup", 0, "percentage of outbound chat packets to send twice")
+	send := fs.Int("send", 0, "send N scripted assistant messages, wait for their acks, and exit")
+	quiet := fs.Bool("q", false, "do not print what the simulator sees")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *connector == "" {
+		fs.Usage()
+		return errors.New("-connector is required")
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	cfg := sim.Config{Connector: *connector, APIKey: *apiKey, Rate: *rate, Attach: *attach, Drop: *drop, Duplicate: *dup}
+	if !*quiet {
+		cfg.Log = os.Stdout
+	}
+	s, err := sim.Start(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	if *send == 0 {
+		<-ctx.Done()
+		return nil
+	}
+	for i := 1; i <= *send; i++ {
+		if err := s.Reply(ctx, s.Channel().ID(), fmt.Sprintf("Scripted message %d of %d.", i, *send)); err != nil {
+			return err
+		}
+	}
+	for {
+		pending, err := s.Channel().Pending(ctx)
+		if err != nil {
+			return err
+		}
+		if len(pending) == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}

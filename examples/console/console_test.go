@@ -1,0 +1,219 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/xagentkit/imv2/examples/console/consolebridge"
+	"github.com/xagentkit/imv2/sim"
+	"go.uber.org/goleak"
+)
+
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "console-test")
+	if err != nil {
+		panic(err)
+	}
+	binary = filepath.Join(dir, "console")
+	if out, err := exec.Command("go", "build", "-race", "-o", binary, ".").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build console: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// proc is a console Connector running as a subprocess under the contract
+// of its command line: stdin lines in, JSON events out.
+type proc struct {
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	events chan consolebridge.Event
+	url    string
+}
+
+func start(t *testing.T, args ...string) *proc {
+	t.Helper()
+	cmd := exec.Command(binary, append([]string{"-addr", "127.0.0.1:0", "-json"}, args...)...)
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	stderr, err := cmd.StderrPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	p := &proc{cmd: cmd, stdin: stdin, events: make(chan consolebridge.Event, 1024)}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	line, err := bufio.NewReader(stderr).ReadString('\n')
+	require.NoError(t, err)
+	url, ok := strings.CutPrefix(strings.TrimSpace(line), "listening on ")
+	require.True(t, ok, "first stderr line: %q", line)
+	p.url = url
+	go func() {
+		defer close(p.events)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			var e consolebridge.Event
+			if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+				e = consolebridge.Event{Event: "invalid-json: " + sc.Text()}
+			}
+			p.events <- e
+		}
+	}()
+	return p
+}
+
+// until collects events until one satisfies stop.
+func (p *proc) until(t *testing.T, stop func(consolebridge.Event) bool) []consolebridge.Event {
+	t.Helper()
+	var got []consolebridge.Event
+	deadline := time.After(15 * time.Second)
+	for {
+		select {
+		case e, ok := <-p.events:
+			require.True(t, ok, "console exited; events so far: %+v", got)
+			require.False(t, strings.HasPrefix(e.Event, "invalid-json"), e.Event)
+			got = append(got, e)
+			if stop(e) {
+				return got
+			}
+		case <-deadline:
+			t.Fatalf("no matching event; got %+v", got)
+		}
+	}
+}
+
+func kinds(es []consolebridge.Event) []string {
+	var out []string
+	for _, e := range es {
+		out = append(out, e.Event)
+	}
+	return out
+}
+
+// TestConsole_D8_K5_M11_ModesAgainstSimulator drives the console binary in
+// each display mode against the simulator over a real WebSocket: the user
+// line is sent and acknowledged, activity shows as typing and is cleared,
+// the reply streams as the mode says, and exactly one final carries the
+// final text.
+func TestConsole_D8_K5_M11_ModesAgainstSimulator(t *testing.T) {
+	for _, mode := range []string{"stream", "edit", "buffer"} {
+		t.Run(mode, func(t *testing.T) {
+			p := start(t, "-mode", mode)
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			agent, err := sim.Start(ctx, sim.Config{Connector: p.url, Rate: 0})
+			require.NoError(t, err)
+			defer agent.Close()
+
+			_, err = io.WriteString(p.stdin, "hello from the terminal\n")
+			require.NoError(t, err)
+			// The ack ("sent") and the reply race: wait for both.
+			var sawFinal, sawSent bool
+			events := p.until(t, func(e consolebridge.Event) bool {
+				sawFinal = sawFinal || e.Event == "final"
+				sawSent = sawSent || e.Event == "sent"
+				return sawFinal && sawSent
+			})
+			agent.Wait()
+
+			require.Contains(t, kinds(events), "sent")
+			// Activity snapshots may coalesce (the newest wins, C1), but a
+			// shown status is always cleared before the final (C6).
+			shown := false
+			for _, e := range events {
+				switch e.Event {
+				case "typing":
+					shown = true
+				case "typing_clear":
+					shown = false
+				}
+			}
+			require.False(t, shown, "C6: typing still shown at the final: %v", kinds(events))
+			var final consolebridge.Event
+			for _, e := range events {
+				if e.Event == "final" {
+					final = e
+				}
+			}
+			require.Equal(t, "You said: hello from the terminal", *final.Text, "M11")
+			users := agent.UserMessages()
+			require.Len(t, users, 1)
+			require.Equal(t, "hello from the terminal", users[0].Text)
+			for _, e := range events {
+				switch mode {
+				case "stream":
+					require.NotContains(t, []string{"post", "edit"}, e.Event)
+				case "edit":
+					require.NotEqual(t, "draft", e.Event)
+				case "buffer":
+					require.NotContains(t, []string{"draft", "post", "edit"}, e.Event, "K5: no temporary text")
+				}
+			}
+			if mode == "stream" {
+				require.Contains(t, kinds(events), "draft", "D8")
+			}
+			if mode == "edit" {
+				require.Contains(t, kinds(events), "post", "D8")
+			}
+			// The final is resent (a lost ack): duplicate, and no second final event.
+			ack, err := agent.Resend(ctx, agent.Channel().ID(), agent.Finals()[0])
+			require.NoError(t, err)
+			require.Equal(t, "duplicate", string(ack.Status))
+			_, err = io.WriteString(p.stdin, "second line\n")
+			require.NoError(t, err)
+			more := p.until(t, func(e consolebridge.Event) bool { return e.Event == "final" })
+			for _, e := range more[:len(more)-1] {
+				require.NotEqual(t, "final", e.Event, "A6: one final per message")
+			}
+			require.NotEqual(t, final.MessageID, more[len(more)-1].MessageID)
+		})
+	}
+}
+
+// TestConsole_M6_FileLineSendsDownloadableFile: "/file PATH" sends a
+// file-only message whose download_url the simulator can fetch.
+func TestConsole_M6_FileLineSendsDownloadableFile(t *testing.T) {
+	p := start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	agent, err := sim.Start(ctx, sim.Config{Connector: p.url})
+	require.NoError(t, err)
+	defer agent.Close()
+	path := filepath.Join(t.TempDir(), "notes.txt")
+	require.NoError(t, os.WriteFile(path, []byte("file body"), 0o600))
+	_, err = io.WriteString(p.stdin, "/file "+path+"\n")
+	require.NoError(t, err)
+	p.until(t, func(e consolebridge.Event) bool { return e.Event == "sent" })
+	users := agent.UserMessages()
+	require.Len(t, users, 1)
+	require.Empty(t, users[0].Text, "M3: a file-only message")
+	require.Len(t, users[0].Files, 1)
+	body, err := agent.Fetch(ctx, users[0].Files[0])
+	require.NoError(t, err)
+	require.Equal(t, "file body", string(body))
+	p.until(t, func(e consolebridge.Event) bool { return e.Event == "final" })
+	agent.Wait()
+}

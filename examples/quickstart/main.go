@@ -1,0 +1,129 @@
+// Command quickstart shows a Connector and an agent talking: it starts the
+// console Connector and the xAgent simulator in one process, connected
+// over a real loopback WebSocket, plays a short scripted conversation and
+// exits.
+//
+//	go run ./examples/quickstart
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/display"
+	"github.com/xagentkit/imv2/examples/console/consolebridge"
+	"github.com/xagentkit/imv2/sim"
+)
+
+func main() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := run(ctx, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "quickstart:", err)
+		os.Exit(1)
+	}
+}
+
+// syncWriter lets the Connector and the simulator print without tearing lines.
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
+}
+
+func run(ctx context.Context, stdout io.Writer) error {
+	out := &syncWriter{w: stdout}
+	say := func(format string, args ...any) { fmt.Fprintf(out, "\n── "+format+"\n", args...) }
+
+	// The Connector: the console bridge, its platform is this terminal.
+	bridge, err := consolebridge.New(consolebridge.Config{Addr: "127.0.0.1:0", Mode: display.Stream, Out: out})
+	if err != nil {
+		return err
+	}
+	defer bridge.Close()
+	url, err := bridge.Start()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "Connector %s listening on %s\n", consolebridge.CardID, url)
+
+	// xAgent: the simulator dials /ws, says hello and opens a channel.
+	agent, err := sim.Start(ctx, sim.Config{Connector: url, Rate: 40})
+	if err != nil {
+		return err
+	}
+	defer agent.Close()
+	ch := agent.Channel().ID()
+	fmt.Fprintf(out, "xagent › hello done, channel %s open\n", ch)
+
+	say("1. a user message, answered with activity and a streamed reply")
+	if err := sayAndWait(ctx, bridge, agent, "What is the weather in Paris?"); err != nil {
+		return err
+	}
+
+	say("2. a reply with a file, uploaded to the Connector first (M7)")
+	file := filepath.Join(os.TempDir(), "imv2-quickstart-forecast.txt")
+	if err := os.WriteFile(file, []byte("Paris: 12°C, light rain\n"), 0o600); err != nil {
+		return err
+	}
+	defer os.Remove(file)
+	if err := agent.ReplyWith(ctx, ch, "Here is the forecast as a file.", file); err != nil {
+		return err
+	}
+	if err := waitFinals(ctx, agent, 2); err != nil {
+		return err
+	}
+
+	say("3. xAgent lost an ack and resends a final: the Connector answers duplicate and posts nothing (A6)")
+	finals := agent.Finals()
+	last := finals[len(finals)-1]
+	ack, err := agent.Resend(ctx, ch, last)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "xagent › resent final %s → ack %s\n", last.MessageID, ack.Status)
+	if ack.Status != imv2.AckDuplicate {
+		return fmt.Errorf("resent final answered %s, want duplicate", ack.Status)
+	}
+	say("done")
+	return nil
+}
+
+// sayAndWait types a line on the console and waits for the reply's final.
+func sayAndWait(ctx context.Context, b *consolebridge.Bridge, agent *sim.Simulator, line string) error {
+	before := len(agent.Finals())
+	if _, err := b.Say(ctx, line); err != nil {
+		return err
+	}
+	return waitFinals(ctx, agent, before+1)
+}
+
+// waitFinals waits until the simulator's n-th final was acknowledged.
+func waitFinals(ctx context.Context, agent *sim.Simulator, n int) error {
+	for {
+		pending, err := agent.Channel().Pending(ctx)
+		if err != nil {
+			return err
+		}
+		if len(agent.Finals()) >= n && len(pending) == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return errors.New("the conversation did not finish in time")
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
