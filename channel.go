@@ -44,10 +44,11 @@ type Channel struct {
 	log       *slog.Logger
 	neg       atomic.Pointer[Negotiated]
 
-	ctx    context.Context // cancelled by Close; parent of Target calls
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	active atomic.Int64 // goroutines and timer callbacks running; tests wait for 0
+	ctx       context.Context // cancelled by Close; parent of Target calls
+	storeBase context.Context // ctx without its cancellation: parent of store calls
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+	active    atomic.Int64 // goroutines and timer callbacks running; tests wait for 0
 
 	mu        sync.Mutex
 	closed    bool
@@ -88,6 +89,7 @@ func NewChannel(id string, role Role, n *Negotiated, t Transport, target Target,
 		o:         o,
 		log:       o.Logger.With("connector_channel_id", id, "role", role.String()),
 		ctx:       ctx,
+		storeBase: context.WithoutCancel(ctx),
 		cancel:    cancel,
 		transport: t,
 	}

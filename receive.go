@@ -23,8 +23,9 @@ type delivery struct {
 const storeTimeout = 10 * time.Second
 
 // storeCtx returns a context for such a call: not cancelled by Close.
-func (c *Channel) storeCtx() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(c.ctx), storeTimeout)
+// Release it when the call returned.
+func (c *Channel) storeCtx() *storeContext {
+	return newStoreContext(c.storeBase, storeTimeout)
 }
 
 // receiveMessage handles an inbound chat.message: a final on a Connector,
@@ -133,9 +134,9 @@ func (c *Channel) deliver(d *delivery) {
 // completed store, else the Target's outcome.
 func (c *Channel) runTarget(m *ChatMessage, fp Fingerprint, stream *deltaStream) (AckStatus, *Error) {
 	id := m.MessageID
-	sctx, cancel := c.storeCtx()
+	sctx := c.storeCtx()
 	old, found, err := c.o.Completed.Lookup(sctx, c.id, id)
-	cancel()
+	sctx.release()
 	if err != nil {
 		c.log.Warn("completed store lookup failed", "message_id", id, "err", err)
 		return AckRejected, &Error{Code: CodeTargetDeliveryFailed, Message: "idempotency store unavailable", Retryable: true}
@@ -170,8 +171,8 @@ func (c *Channel) runTarget(m *ChatMessage, fp Fingerprint, stream *deltaStream)
 		}
 		return AckRejected, rej
 	}
-	sctx, cancel = c.storeCtx()
-	defer cancel()
+	sctx = c.storeCtx()
+	defer sctx.release()
 	if err := c.o.Completed.Record(sctx, c.id, id, fp); err != nil {
 		// The side effect happened; a rejection would make the sender
 		// post it again. Accept, and say loudly that dedup is weakened.

@@ -250,8 +250,8 @@ func (c *Channel) finish(o *outgoing, a *ChatMessageAck, fail *Error) {
 	delete(c.out, id)
 	stopTimer(&o.timer)
 	c.mu.Unlock()
-	sctx, cancel := c.storeCtx()
-	defer cancel()
+	sctx := c.storeCtx()
+	defer sctx.release()
 	if err := c.o.Pending.Remove(sctx, c.id, id); err != nil {
 		c.log.Error("pending entry not removed", "message_id", id, "err", err)
 	}
