@@ -1,4 +1,4 @@
-package imv2_test
+package imv2
 
 import (
 	"encoding/json"
@@ -6,40 +6,42 @@ import (
 
 	jsonv2 "github.com/go-json-experiment/json"
 
-	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/internal/benchcpu"
 )
 
 // Benchmarks compare the SDK's typed path with the baseline it replaces:
 // encoding/json into (and from) map[string]any, as the protocol-1.0
 // Connectors do. sdk decodes the envelope and the payload and validates
-// both (DecodePacket, DecodeChatMessage); it encodes with NewChatMessage
-// (validation included) and Packet.Encode. scripts/bench.sh runs them with
-// the others; BENCHMARKS.md has the numbers. Run alone:
+// both (DecodePacket, DecodeChatMessage, as a Channel does on receive);
+// it encodes the same packet as Channel.Send and its transport do:
+// ChatMessage.Validate, the payload encoder, Packet.Encode (envelope and
+// payload checked). Minting a packet_id is left out on both sides, as the
+// map baseline mints none. scripts/bench.sh runs them with the others;
+// BENCHMARKS.md has the numbers. Run alone:
 //
 //	go test -run '^$' -bench 'ChatMessage' -benchmem -count 6 .
 
 // benchMessage is a chat.message with text and two files (~650 bytes).
-var benchMessage = imv2.ChatMessage{
+var benchMessage = ChatMessage{
 	MessageID: "msg_01J9ZK3V6Q8W2R4T5Y7U9I0O1P",
 	Text:      "Please summarise the two attached documents and tell me which of them is newer, then draft a short reply to the sender.",
-	Files: []imv2.File{
-		{Type: imv2.FileImage, FileRef: "file_abc123def456", Filename: "page.png", MimeType: "image/png",
+	Files: []File{
+		{Type: FileImage, FileRef: "file_abc123def456", Filename: "page.png", MimeType: "image/png",
 			ByteSize: 155000, ExpiresAt: 1790000300000, DownloadURL: "/files/refs/file_abc123def456?sig=8f3a9c2e7b1d"},
-		{Type: imv2.FileFile, FileRef: "file_789ghi012jkl", Filename: "report-2026-q3.pdf", MimeType: "application/pdf",
+		{Type: FileFile, FileRef: "file_789ghi012jkl", Filename: "report-2026-q3.pdf", MimeType: "application/pdf",
 			ByteSize: 2481733, ExpiresAt: 1790000300000, DownloadURL: "https://connector.example/files/refs/file_789ghi012jkl?sig=44be01"},
 	},
 	CreatedAt: 1790000000000,
 }
 
-func benchPacket(b *testing.B) (*imv2.Packet, []byte) {
+func benchPacket(b *testing.B) (*Packet, []byte) {
 	b.Helper()
 	payload, err := jsonv2.Marshal(&benchMessage)
 	if err != nil {
 		b.Fatal(err)
 	}
-	p := &imv2.Packet{Schema: imv2.PacketSchema, PacketID: "pkt_5f0c7f0e-8d3b-4c1a-9e2f-6a7b8c9d0e1f",
-		ConnectorChannelID: "cch_conn_im_wechat_0069", Type: imv2.TypeChatMessage, Time: 1790000000000, Payload: payload}
+	p := &Packet{Schema: PacketSchema, PacketID: "pkt_5f0c7f0e-8d3b-4c1a-9e2f-6a7b8c9d0e1f",
+		ConnectorChannelID: "cch_conn_im_wechat_0069", Type: TypeChatMessage, Time: 1790000000000, Payload: payload}
 	data, err := p.Encode()
 	if err != nil {
 		b.Fatal(err)
@@ -48,7 +50,7 @@ func benchPacket(b *testing.B) (*imv2.Packet, []byte) {
 }
 
 var (
-	sinkMessage *imv2.ChatMessage
+	sinkMessage *ChatMessage
 	sinkMap     map[string]any
 	sinkBytes   []byte
 )
@@ -60,11 +62,11 @@ func BenchmarkDecodeChatMessage(b *testing.B) {
 		b.SetBytes(int64(len(data)))
 		defer benchcpu.Measure(b)()
 		for b.Loop() {
-			p, err := imv2.DecodePacket(data)
+			p, err := DecodePacket(data)
 			if err != nil {
 				b.Fatal(err)
 			}
-			m, err := imv2.DecodeChatMessage(p, imv2.ToXAgent)
+			m, err := DecodeChatMessage(p, ToXAgent)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -96,13 +98,16 @@ func BenchmarkEncodeChatMessage(b *testing.B) {
 		b.SetBytes(int64(len(data)))
 		defer benchcpu.Measure(b)()
 		for b.Loop() {
-			// The public path: validation, payload encoding and a fresh
-			// packet_id (the map baseline mints none), then the frame.
-			q, err := imv2.NewChatMessage(p.ConnectorChannelID, imv2.ToXAgent, benchMessage)
+			m := benchMessage
+			if err := m.Validate(ToXAgent); err != nil {
+				b.Fatal(err)
+			}
+			payload, err := marshalChatMessage(&m)
 			if err != nil {
 				b.Fatal(err)
 			}
-			q.PacketID, q.Time = p.PacketID, p.Time
+			q := Packet{Schema: PacketSchema, PacketID: p.PacketID, ConnectorChannelID: p.ConnectorChannelID,
+				Type: TypeChatMessage, Time: p.Time, Payload: payload}
 			out, err := q.Encode()
 			if err != nil {
 				b.Fatal(err)
