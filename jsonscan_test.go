@@ -398,3 +398,16 @@ func TestPlainDownloadURL_MatchesParse(t *testing.T) {
 		t.Fatalf("the fast check took only %d URLs", accepted)
 	}
 }
+
+// FuzzFastCodec holds the fast readers and encoders to the codec on
+// arbitrary input. Run it with, for example:
+//
+//	go test -run '^$' -fuzz FuzzFastCodec -fuzztime 60s .
+func FuzzFastCodec(f *testing.F) {
+	for _, s := range codecEdgeCases {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		checkFastDecode(t, data, &hits{})
+	})
+}
