@@ -176,11 +176,16 @@ func newWSConn(ws *websocket.Conn, cfg ConnConfig) *wsConn {
 func (c *wsConn) reader() {
 	defer c.wg.Done()
 	defer close(c.readerDone)
-	// One buffer for every frame: DecodePacket copies what it keeps.
+	// One buffer for every frame: DecodePacket copies what it keeps. A
+	// buffer grown by a large frame is dropped, not kept for the
+	// connection's life.
 	var buf bytes.Buffer
 	for {
 		mt, r, err := c.ws.NextReader()
 		if err == nil {
+			if buf.Cap() > maxKeptBuffer {
+				buf = bytes.Buffer{}
+			}
 			buf.Reset()
 			_, err = buf.ReadFrom(r)
 		}
@@ -409,7 +414,7 @@ func (c *wsConn) Write(ctx context.Context, p *imv2.Packet) error {
 	if err != nil {
 		return err
 	}
-	if cap(data) <= maxKeptWriteBuffer {
+	if cap(data) <= maxKeptBuffer {
 		c.wbuf = data
 	}
 	if int64(len(data)) > c.cfg.ReadLimit {
@@ -418,9 +423,9 @@ func (c *wsConn) Write(ctx context.Context, p *imv2.Packet) error {
 	return c.writeLocked(ctx, data)
 }
 
-// maxKeptWriteBuffer bounds the encode buffer a connection keeps between
-// writes; a larger frame gets a buffer of its own.
-const maxKeptWriteBuffer = 64 << 10
+// maxKeptBuffer bounds the read and encode buffers a connection keeps
+// between frames; a larger frame gets a buffer of its own.
+const maxKeptBuffer = 64 << 10
 
 // Close implements Conn: it sends a normal close frame, waits up to
 // CloseTimeout for the peer's, closes the socket and waits for the reader
