@@ -1,11 +1,17 @@
 package connector_test
 
 import (
+	"context"
+	"encoding/base64"
+	"encoding/hex"
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"net/url"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 // TestSecurity_W1_T3_SecretsComparedInConstantTime reads the functions that
@@ -96,4 +102,41 @@ func secretish(e ast.Expr) bool {
 		return !found
 	})
 	return found
+}
+
+// TestSecurity_T3_FileRefAndURLEntropy: a file_ref carries 128 random bits
+// (32 hex digits after the prefix) and every one of those bits varies
+// across refs, which catches a counter, a timestamp or a constant; a
+// download URL's signature is a full 256-bit HMAC, and two URLs for the
+// same file differ only where their expiry differs.
+func TestSecurity_T3_FileRefAndURLEntropy(t *testing.T) {
+	e := newEnv(t, nil)
+	var ones, zeros [128]int
+	for i := 0; i < 64; i++ {
+		f, err := e.h.OfferFile(context.Background(), "cch_1", "a.txt", "text/plain", strings.NewReader("same"))
+		require.NoError(t, err)
+		hexPart, ok := strings.CutPrefix(f.FileRef, "file_")
+		require.True(t, ok, f.FileRef)
+		raw, err := hex.DecodeString(hexPart)
+		require.NoError(t, err)
+		require.Len(t, raw, 16, "128 bits")
+		for bit := range 128 {
+			if raw[bit/8]>>(bit%8)&1 == 1 {
+				ones[bit]++
+			} else {
+				zeros[bit]++
+			}
+		}
+		u, err := url.Parse(f.DownloadURL)
+		require.NoError(t, err)
+		sig, err := base64.RawURLEncoding.DecodeString(u.Query().Get("sig"))
+		require.NoError(t, err)
+		require.Len(t, sig, 32, "HMAC-SHA256")
+		require.Equal(t, "cch_1", u.Query().Get("ch"), "bound to its channel")
+		require.NotEmpty(t, u.Query().Get("exp"), "expiring")
+	}
+	for bit := range 128 {
+		// With 64 random refs a fixed bit has probability 2^-63.
+		require.True(t, ones[bit] > 0 && zeros[bit] > 0, "bit %d of file_ref never changes", bit)
+	}
 }
