@@ -360,7 +360,8 @@ func TestSoak(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), *flagBudget)
 	defer cancel()
 
-	var peakHeap atomic.Uint64
+	var peakHeap, peakXPending atomic.Uint64
+	var xPendingLen atomic.Pointer[func() int] // set once the xAgent channel is open
 	sampleDone := make(chan struct{})
 	stopSampling := make(chan struct{})
 	rec := &recorder{}
@@ -398,6 +399,9 @@ func TestSoak(t *testing.T) {
 				peakHeap.Store(ms.HeapInuse)
 			}
 			conn.stats(ctx)
+			if f := xPendingLen.Load(); f != nil && uint64((*f)()) > peakXPending.Load() {
+				peakXPending.Store(uint64((*f)()))
+			}
 			select {
 			case <-stopSampling:
 				return
@@ -436,6 +440,8 @@ func TestSoak(t *testing.T) {
 		t.Fatal(err)
 	}
 	chID := ch.ID()
+	xLen := func() int { return xPending.Len(chID) }
+	xPendingLen.Store(&xLen)
 	proxy.SetFaults(faults)
 
 	// The Connector's sender: user messages with stable IDs, retried on
@@ -566,9 +572,9 @@ func TestSoak(t *testing.T) {
 		xside.count(imv2.EventDuplicate), cside.count(imv2.EventDuplicate), backpressure, ag.finalWaits.Load())
 	t.Logf("result: lost %d+%d, duplicated side effects %d+%d, failed %d+%d, violations %d",
 		lostUsers, lostFinals, dupUsers, dupFinals, len(cside.failed), len(xside.failed), rec.n)
-	t.Logf("stores: connector pending peak %d (cap %d), completed peak %d (cap %d); xAgent completed %d (cap %d); peak heap %.1f MiB",
+	t.Logf("stores: connector pending peak %d (cap %d), completed peak %d (cap %d); xAgent pending peak %d (cap %d), completed %d (cap %d); peak heap %.1f MiB",
 		conn.peakPend, *flagPendingCap, conn.peakDone, imv2.DefaultCompletedCap,
-		xCompleted.Len(), imv2.DefaultCompletedCap, float64(peakHeap.Load())/(1<<20))
+		peakXPending.Load(), imv2.DefaultPendingCap, xCompleted.Len(), imv2.DefaultCompletedCap, float64(peakHeap.Load())/(1<<20))
 
 	if ctx.Err() != nil {
 		t.Errorf("did not settle within %v: users %d/%d, finals %d/%d, connector pending %d",
@@ -591,7 +597,8 @@ func TestSoak(t *testing.T) {
 			t.Errorf("code %q seen in a rejection or error packet is not a stable delta/transport code", c)
 		}
 	}
-	if conn.peakPend > *flagPendingCap || conn.peakDone > imv2.DefaultCompletedCap || xCompleted.Len() > imv2.DefaultCompletedCap {
+	if conn.peakPend > *flagPendingCap || conn.peakDone > imv2.DefaultCompletedCap ||
+		peakXPending.Load() > imv2.DefaultPendingCap || xCompleted.Len() > imv2.DefaultCompletedCap {
 		t.Errorf("a store passed its cap")
 	}
 	if final.Pending != 0 || xPending.Len(chID) != 0 {
