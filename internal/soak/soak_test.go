@@ -51,6 +51,9 @@ var stableCodes = map[imv2.Code]bool{
 	imv2.CodeChannelBusy:           true,
 	imv2.CodeHelloRequired:         true,
 	imv2.CodeInvalidPacket:         true,
+	imv2.CodeChannelUnavailable:    true, // a packet racing a restart
+	imv2.CodeTargetDeliveryFailed:  true, // a delivery cancelled by a restart: retryable
+	imv2.CodeClosed:                true,
 }
 
 // replyText is the final text of the reply to userID: the concatenation of
