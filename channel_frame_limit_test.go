@@ -1,14 +1,4 @@
-//go:build reliabilitybugs
-
 package imv2
-
-// Failing tests for bugs found by the reliability work in files owned by
-// others (resend.go, receive.go). They are behind the reliabilitybugs tag
-// so CI stays green until the fix lands; run them with
-//
-//	go test -tags reliabilitybugs -run 'Bug' ./...
-//
-// and drop the tag together with the fix.
 
 import (
 	"context"
@@ -38,13 +28,13 @@ func (f frameLimit) Send(ctx context.Context, p *Packet) error {
 	return f.wire.Send(ctx, p)
 }
 
-// TestBug_MaxTextMessageOverFrameLimitFailsAtOnce: a message of
-// MaxTextBytes text plus its envelope is over dataplane's 1 MiB frame
-// limit. The transport refuses it with a non-retryable invalid_packet; the
-// Channel must fail it at once through OnFailed (S3) instead of resending
-// it with backoff until PendingTTL (an hour of pointless retries, and a
-// pending slot held all that time).
-func TestBug_MaxTextMessageOverFrameLimitFailsAtOnce(t *testing.T) {
+// TestLimit_FrameSize_MaxTextMessageFailsAtOnce: a message of MaxTextBytes
+// text plus its envelope is over dataplane's 1 MiB frame limit. The
+// transport refuses it with a non-retryable invalid_packet; the Channel
+// fails it at once — Send returns the error and OnFailed is told (S3) —
+// instead of resending it with backoff until PendingTTL (an hour of
+// pointless retries holding a pending slot). Found by the reliability work.
+func TestLimit_FrameSize_MaxTextMessageFailsAtOnce(t *testing.T) {
 	failed := make(chan *Error, 4)
 	clk := fakeclock.New(t0) // time never moves: no resend, no expiry
 	c, err := NewChannel("cch_1", RoleConnector, imNegotiated(), frameLimit{newWire(), 1 << 20}, newRecTarget(), &Options{
@@ -54,7 +44,7 @@ func TestBug_MaxTextMessageOverFrameLimitFailsAtOnce(t *testing.T) {
 	require.NoError(t, err)
 	defer c.Close()
 	_, err = c.Send(context.Background(), ChatMessage{MessageID: "max", Text: strings.Repeat("a", MaxTextBytes)})
-	require.NoError(t, err, "the message is valid: only the transport cannot carry it")
+	require.ErrorIs(t, err, ErrInvalidPacket, "the transport refused it for good")
 	select {
 	case e := <-failed:
 		require.Equal(t, CodeInvalidPacket, e.Code)

@@ -1,11 +1,4 @@
-//go:build reliabilitybugs
-
 package boltstore_test
-
-// A failing test for a bug in receive.go (owned by the performance work);
-// behind the reliabilitybugs tag until the fix lands:
-//
-//	go test -tags reliabilitybugs -run 'Bug' ./boltstore
 
 import (
 	"context"
@@ -18,15 +11,14 @@ import (
 	"github.com/xagentkit/imv2/boltstore"
 )
 
-// TestBug_S8_RecordSurvivesCloseDuringDelivery: a Connector shuts down
-// while the Target is posting a final. The Target finishes the post (the
-// side effect happened) and returns nil after Channel.Close cancelled the
-// channel's context. The completed record must still be written, or the
-// final's resend after the restart is posted a second time. Today
-// runTarget records with the cancelled channel context and boltstore
-// refuses a cancelled context, so the record is lost (logged as "completed
-// record not stored"). Fix: record with context.WithoutCancel(c.ctx).
-func TestBug_S8_RecordSurvivesCloseDuringDelivery(t *testing.T) {
+// TestChannel_S8_RecordSurvivesCloseDuringDelivery: a Connector shuts
+// down while the Target is posting a final. The Target finishes the post
+// (the side effect happened) and returns nil after Channel.Close cancelled
+// the channel's context. The completed record must still be written, or
+// the final's resend after the restart is posted a second time (boltstore
+// refuses a cancelled context, so the record must not use the channel's).
+// Found by the reliability work.
+func TestChannel_S8_RecordSurvivesCloseDuringDelivery(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "state.db")
 	neg := imv2.DefaultCatalog().Negotiate([]string{imv2.ProfileIMv2}, []string{imv2.ProfileIMv2})
 	var posts atomic.Int32
