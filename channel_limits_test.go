@@ -141,7 +141,7 @@ func TestLimit_OpenDeltasPerChannel(t *testing.T) {
 
 func TestLimit_DeltaBytesPerMessage(t *testing.T) {
 	target := newStreamTarget()
-	c, w, _ := newConnector(t, target, &Options{MaxDeltaBytes: 8})
+	c, w, _ := newConnector(t, target, &Options{MaxDeltaBytes: 24}) // text plus 8 bytes of index per delta
 	ctx := context.Background()
 	require.NoError(t, c.Receive(ctx, deltaPacket(t, "m", 1, "12345")))
 	over := deltaPacket(t, "m", 2, "6789")
