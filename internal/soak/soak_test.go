@@ -452,7 +452,22 @@ func TestSoak(t *testing.T) {
 	var backpressure, restarts, halfOpens int
 	restartEvery := n / (*flagRestarts + 1)
 	var halfOpenWG sync.WaitGroup
+	var sentCount atomic.Int64
+	progress := time.NewTicker(30 * time.Second) // long runs say how far they got
+	defer progress.Stop()
 	for i := 0; i < n && ctx.Err() == nil; i++ {
+		select {
+		case <-progress.C:
+			ag.mu.Lock()
+			got := len(ag.users)
+			ag.mu.Unlock()
+			plat.mu.Lock()
+			posted := len(plat.posts)
+			plat.mu.Unlock()
+			t.Logf("progress %v: sent %d/%d, received %d, finals posted %d, restarts %d",
+				time.Since(began).Round(time.Second), sentCount.Load(), n, got, posted, restarts)
+		default:
+		}
 		if *flagRestarts > 0 && i > 0 && i%restartEvery == 0 && restarts < *flagRestarts {
 			conn.stop()
 			time.Sleep(50 * time.Millisecond) // the proxy's dials fail meanwhile
@@ -480,6 +495,7 @@ func TestSoak(t *testing.T) {
 			if c := conn.channel(chID); c != nil {
 				_, err := c.Send(ctx, m)
 				if err == nil {
+					sentCount.Add(1)
 					break
 				}
 				var e *imv2.Error
