@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -37,6 +38,7 @@ var (
 	flagPendingCap = flag.Int("soak.pendingcap", 32, "the Connector's pending cap per channel (backpressure)")
 	flagSeed       = flag.Uint64("soak.seed", 1, "seed of the fault proxy")
 	flagBudget     = flag.Duration("soak.timeout", 50*time.Second, "bound on the whole run")
+	flagDir        = flag.String("soak.dir", "", "directory for the Connector's bolt file (default a test temp dir; a tmpfs such as /dev/shm makes fsync cheap on long runs)")
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -375,7 +377,7 @@ func TestSoak(t *testing.T) {
 	plat := &platform{rec: rec, deltas: nDeltas, posts: map[string]int{}, lastDraft: map[string]string{}}
 	cside, xside := newTally(), newTally()
 	conn := &connector{
-		path: filepath.Join(t.TempDir(), "connector.db"), pendingCap: *flagPendingCap, plat: plat,
+		path: filepath.Join(storeDir(t), "connector.db"), pendingCap: *flagPendingCap, plat: plat,
 		opts: imv2.Options{
 			AckTimeout: time.Second, RetryMin: 100 * time.Millisecond, RetryMax: time.Second,
 			Observer: cside, OnDelivered: cside.onDelivered, OnFailed: cside.onFailed,
@@ -656,6 +658,19 @@ func (r *ring) String() string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return strings.Join(append(slices.Clone(r.lines[r.next:]), r.lines[:r.next]...), "")
+}
+
+// storeDir is -soak.dir (a fresh directory under it) or a test temp dir.
+func storeDir(t *testing.T) string {
+	if *flagDir == "" {
+		return t.TempDir()
+	}
+	dir, err := os.MkdirTemp(*flagDir, "soak")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
 }
 
 func fmtCodes(m map[imv2.Code]int) string {
