@@ -3,6 +3,7 @@ package dataplane
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -125,4 +126,33 @@ func TestLimit_ClientChannels(t *testing.T) {
 	_, err = c.OpenChannel(ctxWait(t), "")
 	require.ErrorIs(t, err, &imv2.Error{Code: imv2.CodeChannelUnavailable})
 	require.Same(t, a, c.Channel(a.ID()))
+}
+
+// TestLimit_FrameSize_MaxTextMessageEndToEnd: a user message of
+// imv2.MaxTextBytes text is valid, but with its envelope it is over the
+// 1 MiB frame limit. Over a real connection Send reports invalid_packet at
+// once, OnFailed is told, nothing stays pending, and the connection keeps
+// carrying messages that fit.
+func TestLimit_FrameSize_MaxTextMessageEndToEnd(t *testing.T) {
+	failed := make(chan imv2.Code, 1)
+	srv, url := startServer(t, func(c *ServerConfig) {
+		c.Options = &imv2.Options{OnFailed: func(_ string, _ imv2.ChatMessage, e *imv2.Error) { failed <- e.Code }}
+	})
+	agent := newRecTarget()
+	c, _, _ := dialClient(t, url, func(cfg *ClientConfig) { cfg.Target = agent })
+	ch, err := c.OpenChannel(ctxWait(t), "")
+	require.NoError(t, err)
+	sc := srv.Channel(ch.ID())
+	require.NotNil(t, sc)
+	_, err = sc.Send(ctxWait(t), imv2.ChatMessage{MessageID: "max", Text: strings.Repeat("a", imv2.MaxTextBytes)})
+	require.ErrorIs(t, err, imv2.ErrInvalidPacket)
+	require.Contains(t, err.Error(), "frame limit")
+	require.Equal(t, imv2.CodeInvalidPacket, recv(t, failed))
+	pend, err := sc.Pending(ctxWait(t))
+	require.NoError(t, err)
+	require.Empty(t, pend)
+	fits := strings.Repeat("b", imv2.MaxTextBytes-4096)
+	_, err = sc.Send(ctxWait(t), imv2.ChatMessage{MessageID: "fits", Text: fits})
+	require.NoError(t, err)
+	require.Equal(t, fits, agent.next(t).Text)
 }
