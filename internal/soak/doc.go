@@ -8,7 +8,8 @@
 // module root. The CI run is small (go test ./internal/soak); the
 // full-size run is
 //
-//	go test -race -run TestSoak -timeout 30m ./internal/soak \
+//	go test -race -run TestSoak -timeout 60m ./internal/soak -v \
 //	    -soak.messages 10000 -soak.replies 1000 -soak.deltas 50 \
-//	    -soak.restarts 5 -soak.timeout 25m -v
+//	    -soak.restarts 5 -soak.pendingcap 1000 -soak.timeout 50m \
+//	    -soak.dir /dev/shm
 package soak
