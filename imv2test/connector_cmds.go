@@ -320,13 +320,13 @@ func (r *run) checkDescriptor(card *imv2.Card, raw []byte, channel string) error
 	c := d.Connection
 	switch {
 	case c.ConnectorChannelID != channel:
-		return fmt.Errorf("Descriptor connection.connector_channel_id %q, want %q (H5)", c.ConnectorChannelID, channel)
+		return fmt.Errorf("the Descriptor's connection.connector_channel_id %q, want %q (H5)", c.ConnectorChannelID, channel)
 	case r.v.plain["CONNECTOR_ID"] != "" && c.ConnectorID != r.v.plain["CONNECTOR_ID"]:
-		return fmt.Errorf("Descriptor connection.connector_id %q, want the hello.ack's %q (H5)", c.ConnectorID, r.v.plain["CONNECTOR_ID"])
+		return fmt.Errorf("the Descriptor's connection.connector_id %q, want the hello.ack's %q (H5)", c.ConnectorID, r.v.plain["CONNECTOR_ID"])
 	case c.TargetType != imv2.TargetTypeIM:
-		return fmt.Errorf("Descriptor target_type %q, want im (P1)", c.TargetType)
+		return fmt.Errorf("the Descriptor's target_type %q, want im (P1)", c.TargetType)
 	case !slices.Equal(c.Profiles, []string{imv2.ProfileIMv2}):
-		return fmt.Errorf("Descriptor connection.profiles %v, want [%s]: the hello offered only it (P2, P3, K1)", c.Profiles, imv2.ProfileIMv2)
+		return fmt.Errorf("the Descriptor's connection.profiles %v, want [%s]: the hello offered only it (P2, P3, K1)", c.Profiles, imv2.ProfileIMv2)
 	}
 	return nil
 }

@@ -63,10 +63,21 @@ type Recorder struct {
 	err    error
 }
 
+// MaxEvents bounds the events a Recorder keeps; one more breaks it (Err),
+// since an observer that floods cannot be judged either.
+const MaxEvents = 100_000
+
 // Record appends e.
 func (r *Recorder) Record(e Event) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if len(r.events) >= MaxEvents {
+		if r.err == nil {
+			r.err = fmt.Errorf("observer: more than %d events", MaxEvents)
+		}
+		r.wakeLocked()
+		return
+	}
 	r.events = append(r.events, e)
 	r.wakeLocked()
 }

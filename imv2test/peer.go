@@ -39,6 +39,10 @@ type peer struct {
 // peerReadLimit bounds one received frame; larger frames end the peer.
 const peerReadLimit = 16 << 20
 
+// maxQueued bounds the received frames no command consumed yet; a peer
+// that sends more ends the connection (a flood is no conformant answer).
+const maxQueued = 100_000
+
 func newPeer(ws *websocket.Conn) *peer {
 	ws.SetReadLimit(peerReadLimit)
 	p := &peer{ws: ws, wake: make(chan struct{}), done: make(chan struct{})}
@@ -68,6 +72,14 @@ func (p *peer) read() {
 			f.doc, _ = decodeJSON(string(data))
 		}
 		p.mu.Lock()
+		if len(p.queue)+len(p.invalid) >= maxQueued {
+			p.err = fmt.Errorf("more than %d frames left unread", maxQueued)
+			close(p.wake)
+			p.wake = make(chan struct{})
+			p.mu.Unlock()
+			_ = p.ws.Close()
+			return
+		}
 		if f.err != nil {
 			p.invalid = append(p.invalid, f)
 		} else {
@@ -144,19 +156,6 @@ func (p *peer) seen() []*frame {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return append([]*frame(nil), p.queue...)
-}
-
-// drop forgets the queued frames pick accepts.
-func (p *peer) drop(pick func(*frame) bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	kept := p.queue[:0]
-	for _, f := range p.queue {
-		if !pick(f) {
-			kept = append(kept, f)
-		}
-	}
-	p.queue = kept
 }
 
 // describe renders a frame in one short line.

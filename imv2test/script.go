@@ -188,6 +188,3 @@ func (c *Check) parseBody(first int, body string) error {
 	}
 	return nil
 }
-
-// Needs reports whether the check needs n.
-func (c *Check) needs(n string) bool { return slices.Contains(c.Needs, n) }

@@ -106,6 +106,10 @@ func CheckXAgent(ctx context.Context, start StartXAgent, cfg *Config) (*Report, 
 	return rep, nil
 }
 
+// maxUploads bounds the uploads one check's Connector records (they
+// live as long as the check).
+const maxUploads = 1024
+
 // upload is one file the XAgent uploaded to the suite's Connector.
 type upload struct {
 	channel string
@@ -298,8 +302,15 @@ func (x *xagentRun) serveUpload(w http.ResponseWriter, r *http.Request, writeJSO
 	_, _ = rand.Read(rb[:])
 	ref := "file_" + hex.EncodeToString(rb[:])
 	x.mu.Lock()
-	x.uploads[ref] = upload{channel: channel, size: len(data), at: time.Now()}
+	full := len(x.uploads) >= maxUploads
+	if !full {
+		x.uploads[ref] = upload{channel: channel, size: len(data), at: time.Now()}
+	}
 	x.mu.Unlock()
+	if full {
+		fail(http.StatusServiceUnavailable, "file_store_full")
+		return
+	}
 	writeJSON(http.StatusOK, map[string]any{"file_ref": ref, "file_type": "file", "filename": hdr.Filename,
 		"byte_size": len(data), "expires_at": time.Now().Add(time.Hour).UnixMilli()})
 }
