@@ -43,13 +43,21 @@ func (s *deltaStream) apply(seq int64, text string, maxBytes int) (bool, *Error)
 	case seq > n+1:
 		return false, Errorf(CodeDeltaSequenceGap, "sequence %d follows %d (D4)", seq, n)
 	}
-	if s.text.Len()+len(text) > maxBytes {
+	// Each delta costs its text and one index entry; both count, so a
+	// flood of empty or one-byte deltas is bounded too (D9).
+	if s.size()+len(text)+deltaOverhead > maxBytes {
 		return false, Errorf(CodeDeltaLimitExceeded, "assembled text would pass %d bytes (D9)", maxBytes)
 	}
 	s.text.WriteString(text)
 	s.ends = append(s.ends, s.text.Len())
-	return true, nil
+	return text != "", nil
 }
+
+// deltaOverhead is what one delta costs beyond its text: its index entry.
+const deltaOverhead = 8
+
+// size is the bytes the stream holds, as counted against MaxDeltaBytes.
+func (s *deltaStream) size() int { return s.text.Len() + deltaOverhead*len(s.ends) }
 
 // waitDrafts blocks until no draft call is running. Called by the final's
 // delivery after it set final, so no new draft starts.
@@ -176,17 +184,21 @@ func (c *Channel) armSweepLocked() {
 // sweepDeltas drops streams idle for longer than DeltaIdleTTL (D9).
 func (c *Channel) sweepDeltas() {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.sweep = nil
 	now := c.o.Clock.Now()
+	var expired []string
 	for id, s := range c.deltas {
 		if now.Sub(s.touched) >= c.o.DeltaIdleTTL {
 			delete(c.deltas, id)
 			s.final = true // stops its draft lane
-			c.o.Observer.Observe(Event{Kind: EventDeltaExpired, ChannelID: c.id, MessageID: id})
+			expired = append(expired, id)
 		}
 	}
 	if len(c.deltas) > 0 {
 		c.armSweepLocked()
+	}
+	c.mu.Unlock()
+	for _, id := range expired {
+		c.observe(Event{Kind: EventDeltaExpired, MessageID: id})
 	}
 }

@@ -2,6 +2,7 @@ package imv2
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -19,14 +20,17 @@ import (
 //
 // Every method is safe for concurrent use. Inbound packets are handed to
 // Receive by whoever reads the connection; Receive never calls the Target
-// on the caller's goroutine, so one slow Target call delays only its own
-// message (up to Options.TargetTimeout) and never other acks.
+// on the caller's goroutine. A channel's messages reach its Target one at a
+// time, in arrival order, so the platform shows them in the order they
+// were sent: a slow Target call delays the channel's later messages and
+// their acks (by at most Options.TargetTimeout each), never another
+// channel's.
 //
 // Bounds (defaults in options.go, pending.go, idempotency.go): pending
 // messages per channel (DefaultPendingCap, then Send returns pending_full),
-// pending age (DefaultPendingTTL, then OnFailed with code expired), Target
-// calls in flight (DefaultMaxInflight, then rejected retryable
-// channel_busy), resends waiting on one in-flight message
+// pending age (DefaultPendingTTL, then OnFailed with code expired),
+// messages queued for the Target (DefaultMaxInflight, then rejected
+// retryable channel_busy), resends waiting on one in-flight message
 // (DefaultMaxWaiters), open delta streams (DefaultMaxOpenDeltas) and their
 // text (DefaultMaxDeltaBytes), idle delta streams (DefaultDeltaIdleTTL),
 // completed records (DefaultCompletedCap, DefaultCompletedTTL).
@@ -45,14 +49,16 @@ type Channel struct {
 	wg     sync.WaitGroup
 	active atomic.Int64 // goroutines and timer callbacks running; tests wait for 0
 
-	mu        sync.Mutex
-	closed    bool
-	transport Transport
-	out       map[string]*outgoing    // sender: pending transmissions by message_id
-	inflight  map[string]*delivery    // receiver: Target calls running, by message_id
-	deltas    map[string]*deltaStream // receiver: open delta streams, by message_id
-	sweep     Timer                   // delta idle sweep, armed while deltas is not empty
-	act       activityState
+	mu         sync.Mutex
+	closed     bool
+	transport  Transport
+	out        map[string]*outgoing    // sender: pending transmissions by message_id
+	inflight   map[string]*delivery    // receiver: queued or running Target calls, by message_id
+	queue      []*delivery             // receiver: Target calls in arrival order
+	delivering bool                    // a goroutine runs deliverQueue
+	deltas     map[string]*deltaStream // receiver: open delta streams, by message_id
+	sweep      Timer                   // delta idle sweep, armed while deltas is not empty
+	act        activityState
 }
 
 // NewChannel returns a Channel serving channel id in role, with the
@@ -61,14 +67,15 @@ type Channel struct {
 // messages. Pending messages already in opts.Pending for this channel (a
 // restart) are resent as soon as a transport is set.
 func NewChannel(id string, role Role, n *Negotiated, t Transport, target Target, opts *Options) (*Channel, error) {
+	// Programming errors, not wire errors: plain errors.
 	if id == "" {
-		return nil, Errorf(CodeChannelIDRequired, "NewChannel: empty connector_channel_id")
+		return nil, errors.New("imv2: NewChannel: empty connector_channel_id")
 	}
 	if role != RoleConnector && role != RoleXAgent {
-		return nil, Errorf(CodeInvalidPacket, "NewChannel: invalid role")
+		return nil, errors.New("imv2: NewChannel: invalid role")
 	}
 	if target == nil {
-		return nil, Errorf(CodeInvalidPacket, "NewChannel: nil Target")
+		return nil, errors.New("imv2: NewChannel: nil Target")
 	}
 	o := opts.withDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -133,6 +140,9 @@ func (c *Channel) SetTransport(t Transport) {
 	c.transport = t
 	for _, o := range c.out {
 		stopTimer(&o.timer)
+		if t == nil {
+			c.armExpiryLocked(o)
+		}
 	}
 	if t == nil || len(c.out) == 0 {
 		return
@@ -221,11 +231,15 @@ func (c *Channel) isClosed() bool {
 	return c.closed
 }
 
-// send transmits p on the current transport; a nil transport is an error.
+// send transmits p on the current transport; a nil transport or a closed
+// channel is an error.
 func (c *Channel) send(ctx context.Context, p *Packet) error {
 	c.mu.Lock()
-	t := c.transport
+	t, closed := c.transport, c.closed
 	c.mu.Unlock()
+	if closed {
+		return ErrClosed
+	}
 	if t == nil {
 		return Errorf(CodeChannelUnavailable, "channel %q is disconnected", c.id)
 	}

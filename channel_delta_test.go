@@ -109,7 +109,7 @@ func TestDelta_D7_FilesInDeltaRejected(t *testing.T) {
 }
 
 func TestDelta_D9_S4_BoundsOnStreamsBytesAndIdleTTL(t *testing.T) {
-	c, w, clk := newConnector(t, newRecTarget(), &Options{MaxOpenDeltas: 2, MaxDeltaBytes: 8, DeltaIdleTTL: time.Minute, DeltaSweep: 10 * time.Second})
+	c, w, clk := newConnector(t, newRecTarget(), &Options{MaxOpenDeltas: 2, MaxDeltaBytes: 8 + 2*deltaOverhead, DeltaIdleTTL: time.Minute, DeltaSweep: 10 * time.Second})
 	require.NoError(t, c.Receive(context.Background(), deltaPacket(t, "a1", 1, "1234")))
 	require.NoError(t, c.Receive(context.Background(), deltaPacket(t, "a2", 1, "x")))
 	third := deltaPacket(t, "a3", 1, "x")

@@ -15,7 +15,7 @@ func FuzzDeltaAssembler(f *testing.F) {
 	f.Add([]byte{2, 'z'})
 	f.Add([]byte{1, 0, 1, 1})
 	f.Fuzz(func(t *testing.T, ops []byte) {
-		const maxBytes = 24
+		const maxBytes = 64
 		s := &deltaStream{}
 		var model []string
 		size := 0
@@ -37,16 +37,16 @@ func FuzzDeltaAssembler(f *testing.F) {
 				if err == nil || err.Code != CodeDeltaSequenceGap {
 					t.Fatalf("gap at %d after %d not rejected: %v", seq, n, err)
 				}
-			case size+len(text) > maxBytes:
+			case size+len(text)+deltaOverhead > maxBytes:
 				if err == nil || err.Code != CodeDeltaLimitExceeded {
 					t.Fatalf("bound not enforced: %v", err)
 				}
 			default:
-				if !grew || err != nil {
-					t.Fatalf("delta %d refused: %v", seq, err)
+				if grew != (text != "") || err != nil {
+					t.Fatalf("delta %d: grew %v, %v", seq, grew, err)
 				}
 				model = append(model, text)
-				size += len(text)
+				size += len(text) + deltaOverhead
 			}
 			if got, want := s.text.String(), strings.Join(model, ""); got != want {
 				t.Fatalf("assembled %q, want %q", got, want)

@@ -165,22 +165,18 @@ func imNegotiated() *Negotiated {
 // newConnector returns a Connector-role channel on a recording wire.
 func newConnector(t *testing.T, target Target, o *Options) (*Channel, *wire, *fakeclock.Clock) {
 	t.Helper()
-	clk := fakeclock.New(t0)
-	if o == nil {
-		o = &Options{}
-	}
-	if o.Clock == nil {
-		o.Clock = clk
-	}
-	w := newWire()
-	c, err := NewChannel("cch_1", RoleConnector, imNegotiated(), w, target, o)
-	require.NoError(t, err)
-	t.Cleanup(func() { c.Close() })
-	return c, w, clk
+	return newTestChannel(t, RoleConnector, target, o)
 }
 
 // newXAgent returns an xAgent-role channel on a recording wire.
 func newXAgent(t *testing.T, target Target, o *Options) (*Channel, *wire, *fakeclock.Clock) {
+	t.Helper()
+	return newTestChannel(t, RoleXAgent, target, o)
+}
+
+// newTestChannel returns channel cch_1 in role on a recording wire, timed
+// by a fake clock unless o brings one.
+func newTestChannel(t *testing.T, role Role, target Target, o *Options) (*Channel, *wire, *fakeclock.Clock) {
 	t.Helper()
 	clk := fakeclock.New(t0)
 	if o == nil {
@@ -190,7 +186,7 @@ func newXAgent(t *testing.T, target Target, o *Options) (*Channel, *wire, *fakec
 		o.Clock = clk
 	}
 	w := newWire()
-	c, err := NewChannel("cch_1", RoleXAgent, imNegotiated(), w, target, o)
+	c, err := NewChannel("cch_1", role, imNegotiated(), w, target, o)
 	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })
 	return c, w, clk

@@ -188,12 +188,16 @@ func mustAck(t *testing.T, p *Packet) *ChatMessageAck {
 	return a
 }
 
-func TestChannel_XAgentReceivesUserMessagesDeduplicated(t *testing.T) {
+// TestChannel_A4_M9_XAgentAcksWhenTakenAndDeduplicates: xAgent acks a user
+// message once its handler took it — before any reply exists, since an ack
+// says only that the message was received (A4) — and dedupes resends (M9).
+func TestChannel_A4_M9_XAgentAcksWhenTakenAndDeduplicates(t *testing.T) {
 	inbox := newRecTarget()
 	x, w, _ := newXAgent(t, inbox, nil)
 	p := userPacket(t, "u1", "hi")
 	require.NoError(t, x.Receive(context.Background(), p))
 	require.Equal(t, AckAccepted, ackOf(t, p, w.next(t)).Status)
+	w.none(t) // A4: the ack is all; no reply is implied or awaited
 	again := userPacket(t, "u1", "hi")
 	require.NoError(t, x.Receive(context.Background(), again))
 	require.Equal(t, AckDuplicate, ackOf(t, again, w.next(t)).Status)
@@ -209,4 +213,22 @@ func TestChannel_CloseCancelsTargetAndStopsGoroutines(t *testing.T) {
 	require.ErrorIs(t, c.Receive(context.Background(), finalPacket(t, "a2", "x")), ErrClosed)
 	_, err := c.Send(context.Background(), ChatMessage{Text: "x"})
 	require.ErrorIs(t, err, ErrClosed)
+}
+
+// TestChannel_M14_FinalsPostedInArrivalOrder: two finals of one tool loop
+// reach the platform in the order they arrived, even when the first post is
+// slow; the second waits for it.
+func TestChannel_M14_FinalsPostedInArrivalOrder(t *testing.T) {
+	target := newRecTarget()
+	target.gate = make(chan struct{})
+	c, w, _ := newConnector(t, target, nil)
+	first, second := finalPacket(t, "a1", "first"), finalPacket(t, "a2", "second")
+	require.NoError(t, c.Receive(context.Background(), first))
+	require.NoError(t, c.Receive(context.Background(), second))
+	w.none(t)
+	close(target.gate)
+	require.Equal(t, "a1", recv(t, target.posted))
+	require.Equal(t, "a2", recv(t, target.posted))
+	ackOf(t, first, w.next(t))
+	ackOf(t, second, w.next(t))
 }

@@ -255,3 +255,76 @@ func TestSend_D1_C1_ConnectorCannotSendDeltasOrActivity(t *testing.T) {
 	require.ErrorIs(t, c.SendActivity(context.Background(), ChatActivity{Status: ActivityIdle}), &Error{Code: CodeUnsupportedPacket})
 	w.none(t)
 }
+
+func TestSend_S3_TransportRefusalFailsAtOnce(t *testing.T) {
+	var got *Error
+	c, w, clk := newConnector(t, newRecTarget(), &Options{OnFailed: func(_ string, _ ChatMessage, err *Error) { got = err }})
+	w.mu.Lock()
+	w.fail = Errorf(CodeInvalidPacket, "frame over the limit")
+	w.mu.Unlock()
+	_, err := c.Send(context.Background(), ChatMessage{Text: "huge"})
+	require.ErrorIs(t, err, ErrInvalidPacket, "Send says so at once")
+	require.NotNil(t, got, "reported through OnFailed")
+	require.Equal(t, CodeInvalidPacket, got.Code)
+	pending, _ := c.Pending(context.Background())
+	require.Empty(t, pending)
+	clk.Advance(time.Hour)
+	require.Equal(t, 0, clk.Pending(), "no retry timer left")
+}
+
+func TestSend_S3_ExpiresWhileDisconnected(t *testing.T) {
+	var got *Error
+	c, w, clk := newConnector(t, newRecTarget(), &Options{PendingTTL: 10 * time.Minute,
+		OnFailed: func(_ string, _ ChatMessage, err *Error) { got = err }})
+	_, err := c.Send(context.Background(), ChatMessage{Text: "x"})
+	require.NoError(t, err)
+	w.next(t)
+	c.SetTransport(nil) // and it never comes back
+	clk.Advance(9 * time.Minute)
+	require.Nil(t, got)
+	clk.Advance(time.Minute)
+	require.NotNil(t, got, "reported, never kept silently")
+	require.Equal(t, CodeExpired, got.Code)
+	pending, _ := c.Pending(context.Background())
+	require.Empty(t, pending)
+}
+
+func TestChannel_SendAfterCloseFails(t *testing.T) {
+	x, w, _ := newXAgent(t, newRecTarget(), nil)
+	r := x.NewReply("")
+	require.NoError(t, x.Close())
+	require.ErrorIs(t, r.Delta(context.Background(), "late"), ErrClosed)
+	require.ErrorIs(t, x.SendActivity(context.Background(), ChatActivity{Status: ActivityIdle}), ErrClosed)
+	w.none(t)
+}
+
+func TestDrop_S7_FailsPendingAndForgetsCompleted(t *testing.T) {
+	var failed []string
+	completed := NewMemoryCompletedStore(0, 0, nil)
+	c, w, _ := newConnector(t, newRecTarget(), &Options{Completed: completed,
+		OnFailed: func(_ string, m ChatMessage, err *Error) { failed = append(failed, m.MessageID+":"+string(err.Code)) }})
+	id, err := c.Send(context.Background(), ChatMessage{Text: "x"})
+	require.NoError(t, err)
+	w.next(t)
+	p := finalPacket(t, "a1", "done")
+	require.NoError(t, c.Receive(context.Background(), p))
+	ackOf(t, p, w.next(t))
+	require.Equal(t, 1, completed.Len())
+
+	require.NoError(t, c.Drop(context.Background()))
+	require.Equal(t, []string{id + ":" + string(CodeChannelUnavailable)}, failed, "S7: reported, not silent")
+	require.Equal(t, 0, completed.Len(), "S7: completed records dropped")
+	pending, _ := c.Pending(context.Background())
+	require.Empty(t, pending)
+}
+
+func TestHandover_S2_PendingMovesWithSameContent(t *testing.T) {
+	store := NewMemoryPendingStore(0)
+	x, w, _ := newXAgent(t, newRecTarget(), &Options{Pending: store})
+	require.NoError(t, x.NewReply("a1").Final(context.Background(), ChatMessage{Text: "final"}))
+	w.next(t)
+	msgs, err := x.Handover(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, []ChatMessage{{MessageID: "a1", Text: "final"}}, msgs)
+	require.Equal(t, 0, store.Len("cch_1"))
+}

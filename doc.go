@@ -30,7 +30,7 @@
 //
 //	pending messages per channel   DefaultPendingCap (1,000), DefaultPendingTTL (1 h)
 //	completed records              DefaultCompletedCap (100,000), DefaultCompletedTTL (24 h)
-//	deliveries in flight           DefaultMaxInflight (64) per channel
+//	messages queued for the Target DefaultMaxInflight (64) per channel
 //	resends waiting on one message DefaultMaxWaiters (16)
 //	open delta streams             DefaultMaxOpenDeltas (256) per channel, DefaultDeltaIdleTTL (5 min)
 //	assembled delta text           DefaultMaxDeltaBytes (1 MiB)

@@ -48,8 +48,9 @@ const (
 	// DefaultTargetTimeout bounds one Target call; a call that overruns is
 	// cancelled and the message rejected retryable.
 	DefaultTargetTimeout = 60 * time.Second
-	// DefaultMaxInflight bounds concurrent Target deliveries per channel;
-	// a further message is rejected retryable with code channel_busy.
+	// DefaultMaxInflight bounds the messages of one channel queued for or
+	// in a Target call (they run one at a time, in arrival order); a
+	// further message is rejected retryable with code channel_busy.
 	DefaultMaxInflight = 64
 	// DefaultMaxWaiters bounds the resends of one message_id that wait for
 	// its in-flight delivery; a further one is rejected retryable.

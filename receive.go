@@ -3,14 +3,28 @@ package imv2
 import (
 	"context"
 	"errors"
+	"time"
 )
 
-// delivery is one message_id whose Target call is running (single flight,
-// A6). Resends of the same content wait as waiters and are answered when
-// it ends; a resend with other content is a conflict (S6).
+// delivery is one message_id queued for or in its Target call (single
+// flight, A6). Resends of the same content wait as waiters and are
+// answered when it ends; a resend with other content is a conflict (S6).
 type delivery struct {
+	p       *Packet
+	m       *ChatMessage
 	fp      Fingerprint
+	stream  *deltaStream
 	waiters []*Packet
+}
+
+// storeTimeout bounds a store call that must finish even while the
+// channel closes: the completed record of a message already posted, the
+// removal of an acknowledged pending entry (S8, S1).
+const storeTimeout = 10 * time.Second
+
+// storeCtx returns a context for such a call: not cancelled by Close.
+func (c *Channel) storeCtx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(c.ctx), storeTimeout)
 }
 
 // receiveMessage handles an inbound chat.message: a final on a Connector,
@@ -46,29 +60,56 @@ func (c *Channel) receiveMessage(ctx context.Context, p *Packet) error {
 	}
 	if len(c.inflight) >= c.o.MaxInflight {
 		c.mu.Unlock()
-		return c.reject(p, id, &Error{Code: CodeChannelBusy, Message: "too many deliveries in flight", Retryable: true})
+		return c.reject(p, id, &Error{Code: CodeChannelBusy, Message: "too many deliveries queued", Retryable: true})
 	}
-	d := &delivery{fp: fp}
+	if c.closed {
+		c.mu.Unlock()
+		return ErrClosed
+	}
+	d := &delivery{p: p, m: m, fp: fp}
 	c.inflight[id] = d
 	// The final clears the message's delta state (D10, S5); its drafts are
 	// finished before the final is posted, so the final wins (M11).
-	stream := c.deltas[id]
+	d.stream = c.deltas[id]
 	delete(c.deltas, id)
-	if stream != nil {
-		stream.final = true
+	if d.stream != nil {
+		d.stream.final = true
 	}
-	ok := c.spawnLocked(func() { c.deliver(p, m, fp, d, stream) })
+	c.queue = append(c.queue, d)
+	if !c.delivering {
+		c.delivering = true
+		c.spawnLocked(c.deliverQueue)
+	}
 	c.mu.Unlock()
-	if !ok {
-		return ErrClosed
-	}
 	return nil
 }
 
+// deliverQueue runs the channel's Target calls one at a time, in arrival
+// order, so a platform shows a channel's messages in the order they were
+// sent (two finals of one tool loop, M14). A slow call delays the
+// channel's later messages by at most TargetTimeout; other channels are
+// not affected.
+func (c *Channel) deliverQueue() {
+	for {
+		c.mu.Lock()
+		if len(c.queue) == 0 || c.closed {
+			c.delivering = false
+			c.mu.Unlock()
+			return
+		}
+		d := c.queue[0]
+		c.queue[0] = nil
+		c.queue = c.queue[1:]
+		c.mu.Unlock()
+		c.deliver(d)
+	}
+}
+
 // deliver runs the Target call of one message and answers every copy.
-func (c *Channel) deliver(p *Packet, m *ChatMessage, fp Fingerprint, d *delivery, stream *deltaStream) {
+func (c *Channel) deliver(d *delivery) {
+	p, m, fp := d.p, d.m, d.fp
 	id := m.MessageID
-	status, rej := c.runTarget(m, fp, stream)
+	status, rej := c.runTarget(m, fp, d.stream)
 
 	c.mu.Lock()
 	delete(c.inflight, id)
@@ -89,7 +130,9 @@ func (c *Channel) deliver(p *Packet, m *ChatMessage, fp Fingerprint, d *delivery
 // completed store, else the Target's outcome.
 func (c *Channel) runTarget(m *ChatMessage, fp Fingerprint, stream *deltaStream) (AckStatus, *Error) {
 	id := m.MessageID
-	old, found, err := c.o.Completed.Lookup(c.ctx, c.id, id)
+	sctx, cancel := c.storeCtx()
+	old, found, err := c.o.Completed.Lookup(sctx, c.id, id)
+	cancel()
 	if err != nil {
 		c.log.Warn("completed store lookup failed", "message_id", id, "err", err)
 		return AckRejected, &Error{Code: CodeTargetDeliveryFailed, Message: "idempotency store unavailable", Retryable: true}
@@ -124,7 +167,9 @@ func (c *Channel) runTarget(m *ChatMessage, fp Fingerprint, stream *deltaStream)
 		}
 		return AckRejected, rej
 	}
-	if err := c.o.Completed.Record(c.ctx, c.id, id, fp); err != nil {
+	sctx, cancel = c.storeCtx()
+	defer cancel()
+	if err := c.o.Completed.Record(sctx, c.id, id, fp); err != nil {
 		// The side effect happened; a rejection would make the sender
 		// post it again. Accept, and say loudly that dedup is weakened.
 		c.log.Error("completed record not stored; a resend of this message may be posted again", "message_id", id, "err", err)

@@ -12,7 +12,8 @@ import (
 //
 // Each assistant message that becomes stable in a tool loop gets its own
 // Reply (M14). A Reply is safe for concurrent use, but deltas are numbered
-// in the order Delta is called.
+// in the order Delta is called; its lock is held while a delta is written,
+// so do not call the same Reply from Options.OnFailed.
 type Reply struct {
 	c   *Channel
 	id  string
@@ -60,6 +61,10 @@ func (r *Reply) Final(ctx context.Context, m ChatMessage) error {
 	if r.end {
 		r.mu.Unlock()
 		return Errorf(CodeInvalidPacket, "reply %q: final sent twice (M10)", r.id)
+	}
+	if r.c.role != RoleXAgent {
+		r.mu.Unlock()
+		return Errorf(CodeUnsupportedPacket, "reply %q: finals are sent by xAgent channels only (M1)", r.id)
 	}
 	m.MessageID = r.id
 	if _, err := r.c.Send(ctx, m); err != nil {

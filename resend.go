@@ -2,6 +2,7 @@ package imv2
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"slices"
 	"time"
@@ -34,7 +35,8 @@ const maxTransmissions = 8
 // pending, not once it is delivered.
 //
 // A full queue returns an *Error with code pending_full and queues
-// nothing. Sending a message_id that is already pending with the same
+// nothing. A message the transport can never carry (over its frame limit)
+// fails at once: Send returns the error, and OnFailed is told too. Sending a message_id that is already pending with the same
 // content is a no-op; with other content it is message_id_conflict.
 func (c *Channel) Send(ctx context.Context, m ChatMessage) (string, error) {
 	out := c.role.inbound().Reverse()
@@ -66,7 +68,9 @@ func (c *Channel) Send(ctx context.Context, m ChatMessage) (string, error) {
 	o := &outgoing{entry: e, payload: payload}
 	c.out[m.MessageID] = o
 	c.mu.Unlock()
-	c.transmit(o)
+	if fail := c.transmit(o); fail != nil {
+		return m.MessageID, fail
+	}
 	return m.MessageID, nil
 }
 
@@ -88,7 +92,13 @@ func (c *Channel) restorePending() error {
 		if err != nil {
 			return Errorf(CodeInvalidPacket, "pending %q: %s", e.Message.MessageID, jsonErrText(err))
 		}
-		c.out[e.Message.MessageID] = &outgoing{entry: e, payload: payload}
+		o := &outgoing{entry: e, payload: payload}
+		c.out[e.Message.MessageID] = o
+		if c.transport == nil {
+			c.mu.Lock()
+			c.armExpiryLocked(o)
+			c.mu.Unlock()
+		}
 	}
 	if c.transport != nil && len(entries) > 0 {
 		t := c.transport
@@ -99,23 +109,27 @@ func (c *Channel) restorePending() error {
 }
 
 // transmit sends o once more with a fresh packet_id (a packet_id names one
-// transmission, I4) and arms the ack timeout.
-func (c *Channel) transmit(o *outgoing) {
+// transmission, I4) and arms the ack timeout. It returns the error that
+// ended the message for good during this call, if any (already reported
+// through OnFailed).
+func (c *Channel) transmit(o *outgoing) *Error {
 	c.mu.Lock()
 	id := o.entry.Message.MessageID
 	if c.closed || c.out[id] != o {
 		c.mu.Unlock()
-		return
+		return nil
 	}
 	if c.o.Clock.Now().Sub(o.entry.Created) >= c.o.PendingTTL {
 		c.mu.Unlock()
-		c.finish(o, nil, &Error{Code: CodeExpired, Message: "no terminal ack within the pending TTL"})
-		return
+		fail := &Error{Code: CodeExpired, Message: "no terminal ack within the pending TTL"}
+		c.finish(o, nil, fail)
+		return fail
 	}
 	t := c.transport
 	if t == nil {
-		c.mu.Unlock() // resent by SetTransport on reconnect (A5)
-		return
+		c.armExpiryLocked(o) // resent by SetTransport on reconnect (A5)
+		c.mu.Unlock()
+		return nil
 	}
 	p := &Packet{
 		Schema:             PacketSchema,
@@ -137,26 +151,48 @@ func (c *Channel) transmit(o *outgoing) {
 
 	c.observe(Event{Kind: EventSent, MessageID: id, PacketType: p.Type, Attempt: attempt})
 	if err := t.Send(c.ctx, p); err != nil {
+		var e *Error
+		if errors.As(err, &e) && e.Code == CodeInvalidPacket && !e.Retryable {
+			// The transport will never carry it (over its frame limit):
+			// fail now instead of retrying until the TTL (S3).
+			c.finish(o, nil, e)
+			return e
+		}
 		c.log.Debug("send failed; will resend", "message_id", id, "err", err)
 		c.retry(o, "send failed")
 	}
+	return nil
 }
 
 // retry schedules the next transmission of o after backoff (S2).
 func (c *Channel) retry(o *outgoing, why string) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed || c.out[o.entry.Message.MessageID] != o {
+	id := o.entry.Message.MessageID
+	if c.closed || c.out[id] != o {
+		c.mu.Unlock()
 		return
 	}
 	stopTimer(&o.timer)
 	if c.transport == nil {
-		return // SetTransport resends on reconnect
+		c.armExpiryLocked(o) // SetTransport resends on reconnect; the TTL still runs
+		c.mu.Unlock()
+		return
 	}
 	d := c.backoff(o.attempt)
 	o.timer = c.afterLocked(d, func() { c.transmit(o) })
-	c.o.Observer.Observe(Event{Kind: EventRetry, ChannelID: c.id, MessageID: o.entry.Message.MessageID, Attempt: o.attempt})
-	c.log.Debug("resend scheduled", "message_id", o.entry.Message.MessageID, "reason", why, "delay", d)
+	attempt := o.attempt
+	c.mu.Unlock()
+	c.observe(Event{Kind: EventRetry, MessageID: id, Attempt: attempt})
+	c.log.Debug("resend scheduled", "message_id", id, "reason", why, "delay", d)
+}
+
+// armExpiryLocked makes o fail at the end of its pending TTL while no
+// transport can carry it, so a channel that never comes back still
+// reports its messages (S3) instead of keeping them silently.
+func (c *Channel) armExpiryLocked(o *outgoing) {
+	stopTimer(&o.timer)
+	left := o.entry.Created.Add(c.o.PendingTTL).Sub(c.o.Clock.Now())
+	o.timer = c.afterLocked(max(left, 0), func() { c.transmit(o) })
 }
 
 // backoff returns the delay before resend number attempt+1: RetryMin
@@ -210,7 +246,9 @@ func (c *Channel) finish(o *outgoing, a *ChatMessageAck, fail *Error) {
 	delete(c.out, id)
 	stopTimer(&o.timer)
 	c.mu.Unlock()
-	if err := c.o.Pending.Remove(c.ctx, c.id, id); err != nil {
+	sctx, cancel := c.storeCtx()
+	defer cancel()
+	if err := c.o.Pending.Remove(sctx, c.id, id); err != nil {
 		c.log.Error("pending entry not removed", "message_id", id, "err", err)
 	}
 	if fail == nil {

@@ -1,6 +1,7 @@
 package connector_test
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/connector"
+	"github.com/xagentkit/imv2/dataplane"
 )
 
 func ExampleNewHandler() {
@@ -19,14 +21,27 @@ func ExampleNewHandler() {
 		Connector:       imv2.CardInfo{Name: "Console", Version: "0.1.0"},
 		Supports: imv2.Supports{
 			TargetTypes: []string{imv2.TargetTypeIM},
+			Targets:     []imv2.SupportedTarget{{TargetType: imv2.TargetTypeIM, Provider: "console", Label: "Console"}},
 			Profiles:    []string{imv2.ProfileIMv2},
 		},
 	}
+	// The data plane: one Channel per connector_channel_id, finals posted
+	// to the platform by the Target.
+	ws, err := dataplane.NewServer(dataplane.ServerConfig{
+		Card: card,
+		NewTarget: func(string) imv2.Target {
+			return imv2.TargetFunc(func(ctx context.Context, ch string, m *imv2.ChatMessage) error { return nil })
+		},
+	})
+	if err != nil {
+		panic(err)
+	}
+	defer ws.Close()
 	h, err := connector.NewHandler(connector.Config{
 		Card:     card,
 		Markdown: []byte("# Console connector\n"),
 		APIKey:   "change-me",
-		WS:       http.NotFoundHandler(), // the dataplane package's handler goes here
+		WS:       ws,
 	})
 	if err != nil {
 		panic(err)

@@ -185,6 +185,7 @@ func Dial(ctx context.Context, cfg ClientConfig) (*Client, error) {
 	if c.opts.Logger == nil {
 		c.opts.Logger = cfg.Logger
 	}
+	sharedStores(&c.opts)
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	if c.connectorID, err = cfg.Store.ConnectorID(ctx); err != nil {
 		c.cancel()
@@ -504,10 +505,7 @@ func (c *Client) applyOpen(cc *clientConn, requested string, r *imv2.Packet) (*c
 	}
 	c.mu.Unlock()
 	if old != nil {
-		// The Connector no longer knows the old ID: its pending finals
-		// stay in the PendingStore under that ID; the binding moves on.
 		c.log.Info("dataplane: channel reopened under a new ID", "old", requested, "new", id)
-		c.closeChannelAsync(old)
 	}
 	if requested != "" && requested != id {
 		if err := c.cfg.Store.RemoveChannel(c.ctx, requested); err != nil {
@@ -547,17 +545,31 @@ func (c *Client) applyOpen(cc *clientConn, requested string, r *imv2.Packet) (*c
 	e.conn = cc
 	c.mu.Unlock()
 	e.ch.SetTransport(cc.transport(e))
+	if old != nil {
+		c.handover(old, e)
+	}
 	if c.cfg.OnDescriptor != nil {
 		c.cfg.OnDescriptor(id, d)
 	}
 	return e, nil
 }
 
-func (c *Client) closeChannelAsync(e *clientChannel) {
+// handover moves the pending finals of a channel the Connector no longer
+// knows to the channel that replaced it (same message_id and content, S2),
+// off the read loop: closing the old Channel waits for its Target calls.
+func (c *Client) handover(old, e *clientChannel) {
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
-		_ = e.ch.Close()
+		moved, err := old.ch.Handover(c.ctx)
+		if err != nil {
+			c.log.Warn("dataplane: pending finals of the old channel not all moved", "connector_channel_id", old.id, "err", err)
+		}
+		for _, m := range moved {
+			if _, err := e.ch.Send(c.ctx, m); err != nil && c.opts.OnFailed != nil {
+				c.opts.OnFailed(old.id, m, imv2.AsError(err, imv2.CodeChannelUnavailable))
+			}
+		}
 	}()
 }
 

@@ -75,3 +75,19 @@ func (r *MemoryRegistry) Forget(_ context.Context, id string) error {
 	delete(r.ids, id)
 	return nil
 }
+
+// sharedStores gives every Channel of one Server or Client the same
+// default stores, so the documented caps hold across channels instead of
+// multiplying per channel.
+func sharedStores(o *imv2.Options) {
+	if o.Pending == nil {
+		o.Pending = imv2.NewMemoryPendingStore(0)
+	}
+	if o.Completed == nil {
+		clock := o.Clock
+		if clock == nil {
+			clock = imv2.SystemClock{}
+		}
+		o.Completed = imv2.NewMemoryCompletedStore(0, 0, clock)
+	}
+}

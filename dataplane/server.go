@@ -224,6 +224,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if s.opts.Logger == nil {
 		s.opts.Logger = cfg.Logger
 	}
+	sharedStores(&s.opts)
 	for _, t := range cfg.Card.Tools {
 		s.cardTool[t.ToolID] = true
 	}
@@ -386,6 +387,7 @@ func (s *Server) Close() error {
 	}
 	s.mu.Unlock()
 	for _, ss := range sessions {
+		ss.cancel() // frees a read loop waiting for a handler slot
 		_ = ss.conn.Close()
 	}
 	s.wg.Wait()
@@ -556,7 +558,9 @@ func (s *Server) dropChannelLocked(e *channelEntry) {
 	s.dropWG.Add(1)
 	go func() {
 		defer s.dropWG.Done()
-		_ = e.ch.Close()
+		// Gone for good: fail its pending user messages, forget its
+		// completed records (S7).
+		_ = e.ch.Drop(context.Background())
 		if s.cfg.OnChannelDrop != nil {
 			s.cfg.OnChannelDrop(e.id)
 		}

@@ -318,6 +318,15 @@ func (ss *session) newChannel(inst *instance, neg *imv2.Negotiated, id string) (
 		srv.log.Warn("dataplane: channel limit reached; dropping the least recently used closed channel", "connector_channel_id", victim.id)
 		srv.dropChannelLocked(victim)
 	}
+	if old := srv.channels[id]; old != nil {
+		// Another connection reopened the same registered ID meanwhile:
+		// keep its Channel, there must be one per ID.
+		go func() { _ = ch.Close() }()
+		if old.inst != inst {
+			return nil, imv2.Errorf(imv2.CodeChannelUnavailable, "channel %q is open for another connector_id", id)
+		}
+		return old, nil
+	}
 	e := &channelEntry{id: id, inst: inst, ch: ch, neg: neg, lastUsed: srv.clock.Now()}
 	inst.channels[id] = e
 	srv.channels[id] = e

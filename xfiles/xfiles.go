@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -143,6 +144,18 @@ func ResolveDownloadURL(baseURL, downloadURL string) (*url.URL, error) {
 	return joinPath(base, ref), nil
 }
 
+// hostPort is u's host with the scheme's default port made explicit, as
+// the transport dials it.
+func hostPort(u *url.URL) string {
+	if u.Port() != "" {
+		return u.Host
+	}
+	if u.Scheme == "https" {
+		return net.JoinHostPort(u.Hostname(), "443")
+	}
+	return net.JoinHostPort(u.Hostname(), "80")
+}
+
 // withTimeout gives ctx DefaultTimeout when it has no deadline.
 func withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
 	if _, ok := ctx.Deadline(); ok {
@@ -152,17 +165,27 @@ func withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
 }
 
 // fetchClient copies c (the caller's client stays untouched) with a
-// CheckRedirect that allows only http and https targets without user info,
-// at most MaxRedirects, then defers to c's own policy.
-func fetchClient(c *http.Client) *http.Client {
+// CheckRedirect that allows only http and https targets without user info
+// and no https → http downgrade, at most MaxRedirects, then defers to c's
+// own policy; and with a transport that dials no internal address but the
+// Connector's own host (guard.go).
+func fetchClient(c *http.Client, baseHost string) (*http.Client, error) {
 	if c == nil {
 		c = http.DefaultClient
 	}
 	cc := *c
+	rt, err := guardTransport(c.Transport, baseHost)
+	if err != nil {
+		return nil, err
+	}
+	cc.Transport = rt
 	prev := c.CheckRedirect
 	cc.CheckRedirect = func(req *http.Request, via []*http.Request) error {
 		if s := req.URL.Scheme; s != "http" && s != "https" {
 			return imv2.Permanent(fmt.Errorf("%w: redirect to scheme %q", ErrRefusedURL, s))
+		}
+		if len(via) > 0 && via[len(via)-1].URL.Scheme == "https" && req.URL.Scheme == "http" {
+			return imv2.Permanent(fmt.Errorf("%w: redirect from https to http", ErrRefusedURL))
 		}
 		if req.URL.User != nil {
 			return imv2.Permanent(fmt.Errorf("%w: redirect carries user info", ErrRefusedURL))
@@ -175,7 +198,7 @@ func fetchClient(c *http.Client) *http.Client {
 		}
 		return nil
 	}
-	return &cc
+	return &cc, nil
 }
 
 // Fetch downloads the bytes of f, a file of a chat.message from the
@@ -201,7 +224,15 @@ func Fetch(ctx context.Context, client *http.Client, baseURL string, f imv2.File
 	if err != nil {
 		return nil, imv2.Permanent(fmt.Errorf("%w: %w", ErrRefusedURL, err))
 	}
-	resp, err := fetchClient(client).Do(req)
+	base, err := ParseBaseURL(baseURL)
+	if err != nil {
+		return nil, err
+	}
+	fc, err := fetchClient(client, hostPort(base))
+	if err != nil {
+		return nil, imv2.Permanent(err)
+	}
+	resp, err := fc.Do(req)
 	if err != nil {
 		if errors.Is(err, ErrRefusedURL) {
 			return nil, imv2.Permanent(err)

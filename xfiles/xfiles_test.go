@@ -199,6 +199,10 @@ func TestFetch_T4_M6_RefusesOtherSchemes(t *testing.T) {
 func TestFetch_T4_RedirectsOnlyToHTTP(t *testing.T) {
 	final := newHitServer(t, func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") })
 	s := newHitServer(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/x" {
+			_, _ = io.WriteString(w, "same host")
+			return
+		}
 		to := r.URL.Query().Get("to")
 		w.Header().Set("Location", to)
 		w.WriteHeader(http.StatusFound)
@@ -209,10 +213,16 @@ func TestFetch_T4_RedirectsOnlyToHTTP(t *testing.T) {
 		assert.ErrorIs(t, err, xfiles.ErrRefusedURL, to)
 		assert.Nil(t, data)
 	}
-	f := imv2.File{Type: "file", FileRef: "f", DownloadURL: "/r?to=" + final.URL + "/x"}
+	// A redirect within the Connector's host is followed …
+	f := imv2.File{Type: "file", FileRef: "f", DownloadURL: "/r?to=" + s.URL + "/x"}
 	data, err := xfiles.Fetch(context.Background(), s.Client(), s.URL, f, 0)
 	require.NoError(t, err)
-	assert.Equal(t, "ok", string(data))
+	assert.Equal(t, "same host", string(data))
+	// … one to another internal address (here: another loopback port) is not.
+	f = imv2.File{Type: "file", FileRef: "f", DownloadURL: "/r?to=" + final.URL + "/x"}
+	_, err = xfiles.Fetch(context.Background(), s.Client(), s.URL, f, 0)
+	assert.ErrorIs(t, err, xfiles.ErrRefusedURL, "T4: no internal address but the Connector's")
+	assert.Zero(t, final.hits.Load())
 	// The caller's client is not changed.
 	assert.Nil(t, s.Client().CheckRedirect)
 }
@@ -368,4 +378,13 @@ func ExampleFetch() {
 	}
 	fmt.Println(string(data))
 	// Output: from the user
+}
+
+func TestFetch_T4_AbsoluteURLToInternalAddressRefused(t *testing.T) {
+	s := newHitServer(t, func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "x") })
+	for _, u := range []string{"http://169.254.169.254/latest/meta-data/", "http://10.0.0.1/x", "http://[::1]:9/x", "http://localhost:9/x"} {
+		_, err := xfiles.Fetch(context.Background(), s.Client(), s.URL, imv2.File{Type: "file", FileRef: "f", DownloadURL: u}, 0)
+		assert.ErrorIs(t, err, xfiles.ErrRefusedURL, u)
+	}
+	assert.Zero(t, s.hits.Load())
 }

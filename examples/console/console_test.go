@@ -130,7 +130,13 @@ func TestConsole_D8_K5_M11_ModesAgainstSimulator(t *testing.T) {
 
 			_, err = io.WriteString(p.stdin, "hello from the terminal\n")
 			require.NoError(t, err)
-			events := p.until(t, func(e consolebridge.Event) bool { return e.Event == "final" })
+			// The ack ("sent") and the reply race: wait for both.
+			var sawFinal, sawSent bool
+			events := p.until(t, func(e consolebridge.Event) bool {
+				sawFinal = sawFinal || e.Event == "final"
+				sawSent = sawSent || e.Event == "sent"
+				return sawFinal && sawSent
+			})
 			agent.Wait()
 
 			require.Contains(t, kinds(events), "sent")
@@ -146,7 +152,12 @@ func TestConsole_D8_K5_M11_ModesAgainstSimulator(t *testing.T) {
 				}
 			}
 			require.False(t, shown, "C6: typing still shown at the final: %v", kinds(events))
-			final := events[len(events)-1]
+			var final consolebridge.Event
+			for _, e := range events {
+				if e.Event == "final" {
+					final = e
+				}
+			}
 			require.Equal(t, "You said: hello from the terminal", *final.Text, "M11")
 			users := agent.UserMessages()
 			require.Len(t, users, 1)

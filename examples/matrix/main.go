@@ -1,0 +1,97 @@
+// Command matrix runs the Matrix reference Connector: one Matrix room per
+// xAgent channel. See README.md.
+//
+//	XAGENT_API_KEY=… matrix -listen 127.0.0.1:8080 -state ./state
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"syscall"
+	"time"
+
+	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/connector"
+	"github.com/xagentkit/imv2/examples/matrix/matrixbridge"
+)
+
+// Set at build time: go build -ldflags "-X main.buildTime=$(date -u +%y%m%d%H%M)".
+var (
+	buildTime = "dev"
+	gitTag    = ""
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "matrix:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	listen := flag.String("listen", "127.0.0.1:8080", "address to serve the Connector on")
+	state := flag.String("state", "matrix-state", "directory for bindings (access tokens, mode 0600) and delivery state")
+	verbose := flag.Bool("v", false, "debug logging")
+	flag.Parse()
+
+	key := os.Getenv("XAGENT_API_KEY")
+	if key == "" {
+		return errors.New("set XAGENT_API_KEY: the key xAgent sends as Authorization: Bearer")
+	}
+	level := slog.LevelInfo
+	if *verbose {
+		level = slog.LevelDebug
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+
+	b, err := matrixbridge.New(matrixbridge.Config{
+		Build:    build(),
+		APIKey:   key,
+		StateDir: *state,
+		Logger:   log,
+	})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = b.Close() }()
+
+	srv := connector.NewServer(*listen, b.Handler())
+	errc := make(chan error, 1)
+	go func() { errc <- srv.ListenAndServe() }()
+	log.Info("matrix connector listening", "addr", *listen, "card", matrixbridge.CardID)
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// build fills the Card's build member from the linker flags and the
+// module's build info.
+func build() imv2.Build {
+	b := imv2.Build{Version: matrixbridge.Version, GitTag: gitTag, BuildTime: buildTime}
+	if info, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range info.Settings {
+			if s.Key == "vcs.revision" && len(s.Value) >= 7 {
+				b.GitRev = s.Value[:7]
+			}
+		}
+	}
+	return b
+}

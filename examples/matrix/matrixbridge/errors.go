@@ -1,0 +1,88 @@
+package matrixbridge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/xagentkit/imv2"
+	"maunium.net/go/mautrix"
+)
+
+// matrixError is a homeserver failure with the request's URL, body and
+// token-bearing details stripped: only the operation, the HTTP status and
+// the Matrix errcode remain, so the text is safe in an ack's message and in
+// logs (the ack travels to xAgent, M8).
+type matrixError struct {
+	op      string
+	status  int    // 0: no HTTP response (network, timeout)
+	errcode string // M_FORBIDDEN, M_LIMIT_EXCEEDED …; may be empty
+	cause   error
+}
+
+func (e *matrixError) Error() string {
+	switch {
+	case e.status == 0:
+		return "matrix: " + e.op + ": homeserver unreachable"
+	case e.errcode != "":
+		return fmt.Sprintf("matrix: %s: HTTP %d %s", e.op, e.status, e.errcode)
+	}
+	return fmt.Sprintf("matrix: %s: HTTP %d", e.op, e.status)
+}
+
+// Unwrap keeps errors.Is(err, mautrix.MForbidden) working for callers.
+func (e *matrixError) Unwrap() error { return e.cause }
+
+// classify marks a mautrix error for the Channel's ack (A8): a rate limit
+// (429), a homeserver error (5xx) or a failure without any HTTP response
+// (connection refused, reset, timeout) is retryable; every other status —
+// 400 bad event, 401 token gone, 403 not allowed in the room, 404 unknown
+// room, 413 too large — is permanent: the same request will fail again.
+// A nil err stays nil; a cancelled ctx is retryable (the message is
+// delivered again after a restart).
+func classify(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	me := &matrixError{op: op, cause: err}
+	var he mautrix.HTTPError
+	if errors.As(err, &he) {
+		if he.Response != nil {
+			me.status = he.Response.StatusCode
+		}
+		if he.RespError != nil {
+			me.errcode = he.RespError.ErrCode
+			if me.status == 0 {
+				me.status = he.RespError.StatusCode
+			}
+		}
+	}
+	if me.status == 0 || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return imv2.Retryable(me)
+	}
+	if retryableStatus(me.status) {
+		return imv2.Retryable(me)
+	}
+	return imv2.Permanent(me)
+}
+
+// retryableStatus is the A8 rule for an HTTP status from the homeserver.
+func retryableStatus(status int) bool {
+	return status == http.StatusTooManyRequests || status >= 500
+}
+
+// statusOf returns the HTTP status of a classified error, 0 if none.
+func statusOf(err error) int {
+	var me *matrixError
+	if errors.As(err, &me) {
+		return me.status
+	}
+	return 0
+}
+
+// isAuthGone reports whether err says the access token no longer works
+// (401 M_UNKNOWN_TOKEN or M_MISSING_TOKEN): the binding has expired.
+func isAuthGone(err error) bool {
+	return statusOf(err) == http.StatusUnauthorized
+}

@@ -1,0 +1,146 @@
+package matrixbridge
+
+import (
+	"context"
+	"errors"
+	"net/url"
+	"strings"
+
+	"maunium.net/go/mautrix"
+	"maunium.net/go/mautrix/id"
+)
+
+// Form is the input of the sign-in flow FlowID.
+type Form struct {
+	Homeserver  string
+	UserID      string
+	AccessToken string // secret
+	Password    string // secret; used when AccessToken is empty
+	Room        string // room ID (!…) or alias (#…)
+}
+
+// SignInError is a sign-in refused for a reason the user can fix. Its text
+// names the reason only: no token, password or homeserver response.
+type SignInError struct{ Reason string }
+
+func (e *SignInError) Error() string { return "matrixbridge: sign-in failed: " + e.Reason }
+
+func signInErr(reason string) error { return &SignInError{Reason: reason} }
+
+// ParseForm reads auth.start input into a Form and checks its shape.
+func ParseForm(input map[string]string) (Form, error) {
+	f := Form{
+		Homeserver:  strings.TrimSpace(input[FieldHomeserver]),
+		UserID:      strings.TrimSpace(input[FieldUserID]),
+		AccessToken: strings.TrimSpace(input[FieldAccessToken]),
+		Password:    input[FieldPassword],
+		Room:        strings.TrimSpace(input[FieldRoom]),
+	}
+	u, err := url.Parse(f.Homeserver)
+	switch {
+	case f.Homeserver == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil:
+		return Form{}, signInErr("homeserver must be an http or https URL")
+	case f.UserID == "":
+		return Form{}, signInErr("user_id is required")
+	case f.AccessToken == "" && f.Password == "":
+		return Form{}, signInErr("give an access_token or a password")
+	case f.Room == "":
+		return Form{}, signInErr("room is required")
+	case !strings.HasPrefix(f.Room, "!") && !strings.HasPrefix(f.Room, "#"):
+		return Form{}, signInErr("room must be a room ID (!…) or an alias (#…)")
+	}
+	if _, _, err := id.UserID(f.UserID).Parse(); err != nil {
+		return Form{}, signInErr("user_id must look like @name:server")
+	}
+	return f, nil
+}
+
+// DeviceName is the display name of the device a password sign-in creates.
+const DeviceName = "xAgent Connector"
+
+// SignIn checks the account and joins the room, and returns the Binding of
+// channelID. With an access token it asks /whoami; with a password it
+// logs in once, creating a device of its own (which auth.logout removes
+// again). A refused credential or room is a *SignInError; an unreachable
+// homeserver is another error.
+func (p *Platform) SignIn(ctx context.Context, channelID string, f Form) (Binding, error) {
+	cli, err := p.newClient(f.Homeserver, f.UserID, f.AccessToken)
+	if err != nil {
+		return Binding{}, signInErr("homeserver must be an http or https URL")
+	}
+	b := Binding{ChannelID: channelID, Homeserver: cli.HomeserverURL.String(), UserID: f.UserID}
+	if f.AccessToken != "" {
+		who, err := cli.Whoami(ctx)
+		if err != nil {
+			return Binding{}, refused(classify("whoami", err), "the homeserver refused the access token")
+		}
+		if who.UserID.String() != f.UserID {
+			return Binding{}, signInErr("the access token belongs to another user")
+		}
+		b.AccessToken, b.DeviceID = f.AccessToken, who.DeviceID.String()
+	} else {
+		resp, err := cli.Login(ctx, &mautrix.ReqLogin{
+			Type:                     mautrix.AuthTypePassword,
+			Identifier:               mautrix.UserIdentifier{Type: mautrix.IdentifierTypeUser, User: f.UserID},
+			Password:                 f.Password,
+			InitialDeviceDisplayName: DeviceName,
+			StoreCredentials:         true,
+		})
+		if err != nil {
+			return Binding{}, refused(classify("login", err), "the homeserver refused the user ID or password")
+		}
+		b.AccessToken, b.DeviceID, b.OwnDevice = resp.AccessToken, resp.DeviceID.String(), true
+		if resp.UserID != "" {
+			b.UserID = resp.UserID.String()
+		}
+	}
+	undo := func(err error) (Binding, error) {
+		if b.OwnDevice {
+			_, _ = cli.Logout(context.WithoutCancel(ctx)) // do not leave a device behind
+		}
+		return Binding{}, err
+	}
+	joined, err := cli.JoinRoom(ctx, f.Room, nil)
+	if err != nil {
+		return undo(refused(classify("join", err), "the account cannot join the room (invite it first, or check the room ID)"))
+	}
+	b.RoomID = joined.RoomID.String()
+	// Take the /sync position now: every message after the sign-in is
+	// forwarded, none from before it.
+	filter, err := cli.CreateFilter(ctx, roomFilter(joined.RoomID))
+	if err != nil {
+		return undo(classify("create filter", err))
+	}
+	resp, err := cli.FullSyncRequest(ctx, mautrix.ReqSync{FilterID: filter.FilterID})
+	if err != nil {
+		return undo(classify("sync", err))
+	}
+	b.Since = resp.NextBatch
+	return b, nil
+}
+
+// SignOut logs out the device the Connector created (OwnDevice); a token
+// the user gave is left valid.
+func (p *Platform) SignOut(ctx context.Context, b Binding) error {
+	if !b.OwnDevice {
+		return nil
+	}
+	cli, err := p.newClient(b.Homeserver, b.UserID, b.AccessToken)
+	if err != nil {
+		return err
+	}
+	if _, err := cli.Logout(ctx); err != nil && !isAuthGone(classify("logout", err)) {
+		return classify("logout", err)
+	}
+	return nil
+}
+
+// refused turns a permanent homeserver answer into a SignInError with the
+// user-facing reason; transient errors pass through.
+func refused(err error, reason string) error {
+	var me *matrixError
+	if errors.As(err, &me) && me.status >= 400 && me.status < 500 && me.status != 429 {
+		return signInErr(reason)
+	}
+	return err
+}
