@@ -108,8 +108,8 @@ func compareCheckNames(a, b string) int {
 // open streams and 300 KiB), and its timeouts are short and declared so
 // K6.c and K12.d observe them.
 const (
-	fixtureDeltaTTL    = 2 * time.Second
-	fixtureActivityTTL = 300 * time.Millisecond
+	fixtureDeltaTTL    = 3 * time.Second
+	fixtureActivityTTL = time.Second
 )
 
 var fixtureConfig = imv2test.Config{DeltaStreams: 100, DeltaBytes: 512 << 10, Wait: 3 * time.Second}

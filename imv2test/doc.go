@@ -93,6 +93,7 @@
 //	observe KIND[|KIND] [message_id=V] [count=N | min=N max=N] [within=D] [JSON]
 //	        at least min events (default 1) within D; with a max, none beyond it for $QUIET
 //	observe-none KIND[|KIND] [message_id=V] [for=D] [JSON]
+//	sync                              ping → pong: the peer has read all sent before
 //	disconnect | sleep D | set NAME VALUE
 //
 // Connector side (the suite plays xAgent):

@@ -60,7 +60,8 @@ func runCheck(parent context.Context, chk *Check, cfg *Config, c *Connector, xa 
 			if sweep <= 0 {
 				sweep = c.DeltaIdleTTL
 			}
-			r.v.set("TTL_WAIT", (c.DeltaIdleTTL + sweep + 2*cfg.Quiet).String())
+			// Slack for a slow host: the stream must be gone by then.
+			r.v.set("TTL_WAIT", (c.DeltaIdleTTL + sweep + max(2*cfg.Quiet, c.DeltaIdleTTL/2)).String())
 		}
 		if c.ActivityTimeout > 0 {
 			r.v.set("ACTIVITY_WAIT", (c.ActivityTimeout + cfg.Wait).String())
@@ -246,6 +247,7 @@ func init() {
 		"upload":          cmdUpload,
 		"fetch":           cmdFetch,
 		"sleep":           cmdSleep,
+		"sync":            cmdSync,
 		"set":             cmdSet,
 	}
 }
@@ -927,6 +929,32 @@ func cmdUserFile(r *run, a *args) error {
 }
 
 // ---- misc ----------------------------------------------------------------
+
+// cmdSync is a barrier: a ping whose pong proves the peer has read
+// everything sent before it (it reads in order), e.g. an ack before a
+// disconnect, which could otherwise be lost with the connection.
+// It asserts nothing about the pong: K4.c does.
+func cmdSync(r *run, _ *args) error {
+	pr, err := r.needPeer()
+	if err != nil {
+		return err
+	}
+	p, err := imv2.NewPacket(imv2.TypePing, "", nil)
+	if err != nil {
+		return err
+	}
+	p.RequestID = freshID("req")
+	if err := r.write(p); err != nil {
+		return err
+	}
+	_, err = pr.await(r.ctx, time.Now().Add(r.cfg.Wait), func(f *frame) bool {
+		return f.p.Type == imv2.TypePong && (f.p.ReplyTo == p.PacketID || f.p.RequestID == p.RequestID)
+	})
+	if err != nil {
+		return fmt.Errorf("no pong within %v (%v)", r.cfg.Wait, err)
+	}
+	return nil
+}
 
 func cmdSleep(r *run, a *args) error {
 	pos, err := a.pos()

@@ -18,9 +18,9 @@ import (
 // sdkTimeouts are the short bounds the in-process SDK Connector declares,
 // so K6.c and K12.d can observe them.
 const (
-	sdkDeltaTTL    = 2 * time.Second
+	sdkDeltaTTL    = 3 * time.Second
 	sdkSweep       = 50 * time.Millisecond
-	sdkActivityTTL = 500 * time.Millisecond
+	sdkActivityTTL = time.Second
 )
 
 // startSDKConnector is the smallest Connector on this SDK: the data

@@ -134,8 +134,10 @@ var xagentRuns = []struct {
 // plays a Connector — against this SDK's dataplane.Client, and against
 // it with flaws injected on the wire, all at once: the plain Client fails
 // only the known failures, each flawed one exactly the expected checks.
+//
+// It is not parallel on purpose: it runs alone before the three parallel
+// tests, which keeps the race detector's load, and so timing, moderate.
 func TestXAgent_K1_K12_SDKClient(t *testing.T) {
-	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	reps := make([]*imv2test.Report, len(xagentRuns))
