@@ -52,7 +52,9 @@ type Channel struct {
 	mu         sync.Mutex
 	closed     bool
 	transport  Transport
-	out        map[string]*outgoing    // sender: pending transmissions by message_id
+	out        map[string]*outgoing    // sender: pending messages by message_id
+	waiting    []*outgoing             // sender: pending, not yet in the send window, oldest first
+	unacked    int                     // sender: messages in the send window
 	inflight   map[string]*delivery    // receiver: queued or running Target calls, by message_id
 	queue      []*delivery             // receiver: Target calls in arrival order
 	delivering bool                    // a goroutine runs deliverQueue
@@ -149,7 +151,11 @@ func (c *Channel) SetTransport(t Transport) {
 	}
 	resend := make([]*outgoing, 0, len(c.out))
 	for _, o := range c.out {
-		resend = append(resend, o)
+		if o.inWindow {
+			resend = append(resend, o)
+		} else {
+			c.armExpiryLocked(o)
+		}
 	}
 	sortOutgoing(resend)
 	c.spawnLocked(func() {

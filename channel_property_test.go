@@ -117,8 +117,9 @@ func TestProperty_S1_S2_A6_M9_ExactlyOnceOverLossyTransport(t *testing.T) {
 		opts := func() *Options {
 			return &Options{
 				Clock: clk, AckTimeout: 2 * time.Second, RetryMin: time.Second, RetryMax: 4 * time.Second,
-				Completed: NewMemoryCompletedStore(completedCap, time.Hour, clk),
-				Pending:   NewMemoryPendingStore(32),
+				Completed:  NewMemoryCompletedStore(completedCap, time.Hour, clk),
+				Pending:    NewMemoryPendingStore(32),
+				MaxUnacked: rapid.IntRange(1, 8).Draw(t, "window"),
 			}
 		}
 		display := newStreamTarget()

@@ -328,3 +328,51 @@ func TestHandover_S2_PendingMovesWithSameContent(t *testing.T) {
 	require.Equal(t, []ChatMessage{{MessageID: "a1", Text: "final"}}, msgs)
 	require.Equal(t, 0, store.Len("cch_1"))
 }
+
+// TestSend_S1_WindowHoldsBacklogUntilAcks: beyond MaxUnacked, messages stay
+// pending without being transmitted, and go out in order as acks return —
+// a backlog is not resent over and over while the receiver is busy.
+func TestSend_S1_WindowHoldsBacklogUntilAcks(t *testing.T) {
+	c, w, clk := newConnector(t, newRecTarget(), &Options{MaxUnacked: 2, AckTimeout: time.Second, RetryMin: time.Second, RetryMax: time.Second})
+	var ids []string
+	for i := range 5 {
+		id, err := c.Send(context.Background(), ChatMessage{Text: string(rune('a' + i))})
+		require.NoError(t, err)
+		ids = append(ids, id)
+	}
+	first, second := w.next(t), w.next(t)
+	w.none(t)
+	pending, _ := c.Pending(context.Background())
+	require.Len(t, pending, 5, "S1: all five are pending")
+
+	clk.Advance(2 * time.Second) // timeouts resend only the window
+	for range 2 {
+		p := w.next(t)
+		m, _ := DecodeChatMessage(p, ToXAgent)
+		require.Contains(t, ids[:2], m.MessageID)
+	}
+	w.none(t)
+
+	require.NoError(t, c.Receive(context.Background(), ackFor(t, first, AckAccepted, nil)))
+	m, err := DecodeChatMessage(w.next(t), ToXAgent)
+	require.NoError(t, err)
+	require.Equal(t, ids[2], m.MessageID, "the next in order goes out")
+	require.NoError(t, c.Receive(context.Background(), ackFor(t, second, AckAccepted, nil)))
+	m, err = DecodeChatMessage(w.next(t), ToXAgent)
+	require.NoError(t, err)
+	require.Equal(t, ids[3], m.MessageID)
+	w.none(t)
+}
+
+func TestSend_S3_WaitingMessageStillExpires(t *testing.T) {
+	var failed []string
+	c, w, clk := newConnector(t, newRecTarget(), &Options{MaxUnacked: 1, PendingTTL: time.Minute, AckTimeout: time.Hour,
+		OnFailed: func(_ string, m ChatMessage, _ *Error) { failed = append(failed, m.MessageID) }})
+	_, err := c.Send(context.Background(), ChatMessage{Text: "in window"})
+	require.NoError(t, err)
+	w.next(t)
+	waiting, err := c.Send(context.Background(), ChatMessage{Text: "waiting"})
+	require.NoError(t, err)
+	clk.Advance(time.Minute)
+	require.Contains(t, failed, waiting)
+}

@@ -29,6 +29,7 @@
 // Every map keyed by remote input has a cap and a TTL:
 //
 //	pending messages per channel   DefaultPendingCap (1,000), DefaultPendingTTL (1 h)
+//	messages awaiting an ack       DefaultMaxUnacked (64) per channel; later ones wait, pending
 //	completed records              DefaultCompletedCap (100,000), DefaultCompletedTTL (24 h)
 //	messages queued for the Target DefaultMaxInflight (64) per channel
 //	resends waiting on one message DefaultMaxWaiters (16)

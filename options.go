@@ -52,6 +52,10 @@ const (
 	// in a Target call (they run one at a time, in arrival order); a
 	// further message is rejected retryable with code channel_busy.
 	DefaultMaxInflight = 64
+	// DefaultMaxUnacked bounds the sent messages of one channel awaiting
+	// their ack; later ones stay pending and go out as acks come back
+	// (flow control: a receiver takes DefaultMaxInflight at once).
+	DefaultMaxUnacked = DefaultMaxInflight
 	// DefaultMaxWaiters bounds the resends of one message_id that wait for
 	// its in-flight delivery; a further one is rejected retryable.
 	DefaultMaxWaiters = 16
@@ -102,17 +106,37 @@ type Options struct {
 	// goroutine rules as OnFailed.
 	OnDelivered func(channelID string, m ChatMessage, status AckStatus)
 
-	AckTimeout      time.Duration
-	RetryMin        time.Duration
-	RetryMax        time.Duration
-	PendingTTL      time.Duration
-	TargetTimeout   time.Duration
-	MaxInflight     int
-	MaxWaiters      int
-	DeltaIdleTTL    time.Duration
-	DeltaSweep      time.Duration
-	MaxOpenDeltas   int
-	MaxDeltaBytes   int
+	// AckTimeout: resend a message without an ack after this long
+	// (DefaultAckTimeout).
+	AckTimeout time.Duration
+	// RetryMin and RetryMax bound the backoff between resends
+	// (DefaultRetryMin, DefaultRetryMax).
+	RetryMin time.Duration
+	RetryMax time.Duration
+	// PendingTTL: a message without a terminal ack fails with code expired
+	// after this long, connected or not (DefaultPendingTTL).
+	PendingTTL time.Duration
+	// MaxUnacked bounds the messages in transmission awaiting an ack per
+	// channel; later ones wait, pending, for room (DefaultMaxUnacked).
+	MaxUnacked int
+	// TargetTimeout bounds each Target call (DefaultTargetTimeout).
+	TargetTimeout time.Duration
+	// MaxInflight bounds the messages queued for or in a Target call per
+	// channel (DefaultMaxInflight); MaxWaiters the resends waiting on one
+	// of them (DefaultMaxWaiters).
+	MaxInflight int
+	MaxWaiters  int
+	// DeltaIdleTTL drops a delta stream idle that long, checked every
+	// DeltaSweep (DefaultDeltaIdleTTL, DefaultDeltaSweep).
+	DeltaIdleTTL time.Duration
+	DeltaSweep   time.Duration
+	// MaxOpenDeltas bounds open delta streams per channel and
+	// MaxDeltaBytes the bytes of one, text plus 8 per delta
+	// (DefaultMaxOpenDeltas, DefaultMaxDeltaBytes).
+	MaxOpenDeltas int
+	MaxDeltaBytes int
+	// ActivityTimeout clears a shown activity nobody refreshed
+	// (DefaultActivityTimeout).
 	ActivityTimeout time.Duration
 }
 
@@ -147,6 +171,7 @@ func (o *Options) withDefaults() Options {
 	setDur(&r.ActivityTimeout, DefaultActivityTimeout)
 	setInt(&r.MaxInflight, DefaultMaxInflight)
 	setInt(&r.MaxWaiters, DefaultMaxWaiters)
+	setInt(&r.MaxUnacked, DefaultMaxUnacked)
 	setInt(&r.MaxOpenDeltas, DefaultMaxOpenDeltas)
 	setInt(&r.MaxDeltaBytes, DefaultMaxDeltaBytes)
 	if r.RetryMax < r.RetryMin {

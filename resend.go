@@ -19,6 +19,7 @@ type outgoing struct {
 	packetIDs []string // newest last, at most maxTransmissions
 	attempt   int
 	timer     Timer
+	inWindow  bool // admitted to the send window: transmitted and retried
 }
 
 // maxTransmissions bounds the packet IDs remembered per pending message:
@@ -67,11 +68,49 @@ func (c *Channel) Send(ctx context.Context, m ChatMessage) (string, error) {
 	}
 	o := &outgoing{entry: e, payload: payload}
 	c.out[m.MessageID] = o
+	if !c.admitLocked(o) {
+		c.mu.Unlock()
+		return m.MessageID, nil // pending; sent when the window has room
+	}
 	c.mu.Unlock()
 	if fail := c.transmit(o); fail != nil {
 		return m.MessageID, fail
 	}
 	return m.MessageID, nil
+}
+
+// admitLocked puts o in the send window if it has room, else at the end
+// of the waiting line (its pending TTL still runs). The window keeps the
+// unacknowledged transmissions of a channel near what a receiver accepts
+// at once (MaxUnacked), so a long backlog is sent as acks come back
+// instead of being resent over and over. c.mu must be held.
+func (c *Channel) admitLocked(o *outgoing) bool {
+	if c.unacked < c.o.MaxUnacked {
+		o.inWindow = true
+		c.unacked++
+		return true
+	}
+	c.waiting = append(c.waiting, o)
+	c.armExpiryLocked(o)
+	return false
+}
+
+// nextWaitingLocked admits the oldest waiting message still pending, if
+// the window has room. c.mu must be held.
+func (c *Channel) nextWaitingLocked() *outgoing {
+	for len(c.waiting) > 0 && c.unacked < c.o.MaxUnacked {
+		o := c.waiting[0]
+		c.waiting[0] = nil
+		c.waiting = c.waiting[1:]
+		if c.out[o.entry.Message.MessageID] != o {
+			continue // ended while waiting (expired, dropped)
+		}
+		stopTimer(&o.timer)
+		o.inWindow = true
+		c.unacked++
+		return o
+	}
+	return nil
 }
 
 // Pending returns the messages of this channel still waiting for a
@@ -93,12 +132,12 @@ func (c *Channel) restorePending() error {
 			return Errorf(CodeInvalidPacket, "pending %q: %s", e.Message.MessageID, jsonErrText(err))
 		}
 		o := &outgoing{entry: e, payload: payload}
+		c.mu.Lock()
 		c.out[e.Message.MessageID] = o
-		if c.transport == nil {
-			c.mu.Lock()
+		if c.admitLocked(o) && c.transport == nil {
 			c.armExpiryLocked(o)
-			c.mu.Unlock()
 		}
+		c.mu.Unlock()
 	}
 	if c.transport != nil && len(entries) > 0 {
 		t := c.transport
@@ -126,8 +165,8 @@ func (c *Channel) transmit(o *outgoing) *Error {
 		return fail
 	}
 	t := c.transport
-	if t == nil {
-		c.armExpiryLocked(o) // resent by SetTransport on reconnect (A5)
+	if t == nil || !o.inWindow {
+		c.armExpiryLocked(o) // sent on reconnect (A5) or when admitted
 		c.mu.Unlock()
 		return nil
 	}
@@ -245,7 +284,15 @@ func (c *Channel) finish(o *outgoing, a *ChatMessageAck, fail *Error) {
 	}
 	delete(c.out, id)
 	stopTimer(&o.timer)
+	var next *outgoing
+	if o.inWindow {
+		c.unacked--
+		next = c.nextWaitingLocked()
+	}
 	c.mu.Unlock()
+	if next != nil {
+		defer c.transmit(next)
+	}
 	sctx, cancel := c.storeCtx()
 	defer cancel()
 	if err := c.o.Pending.Remove(sctx, c.id, id); err != nil {

@@ -197,7 +197,7 @@ func Dial(ctx context.Context, cfg ClientConfig) (*Client, error) {
 		c.wg.Wait()
 		return nil, err
 	}
-	ids := c.reopenAll(ctx, cc)
+	ids, _ := c.reopenAll(ctx, cc)
 	c.wg.Add(1)
 	go c.run(cc)
 	if cfg.OnConnected != nil {
@@ -379,7 +379,17 @@ func (c *Client) reconnect() *clientConn {
 			c.log.Info("dataplane: reconnect failed", "attempt", attempt, "err", err)
 			continue
 		}
-		ids := c.reopenAll(c.ctx, cc)
+		ids, unanswered := c.reopenAll(c.ctx, cc)
+		if unanswered {
+			// A channel.open that got no answer leaves its channel without a
+			// transport on a live connection, where nothing would retry it:
+			// start over, so every stored channel is reopened (W11).
+			c.log.Info("dataplane: a reopen got no answer; reconnecting", "attempt", attempt)
+			_ = cc.conn.Close()
+			<-cc.dead
+			c.disconnected(cc)
+			continue
+		}
 		if c.cfg.OnConnected != nil {
 			c.cfg.OnConnected(c.ConnectorID(), ids)
 		}
@@ -413,23 +423,23 @@ func (c *Client) sleep(d time.Duration) bool {
 
 // reopenAll opens every stored channel with its stored ID (W11) and
 // returns the IDs now open (a Connector that no longer knows an ID
-// assigns a new one, W5).
-func (c *Client) reopenAll(ctx context.Context, cc *clientConn) []string {
+// assigns a new one, W5), and whether a reopen timed out without answer.
+func (c *Client) reopenAll(ctx context.Context, cc *clientConn) (open []string, unanswered bool) {
 	ids, err := c.cfg.Store.ChannelIDs(ctx)
 	if err != nil {
 		c.log.Warn("dataplane: channel store", "err", err)
-		return nil
+		return nil, false
 	}
-	var open []string
 	for _, id := range ids {
 		e, err := c.open(ctx, cc, id)
 		if err != nil {
 			c.log.Warn("dataplane: reopen failed", "connector_channel_id", id, "err", err)
+			unanswered = unanswered || errors.Is(err, context.DeadlineExceeded)
 			continue
 		}
 		open = append(open, e.id)
 	}
-	return open
+	return open, unanswered
 }
 
 // OpenChannel opens a channel: id "" asks the Connector for a new one, a

@@ -1,0 +1,158 @@
+package dataplane
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/xagentkit/imv2"
+)
+
+// Limit tests of the data plane, named by what they bound. The frame size
+// is covered by TestConn_W2_FrameOverReadLimitCloses1009 (inbound: close
+// 1009) and TestConn_W2_WriteOverLimitRefused (outbound: invalid_packet,
+// the connection stays up); the hello deadline by TestServer_HelloTimeout.
+
+// TestLimit_ChannelsPerConnection: at MaxChannels open channels a further
+// channel.open is refused with connector_channel_unavailable, and the open
+// channels keep working: nothing was dropped to make room.
+func TestLimit_ChannelsPerConnection(t *testing.T) {
+	targets := map[string]*recTarget{}
+	srv, err := NewServer(ServerConfig{
+		Card: testCard(), MaxChannels: 2,
+		NewTarget: func(id string) imv2.Target { targets[id] = newRecTarget(); return targets[id] },
+	})
+	require.NoError(t, err)
+	defer srv.Close()
+	p, _ := pipeSession(t, srv)
+	p.hello("")
+	a, b := p.open(""), p.open("")
+	ans := p.call(imv2.TypeChannelOpen, "", nil)
+	expectError(t, ans, imv2.CodeChannelUnavailable)
+	require.Contains(t, ans.Error.Message, "the limit")
+	require.ElementsMatch(t, []string{a, b}, srv.ChannelIDs())
+	for _, id := range []string{a, b} {
+		ack := p.call(imv2.TypeChatMessage, id, imv2.ChatMessage{MessageID: "f_" + id, Text: "still here"})
+		require.Equal(t, imv2.TypeChatMessageAck, ack.Type)
+		require.Equal(t, 1, targets[id].count("f_"+id))
+	}
+}
+
+// TestLimit_ConnectorIDsPerServer: with every connector_id slot online, a
+// hello for a new one is refused with connector_id_mismatch; the online
+// connection is untouched.
+func TestLimit_ConnectorIDsPerServer(t *testing.T) {
+	srv, err := NewServer(ServerConfig{Card: testCard(), MaxConnectors: 1, NewTarget: func(string) imv2.Target { return newRecTarget() }})
+	require.NoError(t, err)
+	defer srv.Close()
+	first, _ := pipeSession(t, srv)
+	id := first.hello("")
+	ch := first.open("")
+	second, _ := pipeSession(t, srv)
+	ans := second.call(imv2.TypeConnectorHello, "", goodHello(""))
+	expectError(t, ans, imv2.CodeConnectorIDMismatch)
+	require.True(t, srv.IsOpen(ch))
+	require.Equal(t, imv2.TypePong, first.call(imv2.TypePing, "", nil).Type)
+	require.Equal(t, id, second.hello(id), "the same connector_id may connect again")
+}
+
+// TestLimit_HandlerCallsPerConnection: past MaxHandlerCalls concurrent
+// tool calls the read loop waits; the extra call is delayed, not dropped.
+func TestLimit_HandlerCallsPerConnection(t *testing.T) {
+	release := make(chan struct{})
+	started := make(chan struct{}, 4)
+	srv, err := NewServer(ServerConfig{
+		Card: testCard(), MaxHandlerCalls: 1,
+		NewTarget: func(string) imv2.Target { return newRecTarget() },
+		Tools: ToolFunc(func(ctx context.Context, _ string, _ imv2.ToolInvoke) (json.RawMessage, error) {
+			started <- struct{}{}
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+			return json.RawMessage(`{"ok":true}`), nil
+		}),
+	})
+	require.NoError(t, err)
+	defer srv.Close()
+	p, _ := pipeSession(t, srv)
+	p.hello("")
+	ch := p.open("")
+	ctx := ctxWait(t)
+	var reqs []*imv2.Packet
+	for range 2 {
+		req, err := imv2.NewPacket(imv2.TypeToolInvoke, ch, imv2.ToolInvoke{ToolID: "test_send", Arguments: json.RawMessage(`{"connector_channel_id":"` + ch + `"}`)})
+		require.NoError(t, err)
+		req.RequestID = "req_" + req.PacketID
+		require.NoError(t, p.c.Write(ctx, req))
+		reqs = append(reqs, req)
+	}
+	recv(t, started)
+	// The read loop waits for a handler slot, so a ping behind the second
+	// call is answered only after the first call ended.
+	ping, err := imv2.NewPacket(imv2.TypePing, "", nil)
+	require.NoError(t, err)
+	ping.RequestID = "req_ping"
+	require.NoError(t, p.c.Write(ctx, ping))
+	// A short look for a second call running: it can only miss a broken
+	// bound, never fail a working one.
+	select {
+	case <-started:
+		t.Fatal("a second handler call ran past MaxHandlerCalls")
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(release)
+	var order []string
+	for range 3 {
+		ans, err := p.c.Read(ctx)
+		require.NoError(t, err)
+		require.NotEqual(t, imv2.TypeError, ans.Type, "%+v", ans.Error)
+		order = append(order, ans.ReplyTo)
+	}
+	require.Equal(t, reqs[0].PacketID, order[0], "the first call ends before anything behind it is read")
+	require.ElementsMatch(t, []string{reqs[1].PacketID, ping.PacketID}, order[1:], "the delayed call is answered, not dropped")
+}
+
+// TestLimit_ClientChannels: a Client holding MaxChannels channels refuses
+// another with connector_channel_unavailable and keeps the ones it has.
+func TestLimit_ClientChannels(t *testing.T) {
+	_, url := startServer(t, nil)
+	c, _, _ := dialClient(t, url, func(cfg *ClientConfig) { cfg.MaxChannels = 1 })
+	a, err := c.OpenChannel(ctxWait(t), "")
+	require.NoError(t, err)
+	_, err = c.OpenChannel(ctxWait(t), "")
+	require.ErrorIs(t, err, &imv2.Error{Code: imv2.CodeChannelUnavailable})
+	require.Same(t, a, c.Channel(a.ID()))
+}
+
+// TestLimit_FrameSize_MaxTextMessageEndToEnd: a user message of
+// imv2.MaxTextBytes text is valid, but with its envelope it is over the
+// 1 MiB frame limit. Over a real connection Send reports invalid_packet at
+// once, OnFailed is told, nothing stays pending, and the connection keeps
+// carrying messages that fit.
+func TestLimit_FrameSize_MaxTextMessageEndToEnd(t *testing.T) {
+	failed := make(chan imv2.Code, 1)
+	srv, url := startServer(t, func(c *ServerConfig) {
+		c.Options = &imv2.Options{OnFailed: func(_ string, _ imv2.ChatMessage, e *imv2.Error) { failed <- e.Code }}
+	})
+	agent := newRecTarget()
+	c, _, _ := dialClient(t, url, func(cfg *ClientConfig) { cfg.Target = agent })
+	ch, err := c.OpenChannel(ctxWait(t), "")
+	require.NoError(t, err)
+	sc := srv.Channel(ch.ID())
+	require.NotNil(t, sc)
+	_, err = sc.Send(ctxWait(t), imv2.ChatMessage{MessageID: "max", Text: strings.Repeat("a", imv2.MaxTextBytes)})
+	require.ErrorIs(t, err, imv2.ErrInvalidPacket)
+	require.Contains(t, err.Error(), "frame limit")
+	require.Equal(t, imv2.CodeInvalidPacket, recv(t, failed))
+	pend, err := sc.Pending(ctxWait(t))
+	require.NoError(t, err)
+	require.Empty(t, pend)
+	fits := strings.Repeat("b", imv2.MaxTextBytes-4096)
+	_, err = sc.Send(ctxWait(t), imv2.ChatMessage{MessageID: "fits", Text: fits})
+	require.NoError(t, err)
+	require.Equal(t, fits, agent.next(t).Text)
+}
