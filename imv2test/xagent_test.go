@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -13,15 +14,6 @@ import (
 	"github.com/xagentkit/imv2/dataplane"
 	"github.com/xagentkit/imv2/imv2test"
 )
-
-// knownXAgentFailures are xAgent-side checks this SDK's dataplane.Client
-// fails today. K10.x.b: the Client answers a packet of no negotiated
-// profile (session.sync_message, history.snapshot) with an error packet
-// unsupported_packet, where profile §10 asks the virtual channel to drop
-// it silently ("静默丢弃，不产生错误回包"; REQUIREMENTS P6, X1). Reported;
-// TestKnownBug_P6_ClientAnswersNonProfilePackets (build tag knownbugs)
-// is the failing test. When the Client is fixed, this list empties.
-var knownXAgentFailures = []string{"K10.x.b"}
 
 // xagentFlaw breaks this SDK's xAgent on the wire, by rewriting what its
 // dataplane.Client writes or reads, to prove the xAgent-side checks can
@@ -36,6 +28,7 @@ const (
 	xLeakSessionID   xagentFlaw = "leak-session-id"  // K7.x: finals carry session_id (I2)
 	xDeltaFiles      xagentFlaw = "delta-files"      // K7.x, K9.x: deltas carry files (D7)
 	xAnswerForbidden xagentFlaw = "answer-forbidden" // K10.x.a: a Connector's delta gets an error back (P6)
+	xAnswerSync      xagentFlaw = "answer-sync"      // K10.x.b: session sync / history packets get an error back (P6)
 )
 
 // flawConn applies flaws to one connection; seen is shared by all the
@@ -95,6 +88,9 @@ func (f *flawConn) Read(ctx context.Context) (*imv2.Packet, error) {
 	if err == nil && p.Type == imv2.TypeChatMessageDelta && f.has(xAnswerForbidden) {
 		_ = f.Conn.Write(ctx, imv2.NewErrorPacket(p, &imv2.Error{Code: imv2.CodeUnsupportedPacket, Message: "deltas go the other way"}))
 	}
+	if err == nil && (strings.HasPrefix(p.Type, "session.") || strings.HasPrefix(p.Type, "history.")) && f.has(xAnswerSync) {
+		_ = f.Conn.Write(ctx, imv2.NewErrorPacket(p, &imv2.Error{Code: imv2.CodeUnsupportedPacket, Message: "not served"}))
+	}
 	return p, err
 }
 
@@ -121,19 +117,19 @@ func sdkXAgent(flaws ...xagentFlaw) imv2test.StartXAgent {
 var xagentRuns = []struct {
 	name  string
 	flaws []xagentFlaw
-	fail  []string // besides knownXAgentFailures
+	fail  []string
 }{
 	{name: "sdk-xagent"},
 	{name: "group-a", flaws: []xagentFlaw{xNoPong, xNoDedup, xLeakSessionID, xAnswerForbidden, xNoResend},
 		fail: []string{"K1.x", "K3.x", "K4.x", "K7.x", "K10.x.a", "K11.x.a", "K11.x.b"}},
 	{name: "seq-from-zero", flaws: []xagentFlaw{xSeqFromZero}, fail: []string{"K2.x", "K7.x", "K9.x"}},
-	{name: "delta-files", flaws: []xagentFlaw{xDeltaFiles}, fail: []string{"K7.x", "K9.x"}},
+	{name: "delta-files", flaws: []xagentFlaw{xDeltaFiles, xAnswerSync}, fail: []string{"K7.x", "K9.x", "K10.x.b"}},
 }
 
 // TestXAgent_K1_K12_SDKClient runs the xAgent-side checks — the suite
 // plays a Connector — against this SDK's dataplane.Client, and against
-// it with flaws injected on the wire, all at once: the plain Client fails
-// only the known failures, each flawed one exactly the expected checks.
+// it with flaws injected on the wire, all at once: the plain Client passes
+// every check, each flawed one fails exactly the expected checks.
 //
 // It is not parallel on purpose: it runs alone before the three parallel
 // tests, which keeps the race detector's load, and so timing, moderate.
@@ -154,9 +150,9 @@ func TestXAgent_K1_K12_SDKClient(t *testing.T) {
 		t.Run(r.name, func(t *testing.T) {
 			require.NoError(t, errs[i])
 			t.Logf("xAgent side, %s %v:\n%s", r.name, r.flaws, table(t, reps[i]))
-			want := append(slices.Clone(r.fail), knownXAgentFailures...)
+			want := slices.Clone(r.fail)
 			slices.SortFunc(want, compareCheckNames)
-			require.Equal(t, want, orEmpty(reps[i].Failed()))
+			require.Equal(t, orEmpty(want), orEmpty(reps[i].Failed()))
 			require.Empty(t, reps[i].Skipped())
 		})
 		for _, c := range reps[i].Failed() {
