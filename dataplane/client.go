@@ -862,6 +862,12 @@ func (cc *clientConn) dispatch(p *imv2.Packet) {
 		c.log.Debug("dataplane: unhandled packet", "type", p.Type)
 		return
 	}
+	if p.ConnectorChannelID != "" {
+		// Channel traffic of no negotiated profile (session sync, history,
+		// UI projections …): dropped silently, no error, no ack (P6, X1).
+		c.log.Debug("dataplane: dropped channel packet outside the negotiated profiles", "type", short(p.Type))
+		return
+	}
 	cc.send(imv2.NewErrorPacket(p, imv2.Errorf(imv2.CodeUnsupportedPacket, "packet type %q is not served by this client", short(p.Type))))
 }
 

@@ -242,7 +242,7 @@ func TestServer_W10_I1_X2_ErrorCodes(t *testing.T) {
 		{"X2_chat_unknown_channel", imv2.TypeChatMessage, "cch_nope", msg, imv2.CodeChannelNotOpen},
 		{"X2_delta_unknown_channel", imv2.TypeChatMessageDelta, "cch_nope", json.RawMessage(`{"message_id":"m","sequence":1,"text":"a"}`), imv2.CodeChannelNotOpen},
 		{"I1_close_without_channel", imv2.TypeChannelClose, "", nil, imv2.CodeChannelIDRequired},
-		{"unsupported_type", "message.push", id, nil, imv2.CodeUnsupportedPacket},
+		{"unsupported_type", "message.push", "", nil, imv2.CodeUnsupportedPacket},
 		{"auth_without_handler", imv2.TypeAuthStart, id, imv2.AuthStart{FlowID: "test_qr"}, imv2.CodeUnsupportedPacket},
 		{"tool_without_handler", imv2.TypeToolInvoke, id, imv2.ToolInvoke{ToolID: "test_send"}, imv2.CodeUnsupportedPacket},
 	} {

@@ -146,6 +146,12 @@ func (ss *session) dispatch(p *imv2.Packet) {
 			ss.route(p)
 			return
 		}
+		if p.ConnectorChannelID != "" {
+			// Channel traffic of no negotiated profile (session sync,
+			// history, UI projections …): dropped silently (P6, X1).
+			ss.log.Debug("dataplane: dropped channel packet outside the negotiated profiles", "type", short(p.Type))
+			return
+		}
 		ss.fail(p, imv2.CodeUnsupportedPacket, "packet type %q is not served by this Connector", short(p.Type))
 	}
 }

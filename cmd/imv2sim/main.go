@@ -5,6 +5,12 @@
 // It dials the Connector, says hello, opens a channel and answers every
 // user message with chat.activity thinking → tool web_search → a reply
 // streamed in deltas → the final → idle. See -help for the flags.
+//
+//	imv2sim conform -connector URL [-api-key KEY] [-json] [flags]
+//
+// runs the conformance suite (package imv2test) against the Connector,
+// prints a table of checks K1–K12 and exits non-zero on any failure; see
+// imv2sim conform -help.
 package main
 
 import (
@@ -28,6 +34,11 @@ func main() {
 }
 
 func run(args []string) error {
+	if len(args) > 0 && args[0] == "conform" {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		return conform(ctx, args[1:], os.Stdout, os.Stderr)
+	}
 	fs := flag.NewFlagSet("imv2sim", flag.ContinueOnError)
 	connector := fs.String("connector", "", "Connector base URL, e.g. http://127.0.0.1:8787 (required)")
 	apiKey := fs.String("api-key", "", "API key sent as a bearer token")

@@ -159,7 +159,7 @@ func New(cfg Config) (*Bridge, error) {
 	card := Card()
 	b.server, err = dataplane.NewServer(dataplane.ServerConfig{
 		Card:      card,
-		NewTarget: func(string) imv2.Target { return consoleTarget{b.display, b.print} },
+		NewTarget: func(string) imv2.Target { return consoleTarget{b.display, b.print, b.handler} },
 		Describe: func(context.Context, string) dataplane.ChannelInfo {
 			return dataplane.ChannelInfo{Status: imv2.StatusConnected} // no sign-in needed
 		},
@@ -333,7 +333,27 @@ func (b *Bridge) closeStores() {
 // and drafts, and activity printed with its status and tool name.
 type consoleTarget struct {
 	*display.Target
-	p *printer
+	p     *printer
+	files *connector.Handler
+}
+
+// PostMessage shows a final once every file it names is one xAgent
+// uploaded to this channel first (M7): a platform posts bytes, not refs,
+// so a final whose file cannot be opened was not delivered and must not
+// be acked accepted (M12). It is rejected for good: resending the same
+// ref cannot succeed (A8).
+func (c consoleTarget) PostMessage(ctx context.Context, channelID string, m *imv2.ChatMessage) error {
+	for _, f := range m.Files {
+		rc, _, err := c.files.OpenFile(ctx, channelID, f.FileRef)
+		switch {
+		case errors.Is(err, connector.ErrFileNotFound), errors.Is(err, connector.ErrWrongChannel):
+			return imv2.Permanent(fmt.Errorf("file_ref %q was not uploaded to this channel (M7)", f.FileRef))
+		case err != nil:
+			return imv2.Retryable(err)
+		}
+		rc.Close()
+	}
+	return c.Target.PostMessage(ctx, channelID, m)
 }
 
 // SetActivity prints typing for thinking/tool and clears it on idle (the

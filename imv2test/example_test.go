@@ -1,0 +1,92 @@
+package imv2test_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/connector"
+	"github.com/xagentkit/imv2/dataplane"
+	"github.com/xagentkit/imv2/imv2test"
+	"github.com/xagentkit/imv2/imv2test/internal/brokenconnector"
+)
+
+// CheckConnector against a Connector at a URL: here the suite's own
+// broken fixture, once without flaws and once acking finals with the
+// message_id as reply_to.
+func ExampleCheckConnector() {
+	for _, flaws := range [][]brokenconnector.Flaw{nil, {brokenconnector.AckReplyToMessageID}} {
+		b, _ := brokenconnector.New(brokenconnector.Config{Flaws: flaws})
+		srv := httptest.NewServer(b.Handler())
+		rep, err := imv2test.CheckConnector(context.Background(), imv2test.Connector{URL: srv.URL}, &imv2test.Config{Run: `^K4\.[ac]$`})
+		if err != nil {
+			panic(err)
+		}
+		for _, r := range rep.Results {
+			fmt.Println(r.Check, r.Status)
+		}
+		b.Close()
+		srv.Close()
+	}
+	// Output:
+	// K4.a pass
+	// K4.c pass
+	// K4.a FAIL
+	// K4.c pass
+}
+
+// CheckXAgent against this SDK's xAgent side: the suite plays the
+// Connector that dataplane.Client dials.
+func ExampleCheckXAgent() {
+	start := imv2test.SDKXAgent(dataplane.ClientConfig{})
+	rep, err := imv2test.CheckXAgent(context.Background(), start, &imv2test.Config{Run: `^K3\.x$`})
+	if err != nil {
+		panic(err)
+	}
+	r, _ := rep.Result("K3.x")
+	fmt.Println(r.Check, r.Status, r.Rules)
+	// Output:
+	// K3.x pass [K3 K4 M9 A6 S6 A1 A2 A3 I4]
+}
+
+// RunConnector in a Connector author's test: build the Connector around
+// the suite's recording target, return where it listens and how a user
+// types on it.
+func ExampleRunConnector() {
+	// func TestConformance(t *testing.T) { imv2test.RunConnector(t, true, startMyConnector, nil) }
+	_ = func(t *testing.T, target *imv2test.RecordingTarget) imv2test.Connector {
+		card := myCard() // the Connector's Card
+		srv, err := dataplane.NewServer(dataplane.ServerConfig{
+			Card:      card,
+			NewTarget: func(string) imv2.Target { return target.Target() },
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := connector.NewHandler(connector.Config{Card: card, WS: srv})
+		if err != nil {
+			t.Fatal(err)
+		}
+		target.Files = func(ctx context.Context, channelID, ref string) (io.ReadCloser, error) {
+			rc, _, err := h.OpenFile(ctx, channelID, ref)
+			return rc, err
+		}
+		hs := httptest.NewServer(h)
+		t.Cleanup(func() { srv.Close(); hs.Close() })
+		return imv2test.Connector{URL: hs.URL, User: imv2test.SDKUser{Server: srv, Files: h}}
+	}
+}
+
+func myCard() *imv2.Card {
+	return &imv2.Card{
+		Schema: imv2.CardSchema, ProtocolVersion: imv2.ProtocolVersion,
+		Build:           imv2.Build{BuildTime: time.Now().Format(time.RFC3339)},
+		ConnectorCardID: "im.example", Connector: imv2.CardInfo{Name: "Example", Version: "1"},
+		Supports: imv2.Supports{TargetTypes: []string{"im"}, Profiles: []string{imv2.ProfileIMv2},
+			Targets: []imv2.SupportedTarget{{TargetType: "im", Provider: "example", Label: "Example"}}},
+	}
+}

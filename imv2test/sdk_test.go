@@ -1,0 +1,101 @@
+package imv2test_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/connector"
+	"github.com/xagentkit/imv2/dataplane"
+	"github.com/xagentkit/imv2/imv2test"
+)
+
+// sdkTimeouts are the short bounds the in-process SDK Connector declares,
+// so K6.c and K12.d can observe them.
+const (
+	sdkDeltaTTL    = 3 * time.Second
+	sdkSweep       = 50 * time.Millisecond
+	sdkActivityTTL = time.Second
+)
+
+// startSDKConnector is the smallest Connector on this SDK: the data
+// plane Server and the HTTP kit around the suite's recording target.
+func startSDKConnector(apiKey string) func(t *testing.T, target *imv2test.RecordingTarget) imv2test.Connector {
+	return func(t *testing.T, target *imv2test.RecordingTarget) imv2test.Connector {
+		schema, err := imv2.ToolInputSchema(map[string]json.RawMessage{"text": json.RawMessage(`{"type":"string"}`)}, "text")
+		require.NoError(t, err)
+		card := &imv2.Card{
+			Schema: imv2.CardSchema, ProtocolVersion: imv2.ProtocolVersion,
+			Build:           imv2.Build{Version: "1.0.0", BuildTime: "2026-11-30T00:00:00Z"},
+			ConnectorCardID: "im.sdktest",
+			Connector:       imv2.CardInfo{Name: "SDK test Connector", Version: "1.0.0"},
+			Supports: imv2.Supports{
+				TargetTypes: []string{imv2.TargetTypeIM},
+				Targets:     []imv2.SupportedTarget{{TargetType: imv2.TargetTypeIM, Provider: "sdktest", Label: "SDK test"}},
+				Profiles:    []string{imv2.ProfileIMv2},
+			},
+			Tools: []imv2.Tool{{ToolID: "sdktest_send", Profile: imv2.ProfileIMv2, InputSchema: schema}},
+		}
+		srv, err := dataplane.NewServer(dataplane.ServerConfig{
+			Card:      card,
+			NewTarget: func(string) imv2.Target { return target.Target() },
+			Options:   &imv2.Options{DeltaIdleTTL: sdkDeltaTTL, DeltaSweep: sdkSweep, ActivityTimeout: sdkActivityTTL},
+		})
+		require.NoError(t, err)
+		h, err := connector.NewHandler(connector.Config{Card: card, APIKey: apiKey, WS: srv})
+		require.NoError(t, err)
+		target.Files = func(ctx context.Context, channelID, ref string) (io.ReadCloser, error) {
+			rc, _, err := h.OpenFile(ctx, channelID, ref)
+			return rc, err
+		}
+		hs := httptest.NewServer(h)
+		t.Cleanup(func() {
+			srv.Close()
+			hs.Close()
+		})
+		return imv2test.Connector{
+			URL: hs.URL, APIKey: apiKey, User: imv2test.SDKUser{Server: srv, Files: h},
+			DeltaIdleTTL: sdkDeltaTTL, DeltaSweep: sdkSweep, ActivityTimeout: sdkActivityTTL,
+		}
+	}
+}
+
+// sdkConfig probes just above the SDK's default cap of 256 open streams.
+var sdkConfig = imv2test.Config{DeltaStreams: 300}
+
+// TestRunConnector_K1_K12_SDKConnector runs the suite in process, through
+// RunConnector and the recording target, against a Connector made of
+// dataplane.Server and connector.Handler, with a target that streams;
+// and, at the same time, with one that cannot (and an API key).
+func TestRunConnector_K1_K12_SDKConnector(t *testing.T) {
+	t.Parallel()
+	var buffered *imv2test.Report
+	var bufErr error
+	target := imv2test.NewRecordingTarget(false)
+	c := startSDKConnector("sdk-key")(t, target)
+	c.Observer, c.Buffered = target, true
+	concurrently(
+		func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			buffered, bufErr = imv2test.CheckConnector(ctx, c, &sdkConfig)
+		},
+		func() {
+			t.Run("streaming", func(t *testing.T) {
+				rep := imv2test.RunConnector(t, true, startSDKConnector(""), &sdkConfig)
+				require.Equal(t, []string{"K1.c", "K5.a"}, rep.Skipped())
+			})
+		},
+	)
+	t.Run("buffered", func(t *testing.T) {
+		require.NoError(t, bufErr)
+		imv2test.ReportTo(t, buffered)
+		require.Empty(t, buffered.Failed())
+		require.Equal(t, []string{"K2.d"}, buffered.Skipped())
+	})
+}

@@ -1,0 +1,89 @@
+package imv2test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/connector"
+	"github.com/xagentkit/imv2/dataplane"
+)
+
+// RunConnector runs the Connector-side checks against a Connector built
+// with this SDK, in process, one subtest per check: a failed check fails
+// its subtest with the reason; a skipped one logs why.
+//
+// start builds and starts the Connector with target — the suite's
+// RecordingTarget, the observer — as its IM platform, registers its own
+// shutdown with t.Cleanup, and returns it (URL, APIKey, User …; Observer
+// and Buffered are filled in from target). streaming says whether target
+// can show temporary text; run once with each to cover D8 and K5.
+// cfg may be nil. The report is returned for further assertions.
+func RunConnector(t *testing.T, streaming bool, start func(t *testing.T, target *RecordingTarget) Connector, cfg *Config) *Report {
+	t.Helper()
+	target := NewRecordingTarget(streaming)
+	c := start(t, target)
+	c.Observer = target
+	c.Buffered = !streaming
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	rep, err := CheckConnector(ctx, c, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ReportTo(t, rep)
+	return rep
+}
+
+// ReportTo turns a report into subtests of t: a failed check fails its
+// subtest with the reason, a skipped one logs why (it is no pass).
+func ReportTo(t *testing.T, rep *Report) {
+	t.Helper()
+	for _, res := range rep.Results {
+		t.Run(res.Check, func(t *testing.T) {
+			switch res.Status {
+			case Fail:
+				t.Errorf("%s [%s]: %s", res.Title, strings.Join(res.Rules, " "), res.Reason)
+			case Skip:
+				t.Logf("not run: %s", res.Reason)
+			}
+		})
+	}
+}
+
+// SDKUser is the User of a Connector built on this SDK: it sends user
+// messages on the data-plane Server's Channel and offers files through
+// the connector Handler (a signed download_url), as a platform adapter
+// does when a person types.
+type SDKUser struct {
+	Server *dataplane.Server
+	Files  *connector.Handler
+}
+
+// Say sends text as a user message on channelID.
+func (u SDKUser) Say(ctx context.Context, channelID, text string) error {
+	ch := u.Server.Channel(channelID)
+	if ch == nil {
+		return fmt.Errorf("imv2test: channel %s is not known to the Server", channelID)
+	}
+	_, err := ch.Send(ctx, imv2.ChatMessage{Text: text})
+	return err
+}
+
+// SendFile offers data as a file and sends a file-only user message.
+func (u SDKUser) SendFile(ctx context.Context, channelID, filename string, data []byte) error {
+	ch := u.Server.Channel(channelID)
+	if ch == nil {
+		return fmt.Errorf("imv2test: channel %s is not known to the Server", channelID)
+	}
+	f, err := u.Files.OfferFile(ctx, channelID, filename, "", bytes.NewReader(data))
+	if err != nil {
+		return err
+	}
+	_, err = ch.Send(ctx, imv2.ChatMessage{Files: []imv2.File{f}})
+	return err
+}
