@@ -89,7 +89,7 @@ func start(t *testing.T, args ...string) *proc {
 func (p *proc) until(t *testing.T, stop func(consolebridge.Event) bool) []consolebridge.Event {
 	t.Helper()
 	var got []consolebridge.Event
-	deadline := time.After(15 * time.Second)
+	deadline := time.After(30 * time.Second)
 	for {
 		select {
 		case e, ok := <-p.events:
@@ -196,7 +196,7 @@ func TestConsole_D8_K5_M11_ModesAgainstSimulator(t *testing.T) {
 // TestConsole_M6_FileLineSendsDownloadableFile: "/file PATH" sends a
 // file-only message whose download_url the simulator can fetch.
 func TestConsole_M6_FileLineSendsDownloadableFile(t *testing.T) {
-	p := start(t)
+	p := start(t, "-ack-timeout", "1s") // a lost first transmission is resent quickly
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	agent, err := sim.Start(ctx, sim.Config{Connector: p.url})
