@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -45,6 +46,8 @@ func TestMain(m *testing.M) {
 // proc is a console Connector running as a subprocess under the contract
 // of its command line: stdin lines in, JSON events out.
 type proc struct {
+	logMu  sync.Mutex
+	log    []string // stderr after the first line
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser
 	events chan consolebridge.Event
@@ -65,12 +68,28 @@ func start(t *testing.T, args ...string) *proc {
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
+		p.logMu.Lock()
+		defer p.logMu.Unlock()
+		if log := strings.Join(p.log, "\n"); strings.Contains(log, "DATA RACE") || strings.Contains(log, "panic:") {
+			t.Errorf("the console reported on stderr:\n%s", log)
+		}
 	})
-	line, err := bufio.NewReader(stderr).ReadString('\n')
-	require.NoError(t, err)
-	url, ok := strings.CutPrefix(strings.TrimSpace(line), "listening on ")
-	require.True(t, ok, "first stderr line: %q", line)
-	p.url = url
+	errs := bufio.NewReader(stderr)
+	for p.url == "" { // -v may log before the one "listening on" line
+		line, err := errs.ReadString('\n')
+		require.NoError(t, err)
+		if url, ok := strings.CutPrefix(strings.TrimSpace(line), "listening on "); ok {
+			p.url = url
+		}
+	}
+	go func() { // keep stderr drained; shown when a wait fails
+		sc := bufio.NewScanner(errs)
+		for sc.Scan() {
+			p.logMu.Lock()
+			p.log = append(p.log, sc.Text())
+			p.logMu.Unlock()
+		}
+	}()
 	go func() {
 		defer close(p.events)
 		sc := bufio.NewScanner(stdout)
@@ -100,7 +119,9 @@ func (p *proc) until(t *testing.T, stop func(consolebridge.Event) bool) []consol
 				return got
 			}
 		case <-deadline:
-			t.Fatalf("no matching event; got %+v", got)
+			p.logMu.Lock()
+			defer p.logMu.Unlock()
+			t.Fatalf("no matching event; got %+v\nconsole stderr:\n%s", got, strings.Join(p.log, "\n"))
 		}
 	}
 }
@@ -124,7 +145,7 @@ func TestConsole_D8_K5_M11_ModesAgainstSimulator(t *testing.T) {
 			p := start(t, "-mode", mode)
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
-			agent, err := sim.Start(ctx, sim.Config{Connector: p.url, Rate: 0})
+			agent, err := sim.Start(ctx, sim.Config{Connector: p.url, Rate: 50}) // slow enough for drafts to show (D8)
 			require.NoError(t, err)
 			defer agent.Close()
 
@@ -196,7 +217,7 @@ func TestConsole_D8_K5_M11_ModesAgainstSimulator(t *testing.T) {
 // TestConsole_M6_FileLineSendsDownloadableFile: "/file PATH" sends a
 // file-only message whose download_url the simulator can fetch.
 func TestConsole_M6_FileLineSendsDownloadableFile(t *testing.T) {
-	p := start(t, "-ack-timeout", "1s") // a lost first transmission is resent quickly
+	p := start(t, "-ack-timeout", "1s", "-v") // a lost first transmission is resent quickly
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	agent, err := sim.Start(ctx, sim.Config{Connector: p.url})
