@@ -398,6 +398,39 @@ func cmdDisconnect(r *run, _ *args) error {
 
 const maxBody = 8 << 20
 
+// roundTrip sets the Authorization header the auth= option asks for,
+// sends req and reads the body (at most maxBody); it fails unless the
+// status matches status= (default 200). what names the request in errors.
+func roundTrip(r *run, a *args, req *http.Request, what string) (int, []byte, error) {
+	auth, _, err := a.opt("auth")
+	if err != nil {
+		return 0, nil, err
+	}
+	if err := r.authHeader(req.Header, auth, r.conn.APIKey); err != nil {
+		return 0, nil, err
+	}
+	status, ok, err := a.opt("status")
+	if err != nil {
+		return 0, nil, err
+	}
+	if !ok {
+		status = "200"
+	}
+	resp, err := r.httpClient().Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
+	if err != nil {
+		return 0, nil, err
+	}
+	if !statusMatches(status, resp.StatusCode) {
+		return 0, nil, fmt.Errorf("%s: HTTP %d, want %s: %s", what, resp.StatusCode, status, clip(string(body), 80))
+	}
+	return resp.StatusCode, body, nil
+}
+
 func cmdHTTP(r *run, a *args) error {
 	pos, err := a.pos()
 	if err != nil {
@@ -410,31 +443,9 @@ func cmdHTTP(r *run, a *args) error {
 	if err != nil {
 		return err
 	}
-	auth, _, err := a.opt("auth")
+	_, body, err := roundTrip(r, a, req, pos[0]+" "+pos[1])
 	if err != nil {
 		return err
-	}
-	if err := r.authHeader(req.Header, auth, r.conn.APIKey); err != nil {
-		return err
-	}
-	status, ok, err := a.opt("status")
-	if err != nil {
-		return err
-	}
-	if !ok {
-		status = "200"
-	}
-	resp, err := r.httpClient().Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
-	if err != nil {
-		return err
-	}
-	if !statusMatches(status, resp.StatusCode) {
-		return fmt.Errorf("%s %s: HTTP %d, want %s", pos[0], pos[1], resp.StatusCode, status)
 	}
 	js, err := a.json()
 	if err != nil {
@@ -499,33 +510,11 @@ func cmdUpload(r *run, a *args) error {
 	if channel != "none" {
 		req.Header.Set(xfiles.HeaderChannelID, channel)
 	}
-	auth, _, err := a.opt("auth")
+	code, body, err := roundTrip(r, a, req, "POST /files/uploads")
 	if err != nil {
 		return err
 	}
-	if err := r.authHeader(req.Header, auth, r.conn.APIKey); err != nil {
-		return err
-	}
-	status, ok, err := a.opt("status")
-	if err != nil {
-		return err
-	}
-	if !ok {
-		status = "200"
-	}
-	resp, err := r.httpClient().Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
-	if err != nil {
-		return err
-	}
-	if !statusMatches(status, resp.StatusCode) {
-		return fmt.Errorf("POST /files/uploads: HTTP %d, want %s: %s", resp.StatusCode, status, clip(string(body), 80))
-	}
-	if resp.StatusCode/100 != 2 {
+	if code/100 != 2 {
 		return nil
 	}
 	var res xfiles.UploadResult
