@@ -21,8 +21,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
-	"time"
 
+	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/sim"
 )
 
@@ -58,7 +58,21 @@ func run(args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	cfg := sim.Config{Connector: *connector, APIKey: *apiKey, Rate: *rate, Attach: *attach, Drop: *drop, Duplicate: *dup}
+	done := make(chan struct{}, max(*send, 1))
+	report := func() {
+		select {
+		case done <- struct{}{}:
+		default:
+		}
+	}
+	cfg := sim.Config{Connector: *connector, APIKey: *apiKey, Rate: *rate, Attach: *attach, Drop: *drop, Duplicate: *dup,
+		Options: &imv2.Options{
+			OnDelivered: func(string, imv2.ChatMessage, imv2.AckStatus) { report() },
+			OnFailed: func(_ string, m imv2.ChatMessage, err *imv2.Error) {
+				fmt.Fprintf(os.Stderr, "imv2sim: %s failed: %v\n", m.MessageID, err)
+				report()
+			},
+		}}
 	if !*quiet {
 		cfg.Log = os.Stdout
 	}
@@ -76,18 +90,12 @@ func run(args []string) error {
 			return err
 		}
 	}
-	for {
-		pending, err := s.Channel().Pending(ctx)
-		if err != nil {
-			return err
-		}
-		if len(pending) == 0 {
-			return nil
-		}
+	for range *send { // each final ends acked or failed
 		select {
+		case <-done:
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
 		}
 	}
+	return nil
 }

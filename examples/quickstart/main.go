@@ -60,7 +60,12 @@ func run(ctx context.Context, stdout io.Writer) error {
 	fmt.Fprintf(out, "Connector %s listening on %s\n", consolebridge.CardID, url)
 
 	// xAgent: the simulator dials /ws, says hello and opens a channel.
-	agent, err := sim.Start(ctx, sim.Config{Connector: url, Rate: 40})
+	// Each final the Connector acknowledges is reported here, so the script
+	// waits for acks instead of polling.
+	acked := make(chan string, 8)
+	agent, err := sim.Start(ctx, sim.Config{Connector: url, Rate: 40, Options: &imv2.Options{
+		OnDelivered: func(_ string, m imv2.ChatMessage, _ imv2.AckStatus) { acked <- m.MessageID },
+	}})
 	if err != nil {
 		return err
 	}
@@ -69,7 +74,10 @@ func run(ctx context.Context, stdout io.Writer) error {
 	fmt.Fprintf(out, "xagent › hello done, channel %s open\n", ch)
 
 	say("1. a user message, answered with activity and a streamed reply")
-	if err := sayAndWait(ctx, bridge, agent, "What is the weather in Paris?"); err != nil {
+	if _, err := bridge.Say(ctx, "What is the weather in Paris?"); err != nil {
+		return err
+	}
+	if err := waitAck(ctx, acked); err != nil {
 		return err
 	}
 
@@ -82,7 +90,7 @@ func run(ctx context.Context, stdout io.Writer) error {
 	if err := agent.ReplyWith(ctx, ch, "Here is the forecast as a file.", file); err != nil {
 		return err
 	}
-	if err := waitFinals(ctx, agent, 2); err != nil {
+	if err := waitAck(ctx, acked); err != nil {
 		return err
 	}
 
@@ -101,29 +109,12 @@ func run(ctx context.Context, stdout io.Writer) error {
 	return nil
 }
 
-// sayAndWait types a line on the console and waits for the reply's final.
-func sayAndWait(ctx context.Context, b *consolebridge.Bridge, agent *sim.Simulator, line string) error {
-	before := len(agent.Finals())
-	if _, err := b.Say(ctx, line); err != nil {
-		return err
-	}
-	return waitFinals(ctx, agent, before+1)
-}
-
-// waitFinals waits until the simulator's n-th final was acknowledged.
-func waitFinals(ctx context.Context, agent *sim.Simulator, n int) error {
-	for {
-		pending, err := agent.Channel().Pending(ctx)
-		if err != nil {
-			return err
-		}
-		if len(agent.Finals()) >= n && len(pending) == 0 {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return errors.New("the conversation did not finish in time")
-		case <-time.After(20 * time.Millisecond):
-		}
+// waitAck waits for the Connector's ack of the simulator's next final.
+func waitAck(ctx context.Context, acked <-chan string) error {
+	select {
+	case <-acked:
+		return nil
+	case <-ctx.Done():
+		return errors.New("the conversation did not finish in time")
 	}
 }
