@@ -1,0 +1,65 @@
+package imv2
+
+import (
+	"context"
+	"time"
+)
+
+// ClaimStore is a CompletedStore that also records the intent to run a
+// message's side effect before the Target runs, and its completion after
+// (Record). A Channel whose Completed store implements it (found by type
+// assertion, as http.Flusher is) claims every message before its
+// PostMessage, so that
+//   - a crash between the side effect and Record leaves an orphaned claim
+//     behind instead of nothing, and the resend after the restart is not
+//     posted blindly a second time (S8);
+//   - in a store shared by replicas, one owner at a time runs a message's
+//     side effect (A6 across processes).
+//
+// Owner names one running process (a random ID made at start); a lease
+// bounds how long a claim of a live owner blocks others. Implementations
+// must be safe for concurrent use, and durable stores must make a claim
+// durable before Claim returns.
+type ClaimStore interface {
+	CompletedStore
+	// Claim takes the message for owner until now+lease, unless it is
+	// completed or held by another live owner, and reports what it found.
+	// fp is the content being delivered; a completed record carries its own.
+	Claim(ctx context.Context, channelID, messageID string, fp Fingerprint, owner string, lease time.Duration) (Claim, error)
+	// Release drops owner's claim on the message without completing it:
+	// the Target refused it and nothing was posted. Releasing a claim that
+	// is not owner's, or none, is not an error and changes nothing.
+	Release(ctx context.Context, channelID, messageID, owner string) error
+}
+
+// ClaimState is what Claim found.
+type ClaimState uint8
+
+const (
+	// ClaimAcquired: no record and no live claim; the caller holds the
+	// message now and may run its side effect.
+	ClaimAcquired ClaimState = iota + 1
+	// ClaimCompleted: the message completed earlier; Claim.Fingerprint is
+	// the recorded content (equal: duplicate; other: conflict, S6).
+	ClaimCompleted
+	// ClaimHeld: another owner's claim is live; the caller must not run
+	// the side effect now (answer retryable busy).
+	ClaimHeld
+	// ClaimOrphaned: an earlier claim was never completed and its owner is
+	// gone (its lease ran out, or the store knows the owner's process
+	// ended). The side effect may or may not have happened. The claim now
+	// belongs to the caller, who decides whether a re-post is safe.
+	ClaimOrphaned
+)
+
+// Claim is the answer of ClaimStore.Claim.
+type Claim struct {
+	State ClaimState
+	// Fingerprint is the completed record's content (ClaimCompleted) or
+	// the orphaned claim's content (ClaimOrphaned).
+	Fingerprint Fingerprint
+	// Owner is the other owner (ClaimHeld) or the former one (ClaimOrphaned).
+	Owner string
+	// Until is when the other owner's lease ends (ClaimHeld).
+	Until time.Time
+}
