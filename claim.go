@@ -20,6 +20,23 @@ import (
 // bounds how long a claim of a live owner blocks others. Implementations
 // must be safe for concurrent use, and durable stores must make a claim
 // durable before Claim returns.
+//
+// Record completes a claim (it removes it, whoever holds it). A claim that
+// owner itself still holds is reported ClaimOrphaned to owner: the Channel
+// runs one attempt per message at a time, so a second Claim by the same
+// owner means its earlier attempt ended without Record or Release (a
+// failed Record after the post) and its outcome is unknown.
+//
+// What remains after a crash between a successful post and Record: the
+// message was shown, and the store holds an orphaned claim. The resend is
+// posted again only to an IdempotentTarget (the platform deduplicates by
+// the idempotency key) or after a PostCheckTarget answered "not posted".
+// A Target with neither capability, on a platform without dedup, gets
+// nothing: the resend is rejected with CodeDeliveryOutcomeUnknown,
+// retryable=false. So a message can be lost (its post happened or not,
+// nobody can tell) and reported to the sender, but it is never shown
+// twice. The same holds for a crash between Claim and the post, where the
+// message was not shown.
 type ClaimStore interface {
 	CompletedStore
 	// Claim takes the message for owner until now+lease, unless it is

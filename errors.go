@@ -68,6 +68,14 @@ const (
 	// CodeTargetRejected: the target platform refused the message for good
 	// (permission, payload, sign-in state; A8). Never retryable.
 	CodeTargetRejected Code = "target_rejected"
+	// CodeDeliveryOutcomeUnknown: an earlier attempt to deliver this
+	// message_id began and never finished (its process crashed between the
+	// claim and the completion record), and the Target can neither repost
+	// it harmlessly (IdempotentTarget) nor tell whether it was posted
+	// (PostCheckTarget). It may have been shown once; it is not posted
+	// again, so it is never shown twice (S8). Rejected with retryable=false,
+	// so the sender reports it (S3) instead of resending.
+	CodeDeliveryOutcomeUnknown Code = "delivery_outcome_unknown"
 	// CodePendingFull: the sender's pending queue is full; the caller gets
 	// this error and nothing is queued (S1 backpressure).
 	CodePendingFull Code = "pending_full"

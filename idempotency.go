@@ -87,6 +87,9 @@ type MemoryCompletedStore struct {
 	// also the one that expires first. It is made by the first Record, so
 	// the store of an idle channel costs a few words.
 	lru *simplelru.LRU[completedKey, completedRecord]
+	// claims are the messages whose side effect is running (ClaimStore,
+	// claimmemory.go); Record and DropChannel remove them.
+	claims map[completedKey]claimRecord
 }
 
 type completedKey struct{ channel, message string }
@@ -137,6 +140,7 @@ func (s *MemoryCompletedStore) Record(_ context.Context, channelID, messageID st
 	k := completedKey{channelID, messageID}
 	s.lru.Remove(k) // a re-record moves to the back of the FIFO
 	s.lru.Add(k, completedRecord{fp: fp, expires: now.Add(s.ttl)})
+	delete(s.claims, k) // completes a claim, whoever holds it
 	return nil
 }
 
@@ -144,6 +148,11 @@ func (s *MemoryCompletedStore) Record(_ context.Context, channelID, messageID st
 func (s *MemoryCompletedStore) DropChannel(_ context.Context, channelID string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	for k := range s.claims {
+		if k.channel == channelID {
+			delete(s.claims, k)
+		}
+	}
 	if s.lru == nil {
 		return nil
 	}

@@ -138,6 +138,18 @@ type Options struct {
 	// ActivityTimeout clears a shown activity nobody refreshed
 	// (DefaultActivityTimeout).
 	ActivityTimeout time.Duration
+
+	// ClaimOwner names this process to a Completed store that implements
+	// ClaimStore: the Channel claims each inbound message under it before
+	// the Target runs (S8). Default: a random ID made by NewChannel, so
+	// each Channel is its own owner; that is enough, since one Channel
+	// delivers a message at a time. Processes sharing a store (replicas)
+	// must not share an owner.
+	ClaimOwner string
+	// ClaimLease is how long a claim keeps other owners out while the
+	// Target runs; past it the claim counts as orphaned. Default
+	// 2×TargetTimeout, so a live Target call never loses its claim.
+	ClaimLease time.Duration
 }
 
 // withDefaults returns a copy with every zero field set.
@@ -169,6 +181,10 @@ func (o *Options) withDefaults() Options {
 	setDur(&r.DeltaIdleTTL, DefaultDeltaIdleTTL)
 	setDur(&r.DeltaSweep, DefaultDeltaSweep)
 	setDur(&r.ActivityTimeout, DefaultActivityTimeout)
+	setDur(&r.ClaimLease, 2*r.TargetTimeout)
+	if _, claims := r.Completed.(ClaimStore); claims && r.ClaimOwner == "" {
+		r.ClaimOwner = prefixedUUID("owner_") // random, 122 bits
+	}
 	setInt(&r.MaxInflight, DefaultMaxInflight)
 	setInt(&r.MaxWaiters, DefaultMaxWaiters)
 	setInt(&r.MaxUnacked, DefaultMaxUnacked)

@@ -132,10 +132,28 @@ func (c *Channel) deliver(d *delivery) {
 
 // runTarget decides the ack of a message: duplicate or conflict from the
 // completed store, else the Target's outcome.
+//
+// With a ClaimStore the message is claimed before the Target runs and the
+// claim completed by Record after it, so a crash in between leaves an
+// orphaned claim; the resend of an orphan is posted again only when the
+// Target says that is harmless (orphan). A Target refusal releases the
+// claim: nothing was posted.
 func (c *Channel) runTarget(m *ChatMessage, fp Fingerprint, stream *deltaStream) (AckStatus, *Error) {
 	id := m.MessageID
+	claims, _ := c.o.Completed.(ClaimStore)
+	var (
+		old   Fingerprint
+		found bool
+		cl    Claim
+		err   error
+	)
 	sctx := c.storeCtx()
-	old, found, err := c.o.Completed.Lookup(sctx, c.id, id)
+	if claims != nil {
+		cl, err = claims.Claim(sctx, c.id, id, fp, c.o.ClaimOwner, c.o.ClaimLease)
+		old, found = cl.Fingerprint, cl.State == ClaimCompleted
+	} else {
+		old, found, err = c.o.Completed.Lookup(sctx, c.id, id)
+	}
 	sctx.release()
 	if err != nil {
 		c.log.Warn("completed store lookup failed", "message_id", id, "err", err)
@@ -148,16 +166,40 @@ func (c *Channel) runTarget(m *ChatMessage, fp Fingerprint, stream *deltaStream)
 		c.observe(Event{Kind: EventDuplicate, MessageID: id})
 		return AckDuplicate, nil
 	}
+	key := IdempotencyKeyOf(c.id, id)
+	switch cl.State {
+	case ClaimHeld:
+		// Another process is delivering it now; its ack goes to the
+		// sender's earlier copy, and this one may be tried again.
+		return AckRejected, &Error{Code: CodeChannelBusy, Message: "message is being delivered by another owner", Retryable: true}
+	case ClaimOrphaned:
+		if cl.Fingerprint != fp {
+			// An attempt with other content may have been posted (S6).
+			return AckRejected, Errorf(CodeMessageIDConflict, "message_id %q was being delivered with other content", id)
+		}
+		if status, rej, done := c.orphan(id, fp, key); done {
+			return status, rej
+		}
+	}
 	if stream != nil {
 		stream.waitDrafts()
 	}
 	c.clearActivity() // a final clears the temporary status (C6)
 	c.settleActivity()
 
-	tctx, cancel := context.WithTimeout(c.ctx, c.o.TargetTimeout)
+	tctx, cancel := context.WithTimeout(WithIdempotencyKey(c.ctx, key), c.o.TargetTimeout)
 	err = c.target.PostMessage(tctx, c.id, m)
 	cancel()
 	if err != nil {
+		if claims != nil {
+			sctx := c.storeCtx()
+			if rerr := claims.Release(sctx, c.id, id, c.o.ClaimOwner); rerr != nil {
+				// The claim stays and turns orphaned: a resend is then
+				// refused as unknown, never posted twice.
+				c.log.Warn("claim not released", "message_id", id, "err", rerr)
+			}
+			sctx.release()
+		}
 		code := CodeTargetDeliveryFailed
 		var e *Error
 		if errors.As(err, &e) && e.Code != "" {
@@ -171,15 +213,52 @@ func (c *Channel) runTarget(m *ChatMessage, fp Fingerprint, stream *deltaStream)
 		}
 		return AckRejected, rej
 	}
-	sctx = c.storeCtx()
+	return c.complete(id, fp, EventDelivered, AckAccepted)
+}
+
+// orphan decides what to do with a message whose earlier attempt never
+// completed: post it again (done false) when the Target is idempotent or
+// confirms it was not posted, answer duplicate when it confirms it was,
+// and otherwise reject it, retryable=false, with delivery_outcome_unknown:
+// the sender reports a failure it can see, and nothing is shown twice.
+// The claim is kept (it is the caller's now) so a later copy finds the
+// orphan again.
+func (c *Channel) orphan(id string, fp Fingerprint, key string) (AckStatus, *Error, bool) {
+	if it, ok := c.target.(IdempotentTarget); ok && it.PostsIdempotently() {
+		return "", nil, false
+	}
+	if pc, ok := c.target.(PostCheckTarget); ok {
+		tctx, cancel := context.WithTimeout(c.ctx, c.o.TargetTimeout)
+		posted, err := pc.WasPosted(tctx, c.id, key)
+		cancel()
+		switch {
+		case err == nil && posted:
+			status, rej := c.complete(id, fp, EventDuplicate, AckDuplicate)
+			return status, rej, true
+		case err == nil:
+			return "", nil, false
+		case !errors.Is(err, errors.ErrUnsupported):
+			// The check itself failed: the outcome may be known later.
+			return AckRejected, &Error{Code: CodeTargetDeliveryFailed, Message: truncate("checking an interrupted delivery: "+err.Error(), MaxAckMessageBytes), Retryable: true}, true
+		}
+	}
+	c.log.Warn("an interrupted delivery may or may not have been posted; not posting it again", "message_id", id)
+	return AckRejected, &Error{Code: CodeDeliveryOutcomeUnknown, Message: "an earlier delivery of this message was interrupted; it may have been shown once"}, true
+}
+
+// complete records the message as completed and answers status.
+func (c *Channel) complete(id string, fp Fingerprint, kind EventKind, status AckStatus) (AckStatus, *Error) {
+	sctx := c.storeCtx()
 	defer sctx.release()
 	if err := c.o.Completed.Record(sctx, c.id, id, fp); err != nil {
 		// The side effect happened; a rejection would make the sender
-		// post it again. Accept, and say loudly that dedup is weakened.
+		// post it again. Accept, and say loudly that dedup is weakened
+		// (with a ClaimStore the claim stays: a resend is refused as
+		// unknown instead).
 		c.log.Error("completed record not stored; a resend of this message may be posted again", "message_id", id, "err", err)
 	}
-	c.observe(Event{Kind: EventDelivered, MessageID: id})
-	return AckAccepted, nil
+	c.observe(Event{Kind: kind, MessageID: id})
+	return status, nil
 }
 
 // answer sends the ack of one received copy of a message.

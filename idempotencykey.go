@@ -1,0 +1,76 @@
+package imv2
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base32"
+	"encoding/binary"
+)
+
+// IdempotencyKeyLen is the length of an idempotency key: 24 characters,
+// within Discord's 25-character nonce and any Matrix transaction ID.
+const IdempotencyKeyLen = 24
+
+// keyEncoding is lowercase base32 without padding: letters and digits only,
+// so a key fits any platform's nonce or transaction-ID syntax.
+var keyEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
+
+// IdempotencyKeyOf returns the idempotency key of a message: the first 120
+// bits of the SHA-256 of the length-prefixed channel and message IDs,
+// base32 (IdempotencyKeyLen characters). Every attempt to post one
+// message_id of one channel, in any process and after any restart, carries
+// the same key, so a platform that deduplicates by a client-chosen ID
+// (Matrix transaction IDs, Discord nonces, Slack client_msg_id) shows the
+// message once however often it is posted.
+func IdempotencyKeyOf(channelID, messageID string) string {
+	b := make([]byte, 0, 16+len(channelID)+len(messageID))
+	b = binary.BigEndian.AppendUint64(b, uint64(len(channelID)))
+	b = append(b, channelID...)
+	b = binary.BigEndian.AppendUint64(b, uint64(len(messageID)))
+	b = append(b, messageID...)
+	sum := sha256.Sum256(b)
+	return keyEncoding.EncodeToString(sum[:15])
+}
+
+type idempotencyKeyCtx struct{}
+
+// WithIdempotencyKey returns ctx carrying key; the Channel calls it on the
+// context it passes to Target.PostMessage. A wrapper Target that calls
+// another one passes its context on and the key goes with it.
+func WithIdempotencyKey(ctx context.Context, key string) context.Context {
+	return context.WithValue(ctx, idempotencyKeyCtx{}, key)
+}
+
+// IdempotencyKey returns the key of the message being posted, read from the
+// context the Channel passed to Target.PostMessage; it equals
+// IdempotencyKeyOf(channelID, m.MessageID). A Target posting to a platform
+// that deduplicates passes it on as the platform's transaction ID or nonce.
+func IdempotencyKey(ctx context.Context) (string, bool) {
+	k, ok := ctx.Value(idempotencyKeyCtx{}).(string)
+	return k, ok
+}
+
+// IdempotentTarget is an optional capability of a Target, found by type
+// assertion: PostsIdempotently reports true when posting a message again
+// with the same idempotency key shows nothing new (the platform
+// deduplicates by it). After a crash left a message's outcome unknown
+// (ClaimOrphaned), the Channel posts it again only to such a Target or to
+// a PostCheckTarget that answers "not posted".
+//
+// It is a method, not a marker, so that a wrapper (display.Target, a
+// logging Target) can implement it and pass on the answer of what it
+// wraps.
+type IdempotentTarget interface {
+	Target
+	PostsIdempotently() bool
+}
+
+// PostCheckTarget is an optional capability of a Target, found by type
+// assertion: WasPosted reports whether a message with this idempotency key
+// was posted on the channel (the platform can be searched by it). A
+// wrapper whose wrapped platform cannot tell returns an error wrapping
+// errors.ErrUnsupported; any error leaves the outcome unknown.
+type PostCheckTarget interface {
+	Target
+	WasPosted(ctx context.Context, channelID, key string) (bool, error)
+}
