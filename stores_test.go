@@ -28,3 +28,9 @@ func TestMemoryStores_S9_Independent(t *testing.T) {
 		return imv2.NewMemoryPendingStore(0), imv2.NewMemoryCompletedStore(0, 0, nil)
 	})
 }
+
+func TestMemoryCompletedStore_S8_ClaimContract(t *testing.T) {
+	storetest.TestClaimStore(t, func(t *testing.T, ttl time.Duration, clock imv2.Clock) imv2.ClaimStore {
+		return imv2.NewMemoryCompletedStore(0, ttl, clock)
+	}, nil)
+}

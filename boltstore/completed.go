@@ -115,6 +115,9 @@ func (s *Store) Record(ctx context.Context, channelID, messageID string, fp imv2
 		if err := recs.Put(key, value); err != nil {
 			return err
 		}
+		if err := tx.Bucket(bucketClaims).Delete(key); err != nil { // completes a claim (claim.go)
+			return err
+		}
 		return meta.Put(keyCompletedCount, u64(count+1))
 	})
 }
@@ -127,9 +130,16 @@ func (s *Store) DropChannel(ctx context.Context, channelID string) error {
 		return err
 	}
 	return s.update(ctx, func(tx *bolt.Tx) error {
+		hadClaims, err := dropClaims(tx, channelID)
+		if err != nil {
+			return err
+		}
 		recs := tx.Bucket(bucketCompleted)
 		keys, values := keysWithPrefix(recs, channelPrefix(channelID))
 		if len(keys) == 0 {
+			if hadClaims {
+				return nil
+			}
 			return errNoChange
 		}
 		order := tx.Bucket(bucketCompletedOrder)

@@ -89,7 +89,8 @@ type Store struct {
 	ttl          time.Duration
 	interval     time.Duration
 	onSweep      func(int, error)
-	sweepBatch   int // records per Sweep transaction; a field so tests can shrink it
+	sweepBatch   int    // records per Sweep transaction; a field so tests can shrink it
+	epoch        uint64 // this open's open_epoch: claims of other epochs are orphaned (claim.go)
 
 	mu       sync.Mutex // guards closed, timer and wg.Add
 	closed   bool
@@ -137,7 +138,15 @@ func Open(path string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("boltstore: open %s: %w", path, err)
 	}
-	if err := db.Update(func(tx *bolt.Tx) error { return initLayout(tx, path) }); err != nil {
+	var epoch uint64
+	if err := db.Update(func(tx *bolt.Tx) error {
+		if err := initLayout(tx, path); err != nil {
+			return err
+		}
+		var err error
+		epoch, err = openClaims(tx)
+		return err
+	}); err != nil {
 		_ = db.Close() // the layout error is the one to report
 		return nil, err
 	}
@@ -151,6 +160,7 @@ func Open(path string, opts Options) (*Store, error) {
 		interval:     opts.SweepInterval,
 		onSweep:      opts.OnSweep,
 		sweepBatch:   defaultSweepBatch,
+		epoch:        epoch,
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	if s.interval > 0 {

@@ -438,3 +438,12 @@ func TestStore_S4_SmallerCapOnReopen(t *testing.T) {
 		}
 	}
 }
+
+func TestStore_S8_ClaimContract(t *testing.T) {
+	o := newOpener()
+	storetest.TestClaimStore(t, func(t *testing.T, ttl time.Duration, clock imv2.Clock) imv2.ClaimStore {
+		return o.open(t, tempPath(t), boltstore.Options{CompletedTTL: ttl, Clock: clock})
+	}, func(t *testing.T, s imv2.ClaimStore) imv2.ClaimStore {
+		return o.reopen(t, s.(*boltstore.Store))
+	})
+}

@@ -33,6 +33,8 @@ type mutant struct {
 	reopenLoses bool
 	// coupled makes a pending Remove also drop the completed record.
 	coupled bool
+	// claim wraps the claim store under test.
+	claim func(s *imv2.MemoryCompletedStore) imv2.ClaimStore
 }
 
 var mutants = []mutant{
@@ -70,6 +72,12 @@ var mutants = []mutant{
 		}},
 	{name: "reopen-loses-everything", reopenLoses: true, wantFail: []string{"Pending/S1_S8_Reopen", "Completed/S8_Reopen"}},
 	{name: "coupled-stores", coupled: true, wantFail: []string{"Independent"}},
+	{name: "claim-never-held", wantFail: []string{"Claim/A6_HeldByAnotherOwner", "Claim/A6_ConcurrentOwnersOneAcquires"},
+		claim: func(s *imv2.MemoryCompletedStore) imv2.ClaimStore { return neverHeld{s} }},
+	{name: "claim-lease-forever", wantFail: []string{"Claim/S8_LeaseExpiryOrphans"},
+		claim: func(s *imv2.MemoryCompletedStore) imv2.ClaimStore { return leaseForever{s} }},
+	{name: "claim-release-any-owner", wantFail: []string{"Claim/S8_Release"},
+		claim: func(s *imv2.MemoryCompletedStore) imv2.ClaimStore { return releaseAny{s} }},
 }
 
 // TestSuiteSubject runs the suite on the mutant named by $STORETEST_MUTANT,
@@ -135,6 +143,15 @@ func TestSuiteSubject(t *testing.T) {
 	}
 	t.Run("Pending", func(t *testing.T) { storetest.TestPendingStore(t, newPending, reopenPending) })
 	t.Run("Completed", func(t *testing.T) { storetest.TestCompletedStore(t, newCompleted, reopenCompleted) })
+	t.Run("Claim", func(t *testing.T) {
+		storetest.TestClaimStore(t, func(t *testing.T, ttl time.Duration, clock imv2.Clock) imv2.ClaimStore {
+			s := imv2.NewMemoryCompletedStore(0, ttl, clock)
+			if m.claim != nil {
+				return m.claim(s)
+			}
+			return s
+		}, nil)
+	})
 	t.Run("Independent", func(t *testing.T) {
 		storetest.TestIndependent(t, func(t *testing.T) (imv2.PendingStore, imv2.CompletedStore) {
 			p, c := m.pending(0), m.completed(0, 0, nil)
@@ -297,4 +314,37 @@ func (c coupled) Remove(ctx context.Context, ch, id string) error {
 		return err
 	}
 	return c.PendingStore.Remove(ctx, ch, id)
+}
+
+// neverHeld answers a claim held by another owner as if it were free.
+type neverHeld struct{ *imv2.MemoryCompletedStore }
+
+func (n neverHeld) Claim(ctx context.Context, ch, id string, fp imv2.Fingerprint, owner string, lease time.Duration) (imv2.Claim, error) {
+	c, err := n.MemoryCompletedStore.Claim(ctx, ch, id, fp, owner, lease)
+	if c.State == imv2.ClaimHeld {
+		c = imv2.Claim{State: imv2.ClaimAcquired}
+	}
+	return c, err
+}
+
+// leaseForever ignores the lease: a claim never turns orphaned by time.
+type leaseForever struct{ *imv2.MemoryCompletedStore }
+
+func (l leaseForever) Claim(ctx context.Context, ch, id string, fp imv2.Fingerprint, owner string, _ time.Duration) (imv2.Claim, error) {
+	return l.MemoryCompletedStore.Claim(ctx, ch, id, fp, owner, 1000*time.Hour)
+}
+
+// releaseAny releases whoever holds the claim.
+type releaseAny struct{ *imv2.MemoryCompletedStore }
+
+func (r releaseAny) Release(ctx context.Context, ch, id, _ string) error {
+	c, err := r.MemoryCompletedStore.Claim(ctx, ch, id, imv2.Fingerprint{}, "releaseAny", time.Nanosecond)
+	if err != nil {
+		return err
+	}
+	owner := "releaseAny" // it took a free claim itself: drop that
+	if c.State == imv2.ClaimHeld {
+		owner = c.Owner
+	}
+	return r.MemoryCompletedStore.Release(ctx, ch, id, owner)
 }

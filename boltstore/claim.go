@@ -1,0 +1,115 @@
+package boltstore
+
+import (
+	"context"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/xagentkit/imv2"
+)
+
+// Claims (imv2.ClaimStore) live in their own bucket, added to a file of
+// layout 1 at open: an older build ignores it and still reads the file.
+//
+//	claims  key(ch, id) → epoch ‖ until ‖ fingerprint (32) ‖ owner
+//	meta    "open_epoch" → uint64, incremented by every Open
+//
+// epoch is the open_epoch of the Store that wrote the claim and until a
+// timeKey. A claim from an earlier epoch was made by a process that has
+// since closed the file or died: after a reopen every earlier claim is
+// orphaned, whatever its lease said. Record, Release and DropChannel
+// remove claims; an orphan that is never claimed again stays until its
+// channel is dropped (at most one per channel per crash, since a Channel
+// delivers its messages one at a time).
+var (
+	bucketClaims  = []byte("claims")
+	keyOpenEpoch  = []byte("open_epoch")
+	claimValueMin = 8 + 8 + len(imv2.Fingerprint{})
+)
+
+var _ imv2.ClaimStore = (*Store)(nil)
+
+// openClaims makes the claims bucket if the file lacks it and starts a new
+// epoch, in Open's transaction.
+func openClaims(tx *bolt.Tx) (uint64, error) {
+	if _, err := tx.CreateBucketIfNotExists(bucketClaims); err != nil {
+		return 0, err
+	}
+	meta := tx.Bucket(bucketMeta)
+	epoch := getU64(meta, keyOpenEpoch) + 1
+	return epoch, meta.Put(keyOpenEpoch, u64(epoch))
+}
+
+// Claim implements imv2.ClaimStore. The claim is committed with fsync
+// before Claim returns, so a crash after it leaves the claim behind (S8).
+// A claim is held for another owner while it is from this open of the
+// file and its lease lasts; any other claim is orphaned.
+func (s *Store) Claim(ctx context.Context, channelID, messageID string, fp imv2.Fingerprint, owner string, lease time.Duration) (imv2.Claim, error) {
+	key, err := recordKey(channelID, messageID)
+	if err != nil {
+		return imv2.Claim{}, err
+	}
+	var cl imv2.Claim
+	err = s.update(ctx, func(tx *bolt.Tx) error {
+		cl = imv2.Claim{}
+		now := s.clock.Now()
+		if v := tx.Bucket(bucketCompleted).Get(key); len(v) == completedValueLen && beUint64(v[:8]) > s.expiredCutoff() {
+			cl.State = imv2.ClaimCompleted
+			copy(cl.Fingerprint[:], v[16:])
+			return errNoChange
+		}
+		claims := tx.Bucket(bucketClaims)
+		cl.State = imv2.ClaimAcquired
+		if v := claims.Get(key); len(v) >= claimValueMin {
+			epoch, until, oldOwner := beUint64(v[:8]), beUint64(v[8:16]), string(v[claimValueMin:])
+			if epoch == s.epoch && oldOwner != owner && until > timeKey(now) {
+				cl = imv2.Claim{State: imv2.ClaimHeld, Owner: oldOwner, Until: fromTimeKey(until)}
+				return errNoChange
+			}
+			cl.State, cl.Owner = imv2.ClaimOrphaned, oldOwner
+			copy(cl.Fingerprint[:], v[16:claimValueMin])
+		}
+		value := make([]byte, 0, claimValueMin+len(owner))
+		value = append(value, u64(s.epoch)...)
+		value = append(value, u64(timeKey(now.Add(lease)))...)
+		value = append(append(value, fp[:]...), owner...)
+		return claims.Put(key, value)
+	})
+	if err != nil {
+		return imv2.Claim{}, err
+	}
+	return cl, nil
+}
+
+// Release implements imv2.ClaimStore: it removes owner's claim, with fsync.
+func (s *Store) Release(ctx context.Context, channelID, messageID, owner string) error {
+	key, err := recordKey(channelID, messageID)
+	if err != nil {
+		return err
+	}
+	return s.update(ctx, func(tx *bolt.Tx) error {
+		claims := tx.Bucket(bucketClaims)
+		v := claims.Get(key)
+		if len(v) < claimValueMin || string(v[claimValueMin:]) != owner {
+			return errNoChange
+		}
+		return claims.Delete(key)
+	})
+}
+
+// dropClaims removes every claim of a channel (DropChannel) and reports
+// whether there was one.
+func dropClaims(tx *bolt.Tx, channelID string) (bool, error) {
+	claims := tx.Bucket(bucketClaims)
+	keys, _ := keysWithPrefix(claims, channelPrefix(channelID))
+	for _, k := range keys {
+		if err := claims.Delete(k); err != nil {
+			return false, err
+		}
+	}
+	return len(keys) > 0, nil
+}
+
+// fromTimeKey inverts timeKey.
+func fromTimeKey(k uint64) time.Time { return time.Unix(0, int64(k^(1<<63))) }
