@@ -331,11 +331,21 @@ func (b *Bridge) closeStores() {
 
 // consoleTarget is the Channel's Target: display strategies for messages
 // and drafts, and activity printed with its status and tool name.
+//
+// The embedded display.Target brings PostsIdempotently and WasPosted, which
+// answer for the platform: the console's stdout neither deduplicates nor
+// can be asked, so after a crash an interrupted final is reported to xAgent
+// as delivery_outcome_unknown rather than shown again.
 type consoleTarget struct {
 	*display.Target
 	p     *printer
 	files *connector.Handler
 }
+
+var (
+	_ imv2.IdempotentTarget = consoleTarget{}
+	_ imv2.PostCheckTarget  = consoleTarget{}
+)
 
 // PostMessage shows a final once every file it names is one xAgent
 // uploaded to this channel first (M7): a platform posts bytes, not refs,
