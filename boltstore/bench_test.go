@@ -90,3 +90,46 @@ func BenchmarkPendingAddRemove(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkDeliveryStoreCalls is the store work of one inbound final: the
+// path without claims (Lookup, then Record after the post) against the
+// path with them (Claim, then Record), on memory and on bolt. A bolt
+// Claim is one more fsync per message: the price of never posting twice.
+func BenchmarkDeliveryStoreCalls(b *testing.B) {
+	stores := []struct {
+		name string
+		open func(b *testing.B) imv2.ClaimStore
+	}{
+		{"memory", func(*testing.B) imv2.ClaimStore { return imv2.NewMemoryCompletedStore(0, 0, nil) }},
+		{"bolt", func(b *testing.B) imv2.ClaimStore { return openBench(b) }},
+	}
+	for _, st := range stores {
+		for _, claim := range []bool{false, true} {
+			name := st.name + "/lookup-record"
+			if claim {
+				name = st.name + "/claim-record"
+			}
+			b.Run(name, func(b *testing.B) {
+				ctx := context.Background()
+				s := st.open(b)
+				fp := imv2.FingerprintOf(&imv2.ChatMessage{Text: "hello"})
+				b.ReportAllocs()
+				i := 0
+				for b.Loop() {
+					id := "0190f5b2-7c1e-7b3a-9f4e-" + strconv.Itoa(i)
+					i++
+					if claim {
+						if c, err := s.Claim(ctx, "channel-1", id, fp, "owner", time.Minute); err != nil || c.State != imv2.ClaimAcquired {
+							b.Fatal(c.State, err)
+						}
+					} else if _, ok, err := s.Lookup(ctx, "channel-1", id); err != nil || ok {
+						b.Fatal(ok, err)
+					}
+					if err := s.Record(ctx, "channel-1", id, fp); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
