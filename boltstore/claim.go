@@ -1,6 +1,7 @@
 package boltstore
 
 import (
+	"bytes"
 	"context"
 	"time"
 
@@ -19,9 +20,10 @@ import (
 // timeKey. A claim from an earlier epoch was made by a process that has
 // since closed the file or died: after a reopen every earlier claim is
 // orphaned, whatever its lease said. Record, Release and DropChannel
-// remove claims; an orphan that is never claimed again stays until its
-// channel is dropped (at most one per channel per crash, since a Channel
-// delivers its messages one at a time).
+// remove claims; an orphan that is never completed (its outcome was
+// unknown) is removed by Sweep once its lease ended CompletedTTL ago, when
+// no resend can come any more. Orphans number at most one per channel per
+// crash, since a Channel delivers its messages one at a time.
 var (
 	bucketClaims  = []byte("claims")
 	keyOpenEpoch  = []byte("open_epoch")
@@ -113,3 +115,35 @@ func dropClaims(tx *bolt.Tx, channelID string) (bool, error) {
 
 // fromTimeKey inverts timeKey.
 func fromTimeKey(k uint64) time.Time { return time.Unix(0, int64(k^(1<<63))) }
+
+// sweepClaims removes the claims whose lease ended CompletedTTL ago or
+// more, and returns how many.
+func (s *Store) sweepClaims(ctx context.Context) (int, error) {
+	n := 0
+	err := s.update(ctx, func(tx *bolt.Tx) error {
+		n = 0
+		cutoff := s.expiredCutoff()
+		claims := tx.Bucket(bucketClaims)
+		var old [][]byte
+		err := claims.ForEach(func(k, v []byte) error {
+			if len(v) < claimValueMin || beUint64(v[8:16]) <= cutoff {
+				old = append(old, bytes.Clone(k))
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if len(old) == 0 {
+			return errNoChange
+		}
+		for _, k := range old {
+			if err := claims.Delete(k); err != nil {
+				return err
+			}
+		}
+		n = len(old)
+		return nil
+	})
+	return n, err
+}

@@ -164,7 +164,11 @@ func (s *Store) DropChannel(ctx context.Context, channelID string) error {
 // how many it removed. It works in transactions of up to 1000 records and
 // stops early, with ctx's error, when ctx is done. Pending entries are
 // never swept: their expiry is the Channel's, which reports it (S1).
+// Claims whose lease ended CompletedTTL ago go too, uncounted (claim.go).
 func (s *Store) Sweep(ctx context.Context) (int, error) {
+	if _, err := s.sweepClaims(ctx); err != nil {
+		return 0, err
+	}
 	total := 0
 	for {
 		n := 0
