@@ -10,7 +10,11 @@ import "context"
 // the text and all files (M12). A nil error acks the message accepted; an
 // error rejects it, retryable unless marked Permanent (A8, X5). The Channel
 // calls PostMessage at most once per message_id at a time, and never again
-// for a message_id it recorded as completed (A6, S6).
+// for a message_id it recorded as completed (A6, S6). With a ClaimStore it
+// also never calls it again for a message whose earlier call was cut off by
+// a crash, unless the Target is an IdempotentTarget or a PostCheckTarget
+// that answers "not posted" (S8). ctx carries the message's idempotency
+// key (IdempotencyKey), for a platform that deduplicates.
 type Target interface {
 	PostMessage(ctx context.Context, channelID string, m *ChatMessage) error
 }
