@@ -13,9 +13,13 @@
 //
 // # Durability
 //
-// Every Add, Remove and Record is one bbolt transaction committed with
-// fsync before the call returns; in particular the accepted ack that
-// follows Record can never describe a record a crash lost. bbolt's NoSync
+// Every Add, Remove, Claim and Record is one bbolt transaction committed
+// with fsync before the call returns; in particular the accepted ack that
+// follows Record can never describe a record a crash lost, and a final is
+// claimed (imv2.ClaimStore) before it is posted, so a crash between its
+// post and its Record leaves an orphaned claim instead of nothing: every
+// claim made before the file was last opened is orphaned, and the resend
+// is not posted blindly a second time (claim.go). bbolt's NoSync
 // is never set. That costs one or two fsyncs per call, milliseconds on a
 // typical disk against microseconds in memory (bench_test.go), and bbolt's
 // single writer serialises the calls: size a Connector's throughput by it.
@@ -34,6 +38,9 @@
 //     imv2.DefaultCompletedTTL, 24h). Expired records are removed by Sweep,
 //     by the optional sweeper (Options.SweepInterval, default off) and, a
 //     few at a time, by Record.
+//   - Claims: removed by Record, Release and DropChannel; one whose lease
+//     ended CompletedTTL ago by Sweep. At most one is left per channel per
+//     crash (a Channel posts one message at a time).
 //   - IDs: channel and message IDs of 1 to imv2.MaxIDBytes (256) bytes;
 //     a channel ID may not contain 0x00.
 //   - One process at a time: Open waits Options.LockTimeout (default 1s)
