@@ -20,13 +20,14 @@ import (
 // digits standing alone ("(M12)", "K6.c", "A1–A8"; not "A1B2" or "x_A1");
 // in a test function's name it is one underscore-separated part
 // (TestDelta_D4_X4_GapRejected). A section citation names its text
-// ("Common Protocol §8.2", "profile §6, §10"); a bare "§" or one of the
+// ("Common Protocol §8.2", "Common Protocol 3.0 §12", "profile §6, §10");
+// a bare "§" or one of the
 // old pointers to an outside document ("PROTO", "ARCH", "REQUIREMENTS")
 // resolves nowhere.
 var (
 	ruleIDInText   = regexp.MustCompile(`(?:^|[^A-Za-z0-9_$])([PIEMDACSXWHTK][0-9]{1,2})`) // and no word character after: see ruleIDs
 	ruleIDInName   = regexp.MustCompile(`^[PIEMDACSXWHTK][0-9]{1,2}$`)
-	sectionCite    = regexp.MustCompile(`(profile|Common Protocol|Connector Architecture|RFC [0-9]+) ((?:§[0-9]+(?:\.[0-9]+)*(?:, | ?– ?| and | or )?)+)`)
+	sectionCite    = regexp.MustCompile(`([Pp]rofile|Common Protocol(?: 3\.0)?|Connector Architecture|RFC [0-9]+) ((?:§[0-9]+(?:\.[0-9]+)*(?:, | ?– ?| and | or )?)+)`)
 	sectionNumber  = regexp.MustCompile(`§([0-9]+(?:\.[0-9]+)*)`)
 	deadPointer    = regexp.MustCompile(`\b(PROTO|ARCH|REQUIREMENTS)\b`)
 	ruleLine       = regexp.MustCompile(`^- ([PIEMDACSXWHTK][0-9]{1,2}) (.+) \(((?:profile|Common Protocol|Connector Architecture) §.+)\)$`)
@@ -114,8 +115,13 @@ func (b ruleBook) badSections(text string) []string {
 			covered[i] = true
 		}
 		src := text[m[2]:m[3]]
-		if strings.HasPrefix(src, "RFC ") {
+		switch {
+		case strings.HasPrefix(src, "RFC "):
 			continue // an RFC is its own authority
+		case src == "Profile":
+			src = "profile"
+		case src == "Common Protocol 3.0":
+			src = "Common Protocol"
 		}
 		for _, s := range sectionNumber.FindAllStringSubmatch(text[m[4]:m[5]], -1) {
 			if !b.sections[src][s[1]] {
