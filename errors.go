@@ -10,7 +10,7 @@ import (
 // never change meaning once published.
 type Code string
 
-// Common Protocol 3.0 error codes (REQUIREMENTS W10). They travel in packets
+// Common Protocol 3.0 error codes (W10). They travel in packets
 // of type "error".
 const (
 	// CodeInvalidPacket: the frame is not JSON, not a valid envelope, or its

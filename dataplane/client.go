@@ -66,7 +66,7 @@ type ClientConfig struct {
 	// ReconnectMin, ReconnectMax bound the reconnect backoff.
 	ReconnectMin, ReconnectMax time.Duration
 	// MaxReconnectAttempts stops reconnecting after that many failures in
-	// a row (ARCH §10); Done is closed then. 0 retries forever.
+	// a row (Connector Architecture §10); Done is closed then. 0 retries forever.
 	MaxReconnectAttempts int
 	// RequestTimeout bounds the dial, hello and each reopen.
 	RequestTimeout time.Duration
@@ -872,7 +872,7 @@ func (cc *clientConn) dispatch(p *imv2.Packet) {
 }
 
 // descriptorPush applies connection.descriptor.push (W7): a descriptor
-// whose identity does not match the channel is ignored (PROTO §8.17);
+// whose identity does not match the channel is ignored (Common Protocol §8.17);
 // changed profiles renegotiate the Channel (P5).
 func (cc *clientConn) descriptorPush(p *imv2.Packet) {
 	c := cc.c

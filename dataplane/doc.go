@@ -24,8 +24,8 @@
 //     supported_profiles, gets an error packet invalid_packet (no code is
 //     defined for either, W4, P3); the connection stays open for another
 //     hello. A non-empty connector_id the Server does not know (expired,
-//     or lost in a restart) gets a new connector_id in the ack, as PROTO
-//     §8.1 allows, rather than connector_id_mismatch; xAgent then replaces
+//     or lost in a restart) gets a new connector_id in the ack, as
+//     Common Protocol §8.1 allows, rather than connector_id_mismatch; xAgent then replaces
 //     its ConnectorClient. connector_id_mismatch is used only when every
 //     connector_id slot is online.
 //   - ping and pong are allowed before the hello; every other packet but

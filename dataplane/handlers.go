@@ -50,7 +50,7 @@ func (f ToolFunc) Invoke(ctx context.Context, channelID string, req imv2.ToolInv
 // ChannelInfo is the author-owned, per-channel part of a Connection
 // Descriptor, reported by ServerConfig.Describe.
 type ChannelInfo struct {
-	// Status is connection.status; "" means created (PROTO §9).
+	// Status is connection.status; "" means created (Common Protocol §9).
 	Status string
 	// DisplayName and AccountHint override the config's, redacted only.
 	DisplayName string

@@ -11,7 +11,7 @@ import (
 // that a restarted Connector reuses a channel xAgent reopens with its
 // stored ID (W5) — and with it the channel's durable pending and completed
 // state (S8) — instead of issuing a new ID. Channel IDs live in the
-// namespace of the Card, not of one connector_id (PROTO §8.3).
+// namespace of the Card, not of one connector_id (Common Protocol §8.3).
 //
 // Only IDs the Server generated are registered, so the registry grows with
 // channels created, never with remote input. boltstore.Store implements it.

@@ -80,7 +80,7 @@ func (ss *session) auth(p *imv2.Packet) {
 			}
 			out.Status = orDefault(out.Status, "ok")
 			if out.ConnectionDescriptor == nil {
-				// The ack shows the state after logout (PROTO §8.14).
+				// The ack shows the state after logout (Common Protocol §8.14).
 				out.ConnectionDescriptor = ss.srv.describe(ctx, e)
 			}
 			ss.reply(p, imv2.TypeAuthLogoutAck, &out)

@@ -24,7 +24,7 @@ const (
 	// channel is open it is refused with connector_channel_unavailable.
 	DefaultMaxChannels = 1000
 	// DefaultOfflineGrace is how long a connector_id and its channels
-	// outlive their last connection (PROTO §8.2, ARCH §3.4: 1 h). A hello
+	// outlive their last connection (Common Protocol §8.2, Connector Architecture §3.4: 1 h). A hello
 	// with the same connector_id within it finds its channels; after it
 	// they are closed and dropped.
 	DefaultOfflineGrace = time.Hour
@@ -100,7 +100,7 @@ type ServerConfig struct {
 
 	// OnChannelDrop is called after a channel was closed and forgotten
 	// because its connector_id stayed offline past OfflineGrace (or was
-	// evicted): the place to sign out of the target platform (ARCH §3.4).
+	// evicted): the place to sign out of the target platform (Connector Architecture §3.4).
 	OnChannelDrop func(channelID string)
 }
 
@@ -453,7 +453,7 @@ func (s *Server) describe(ctx context.Context, e *channelEntry) *imv2.Descriptor
 // attach binds a session to the connector_id of its hello: the known
 // instance (cancelling its offline grace) or a new one. A non-empty
 // connector_id this server does not know (expired, or a restart) gets a
-// new one, as PROTO §8.1 allows; xAgent then replaces its ConnectorClient.
+// new one, as Common Protocol §8.1 allows; xAgent then replaces its ConnectorClient.
 func (s *Server) attach(ss *session, connectorID string) (*instance, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -496,7 +496,7 @@ func (s *Server) evictInstanceLocked() bool {
 
 // detach unbinds a session that ended: its channels lose their transport
 // (pending stays pending, A5) and, if it was the instance's last
-// connection, the offline grace starts (PROTO §8.2).
+// connection, the offline grace starts (Common Protocol §8.2).
 func (s *Server) detach(ss *session) {
 	s.mu.Lock()
 	var moved []*channelEntry

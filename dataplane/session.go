@@ -411,7 +411,7 @@ func (ss *session) openHere(id string) *channelEntry {
 
 // transport is the Transport a Channel uses while open on this session.
 // It refuses once the channel is no longer open here, so nothing of a
-// closed channel reaches the wire (W6, ARCH §10).
+// closed channel reaches the wire (W6, Connector Architecture §10).
 func (ss *session) transport(e *channelEntry) imv2.Transport {
 	return imv2.TransportFunc(func(ctx context.Context, p *imv2.Packet) error {
 		ss.srv.mu.Lock()

@@ -1,6 +1,6 @@
 package imv2test
 
-// Unobserved is a rule of REQUIREMENTS that no check can decide over the
+// Unobserved is a rule of RULES.md that no check can decide over the
 // wire, and why.
 type Unobserved struct {
 	Rule string

@@ -8,7 +8,7 @@ import (
 	"github.com/xagentkit/imv2/imv2test"
 )
 
-// ruleFamilies are the families of REQUIREMENTS the suite must cover, with
+// ruleFamilies are the families of RULES.md the suite must cover, with
 // their rule counts.
 var ruleFamilies = []struct {
 	family string

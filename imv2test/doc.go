@@ -22,7 +22,7 @@
 // Checks are data: txtar scripts under testdata/conformance/connector and
 // testdata/conformance/xagent, embedded in the package, run by one
 // driver. Each check is named after the profile's consistency question it
-// answers (section 11, REQUIREMENTS K1–K12) with a sub-check suffix, and
+// answers (profile §11, rules K1–K12) with a sub-check suffix, and
 // lists the rule IDs it exercises:
 //
 //	K1   Card and Descriptor declare the profile; Card, health, skill, /ws, hello, channel.open, descriptor

@@ -39,7 +39,7 @@ var knownNeeds = []string{NeedObserver, NeedUser, NeedAPIKey, NeedBuffered, Need
 
 // Check is one named conformance check: a script of packets to send and
 // packets (or target side effects) expected back, and the rule IDs of
-// REQUIREMENTS it exercises.
+// RULES.md it exercises.
 type Check struct {
 	// Name is "K<n>" plus a sub-check suffix: K2.a, K11.x.b …
 	Name string

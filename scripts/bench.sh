@@ -15,6 +15,10 @@
 # BENCHTIME (per timed benchmark, default 1s), BENCHSTAT (the benchstat
 # module to `go run`).
 set -euo pipefail
+if [[ ${1:-} == -h || ${1:-} == --help ]]; then
+	sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0" # the comment above is the usage
+	exit 0
+fi
 
 cd "$(dirname "$0")/.."
 COUNT=${COUNT:-6}

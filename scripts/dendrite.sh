@@ -8,6 +8,10 @@
 # Creates users alice/alice-password and bot/bot-password, then runs in the
 # foreground until Ctrl-C.
 set -euo pipefail
+if [[ ${1:-} == -h || ${1:-} == --help ]]; then
+	sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0" # the comment above is the usage
+	exit 0
+fi
 
 VERSION=v0.13.8
 PORT=${1:-8008}

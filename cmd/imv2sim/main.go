@@ -26,8 +26,19 @@ import (
 	"github.com/xagentkit/imv2/sim"
 )
 
+const simUsage = `usage: imv2sim -connector URL [-api-key KEY] [flags]
+       imv2sim conform -h     the conformance suite's own flags
+
+Simulates xAgent against a Connector: hello, a channel, and a streamed
+reply with activity to every user message.
+
+`
+
 func main() {
 	if err := run(os.Args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return // -h asked for the usage, which is printed: success
+		}
 		fmt.Fprintln(os.Stderr, "imv2sim:", err)
 		os.Exit(1)
 	}
@@ -40,6 +51,10 @@ func run(args []string) error {
 		return conform(ctx, args[1:], os.Stdout, os.Stderr)
 	}
 	fs := flag.NewFlagSet("imv2sim", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), simUsage)
+		fs.PrintDefaults()
+	}
 	connector := fs.String("connector", "", "Connector base URL, e.g. http://127.0.0.1:8787 (required)")
 	apiKey := fs.String("api-key", "", "API key sent as a bearer token")
 	rate := fs.Float64("rate", 20, "deltas per second of a streamed reply (0: as fast as possible)")

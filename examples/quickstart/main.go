@@ -9,6 +9,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -23,6 +24,16 @@ import (
 )
 
 func main() {
+	flag.Usage = func() {
+		fmt.Fprint(flag.CommandLine.Output(), "usage: quickstart\n\n"+
+			"Plays a scripted conversation between the console Connector and the\n"+
+			"xAgent simulator over loopback, and exits. It takes no flags.\n")
+	}
+	flag.Parse() // -h prints the usage and exits 0; any other flag exits 2
+	if flag.NArg() > 0 {
+		flag.Usage()
+		os.Exit(2)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := run(ctx, os.Stdout); err != nil {

@@ -229,7 +229,7 @@ func (b *Bridge) channelOpen(channelID string) {
 
 // channelDrop serves ServerConfig.OnChannelDrop: the channel's
 // connector_id stayed offline past the grace, so the channel is
-// unregistered with its sign-in (PROTO §5.1, ARCH §3.4).
+// unregistered with its sign-in (Connector Architecture §3.4, the offline lease).
 func (b *Bridge) channelDrop(channelID string) {
 	b.stopSync(channelID)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -15,7 +15,7 @@ import (
 // Binding is what the Connector keeps about one channel bound to a Matrix
 // room: the account it acts as, the room, and the /sync position. The
 // access token is a secret: it is kept here and in memory only, never put
-// in a Descriptor, an ack, a log line or a message (CP 3.0 §3).
+// in a Descriptor, an ack, a log line or a message (Common Protocol §3).
 type Binding struct {
 	ChannelID   string `json:"channel_id"`
 	Homeserver  string `json:"homeserver"`

@@ -1,0 +1,17 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/xagentkit/imv2/internal/cmdtest"
+)
+
+func TestHelp_PrintsUsageAndExitsZero(t *testing.T) {
+	cmd := cmdtest.Main(t, "imv2sim", main, "-h")
+	cmdtest.CheckHelp(t, cmd, "usage: imv2sim -connector URL", "-connector", "-rate", "imv2sim conform -h")
+}
+
+func TestHelp_ConformPrintsUsageAndExitsZero(t *testing.T) {
+	cmd := cmdtest.Main(t, "imv2sim", main, "conform", "-h")
+	cmdtest.CheckHelp(t, cmd, "usage: imv2sim conform", "-exec", "-list")
+}

@@ -1,0 +1,13 @@
+package main
+
+import (
+	"os/exec"
+	"testing"
+
+	"github.com/xagentkit/imv2/internal/cmdtest"
+)
+
+// The console binary TestMain built is the command a user runs.
+func TestHelp_PrintsUsageAndExitsZero(t *testing.T) {
+	cmdtest.CheckHelp(t, exec.Command(binary, "-h"), "Usage of", "-addr", "-mode", "-store")
+}
