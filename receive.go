@@ -155,7 +155,9 @@ func (c *Channel) runTarget(m *ChatMessage, fp Fingerprint, stream *deltaStream)
 	c.settleActivity()
 
 	tctx, cancel := context.WithTimeout(c.ctx, c.o.TargetTimeout)
+	began := c.o.Clock.Now()
 	err = c.target.PostMessage(tctx, c.id, m)
+	took := c.o.Clock.Now().Sub(began)
 	cancel()
 	if err != nil {
 		code := CodeTargetDeliveryFailed
@@ -178,7 +180,7 @@ func (c *Channel) runTarget(m *ChatMessage, fp Fingerprint, stream *deltaStream)
 		// post it again. Accept, and say loudly that dedup is weakened.
 		c.log.Error("completed record not stored; a resend of this message may be posted again", "message_id", id, "err", err)
 	}
-	c.observe(Event{Kind: EventDelivered, MessageID: id})
+	c.observe(Event{Kind: EventDelivered, MessageID: id, Duration: took})
 	return AckAccepted, nil
 }
 
