@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/xagentkit/imv2"
@@ -136,12 +137,10 @@ func (s *Store) tx(ctx context.Context, f func(tx pgx.Tx) error) error {
 	return nil
 }
 
+// retryable reports a serialization failure (40001) or a deadlock (40P01).
 func retryable(err error) bool {
-	if err == nil {
-		return false
-	}
-	msg := err.Error()
-	return strings.Contains(msg, "SQLSTATE 40001") || strings.Contains(msg, "SQLSTATE 40P01")
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01")
 }
 
 // nowNS is the Store clock's now in Unix nanoseconds, the unit of every

@@ -161,6 +161,10 @@ func (s *Server) run(ctx context.Context, cred *syscall.Credential, data, sock s
 		"-c", "listen_addresses=127.0.0.1", "-c", "max_connections=200",
 		"-c", "shared_buffers=32MB", "-c", "max_locks_per_transaction=128")
 	s.prepare(cmd, cred)
+	// If the test binary dies without Stop (a panic, a -timeout), the
+	// kernel stops the server too (SIGQUIT: immediate shutdown). Go sets
+	// it after the credential change, which would otherwise clear it.
+	cmd.SysProcAttr.Pdeathsig = syscall.SIGQUIT
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("postgres: %w", err)
@@ -200,9 +204,7 @@ func (s *Server) run(ctx context.Context, cred *syscall.Credential, data, sock s
 func (s *Server) prepare(cmd *exec.Cmd, cred *syscall.Credential) {
 	cmd.Dir = s.dir
 	cmd.Env = append(os.Environ(), "LC_ALL=C")
-	if cred != nil {
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
-	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred} // nil: the caller's user
 }
 
 func (s *Server) ping(ctx context.Context) error {
