@@ -259,19 +259,20 @@ func (s *Server) NewDatabase(t testing.TB) string {
 			t.Errorf("pgtest: %v", err)
 		}
 	})
-	return replaceDatabase(s.URL, name)
+	return withDatabase(s.URL, name)
 }
 
-// replaceDatabase returns url with its database (the path) set to name.
-func replaceDatabase(url, name string) string {
-	base, query, _ := strings.Cut(url, "?")
-	if i := strings.LastIndex(base, "/"); i > len("postgres://") {
-		base = base[:i]
+// withDatabase returns the connection string conn naming database name
+// instead of its own: a later dbname overrides an earlier one, in a URL's
+// query as in a keyword/value string.
+func withDatabase(conn, name string) string {
+	if strings.HasPrefix(conn, "postgres://") || strings.HasPrefix(conn, "postgresql://") {
+		if strings.Contains(conn, "?") {
+			return conn + "&dbname=" + name
+		}
+		return conn + "?dbname=" + name
 	}
-	if query != "" {
-		return base + "/" + name + "?" + query
-	}
-	return base + "/" + name
+	return conn + " dbname=" + name
 }
 
 func freePort() (int, error) {
