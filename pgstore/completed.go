@@ -86,8 +86,13 @@ func (s *Store) Record(ctx context.Context, channelID, messageID string, fp imv2
 			return err
 		}
 		cutoff := now - s.ttl.Nanoseconds()
+		// Only the oldest few by seq are looked at, expired or not, so a
+		// Record never scans the table for expired records that are not
+		// there; seq order is Record order, hence time order up to the
+		// replicas' clock skew. Sweep removes whatever this misses.
 		tag, err = tx.Exec(ctx, `DELETE FROM imv2_completed WHERE seq IN (
-			SELECT seq FROM imv2_completed WHERE recorded_ns <= $1 ORDER BY seq LIMIT $2)`, cutoff, inlineSweep)
+			SELECT seq FROM (SELECT seq, recorded_ns FROM imv2_completed ORDER BY seq LIMIT $2) oldest
+			WHERE recorded_ns <= $1)`, cutoff, inlineSweep)
 		if err != nil {
 			return err
 		}

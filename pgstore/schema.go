@@ -15,7 +15,7 @@ import (
 // IDs are bytea, so any bytes a message_id holds survive exactly (text
 // refuses 0x00). Times are Unix nanoseconds of the Store's clock, never
 // the server's now(), so every replica and the tests agree on one time.
-var migrations = []string{
+var migrations = [...]string{
 	// 1: pending entries, completed records with their eviction order,
 	// claims, the completed count, and the channel registry.
 	`
@@ -65,7 +65,7 @@ CREATE TABLE imv2_channels (
 }
 
 // SchemaVersion is the schema version this build writes and reads.
-var SchemaVersion = len(migrations)
+const SchemaVersion = len(migrations)
 
 // schemaLock is the advisory lock key that serialises migrations, so two
 // replicas starting at once migrate once.
