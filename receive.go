@@ -188,7 +188,9 @@ func (c *Channel) runTarget(m *ChatMessage, fp Fingerprint, stream *deltaStream)
 	c.settleActivity()
 
 	tctx, cancel := context.WithTimeout(WithIdempotencyKey(c.ctx, key), c.o.TargetTimeout)
+	began := c.o.Clock.Now()
 	err = c.target.PostMessage(tctx, c.id, m)
+	took := c.o.Clock.Now().Sub(began)
 	cancel()
 	if err != nil {
 		if claims != nil {
@@ -213,7 +215,7 @@ func (c *Channel) runTarget(m *ChatMessage, fp Fingerprint, stream *deltaStream)
 		}
 		return AckRejected, rej
 	}
-	return c.complete(id, fp, EventDelivered, AckAccepted)
+	return c.complete(id, fp, EventDelivered, AckAccepted, took)
 }
 
 // orphan decides what to do with a message whose earlier attempt never
@@ -233,7 +235,7 @@ func (c *Channel) orphan(id string, fp Fingerprint, key string) (AckStatus, *Err
 		cancel()
 		switch {
 		case err == nil && posted:
-			status, rej := c.complete(id, fp, EventDuplicate, AckDuplicate)
+			status, rej := c.complete(id, fp, EventDuplicate, AckDuplicate, 0)
 			return status, rej, true
 		case err == nil:
 			return "", nil, false
@@ -246,8 +248,9 @@ func (c *Channel) orphan(id string, fp Fingerprint, key string) (AckStatus, *Err
 	return AckRejected, &Error{Code: CodeDeliveryOutcomeUnknown, Message: "an earlier delivery of this message was interrupted; it may have been shown once"}, true
 }
 
-// complete records the message as completed and answers status.
-func (c *Channel) complete(id string, fp Fingerprint, kind EventKind, status AckStatus) (AckStatus, *Error) {
+// complete records the message as completed and answers status; took is
+// how long the Target call took (0 when none ran).
+func (c *Channel) complete(id string, fp Fingerprint, kind EventKind, status AckStatus, took time.Duration) (AckStatus, *Error) {
 	sctx := c.storeCtx()
 	defer sctx.release()
 	if err := c.o.Completed.Record(sctx, c.id, id, fp); err != nil {
@@ -257,7 +260,7 @@ func (c *Channel) complete(id string, fp Fingerprint, kind EventKind, status Ack
 		// unknown instead).
 		c.log.Error("completed record not stored; a resend of this message may be posted again", "message_id", id, "err", err)
 	}
-	c.observe(Event{Kind: kind, MessageID: id})
+	c.observe(Event{Kind: kind, MessageID: id, Duration: took})
 	return status, nil
 }
 
