@@ -15,10 +15,10 @@ import (
 // message's advisory lock, which Record and Release of the same message
 // take too, so of many concurrent claimers on any number of replicas
 // exactly one acquires, and none acquires a message another's Record
-// completed meanwhile. A claim of the same owner is renewed (ClaimAcquired
-// with the new lease): owner names a process, and a process that claims
-// again is retrying its own delivery. The claim is committed before Claim
-// returns.
+// completed meanwhile. A second claim by the owner of a live claim is
+// ClaimOrphaned, as the imv2.ClaimStore contract says: an owner delivers a
+// message once at a time, so claiming it again means its own earlier
+// attempt was interrupted. The claim is committed before Claim returns.
 func (s *Store) Claim(ctx context.Context, channelID, messageID string, fp imv2.Fingerprint, owner string, lease time.Duration) (imv2.Claim, error) {
 	if err := checkIDs(channelID, messageID); err != nil {
 		return imv2.Claim{}, err
@@ -60,9 +60,7 @@ func (s *Store) Claim(ctx context.Context, channelID, messageID string, fp imv2.
 			return err
 		}
 		switch {
-		case oldOwner == owner:
-			out = imv2.Claim{State: imv2.ClaimAcquired}
-		case oldUntil > now:
+		case oldUntil > now && oldOwner != owner:
 			out = imv2.Claim{State: imv2.ClaimHeld, Owner: oldOwner, Until: time.Unix(0, oldUntil)}
 			return nil
 		default:

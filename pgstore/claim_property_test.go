@@ -58,10 +58,10 @@ func TestClaim_Property_S8_A6_MatchesModel(t *testing.T) {
 				switch {
 				case m.done && now.Before(m.recorded.Add(ttl)):
 					want(rt, got, imv2.Claim{State: imv2.ClaimCompleted, Fingerprint: m.doneFP})
-				case !m.claimed || m.owner == o:
+				case !m.claimed:
 					want(rt, got, imv2.Claim{State: imv2.ClaimAcquired})
 					take()
-				case now.Before(m.until):
+				case now.Before(m.until) && m.owner != o:
 					want(rt, got, imv2.Claim{State: imv2.ClaimHeld, Owner: m.owner, Until: m.until})
 				case !now.Before(m.until.Add(ttl)) && got.State == imv2.ClaimAcquired:
 					take() // a Record may have swept the orphan a TTL after its lease

@@ -65,9 +65,10 @@ func TestClaim_S8_A6_Lifecycle(t *testing.T) {
 	if held.Owner != "owner-a" || !held.Until.Equal(start.Add(time.Minute)) {
 		t.Fatalf("held claim = %+v, want owner-a until %v", held, start.Add(time.Minute))
 	}
-	// The owner claiming again renews its own claim.
+	// The owner claiming again finds its own earlier attempt interrupted:
+	// orphaned (the outcome is unknown), and the claim is renewed.
 	clock.Advance(30 * time.Second)
-	wantState(t, mustClaim(t, a, "ch", "m1", fp, "owner-a", time.Minute), imv2.ClaimAcquired)
+	wantState(t, mustClaim(t, a, "ch", "m1", fp, "owner-a", time.Minute), imv2.ClaimOrphaned)
 	clock.Advance(59 * time.Second)
 	wantState(t, mustClaim(t, b, "ch", "m1", fp, "owner-b", time.Minute), imv2.ClaimHeld)
 	// The lease runs out at exactly now+lease: the claim is orphaned and

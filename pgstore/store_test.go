@@ -89,3 +89,14 @@ func TestStore_S9_OneDatabaseTwoFacts(t *testing.T) {
 		return s.Pending(), s.Completed()
 	})
 }
+
+// TestStore_S8_A6_ClaimContract runs the shared ClaimStore suite. There is
+// no reopener: a store shared by replicas cannot call every earlier claim
+// orphaned when one replica restarts; a restarted process has a new owner
+// ID, and its old claims turn orphaned when their lease ends.
+func TestStore_S8_A6_ClaimContract(t *testing.T) {
+	o := newOpener()
+	storetest.TestClaimStore(t, func(t *testing.T, ttl time.Duration, clock imv2.Clock) imv2.ClaimStore {
+		return o.open(t, srv.NewDatabase(t), pgstore.Options{CompletedTTL: ttl, Clock: clock}).Completed()
+	}, nil)
+}
