@@ -345,7 +345,7 @@ func cmdAccept(r *run, a *args) error {
 	if r.peer != nil {
 		r.peer.close()
 	}
-	r.peer = newPeer(ws)
+	r.peer = newPeer(ws, nil)
 	fr, err := r.peer.await(r.ctx, time.Now().Add(r.cfg.Wait), func(*frame) bool { return true })
 	if err != nil {
 		return fmt.Errorf("no packet after the upgrade within %v (%v)", r.cfg.Wait, err)
