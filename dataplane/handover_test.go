@@ -15,7 +15,7 @@ func serveOn(t *testing.T, addr string, srv *Server) (stop func()) {
 	t.Helper()
 	ln, err := net.Listen("tcp", addr)
 	require.NoError(t, err)
-	hs := &http.Server{Handler: srv}
+	hs := &http.Server{Handler: withCard(testCard(), srv)}
 	done := make(chan struct{})
 	go func() { defer close(done); _ = hs.Serve(ln) }()
 	stopped := false
@@ -48,7 +48,7 @@ func TestClient_S2_W5_PendingFinalMovesToTheNewChannelID(t *testing.T) {
 		return srv
 	}
 	stop := serveOn(t, addr, newSrv(newRecTarget()))
-	c, clk, events := dialClient(t, "ws://"+addr+"/ws", nil)
+	c, clk, events := dialClient(t, "ws://"+addr+"/ws", nil) // dialClient dials the base URL
 	ch, err := c.OpenChannel(ctxWait(t), "")
 	require.NoError(t, err)
 	oldID := ch.ID()
