@@ -45,12 +45,21 @@ func FetchCard(ctx context.Context, client *http.Client, base string) (*imv2.Car
 	if len(body) > maxCardBytes {
 		return nil, fmt.Errorf("dataplane: the Card at %s is over %d bytes", req.URL, maxCardBytes)
 	}
-	card := new(imv2.Card)
-	if err := (&imv2.Packet{Payload: body}).DecodePayload(card); err != nil {
+	card, err := decodeCard(body)
+	if err != nil {
 		return nil, fmt.Errorf("dataplane: the Card at %s: %w", req.URL, err)
 	}
+	return card, nil
+}
+
+// decodeCard decodes a Card document and validates it (H2, P1, P2).
+func decodeCard(body []byte) (*imv2.Card, error) {
+	card := new(imv2.Card)
+	if err := (&imv2.Packet{Payload: body}).DecodePayload(card); err != nil {
+		return nil, err
+	}
 	if err := card.Validate(); err != nil {
-		return nil, fmt.Errorf("dataplane: the Card at %s: %w", req.URL, err)
+		return nil, err
 	}
 	return card, nil
 }
