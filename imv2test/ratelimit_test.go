@@ -221,6 +221,8 @@ func TestRateLimited_A7_A8_K1_K12_PassesWithResends(t *testing.T) {
 			require.NoError(t, errs[i])
 			t.Logf("rate-limited Connector, mode %s:\n%s", r.name, table(t, reps[i]))
 			require.NotZero(t, plats[i].limited.Load(), "the platform never refused a post")
+			t.Logf("the platform refused %d of %d final posts; %d resends", plats[i].limited.Load(), plats[i].posts.Load(),
+				strings.Count(logs[i].String(), "retryable=true: resend "))
 			if r.skips == nil {
 				require.NotEmpty(t, reps[i].Failed(), "without resends a rate-limited Connector must fail")
 				require.Contains(t, logs[i].String(), "retryable=true: gave up after 0 resend(s)")
