@@ -6,10 +6,14 @@
 // API key), requires connector.hello first, issues a connector_id, opens
 // and closes channels, answers descriptor.get and ping, routes auth.* and
 // tool.invoke to the author's handlers and every IM v2 packet to one
-// imv2.Channel per connector_channel_id. xAgent (or a simulator) uses Dial:
-// a Client that says hello, opens channels and reconnects by itself,
-// reopening its stored channels so pending finals are redelivered and
-// nothing completed is resent (S10).
+// imv2.Channel per connector_channel_id. xAgent (or a simulator) uses Dial
+// with the Connector's base URL: it fetches the Card from
+// /connector-card.json and dials /ws, and the Client says hello, opens
+// channels and reconnects by itself, reopening its stored channels so
+// pending finals are redelivered and nothing completed is resent (S10).
+// Client.Send and Reply.Final return a Delivery whose Wait reports the
+// final's terminal outcome, beside the client-wide OnDelivered and
+// OnFailed callbacks of imv2.Options.
 //
 // Both sides speak to a small Conn (Read, Write, Close): the WebSocket
 // one, NewPipe for tests, NewLoggingConn to log envelopes.
@@ -68,7 +72,10 @@
 //     (500 ms..30 s, jittered), dial/hello/reopen timeout
 //     DefaultRequestTimeout (10 s), stored channel IDs DefaultStoreCap
 //     (1,000, no TTL: they are the caller's bindings), outstanding
-//     requests are bounded by the callers waiting on them.
+//     requests are bounded by the callers waiting on them; the Card is
+//     read up to 1 MiB; an open Delivery lives from its send to the
+//     final's outcome (ack, or expiry after the PendingTTL), so they are
+//     bounded by the pending store's caps, and all end at Close.
 //
 // The Channels' own bounds (pending, completed, deltas) are those of
 // imv2.Options.

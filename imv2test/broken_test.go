@@ -54,6 +54,10 @@ var flawFails = map[bc.Flaw][]string{
 	bc.ActivityUnsupported:   {"K12.a", "K12.b", "K12.d"},
 	bc.IgnoreBadActivity:     {"K12.c"},
 	bc.ActivityForever:       {"K12.d"},
+	// Every check that needs a final accepted: the suite resends each one
+	// with backoff and gives up when its bound is spent (A8, M12).
+	bc.RejectRetryable: {"K2.a", "K2.b", "K2.c", "K2.d", "K3.a", "K3.b", "K3.c", "K4.a", "K4.c", "K4.d",
+		"K6.c", "K7.b", "K8.b", "K8.c", "K9.b", "K10.a", "K11.a", "K12.b", "K12.c"},
 }
 
 // brokenRuns: the flawless fixture with a streaming and a buffering
@@ -72,6 +76,8 @@ var brokenRuns = []brokenRun{
 		bc.AcceptUnknownFile, bc.LenientDelta, bc.ActivityForever}},
 	{name: "group-d", flaws: []bc.Flaw{bc.LenientHello, bc.NoDrafts, bc.ResendHistory}},
 	{name: "group-e-buffered", buffered: true, apiKey: "fixture-key", flaws: []bc.Flaw{bc.UploadsWithoutKey, bc.BufferTempText}},
+	// It overlaps nearly every other flaw, so it runs alone.
+	{name: "group-f", flaws: []bc.Flaw{bc.RejectRetryable}},
 }
 
 // want returns the checks a run must fail, sorted like a report, and

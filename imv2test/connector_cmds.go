@@ -168,7 +168,7 @@ func cmdDial(r *run, a *args) error {
 	if r.peer != nil {
 		r.peer.close()
 	}
-	r.peer = newPeer(ws)
+	r.peer = newPeer(ws, newResender(r.cfg, r.logf))
 	return nil
 }
 

@@ -137,6 +137,20 @@
 // observer events, 16 MiB per frame, 1,024 uploads per xAgent check;
 // everything lives only as long as its check.
 //
+// # Resends
+//
+// Playing xAgent, the suite does what xAgent does with a final the
+// Connector rejected with retryable=true (A7, A8): it sends it again, same
+// message_id and content under a new packet_id, after a backoff from
+// RetryMin (100 ms) doubling each time, at most RetryAttempts (8) times
+// and within RetryBudget (half of Wait) of the first rejection. A script
+// sees only the terminal answer (an answer to a resend counts as the
+// answer to the script's packet), or the last retryable rejection when
+// the resends ran out: a correct Connector whose platform rate-limits
+// passes, one that never accepts fails. Config.Log (imv2sim conform -v;
+// go test -v with RunConnector) shows every ack with its status, code and
+// retryable, and each resend.
+//
 // # Not observable
 //
 // Partially observable rules are checked as far as the wire shows them:

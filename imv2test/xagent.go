@@ -345,7 +345,7 @@ func cmdAccept(r *run, a *args) error {
 	if r.peer != nil {
 		r.peer.close()
 	}
-	r.peer = newPeer(ws)
+	r.peer = newPeer(ws, nil)
 	fr, err := r.peer.await(r.ctx, time.Now().Add(r.cfg.Wait), func(*frame) bool { return true })
 	if err != nil {
 		return fmt.Errorf("no packet after the upgrade within %v (%v)", r.cfg.Wait, err)
@@ -602,8 +602,9 @@ func pieces(text string) []string {
 }
 
 // SDKXAgent returns the StartXAgent of this SDK's xAgent side: a
-// dataplane.Client dialled with cfg — URL, APIKey, CardID and Target
-// filled in from the env, the Target recording user messages — that
+// dataplane.Client dialled with cfg — the base URL (the Client fetches the
+// Card), APIKey, CardID (which the Card must name) and Target filled in
+// from the env, the Target recording user messages — that
 // opens one channel. Reply streams with imv2.Reply (deltas 1, 2, 3 …,
 // then the final) after uploading the files with xfiles.Upload (M7).
 // Set cfg.Options (ack timeout, retry bounds) and the reconnect backoff
@@ -611,7 +612,7 @@ func pieces(text string) []string {
 func SDKXAgent(cfg dataplane.ClientConfig) StartXAgent {
 	return func(ctx context.Context, env XAgentEnv) (XAgent, error) {
 		c := cfg
-		c.URL, c.APIKey, c.CardID = env.URL+"/ws", env.APIKey, env.CardID
+		c.URL, c.APIKey, c.CardID = env.URL, env.APIKey, env.CardID
 		c.Target = UserRecorder(env.Agent)
 		client, err := dataplane.Dial(ctx, c)
 		if err != nil {

@@ -62,6 +62,7 @@ const (
 	ActivityUnsupported   Flaw = "activity-unsupported"    // K12.a, K12.b, K12.d: chat.activity is refused (C1, C5)
 	IgnoreBadActivity     Flaw = "ignore-bad-activity"     // K12.c: invalid activity is dropped silently (X3)
 	ActivityForever       Flaw = "activity-forever"        // K12.d: a shown status never times out (C7)
+	RejectRetryable       Flaw = "reject-retryable"        // every check whose final must be accepted: every valid final is rejected retryable, however often it is resent (A8, M12)
 )
 
 // Flaws lists every flaw.
@@ -70,7 +71,7 @@ var Flaws = []Flaw{
 	FinalTwice, Placeholder, StitchGaps, NoDrafts, NoDedup, AckReplyToMessageID, AcceptUnknownFields,
 	NoRequestID, SilentInvalid, BufferTempText, UnboundedDeltas, LeakSessionID, UnsignedDownload,
 	AcceptUnknownFile, DropFiles, LenientDelta, AckBeforePost, AcceptSync, NewIDOnReconnect,
-	ResendHistory, ActivityUnsupported, IgnoreBadActivity, ActivityForever,
+	ResendHistory, ActivityUnsupported, IgnoreBadActivity, ActivityForever, RejectRetryable,
 }
 
 // CardID is the fixture's connector_card_id.
@@ -549,6 +550,10 @@ func (s *session) onMessage(ch *channel, p *imv2.Packet) {
 			}
 			rc.Close()
 		}
+	}
+	if c.has(RejectRetryable) {
+		s.ack(p, m.MessageID, imv2.AckRejected, &imv2.Error{Code: imv2.CodeTargetDeliveryFailed, Message: "platform rate limit", Retryable: true})
+		return
 	}
 	st := ch.streams[m.MessageID]
 	delete(ch.streams, m.MessageID)
