@@ -2,7 +2,6 @@ package xfiles
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -26,9 +25,6 @@ import (
 // out of our sight, so by default Fetch uses no proxy at all — not the
 // transport's, not the environment's; FetchRequest.AllowProxy opts in and
 // checks the target's addresses before the request goes to the proxy.
-
-// errUnguardable refuses a transport whose dialing the guard cannot wrap.
-var errUnguardable = errors.New("xfiles: transport cannot be guarded against internal addresses")
 
 // guard is the dial-time check of one Fetch.
 type guard struct {
@@ -87,11 +83,11 @@ func guardTransport(rt http.RoundTripper, baseHost string, allowProxy bool) (htt
 	case *http.Transport:
 		//lint:ignore SA1019 DialTLS is deprecated but net/http still uses it
 		if v.DialTLSContext != nil || v.DialTLS != nil {
-			return nil, fmt.Errorf("%w: it sets DialTLSContext or DialTLS; set DialContext and TLSClientConfig instead", errUnguardable)
+			return nil, fmt.Errorf("%w: it sets DialTLSContext or DialTLS; set DialContext and TLSClientConfig instead", ErrUnguardableTransport)
 		}
 		t = v.Clone()
 	default:
-		return nil, fmt.Errorf("%w: a %T; use an *http.Transport", errUnguardable, rt)
+		return nil, fmt.Errorf("%w: a %T; use an *http.Transport", ErrUnguardableTransport, rt)
 	}
 	dial := t.DialContext
 	//lint:ignore SA1019 the deprecated Dial is the caller's dialer too

@@ -115,7 +115,7 @@ func TestFetch_T4_DialTLSContextTransportGuarded(t *testing.T) {
 	}}
 	f := imv2.File{Type: "file", FileRef: "f", DownloadURL: internal.URL + "/x"}
 	_, err := xfiles.Fetch(context.Background(), &http.Client{Transport: rt}, connector.URL, f, 0)
-	require.Error(t, err)
+	require.ErrorIs(t, err, xfiles.ErrUnguardableTransport)
 	assert.Contains(t, err.Error(), "DialTLSContext")
 	assert.False(t, imv2.IsRetryable(err))
 	assert.Zero(t, internal.hits.Load(), "the internal https server was reached")

@@ -33,6 +33,10 @@ var (
 	ErrTooLarge = errors.New("xfiles: file is over the size limit")
 	// ErrRefusedURL: a base URL, download_url or redirect target was refused.
 	ErrRefusedURL = errors.New("xfiles: URL refused")
+	// ErrUnguardableTransport: Fetch was given a client whose transport it
+	// cannot keep off internal addresses (not an *http.Transport, or one
+	// with DialTLSContext or DialTLS).
+	ErrUnguardableTransport = errors.New("xfiles: transport cannot be guarded against internal addresses")
 )
 
 // HTTPError is a non-2xx answer. Code and Message come from the
