@@ -128,20 +128,23 @@ func validChannelID(id string) bool {
 }
 
 // cleanFilename keeps the last path element of name, drops control
-// characters and the path separators imv2.File forbids, and bounds it to
+// characters, format characters (Unicode category Cf: bidi overrides such
+// as U+202E, which make "evil\u202Etxt.exe" read as "evilexe.txt", zero-width
+// spaces and joiners, the BOM, tag characters), line and paragraph
+// separators, and the path separators imv2.File forbids, and bounds it to
 // imv2.MaxFilenameBytes; an empty result becomes "file".
 func cleanFilename(name string) string {
 	name = strings.ReplaceAll(name, "\\", "/")
 	name = path.Base(name)
-	if name == "." || name == "/" || name == ".." {
-		name = ""
-	}
 	name = strings.Map(func(r rune) rune {
-		if r == utf8.RuneError || unicode.IsControl(r) || r == '/' || r == '\\' {
+		if r == utf8.RuneError || unicode.IsControl(r) || unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp) || r == '/' || r == '\\' {
 			return -1
 		}
 		return r
 	}, name)
+	if name == "." || name == ".." { // also once a dropped character stood between the dots
+		name = ""
+	}
 	for len(name) > imv2.MaxFilenameBytes {
 		_, size := utf8.DecodeLastRuneInString(name)
 		name = name[:len(name)-size]

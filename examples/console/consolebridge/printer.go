@@ -36,74 +36,190 @@ type printer struct {
 	mu      sync.Mutex
 	out     io.Writer
 	json    bool
-	live    string // message_id whose draft is on the current line
-	shown   string // text of that draft printed so far
+	live    string     // the draft on the current line: a stream handle, or a message_id (edit mode)
+	shown   string     // edit mode: text of that draft printed so far
+	term    termFilter // edit mode: escape-sequence state at the end of shown
+	streams map[string]*stream
 	typing  bool
 	handles int
 }
+
+// stream is the output state of one native-stream draft (mode stream),
+// keyed by its handle. The display package bounds the drafts open at once
+// (display.DefaultMaxDrafts) and drops idle ones (DraftTTL, then Discard);
+// maxStreams bounds this map besides.
+type stream struct {
+	raw     string     // the draft text accepted so far, as xAgent sent it
+	emitted int        // -json: bytes of draft text printed for it so far
+	term    termFilter // pretty: escape-sequence state at the end of raw
+}
+
+const (
+	// maxStreams caps the streams the printer tracks; a draft beyond it is
+	// not shown (its final is).
+	maxStreams = 2 * display.DefaultMaxDrafts
+	// draftSlack is the -json draft budget besides twice the text: the
+	// draft events of one message add up to at most 2×text + draftSlack
+	// bytes, so a short reply shows every draft and 1 MiB of 10-byte
+	// deltas does not print the whole text 100,000 times.
+	draftSlack = 4 << 10
+)
 
 func (p *printer) emit(e Event) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.json {
-		b, _ := json.Marshal(e)
-		fmt.Fprintf(p.out, "%s\n", b)
+		p.writeJSON(e)
 		return
 	}
 	p.pretty(e)
 }
 
-// pretty renders an event for a human: streamed text grows on one line
-// (only new text is written, so it reads well in a terminal and a log).
+func (p *printer) writeJSON(e Event) {
+	b, _ := json.Marshal(e)
+	fmt.Fprintf(p.out, "%s\n", b)
+}
+
+// endLive ends the line a draft is growing on.
+func (p *printer) endLive() {
+	if p.live != "" {
+		fmt.Fprintln(p.out)
+		p.live, p.shown, p.term = "", "", termFilter{}
+	}
+}
+
+// draft shows a native-stream draft (mode stream). -json prints the whole
+// text so far (the contract) while the message's draft budget allows;
+// pretty mode prints only the suffix new since the last draft, escape
+// sequences removed, on the message's line ("agent › … " when another
+// line came between).
+func (p *printer) draft(handle string, d display.Draft) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.streams == nil {
+		p.streams = make(map[string]*stream)
+	}
+	st := p.streams[handle]
+	if st == nil {
+		if len(p.streams) >= maxStreams {
+			return
+		}
+		st = &stream{}
+		p.streams[handle] = st
+	}
+	if p.json {
+		if st.emitted <= len(d.Text)+draftSlack {
+			p.writeJSON(Event{Event: "draft", MessageID: d.MessageID, Text: strp(d.Text)})
+			st.emitted += len(d.Text)
+		}
+		st.raw = d.Text
+		return
+	}
+	suffix := d.Suffix
+	if d.Reset { // the display compared the texts: no second O(n) check per delta here
+		suffix, st.term = d.Text, termFilter{} // the text changed: show it anew
+		if p.live == handle {
+			fmt.Fprint(p.out, "\n        ")
+		}
+	}
+	if p.live != handle {
+		p.endLive()
+		fmt.Fprint(p.out, "agent › ")
+		if st.raw != "" && suffix != d.Text {
+			fmt.Fprint(p.out, "… ")
+		}
+		p.live = handle
+	}
+	fmt.Fprint(p.out, st.term.clean(suffix))
+	st.raw = d.Text
+}
+
+// finish shows the final of a native-stream draft: in pretty mode the rest
+// of the streamed line when the final extends it (M11), else the whole
+// final on a line of its own.
+func (p *printer) finish(handle string, m *imv2.ChatMessage) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	st := p.streams[handle]
+	delete(p.streams, handle)
+	if p.json {
+		p.writeJSON(finalEvent(m))
+		return
+	}
+	if st != nil && p.live == handle && strings.HasPrefix(m.Text, st.raw) {
+		fmt.Fprintln(p.out, st.term.clean(m.Text[len(st.raw):]))
+		p.live = ""
+	} else {
+		p.endLive()
+		fmt.Fprintf(p.out, "agent › %s\n", cleanTerm(m.Text))
+	}
+	p.files(m)
+}
+
+func (p *printer) files(m *imv2.ChatMessage) {
+	for _, f := range m.Files {
+		fmt.Fprintf(p.out, "        📎 %s (%s)\n", cleanTerm(f.Filename), cleanTerm(string(f.Type)))
+	}
+}
+
+// discard forgets a draft the display dropped unfinished.
+func (p *printer) discard(handle string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.streams, handle)
+	if p.live == handle {
+		p.endLive()
+	}
+}
+
+// pretty renders an event for a human (edit and buffer mode, and the
+// events of every mode but the stream drafts): streamed text grows on one
+// line, only new text is written, and nothing xAgent sent reaches the
+// terminal with its control sequences.
 func (p *printer) pretty(e Event) {
 	text := ""
 	if e.Text != nil {
 		text = *e.Text
 	}
-	endLive := func() {
-		if p.live != "" {
-			fmt.Fprintln(p.out)
-			p.live, p.shown = "", ""
-		}
-	}
 	switch e.Event {
-	case "draft", "post", "edit":
+	case "post", "edit":
 		if p.live != e.MessageID {
-			endLive()
+			p.endLive()
 			fmt.Fprint(p.out, "agent › ")
 			p.live = e.MessageID
 		}
 		if rest, ok := strings.CutPrefix(text, p.shown); ok {
-			fmt.Fprint(p.out, rest)
+			fmt.Fprint(p.out, p.term.clean(rest))
 		} else {
-			fmt.Fprint(p.out, "\n        "+text)
+			p.term = termFilter{}
+			fmt.Fprint(p.out, "\n        "+p.term.clean(text))
 		}
 		p.shown = text
 	case "final":
 		if rest, ok := strings.CutPrefix(text, p.shown); ok && p.live == e.MessageID {
-			fmt.Fprintln(p.out, rest) // the final completes the streamed line (M11)
-			p.live, p.shown = "", ""
+			fmt.Fprintln(p.out, p.term.clean(rest)) // the final completes the streamed line (M11)
+			p.live, p.shown, p.term = "", "", termFilter{}
 		} else {
-			endLive()
-			fmt.Fprintf(p.out, "agent › %s\n", text)
+			p.endLive()
+			fmt.Fprintf(p.out, "agent › %s\n", cleanTerm(text))
 		}
 		for _, f := range e.Files {
-			fmt.Fprintf(p.out, "        📎 %s (%s)\n", f.Filename, f.Type)
+			fmt.Fprintf(p.out, "        📎 %s (%s)\n", cleanTerm(f.Filename), cleanTerm(f.Type))
 		}
 	case "typing":
-		endLive()
+		p.endLive()
 		what := "thinking"
 		if e.Status == string(imv2.ActivityTool) {
-			what = "using " + e.ToolName
+			what = "using " + cleanTerm(e.ToolName)
 		}
 		fmt.Fprintf(p.out, "        … agent is %s\n", what)
 	case "typing_clear":
 	case "sent":
-		endLive()
-		fmt.Fprintf(p.out, "you   ✓ %s\n", text)
+		p.endLive()
+		fmt.Fprintf(p.out, "you   ✓ %s\n", cleanTerm(text))
 	case "failed":
-		endLive()
-		fmt.Fprintf(p.out, "you   ✗ not delivered (%s)\n", e.Code)
+		p.endLive()
+		fmt.Fprintf(p.out, "you   ✗ not delivered (%s)\n", cleanTerm(e.Code))
 	}
 }
 
@@ -138,19 +254,26 @@ func (p *printer) Send(_ context.Context, _ string, m *imv2.ChatMessage) error {
 	return nil
 }
 
-// streamPlatform adds the native draft API (mode stream).
+// streamPlatform adds the native draft API (mode stream), and Discard so
+// that the printer forgets a draft the display dropped.
 type streamPlatform struct{ *printer }
 
 func (s streamPlatform) Draft(_ context.Context, _ string, d display.Draft) (string, error) {
-	s.emit(Event{Event: "draft", MessageID: d.MessageID, Text: strp(d.Text)})
-	if d.Handle != "" {
-		return d.Handle, nil
+	h := d.Handle
+	if h == "" {
+		h = s.nextHandle(d.MessageID)
 	}
-	return s.nextHandle(d.MessageID), nil
+	s.draft(h, d)
+	return h, nil
 }
 
-func (s streamPlatform) Finish(_ context.Context, _, _ string, m *imv2.ChatMessage) error {
-	s.emit(finalEvent(m))
+func (s streamPlatform) Finish(_ context.Context, _, handle string, m *imv2.ChatMessage) error {
+	s.finish(handle, m)
+	return nil
+}
+
+func (s streamPlatform) Discard(_ context.Context, _, handle string) error {
+	s.discard(handle)
 	return nil
 }
 
