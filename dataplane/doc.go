@@ -20,10 +20,17 @@
 //     frame, with an error packet invalid_packet, and the connection stays
 //     up (E2). A frame over the read limit closes the connection with
 //     close code 1009; this side refuses to write what it would not read.
-//   - A hello with a missing or other protocol_version, or without
-//     supported_profiles, gets an error packet invalid_packet (no code is
-//     defined for either, W4, P3); the connection stays open for another
-//     hello. A non-empty connector_id the Server does not know (expired,
+//   - Versions (W4, Common Protocol §8.1, §12): xAgent's hello carries its
+//     own current protocol_version; a missing, unparsable (not
+//     major.minor) or older-than-3.0 one, or a hello without
+//     supported_profiles, gets an error packet invalid_packet naming both
+//     versions (no code is defined for either, W4, P3); the connection
+//     stays open for another hello. 3.0 and every newer version (4.3 …)
+//     are admitted, and the ack always carries this side's 3.0. The
+//     Client admits an ack whose version lies in
+//     [ClientConfig.MinProtocolVersion, MaxProtocolVersion] (default
+//     3.0–3.0) and always says 3.0 itself; Client.ProtocolVersion
+//     returns the version admitted. A non-empty connector_id the Server does not know (expired,
 //     or lost in a restart) gets a new connector_id in the ack, as PROTO
 //     §8.1 allows, rather than connector_id_mismatch; xAgent then replaces
 //     its ConnectorClient. connector_id_mismatch is used only when every

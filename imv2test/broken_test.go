@@ -30,7 +30,8 @@ var flawFails = map[bc.Flaw][]string{
 	bc.HealthMismatch:        {"K1.b"},
 	bc.UploadsWithoutKey:     {"K1.c"},
 	bc.DescriptorExtra:       {"K1.d"},
-	bc.LenientHello:          {"K1.e"},
+	bc.LenientHello:          {"K1.e", "K1.f"},
+	bc.ExactVersion:          {"K1.f"},
 	bc.FinalTwice:            {"K2.a", "K2.d", "K9.b", "K11.a"},
 	bc.Placeholder:           {"K2.b"},
 	bc.StitchGaps:            {"K2.c", "K6.c"},
@@ -71,7 +72,7 @@ var brokenRuns = []brokenRun{
 	{name: "group-c", flaws: []bc.Flaw{bc.DescriptorExtra, bc.FinalTwice, bc.SilentInvalid, bc.NoRequestID,
 		bc.AcceptUnknownFile, bc.LenientDelta, bc.ActivityForever}},
 	{name: "group-d", flaws: []bc.Flaw{bc.LenientHello, bc.NoDrafts, bc.ResendHistory}},
-	{name: "group-e-buffered", buffered: true, apiKey: "fixture-key", flaws: []bc.Flaw{bc.UploadsWithoutKey, bc.BufferTempText}},
+	{name: "group-e-buffered", buffered: true, apiKey: "fixture-key", flaws: []bc.Flaw{bc.UploadsWithoutKey, bc.BufferTempText, bc.ExactVersion}},
 }
 
 // want returns the checks a run must fail, sorted like a report, and

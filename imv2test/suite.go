@@ -10,6 +10,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/xagentkit/imv2"
 )
 
 // Connector describes a Connector under test.
@@ -68,6 +70,12 @@ type Config struct {
 	// DeltaBytes is how much text K6.b streams into one message before it
 	// calls delta text unbounded (default 2 MiB, in 256 KiB deltas).
 	DeltaBytes int
+	// HelloVersion is the protocol_version every hello of the suite
+	// carries (default imv2.ProtocolVersion, 3.0). Set a newer one, such
+	// as "4.3", to drive the Connector as today's xAgent does: its hello
+	// announces its own current version, and the Connector must admit it
+	// and answer with its own (W4).
+	HelloVersion string
 	// CheckTimeout bounds one check (default 60 s).
 	CheckTimeout time.Duration
 	// Log, when set, receives a transcript: every step and its outcome.
@@ -89,6 +97,9 @@ func (c *Config) withDefaults() Config {
 	setDur(&o.Lag, 500*time.Millisecond)
 	setDur(&o.Resend, 15*time.Second)
 	setDur(&o.CheckTimeout, 60*time.Second)
+	if o.HelloVersion == "" {
+		o.HelloVersion = imv2.ProtocolVersion
+	}
 	if o.DeltaStreams <= 0 {
 		o.DeltaStreams = 1024
 	}

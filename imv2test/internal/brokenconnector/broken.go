@@ -38,7 +38,8 @@ const (
 	HealthMismatch        Flaw = "health-mismatch"         // K1.b: /health reports another card version (H4)
 	UploadsWithoutKey     Flaw = "uploads-without-key"     // K1.c: /files/uploads takes no API key (T1)
 	DescriptorExtra       Flaw = "descriptor-extra"        // K1.d: the Descriptor lists a profile the Card lacks (P2)
-	LenientHello          Flaw = "lenient-hello"           // K1.e: any hello is welcome (W4, P3)
+	LenientHello          Flaw = "lenient-hello"           // K1.e, K1.f: any hello is welcome (W4, P3)
+	ExactVersion          Flaw = "exact-version"           // K1.f: only a hello at exactly 3.0 is admitted, not today's xAgent at 4.3 (W4)
 	FinalTwice            Flaw = "final-twice"             // K2.a, K2.d, K9.b, K11.a: posts the stitched deltas and then the final (M11)
 	Placeholder           Flaw = "placeholder"             // K2.b, K5.a: posts a "…" placeholder before every final
 	StitchGaps            Flaw = "stitch-gaps"             // K2.c, K6.c: appends deltas across gaps and conflicts (D4)
@@ -66,7 +67,7 @@ const (
 
 // Flaws lists every flaw.
 var Flaws = []Flaw{
-	ToolProfileUndeclared, HealthMismatch, UploadsWithoutKey, DescriptorExtra, LenientHello,
+	ToolProfileUndeclared, HealthMismatch, UploadsWithoutKey, DescriptorExtra, LenientHello, ExactVersion,
 	FinalTwice, Placeholder, StitchGaps, NoDrafts, NoDedup, AckReplyToMessageID, AcceptUnknownFields,
 	NoRequestID, SilentInvalid, BufferTempText, UnboundedDeltas, LeakSessionID, UnsignedDownload,
 	AcceptUnknownFile, DropFiles, LenientDelta, AckBeforePost, AcceptSync, NewIDOnReconnect,
@@ -431,8 +432,11 @@ func (s *session) onHello(p *imv2.Packet) {
 		case h.ConnectorCardID != CardID:
 			s.fail(p, imv2.CodeConnectorCardIDMismatch, "another card")
 			return
-		case h.ProtocolVersion != imv2.ProtocolVersion:
+		case s.c.has(ExactVersion) && h.ProtocolVersion != imv2.ProtocolVersion:
 			s.fail(p, imv2.CodeInvalidPacket, "protocol_version 3.0 only")
+			return
+		case !versionAdmitted(h.ProtocolVersion):
+			s.fail(p, imv2.CodeInvalidPacket, "protocol_version 3.0 or newer")
 			return
 		case h.SupportedProfiles == nil:
 			s.fail(p, imv2.CodeInvalidPacket, "supported_profiles required")
@@ -454,6 +458,12 @@ func (s *session) onHello(p *imv2.Packet) {
 		s.supported = []string{imv2.ProfileIMv2} // enables the profile implicitly
 	}
 	s.reply(p, imv2.TypeConnectorHelloAck, imv2.ConnectorHelloAck{ConnectorCardID: CardID, ConnectorID: s.connID, ProtocolVersion: imv2.ProtocolVersion})
+}
+
+// versionAdmitted: xAgent's own version, 3.0 or newer (W4).
+func versionAdmitted(s string) bool {
+	v, err := imv2.ParseVersion(s)
+	return err == nil && v.Compare(imv2.Version30) >= 0
 }
 
 func (s *session) descriptor(id string) *imv2.Descriptor {
