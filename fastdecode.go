@@ -75,7 +75,9 @@ func decodeEnvelopeFast(data []byte) (p *Packet, hasTime, ok bool) {
 			p.Type = internType(raw)
 		case "time":
 			bit = envTime
-			p.Time, ok = s.integral()
+			if p.Time, ok = s.int(); !ok { // the common case, read once
+				p.Time, ok = s.integral()
+			}
 		case "payload":
 			bit = envPayload
 			start := s.i

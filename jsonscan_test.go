@@ -2,6 +2,7 @@ package imv2
 
 import (
 	"bytes"
+	"errors"
 	"io/fs"
 	"math/big"
 	"math/rand/v2"
@@ -479,4 +480,37 @@ func TestIntegralNumber_MatchesBigRat(t *testing.T) {
 			t.Fatalf("integralNumber(%s) = %d, %v; want %d, %v", c, got, gok, want, wok)
 		}
 	})
+}
+
+// TestFastCodec_E5_SkipsUnknownMembers: members this version does not
+// define keep a frame on the fast path (the scanner skips them), and a
+// forbidden name anywhere sends it to the reference decoder, which refuses
+// it.
+func TestFastCodec_E5_SkipsUnknownMembers(t *testing.T) {
+	p := &Packet{Schema: PacketSchema, PacketID: "p1", ConnectorChannelID: "c1", Type: TypeChatMessage, Time: 1}
+	raw, err := marshalChatMessage(&ChatMessage{MessageID: "m", Text: "t", Files: []File{{Type: FileImage, FileRef: "f", DownloadURL: "/x"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Payload = raw
+	data, err := p.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	frame := unknownMembersFrame(data)
+	fp, _, ok := decodeEnvelopeFast(frame)
+	if !ok {
+		t.Fatalf("the fast envelope reader refuses unknown members:\n%s", frame)
+	}
+	if _, ok := decodeChatMessageFast(fp.Payload); !ok {
+		t.Fatalf("the fast chat.message reader refuses unknown members:\n%s", fp.Payload)
+	}
+	for _, bad := range []string{`{"message_id":"m","text":"t","ext":{"session_id":"s"}}`, `{"message_id":"m","files":[{"type":"file","file_ref":"f","token":"k"}]}`} {
+		if _, ok := decodeChatMessageFast([]byte(bad)); ok {
+			t.Fatalf("the fast reader took a forbidden name: %s", bad)
+		}
+		if err := decodeIMBytes(TypeChatMessage, []byte(bad), new(ChatMessage)); !errors.Is(err, &Error{Code: CodeForbiddenField}) {
+			t.Fatalf("the reference decoder took a forbidden name (%v): %s", err, bad)
+		}
+	}
 }
