@@ -173,3 +173,32 @@ func TestClient_W4_VersionRangeConfig(t *testing.T) {
 		MinProtocolVersion: imv2.Version{Major: 4}, MaxProtocolVersion: imv2.Version{Major: 3}})
 	require.ErrorContains(t, err, "below MinProtocolVersion")
 }
+
+// TestServer_W12_LogoutAckDescribesStateAfterSignOut: auth.logout.ack's
+// Descriptor is the state after sign-out (PROTO §8.14): a Describe that
+// still says connected is sent as created; revoked stays revoked.
+func TestServer_W12_LogoutAckDescribesStateAfterSignOut(t *testing.T) {
+	for _, tc := range []struct{ described, want string }{
+		{imv2.StatusConnected, imv2.StatusCreated},
+		{imv2.StatusAuthenticating, imv2.StatusCreated},
+		{imv2.StatusRevoked, imv2.StatusRevoked},
+		{imv2.StatusExpired, imv2.StatusExpired},
+	} {
+		t.Run(tc.described, func(t *testing.T) {
+			_, url := startServer(t, func(c *ServerConfig) {
+				c.Auth = &recAuth{}
+				c.Describe = func(context.Context, string) ChannelInfo { return ChannelInfo{Status: tc.described} }
+			})
+			p := dialPeer(t, url, nil)
+			p.hello("")
+			id, d := p.open("")
+			require.Equal(t, tc.described, d.Connection.Status)
+			ans := p.call(imv2.TypeAuthLogout, id, nil)
+			require.Equal(t, imv2.TypeAuthLogoutAck, ans.Type, "%+v", ans.Error)
+			var lo imv2.StatusOK
+			require.NoError(t, ans.DecodePayload(&lo))
+			require.Equal(t, "ok", lo.Status)
+			require.Equal(t, tc.want, lo.ConnectionDescriptor.Connection.Status)
+		})
+	}
+}
