@@ -46,4 +46,17 @@
 //
 // Time is read from a Clock (package clock); tests inject package
 // fakeclock and never sleep.
+//
+// # Common Protocol versions
+//
+// The profile core — Channel, the four payloads, their codecs — does not
+// depend on the Common Protocol version around it. Its one seam is
+// Transport (outbound) and Channel.Receive (inbound): package dataplane
+// is the Common Protocol 3.0 binding behind that seam (WebSocket, hello,
+// channel.open, the 3.0 envelope), and it admits xAgents announcing 3.0 or
+// newer while itself speaking 3.0 (W4, Version). When a 4.x text is
+// published, its data plane is a sibling package beside dataplane that
+// also hands each channel a Transport and feeds Channel.Receive; nothing
+// in this package changes for it. ProtocolVersion and Version30 are what
+// the 3.0 binding writes.
 package imv2

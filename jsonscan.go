@@ -10,9 +10,10 @@ import (
 // package either returns exactly what the codec would, or gives up (ok =
 // false) and the caller runs the codec, which then decides and words any
 // error. So the scanner may refuse anything unusual — a duplicate or
-// escaped member name, a surrogate escape, null, an unknown member, a
-// number that is not a plain integer — without a semantic choice of its
-// own. The differential tests in jsonscan_test.go hold it to that.
+// escaped member name, a surrogate escape, null, a forbidden member name,
+// a number that is not a plain integer — without a semantic choice of its
+// own. An unknown member is checked and skipped (E5), as the codec
+// ignores it. The differential tests in jsonscan_test.go hold it to that.
 type scanner struct {
 	b []byte
 	i int

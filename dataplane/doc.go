@@ -14,6 +14,12 @@
 // Both sides speak to a small Conn (Read, Write, Close): the WebSocket
 // one, NewPipe for tests, NewLoggingConn to log envelopes.
 //
+// This package is the Common Protocol 3.0 binding of the profile: it
+// speaks 3.0 and admits newer xAgents (W4). It meets the profile core only
+// through imv2.Transport and imv2.Channel.Receive, so a 4.x data plane,
+// once its text is published, is a sibling package plugged in at that
+// same seam, beside this one; nothing is built for 4.x here.
+//
 // # Choices where the protocol text is silent or loose
 //
 //   - Frames: text only (W2). A binary frame is answered like any invalid

@@ -38,7 +38,8 @@ var flawFails = map[bc.Flaw][]string{
 	bc.NoDrafts:              {"K2.d"},
 	bc.NoDedup:               {"K3.a", "K3.b", "K3.c", "K11.a"},
 	bc.AckReplyToMessageID:   {"K4.a"},
-	bc.AcceptUnknownFields:   {"K4.b", "K7.a"},
+	bc.AcceptUnknownFields:   {"K4.b", "K7.a", "K7.d"},
+	bc.RejectUnknownMembers:  {"K7.d"},
 	bc.NoRequestID:           {"K4.c"},
 	bc.SilentInvalid:         {"K4.d"},
 	bc.BufferTempText:        {"K5.a"},
@@ -71,7 +72,7 @@ var brokenRuns = []brokenRun{
 		bc.AckBeforePost, bc.NewIDOnReconnect, bc.ActivityUnsupported}},
 	{name: "group-c", flaws: []bc.Flaw{bc.DescriptorExtra, bc.FinalTwice, bc.SilentInvalid, bc.NoRequestID,
 		bc.AcceptUnknownFile, bc.LenientDelta, bc.ActivityForever}},
-	{name: "group-d", flaws: []bc.Flaw{bc.LenientHello, bc.NoDrafts, bc.ResendHistory}},
+	{name: "group-d", flaws: []bc.Flaw{bc.LenientHello, bc.NoDrafts, bc.ResendHistory, bc.RejectUnknownMembers}},
 	{name: "group-e-buffered", buffered: true, apiKey: "fixture-key", flaws: []bc.Flaw{bc.UploadsWithoutKey, bc.BufferTempText, bc.ExactVersion}},
 }
 

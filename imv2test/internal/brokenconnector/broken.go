@@ -22,6 +22,7 @@ import (
 	"sync"
 	"time"
 
+	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/google/uuid"
 	"github.com/gorilla/websocket"
 	"github.com/xagentkit/imv2"
@@ -46,7 +47,8 @@ const (
 	NoDrafts              Flaw = "no-drafts"               // K2.d: a streaming target that shows no deltas (D8)
 	NoDedup               Flaw = "no-dedup"                // K3, K11.a: posts every resend again (M9, A6)
 	AckReplyToMessageID   Flaw = "ack-reply-to-message-id" // K4.a: the ack's reply_to is the message_id (A1, I4)
-	AcceptUnknownFields   Flaw = "accept-unknown-fields"   // K4.b, K7.a: chat.message members it does not know are ignored (I2, M8)
+	AcceptUnknownFields   Flaw = "accept-unknown-fields"   // K4.b, K7.a, K7.d: chat.message members are never checked, forbidden ones included (I2, M8)
+	RejectUnknownMembers  Flaw = "reject-unknown-members"  // K7.d: a chat.message member it does not know is a rejection (E5)
 	NoRequestID           Flaw = "no-request-id"           // K4.c: pong and chat acks drop request_id (W8, W9)
 	SilentInvalid         Flaw = "silent-invalid"          // K4.d: frames that are not packets get no error (E2)
 	BufferTempText        Flaw = "buffer-temp-text"        // K5.a: a target that cannot stream still gets the deltas (K5)
@@ -68,7 +70,7 @@ const (
 // Flaws lists every flaw.
 var Flaws = []Flaw{
 	ToolProfileUndeclared, HealthMismatch, UploadsWithoutKey, DescriptorExtra, LenientHello, ExactVersion,
-	FinalTwice, Placeholder, StitchGaps, NoDrafts, NoDedup, AckReplyToMessageID, AcceptUnknownFields,
+	FinalTwice, Placeholder, StitchGaps, NoDrafts, NoDedup, AckReplyToMessageID, AcceptUnknownFields, RejectUnknownMembers,
 	NoRequestID, SilentInvalid, BufferTempText, UnboundedDeltas, LeakSessionID, UnsignedDownload,
 	AcceptUnknownFile, DropFiles, LenientDelta, AckBeforePost, AcceptSync, NewIDOnReconnect,
 	ResendHistory, ActivityUnsupported, IgnoreBadActivity, ActivityForever,
@@ -514,6 +516,13 @@ func (s *session) onOpen(p *imv2.Packet) {
 // ---- chat.message ---------------------------------------------------------
 
 func (s *session) decodeMessage(p *imv2.Packet) (*imv2.ChatMessage, error) {
+	if s.c.has(RejectUnknownMembers) {
+		// The pre-E5 closed reader: any member outside the struct fails.
+		var m imv2.ChatMessage
+		if err := jsonv2.Unmarshal(p.Payload, &m, jsonv2.RejectUnknownMembers(true)); err != nil {
+			return nil, imv2.Errorf(imv2.CodeInvalidPacket, "unknown member")
+		}
+	}
 	if !s.c.has(AcceptUnknownFields) {
 		return imv2.DecodeChatMessage(p, imv2.ToConnector)
 	}
