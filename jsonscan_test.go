@@ -472,6 +472,12 @@ func TestIntegralNumber_MatchesBigRat(t *testing.T) {
 			t.Errorf("integralNumber(%s) = %d, %v; want %d, %v", c, got, gok, want, wok)
 		}
 	}
+	// Exponents beyond big.Rat's range.
+	for c, want := range map[string]bool{"0e10000000000000000000": true, "1e10000000000000000000": false, "1e-10000000000000000000": false, "-0.0e-10000000000000000000": true} {
+		if v, ok := integralNumber([]byte(c)); ok != want || v != 0 {
+			t.Errorf("integralNumber(%s) = %d, %v; want 0, %v", c, v, ok, want)
+		}
+	}
 	rapid.Check(t, func(t *rapid.T) {
 		c := rapid.StringMatching(`-?(0|[1-9][0-9]{0,20})(\.[0-9]{1,20})?([eE][+-]?[0-9]{1,3})?`).Draw(t, "n")
 		got, gok := integralNumber([]byte(c))
@@ -513,4 +519,26 @@ func TestFastCodec_E5_SkipsUnknownMembers(t *testing.T) {
 			t.Fatalf("the reference decoder took a forbidden name (%v): %s", err, bad)
 		}
 	}
+}
+
+// FuzzIntegralNumber holds integralNumber to exact rational arithmetic on
+// every input the JSON number grammar takes.
+func FuzzIntegralNumber(f *testing.F) {
+	for _, s := range []string{"1790000000000", "1.79e12", "1790000000000.0", "1.5", "-0", "9.223372036854775808e18", "0e99999"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		sc := scanner{b: []byte(s)}
+		if !sc.number() || sc.i != len(s) || len(s) > 64 {
+			return
+		}
+		if _, ok := new(big.Rat).SetString(s); !ok {
+			return // an exponent beyond big.Rat's range: the oracle has no answer
+		}
+		got, gok := integralNumber([]byte(s))
+		want, wok := integralOracle(s)
+		if got != want || gok != wok {
+			t.Fatalf("integralNumber(%s) = %d, %v; want %d, %v", s, got, gok, want, wok)
+		}
+	})
 }

@@ -60,3 +60,19 @@ func TestCard_CheckSkill_H3(t *testing.T) {
 	err = skillCard("connector-im-wechat").CheckSkill(nil)
 	require.ErrorContains(t, err, "no /skill.md")
 }
+
+// FuzzSkillHeaderName: any bytes give a name or an invalid_packet error,
+// never a panic; a name found is the one a rebuilt header yields.
+func FuzzSkillHeaderName(f *testing.F) {
+	f.Add([]byte("---\nname: connector-im-wechat\n---\n# x\n"))
+	f.Add([]byte("---\r\nname: \"a: b\"\r\n---\r\n"))
+	f.Add([]byte("# none\n"))
+	f.Fuzz(func(t *testing.T, md []byte) {
+		name, err := imv2.SkillHeaderName(md)
+		if err != nil {
+			require.ErrorIs(t, err, &imv2.Error{Code: imv2.CodeInvalidPacket})
+			return
+		}
+		require.NotEmpty(t, name)
+	})
+}
