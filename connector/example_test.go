@@ -39,7 +39,7 @@ func ExampleNewHandler() {
 	defer ws.Close()
 	h, err := connector.NewHandler(connector.Config{
 		Card:     card,
-		Markdown: []byte("# Console connector\n"),
+		Markdown: []byte("---\nname: connector-im-console\n---\n# Console connector\n"),
 		APIKey:   "change-me",
 		WS:       ws,
 	})

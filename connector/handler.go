@@ -30,6 +30,8 @@ type Config struct {
 	// is encoded once at construction; later changes to it are not served.
 	Card *imv2.Card
 	// Markdown is the primary Skill served at /skill.md; nil means 404 (H3).
+	// Its header (YAML front matter) must name the Skill
+	// imv2.SkillName(Card.ConnectorCardID) exactly (Card.CheckSkill).
 	Markdown []byte
 	// APIKey, when set, is required as "Authorization: Bearer <key>" on
 	// /health, /ws and /files/uploads. A Card with
@@ -97,6 +99,11 @@ func NewHandler(cfg Config) (*Handler, error) {
 		return nil, errors.New("connector: Config.Card is required")
 	}
 	if err := cfg.Card.Validate(); err != nil {
+		return nil, err
+	}
+	// /skill.md's header name and the Card's related_skill_ids must match
+	// exactly (PROTO §4.2): a mismatch fails here, never in front of xAgent.
+	if err := cfg.Card.CheckSkill(cfg.Markdown); err != nil {
 		return nil, err
 	}
 	if cfg.Card.Security != nil && cfg.Card.Security.APIKeyRequired && cfg.APIKey == "" {

@@ -46,6 +46,11 @@ type ClientConfig struct {
 	// HTTPClient fetches the Card; default a client bounded by
 	// RequestTimeout.
 	HTTPClient *http.Client
+	// MinProtocolVersion and MaxProtocolVersion bound the Connector
+	// versions admitted (W4): a hello.ack whose protocol_version lies
+	// outside [min, max] fails the connect. The hello itself always carries
+	// imv2.ProtocolVersion. Zero values default to imv2.Version30 both.
+	MinProtocolVersion, MaxProtocolVersion imv2.Version
 	// SupportedProfiles go in the hello, always explicitly (P3). Default:
 	// the profiles of imv2.DefaultCatalog (xagent.im.v2).
 	SupportedProfiles []string
@@ -117,6 +122,7 @@ type Client struct {
 	err         error       // why the client stopped
 	conn        *clientConn // current connection, nil while disconnected
 	connectorID string
+	version     imv2.Version // of the last hello.ack
 	channels    map[string]*clientChannel
 }
 
@@ -191,6 +197,15 @@ func Dial(ctx context.Context, cfg ClientConfig) (*Client, error) {
 	setInt(&cfg.MaxChannels, DefaultMaxChannels)
 	if cfg.ReconnectMax < cfg.ReconnectMin {
 		cfg.ReconnectMax = cfg.ReconnectMin
+	}
+	if cfg.MinProtocolVersion == (imv2.Version{}) {
+		cfg.MinProtocolVersion = imv2.Version30
+	}
+	if cfg.MaxProtocolVersion == (imv2.Version{}) {
+		cfg.MaxProtocolVersion = imv2.Version30
+	}
+	if cfg.MaxProtocolVersion.Compare(cfg.MinProtocolVersion) < 0 {
+		return nil, imv2.Errorf(imv2.CodeInvalidPacket, "dataplane: ClientConfig MaxProtocolVersion %s is below MinProtocolVersion %s", cfg.MaxProtocolVersion, cfg.MinProtocolVersion)
 	}
 
 	c := &Client{
@@ -304,10 +319,12 @@ func (c *Client) connect(ctx context.Context) (*clientConn, error) {
 		err = imv2.Errorf(imv2.CodeInvalidPacket, "hello answered with %q", r.Type)
 	case ack.ConnectorCardID != c.cfg.CardID:
 		err = imv2.Errorf(imv2.CodeConnectorCardIDMismatch, "hello.ack names connector_card_id %q, want %q", short(ack.ConnectorCardID), c.cfg.CardID)
-	case ack.ProtocolVersion != imv2.ProtocolVersion:
-		err = imv2.Errorf(imv2.CodeInvalidPacket, "hello.ack protocol_version %q, want %s", short(ack.ProtocolVersion), imv2.ProtocolVersion)
 	case ack.ConnectorID == "":
 		err = imv2.Errorf(imv2.CodeInvalidPacket, "hello.ack has no connector_id (W4)")
+	}
+	var version imv2.Version
+	if err == nil {
+		version, err = c.admitVersion(ack.ProtocolVersion)
 	}
 	if err != nil {
 		_ = cc.conn.Close()
@@ -321,6 +338,7 @@ func (c *Client) connect(ctx context.Context) (*clientConn, error) {
 	}
 	c.mu.Lock()
 	c.connectorID = ack.ConnectorID
+	c.version = version
 	c.conn = cc
 	c.mu.Unlock()
 	return cc, nil
@@ -676,6 +694,30 @@ func (c *Client) Channel(id string) *imv2.Channel {
 
 // Card returns the Connector's Card as Dial fetched it.
 func (c *Client) Card() *imv2.Card { return c.card }
+// admitVersion checks the Connector's protocol_version of a hello.ack
+// against the configured range (W4).
+func (c *Client) admitVersion(s string) (imv2.Version, error) {
+	lo, hi := c.cfg.MinProtocolVersion, c.cfg.MaxProtocolVersion
+	if s == "" {
+		return imv2.Version{}, imv2.Errorf(imv2.CodeInvalidPacket, "hello.ack has no protocol_version; this side admits Connectors speaking %s to %s (W4)", lo, hi)
+	}
+	v, err := imv2.ParseVersion(s)
+	if err != nil {
+		return imv2.Version{}, imv2.Errorf(imv2.CodeInvalidPacket, "hello.ack protocol_version %q is not major.minor; this side admits %s to %s (W4)", short(s), lo, hi)
+	}
+	if v.Compare(lo) < 0 || v.Compare(hi) > 0 {
+		return imv2.Version{}, imv2.Errorf(imv2.CodeInvalidPacket, "the Connector speaks protocol_version %s; this side admits %s to %s (W4)", v, lo, hi)
+	}
+	return v, nil
+}
+
+// ProtocolVersion returns the Connector's protocol_version of the last
+// hello.ack (W4): the version the connection speaks.
+func (c *Client) ProtocolVersion() imv2.Version {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.version
+}
 
 // ConnectorID returns the connector_id of the last hello.ack.
 func (c *Client) ConnectorID() string {

@@ -190,10 +190,19 @@ func (ss *session) hello(p *imv2.Packet) {
 		ss.fail(p, imv2.CodeConnectorCardIDMismatch, "connector.hello names connector_card_id %q; this Connector is %q (W4)", short(h.ConnectorCardID), card)
 		return
 	case h.ProtocolVersion == "":
-		ss.fail(p, imv2.CodeInvalidPacket, "connector.hello: protocol_version is missing; this Connector speaks %s only (W4)", imv2.ProtocolVersion)
+		ss.fail(p, imv2.CodeInvalidPacket, "connector.hello: protocol_version is missing; this Connector speaks %s and admits xAgent %s or newer (W4)", imv2.ProtocolVersion, imv2.ProtocolVersion)
 		return
-	case h.ProtocolVersion != imv2.ProtocolVersion:
-		ss.fail(p, imv2.CodeInvalidPacket, "connector.hello: protocol_version %q is not supported; this Connector speaks %s only (W4)", short(h.ProtocolVersion), imv2.ProtocolVersion)
+	}
+	// xAgent's hello carries its own current version; a newer one is
+	// admitted (it keeps a compatible range, Common Protocol §12) and the
+	// ack answers with this Connector's version.
+	peer, err := imv2.ParseVersion(h.ProtocolVersion)
+	switch {
+	case err != nil:
+		ss.fail(p, imv2.CodeInvalidPacket, "connector.hello: protocol_version %q is not major.minor; this Connector speaks %s (W4)", short(h.ProtocolVersion), imv2.ProtocolVersion)
+		return
+	case peer.Compare(imv2.Version30) < 0:
+		ss.fail(p, imv2.CodeInvalidPacket, "connector.hello: protocol_version %s is below %s, the version this Connector speaks (W4)", peer, imv2.ProtocolVersion)
 		return
 	case h.SupportedProfiles == nil:
 		ss.fail(p, imv2.CodeInvalidPacket, "connector.hello: supported_profiles is missing; no profile is enabled implicitly (P3)")
@@ -206,6 +215,9 @@ func (ss *session) hello(p *imv2.Packet) {
 	}
 	if h.ConnectorID != "" && h.ConnectorID != inst.id {
 		ss.log.Info("dataplane: unknown connector_id; issued a new one", "old", short(h.ConnectorID), "new", inst.id)
+	}
+	if peer != imv2.Version30 {
+		ss.log.Info("dataplane: xAgent speaks a newer protocol version; answering with this Connector's", "xagent", peer.String(), "connector", imv2.ProtocolVersion)
 	}
 	ss.supported = slices.Clone(h.SupportedProfiles)
 	ss.neg = imv2.DefaultCatalog().Negotiate(ss.supported, ss.srv.cfg.Card.Supports.Profiles)

@@ -587,6 +587,11 @@ func (r *run) validate(fr *frame) error {
 		}
 		_, err = imv2.DecodeChatActivity(fr.p)
 	}
+	if err == nil {
+		if m := undefinedMember(fr.p); m != "" {
+			err = fmt.Errorf("member %q is not one the profile defines: read tolerantly, write strictly (E5)", m)
+		}
+	}
 	return err
 }
 

@@ -361,8 +361,8 @@ func cmdAccept(r *run, a *args) error {
 	switch {
 	case h.ConnectorCardID != x.cardID:
 		return fmt.Errorf("hello connector_card_id %q, want %q (W4)", h.ConnectorCardID, x.cardID)
-	case h.ProtocolVersion != imv2.ProtocolVersion:
-		return fmt.Errorf("hello protocol_version %q, want %s (W4)", h.ProtocolVersion, imv2.ProtocolVersion)
+	case !helloVersionOK(h.ProtocolVersion):
+		return fmt.Errorf("hello protocol_version %q is missing, not major.minor or below %s (W4)", h.ProtocolVersion, imv2.ProtocolVersion)
 	case h.SupportedProfiles == nil:
 		return errors.New("hello has no supported_profiles: profiles must be declared explicitly (P3)")
 	case !slices.Contains(h.SupportedProfiles, imv2.ProfileIMv2):
@@ -657,3 +657,10 @@ func (s *sdkXAgent) Reply(ctx context.Context, channelID string, r Reply) error 
 }
 
 func (s *sdkXAgent) Close() error { return s.client.Close() }
+
+// helloVersionOK reports whether an xAgent's hello version is one a 3.0
+// Connector admits: its own current version, 3.0 or newer (W4).
+func helloVersionOK(s string) bool {
+	v, err := imv2.ParseVersion(s)
+	return err == nil && v.Compare(imv2.Version30) >= 0
+}

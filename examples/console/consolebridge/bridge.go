@@ -175,7 +175,7 @@ func New(cfg Config) (*Bridge, error) {
 	}
 	b.handler, err = connector.NewHandler(connector.Config{
 		Card: card, APIKey: cfg.APIKey, WS: b.server, Logger: cfg.Logger,
-		Markdown: []byte("# Console Connector\n\nSends and receives chat messages on a terminal.\n"),
+		Markdown: []byte("---\nname: " + imv2.SkillName(CardID) + "\ndescription: Chat with a person at a terminal.\n---\n\n# Console Connector\n\nSends and receives chat messages on a terminal.\n"),
 	})
 	if err != nil {
 		b.server.Close()
