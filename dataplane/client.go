@@ -694,6 +694,7 @@ func (c *Client) Channel(id string) *imv2.Channel {
 
 // Card returns the Connector's Card as Dial fetched it.
 func (c *Client) Card() *imv2.Card { return c.card }
+
 // admitVersion checks the Connector's protocol_version of a hello.ack
 // against the configured range (W4).
 func (c *Client) admitVersion(s string) (imv2.Version, error) {
