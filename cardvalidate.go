@@ -171,7 +171,7 @@ func (c *Card) validateTool(i int) error {
 	}
 	for j, id := range t.RelatedSkillIDs {
 		if err := checkSkillID(c.ConnectorCardID, id); err != nil {
-			return cardErr("tools[%d] (%s).related_skill_ids[%d] %s (PROTO §4.2)", i, t.ToolID, j, err.Message)
+			return cardErr("tools[%d] (%s).related_skill_ids[%d] %s (Common Protocol §4.2)", i, t.ToolID, j, err.Message)
 		}
 	}
 	return nil

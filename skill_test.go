@@ -40,7 +40,7 @@ func skillCard(related ...string) *imv2.Card {
 }
 
 // TestCard_CheckSkill_H3: the /skill.md header name and the Card's skill
-// IDs match exactly (PROTO §4.2); a disagreement names both.
+// IDs match exactly (Common Protocol §4.2); a disagreement names both.
 func TestCard_CheckSkill_H3(t *testing.T) {
 	good := []byte("---\nname: connector-im-wechat\n---\n# WeChat\n")
 	require.NoError(t, skillCard("connector-im-wechat").CheckSkill(good))

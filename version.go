@@ -7,8 +7,8 @@ import (
 	"strings"
 )
 
-// Version is a Common Protocol version, major.minor (Common Protocol §8.1,
-// §12). The hello carries xAgent's own current version and the ack the
+// Version is a Common Protocol version, major.minor
+// (Common Protocol §8.1 and §12). The hello carries xAgent's own current version and the ack the
 // Connector's own; neither is a list, and each side admits the other when
 // its version lies in the range it is compatible with (W4).
 type Version struct {

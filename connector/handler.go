@@ -102,7 +102,7 @@ func NewHandler(cfg Config) (*Handler, error) {
 		return nil, err
 	}
 	// /skill.md's header name and the Card's related_skill_ids must match
-	// exactly (PROTO §4.2): a mismatch fails here, never in front of xAgent.
+	// exactly (Common Protocol §4.2): a mismatch fails here, never in front of xAgent.
 	if err := cfg.Card.CheckSkill(cfg.Markdown); err != nil {
 		return nil, err
 	}

@@ -160,6 +160,15 @@ func Dial(ctx context.Context, cfg ClientConfig) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.MinProtocolVersion == (imv2.Version{}) {
+		cfg.MinProtocolVersion = imv2.Version30
+	}
+	if cfg.MaxProtocolVersion == (imv2.Version{}) {
+		cfg.MaxProtocolVersion = imv2.Version30
+	}
+	if cfg.MaxProtocolVersion.Compare(cfg.MinProtocolVersion) < 0 {
+		return nil, imv2.Errorf(imv2.CodeInvalidPacket, "dataplane: ClientConfig MaxProtocolVersion %s is below MinProtocolVersion %s", cfg.MaxProtocolVersion, cfg.MinProtocolVersion)
+	}
 	setDur(&cfg.RequestTimeout, DefaultRequestTimeout)
 	if cfg.HTTPClient == nil {
 		cfg.HTTPClient = &http.Client{Timeout: cfg.RequestTimeout}
@@ -197,15 +206,6 @@ func Dial(ctx context.Context, cfg ClientConfig) (*Client, error) {
 	setInt(&cfg.MaxChannels, DefaultMaxChannels)
 	if cfg.ReconnectMax < cfg.ReconnectMin {
 		cfg.ReconnectMax = cfg.ReconnectMin
-	}
-	if cfg.MinProtocolVersion == (imv2.Version{}) {
-		cfg.MinProtocolVersion = imv2.Version30
-	}
-	if cfg.MaxProtocolVersion == (imv2.Version{}) {
-		cfg.MaxProtocolVersion = imv2.Version30
-	}
-	if cfg.MaxProtocolVersion.Compare(cfg.MinProtocolVersion) < 0 {
-		return nil, imv2.Errorf(imv2.CodeInvalidPacket, "dataplane: ClientConfig MaxProtocolVersion %s is below MinProtocolVersion %s", cfg.MaxProtocolVersion, cfg.MinProtocolVersion)
 	}
 
 	c := &Client{

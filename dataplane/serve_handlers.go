@@ -166,7 +166,7 @@ func (ss *session) ackError(req *imv2.Packet, typ string, err error, fallback im
 }
 
 // signedOut makes a logout ack's Descriptor describe the state after
-// sign-out (PROTO §8.14: "created, expired or revoked"): a status that
+// sign-out (Common Protocol §8.14: "created, expired or revoked"): a status that
 // still claims a sign-in (connected, authenticating, degraded) — a stale
 // Describe, say — becomes created in a copy, and the author is told in
 // the log.

@@ -164,7 +164,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		return nil, imv2.Errorf(imv2.CodeInvalidPacket, "dataplane: the Card declares no profile")
 	}
 	// The whole Card, with the 3.0 text's Card and Skill-name rules, fails
-	// here rather than in front of xAgent (H1, PROTO §4.1, §4.2).
+	// here rather than in front of xAgent (H1, Common Protocol §4.1 and §4.2).
 	if err := cfg.Card.Validate(); err != nil {
 		return nil, err
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"testing"
 
 	"github.com/gorilla/websocket"
@@ -78,7 +77,7 @@ func TestServer_W4_AdmitsVersionRange(t *testing.T) {
 // version.
 func ackConnector(t *testing.T, version string, omit bool, got chan<- string) string {
 	t.Helper()
-	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	hs := httptest.NewServer(withCard(testCard(), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		up := websocket.Upgrader{Subprotocols: []string{imv2.Subprotocol}}
 		ws, err := up.Upgrade(w, r, nil)
 		if err != nil {
@@ -106,9 +105,9 @@ func ackConnector(t *testing.T, version string, omit bool, got chan<- string) st
 				return
 			}
 		}
-	}))
+	})))
 	t.Cleanup(hs.Close)
-	return "ws" + strings.TrimPrefix(hs.URL, "http")
+	return hs.URL
 }
 
 // TestClient_W4_AdmitsAckVersionInRange: the xAgent side admits a Connector
@@ -169,13 +168,13 @@ func TestClient_W4_AdmitsAckVersionInRange(t *testing.T) {
 }
 
 func TestClient_W4_VersionRangeConfig(t *testing.T) {
-	_, err := Dial(ctxWait(t), ClientConfig{URL: "ws://127.0.0.1:1/ws", CardID: testCardID, Target: newRecTarget(),
+	_, err := Dial(ctxWait(t), ClientConfig{URL: "http://127.0.0.1:1", CardID: testCardID, Target: newRecTarget(),
 		MinProtocolVersion: imv2.Version{Major: 4}, MaxProtocolVersion: imv2.Version{Major: 3}})
 	require.ErrorContains(t, err, "below MinProtocolVersion")
 }
 
 // TestServer_W12_LogoutAckDescribesStateAfterSignOut: auth.logout.ack's
-// Descriptor is the state after sign-out (PROTO §8.14): a Describe that
+// Descriptor is the state after sign-out (Common Protocol §8.14): a Describe that
 // still says connected is sent as created; revoked stays revoked.
 func TestServer_W12_LogoutAckDescribesStateAfterSignOut(t *testing.T) {
 	for _, tc := range []struct{ described, want string }{

@@ -10,7 +10,7 @@ import (
 )
 
 // ruleFamilies are the families of RULES.md the suite must cover, with
-// their highest rule number and the numbers RULES.md does not use (E4).
+// their highest rule number and the numbers RULES.md does not use.
 var ruleFamilies = []struct {
 	family string
 	n      int
