@@ -135,6 +135,14 @@ type Options struct {
 	// (DefaultMaxOpenDeltas, DefaultMaxDeltaBytes).
 	MaxOpenDeltas int
 	MaxDeltaBytes int
+	// Budget bounds, across every channel that shares it, the bytes a
+	// peer can make the channels hold: delta buffers (by capacity) and
+	// messages queued for or waiting on a Target call. Over it a delta
+	// that needs room is rejected with delta_limit_exceeded and a message
+	// with channel_busy (retryable). nil: only the per-channel bounds
+	// above; the dataplane Server sets one per connector_id under one per
+	// Server (dataplane.DefaultMaxMemory).
+	Budget *Budget
 	// ActivityTimeout clears a shown activity nobody refreshed
 	// (DefaultActivityTimeout).
 	ActivityTimeout time.Duration

@@ -15,7 +15,13 @@ type delivery struct {
 	fp      Fingerprint
 	stream  *deltaStream
 	waiters []*Packet
+	held    int64 // Budget bytes of the message and its waiters
 }
+
+// queuedCost is what a queued copy of a message costs the Budget: its raw
+// payload, the decoded message (no larger than the payload) and the
+// structs around them.
+func queuedCost(p *Packet) int64 { return 2*int64(len(p.Payload)) + 1024 }
 
 // storeTimeout bounds a store call that must finish even while the
 // channel closes: the completed record of a message already posted, the
@@ -54,7 +60,11 @@ func (c *Channel) receiveMessage(ctx context.Context, p *Packet) error {
 		case len(d.waiters) >= c.o.MaxWaiters:
 			c.mu.Unlock()
 			return c.reject(p, id, &Error{Code: CodeChannelBusy, Message: "too many resends waiting", Retryable: true})
+		case !c.reserveLocked(int64(len(p.Payload)) + 256):
+			c.mu.Unlock()
+			return c.reject(p, id, &Error{Code: CodeChannelBusy, Message: "memory budget spent; try later", Retryable: true})
 		}
+		d.held += int64(len(p.Payload)) + 256
 		d.waiters = append(d.waiters, p)
 		c.mu.Unlock()
 		return nil
@@ -67,7 +77,12 @@ func (c *Channel) receiveMessage(ctx context.Context, p *Packet) error {
 		c.mu.Unlock()
 		return ErrClosed
 	}
-	d := &delivery{p: p, m: m, fp: fp}
+	cost := queuedCost(p)
+	if !c.reserveLocked(cost) {
+		c.mu.Unlock()
+		return c.reject(p, id, &Error{Code: CodeChannelBusy, Message: "memory budget spent; try later", Retryable: true})
+	}
+	d := &delivery{p: p, m: m, fp: fp, held: cost}
 	if c.inflight == nil {
 		c.inflight = map[string]*delivery{}
 	}
@@ -118,6 +133,10 @@ func (c *Channel) deliver(d *delivery) {
 	c.mu.Lock()
 	delete(c.inflight, id)
 	waiters := d.waiters
+	c.releaseLocked(d.held)
+	if d.stream != nil {
+		c.releaseLocked(d.stream.held)
+	}
 	c.mu.Unlock()
 
 	c.answer(p, id, status, rej)
