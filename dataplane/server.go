@@ -629,6 +629,17 @@ func (s *Server) dropChannelLocked(e *channelEntry) {
 	}()
 }
 
+// handoverCompleted copies the completed records of a channel ID this
+// Server no longer holds to the new ID it issued for its reopen, before
+// anything is routed to the new channel: the sender moves its pending
+// finals there, and one already posted must be answered duplicate, not
+// posted twice (dedup follows the message, not the ID).
+func (s *Server) handoverCompleted(ctx context.Context, old, id string) {
+	if err := s.opts.Completed.Handover(ctx, old, id); err != nil {
+		s.log.Warn("dataplane: completed records not handed over; a resend may be posted again", "old", short(old), "connector_channel_id", id, "err", err)
+	}
+}
+
 // syncTransport gives the Channel the transport of its current owner (nil
 // when it has none). Calls are serialised per channel and re-read the
 // owner, so a late detach can never undo a newer reopen.

@@ -263,6 +263,9 @@ func (ss *session) openChannel(p *imv2.Packet) {
 		}
 		if p.ConnectorChannelID != "" && reuse == "" {
 			ss.log.Info("dataplane: channel.open for an unknown channel; issued a new ID", "old", short(p.ConnectorChannelID), "new", e.id)
+			if !elsewhere {
+				srv.handoverCompleted(ss.ctx, p.ConnectorChannelID, e.id)
+			}
 		}
 		srv.mu.Lock()
 	} else if !neg.Equal(e.neg) {
