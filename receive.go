@@ -77,10 +77,20 @@ func (c *Channel) receiveMessage(ctx context.Context, p *Packet) error {
 		c.mu.Unlock()
 		return ErrClosed
 	}
-	cost := queuedCost(p)
-	if !c.reserveLocked(cost) {
+	// The final of an open stream takes over the stream's budget, whose
+	// text it frees: a budget full of streams never refuses the finals
+	// that would empty it.
+	stream := c.deltas[id]
+	cost, credit := queuedCost(p), int64(0)
+	if stream != nil {
+		credit = stream.held
+	}
+	if cost > credit && !c.reserveLocked(cost-credit) {
 		c.mu.Unlock()
 		return c.reject(p, id, &Error{Code: CodeChannelBusy, Message: "memory budget spent; try later", Retryable: true})
+	}
+	if credit > cost {
+		c.releaseLocked(credit - cost)
 	}
 	d := &delivery{p: p, m: m, fp: fp, held: cost}
 	if c.inflight == nil {
@@ -89,10 +99,12 @@ func (c *Channel) receiveMessage(ctx context.Context, p *Packet) error {
 	c.inflight[id] = d
 	// The final clears the message's delta state (D10, S5); its drafts are
 	// finished before the final is posted, so the final wins (M11).
-	d.stream = c.deltas[id]
+	d.stream = stream
 	delete(c.deltas, id)
-	if d.stream != nil {
-		d.stream.final = true
+	if stream != nil {
+		stream.final = true
+		stream.held = 0
+		stream.buf, stream.ends, stream.draft = nil, nil, "" // a running draft call keeps only its own copy
 	}
 	c.queue = append(c.queue, d)
 	if !c.delivering {
@@ -134,9 +146,6 @@ func (c *Channel) deliver(d *delivery) {
 	delete(c.inflight, id)
 	waiters := d.waiters
 	c.releaseLocked(d.held)
-	if d.stream != nil {
-		c.releaseLocked(d.stream.held)
-	}
 	c.mu.Unlock()
 
 	c.answer(p, id, status, rej)
