@@ -46,18 +46,21 @@ const (
 	DefaultMaxPreHello = 256
 	// DefaultMaxMemory is the Server's budget, in bytes, for the state its
 	// peers make it hold: delta text (by buffer capacity) and messages
-	// queued for a Target, across every connector_id (imv2.Budget). Over
-	// it a delta needing room gets delta_limit_exceeded and a final
-	// channel_busy (retryable). 128 MiB is 128 full-size (1 MiB) replies
-	// at once; with the Go heap's collection slack (GOGC=100 lets garbage
-	// reach the live size) the heap stays near 2 × 128 MiB plus the fixed
-	// costs, a few hundred MiB whatever the peers do.
-	DefaultMaxMemory = 128 << 20
+	// queued for a Target or waiting on one, across every connector_id
+	// (imv2.Budget). Over it a delta needing room gets
+	// delta_limit_exceeded and a final channel_busy (retryable). 64 MiB is
+	// 64 full-size (1 MiB) replies at once. The heap may hold up to three
+	// times a budget: the buffers a growing stream replaced (doubling keeps
+	// their sum under the live size) and Go's collection slack (GOGC=100
+	// lets garbage reach the live heap) — so about 200 MiB plus the fixed
+	// costs (pre-hello connections, channels), whatever the peers do.
+	// TestAttack_DeltaFloodStaysInBudget measures it.
+	DefaultMaxMemory = 64 << 20
 	// DefaultMaxConnectorMemory is each connector_id's share of the same
-	// state, so one peer cannot take the whole Server budget: 32 full-size
+	// state, so one peer cannot take the whole Server budget: 16 full-size
 	// replies streaming or queued at once, far more than one xAgent's
 	// tool loops produce.
-	DefaultMaxConnectorMemory = 32 << 20
+	DefaultMaxConnectorMemory = 16 << 20
 )
 
 // ServerConfig configures a Server. Card and NewTarget are required.
