@@ -206,11 +206,11 @@ func (discardTarget) UpdateDraft(context.Context, string, string, string) error 
 
 // TestAttack_EvictionDuringGraceRefusesNewConnectorID: a client's
 // connection ends with a final accepted (its ack lost); while it is
-// offline, 16 hellos with an empty connector_id arrive. The 16th is
-// refused connector_id_mismatch and nothing is evicted: when the attacker
+// offline, DefaultMaxConnectors hellos with an empty connector_id arrive.
+// The last is refused connector_id_mismatch and nothing is evicted: when the attacker
 // lets go, the client comes back to its connector_id and its channel, and
 // its resend of the final is answered duplicate, shown once. Before, the
-// 16th hello evicted the client's instance, the client got a new
+// 16th hello (the cap then) evicted the client's instance, the client got a new
 // connector_id and channel ID, and the resend was posted a second time.
 func TestAttack_EvictionDuringGraceRefusesNewConnectorID(t *testing.T) {
 	target := newRecTarget()

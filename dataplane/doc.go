@@ -62,7 +62,7 @@
 //     per connector_id under DefaultMaxMemory (64 MiB) per Server
 //     (imv2.Budget); over it a delta that needs room gets
 //     delta_limit_exceeded and a final channel_busy, retryable;
-//   - connector_id instances: DefaultMaxConnectors (16), each kept for
+//   - connector_id instances: DefaultMaxConnectors (64), each kept for
 //     DefaultOfflineGrace (1 h) after its last connection ends (its TTL),
 //     then its channels are closed and dropped (OnChannelDrop is called);
 //     at the cap a hello for a new connector_id is refused

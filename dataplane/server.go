@@ -31,9 +31,14 @@ const (
 	// DefaultMaxConnectors bounds the connector_id instances kept, online
 	// or within their offline grace. A hello that needs a new one beyond it
 	// is refused with connector_id_mismatch and nothing is evicted: an
-	// offline instance keeps its channels (and their completed records)
-	// until its grace ends, however many hellos arrive meanwhile.
-	DefaultMaxConnectors = 16
+	// offline instance keeps its channels (their pending, completed and
+	// the author's auth state) until its grace ends, however many hellos
+	// arrive meanwhile. So the cap is also the number of distinct xAgent
+	// sessions one Connector admits per OfflineGrace: 64 leaves room for a
+	// conformance run (imv2test: 33 fresh connector_ids) beside the few
+	// real xAgents, which keep their connector_id. Its fixed cost is
+	// bounded by MaxChannels per instance (idle channels ≈ 1 KB each).
+	DefaultMaxConnectors = 64
 	// DefaultHelloTimeout closes a connection that completed no hello.
 	DefaultHelloTimeout = 30 * time.Second
 	// DefaultMaxHandlerCalls bounds concurrent AuthHandler and ToolHandler
@@ -372,6 +377,12 @@ func (s *Server) serveConn(ctx context.Context, conn Conn, slot bool) error {
 	}
 	return ss.run()
 }
+
+// Budget returns the Server's memory budget (MaxMemory), the parent of
+// every connector_id's. Other state a peer makes the process hold (the
+// connector kit's uploads in flight, say) can reserve from it, so one
+// limit bounds it all.
+func (s *Server) Budget() *imv2.Budget { return s.budget }
 
 // Channel returns the Channel of a connector_channel_id, open or not, or
 // nil when no connector_id holds it. Use it to send user messages:
