@@ -2,6 +2,8 @@ package imv2
 
 import (
 	"context"
+	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -9,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/xagentkit/imv2/fakeclock"
+	"pgregory.net/rapid"
 )
 
 // TestBudget_Hierarchy: a reservation must fit the budget and every
@@ -198,4 +201,101 @@ func deltaPacketFor(t *testing.T, channel, id string, seq int64, text string) *P
 	p, err := NewChatMessageDelta(channel, ChatMessageDelta{MessageID: id, Sequence: seq, Text: text})
 	require.NoError(t, err)
 	return p
+}
+
+// TestBudget_Property_NoLeakNoOvershoot: any sequence of deltas (growing,
+// repeated, empty, gapped, for new and open streams), finals and idle
+// sweeps on two channels sharing a budget never takes it past its limit,
+// and once every stream is finalised or swept the budget is back to zero;
+// Close returns whatever is left.
+func TestBudget_Property_NoLeakNoOvershoot(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		limit := rapid.Int64Range(2048, 64<<10).Draw(rt, "limit")
+		b := NewBudget(limit, nil)
+		clk := fakeclock.New(t0)
+		noop := TargetFunc(func(context.Context, string, *ChatMessage) error { return nil })
+		var chans []*Channel
+		for _, id := range []string{"cch_1", "cch_2"} {
+			c, err := NewChannel(id, RoleConnector, imNegotiated(), discardWire{}, noop,
+				&Options{Budget: b, Clock: clk, DeltaIdleTTL: time.Minute, DeltaSweep: 10 * time.Second, MaxDeltaBytes: 16 << 10})
+			if err != nil {
+				rt.Fatal(err)
+			}
+			chans = append(chans, c)
+		}
+		ctx := context.Background()
+		next := map[string]int64{} // channel/message → next sequence the test expects accepted
+		for range rapid.IntRange(1, 60).Draw(rt, "steps") {
+			c := chans[rapid.IntRange(0, 1).Draw(rt, "ch")]
+			msg := fmt.Sprintf("m%d", rapid.IntRange(0, 3).Draw(rt, "msg"))
+			key := c.ID() + "/" + msg
+			switch rapid.IntRange(0, 5).Draw(rt, "op") {
+			case 0, 1, 2: // a delta: usually the next one, sometimes a repeat or a gap
+				seq := max(next[key], 1) + int64(rapid.IntRange(-1, 1).Draw(rt, "skew"))
+				text := strings.Repeat("t", rapid.IntRange(0, 3000).Draw(rt, "len"))
+				p, err := NewChatMessageDelta(c.ID(), ChatMessageDelta{MessageID: msg, Sequence: max(seq, 1), Text: text})
+				if err != nil {
+					rt.Fatal(err)
+				}
+				if c.Receive(ctx, p) == nil && max(seq, 1) == max(next[key], 1) {
+					next[key] = max(seq, 1) + 1
+				}
+			case 3: // the final
+				p, err := NewChatMessage(c.ID(), ToConnector, ChatMessage{MessageID: msg + "f", Text: "done"})
+				if err != nil {
+					rt.Fatal(err)
+				}
+				_ = c.Receive(ctx, p)
+				pf, err := NewChatMessage(c.ID(), ToConnector, ChatMessage{MessageID: msg, Text: "done"})
+				if err != nil {
+					rt.Fatal(err)
+				}
+				_ = c.Receive(ctx, pf)
+				delete(next, key)
+			case 4:
+				clk.Advance(time.Duration(rapid.IntRange(1, 40).Draw(rt, "secs")) * time.Second)
+			case 5:
+				for _, c := range chans {
+					waitIdle(rt, c)
+				}
+			}
+			if u := b.Used(); u > limit || u < 0 {
+				rt.Fatalf("budget used %d, limit %d", u, limit)
+			}
+		}
+		// Sweep every stream, finish every delivery: nothing is left held.
+		for _, c := range chans {
+			waitIdle(rt, c)
+		}
+		clk.Advance(2 * time.Minute)
+		for _, c := range chans {
+			waitIdle(rt, c)
+		}
+		if u := b.Used(); u != 0 {
+			rt.Fatalf("%d bytes held after every stream was swept and every final delivered", u)
+		}
+		for _, c := range chans {
+			_ = c.Close()
+		}
+		if u := b.Used(); u != 0 {
+			rt.Fatalf("%d bytes held after Close", u)
+		}
+	})
+}
+
+// discardWire is a Transport that drops what it is given.
+type discardWire struct{}
+
+func (discardWire) Send(context.Context, *Packet) error { return nil }
+
+// waitIdle waits until the channel's goroutines are done (deliveries
+// answered, drafts shown).
+func waitIdle(rt *rapid.T, c *Channel) {
+	deadline := time.Now().Add(wait)
+	for c.active.Load() != 0 {
+		if time.Now().After(deadline) {
+			rt.Fatal("channel never went idle")
+		}
+		runtime.Gosched()
+	}
 }
