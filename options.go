@@ -59,8 +59,9 @@ const (
 	// DefaultMaxWaiters bounds the resends of one message_id that wait for
 	// its in-flight delivery; a further one is rejected retryable.
 	DefaultMaxWaiters = 16
-	// DefaultDeltaIdleTTL drops a delta stream that saw no delta for this
-	// long (D9); its final is still handled as a final without deltas.
+	// DefaultDeltaIdleTTL drops a delta stream that no delta extended for
+	// this long (D9): a repeat of an earlier delta or an empty one does not
+	// keep it alive. Its final is still handled as a final without deltas.
 	DefaultDeltaIdleTTL = 5 * time.Minute
 	// DefaultMaxOpenDeltas bounds open delta streams per channel; a delta
 	// for a new message beyond it is rejected with delta_limit_exceeded.

@@ -332,6 +332,10 @@ func TestAttack_PreHelloConnectionsCapped(t *testing.T) {
 	require.ErrorIs(t, err, websocket.ErrBadHandshake, "connection past the cap accepted")
 	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
 	_ = resp.Body.Close()
+	a, b := NewPipe() // ServeConn past the cap closes the connection at once
+	require.ErrorIs(t, srv.ServeConn(context.Background(), b), imv2.ErrClosed)
+	_, err = a.Read(ctxWait(t))
+	require.Error(t, err, "closed")
 
 	idle[0].hello("") // a hello frees its slot
 	more := dialPeer(t, url, authHeader())
