@@ -165,6 +165,7 @@ func TestAttack_DeltaFloodStaysInBudget(t *testing.T) {
 	}{
 		{name: "4 channels", peers: 1, channels: 4, server: 16 << 20, perConnector: 8 << 20, total: 64 << 20},
 		{name: "4 connector_ids x 50 channels", peers: 4, channels: 50, server: 8 << 20, perConnector: 4 << 20, total: 48 << 20},
+		{name: "4 channels, default budgets", peers: 1, channels: 4, total: 96 << 20},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -174,7 +175,7 @@ func TestAttack_DeltaFloodStaysInBudget(t *testing.T) {
 				c.MaxMemory = tc.server
 				c.MaxConnectorMemory = tc.perConnector
 			})
-			binding := min(tc.server, int64(tc.peers)*tc.perConnector)
+			binding := min(orDefault64(tc.server, DefaultMaxMemory), int64(tc.peers)*orDefault64(tc.perConnector, DefaultMaxConnectorMemory))
 			peers := make([]*floodPeer, tc.peers)
 			ids := make([][]string, tc.peers)
 			for i := range peers {
@@ -203,6 +204,13 @@ type discardTarget struct{}
 func (discardTarget) PostMessage(context.Context, string, *imv2.ChatMessage) error { return nil }
 
 func (discardTarget) UpdateDraft(context.Context, string, string, string) error { return nil }
+
+func orDefault64(v, def int64) int64 {
+	if v > 0 {
+		return v
+	}
+	return def
+}
 
 // TestAttack_EvictionDuringGraceRefusesNewConnectorID: a client's
 // connection ends with a final accepted (its ack lost); while it is
