@@ -73,9 +73,18 @@
 //     DefaultPingInterval (30 s), dropped after DefaultPongTimeout (15 s)
 //     without any frame or pong; graceful close waits DefaultCloseTimeout;
 //   - hello within DefaultHelloTimeout (30 s) or the connection closes;
-//   - connector_id instances: DefaultMaxConnectors (16), each kept for
+//     at most DefaultMaxPreHello (256) connections without a hello per
+//     Server, then ServeHTTP answers 503 before the upgrade;
+//   - memory a peer makes the Server hold (delta buffers, finals queued
+//     for or waiting on a Target call): DefaultMaxConnectorMemory (16 MiB)
+//     per connector_id under DefaultMaxMemory (64 MiB) per Server
+//     (imv2.Budget); over it a delta that needs room gets
+//     delta_limit_exceeded and a final channel_busy, retryable;
+//   - connector_id instances: DefaultMaxConnectors (64), each kept for
 //     DefaultOfflineGrace (1 h) after its last connection ends (its TTL),
 //     then its channels are closed and dropped (OnChannelDrop is called);
+//     at the cap a hello for a new connector_id is refused
+//     connector_id_mismatch, and no instance is evicted within its grace;
 //   - channels per connector_id (so per connection): DefaultMaxChannels
 //     (1,000), open or closed-but-kept; at the cap the least recently used
 //     closed channel is dropped, and if all are open the open is refused;

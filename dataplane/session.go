@@ -30,18 +30,26 @@ type session struct {
 	// so 10,000 channels do not hold 10,000 copies.
 	neg *imv2.Negotiated
 
-	inst *instance                // guarded by srv.mu
-	open map[string]*channelEntry // guarded by srv.mu: channels open here
+	inst     *instance                // guarded by srv.mu
+	preHello bool                     // guarded by srv.mu: holds a slot of MaxPreHello
+	open     map[string]*channelEntry // guarded by srv.mu: channels open here
 
 	sem   chan struct{}
 	wg    sync.WaitGroup
 	ended chan struct{} // closed once detached
 }
 
-func (s *Server) newSession(ctx context.Context, conn Conn) *session {
+func (s *Server) newSession(ctx context.Context, conn Conn, slot bool) *session {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
+	if !slot && !s.closed && s.preHello < s.cfg.MaxPreHello {
+		s.preHello++
+		slot = true
+	}
+	if s.closed || !slot {
+		if slot {
+			s.preHello--
+		}
 		return nil
 	}
 	ctx, cancel := context.WithCancel(ctx)
@@ -54,6 +62,8 @@ func (s *Server) newSession(ctx context.Context, conn Conn) *session {
 		open:   map[string]*channelEntry{},
 		sem:    make(chan struct{}, s.cfg.MaxHandlerCalls),
 		ended:  make(chan struct{}),
+
+		preHello: true,
 	}
 	s.sessions[ss] = struct{}{}
 	s.wg.Add(1)
@@ -265,6 +275,9 @@ func (ss *session) openChannel(p *imv2.Packet) {
 		}
 		if p.ConnectorChannelID != "" && reuse == "" {
 			ss.log.Info("dataplane: channel.open for an unknown channel; issued a new ID", "old", short(p.ConnectorChannelID), "new", e.id)
+			if !elsewhere {
+				srv.handoverCompleted(ss.ctx, p.ConnectorChannelID, e.id)
+			}
 		}
 		srv.mu.Lock()
 	} else if !neg.Equal(e.neg) {
@@ -317,7 +330,9 @@ func (ss *session) newChannel(inst *instance, neg *imv2.Negotiated, id string) (
 	if target == nil {
 		return nil, imv2.Errorf(imv2.CodeChannelUnavailable, "no target for channel %q", id)
 	}
-	ch, err := imv2.NewChannel(id, imv2.RoleConnector, neg, nil, target, &srv.opts)
+	opts := srv.opts
+	opts.Budget = inst.budget // its channels share the connector_id's budget
+	ch, err := imv2.NewChannel(id, imv2.RoleConnector, neg, nil, target, &opts)
 	if err != nil {
 		return nil, err
 	}
