@@ -16,7 +16,9 @@
 // # API key
 //
 // When Config.APIKey is set, /health, /ws and /files/uploads need
-// "Authorization: Bearer <key>". The Handler keeps only a SHA-256 digest of
+// "Authorization: Bearer <key>": the scheme in any case, one or more
+// spaces, then the key (RFC 9110 §11.4), read by the same parser as the
+// data plane's, so the two never disagree on a header. The Handler keeps only a SHA-256 digest of
 // the key and compares digests with crypto/subtle, so neither the length nor
 // the content leaks through timing. The key is never logged and never
 // written into a response; a wrong or missing key gets 401.

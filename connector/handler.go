@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/internal/apikey"
 )
 
 // HeaderChannelID names the channel of an upload (T1).
@@ -75,7 +76,7 @@ type Handler struct {
 	cfg     Config
 	card    []byte
 	health  []byte
-	key     apiKey
+	key     apikey.Key
 	signer  *signer
 	files   FileStore
 	maxBody int64
@@ -149,14 +150,14 @@ func NewHandler(cfg Config) (*Handler, error) {
 		cfg:     cfg,
 		card:    card,
 		health:  health,
-		key:     newAPIKey(cfg.APIKey),
+		key:     apikey.New(cfg.APIKey),
 		signer:  newSigner(),
 		files:   cfg.Files,
 		maxBody: cfg.MaxUploadBytes + formOverhead,
 		log:     cfg.Logger,
 	}
 	h.cfg.APIKey = "" // only the digest is kept
-	if !h.key.set {
+	if !h.key.Set() {
 		h.log.Warn("connector: no API key configured; /health, /ws and /files/uploads are open")
 	}
 	return h, nil
@@ -237,7 +238,7 @@ func (h *Handler) method(w http.ResponseWriter, r *http.Request, want string) bo
 
 // authorized answers 401 unless the API key check passes.
 func (h *Handler) authorized(w http.ResponseWriter, r *http.Request) bool {
-	if h.key.allow(r) {
+	if h.key.Allow(r.Header.Get("Authorization")) {
 		return true
 	}
 	h.log.Info("connector: unauthorized request", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr)

@@ -2,18 +2,16 @@ package dataplane
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"log/slog"
 	"net/http"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/gorilla/websocket"
 	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/internal/apikey"
 )
 
 // Defaults of ServerConfig.
@@ -116,7 +114,7 @@ type Server struct {
 	clock    imv2.Clock
 	opts     imv2.Options
 	upgrader websocket.Upgrader
-	keyHash  [32]byte
+	key      apikey.Key
 	imTypes  map[string]bool
 	cardTool map[string]bool
 	cardFlow map[string]bool
@@ -231,9 +229,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	for _, f := range cfg.Card.AuthFlows {
 		s.cardFlow[f.ID] = true
 	}
-	if cfg.APIKey != "" {
-		s.keyHash = sha256.Sum256([]byte(cfg.APIKey))
-	}
+	s.key = apikey.New(cfg.APIKey) // unset (allows all) when empty
 	s.upgrader = websocket.Upgrader{
 		Subprotocols: []string{imv2.Subprotocol},
 		CheckOrigin:  cfg.CheckOrigin,
@@ -258,7 +254,7 @@ func profilePacketTypes() map[string]bool {
 // xagent.connector.packet.v1 gets 400; a wrong or missing API key (when
 // ServerConfig.APIKey is set) gets 401.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if s.cfg.APIKey != "" && !s.keyOK(r) {
+	if !s.key.Allow(r.Header.Get("Authorization")) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="xagent-connector"`)
 		http.Error(w, "missing or invalid API key", http.StatusUnauthorized)
 		return
@@ -280,18 +276,6 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return // the upgrader has answered
 	}
 	_ = s.ServeConn(context.Background(), newWSConn(ws, s.cfg.Conn))
-}
-
-// keyOK compares the bearer key in constant time; hashing first makes the
-// comparison independent of the key's length too.
-func (s *Server) keyOK(r *http.Request) bool {
-	h := r.Header.Get("Authorization")
-	const prefix = "Bearer "
-	if len(h) < len(prefix) || !strings.EqualFold(h[:len(prefix)], prefix) {
-		return false
-	}
-	got := sha256.Sum256([]byte(h[len(prefix):]))
-	return subtle.ConstantTimeCompare(got[:], s.keyHash[:]) == 1
 }
 
 // ServeConn serves one data-plane connection over any Conn (a WebSocket
