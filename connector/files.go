@@ -29,22 +29,22 @@ type uploadResponse struct {
 func (h *Handler) serveUpload(w http.ResponseWriter, r *http.Request) {
 	ch := r.Header.Get(HeaderChannelID)
 	if ch == "" {
-		h.fail(w, http.StatusBadRequest, imv2.CodeChannelIDRequired, HeaderChannelID+" header is required")
+		h.fail(w, r, http.StatusBadRequest, imv2.CodeChannelIDRequired, HeaderChannelID+" header is required")
 		return
 	}
 	if !validChannelID(ch) {
-		h.fail(w, http.StatusBadRequest, CodeInvalidUpload, HeaderChannelID+" header is invalid")
+		h.fail(w, r, http.StatusBadRequest, CodeInvalidUpload, HeaderChannelID+" header is invalid")
 		return
 	}
 	if r.ContentLength > h.maxBody {
-		h.fail(w, http.StatusRequestEntityTooLarge, CodeFileTooLarge, "upload is over the size limit")
+		h.fail(w, r, http.StatusRequestEntityTooLarge, CodeFileTooLarge, "upload is over the size limit")
 		return
 	}
 	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(h.cfg.UploadTimeout)) // network time, not Config.Clock
 	r.Body = http.MaxBytesReader(w, r.Body, h.maxBody)
 	mr, err := r.MultipartReader()
 	if err != nil {
-		h.fail(w, http.StatusBadRequest, CodeInvalidUpload, "body is not multipart/form-data")
+		h.fail(w, r, http.StatusBadRequest, CodeInvalidUpload, "body is not multipart/form-data")
 		return
 	}
 	ctx := r.Context()
@@ -54,7 +54,7 @@ func (h *Handler) serveUpload(w http.ResponseWriter, r *http.Request) {
 		if stored {
 			_ = h.files.Delete(context.WithoutCancel(ctx), ch, up.File.FileRef)
 		}
-		h.fail(w, status, code, msg)
+		h.fail(w, r, status, code, msg)
 	}
 	for {
 		part, err := mr.NextPart()
@@ -102,7 +102,7 @@ func (h *Handler) serveUpload(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if !stored {
-		h.fail(w, http.StatusBadRequest, CodeInvalidUpload, `multipart field "file" is required`)
+		h.fail(w, r, http.StatusBadRequest, CodeInvalidUpload, `multipart field "file" is required`)
 		return
 	}
 	if h.cfg.OnUpload != nil {
@@ -172,23 +172,23 @@ func (h *Handler) serveRef(w http.ResponseWriter, r *http.Request, ref string) {
 	ch, res := h.signer.verify(ref, r.URL.Query(), h.now())
 	switch res {
 	case urlBadSig:
-		h.fail(w, http.StatusForbidden, CodeForbidden, "missing or invalid signature")
+		h.fail(w, r, http.StatusForbidden, CodeForbidden, "missing or invalid signature")
 		return
 	case urlExpired:
-		h.fail(w, http.StatusNotFound, CodeFileNotFound, "download URL expired")
+		h.fail(w, r, http.StatusNotFound, CodeFileNotFound, "download URL expired")
 		return
 	}
 	rc, info, err := h.files.Open(r.Context(), ch, ref)
 	switch {
 	case errors.Is(err, ErrFileNotFound):
-		h.fail(w, http.StatusNotFound, CodeFileNotFound, "file_ref is unknown or expired")
+		h.fail(w, r, http.StatusNotFound, CodeFileNotFound, "file_ref is unknown or expired")
 		return
 	case errors.Is(err, ErrWrongChannel):
-		h.fail(w, http.StatusForbidden, CodeWrongChannel, "file_ref belongs to another channel")
+		h.fail(w, r, http.StatusForbidden, CodeWrongChannel, "file_ref belongs to another channel")
 		return
 	case err != nil:
 		h.log.Warn("connector: open file failed", "file_ref", ref, "err", err)
-		h.fail(w, http.StatusInternalServerError, CodeFileNotFound, "file could not be opened")
+		h.fail(w, r, http.StatusInternalServerError, CodeFileNotFound, "file could not be opened")
 		return
 	}
 	defer rc.Close()

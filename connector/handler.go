@@ -176,6 +176,9 @@ type healthBody struct {
 // path cleaning would redirect "/files/refs/../x" instead of refusing it.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.log.Debug("connector: request", "method", r.Method, "path", r.URL.Path)
+	if p := r.URL.Path; p != "/files/uploads" && p != "/ws" {
+		dropBody(w, r) // no other endpoint reads a body
+	}
 	switch p := r.URL.Path; p {
 	case "/connector-card.json":
 		if h.method(w, r, http.MethodGet) {
@@ -186,7 +189,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if h.cfg.Markdown == nil {
-			h.fail(w, http.StatusNotFound, CodeNotFound, "no skill")
+			h.fail(w, r, http.StatusNotFound, CodeNotFound, "no skill")
 			return
 		}
 		w.Header().Set("Content-Type", "text/markdown; charset=utf-8")
@@ -201,7 +204,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if h.cfg.WS == nil {
-			h.fail(w, http.StatusNotFound, CodeNotFound, "no data plane")
+			h.fail(w, r, http.StatusNotFound, CodeNotFound, "no data plane")
 			return
 		}
 		h.cfg.WS.ServeHTTP(w, r)
@@ -213,7 +216,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// The escaped path, so %2e%2e or %2f stay visible and fail validRef.
 		ref, ok := strings.CutPrefix(r.URL.EscapedPath(), "/files/refs/")
 		if !ok || !validRef(ref) {
-			h.fail(w, http.StatusNotFound, CodeNotFound, "not found")
+			h.fail(w, r, http.StatusNotFound, CodeNotFound, "not found")
 			return
 		}
 		if h.method(w, r, http.MethodGet) {
@@ -232,7 +235,7 @@ func (h *Handler) method(w http.ResponseWriter, r *http.Request, want string) bo
 	} else {
 		w.Header().Set("Allow", want)
 	}
-	h.fail(w, http.StatusMethodNotAllowed, CodeMethodNotAllowed, "method not allowed")
+	h.fail(w, r, http.StatusMethodNotAllowed, CodeMethodNotAllowed, "method not allowed")
 	return false
 }
 
@@ -243,7 +246,7 @@ func (h *Handler) authorized(w http.ResponseWriter, r *http.Request) bool {
 	}
 	h.log.Info("connector: unauthorized request", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr)
 	w.Header().Set("WWW-Authenticate", `Bearer realm="connector"`)
-	h.fail(w, http.StatusUnauthorized, CodeUnauthorized, "missing or wrong API key")
+	h.fail(w, r, http.StatusUnauthorized, CodeUnauthorized, "missing or wrong API key")
 	return false
 }
 
@@ -263,11 +266,31 @@ type errorBody struct {
 }
 
 // fail writes a JSON error. msg is a fixed text chosen here, never request
-// input, so nothing a client sent (a key, a token) is echoed.
-func (h *Handler) fail(w http.ResponseWriter, status int, code imv2.Code, msg string) {
+// input, so nothing a client sent (a key, a token) is echoed. An error
+// answer never reads the rest of the body (see dropBody).
+func (h *Handler) fail(w http.ResponseWriter, r *http.Request, status int, code imv2.Code, msg string) {
+	dropBody(w, r)
 	var b errorBody
 	b.Error.Code, b.Error.Message = code, msg
 	body, _ := json.Marshal(b)
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	h.writeJSON(w, status, body)
+}
+
+// dropBody makes net/http close the connection after this response instead
+// of reading what is left of r's body. net/http would otherwise drain up to
+// 256 KiB after the handler returns, even with "Connection: close" (its
+// body.Close reads to look for the end), at whatever rate the client
+// sends: a body sent a byte at a time held the connection until the read
+// timeout. A read deadline in the past makes that drain fail at once, and
+// "Connection: close" tells the client why the connection goes. A request
+// without a body keeps its keep-alive connection.
+func dropBody(w http.ResponseWriter, r *http.Request) {
+	if r.ContentLength == 0 {
+		return
+	}
+	if r.ProtoMajor == 1 { // HTTP/2 has no Connection header; the deadline ends the stream
+		w.Header().Set("Connection", "close")
+	}
+	_ = http.NewResponseController(w).SetReadDeadline(time.Unix(1, 0))
 }
