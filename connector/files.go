@@ -178,6 +178,7 @@ func (h *Handler) serveRef(w http.ResponseWriter, r *http.Request, ref string) {
 		h.fail(w, r, http.StatusNotFound, CodeFileNotFound, "download URL expired")
 		return
 	}
+	markAuthenticated(r.Context()) // a valid signature is the download's credential
 	rc, info, err := h.files.Open(r.Context(), ch, ref)
 	switch {
 	case errors.Is(err, ErrFileNotFound):

@@ -242,6 +242,7 @@ func (h *Handler) method(w http.ResponseWriter, r *http.Request, want string) bo
 // authorized answers 401 unless the API key check passes.
 func (h *Handler) authorized(w http.ResponseWriter, r *http.Request) bool {
 	if h.key.Allow(r.Header.Get("Authorization")) {
+		markAuthenticated(r.Context())
 		return true
 	}
 	h.log.Info("connector: unauthorized request", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr)
