@@ -184,3 +184,22 @@ func TestAttack_ConnectionCapsKeepTheKeyHolderIn(t *testing.T) {
 	}
 	assert.True(t, health(), "the keyed keep-alive connection survived the flood")
 }
+
+// TestAttack_SmallStalledUploadCutInProportion (finding 4): an upload's
+// read deadline is in proportion to its declared size, so a 1 KB body that
+// stalls is cut after the share of a 1 MiB body (here about 2 s of a 64 s
+// UploadTimeout, inside waitClosed's 5 s), not after the whole timeout.
+func TestAttack_SmallStalledUploadCutInProportion(t *testing.T) {
+	e := newEnv(t, func(c *connector.Config) { c.UploadTimeout = 64 * time.Second })
+	addr := strings.TrimPrefix(e.srv.URL, "http://")
+	c, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer c.Close()
+	_, err = io.WriteString(c, "POST /files/uploads HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "+testKey+"\r\n"+
+		connector.HeaderChannelID+": cch_1\r\nContent-Type: multipart/form-data; boundary=b\r\nContent-Length: 1000\r\n\r\n"+
+		"--b\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a\"\r\n\r\nthen silence")
+	require.NoError(t, err)
+	waitClosed(t, c)
+	n, _ := e.store.FileStore.(*connector.MemoryStore).Len()
+	assert.Zero(t, n)
+}

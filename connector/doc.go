@@ -47,7 +47,9 @@
 //	MaxUploadBytes   32 MiB per uploaded file (413 above)
 //	FileTTL          1 h  lifetime of a stored file (NewMemoryStore)
 //	URLTTL           1 h  lifetime of a signed download URL
-//	UploadTimeout    5 min to read one upload body
+//	UploadTimeout    5 min to read a body of the largest size; in proportion
+//	                 below (declared size, 1 MiB at least: about 9 s), so the
+//	                 slowest link served is about 110 KiB/s whatever the size
 //	DownloadTimeout  5 min to write one download
 //
 // The default FileStore is a MemoryStore: at most 1024 files and 256 MiB in

@@ -40,7 +40,7 @@ func (h *Handler) serveUpload(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusRequestEntityTooLarge, CodeFileTooLarge, "upload is over the size limit")
 		return
 	}
-	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(h.cfg.UploadTimeout)) // network time, not Config.Clock
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(h.uploadDeadline(r.ContentLength))) // network time, not Config.Clock
 	r.Body = http.MaxBytesReader(w, r.Body, h.maxBody)
 	mr, err := r.MultipartReader()
 	if err != nil {
@@ -121,6 +121,24 @@ func (h *Handler) serveUpload(w http.ResponseWriter, r *http.Request) {
 		ExpiresAt: up.File.ExpiresAt.UnixMilli(),
 	})
 	h.writeJSON(w, http.StatusOK, body)
+}
+
+// minDeadlineBytes is the size below which an upload body gets the same
+// read deadline as one of this size (about 9 s at the defaults), so a small
+// body on a slow link is not cut by its own smallness.
+const minDeadlineBytes = 1 << 20
+
+// uploadDeadline is the time allowed to read an upload body of size bytes
+// (-1: unknown, as for a chunked body, which may be as large as the cap):
+// UploadTimeout for the largest body allowed, in proportion below it. The
+// slowest link served is thus the same for every size (about 110 KiB/s at
+// the defaults), and a stalled small body is cut in seconds, not minutes.
+func (h *Handler) uploadDeadline(size int64) time.Duration {
+	if size < 0 || size > h.maxBody {
+		size = h.maxBody
+	}
+	size = max(size, min(minDeadlineBytes, h.maxBody))
+	return time.Duration(float64(h.cfg.UploadTimeout) * float64(size) / float64(h.maxBody))
 }
 
 // uploadErr maps a body or store error to a status.

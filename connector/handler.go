@@ -47,7 +47,10 @@ type Config struct {
 	FileTTL time.Duration
 	// URLTTL is the lifetime of a URL from DownloadURL; default 1 h.
 	URLTTL time.Duration
-	// UploadTimeout bounds reading one upload body; default 5 min.
+	// UploadTimeout bounds reading an upload body of the largest size
+	// allowed; a smaller body gets a share in proportion to its declared
+	// size (Content-Length; a chunked body counts as the largest), at
+	// least that of 1 MiB. Default 5 min.
 	UploadTimeout time.Duration
 	// DownloadTimeout bounds writing one download; default 5 min.
 	DownloadTimeout time.Duration
