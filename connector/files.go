@@ -24,8 +24,13 @@ type uploadResponse struct {
 
 // serveUpload handles POST /files/uploads (T1, M7) after the key check. It
 // streams the multipart body: the file part goes straight to the store,
-// capped at MaxUploadBytes, and the whole body is capped by
-// http.MaxBytesReader, so no temporary file and no unbounded buffer.
+// capped at MaxUploadBytes while it is read, everything before it (part
+// headers and the small fields) is capped at formOverhead, and the whole
+// body is capped by http.MaxBytesReader, so no temporary file and no
+// unbounded buffer. Before any byte of the body is read it takes one of
+// MaxConcurrentUploads slots and, from a Reserver store, the room for the
+// declared size: either missing is 503 with Retry-After, the connection
+// closed, nothing read.
 func (h *Handler) serveUpload(w http.ResponseWriter, r *http.Request) {
 	ch := r.Header.Get(HeaderChannelID)
 	if ch == "" {
@@ -40,14 +45,47 @@ func (h *Handler) serveUpload(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusRequestEntityTooLarge, CodeFileTooLarge, "upload is over the size limit")
 		return
 	}
+	select {
+	case h.uploads <- struct{}{}:
+		defer func() { <-h.uploads }()
+	default:
+		w.Header().Set("Retry-After", "1")
+		h.fail(w, r, http.StatusServiceUnavailable, CodeUploadsBusy, "too many uploads in progress, retry later")
+		return
+	}
+	ctx := r.Context()
+	put := func(name, mt string, body io.Reader) (FileInfo, error) {
+		return h.files.Put(ctx, ch, name, mt, body)
+	}
+	if rs, ok := h.files.(Reserver); ok {
+		size := h.cfg.MaxUploadBytes // a chunked body may carry the largest file
+		if r.ContentLength >= 0 {
+			size = min(size, r.ContentLength)
+		}
+		res, err := rs.Reserve(ctx, ch, size)
+		if err != nil {
+			if errors.Is(err, ErrStoreFull) {
+				w.Header().Set("Retry-After", "1")
+			}
+			h.uploadErr(func(status int, code imv2.Code, msg string) { h.fail(w, r, status, code, msg) }, err)
+			return
+		}
+		defer res.Release()
+		put = func(name, mt string, body io.Reader) (FileInfo, error) {
+			return res.Put(ctx, name, mt, body)
+		}
+	}
 	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(h.uploadDeadline(r.ContentLength))) // network time, not Config.Clock
-	r.Body = http.MaxBytesReader(w, r.Body, h.maxBody)
+	bodyCap := &phasedReader{r: http.MaxBytesReader(w, r.Body, h.maxBody), left: formOverhead}
+	r.Body = struct {
+		io.Reader
+		io.Closer
+	}{bodyCap, r.Body}
 	mr, err := r.MultipartReader()
 	if err != nil {
 		h.fail(w, r, http.StatusBadRequest, CodeInvalidUpload, "body is not multipart/form-data")
 		return
 	}
-	ctx := r.Context()
 	up := Upload{ChannelID: ch}
 	stored := false
 	abort := func(status int, code imv2.Code, msg string) {
@@ -71,8 +109,9 @@ func (h *Handler) serveUpload(w http.ResponseWriter, r *http.Request) {
 				abort(http.StatusBadRequest, CodeInvalidUpload, `more than one "file" part`)
 				return
 			}
+			bodyCap.left += h.cfg.MaxUploadBytes // the file's own room, past its headers
 			capped := &capReader{r: part, left: h.cfg.MaxUploadBytes}
-			up.File, err = h.files.Put(ctx, ch, part.FileName(), part.Header.Get("Content-Type"), capped)
+			up.File, err = put(part.FileName(), part.Header.Get("Content-Type"), capped)
 			if err != nil {
 				h.uploadErr(abort, err)
 				return
@@ -149,6 +188,8 @@ func (h *Handler) uploadErr(abort func(int, imv2.Code, string), err error) {
 		abort(http.StatusRequestEntityTooLarge, CodeFileTooLarge, "upload is over the size limit")
 	case errors.Is(err, ErrStoreFull):
 		abort(http.StatusServiceUnavailable, CodeStoreFull, "file store is full, retry later")
+	case errors.Is(err, imv2.ErrClosed):
+		abort(http.StatusServiceUnavailable, CodeStoreFull, "file store is closed")
 	case errors.Is(err, imv2.ErrInvalidPacket), isChannelIDErr(err):
 		abort(http.StatusBadRequest, CodeInvalidUpload, "invalid upload")
 	default:
@@ -180,6 +221,27 @@ func (c *capReader) Read(p []byte) (int, error) {
 	if c.left < 0 {
 		return n, ErrFileTooLarge
 	}
+	return n, err
+}
+
+// phasedReader caps the body in phases: formOverhead for everything up to
+// the file part (so part headers, which multipart reads with a 10 MiB cap
+// of its own, cannot grow past it), then MaxUploadBytes more once the
+// file part starts.
+type phasedReader struct {
+	r    io.Reader
+	left int64
+}
+
+func (p *phasedReader) Read(b []byte) (int, error) {
+	if p.left <= 0 {
+		return 0, &http.MaxBytesError{Limit: p.left}
+	}
+	if int64(len(b)) > p.left {
+		b = b[:p.left]
+	}
+	n, err := p.r.Read(b)
+	p.left -= int64(n)
 	return n, err
 }
 

@@ -22,6 +22,8 @@ const (
 	DefaultURLTTL          = time.Hour
 	DefaultUploadTimeout   = 5 * time.Minute
 	DefaultDownloadTimeout = 5 * time.Minute
+	// DefaultMaxConcurrentUploads bounds the upload bodies read at once.
+	DefaultMaxConcurrentUploads = 8
 )
 
 // Config configures a Handler. Card is required; zero fields take the
@@ -54,6 +56,10 @@ type Config struct {
 	UploadTimeout time.Duration
 	// DownloadTimeout bounds writing one download; default 5 min.
 	DownloadTimeout time.Duration
+	// MaxConcurrentUploads bounds the upload bodies the Handler reads at
+	// once; one more is answered 503 uploads_busy with Retry-After, before
+	// its body is read. Default 8.
+	MaxConcurrentUploads int
 	// OnUpload, if set, runs after an upload is stored and before it is
 	// answered. It receives the optional recipient_ref and reply_token form
 	// fields. An error deletes the file and fails the upload with 500.
@@ -82,6 +88,7 @@ type Handler struct {
 	key     apikey.Key
 	signer  *signer
 	files   FileStore
+	uploads chan struct{} // a slot per upload being read
 	maxBody int64
 	log     *slog.Logger
 }
@@ -127,6 +134,9 @@ func NewHandler(cfg Config) (*Handler, error) {
 	if cfg.DownloadTimeout <= 0 {
 		cfg.DownloadTimeout = DefaultDownloadTimeout
 	}
+	if cfg.MaxConcurrentUploads <= 0 {
+		cfg.MaxConcurrentUploads = DefaultMaxConcurrentUploads
+	}
 	if cfg.Files == nil {
 		cfg.Files = NewMemoryStore(MemoryStoreOptions{
 			Clock:        cfg.Clock,
@@ -156,6 +166,7 @@ func NewHandler(cfg Config) (*Handler, error) {
 		key:     apikey.New(cfg.APIKey),
 		signer:  newSigner(),
 		files:   cfg.Files,
+		uploads: make(chan struct{}, cfg.MaxConcurrentUploads),
 		maxBody: cfg.MaxUploadBytes + formOverhead,
 		log:     cfg.Logger,
 	}

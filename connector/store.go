@@ -58,6 +58,7 @@ const (
 	CodeWrongChannel     imv2.Code = "file_channel_mismatch"
 	CodeFileTooLarge     imv2.Code = "file_too_large"
 	CodeStoreFull        imv2.Code = "file_store_full"
+	CodeUploadsBusy      imv2.Code = "uploads_busy"
 	CodeUploadFailed     imv2.Code = "upload_failed"
 )
 
