@@ -32,6 +32,14 @@ type Reservation interface {
 	Release()
 }
 
+// UploadOverheadBytes bounds the memory one upload in flight holds besides
+// the file bytes a MemoryStore keeps: its request headers (NewServer caps
+// them at 64 KiB), the multipart part headers and small fields (64 KiB),
+// the store's copy buffer (64 KiB for a MemoryStore, 32 KiB for a
+// DiskStore) and net/http's and multipart's buffers. It is the figure the
+// package doc's memory budget and TestAttack_StalledUploadsHeapBounded use.
+const UploadOverheadBytes = 256 << 10
+
 // quota counts a store's files and bytes, stored or reserved, against its
 // caps. It is guarded by its store's mutex.
 type quota struct {
