@@ -49,8 +49,7 @@ func (h *Handler) serveUpload(w http.ResponseWriter, r *http.Request) {
 	case h.uploads <- struct{}{}:
 		defer func() { <-h.uploads }()
 	default:
-		w.Header().Set("Retry-After", "1")
-		h.fail(w, r, http.StatusServiceUnavailable, CodeUploadsBusy, "too many uploads in progress, retry later")
+		h.failUpload(w, r, http.StatusServiceUnavailable, CodeUploadsBusy, "too many uploads in progress, retry later")
 		return
 	}
 	ctx := r.Context()
@@ -64,10 +63,7 @@ func (h *Handler) serveUpload(w http.ResponseWriter, r *http.Request) {
 		}
 		res, err := rs.Reserve(ctx, ch, size)
 		if err != nil {
-			if errors.Is(err, ErrStoreFull) {
-				w.Header().Set("Retry-After", "1")
-			}
-			h.uploadErr(func(status int, code imv2.Code, msg string) { h.fail(w, r, status, code, msg) }, err)
+			h.uploadErr(func(status int, code imv2.Code, msg string) { h.failUpload(w, r, status, code, msg) }, err)
 			return
 		}
 		defer res.Release()
@@ -92,7 +88,7 @@ func (h *Handler) serveUpload(w http.ResponseWriter, r *http.Request) {
 		if stored {
 			_ = h.files.Delete(context.WithoutCancel(ctx), ch, up.File.FileRef)
 		}
-		h.fail(w, r, status, code, msg)
+		h.failUpload(w, r, status, code, msg)
 	}
 	for {
 		part, err := mr.NextPart()
@@ -178,6 +174,15 @@ func (h *Handler) uploadDeadline(size int64) time.Duration {
 	}
 	size = max(size, min(minDeadlineBytes, h.maxBody))
 	return time.Duration(float64(h.cfg.UploadTimeout) * float64(size) / float64(h.maxBody))
+}
+
+// failUpload is fail with "Retry-After: 1" on a 503 (busy or full: both
+// clear as uploads finish or files expire).
+func (h *Handler) failUpload(w http.ResponseWriter, r *http.Request, status int, code imv2.Code, msg string) {
+	if status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", "1")
+	}
+	h.fail(w, r, status, code, msg)
 }
 
 // uploadErr maps a body or store error to a status.
