@@ -77,8 +77,8 @@ func ExampleNewDiskStore() {
 	if err != nil {
 		panic(err)
 	}
-	fmt.Println(info.Filename, info.MimeType, info.ByteSize)
 	// Then: connector.NewHandler(connector.Config{Card: card, Files: store, …})
+	fmt.Println(info.Filename, info.MimeType, info.ByteSize)
 	// Output:
 	// report.txt text/plain; charset=utf-8 17
 }
