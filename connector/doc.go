@@ -72,7 +72,10 @@
 // past an API key check or a valid download URL. Over a cap the oldest
 // unauthenticated connection that is not mid-request makes room, else the
 // newcomer is closed; an authenticated connection never does, so a flood
-// without the key cannot lock xAgent out.
+// without the key cannot lock xAgent out. A connection reading its headers
+// holds at most their 64 KiB cap plus net/http's buffers and header map
+// (about 130 KiB, an estimate from those caps), so peers without the key
+// can make a server hold about 128 × 130 KiB ≈ 16 MiB.
 //
 // # Uploads and memory
 //
