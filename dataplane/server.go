@@ -2,18 +2,16 @@ package dataplane
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"log/slog"
 	"net/http"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/gorilla/websocket"
 	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/internal/apikey"
 )
 
 // Defaults of ServerConfig.
@@ -152,7 +150,7 @@ type Server struct {
 	clock    imv2.Clock
 	opts     imv2.Options
 	upgrader websocket.Upgrader
-	keyHash  [32]byte
+	key      apikey.Key
 	imTypes  map[string]bool
 	cardTool map[string]bool
 	cardFlow map[string]bool
@@ -284,9 +282,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	for _, f := range cfg.Card.AuthFlows {
 		s.cardFlow[f.ID] = true
 	}
-	if cfg.APIKey != "" {
-		s.keyHash = sha256.Sum256([]byte(cfg.APIKey))
-	}
+	s.key = apikey.New(cfg.APIKey) // unset (allows all) when empty
 	s.upgrader = websocket.Upgrader{
 		Subprotocols: []string{imv2.Subprotocol},
 		CheckOrigin:  cfg.CheckOrigin,
@@ -311,7 +307,7 @@ func profilePacketTypes() map[string]bool {
 // xagent.connector.packet.v1 gets 400; a wrong or missing API key (when
 // ServerConfig.APIKey is set) gets 401.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if s.cfg.APIKey != "" && !s.keyOK(r) {
+	if !s.key.Allow(r.Header.Get("Authorization")) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="xagent-connector"`)
 		http.Error(w, "missing or invalid API key", http.StatusUnauthorized)
 		return
@@ -351,18 +347,6 @@ func (s *Server) releasePreHello() {
 	s.mu.Lock()
 	s.preHello--
 	s.mu.Unlock()
-}
-
-// keyOK compares the bearer key in constant time; hashing first makes the
-// comparison independent of the key's length too.
-func (s *Server) keyOK(r *http.Request) bool {
-	h := r.Header.Get("Authorization")
-	const prefix = "Bearer "
-	if len(h) < len(prefix) || !strings.EqualFold(h[:len(prefix)], prefix) {
-		return false
-	}
-	got := sha256.Sum256([]byte(h[len(prefix):]))
-	return subtle.ConstantTimeCompare(got[:], s.keyHash[:]) == 1
 }
 
 // ServeConn serves one data-plane connection over any Conn (a WebSocket
