@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/protocol"
 )
 
 // A Connector reads one WebSocket text frame, checks the envelope, and
@@ -102,7 +103,7 @@ func ExampleCatalog_Negotiate() {
 // A Card tool's input schema gets connector_channel_id declared and
 // required by the helper, never by hand (H2).
 func ExampleToolInputSchema() {
-	schema, err := imv2.ToolInputSchema(map[string]json.RawMessage{
+	schema, err := protocol.ToolInputSchema(map[string]json.RawMessage{
 		"text": json.RawMessage(`{"type":"string","description":"Text to send."}`),
 	}, "text")
 	if err != nil {
@@ -111,13 +112,13 @@ func ExampleToolInputSchema() {
 	}
 	fmt.Println(string(schema))
 
-	card := imv2.Card{
-		Schema: imv2.CardSchema, ProtocolVersion: imv2.ProtocolVersion,
-		Build:           imv2.Build{BuildTime: "2611300000"},
+	card := protocol.Card{
+		Schema: protocol.CardSchema, ProtocolVersion: protocol.ProtocolVersion,
+		Build:           protocol.Build{BuildTime: "2611300000"},
 		ConnectorCardID: "im.console",
-		Connector:       imv2.CardInfo{Name: "Console IM", Version: "0.1.0"},
-		Supports:        imv2.Supports{TargetTypes: []string{"im"}, Profiles: []string{imv2.ProfileIMv2}},
-		Tools:           []imv2.Tool{{ToolID: "console_message_send", Profile: imv2.ProfileIMv2, InputSchema: schema}},
+		Connector:       protocol.CardInfo{Name: "Console IM", Version: "0.1.0"},
+		Supports:        protocol.Supports{TargetTypes: []string{"im"}, Profiles: []string{imv2.ProfileIMv2}},
+		Tools:           []protocol.Tool{{ToolID: "console_message_send", Profile: imv2.ProfileIMv2, InputSchema: schema}},
 	}
 	fmt.Println(card.Validate())
 	// Output:

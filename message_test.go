@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/protocol"
 )
 
 func TestNewChatMessage_M2_GeneratesMessageID(t *testing.T) {
@@ -75,7 +76,7 @@ func TestCheckDownloadURL_M6_M8(t *testing.T) {
 }
 
 func TestTypedDecoders_I1_RefuseOtherTypes(t *testing.T) {
-	p, err := imv2.NewPacket(imv2.TypePing, "cch_1", nil)
+	p, err := imv2.NewPacket(protocol.TypePing, "cch_1", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +128,7 @@ func TestChatMessage_M5_UnsetMetadataNotSent(t *testing.T) {
 			t.Errorf("unset %s is on the wire: %s", member, p.Payload)
 		}
 	}
-	ack, err := imv2.NewPacket(imv2.TypeAuthStartAck, "cch_1", &imv2.AuthAck{Status: imv2.AuthPending})
+	ack, err := imv2.NewPacket(protocol.TypeAuthStartAck, "cch_1", &protocol.AuthAck{Status: protocol.AuthPending})
 	if err != nil {
 		t.Fatal(err)
 	}

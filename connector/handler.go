@@ -11,6 +11,7 @@ import (
 
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/internal/apikey"
+	"github.com/xagentkit/imv2/protocol"
 )
 
 // HeaderChannelID names the channel of an upload (T1).
@@ -31,7 +32,7 @@ const (
 type Config struct {
 	// Card is served at /connector-card.json and feeds /health (H1, H4). It
 	// is encoded once at construction; later changes to it are not served.
-	Card *imv2.Card
+	Card *protocol.Card
 	// Markdown is the primary Skill served at /skill.md; nil means 404 (H3).
 	// Its header (YAML front matter) must name the Skill
 	// imv2.SkillName(Card.ConnectorCardID) exactly (Card.CheckSkill).
@@ -186,11 +187,11 @@ func NewHandler(cfg Config) (*Handler, error) {
 
 // healthBody is the exact /health success body (H4).
 type healthBody struct {
-	Status               string     `json:"status"`
-	ConnectorCardID      string     `json:"connector_card_id"`
-	ConnectorCardVersion string     `json:"connector_card_version"`
-	ProtocolVersion      string     `json:"protocol_version"`
-	Build                imv2.Build `json:"build"`
+	Status               string         `json:"status"`
+	ConnectorCardID      string         `json:"connector_card_id"`
+	ConnectorCardVersion string         `json:"connector_card_version"`
+	ProtocolVersion      string         `json:"protocol_version"`
+	Build                protocol.Build `json:"build"`
 }
 
 // ServeHTTP routes by exact path. It does not use http.ServeMux, whose

@@ -12,6 +12,7 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/internal/apikey"
+	"github.com/xagentkit/imv2/protocol"
 )
 
 // Defaults of ServerConfig.
@@ -71,7 +72,7 @@ type ServerConfig struct {
 	// Card is the Connector Card: its connector_card_id must match each
 	// hello (W4), its profiles are negotiated per channel (P3), its tools
 	// and auth flows bound what is routed (W12).
-	Card *imv2.Card
+	Card *protocol.Card
 	// NewTarget returns the Target (IM platform) of one channel; called
 	// once when the channel is created.
 	NewTarget func(channelID string) imv2.Target
@@ -284,7 +285,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	}
 	s.key = apikey.New(cfg.APIKey) // unset (allows all) when empty
 	s.upgrader = websocket.Upgrader{
-		Subprotocols: []string{imv2.Subprotocol},
+		Subprotocols: []string{protocol.Subprotocol},
 		CheckOrigin:  cfg.CheckOrigin,
 	}
 	return s, nil
@@ -312,8 +313,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "missing or invalid API key", http.StatusUnauthorized)
 		return
 	}
-	if !slices.Contains(websocket.Subprotocols(r), imv2.Subprotocol) {
-		http.Error(w, "WebSocket subprotocol "+imv2.Subprotocol+" required (W1)", http.StatusBadRequest)
+	if !slices.Contains(websocket.Subprotocols(r), protocol.Subprotocol) {
+		http.Error(w, "WebSocket subprotocol "+protocol.Subprotocol+" required (W1)", http.StatusBadRequest)
 		return
 	}
 	s.mu.Lock()
@@ -408,12 +409,12 @@ func (s *Server) IsOpen(channelID string) bool {
 
 // Descriptor returns the channel's current Connection Descriptor, for an
 // AuthHandler that wants to put it in an ack itself.
-func (s *Server) Descriptor(ctx context.Context, channelID string) (*imv2.Descriptor, error) {
+func (s *Server) Descriptor(ctx context.Context, channelID string) (*protocol.Descriptor, error) {
 	s.mu.Lock()
 	e := s.channels[channelID]
 	s.mu.Unlock()
 	if e == nil {
-		return nil, imv2.Errorf(imv2.CodeConnectionNotFound, "channel %q is not known", channelID)
+		return nil, imv2.Errorf(protocol.CodeConnectionNotFound, "channel %q is not known", channelID)
 	}
 	return s.describe(ctx, e), nil
 }
@@ -432,7 +433,7 @@ func (s *Server) Push(ctx context.Context, channelID string) error {
 	if owner == nil {
 		return imv2.Errorf(imv2.CodeChannelNotOpen, "channel %q is not open", channelID)
 	}
-	p, err := imv2.NewPacket(imv2.TypeDescriptorPush, channelID, imv2.DescriptorPayload{ConnectionDescriptor: s.describe(ctx, e)})
+	p, err := imv2.NewPacket(protocol.TypeDescriptorPush, channelID, protocol.DescriptorPayload{ConnectionDescriptor: s.describe(ctx, e)})
 	if err != nil {
 		return err
 	}
@@ -481,12 +482,12 @@ func (s *Server) Close() error {
 // describe builds the channel's Descriptor (W5, W7, H5): identity from the
 // Card and the instance, profiles from negotiation (P2), the rest from
 // the config and Describe. Tools the Card does not declare are dropped.
-func (s *Server) describe(ctx context.Context, e *channelEntry) *imv2.Descriptor {
+func (s *Server) describe(ctx context.Context, e *channelEntry) *protocol.Descriptor {
 	var info ChannelInfo
 	if s.cfg.Describe != nil {
 		info = s.cfg.Describe(ctx, e.id)
 	}
-	var tools []imv2.ToolState
+	var tools []protocol.ToolState
 	for _, t := range info.Tools {
 		if s.cardTool[t.ToolID] {
 			tools = append(tools, t)
@@ -497,17 +498,17 @@ func (s *Server) describe(ctx context.Context, e *channelEntry) *imv2.Descriptor
 	s.mu.Lock()
 	neg := e.neg
 	s.mu.Unlock()
-	return &imv2.Descriptor{
-		Schema: imv2.DescriptorSchema,
-		Connection: imv2.Connection{
+	return &protocol.Descriptor{
+		Schema: protocol.DescriptorSchema,
+		Connection: protocol.Connection{
 			ConnectorCardID:    s.cfg.Card.ConnectorCardID,
 			ConnectorID:        e.inst.id,
 			ConnectorChannelID: e.id,
 			TargetType:         s.cfg.TargetType,
 			Profiles:           neg.Profiles(),
-			Status:             orDefault(info.Status, imv2.StatusCreated),
+			Status:             orDefault(info.Status, protocol.StatusCreated),
 		},
-		Target: imv2.DescriptorTarget{
+		Target: protocol.DescriptorTarget{
 			Provider:    s.cfg.Provider,
 			Label:       s.cfg.Label,
 			DisplayName: orDefault(info.DisplayName, s.cfg.DisplayName),
@@ -532,7 +533,7 @@ func (s *Server) attach(ss *session, connectorID string) (*instance, error) {
 		// Never evict: every instance held is online or within its
 		// offline grace, and its channels must be there when it returns.
 		if len(s.instances) >= s.cfg.MaxConnectors {
-			return nil, imv2.Errorf(imv2.CodeConnectorIDMismatch, "this Connector serves %d connector_ids, online or within their offline grace; try later", s.cfg.MaxConnectors)
+			return nil, imv2.Errorf(protocol.CodeConnectorIDMismatch, "this Connector serves %d connector_ids, online or within their offline grace; try later", s.cfg.MaxConnectors)
 		}
 		inst = &instance{
 			id:       "conn_" + uuid.NewString(),

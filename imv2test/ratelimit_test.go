@@ -17,6 +17,7 @@ import (
 	"github.com/xagentkit/imv2/dataplane"
 	"github.com/xagentkit/imv2/display"
 	"github.com/xagentkit/imv2/imv2test"
+	"github.com/xagentkit/imv2/protocol"
 )
 
 // rateLimited is a pretend IM platform behind display.Target, with every
@@ -139,14 +140,14 @@ func startRateLimited(t *testing.T, mode display.Mode, apiKey string) (imv2test.
 	tg, err := display.New(platform, &display.Options{Mode: mode, Interval: 20 * time.Millisecond, ActivityTimeout: sdkActivityTTL})
 	require.NoError(t, err)
 	require.Equal(t, mode, tg.Mode())
-	card := &imv2.Card{
-		Schema: imv2.CardSchema, ProtocolVersion: imv2.ProtocolVersion,
-		Build:           imv2.Build{Version: "1.0.0", BuildTime: "2026-11-30T00:00:00Z"},
+	card := &protocol.Card{
+		Schema: protocol.CardSchema, ProtocolVersion: protocol.ProtocolVersion,
+		Build:           protocol.Build{Version: "1.0.0", BuildTime: "2026-11-30T00:00:00Z"},
 		ConnectorCardID: "im.ratelimited",
-		Connector:       imv2.CardInfo{Name: "Rate-limited test Connector", Version: "1.0.0"},
-		Supports: imv2.Supports{
+		Connector:       protocol.CardInfo{Name: "Rate-limited test Connector", Version: "1.0.0"},
+		Supports: protocol.Supports{
 			TargetTypes: []string{imv2.TargetTypeIM},
-			Targets:     []imv2.SupportedTarget{{TargetType: imv2.TargetTypeIM, Provider: "ratelimited", Label: "Rate-limited"}},
+			Targets:     []protocol.SupportedTarget{{TargetType: imv2.TargetTypeIM, Provider: "ratelimited", Label: "Rate-limited"}},
 			Profiles:    []string{imv2.ProfileIMv2},
 		},
 	}

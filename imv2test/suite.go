@@ -12,7 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/protocol"
 )
 
 // Connector describes a Connector under test.
@@ -137,7 +137,7 @@ func (c *Config) withDefaults() Config {
 		}
 	}
 	if o.HelloVersion == "" {
-		o.HelloVersion = imv2.ProtocolVersion
+		o.HelloVersion = protocol.ProtocolVersion
 	}
 	if o.DeltaStreams <= 0 {
 		o.DeltaStreams = 1024

@@ -28,6 +28,7 @@ import (
 	"github.com/xagentkit/imv2/dataplane"
 	"github.com/xagentkit/imv2/examples/console/consolebridge"
 	"github.com/xagentkit/imv2/internal/faultproxy"
+	"github.com/xagentkit/imv2/protocol"
 )
 
 // The CI run is small; RELIABILITY.md gives the full-size command.
@@ -52,7 +53,7 @@ var stableCodes = map[imv2.Code]bool{
 	imv2.CodeDeltaLimitExceeded:    true,
 	imv2.CodeChannelNotOpen:        true,
 	imv2.CodeChannelBusy:           true,
-	imv2.CodeHelloRequired:         true,
+	protocol.CodeHelloRequired:     true,
 	imv2.CodeInvalidPacket:         true,
 	imv2.CodeChannelUnavailable:    true, // a packet racing a restart
 	imv2.CodeTargetDeliveryFailed:  true, // a delivery cancelled by a restart: retryable
@@ -271,7 +272,7 @@ func (c *connector) start() error {
 		Card:      consolebridge.Card(),
 		NewTarget: func(string) imv2.Target { return c.plat },
 		Describe: func(context.Context, string) dataplane.ChannelInfo {
-			return dataplane.ChannelInfo{Status: imv2.StatusConnected}
+			return dataplane.ChannelInfo{Status: protocol.StatusConnected}
 		},
 		Options:  &opts,
 		Registry: st,

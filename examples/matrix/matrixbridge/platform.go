@@ -13,6 +13,7 @@ import (
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/connector"
 	"github.com/xagentkit/imv2/display"
+	"github.com/xagentkit/imv2/protocol"
 	"maunium.net/go/mautrix"
 	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
@@ -264,7 +265,7 @@ func (p *Platform) room(channelID string) (*room, error) {
 	p.mu.Unlock()
 	if r == nil {
 		// Deterministic: the channel has no signed-in room (A8).
-		e := imv2.Errorf(imv2.CodeConnectionNotAuthenticated, "matrixbridge: channel is not bound to a Matrix room")
+		e := imv2.Errorf(protocol.CodeConnectionNotAuthenticated, "matrixbridge: channel is not bound to a Matrix room")
 		return nil, imv2.Permanent(e)
 	}
 	return r, nil
