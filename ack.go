@@ -73,8 +73,8 @@ func (a *ChatMessageAck) Validate() error {
 	default:
 		return Errorf(CodeInvalidPacket, "chat.message.ack: status %q is not accepted, duplicate or rejected (A3)", a.Status)
 	}
-	if len(a.Message) > MaxAckMessageBytes || !utf8.ValidString(a.Message) {
-		return Errorf(CodeInvalidPacket, "chat.message.ack: message is over %d bytes or not UTF-8", MaxAckMessageBytes)
+	if len(a.Message) > maxAckMessageBytes || !utf8.ValidString(a.Message) {
+		return Errorf(CodeInvalidPacket, "chat.message.ack: message is over %d bytes or not UTF-8", maxAckMessageBytes)
 	}
 	return nil
 }
@@ -132,7 +132,7 @@ func NewAck(orig *Packet, messageID string, status AckStatus, rej *Error) (*Pack
 		if rej == nil {
 			return nil, Errorf(CodeInvalidPacket, "chat.message.ack: a rejection needs an *Error")
 		}
-		a.Code, a.Message, a.Retryable = rej.Code, truncate(rej.Message, MaxAckMessageBytes), rej.Retryable
+		a.Code, a.Message, a.Retryable = rej.Code, truncate(rej.Message, maxAckMessageBytes), rej.Retryable
 	}
 	if err := a.Validate(); err != nil {
 		return nil, err

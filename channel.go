@@ -28,11 +28,11 @@ import (
 //
 // Bounds (defaults in options.go, pending.go, idempotency.go): pending
 // messages per channel (DefaultPendingCap, then Send returns pending_full),
-// pending age (DefaultPendingTTL, then OnFailed with code expired),
-// messages queued for the Target (DefaultMaxInflight, then rejected
+// pending age (defaultPendingTTL, then OnFailed with code expired),
+// messages queued for the Target (defaultMaxInflight, then rejected
 // retryable channel_busy), resends waiting on one in-flight message
-// (DefaultMaxWaiters), open delta streams (DefaultMaxOpenDeltas) and their
-// text (DefaultMaxDeltaBytes), idle delta streams (DefaultDeltaIdleTTL),
+// (defaultMaxWaiters), open delta streams (defaultMaxOpenDeltas) and their
+// text (defaultMaxDeltaBytes), idle delta streams (defaultDeltaIdleTTL),
 // completed records (DefaultCompletedCap, DefaultCompletedTTL). Across
 // channels, Options.Budget bounds the bytes of delta text and queued
 // messages together (see Budget).

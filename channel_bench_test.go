@@ -107,7 +107,7 @@ func BenchmarkCompletedFlood(b *testing.B) {
 			var peak uint64
 			for range b.N {
 				runtime.GC()
-				s := NewMemoryCompletedStore(10_000, time.Hour, nil)
+				s := newMemoryCompletedStore(10_000, time.Hour, nil)
 				var ms runtime.MemStats
 				var fp Fingerprint
 				ctx := context.Background()

@@ -34,13 +34,13 @@
 //
 // Every map keyed by remote input has a cap and a TTL:
 //
-//	pending messages per channel   DefaultPendingCap (1,000), DefaultPendingTTL (1 h)
-//	messages awaiting an ack       DefaultMaxUnacked (64) per channel; later ones wait, pending
+//	pending messages per channel   DefaultPendingCap (1,000), defaultPendingTTL (1 h)
+//	messages awaiting an ack       defaultMaxUnacked (64) per channel; later ones wait, pending
 //	completed records              DefaultCompletedCap (100,000), DefaultCompletedTTL (24 h)
-//	messages queued for the Target DefaultMaxInflight (64) per channel
-//	resends waiting on one message DefaultMaxWaiters (16)
-//	open delta streams             DefaultMaxOpenDeltas (256) per channel, DefaultDeltaIdleTTL (5 min)
-//	assembled delta text           DefaultMaxDeltaBytes (1 MiB)
+//	messages queued for the Target defaultMaxInflight (64) per channel
+//	resends waiting on one message defaultMaxWaiters (16)
+//	open delta streams             defaultMaxOpenDeltas (256) per channel, defaultDeltaIdleTTL (5 min)
+//	assembled delta text           defaultMaxDeltaBytes (1 MiB)
 //
 // What happens when each is hit is documented on the constant.
 //

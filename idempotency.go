@@ -67,25 +67,18 @@ type CompletedStore interface {
 	Handover(ctx context.Context, from, to string) error
 }
 
-// Defaults of MemoryCompletedStore.
+// Defaults of memoryCompletedStore.
 const (
 	// DefaultCompletedCap bounds the records kept across all channels.
 	DefaultCompletedCap = 100_000
 	// DefaultCompletedTTL is how long a record is kept. It outlives the
-	// sender's pending TTL (DefaultPendingTTL), so every resend a sender
+	// sender's pending TTL (defaultPendingTTL), so every resend a sender
 	// may make still finds the record.
 	DefaultCompletedTTL = 24 * time.Hour
 )
 
-// MemoryCompletedStore is a bounded in-memory CompletedStore: at most Cap
-// records across all channels, each kept at most TTL. When full, the oldest
-// record goes first. It starts no goroutine: expired records are swept on
-// each Record.
-//
-// A record evicted by the cap or TTL can no longer stop a very late resend;
-// size Cap above the number of messages received in one TTL, or use a
-// durable store (boltstore).
-type MemoryCompletedStore struct {
+// memoryCompletedStore is what NewMemoryCompletedStore returns.
+type memoryCompletedStore struct {
 	mu       sync.Mutex
 	capacity int
 	ttl      time.Duration
@@ -106,9 +99,21 @@ type completedRecord struct {
 	expires time.Time
 }
 
-// NewMemoryCompletedStore returns a store holding at most capacity records
-// for at most ttl each, timed by clock. Zero values take the defaults.
-func NewMemoryCompletedStore(capacity int, ttl time.Duration, clock Clock) *MemoryCompletedStore {
+// NewMemoryCompletedStore returns a bounded in-memory CompletedStore (it is
+// also a ClaimStore): at most capacity records across all channels, each
+// kept at most ttl, timed by clock; zero values take DefaultCompletedCap,
+// DefaultCompletedTTL and the system clock. When full, the oldest record
+// goes first. It starts no goroutine: expired records are swept on each
+// Record.
+//
+// A record evicted by the cap or TTL can no longer stop a very late resend;
+// size capacity above the number of messages received in one TTL, or use a
+// durable store (boltstore).
+func NewMemoryCompletedStore(capacity int, ttl time.Duration, clock Clock) ClaimStore {
+	return newMemoryCompletedStore(capacity, ttl, clock)
+}
+
+func newMemoryCompletedStore(capacity int, ttl time.Duration, clock Clock) *memoryCompletedStore {
 	if capacity <= 0 {
 		capacity = DefaultCompletedCap
 	}
@@ -118,11 +123,11 @@ func NewMemoryCompletedStore(capacity int, ttl time.Duration, clock Clock) *Memo
 	if clock == nil {
 		clock = SystemClock{}
 	}
-	return &MemoryCompletedStore{capacity: capacity, ttl: ttl, clock: clock}
+	return &memoryCompletedStore{capacity: capacity, ttl: ttl, clock: clock}
 }
 
 // Lookup implements CompletedStore.
-func (s *MemoryCompletedStore) Lookup(_ context.Context, channelID, messageID string) (Fingerprint, bool, error) {
+func (s *memoryCompletedStore) Lookup(_ context.Context, channelID, messageID string) (Fingerprint, bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.lru == nil {
@@ -136,7 +141,7 @@ func (s *MemoryCompletedStore) Lookup(_ context.Context, channelID, messageID st
 }
 
 // Record implements CompletedStore.
-func (s *MemoryCompletedStore) Record(_ context.Context, channelID, messageID string, fp Fingerprint) error {
+func (s *memoryCompletedStore) Record(_ context.Context, channelID, messageID string, fp Fingerprint) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.lru == nil {
@@ -152,7 +157,7 @@ func (s *MemoryCompletedStore) Record(_ context.Context, channelID, messageID st
 }
 
 // DropChannel implements CompletedStore.
-func (s *MemoryCompletedStore) DropChannel(_ context.Context, channelID string) error {
+func (s *memoryCompletedStore) DropChannel(_ context.Context, channelID string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for k := range s.claims {
@@ -173,7 +178,7 @@ func (s *MemoryCompletedStore) DropChannel(_ context.Context, channelID string) 
 
 // Handover implements CompletedStore. Copies keep their expiry, so a
 // handover never extends a record's life.
-func (s *MemoryCompletedStore) Handover(_ context.Context, from, to string) error {
+func (s *memoryCompletedStore) Handover(_ context.Context, from, to string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.lru == nil || from == to {
@@ -193,7 +198,7 @@ func (s *MemoryCompletedStore) Handover(_ context.Context, from, to string) erro
 }
 
 // Len returns the number of records held, expired ones included until swept.
-func (s *MemoryCompletedStore) Len() int {
+func (s *memoryCompletedStore) Len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.lru == nil {
@@ -202,7 +207,7 @@ func (s *MemoryCompletedStore) Len() int {
 	return s.lru.Len()
 }
 
-func (s *MemoryCompletedStore) sweep(now time.Time) {
+func (s *memoryCompletedStore) sweep(now time.Time) {
 	for {
 		_, r, ok := s.lru.GetOldest()
 		if !ok || now.Before(r.expires) {

@@ -7,9 +7,9 @@ import (
 	"encoding/binary"
 )
 
-// IdempotencyKeyLen is the length of an idempotency key: 24 characters,
+// idempotencyKeyLen is the length of an idempotency key: 24 characters,
 // within Discord's 25-character nonce and any Matrix transaction ID.
-const IdempotencyKeyLen = 24
+const idempotencyKeyLen = 24
 
 // keyEncoding is lowercase base32 without padding: letters and digits only,
 // so a key fits any platform's nonce or transaction-ID syntax.
@@ -17,7 +17,7 @@ var keyEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPad
 
 // IdempotencyKeyOf returns the idempotency key of a message: the first 120
 // bits of the SHA-256 of the length-prefixed channel and message IDs,
-// base32 (IdempotencyKeyLen characters). Every attempt to post one
+// base32 (idempotencyKeyLen characters). Every attempt to post one
 // message_id of one channel, in any process and after any restart, carries
 // the same key, so a platform that deduplicates by a client-chosen ID
 // (Matrix transaction IDs, Discord nonces, Slack client_msg_id) shows the

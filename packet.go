@@ -85,9 +85,6 @@ func prefixedUUID(prefix string) string {
 	return string(b)
 }
 
-// NowMillis returns t as Unix milliseconds, the unit of every time on the wire.
-func NowMillis(t time.Time) int64 { return t.UnixMilli() }
-
 // NewPacket returns a packet of type typ for channel (empty for
 // connection-level packets) with a fresh packet ID, the current time and
 // payload encoded as JSON. payload may be a payload struct of this package,

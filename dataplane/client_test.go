@@ -219,7 +219,7 @@ func TestClient_W12_RequestToolAndErrors(t *testing.T) {
 
 	req, _ = imv2.NewPacket(protocol.TypeToolInvoke, "cch_nope", protocol.ToolInvoke{ToolID: "test_send"})
 	ans, err = c.Request(ctxWait(t), req)
-	require.ErrorIs(t, err, imv2.ErrChannelNotOpen)
+	require.ErrorIs(t, err, &imv2.Error{Code: imv2.CodeChannelNotOpen})
 	require.Equal(t, imv2.TypeError, ans.Type)
 
 	req, _ = imv2.NewPacket(protocol.TypeToolInvoke, ch.ID(), protocol.ToolInvoke{ToolID: "unknown", Arguments: json.RawMessage(`{}`)})

@@ -192,7 +192,7 @@ func TestServer_W7_DescriptorGetAndPush(t *testing.T) {
 	expectError(t, p.call(protocol.TypeDescriptorGet, "", nil), imv2.CodeChannelIDRequired)
 	expectError(t, p.call(protocol.TypeDescriptorGet, "cch_nope", nil), imv2.CodeChannelNotOpen)
 	p.call(protocol.TypeChannelClose, id, nil)
-	require.ErrorIs(t, srv.Push(ctxWait(t), id), imv2.ErrChannelNotOpen)
+	require.ErrorIs(t, srv.Push(ctxWait(t), id), &imv2.Error{Code: imv2.CodeChannelNotOpen})
 	_, err := srv.Descriptor(ctxWait(t), "cch_nope")
 	require.Error(t, err)
 }

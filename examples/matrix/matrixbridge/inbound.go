@@ -244,7 +244,7 @@ func (s *syncer) handle(ctx context.Context, evt *event.Event) error {
 		return err
 	}
 	err = s.ev.Deliver(ctx, s.ch, m)
-	if errors.Is(err, imv2.ErrMessageIDConflict) {
+	if errors.Is(err, &imv2.Error{Code: imv2.CodeMessageIDConflict}) {
 		// A replayed batch offered the same event's media again under a
 		// new file_ref: the message is already pending or delivered.
 		return nil
