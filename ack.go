@@ -168,10 +168,10 @@ func AckFor(orig *Packet, status AckStatus, rej *Error) (*Packet, error) {
 	return NewAck(orig, head.MessageID, status, rej)
 }
 
-// MatchesAck reports whether ack (already decoded from ackPkt) answers the
+// matchesAck reports whether ack (already decoded from ackPkt) answers the
 // chat.message packet orig carrying messageID: same reply_to, channel and
 // message_id (A1, A2). An ack that does not match resolves nothing.
-func MatchesAck(orig *Packet, messageID string, ackPkt *Packet, ack *ChatMessageAck) bool {
+func matchesAck(orig *Packet, messageID string, ackPkt *Packet, ack *ChatMessageAck) bool {
 	return orig != nil && ackPkt != nil && ack != nil &&
 		ackPkt.ReplyTo == orig.PacketID &&
 		ackPkt.ConnectorChannelID == orig.ConnectorChannelID &&

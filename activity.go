@@ -89,8 +89,8 @@ func DecodeChatActivity(p *Packet) (*ChatActivity, error) {
 	return a, nil
 }
 
-// NewChatActivity validates a and returns a chat.activity packet for channel.
-func NewChatActivity(channel string, a ChatActivity) (*Packet, error) {
+// newChatActivity validates a and returns a chat.activity packet for channel.
+func newChatActivity(channel string, a ChatActivity) (*Packet, error) {
 	if err := a.Validate(ToConnector); err != nil {
 		return nil, err
 	}

@@ -62,14 +62,6 @@ func (b *Budget) Used() int64 {
 	return b.used.Load()
 }
 
-// Limit returns the budget's own limit; ≤ 0 means only its ancestors bound it.
-func (b *Budget) Limit() int64 {
-	if b == nil {
-		return 0
-	}
-	return b.limit
-}
-
 // reserveLocked takes n bytes from the channel's budget for state a peer
 // made it hold; false when the budget has no room or the channel is
 // closed. c.mu must be held.

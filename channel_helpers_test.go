@@ -217,7 +217,7 @@ func deltaPacket(t *testing.T, id string, seq int64, text string) *Packet {
 
 func activityPacket(t *testing.T, s ActivityStatus, tool string) *Packet {
 	t.Helper()
-	p, err := NewChatActivity("cch_1", ChatActivity{Status: s, ToolName: tool})
+	p, err := newChatActivity("cch_1", ChatActivity{Status: s, ToolName: tool})
 	require.NoError(t, err)
 	return p
 }

@@ -17,7 +17,7 @@
 // base64, token …) stay forbidden_field wherever they appear, and
 // duplicate names and invalid UTF-8 stay invalid_packet. Writing is
 // strict: builders (NewChatMessage, NewAck, NewChatMessageDelta,
-// NewChatActivity) write only the members the profile defines and cannot
+// newChatActivity) write only the members the profile defines and cannot
 // produce an invalid packet.
 //
 // # Channels
@@ -34,15 +34,15 @@
 //
 // Every map keyed by remote input has a cap and a TTL:
 //
-//	pending messages per channel   DefaultPendingCap (1,000), defaultPendingTTL (1 h)
-//	messages awaiting an ack       defaultMaxUnacked (64) per channel; later ones wait, pending
+//	pending messages per channel   DefaultPendingCap (1,000), Options.PendingTTL (1 h)
+//	messages awaiting an ack       Options.MaxUnacked (64) per channel; later ones wait, pending
 //	completed records              DefaultCompletedCap (100,000), DefaultCompletedTTL (24 h)
-//	messages queued for the Target defaultMaxInflight (64) per channel
-//	resends waiting on one message defaultMaxWaiters (16)
-//	open delta streams             defaultMaxOpenDeltas (256) per channel, defaultDeltaIdleTTL (5 min)
-//	assembled delta text           defaultMaxDeltaBytes (1 MiB)
+//	messages queued for the Target Options.MaxInflight (64) per channel
+//	resends waiting on one message Options.MaxWaiters (16)
+//	open delta streams             Options.MaxOpenDeltas (256) per channel, Options.DeltaIdleTTL (5 min)
+//	assembled delta text           Options.MaxDeltaBytes (1 MiB)
 //
-// What happens when each is hit is documented on the constant.
+// What happens when each is hit is documented on its Options field.
 //
 // Time is read from a Clock (package clock); tests inject package
 // fakeclock and never sleep.

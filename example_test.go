@@ -71,13 +71,12 @@ func ExampleNewAck() {
 	fmt.Println(ack.Type, ack.ReplyTo, ack.ConnectorChannelID)
 	fmt.Println(string(ack.Payload))
 
-	// The sender matches the ack to what it has pending.
 	a, _ := imv2.DecodeChatMessageAck(ack)
-	fmt.Println(imv2.MatchesAck(orig, "msg_1", ack, a), a.Err().Retryable)
+	fmt.Println(a.Err().Retryable)
 	// Output:
 	// chat.message.ack pkt_message_1 cch_123
 	// {"message_id":"msg_1","status":"rejected","code":"target_delivery_failed","message":"target platform rejected the message","retryable":false}
-	// true false
+	// false
 }
 
 // The Connector intersects the hello's supported_profiles with its Card

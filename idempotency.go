@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/golang-lru/v2/simplelru"
+	"github.com/xagentkit/imv2/clock"
 )
 
 // Fingerprint identifies the full content of a message: its text and its
@@ -72,7 +73,7 @@ const (
 	// DefaultCompletedCap bounds the records kept across all channels.
 	DefaultCompletedCap = 100_000
 	// DefaultCompletedTTL is how long a record is kept. It outlives the
-	// sender's pending TTL (defaultPendingTTL), so every resend a sender
+	// sender's pending TTL (Options.PendingTTL), so every resend a sender
 	// may make still finds the record.
 	DefaultCompletedTTL = 24 * time.Hour
 )
@@ -82,7 +83,7 @@ type memoryCompletedStore struct {
 	mu       sync.Mutex
 	capacity int
 	ttl      time.Duration
-	clock    Clock
+	clock    clock.Clock
 	// lru is used as a FIFO (Peek never promotes), so its oldest entry is
 	// also the one that expires first. It is made by the first Record, so
 	// the store of an idle channel costs a few words.
@@ -109,21 +110,21 @@ type completedRecord struct {
 // A record evicted by the cap or TTL can no longer stop a very late resend;
 // size capacity above the number of messages received in one TTL, or use a
 // durable store (boltstore).
-func NewMemoryCompletedStore(capacity int, ttl time.Duration, clock Clock) ClaimStore {
-	return newMemoryCompletedStore(capacity, ttl, clock)
+func NewMemoryCompletedStore(capacity int, ttl time.Duration, clk clock.Clock) ClaimStore {
+	return newMemoryCompletedStore(capacity, ttl, clk)
 }
 
-func newMemoryCompletedStore(capacity int, ttl time.Duration, clock Clock) *memoryCompletedStore {
+func newMemoryCompletedStore(capacity int, ttl time.Duration, clk clock.Clock) *memoryCompletedStore {
 	if capacity <= 0 {
 		capacity = DefaultCompletedCap
 	}
 	if ttl <= 0 {
 		ttl = DefaultCompletedTTL
 	}
-	if clock == nil {
-		clock = SystemClock{}
+	if clk == nil {
+		clk = clock.System{}
 	}
-	return &memoryCompletedStore{capacity: capacity, ttl: ttl, clock: clock}
+	return &memoryCompletedStore{capacity: capacity, ttl: ttl, clock: clk}
 }
 
 // Lookup implements CompletedStore.

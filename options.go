@@ -1,6 +1,7 @@
 package imv2
 
 import (
+	"github.com/xagentkit/imv2/clock"
 	"log/slog"
 	"time"
 )
@@ -78,7 +79,7 @@ const (
 )
 
 // CodeChannelBusy is the code of a retryable rejection when a channel has
-// defaultMaxInflight deliveries running or too many resends waiting.
+// Options.MaxInflight deliveries running or too many resends waiting.
 const CodeChannelBusy Code = "channel_busy"
 
 // CodeExpired is the failure code of a pending message that got no terminal
@@ -87,8 +88,8 @@ const CodeExpired Code = "expired"
 
 // Options configure a Channel. The zero value (or nil) takes every default.
 type Options struct {
-	// Clock times every timer; SystemClock{} by default.
-	Clock Clock
+	// Clock times every timer; clock.System{} by default.
+	Clock clock.Clock
 	// Logger receives debug lines for dropped packets and warnings for
 	// failures; nothing by default. Message text is never logged.
 	Logger *slog.Logger
@@ -108,32 +109,32 @@ type Options struct {
 	OnDelivered func(channelID string, m ChatMessage, status AckStatus)
 
 	// AckTimeout: resend a message without an ack after this long
-	// (defaultAckTimeout).
+	// (default 10 s).
 	AckTimeout time.Duration
 	// RetryMin and RetryMax bound the backoff between resends
-	// (defaultRetryMin, defaultRetryMax).
+	// (default 500 ms, 30 s).
 	RetryMin time.Duration
 	RetryMax time.Duration
 	// PendingTTL: a message without a terminal ack fails with code expired
-	// after this long, connected or not (defaultPendingTTL).
+	// after this long, connected or not (default 1 h).
 	PendingTTL time.Duration
 	// MaxUnacked bounds the messages in transmission awaiting an ack per
-	// channel; later ones wait, pending, for room (defaultMaxUnacked).
+	// channel; later ones wait, pending, for room (default 64).
 	MaxUnacked int
-	// TargetTimeout bounds each Target call (defaultTargetTimeout).
+	// TargetTimeout bounds each Target call (default 60 s).
 	TargetTimeout time.Duration
 	// MaxInflight bounds the messages queued for or in a Target call per
-	// channel (defaultMaxInflight); MaxWaiters the resends waiting on one
-	// of them (defaultMaxWaiters).
+	// channel (default 64); MaxWaiters the resends waiting on one
+	// of them (default 16).
 	MaxInflight int
 	MaxWaiters  int
 	// DeltaIdleTTL drops a delta stream idle that long, checked every
-	// DeltaSweep (defaultDeltaIdleTTL, defaultDeltaSweep).
+	// DeltaSweep (default 5 min, 30 s).
 	DeltaIdleTTL time.Duration
 	DeltaSweep   time.Duration
 	// MaxOpenDeltas bounds open delta streams per channel and
 	// MaxDeltaBytes the bytes of one, text plus 8 per delta
-	// (defaultMaxOpenDeltas, defaultMaxDeltaBytes).
+	// (default 256, 1 MiB).
 	MaxOpenDeltas int
 	MaxDeltaBytes int
 	// Budget bounds, across every channel that shares it, the bytes a
@@ -145,7 +146,7 @@ type Options struct {
 	// Server (dataplane.DefaultMaxMemory).
 	Budget *Budget
 	// ActivityTimeout clears a shown activity nobody refreshed
-	// (defaultActivityTimeout).
+	// (default 30 s).
 	ActivityTimeout time.Duration
 
 	// ClaimOwner names this process to a Completed store that implements
@@ -168,7 +169,7 @@ func (o *Options) withDefaults() Options {
 		r = *o
 	}
 	if r.Clock == nil {
-		r.Clock = SystemClock{}
+		r.Clock = clock.System{}
 	}
 	if r.Logger == nil {
 		r.Logger = slog.New(slog.DiscardHandler)

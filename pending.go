@@ -14,7 +14,7 @@ type PendingEntry struct {
 	// Message is resent verbatim: same message_id, same content (S2, A7).
 	Message ChatMessage
 	// Created is when the message entered the queue; the entry expires
-	// defaultPendingTTL (or Options.PendingTTL) later.
+	// Options.PendingTTL (or Options.PendingTTL) later.
 	Created time.Time
 }
 

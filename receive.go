@@ -194,7 +194,7 @@ func (c *Channel) runTarget(m *ChatMessage, fp Fingerprint, stream *deltaStream)
 		c.observe(Event{Kind: EventDuplicate, MessageID: id})
 		return AckDuplicate, nil
 	}
-	key := IdempotencyKeyOf(c.id, id)
+	key := idempotencyKeyOf(c.id, id)
 	switch cl.State {
 	case ClaimHeld:
 		// Another process is delivering it now; its ack goes to the

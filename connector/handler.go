@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/clock"
 	"github.com/xagentkit/imv2/internal/apikey"
 	"github.com/xagentkit/imv2/protocol"
 )
@@ -67,8 +68,8 @@ type Config struct {
 	// answered. It receives the optional recipient_ref and reply_token form
 	// fields. An error deletes the file and fails the upload with 500.
 	OnUpload func(ctx context.Context, u Upload) error
-	// Clock reads time for file and URL expiry; default imv2.SystemClock{}.
-	Clock imv2.Clock
+	// Clock reads time for file and URL expiry; default clock.System{}.
+	Clock clock.Clock
 	// Logger receives request logs (method and path only, never headers or
 	// query strings); default discards.
 	Logger *slog.Logger
@@ -122,7 +123,7 @@ func NewHandler(cfg Config) (*Handler, error) {
 		return nil, errors.New("connector: the Card sets security.api_key_required but Config.APIKey is empty")
 	}
 	if cfg.Clock == nil {
-		cfg.Clock = imv2.SystemClock{}
+		cfg.Clock = clock.System{}
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)

@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/gorilla/websocket"
 	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/clock"
 	"github.com/xagentkit/imv2/protocol"
 )
 
@@ -66,7 +67,7 @@ type ClientConfig struct {
 	// Logger receives connection events; nothing by default.
 	Logger *slog.Logger
 	// Clock drives the reconnect backoff and keepalive.
-	Clock imv2.Clock
+	Clock clock.Clock
 	// Conn tunes each WebSocket.
 	Conn ConnConfig
 	// WrapConn, when set, decorates every new connection (a fault
@@ -103,7 +104,7 @@ type Client struct {
 	cfg     ClientConfig
 	card    *protocol.Card // as fetched by Dial
 	log     *slog.Logger
-	clock   imv2.Clock
+	clock   clock.Clock
 	opts    imv2.Options
 	imTypes map[string]bool
 
@@ -197,7 +198,7 @@ func Dial(ctx context.Context, cfg ClientConfig) (*Client, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.Clock == nil {
-		cfg.Clock = imv2.SystemClock{}
+		cfg.Clock = clock.System{}
 	}
 	if cfg.Conn.Clock == nil {
 		cfg.Conn.Clock = cfg.Clock

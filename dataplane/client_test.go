@@ -13,6 +13,7 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/stretchr/testify/require"
 	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/clock"
 	"github.com/xagentkit/imv2/fakeclock"
 	"github.com/xagentkit/imv2/protocol"
 )
@@ -29,7 +30,7 @@ func newArmClock() *armClock {
 	return &armClock{Clock: fakeclock.New(t0), armed: make(chan time.Duration, 16)}
 }
 
-func (c *armClock) AfterFunc(d time.Duration, f func()) imv2.Timer {
+func (c *armClock) AfterFunc(d time.Duration, f func()) clock.Timer {
 	t := c.Clock.AfterFunc(d, f)
 	c.armed <- d
 	return t
@@ -50,8 +51,8 @@ func dialClient(t *testing.T, url string, mod func(*ClientConfig)) (*Client, *ar
 		URL:          httpBase(url),
 		Target:       newRecTarget(),
 		Clock:        clk,
-		Options:      &imv2.Options{Clock: imv2.SystemClock{}},
-		Conn:         ConnConfig{Clock: imv2.SystemClock{}},
+		Options:      &imv2.Options{Clock: clock.System{}},
+		Conn:         ConnConfig{Clock: clock.System{}},
 		ReconnectMin: time.Second,
 		ReconnectMax: time.Second,
 		OnConnected: func(id string, ids []string) {

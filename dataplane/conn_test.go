@@ -13,6 +13,7 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/stretchr/testify/require"
 	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/clock"
 	"github.com/xagentkit/imv2/fakeclock"
 	"github.com/xagentkit/imv2/protocol"
 )
@@ -152,7 +153,7 @@ func TestConn_E2_InvalidFramesKeepConnection(t *testing.T) {
 
 // keepaliveServer upgrades one connection, wraps it in a wsConn with clk
 // and hands it to the test; the client side is a bare gorilla conn.
-func keepalivePair(t *testing.T, clk imv2.Clock, answerPings bool, onPong func()) (*wsConn, *websocket.Conn) {
+func keepalivePair(t *testing.T, clk clock.Clock, answerPings bool, onPong func()) (*wsConn, *websocket.Conn) {
 	t.Helper()
 	got := make(chan *wsConn, 1)
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

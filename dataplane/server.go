@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/gorilla/websocket"
 	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/clock"
 	"github.com/xagentkit/imv2/internal/apikey"
 	"github.com/xagentkit/imv2/protocol"
 )
@@ -104,7 +105,7 @@ type ServerConfig struct {
 	// Logger receives connection events; nothing by default.
 	Logger *slog.Logger
 	// Clock drives the offline grace, hello timeout and keepalive.
-	Clock imv2.Clock
+	Clock clock.Clock
 	// Conn tunes each WebSocket (read limit, keepalive, timeouts).
 	Conn ConnConfig
 	// CheckOrigin is passed to the WebSocket upgrader; nil keeps
@@ -148,7 +149,7 @@ type ServerConfig struct {
 type Server struct {
 	cfg      ServerConfig
 	log      *slog.Logger
-	clock    imv2.Clock
+	clock    clock.Clock
 	opts     imv2.Options
 	upgrader websocket.Upgrader
 	key      apikey.Key
@@ -174,7 +175,7 @@ type instance struct {
 	live     int // hello-completed connections
 	gen      uint64
 	budget   *imv2.Budget // MaxConnectorMemory, shared by its channels
-	grace    imv2.Timer
+	grace    clock.Timer
 	offline  time.Time
 	channels map[string]*channelEntry
 }
@@ -234,7 +235,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.Clock == nil {
-		cfg.Clock = imv2.SystemClock{}
+		cfg.Clock = clock.System{}
 	}
 	if cfg.Conn.Clock == nil {
 		cfg.Conn.Clock = cfg.Clock

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/clock"
 )
 
 // Defaults of Options; the package doc explains each.
@@ -34,8 +35,8 @@ type Options struct {
 	// Interval is the least time between two Post/Edit calls of one message
 	// in mode Edit; drafts in between are coalesced into the next edit.
 	Interval time.Duration
-	// Clock drives every timer; default imv2.SystemClock{}.
-	Clock imv2.Clock
+	// Clock drives every timer; default clock.System{}.
+	Clock clock.Clock
 	// Logger gets the errors of calls no caller waits for (coalesced edits,
 	// typing refreshes, discards); default discards.
 	Logger *slog.Logger
@@ -70,7 +71,7 @@ type Target struct {
 	finish    func(ctx context.Context, channelID, handle string, m *imv2.ChatMessage) error
 
 	mode        Mode
-	clock       imv2.Clock
+	clock       clock.Clock
 	log         *slog.Logger
 	interval    time.Duration
 	maxDrafts   int
@@ -126,7 +127,7 @@ func New(p Platform, opts *Options) (*Target, error) {
 		typing:      make(map[string]*typingState),
 	}
 	if t.clock == nil {
-		t.clock = imv2.SystemClock{}
+		t.clock = clock.System{}
 	}
 	if t.log == nil {
 		t.log = slog.New(slog.DiscardHandler)
@@ -251,7 +252,7 @@ func errClosed() error {
 // slot holds one pending timer. gen tells a callback that fires whether it
 // is still the slot's timer: a stopped timer may already be running.
 type slot struct {
-	t   imv2.Timer
+	t   clock.Timer
 	gen uint64
 }
 

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/clock"
 	"github.com/xagentkit/imv2/fakeclock"
 	"github.com/xagentkit/imv2/storetest"
 )
@@ -28,7 +29,7 @@ type mutant struct {
 	// wantFail are subtests of TestSuiteSubject that must fail.
 	wantFail  []string
 	pending   func(capacity int) imv2.PendingStore
-	completed func(capacity int, ttl time.Duration, clock imv2.Clock) imv2.CompletedStore
+	completed func(capacity int, ttl time.Duration, clock clock.Clock) imv2.CompletedStore
 	// reopenLoses makes both reopeners return an empty store.
 	reopenLoses bool
 	// coupled makes a pending Remove also drop the completed record.
@@ -51,31 +52,31 @@ var mutants = []mutant{
 	{name: "pending-one-channel", wantFail: []string{"Pending/S1_ChannelsIndependent"},
 		pending: func(c int) imv2.PendingStore { return oneChannel{imv2.NewMemoryPendingStore(c * 10)} }},
 	{name: "completed-no-ttl", wantFail: []string{"Completed/S4_TTL", "Completed/S4_ReRecordRestartsTTL", "Completed/S8_Reopen"},
-		completed: func(c int, ttl time.Duration, _ imv2.Clock) imv2.CompletedStore {
+		completed: func(c int, ttl time.Duration, _ clock.Clock) imv2.CompletedStore {
 			return imv2.NewMemoryCompletedStore(c, ttl, fakeclock.New(time.Now()))
 		}},
 	{name: "completed-cap-plus-one", wantFail: []string{"Completed/S4_CapEvictsOldestFirst", "Completed/S8_Reopen"},
-		completed: func(c int, ttl time.Duration, clock imv2.Clock) imv2.CompletedStore {
+		completed: func(c int, ttl time.Duration, clock clock.Clock) imv2.CompletedStore {
 			return imv2.NewMemoryCompletedStore(c+1, ttl, clock)
 		}},
 	{name: "completed-drop-all", wantFail: []string{"Completed/S7_DropChannel"},
-		completed: func(c int, ttl time.Duration, clock imv2.Clock) imv2.CompletedStore {
+		completed: func(c int, ttl time.Duration, clock clock.Clock) imv2.CompletedStore {
 			return &dropAll{c: c, ttl: ttl, clock: clock, s: imv2.NewMemoryCompletedStore(c, ttl, clock)}
 		}},
 	{name: "completed-wrong-fingerprint", wantFail: []string{"Completed/S6_FingerprintExact"},
-		completed: func(c int, ttl time.Duration, clock imv2.Clock) imv2.CompletedStore {
+		completed: func(c int, ttl time.Duration, clock clock.Clock) imv2.CompletedStore {
 			return flipFP{imv2.NewMemoryCompletedStore(c, ttl, clock)}
 		}},
 	{name: "completed-one-channel", wantFail: []string{"Completed/S6_LookupAfterRecord", "Completed/S7_DropChannel"},
-		completed: func(c int, ttl time.Duration, clock imv2.Clock) imv2.CompletedStore {
+		completed: func(c int, ttl time.Duration, clock clock.Clock) imv2.CompletedStore {
 			return oneChannelCompleted{imv2.NewMemoryCompletedStore(c, ttl, clock)}
 		}},
 	{name: "completed-handover-copies-nothing", wantFail: []string{"Completed/S6_Handover"},
-		completed: func(c int, ttl time.Duration, clock imv2.Clock) imv2.CompletedStore {
+		completed: func(c int, ttl time.Duration, clock clock.Clock) imv2.CompletedStore {
 			return noHandover{imv2.NewMemoryCompletedStore(c, ttl, clock)}
 		}},
 	{name: "completed-handover-renews", wantFail: []string{"Completed/S6_Handover"},
-		completed: func(c int, ttl time.Duration, clock imv2.Clock) imv2.CompletedStore {
+		completed: func(c int, ttl time.Duration, clock clock.Clock) imv2.CompletedStore {
 			return renewingHandover{imv2.NewMemoryCompletedStore(c, ttl, clock), clock}
 		}},
 	{name: "reopen-loses-everything", reopenLoses: true, wantFail: []string{"Pending/S1_S8_Reopen", "Completed/S8_Reopen"}},
@@ -103,7 +104,7 @@ func TestSuiteSubject(t *testing.T) {
 		m.pending = func(c int) imv2.PendingStore { return imv2.NewMemoryPendingStore(c) }
 	}
 	if m.completed == nil {
-		m.completed = func(c int, ttl time.Duration, clock imv2.Clock) imv2.CompletedStore {
+		m.completed = func(c int, ttl time.Duration, clock clock.Clock) imv2.CompletedStore {
 			return imv2.NewMemoryCompletedStore(c, ttl, clock)
 		}
 	}
@@ -130,10 +131,10 @@ func TestSuiteSubject(t *testing.T) {
 	type args struct {
 		capacity int
 		ttl      time.Duration
-		clock    imv2.Clock
+		clock    clock.Clock
 	}
 	completedArgs := map[imv2.CompletedStore]args{}
-	newCompleted := func(t *testing.T, capacity int, ttl time.Duration, clock imv2.Clock) imv2.CompletedStore {
+	newCompleted := func(t *testing.T, capacity int, ttl time.Duration, clock clock.Clock) imv2.CompletedStore {
 		s := m.completed(capacity, ttl, clock)
 		mu.Lock()
 		completedArgs[s] = args{capacity, ttl, clock}
@@ -152,7 +153,7 @@ func TestSuiteSubject(t *testing.T) {
 	t.Run("Pending", func(t *testing.T) { storetest.TestPendingStore(t, newPending, reopenPending) })
 	t.Run("Completed", func(t *testing.T) { storetest.TestCompletedStore(t, newCompleted, reopenCompleted) })
 	t.Run("Claim", func(t *testing.T) {
-		storetest.TestClaimStore(t, func(t *testing.T, ttl time.Duration, clock imv2.Clock) imv2.ClaimStore {
+		storetest.TestClaimStore(t, func(t *testing.T, ttl time.Duration, clock clock.Clock) imv2.ClaimStore {
 			s := imv2.NewMemoryCompletedStore(0, ttl, clock)
 			if m.claim != nil {
 				return m.claim(s)
@@ -261,7 +262,7 @@ type dropAll struct {
 	mu    sync.Mutex
 	c     int
 	ttl   time.Duration
-	clock imv2.Clock
+	clock clock.Clock
 	s     imv2.ClaimStore
 }
 
@@ -298,7 +299,7 @@ func (noHandover) Handover(context.Context, string, string) error { return nil }
 // renewingHandover copies records as new ones, restarting their TTL.
 type renewingHandover struct {
 	imv2.ClaimStore
-	clock imv2.Clock
+	clock clock.Clock
 }
 
 func (r renewingHandover) Handover(ctx context.Context, from, to string) error {

@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/boltstore"
+	"github.com/xagentkit/imv2/clock"
 	"github.com/xagentkit/imv2/connector"
 	"github.com/xagentkit/imv2/dataplane"
 	"github.com/xagentkit/imv2/display"
@@ -45,9 +46,9 @@ type Config struct {
 	// Channel tunes every Channel (AckTimeout, retries …); Pending and
 	// Completed come from StateDir when it is set.
 	Channel imv2.Options
-	// Logger; default discards. Clock; default imv2.SystemClock{}.
+	// Logger; default discards. Clock; default clock.System{}.
 	Logger *slog.Logger
-	Clock  imv2.Clock
+	Clock  clock.Clock
 }
 
 // Bridge is the Matrix Connector: the connector kit's HTTP handler (Card,
@@ -57,7 +58,7 @@ type Config struct {
 type Bridge struct {
 	card     *protocol.Card
 	log      *slog.Logger
-	clock    imv2.Clock
+	clock    clock.Clock
 	handler  *connector.Handler
 	server   *dataplane.Server
 	platform *Platform
@@ -96,7 +97,7 @@ func New(cfg Config) (*Bridge, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.Clock == nil {
-		cfg.Clock = imv2.SystemClock{}
+		cfg.Clock = clock.System{}
 	}
 	b := &Bridge{
 		card:     NewCard(cfg.Build),

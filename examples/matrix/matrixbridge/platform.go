@@ -11,6 +11,7 @@ import (
 
 	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/clock"
 	"github.com/xagentkit/imv2/connector"
 	"github.com/xagentkit/imv2/display"
 	"github.com/xagentkit/imv2/protocol"
@@ -54,8 +55,8 @@ type PlatformOptions struct {
 	HTTPClient *http.Client
 	// Logger; default discards. Tokens and message text are never logged.
 	Logger *slog.Logger
-	// Clock drives the /sync backoff; default imv2.SystemClock{}.
-	Clock imv2.Clock
+	// Clock drives the /sync backoff; default clock.System{}.
+	Clock clock.Clock
 	// TypingTimeout is sent with each typing notification.
 	TypingTimeout time.Duration
 	// UploadCache bounds the remembered uploads.
@@ -81,7 +82,7 @@ type Platform struct {
 	http    *http.Client
 	ownHTTP bool
 	log     *slog.Logger
-	clock   imv2.Clock
+	clock   clock.Clock
 	typing  time.Duration
 	syncTO  time.Duration
 	uploads *lru.Cache[string, upload]
@@ -141,7 +142,7 @@ func NewPlatform(o PlatformOptions) (*Platform, error) {
 		p.log = slog.New(slog.DiscardHandler)
 	}
 	if p.clock == nil {
-		p.clock = imv2.SystemClock{}
+		p.clock = clock.System{}
 	}
 	if p.typing <= 0 {
 		p.typing = DefaultTypingTimeout
