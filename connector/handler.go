@@ -36,7 +36,7 @@ type Config struct {
 	Card *protocol.Card
 	// Markdown is the primary Skill served at /skill.md; nil means 404 (H3).
 	// Its header (YAML front matter) must name the Skill
-	// imv2.SkillName(Card.ConnectorCardID) exactly (Card.CheckSkill).
+	// protocol.SkillName(Card.ConnectorCardID) exactly (Card.CheckSkill).
 	Markdown []byte
 	// APIKey, when set, is required as "Authorization: Bearer <key>" on
 	// /health, /ws and /files/uploads. A Card with

@@ -51,7 +51,7 @@ type ClientConfig struct {
 	// MinProtocolVersion and MaxProtocolVersion bound the Connector
 	// versions admitted (W4): a hello.ack whose protocol_version lies
 	// outside [min, max] fails the connect. The hello itself always carries
-	// imv2.ProtocolVersion. Zero values default to imv2.Version30 both.
+	// protocol.ProtocolVersion. Zero values default to protocol.Version30 both.
 	MinProtocolVersion, MaxProtocolVersion protocol.Version
 	// SupportedProfiles go in the hello, always explicitly (P3). Default:
 	// the profiles of imv2.DefaultCatalog (xagent.im.v2).
