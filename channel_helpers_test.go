@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/xagentkit/imv2/fakeclock"
+	"github.com/xagentkit/imv2/internal/testwait"
 )
 
 // wait bounds how long a test waits for an asynchronous outcome before it
@@ -150,14 +151,7 @@ func (s *streamTarget) SetActivity(_ context.Context, _ string, a ChatActivity) 
 
 func recv[T any](t *testing.T, ch <-chan T) T {
 	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(wait):
-		t.Fatal("timed out waiting")
-		var zero T
-		return zero
-	}
+	return testwait.Recv(t, ch, wait)
 }
 
 func imNegotiated() *Negotiated {

@@ -16,6 +16,7 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/clock"
+	"github.com/xagentkit/imv2/internal/defaults"
 	"github.com/xagentkit/imv2/protocol"
 )
 
@@ -171,7 +172,7 @@ func Dial(ctx context.Context, cfg ClientConfig) (*Client, error) {
 	if cfg.MaxProtocolVersion.Compare(cfg.MinProtocolVersion) < 0 {
 		return nil, imv2.Errorf(imv2.CodeInvalidPacket, "dataplane: ClientConfig MaxProtocolVersion %s is below MinProtocolVersion %s", cfg.MaxProtocolVersion, cfg.MinProtocolVersion)
 	}
-	setDur(&cfg.RequestTimeout, DefaultRequestTimeout)
+	defaults.Set(&cfg.RequestTimeout, DefaultRequestTimeout)
 	if cfg.HTTPClient == nil {
 		cfg.HTTPClient = &http.Client{Timeout: cfg.RequestTimeout}
 	}
@@ -203,9 +204,9 @@ func Dial(ctx context.Context, cfg ClientConfig) (*Client, error) {
 	if cfg.Conn.Clock == nil {
 		cfg.Conn.Clock = cfg.Clock
 	}
-	setDur(&cfg.ReconnectMin, DefaultReconnectMin)
-	setDur(&cfg.ReconnectMax, DefaultReconnectMax)
-	setInt(&cfg.MaxChannels, DefaultMaxChannels)
+	defaults.Set(&cfg.ReconnectMin, DefaultReconnectMin)
+	defaults.Set(&cfg.ReconnectMax, DefaultReconnectMax)
+	defaults.Set(&cfg.MaxChannels, DefaultMaxChannels)
 	if cfg.ReconnectMax < cfg.ReconnectMin {
 		cfg.ReconnectMax = cfg.ReconnectMin
 	}

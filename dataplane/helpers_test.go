@@ -13,6 +13,7 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/stretchr/testify/require"
 	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/internal/testwait"
 	"github.com/xagentkit/imv2/protocol"
 	"go.uber.org/goleak"
 )
@@ -100,14 +101,7 @@ func (r *recTarget) next(t *testing.T) *imv2.ChatMessage {
 
 func recv[T any](t *testing.T, ch <-chan T) T {
 	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(wait):
-		t.Fatal("timed out waiting")
-		var zero T
-		return zero
-	}
+	return testwait.Recv(t, ch, wait)
 }
 
 // startServer runs a Server behind httptest and returns it with its ws URL.

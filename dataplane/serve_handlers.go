@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/internal/defaults"
 	"github.com/xagentkit/imv2/protocol"
 )
 
@@ -64,8 +65,8 @@ func (ss *session) auth(p *imv2.Packet) {
 				return
 			}
 			out := *ack
-			out.ConnectorChannelID = orDefault(out.ConnectorChannelID, id)
-			out.AuthSessionID = orDefault(out.AuthSessionID, req.AuthSessionID)
+			out.ConnectorChannelID = defaults.Or(out.ConnectorChannelID, id)
+			out.AuthSessionID = defaults.Or(out.AuthSessionID, req.AuthSessionID)
 			ss.reply(p, protocol.TypeAuthCancelAck, &out)
 		})
 	case protocol.TypeAuthLogout:
@@ -79,7 +80,7 @@ func (ss *session) auth(p *imv2.Packet) {
 			if ack != nil {
 				out = *ack
 			}
-			out.Status = orDefault(out.Status, "ok")
+			out.Status = defaults.Or(out.Status, "ok")
 			if out.ConnectionDescriptor == nil {
 				// The ack shows the state after logout (Common Protocol §8.14).
 				out.ConnectionDescriptor = ss.srv.describe(ctx, e)
@@ -101,9 +102,9 @@ func (ss *session) authAck(ctx context.Context, p *imv2.Packet, typ string, e *c
 		return
 	}
 	out := *ack
-	out.ConnectorChannelID = orDefault(out.ConnectorChannelID, e.id)
-	out.FlowID = orDefault(out.FlowID, flowID)
-	out.AuthSessionID = orDefault(out.AuthSessionID, sessionID)
+	out.ConnectorChannelID = defaults.Or(out.ConnectorChannelID, e.id)
+	out.FlowID = defaults.Or(out.FlowID, flowID)
+	out.AuthSessionID = defaults.Or(out.AuthSessionID, sessionID)
 	if out.Status == protocol.AuthAuthenticated && out.ConnectionDescriptor == nil {
 		out.ConnectionDescriptor = ss.srv.describe(ctx, e)
 	}

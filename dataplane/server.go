@@ -13,6 +13,7 @@ import (
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/clock"
 	"github.com/xagentkit/imv2/internal/apikey"
+	"github.com/xagentkit/imv2/internal/defaults"
 	"github.com/xagentkit/imv2/protocol"
 )
 
@@ -229,7 +230,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		return nil, imv2.Errorf(imv2.CodeInvalidPacket, "dataplane: no provider for target type %q (set ServerConfig.Provider or Card supports.targets)", cfg.TargetType)
 	}
 	if cfg.DisplayName == "" {
-		cfg.DisplayName = orDefault(cfg.Label, cfg.Provider)
+		cfg.DisplayName = defaults.Or(cfg.Label, cfg.Provider)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -240,21 +241,21 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if cfg.Conn.Clock == nil {
 		cfg.Conn.Clock = cfg.Clock
 	}
-	setInt(&cfg.MaxChannels, DefaultMaxChannels)
+	defaults.Set(&cfg.MaxChannels, DefaultMaxChannels)
 	if cfg.Registry == nil {
 		cfg.Registry = NewMemoryRegistry(0)
 	}
-	setInt(&cfg.MaxConnectors, DefaultMaxConnectors)
-	setInt(&cfg.MaxHandlerCalls, DefaultMaxHandlerCalls)
-	setInt(&cfg.MaxPreHello, DefaultMaxPreHello)
+	defaults.Set(&cfg.MaxConnectors, DefaultMaxConnectors)
+	defaults.Set(&cfg.MaxHandlerCalls, DefaultMaxHandlerCalls)
+	defaults.Set(&cfg.MaxPreHello, DefaultMaxPreHello)
 	if cfg.MaxMemory <= 0 {
 		cfg.MaxMemory = DefaultMaxMemory
 	}
 	if cfg.MaxConnectorMemory <= 0 {
 		cfg.MaxConnectorMemory = DefaultMaxConnectorMemory
 	}
-	setDur(&cfg.OfflineGrace, DefaultOfflineGrace)
-	setDur(&cfg.HelloTimeout, DefaultHelloTimeout)
+	defaults.Set(&cfg.OfflineGrace, DefaultOfflineGrace)
+	defaults.Set(&cfg.HelloTimeout, DefaultHelloTimeout)
 
 	s := &Server{
 		cfg:       cfg,
@@ -507,12 +508,12 @@ func (s *Server) describe(ctx context.Context, e *channelEntry) *protocol.Descri
 			ConnectorChannelID: e.id,
 			TargetType:         s.cfg.TargetType,
 			Profiles:           neg.Profiles(),
-			Status:             orDefault(info.Status, protocol.StatusCreated),
+			Status:             defaults.Or(info.Status, protocol.StatusCreated),
 		},
 		Target: protocol.DescriptorTarget{
 			Provider:    s.cfg.Provider,
 			Label:       s.cfg.Label,
-			DisplayName: orDefault(info.DisplayName, s.cfg.DisplayName),
+			DisplayName: defaults.Or(info.DisplayName, s.cfg.DisplayName),
 			AccountHint: info.AccountHint,
 		},
 		Tools: tools,
@@ -663,23 +664,4 @@ func (e *channelEntry) syncTransport(s *Server) {
 		return
 	}
 	e.ch.SetTransport(owner.transport(e))
-}
-
-func orDefault(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
-}
-
-func setInt(n *int, def int) {
-	if *n <= 0 {
-		*n = def
-	}
-}
-
-func setDur(d *time.Duration, def time.Duration) {
-	if *d <= 0 {
-		*d = def
-	}
 }

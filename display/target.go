@@ -10,6 +10,7 @@ import (
 
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/clock"
+	"github.com/xagentkit/imv2/internal/defaults"
 )
 
 // Defaults of Options; the package doc explains each.
@@ -116,13 +117,13 @@ func New(p Platform, opts *Options) (*Target, error) {
 		mode:        o.Mode,
 		clock:       o.Clock,
 		log:         o.Logger,
-		interval:    orDefault(o.Interval, DefaultInterval),
-		maxDrafts:   orDefault(o.MaxDrafts, DefaultMaxDrafts),
-		draftTTL:    orDefault(o.DraftTTL, DefaultDraftTTL),
-		refresh:     orDefault(o.TypingRefresh, DefaultTypingRefresh),
-		actTimeout:  orDefault(o.ActivityTimeout, DefaultActivityTimeout),
-		maxTyping:   orDefault(o.MaxTyping, DefaultMaxTyping),
-		callTimeout: orDefault(o.CallTimeout, DefaultCallTimeout),
+		interval:    defaults.Or(o.Interval, DefaultInterval),
+		maxDrafts:   defaults.Or(o.MaxDrafts, DefaultMaxDrafts),
+		draftTTL:    defaults.Or(o.DraftTTL, DefaultDraftTTL),
+		refresh:     defaults.Or(o.TypingRefresh, DefaultTypingRefresh),
+		actTimeout:  defaults.Or(o.ActivityTimeout, DefaultActivityTimeout),
+		maxTyping:   defaults.Or(o.MaxTyping, DefaultMaxTyping),
+		callTimeout: defaults.Or(o.CallTimeout, DefaultCallTimeout),
 		drafts:      make(map[draftKey]*draft),
 		typing:      make(map[string]*typingState),
 	}
@@ -163,13 +164,6 @@ func New(p Platform, opts *Options) (*Target, error) {
 	}
 	t.base, t.cancel = context.WithCancel(context.Background())
 	return t, nil
-}
-
-func orDefault[T time.Duration | int](v, def T) T {
-	if v == 0 {
-		return def
-	}
-	return v
 }
 
 // Mode returns the strategy in use, never Auto.
