@@ -13,6 +13,7 @@ import (
 	"github.com/xagentkit/imv2/connector"
 	"github.com/xagentkit/imv2/dataplane"
 	"github.com/xagentkit/imv2/imv2test"
+	"github.com/xagentkit/imv2/internal/testcard"
 	"github.com/xagentkit/imv2/protocol"
 )
 
@@ -30,18 +31,8 @@ func startSDKConnector(apiKey string) func(t *testing.T, target *imv2test.Record
 	return func(t *testing.T, target *imv2test.RecordingTarget) imv2test.Connector {
 		schema, err := protocol.ToolInputSchema(map[string]json.RawMessage{"text": json.RawMessage(`{"type":"string"}`)}, "text")
 		require.NoError(t, err)
-		card := &protocol.Card{
-			Schema: protocol.CardSchema, ProtocolVersion: protocol.ProtocolVersion,
-			Build:           protocol.Build{Version: "1.0.0", BuildTime: "2026-11-30T00:00:00Z"},
-			ConnectorCardID: "im.sdktest",
-			Connector:       protocol.CardInfo{Name: "SDK test Connector", Version: "1.0.0"},
-			Supports: protocol.Supports{
-				TargetTypes: []string{imv2.TargetTypeIM},
-				Targets:     []protocol.SupportedTarget{{TargetType: imv2.TargetTypeIM, Provider: "sdktest", Label: "SDK test"}},
-				Profiles:    []string{imv2.ProfileIMv2},
-			},
-			Tools: []protocol.Tool{{ToolID: "sdktest_send", Profile: imv2.ProfileIMv2, InputSchema: schema}},
-		}
+		card := testcard.IM("sdktest", "SDK test")
+		card.Tools = []protocol.Tool{{ToolID: "sdktest_send", Profile: imv2.ProfileIMv2, InputSchema: schema}}
 		srv, err := dataplane.NewServer(dataplane.ServerConfig{
 			Card:      card,
 			NewTarget: func(string) imv2.Target { return target.Target() },

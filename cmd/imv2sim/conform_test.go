@@ -16,6 +16,7 @@ import (
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/connector"
 	"github.com/xagentkit/imv2/dataplane"
+	"github.com/xagentkit/imv2/internal/testcard"
 	"github.com/xagentkit/imv2/protocol"
 	"go.uber.org/goleak"
 )
@@ -32,17 +33,7 @@ func sdkConnector(t *testing.T) string {
 // sdkConnectorWith serves it with target as the platform.
 func sdkConnectorWith(t *testing.T, target imv2.TargetFunc) string {
 	t.Helper()
-	card := &protocol.Card{
-		Schema: protocol.CardSchema, ProtocolVersion: protocol.ProtocolVersion,
-		Build:           protocol.Build{Version: "1", BuildTime: "2026-11-30T00:00:00Z"},
-		ConnectorCardID: "im.cmdtest",
-		Connector:       protocol.CardInfo{Name: "cmd test", Version: "1"},
-		Supports: protocol.Supports{
-			TargetTypes: []string{imv2.TargetTypeIM},
-			Targets:     []protocol.SupportedTarget{{TargetType: imv2.TargetTypeIM, Provider: "cmdtest", Label: "cmd test"}},
-			Profiles:    []string{imv2.ProfileIMv2},
-		},
-	}
+	card := testcard.IM("cmdtest", "cmd test")
 	srv, err := dataplane.NewServer(dataplane.ServerConfig{
 		Card:      card,
 		NewTarget: func(string) imv2.Target { return target },
