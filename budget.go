@@ -32,7 +32,7 @@ func NewBudget(limit int64, parent *Budget) *Budget {
 
 // Reserve takes n bytes from the budget and its ancestors, or nothing and
 // false when that would pass a limit.
-func (b *Budget) Reserve(n int64) bool {
+func (b *Budget) reserve(n int64) bool {
 	if b == nil || n <= 0 {
 		return true
 	}
@@ -40,7 +40,7 @@ func (b *Budget) Reserve(n int64) bool {
 		b.used.Add(-n)
 		return false
 	}
-	if !b.parent.Reserve(n) {
+	if !b.parent.reserve(n) {
 		b.used.Add(-n)
 		return false
 	}
@@ -48,7 +48,7 @@ func (b *Budget) Reserve(n int64) bool {
 }
 
 // Release returns n bytes taken by Reserve to the budget and its ancestors.
-func (b *Budget) Release(n int64) {
+func (b *Budget) release(n int64) {
 	for ; b != nil && n > 0; b = b.parent {
 		b.used.Add(-n)
 	}
@@ -62,14 +62,6 @@ func (b *Budget) Used() int64 {
 	return b.used.Load()
 }
 
-// Limit returns the budget's own limit; ≤ 0 means only its ancestors bound it.
-func (b *Budget) Limit() int64 {
-	if b == nil {
-		return 0
-	}
-	return b.limit
-}
-
 // reserveLocked takes n bytes from the channel's budget for state a peer
 // made it hold; false when the budget has no room or the channel is
 // closed. c.mu must be held.
@@ -77,7 +69,7 @@ func (c *Channel) reserveLocked(n int64) bool {
 	if c == nil {
 		return true // a deltaStream used on its own (tests, fuzzing)
 	}
-	if c.closed || !c.o.Budget.Reserve(n) {
+	if c.closed || !c.o.Budget.reserve(n) {
 		return false
 	}
 	c.held += n
@@ -92,13 +84,13 @@ func (c *Channel) releaseLocked(n int64) {
 	}
 	n = min(n, c.held)
 	c.held -= n
-	c.o.Budget.Release(n)
+	c.o.Budget.release(n)
 }
 
 // releaseAllLocked returns everything the channel holds, on Close: its
 // streams and queued messages are unreachable from then on. c.mu must be
 // held.
 func (c *Channel) releaseAllLocked() {
-	c.o.Budget.Release(c.held)
+	c.o.Budget.release(c.held)
 	c.held = 0
 }

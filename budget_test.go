@@ -21,23 +21,23 @@ func TestBudget_Hierarchy(t *testing.T) {
 	root := NewBudget(100, nil)
 	a, b := NewBudget(60, root), NewBudget(60, root)
 	free := NewBudget(0, a) // no limit of its own: a and root bound it
-	require.True(t, a.Reserve(50))
-	require.False(t, a.Reserve(11), "a's own limit")
-	require.True(t, b.Reserve(50))
-	require.False(t, b.Reserve(1), "the root's limit binds before b's")
+	require.True(t, a.reserve(50))
+	require.False(t, a.reserve(11), "a's own limit")
+	require.True(t, b.reserve(50))
+	require.False(t, b.reserve(1), "the root's limit binds before b's")
 	require.Equal(t, int64(50), b.Used(), "a refused reservation takes nothing")
 	require.Equal(t, int64(100), root.Used())
-	require.False(t, free.Reserve(1), "an unlimited child is bound by its ancestors")
+	require.False(t, free.reserve(1), "an unlimited child is bound by its ancestors")
 	require.Zero(t, free.Used())
-	b.Release(50)
-	require.True(t, free.Reserve(10))
+	b.release(50)
+	require.True(t, free.reserve(10))
 	require.Equal(t, []int64{10, 60, 60}, []int64{free.Used(), a.Used(), root.Used()})
-	free.Release(10)
-	a.Release(50)
+	free.release(10)
+	a.release(50)
 	require.Zero(t, root.Used())
 	var none *Budget
-	require.True(t, none.Reserve(1<<40), "a nil budget is unlimited")
-	none.Release(1)
+	require.True(t, none.reserve(1<<40), "a nil budget is unlimited")
+	none.release(1)
 	require.Zero(t, none.Used())
 }
 
@@ -55,11 +55,11 @@ func TestBudget_ConcurrentNeverOver(t *testing.T) {
 			defer wg.Done()
 			k := kids[i%len(kids)]
 			for range 2000 {
-				if k.Reserve(7) {
+				if k.reserve(7) {
 					mu.Lock()
 					peak = max(peak, root.Used())
 					mu.Unlock()
-					k.Release(7)
+					k.release(7)
 				}
 			}
 		}()

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/xagentkit/imv2/fakeclock"
+	"github.com/xagentkit/imv2/internal/testwait"
 )
 
 // wait bounds how long a test waits for an asynchronous outcome before it
@@ -150,14 +151,7 @@ func (s *streamTarget) SetActivity(_ context.Context, _ string, a ChatActivity) 
 
 func recv[T any](t *testing.T, ch <-chan T) T {
 	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(wait):
-		t.Fatal("timed out waiting")
-		var zero T
-		return zero
-	}
+	return testwait.Recv(t, ch, wait)
 }
 
 func imNegotiated() *Negotiated {
@@ -217,7 +211,7 @@ func deltaPacket(t *testing.T, id string, seq int64, text string) *Packet {
 
 func activityPacket(t *testing.T, s ActivityStatus, tool string) *Packet {
 	t.Helper()
-	p, err := NewChatActivity("cch_1", ChatActivity{Status: s, ToolName: tool})
+	p, err := newChatActivity("cch_1", ChatActivity{Status: s, ToolName: tool})
 	require.NoError(t, err)
 	return p
 }

@@ -146,10 +146,10 @@ func internType(raw []byte) string {
 		return TypeChatMessageAck
 	case TypeChatActivity:
 		return TypeChatActivity
-	case TypePing:
-		return TypePing
-	case TypePong:
-		return TypePong
+	case "ping": // the data plane's keepalives (package protocol)
+		return "ping"
+	case "pong":
+		return "pong"
 	}
 	return string(raw)
 }

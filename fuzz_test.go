@@ -9,6 +9,7 @@ import (
 	jsonv2 "github.com/go-json-experiment/json"
 
 	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/protocol"
 )
 
 // Fuzz targets: no input may panic a decoder, every failure is an *Error,
@@ -217,7 +218,7 @@ func FuzzDecodeChatActivity(f *testing.F) {
 func FuzzCardValidate(f *testing.F) {
 	seedVectors(f, "card", "", dataOnly)
 	f.Fuzz(func(t *testing.T, data []byte) {
-		c := new(imv2.Card)
+		c := new(protocol.Card)
 		if jsonv2.Unmarshal(data, c) != nil {
 			return
 		}
@@ -232,7 +233,7 @@ func FuzzCardValidate(f *testing.F) {
 		if err != nil {
 			t.Fatalf("Marshal of a valid card: %v", err)
 		}
-		c2, err := imv2.DecodeCard(b)
+		c2, err := protocol.DecodeCard(b)
 		if err != nil {
 			t.Fatalf("re-encoded card refused: %v\n%s", err, b)
 		}

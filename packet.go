@@ -12,14 +12,12 @@ import (
 	"github.com/google/uuid"
 )
 
-// Wire constants of the Common Protocol 3.0 and of this profile.
+// Wire constants of the envelope and of this profile. The Common Protocol's
+// own (subprotocol, version, control-plane packet types) are in package
+// protocol.
 const (
 	// PacketSchema is the envelope's `schema` value (E1).
 	PacketSchema = "xagent.connector.packet/v1"
-	// Subprotocol is the WebSocket subprotocol of the data plane (W1).
-	Subprotocol = "xagent.connector.packet.v1"
-	// ProtocolVersion is the Common Protocol version this SDK speaks (W4).
-	ProtocolVersion = "3.0"
 	// ProfileIMv2 is the profile ID this SDK implements (P1).
 	ProfileIMv2 = "xagent.im.v2"
 	// TargetTypeIM is the only target type that may declare ProfileIMv2 (P1).
@@ -34,31 +32,9 @@ const (
 	TypeChatActivity     = "chat.activity"
 )
 
-// Packet types of the Common Protocol 3.0 data plane.
-const (
-	TypeConnectorHello    = "connector.hello"
-	TypeConnectorHelloAck = "connector.hello.ack"
-	TypeChannelOpen       = "channel.open"
-	TypeChannelOpenAck    = "channel.open.ack"
-	TypeChannelClose      = "channel.close"
-	TypeChannelCloseAck   = "channel.close.ack"
-	TypeDescriptorGet     = "connection.descriptor.get"
-	TypeDescriptorGetAck  = "connection.descriptor.get.ack"
-	TypeDescriptorPush    = "connection.descriptor.push"
-	TypePing              = "ping"
-	TypePong              = "pong"
-	TypeError             = "error"
-	TypeToolInvoke        = "tool.invoke"
-	TypeToolInvokeAck     = "tool.invoke.ack"
-	TypeAuthStart         = "auth.start"
-	TypeAuthStartAck      = "auth.start.ack"
-	TypeAuthStatus        = "auth.status"
-	TypeAuthStatusAck     = "auth.status.ack"
-	TypeAuthCancel        = "auth.cancel"
-	TypeAuthCancelAck     = "auth.cancel.ack"
-	TypeAuthLogout        = "auth.logout"
-	TypeAuthLogoutAck     = "auth.logout.ack"
-)
+// TypeError is the envelope type of an error packet (W10): the Channel
+// answers a bad delta with one (D12).
+const TypeError = "error"
 
 // Packet is one envelope of the data plane (E1): one JSON object per
 // WebSocket text frame. Payload stays raw until the receiver knows the type,
@@ -108,9 +84,6 @@ func prefixedUUID(prefix string) string {
 	b = hex.AppendEncode(b, u[10:16])
 	return string(b)
 }
-
-// NowMillis returns t as Unix milliseconds, the unit of every time on the wire.
-func NowMillis(t time.Time) int64 { return t.UnixMilli() }
 
 // NewPacket returns a packet of type typ for channel (empty for
 // connection-level packets) with a fresh packet ID, the current time and
@@ -399,3 +372,12 @@ func jsonErrText(err error) string {
 
 // jsonRaw converts codec output to the Payload type without a copy.
 func jsonRaw(b []byte) json.RawMessage { return json.RawMessage(b) }
+
+// shortText cuts s for an error message: a peer's value is echoed, never
+// a long one.
+func shortText(s string) string {
+	if len(s) > 32 {
+		return s[:32] + "…"
+	}
+	return s
+}

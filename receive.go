@@ -194,7 +194,7 @@ func (c *Channel) runTarget(m *ChatMessage, fp Fingerprint, stream *deltaStream)
 		c.observe(Event{Kind: EventDuplicate, MessageID: id})
 		return AckDuplicate, nil
 	}
-	key := IdempotencyKeyOf(c.id, id)
+	key := idempotencyKeyOf(c.id, id)
 	switch cl.State {
 	case ClaimHeld:
 		// Another process is delivering it now; its ack goes to the
@@ -237,7 +237,7 @@ func (c *Channel) runTarget(m *ChatMessage, fp Fingerprint, stream *deltaStream)
 		} else if !IsRetryable(err) {
 			code = CodeTargetRejected
 		}
-		rej := &Error{Code: code, Message: truncate(err.Error(), MaxAckMessageBytes), Retryable: IsRetryable(err)}
+		rej := &Error{Code: code, Message: truncate(err.Error(), maxAckMessageBytes), Retryable: IsRetryable(err)}
 		if c.ctx.Err() != nil {
 			rej.Retryable = true // cancelled by Close: let the sender try again
 		}
@@ -269,7 +269,7 @@ func (c *Channel) orphan(id string, fp Fingerprint, key string) (AckStatus, *Err
 			return "", nil, false
 		case !errors.Is(err, errors.ErrUnsupported):
 			// The check itself failed: the outcome may be known later.
-			return AckRejected, &Error{Code: CodeTargetDeliveryFailed, Message: truncate("checking an interrupted delivery: "+err.Error(), MaxAckMessageBytes), Retryable: true}, true
+			return AckRejected, &Error{Code: CodeTargetDeliveryFailed, Message: truncate("checking an interrupted delivery: "+err.Error(), maxAckMessageBytes), Retryable: true}, true
 		}
 	}
 	c.log.Warn("an interrupted delivery may or may not have been posted; not posting it again", "message_id", id)

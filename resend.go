@@ -3,6 +3,7 @@ package imv2
 import (
 	"context"
 	"errors"
+	"github.com/xagentkit/imv2/clock"
 	"math/rand/v2"
 	"slices"
 	"time"
@@ -16,7 +17,7 @@ type outgoing struct {
 	payload   []byte   // the encoded payload, reused by every resend
 	packetIDs []string // newest last, at most maxTransmissions
 	attempt   int
-	timer     Timer
+	timer     clock.Timer
 	inWindow  bool // admitted to the send window: transmitted and retried
 }
 
@@ -38,7 +39,7 @@ const maxTransmissions = 8
 // fails at once: Send returns the error, and OnFailed is told too. Sending a message_id that is already pending with the same
 // content is a no-op; with other content it is message_id_conflict.
 func (c *Channel) Send(ctx context.Context, m ChatMessage) (string, error) {
-	out := c.role.inbound().Reverse()
+	out := c.role.inbound().reverse()
 	if !c.neg.Load().Allows(TypeChatMessage, out) {
 		return "", Errorf(CodeUnsupportedPacket, "chat.message is not negotiated on channel %q", c.id)
 	}

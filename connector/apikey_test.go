@@ -13,6 +13,7 @@ import (
 
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/dataplane"
+	"github.com/xagentkit/imv2/protocol"
 )
 
 // TestAPIKey_W1_OneParserForHTTPAndWS: the HTTP kit and the data plane
@@ -54,7 +55,7 @@ func TestAPIKey_W1_OneParserForHTTPAndWS(t *testing.T) {
 		if tc.header != "" {
 			h.Set("Authorization", tc.header)
 		}
-		d := websocket.Dialer{Subprotocols: []string{imv2.Subprotocol}}
+		d := websocket.Dialer{Subprotocols: []string{protocol.Subprotocol}}
 		c, res, _ := d.Dial("ws"+strings.TrimPrefix(dp.URL, "http")+"/ws", h)
 		require.NotNil(t, res, "%q", tc.header)
 		_ = res.Body.Close()

@@ -19,6 +19,7 @@ import (
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/connector"
 	"github.com/xagentkit/imv2/dataplane"
+	"github.com/xagentkit/imv2/protocol"
 )
 
 // slowBody opens a loopback connection to addr and sends a request whose
@@ -92,7 +93,7 @@ func dialWS(t *testing.T, addr string) int {
 	t.Helper()
 	h := http.Header{}
 	h.Set("Authorization", "Bearer "+testKey)
-	d := websocket.Dialer{Subprotocols: []string{imv2.Subprotocol}, HandshakeTimeout: 5 * time.Second}
+	d := websocket.Dialer{Subprotocols: []string{protocol.Subprotocol}, HandshakeTimeout: 5 * time.Second}
 	c, res, err := d.Dial("ws://"+addr+"/ws", h)
 	if err != nil && res == nil {
 		t.Logf("ws dial: %v", err)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/clock"
 )
 
 // DiskStoreOptions configure NewDiskStore; zero fields take the defaults
@@ -19,7 +20,7 @@ type DiskStoreOptions struct {
 	// default os.TempDir(). The directory and every file in it are removed
 	// by Close.
 	Dir           string
-	Clock         imv2.Clock    // default imv2.SystemClock{}
+	Clock         clock.Clock   // default clock.System{}
 	TTL           time.Duration // lifetime of a file from its Put; default 1 h
 	MaxFileBytes  int64         // per file; default 32 MiB
 	MaxTotalBytes int64         // all live and reserved files; default 256 MiB
@@ -56,7 +57,7 @@ const diskCopyBuf = 32 << 10
 // empty DiskStore keeping its files there.
 func NewDiskStore(opts DiskStoreOptions) (*DiskStore, error) {
 	if opts.Clock == nil {
-		opts.Clock = imv2.SystemClock{}
+		opts.Clock = clock.System{}
 	}
 	if opts.TTL <= 0 {
 		opts.TTL = DefaultFileTTL

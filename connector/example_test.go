@@ -11,18 +11,19 @@ import (
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/connector"
 	"github.com/xagentkit/imv2/dataplane"
+	"github.com/xagentkit/imv2/protocol"
 )
 
 func ExampleNewHandler() {
-	card := &imv2.Card{
-		Schema:          imv2.CardSchema,
-		ProtocolVersion: imv2.ProtocolVersion,
-		Build:           imv2.Build{Version: "1.0.0", BuildTime: "2607241200"},
+	card := &protocol.Card{
+		Schema:          protocol.CardSchema,
+		ProtocolVersion: protocol.ProtocolVersion,
+		Build:           protocol.Build{Version: "1.0.0", BuildTime: "2607241200"},
 		ConnectorCardID: "im.console",
-		Connector:       imv2.CardInfo{Name: "Console", Version: "0.1.0"},
-		Supports: imv2.Supports{
+		Connector:       protocol.CardInfo{Name: "Console", Version: "0.1.0"},
+		Supports: protocol.Supports{
 			TargetTypes: []string{imv2.TargetTypeIM},
-			Targets:     []imv2.SupportedTarget{{TargetType: imv2.TargetTypeIM, Provider: "console", Label: "Console"}},
+			Targets:     []protocol.SupportedTarget{{TargetType: imv2.TargetTypeIM, Provider: "console", Label: "Console"}},
 			Profiles:    []string{imv2.ProfileIMv2},
 		},
 	}

@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/clock"
 	"github.com/xagentkit/imv2/internal/apikey"
+	"github.com/xagentkit/imv2/protocol"
 )
 
 // HeaderChannelID names the channel of an upload (T1).
@@ -31,10 +33,10 @@ const (
 type Config struct {
 	// Card is served at /connector-card.json and feeds /health (H1, H4). It
 	// is encoded once at construction; later changes to it are not served.
-	Card *imv2.Card
+	Card *protocol.Card
 	// Markdown is the primary Skill served at /skill.md; nil means 404 (H3).
 	// Its header (YAML front matter) must name the Skill
-	// imv2.SkillName(Card.ConnectorCardID) exactly (Card.CheckSkill).
+	// protocol.SkillName(Card.ConnectorCardID) exactly (Card.CheckSkill).
 	Markdown []byte
 	// APIKey, when set, is required as "Authorization: Bearer <key>" on
 	// /health, /ws and /files/uploads. A Card with
@@ -66,8 +68,8 @@ type Config struct {
 	// answered. It receives the optional recipient_ref and reply_token form
 	// fields. An error deletes the file and fails the upload with 500.
 	OnUpload func(ctx context.Context, u Upload) error
-	// Clock reads time for file and URL expiry; default imv2.SystemClock{}.
-	Clock imv2.Clock
+	// Clock reads time for file and URL expiry; default clock.System{}.
+	Clock clock.Clock
 	// Logger receives request logs (method and path only, never headers or
 	// query strings); default discards.
 	Logger *slog.Logger
@@ -121,7 +123,7 @@ func NewHandler(cfg Config) (*Handler, error) {
 		return nil, errors.New("connector: the Card sets security.api_key_required but Config.APIKey is empty")
 	}
 	if cfg.Clock == nil {
-		cfg.Clock = imv2.SystemClock{}
+		cfg.Clock = clock.System{}
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -186,11 +188,11 @@ func NewHandler(cfg Config) (*Handler, error) {
 
 // healthBody is the exact /health success body (H4).
 type healthBody struct {
-	Status               string     `json:"status"`
-	ConnectorCardID      string     `json:"connector_card_id"`
-	ConnectorCardVersion string     `json:"connector_card_version"`
-	ProtocolVersion      string     `json:"protocol_version"`
-	Build                imv2.Build `json:"build"`
+	Status               string         `json:"status"`
+	ConnectorCardID      string         `json:"connector_card_id"`
+	ConnectorCardVersion string         `json:"connector_card_version"`
+	ProtocolVersion      string         `json:"protocol_version"`
+	Build                protocol.Build `json:"build"`
 }
 
 // ServeHTTP routes by exact path. It does not use http.ServeMux, whose

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/clock"
 )
 
 // Defaults of MemoryStoreOptions.
@@ -21,7 +22,7 @@ const (
 
 // MemoryStoreOptions configure NewMemoryStore; zero fields take the defaults.
 type MemoryStoreOptions struct {
-	Clock         imv2.Clock    // default imv2.SystemClock{}
+	Clock         clock.Clock   // default clock.System{}
 	TTL           time.Duration // lifetime of a file from its Put; default 1 h
 	MaxFileBytes  int64         // per file; default 32 MiB
 	MaxTotalBytes int64         // all live files; default 256 MiB
@@ -59,7 +60,7 @@ const memChunk = 64 << 10
 // NewMemoryStore returns an empty MemoryStore.
 func NewMemoryStore(opts MemoryStoreOptions) *MemoryStore {
 	if opts.Clock == nil {
-		opts.Clock = imv2.SystemClock{}
+		opts.Clock = clock.System{}
 	}
 	if opts.TTL <= 0 {
 		opts.TTL = DefaultFileTTL

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/protocol"
 )
 
 // Attacks from issue 14 replayed over real loopback WebSockets. Each one
@@ -53,7 +54,7 @@ func newFloodPeer(t *testing.T, url string, channels int) (*floodPeer, []string)
 				return
 			}
 			switch {
-			case pkt.Type == imv2.TypePong:
+			case pkt.Type == protocol.TypePong:
 				f.pong <- struct{}{}
 			case pkt.Error != nil:
 				f.mu.Lock()
@@ -70,7 +71,7 @@ func newFloodPeer(t *testing.T, url string, channels int) (*floodPeer, []string)
 // read loop answers the ping only after the deltas ahead of it.
 func (f *floodPeer) sync(t *testing.T) {
 	t.Helper()
-	f.send(imv2.TypePing, "", nil)
+	f.send(protocol.TypePing, "", nil)
 	recv(t, f.pong)
 }
 
@@ -240,9 +241,9 @@ func TestAttack_EvictionDuringGraceRefusesNewConnectorID(t *testing.T) {
 	for i := range DefaultMaxConnectors {
 		a := dialPeer(t, url, authHeader())
 		attackers = append(attackers, a)
-		ans := a.call(imv2.TypeConnectorHello, "", goodHello(""))
+		ans := a.call(protocol.TypeConnectorHello, "", goodHello(""))
 		if ans.Type == imv2.TypeError {
-			expectError(t, ans, imv2.CodeConnectorIDMismatch)
+			expectError(t, ans, protocol.CodeConnectorIDMismatch)
 			refused++
 			assert.Equal(t, DefaultMaxConnectors-1, i, "only the hello past the cap is refused")
 		}
@@ -329,10 +330,10 @@ func TestAttack_PreHelloConnectionsCapped(t *testing.T) {
 	var idle []*peer
 	for range maxPre {
 		p := dialPeer(t, url, authHeader())
-		require.Equal(t, imv2.TypePong, p.call(imv2.TypePing, "", nil).Type) // served, no hello
+		require.Equal(t, protocol.TypePong, p.call(protocol.TypePing, "", nil).Type) // served, no hello
 		idle = append(idle, p)
 	}
-	d := websocket.Dialer{Subprotocols: []string{imv2.Subprotocol}}
+	d := websocket.Dialer{Subprotocols: []string{protocol.Subprotocol}}
 	ws, resp, err := d.Dial(url, authHeader())
 	if ws != nil {
 		_ = ws.Close()

@@ -13,6 +13,7 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/internal/benchcpu"
+	"github.com/xagentkit/imv2/protocol"
 )
 
 // Benchmarks of the data plane against raw gorilla/websocket, in the same
@@ -134,7 +135,7 @@ func benchFrames(b *testing.B) (final, ack []byte) {
 
 func benchRoundTripRaw(b *testing.B, inflight int) {
 	final, ack := benchFrames(b)
-	up := websocket.Upgrader{Subprotocols: []string{imv2.Subprotocol}}
+	up := websocket.Upgrader{Subprotocols: []string{protocol.Subprotocol}}
 	var served sync.WaitGroup
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ws, err := up.Upgrade(w, r, nil)
@@ -154,7 +155,7 @@ func benchRoundTripRaw(b *testing.B, inflight int) {
 		}
 	}))
 	defer hs.Close()
-	d := websocket.Dialer{Subprotocols: []string{imv2.Subprotocol}}
+	d := websocket.Dialer{Subprotocols: []string{protocol.Subprotocol}}
 	ws, resp, err := d.Dial("ws"+strings.TrimPrefix(hs.URL, "http"), nil)
 	if resp != nil && resp.Body != nil {
 		_ = resp.Body.Close()

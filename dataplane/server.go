@@ -11,7 +11,10 @@ import (
 	"github.com/google/uuid"
 	"github.com/gorilla/websocket"
 	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/clock"
 	"github.com/xagentkit/imv2/internal/apikey"
+	"github.com/xagentkit/imv2/internal/defaults"
+	"github.com/xagentkit/imv2/protocol"
 )
 
 // Defaults of ServerConfig.
@@ -71,7 +74,7 @@ type ServerConfig struct {
 	// Card is the Connector Card: its connector_card_id must match each
 	// hello (W4), its profiles are negotiated per channel (P3), its tools
 	// and auth flows bound what is routed (W12).
-	Card *imv2.Card
+	Card *protocol.Card
 	// NewTarget returns the Target (IM platform) of one channel; called
 	// once when the channel is created.
 	NewTarget func(channelID string) imv2.Target
@@ -103,7 +106,7 @@ type ServerConfig struct {
 	// Logger receives connection events; nothing by default.
 	Logger *slog.Logger
 	// Clock drives the offline grace, hello timeout and keepalive.
-	Clock imv2.Clock
+	Clock clock.Clock
 	// Conn tunes each WebSocket (read limit, keepalive, timeouts).
 	Conn ConnConfig
 	// CheckOrigin is passed to the WebSocket upgrader; nil keeps
@@ -147,7 +150,7 @@ type ServerConfig struct {
 type Server struct {
 	cfg      ServerConfig
 	log      *slog.Logger
-	clock    imv2.Clock
+	clock    clock.Clock
 	opts     imv2.Options
 	upgrader websocket.Upgrader
 	key      apikey.Key
@@ -173,7 +176,7 @@ type instance struct {
 	live     int // hello-completed connections
 	gen      uint64
 	budget   *imv2.Budget // MaxConnectorMemory, shared by its channels
-	grace    imv2.Timer
+	grace    clock.Timer
 	offline  time.Time
 	channels map[string]*channelEntry
 }
@@ -227,32 +230,32 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		return nil, imv2.Errorf(imv2.CodeInvalidPacket, "dataplane: no provider for target type %q (set ServerConfig.Provider or Card supports.targets)", cfg.TargetType)
 	}
 	if cfg.DisplayName == "" {
-		cfg.DisplayName = orDefault(cfg.Label, cfg.Provider)
+		cfg.DisplayName = defaults.Or(cfg.Label, cfg.Provider)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.Clock == nil {
-		cfg.Clock = imv2.SystemClock{}
+		cfg.Clock = clock.System{}
 	}
 	if cfg.Conn.Clock == nil {
 		cfg.Conn.Clock = cfg.Clock
 	}
-	setInt(&cfg.MaxChannels, DefaultMaxChannels)
+	defaults.Set(&cfg.MaxChannels, DefaultMaxChannels)
 	if cfg.Registry == nil {
 		cfg.Registry = NewMemoryRegistry(0)
 	}
-	setInt(&cfg.MaxConnectors, DefaultMaxConnectors)
-	setInt(&cfg.MaxHandlerCalls, DefaultMaxHandlerCalls)
-	setInt(&cfg.MaxPreHello, DefaultMaxPreHello)
+	defaults.Set(&cfg.MaxConnectors, DefaultMaxConnectors)
+	defaults.Set(&cfg.MaxHandlerCalls, DefaultMaxHandlerCalls)
+	defaults.Set(&cfg.MaxPreHello, DefaultMaxPreHello)
 	if cfg.MaxMemory <= 0 {
 		cfg.MaxMemory = DefaultMaxMemory
 	}
 	if cfg.MaxConnectorMemory <= 0 {
 		cfg.MaxConnectorMemory = DefaultMaxConnectorMemory
 	}
-	setDur(&cfg.OfflineGrace, DefaultOfflineGrace)
-	setDur(&cfg.HelloTimeout, DefaultHelloTimeout)
+	defaults.Set(&cfg.OfflineGrace, DefaultOfflineGrace)
+	defaults.Set(&cfg.HelloTimeout, DefaultHelloTimeout)
 
 	s := &Server{
 		cfg:       cfg,
@@ -284,7 +287,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	}
 	s.key = apikey.New(cfg.APIKey) // unset (allows all) when empty
 	s.upgrader = websocket.Upgrader{
-		Subprotocols: []string{imv2.Subprotocol},
+		Subprotocols: []string{protocol.Subprotocol},
 		CheckOrigin:  cfg.CheckOrigin,
 	}
 	return s, nil
@@ -312,8 +315,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "missing or invalid API key", http.StatusUnauthorized)
 		return
 	}
-	if !slices.Contains(websocket.Subprotocols(r), imv2.Subprotocol) {
-		http.Error(w, "WebSocket subprotocol "+imv2.Subprotocol+" required (W1)", http.StatusBadRequest)
+	if !slices.Contains(websocket.Subprotocols(r), protocol.Subprotocol) {
+		http.Error(w, "WebSocket subprotocol "+protocol.Subprotocol+" required (W1)", http.StatusBadRequest)
 		return
 	}
 	s.mu.Lock()
@@ -408,12 +411,12 @@ func (s *Server) IsOpen(channelID string) bool {
 
 // Descriptor returns the channel's current Connection Descriptor, for an
 // AuthHandler that wants to put it in an ack itself.
-func (s *Server) Descriptor(ctx context.Context, channelID string) (*imv2.Descriptor, error) {
+func (s *Server) Descriptor(ctx context.Context, channelID string) (*protocol.Descriptor, error) {
 	s.mu.Lock()
 	e := s.channels[channelID]
 	s.mu.Unlock()
 	if e == nil {
-		return nil, imv2.Errorf(imv2.CodeConnectionNotFound, "channel %q is not known", channelID)
+		return nil, imv2.Errorf(protocol.CodeConnectionNotFound, "channel %q is not known", channelID)
 	}
 	return s.describe(ctx, e), nil
 }
@@ -432,7 +435,7 @@ func (s *Server) Push(ctx context.Context, channelID string) error {
 	if owner == nil {
 		return imv2.Errorf(imv2.CodeChannelNotOpen, "channel %q is not open", channelID)
 	}
-	p, err := imv2.NewPacket(imv2.TypeDescriptorPush, channelID, imv2.DescriptorPayload{ConnectionDescriptor: s.describe(ctx, e)})
+	p, err := imv2.NewPacket(protocol.TypeDescriptorPush, channelID, protocol.DescriptorPayload{ConnectionDescriptor: s.describe(ctx, e)})
 	if err != nil {
 		return err
 	}
@@ -481,12 +484,12 @@ func (s *Server) Close() error {
 // describe builds the channel's Descriptor (W5, W7, H5): identity from the
 // Card and the instance, profiles from negotiation (P2), the rest from
 // the config and Describe. Tools the Card does not declare are dropped.
-func (s *Server) describe(ctx context.Context, e *channelEntry) *imv2.Descriptor {
+func (s *Server) describe(ctx context.Context, e *channelEntry) *protocol.Descriptor {
 	var info ChannelInfo
 	if s.cfg.Describe != nil {
 		info = s.cfg.Describe(ctx, e.id)
 	}
-	var tools []imv2.ToolState
+	var tools []protocol.ToolState
 	for _, t := range info.Tools {
 		if s.cardTool[t.ToolID] {
 			tools = append(tools, t)
@@ -497,20 +500,20 @@ func (s *Server) describe(ctx context.Context, e *channelEntry) *imv2.Descriptor
 	s.mu.Lock()
 	neg := e.neg
 	s.mu.Unlock()
-	return &imv2.Descriptor{
-		Schema: imv2.DescriptorSchema,
-		Connection: imv2.Connection{
+	return &protocol.Descriptor{
+		Schema: protocol.DescriptorSchema,
+		Connection: protocol.Connection{
 			ConnectorCardID:    s.cfg.Card.ConnectorCardID,
 			ConnectorID:        e.inst.id,
 			ConnectorChannelID: e.id,
 			TargetType:         s.cfg.TargetType,
 			Profiles:           neg.Profiles(),
-			Status:             orDefault(info.Status, imv2.StatusCreated),
+			Status:             defaults.Or(info.Status, protocol.StatusCreated),
 		},
-		Target: imv2.DescriptorTarget{
+		Target: protocol.DescriptorTarget{
 			Provider:    s.cfg.Provider,
 			Label:       s.cfg.Label,
-			DisplayName: orDefault(info.DisplayName, s.cfg.DisplayName),
+			DisplayName: defaults.Or(info.DisplayName, s.cfg.DisplayName),
 			AccountHint: info.AccountHint,
 		},
 		Tools: tools,
@@ -532,7 +535,7 @@ func (s *Server) attach(ss *session, connectorID string) (*instance, error) {
 		// Never evict: every instance held is online or within its
 		// offline grace, and its channels must be there when it returns.
 		if len(s.instances) >= s.cfg.MaxConnectors {
-			return nil, imv2.Errorf(imv2.CodeConnectorIDMismatch, "this Connector serves %d connector_ids, online or within their offline grace; try later", s.cfg.MaxConnectors)
+			return nil, imv2.Errorf(protocol.CodeConnectorIDMismatch, "this Connector serves %d connector_ids, online or within their offline grace; try later", s.cfg.MaxConnectors)
 		}
 		inst = &instance{
 			id:       "conn_" + uuid.NewString(),
@@ -661,23 +664,4 @@ func (e *channelEntry) syncTransport(s *Server) {
 		return
 	}
 	e.ch.SetTransport(owner.transport(e))
-}
-
-func orDefault(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
-}
-
-func setInt(n *int, def int) {
-	if *n <= 0 {
-		*n = def
-	}
-}
-
-func setDur(d *time.Duration, def time.Duration) {
-	if *d <= 0 {
-		*d = def
-	}
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/protocol"
 )
 
 // finalFrame is an xAgent → Connector final written by hand, with members
@@ -88,18 +89,18 @@ func TestServer_E5_W4_CommonProtocolUnknownMembers(t *testing.T) {
 	p.rawText(`{"schema":"xagent.connector.packet/v1","packet_id":"pkt_h","request_id":"req_h","type":"connector.hello","time":1790000000000,"trace":{"id":"t"},` +
 		`"payload":{"connector_card_id":"` + testCardID + `","protocol_version":"4.3","supported_profiles":["xagent.im.v2"],"resource_key":"rk","capabilities":{"multi_resource":true}}}`)
 	ack := p.next()
-	require.Equal(t, imv2.TypeConnectorHelloAck, ack.Type, "%+v", ack.Error)
-	var h imv2.ConnectorHelloAck
+	require.Equal(t, protocol.TypeConnectorHelloAck, ack.Type, "%+v", ack.Error)
+	var h protocol.ConnectorHelloAck
 	require.NoError(t, ack.DecodePayload(&h))
 	require.Equal(t, "3.0", h.ProtocolVersion)
 
 	p.rawText(`{"schema":"xagent.connector.packet/v1","packet_id":"pkt_o","request_id":"req_o","type":"channel.open","time":1.79e12,"resource_key":"rk","payload":{"resource_key":"rk","hints":[1]}}`)
 	open := p.next()
-	require.Equal(t, imv2.TypeChannelOpenAck, open.Type, "%+v", open.Error)
+	require.Equal(t, protocol.TypeChannelOpenAck, open.Type, "%+v", open.Error)
 	require.Equal(t, "req_o", open.RequestID)
 
 	p.rawText(`{"schema":"xagent.connector.packet/v1","packet_id":"pkt_p","request_id":"req_p","type":"ping","time":1790000000000.0,"x":{"y":[null]},"payload":{"z":1}}`)
 	pong := p.next()
-	require.Equal(t, imv2.TypePong, pong.Type)
+	require.Equal(t, protocol.TypePong, pong.Type)
 	require.Equal(t, "req_p", pong.RequestID)
 }

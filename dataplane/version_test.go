@@ -11,6 +11,7 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/stretchr/testify/require"
 	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/protocol"
 )
 
 // helloWith is a valid hello but for its protocol_version; omit leaves the
@@ -51,19 +52,19 @@ func TestServer_W4_AdmitsVersionRange(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			p := dialPeer(t, url, nil)
-			ans := p.call(imv2.TypeConnectorHello, "", helloWith(tc.hello, tc.omit))
+			ans := p.call(protocol.TypeConnectorHello, "", helloWith(tc.hello, tc.omit))
 			if !tc.admit {
 				expectError(t, ans, imv2.CodeInvalidPacket)
 				for _, m := range tc.mention {
 					require.Contains(t, ans.Error.Message, m)
 				}
 				// Not admitted, and the connection still takes a hello.
-				expectError(t, p.call(imv2.TypeChannelOpen, "", nil), imv2.CodeHelloRequired)
+				expectError(t, p.call(protocol.TypeChannelOpen, "", nil), protocol.CodeHelloRequired)
 				p.hello("")
 				return
 			}
-			require.Equal(t, imv2.TypeConnectorHelloAck, ans.Type, "hello %q answered %+v", tc.hello, ans.Error)
-			var ack imv2.ConnectorHelloAck
+			require.Equal(t, protocol.TypeConnectorHelloAck, ans.Type, "hello %q answered %+v", tc.hello, ans.Error)
+			var ack protocol.ConnectorHelloAck
 			require.NoError(t, ans.DecodePayload(&ack))
 			require.Equal(t, "3.0", ack.ProtocolVersion, "W4: the ack carries the Connector's own version, never an echo")
 			id, _ := p.open("")
@@ -78,7 +79,7 @@ func TestServer_W4_AdmitsVersionRange(t *testing.T) {
 func ackConnector(t *testing.T, version string, omit bool, got chan<- string) string {
 	t.Helper()
 	hs := httptest.NewServer(withCard(testCard(), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		up := websocket.Upgrader{Subprotocols: []string{imv2.Subprotocol}}
+		up := websocket.Upgrader{Subprotocols: []string{protocol.Subprotocol}}
 		ws, err := up.Upgrade(w, r, nil)
 		if err != nil {
 			return
@@ -90,14 +91,14 @@ func ackConnector(t *testing.T, version string, omit bool, got chan<- string) st
 		if err != nil {
 			return
 		}
-		var h imv2.ConnectorHello
+		var h protocol.ConnectorHello
 		_ = hello.DecodePayload(&h)
 		got <- h.ProtocolVersion
 		payload := fmt.Sprintf(`{"connector_card_id":%q,"connector_id":"conn_v","protocol_version":%q}`, testCardID, version)
 		if omit {
 			payload = fmt.Sprintf(`{"connector_card_id":%q,"connector_id":"conn_v"}`, testCardID)
 		}
-		ack, _ := imv2.NewReply(hello, imv2.TypeConnectorHelloAck, json.RawMessage(payload))
+		ack, _ := imv2.NewReply(hello, protocol.TypeConnectorHelloAck, json.RawMessage(payload))
 		_ = c.Write(ctx, ack)
 		// Hold the connection until the client hangs up.
 		for {
@@ -116,8 +117,8 @@ func ackConnector(t *testing.T, version string, omit bool, got chan<- string) st
 // always writes 3.0 in its hello, and exposes the negotiated version.
 func TestClient_W4_AdmitsAckVersionInRange(t *testing.T) {
 	wide := func(c *ClientConfig) {
-		c.MinProtocolVersion = imv2.Version{Major: 3, Minor: 0}
-		c.MaxProtocolVersion = imv2.Version{Major: 4, Minor: 3}
+		c.MinProtocolVersion = protocol.Version{Major: 3, Minor: 0}
+		c.MaxProtocolVersion = protocol.Version{Major: 4, Minor: 3}
 	}
 	for _, tc := range []struct {
 		ack     string
@@ -161,7 +162,7 @@ func TestClient_W4_AdmitsAckVersionInRange(t *testing.T) {
 			}
 			require.NoError(t, err)
 			defer func() { require.NoError(t, c.Close()) }()
-			want, _ := imv2.ParseVersion(tc.ack)
+			want, _ := protocol.ParseVersion(tc.ack)
 			require.Equal(t, want, c.ProtocolVersion())
 		})
 	}
@@ -169,7 +170,7 @@ func TestClient_W4_AdmitsAckVersionInRange(t *testing.T) {
 
 func TestClient_W4_VersionRangeConfig(t *testing.T) {
 	_, err := Dial(ctxWait(t), ClientConfig{URL: "http://127.0.0.1:1", CardID: testCardID, Target: newRecTarget(),
-		MinProtocolVersion: imv2.Version{Major: 4}, MaxProtocolVersion: imv2.Version{Major: 3}})
+		MinProtocolVersion: protocol.Version{Major: 4}, MaxProtocolVersion: protocol.Version{Major: 3}})
 	require.ErrorContains(t, err, "below MinProtocolVersion")
 }
 
@@ -178,10 +179,10 @@ func TestClient_W4_VersionRangeConfig(t *testing.T) {
 // still says connected is sent as created; revoked stays revoked.
 func TestServer_W12_LogoutAckDescribesStateAfterSignOut(t *testing.T) {
 	for _, tc := range []struct{ described, want string }{
-		{imv2.StatusConnected, imv2.StatusCreated},
-		{imv2.StatusAuthenticating, imv2.StatusCreated},
-		{imv2.StatusRevoked, imv2.StatusRevoked},
-		{imv2.StatusExpired, imv2.StatusExpired},
+		{protocol.StatusConnected, protocol.StatusCreated},
+		{protocol.StatusAuthenticating, protocol.StatusCreated},
+		{protocol.StatusRevoked, protocol.StatusRevoked},
+		{protocol.StatusExpired, protocol.StatusExpired},
 	} {
 		t.Run(tc.described, func(t *testing.T) {
 			_, url := startServer(t, func(c *ServerConfig) {
@@ -192,9 +193,9 @@ func TestServer_W12_LogoutAckDescribesStateAfterSignOut(t *testing.T) {
 			p.hello("")
 			id, d := p.open("")
 			require.Equal(t, tc.described, d.Connection.Status)
-			ans := p.call(imv2.TypeAuthLogout, id, nil)
-			require.Equal(t, imv2.TypeAuthLogoutAck, ans.Type, "%+v", ans.Error)
-			var lo imv2.StatusOK
+			ans := p.call(protocol.TypeAuthLogout, id, nil)
+			require.Equal(t, protocol.TypeAuthLogoutAck, ans.Type, "%+v", ans.Error)
+			var lo protocol.StatusOK
 			require.NoError(t, ans.DecodePayload(&lo))
 			require.Equal(t, "ok", lo.Status)
 			require.Equal(t, tc.want, lo.ConnectionDescriptor.Connection.Status)

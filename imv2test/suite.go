@@ -12,7 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/protocol"
 )
 
 // Connector describes a Connector under test.
@@ -85,7 +85,7 @@ type Config struct {
 	// answer still arrives while an expect waits for it).
 	RetryBudget time.Duration
 	// HelloVersion is the protocol_version every hello of the suite
-	// carries (default imv2.ProtocolVersion, 3.0). Set a newer one, such
+	// carries (default protocol.ProtocolVersion, 3.0). Set a newer one, such
 	// as "4.3", to drive the Connector as today's xAgent does: its hello
 	// announces its own current version, and the Connector must admit it
 	// and answer with its own (W4).
@@ -137,7 +137,7 @@ func (c *Config) withDefaults() Config {
 		}
 	}
 	if o.HelloVersion == "" {
-		o.HelloVersion = imv2.ProtocolVersion
+		o.HelloVersion = protocol.ProtocolVersion
 	}
 	if o.DeltaStreams <= 0 {
 		o.DeltaStreams = 1024

@@ -40,6 +40,7 @@ import (
 	"time"
 
 	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/clock"
 	"github.com/xagentkit/imv2/fakeclock"
 )
 
@@ -55,7 +56,7 @@ type PendingReopener func(t *testing.T, s imv2.PendingStore) imv2.PendingStore
 // CompletedFactory returns a new, empty store holding at most capacity
 // records across all channels, each for ttl, timed by clock. It registers
 // its own cleanup with t.Cleanup.
-type CompletedFactory func(t *testing.T, capacity int, ttl time.Duration, clock imv2.Clock) imv2.CompletedStore
+type CompletedFactory func(t *testing.T, capacity int, ttl time.Duration, clock clock.Clock) imv2.CompletedStore
 
 // CompletedReopener closes s and returns a store on the same data, opened
 // anew with the same capacity, ttl and clock, as after a process restart.

@@ -1,4 +1,4 @@
-package imv2_test
+package protocol_test
 
 import (
 	"testing"
@@ -6,6 +6,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/protocol"
 )
 
 // TestSkillName_H3 uses the examples table of Common Protocol §4.2.
@@ -14,27 +15,27 @@ func TestSkillName_H3(t *testing.T) {
 		"im.feishu": "connector-im-feishu", "im.telegram": "connector-im-telegram",
 		"im.wechat": "connector-im-wechat", "device.adb": "connector-device-adb", "im.my_chat": "connector-im-my-chat",
 	} {
-		require.Equal(t, want, imv2.SkillName(id))
+		require.Equal(t, want, protocol.SkillName(id))
 	}
 }
 
 func TestSkillHeaderName_H3(t *testing.T) {
-	name, err := imv2.SkillHeaderName([]byte("---\nname: connector-im-wechat\ndescription: \"x: y\"\n---\n\n# WeChat\n"))
+	name, err := protocol.SkillHeaderName([]byte("---\nname: connector-im-wechat\ndescription: \"x: y\"\n---\n\n# WeChat\n"))
 	require.NoError(t, err)
 	require.Equal(t, "connector-im-wechat", name)
-	name, err = imv2.SkillHeaderName([]byte("\xef\xbb\xbf---\r\nname: 'connector-im-a'\r\n---\r\n"))
+	name, err = protocol.SkillHeaderName([]byte("\xef\xbb\xbf---\r\nname: 'connector-im-a'\r\n---\r\n"))
 	require.NoError(t, err)
 	require.Equal(t, "connector-im-a", name)
 	for _, bad := range []string{"# no header\n", "---\nname: x\n", "---\ndescription: x\n---\n", "---\nname: [\n---\n", ""} {
-		_, err := imv2.SkillHeaderName([]byte(bad))
+		_, err := protocol.SkillHeaderName([]byte(bad))
 		require.ErrorIs(t, err, &imv2.Error{Code: imv2.CodeInvalidPacket}, "%q", bad)
 	}
 }
 
-func skillCard(related ...string) *imv2.Card {
-	c := &imv2.Card{ConnectorCardID: "im.wechat"}
+func skillCard(related ...string) *protocol.Card {
+	c := &protocol.Card{ConnectorCardID: "im.wechat"}
 	if related != nil {
-		c.Tools = []imv2.Tool{{ToolID: "wechat_message_send", RelatedSkillIDs: related}}
+		c.Tools = []protocol.Tool{{ToolID: "wechat_message_send", RelatedSkillIDs: related}}
 	}
 	return c
 }
@@ -68,7 +69,7 @@ func FuzzSkillHeaderName(f *testing.F) {
 	f.Add([]byte("---\r\nname: \"a: b\"\r\n---\r\n"))
 	f.Add([]byte("# none\n"))
 	f.Fuzz(func(t *testing.T, md []byte) {
-		name, err := imv2.SkillHeaderName(md)
+		name, err := protocol.SkillHeaderName(md)
 		if err != nil {
 			require.ErrorIs(t, err, &imv2.Error{Code: imv2.CodeInvalidPacket})
 			return

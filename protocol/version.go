@@ -1,8 +1,9 @@
-package imv2
+package protocol
 
 import (
 	"cmp"
 	"fmt"
+	"github.com/xagentkit/imv2"
 	"strconv"
 	"strings"
 )
@@ -27,7 +28,7 @@ func ParseVersion(s string) (Version, error) {
 	ma, okMa := versionPart(major)
 	mi, okMi := versionPart(minor)
 	if !ok || !okMa || !okMi {
-		return Version{}, Errorf(CodeInvalidPacket, "protocol_version %q is not major.minor", shortText(s))
+		return Version{}, imv2.Errorf(imv2.CodeInvalidPacket, "protocol_version %q is not major.minor", shortText(s))
 	}
 	return Version{Major: ma, Minor: mi}, nil
 }

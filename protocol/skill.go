@@ -1,9 +1,10 @@
-package imv2
+package protocol
 
 import (
 	"bytes"
 	"strings"
 
+	"github.com/xagentkit/imv2"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -22,12 +23,12 @@ func SkillName(connectorCardID string) string {
 
 // checkSkillName enforces lowercase hyphen-case: [a-z0-9] runs joined by
 // single hyphens.
-func checkSkillName(name string) *Error {
+func checkSkillName(name string) *imv2.Error {
 	if name == "" {
-		return Errorf(CodeInvalidPacket, "is empty")
+		return imv2.Errorf(imv2.CodeInvalidPacket, "is empty")
 	}
-	if len(name) > MaxIDBytes {
-		return Errorf(CodeInvalidPacket, "is over %d bytes", MaxIDBytes)
+	if len(name) > imv2.MaxIDBytes {
+		return imv2.Errorf(imv2.CodeInvalidPacket, "is over %d bytes", imv2.MaxIDBytes)
 	}
 	for i := 0; i < len(name); i++ {
 		b := name[i]
@@ -35,7 +36,7 @@ func checkSkillName(name string) *Error {
 		case 'a' <= b && b <= 'z', '0' <= b && b <= '9':
 		case b == '-' && i > 0 && i < len(name)-1 && name[i-1] != '-':
 		default:
-			return Errorf(CodeInvalidPacket, "%q is not lowercase hyphen-case ([a-z0-9] joined by single hyphens)", name)
+			return imv2.Errorf(imv2.CodeInvalidPacket, "%q is not lowercase hyphen-case ([a-z0-9] joined by single hyphens)", name)
 		}
 	}
 	return nil
@@ -44,13 +45,13 @@ func checkSkillName(name string) *Error {
 // checkSkillID checks one related_skill_id of a Card against the Card ID:
 // well-formed, and the primary Skill or an additional one
 // ("<primary>-<purpose>").
-func checkSkillID(cardID, id string) *Error {
+func checkSkillID(cardID, id string) *imv2.Error {
 	if err := checkSkillName(id); err != nil {
 		return err
 	}
 	primary := SkillName(cardID)
 	if id != primary && !strings.HasPrefix(id, primary+"-") {
-		return Errorf(CodeInvalidPacket, "%q is not this Connector's Skill: the primary is %q (from connector_card_id %q), an additional one %q-<purpose>", id, primary, cardID, primary)
+		return imv2.Errorf(imv2.CodeInvalidPacket, "%q is not this Connector's Skill: the primary is %q (from connector_card_id %q), an additional one %q-<purpose>", id, primary, cardID, primary)
 	}
 	return nil
 }
@@ -61,7 +62,7 @@ func SkillHeaderName(md []byte) (string, error) {
 	md = bytes.TrimPrefix(md, []byte("\xef\xbb\xbf"))
 	rest, ok := cutLine(md, "---")
 	if !ok {
-		return "", Errorf(CodeInvalidPacket, "skill: no header (a first line \"---\" opening YAML front matter with name)")
+		return "", imv2.Errorf(imv2.CodeInvalidPacket, "skill: no header (a first line \"---\" opening YAML front matter with name)")
 	}
 	var front []byte
 	for len(rest) > 0 {
@@ -71,17 +72,17 @@ func SkillHeaderName(md []byte) (string, error) {
 				Name string `yaml:"name"`
 			}
 			if err := yaml.Unmarshal(front, &h); err != nil {
-				return "", Errorf(CodeInvalidPacket, "skill: header is not YAML: %v", err)
+				return "", imv2.Errorf(imv2.CodeInvalidPacket, "skill: header is not YAML: %v", err)
 			}
 			if h.Name == "" {
-				return "", Errorf(CodeInvalidPacket, "skill: header has no name")
+				return "", imv2.Errorf(imv2.CodeInvalidPacket, "skill: header has no name")
 			}
 			return h.Name, nil
 		}
 		front = append(append(front, line...), '\n')
 		rest = tail
 	}
-	return "", Errorf(CodeInvalidPacket, "skill: header is not closed by a \"---\" line")
+	return "", imv2.Errorf(imv2.CodeInvalidPacket, "skill: header is not closed by a \"---\" line")
 }
 
 // cutLine reports whether b starts with the line want and returns the rest.
@@ -106,16 +107,16 @@ func (c *Card) CheckSkill(md []byte) error {
 			return err
 		}
 		if e := checkSkillName(name); e != nil {
-			return Errorf(CodeInvalidPacket, "skill: header name %s", e.Message)
+			return imv2.Errorf(imv2.CodeInvalidPacket, "skill: header name %s", e.Message)
 		}
 		if name != primary {
-			return Errorf(CodeInvalidPacket, "skill: /skill.md header name %q does not match the Card: connector_card_id %q names its primary Skill %q", name, c.ConnectorCardID, primary)
+			return imv2.Errorf(imv2.CodeInvalidPacket, "skill: /skill.md header name %q does not match the Card: connector_card_id %q names its primary Skill %q", name, c.ConnectorCardID, primary)
 		}
 	}
 	for i, t := range c.Tools {
 		for j, id := range t.RelatedSkillIDs {
 			if id == primary && md == nil {
-				return Errorf(CodeInvalidPacket, "skill: tools[%d] (%s).related_skill_ids[%d] %q names the primary Skill, but no /skill.md is served", i, t.ToolID, j, id)
+				return imv2.Errorf(imv2.CodeInvalidPacket, "skill: tools[%d] (%s).related_skill_ids[%d] %q names the primary Skill, but no /skill.md is served", i, t.ToolID, j, id)
 			}
 		}
 	}
