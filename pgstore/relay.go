@@ -1,0 +1,237 @@
+package pgstore
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/dataplane"
+)
+
+// pendingChannel is the LISTEN/NOTIFY channel on which every Add announces
+// "a pending entry appeared for channel X", committed with the entry.
+const pendingChannel = "imv2_pending"
+
+// notice is the payload of a pending notification: the Store's id and the
+// channel ID in hex (channel IDs are bytes; a payload is text).
+func (s *Store) notice(channelID string) string {
+	return s.id + " " + hex.EncodeToString([]byte(channelID))
+}
+
+// relayKicks bounds the channel IDs queued for a Relay's loop; beyond it
+// a kick is folded into a catch-up of every open channel.
+const relayKicks = 1024
+
+// relayRetry is the pause before the listening connection is made again
+// after it broke.
+const relayRetry = 200 * time.Millisecond
+
+// Relay carries user messages between Connector replicas on one database.
+// A replica that does not hold xAgent's connection for a channel adds the
+// message to the shared pending store (Send); the replica that holds it is
+// told by PostgreSQL NOTIFY, committed with the Add, and sends it through
+// its Channel (imv2.Channel.AdoptPending). The store's pending entry is the
+// message's only copy, so it is sent by whoever holds the connection, and
+// removed on its ack: exactly once to xAgent's Target (its completed
+// store answers a resend duplicate), and in the order of the Adds.
+//
+// Wire it into the Server and run it:
+//
+//	relay := pgstore.NewRelay(st)
+//	srv, _ := dataplane.NewServer(dataplane.ServerConfig{..., Registry: st, OnChannelOpen: relay.ChannelOpened})
+//	relay.Serve(srv)
+//	go relay.Run(ctx)
+//
+// A missed notification (the listening connection broke) is caught up when
+// it is listening again: every channel open here adopts what is pending.
+type Relay struct {
+	st   *Store
+	kick chan string
+
+	mu  sync.Mutex
+	srv *dataplane.Server
+}
+
+// NewRelay returns a Relay over st. Call Serve before Run.
+func NewRelay(st *Store) *Relay {
+	return &Relay{st: st, kick: make(chan string, relayKicks)}
+}
+
+// Serve names the Server whose open channels the Relay feeds.
+func (r *Relay) Serve(srv *dataplane.Server) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.srv = srv
+}
+
+func (r *Relay) server() *dataplane.Server {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.srv
+}
+
+// ChannelOpened is for ServerConfig.OnChannelOpen: a channel (re)opened
+// here adopts what other replicas added while it was open elsewhere. It
+// never blocks: when the queue is full the kick is dropped and the next
+// catch-up covers it.
+func (r *Relay) ChannelOpened(channelID string) {
+	select {
+	case r.kick <- channelID:
+	default:
+	}
+}
+
+// Send delivers a user message on a channel: through the Channel when the
+// channel is open on this replica's Server, otherwise by adding it to the
+// shared pending store, from which the replica holding the connection
+// sends it (or this one, when xAgent reconnects here). An empty MessageID
+// is generated. The channel must be registered (channel IDs are shared);
+// an unknown one fails with code connection_not_found.
+func (r *Relay) Send(ctx context.Context, channelID string, m imv2.ChatMessage) (string, error) {
+	if srv := r.server(); srv != nil && srv.IsOpen(channelID) {
+		if ch := srv.Channel(channelID); ch != nil {
+			return ch.Send(ctx, m)
+		}
+	}
+	if m.MessageID == "" {
+		m.MessageID = imv2.NewMessageID()
+	}
+	if err := m.Validate(imv2.ToXAgent); err != nil {
+		return "", err
+	}
+	known, err := r.st.Known(ctx, channelID)
+	if err != nil {
+		return "", err
+	}
+	if !known {
+		return "", imv2.Errorf(imv2.CodeConnectionNotFound, "channel %q is not registered", channelID)
+	}
+	e := imv2.PendingEntry{ChannelID: channelID, Message: m, Created: r.st.clock.Now()}
+	if err := r.st.Add(ctx, e); err != nil {
+		return "", err
+	}
+	return m.MessageID, nil
+}
+
+// Run listens for pending notifications until ctx is done, and has every
+// notified channel that is open on the Server adopt its new entries. It
+// returns ctx's error; a broken listening connection is made again.
+func (r *Relay) Run(ctx context.Context) error {
+	notes := make(chan string, relayKicks)
+	listened := make(chan struct{}, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r.listen(ctx, notes, listened)
+	}()
+	defer func() { <-done }()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-listened:
+			r.adoptAll(ctx) // catch up what was added while not listening
+		case id := <-notes:
+			r.adopt(ctx, id)
+		case id := <-r.kick:
+			r.adopt(ctx, id)
+		}
+	}
+}
+
+// listen holds one pooled connection in LISTEN and forwards the channel
+// IDs of other Stores' Adds. A full queue folds the notice into a
+// catch-up of every channel.
+func (r *Relay) listen(ctx context.Context, notes chan<- string, listened chan<- struct{}) {
+	for ctx.Err() == nil {
+		err := r.listenOnce(ctx, notes, listened)
+		if ctx.Err() != nil {
+			return
+		}
+		r.st.logf("pgstore: relay: listening connection lost; listening again: %v", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(relayRetry):
+		}
+	}
+}
+
+func (r *Relay) listenOnce(ctx context.Context, notes chan<- string, listened chan<- struct{}) error {
+	conn, err := r.st.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		// A connection in LISTEN must not serve other queries.
+		_ = conn.Conn().Close(context.Background())
+		conn.Release()
+	}()
+	if _, err := conn.Exec(ctx, "LISTEN "+pendingChannel); err != nil {
+		return err
+	}
+	select {
+	case listened <- struct{}{}:
+	default:
+	}
+	for {
+		n, err := conn.Conn().WaitForNotification(ctx)
+		if err != nil {
+			return err
+		}
+		from, hexID, ok := strings.Cut(n.Payload, " ")
+		if !ok || from == r.st.id {
+			continue
+		}
+		id, err := hex.DecodeString(hexID)
+		if err != nil {
+			continue // tolerant reader: not one of ours
+		}
+		select {
+		case notes <- string(id):
+		default:
+			select {
+			case listened <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+// adopt has the channel adopt its new pending entries if it is open here.
+func (r *Relay) adopt(ctx context.Context, channelID string) {
+	srv := r.server()
+	if srv == nil || !srv.IsOpen(channelID) {
+		return
+	}
+	ch := srv.Channel(channelID)
+	if ch == nil {
+		return
+	}
+	if _, err := ch.AdoptPending(ctx); err != nil && !errors.Is(err, imv2.ErrClosed) && ctx.Err() == nil {
+		r.st.logf("pgstore: relay: channel %q: %v", channelID, err)
+	}
+}
+
+func (r *Relay) adoptAll(ctx context.Context) {
+	srv := r.server()
+	if srv == nil {
+		return
+	}
+	for _, id := range srv.ChannelIDs() {
+		r.adopt(ctx, id)
+	}
+}
+
+// logf reports a condition the caller cannot act on; the Store has no
+// logger of its own, so it goes to Options.Logger when set.
+func (s *Store) logf(format string, args ...any) {
+	if s.log != nil {
+		s.log.Warn(fmt.Sprintf(format, args...))
+	}
+}
