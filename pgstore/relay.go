@@ -115,6 +115,11 @@ func (r *Relay) Send(ctx context.Context, channelID string, m imv2.ChatMessage) 
 	if err := r.st.Add(ctx, e); err != nil {
 		return "", err
 	}
+	// The channel may have opened here since the check above, after its
+	// Channel listed the store, and this replica skips its own notices:
+	// look again now that the entry is committed. An open after this
+	// look lists the store (or is kicked) after the commit.
+	r.adopt(ctx, channelID)
 	return m.MessageID, nil
 }
 
