@@ -454,7 +454,10 @@ func (s *Server) describe(ctx context.Context, e *channelEntry) *imv2.Descriptor
 // instance (cancelling its offline grace) or a new one. A non-empty
 // connector_id this server does not know (expired, or a restart) gets a
 // new one, as Common Protocol §8.1 allows; xAgent then replaces its ConnectorClient.
-func (s *Server) attach(ss *session, connectorID string) (*instance, error) {
+//
+// adopt (a shared ConnectorRegistry knows connectorID, connectors.go)
+// makes the new instance keep connectorID.
+func (s *Server) attach(ss *session, connectorID string, adopt bool) (*instance, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -465,7 +468,11 @@ func (s *Server) attach(ss *session, connectorID string) (*instance, error) {
 		if len(s.instances) >= s.cfg.MaxConnectors && !s.evictInstanceLocked() {
 			return nil, imv2.Errorf(imv2.CodeConnectorIDMismatch, "this Connector serves %d connector_ids, all online", s.cfg.MaxConnectors)
 		}
-		inst = &instance{id: "conn_" + uuid.NewString(), channels: map[string]*channelEntry{}}
+		id := "conn_" + uuid.NewString()
+		if adopt {
+			id = connectorID
+		}
+		inst = &instance{id: id, channels: map[string]*channelEntry{}}
 		s.instances[inst.id] = inst
 	}
 	ss.inst = inst
@@ -507,9 +514,11 @@ func (s *Server) detach(ss *session) {
 		}
 	}
 	ss.open = nil
+	wentOffline := ""
 	if inst := ss.inst; inst != nil && s.instances[inst.id] == inst {
 		inst.live--
 		if inst.live == 0 {
+			wentOffline = inst.id
 			inst.gen++
 			gen := inst.gen
 			inst.offline = s.clock.Now()
@@ -521,17 +530,35 @@ func (s *Server) detach(ss *session) {
 	for _, e := range moved {
 		e.syncTransport(s)
 	}
+	if wentOffline != "" {
+		s.seen(wentOffline)
+	}
 }
 
 // expire unregisters an instance whose grace ran out without a hello.
+// With a shared ConnectorRegistry, an instance that connected to another
+// replica since is only released here (connectors.go).
 func (s *Server) expire(inst *instance, gen uint64) {
+	s.mu.Lock()
+	offline := inst.offline
+	s.mu.Unlock()
+	elsewhere := s.aliveElsewhere(inst.id, offline)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed || inst.gen != gen || inst.live > 0 || s.instances[inst.id] != inst {
 		return
 	}
+	if elsewhere {
+		s.log.Info("dataplane: connector_id offline here past the grace but connected elsewhere; releasing its channels here", "connector_id", inst.id, "channels", len(inst.channels))
+		s.releaseInstanceLocked(inst)
+		return
+	}
 	s.log.Info("dataplane: connector_id offline past the grace; dropping its channels", "connector_id", inst.id, "channels", len(inst.channels))
 	s.dropInstanceLocked(inst)
+	if s.sharedConnectors() != nil {
+		s.dropWG.Add(1)
+		go func() { defer s.dropWG.Done(); s.forgetShared(inst.id) }()
+	}
 }
 
 // dropInstanceLocked forgets an instance and closes its channels in the

@@ -389,6 +389,7 @@ func TestFailover_S8_A6_KillReplicaMidStreamAndMidBurst(t *testing.T) {
 		t.Fatal(err)
 	}
 	chID := x.ID()
+	connectorID := client.ConnectorID()
 
 	var peakPending atomic.Int64
 	sampleStop := make(chan struct{})
@@ -505,6 +506,7 @@ func TestFailover_S8_A6_KillReplicaMidStreamAndMidBurst(t *testing.T) {
 	}
 	st.Close()
 
+	finalConnectorID := client.ConnectorID()
 	acancel()
 	_ = client.Close()
 	ag.wg.Wait()
@@ -580,6 +582,9 @@ func TestFailover_S8_A6_KillReplicaMidStreamAndMidBurst(t *testing.T) {
 	}
 	if peakPending.Load() > replicaPendingCap {
 		t.Errorf("pending peak %d passed the cap %d", peakPending.Load(), replicaPendingCap)
+	}
+	if finalConnectorID != connectorID {
+		t.Errorf("connector_id changed across the failovers: %q, then %q", connectorID, finalConnectorID)
 	}
 	if rt.routed["b"] == 0 || rt.routed["c"] == 0 {
 		t.Errorf("xAgent was not routed to each survivor: %v", rt.routed)

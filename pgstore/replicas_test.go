@@ -68,18 +68,22 @@ type replica struct {
 	stop  func()
 }
 
-func startReplica(t *testing.T, url string, target imv2.Target, opts imv2.Options) *replica {
+func startReplica(t *testing.T, url string, target imv2.Target, opts imv2.Options, tune ...func(*dataplane.ServerConfig)) *replica {
 	t.Helper()
 	st := openStore(t, url, pgstore.Options{})
 	r := &replica{st: st, relay: pgstore.NewRelay(st)}
 	opts.Pending, opts.Completed = st.Pending(), st.Completed()
-	srv, err := dataplane.NewServer(dataplane.ServerConfig{
+	cfg := dataplane.ServerConfig{
 		Card:          consolebridge.Card(),
 		NewTarget:     func(string) imv2.Target { return target },
 		Options:       &opts,
 		Registry:      st,
 		OnChannelOpen: r.relay.ChannelOpened,
-	})
+	}
+	for _, f := range tune {
+		f(&cfg)
+	}
+	srv, err := dataplane.NewServer(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,8 +122,17 @@ func xagent(t *testing.T, url string, target imv2.Target, ids ...string) *datapl
 // xagentOpts is xagent with Channel options (their timings are set here).
 func xagentOpts(t *testing.T, url string, target imv2.Target, o imv2.Options, ids ...string) *dataplane.Client {
 	t.Helper()
+	return xagentAs(t, url, target, o, "", ids...)
+}
+
+// xagentAs is xagentOpts for an xAgent that remembers connectorID.
+func xagentAs(t *testing.T, url string, target imv2.Target, o imv2.Options, connectorID string, ids ...string) *dataplane.Client {
+	t.Helper()
 	o.AckTimeout, o.RetryMin, o.RetryMax = 500*time.Millisecond, 20*time.Millisecond, 200*time.Millisecond
 	store := dataplane.NewMemoryChannelStore(0)
+	if err := store.SetConnectorID(context.Background(), connectorID); err != nil {
+		t.Fatal(err)
+	}
 	for _, id := range ids {
 		if err := store.AddChannel(context.Background(), id); err != nil {
 			t.Fatal(err)
@@ -333,5 +346,46 @@ func TestReplicas_S8_OrphanTakenOverAfterLease(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestReplicas_W5_ReconnectToOtherReplicaKeepsConnectorIDAndGrace: xAgent
+// leaves replica a and reconnects to replica b with its connector_id and
+// channel: b keeps both (the registry is shared). When a's offline grace
+// runs out, a releases its copy of the channel and forgets nothing
+// shared: the channel and the connector_id stay registered.
+func TestReplicas_W5_ReconnectToOtherReplicaKeepsConnectorIDAndGrace(t *testing.T) {
+	url := srv.NewDatabase(t)
+	ctx := context.Background()
+	plat := newKeyPlatform(false)
+	const grace = 300 * time.Millisecond
+	a := startReplica(t, url, plat, imv2.Options{}, func(c *dataplane.ServerConfig) { c.OfflineGrace = grace })
+	b := startReplica(t, url, plat, imv2.Options{})
+	x1 := xagent(t, a.hs.URL, newKeyPlatform(false))
+	ch, err := x1.OpenChannel(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cid := x1.ConnectorID()
+	_ = x1.Close()
+	waitFor(t, "a sees xAgent gone", func() bool { return !a.srv.IsOpen(ch.ID()) })
+	x2 := xagentAs(t, b.hs.URL, newKeyPlatform(false), imv2.Options{}, cid, ch.ID())
+	waitFor(t, "the channel open on b", func() bool { return b.srv.IsOpen(ch.ID()) })
+	if got := x2.ConnectorID(); got != cid {
+		t.Errorf("b issued connector_id %q, want %q kept", got, cid)
+	}
+	if x2.Channel(ch.ID()) == nil {
+		t.Errorf("b did not resume channel %q: %v", ch.ID(), b.srv.ChannelIDs())
+	}
+	waitFor(t, "a's grace to run out", func() bool { return a.srv.Channel(ch.ID()) == nil })
+	time.Sleep(50 * time.Millisecond) // a's drop goroutines, had it forgotten anything
+	if known, err := b.st.Known(ctx, ch.ID()); err != nil || !known {
+		t.Errorf("channel forgotten by a's grace expiry although open on b: known %v, %v", known, err)
+	}
+	if _, ok, err := b.st.ConnectorSeen(ctx, cid); err != nil || !ok {
+		t.Errorf("connector_id forgotten by a's grace expiry although connected to b: %v %v", ok, err)
+	}
+	if !b.srv.IsOpen(ch.ID()) {
+		t.Error("the channel is no longer open on b")
 	}
 }
