@@ -49,3 +49,46 @@ func (c *Channel) AdoptPending(ctx context.Context) (int, error) {
 	}
 	return adopted, nil
 }
+
+// resolvedElsewhere reports whether the store no longer holds a message
+// this Channel still tracks: with a PendingStore shared by replicas,
+// another replica held the connection, got the terminal ack, removed the
+// entry and reported it. Asked only when the message would expire while
+// disconnected here, so a copy left behind by a failover is not reported
+// failed a second time. A store error counts as "still held".
+func (c *Channel) resolvedElsewhere(o *outgoing) bool {
+	sctx := c.storeCtx()
+	defer sctx.release()
+	entries, err := c.o.Pending.List(sctx, c.id)
+	if err != nil {
+		return false
+	}
+	for _, e := range entries {
+		if e.Message.MessageID == o.entry.Message.MessageID {
+			return false
+		}
+	}
+	return true
+}
+
+// forget stops tracking o without touching the store or reporting it.
+func (c *Channel) forget(o *outgoing) {
+	id := o.entry.Message.MessageID
+	c.mu.Lock()
+	if c.out[id] != o {
+		c.mu.Unlock()
+		return
+	}
+	delete(c.out, id)
+	stopTimer(&o.timer)
+	var next *outgoing
+	if o.inWindow {
+		c.unacked--
+		next = c.nextWaitingLocked()
+	}
+	c.mu.Unlock()
+	c.log.Debug("pending message resolved by another replica; forgotten here", "message_id", id)
+	if next != nil {
+		c.transmit(next)
+	}
+}

@@ -3,6 +3,7 @@ package imv2
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -40,4 +41,34 @@ func chatID(t *testing.T, p *Packet) string {
 	var m ChatMessage
 	require.NoError(t, p.DecodePayload(&m))
 	return m.MessageID
+}
+
+// A message this Channel tracks while disconnected, which another replica
+// delivered (its entry is gone from the shared store), is forgotten at
+// the end of its pending TTL instead of reported expired; one the store
+// still holds is reported expired.
+func TestAdoptPending_S3_CopyResolvedElsewhereIsNotReportedExpired(t *testing.T) {
+	for _, elsewhere := range []bool{true, false} {
+		ctx := context.Background()
+		store := NewMemoryPendingStore(0)
+		var failed []string
+		c, w, clk := newConnector(t, newRecTarget(), &Options{Pending: store, OnFailed: func(_ string, m ChatMessage, _ *Error) {
+			failed = append(failed, m.MessageID)
+		}})
+		_, err := c.Send(ctx, ChatMessage{MessageID: "u-1", Text: "hi"})
+		require.NoError(t, err)
+		w.next(t)
+		c.SetTransport(nil) // xAgent went to another replica
+		if elsewhere {
+			require.NoError(t, store.Remove(ctx, "cch_1", "u-1")) // which delivered it
+		}
+		clk.Advance(DefaultPendingTTL + time.Second)
+		require.Eventually(t, func() bool { p, _ := c.Pending(ctx); return len(p) == 0 }, wait, time.Millisecond)
+		require.NoError(t, c.Close())
+		if elsewhere {
+			require.Empty(t, failed, "a message another replica delivered was reported failed")
+		} else {
+			require.Equal(t, []string{"u-1"}, failed)
+		}
+	}
 }

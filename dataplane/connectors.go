@@ -15,8 +15,8 @@ import (
 //   - a replica whose offline grace for a connector_id runs out, while
 //     the connector_id has connected to another replica since, closes its
 //     own copies of the channels and forgets nothing shared: no
-//     Registry.Forget, no Channel.Drop, no OnChannelDrop (Common Protocol
-//     §8.2 counts the grace from the last connection on any replica).
+//     Registry.Forget, no Channel.Drop, no OnChannelDrop (the grace of
+//     Common Protocol §8.2 runs from the last connection on any replica).
 //
 // Implementations must be safe for concurrent use by goroutines and
 // processes, and bound what they keep (cap and TTL).
