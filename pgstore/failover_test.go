@@ -49,6 +49,11 @@ type foPlatform struct {
 	drafts   map[string]int    // per message_id
 	failed   []string          // user messages a replica reported failed
 	lastPost time.Time
+	// holdID's first post is shown and then not answered until the
+	// replica's connection goes: the kill lands between the side effect
+	// and Record, the window of an orphaned claim.
+	holdID string
+	held   chan struct{}
 }
 
 func newFoPlatform() *foPlatform {
@@ -73,6 +78,12 @@ func (p *foPlatform) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		p.shown[b.Key] = true
 		p.lastPost = time.Now()
+		if b.MessageID == p.holdID && p.posts[b.MessageID] == 1 {
+			p.mu.Unlock()
+			close(p.held)
+			<-r.Context().Done() // the replica died with the post done, unrecorded
+			p.mu.Lock()
+		}
 	case "/draft":
 		p.drafts[b.MessageID]++
 	case "/failed":
@@ -326,18 +337,23 @@ func countInFlight(ctx context.Context, t *testing.T, db string, x *imv2.Channel
 	return f
 }
 
-// TestFailover_S8_A6_KillReplicaMidStreamAndMidBurst runs xAgent against
+// TestFailover_S8_A6_KillHolderMidStreamMidBurstMidPost runs xAgent against
 // two Connector replicas (child processes) on one PostgreSQL database,
 // through a router and fault proxies. It kills with SIGKILL the replica
 // holding xAgent's connection in the middle of a streamed reply, starts a
-// fresh replica, then kills the other in the middle of a burst of user
-// messages accepted on both. Invariants: every user message reaches
+// fresh replica, kills the other in the middle of a burst of user
+// messages accepted on both, starts another, and kills the holder between
+// a final's post and its Record (the platform holds that post's answer):
+// the orphaned claim is taken over after its lease and posted again with
+// the same idempotency key. Invariants: every user message reaches
 // xAgent's Target exactly once, every final is shown once on the
 // (deduplicating) platform under one stable key, nothing failed, nothing
 // is left pending, the pending cap held, and the test's goroutines are
 // gone. It prints the failover times, what was in flight at each kill,
-// and how often a platform without dedup would have shown a final twice.
-func TestFailover_S8_A6_KillReplicaMidStreamAndMidBurst(t *testing.T) {
+// and how often a platform without dedup would have shown a final twice
+// (exactly once: the aimed kill; with PostsIdempotently false that final
+// is shown once and xAgent is told delivery_outcome_unknown instead).
+func TestFailover_S8_A6_KillHolderMidStreamMidBurstMidPost(t *testing.T) {
 	goroutines := runtime.NumGoroutine()
 	began := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -471,6 +487,22 @@ func TestFailover_S8_A6_KillReplicaMidStreamAndMidBurst(t *testing.T) {
 	conn2, ackAfter2 := waitAck(ctx, ak, kill2)
 	arrive2 := waitArrival(ctx, ag, kill2.Add(conn2)) + conn2
 
+	// Phase 3: kill the holder (c) between a final's post and its Record.
+	d := startFoReplica(t, "d", db, ps.URL, faults)
+	rt.set(c, d)
+	plat.mu.Lock()
+	plat.holdID, plat.held = "r-u-9000", make(chan struct{})
+	plat.mu.Unlock()
+	send([]*foReplica{c}, "u-9000", "reply u-9000")
+	select {
+	case <-plat.held:
+	case <-ctx.Done():
+	}
+	in3 := countInFlight(ctx, t, db, x)
+	kill3 := time.Now()
+	c.kill()
+	conn3, ackAfter3 := waitAck(ctx, ak, kill3)
+
 	// Settle: every user message at xAgent, every final shown, nothing pending.
 	st, err := pgstore.Open(ctx, db, pgstore.Options{})
 	if err != nil {
@@ -512,9 +544,9 @@ func TestFailover_S8_A6_KillReplicaMidStreamAndMidBurst(t *testing.T) {
 	ag.wg.Wait()
 	close(sampleStop)
 	<-sampleDone
-	c.kill()
+	d.kill()
 	rs.Close()
-	for _, r := range []*foReplica{a, b, c} {
+	for _, r := range []*foReplica{a, b, c, d} {
 		r.proxy.Close()
 	}
 	ps.Close()
@@ -546,7 +578,7 @@ func TestFailover_S8_A6_KillReplicaMidStreamAndMidBurst(t *testing.T) {
 		}
 	}
 	var pst faultproxy.Stats
-	for _, r := range []*foReplica{a, b, c} {
+	for _, r := range []*foReplica{a, b, c, d} {
 		s := r.proxy.Stats()
 		pst.Conns += s.Conns
 		pst.Frames += s.Frames
@@ -554,14 +586,16 @@ func TestFailover_S8_A6_KillReplicaMidStreamAndMidBurst(t *testing.T) {
 		pst.Duplicated += s.Duplicated
 		pst.Delayed += s.Delayed
 	}
-	t.Logf("failover: 2 kill -9 of the replica holding the connection, %d user messages, %d finals of %d deltas, %v",
+	t.Logf("failover: 3 kill -9 of the replica holding the connection, %d user messages, %d finals of %d deltas, %v",
 		len(ids), finals, foDeltas, elapsed.Round(time.Millisecond))
 	t.Logf("kill 1 (mid-stream, %d of %d deltas sent): in flight %d user, %d finals, %d claims; reconnected to the survivor after %v, first accepted ack there after %v",
 		deltasAtKill1, foDeltas, in1.users, in1.finals, in1.claims, conn1.Round(time.Millisecond), ackAfter1.Round(time.Millisecond))
 	t.Logf("kill 2 (mid-burst, %d of %d handed over): in flight %d user, %d finals, %d claims; reconnected after %v, first user message from the survivor after %v, first accepted ack after %v",
 		foBurst/2-1, foBurst, in2.users, in2.finals, in2.claims, conn2.Round(time.Millisecond), arrive2.Round(time.Millisecond), ackAfter2.Round(time.Millisecond))
-	t.Logf("outcome: lost %d+%d, user messages twice %d, finals shown twice (deduplicating platform) 0 by construction, posted twice (what a platform without dedup shows) %d, failed %d+%d, claims left %d",
-		lost, lostFinals, dup, twice, len(plat.failed), len(ak.failed), claimsLeft)
+	t.Logf("kill 3 (between a final's post and its Record): in flight %d user, %d finals, %d claims; reconnected after %v, the orphaned final taken over and acked accepted after %v (its claim's lease: %v)",
+		in3.users, in3.finals, in3.claims, conn3.Round(time.Millisecond), ackAfter3.Round(time.Millisecond), 2*replicaTargetTimeout)
+	t.Logf("outcome: lost %d+%d, user messages twice %d, finals shown twice (deduplicating platform: posted under a second key) %d, posted twice (what a platform without dedup shows) %d, failed %d+%d, claims left %d",
+		lost, lostFinals, dup, len(plat.badKey), twice, len(plat.failed), len(ak.failed), claimsLeft)
 	t.Logf("routing: %v; faults: conns %d frames %d dropped %d duplicated %d delayed %d; pending peak %d (cap %d)",
 		rt.routed, pst.Conns, pst.Frames, pst.Dropped, pst.Duplicated, pst.Delayed, peakPending.Load(), replicaPendingCap)
 
@@ -583,10 +617,13 @@ func TestFailover_S8_A6_KillReplicaMidStreamAndMidBurst(t *testing.T) {
 	if peakPending.Load() > replicaPendingCap {
 		t.Errorf("pending peak %d passed the cap %d", peakPending.Load(), replicaPendingCap)
 	}
+	if twice != 1 || plat.posts["r-u-9000"] != 2 {
+		t.Errorf("the kill between post and Record: r-u-9000 posted %d times, %d posted twice in all; want it posted again once (the orphan taken over), the only one", plat.posts["r-u-9000"], twice)
+	}
 	if finalConnectorID != connectorID {
 		t.Errorf("connector_id changed across the failovers: %q, then %q", connectorID, finalConnectorID)
 	}
-	if rt.routed["b"] == 0 || rt.routed["c"] == 0 {
+	if rt.routed["b"] == 0 || rt.routed["c"] == 0 || rt.routed["d"] == 0 {
 		t.Errorf("xAgent was not routed to each survivor: %v", rt.routed)
 	}
 	settleGoroutines(t, goroutines)
