@@ -50,8 +50,9 @@ const relayRetry = 200 * time.Millisecond
 // A missed notification (the listening connection broke) is caught up when
 // it is listening again: every channel open here adopts what is pending.
 type Relay struct {
-	st   *Store
-	kick chan string
+	st      *Store
+	kick    chan string
+	catchup chan struct{} // one token: adopt for every open channel
 
 	mu  sync.Mutex
 	srv *dataplane.Server
@@ -59,7 +60,7 @@ type Relay struct {
 
 // NewRelay returns a Relay over st. Call Serve before Run.
 func NewRelay(st *Store) *Relay {
-	return &Relay{st: st, kick: make(chan string, relayKicks)}
+	return &Relay{st: st, kick: make(chan string, relayKicks), catchup: make(chan struct{}, 1)}
 }
 
 // Serve names the Server whose open channels the Relay feeds.
@@ -77,12 +78,21 @@ func (r *Relay) server() *dataplane.Server {
 
 // ChannelOpened is for ServerConfig.OnChannelOpen: a channel (re)opened
 // here adopts what other replicas added while it was open elsewhere. It
-// never blocks: when the queue is full the kick is dropped and the next
-// catch-up covers it.
+// never blocks: when the queue is full the kick becomes a catch-up of
+// every open channel.
 func (r *Relay) ChannelOpened(channelID string) {
 	select {
 	case r.kick <- channelID:
 	default:
+		r.behind()
+	}
+}
+
+// behind asks Run for a catch-up of every open channel.
+func (r *Relay) behind() {
+	select {
+	case r.catchup <- struct{}{}:
+	default: // one is already asked for
 	}
 }
 
@@ -128,19 +138,18 @@ func (r *Relay) Send(ctx context.Context, channelID string, m imv2.ChatMessage) 
 // returns ctx's error; a broken listening connection is made again.
 func (r *Relay) Run(ctx context.Context) error {
 	notes := make(chan string, relayKicks)
-	listened := make(chan struct{}, 1)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		r.listen(ctx, notes, listened)
+		r.listen(ctx, notes)
 	}()
 	defer func() { <-done }()
 	for {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-listened:
-			r.adoptAll(ctx) // catch up what was added while not listening
+		case <-r.catchup: // listening again, or a queue overflowed
+			r.adoptAll(ctx)
 		case id := <-notes:
 			r.adopt(ctx, id)
 		case id := <-r.kick:
@@ -152,9 +161,9 @@ func (r *Relay) Run(ctx context.Context) error {
 // listen holds one pooled connection in LISTEN and forwards the channel
 // IDs of other Stores' Adds. A full queue folds the notice into a
 // catch-up of every channel.
-func (r *Relay) listen(ctx context.Context, notes chan<- string, listened chan<- struct{}) {
+func (r *Relay) listen(ctx context.Context, notes chan<- string) {
 	for ctx.Err() == nil {
-		err := r.listenOnce(ctx, notes, listened)
+		err := r.listenOnce(ctx, notes)
 		if ctx.Err() != nil {
 			return
 		}
@@ -167,7 +176,7 @@ func (r *Relay) listen(ctx context.Context, notes chan<- string, listened chan<-
 	}
 }
 
-func (r *Relay) listenOnce(ctx context.Context, notes chan<- string, listened chan<- struct{}) error {
+func (r *Relay) listenOnce(ctx context.Context, notes chan<- string) error {
 	conn, err := r.st.pool.Acquire(ctx)
 	if err != nil {
 		return err
@@ -180,10 +189,7 @@ func (r *Relay) listenOnce(ctx context.Context, notes chan<- string, listened ch
 	if _, err := conn.Exec(ctx, "LISTEN "+pendingChannel); err != nil {
 		return err
 	}
-	select {
-	case listened <- struct{}{}:
-	default:
-	}
+	r.behind() // catch up what was added while not listening
 	for {
 		n, err := conn.Conn().WaitForNotification(ctx)
 		if err != nil {
@@ -200,10 +206,7 @@ func (r *Relay) listenOnce(ctx context.Context, notes chan<- string, listened ch
 		select {
 		case notes <- string(id):
 		default:
-			select {
-			case listened <- struct{}{}:
-			default:
-			}
+			r.behind()
 		}
 	}
 }
