@@ -210,6 +210,7 @@ func (c *Channel) runTarget(m *ChatMessage, fp Fingerprint, stream *deltaStream)
 			code = CodeTargetRejected
 		}
 		rej := &Error{Code: code, Message: truncate(err.Error(), MaxAckMessageBytes), Retryable: IsRetryable(err)}
+		c.observe(Event{Kind: EventTargetFailed, MessageID: id, Code: code, Duration: took})
 		if c.ctx.Err() != nil {
 			rej.Retryable = true // cancelled by Close: let the sender try again
 		}
