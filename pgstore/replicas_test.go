@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/dataplane"
 	"github.com/xagentkit/imv2/examples/console/consolebridge"
@@ -387,5 +389,49 @@ func TestReplicas_W5_ReconnectToOtherReplicaKeepsConnectorIDAndGrace(t *testing.
 	}
 	if !b.srv.IsOpen(ch.ID()) {
 		t.Error("the channel is no longer open on b")
+	}
+}
+
+// TestReplicas_S1_RelayCatchesUpAfterItsListenConnectionBreaks: the
+// holder's listening connection is terminated by the server; user
+// messages added on the other replica meanwhile, whose notifications
+// nobody heard, are sent once the Relay listens again (its catch-up).
+func TestReplicas_S1_RelayCatchesUpAfterItsListenConnectionBreaks(t *testing.T) {
+	url := srv.NewDatabase(t)
+	ctx := context.Background()
+	a := startReplica(t, url, newKeyPlatform(false), imv2.Options{})
+	b := startReplica(t, url, newKeyPlatform(false), imv2.Options{})
+	agent := newKeyPlatform(false)
+	x := xagent(t, a.hs.URL, agent)
+	ch, err := x.OpenChannel(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var killed int
+	waitFor(t, "a's Relay listening", func() bool {
+		err := conn.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+			WHERE datname = current_database() AND query LIKE 'LISTEN%'`).Scan(&killed)
+		return err == nil && killed > 0
+	})
+	const n = 10
+	for i := range n {
+		if _, err := b.relay.Send(ctx, ch.ID(), imv2.ChatMessage{MessageID: fmt.Sprintf("u-%d", i), Text: "x"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "every message at xAgent", func() bool {
+		agent.mu.Lock()
+		defer agent.mu.Unlock()
+		return len(agent.posts) == n
+	})
+	for i := range n {
+		if c := agent.count(fmt.Sprintf("u-%d", i)); c != 1 {
+			t.Errorf("u-%d reached xAgent %d times, want 1", i, c)
+		}
 	}
 }
