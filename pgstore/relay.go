@@ -38,7 +38,10 @@ const relayRetry = 200 * time.Millisecond
 // its Channel (imv2.Channel.AdoptPending). The store's pending entry is the
 // message's only copy, so it is sent by whoever holds the connection, and
 // removed on its ack: exactly once to xAgent's Target (its completed
-// store answers a resend duplicate), and in the order of the Adds.
+// store answers a resend duplicate). Messages one replica adds are sent in
+// the order of its Adds (the store's order); messages added on two
+// replicas at once are sent in the order the holder learns of them, and a
+// resend after a lost ack can overtake, as on one replica.
 //
 // Wire it into the Server and run it:
 //
