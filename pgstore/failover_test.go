@@ -618,6 +618,9 @@ func TestFailover_S8_A6_KillHolderMidStreamMidBurstMidPost(t *testing.T) {
 	if len(plat.failed)+len(ak.failed) > 0 {
 		t.Errorf("failed: connector %v, xAgent %v", plat.failed, ak.failed)
 	}
+	if stats.Completed > imv2.DefaultCompletedCap || stats.Pending != 0 {
+		t.Errorf("store at the end: %d completed (cap %d), %d pending (want 0)", stats.Completed, imv2.DefaultCompletedCap, stats.Pending)
+	}
 	if peakPending.Load() > replicaPendingCap {
 		t.Errorf("pending peak %d passed the cap %d", peakPending.Load(), replicaPendingCap)
 	}
