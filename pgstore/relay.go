@@ -23,6 +23,20 @@ func (s *Store) notice(channelID string) string {
 	return s.id + " " + hex.EncodeToString([]byte(channelID))
 }
 
+// parseNotice reads a pending notification's payload (notice); ok is
+// false for anything else, including a channel ID no Store could hold.
+func parseNotice(payload string) (from, channelID string, ok bool) {
+	from, hexID, ok := strings.Cut(payload, " ")
+	if !ok || from == "" {
+		return "", "", false
+	}
+	id, err := hex.DecodeString(hexID)
+	if err != nil || checkChannel(string(id)) != nil {
+		return "", "", false
+	}
+	return from, string(id), true
+}
+
 // relayKicks bounds the channel IDs queued for a Relay's loop; beyond it
 // a kick is folded into a catch-up of every open channel.
 const relayKicks = 1024
@@ -198,16 +212,12 @@ func (r *Relay) listenOnce(ctx context.Context, notes chan<- string) error {
 		if err != nil {
 			return err
 		}
-		from, hexID, ok := strings.Cut(n.Payload, " ")
+		from, id, ok := parseNotice(n.Payload)
 		if !ok || from == r.st.id {
-			continue
-		}
-		id, err := hex.DecodeString(hexID)
-		if err != nil {
-			continue // tolerant reader: not one of ours
+			continue // tolerant reader: not one of ours, or our own Add
 		}
 		select {
-		case notes <- string(id):
+		case notes <- id:
 		default:
 			r.behind()
 		}
