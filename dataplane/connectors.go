@@ -59,14 +59,16 @@ func (s *Server) knownElsewhere(ctx context.Context, connectorID string) bool {
 	return err == nil && ok
 }
 
-// seen tells the shared registry that connectorID connected or lost its
-// last connection here now.
-func (s *Server) seen(connectorID string) {
+// seen tells the shared registry that connectorID connected, or lost its
+// last connection, here at t. A disconnect passes the instance's offline
+// time itself, so that its own record never counts as "connected
+// elsewhere since" at the grace expiry.
+func (s *Server) seen(connectorID string, t time.Time) {
 	cr := s.sharedConnectors()
 	if cr == nil {
 		return
 	}
-	if err := cr.SeenConnector(context.Background(), connectorID, s.clock.Now()); err != nil {
+	if err := cr.SeenConnector(context.Background(), connectorID, t); err != nil {
 		s.log.Warn("dataplane: connector_id not recorded in the shared registry", "connector_id", connectorID, "err", err)
 	}
 }

@@ -515,13 +515,14 @@ func (s *Server) detach(ss *session) {
 	}
 	ss.open = nil
 	wentOffline := ""
+	var offlineAt time.Time
 	if inst := ss.inst; inst != nil && s.instances[inst.id] == inst {
 		inst.live--
 		if inst.live == 0 {
-			wentOffline = inst.id
 			inst.gen++
 			gen := inst.gen
 			inst.offline = s.clock.Now()
+			wentOffline, offlineAt = inst.id, inst.offline
 			inst.grace = s.clock.AfterFunc(s.cfg.OfflineGrace, func() { s.expire(inst, gen) })
 		}
 	}
@@ -531,7 +532,7 @@ func (s *Server) detach(ss *session) {
 		e.syncTransport(s)
 	}
 	if wentOffline != "" {
-		s.seen(wentOffline)
+		s.seen(wentOffline, offlineAt)
 	}
 }
 

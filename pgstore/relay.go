@@ -168,10 +168,33 @@ func (r *Relay) Run(ctx context.Context) error {
 		case <-r.catchup: // listening again, or a queue overflowed
 			r.adoptAll(ctx)
 		case id := <-notes:
-			r.adopt(ctx, id)
+			r.adoptBatch(ctx, id, notes)
 		case id := <-r.kick:
-			r.adopt(ctx, id)
+			r.adoptBatch(ctx, id, r.kick)
 		}
+	}
+}
+
+// adoptBatch adopts for first and every other channel already queued on
+// q, each once: a burst of Adds on one channel costs one List, not one
+// per message.
+func (r *Relay) adoptBatch(ctx context.Context, first string, q <-chan string) {
+	ids := []string{first}
+	seen := map[string]bool{first: true}
+	for len(ids) < relayKicks {
+		select {
+		case id := <-q:
+			if !seen[id] {
+				seen[id] = true
+				ids = append(ids, id)
+			}
+			continue
+		default:
+		}
+		break
+	}
+	for _, id := range ids {
+		r.adopt(ctx, id)
 	}
 }
 

@@ -435,3 +435,40 @@ func TestReplicas_S1_RelayCatchesUpAfterItsListenConnectionBreaks(t *testing.T) 
 		}
 	}
 }
+
+// TestReplicas_W5_GraceExpiryWithoutReconnectForgets: a connector_id that
+// never comes back to any replica is dropped for good when the grace of
+// the replica it left runs out: its channel and connector_id are
+// forgotten in the shared registry (real clocks: the replica's own
+// disconnect record must not count as "connected elsewhere since").
+func TestReplicas_W5_GraceExpiryWithoutReconnectForgets(t *testing.T) {
+	url := srv.NewDatabase(t)
+	ctx := context.Background()
+	dropped := make(chan string, 1)
+	a := startReplica(t, url, newKeyPlatform(false), imv2.Options{}, func(c *dataplane.ServerConfig) {
+		c.OfflineGrace = 200 * time.Millisecond
+		c.OnChannelDrop = func(id string) { dropped <- id }
+	})
+	x := xagent(t, a.hs.URL, newKeyPlatform(false))
+	ch, err := x.OpenChannel(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cid := x.ConnectorID()
+	_ = x.Close()
+	select {
+	case id := <-dropped:
+		if id != ch.ID() {
+			t.Fatalf("dropped %q, want %q", id, ch.ID())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the channel was not dropped after the grace")
+	}
+	waitFor(t, "the connector_id forgotten", func() bool {
+		_, ok, err := a.st.ConnectorSeen(ctx, cid)
+		return err == nil && !ok
+	})
+	if known, err := a.st.Known(ctx, ch.ID()); err != nil || known {
+		t.Errorf("channel still registered after the grace: %v %v", known, err)
+	}
+}
