@@ -13,7 +13,8 @@ import (
 //     keeps that connector_id (Common Protocol §8.1) instead of getting a
 //     new one, and the channels it reopens resume (W5);
 //   - a replica whose offline grace for a connector_id runs out, while
-//     the connector_id has connected to another replica since, closes its
+//     the connector_id has been connected to another replica since (a
+//     live connection is recorded every quarter of the grace), closes its
 //     own copies of the channels and forgets nothing shared: no
 //     Registry.Forget, no Channel.Drop, no OnChannelDrop (the grace of
 //     Common Protocol §8.2 runs from the last connection on any replica).
@@ -30,6 +31,62 @@ type ConnectorRegistry interface {
 	ConnectorSeen(ctx context.Context, connectorID string) (t time.Time, ok bool, err error)
 	// ForgetConnector removes connectorID: its grace ran out everywhere.
 	ForgetConnector(ctx context.Context, connectorID string) error
+}
+
+// heartbeatsPerGrace is how often, per OfflineGrace, a Server records its
+// live connector_ids in a shared ConnectorRegistry: a connector_id live on
+// one replica is then seen again within a quarter of the grace after
+// another replica saw it go offline, so that replica's expiry knows it
+// lives on (a cut the other replica noticed late included).
+const heartbeatsPerGrace = 4
+
+// startHeartbeat arms the heartbeat when the Registry is shared.
+func (s *Server) startHeartbeat() {
+	if s.sharedConnectors() == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.beat = s.clock.AfterFunc(s.cfg.OfflineGrace/heartbeatsPerGrace, s.heartbeat)
+}
+
+// heartbeat records every connector_id with a live connection here, then
+// rearms itself until Close.
+func (s *Server) heartbeat() {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.beatWG.Add(1)
+	defer s.beatWG.Done()
+	var live []string
+	for id, inst := range s.instances {
+		if inst.live > 0 {
+			live = append(live, id)
+		}
+	}
+	s.mu.Unlock()
+	now := s.clock.Now()
+	for _, id := range live {
+		s.seen(id, now)
+	}
+	s.mu.Lock()
+	if !s.closed {
+		s.beat = s.clock.AfterFunc(s.cfg.OfflineGrace/heartbeatsPerGrace, s.heartbeat)
+	}
+	s.mu.Unlock()
+}
+
+// stopHeartbeat stops the heartbeat and waits for a running one; Close
+// calls it after marking the Server closed.
+func (s *Server) stopHeartbeat() {
+	s.mu.Lock()
+	if s.beat != nil {
+		s.beat.Stop()
+	}
+	s.mu.Unlock()
+	s.beatWG.Wait()
 }
 
 // sharedConnectors returns the Registry as a ConnectorRegistry, or nil.

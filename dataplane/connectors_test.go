@@ -154,3 +154,31 @@ func TestConnectorRegistry_GraceExpiryOnStoreErrorKeepsSharedState(t *testing.T)
 	default:
 	}
 }
+
+// TestConnectorRegistry_W5_HeartbeatKeepsAConnectorLiveElsewhere: the
+// connector_id connects to b before a sees it go (a's disconnect is the
+// newest record then); b's heartbeat records it live within a quarter of
+// the grace, so a's expiry releases and forgets nothing.
+func TestConnectorRegistry_W5_HeartbeatKeepsAConnectorLiveElsewhere(t *testing.T) {
+	ctx := context.Background()
+	a, b, reg, clk, dropped := replicaPair(t)
+	p, done := pipeSession(t, a)
+	cid := p.hello("")
+	ch := p.open("")
+	q, _ := pipeSession(t, b)
+	q.hello(cid)
+	q.open(ch)
+	require.NoError(t, p.c.Close())
+	<-done
+	for range heartbeatsPerGrace + 1 {
+		clk.Advance(DefaultOfflineGrace / heartbeatsPerGrace)
+	}
+	require.Eventually(t, func() bool { return a.Channel(ch) == nil }, wait, time.Millisecond)
+	known, _ := reg.Known(ctx, ch)
+	require.True(t, known, "the channel live on b stays registered")
+	select {
+	case id := <-dropped:
+		t.Fatalf("OnChannelDrop(%s) on a, though the channel lives on b", id)
+	default:
+	}
+}

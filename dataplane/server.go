@@ -128,6 +128,8 @@ type Server struct {
 	sessions  map[*session]struct{}    // live connections
 	wg        sync.WaitGroup           // sessions
 	dropWG    sync.WaitGroup           // OnChannelDrop / Channel.Close after expiry
+	beat      imv2.Timer               // shared-registry heartbeat (connectors.go)
+	beatWG    sync.WaitGroup
 }
 
 // instance is one connector_id: the channels it owns and its offline grace.
@@ -225,6 +227,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		s.opts.Logger = cfg.Logger
 	}
 	sharedStores(&s.opts)
+	s.startHeartbeat()
 	for _, t := range cfg.Card.Tools {
 		s.cardTool[t.ToolID] = true
 	}
@@ -390,6 +393,7 @@ func (s *Server) Close() error {
 		ss.cancel() // frees a read loop waiting for a handler slot
 		_ = ss.conn.Close()
 	}
+	s.stopHeartbeat()
 	s.wg.Wait()
 	s.dropWG.Wait()
 	s.mu.Lock()

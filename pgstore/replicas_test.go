@@ -352,27 +352,32 @@ func TestReplicas_S8_OrphanTakenOverAfterLease(t *testing.T) {
 }
 
 // TestReplicas_W5_ReconnectToOtherReplicaKeepsConnectorIDAndGrace: xAgent
-// leaves replica a and reconnects to replica b with its connector_id and
-// channel: b keeps both (the registry is shared). When a's offline grace
-// runs out, a releases its copy of the channel and forgets nothing
-// shared: the channel and the connector_id stay registered.
+// connects to replica b with the connector_id and channel replica a
+// issued, then leaves a: b keeps both (the registry is shared). When a's
+// offline grace runs out, a releases its copy of the channel and forgets
+// nothing shared, since b's heartbeat recorded the connector_id live
+// after a saw it go: the channel and the connector_id stay registered.
 func TestReplicas_W5_ReconnectToOtherReplicaKeepsConnectorIDAndGrace(t *testing.T) {
 	url := srv.NewDatabase(t)
 	ctx := context.Background()
 	plat := newKeyPlatform(false)
-	const grace = 300 * time.Millisecond
-	a := startReplica(t, url, plat, imv2.Options{}, func(c *dataplane.ServerConfig) { c.OfflineGrace = grace })
-	b := startReplica(t, url, plat, imv2.Options{})
+	const grace = time.Second
+	short := func(c *dataplane.ServerConfig) { c.OfflineGrace = grace }
+	a := startReplica(t, url, plat, imv2.Options{}, short)
+	b := startReplica(t, url, plat, imv2.Options{}, short)
 	x1 := xagent(t, a.hs.URL, newKeyPlatform(false))
 	ch, err := x1.OpenChannel(ctx, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	cid := x1.ConnectorID()
-	_ = x1.Close()
-	waitFor(t, "a sees xAgent gone", func() bool { return !a.srv.IsOpen(ch.ID()) })
+	// xAgent is on b before a notices it gone (a cut a sees late): a's
+	// own disconnect is then the newest record, and only b's heartbeat
+	// tells a's expiry that the connector_id lives on.
 	x2 := xagentAs(t, b.hs.URL, newKeyPlatform(false), imv2.Options{}, cid, ch.ID())
 	waitFor(t, "the channel open on b", func() bool { return b.srv.IsOpen(ch.ID()) })
+	_ = x1.Close()
+	waitFor(t, "a sees xAgent gone", func() bool { return !a.srv.IsOpen(ch.ID()) })
 	if got := x2.ConnectorID(); got != cid {
 		t.Errorf("b issued connector_id %q, want %q kept", got, cid)
 	}
