@@ -32,7 +32,11 @@
 //   - Channel IDs and connector_ids are shared (Register, SeenConnector):
 //     a reconnect to any replica keeps its connector_id and resumes every
 //     channel, and a replica whose offline grace runs out forgets nothing
-//     while the connector_id is connected elsewhere.
+//     while the connector_id is connected elsewhere (each Server records
+//     its live connector_ids every quarter of the grace). A connector_id
+//     whose last replica died is expired by none: its row goes after
+//     CompletedTTL, its channel IDs stay registered (RegistryCap bounds
+//     them).
 //
 //     st, _ := pgstore.Open(ctx, url, pgstore.Options{})
 //     relay := pgstore.NewRelay(st)
