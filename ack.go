@@ -153,21 +153,6 @@ func NewAck(orig *Packet, messageID string, status AckStatus, rej *Error) (*Pack
 	return p, nil
 }
 
-// AckFor is NewAck for a chat.message packet you have not decoded: it reads
-// message_id from orig's payload.
-func AckFor(orig *Packet, status AckStatus, rej *Error) (*Packet, error) {
-	if orig == nil {
-		return nil, Errorf(CodeInvalidPacket, "chat.message.ack: nil original")
-	}
-	var head struct {
-		MessageID string `json:"message_id"`
-	}
-	if err := orig.DecodePayload(&head); err != nil {
-		return nil, err
-	}
-	return NewAck(orig, head.MessageID, status, rej)
-}
-
 // matchesAck reports whether ack (already decoded from ackPkt) answers the
 // chat.message packet orig carrying messageID: same reply_to, channel and
 // message_id (A1, A2). An ack that does not match resolves nothing.

@@ -75,18 +75,6 @@ func TestNewAck_A3_A8_RejectedCarriesCodeAndRetryable(t *testing.T) {
 	}
 }
 
-func TestAckFor_A2_ReadsMessageIDFromPayload(t *testing.T) {
-	orig, id := origMessage(t)
-	p, err := AckFor(orig, AckAccepted, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q, a := decodeAck(t, p)
-	if a.MessageID != id || q.ReplyTo != orig.PacketID {
-		t.Errorf("AckFor: %+v %+v", q, a)
-	}
-}
-
 func TestNewAck_A3_RefusesBadInput(t *testing.T) {
 	orig, id := origMessage(t)
 	delta, err := NewChatMessageDelta("cch_1", ChatMessageDelta{MessageID: "m", Sequence: 1, Text: "x"})

@@ -194,7 +194,7 @@ func (c *Channel) runTarget(m *ChatMessage, fp Fingerprint, stream *deltaStream)
 		c.observe(Event{Kind: EventDuplicate, MessageID: id})
 		return AckDuplicate, nil
 	}
-	key := idempotencyKeyOf(c.id, id)
+	key := IdempotencyKeyOf(c.id, id)
 	switch cl.State {
 	case ClaimHeld:
 		// Another process is delivering it now; its ack goes to the
@@ -238,6 +238,7 @@ func (c *Channel) runTarget(m *ChatMessage, fp Fingerprint, stream *deltaStream)
 			code = CodeTargetRejected
 		}
 		rej := &Error{Code: code, Message: truncate(err.Error(), maxAckMessageBytes), Retryable: IsRetryable(err)}
+		c.observe(Event{Kind: EventTargetFailed, MessageID: id, Code: code, Duration: took})
 		if c.ctx.Err() != nil {
 			rej.Retryable = true // cancelled by Close: let the sender try again
 		}

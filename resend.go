@@ -3,10 +3,11 @@ package imv2
 import (
 	"context"
 	"errors"
-	"github.com/xagentkit/imv2/clock"
 	"math/rand/v2"
 	"slices"
 	"time"
+
+	"github.com/xagentkit/imv2/clock"
 )
 
 // outgoing is one pending message of this channel's sender side (S1): the
@@ -164,7 +165,12 @@ func (c *Channel) transmit(o *outgoing) *Error {
 		return nil
 	}
 	if c.o.Clock.Now().Sub(o.entry.Created) >= c.o.PendingTTL {
+		detached := c.transport == nil
 		c.mu.Unlock()
+		if detached && c.resolvedElsewhere(o) {
+			c.forget(o) // another replica sharing the store resolved it (adopt.go)
+			return nil
+		}
 		fail := &Error{Code: CodeExpired, Message: "no terminal ack within the pending TTL"}
 		c.finish(o, nil, fail)
 		return fail

@@ -168,6 +168,8 @@ type Server struct {
 	sessions  map[*session]struct{}    // live connections
 	wg        sync.WaitGroup           // sessions
 	dropWG    sync.WaitGroup           // OnChannelDrop / Channel.Close after expiry
+	beat      clock.Timer              // shared-registry heartbeat (connectors.go)
+	beatWG    sync.WaitGroup
 }
 
 // instance is one connector_id: the channels it owns and its offline grace.
@@ -279,6 +281,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	}
 	sharedStores(&s.opts)
 	s.budget = imv2.NewBudget(cfg.MaxMemory, s.opts.Budget)
+	s.startHeartbeat()
 	for _, t := range cfg.Card.Tools {
 		s.cardTool[t.ToolID] = true
 	}
@@ -460,6 +463,7 @@ func (s *Server) Close() error {
 		ss.cancel() // frees a read loop waiting for a handler slot
 		_ = ss.conn.Close()
 	}
+	s.stopHeartbeat()
 	s.wg.Wait()
 	s.dropWG.Wait()
 	s.mu.Lock()
@@ -524,7 +528,10 @@ func (s *Server) describe(ctx context.Context, e *channelEntry) *protocol.Descri
 // instance (cancelling its offline grace) or a new one. A non-empty
 // connector_id this server does not know (expired, or a restart) gets a
 // new one, as Common Protocol §8.1 allows; xAgent then replaces its ConnectorClient.
-func (s *Server) attach(ss *session, connectorID string) (*instance, error) {
+//
+// adopt (a shared ConnectorRegistry knows connectorID, connectors.go)
+// makes the new instance keep connectorID.
+func (s *Server) attach(ss *session, connectorID string, adopt bool) (*instance, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -537,8 +544,12 @@ func (s *Server) attach(ss *session, connectorID string) (*instance, error) {
 		if len(s.instances) >= s.cfg.MaxConnectors {
 			return nil, imv2.Errorf(protocol.CodeConnectorIDMismatch, "this Connector serves %d connector_ids, online or within their offline grace; try later", s.cfg.MaxConnectors)
 		}
+		id := "conn_" + uuid.NewString()
+		if adopt {
+			id = connectorID
+		}
 		inst = &instance{
-			id:       "conn_" + uuid.NewString(),
+			id:       id,
 			budget:   imv2.NewBudget(s.cfg.MaxConnectorMemory, s.budget),
 			channels: map[string]*channelEntry{},
 		}
@@ -575,12 +586,15 @@ func (s *Server) detach(ss *session) {
 		ss.preHello = false
 		s.preHello--
 	}
+	wentOffline := ""
+	var offlineAt time.Time
 	if inst := ss.inst; inst != nil && s.instances[inst.id] == inst {
 		inst.live--
 		if inst.live == 0 {
 			inst.gen++
 			gen := inst.gen
 			inst.offline = s.clock.Now()
+			wentOffline, offlineAt = inst.id, inst.offline
 			inst.grace = s.clock.AfterFunc(s.cfg.OfflineGrace, func() { s.expire(inst, gen) })
 		}
 	}
@@ -589,17 +603,35 @@ func (s *Server) detach(ss *session) {
 	for _, e := range moved {
 		e.syncTransport(s)
 	}
+	if wentOffline != "" {
+		s.seen(wentOffline, offlineAt)
+	}
 }
 
 // expire unregisters an instance whose grace ran out without a hello.
+// With a shared ConnectorRegistry, an instance that connected to another
+// replica since is only released here (connectors.go).
 func (s *Server) expire(inst *instance, gen uint64) {
+	s.mu.Lock()
+	offline := inst.offline
+	s.mu.Unlock()
+	elsewhere := s.aliveElsewhere(inst.id, offline)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed || inst.gen != gen || inst.live > 0 || s.instances[inst.id] != inst {
 		return
 	}
+	if elsewhere {
+		s.log.Info("dataplane: connector_id offline here past the grace but connected elsewhere; releasing its channels here", "connector_id", inst.id, "channels", len(inst.channels))
+		s.releaseInstanceLocked(inst)
+		return
+	}
 	s.log.Info("dataplane: connector_id offline past the grace; dropping its channels", "connector_id", inst.id, "channels", len(inst.channels))
 	s.dropInstanceLocked(inst)
+	if s.sharedConnectors() != nil {
+		s.dropWG.Add(1)
+		go func() { defer s.dropWG.Done(); s.forgetShared(inst.id) }()
+	}
 }
 
 // dropInstanceLocked forgets an instance and closes its channels in the
