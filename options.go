@@ -157,7 +157,11 @@ type Options struct {
 	ClaimOwner string
 	// ClaimLease is how long a claim keeps other owners out while the
 	// Target runs; past it the claim counts as orphaned. Default
-	// 2×TargetTimeout, so a live Target call never loses its claim.
+	// 3×TargetTimeout: after the claim a Channel runs at most a
+	// PostCheckTarget.WasPosted call and the PostMessage, each bounded by
+	// TargetTimeout (drafts and the activity clear are settled before the
+	// claim), and the third TargetTimeout is slack for the store calls
+	// around them, so a live delivery never loses its claim to a replica.
 	ClaimLease time.Duration
 }
 
@@ -190,7 +194,7 @@ func (o *Options) withDefaults() Options {
 	setDur(&r.DeltaIdleTTL, DefaultDeltaIdleTTL)
 	setDur(&r.DeltaSweep, DefaultDeltaSweep)
 	setDur(&r.ActivityTimeout, DefaultActivityTimeout)
-	setDur(&r.ClaimLease, 2*r.TargetTimeout)
+	setDur(&r.ClaimLease, 3*r.TargetTimeout)
 	if _, claims := r.Completed.(ClaimStore); claims && r.ClaimOwner == "" {
 		r.ClaimOwner = prefixedUUID("owner_") // random, 122 bits
 	}
