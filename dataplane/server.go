@@ -165,6 +165,10 @@ type Server struct {
 	sessions  map[*session]struct{}    // live connections
 	wg        sync.WaitGroup           // sessions
 	dropWG    sync.WaitGroup           // OnChannelDrop / Channel.Close after expiry
+	// dropping holds, per dropped channel ID whose Drop still runs, a
+	// channel closed when it returned: a handover from that ID waits for
+	// it (handoverCompleted). One entry per running drop goroutine.
+	dropping map[string]chan struct{}
 }
 
 // instance is one connector_id: the channels it owns and its offline grace.
@@ -264,6 +268,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		instances: map[string]*instance{},
 		channels:  map[string]*channelEntry{},
 		sessions:  map[*session]struct{}{},
+		dropping:  map[string]chan struct{}{},
 	}
 	if cfg.Options != nil {
 		s.opts = *cfg.Options
@@ -620,12 +625,23 @@ func (s *Server) dropChannelLocked(e *channelEntry) {
 	if err := s.cfg.Registry.Forget(context.Background(), e.id); err != nil {
 		s.log.Warn("dataplane: dropped channel not forgotten by the registry", "connector_channel_id", e.id, "err", err)
 	}
+	done := make(chan struct{})
+	if old := s.dropping[e.id]; old == nil {
+		s.dropping[e.id] = done
+	}
 	s.dropWG.Add(1)
 	go func() {
 		defer s.dropWG.Done()
-		// Gone for good: fail its pending user messages, forget its
-		// completed records (S7).
+		// Gone for good: fail its pending user messages (S7). Drop
+		// closes the Channel, which waits for a Target call in flight
+		// and its completion record.
 		_ = e.ch.Drop(context.Background())
+		s.mu.Lock()
+		if s.dropping[e.id] == done {
+			delete(s.dropping, e.id)
+		}
+		s.mu.Unlock()
+		close(done)
 		if s.cfg.OnChannelDrop != nil {
 			s.cfg.OnChannelDrop(e.id)
 		}
@@ -637,10 +653,41 @@ func (s *Server) dropChannelLocked(e *channelEntry) {
 // anything is routed to the new channel: the sender moves its pending
 // finals there, and one already posted must be answered duplicate, not
 // posted twice (dedup follows the message, not the ID).
+//
+// When old was dropped and its Drop still runs (a Target call in flight
+// when its grace expired or it was evicted), the handover first waits
+// for it, at most dropWait: the call's completion record lands on old,
+// and a copy made before it would miss it. The wait holds up this
+// connection's reads; it is a rare path, bounded, and a Target that
+// honours its context ends at once, since Close cancels it.
 func (s *Server) handoverCompleted(ctx context.Context, old, id string) {
+	s.mu.Lock()
+	done := s.dropping[old]
+	s.mu.Unlock()
+	if done != nil {
+		s.log.Info("dataplane: waiting for the dropped channel's delivery to end before the handover", "old", short(old), "connector_channel_id", id)
+		wctx, cancel := context.WithTimeout(ctx, s.dropWait())
+		select {
+		case <-done:
+		case <-wctx.Done():
+			s.log.Warn("dataplane: the dropped channel's delivery did not end in time; handing over what is recorded", "old", short(old), "connector_channel_id", id)
+		}
+		cancel()
+	}
 	if err := s.opts.Completed.Handover(ctx, old, id); err != nil {
 		s.log.Warn("dataplane: completed records not handed over; a resend may be posted again", "old", short(old), "connector_channel_id", id, "err", err)
 	}
+}
+
+// dropWait bounds how long a handover waits for a dropped channel's
+// Drop: one Target call (Options.TargetTimeout) and the store call that
+// records it.
+func (s *Server) dropWait() time.Duration {
+	t := s.opts.TargetTimeout
+	if t <= 0 {
+		t = imv2.DefaultTargetTimeout
+	}
+	return t + 10*time.Second
 }
 
 // syncTransport gives the Channel the transport of its current owner (nil
