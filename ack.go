@@ -46,9 +46,9 @@ func (a *ChatMessageAck) wire() *ackWire {
 	return w
 }
 
-// Err returns a rejection as an *Error (Code, Message, Retryable), or nil
+// rejection returns a rejection as an *Error (Code, Message, Retryable), or nil
 // for accepted and duplicate.
-func (a *ChatMessageAck) Err() *Error {
+func (a *ChatMessageAck) rejection() *Error {
 	if a.Status != AckRejected {
 		return nil
 	}

@@ -166,8 +166,19 @@ func (c *Channel) deliver(d *delivery) {
 // orphaned claim; the resend of an orphan is posted again only when the
 // Target says that is harmless (orphan). A Target refusal releases the
 // claim: nothing was posted.
+//
+// The message's drafts and the activity clear are settled before the
+// claim, so the final still follows them (M11, C6) and the claim's lease
+// only has to cover what runs after it: at most a WasPosted check and the
+// PostMessage, each bounded by TargetTimeout (Options.ClaimLease).
 func (c *Channel) runTarget(m *ChatMessage, fp Fingerprint, stream *deltaStream) (AckStatus, *Error) {
 	id := m.MessageID
+	if stream != nil {
+		stream.waitDrafts()
+	}
+	c.clearActivity() // a final clears the temporary status (C6)
+	c.settleActivity()
+
 	claims, _ := c.o.Completed.(ClaimStore)
 	var (
 		old   Fingerprint
@@ -209,12 +220,6 @@ func (c *Channel) runTarget(m *ChatMessage, fp Fingerprint, stream *deltaStream)
 			return status, rej
 		}
 	}
-	if stream != nil {
-		stream.waitDrafts()
-	}
-	c.clearActivity() // a final clears the temporary status (C6)
-	c.settleActivity()
-
 	tctx, cancel := context.WithTimeout(WithIdempotencyKey(c.ctx, key), c.o.TargetTimeout)
 	began := c.o.Clock.Now()
 	err = c.target.PostMessage(tctx, c.id, m)

@@ -280,7 +280,7 @@ func (c *Channel) receiveAck(ctx context.Context, p *Packet) error {
 		return nil
 	}
 	c.mu.Unlock()
-	c.finish(o, a, a.Err())
+	c.finish(o, a, a.rejection())
 	return nil
 }
 

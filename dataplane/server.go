@@ -170,6 +170,10 @@ type Server struct {
 	dropWG    sync.WaitGroup           // OnChannelDrop / Channel.Close after expiry
 	beat      clock.Timer              // shared-registry heartbeat (connectors.go)
 	beatWG    sync.WaitGroup
+	// dropping holds, per dropped channel ID whose Drop still runs, a
+	// channel closed when it returned: a handover from that ID waits for
+	// it (handoverCompleted). One entry per running drop goroutine.
+	dropping map[string]chan struct{}
 }
 
 // instance is one connector_id: the channels it owns and its offline grace.
@@ -269,6 +273,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		instances: map[string]*instance{},
 		channels:  map[string]*channelEntry{},
 		sessions:  map[*session]struct{}{},
+		dropping:  map[string]chan struct{}{},
 	}
 	if cfg.Options != nil {
 		s.opts = *cfg.Options
@@ -373,11 +378,10 @@ func (s *Server) serveConn(ctx context.Context, conn Conn, slot bool) error {
 	return ss.run()
 }
 
-// Budget returns the Server's memory budget (MaxMemory), the parent of
-// every connector_id's. Other state a peer makes the process hold (the
-// connector kit's uploads in flight, say) can reserve from it, so one
-// limit bounds it all.
-func (s *Server) Budget() *imv2.Budget { return s.budget }
+// MemoryUsed returns the bytes of peer-made state (delta text, queued
+// finals, waiting resends) held against the Server's MaxMemory now: a
+// gauge for the operator, never above MaxMemory.
+func (s *Server) MemoryUsed() int64 { return s.budget.Used() }
 
 // Channel returns the Channel of a connector_channel_id, open or not, or
 // nil when no connector_id holds it. Use it to send user messages:
@@ -655,12 +659,23 @@ func (s *Server) dropChannelLocked(e *channelEntry) {
 	if err := s.cfg.Registry.Forget(context.Background(), e.id); err != nil {
 		s.log.Warn("dataplane: dropped channel not forgotten by the registry", "connector_channel_id", e.id, "err", err)
 	}
+	done := make(chan struct{})
+	if old := s.dropping[e.id]; old == nil {
+		s.dropping[e.id] = done
+	}
 	s.dropWG.Add(1)
 	go func() {
 		defer s.dropWG.Done()
-		// Gone for good: fail its pending user messages, forget its
-		// completed records (S7).
+		// Gone for good: fail its pending user messages (S7). Drop
+		// closes the Channel, which waits for a Target call in flight
+		// and its completion record.
 		_ = e.ch.Drop(context.Background())
+		s.mu.Lock()
+		if s.dropping[e.id] == done {
+			delete(s.dropping, e.id)
+		}
+		s.mu.Unlock()
+		close(done)
 		if s.cfg.OnChannelDrop != nil {
 			s.cfg.OnChannelDrop(e.id)
 		}
@@ -672,10 +687,41 @@ func (s *Server) dropChannelLocked(e *channelEntry) {
 // anything is routed to the new channel: the sender moves its pending
 // finals there, and one already posted must be answered duplicate, not
 // posted twice (dedup follows the message, not the ID).
+//
+// When old was dropped and its Drop still runs (a Target call in flight
+// when its grace expired or it was evicted), the handover first waits
+// for it, at most dropWait: the call's completion record lands on old,
+// and a copy made before it would miss it. The wait holds up this
+// connection's reads; it is a rare path, bounded, and a Target that
+// honours its context ends at once, since Close cancels it.
 func (s *Server) handoverCompleted(ctx context.Context, old, id string) {
+	s.mu.Lock()
+	done := s.dropping[old]
+	s.mu.Unlock()
+	if done != nil {
+		s.log.Info("dataplane: waiting for the dropped channel's delivery to end before the handover", "old", short(old), "connector_channel_id", id)
+		wctx, cancel := context.WithTimeout(ctx, s.dropWait())
+		select {
+		case <-done:
+		case <-wctx.Done():
+			s.log.Warn("dataplane: the dropped channel's delivery did not end in time; handing over what is recorded", "old", short(old), "connector_channel_id", id)
+		}
+		cancel()
+	}
 	if err := s.opts.Completed.Handover(ctx, old, id); err != nil {
 		s.log.Warn("dataplane: completed records not handed over; a resend may be posted again", "old", short(old), "connector_channel_id", id, "err", err)
 	}
+}
+
+// dropWait bounds how long a handover waits for a dropped channel's
+// Drop: one Target call (Options.TargetTimeout) and the store call that
+// records it.
+func (s *Server) dropWait() time.Duration {
+	t := s.opts.TargetTimeout
+	if t <= 0 {
+		t = time.Minute // imv2.Options' default TargetTimeout
+	}
+	return t + 10*time.Second
 }
 
 // syncTransport gives the Channel the transport of its current owner (nil

@@ -87,6 +87,10 @@ var mutants = []mutant{
 		claim: func(s imv2.ClaimStore) imv2.ClaimStore { return leaseForever{s} }},
 	{name: "claim-release-any-owner", wantFail: []string{"Claim/S8_Release"},
 		claim: func(s imv2.ClaimStore) imv2.ClaimStore { return releaseAny{s} }},
+	{name: "claim-takeover-replaces-fingerprint", wantFail: []string{"Claim/S6_OrphanTakeoverKeepsFingerprint"},
+		claim: func(s imv2.ClaimStore) imv2.ClaimStore { return replacingTakeover{s} }},
+	{name: "claim-handover-records-only", wantFail: []string{"Claim/S8_HandoverCopiesClaims"},
+		claim: func(s imv2.ClaimStore) imv2.ClaimStore { return recordsOnlyHandover{s} }},
 }
 
 // TestSuiteSubject runs the suite on the mutant named by $STORETEST_MUTANT,
@@ -382,4 +386,33 @@ func (r releaseAny) Release(ctx context.Context, ch, id, _ string) error {
 		owner = c.Owner
 	}
 	return r.ClaimStore.Release(ctx, ch, id, owner)
+}
+
+// replacingTakeover stores the taker's content on an orphan takeover.
+type replacingTakeover struct{ imv2.ClaimStore }
+
+func (r replacingTakeover) Claim(ctx context.Context, ch, id string, fp imv2.Fingerprint, owner string, lease time.Duration) (imv2.Claim, error) {
+	c, err := r.ClaimStore.Claim(ctx, ch, id, fp, owner, lease)
+	if err != nil || c.State != imv2.ClaimOrphaned {
+		return c, err
+	}
+	if err := r.Release(ctx, ch, id, owner); err != nil {
+		return c, err
+	}
+	_, err = r.ClaimStore.Claim(ctx, ch, id, fp, owner, lease)
+	return c, err
+}
+
+// recordsOnlyHandover hands completed records over but no claim.
+type recordsOnlyHandover struct{ imv2.ClaimStore }
+
+func (r recordsOnlyHandover) Handover(ctx context.Context, from, to string) error {
+	for _, id := range []string{"m1", "m2", "m3", "m4"} { // the IDs the suite uses
+		if fp, ok, _ := r.Lookup(ctx, from, id); ok {
+			if err := r.Record(ctx, to, id, fp); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
