@@ -5,10 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"strings"
 	"sync"
 
 	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/connector"
 	"github.com/xagentkit/imv2/display"
 )
 
@@ -30,16 +30,19 @@ type EventFile struct {
 	Filename string `json:"filename"`
 }
 
-// printer is the console "IM platform": it shows every target side effect,
-// as JSON lines (the contract external tests read) or as a pleasant chat.
+// printer is the console "IM platform" (a connector.Platform with every
+// capability: the mode picks which the kit uses): it shows every side
+// effect as JSON lines (the contract external tests read) or as a chat.
 type printer struct {
-	mu      sync.Mutex
-	out     io.Writer
-	json    bool
-	live    string // message_id whose draft is on the current line
-	shown   string // text of that draft printed so far
-	typing  bool
-	handles int
+	mu   sync.Mutex
+	out  io.Writer
+	json bool
+}
+
+// pretty renders an event for a human: text, status, tool name, code.
+var pretty = map[string]string{
+	"draft": "agent … %[1]s", "post": "agent … %[1]s", "edit": "agent … %[1]s", "final": "agent › %[1]s",
+	"typing": "        … agent is %[2]s %[3]s", "sent": "you   ✓ %[1]s", "failed": "you   ✗ not delivered (%[4]s)",
 }
 
 func (p *printer) emit(e Event) {
@@ -50,124 +53,90 @@ func (p *printer) emit(e Event) {
 		fmt.Fprintf(p.out, "%s\n", b)
 		return
 	}
-	p.pretty(e)
-}
-
-// pretty renders an event for a human: streamed text grows on one line
-// (only new text is written, so it reads well in a terminal and a log).
-func (p *printer) pretty(e Event) {
-	text := ""
-	if e.Text != nil {
-		text = *e.Text
+	if f, ok := pretty[e.Event]; ok {
+		fmt.Fprintf(p.out, f+"\n", deref(e.Text), e.Status, e.ToolName, e.Code)
 	}
-	endLive := func() {
-		if p.live != "" {
-			fmt.Fprintln(p.out)
-			p.live, p.shown = "", ""
-		}
-	}
-	switch e.Event {
-	case "draft", "post", "edit":
-		if p.live != e.MessageID {
-			endLive()
-			fmt.Fprint(p.out, "agent › ")
-			p.live = e.MessageID
-		}
-		if rest, ok := strings.CutPrefix(text, p.shown); ok {
-			fmt.Fprint(p.out, rest)
-		} else {
-			fmt.Fprint(p.out, "\n        "+text)
-		}
-		p.shown = text
-	case "final":
-		if rest, ok := strings.CutPrefix(text, p.shown); ok && p.live == e.MessageID {
-			fmt.Fprintln(p.out, rest) // the final completes the streamed line (M11)
-			p.live, p.shown = "", ""
-		} else {
-			endLive()
-			fmt.Fprintf(p.out, "agent › %s\n", text)
-		}
-		for _, f := range e.Files {
-			fmt.Fprintf(p.out, "        📎 %s (%s)\n", f.Filename, f.Type)
-		}
-	case "typing":
-		endLive()
-		what := "thinking"
-		if e.Status == string(imv2.ActivityTool) {
-			what = "using " + e.ToolName
-		}
-		fmt.Fprintf(p.out, "        … agent is %s\n", what)
-	case "typing_clear":
-	case "sent":
-		endLive()
-		fmt.Fprintf(p.out, "you   ✓ %s\n", text)
-	case "failed":
-		endLive()
-		fmt.Fprintf(p.out, "you   ✗ not delivered (%s)\n", e.Code)
+	for _, f := range e.Files {
+		fmt.Fprintf(p.out, "        📎 %s (%s)\n", f.Filename, f.Type)
 	}
 }
 
 func strp(s string) *string { return &s }
 
-func finalEvent(m *imv2.ChatMessage) Event {
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+func (p *printer) final(m *imv2.ChatMessage) error {
 	e := Event{Event: "final", MessageID: m.MessageID, Text: strp(m.Text)}
 	for _, f := range m.Files {
 		e.Files = append(e.Files, EventFile{FileRef: f.FileRef, Type: string(f.Type), Filename: f.Filename})
 	}
-	return e
+	p.emit(e)
+	return nil
 }
 
-func (p *printer) nextHandle(messageID string) string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.handles++
-	return fmt.Sprintf("%s#%d", messageID, p.handles)
+// Post implements connector.Platform: a final without a draft.
+func (p *printer) Post(_ context.Context, _ connector.Conversation, m *connector.Message) error {
+	return p.final(m.ChatMessage)
 }
 
-// messageOf strips the "#n" suffix nextHandle added.
-func messageOf(handle string) string {
-	if i := strings.LastIndexByte(handle, '#'); i > 0 {
-		return handle[:i]
+// Draft implements connector.Drafter (mode stream); the handle is the message_id.
+func (p *printer) Draft(_ context.Context, _ connector.Conversation, d display.Draft) (string, error) {
+	p.emit(Event{Event: "draft", MessageID: d.MessageID, Text: strp(d.Text)})
+	return d.MessageID, nil
+}
+
+// PostDraft and Edit implement connector.Editor (mode edit).
+func (p *printer) PostDraft(_ context.Context, _ connector.Conversation, messageID, text string) (string, error) {
+	p.emit(Event{Event: "post", MessageID: messageID, Text: strp(text)})
+	return messageID, nil
+}
+
+func (p *printer) Edit(_ context.Context, _ connector.Conversation, handle, text string) error {
+	p.emit(Event{Event: "edit", MessageID: handle, Text: strp(text)})
+	return nil
+}
+
+// Finish ends a draft (Drafter) or a temporary message (Finisher).
+func (p *printer) Finish(_ context.Context, _ connector.Conversation, _ string, m *connector.Message) error {
+	return p.final(m.ChatMessage)
+}
+
+// Typing implements connector.Typer: the status and tool name, or a clear
+// (the kit clears only typing it showed).
+func (p *printer) Typing(_ context.Context, _ connector.Conversation, a imv2.ChatActivity) error {
+	if a.Status == imv2.ActivityIdle {
+		p.emit(Event{Event: "typing_clear"})
+	} else {
+		p.emit(Event{Event: "typing", Status: string(a.Status), ToolName: a.ToolName})
 	}
-	return handle
-}
-
-// Send implements display.Platform (buffer mode, and any final without a draft).
-func (p *printer) Send(_ context.Context, _ string, m *imv2.ChatMessage) error {
-	p.emit(finalEvent(m))
 	return nil
 }
 
-// streamPlatform adds the native draft API (mode stream).
-type streamPlatform struct{ *printer }
-
-func (s streamPlatform) Draft(_ context.Context, _ string, d display.Draft) (string, error) {
-	s.emit(Event{Event: "draft", MessageID: d.MessageID, Text: strp(d.Text)})
-	if d.Handle != "" {
-		return d.Handle, nil
+// Invoke serves console_message_send (dataplane.ToolHandler).
+func (p *printer) Invoke(_ context.Context, _ string, req imv2.ToolInvoke) (json.RawMessage, error) {
+	var args struct {
+		Text string `json:"text"`
 	}
-	return s.nextHandle(d.MessageID), nil
+	if err := json.Unmarshal(req.Arguments, &args); err != nil || args.Text == "" || req.ToolID != ToolSend {
+		return nil, imv2.Errorf(imv2.CodeToolInvokeFailed, "tool %q needs text", req.ToolID)
+	}
+	id := imv2.NewMessageID()
+	return json.RawMessage(fmt.Sprintf(`{"status":"sent","message_id":%q}`, id)), p.final(&imv2.ChatMessage{MessageID: id, Text: args.Text})
 }
 
-func (s streamPlatform) Finish(_ context.Context, _, _ string, m *imv2.ChatMessage) error {
-	s.emit(finalEvent(m))
-	return nil
+func (p *printer) delivered(_ string, m imv2.ChatMessage, _ imv2.AckStatus) {
+	text := m.Text
+	if text == "" && len(m.Files) > 0 {
+		text = "/file " + m.Files[0].Filename
+	}
+	p.emit(Event{Event: "sent", MessageID: m.MessageID, Text: strp(text)})
 }
 
-// editPlatform adds post-then-edit (mode edit).
-type editPlatform struct{ *printer }
-
-func (e editPlatform) Post(_ context.Context, _, messageID, text string) (string, error) {
-	e.emit(Event{Event: "post", MessageID: messageID, Text: strp(text)})
-	return e.nextHandle(messageID), nil
-}
-
-func (e editPlatform) Edit(_ context.Context, _, handle, text string) error {
-	e.emit(Event{Event: "edit", MessageID: messageOf(handle), Text: strp(text)})
-	return nil
-}
-
-func (e editPlatform) Finish(_ context.Context, _, _ string, m *imv2.ChatMessage) error {
-	e.emit(finalEvent(m))
-	return nil
+func (p *printer) failed(_ string, m imv2.ChatMessage, err *imv2.Error) {
+	p.emit(Event{Event: "failed", MessageID: m.MessageID, Code: string(err.Code)})
 }

@@ -1,0 +1,92 @@
+package connector
+
+import (
+	"context"
+
+	"github.com/xagentkit/imv2"
+)
+
+// SignIn is a Platform with sign-in flows (the Card's auth_flows): it runs
+// auth.start and auth.status, and a flow that succeeds names the
+// conversation the channel is bound to. The kit stores the binding, turns
+// the Descriptor connected and answers auth.logout itself (Unbind).
+type SignIn interface {
+	// Start runs auth.start; req.Input holds the flow's fields (a bot
+	// token, a chat ID).
+	Start(ctx context.Context, channelID string, req imv2.AuthStart) (SignInResult, error)
+	// Status answers auth.status for a session Start began.
+	Status(ctx context.Context, channelID string, req imv2.AuthStatusRequest) (SignInResult, error)
+	// Cancel answers auth.cancel.
+	Cancel(ctx context.Context, channelID string, req imv2.AuthCancel) (*imv2.AuthCancelAck, error)
+}
+
+// SignInResult is one step of a sign-in flow.
+type SignInResult struct {
+	// Ack is sent as the auth.start.ack or auth.status.ack; nil with Bind
+	// set means authenticated.
+	Ack *imv2.AuthAck
+	// Bind, when set, binds the channel: its Key is required, ChannelID
+	// is filled in. The ack's status becomes authenticated.
+	Bind *Binding
+}
+
+// authHandler is the Server's AuthHandler for a SignIn platform.
+type authHandler struct {
+	c  *Connector
+	si SignIn
+}
+
+func (a authHandler) Start(ctx context.Context, channelID string, req imv2.AuthStart) (*imv2.AuthAck, error) {
+	res, err := a.si.Start(ctx, channelID, req)
+	if err != nil {
+		return nil, err
+	}
+	return a.settle(ctx, channelID, res)
+}
+
+func (a authHandler) Status(ctx context.Context, channelID string, req imv2.AuthStatusRequest) (*imv2.AuthAck, error) {
+	res, err := a.si.Status(ctx, channelID, req)
+	if err != nil {
+		return nil, err
+	}
+	return a.settle(ctx, channelID, res)
+}
+
+func (a authHandler) Cancel(ctx context.Context, channelID string, req imv2.AuthCancel) (*imv2.AuthCancelAck, error) {
+	return a.si.Cancel(ctx, channelID, req)
+}
+
+// Logout unbinds the channel; the Server adds the Descriptor (created).
+func (a authHandler) Logout(ctx context.Context, channelID string) (*imv2.StatusOK, error) {
+	if err := a.c.unbind(ctx, channelID); err != nil {
+		return nil, err
+	}
+	return &imv2.StatusOK{Status: "ok"}, nil
+}
+
+// settle stores a flow's binding before its ack is sent, so the ack's
+// Descriptor already says connected.
+func (a authHandler) settle(ctx context.Context, channelID string, res SignInResult) (*imv2.AuthAck, error) {
+	ack := res.Ack
+	if ack == nil {
+		ack = &imv2.AuthAck{}
+	}
+	if res.Bind != nil {
+		b := *res.Bind
+		b.ChannelID = channelID
+		if b.State == "" {
+			b.State = BindingConnected
+		}
+		if b.Created.IsZero() {
+			b.Created = a.c.clock.Now()
+		}
+		if err := a.c.store.Bind(ctx, b); err != nil {
+			return nil, err
+		}
+		ack.Status = imv2.AuthAuthenticated
+	}
+	if ack.Status == "" {
+		ack.Status = imv2.AuthPending
+	}
+	return ack, nil
+}
