@@ -3,6 +3,7 @@ package connector
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -153,8 +154,13 @@ func New(card *imv2.Card, platform Platform, opts *Options) (*Connector, error) 
 		dopts = *o.Display
 	}
 	dopts.Mode, dopts.Clock, dopts.Logger = o.Mode, o.Clock, o.Logger
-	if dopts.Mode == display.Auto {
+	switch {
+	case dopts.Mode == display.Auto:
 		dopts.Mode = c.out.mode()
+	case dopts.Mode == display.Stream && c.out.drafter == nil:
+		return nil, fmt.Errorf("connector: mode stream needs a Drafter, %T is none", platform)
+	case dopts.Mode == display.Edit && c.out.editor == nil:
+		return nil, fmt.Errorf("connector: mode edit needs an Editor, %T is none", platform)
 	}
 	if c.display, err = display.New(c.out, &dopts); err != nil {
 		return nil, err

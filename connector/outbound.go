@@ -20,9 +20,15 @@ type channelTarget struct {
 }
 
 // SetActivity implements imv2.ActivityTarget.
+// A new status or tool while typing is shown goes to the Typer at once
+// (display only refreshes it).
 func (t channelTarget) SetActivity(ctx context.Context, channelID string, a imv2.ChatActivity) error {
-	t.out.noteActivity(channelID, a)
-	return t.Target.SetActivity(ctx, channelID, a)
+	changed := t.out.noteActivity(channelID, a)
+	err := t.Target.SetActivity(ctx, channelID, a)
+	if changed && err == nil {
+		err = t.out.Typing(ctx, channelID, true)
+	}
+	return err
 }
 
 // outbound is the display.Platform the kit gives display.New: every call
@@ -227,17 +233,20 @@ func (o *outbound) Discard(ctx context.Context, channelID, handle string) error 
 
 // noteActivity keeps the channel's last thinking/tool snapshot for Typing.
 // Entries are per channel (IDs the Server issued) and go with idle.
-func (o *outbound) noteActivity(channelID string, a imv2.ChatActivity) {
+// It reports whether a replaces a different snapshot.
+func (o *outbound) noteActivity(channelID string, a imv2.ChatActivity) bool {
 	if o.typer == nil {
-		return
+		return false
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if a.Status == imv2.ActivityIdle {
 		delete(o.activity, channelID)
-		return
+		return false
 	}
+	last, had := o.activity[channelID]
 	o.activity[channelID] = a
+	return had && (last.Status != a.Status || last.ToolName != a.ToolName)
 }
 
 // Typing implements display.Typer with the status and tool name of the

@@ -39,7 +39,7 @@ const (
 // an LRU of MaxConversations (default 10,000) keys; an evicted key starts
 // with a full bucket again.
 type Pace struct {
-	PerConversation  rate.Limit
+	PerConversation   rate.Limit
 	ConversationBurst int
 	PerPlatform       rate.Limit
 	PlatformBurst     int
