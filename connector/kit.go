@@ -221,6 +221,21 @@ func (c *Connector) ListenAndServe(ctx context.Context, addr string) error {
 	return c.Serve(ctx, ln)
 }
 
+// Start listens on addr ("127.0.0.1:0" picks a free port) and serves in
+// the background until Close. It returns the base URL, http://host:port.
+func (c *Connector) Start(addr string) (string, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", err
+	}
+	go func() {
+		if err := c.Serve(context.Background(), ln); err != nil && !errors.Is(err, imv2.ErrClosed) {
+			c.log.Error("connector: serving failed", "err", err)
+		}
+	}()
+	return "http://" + ln.Addr().String(), nil
+}
+
 // Serve serves on ln (an http.Server with NewServer's timeouts) until ctx
 // ends or Close is called.
 func (c *Connector) Serve(ctx context.Context, ln net.Listener) error {

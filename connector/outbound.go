@@ -170,11 +170,13 @@ func (o *outbound) Edit(ctx context.Context, channelID, handle, text string) err
 	return err
 }
 
-// Finish implements display.Drafter and display.Editor.
+// Finish implements display.Drafter and display.Editor: the final of a
+// message whose draft was shown.
 func (o *outbound) Finish(ctx context.Context, channelID, handle string, m *imv2.ChatMessage) error {
-	if o.drafter != nil && o.k.display.Mode() == display.Stream {
+	if o.finisher == nil && o.k.display.Mode() == display.Stream {
 		return o.final(ctx, channelID, m, func(ctx context.Context, to Conversation, msg *Message) error {
-			return o.drafter.Finish(ctx, to, handle, msg)
+			msg.Draft = handle
+			return o.p.Post(ctx, to, msg)
 		})
 	}
 	if o.finisher != nil {

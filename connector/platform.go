@@ -44,7 +44,14 @@ type Message struct {
 	// IdempotencyKey is stable per connector_channel_id and message_id
 	// (S8), for a platform that deduplicates posts by a client token.
 	IdempotencyKey string
+	// Draft is the handle Drafter.Draft returned for this message's
+	// streamed draft, "" when none was shown (M13, mode buffer).
+	Draft string
 }
+
+// Draft is what Drafter.Draft receives: the whole text so far, and what is
+// new since the last draft the platform accepted (display.Draft).
+type Draft = display.Draft
 
 // OutboundFile is one file of a final, opened from the channel's uploads.
 type OutboundFile struct {
@@ -53,17 +60,16 @@ type OutboundFile struct {
 	io.Reader
 }
 
-// Drafter is a Platform with a native draft or stream API (Slack
-// chat.appendStream, Telegram sendMessageDraft): every draft goes to Draft,
-// the final to Finish (mode display.Stream).
+// Drafter is a Platform with a native draft or stream API (Telegram
+// sendMessageDraft, Slack chat.appendStream): every draft goes to Draft
+// unthrottled (mode display.Stream). The final goes to Post with
+// Message.Draft set (a draft API whose final is a plain post), or to
+// Finish for a Finisher (a stream that must be stopped).
 type Drafter interface {
 	// Draft shows d and returns a handle for the drafted message, not
 	// empty; the first successful call's handle comes back in later drafts
-	// and in Finish.
-	Draft(ctx context.Context, to Conversation, d display.Draft) (handle string, err error)
-	// Finish turns the draft handle into the final m: exactly m.Text plus
-	// every file (M11, M12). The rules of Platform.Post apply.
-	Finish(ctx context.Context, to Conversation, handle string, m *Message) error
+	// (d.Handle) and with the final.
+	Draft(ctx context.Context, to Conversation, d Draft) (handle string, err error)
 }
 
 // Editor is a Platform that can edit a message it posted (Discord, Teams,
@@ -82,8 +88,10 @@ type Editor interface {
 	Edit(ctx context.Context, to Conversation, handle, text string) error
 }
 
-// Finisher is an Editor that turns its temporary message into the final
-// itself (text and files in one message). The kit then always calls it.
+// Finisher is a Drafter or Editor that turns its draft or temporary
+// message handle into the final itself: exactly m.Text plus every file
+// (M11, M12). The kit then calls it for every final that had a draft
+// shown; the rules of Platform.Post apply.
 type Finisher interface {
 	Finish(ctx context.Context, to Conversation, handle string, m *Message) error
 }
