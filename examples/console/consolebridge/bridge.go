@@ -14,7 +14,6 @@ import (
 	"io"
 	"log/slog"
 	"mime"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -124,16 +123,9 @@ func New(cfg Config) (*Bridge, error) {
 	return b, nil
 }
 
-// Start listens on Config.Addr and serves in the background. It returns
-// the base URL (http://host:port with the real port).
-func (b *Bridge) Start() (string, error) {
-	ln, err := net.Listen("tcp", b.cfg.Addr)
-	if err != nil {
-		return "", err
-	}
-	go func() { _ = b.Serve(context.Background(), ln) }() // ends with Close
-	return "http://" + ln.Addr().String(), nil
-}
+// Start listens on Config.Addr and serves in the background until Close.
+// It returns the base URL (http://host:port with the real port).
+func (b *Bridge) Start() (string, error) { return b.Connector.Start(b.cfg.Addr) }
 
 func (b *Bridge) channelOpened(id string) {
 	b.mu.Lock()
