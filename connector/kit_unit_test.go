@@ -249,3 +249,40 @@ func TestKit_InvalidInputRefused(t *testing.T) {
 		t.Fatal("an event without an EventID accepted")
 	}
 }
+
+// idem is a Platform that deduplicates by key and can be asked.
+type idem struct {
+	*editor
+	asked []string
+}
+
+func (idem) PostsIdempotently() bool { return true }
+func (i *idem) WasPosted(_ context.Context, to Conversation, key string) (bool, error) {
+	i.asked = append(i.asked, to.Key+" "+key)
+	return true, nil
+}
+
+// TestKit_S8_DedupCapabilitiesPassThrough: the platform's answers reach
+// the Channel as imv2.IdempotentTarget and imv2.PostCheckTarget, asked
+// with the channel's conversation; a platform without them says so.
+func TestKit_S8_DedupCapabilitiesPassThrough(t *testing.T) {
+	p := &idem{editor: &editor{}}
+	k, _ := newUnit(t, p, false, Options{})
+	var tg imv2.Target = channelTarget{k.display, k.out}
+	it, ok := tg.(imv2.IdempotentTarget)
+	if !ok || !it.PostsIdempotently() {
+		t.Fatal("an idempotent platform is not reported idempotent")
+	}
+	posted, err := tg.(imv2.PostCheckTarget).WasPosted(context.Background(), "ch_1", "key-1")
+	if err != nil || !posted || !slices.Equal(p.asked, []string{"default key-1"}) {
+		t.Fatalf("WasPosted = %v, %v, asked %q", posted, err, p.asked)
+	}
+	plain, _ := newUnit(t, &editor{}, false, Options{})
+	tg = channelTarget{plain.display, plain.out}
+	if tg.(imv2.IdempotentTarget).PostsIdempotently() {
+		t.Fatal("a plain platform is reported idempotent")
+	}
+	if _, err := tg.(imv2.PostCheckTarget).WasPosted(context.Background(), "ch_1", "k"); !errors.Is(err, errors.ErrUnsupported) {
+		t.Fatalf("WasPosted on a plain platform = %v; want ErrUnsupported", err)
+	}
+}
