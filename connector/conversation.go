@@ -61,6 +61,16 @@ func (c *Connector) describe(ctx context.Context, channelID string) dataplane.Ch
 // through it; call it directly for a binding made outside the data plane.
 // ChannelID and Key are required; a zero State is BindingConnected.
 func (c *Connector) Bind(ctx context.Context, b Binding) error {
+	if err := c.bind(ctx, b); err != nil {
+		return err
+	}
+	c.push(ctx, b.ChannelID)
+	return nil
+}
+
+// bind stores b (State and Created defaulted) and releases the key the
+// channel was bound to before, if that was its last binding.
+func (c *Connector) bind(ctx context.Context, b Binding) error {
 	if b.State == "" {
 		b.State = BindingConnected
 	}
@@ -77,7 +87,6 @@ func (c *Connector) Bind(ctx context.Context, b Binding) error {
 	if had && old.Key != b.Key {
 		c.releaseIfLast(ctx, old.Key)
 	}
-	c.push(ctx, b.ChannelID)
 	return nil
 }
 

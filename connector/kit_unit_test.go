@@ -226,10 +226,14 @@ func TestKit_W12_SignInBindsAndLogoutReleases(t *testing.T) {
 	if info.Status != imv2.StatusConnected || info.DisplayName != "Room" {
 		t.Fatalf("Descriptor info %+v; want connected, Room", info)
 	}
+	if _, err := ah.Start(ctx, "ch_1", imv2.AuthStart{FlowID: "bot", Input: map[string]string{"chat_id": "-200"}}); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := ah.Logout(ctx, "ch_1"); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := s.got(), []string{"release -100"}; !slices.Equal(got, want) {
+	// Signing in to another chat released the first; logout the second.
+	if got, want := s.got(), []string{"release -100", "release -200"}; !slices.Equal(got, want) {
 		t.Fatalf("calls %q; want %q", got, want)
 	}
 	if st := k.describe(ctx, "ch_1").Status; st != imv2.StatusCreated {

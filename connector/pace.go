@@ -204,7 +204,12 @@ func (pc *pacer) wait(ctx context.Context, key string) error {
 		r2.CancelAt(now)
 		return errBudget
 	}
-	return sleep(ctx, pc.clock, d)
+	if err := sleep(ctx, pc.clock, d); err != nil {
+		r1.CancelAt(pc.clock.Now()) // the call is not made: its tokens go back
+		r2.CancelAt(pc.clock.Now())
+		return err
+	}
+	return nil
 }
 
 // fits reports whether waiting d leaves ctx time for a call.

@@ -74,13 +74,7 @@ func (a authHandler) settle(ctx context.Context, channelID string, res SignInRes
 	if res.Bind != nil {
 		b := *res.Bind
 		b.ChannelID = channelID
-		if b.State == "" {
-			b.State = BindingConnected
-		}
-		if b.Created.IsZero() {
-			b.Created = a.c.clock.Now()
-		}
-		if err := a.c.store.Bind(ctx, b); err != nil {
+		if err := a.c.bind(ctx, b); err != nil {
 			return nil, err
 		}
 		ack.Status = imv2.AuthAuthenticated
