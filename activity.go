@@ -17,9 +17,9 @@ const (
 
 // ChatActivity is the payload of a chat.activity: a full, redacted snapshot
 // of what the agent is doing, xAgent → Connector only (C1). Each snapshot
-// replaces the last; it has no ack and no idempotency. The payload is
-// closed: reasoning, arguments, results, paths, URLs and keys have no field
-// and are rejected on receive (C4).
+// replaces the last; it has no ack and no idempotency. Reasoning,
+// arguments, results, paths, URLs and keys have no field and are rejected
+// on receive at any depth (C4); other unknown members are ignored (E5).
 type ChatActivity struct {
 	Status ActivityStatus `json:"status"`
 	// ToolName is required for ActivityTool and forbidden otherwise (C3).

@@ -170,8 +170,8 @@ func (c *Card) validateTool(i int) error {
 		return cardErr("tools[%d] (%s).output_schema is not an object (H2)", i, t.ToolID)
 	}
 	for j, id := range t.RelatedSkillIDs {
-		if id == "" {
-			return cardErr("tools[%d] (%s).related_skill_ids[%d] is empty", i, t.ToolID, j)
+		if err := checkSkillID(c.ConnectorCardID, id); err != nil {
+			return cardErr("tools[%d] (%s).related_skill_ids[%d] %s (Common Protocol §4.2)", i, t.ToolID, j, err.Message)
 		}
 	}
 	return nil
@@ -249,7 +249,13 @@ func (c *Card) validateAuthFlows() error {
 				return cardErr("auth_flows[%d].id %q appears twice (H1)", i, f.ID)
 			}
 		}
-		if f.TargetType != "" && !slices.Contains(targetTypes, f.TargetType) {
+		if f.TargetType == "" {
+			return cardErr("auth_flows[%d] (%s).target_type is required (H1)", i, f.ID)
+		}
+		if f.Title == "" {
+			return cardErr("auth_flows[%d] (%s).title is required: the user-facing sign-in title (H1)", i, f.ID)
+		}
+		if !slices.Contains(targetTypes, f.TargetType) {
 			return cardErr("auth_flows[%d] (%s).target_type %q is not one of %v (H1)", i, f.ID, f.TargetType, targetTypes)
 		}
 		switch f.Type {

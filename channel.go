@@ -33,7 +33,9 @@ import (
 // retryable channel_busy), resends waiting on one in-flight message
 // (DefaultMaxWaiters), open delta streams (DefaultMaxOpenDeltas) and their
 // text (DefaultMaxDeltaBytes), idle delta streams (DefaultDeltaIdleTTL),
-// completed records (DefaultCompletedCap, DefaultCompletedTTL).
+// completed records (DefaultCompletedCap, DefaultCompletedTTL). Across
+// channels, Options.Budget bounds the bytes of delta text and queued
+// messages together (see Budget).
 type Channel struct {
 	id        string
 	role      Role
@@ -63,6 +65,7 @@ type Channel struct {
 	delivering bool                    // a goroutine runs deliverQueue
 	deltas     map[string]*deltaStream // receiver: open delta streams, by message_id
 	sweep      Timer                   // delta idle sweep, armed while deltas is not empty
+	held       int64                   // bytes reserved from o.Budget (deltas, queued messages)
 	act        activityState
 }
 
@@ -177,6 +180,7 @@ func (c *Channel) Close() error {
 		return nil
 	}
 	c.closed = true
+	c.releaseAllLocked()
 	for _, o := range c.out {
 		stopTimer(&o.timer)
 	}

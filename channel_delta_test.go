@@ -224,16 +224,16 @@ func BenchmarkDeltaAppend(b *testing.B) {
 			reset := func() {
 				s = &deltaStream{}
 				for seq = 1; seq < int64(n); seq++ {
-					s.apply(seq, piece, 1<<30)
+					s.apply(seq, piece, 1<<30, nil)
 				}
 			}
 			reset()
 			b.ResetTimer()
 			for range b.N {
-				if _, err := s.apply(seq, piece, 1<<30); err != nil {
+				if _, err := s.apply(seq, piece, 1<<30, nil); err != nil {
 					b.Fatal(err)
 				}
-				_ = s.text.String()
+				_ = s.text()
 				seq++
 				if seq > int64(n)+1000 {
 					b.StopTimer()

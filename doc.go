@@ -9,10 +9,16 @@
 // deltas (ChatMessageDelta), receipts (ChatMessageAck) and redacted
 // activity snapshots (ChatActivity). DecodePacket checks the envelope
 // once; DecodeChatMessage and friends decode and validate a payload for
-// its direction. The four payloads are closed: an unknown member is
-// invalid_packet, and identity or transfer fields (session_id, user_id,
-// base64, token …) are forbidden_field. Builders (NewChatMessage, NewAck,
-// NewChatMessageDelta, NewChatActivity) cannot produce an invalid packet.
+// its direction. Reading is tolerant (E5): a member this version does not
+// define — in the envelope, in any payload, in a files[] item, at any
+// depth — is ignored, as Common Protocol §12 lets a peer add optional
+// members; ChatMessage.Raw keeps the payload as received for a Connector
+// that needs one. Identity and transfer fields (session_id, user_id,
+// base64, token …) stay forbidden_field wherever they appear, and
+// duplicate names and invalid UTF-8 stay invalid_packet. Writing is
+// strict: builders (NewChatMessage, NewAck, NewChatMessageDelta,
+// NewChatActivity) write only the members the profile defines and cannot
+// produce an invalid packet.
 //
 // # Channels
 //
@@ -40,4 +46,17 @@
 //
 // Time is read from a Clock (package clock); tests inject package
 // fakeclock and never sleep.
+//
+// # Common Protocol versions
+//
+// The profile core — Channel, the four payloads, their codecs — does not
+// depend on the Common Protocol version around it. Its one seam is
+// Transport (outbound) and Channel.Receive (inbound): package dataplane
+// is the Common Protocol 3.0 binding behind that seam (WebSocket, hello,
+// channel.open, the 3.0 envelope), and it admits xAgents announcing 3.0 or
+// newer while itself speaking 3.0 (W4, Version). When a 4.x text is
+// published, its data plane is a sibling package beside dataplane that
+// also hands each channel a Transport and feeds Channel.Receive; nothing
+// in this package changes for it. ProtocolVersion and Version30 are what
+// the 3.0 binding writes.
 package imv2

@@ -33,7 +33,7 @@ func ExampleDecodeChatMessage() {
 	fmt.Println(err)
 	// Output:
 	// cch_123 msg_1 Summarise this page image /files/refs/file_abc
-	// imv2: forbidden_field: chat.message: member "session_id" is an identity field the profile forbids (I2)
+	// imv2: forbidden_field: chat.message: member "session_id" at /session_id is an identity field the profile forbids (I2)
 }
 
 // xAgent sends the final of an assistant message. Keep the message ID:

@@ -58,6 +58,13 @@ type CompletedStore interface {
 	Record(ctx context.Context, channelID, messageID string, fp Fingerprint) error
 	// DropChannel forgets every record of a permanently deleted channel (S7).
 	DropChannel(ctx context.Context, channelID string) error
+	// Handover copies every live record of channel from to channel to,
+	// keeping each record's age, when the Connector answered a reopen of
+	// from with the new ID to: the sender resends from's pending messages
+	// there, and those already completed must be answered duplicate, not
+	// posted again (dedup follows the message, not the ID). from keeps its
+	// records; an unknown from copies nothing.
+	Handover(ctx context.Context, from, to string) error
 }
 
 // Defaults of MemoryCompletedStore.
@@ -160,6 +167,27 @@ func (s *MemoryCompletedStore) DropChannel(_ context.Context, channelID string) 
 		if k.channel == channelID {
 			s.lru.Remove(k)
 		}
+	}
+	return nil
+}
+
+// Handover implements CompletedStore. Copies keep their expiry, so a
+// handover never extends a record's life.
+func (s *MemoryCompletedStore) Handover(_ context.Context, from, to string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lru == nil || from == to {
+		return nil
+	}
+	now := s.clock.Now()
+	for _, k := range s.lru.Keys() {
+		r, _ := s.lru.Peek(k)
+		if k.channel != from || !now.Before(r.expires) {
+			continue
+		}
+		nk := completedKey{to, k.message}
+		s.lru.Remove(nk)
+		s.lru.Add(nk, r)
 	}
 	return nil
 }

@@ -1,5 +1,7 @@
 package imv2
 
+import "time"
+
 // EventKind names one delivery event of a Channel.
 type EventKind uint8
 
@@ -64,6 +66,8 @@ type Event struct {
 	Status     AckStatus
 	Code       Code
 	Attempt    int
+	// Duration is how long the Target's PostMessage took (EventDelivered).
+	Duration time.Duration
 }
 
 // Observer receives a Channel's events, for metrics. Observe is called

@@ -59,8 +59,9 @@ const (
 	// DefaultMaxWaiters bounds the resends of one message_id that wait for
 	// its in-flight delivery; a further one is rejected retryable.
 	DefaultMaxWaiters = 16
-	// DefaultDeltaIdleTTL drops a delta stream that saw no delta for this
-	// long (D9); its final is still handled as a final without deltas.
+	// DefaultDeltaIdleTTL drops a delta stream that no delta extended for
+	// this long (D9): a repeat of an earlier delta or an empty one does not
+	// keep it alive. Its final is still handled as a final without deltas.
 	DefaultDeltaIdleTTL = 5 * time.Minute
 	// DefaultMaxOpenDeltas bounds open delta streams per channel; a delta
 	// for a new message beyond it is rejected with delta_limit_exceeded.
@@ -135,6 +136,14 @@ type Options struct {
 	// (DefaultMaxOpenDeltas, DefaultMaxDeltaBytes).
 	MaxOpenDeltas int
 	MaxDeltaBytes int
+	// Budget bounds, across every channel that shares it, the bytes a
+	// peer can make the channels hold: delta buffers (by capacity) and
+	// messages queued for or waiting on a Target call. Over it a delta
+	// that needs room is rejected with delta_limit_exceeded and a message
+	// with channel_busy (retryable). nil: only the per-channel bounds
+	// above; the dataplane Server sets one per connector_id under one per
+	// Server (dataplane.DefaultMaxMemory).
+	Budget *Budget
 	// ActivityTimeout clears a shown activity nobody refreshed
 	// (DefaultActivityTimeout).
 	ActivityTimeout time.Duration

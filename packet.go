@@ -182,7 +182,8 @@ func marshalPayload(payload any) (json.RawMessage, error) {
 	return b, nil
 }
 
-// packetWire is the decode shape: Time is a pointer to tell absent from 0.
+// packetWire is the decode shape: Time stays raw, to tell absent from 0
+// and to read it as the public schema's integer (wireTime).
 type packetWire struct {
 	Schema             string         `json:"schema"`
 	PacketID           string         `json:"packet_id"`
@@ -190,15 +191,16 @@ type packetWire struct {
 	ReplyTo            string         `json:"reply_to"`
 	ConnectorChannelID string         `json:"connector_channel_id"`
 	Type               string         `json:"type"`
-	Time               *int64         `json:"time"`
+	Time               jsontext.Value `json:"time"`
 	Payload            jsontext.Value `json:"payload"`
 	Error              *PacketError   `json:"error"`
 }
 
 // DecodePacket parses one frame and checks the envelope once (E1): the
-// schema, a non-empty packet_id and type, a non-negative integer time, an
-// object payload and a well-formed error. Duplicate member names and invalid
-// UTF-8 are errors; unknown envelope members are ignored. Every failure is
+// schema, a non-empty packet_id and type, a non-negative integer time (in
+// any notation JSON allows, wireTime), an object payload and a
+// well-formed error. Duplicate member names and invalid UTF-8 are errors;
+// unknown envelope members are ignored (E5). Every failure is
 // an *Error with code invalid_packet (E2); the payload is not decoded.
 func DecodePacket(data []byte) (*Packet, error) {
 	p, hasTime, ok := decodeEnvelopeFast(data)
@@ -234,10 +236,27 @@ func decodeEnvelopeCodec(data []byte) (p *Packet, hasTime bool, err error) {
 		Payload:            json.RawMessage(w.Payload),
 		Error:              w.Error,
 	}
-	if w.Time != nil {
-		p.Time = *w.Time
+	hasTime, err = wireTime(w.Time, &p.Time)
+	return p, hasTime, err
+}
+
+// wireTime reads the envelope's time as the public schema types it, an
+// integer: any JSON number whose value is integral (1790000000000,
+// 1.79e12, 1790000000000.0) within int64; a fraction is invalid. A
+// missing or null time is absent. DecodePacket refuses a negative one.
+func wireTime(raw jsontext.Value, dst *int64) (has bool, err error) {
+	switch raw.Kind() {
+	case 0, 'n':
+		return false, nil
+	case '0':
+		v, ok := integralNumber(raw)
+		if !ok {
+			return true, Errorf(CodeInvalidPacket, "envelope: time %s is not an integer number of Unix milliseconds within int64", shortText(string(raw)))
+		}
+		*dst = v
+		return true, nil
 	}
-	return p, w.Time != nil, nil
+	return true, Errorf(CodeInvalidPacket, "envelope: time is not a number")
 }
 
 // Validate checks the envelope rules of E1 on a packet built in Go.

@@ -15,7 +15,13 @@ type delivery struct {
 	fp      Fingerprint
 	stream  *deltaStream
 	waiters []*Packet
+	held    int64 // Budget bytes of the message and its waiters
 }
+
+// queuedCost is what a queued copy of a message costs the Budget: its raw
+// payload, the decoded message (no larger than the payload) and the
+// structs around them.
+func queuedCost(p *Packet) int64 { return 2*int64(len(p.Payload)) + 1024 }
 
 // storeTimeout bounds a store call that must finish even while the
 // channel closes: the completed record of a message already posted, the
@@ -54,7 +60,11 @@ func (c *Channel) receiveMessage(ctx context.Context, p *Packet) error {
 		case len(d.waiters) >= c.o.MaxWaiters:
 			c.mu.Unlock()
 			return c.reject(p, id, &Error{Code: CodeChannelBusy, Message: "too many resends waiting", Retryable: true})
+		case !c.reserveLocked(int64(len(p.Payload)) + 256):
+			c.mu.Unlock()
+			return c.reject(p, id, &Error{Code: CodeChannelBusy, Message: "memory budget spent; try later", Retryable: true})
 		}
+		d.held += int64(len(p.Payload)) + 256
 		d.waiters = append(d.waiters, p)
 		c.mu.Unlock()
 		return nil
@@ -67,17 +77,34 @@ func (c *Channel) receiveMessage(ctx context.Context, p *Packet) error {
 		c.mu.Unlock()
 		return ErrClosed
 	}
-	d := &delivery{p: p, m: m, fp: fp}
+	// The final of an open stream takes over the stream's budget, whose
+	// text it frees: a budget full of streams never refuses the finals
+	// that would empty it.
+	stream := c.deltas[id]
+	cost, credit := queuedCost(p), int64(0)
+	if stream != nil {
+		credit = stream.held
+	}
+	if cost > credit && !c.reserveLocked(cost-credit) {
+		c.mu.Unlock()
+		return c.reject(p, id, &Error{Code: CodeChannelBusy, Message: "memory budget spent; try later", Retryable: true})
+	}
+	if credit > cost {
+		c.releaseLocked(credit - cost)
+	}
+	d := &delivery{p: p, m: m, fp: fp, held: cost}
 	if c.inflight == nil {
 		c.inflight = map[string]*delivery{}
 	}
 	c.inflight[id] = d
 	// The final clears the message's delta state (D10, S5); its drafts are
 	// finished before the final is posted, so the final wins (M11).
-	d.stream = c.deltas[id]
+	d.stream = stream
 	delete(c.deltas, id)
-	if d.stream != nil {
-		d.stream.final = true
+	if stream != nil {
+		stream.final = true
+		stream.held = 0
+		stream.buf, stream.ends, stream.draft = nil, nil, "" // a running draft call keeps only its own copy
 	}
 	c.queue = append(c.queue, d)
 	if !c.delivering {
@@ -118,6 +145,7 @@ func (c *Channel) deliver(d *delivery) {
 	c.mu.Lock()
 	delete(c.inflight, id)
 	waiters := d.waiters
+	c.releaseLocked(d.held)
 	c.mu.Unlock()
 
 	c.answer(p, id, status, rej)
@@ -188,7 +216,9 @@ func (c *Channel) runTarget(m *ChatMessage, fp Fingerprint, stream *deltaStream)
 	c.settleActivity()
 
 	tctx, cancel := context.WithTimeout(WithIdempotencyKey(c.ctx, key), c.o.TargetTimeout)
+	began := c.o.Clock.Now()
 	err = c.target.PostMessage(tctx, c.id, m)
+	took := c.o.Clock.Now().Sub(began)
 	cancel()
 	if err != nil {
 		if claims != nil {
@@ -213,7 +243,7 @@ func (c *Channel) runTarget(m *ChatMessage, fp Fingerprint, stream *deltaStream)
 		}
 		return AckRejected, rej
 	}
-	return c.complete(id, fp, EventDelivered, AckAccepted)
+	return c.complete(id, fp, EventDelivered, AckAccepted, took)
 }
 
 // orphan decides what to do with a message whose earlier attempt never
@@ -233,7 +263,7 @@ func (c *Channel) orphan(id string, fp Fingerprint, key string) (AckStatus, *Err
 		cancel()
 		switch {
 		case err == nil && posted:
-			status, rej := c.complete(id, fp, EventDuplicate, AckDuplicate)
+			status, rej := c.complete(id, fp, EventDuplicate, AckDuplicate, 0)
 			return status, rej, true
 		case err == nil:
 			return "", nil, false
@@ -246,8 +276,9 @@ func (c *Channel) orphan(id string, fp Fingerprint, key string) (AckStatus, *Err
 	return AckRejected, &Error{Code: CodeDeliveryOutcomeUnknown, Message: "an earlier delivery of this message was interrupted; it may have been shown once"}, true
 }
 
-// complete records the message as completed and answers status.
-func (c *Channel) complete(id string, fp Fingerprint, kind EventKind, status AckStatus) (AckStatus, *Error) {
+// complete records the message as completed and answers status; took is
+// how long the Target call took (0 when none ran).
+func (c *Channel) complete(id string, fp Fingerprint, kind EventKind, status AckStatus, took time.Duration) (AckStatus, *Error) {
 	sctx := c.storeCtx()
 	defer sctx.release()
 	if err := c.o.Completed.Record(sctx, c.id, id, fp); err != nil {
@@ -257,7 +288,7 @@ func (c *Channel) complete(id string, fp Fingerprint, kind EventKind, status Ack
 		// unknown instead).
 		c.log.Error("completed record not stored; a resend of this message may be posted again", "message_id", id, "err", err)
 	}
-	c.observe(Event{Kind: kind, MessageID: id})
+	c.observe(Event{Kind: kind, MessageID: id, Duration: took})
 	return status, nil
 }
 

@@ -153,7 +153,6 @@ func (c *Connector) releaseIfLast(ctx context.Context, key string) {
 // dropped is the Server's OnChannelDrop: a channel gone for good (offline
 // grace over, or evicted) releases its binding.
 func (c *Connector) dropped(channelID string) {
-	c.out.noteActivity(channelID, imv2.ChatActivity{Status: imv2.ActivityIdle}) // forget its typing state
 	if err := c.unbind(context.Background(), channelID); err != nil {
 		c.log.Warn("connector: binding of a dropped channel not removed", "connector_channel_id", channelID, "err", err)
 	}

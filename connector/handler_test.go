@@ -191,3 +191,16 @@ func TestNewServer_Timeouts(t *testing.T) {
 	assert.Equal(t, connector.ServerMaxHeaderBytes, s.MaxHeaderBytes)
 	assert.NotZero(t, s.ReadHeaderTimeout)
 }
+
+// TestNewHandler_H3_SkillNameMustMatchCard: a /skill.md whose header name
+// disagrees with the Card's Skill fails at construction, naming both.
+func TestNewHandler_H3_SkillNameMustMatchCard(t *testing.T) {
+	card := testCard()
+	_, err := connector.NewHandler(connector.Config{Card: card, APIKey: "k", Markdown: []byte("---\nname: connector-im-other\n---\n# Other\n")})
+	require.ErrorContains(t, err, `"connector-im-other"`)
+	require.ErrorContains(t, err, `"`+imv2.SkillName(card.ConnectorCardID)+`"`)
+	_, err = connector.NewHandler(connector.Config{Card: card, APIKey: "k", Markdown: []byte("# no header\n")})
+	require.ErrorContains(t, err, "no header")
+	_, err = connector.NewHandler(connector.Config{Card: card, APIKey: "k", Markdown: []byte("---\nname: " + imv2.SkillName(card.ConnectorCardID) + "\n---\n")})
+	require.NoError(t, err)
+}

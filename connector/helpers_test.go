@@ -72,6 +72,12 @@ type countingStore struct {
 	opens atomic.Int64
 }
 
+// Reserve passes a reservation through to a Reserver store, so the
+// Handler under test reserves as it would without the wrapper.
+func (c *countingStore) Reserve(ctx context.Context, ch string, n int64) (connector.Reservation, error) {
+	return c.FileStore.(connector.Reserver).Reserve(ctx, ch, n)
+}
+
 func (c *countingStore) Open(ctx context.Context, ch, ref string) (io.ReadCloser, connector.FileInfo, error) {
 	c.opens.Add(1)
 	return c.FileStore.Open(ctx, ch, ref)

@@ -177,7 +177,7 @@ func New(card *imv2.Card, platform Platform, opts *Options) (*Connector, error) 
 	copts.Pending, copts.Completed, registry = c.store, c.store, c.store
 	cfg := dataplane.ServerConfig{
 		Card:          card,
-		NewTarget:     func(string) imv2.Target { return channelTarget{c.display, c.out} },
+		NewTarget:     func(string) imv2.Target { return c.display },
 		Describe:      c.describe,
 		Tools:         o.Tools,
 		Options:       &copts,

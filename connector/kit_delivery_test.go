@@ -52,7 +52,7 @@ func (a *agent) dial(t *testing.T, url string) (*dataplane.Client, *imv2.Channel
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	c, err := dataplane.Dial(ctx, dataplane.ClientConfig{
-		URL: strings.Replace(url, "http", "ws", 1) + "/ws", CardID: testCard().ConnectorCardID, Target: a,
+		URL: url, Target: a,
 		ReconnectMin: 20 * time.Millisecond, ReconnectMax: 200 * time.Millisecond,
 		Options: &imv2.Options{
 			OnDelivered: func(_ string, m imv2.ChatMessage, s imv2.AckStatus) { a.outcome <- outcome{id: m.MessageID, status: s} },

@@ -24,7 +24,7 @@ func unitCard(flows bool) *imv2.Card {
 			Targets: []imv2.SupportedTarget{{TargetType: imv2.TargetTypeIM, Provider: "unit", Label: "Unit"}}},
 	}
 	if flows {
-		c.AuthFlows = []imv2.AuthFlow{{ID: "bot", Type: "form", TargetType: imv2.TargetTypeIM,
+		c.AuthFlows = []imv2.AuthFlow{{ID: "bot", Type: "form", TargetType: imv2.TargetTypeIM, Title: "Bot",
 			Fields: []imv2.AuthField{{Name: "chat_id", Label: "Chat", InputType: "text", Required: true}}}}
 	}
 	return c
@@ -129,7 +129,7 @@ func TestKit_M11_FinalEditSkippedWhenTheLastEditShowsIt(t *testing.T) {
 func TestKit_C5_TypingGetsStatusAndToolName(t *testing.T) {
 	e := &editor{}
 	k, _ := newUnit(t, e, false, Options{})
-	tg := channelTarget{k.display, k.out}
+	tg := k.display
 	ctx := context.Background()
 	for _, a := range []imv2.ChatActivity{
 		{Status: imv2.ActivityThinking},
@@ -272,7 +272,7 @@ func (i *idem) WasPosted(_ context.Context, to Conversation, key string) (bool, 
 func TestKit_S8_DedupCapabilitiesPassThrough(t *testing.T) {
 	p := &idem{editor: &editor{}}
 	k, _ := newUnit(t, p, false, Options{})
-	var tg imv2.Target = channelTarget{k.display, k.out}
+	var tg imv2.Target = k.display
 	it, ok := tg.(imv2.IdempotentTarget)
 	if !ok || !it.PostsIdempotently() {
 		t.Fatal("an idempotent platform is not reported idempotent")
@@ -282,7 +282,7 @@ func TestKit_S8_DedupCapabilitiesPassThrough(t *testing.T) {
 		t.Fatalf("WasPosted = %v, %v, asked %q", posted, err, p.asked)
 	}
 	plain, _ := newUnit(t, &editor{}, false, Options{})
-	tg = channelTarget{plain.display, plain.out}
+	tg = plain.display
 	if tg.(imv2.IdempotentTarget).PostsIdempotently() {
 		t.Fatal("a plain platform is reported idempotent")
 	}

@@ -11,26 +11,6 @@ import (
 	"github.com/xagentkit/imv2/display"
 )
 
-// channelTarget is the Target of one channel: the display strategies, with
-// each activity remembered so the platform's Typer gets its status and
-// tool name (display's typing refresh knows only on and off).
-type channelTarget struct {
-	*display.Target
-	out *outbound
-}
-
-// SetActivity implements imv2.ActivityTarget.
-// A new status or tool while typing is shown goes to the Typer at once
-// (display only refreshes it).
-func (t channelTarget) SetActivity(ctx context.Context, channelID string, a imv2.ChatActivity) error {
-	changed := t.out.noteActivity(channelID, a)
-	err := t.Target.SetActivity(ctx, channelID, a)
-	if changed && err == nil {
-		err = t.out.Typing(ctx, channelID, true)
-	}
-	return err
-}
-
 // outbound is the display.Platform the kit gives display.New: every call
 // resolves the channel's conversation, goes through the pacer and reaches
 // the author's Platform and its capabilities. It implements every display
@@ -45,13 +25,12 @@ type outbound struct {
 	typer     Typer
 	discarder Discarder
 
-	mu       sync.Mutex
-	shown    map[string]string            // Editor handle → text it shows, for the final-edit skip
-	activity map[string]imv2.ChatActivity // channel → last thinking/tool snapshot
+	mu    sync.Mutex
+	shown map[string]string // Editor handle → text it shows, for the final-edit skip
 }
 
 func newOutbound(k *Connector, p Platform) *outbound {
-	o := &outbound{k: k, p: p, shown: map[string]string{}, activity: map[string]imv2.ChatActivity{}}
+	o := &outbound{k: k, p: p, shown: map[string]string{}}
 	o.drafter, _ = p.(Drafter)
 	o.editor, _ = p.(Editor)
 	o.finisher, _ = p.(Finisher)
@@ -233,42 +212,11 @@ func (o *outbound) Discard(ctx context.Context, channelID, handle string) error 
 	})
 }
 
-// noteActivity keeps the channel's last thinking/tool snapshot for Typing.
-// Entries are per channel (IDs the Server issued) and go with idle.
-// It reports whether a replaces a different snapshot.
-func (o *outbound) noteActivity(channelID string, a imv2.ChatActivity) bool {
-	if o.typer == nil {
-		return false
-	}
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if a.Status == imv2.ActivityIdle {
-		delete(o.activity, channelID)
-		return false
-	}
-	last, had := o.activity[channelID]
-	o.activity[channelID] = a
-	return had && (last.Status != a.Status || last.ToolName != a.ToolName)
-}
-
-// Typing implements display.Typer with the status and tool name of the
-// channel's last activity.
-func (o *outbound) Typing(ctx context.Context, channelID string, on bool) error {
+// Typing implements display.Typer: thinking, tool with its name, or idle.
+func (o *outbound) Typing(ctx context.Context, channelID string, a imv2.ChatActivity) error {
 	if o.typer == nil {
 		return nil
 	}
-	a := imv2.ChatActivity{Status: imv2.ActivityIdle}
-	o.mu.Lock()
-	if on {
-		if last, ok := o.activity[channelID]; ok {
-			a = last
-		} else {
-			a.Status = imv2.ActivityThinking
-		}
-	} else {
-		delete(o.activity, channelID)
-	}
-	o.mu.Unlock()
 	return o.call(ctx, channelID, func(ctx context.Context, to Conversation) error {
 		return o.typer.Typing(ctx, to, a)
 	})

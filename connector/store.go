@@ -27,7 +27,10 @@ import (
 // and ErrStoreFull under errors.Is.
 type FileStore interface {
 	// Put stores the bytes of r for channelID. filename and mime are hints:
-	// the store cleans the name and may detect the type.
+	// the store cleans the name and may detect the type. It must check
+	// its caps as it reads, never buffering past them: r is a network
+	// body. A store that can check them before reading implements
+	// Reserver too.
 	Put(ctx context.Context, channelID, filename, mime string, r io.Reader) (FileInfo, error)
 	// Open returns the file's bytes and metadata. An unknown or expired ref
 	// is ErrFileNotFound; a ref of another channel is ErrWrongChannel.
@@ -58,6 +61,7 @@ const (
 	CodeWrongChannel     imv2.Code = "file_channel_mismatch"
 	CodeFileTooLarge     imv2.Code = "file_too_large"
 	CodeStoreFull        imv2.Code = "file_store_full"
+	CodeUploadsBusy      imv2.Code = "uploads_busy"
 	CodeUploadFailed     imv2.Code = "upload_failed"
 )
 
@@ -128,20 +132,23 @@ func validChannelID(id string) bool {
 }
 
 // cleanFilename keeps the last path element of name, drops control
-// characters and the path separators imv2.File forbids, and bounds it to
+// characters, format characters (Unicode category Cf: bidi overrides such
+// as U+202E, which make "evil\u202Etxt.exe" read as "evilexe.txt", zero-width
+// spaces and joiners, the BOM, tag characters), line and paragraph
+// separators, and the path separators imv2.File forbids, and bounds it to
 // imv2.MaxFilenameBytes; an empty result becomes "file".
 func cleanFilename(name string) string {
 	name = strings.ReplaceAll(name, "\\", "/")
 	name = path.Base(name)
-	if name == "." || name == "/" || name == ".." {
-		name = ""
-	}
 	name = strings.Map(func(r rune) rune {
-		if r == utf8.RuneError || unicode.IsControl(r) || r == '/' || r == '\\' {
+		if r == utf8.RuneError || unicode.IsControl(r) || unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp) || r == '/' || r == '\\' {
 			return -1
 		}
 		return r
 	}, name)
+	if name == "." || name == ".." { // also once a dropped character stood between the dots
+		name = ""
+	}
 	for len(name) > imv2.MaxFilenameBytes {
 		_, size := utf8.DecodeLastRuneInString(name)
 		name = name[:len(name)-size]

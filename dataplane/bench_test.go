@@ -42,10 +42,9 @@ func newBenchPair(b *testing.B, maxChannels int, opts *imv2.Options) *benchPair 
 	if err != nil {
 		b.Fatal(err)
 	}
-	hs := httptest.NewServer(srv)
+	hs := httptest.NewServer(withCard(testCard(), srv))
 	cli, err := Dial(context.Background(), ClientConfig{
-		URL:         "ws" + strings.TrimPrefix(hs.URL, "http") + "/ws",
-		CardID:      testCardID,
+		URL:         hs.URL,
 		Target:      noop,
 		Options:     opts,
 		Store:       NewMemoryChannelStore(maxChannels),

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
-	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -30,16 +29,28 @@ const (
 	DefaultRequestTimeout = 10 * time.Second
 )
 
-// ClientConfig configures the xAgent side of the data plane. URL, CardID
-// and Target are required.
+// ClientConfig configures the xAgent side of the data plane. URL and
+// Target are required.
 type ClientConfig struct {
-	// URL is the Connector's /ws endpoint: ws:// or wss://; http:// and
-	// https:// are mapped to them.
+	// URL is the Connector's base URL, http:// or https:// (maybe with a
+	// path prefix), as registered with xAgent: Dial fetches the Card from
+	// URL/connector-card.json and dials the data plane at URL/ws (ws:// or
+	// wss://). A URL ending in /ws is refused.
 	URL string
 	// APIKey, when set, is sent as "Authorization: Bearer <key>" (W1).
 	APIKey string
-	// CardID is the connector_card_id the hello names; the ack must echo it.
+	// CardID is read from the Card: the hello names it and the ack must
+	// echo it. Set it only to insist on one: Dial then fails when the Card
+	// names another.
 	CardID string
+	// HTTPClient fetches the Card; default a client bounded by
+	// RequestTimeout.
+	HTTPClient *http.Client
+	// MinProtocolVersion and MaxProtocolVersion bound the Connector
+	// versions admitted (W4): a hello.ack whose protocol_version lies
+	// outside [min, max] fails the connect. The hello itself always carries
+	// imv2.ProtocolVersion. Zero values default to imv2.Version30 both.
+	MinProtocolVersion, MaxProtocolVersion imv2.Version
 	// SupportedProfiles go in the hello, always explicitly (P3). Default:
 	// the profiles of imv2.DefaultCatalog (xagent.im.v2).
 	SupportedProfiles []string
@@ -89,6 +100,7 @@ type ClientConfig struct {
 // its pending finals, and nothing already acknowledged (W11, S10).
 type Client struct {
 	cfg     ClientConfig
+	card    *imv2.Card // as fetched by Dial
 	log     *slog.Logger
 	clock   imv2.Clock
 	opts    imv2.Options
@@ -103,11 +115,14 @@ type Client struct {
 	lastOffer []string         // guarded by negMu: the profiles of the last descriptor …
 	lastNeg   *imv2.Negotiated // … and their negotiated set, shared by the channels
 
+	deliveries deliveries // the open Delivery handles of Send and Reply.Final
+
 	mu          sync.Mutex
 	closed      bool
 	err         error       // why the client stopped
 	conn        *clientConn // current connection, nil while disconnected
 	connectorID string
+	version     imv2.Version // of the last hello.ack
 	channels    map[string]*clientChannel
 }
 
@@ -138,14 +153,36 @@ type waiter struct {
 // until Close. The first connect is not retried: an error (refused dial,
 // rejected hello) is returned as is.
 func Dial(ctx context.Context, cfg ClientConfig) (*Client, error) {
-	if cfg.URL == "" || cfg.CardID == "" || cfg.Target == nil {
-		return nil, imv2.Errorf(imv2.CodeInvalidPacket, "dataplane: ClientConfig needs URL, CardID and Target")
+	if cfg.URL == "" || cfg.Target == nil {
+		return nil, imv2.Errorf(imv2.CodeInvalidPacket, "dataplane: ClientConfig needs URL and Target")
 	}
-	u, err := wsURL(cfg.URL)
+	base, err := baseURL(cfg.URL)
 	if err != nil {
 		return nil, err
 	}
-	cfg.URL = u
+	if cfg.MinProtocolVersion == (imv2.Version{}) {
+		cfg.MinProtocolVersion = imv2.Version30
+	}
+	if cfg.MaxProtocolVersion == (imv2.Version{}) {
+		cfg.MaxProtocolVersion = imv2.Version30
+	}
+	if cfg.MaxProtocolVersion.Compare(cfg.MinProtocolVersion) < 0 {
+		return nil, imv2.Errorf(imv2.CodeInvalidPacket, "dataplane: ClientConfig MaxProtocolVersion %s is below MinProtocolVersion %s", cfg.MaxProtocolVersion, cfg.MinProtocolVersion)
+	}
+	setDur(&cfg.RequestTimeout, DefaultRequestTimeout)
+	if cfg.HTTPClient == nil {
+		cfg.HTTPClient = &http.Client{Timeout: cfg.RequestTimeout}
+	}
+	card, err := FetchCard(ctx, cfg.HTTPClient, base.String())
+	if err != nil {
+		return nil, err
+	}
+	if cfg.CardID != "" && cfg.CardID != card.ConnectorCardID {
+		return nil, imv2.Errorf(imv2.CodeConnectorCardIDMismatch, "dataplane: the Card at %s is %q, want %q", base, short(card.ConnectorCardID), cfg.CardID)
+	}
+	cfg.CardID = card.ConnectorCardID
+	// From here on cfg.URL is the data-plane endpoint the connects dial.
+	cfg.URL = dataPlaneURL(base)
 	if cfg.SupportedProfiles == nil {
 		for id := range imv2.DefaultCatalog() {
 			cfg.SupportedProfiles = append(cfg.SupportedProfiles, id)
@@ -166,7 +203,6 @@ func Dial(ctx context.Context, cfg ClientConfig) (*Client, error) {
 	}
 	setDur(&cfg.ReconnectMin, DefaultReconnectMin)
 	setDur(&cfg.ReconnectMax, DefaultReconnectMax)
-	setDur(&cfg.RequestTimeout, DefaultRequestTimeout)
 	setInt(&cfg.MaxChannels, DefaultMaxChannels)
 	if cfg.ReconnectMax < cfg.ReconnectMin {
 		cfg.ReconnectMax = cfg.ReconnectMin
@@ -174,6 +210,7 @@ func Dial(ctx context.Context, cfg ClientConfig) (*Client, error) {
 
 	c := &Client{
 		cfg:      cfg,
+		card:     card,
 		log:      cfg.Logger,
 		clock:    cfg.Clock,
 		imTypes:  profilePacketTypes(),
@@ -190,6 +227,7 @@ func Dial(ctx context.Context, cfg ClientConfig) (*Client, error) {
 		c.opts.Logger = cfg.Logger
 	}
 	sharedStores(&c.opts)
+	c.hookDeliveries()
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	if c.connectorID, err = cfg.Store.ConnectorID(ctx); err != nil {
 		c.cancel()
@@ -215,23 +253,6 @@ func (c *Client) wrap(conn Conn) Conn {
 		return c.cfg.WrapConn(conn)
 	}
 	return conn
-}
-
-func wsURL(raw string) (string, error) {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "", imv2.Errorf(imv2.CodeInvalidPacket, "dataplane: bad URL: %v", err)
-	}
-	switch u.Scheme {
-	case "ws", "wss":
-	case "http":
-		u.Scheme = "ws"
-	case "https":
-		u.Scheme = "wss"
-	default:
-		return "", imv2.Errorf(imv2.CodeInvalidPacket, "dataplane: URL scheme %q is not ws, wss, http or https", u.Scheme)
-	}
-	return u.String(), nil
 }
 
 // connect dials, starts the read loop and completes the hello (W3, W4).
@@ -298,10 +319,12 @@ func (c *Client) connect(ctx context.Context) (*clientConn, error) {
 		err = imv2.Errorf(imv2.CodeInvalidPacket, "hello answered with %q", r.Type)
 	case ack.ConnectorCardID != c.cfg.CardID:
 		err = imv2.Errorf(imv2.CodeConnectorCardIDMismatch, "hello.ack names connector_card_id %q, want %q", short(ack.ConnectorCardID), c.cfg.CardID)
-	case ack.ProtocolVersion != imv2.ProtocolVersion:
-		err = imv2.Errorf(imv2.CodeInvalidPacket, "hello.ack protocol_version %q, want %s", short(ack.ProtocolVersion), imv2.ProtocolVersion)
 	case ack.ConnectorID == "":
 		err = imv2.Errorf(imv2.CodeInvalidPacket, "hello.ack has no connector_id (W4)")
+	}
+	var version imv2.Version
+	if err == nil {
+		version, err = c.admitVersion(ack.ProtocolVersion)
 	}
 	if err != nil {
 		_ = cc.conn.Close()
@@ -315,6 +338,7 @@ func (c *Client) connect(ctx context.Context) (*clientConn, error) {
 	}
 	c.mu.Lock()
 	c.connectorID = ack.ConnectorID
+	c.version = version
 	c.conn = cc
 	c.mu.Unlock()
 	return cc, nil
@@ -594,7 +618,9 @@ func (c *Client) handover(old, e *clientChannel) {
 			c.log.Warn("dataplane: pending finals of the old channel not all moved", "connector_channel_id", old.id, "err", err)
 		}
 		for _, m := range moved {
-			if _, err := e.ch.Send(c.ctx, m); err != nil && c.opts.OnFailed != nil {
+			c.deliveries.move(old.id, e.id, m.MessageID) // before an ack can come
+			if _, err := e.ch.Send(c.ctx, m); err != nil {
+				c.deliveries.move(e.id, old.id, m.MessageID)
 				c.opts.OnFailed(old.id, m, imv2.AsError(err, imv2.CodeChannelUnavailable))
 			}
 		}
@@ -666,6 +692,34 @@ func (c *Client) Channel(id string) *imv2.Channel {
 	return nil
 }
 
+// Card returns the Connector's Card as Dial fetched it.
+func (c *Client) Card() *imv2.Card { return c.card }
+
+// admitVersion checks the Connector's protocol_version of a hello.ack
+// against the configured range (W4).
+func (c *Client) admitVersion(s string) (imv2.Version, error) {
+	lo, hi := c.cfg.MinProtocolVersion, c.cfg.MaxProtocolVersion
+	if s == "" {
+		return imv2.Version{}, imv2.Errorf(imv2.CodeInvalidPacket, "hello.ack has no protocol_version; this side admits Connectors speaking %s to %s (W4)", lo, hi)
+	}
+	v, err := imv2.ParseVersion(s)
+	if err != nil {
+		return imv2.Version{}, imv2.Errorf(imv2.CodeInvalidPacket, "hello.ack protocol_version %q is not major.minor; this side admits %s to %s (W4)", short(s), lo, hi)
+	}
+	if v.Compare(lo) < 0 || v.Compare(hi) > 0 {
+		return imv2.Version{}, imv2.Errorf(imv2.CodeInvalidPacket, "the Connector speaks protocol_version %s; this side admits %s to %s (W4)", v, lo, hi)
+	}
+	return v, nil
+}
+
+// ProtocolVersion returns the Connector's protocol_version of the last
+// hello.ack (W4): the version the connection speaks.
+func (c *Client) ProtocolVersion() imv2.Version {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.version
+}
+
 // ConnectorID returns the connector_id of the last hello.ack.
 func (c *Client) ConnectorID() string {
 	c.mu.Lock()
@@ -713,6 +767,7 @@ func (c *Client) Close() error {
 	for _, e := range chans {
 		_ = e.ch.Close()
 	}
+	c.deliveries.closeAll()
 	return nil
 }
 

@@ -46,8 +46,7 @@ func dialClient(t *testing.T, url string, mod func(*ClientConfig)) (*Client, *ar
 	clk := newArmClock()
 	events := make(chan connected, 16)
 	cfg := ClientConfig{
-		URL:          url,
-		CardID:       testCardID,
+		URL:          httpBase(url),
 		Target:       newRecTarget(),
 		Clock:        clk,
 		Options:      &imv2.Options{Clock: imv2.SystemClock{}},
@@ -80,17 +79,28 @@ func reconnect(t *testing.T, srv *Server, clk *armClock, events chan connected) 
 
 func TestClient_W1_BearerKey(t *testing.T) {
 	_, url := startServer(t, func(c *ServerConfig) { c.APIKey = "k3y" })
-	_, err := Dial(ctxWait(t), ClientConfig{URL: url, CardID: testCardID, Target: newRecTarget(), APIKey: "wrong"})
+	_, err := Dial(ctxWait(t), ClientConfig{URL: httpBase(url), Target: newRecTarget(), APIKey: "wrong"})
 	require.Error(t, err)
 	require.Contains(t, err.Error(), "401")
 	c, _, _ := dialClient(t, url, func(c *ClientConfig) { c.APIKey = "k3y" })
 	require.True(t, c.Connected())
 }
 
+// The Connector refuses a hello naming another card: here the Card served
+// at the URL is not the data plane's (W4).
 func TestClient_W4_HelloRejected(t *testing.T) {
-	_, url := startServer(t, nil)
-	_, err := Dial(ctxWait(t), ClientConfig{URL: url, CardID: "im.other", Target: newRecTarget()})
+	srv, err := NewServer(ServerConfig{Card: testCard(), NewTarget: func(string) imv2.Target { return newRecTarget() }})
+	require.NoError(t, err)
+	other := testCard()
+	other.ConnectorCardID = "im.other"
+	hs := httptest.NewServer(withCard(other, srv))
+	t.Cleanup(func() {
+		require.NoError(t, srv.Close())
+		hs.Close()
+	})
+	_, err = Dial(ctxWait(t), ClientConfig{URL: hs.URL, Target: newRecTarget()})
 	require.ErrorIs(t, err, &imv2.Error{Code: imv2.CodeConnectorCardIDMismatch})
+	require.Contains(t, err.Error(), "im.other")
 }
 
 func TestClient_W4_W8_HelloAndPing(t *testing.T) {
@@ -219,27 +229,34 @@ func TestClient_W12_RequestToolAndErrors(t *testing.T) {
 func TestClient_ConfigErrors(t *testing.T) {
 	for _, cfg := range []ClientConfig{
 		{},
-		{URL: "ws://x", CardID: "c"},
-		{URL: "ftp://x", CardID: "c", Target: newRecTarget()},
+		{URL: "http://x"},
+		{URL: "ftp://x", Target: newRecTarget()},
+		{URL: "ws://x", Target: newRecTarget()},
+		{URL: "http://x/ws", Target: newRecTarget()}, // the old /ws form is refused, not guessed
+		{URL: "http:///nohost", Target: newRecTarget()},
 	} {
 		_, err := Dial(ctxWait(t), cfg)
-		require.Error(t, err)
+		require.Error(t, err, "%+v", cfg)
 	}
-	u, err := wsURL("https://h/p/ws")
-	require.NoError(t, err)
-	require.Equal(t, "wss://h/p/ws", u)
-	u, err = wsURL("http://h/ws")
-	require.NoError(t, err)
-	require.Equal(t, "ws://h/ws", u)
+	for base, ws := range map[string]string{
+		"https://h/p":       "wss://h/p/ws",
+		"http://h":          "ws://h/ws",
+		"http://h:8/a/b/?q": "ws://h:8/a/b/ws",
+	} {
+		u, err := baseURL(base)
+		require.NoError(t, err)
+		require.Equal(t, ws, dataPlaneURL(u))
+	}
 }
 
-// scriptedConnector serves one connection with a hand-written Connector:
-// it answers the hello and one channel.open, then runs script.
+// scriptedConnector serves the Card and one connection with a hand-written
+// Connector: it answers the hello and one channel.open, then runs script.
+// It returns the base URL.
 func scriptedConnector(t *testing.T, script func(c *wsConn, channelID string)) string {
 	t.Helper()
 	var served atomic.Bool
 	done := make(chan struct{})
-	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	hs := httptest.NewServer(withCard(testCard(), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if served.Swap(true) {
 			http.Error(w, "one connection only", http.StatusServiceUnavailable)
 			return
@@ -273,12 +290,12 @@ func scriptedConnector(t *testing.T, script func(c *wsConn, channelID string)) s
 		oack.ConnectorChannelID = id
 		_ = c.Write(ctx, oack)
 		script(c, id)
-	}))
+	})))
 	t.Cleanup(func() {
 		hs.Close()
 		<-done
 	})
-	return "ws" + strings.TrimPrefix(hs.URL, "http")
+	return hs.URL
 }
 
 func TestClient_I1_X2_E2_ClientSideRouting(t *testing.T) {
@@ -307,7 +324,7 @@ func TestClient_I1_X2_E2_ClientSideRouting(t *testing.T) {
 		_, _ = c.Read(ctx) // hold until the client goes
 	})
 	agent := newRecTarget()
-	c, err := Dial(ctxWait(t), ClientConfig{URL: url, CardID: testCardID, Target: agent, MaxReconnectAttempts: 1, ReconnectMin: time.Millisecond, ReconnectMax: time.Millisecond})
+	c, err := Dial(ctxWait(t), ClientConfig{URL: url, Target: agent, MaxReconnectAttempts: 1, ReconnectMin: time.Millisecond, ReconnectMax: time.Millisecond})
 	require.NoError(t, err)
 	defer c.Close()
 	_, err = c.OpenChannel(ctxWait(t), "")

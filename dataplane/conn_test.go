@@ -55,6 +55,8 @@ func TestConn_W1_BearerKey(t *testing.T) {
 		{"prefix_of_key", "Bearer s3cre", http.StatusUnauthorized},
 		{"not_bearer", "Basic s3cret", http.StatusUnauthorized},
 		{"right", "Bearer s3cret", http.StatusSwitchingProtocols},
+		{"two_spaces", "Bearer  s3cret", http.StatusSwitchingProtocols}, // RFC 9110 §11.4: 1*SP, as the HTTP kit reads it
+		{"tab", "Bearer\ts3cret", http.StatusUnauthorized},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := http.Header{}

@@ -6,13 +6,23 @@
 // API key), requires connector.hello first, issues a connector_id, opens
 // and closes channels, answers descriptor.get and ping, routes auth.* and
 // tool.invoke to the author's handlers and every IM v2 packet to one
-// imv2.Channel per connector_channel_id. xAgent (or a simulator) uses Dial:
-// a Client that says hello, opens channels and reconnects by itself,
-// reopening its stored channels so pending finals are redelivered and
-// nothing completed is resent (S10).
+// imv2.Channel per connector_channel_id. xAgent (or a simulator) uses Dial
+// with the Connector's base URL: it fetches the Card from
+// /connector-card.json and dials /ws, and the Client says hello, opens
+// channels and reconnects by itself, reopening its stored channels so
+// pending finals are redelivered and nothing completed is resent (S10).
+// Client.Send and Reply.Final return a Delivery whose Wait reports the
+// final's terminal outcome, beside the client-wide OnDelivered and
+// OnFailed callbacks of imv2.Options.
 //
 // Both sides speak to a small Conn (Read, Write, Close): the WebSocket
 // one, NewPipe for tests, NewLoggingConn to log envelopes.
+//
+// This package is the Common Protocol 3.0 binding of the profile: it
+// speaks 3.0 and admits newer xAgents (W4). It meets the profile core only
+// through imv2.Transport and imv2.Channel.Receive, so a 4.x data plane,
+// once its text is published, is a sibling package plugged in at that
+// same seam, beside this one; nothing is built for 4.x here.
 //
 // # Choices where the protocol text is silent or loose
 //
@@ -20,12 +30,20 @@
 //     frame, with an error packet invalid_packet, and the connection stays
 //     up (E2). A frame over the read limit closes the connection with
 //     close code 1009; this side refuses to write what it would not read.
-//   - A hello with a missing or other protocol_version, or without
-//     supported_profiles, gets an error packet invalid_packet (no code is
-//     defined for either, W4, P3); the connection stays open for another
-//     hello. A non-empty connector_id the Server does not know (expired,
-//     or lost in a restart) gets a new connector_id in the ack, as
-//     Common Protocol §8.1 allows, rather than connector_id_mismatch; xAgent then replaces
+//   - Versions (W4, Common Protocol §8.1, §12): xAgent's hello carries its
+//     own current protocol_version; a missing, unparsable (not
+//     major.minor) or older-than-3.0 one, or a hello without
+//     supported_profiles, gets an error packet invalid_packet naming both
+//     versions (no code is defined for either, W4, P3); the connection
+//     stays open for another hello. 3.0 and every newer version (4.3 …)
+//     are admitted, and the ack always carries this side's 3.0. The
+//     Client admits an ack whose version lies in
+//     [ClientConfig.MinProtocolVersion, MaxProtocolVersion] (default
+//     3.0–3.0) and always says 3.0 itself; Client.ProtocolVersion
+//     returns the version admitted. A non-empty connector_id the Server
+//     does not know (expired, or lost in a restart) gets a new
+//     connector_id in the ack, as Common Protocol §8.1 allows, rather than
+//     connector_id_mismatch; xAgent then replaces
 //     its ConnectorClient. connector_id_mismatch is used only when every
 //     connector_id slot is online.
 //   - ping and pong are allowed before the hello; every other packet but
@@ -55,9 +73,18 @@
 //     DefaultPingInterval (30 s), dropped after DefaultPongTimeout (15 s)
 //     without any frame or pong; graceful close waits DefaultCloseTimeout;
 //   - hello within DefaultHelloTimeout (30 s) or the connection closes;
-//   - connector_id instances: DefaultMaxConnectors (16), each kept for
+//     at most DefaultMaxPreHello (256) connections without a hello per
+//     Server, then ServeHTTP answers 503 before the upgrade;
+//   - memory a peer makes the Server hold (delta buffers, finals queued
+//     for or waiting on a Target call): DefaultMaxConnectorMemory (16 MiB)
+//     per connector_id under DefaultMaxMemory (64 MiB) per Server
+//     (imv2.Budget); over it a delta that needs room gets
+//     delta_limit_exceeded and a final channel_busy, retryable;
+//   - connector_id instances: DefaultMaxConnectors (64), each kept for
 //     DefaultOfflineGrace (1 h) after its last connection ends (its TTL),
 //     then its channels are closed and dropped (OnChannelDrop is called);
+//     at the cap a hello for a new connector_id is refused
+//     connector_id_mismatch, and no instance is evicted within its grace;
 //   - channels per connector_id (so per connection): DefaultMaxChannels
 //     (1,000), open or closed-but-kept; at the cap the least recently used
 //     closed channel is dropped, and if all are open the open is refused;
@@ -68,7 +95,10 @@
 //     (500 ms..30 s, jittered), dial/hello/reopen timeout
 //     DefaultRequestTimeout (10 s), stored channel IDs DefaultStoreCap
 //     (1,000, no TTL: they are the caller's bindings), outstanding
-//     requests are bounded by the callers waiting on them.
+//     requests are bounded by the callers waiting on them; the Card is
+//     read up to 1 MiB; an open Delivery lives from its send to the
+//     final's outcome (ack, or expiry after the PendingTTL), so they are
+//     bounded by the pending store's caps, and all end at Close.
 //
 // The Channels' own bounds (pending, completed, deltas) are those of
 // imv2.Options.

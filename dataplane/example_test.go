@@ -2,6 +2,7 @@ package dataplane_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -43,6 +44,9 @@ func Example() {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /ws", srv)
+	mux.HandleFunc("GET /connector-card.json", func(w http.ResponseWriter, _ *http.Request) {
+		_ = json.NewEncoder(w).Encode(card) // connector.Handler serves it, and health, files …
+	})
 	hs := httptest.NewServer(mux) // production: http.ListenAndServe(":8080", mux)
 	defer hs.Close()
 	defer srv.Close()
@@ -54,7 +58,7 @@ func Example() {
 		heard <- m.Text
 		return nil
 	})
-	cli, err := dataplane.Dial(ctx, dataplane.ClientConfig{URL: hs.URL + "/ws", CardID: card.ConnectorCardID, Target: agent})
+	cli, err := dataplane.Dial(ctx, dataplane.ClientConfig{URL: hs.URL, Target: agent})
 	if err != nil {
 		panic(err)
 	}

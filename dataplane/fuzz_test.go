@@ -3,6 +3,7 @@ package dataplane
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"strings"
 	"sync"
@@ -113,6 +114,29 @@ func FuzzServerFrames(f *testing.F) {
 			if p.ReplyTo != "" && p.Type == imv2.TypeError && p.Err() == nil {
 				t.Fatalf("error packet without error: %s", b)
 			}
+		}
+	})
+}
+
+// FuzzDecodeCard: whatever a Connector serves at /connector-card.json,
+// decoding it never panics, and a Card it accepts is valid and names its
+// connector_card_id.
+func FuzzDecodeCard(f *testing.F) {
+	good, err := json.Marshal(testCard())
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(good)
+	f.Add([]byte(`{}`))
+	f.Add([]byte(`{"schema":"xagent.connector.card/v1","connector_card_id":""}`))
+	f.Add([]byte(`<html>`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		card, err := decodeCard(body)
+		if err != nil {
+			return
+		}
+		if card.ConnectorCardID == "" || card.Validate() != nil {
+			t.Fatalf("accepted an invalid Card: %s", body)
 		}
 	})
 }

@@ -122,12 +122,30 @@ func startServer(t *testing.T, mod func(*ServerConfig)) (*Server, string) {
 	}
 	srv, err := NewServer(cfg)
 	require.NoError(t, err)
-	hs := httptest.NewServer(srv)
+	hs := httptest.NewServer(withCard(cfg.Card, srv))
 	t.Cleanup(func() {
 		require.NoError(t, srv.Close())
 		hs.Close()
 	})
 	return srv, "ws" + strings.TrimPrefix(hs.URL, "http") + "/ws"
+}
+
+// withCard serves card at /connector-card.json and everything else with
+// h, as connector.Handler does in front of a Server.
+func withCard(card *imv2.Card, h http.Handler) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /connector-card.json", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(card)
+	})
+	mux.Handle("/", h)
+	return mux
+}
+
+// httpBase turns a ws://…/ws URL of startServer into the Connector base
+// URL a Client dials.
+func httpBase(ws string) string {
+	return "http" + strings.TrimSuffix(strings.TrimPrefix(ws, "ws"), "/ws")
 }
 
 // dropConnections ends every live connection from the server side, as a

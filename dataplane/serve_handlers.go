@@ -83,6 +83,7 @@ func (ss *session) auth(p *imv2.Packet) {
 				// The ack shows the state after logout (Common Protocol §8.14).
 				out.ConnectionDescriptor = ss.srv.describe(ctx, e)
 			}
+			out.ConnectionDescriptor = ss.signedOut(out.ConnectionDescriptor)
 			ss.reply(p, imv2.TypeAuthLogoutAck, &out)
 		})
 	}
@@ -162,4 +163,20 @@ func (ss *session) ackError(req *imv2.Packet, typ string, err error, fallback im
 	}
 	p.Error = &imv2.PacketError{Code: e.Code, Message: e.Message}
 	ss.send(p)
+}
+
+// signedOut makes a logout ack's Descriptor describe the state after
+// sign-out (Common Protocol §8.14: "created, expired or revoked"): a status that
+// still claims a sign-in (connected, authenticating, degraded) — a stale
+// Describe, say — becomes created in a copy, and the author is told in
+// the log.
+func (ss *session) signedOut(d *imv2.Descriptor) *imv2.Descriptor {
+	switch d.Connection.Status {
+	case imv2.StatusConnected, imv2.StatusAuthenticating, imv2.StatusDegraded:
+		ss.log.Warn("dataplane: the Descriptor after auth.logout still says signed in; sent as created", "status", d.Connection.Status)
+		c := *d
+		c.Connection.Status = imv2.StatusCreated
+		return &c
+	}
+	return d
 }

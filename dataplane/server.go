@@ -2,18 +2,16 @@ package dataplane
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"log/slog"
 	"net/http"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/gorilla/websocket"
 	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/internal/apikey"
 )
 
 // Defaults of ServerConfig.
@@ -28,15 +26,44 @@ const (
 	// with the same connector_id within it finds its channels; after it
 	// they are closed and dropped.
 	DefaultOfflineGrace = time.Hour
-	// DefaultMaxConnectors bounds the connector_id instances kept. A hello
-	// that needs a new one beyond it evicts the instance offline longest;
-	// when all are online it is refused with connector_id_mismatch.
-	DefaultMaxConnectors = 16
+	// DefaultMaxConnectors bounds the connector_id instances kept, online
+	// or within their offline grace. A hello that needs a new one beyond it
+	// is refused with connector_id_mismatch and nothing is evicted: an
+	// offline instance keeps its channels (their pending, completed and
+	// the author's auth state) until its grace ends, however many hellos
+	// arrive meanwhile. So the cap is also the number of distinct xAgent
+	// sessions one Connector admits per OfflineGrace: 64 leaves room for a
+	// conformance run (imv2test: 33 fresh connector_ids) beside the few
+	// real xAgents, which keep their connector_id. Its fixed cost is
+	// bounded by MaxChannels per instance (idle channels ≈ 1 KB each).
+	DefaultMaxConnectors = 64
 	// DefaultHelloTimeout closes a connection that completed no hello.
 	DefaultHelloTimeout = 30 * time.Second
 	// DefaultMaxHandlerCalls bounds concurrent AuthHandler and ToolHandler
 	// calls per connection; further requests wait (backpressure).
 	DefaultMaxHandlerCalls = 32
+	// DefaultMaxPreHello bounds the connections that completed no hello
+	// yet, per Server: each costs about 26 KB (buffers, goroutines) until
+	// its hello or DefaultHelloTimeout, so the cap holds them under 7 MB.
+	// ServeHTTP answers 503 beyond it, before the upgrade.
+	DefaultMaxPreHello = 256
+	// DefaultMaxMemory is the Server's budget, in bytes, for the state its
+	// peers make it hold: delta text (by buffer capacity) and messages
+	// queued for a Target or waiting on one, across every connector_id
+	// (imv2.Budget). Over it a delta needing room gets
+	// delta_limit_exceeded and a final channel_busy (retryable). 64 MiB is
+	// 64 full-size (1 MiB) replies at once. The heap may hold up to three
+	// times a budget: the buffers a growing stream replaced (doubling keeps
+	// their sum under the live size) and Go's collection slack (GOGC=100
+	// lets garbage reach the live heap) — so about 200 MiB plus the fixed
+	// costs (pre-hello connections, channels), whatever the peers do.
+	// TestAttack_DeltaFloodStaysInBudget measures it.
+	DefaultMaxMemory = 64 << 20
+	// DefaultMaxConnectorMemory is each connector_id's share of the same
+	// state, so one peer cannot take the whole Server budget: 16 full-size
+	// replies streaming or queued at once, far more than one xAgent's
+	// tool loops produce.
+	DefaultMaxConnectorMemory = 16 << 20
 )
 
 // ServerConfig configures a Server. Card and NewTarget are required.
@@ -89,6 +116,13 @@ type ServerConfig struct {
 	MaxConnectors   int           // default DefaultMaxConnectors
 	HelloTimeout    time.Duration // default DefaultHelloTimeout
 	MaxHandlerCalls int           // default DefaultMaxHandlerCalls
+	MaxPreHello     int           // default DefaultMaxPreHello
+	// MaxMemory and MaxConnectorMemory are the byte budgets of the
+	// Server and of each connector_id (defaults DefaultMaxMemory,
+	// DefaultMaxConnectorMemory). Options.Budget, when set, is the
+	// parent of the Server's budget.
+	MaxMemory          int64
+	MaxConnectorMemory int64
 
 	// Registry remembers issued channel IDs across restarts, so a reopen
 	// with a stored ID finds the channel's durable state (W5, S8).
@@ -116,13 +150,16 @@ type Server struct {
 	clock    imv2.Clock
 	opts     imv2.Options
 	upgrader websocket.Upgrader
-	keyHash  [32]byte
+	key      apikey.Key
 	imTypes  map[string]bool
 	cardTool map[string]bool
 	cardFlow map[string]bool
 
+	budget *imv2.Budget // MaxMemory, parent of every instance's
+
 	mu        sync.Mutex
 	closed    bool
+	preHello  int                      // connections holding a pre-hello slot
 	instances map[string]*instance     // by connector_id
 	channels  map[string]*channelEntry // by connector_channel_id, all instances
 	sessions  map[*session]struct{}    // live connections
@@ -135,6 +172,7 @@ type instance struct {
 	id       string
 	live     int // hello-completed connections
 	gen      uint64
+	budget   *imv2.Budget // MaxConnectorMemory, shared by its channels
 	grace    imv2.Timer
 	offline  time.Time
 	channels map[string]*channelEntry
@@ -162,6 +200,11 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	}
 	if len(cfg.Card.Supports.Profiles) == 0 {
 		return nil, imv2.Errorf(imv2.CodeInvalidPacket, "dataplane: the Card declares no profile")
+	}
+	// The whole Card, with the 3.0 text's Card and Skill-name rules, fails
+	// here rather than in front of xAgent (H1, Common Protocol §4.1 and §4.2).
+	if err := cfg.Card.Validate(); err != nil {
+		return nil, err
 	}
 	if cfg.NewTarget == nil {
 		return nil, imv2.Errorf(imv2.CodeInvalidPacket, "dataplane: ServerConfig.NewTarget is required")
@@ -201,6 +244,13 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	}
 	setInt(&cfg.MaxConnectors, DefaultMaxConnectors)
 	setInt(&cfg.MaxHandlerCalls, DefaultMaxHandlerCalls)
+	setInt(&cfg.MaxPreHello, DefaultMaxPreHello)
+	if cfg.MaxMemory <= 0 {
+		cfg.MaxMemory = DefaultMaxMemory
+	}
+	if cfg.MaxConnectorMemory <= 0 {
+		cfg.MaxConnectorMemory = DefaultMaxConnectorMemory
+	}
 	setDur(&cfg.OfflineGrace, DefaultOfflineGrace)
 	setDur(&cfg.HelloTimeout, DefaultHelloTimeout)
 
@@ -225,15 +275,14 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		s.opts.Logger = cfg.Logger
 	}
 	sharedStores(&s.opts)
+	s.budget = imv2.NewBudget(cfg.MaxMemory, s.opts.Budget)
 	for _, t := range cfg.Card.Tools {
 		s.cardTool[t.ToolID] = true
 	}
 	for _, f := range cfg.Card.AuthFlows {
 		s.cardFlow[f.ID] = true
 	}
-	if cfg.APIKey != "" {
-		s.keyHash = sha256.Sum256([]byte(cfg.APIKey))
-	}
+	s.key = apikey.New(cfg.APIKey) // unset (allows all) when empty
 	s.upgrader = websocket.Upgrader{
 		Subprotocols: []string{imv2.Subprotocol},
 		CheckOrigin:  cfg.CheckOrigin,
@@ -258,7 +307,7 @@ func profilePacketTypes() map[string]bool {
 // xagent.connector.packet.v1 gets 400; a wrong or missing API key (when
 // ServerConfig.APIKey is set) gets 401.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if s.cfg.APIKey != "" && !s.keyOK(r) {
+	if !s.key.Allow(r.Header.Get("Authorization")) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="xagent-connector"`)
 		http.Error(w, "missing or invalid API key", http.StatusUnauthorized)
 		return
@@ -269,42 +318,60 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Lock()
 	closed := s.closed
+	full := !closed && s.preHello >= s.cfg.MaxPreHello
+	if !closed && !full {
+		s.preHello++ // held from before the upgrade until the hello
+	}
 	s.mu.Unlock()
-	if closed {
+	switch {
+	case closed:
 		http.Error(w, "server closed", http.StatusServiceUnavailable)
+		return
+	case full:
+		s.log.Warn("dataplane: too many connections without a hello; upgrade refused", "max", s.cfg.MaxPreHello)
+		http.Error(w, "too many connections awaiting their hello; try again later", http.StatusServiceUnavailable)
 		return
 	}
 	ws, err := s.upgrader.Upgrade(w, r, nil)
 	if err != nil {
+		s.releasePreHello()
 		s.log.Debug("dataplane: upgrade failed", "err", err)
 		return // the upgrader has answered
 	}
-	_ = s.ServeConn(context.Background(), newWSConn(ws, s.cfg.Conn))
+	_ = s.serveConn(context.Background(), newWSConn(ws, s.cfg.Conn), true)
 }
 
-// keyOK compares the bearer key in constant time; hashing first makes the
-// comparison independent of the key's length too.
-func (s *Server) keyOK(r *http.Request) bool {
-	h := r.Header.Get("Authorization")
-	const prefix = "Bearer "
-	if len(h) < len(prefix) || !strings.EqualFold(h[:len(prefix)], prefix) {
-		return false
-	}
-	got := sha256.Sum256([]byte(h[len(prefix):]))
-	return subtle.ConstantTimeCompare(got[:], s.keyHash[:]) == 1
+// releasePreHello frees a slot ServeHTTP took for a connection that never
+// became a session.
+func (s *Server) releasePreHello() {
+	s.mu.Lock()
+	s.preHello--
+	s.mu.Unlock()
 }
 
 // ServeConn serves one data-plane connection over any Conn (a WebSocket
 // from ServeHTTP, or NewPipe in tests) until it ends or ctx is done. It
 // closes conn before returning.
 func (s *Server) ServeConn(ctx context.Context, conn Conn) error {
-	ss := s.newSession(ctx, conn)
+	return s.serveConn(ctx, conn, false)
+}
+
+// serveConn serves conn; slot says ServeHTTP already took its pre-hello
+// slot (else the session takes one, or conn is closed at once).
+func (s *Server) serveConn(ctx context.Context, conn Conn, slot bool) error {
+	ss := s.newSession(ctx, conn, slot)
 	if ss == nil {
 		_ = conn.Close()
 		return imv2.ErrClosed
 	}
 	return ss.run()
 }
+
+// Budget returns the Server's memory budget (MaxMemory), the parent of
+// every connector_id's. Other state a peer makes the process hold (the
+// connector kit's uploads in flight, say) can reserve from it, so one
+// limit bounds it all.
+func (s *Server) Budget() *imv2.Budget { return s.budget }
 
 // Channel returns the Channel of a connector_channel_id, open or not, or
 // nil when no connector_id holds it. Use it to send user messages:
@@ -462,11 +529,21 @@ func (s *Server) attach(ss *session, connectorID string) (*instance, error) {
 	}
 	inst := s.instances[connectorID]
 	if inst == nil {
-		if len(s.instances) >= s.cfg.MaxConnectors && !s.evictInstanceLocked() {
-			return nil, imv2.Errorf(imv2.CodeConnectorIDMismatch, "this Connector serves %d connector_ids, all online", s.cfg.MaxConnectors)
+		// Never evict: every instance held is online or within its
+		// offline grace, and its channels must be there when it returns.
+		if len(s.instances) >= s.cfg.MaxConnectors {
+			return nil, imv2.Errorf(imv2.CodeConnectorIDMismatch, "this Connector serves %d connector_ids, online or within their offline grace; try later", s.cfg.MaxConnectors)
 		}
-		inst = &instance{id: "conn_" + uuid.NewString(), channels: map[string]*channelEntry{}}
+		inst = &instance{
+			id:       "conn_" + uuid.NewString(),
+			budget:   imv2.NewBudget(s.cfg.MaxConnectorMemory, s.budget),
+			channels: map[string]*channelEntry{},
+		}
 		s.instances[inst.id] = inst
+	}
+	if ss.preHello {
+		ss.preHello = false
+		s.preHello--
 	}
 	ss.inst = inst
 	inst.live++
@@ -476,22 +553,6 @@ func (s *Server) attach(ss *session, connectorID string) (*instance, error) {
 		inst.grace = nil
 	}
 	return inst, nil
-}
-
-// evictInstanceLocked drops the instance offline longest; false if every
-// instance is online.
-func (s *Server) evictInstanceLocked() bool {
-	var victim *instance
-	for _, inst := range s.instances {
-		if inst.live == 0 && (victim == nil || inst.offline.Before(victim.offline)) {
-			victim = inst
-		}
-	}
-	if victim == nil {
-		return false
-	}
-	s.dropInstanceLocked(victim)
-	return true
 }
 
 // detach unbinds a session that ended: its channels lose their transport
@@ -507,6 +568,10 @@ func (s *Server) detach(ss *session) {
 		}
 	}
 	ss.open = nil
+	if ss.preHello {
+		ss.preHello = false
+		s.preHello--
+	}
 	if inst := ss.inst; inst != nil && s.instances[inst.id] == inst {
 		inst.live--
 		if inst.live == 0 {
@@ -565,6 +630,17 @@ func (s *Server) dropChannelLocked(e *channelEntry) {
 			s.cfg.OnChannelDrop(e.id)
 		}
 	}()
+}
+
+// handoverCompleted copies the completed records of a channel ID this
+// Server no longer holds to the new ID it issued for its reopen, before
+// anything is routed to the new channel: the sender moves its pending
+// finals there, and one already posted must be answered duplicate, not
+// posted twice (dedup follows the message, not the ID).
+func (s *Server) handoverCompleted(ctx context.Context, old, id string) {
+	if err := s.opts.Completed.Handover(ctx, old, id); err != nil {
+		s.log.Warn("dataplane: completed records not handed over; a resend may be posted again", "old", short(old), "connector_channel_id", id, "err", err)
+	}
 }
 
 // syncTransport gives the Channel the transport of its current owner (nil

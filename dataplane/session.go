@@ -30,18 +30,26 @@ type session struct {
 	// so 10,000 channels do not hold 10,000 copies.
 	neg *imv2.Negotiated
 
-	inst *instance                // guarded by srv.mu
-	open map[string]*channelEntry // guarded by srv.mu: channels open here
+	inst     *instance                // guarded by srv.mu
+	preHello bool                     // guarded by srv.mu: holds a slot of MaxPreHello
+	open     map[string]*channelEntry // guarded by srv.mu: channels open here
 
 	sem   chan struct{}
 	wg    sync.WaitGroup
 	ended chan struct{} // closed once detached
 }
 
-func (s *Server) newSession(ctx context.Context, conn Conn) *session {
+func (s *Server) newSession(ctx context.Context, conn Conn, slot bool) *session {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
+	if !slot && !s.closed && s.preHello < s.cfg.MaxPreHello {
+		s.preHello++
+		slot = true
+	}
+	if s.closed || !slot {
+		if slot {
+			s.preHello--
+		}
 		return nil
 	}
 	ctx, cancel := context.WithCancel(ctx)
@@ -54,6 +62,8 @@ func (s *Server) newSession(ctx context.Context, conn Conn) *session {
 		open:   map[string]*channelEntry{},
 		sem:    make(chan struct{}, s.cfg.MaxHandlerCalls),
 		ended:  make(chan struct{}),
+
+		preHello: true,
 	}
 	s.sessions[ss] = struct{}{}
 	s.wg.Add(1)
@@ -190,10 +200,19 @@ func (ss *session) hello(p *imv2.Packet) {
 		ss.fail(p, imv2.CodeConnectorCardIDMismatch, "connector.hello names connector_card_id %q; this Connector is %q (W4)", short(h.ConnectorCardID), card)
 		return
 	case h.ProtocolVersion == "":
-		ss.fail(p, imv2.CodeInvalidPacket, "connector.hello: protocol_version is missing; this Connector speaks %s only (W4)", imv2.ProtocolVersion)
+		ss.fail(p, imv2.CodeInvalidPacket, "connector.hello: protocol_version is missing; this Connector speaks %s and admits xAgent %s or newer (W4)", imv2.ProtocolVersion, imv2.ProtocolVersion)
 		return
-	case h.ProtocolVersion != imv2.ProtocolVersion:
-		ss.fail(p, imv2.CodeInvalidPacket, "connector.hello: protocol_version %q is not supported; this Connector speaks %s only (W4)", short(h.ProtocolVersion), imv2.ProtocolVersion)
+	}
+	// xAgent's hello carries its own current version; a newer one is
+	// admitted (it keeps a compatible range, Common Protocol §12) and the
+	// ack answers with this Connector's version.
+	peer, err := imv2.ParseVersion(h.ProtocolVersion)
+	switch {
+	case err != nil:
+		ss.fail(p, imv2.CodeInvalidPacket, "connector.hello: protocol_version %q is not major.minor; this Connector speaks %s (W4)", short(h.ProtocolVersion), imv2.ProtocolVersion)
+		return
+	case peer.Compare(imv2.Version30) < 0:
+		ss.fail(p, imv2.CodeInvalidPacket, "connector.hello: protocol_version %s is below %s, the version this Connector speaks (W4)", peer, imv2.ProtocolVersion)
 		return
 	case h.SupportedProfiles == nil:
 		ss.fail(p, imv2.CodeInvalidPacket, "connector.hello: supported_profiles is missing; no profile is enabled implicitly (P3)")
@@ -206,6 +225,9 @@ func (ss *session) hello(p *imv2.Packet) {
 	}
 	if h.ConnectorID != "" && h.ConnectorID != inst.id {
 		ss.log.Info("dataplane: unknown connector_id; issued a new one", "old", short(h.ConnectorID), "new", inst.id)
+	}
+	if peer != imv2.Version30 {
+		ss.log.Info("dataplane: xAgent speaks a newer protocol version; answering with this Connector's", "xagent", peer.String(), "connector", imv2.ProtocolVersion)
 	}
 	ss.supported = slices.Clone(h.SupportedProfiles)
 	ss.neg = imv2.DefaultCatalog().Negotiate(ss.supported, ss.srv.cfg.Card.Supports.Profiles)
@@ -253,6 +275,9 @@ func (ss *session) openChannel(p *imv2.Packet) {
 		}
 		if p.ConnectorChannelID != "" && reuse == "" {
 			ss.log.Info("dataplane: channel.open for an unknown channel; issued a new ID", "old", short(p.ConnectorChannelID), "new", e.id)
+			if !elsewhere {
+				srv.handoverCompleted(ss.ctx, p.ConnectorChannelID, e.id)
+			}
 		}
 		srv.mu.Lock()
 	} else if !neg.Equal(e.neg) {
@@ -305,7 +330,9 @@ func (ss *session) newChannel(inst *instance, neg *imv2.Negotiated, id string) (
 	if target == nil {
 		return nil, imv2.Errorf(imv2.CodeChannelUnavailable, "no target for channel %q", id)
 	}
-	ch, err := imv2.NewChannel(id, imv2.RoleConnector, neg, nil, target, &srv.opts)
+	opts := srv.opts
+	opts.Budget = inst.budget // its channels share the connector_id's budget
+	ch, err := imv2.NewChannel(id, imv2.RoleConnector, neg, nil, target, &opts)
 	if err != nil {
 		return nil, err
 	}

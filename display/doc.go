@@ -33,9 +33,11 @@
 // # Activity (C5–C8)
 //
 // chat.activity thinking and tool show the platform's typing indicator
-// (Typer), refreshed while it lasts, since platform typing expires (5 s on
+// (Typer), with the status and the tool name for a platform that can show
+// them; a changed status or tool is shown at once, and the indicator is
+// refreshed while it lasts, since platform typing expires (5 s on
 // Telegram, 10 s on Discord). Idle, the final, the first displayed delta
-// text or the local timeout clear it. A platform without Typer ignores
+// text or the local timeout clear it (the Typer gets status idle). A platform without Typer ignores
 // activity; a Typer error is logged and never fails a message.
 //
 // # Bounds and defaults

@@ -18,8 +18,16 @@ func (console) Send(_ context.Context, ch string, m *imv2.ChatMessage) error {
 	return nil
 }
 
-func (console) Typing(_ context.Context, ch string, on bool) error {
-	fmt.Printf("typing %s: %v\n", ch, on)
+// Typing shows the status, and the tool's name while one runs.
+func (console) Typing(_ context.Context, ch string, a imv2.ChatActivity) error {
+	switch a.Status {
+	case imv2.ActivityIdle:
+		fmt.Printf("typing %s: off\n", ch)
+	case imv2.ActivityTool:
+		fmt.Printf("typing %s: running %s\n", ch, a.ToolName)
+	default:
+		fmt.Printf("typing %s: %s\n", ch, a.Status)
+	}
 	return nil
 }
 
@@ -68,6 +76,7 @@ func ExampleNew_edit() {
 	ctx := context.Background()
 
 	_ = tg.SetActivity(ctx, "general", imv2.ChatActivity{Status: imv2.ActivityThinking})
+	_ = tg.SetActivity(ctx, "general", imv2.ChatActivity{Status: imv2.ActivityTool, ToolName: "calculator"})
 	_ = tg.UpdateDraft(ctx, "general", "m1", "The")
 	_ = tg.UpdateDraft(ctx, "general", "m1", "The answer")
 	_ = tg.UpdateDraft(ctx, "general", "m1", "The answer is")
@@ -75,9 +84,10 @@ func ExampleNew_edit() {
 	_ = tg.PostMessage(ctx, "general", &imv2.ChatMessage{MessageID: "m1", Text: "The answer is 42."})
 	fmt.Println(tg.Mode())
 	// Output:
-	// typing general: true
+	// typing general: thinking
+	// typing general: running calculator
 	// post general: "The"
-	// typing general: false
+	// typing general: off
 	// edit msg-1: "The answer is"
 	// finish msg-1: "The answer is 42." (+0 files)
 	// edit

@@ -28,7 +28,9 @@ type call struct {
 	Text      string
 	Suffix    string
 	Reset     bool
-	On        bool
+	On        bool   // typing: shown (thinking or tool), not cleared
+	Status    string // typing: the activity's status and tool name
+	Tool      string
 	Files     int
 	At        time.Duration // fake time since t0
 }
@@ -111,8 +113,8 @@ func (r *rec) Discard(_ context.Context, ch, h string) error {
 	return r.add(call{Op: "discard", Channel: ch, Handle: h})
 }
 
-func (r *rec) Typing(_ context.Context, ch string, on bool) error {
-	return r.add(call{Op: "typing", Channel: ch, On: on})
+func (r *rec) Typing(_ context.Context, ch string, a imv2.ChatActivity) error {
+	return r.add(call{Op: "typing", Channel: ch, On: a.Status != imv2.ActivityIdle, Status: string(a.Status), Tool: a.ToolName})
 }
 
 // all returns a copy of the calls, or only those of the given ops.

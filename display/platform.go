@@ -82,11 +82,20 @@ type Discarder interface {
 }
 
 // Typer is a Platform with a typing indicator, the degrade of chat.activity
-// thinking and tool (C5). Typing(on=true) shows or refreshes it; on=false
-// clears it, and a platform whose typing cannot be cleared returns nil.
-// Its errors are logged and never affect a chat message (C8).
+// thinking and tool (C5). Typing receives the activity to show:
+//
+//   - Status thinking, or tool with ToolName (C3): show or refresh the
+//     indicator; a platform with a custom status line may name the tool
+//     ("searching the web…"), a plain typing API ignores both.
+//   - Status idle: clear it (idle, the final, the first displayed delta
+//     text or the local timeout, C6, C7); a platform whose typing cannot
+//     be cleared returns nil.
+//
+// It is called again every Options.TypingRefresh while the activity lasts,
+// and at once when a snapshot changes the status or the tool name. Its
+// errors are logged and never affect a chat message (C8).
 type Typer interface {
-	Typing(ctx context.Context, channelID string, on bool) error
+	Typing(ctx context.Context, channelID string, a imv2.ChatActivity) error
 }
 
 // Mode is the delta display strategy.

@@ -15,17 +15,18 @@ type typingState struct {
 	// call serializes the Typer calls of this channel, so that "off" never
 	// overtakes an "on". Taken before t.mu, never while holding it.
 	call  sync.Mutex
-	shown bool // a Typing(on) was attempted; guarded by call
+	shown bool // a Typing(thinking|tool) was attempted; guarded by call
 
 	// Guarded by t.mu.
-	deadline time.Time // ActivityTimeout after the last thinking/tool snapshot
+	act      imv2.ChatActivity // the last thinking/tool snapshot, the one shown
+	deadline time.Time         // ActivityTimeout after the last thinking/tool snapshot
 	timer    slot
 	cleared  bool
 }
 
 // SetActivity degrades chat.activity to the platform's typing indicator
-// (C5): thinking and tool show it and keep it refreshed every TypingRefresh
-// until idle, the final, the first displayed delta text (C6) or
+// (C5): thinking and tool show it, with the status and the tool name, and
+// keep it refreshed every TypingRefresh until idle, the final, the first displayed delta text (C6) or
 // ActivityTimeout after the last snapshot (C7). Without a Typer it does
 // nothing. Its error is for the log only and never touches a message (C8).
 func (t *Target) SetActivity(ctx context.Context, channelID string, a imv2.ChatActivity) error {
@@ -47,30 +48,44 @@ func (t *Target) SetActivity(ctx context.Context, channelID string, a imv2.ChatA
 	deadline := t.clock.Now().Add(t.actTimeout)
 	if s := t.typing[channelID]; s != nil {
 		s.deadline = deadline // a new snapshot extends it; the refresh goes on
+		changed := s.act != a
+		s.act = a
 		t.mu.Unlock()
-		return nil
+		if !changed {
+			return nil
+		}
+		// Another status or tool is shown at once, not at the next refresh.
+		return t.showTyping(ctx, s, a)
 	}
 	if len(t.typing) >= t.maxTyping {
 		n := len(t.typing)
 		t.mu.Unlock()
 		return fmt.Errorf("display: %d channels typing, the cap: %w", n, ErrFull)
 	}
-	s := &typingState{ch: channelID, deadline: deadline}
+	s := &typingState{ch: channelID, act: a, deadline: deadline}
 	t.typing[channelID] = s
 	t.scheduleTypingLocked(s, min(t.refresh, t.actTimeout))
 	t.mu.Unlock()
+	return t.showTyping(ctx, s, a)
+}
 
+// showTyping shows snapshot a of s, unless s was cleared or a newer
+// snapshot replaced a meanwhile (its own call shows that one).
+func (t *Target) showTyping(ctx context.Context, s *typingState, a imv2.ChatActivity) error {
 	s.call.Lock()
 	defer s.call.Unlock()
 	t.mu.Lock()
-	live := !s.cleared
+	live := !s.cleared && s.act == a
 	t.mu.Unlock()
 	if !live {
-		return nil // cleared before it was shown
+		return nil
 	}
 	s.shown = true
-	return t.typer.Typing(ctx, channelID, true)
+	return t.typer.Typing(ctx, s.ch, a)
 }
+
+// typingIdle is what Typer.Typing gets to clear the indicator.
+var typingIdle = imv2.ChatActivity{Status: imv2.ActivityIdle}
 
 func (t *Target) scheduleTypingLocked(s *typingState, d time.Duration) {
 	t.armLocked(&s.timer, d, func(gen uint64) { t.typingTick(s, gen) })
@@ -90,9 +105,10 @@ func (t *Target) typingTick(s *typingState, gen uint64) {
 	now := t.clock.Now()
 	if left := s.deadline.Sub(now); left > 0 {
 		t.scheduleTypingLocked(s, min(t.refresh, left))
+		a := s.act
 		t.mu.Unlock()
 		s.shown = true
-		if err := t.typer.Typing(ctx, s.ch, true); err != nil {
+		if err := t.typer.Typing(ctx, s.ch, a); err != nil {
 			t.log.Warn("display: refreshing typing failed", "channel", s.ch, "err", err)
 		}
 		return
@@ -102,7 +118,7 @@ func (t *Target) typingTick(s *typingState, gen uint64) {
 		delete(t.typing, s.ch)
 	}
 	t.mu.Unlock()
-	if err := t.typer.Typing(ctx, s.ch, false); err != nil {
+	if err := t.typer.Typing(ctx, s.ch, typingIdle); err != nil {
 		t.log.Warn("display: clearing typing after timeout failed", "channel", s.ch, "err", err)
 	}
 }
@@ -130,7 +146,7 @@ func (t *Target) typingOff(ctx context.Context, s *typingState) error {
 	if !s.shown {
 		return nil
 	}
-	return t.typer.Typing(ctx, s.ch, false)
+	return t.typer.Typing(ctx, s.ch, typingIdle)
 }
 
 // clearTyping clears the channel's typing now (C6).

@@ -51,17 +51,56 @@ func TestTyping_C5_C7_ShownRefreshedThenTimedOut(t *testing.T) {
 	require.Equal(t, "on@1m4s", typingLog(r)[9])
 }
 
-// Each snapshot replaces the last: a tool snapshot while typing extends the
-// timeout without an extra call; intervals are configurable.
+// Each snapshot replaces the last: the same snapshot again only extends the
+// timeout, without an extra call; intervals are configurable.
 func TestTyping_C7_SnapshotExtendsTimeout(t *testing.T) {
 	ctx := context.Background()
 	tg, r, clk := newTarget(t, func(r *rec) display.Platform { return typingSend{r, r} },
 		display.Options{TypingRefresh: 8 * time.Second, ActivityTimeout: 10 * time.Second})
 	require.NoError(t, tg.SetActivity(ctx, "ch", thinking))
 	clk.Advance(6 * time.Second)
-	require.NoError(t, tg.SetActivity(ctx, "ch", tool)) // deadline 16 s
+	require.NoError(t, tg.SetActivity(ctx, "ch", thinking)) // deadline 16 s
 	clk.Advance(time.Minute)
 	require.Equal(t, []string{"on@0s", "on@8s", "off@16s"}, typingLog(r))
+}
+
+// statusLog renders typing calls as "thinking@0s" / "tool:web_search@4s" /
+// "idle@30s".
+func statusLog(r *rec) []string {
+	var out []string
+	for _, c := range r.all("typing") {
+		s := c.Status
+		if c.Tool != "" {
+			s += ":" + c.Tool
+		}
+		out = append(out, s+"@"+c.At.String())
+	}
+	return out
+}
+
+// The Typer sees the status and the tool name (C5): a snapshot that
+// changes either is shown at once, refreshes repeat the latest one, and
+// clearing passes idle (C6, C7).
+func TestTyping_C5_C7_StatusAndToolNameReachTheTyper(t *testing.T) {
+	ctx := context.Background()
+	tg, r, clk := newTarget(t, func(r *rec) display.Platform { return typingSend{r, r} },
+		display.Options{TypingRefresh: 4 * time.Second, ActivityTimeout: 10 * time.Second})
+	require.NoError(t, tg.SetActivity(ctx, "ch", thinking))
+	clk.Advance(5 * time.Second)
+	require.NoError(t, tg.SetActivity(ctx, "ch", tool)) // shown at once; deadline 15 s
+	clk.Advance(time.Second)
+	require.NoError(t, tg.SetActivity(ctx, "ch", imv2.ChatActivity{Status: imv2.ActivityTool, ToolName: "calculator"}))
+	require.NoError(t, tg.SetActivity(ctx, "ch", imv2.ChatActivity{Status: imv2.ActivityTool, ToolName: "calculator"})) // same: no call
+	clk.Advance(time.Minute)
+	require.Equal(t, []string{"thinking@0s", "thinking@4s", "tool:web_search@5s", "tool:calculator@6s",
+		"tool:calculator@8s", "tool:calculator@12s", "idle@16s"}, statusLog(r))
+
+	// Idle and the final clear with idle too.
+	require.NoError(t, tg.SetActivity(ctx, "ch", tool))
+	require.NoError(t, tg.SetActivity(ctx, "ch", idle))
+	require.NoError(t, tg.SetActivity(ctx, "ch", thinking))
+	require.NoError(t, tg.PostMessage(ctx, "ch", msg("m1", "answer", 0)))
+	require.Equal(t, []string{"tool:web_search@1m6s", "idle@1m6s", "thinking@1m6s", "idle@1m6s"}, statusLog(r)[7:])
 }
 
 // Idle clears typing and stops the refresh (C6).
@@ -177,12 +216,12 @@ func TestTyping_C2_InvalidStatusAndCap(t *testing.T) {
 
 	require.NoError(t, tg.SetActivity(ctx, "c1", thinking))
 	require.ErrorIs(t, tg.SetActivity(ctx, "c2", thinking), display.ErrFull)
-	require.NoError(t, tg.SetActivity(ctx, "c1", tool)) // an existing one is still updated
+	require.NoError(t, tg.SetActivity(ctx, "c1", tool)) // an existing one is still updated, and shown
 	require.NoError(t, tg.SetActivity(ctx, "c1", idle))
 	require.NoError(t, tg.SetActivity(ctx, "c2", thinking))
 	var chans []string
 	for _, c := range r.all() {
 		chans = append(chans, c.Channel)
 	}
-	require.Equal(t, []string{"c1", "c1", "c2"}, chans)
+	require.Equal(t, []string{"c1", "c1", "c1", "c2"}, chans) // thinking, tool, idle; then c2
 }

@@ -168,7 +168,7 @@ func cmdDial(r *run, a *args) error {
 	if r.peer != nil {
 		r.peer.close()
 	}
-	r.peer = newPeer(ws)
+	r.peer = newPeer(ws, newResender(r.cfg, r.logf))
 	return nil
 }
 
@@ -214,7 +214,7 @@ func cmdHello(r *run, a *args) error {
 	}
 	h := imv2.ConnectorHello{
 		ConnectorCardID:   card.ConnectorCardID,
-		ProtocolVersion:   imv2.ProtocolVersion,
+		ProtocolVersion:   r.cfg.HelloVersion,
 		SupportedProfiles: []string{imv2.ProfileIMv2},
 	}
 	if a.flag("resume") {
@@ -237,10 +237,30 @@ func cmdHello(r *run, a *args) error {
 		return fmt.Errorf("hello.ack connector_card_id %q, want %q (W4)", ack.ConnectorCardID, card.ConnectorCardID)
 	case ack.ConnectorID == "":
 		return errors.New("hello.ack has no connector_id (W4)")
-	case ack.ProtocolVersion != imv2.ProtocolVersion:
-		return fmt.Errorf("hello.ack protocol_version %q, want %s (W4)", ack.ProtocolVersion, imv2.ProtocolVersion)
+	}
+	if err := ackVersionOK(ack.ProtocolVersion, r.cfg.HelloVersion); err != nil {
+		return err
 	}
 	r.v.set("CONNECTOR_ID", ack.ConnectorID)
+	return nil
+}
+
+// ackVersionOK checks the hello.ack's protocol_version: the Connector's
+// own, major.minor, at least 3.0 and not newer than the hello's (W4); an
+// echo of a newer hello is therefore refused only when it is not a
+// version the Connector could speak.
+func ackVersionOK(ack, hello string) error {
+	v, err := imv2.ParseVersion(ack)
+	if err != nil {
+		return fmt.Errorf("hello.ack protocol_version %q is not major.minor (W4)", ack)
+	}
+	h, err := imv2.ParseVersion(hello)
+	if err != nil {
+		return fmt.Errorf("the suite's HelloVersion %q is not major.minor", hello)
+	}
+	if v.Compare(imv2.Version30) < 0 || v.Compare(h) > 0 {
+		return fmt.Errorf("hello.ack protocol_version %s is outside %s–%s, the hello's range (W4)", v, imv2.ProtocolVersion, h)
+	}
 	return nil
 }
 

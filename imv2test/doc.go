@@ -25,13 +25,13 @@
 // answers (profile §11, rules K1–K12) with a sub-check suffix, and
 // lists the rule IDs it exercises:
 //
-//	K1   Card and Descriptor declare the profile; Card, health, skill, /ws, hello, channel.open, descriptor
+//	K1   Card and Descriptor declare the profile; Card, health, skill, /ws, hello (3.0 and newer admitted), channel.open, descriptor
 //	K2   delta+final and final-only both work; delta sequencing (gaps, conflicts, retransmissions)
 //	K3   business idempotency by message_id only; exactly-once display; single flight
 //	K4   acks match reply_to, channel and message; request_id echo; protocol errors answer their packet
 //	K5   no temporary text when the target cannot stream
 //	K6   delta state bounded: open streams, text per stream, idle TTL
-//	K7   no session, role or user ID field accepted or sent
+//	K7   no session, role or user ID field accepted or sent, at any depth; other unknown members ignored (E5)
 //	K8   inbound files downloadable without credentials; outbound files uploaded to the channel first
 //	K9   files only in finals; text and all files one ack unit, acked after the side effect
 //	K10  session sync, history snapshots, replays, UI projections not accepted
@@ -136,6 +136,20 @@
 // 100,000 unread frames per connection (then it hangs up), MaxEvents
 // observer events, 16 MiB per frame, 1,024 uploads per xAgent check;
 // everything lives only as long as its check.
+//
+// # Resends
+//
+// Playing xAgent, the suite does what xAgent does with a final the
+// Connector rejected with retryable=true (A7, A8): it sends it again, same
+// message_id and content under a new packet_id, after a backoff from
+// RetryMin (100 ms) doubling each time, at most RetryAttempts (8) times
+// and within RetryBudget (half of Wait) of the first rejection. A script
+// sees only the terminal answer (an answer to a resend counts as the
+// answer to the script's packet), or the last retryable rejection when
+// the resends ran out: a correct Connector whose platform rate-limits
+// passes, one that never accepts fails. Config.Log (imv2sim conform -v;
+// go test -v with RunConnector) shows every ack with its status, code and
+// retryable, and each resend.
 //
 // # Not observable
 //

@@ -295,14 +295,7 @@ func (r *run) write(p *imv2.Packet) error {
 	if err != nil {
 		return err
 	}
-	data, err := p.Encode()
-	if err != nil {
-		return fmt.Errorf("cannot encode the packet (use sendraw for malformed ones): %v", err)
-	}
-	if err := pr.send(data, false); err != nil {
-		return fmt.Errorf("write: %v", err)
-	}
-	return nil
+	return pr.sendPacket(p)
 }
 
 // defaultChannel is $CH when bound.
@@ -434,7 +427,7 @@ func (f *filter) selects(fr *frame) bool {
 		got, _ := walk(fr.doc, "payload.message_id")
 		return got == *f.messageID
 	case f.replyTo != nil:
-		return fr.p.ReplyTo == *f.replyTo
+		return fr.replyTo() == *f.replyTo
 	case f.requestID != nil:
 		return fr.p.RequestID == *f.requestID
 	}
@@ -444,7 +437,7 @@ func (f *filter) selects(fr *frame) bool {
 // check returns why fr breaks an assertion of f, or "".
 func (f *filter) check(fr *frame) string {
 	p := fr.p
-	if f.replyTo != nil && p.ReplyTo != *f.replyTo {
+	if f.replyTo != nil && fr.replyTo() != *f.replyTo {
 		return fmt.Sprintf("reply_to is %q, want %q (A1, I4)", p.ReplyTo, *f.replyTo)
 	}
 	if f.requestID != nil && p.RequestID != *f.requestID {
@@ -511,14 +504,18 @@ func (r *run) sawText() string {
 		return ""
 	}
 	seen := r.peer.seen()
+	resending := ""
+	if r.peer.rs != nil {
+		resending = r.peer.rs.pending()
+	}
 	if len(seen) == 0 {
-		return "; nothing else arrived"
+		return "; nothing else arrived" + resending
 	}
 	var parts []string
 	for _, f := range seen[max(0, len(seen)-4):] {
 		parts = append(parts, describe(f))
 	}
-	return "; queued: " + strings.Join(parts, ", ")
+	return "; queued: " + strings.Join(parts, ", ") + resending
 }
 
 func cmdExpect(r *run, a *args) error {
@@ -590,6 +587,11 @@ func (r *run) validate(fr *frame) error {
 		}
 		_, err = imv2.DecodeChatActivity(fr.p)
 	}
+	if err == nil {
+		if m := undefinedMember(fr.p); m != "" {
+			err = fmt.Errorf("member %q is not one the profile defines: read tolerantly, write strictly (E5)", m)
+		}
+	}
 	return err
 }
 
@@ -658,13 +660,13 @@ func cmdExpectRejected(r *run, a *args) error {
 	pick := func(f *frame) bool {
 		switch f.p.Type {
 		case imv2.TypeError:
-			return f.p.ReplyTo == pkt
+			return f.replyTo() == pkt
 		case imv2.TypeChatMessageAck:
 			if hasMID {
 				got, _ := walk(f.doc, "payload.message_id")
 				return got == mid
 			}
-			return f.p.ReplyTo == pkt
+			return f.replyTo() == pkt
 		}
 		return false
 	}

@@ -18,6 +18,18 @@ type frame struct {
 	doc any   // the whole frame decoded as JSON, for matching and saving
 	err error // why the envelope is invalid (E1, W2)
 	at  time.Time
+	// orig is the script's packet_id when the frame answers the suite's
+	// resend of it (resend.go), else "".
+	orig string
+}
+
+// replyTo is the packet_id the frame answers, as the script knows it: a
+// resend's answer counts as the answer to the script's packet.
+func (f *frame) replyTo() string {
+	if f.orig != "" {
+		return f.orig
+	}
+	return f.p.ReplyTo
 }
 
 // peer is the suite's end of one data-plane WebSocket. It speaks raw
@@ -34,6 +46,8 @@ type peer struct {
 	wake    chan struct{}
 	err     error // why the connection ended
 	done    chan struct{}
+
+	rs *resender // resends finals rejected retryable; nil on the xAgent side
 }
 
 // peerReadLimit bounds one received frame; larger frames end the peer.
@@ -43,9 +57,12 @@ const peerReadLimit = 16 << 20
 // that sends more ends the connection (a flood is no conformant answer).
 const maxQueued = 100_000
 
-func newPeer(ws *websocket.Conn) *peer {
+// newPeer starts reading ws. rs, when not nil, resends the finals the
+// script sends whenever they are rejected retryable (the suite plays
+// xAgent).
+func newPeer(ws *websocket.Conn, rs *resender) *peer {
 	ws.SetReadLimit(peerReadLimit)
-	p := &peer{ws: ws, wake: make(chan struct{}), done: make(chan struct{})}
+	p := &peer{ws: ws, wake: make(chan struct{}), done: make(chan struct{}), rs: rs}
 	go p.read()
 	return p
 }
@@ -70,6 +87,12 @@ func (p *peer) read() {
 		} else {
 			f.p = pkt
 			f.doc, _ = decodeJSON(string(data))
+			if p.rs != nil {
+				f.orig = p.rs.origin(pkt.ReplyTo)
+				if pkt.Type == imv2.TypeChatMessageAck && p.rs.onAck(f, p.sendResend, p.release) {
+					continue // held back: the final is resent
+				}
+			}
 		}
 		p.mu.Lock()
 		if len(p.queue)+len(p.invalid) >= maxQueued {
@@ -91,6 +114,39 @@ func (p *peer) read() {
 	}
 }
 
+// release queues a frame held back for a resend that could not go out.
+func (p *peer) release(f *frame) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.queue = append(p.queue, f)
+	close(p.wake)
+	p.wake = make(chan struct{})
+}
+
+// sendPacket encodes and writes p, remembering a final for resends.
+func (p *peer) sendPacket(pkt *imv2.Packet) error {
+	data, err := pkt.Encode()
+	if err != nil {
+		return fmt.Errorf("cannot encode the packet (use sendraw for malformed ones): %v", err)
+	}
+	if p.rs != nil {
+		p.rs.track(pkt)
+	}
+	if err := p.send(data, false); err != nil {
+		return fmt.Errorf("write: %v", err)
+	}
+	return nil
+}
+
+// sendResend writes a resend, which the resender tracks itself.
+func (p *peer) sendResend(pkt *imv2.Packet) error {
+	data, err := pkt.Encode()
+	if err != nil {
+		return err
+	}
+	return p.send(data, false)
+}
+
 // send writes one frame.
 func (p *peer) send(data []byte, binary bool) error {
 	p.wmu.Lock()
@@ -106,6 +162,9 @@ func (p *peer) send(data []byte, binary bool) error {
 // close drops the connection without a close handshake (a network break)
 // and waits for the reader to stop.
 func (p *peer) close() {
+	if p.rs != nil {
+		p.rs.close()
+	}
 	_ = p.ws.Close()
 	<-p.done
 }
@@ -173,8 +232,17 @@ func describe(f *frame) string {
 	if m, ok := walk(f.doc, "payload.status"); ok {
 		s += fmt.Sprintf(" status=%v", m)
 	}
+	if m, ok := walk(f.doc, "payload.code"); ok && f.p.Type == imv2.TypeChatMessageAck {
+		s += fmt.Sprintf(" code=%v", m)
+	}
+	if m, ok := walk(f.doc, "payload.retryable"); ok && f.p.Type == imv2.TypeChatMessageAck {
+		s += fmt.Sprintf(" retryable=%v", m)
+	}
 	if f.p.ReplyTo != "" {
 		s += " reply_to=" + clip(f.p.ReplyTo, 24)
+		if f.orig != "" {
+			s += " (a resend of " + clip(f.orig, 24) + ")"
+		}
 	}
 	return s
 }

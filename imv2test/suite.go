@@ -8,8 +8,11 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
+
+	"github.com/xagentkit/imv2"
 )
 
 // Connector describes a Connector under test.
@@ -68,10 +71,44 @@ type Config struct {
 	// DeltaBytes is how much text K6.b streams into one message before it
 	// calls delta text unbounded (default 2 MiB, in 256 KiB deltas).
 	DeltaBytes int
+	// RetryAttempts bounds how often the suite, playing xAgent, sends a
+	// final again after the Connector rejected it with retryable=true, as
+	// xAgent does (A7, A8; default DefaultRetryAttempts). A check fails
+	// only when the Connector never accepts: its script sees the terminal
+	// answer, or the last retryable rejection once the resends ran out.
+	RetryAttempts int
+	// RetryMin is the backoff before the first such resend; it doubles
+	// with each one (default DefaultRetryMin).
+	RetryMin time.Duration
+	// RetryBudget bounds the time from a final's first retryable
+	// rejection to its last resend (default half of Wait, so the last
+	// answer still arrives while an expect waits for it).
+	RetryBudget time.Duration
+	// HelloVersion is the protocol_version every hello of the suite
+	// carries (default imv2.ProtocolVersion, 3.0). Set a newer one, such
+	// as "4.3", to drive the Connector as today's xAgent does: its hello
+	// announces its own current version, and the Connector must admit it
+	// and answer with its own (W4).
+	HelloVersion string
 	// CheckTimeout bounds one check (default 60 s).
 	CheckTimeout time.Duration
-	// Log, when set, receives a transcript: every step and its outcome.
+	// Log, when set, receives a transcript: every step and its outcome,
+	// and every chat.message.ack received with its status, code,
+	// retryable and the resend it caused. Writes to it are serialized.
 	Log io.Writer
+}
+
+// lockedWriter serializes the transcript: the steps and the acks seen by
+// a connection's reader are written from different goroutines.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
 
 func (c *Config) withDefaults() Config {
@@ -89,6 +126,19 @@ func (c *Config) withDefaults() Config {
 	setDur(&o.Lag, 500*time.Millisecond)
 	setDur(&o.Resend, 15*time.Second)
 	setDur(&o.CheckTimeout, 60*time.Second)
+	setDur(&o.RetryMin, DefaultRetryMin)
+	setDur(&o.RetryBudget, o.Wait/2)
+	if o.RetryAttempts <= 0 {
+		o.RetryAttempts = DefaultRetryAttempts
+	}
+	if o.Log != nil {
+		if _, ok := o.Log.(*lockedWriter); !ok {
+			o.Log = &lockedWriter{w: o.Log}
+		}
+	}
+	if o.HelloVersion == "" {
+		o.HelloVersion = imv2.ProtocolVersion
+	}
 	if o.DeltaStreams <= 0 {
 		o.DeltaStreams = 1024
 	}
@@ -154,8 +204,8 @@ func (r *Report) Result(name string) (Result, bool) {
 	return Result{}, false
 }
 
-// WriteTable prints one row per check: check, rule IDs, result, and a
-// one-line reason for failures and skips; then a summary line.
+// WriteTable prints one row per check: check, rule IDs, result, and the
+// whole reason of failures and skips on one line; then a summary line.
 func (r *Report) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "CHECK\tRULES\tRESULT\tREASON")
@@ -169,7 +219,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 		case Skip:
 			skip++
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", res.Check, strings.Join(res.Rules, " "), res.Status, oneLine(res.Reason, 110))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", res.Check, strings.Join(res.Rules, " "), res.Status, oneLine(res.Reason))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -189,9 +239,9 @@ func (r *Report) WriteJSON(w io.Writer) error {
 	return nil
 }
 
-func oneLine(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	return clip(s, n)
+// oneLine folds a reason's whitespace onto one line, keeping all of it.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
 }
 
 // selectChecks applies Config.Run.

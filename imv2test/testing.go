@@ -22,7 +22,9 @@ import (
 // shutdown with t.Cleanup, and returns it (URL, APIKey, User …; Observer
 // and Buffered are filled in from target). streaming says whether target
 // can show temporary text; run once with each to cover D8 and K5.
-// cfg may be nil. The report is returned for further assertions.
+// cfg may be nil. Under go test -v, a cfg without a Log logs the
+// transcript (every step, every ack with its code) to t. The report is
+// returned for further assertions.
 func RunConnector(t *testing.T, streaming bool, start func(t *testing.T, target *RecordingTarget) Connector, cfg *Config) *Report {
 	t.Helper()
 	target := NewRecordingTarget(streaming)
@@ -31,12 +33,28 @@ func RunConnector(t *testing.T, streaming bool, start func(t *testing.T, target 
 	c.Buffered = !streaming
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
+	if testing.Verbose() && (cfg == nil || cfg.Log == nil) {
+		var o Config
+		if cfg != nil {
+			o = *cfg
+		}
+		o.Log = testLog{t}
+		cfg = &o
+	}
 	rep, err := CheckConnector(ctx, c, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ReportTo(t, rep)
 	return rep
+}
+
+// testLog writes a transcript to t.Log, one call per line written.
+type testLog struct{ t *testing.T }
+
+func (l testLog) Write(p []byte) (int, error) {
+	l.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
 }
 
 // ReportTo turns a report into subtests of t: a failed check fails its

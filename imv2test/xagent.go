@@ -345,7 +345,7 @@ func cmdAccept(r *run, a *args) error {
 	if r.peer != nil {
 		r.peer.close()
 	}
-	r.peer = newPeer(ws)
+	r.peer = newPeer(ws, nil)
 	fr, err := r.peer.await(r.ctx, time.Now().Add(r.cfg.Wait), func(*frame) bool { return true })
 	if err != nil {
 		return fmt.Errorf("no packet after the upgrade within %v (%v)", r.cfg.Wait, err)
@@ -361,8 +361,8 @@ func cmdAccept(r *run, a *args) error {
 	switch {
 	case h.ConnectorCardID != x.cardID:
 		return fmt.Errorf("hello connector_card_id %q, want %q (W4)", h.ConnectorCardID, x.cardID)
-	case h.ProtocolVersion != imv2.ProtocolVersion:
-		return fmt.Errorf("hello protocol_version %q, want %s (W4)", h.ProtocolVersion, imv2.ProtocolVersion)
+	case !helloVersionOK(h.ProtocolVersion):
+		return fmt.Errorf("hello protocol_version %q is missing, not major.minor or below %s (W4)", h.ProtocolVersion, imv2.ProtocolVersion)
 	case h.SupportedProfiles == nil:
 		return errors.New("hello has no supported_profiles: profiles must be declared explicitly (P3)")
 	case !slices.Contains(h.SupportedProfiles, imv2.ProfileIMv2):
@@ -602,8 +602,9 @@ func pieces(text string) []string {
 }
 
 // SDKXAgent returns the StartXAgent of this SDK's xAgent side: a
-// dataplane.Client dialled with cfg — URL, APIKey, CardID and Target
-// filled in from the env, the Target recording user messages — that
+// dataplane.Client dialled with cfg — the base URL (the Client fetches the
+// Card), APIKey, CardID (which the Card must name) and Target filled in
+// from the env, the Target recording user messages — that
 // opens one channel. Reply streams with imv2.Reply (deltas 1, 2, 3 …,
 // then the final) after uploading the files with xfiles.Upload (M7).
 // Set cfg.Options (ack timeout, retry bounds) and the reconnect backoff
@@ -611,7 +612,7 @@ func pieces(text string) []string {
 func SDKXAgent(cfg dataplane.ClientConfig) StartXAgent {
 	return func(ctx context.Context, env XAgentEnv) (XAgent, error) {
 		c := cfg
-		c.URL, c.APIKey, c.CardID = env.URL+"/ws", env.APIKey, env.CardID
+		c.URL, c.APIKey, c.CardID = env.URL, env.APIKey, env.CardID
 		c.Target = UserRecorder(env.Agent)
 		client, err := dataplane.Dial(ctx, c)
 		if err != nil {
@@ -656,3 +657,10 @@ func (s *sdkXAgent) Reply(ctx context.Context, channelID string, r Reply) error 
 }
 
 func (s *sdkXAgent) Close() error { return s.client.Close() }
+
+// helloVersionOK reports whether an xAgent's hello version is one a 3.0
+// Connector admits: its own current version, 3.0 or newer (W4).
+func helloVersionOK(s string) bool {
+	v, err := imv2.ParseVersion(s)
+	return err == nil && v.Compare(imv2.Version30) >= 0
+}

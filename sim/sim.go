@@ -32,8 +32,9 @@ type Config struct {
 	Connector string
 	// APIKey is sent as a bearer token on /ws and /files/uploads.
 	APIKey string
-	// CardID is the Connector's connector_card_id; fetched from
-	// /connector-card.json when empty.
+	// CardID, when set, is the connector_card_id the Connector must have:
+	// the Card is always fetched from /connector-card.json, and a Card
+	// naming another fails Start.
 	CardID string
 	// Rate is deltas per second of a streamed reply; 0 sends them as fast
 	// as the channel takes them.
@@ -82,22 +83,16 @@ func Start(ctx context.Context, cfg Config) (*Simulator, error) {
 	if cfg.Reply == nil {
 		cfg.Reply = func(s string) string { return "You said: " + s }
 	}
-	if cfg.CardID == "" {
-		card, err := FetchCard(ctx, cfg.HTTPClient, cfg.Connector)
-		if err != nil {
-			return nil, err
-		}
-		cfg.CardID = card.ConnectorCardID
-	}
 	s := &Simulator{cfg: cfg}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	dc := dataplane.ClientConfig{
-		URL:     cfg.Connector + "/ws",
-		APIKey:  cfg.APIKey,
-		CardID:  cfg.CardID,
-		Target:  imv2.TargetFunc(s.onUserMessage),
-		Options: cfg.Options,
-		Logger:  cfg.Logger,
+		URL:        cfg.Connector,
+		APIKey:     cfg.APIKey,
+		CardID:     cfg.CardID,
+		HTTPClient: cfg.HTTPClient,
+		Target:     imv2.TargetFunc(s.onUserMessage),
+		Options:    cfg.Options,
+		Logger:     cfg.Logger,
 	}
 	if cfg.Drop > 0 || cfg.Duplicate > 0 {
 		dc.WrapConn = func(c dataplane.Conn) dataplane.Conn { return &faultyConn{Conn: c, drop: cfg.Drop, dup: cfg.Duplicate} }
@@ -118,30 +113,11 @@ func Start(ctx context.Context, cfg Config) (*Simulator, error) {
 	return s, nil
 }
 
-// FetchCard reads the Connector Card from base/connector-card.json.
+// FetchCard reads and validates the Connector Card at
+// base/connector-card.json; it is dataplane.FetchCard, which Start's Dial
+// calls itself.
 func FetchCard(ctx context.Context, client *http.Client, base string) (*imv2.Card, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/connector-card.json", nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("sim: fetch card: %w", err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("sim: fetch card: %s", resp.Status)
-	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return nil, err
-	}
-	card := new(imv2.Card)
-	p := &imv2.Packet{Payload: body}
-	if err := p.DecodePayload(card); err != nil {
-		return nil, fmt.Errorf("sim: card: %w", err)
-	}
-	return card, nil
+	return dataplane.FetchCard(ctx, client, base)
 }
 
 // Channel returns the simulator's xAgent channel.

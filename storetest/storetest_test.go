@@ -73,6 +73,14 @@ var mutants = []mutant{
 		completed: func(c int, ttl time.Duration, clock imv2.Clock) imv2.CompletedStore {
 			return oneChannelCompleted{imv2.NewMemoryCompletedStore(c, ttl, clock)}
 		}},
+	{name: "completed-handover-copies-nothing", wantFail: []string{"Completed/S6_Handover"},
+		completed: func(c int, ttl time.Duration, clock imv2.Clock) imv2.CompletedStore {
+			return noHandover{imv2.NewMemoryCompletedStore(c, ttl, clock)}
+		}},
+	{name: "completed-handover-renews", wantFail: []string{"Completed/S6_Handover"},
+		completed: func(c int, ttl time.Duration, clock imv2.Clock) imv2.CompletedStore {
+			return renewingHandover{imv2.NewMemoryCompletedStore(c, ttl, clock), clock}
+		}},
 	{name: "reopen-loses-everything", reopenLoses: true, wantFail: []string{"Pending/S1_S8_Reopen", "Completed/S8_Reopen", "Binding/S8_W5_Reopen"}},
 	{name: "binding-rebind-keeps-old-key", wantFail: []string{"Binding/W6_RebindReplaces"},
 		binding: func(s *connector.MemoryBindingStore) connector.BindingStore { return stickyKey{s, map[string]string{}} }},
@@ -329,6 +337,32 @@ func (d *dropAll) DropChannel(context.Context, string) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.s = imv2.NewMemoryCompletedStore(d.c, d.ttl, d.clock)
+	return nil
+}
+
+func (d *dropAll) Handover(ctx context.Context, from, to string) error {
+	return d.store().Handover(ctx, from, to)
+}
+
+// noHandover copies no record on Handover.
+type noHandover struct{ *imv2.MemoryCompletedStore }
+
+func (noHandover) Handover(context.Context, string, string) error { return nil }
+
+// renewingHandover copies records as new ones, restarting their TTL.
+type renewingHandover struct {
+	*imv2.MemoryCompletedStore
+	clock imv2.Clock
+}
+
+func (r renewingHandover) Handover(ctx context.Context, from, to string) error {
+	for _, id := range []string{"m1", "m2", "m3"} { // the IDs the suite uses
+		if fp, ok, _ := r.Lookup(ctx, from, id); ok {
+			if err := r.Record(ctx, to, id, fp); err != nil {
+				return err
+			}
+		}
+	}
 	return nil
 }
 

@@ -14,6 +14,15 @@
 //   - redirects are followed only to http and https, at most MaxRedirects.
 //   - the body is capped (DefaultMaxBytes unless told): over the cap is
 //     ErrTooLarge and no bytes; never a truncated file reported as success.
+//   - it dials no special-purpose address (loopback, private, link-local,
+//     shared, documentation, benchmarking, reserved, multicast … every
+//     range of the IANA special-purpose registries, and the IPv6 forms
+//     that embed such an IPv4 address: mapped, NAT64, 6to4) but the
+//     Connector's own host. The check is made on the address dialed, after
+//     the lookup; a caller's DialContext is kept and handed that address; a
+//     transport with DialTLSContext is refused, since it would dial by name.
+//   - it uses no proxy, the environment's included: a proxy resolves the
+//     name out of the guard's sight. FetchRequest.AllowProxy opts in.
 //   - it sends no Authorization header: download URLs carry their own
 //     authorization (T3), and the API key stays between xAgent and the
 //     Connector's upload endpoint.

@@ -5,7 +5,8 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"net/netip"
+	"net/url"
+	"sync"
 	"time"
 
 	"github.com/xagentkit/imv2"
@@ -13,53 +14,137 @@ import (
 
 // A download_url comes from the Connector, which is not trusted with the
 // xAgent host's network: an absolute URL (or a redirect) must not reach
-// loopback, private, link-local (cloud metadata) or otherwise internal
-// addresses. The Connector's own host — the catalog base URL — is exempt,
-// since relative URLs resolve against it anyway.
+// loopback, private, link-local (cloud metadata) or any other
+// special-purpose address (addrclass.go). The Connector's own host — the
+// catalog base URL — is exempt, since relative URLs resolve against it
+// anyway.
+//
+// The check sits where the address is final: at the dial, after our own
+// lookup, and the checked address is the one dialed (no second lookup a
+// rebinding DNS answer could change). A proxy resolves the name itself,
+// out of our sight, so by default Fetch uses no proxy at all — not the
+// transport's, not the environment's; FetchRequest.AllowProxy opts in and
+// checks the target's addresses before the request goes to the proxy.
 
-// internalAddr reports whether ip is an address a Connector may not make
-// xAgent fetch from.
-func internalAddr(ip netip.Addr) bool {
-	ip = ip.Unmap()
-	return ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() ||
-		ip.IsUnspecified() || ip.IsMulticast() || ip.IsInterfaceLocalMulticast() ||
-		netip.MustParsePrefix("100.64.0.0/10").Contains(ip) // carrier-grade NAT
+// guard is the dial-time check of one Fetch.
+type guard struct {
+	baseHost string // host:port of the Connector base URL, exempt
+
+	mu      sync.Mutex
+	proxies map[string]bool // host:port of proxies the caller's transport chose (AllowProxy)
 }
 
-// guardTransport returns rt dialing only public addresses, except
-// baseHost (host:port of the Connector base URL). rt must be nil (the
-// default transport) or an *http.Transport; other RoundTripper types
-// cannot be guarded at dial time and are refused.
-func guardTransport(rt http.RoundTripper, baseHost string) (http.RoundTripper, error) {
+// exempt reports whether addr may be dialed unchecked: the Connector, or a
+// proxy the caller configured.
+func (g *guard) exempt(addr string) bool {
+	if addr == g.baseHost {
+		return true
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.proxies[addr]
+}
+
+// resolve looks addr's host up and returns host:port of the first address
+// if every address is public, else ErrRefusedURL.
+func (g *guard) resolve(ctx context.Context, addr string) (string, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", err
+	}
+	ips, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+	if err != nil {
+		return "", err
+	}
+	if len(ips) == 0 {
+		return "", fmt.Errorf("xfiles: %s has no address", host)
+	}
+	for _, ip := range ips {
+		if c := addrClass(ip); c != classPublic {
+			return "", imv2.Permanent(fmt.Errorf("%w: %s resolves to %s address %s", ErrRefusedURL, host, c, ip))
+		}
+	}
+	return net.JoinHostPort(ips[0].WithZone("").String(), port), nil
+}
+
+// guardTransport returns rt dialing only public addresses, except baseHost
+// (host:port of the Connector base URL). rt must be nil (the default
+// transport) or an *http.Transport. Its DialContext (or Dial) is kept and
+// wrapped: it is handed the checked IP address, never the name. A
+// transport with DialTLSContext or DialTLS is refused: those dial by name
+// and do the TLS handshake themselves, so the guard could neither check
+// the address they reach nor hand them one without breaking certificate
+// verification. The proxy is dropped unless allowProxy.
+func guardTransport(rt http.RoundTripper, baseHost string, allowProxy bool) (http.RoundTripper, error) {
 	var t *http.Transport
 	switch v := rt.(type) {
 	case nil:
 		t = http.DefaultTransport.(*http.Transport).Clone()
 	case *http.Transport:
+		//lint:ignore SA1019 DialTLS is deprecated but net/http still uses it
+		if v.DialTLSContext != nil || v.DialTLS != nil {
+			return nil, fmt.Errorf("%w: it sets DialTLSContext or DialTLS; set DialContext and TLSClientConfig instead", ErrUnguardableTransport)
+		}
 		t = v.Clone()
 	default:
-		return nil, fmt.Errorf("xfiles: cannot guard a %T against internal addresses; use an *http.Transport", rt)
+		return nil, fmt.Errorf("%w: a %T; use an *http.Transport", ErrUnguardableTransport, rt)
 	}
-	dialer := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
+	dial := t.DialContext
+	//lint:ignore SA1019 the deprecated Dial is the caller's dialer too
+	if d := t.Dial; dial == nil && d != nil {
+		dial = func(_ context.Context, network, addr string) (net.Conn, error) { return d(network, addr) }
+	}
+	if dial == nil {
+		dial = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	}
+	//lint:ignore SA1019 replaced by the guarded DialContext
+	t.Dial = nil
+	g := &guard{baseHost: baseHost, proxies: map[string]bool{}}
 	t.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		if addr == baseHost {
-			return dialer.DialContext(ctx, network, addr)
+		if g.exempt(addr) {
+			return dial(ctx, network, addr)
 		}
-		host, port, err := net.SplitHostPort(addr)
+		checked, err := g.resolve(ctx, addr)
 		if err != nil {
 			return nil, err
 		}
-		ips, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
-		if err != nil {
-			return nil, err
-		}
-		for _, ip := range ips {
-			if internalAddr(ip) {
-				return nil, imv2.Permanent(fmt.Errorf("%w: %s resolves to internal address %s", ErrRefusedURL, host, ip))
+		return dial(ctx, network, checked)
+	}
+	proxy := t.Proxy
+	t.Proxy = nil
+	if allowProxy && proxy != nil {
+		t.Proxy = func(req *http.Request) (*url.URL, error) {
+			p, err := proxy(req)
+			if err != nil || p == nil {
+				return p, err
 			}
+			// The proxy will resolve the target itself; check it here
+			// first. A DNS answer that changes between the two lookups is
+			// the proxy's to stop (AllowProxy's documented limit).
+			if target := hostPort(req.URL); target != g.baseHost {
+				if _, err := g.resolve(req.Context(), target); err != nil {
+					return nil, err
+				}
+			}
+			g.mu.Lock()
+			g.proxies[proxyHostPort(p)] = true // the caller's own configuration
+			g.mu.Unlock()
+			return p, nil
 		}
-		// Dial the address checked, not a second lookup's answer.
-		return dialer.DialContext(ctx, network, net.JoinHostPort(ips[0].String(), port))
 	}
 	return t, nil
+}
+
+// proxyHostPort is the address the transport dials for proxy p.
+func proxyHostPort(p *url.URL) string {
+	if p.Port() != "" {
+		return p.Host
+	}
+	switch p.Scheme {
+	case "https":
+		return net.JoinHostPort(p.Hostname(), "443")
+	case "socks5", "socks5h":
+		return net.JoinHostPort(p.Hostname(), "1080")
+	}
+	return net.JoinHostPort(p.Hostname(), "80")
 }

@@ -33,6 +33,10 @@ var (
 	ErrTooLarge = errors.New("xfiles: file is over the size limit")
 	// ErrRefusedURL: a base URL, download_url or redirect target was refused.
 	ErrRefusedURL = errors.New("xfiles: URL refused")
+	// ErrUnguardableTransport: Fetch was given a client whose transport it
+	// cannot keep off internal addresses (not an *http.Transport, or one
+	// with DialTLSContext or DialTLS).
+	ErrUnguardableTransport = errors.New("xfiles: transport cannot be guarded against internal addresses")
 )
 
 // HTTPError is a non-2xx answer. Code and Message come from the
@@ -168,13 +172,13 @@ func withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
 // CheckRedirect that allows only http and https targets without user info
 // and no https → http downgrade, at most MaxRedirects, then defers to c's
 // own policy; and with a transport that dials no internal address but the
-// Connector's own host (guard.go).
-func fetchClient(c *http.Client, baseHost string) (*http.Client, error) {
+// Connector's own host, and uses no proxy unless allowProxy (guard.go).
+func fetchClient(c *http.Client, baseHost string, allowProxy bool) (*http.Client, error) {
 	if c == nil {
 		c = http.DefaultClient
 	}
 	cc := *c
-	rt, err := guardTransport(c.Transport, baseHost)
+	rt, err := guardTransport(c.Transport, baseHost, allowProxy)
 	if err != nil {
 		return nil, err
 	}
@@ -206,8 +210,32 @@ func fetchClient(c *http.Client, baseHost string) (*http.Client, error) {
 // relative download_url is resolved against it only. At most maxBytes are
 // read (DefaultMaxBytes if maxBytes <= 0): a larger file is ErrTooLarge and
 // no data. client may be nil (http.DefaultClient); it is copied, not
-// changed. The timeout comes from ctx (DefaultTimeout without a deadline).
+// changed. No proxy is used (FetchRequest.AllowProxy). The timeout comes
+// from ctx (DefaultTimeout without a deadline).
 func Fetch(ctx context.Context, client *http.Client, baseURL string, f imv2.File, maxBytes int64) ([]byte, error) {
+	q := FetchRequest{BaseURL: baseURL, File: f, MaxBytes: maxBytes}
+	return q.Do(ctx, client)
+}
+
+// FetchRequest is one download with every optional field; Fetch is the
+// short form.
+type FetchRequest struct {
+	BaseURL  string    // Connector base URL (catalog), http or https
+	File     imv2.File // the chat.message's files[] entry
+	MaxBytes int64     // the size cap; <= 0 is DefaultMaxBytes
+	// AllowProxy lets the client's transport use its Proxy (for the
+	// default transport: HTTP_PROXY, HTTPS_PROXY, NO_PROXY). Off by
+	// default because a proxy resolves the target's name itself: the
+	// addresses of the target are checked before the request goes to the
+	// proxy, but a DNS answer that changes between that lookup and the
+	// proxy's reaches whatever it names. Turn it on only where the proxy
+	// itself refuses internal destinations.
+	AllowProxy bool
+}
+
+// Do performs the download (see Fetch).
+func (q *FetchRequest) Do(ctx context.Context, client *http.Client) ([]byte, error) {
+	baseURL, f, maxBytes := q.BaseURL, q.File, q.MaxBytes
 	if maxBytes <= 0 {
 		maxBytes = DefaultMaxBytes
 	}
@@ -228,10 +256,11 @@ func Fetch(ctx context.Context, client *http.Client, baseURL string, f imv2.File
 	if err != nil {
 		return nil, err
 	}
-	fc, err := fetchClient(client, hostPort(base))
+	fc, err := fetchClient(client, hostPort(base), q.AllowProxy)
 	if err != nil {
 		return nil, imv2.Permanent(err)
 	}
+	defer fc.CloseIdleConnections() // the guarded transport is this call's alone
 	resp, err := fc.Do(req)
 	if err != nil {
 		if errors.Is(err, ErrRefusedURL) {

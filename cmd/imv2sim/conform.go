@@ -46,7 +46,7 @@ func conform(ctx context.Context, args []string, out, errOut io.Writer) error {
 	actTTL := fs.Duration("activity-timeout", 0, "the Connector's activity timeout, if short enough to observe (K12.d)")
 	wait := fs.Duration("wait", 0, "longest wait for an expected packet or event (default 5s)")
 	list := fs.Bool("list", false, "list the checks and the rules not observable over the wire, and exit")
-	verbose := fs.Bool("v", false, "print a transcript of every step on stderr")
+	verbose := fs.Bool("v", false, "print a transcript on stderr: every step, and every ack with its status, code, retryable and the resend it caused")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

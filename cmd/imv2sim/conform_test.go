@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -23,6 +25,12 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // accepts every final.
 func sdkConnector(t *testing.T) string {
 	t.Helper()
+	return sdkConnectorWith(t, func(context.Context, string, *imv2.ChatMessage) error { return nil })
+}
+
+// sdkConnectorWith serves it with target as the platform.
+func sdkConnectorWith(t *testing.T, target imv2.TargetFunc) string {
+	t.Helper()
 	card := &imv2.Card{
 		Schema: imv2.CardSchema, ProtocolVersion: imv2.ProtocolVersion,
 		Build:           imv2.Build{Version: "1", BuildTime: "2026-11-30T00:00:00Z"},
@@ -35,10 +43,8 @@ func sdkConnector(t *testing.T) string {
 		},
 	}
 	srv, err := dataplane.NewServer(dataplane.ServerConfig{
-		Card: card,
-		NewTarget: func(string) imv2.Target {
-			return imv2.TargetFunc(func(context.Context, string, *imv2.ChatMessage) error { return nil })
-		},
+		Card:      card,
+		NewTarget: func(string) imv2.Target { return target },
 	})
 	require.NoError(t, err)
 	h, err := connector.NewHandler(connector.Config{Card: card, WS: srv})
@@ -95,6 +101,29 @@ func TestConform_K1_FailureExitsNonZero(t *testing.T) {
 	require.Equal(t, "K1.a", res.Check)
 	require.Equal(t, "FAIL", res.Status)
 	require.Contains(t, res.Rules, "P1")
+}
+
+// TestConform_A8_VerbosePrintsAckCodesAndResends: with -v the transcript
+// shows every ack with its code; a platform that refuses each final's
+// first post retryable passes, because the final is resent.
+func TestConform_A8_VerbosePrintsAckCodesAndResends(t *testing.T) {
+	var mu sync.Mutex
+	tried := map[string]bool{}
+	url := sdkConnectorWith(t, func(_ context.Context, _ string, m *imv2.ChatMessage) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if !tried[m.MessageID] {
+			tried[m.MessageID] = true
+			return imv2.Retryable(errors.New("rate limited"))
+		}
+		return nil
+	})
+	var out, errOut bytes.Buffer
+	err := conform(context.Background(), []string{"-connector", url, "-run", `^K4\.a$`, "-v"}, &out, &errOut)
+	require.NoError(t, err, "%s\n%s", out.String(), errOut.String())
+	require.Regexp(t, `K4\.a\s+.*pass`, out.String())
+	require.Contains(t, errOut.String(), "status=rejected code=target_delivery_failed retryable=true: resend 1 in 100ms")
+	require.Contains(t, errOut.String(), "status=accepted")
 }
 
 // TestConform_ListAndUsage: -list prints every check and the rules that

@@ -131,7 +131,7 @@ func TestCrash_S1_PendingUserMessageSurvivesSIGKILL(t *testing.T) {
 	defer cancel()
 	g := &gate{calls: map[string]int{}, open: make(chan struct{}), seen: make(chan imv2.ChatMessage, 8)}
 	client, err := dataplane.Dial(ctx, dataplane.ClientConfig{
-		URL: p.url + "/ws", CardID: consolebridge.CardID, Target: g,
+		URL: p.url, CardID: consolebridge.CardID, Target: g,
 		ReconnectMin: 50 * time.Millisecond, ReconnectMax: 500 * time.Millisecond,
 	})
 	require.NoError(t, err)

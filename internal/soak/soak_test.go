@@ -2,6 +2,7 @@ package soak
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -417,14 +418,21 @@ func TestSoak(t *testing.T) {
 
 	faults := faultproxy.Faults{Drop: 0.02, Duplicate: 0.02, Delay: 0.05, MaxDelay: 20 * time.Millisecond, Cut: 0.003, Seed: *flagSeed}
 	proxy := faultproxy.New("ws://"+conn.addr+"/ws", faultproxy.Faults{Seed: *flagSeed})
-	ps := httptest.NewServer(proxy)
+	// The proxy carries the data plane; the Card the client fetches first
+	// is served beside it, as the Connector serves it.
+	pmux := http.NewServeMux()
+	pmux.HandleFunc("GET /connector-card.json", func(w http.ResponseWriter, _ *http.Request) {
+		_ = json.NewEncoder(w).Encode(consolebridge.Card())
+	})
+	pmux.Handle("/ws", proxy)
+	ps := httptest.NewServer(pmux)
 
 	actx, acancel := context.WithCancel(context.Background())
 	ag := &agent{rec: rec, deltas: nDeltas, ctx: actx, users: map[string]int{}}
 	xPending := imv2.NewMemoryPendingStore(0)
 	xCompleted := imv2.NewMemoryCompletedStore(0, 0, nil)
 	client, err := dataplane.Dial(ctx, dataplane.ClientConfig{
-		URL:    "ws" + strings.TrimPrefix(ps.URL, "http") + "/ws",
+		URL:    ps.URL,
 		CardID: consolebridge.CardID,
 		Target: ag,
 		Options: &imv2.Options{

@@ -94,11 +94,14 @@ func New(cfg Config) (*Bridge, error) {
 	if cfg.Out == nil {
 		cfg.Out = os.Stdout
 	}
+	if cfg.Mode == display.Auto {
+		cfg.Mode = display.Stream
+	}
 	b := &Bridge{cfg: cfg, opened: make(chan struct{})}
 	p := &printer{out: cfg.Out, json: cfg.JSON}
 	opts := &connector.Options{
 		APIKey: cfg.APIKey, Mode: cfg.Mode, Logger: cfg.Logger, Tools: p,
-		Skill:   []byte("# Console Connector\n\nSends and receives chat messages on a terminal.\n"),
+		Skill:   []byte("---\nname: " + imv2.SkillName(CardID) + "\ndescription: Chat with a person at a terminal.\n---\n\n# Console Connector\n\nSends and receives chat messages on a terminal.\n"),
 		Channel: &imv2.Options{AckTimeout: cfg.AckTimeout, OnDelivered: p.delivered, OnFailed: p.failed},
 		// Each channel is its own conversation; typed lines go to the newest.
 		DefaultConversation: func(id string) string { return id },
@@ -114,7 +117,14 @@ func New(cfg Config) (*Bridge, error) {
 		}
 		b.store, opts.Store = st, st
 	}
-	c, err := connector.New(Card(), p, opts)
+	var platform connector.Platform = p
+	switch cfg.Mode {
+	case display.Stream:
+		platform = streamPlatform{p}
+	case display.Edit:
+		platform = editPlatform{p}
+	}
+	c, err := connector.New(Card(), platform, opts)
 	if err != nil {
 		b.Close()
 		return nil, err

@@ -231,7 +231,7 @@ func TestConnector_EndToEnd(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cli, err := dataplane.Dial(ctx, dataplane.ClientConfig{
-		URL:          base + "/ws",
+		URL:          base,
 		APIKey:       apiKey,
 		CardID:       matrixbridge.CardID,
 		Target:       ag,
@@ -402,7 +402,7 @@ func TestConnector_TokenSignInAndExpiry(t *testing.T) {
 	descs := make(chan *imv2.Descriptor, 16)
 	ctx := ctxFor(t)
 	cli, err := dataplane.Dial(ctx, dataplane.ClientConfig{
-		URL: "http://" + addr + "/ws", APIKey: apiKey, CardID: matrixbridge.CardID,
+		URL: "http://" + addr, APIKey: apiKey, CardID: matrixbridge.CardID,
 		Target:       &agent{seen: map[string]int{}, msgs: make(chan imv2.ChatMessage, 16)},
 		OnDescriptor: func(_ string, d *imv2.Descriptor) { descs <- d },
 	})

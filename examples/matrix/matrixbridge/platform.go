@@ -424,14 +424,16 @@ func (p *Platform) Discard(ctx context.Context, channelID, handle string) error 
 	return nil
 }
 
-// Typing shows (on) or clears the bot's typing notification in the room
-// (C5). Showing sends TypingTimeout; clearing sends typing=false, since
-// Dendrite does not push the expiry to /sync.
-func (p *Platform) Typing(ctx context.Context, channelID string, on bool) error {
+// Typing shows (thinking, tool) or clears (idle) the bot's typing
+// notification in the room (C5); Matrix typing has no status line, so the
+// tool name is not shown. Showing sends TypingTimeout; clearing sends
+// typing=false, since Dendrite does not push the expiry to /sync.
+func (p *Platform) Typing(ctx context.Context, channelID string, a imv2.ChatActivity) error {
 	r, err := p.room(channelID)
 	if err != nil {
 		return err
 	}
+	on := a.Status != imv2.ActivityIdle
 	var timeout time.Duration
 	if on {
 		timeout = p.typing

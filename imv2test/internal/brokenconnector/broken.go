@@ -22,6 +22,7 @@ import (
 	"sync"
 	"time"
 
+	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/google/uuid"
 	"github.com/gorilla/websocket"
 	"github.com/xagentkit/imv2"
@@ -38,14 +39,16 @@ const (
 	HealthMismatch        Flaw = "health-mismatch"         // K1.b: /health reports another card version (H4)
 	UploadsWithoutKey     Flaw = "uploads-without-key"     // K1.c: /files/uploads takes no API key (T1)
 	DescriptorExtra       Flaw = "descriptor-extra"        // K1.d: the Descriptor lists a profile the Card lacks (P2)
-	LenientHello          Flaw = "lenient-hello"           // K1.e: any hello is welcome (W4, P3)
+	LenientHello          Flaw = "lenient-hello"           // K1.e, K1.f: any hello is welcome (W4, P3)
+	ExactVersion          Flaw = "exact-version"           // K1.f: only a hello at exactly 3.0 is admitted, not today's xAgent at 4.3 (W4)
 	FinalTwice            Flaw = "final-twice"             // K2.a, K2.d, K9.b, K11.a: posts the stitched deltas and then the final (M11)
 	Placeholder           Flaw = "placeholder"             // K2.b, K5.a: posts a "…" placeholder before every final
 	StitchGaps            Flaw = "stitch-gaps"             // K2.c, K6.c: appends deltas across gaps and conflicts (D4)
 	NoDrafts              Flaw = "no-drafts"               // K2.d: a streaming target that shows no deltas (D8)
 	NoDedup               Flaw = "no-dedup"                // K3, K11.a: posts every resend again (M9, A6)
 	AckReplyToMessageID   Flaw = "ack-reply-to-message-id" // K4.a: the ack's reply_to is the message_id (A1, I4)
-	AcceptUnknownFields   Flaw = "accept-unknown-fields"   // K4.b, K7.a: chat.message members it does not know are ignored (I2, M8)
+	AcceptUnknownFields   Flaw = "accept-unknown-fields"   // K4.b, K7.a, K7.d: chat.message members are never checked, forbidden ones included (I2, M8)
+	RejectUnknownMembers  Flaw = "reject-unknown-members"  // K7.d: a chat.message member it does not know is a rejection (E5)
 	NoRequestID           Flaw = "no-request-id"           // K4.c: pong and chat acks drop request_id (W8, W9)
 	SilentInvalid         Flaw = "silent-invalid"          // K4.d: frames that are not packets get no error (E2)
 	BufferTempText        Flaw = "buffer-temp-text"        // K5.a: a target that cannot stream still gets the deltas (K5)
@@ -62,15 +65,16 @@ const (
 	ActivityUnsupported   Flaw = "activity-unsupported"    // K12.a, K12.b, K12.d: chat.activity is refused (C1, C5)
 	IgnoreBadActivity     Flaw = "ignore-bad-activity"     // K12.c: invalid activity is dropped silently (X3)
 	ActivityForever       Flaw = "activity-forever"        // K12.d: a shown status never times out (C7)
+	RejectRetryable       Flaw = "reject-retryable"        // every check whose final must be accepted: every valid final is rejected retryable, however often it is resent (A8, M12)
 )
 
 // Flaws lists every flaw.
 var Flaws = []Flaw{
-	ToolProfileUndeclared, HealthMismatch, UploadsWithoutKey, DescriptorExtra, LenientHello,
-	FinalTwice, Placeholder, StitchGaps, NoDrafts, NoDedup, AckReplyToMessageID, AcceptUnknownFields,
+	ToolProfileUndeclared, HealthMismatch, UploadsWithoutKey, DescriptorExtra, LenientHello, ExactVersion,
+	FinalTwice, Placeholder, StitchGaps, NoDrafts, NoDedup, AckReplyToMessageID, AcceptUnknownFields, RejectUnknownMembers,
 	NoRequestID, SilentInvalid, BufferTempText, UnboundedDeltas, LeakSessionID, UnsignedDownload,
 	AcceptUnknownFile, DropFiles, LenientDelta, AckBeforePost, AcceptSync, NewIDOnReconnect,
-	ResendHistory, ActivityUnsupported, IgnoreBadActivity, ActivityForever,
+	ResendHistory, ActivityUnsupported, IgnoreBadActivity, ActivityForever, RejectRetryable,
 }
 
 // CardID is the fixture's connector_card_id.
@@ -431,8 +435,11 @@ func (s *session) onHello(p *imv2.Packet) {
 		case h.ConnectorCardID != CardID:
 			s.fail(p, imv2.CodeConnectorCardIDMismatch, "another card")
 			return
-		case h.ProtocolVersion != imv2.ProtocolVersion:
+		case s.c.has(ExactVersion) && h.ProtocolVersion != imv2.ProtocolVersion:
 			s.fail(p, imv2.CodeInvalidPacket, "protocol_version 3.0 only")
+			return
+		case !versionAdmitted(h.ProtocolVersion):
+			s.fail(p, imv2.CodeInvalidPacket, "protocol_version 3.0 or newer")
 			return
 		case h.SupportedProfiles == nil:
 			s.fail(p, imv2.CodeInvalidPacket, "supported_profiles required")
@@ -454,6 +461,12 @@ func (s *session) onHello(p *imv2.Packet) {
 		s.supported = []string{imv2.ProfileIMv2} // enables the profile implicitly
 	}
 	s.reply(p, imv2.TypeConnectorHelloAck, imv2.ConnectorHelloAck{ConnectorCardID: CardID, ConnectorID: s.connID, ProtocolVersion: imv2.ProtocolVersion})
+}
+
+// versionAdmitted: xAgent's own version, 3.0 or newer (W4).
+func versionAdmitted(s string) bool {
+	v, err := imv2.ParseVersion(s)
+	return err == nil && v.Compare(imv2.Version30) >= 0
 }
 
 func (s *session) descriptor(id string) *imv2.Descriptor {
@@ -504,6 +517,13 @@ func (s *session) onOpen(p *imv2.Packet) {
 // ---- chat.message ---------------------------------------------------------
 
 func (s *session) decodeMessage(p *imv2.Packet) (*imv2.ChatMessage, error) {
+	if s.c.has(RejectUnknownMembers) {
+		// The pre-E5 closed reader: any member outside the struct fails.
+		var m imv2.ChatMessage
+		if err := jsonv2.Unmarshal(p.Payload, &m, jsonv2.RejectUnknownMembers(true)); err != nil {
+			return nil, imv2.Errorf(imv2.CodeInvalidPacket, "unknown member")
+		}
+	}
 	if !s.c.has(AcceptUnknownFields) {
 		return imv2.DecodeChatMessage(p, imv2.ToConnector)
 	}
@@ -549,6 +569,10 @@ func (s *session) onMessage(ch *channel, p *imv2.Packet) {
 			}
 			rc.Close()
 		}
+	}
+	if c.has(RejectRetryable) {
+		s.ack(p, m.MessageID, imv2.AckRejected, &imv2.Error{Code: imv2.CodeTargetDeliveryFailed, Message: "platform rate limit", Retryable: true})
+		return
 	}
 	st := ch.streams[m.MessageID]
 	delete(ch.streams, m.MessageID)

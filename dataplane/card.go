@@ -1,0 +1,93 @@
+package dataplane
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/xagentkit/imv2"
+)
+
+// maxCardBytes bounds the Card document Dial reads.
+const maxCardBytes = 1 << 20
+
+// FetchCard reads and validates the Connector Card at base +
+// "/connector-card.json" (H1, H2); base is the Connector's base URL,
+// http:// or https://, maybe with a path prefix. client nil uses
+// http.DefaultClient; ctx bounds the request.
+func FetchCard(ctx context.Context, client *http.Client, base string) (*imv2.Card, error) {
+	u, err := baseURL(base)
+	if err != nil {
+		return nil, err
+	}
+	if client == nil {
+		client = http.DefaultClient
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.JoinPath("connector-card.json").String(), nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("dataplane: fetch the Card: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("dataplane: fetch the Card from %s: HTTP %s", req.URL, resp.Status)
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxCardBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("dataplane: fetch the Card: %w", err)
+	}
+	if len(body) > maxCardBytes {
+		return nil, fmt.Errorf("dataplane: the Card at %s is over %d bytes", req.URL, maxCardBytes)
+	}
+	card, err := decodeCard(body)
+	if err != nil {
+		return nil, fmt.Errorf("dataplane: the Card at %s: %w", req.URL, err)
+	}
+	return card, nil
+}
+
+// decodeCard decodes a Card document and validates it (H2, P1, P2).
+func decodeCard(body []byte) (*imv2.Card, error) {
+	card := new(imv2.Card)
+	if err := (&imv2.Packet{Payload: body}).DecodePayload(card); err != nil {
+		return nil, err
+	}
+	if err := card.Validate(); err != nil {
+		return nil, err
+	}
+	return card, nil
+}
+
+// baseURL parses a Connector base URL: http or https, without the /ws
+// of the data plane (a caller still passing it is told so, not guessed).
+func baseURL(raw string) (*url.URL, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, imv2.Errorf(imv2.CodeInvalidPacket, "dataplane: bad Connector URL: %v", err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return nil, imv2.Errorf(imv2.CodeInvalidPacket, "dataplane: Connector URL scheme %q is not http or https (the base URL, not the ws:// data plane)", u.Scheme)
+	}
+	if u.Host == "" {
+		return nil, imv2.Errorf(imv2.CodeInvalidPacket, "dataplane: Connector URL %q has no host", raw)
+	}
+	u.Path = strings.TrimRight(u.Path, "/")
+	if strings.HasSuffix(u.Path, "/ws") {
+		return nil, imv2.Errorf(imv2.CodeInvalidPacket, "dataplane: Connector URL %q ends in /ws: give the base URL, Dial finds the Card and /ws under it", raw)
+	}
+	u.RawQuery, u.Fragment = "", ""
+	return u, nil
+}
+
+// dataPlaneURL is the ws:// or wss:// /ws endpoint under base.
+func dataPlaneURL(base *url.URL) string {
+	u := *base
+	u.Scheme = map[string]string{"http": "ws", "https": "wss"}[u.Scheme]
+	return u.JoinPath("ws").String()
+}

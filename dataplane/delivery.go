@@ -1,0 +1,217 @@
+package dataplane
+
+import (
+	"context"
+	"sync"
+
+	"github.com/xagentkit/imv2"
+)
+
+// Delivery is the handle of one final the Client sent (Client.Send,
+// Reply.Final): Wait reports its terminal outcome, the same one the
+// client-wide Options.OnDelivered and OnFailed callbacks are told.
+type Delivery struct {
+	messageID string
+	done      chan struct{}
+	// Set before done is closed.
+	channelID string
+	status    imv2.AckStatus
+	err       error
+}
+
+// MessageID returns the final's message_id.
+func (d *Delivery) MessageID() string { return d.messageID }
+
+// Done is closed when the outcome is known (or the Client closed).
+func (d *Delivery) Done() <-chan struct{} { return d.done }
+
+// Wait blocks until the final's terminal outcome and returns it:
+// imv2.AckAccepted or imv2.AckDuplicate with a nil error once the
+// Connector took it (S1); imv2.AckRejected with the *imv2.Error of a
+// rejection with retryable=false or of the pending TTL's expiry (S3).
+// Retryable rejections are not outcomes: the final is resent meanwhile
+// (A7). When the Client closes first it returns imv2.ErrClosed (the final
+// stays in the pending store), when ctx ends first ctx.Err().
+func (d *Delivery) Wait(ctx context.Context) (imv2.AckStatus, error) {
+	select {
+	case <-d.done:
+		return d.status, d.err
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+}
+
+// ChannelID returns the channel the outcome came from, once Done: the
+// channel the final was sent on, or the one it was handed over to when
+// the Connector replaced a forgotten channel (S2).
+func (d *Delivery) ChannelID() string {
+	select {
+	case <-d.done:
+		return d.channelID
+	default:
+		return ""
+	}
+}
+
+// deliveryKey names a final: message IDs are unique per channel.
+type deliveryKey struct{ channel, message string }
+
+// deliveries are the open Delivery handles of a Client. One lives from
+// its send until the outcome, so they are bounded by the pending store
+// (Options.Pending caps what may be pending) and all end at Close.
+type deliveries struct {
+	mu     sync.Mutex
+	open   map[deliveryKey]*Delivery
+	closed bool
+}
+
+// add returns the handle of a final about to be sent, and whether it is
+// new (a final resent while pending shares the first one's handle).
+func (ds *deliveries) add(channelID, messageID string) (*Delivery, bool) {
+	ds.mu.Lock()
+	defer ds.mu.Unlock()
+	k := deliveryKey{channelID, messageID}
+	if d := ds.open[k]; d != nil {
+		return d, false
+	}
+	d := &Delivery{messageID: messageID, done: make(chan struct{})}
+	if ds.closed {
+		d.err = imv2.ErrClosed
+		close(d.done)
+		return d, false
+	}
+	if ds.open == nil {
+		ds.open = map[deliveryKey]*Delivery{}
+	}
+	ds.open[k] = d
+	return d, true
+}
+
+// drop forgets a handle whose send failed before anything was pending.
+func (ds *deliveries) drop(channelID string, d *Delivery) {
+	ds.mu.Lock()
+	defer ds.mu.Unlock()
+	k := deliveryKey{channelID, d.messageID}
+	if ds.open[k] == d {
+		delete(ds.open, k)
+	}
+}
+
+// move re-keys the handle of a final handed over to another channel.
+func (ds *deliveries) move(from, to, messageID string) {
+	ds.mu.Lock()
+	defer ds.mu.Unlock()
+	d := ds.open[deliveryKey{from, messageID}]
+	if d == nil {
+		return
+	}
+	delete(ds.open, deliveryKey{from, messageID})
+	ds.open[deliveryKey{to, messageID}] = d
+}
+
+// resolve ends the handle of a final with its outcome, if one is open.
+func (ds *deliveries) resolve(channelID, messageID string, status imv2.AckStatus, err error) {
+	ds.mu.Lock()
+	k := deliveryKey{channelID, messageID}
+	d := ds.open[k]
+	delete(ds.open, k)
+	ds.mu.Unlock()
+	if d == nil {
+		return
+	}
+	d.channelID, d.status, d.err = channelID, status, err
+	close(d.done)
+}
+
+// closeAll ends every open handle with imv2.ErrClosed.
+func (ds *deliveries) closeAll() {
+	ds.mu.Lock()
+	open := ds.open
+	ds.open, ds.closed = nil, true
+	ds.mu.Unlock()
+	for k, d := range open {
+		d.channelID, d.err = k.channel, imv2.ErrClosed
+		close(d.done)
+	}
+}
+
+// hookDeliveries makes the Channels' outcome callbacks resolve the handles
+// first, then call the ones the caller configured.
+func (c *Client) hookDeliveries() {
+	delivered, failed := c.opts.OnDelivered, c.opts.OnFailed
+	c.opts.OnDelivered = func(channelID string, m imv2.ChatMessage, status imv2.AckStatus) {
+		c.deliveries.resolve(channelID, m.MessageID, status, nil)
+		if delivered != nil {
+			delivered(channelID, m, status)
+		}
+	}
+	c.opts.OnFailed = func(channelID string, m imv2.ChatMessage, err *imv2.Error) {
+		c.deliveries.resolve(channelID, m.MessageID, imv2.AckRejected, err)
+		if failed != nil {
+			failed(channelID, m, err)
+		}
+	}
+}
+
+// Send sends m as a final on the open channel channelID (an empty
+// MessageID is generated) and returns its Delivery. Like imv2.Channel.Send
+// it returns once the final is pending: resends after an ack timeout, a
+// reconnect or a retryable rejection happen by themselves (S2, A7). An
+// error means nothing new is pending (a full queue, a conflicting
+// message_id, an unknown channel).
+func (c *Client) Send(ctx context.Context, channelID string, m imv2.ChatMessage) (*Delivery, error) {
+	ch := c.Channel(channelID)
+	if ch == nil {
+		return nil, imv2.Errorf(imv2.CodeChannelNotOpen, "dataplane: channel %q is not open", channelID)
+	}
+	if m.MessageID == "" {
+		m.MessageID = imv2.NewMessageID()
+	}
+	return c.track(channelID, m.MessageID, func() error {
+		_, err := ch.Send(ctx, m)
+		return err
+	})
+}
+
+// track registers the handle before send, so an ack that beats send's
+// return is not missed, and forgets it when send fails.
+func (c *Client) track(channelID, messageID string, send func() error) (*Delivery, error) {
+	d, fresh := c.deliveries.add(channelID, messageID)
+	if err := send(); err != nil {
+		if fresh {
+			c.deliveries.drop(channelID, d)
+		}
+		return nil, err
+	}
+	return d, nil
+}
+
+// Reply is an assistant message of a Client's channel in the making:
+// deltas, then the final, whose Delivery reports the outcome.
+type Reply struct {
+	c         *Client
+	channelID string
+	r         *imv2.Reply
+}
+
+// NewReply starts an assistant message on the open channel channelID; an
+// empty messageID is generated.
+func (c *Client) NewReply(channelID, messageID string) (*Reply, error) {
+	ch := c.Channel(channelID)
+	if ch == nil {
+		return nil, imv2.Errorf(imv2.CodeChannelNotOpen, "dataplane: channel %q is not open", channelID)
+	}
+	return &Reply{c: c, channelID: channelID, r: ch.NewReply(messageID)}, nil
+}
+
+// MessageID returns the message_id every delta and the final carry.
+func (r *Reply) MessageID() string { return r.r.MessageID() }
+
+// Delta sends the next piece of text (imv2.Reply.Delta).
+func (r *Reply) Delta(ctx context.Context, text string) error { return r.r.Delta(ctx, text) }
+
+// Final sends the final message, m's MessageID set to the reply's
+// (imv2.Reply.Final), and returns its Delivery.
+func (r *Reply) Final(ctx context.Context, m imv2.ChatMessage) (*Delivery, error) {
+	return r.c.track(r.channelID, r.r.MessageID(), func() error { return r.r.Final(ctx, m) })
+}

@@ -1,0 +1,120 @@
+package pgstore_test
+
+import (
+	"context"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/boltstore"
+	"github.com/xagentkit/imv2/pgstore"
+)
+
+// The memory and bbolt stores are the baseline, measured in the same run
+// (as in boltstore/bench_test.go). The PostgreSQL figures are one
+// transaction per call over loopback TCP to the harness's server, with
+// fsync and synchronous_commit on (the server's defaults).
+
+func openBolt(b *testing.B) *boltstore.Store {
+	b.Helper()
+	s, err := boltstore.Open(filepath.Join(b.TempDir(), "bench.db"), boltstore.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+func openPG(b *testing.B) *pgstore.Store { return openStore(b, srv.NewDatabase(b), pgstore.Options{}) }
+
+// BenchmarkCompletedRecordLookup records one new message_id and looks it
+// up, as a receiver does per completed final.
+func BenchmarkCompletedRecordLookup(b *testing.B) {
+	stores := []struct {
+		name string
+		open func(b *testing.B) imv2.CompletedStore
+	}{
+		{"memory", func(*testing.B) imv2.CompletedStore { return imv2.NewMemoryCompletedStore(0, 0, nil) }},
+		{"bolt", func(b *testing.B) imv2.CompletedStore { return openBolt(b).Completed() }},
+		{"postgres", func(b *testing.B) imv2.CompletedStore { return openPG(b) }},
+	}
+	for _, st := range stores {
+		b.Run(st.name, func(b *testing.B) {
+			ctx := context.Background()
+			s := st.open(b)
+			fp := imv2.FingerprintOf(&imv2.ChatMessage{Text: "hello"})
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				id := "0190f5b2-7c1e-7b3a-9f4e-" + strconv.Itoa(i)
+				i++
+				if err := s.Record(ctx, "channel-1", id, fp); err != nil {
+					b.Fatal(err)
+				}
+				if _, ok, err := s.Lookup(ctx, "channel-1", id); err != nil || !ok {
+					b.Fatal(ok, err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkPendingAddRemove adds one message and removes it, as a sender
+// does per acknowledged message.
+func BenchmarkPendingAddRemove(b *testing.B) {
+	stores := []struct {
+		name string
+		open func(b *testing.B) imv2.PendingStore
+	}{
+		{"memory", func(*testing.B) imv2.PendingStore { return imv2.NewMemoryPendingStore(0) }},
+		{"bolt", func(b *testing.B) imv2.PendingStore { return openBolt(b).Pending() }},
+		{"postgres", func(b *testing.B) imv2.PendingStore { return openPG(b) }},
+	}
+	for _, st := range stores {
+		b.Run(st.name, func(b *testing.B) {
+			ctx := context.Background()
+			s := st.open(b)
+			e := imv2.PendingEntry{ChannelID: "channel-1", Created: time.Now(), Message: imv2.ChatMessage{
+				Text:  "Here is the report you asked for.",
+				Files: []imv2.File{{Type: imv2.FileFile, FileRef: "f_01J2ZK8Q", Filename: "report.pdf", ByteSize: 48213}},
+			}}
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				e.Message.MessageID = "0190f5b2-7c1e-7b3a-9f4e-" + strconv.Itoa(i)
+				i++
+				if err := s.Add(ctx, e); err != nil {
+					b.Fatal(err)
+				}
+				if err := s.Remove(ctx, e.ChannelID, e.Message.MessageID); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkClaimRecord claims one new message_id and records it, as a
+// receiver on a ClaimStore does per final: the claim before the Target
+// call, the record after. Only the PostgreSQL store implements ClaimStore
+// so far; its Record+Lookup above is the baseline.
+func BenchmarkClaimRecord(b *testing.B) {
+	ctx := context.Background()
+	s := openPG(b)
+	fp := imv2.FingerprintOf(&imv2.ChatMessage{Text: "hello"})
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		id := "0190f5b2-7c1e-7b3a-9f4e-" + strconv.Itoa(i)
+		i++
+		c, err := s.Claim(ctx, "channel-1", id, fp, "replica-1", time.Minute)
+		if err != nil || c.State != imv2.ClaimAcquired {
+			b.Fatal(c, err)
+		}
+		if err := s.Record(ctx, "channel-1", id, fp); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,25 @@
+package pgstore_test
+
+import (
+	"fmt"
+	"os"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/xagentkit/imv2/pgstore/internal/pgtest"
+)
+
+// srv is the PostgreSQL server of this test binary, started once.
+var srv *pgtest.Server
+
+func TestMain(m *testing.M) {
+	code := pgtest.Main(m, &srv)
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}

@@ -1,0 +1,122 @@
+package pgstore
+
+import (
+	"bytes"
+	"context"
+	"encoding/gob"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/xagentkit/imv2"
+)
+
+// Add implements imv2.PendingStore: the entry is committed before Add
+// returns (S1). A full channel fails with code pending_full and nothing is
+// dropped; a message_id already pending with other content fails with code
+// message_id_conflict and with the same content changes nothing. Adds to
+// one channel are serialised by an advisory lock, so the cap holds across
+// replicas.
+func (s *Store) Add(ctx context.Context, e imv2.PendingEntry) error {
+	if err := checkIDs(e.ChannelID, e.Message.MessageID); err != nil {
+		return err
+	}
+	fp := imv2.FingerprintOf(&e.Message)
+	var msg bytes.Buffer
+	if err := gob.NewEncoder(&msg).Encode(&e.Message); err != nil {
+		return fmt.Errorf("pgstore: encode message: %w", err)
+	}
+	ch, id := []byte(e.ChannelID), []byte(e.Message.MessageID)
+	return s.tx(ctx, func(tx pgx.Tx) error {
+		if err := lockChannel(ctx, tx, e.ChannelID); err != nil {
+			return err
+		}
+		var old []byte
+		err := tx.QueryRow(ctx, "SELECT fingerprint FROM imv2_pending WHERE channel_id = $1 AND message_id = $2", ch, id).Scan(&old)
+		switch {
+		case err == nil:
+			if !bytes.Equal(old, fp[:]) {
+				return imv2.Errorf(imv2.CodeMessageIDConflict, "message_id %q is pending with other content (M2)", e.Message.MessageID)
+			}
+			return nil
+		case !errors.Is(err, pgx.ErrNoRows):
+			return err
+		}
+		var n int
+		if err := tx.QueryRow(ctx, "SELECT count(*) FROM imv2_pending WHERE channel_id = $1", ch).Scan(&n); err != nil {
+			return err
+		}
+		if n >= s.pendingCap {
+			return imv2.Errorf(imv2.CodePendingFull, "channel %q has %d pending messages, the cap", e.ChannelID, n)
+		}
+		_, err = tx.Exec(ctx, `INSERT INTO imv2_pending (channel_id, message_id, fingerprint, created_s, created_ns, message)
+			VALUES ($1, $2, $3, $4, $5, $6)`, ch, id, fp[:], e.Created.Unix(), e.Created.Nanosecond(), msg.Bytes())
+		return err
+	})
+}
+
+// Remove implements imv2.PendingStore. Removing a message that is not
+// pending is no error.
+func (s *Store) Remove(ctx context.Context, channelID, messageID string) error {
+	if err := checkIDs(channelID, messageID); err != nil {
+		return err
+	}
+	_, err := s.pool.Exec(ctx, "DELETE FROM imv2_pending WHERE channel_id = $1 AND message_id = $2", []byte(channelID), []byte(messageID))
+	if err != nil {
+		return fmt.Errorf("pgstore: %w", err)
+	}
+	return nil
+}
+
+// List implements imv2.PendingStore: the channel's entries in Add order.
+func (s *Store) List(ctx context.Context, channelID string) ([]imv2.PendingEntry, error) {
+	if err := checkChannel(channelID); err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, "SELECT created_s, created_ns, message FROM imv2_pending WHERE channel_id = $1 ORDER BY seq", []byte(channelID))
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: %w", err)
+	}
+	var out []imv2.PendingEntry
+	var sec int64
+	var nsec int32
+	var msg []byte
+	_, err = pgx.ForEachRow(rows, []any{&sec, &nsec, &msg}, func() error {
+		e := imv2.PendingEntry{ChannelID: channelID, Created: time.Unix(sec, int64(nsec))}
+		if err := gob.NewDecoder(bytes.NewReader(msg)).Decode(&e.Message); err != nil {
+			return fmt.Errorf("decode pending entry of channel %q: %w", channelID, err)
+		}
+		out = append(out, e)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: %w", err)
+	}
+	return out, nil
+}
+
+// DropPending forgets every pending entry of a permanently deleted channel
+// (S7) without reporting them as failed. The channel's completed records
+// are DropChannel's business (S9).
+func (s *Store) DropPending(ctx context.Context, channelID string) error {
+	if err := checkChannel(channelID); err != nil {
+		return err
+	}
+	if _, err := s.pool.Exec(ctx, "DELETE FROM imv2_pending WHERE channel_id = $1", []byte(channelID)); err != nil {
+		return fmt.Errorf("pgstore: %w", err)
+	}
+	return nil
+}
+
+// lockChannel takes the transaction-scoped advisory lock of one channel's
+// pending queue.
+func lockChannel(ctx context.Context, tx pgx.Tx, channelID string) error {
+	h := fnv.New64a()
+	h.Write([]byte("imv2 pending\x00"))
+	h.Write([]byte(channelID))
+	_, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", int64(h.Sum64()))
+	return err
+}

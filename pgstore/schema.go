@@ -1,0 +1,110 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// migrations are the schema's versions, in order: migrations[i] brings a
+// database from version i to version i+1. A released migration is never
+// edited; a change is a new entry at the end.
+//
+// IDs are bytea, so any bytes a message_id holds survive exactly (text
+// refuses 0x00). Times are Unix nanoseconds of the Store's clock, never
+// the server's now(), so every replica and the tests agree on one time.
+var migrations = [...]string{
+	// 1: pending entries, completed records with their eviction order,
+	// claims, the completed count, and the channel registry.
+	`
+CREATE TABLE imv2_pending (
+	channel_id  bytea  NOT NULL,
+	message_id  bytea  NOT NULL,
+	seq         bigint GENERATED ALWAYS AS IDENTITY,
+	fingerprint bytea  NOT NULL,
+	created_s   bigint NOT NULL,
+	created_ns  int    NOT NULL,
+	message     bytea  NOT NULL,
+	PRIMARY KEY (channel_id, message_id)
+);
+CREATE INDEX imv2_pending_order ON imv2_pending (channel_id, seq);
+
+CREATE SEQUENCE imv2_completed_seq;
+CREATE TABLE imv2_completed (
+	channel_id  bytea  NOT NULL,
+	message_id  bytea  NOT NULL,
+	fingerprint bytea  NOT NULL,
+	recorded_ns bigint NOT NULL,
+	seq         bigint NOT NULL,
+	PRIMARY KEY (channel_id, message_id)
+);
+CREATE INDEX imv2_completed_order ON imv2_completed (seq);
+
+CREATE TABLE imv2_completed_count (
+	id int PRIMARY KEY CHECK (id = 1),
+	n  bigint NOT NULL
+);
+INSERT INTO imv2_completed_count VALUES (1, 0);
+
+CREATE TABLE imv2_claims (
+	channel_id  bytea  NOT NULL,
+	message_id  bytea  NOT NULL,
+	owner       text   NOT NULL,
+	until_ns    bigint NOT NULL,
+	fingerprint bytea  NOT NULL,
+	PRIMARY KEY (channel_id, message_id)
+);
+CREATE INDEX imv2_claims_until ON imv2_claims (until_ns);
+
+CREATE TABLE imv2_channels (
+	channel_id bytea PRIMARY KEY
+);
+`,
+}
+
+// SchemaVersion is the schema version this build writes and reads.
+const SchemaVersion = len(migrations)
+
+// schemaLock is the advisory lock key that serialises migrations, so two
+// replicas starting at once migrate once.
+const schemaLock = 0x696d76325f736368 // "imv2_sch"
+
+// migrate brings the database to SchemaVersion in one transaction under
+// an advisory lock: a replica that starts while another migrates waits,
+// then finds the work done. A database newer than this build is refused,
+// since this build cannot know what the newer schema means.
+func migrate(ctx context.Context, pool *pgxpool.Pool) error {
+	err := pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", int64(schemaLock)); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS imv2_schema_version (
+			version    int PRIMARY KEY,
+			applied_at timestamptz NOT NULL DEFAULT now()
+		)`); err != nil {
+			return err
+		}
+		var have int
+		if err := tx.QueryRow(ctx, "SELECT coalesce(max(version), 0) FROM imv2_schema_version").Scan(&have); err != nil {
+			return err
+		}
+		if have > len(migrations) {
+			return fmt.Errorf("database schema version %d is newer than this build's %d", have, len(migrations))
+		}
+		for v := have; v < len(migrations); v++ {
+			if _, err := tx.Exec(ctx, migrations[v]); err != nil {
+				return fmt.Errorf("migration to version %d: %w", v+1, err)
+			}
+			if _, err := tx.Exec(ctx, "INSERT INTO imv2_schema_version (version) VALUES ($1)", v+1); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("pgstore: schema: %w", err)
+	}
+	return nil
+}
