@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/clock"
 	"github.com/xagentkit/imv2/dataplane"
 	"github.com/xagentkit/imv2/display"
 )
@@ -79,8 +80,8 @@ type Options struct {
 	// released.
 	OfflineGrace time.Duration
 	// Clock drives every timer (display, pacing, channels, files);
-	// default imv2.SystemClock{}.
-	Clock imv2.Clock
+	// default clock.System{}.
+	Clock clock.Clock
 	// Logger receives diagnostics; default discards.
 	Logger *slog.Logger
 }
@@ -94,7 +95,7 @@ type Connector struct {
 	card     *imv2.Card
 	platform Platform
 	store    Store
-	clock    imv2.Clock
+	clock    clock.Clock
 	log      *slog.Logger
 	metrics  http.Handler
 	defConv  func(string) string // nil for a Card with auth flows
@@ -122,7 +123,7 @@ func New(card *imv2.Card, platform Platform, opts *Options) (*Connector, error) 
 		o = *opts
 	}
 	if o.Clock == nil {
-		o.Clock = imv2.SystemClock{}
+		o.Clock = clock.System{}
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/clock"
 )
 
 // Defaults of Pace.
@@ -82,7 +83,7 @@ func RetryAfterOf(err error) (time.Duration, bool) {
 // pacer applies a Pace on a clock.
 type pacer struct {
 	p     Pace
-	clock imv2.Clock
+	clock clock.Clock
 	all   *rate.Limiter
 	convs *lru.Cache[string, *convPace]
 }
@@ -94,7 +95,7 @@ type convPace struct {
 	until time.Time
 }
 
-func newPacer(p Pace, clock imv2.Clock) (*pacer, error) {
+func newPacer(p Pace, clk clock.Clock) (*pacer, error) {
 	if p.PerConversation < 0 || p.PerPlatform < 0 || p.MaxAttempts < 0 || p.Backoff < 0 || p.MaxBackoff < 0 || p.MaxConversations < 0 {
 		return nil, errors.New("connector: negative Pace value")
 	}
@@ -122,7 +123,7 @@ func newPacer(p Pace, clock imv2.Clock) (*pacer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &pacer{p: p, clock: clock, all: rate.NewLimiter(p.PerPlatform, p.PlatformBurst), convs: convs}, nil
+	return &pacer{p: p, clock: clk, all: rate.NewLimiter(p.PerPlatform, p.PlatformBurst), convs: convs}, nil
 }
 
 // errBudget says a call was not made: its wait would overrun the budget.
@@ -219,12 +220,12 @@ func fits(ctx context.Context, d time.Duration) bool {
 }
 
 // sleep waits d on clock, or until ctx ends.
-func sleep(ctx context.Context, clock imv2.Clock, d time.Duration) error {
+func sleep(ctx context.Context, clk clock.Clock, d time.Duration) error {
 	if d <= 0 {
 		return ctx.Err()
 	}
 	done := make(chan struct{})
-	t := clock.AfterFunc(d, func() { close(done) })
+	t := clk.AfterFunc(d, func() { close(done) })
 	select {
 	case <-done:
 		return nil

@@ -10,6 +10,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/clock"
 	"github.com/xagentkit/imv2/fakeclock"
 )
 
@@ -48,12 +49,12 @@ func waitTimer(t *testing.T, clock *fakeclock.Clock) {
 }
 
 func newTestPacer(t *testing.T, p Pace) (*pacer, *fakeclock.Clock) {
-	clock := fakeclock.New(time.Unix(1_790_000_000, 0))
-	pc, err := newPacer(p, clock)
+	clk := fakeclock.New(time.Unix(1_790_000_000, 0))
+	pc, err := newPacer(p, clk)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return pc, clock
+	return pc, clk
 }
 
 func TestPace_A8_RetryAfterIsHonoured(t *testing.T) {
@@ -181,7 +182,7 @@ func TestPace_RateLimitsPerConversationAndPlatform(t *testing.T) {
 }
 
 func TestPace_NegativeRefused(t *testing.T) {
-	if _, err := newPacer(Pace{MaxAttempts: -1}, imv2.SystemClock{}); err == nil {
+	if _, err := newPacer(Pace{MaxAttempts: -1}, clock.System{}); err == nil {
 		t.Fatal("a negative Pace was accepted")
 	}
 }
