@@ -3,8 +3,6 @@ package connector_test
 import (
 	"context"
 	"fmt"
-	"time"
-
 	"github.com/xagentkit/imv2"
 	kit "github.com/xagentkit/imv2/connector"
 	"github.com/xagentkit/imv2/protocol"
@@ -22,7 +20,7 @@ func (chat) Typing(_ context.Context, _ kit.Conversation, a imv2.ChatActivity) e
 }
 func (c chat) Post(_ context.Context, to kit.Conversation, m *kit.Message) error {
 	if c.posts <- m.Text; len(c.posts) == 1 {
-		return kit.RetryAfter(fmt.Errorf("429 Too Many Requests"), 100*time.Millisecond)
+		return kit.RetryAfter(fmt.Errorf("429 Too Many Requests"), 1e8) // Retry-After: 100 ms
 	}
 	c.shown <- fmt.Sprintf("%s: %s (draft %s, try %d)", to.Key, m.Text, m.Draft, len(c.posts))
 	return nil
