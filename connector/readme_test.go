@@ -30,7 +30,7 @@ func TestReadme_MismatchIsReported(t *testing.T) {
 	if readmeMatches("```go\npackage connector_test\n\nfunc Example() { /* edited */ }\n```\n", example) == "" {
 		t.Error("a drifted README passed")
 	}
-	long := "package connector_test\n" + strings.Repeat("\n", 40)
+	long := "package connector_test\n" + strings.Repeat("//\n", 40)
 	if readmeMatches("```go\n"+long+"```\n", long) == "" {
 		t.Error("a 41-line example passed")
 	}
