@@ -71,6 +71,27 @@ CREATE TABLE imv2_connectors (
 );
 CREATE INDEX imv2_connectors_seen ON imv2_connectors (seen_ns);
 `,
+	// 3: the Connector kit's conversation bindings (binding.go), one per
+	// channel, and the per-key reference counts the kit releases a
+	// conversation on.
+	`
+CREATE TABLE imv2_bindings (
+	channel_id   bytea  PRIMARY KEY,
+	key          bytea  NOT NULL,
+	provider     bytea  NOT NULL,
+	label        bytea  NOT NULL,
+	display_name bytea  NOT NULL,
+	account_hint bytea  NOT NULL,
+	state        text   NOT NULL,
+	created_ms   bigint NOT NULL
+);
+CREATE INDEX imv2_bindings_key ON imv2_bindings (key, channel_id);
+
+CREATE TABLE imv2_binding_keys (
+	key bytea  PRIMARY KEY,
+	n   bigint NOT NULL CHECK (n > 0)
+);
+`,
 }
 
 // SchemaVersion is the schema version this build writes and reads.

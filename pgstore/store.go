@@ -16,6 +16,7 @@ import (
 
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/clock"
+	"github.com/xagentkit/imv2/connector"
 )
 
 // Options configure a Store. The zero value is ready to use.
@@ -40,6 +41,11 @@ type Options struct {
 	// Register beyond it fails with code connector_channel_unavailable.
 	// Default DefaultRegistryCap (100,000).
 	RegistryCap int
+	// BindingCap bounds the kit's conversation bindings (all replicas);
+	// Bind of a new channel beyond it fails with code
+	// connector_channel_unavailable. Default connector.DefaultMaxBindings
+	// (100,000).
+	BindingCap int
 	// Logger receives what the Store cannot report to a caller (a Relay
 	// whose listening connection broke). Default: nothing.
 	Logger *slog.Logger
@@ -56,7 +62,8 @@ const inlineSweep = 16
 // Store keeps pending messages, completed records, claims and registered
 // channel IDs in one PostgreSQL database, shared by every replica that
 // opens it. It implements imv2.PendingStore, imv2.CompletedStore,
-// imv2.ClaimStore and dataplane.ChannelRegistry. It is safe for concurrent
+// imv2.ClaimStore, dataplane.ChannelRegistry and connector.BindingStore:
+// it is a connector.Store. It is safe for concurrent
 // use, by goroutines and by processes.
 type Store struct {
 	pool         *pgxpool.Pool
@@ -65,6 +72,7 @@ type Store struct {
 	completedCap int64
 	ttl          time.Duration
 	registryCap  int
+	bindingCap   int
 	// id names this Store in its pending notifications, so a Relay skips
 	// the ones its own Adds caused.
 	id  string
@@ -90,6 +98,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		completedCap: int64(opts.CompletedCap),
 		ttl:          opts.CompletedTTL,
 		registryCap:  opts.RegistryCap,
+		bindingCap:   opts.BindingCap,
 		id:           uuid.NewString(),
 		log:          opts.Logger,
 	}
@@ -107,6 +116,9 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	}
 	if s.registryCap <= 0 {
 		s.registryCap = DefaultRegistryCap
+	}
+	if s.bindingCap <= 0 {
+		s.bindingCap = connector.DefaultMaxBindings
 	}
 	if err := migrate(ctx, pool); err != nil {
 		pool.Close()

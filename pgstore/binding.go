@@ -1,0 +1,221 @@
+package pgstore
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/connector"
+	"github.com/xagentkit/imv2/protocol"
+)
+
+// A Store is everything a kit Connector keeps (connector.Options.Store).
+var (
+	_ connector.BindingStore = (*Store)(nil)
+	_ connector.Store        = (*Store)(nil)
+)
+
+// bindingLock serialises the cap check of Binds that add a channel, across
+// replicas; a rebind of a bound channel does not take it.
+const bindingLock = 0x696d76325f62696e // "imv2_bin"
+
+// Bind implements connector.BindingStore: it creates or replaces the
+// binding of b.ChannelID and keeps the reference count of the keys it
+// leaves and joins, in one transaction committed when Bind returns. The
+// channel's row is locked first (FOR UPDATE), so two replicas rebinding
+// one channel at once count its old key down once. A new channel beyond
+// Options.BindingCap bindings fails with code
+// connector_channel_unavailable.
+func (s *Store) Bind(ctx context.Context, b connector.Binding) error {
+	if err := connector.CheckBinding(b); err != nil {
+		return err
+	}
+	ch, key := []byte(b.ChannelID), []byte(b.Key)
+	return s.tx(ctx, func(tx pgx.Tx) error {
+		old, had, err := lockBinding(ctx, tx, ch)
+		if err != nil {
+			return err
+		}
+		if !had {
+			// A channel without a row has nothing to lock: the advisory
+			// lock orders new channels, and the second look sees a row a
+			// concurrent Bind committed meanwhile.
+			if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", int64(bindingLock)); err != nil {
+				return err
+			}
+			if old, had, err = lockBinding(ctx, tx, ch); err != nil {
+				return err
+			}
+		}
+		if !had {
+			var n int
+			if err := tx.QueryRow(ctx, "SELECT count(*) FROM imv2_bindings").Scan(&n); err != nil {
+				return err
+			}
+			if n >= s.bindingCap {
+				return imv2.Errorf(imv2.CodeChannelUnavailable, "pgstore: %d bindings, the cap", s.bindingCap)
+			}
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO imv2_bindings
+			(channel_id, key, provider, label, display_name, account_hint, state, created_ms)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+			ON CONFLICT (channel_id) DO UPDATE SET key = $2, provider = $3, label = $4,
+				display_name = $5, account_hint = $6, state = $7, created_ms = $8`,
+			ch, key, []byte(b.Target.Provider), []byte(b.Target.Label), []byte(b.Target.DisplayName),
+			[]byte(b.Target.AccountHint), string(b.State), b.Created.UnixMilli()); err != nil {
+			return err
+		}
+		switch {
+		case !had:
+			return countKey(ctx, tx, key, +1)
+		case bytes.Equal(old, key):
+			return nil
+		}
+		// Two key rows, locked in byte order so that two rebinds in
+		// opposite directions cannot deadlock.
+		if bytes.Compare(old, key) < 0 {
+			if err := countKey(ctx, tx, old, -1); err != nil {
+				return err
+			}
+			return countKey(ctx, tx, key, +1)
+		}
+		if err := countKey(ctx, tx, key, +1); err != nil {
+			return err
+		}
+		return countKey(ctx, tx, old, -1)
+	})
+}
+
+// lockBinding returns the key a channel is bound to, locking its row for
+// the rest of the transaction.
+func lockBinding(ctx context.Context, tx pgx.Tx, ch []byte) (key []byte, found bool, err error) {
+	err = tx.QueryRow(ctx, "SELECT key FROM imv2_bindings WHERE channel_id = $1 FOR UPDATE", ch).Scan(&key)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, false, nil
+	}
+	return key, err == nil, err
+}
+
+// countKey adds delta (±1) to the reference count of key; a count that
+// reaches zero is deleted, so the table holds only keys in use.
+func countKey(ctx context.Context, tx pgx.Tx, key []byte, delta int) error {
+	if delta > 0 {
+		_, err := tx.Exec(ctx, `INSERT INTO imv2_binding_keys (key, n) VALUES ($1, 1)
+			ON CONFLICT (key) DO UPDATE SET n = imv2_binding_keys.n + 1`, key)
+		return err
+	}
+	// The row is locked before it is read: a conditional UPDATE would
+	// skip a row whose count a concurrent Bind raised but not committed.
+	var n int64
+	err := tx.QueryRow(ctx, "SELECT n FROM imv2_binding_keys WHERE key = $1 FOR UPDATE", key).Scan(&n)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("reference count of conversation key %q is missing", key)
+	}
+	if err != nil {
+		return err
+	}
+	if n > 1 {
+		_, err = tx.Exec(ctx, "UPDATE imv2_binding_keys SET n = n - 1 WHERE key = $1", key)
+	} else {
+		_, err = tx.Exec(ctx, "DELETE FROM imv2_binding_keys WHERE key = $1", key)
+	}
+	return err
+}
+
+// Binding implements connector.BindingStore.
+func (s *Store) Binding(ctx context.Context, channelID string) (connector.Binding, bool, error) {
+	var r bindingRow
+	err := s.pool.QueryRow(ctx, `SELECT key, provider, label, display_name, account_hint, state, created_ms
+		FROM imv2_bindings WHERE channel_id = $1`, []byte(channelID)).Scan(r.fields()...)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return connector.Binding{}, false, nil
+	}
+	if err != nil {
+		return connector.Binding{}, false, fmt.Errorf("pgstore: %w", err)
+	}
+	b, err := r.binding(channelID)
+	return b, err == nil, err
+}
+
+// Unbind implements connector.BindingStore: the row goes and its key's
+// reference count drops in one transaction; of two replicas unbinding one
+// channel at once, exactly one finds the binding.
+func (s *Store) Unbind(ctx context.Context, channelID string) (connector.Binding, bool, error) {
+	var (
+		b     connector.Binding
+		found bool
+	)
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		var r bindingRow
+		err := tx.QueryRow(ctx, `DELETE FROM imv2_bindings WHERE channel_id = $1
+			RETURNING key, provider, label, display_name, account_hint, state, created_ms`,
+			[]byte(channelID)).Scan(r.fields()...)
+		if errors.Is(err, pgx.ErrNoRows) {
+			found = false
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if err := countKey(ctx, tx, r.key, -1); err != nil {
+			return err
+		}
+		// A corrupt row is removed all the same: Unbind is how it goes.
+		b, _ = r.binding(channelID)
+		b.Key, found = string(r.key), true
+		return nil
+	})
+	if err != nil {
+		return connector.Binding{}, false, err
+	}
+	return b, found, nil
+}
+
+// Channels implements connector.BindingStore: the channels bound to key,
+// in byte order (Go's string order).
+func (s *Store) Channels(ctx context.Context, key string) ([]string, error) {
+	rows, err := s.pool.Query(ctx, "SELECT channel_id FROM imv2_bindings WHERE key = $1 ORDER BY channel_id", []byte(key))
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (string, error) {
+		var id []byte
+		err := r.Scan(&id)
+		return string(id), err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: %w", err)
+	}
+	return ids, nil
+}
+
+// bindingRow is a row of imv2_bindings as scanned.
+type bindingRow struct {
+	key, provider, label, displayName, accountHint []byte
+	state                                          string
+	createdMS                                      int64
+}
+
+func (r *bindingRow) fields() []any {
+	return []any{&r.key, &r.provider, &r.label, &r.displayName, &r.accountHint, &r.state, &r.createdMS}
+}
+
+// binding is the row as a connector.Binding, checked as Bind checked it:
+// a row no build of this package wrote is an error, never a binding.
+func (r *bindingRow) binding(channelID string) (connector.Binding, error) {
+	b := connector.Binding{
+		ChannelID: channelID, Key: string(r.key), State: connector.BindingState(r.state), Created: time.UnixMilli(r.createdMS),
+		Target: protocol.DescriptorTarget{
+			Provider: string(r.provider), Label: string(r.label), DisplayName: string(r.displayName), AccountHint: string(r.accountHint),
+		},
+	}
+	if err := connector.CheckBinding(b); err != nil {
+		return connector.Binding{}, fmt.Errorf("pgstore: stored binding of %q: %w", channelID, err)
+	}
+	return b, nil
+}

@@ -1,0 +1,187 @@
+package pgstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/connector"
+	"github.com/xagentkit/imv2/pgstore"
+	"github.com/xagentkit/imv2/storetest"
+)
+
+var _ connector.Store = (*pgstore.Store)(nil)
+
+// TestBinding_S8_W5_W6_Contract: pgstore passes the BindingStore
+// contract, and a reopened store (a restarted replica) keeps every
+// binding.
+func TestBinding_S8_W5_W6_Contract(t *testing.T) {
+	o := newOpener()
+	storetest.TestBindingStore(t, func(t *testing.T) connector.BindingStore {
+		return o.open(t, srv.NewDatabase(t), pgstore.Options{})
+	}, func(t *testing.T, s connector.BindingStore) connector.BindingStore {
+		return o.reopen(t, s.(*pgstore.Store))
+	})
+}
+
+// TestBinding_W6_ReplicasKeepReferenceCountsExact: goroutines on two
+// replicas bind, rebind and unbind the same few channels between two keys
+// at once; afterwards every key's reference count is the number of its
+// bindings, and Channels lists exactly those. Without the channel row's
+// lock in Bind, two rebinds of one channel both count its old key down.
+func TestBinding_W6_ReplicasKeepReferenceCountsExact(t *testing.T) {
+	ctx := context.Background()
+	url := srv.NewDatabase(t)
+	stores := []*pgstore.Store{openStore(t, url, pgstore.Options{}), openStore(t, url, pgstore.Options{})}
+	channels, keys := []string{"ch_0", "ch_1", "ch_2", "ch_3"}, []string{"room-a", "room-b"}
+	gate := make(chan struct{})
+	var wg sync.WaitGroup
+	for g := range 16 {
+		s := stores[g%2]
+		rnd := rand.New(rand.NewPCG(uint64(g), 17))
+		wg.Go(func() {
+			<-gate
+			for range 40 {
+				ch := channels[rnd.IntN(len(channels))]
+				var err error
+				if rnd.IntN(4) == 0 {
+					_, _, err = s.Unbind(ctx, ch)
+				} else {
+					b := connector.Binding{ChannelID: ch, Key: keys[rnd.IntN(len(keys))], State: connector.BindingConnected, Created: time.UnixMilli(1)}
+					err = s.Bind(ctx, b)
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	close(gate)
+	wg.Wait()
+	counts, bound := bindingTables(t, url)
+	for _, key := range keys {
+		ids, err := stores[0].Channels(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if counts[key] != bound[key] || len(ids) != bound[key] {
+			t.Errorf("key %s: reference count %d, %d bindings, Channels %q; want all equal", key, counts[key], bound[key], ids)
+		}
+	}
+	if len(counts) > len(keys) {
+		t.Errorf("reference counts %v; want only keys in use", counts)
+	}
+}
+
+// bindingTables reads the reference counts and the bindings per key
+// straight from the database.
+func bindingTables(t *testing.T, url string) (counts, bound map[string]int) {
+	t.Helper()
+	ctx := context.Background()
+	c, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	read := func(q string) map[string]int {
+		rows, err := c.Query(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := map[string]int{}
+		for rows.Next() {
+			var k []byte
+			var n int
+			if err := rows.Scan(&k, &n); err != nil {
+				t.Fatal(err)
+			}
+			m[string(k)] = n
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	return read("SELECT key, n FROM imv2_binding_keys"), read("SELECT key, count(*) FROM imv2_bindings GROUP BY key")
+}
+
+// TestBinding_W6_UnbindFoundOnceAcrossReplicas: of many Unbinds of one
+// channel on two replicas at once, exactly one returns the binding, so
+// the kit releases its conversation once.
+func TestBinding_W6_UnbindFoundOnceAcrossReplicas(t *testing.T) {
+	ctx := context.Background()
+	url := srv.NewDatabase(t)
+	stores := []*pgstore.Store{openStore(t, url, pgstore.Options{}), openStore(t, url, pgstore.Options{})}
+	for round := range 5 {
+		ch := fmt.Sprintf("ch_%d", round)
+		if err := stores[0].Bind(ctx, connector.Binding{ChannelID: ch, Key: "room", State: connector.BindingConnected}); err != nil {
+			t.Fatal(err)
+		}
+		var (
+			mu    sync.Mutex
+			found int
+			wg    sync.WaitGroup
+		)
+		gate := make(chan struct{})
+		for g := range 8 {
+			wg.Go(func() {
+				<-gate
+				b, ok, err := stores[g%2].Unbind(ctx, ch)
+				if err != nil {
+					t.Error(err)
+				}
+				if ok {
+					if b.Key != "room" {
+						t.Errorf("Unbind returned %+v", b)
+					}
+					mu.Lock()
+					found++
+					mu.Unlock()
+				}
+			})
+		}
+		close(gate)
+		wg.Wait()
+		if found != 1 {
+			t.Fatalf("round %d: %d Unbinds found the binding; want 1", round, found)
+		}
+	}
+	if counts, _ := bindingTables(t, url); len(counts) != 0 {
+		t.Fatalf("reference counts after every channel unbound: %v; want none", counts)
+	}
+}
+
+// TestBinding_CapAcrossReplicas: BindingCap counts every replica's
+// bindings; a rebind of a bound channel is not a new one.
+func TestBinding_CapAcrossReplicas(t *testing.T) {
+	ctx := context.Background()
+	url := srv.NewDatabase(t)
+	a := openStore(t, url, pgstore.Options{BindingCap: 2})
+	b := openStore(t, url, pgstore.Options{BindingCap: 2})
+	bind := func(s *pgstore.Store, ch, key string) error {
+		return s.Bind(ctx, connector.Binding{ChannelID: ch, Key: key, State: connector.BindingConnected})
+	}
+	for _, err := range []error{bind(a, "one", "k"), bind(b, "two", "k"), bind(a, "two", "k2")} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	var e *imv2.Error
+	if err := bind(b, "three", "k"); !errors.As(err, &e) || e.Code != imv2.CodeChannelUnavailable {
+		t.Fatalf("Bind beyond the cap: %v; want code %s", err, imv2.CodeChannelUnavailable)
+	}
+	if _, _, err := a.Unbind(ctx, "one"); err != nil {
+		t.Fatal(err)
+	}
+	if err := bind(b, "three", "k"); err != nil {
+		t.Fatalf("Bind after Unbind made room: %v", err)
+	}
+}
