@@ -185,3 +185,35 @@ func TestBinding_CapAcrossReplicas(t *testing.T) {
 		t.Fatalf("Bind after Unbind made room: %v", err)
 	}
 }
+
+// TestBinding_SchemaUpgradeFromVersion2KeepsData: a database a build of
+// schema version 2 wrote (no binding tables) is migrated to version 3 when
+// opened: its registered channels stay, and bindings work.
+func TestBinding_SchemaUpgradeFromVersion2KeepsData(t *testing.T) {
+	ctx := context.Background()
+	url := srv.NewDatabase(t)
+	s := openStore(t, url, pgstore.Options{})
+	if err := s.Register(ctx, "ch_old"); err != nil {
+		t.Fatal(err)
+	}
+	_ = s.Close()
+	c, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	if _, err := c.Exec(ctx, "DROP TABLE imv2_bindings, imv2_binding_keys; DELETE FROM imv2_schema_version WHERE version = 3"); err != nil {
+		t.Fatal(err)
+	}
+	s = openStore(t, url, pgstore.Options{})
+	if known, err := s.Known(ctx, "ch_old"); err != nil || !known {
+		t.Fatalf("channel registered at version 2: known %v, %v", known, err)
+	}
+	if err := s.Bind(ctx, connector.Binding{ChannelID: "ch_old", Key: "room", State: connector.BindingConnected}); err != nil {
+		t.Fatalf("Bind after the upgrade: %v", err)
+	}
+	var v int
+	if err := c.QueryRow(ctx, "SELECT max(version) FROM imv2_schema_version").Scan(&v); err != nil || v != 3 {
+		t.Fatalf("schema version %d, %v; want 3", v, err)
+	}
+}

@@ -1,6 +1,6 @@
 // Package pgstore keeps the sender's pending messages, the receiver's
-// completed records and claims, and the Connector's channel registry in one
-// PostgreSQL database that several replicas share, so a final resent to
+// completed records and claims, the Connector's channel registry and the
+// kit's conversation bindings in one PostgreSQL database that several replicas share, so a final resent to
 // another replica finds the record, and one replica at a time runs a
 // message's side effect (S8, A6 across processes).
 //
@@ -10,8 +10,13 @@
 //	opts := &imv2.Options{Pending: st.Pending(), Completed: st.Completed()}
 //
 // *Store implements imv2.PendingStore, imv2.CompletedStore,
-// imv2.ClaimStore, dataplane.ChannelRegistry and
-// dataplane.ConnectorRegistry. It lives in its own module so that the
+// imv2.ClaimStore, dataplane.ChannelRegistry,
+// dataplane.ConnectorRegistry and connector.BindingStore, so it is a
+// connector.Store for a kit Connector:
+//
+//	k, err := connector.New(card, platform, &connector.Options{Store: st})
+//
+// It lives in its own module so that the
 // SDK's module needs no database driver.
 //
 // # Replicas
@@ -37,6 +42,14 @@
 //     whose last replica died is expired by none: its row goes after
 //     CompletedTTL, its channel IDs stay registered (RegistryCap bounds
 //     them).
+//
+//   - The kit's conversation bindings are shared (Bind, Unbind,
+//     Channels): an inbound event received by any replica finds every
+//     channel bound to its conversation, and a sign-in on one replica is
+//     seen by all. Each key's reference count (imv2_binding_keys) changes
+//     in the transaction that changes the binding, with the channel's row
+//     locked first, so concurrent Binds and Unbinds on several replicas
+//     keep it exact and one Unbind of many finds the binding.
 //
 //     st, _ := pgstore.Open(ctx, url, pgstore.Options{})
 //     relay := pgstore.NewRelay(st)
@@ -70,7 +83,10 @@
 // to one channel are serialised by an advisory lock on the channel, so the
 // per-channel cap holds across replicas. Records lock one row holding the
 // completed count, so the global cap is exact; that makes Records of all
-// replicas commit one at a time (bench_test.go measures it).
+// replicas commit one at a time (bench_test.go measures it). Bind and
+// Unbind lock the channel's binding row, then the reference-count rows of
+// its keys in byte order; a Bind of a new channel takes an advisory lock
+// so the binding cap holds across replicas.
 //
 // # Bounds and defaults
 //
@@ -85,6 +101,10 @@
 //	connector_ids    Options.RegistryCap, all replicas;       DefaultRegistryCap (100,000)
 //	                 least recently seen evicted; none kept
 //	                 past CompletedTTL since last seen
+//	bindings         Options.BindingCap, all replicas; no     connector.DefaultMaxBindings (100,000)
+//	                 TTL (the kit unbinds a channel it drops;
+//	                 channel IDs are issued, not remote input)
+//	binding keys     one reference-count row per key in use   (bounded by the bindings)
 //	Relay queue      1,024 notified channel IDs; beyond it    (relayKicks)
 //	                 one catch-up of every open channel
 //	IDs              channel and message IDs of 1 to imv2.MaxIDBytes (256) bytes; a channel
@@ -106,5 +126,7 @@
 // imv2_*, a version per migration in imv2_schema_version, all pending
 // migrations in one transaction under an advisory lock, so replicas that
 // start at once migrate once. A database of a newer version is refused.
+// Version 3 added the bindings (imv2_bindings, imv2_binding_keys); a
+// database of version 2 gains them, empty, when this build opens it.
 // Pending messages are stored gob-encoded, exactly as given.
 package pgstore
