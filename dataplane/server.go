@@ -274,12 +274,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "server closed", http.StatusServiceUnavailable)
 		return
 	}
-	ws, err := s.upgrader.Upgrade(w, r, nil)
+	var slot batchSlot // the connection, for write coalescing
+	ws, err := s.upgrader.Upgrade(slot.responseWriter(w), r, nil)
 	if err != nil {
 		s.log.Debug("dataplane: upgrade failed", "err", err)
 		return // the upgrader has answered
 	}
-	_ = s.ServeConn(context.Background(), newWSConn(ws, s.cfg.Conn))
+	_ = s.ServeConn(context.Background(), newBatchedWSConn(ws, slot.bc, s.cfg.Conn))
 }
 
 // keyOK compares the bearer key in constant time; hashing first makes the
