@@ -64,6 +64,7 @@ type Channel struct {
 	deltas     map[string]*deltaStream // receiver: open delta streams, by message_id
 	sweep      Timer                   // delta idle sweep, armed while deltas is not empty
 	act        activityState
+	dl         deadlines // sender: the next step of each pending message
 }
 
 // NewChannel returns a Channel serving channel id in role, with the
@@ -142,7 +143,7 @@ func (c *Channel) SetTransport(t Transport) {
 	}
 	c.transport = t
 	for _, o := range c.out {
-		stopTimer(&o.timer)
+		c.unscheduleLocked(o)
 		if t == nil {
 			c.armExpiryLocked(o)
 		}
@@ -177,9 +178,7 @@ func (c *Channel) Close() error {
 		return nil
 	}
 	c.closed = true
-	for _, o := range c.out {
-		stopTimer(&o.timer)
-	}
+	c.stopDeadlinesLocked()
 	stopTimer(&c.sweep)
 	stopTimer(&c.act.timeout)
 	c.mu.Unlock()
