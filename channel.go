@@ -64,7 +64,7 @@ type Channel struct {
 	deltas     map[string]*deltaStream // receiver: open delta streams, by message_id
 	sweep      Timer                   // delta idle sweep, armed while deltas is not empty
 	act        activityState
-	dl         deadlines // sender: the next step of each pending message
+	dl         *deadlines // sender: the next step of each pending message, made on first use
 }
 
 // NewChannel returns a Channel serving channel id in role, with the
@@ -178,7 +178,9 @@ func (c *Channel) Close() error {
 		return nil
 	}
 	c.closed = true
-	c.stopDeadlinesLocked()
+	if c.dl != nil {
+		c.stopDeadlinesLocked()
+	}
 	stopTimer(&c.sweep)
 	stopTimer(&c.act.timeout)
 	c.mu.Unlock()

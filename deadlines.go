@@ -32,6 +32,9 @@ const (
 // scheduleLocked makes o take step after d, replacing what it had
 // scheduled. c.mu must be held.
 func (c *Channel) scheduleLocked(o *outgoing, d time.Duration, step dueStep) {
+	if c.dl == nil {
+		c.dl = &deadlines{}
+	}
 	c.dl.seq++
 	o.due, o.dueSeq, o.step = c.o.Clock.Now().Add(d), c.dl.seq, step
 	if o.heapIdx > 0 {
@@ -44,6 +47,9 @@ func (c *Channel) scheduleLocked(o *outgoing, d time.Duration, step dueStep) {
 
 // unscheduleLocked cancels o's next step. c.mu must be held.
 func (c *Channel) unscheduleLocked(o *outgoing) {
+	if c.dl == nil {
+		return
+	}
 	if o.heapIdx > 0 {
 		heap.Remove(&c.dl.due, o.heapIdx-1)
 	}

@@ -126,15 +126,18 @@ type wsConn struct {
 	closing chan struct{} // closed when Close starts: no new writes
 	done    chan struct{} // closed at shutdown: everything stops
 
-	qmu     sync.Mutex
-	pend    []byte        // guarded by qmu: the queued frames' payloads, back to back
-	pendN   []int         // guarded by qmu: their lengths
-	writing bool          // guarded by qmu: the writer goroutine has the queue
-	wclosed bool          // guarded by qmu: Close began, no new frames
-	idle    chan struct{} // guarded by qmu: closed when writing ends
-	room    chan struct{} // guarded by qmu: closed when the queue is taken
-	spare   []byte        // owned by the writer goroutine: the next queue buffer
-	spareN  []int         // owned by the writer goroutine: the next lengths buffer
+	qmu       sync.Mutex
+	pend      []byte        // guarded by qmu: the queued frames' payloads, back to back
+	pendN     []int         // guarded by qmu: their lengths
+	writing   bool          // guarded by qmu: the writer goroutine has the queue
+	wclosed   bool          // guarded by qmu: Close began, no new frames
+	idle      chan struct{} // guarded by qmu: closed when writing ends
+	room      chan struct{} // guarded by qmu: closed when the queue is taken
+	lastWrite int64         // guarded by qmu: when the previous Write came, ns since epoch
+	epoch     time.Time     // the connection's start, for lastWrite
+	wbuf      []byte        // owned by the writer role: a direct frame's buffer
+	spare     []byte        // owned by the writer goroutine: the next queue buffer
+	spareN    []int         // owned by the writer goroutine: the next lengths buffer
 
 	readerDone chan struct{}
 	wg         sync.WaitGroup
@@ -177,6 +180,8 @@ func newBatchedWSConn(ws *websocket.Conn, bc *batchConn, cfg ConnConfig) *wsConn
 		closing:    make(chan struct{}),
 		done:       make(chan struct{}),
 		readerDone: make(chan struct{}),
+		epoch:      time.Now(),
+		lastWrite:  -int64(busyWindow) - 1, // the first frame finds the connection quiet
 	}
 	ws.SetReadLimit(cfg.ReadLimit)
 	ws.SetPongHandler(func(string) error {

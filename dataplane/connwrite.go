@@ -10,21 +10,27 @@ import (
 	"github.com/xagentkit/imv2"
 )
 
-// Write coalescing. A caller of Write encodes its frame onto the queue
-// (into a buffer the connection reuses) and returns; the writer goroutine
-// writes the queue, up to maxBatchBytes per write(2) (batchConn), until
-// it is empty. A lone frame goes out as soon as the writer goroutine
-// runs (it is woken by the first frame of an empty queue, and the
-// scheduler runs it next); frames queued while a write(2) is in progress
-// leave together in the next one. wsConn.writing is true from the first
-// frame of a queue until the writer goroutine finds the queue empty.
-//
-// Measured (BENCHMARKS.md): at 64 messages in flight on one channel,
-// 0.10 write(2) calls per message instead of 2.0 (one per frame).
+// Write coalescing. A frame on a quiet connection is written by the
+// caller of Write at once, on its own goroutine (no hand-off: the lowest
+// latency for a lone frame). A frame that comes while a write is in
+// progress, or within busyWindow of the previous one (a busy stream), is
+// encoded onto the queue (a buffer the connection reuses) and Write
+// returns; the writer goroutine writes the queue, up to maxBatchBytes per
+// write(2) (batchConn), until it is empty, so the caller goes on while
+// the write(2) runs and the frames that follow it join the next one.
+// wsConn.writing is the writer role: held by a direct writer or by the
+// writer goroutine, never both.
 
 // maxQueuedBytes bounds the queue: a Write that finds more waits for the
 // writer goroutine to take it (backpressure on a slow peer).
 const maxQueuedBytes = 4 * maxBatchBytes
+
+// busyWindow is how soon after the previous Write a frame counts as part
+// of a busy stream: it is queued for the writer goroutine, so the caller
+// goes on while the write(2) runs and the frames that follow can join it.
+// A frame on a quiet connection is written by its caller at once, with no
+// hand-off (the lowest latency for a lone frame).
+const busyWindow = 25 * time.Microsecond
 
 // Write implements Conn. A packet larger than the read limit is refused
 // with a non-retryable invalid_packet error and the connection stays up:
@@ -110,6 +116,14 @@ func (c *wsConn) submit(ctx context.Context, p *imv2.Packet, data []byte) error 
 		}
 		c.qmu.Lock()
 	}
+	now := int64(time.Since(c.epoch))
+	quiet := now-c.lastWrite > int64(busyWindow)
+	c.lastWrite = now
+	if !c.writing && quiet {
+		c.writing = true
+		c.qmu.Unlock()
+		return c.writeDirect(ctx, p, data)
+	}
 	err := c.enqueueLocked(p, data)
 	if err == nil && !c.writing {
 		c.writing = true
@@ -117,6 +131,50 @@ func (c *wsConn) submit(ctx context.Context, p *imv2.Packet, data []byte) error 
 	}
 	c.qmu.Unlock()
 	return err
+}
+
+// writeDirect writes one frame on the caller's goroutine, with the writer
+// role taken, then passes the role to the writer goroutine if frames
+// queued meanwhile, or gives it up.
+func (c *wsConn) writeDirect(ctx context.Context, p *imv2.Packet, data []byte) error {
+	var err error
+	if p != nil {
+		data, err = c.encode(p)
+	}
+	if err == nil {
+		deadline := time.Now().Add(c.cfg.WriteTimeout)
+		if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+			deadline = d
+		}
+		if err = c.ws.SetWriteDeadline(deadline); err == nil {
+			err = c.ws.WriteMessage(websocket.TextMessage, data)
+		}
+		c.writeFailed(err)
+	}
+	c.qmu.Lock()
+	defer c.qmu.Unlock()
+	if len(c.pendN) > 0 {
+		c.kick <- struct{}{}
+		return err
+	}
+	c.releaseLocked()
+	return err
+}
+
+// encode encodes p into the direct writer's buffer and checks it against
+// the read limit (W2); the writer role is held.
+func (c *wsConn) encode(p *imv2.Packet) ([]byte, error) {
+	data, err := p.AppendEncode(c.wbuf[:0])
+	if err != nil {
+		return nil, err
+	}
+	if cap(data) <= maxKeptBuffer {
+		c.wbuf = data
+	}
+	if int64(len(data)) > c.cfg.ReadLimit {
+		return nil, tooBig(p, len(data), c.cfg.ReadLimit)
+	}
+	return data, nil
 }
 
 // enqueueLocked appends the frame's payload to the queue; qmu is held.

@@ -98,6 +98,14 @@ func coalescePair(t *testing.T, batched bool) (*wsConn, *gatedConn, <-chan strin
 	return c, g, frames, peerErr
 }
 
+// writeAsync writes p on another goroutine: on a quiet connection the
+// caller of Write writes the frame itself, and the gate holds it.
+func writeAsync(ctx context.Context, c *wsConn, p *imv2.Packet) <-chan error {
+	errc := make(chan error, 1)
+	go func() { errc <- c.Write(ctx, p) }()
+	return errc
+}
+
 func textPacket(t *testing.T, i int, size int) *imv2.Packet {
 	t.Helper()
 	p, err := imv2.NewChatMessage("cch_1", imv2.ToConnector, imv2.ChatMessage{Text: strconv.Itoa(i) + " " + strings.Repeat("x", size)})
@@ -105,8 +113,9 @@ func textPacket(t *testing.T, i int, size int) *imv2.Packet {
 	return p
 }
 
-// The frames queued while a write(2) is in progress leave together in the
-// next one, in order; without the batchConn each costs its own write(2).
+// The frames queued while a write(2) is in progress (by the caller of
+// Write, or by the writer goroutine) leave together in the next one, in
+// order; without the batchConn each costs its own write(2).
 func TestConn_WritesQueuedDuringAWriteLeaveTogether(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
@@ -119,12 +128,13 @@ func TestConn_WritesQueuedDuringAWriteLeaveTogether(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c, g, frames, _ := coalescePair(t, tc.batched)
 			ctx := context.Background()
-			require.NoError(t, c.Write(ctx, textPacket(t, 0, 10)))
+			first := writeAsync(ctx, c, textPacket(t, 0, 10))
 			recv(t, g.entered) // the first frame's write(2) is in progress
 			for i := 1; i <= 10; i++ {
 				require.NoError(t, c.Write(ctx, textPacket(t, i, 10)))
 			}
 			close(g.gate)
+			require.NoError(t, recv(t, first))
 			for i := 0; i <= 10; i++ {
 				p, err := imv2.DecodePacket([]byte(recv(t, frames)))
 				require.NoError(t, err)
@@ -141,13 +151,14 @@ func TestConn_WritesQueuedDuringAWriteLeaveTogether(t *testing.T) {
 func TestConn_CoalescedWritesAreBounded(t *testing.T) {
 	c, g, frames, _ := coalescePair(t, true)
 	ctx := context.Background()
-	require.NoError(t, c.Write(ctx, textPacket(t, 0, 10)))
+	first := writeAsync(ctx, c, textPacket(t, 0, 10))
 	recv(t, g.entered)
 	const n, size = 100, 2000 // 200 KB queued
 	for i := 1; i <= n; i++ {
 		require.NoError(t, c.Write(ctx, textPacket(t, i, size)))
 	}
 	close(g.gate)
+	require.NoError(t, recv(t, first))
 	for range n + 1 {
 		recv(t, frames)
 	}
@@ -167,7 +178,7 @@ func TestConn_CoalescedWritesAreBounded(t *testing.T) {
 func TestConn_CloseFlushesQueuedFrames(t *testing.T) {
 	c, g, frames, peerErr := coalescePair(t, true)
 	ctx := context.Background()
-	require.NoError(t, c.Write(ctx, textPacket(t, 0, 10)))
+	first := writeAsync(ctx, c, textPacket(t, 0, 10))
 	recv(t, g.entered)
 	for i := 1; i <= 5; i++ {
 		require.NoError(t, c.Write(ctx, textPacket(t, i, 10)))
@@ -178,6 +189,7 @@ func TestConn_CloseFlushesQueuedFrames(t *testing.T) {
 		_ = c.Close()
 	}()
 	close(g.gate)
+	require.NoError(t, recv(t, first))
 	for range 6 {
 		recv(t, frames)
 	}
