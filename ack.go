@@ -73,8 +73,8 @@ func (a *ChatMessageAck) Validate() error {
 	default:
 		return Errorf(CodeInvalidPacket, "chat.message.ack: status %q is not accepted, duplicate or rejected (A3)", a.Status)
 	}
-	if len(a.Message) > MaxAckMessageBytes || !utf8.ValidString(a.Message) {
-		return Errorf(CodeInvalidPacket, "chat.message.ack: message is over %d bytes or not UTF-8", MaxAckMessageBytes)
+	if len(a.Message) > maxAckMessageBytes || !utf8.ValidString(a.Message) {
+		return Errorf(CodeInvalidPacket, "chat.message.ack: message is over %d bytes or not UTF-8", maxAckMessageBytes)
 	}
 	return nil
 }
@@ -132,7 +132,7 @@ func NewAck(orig *Packet, messageID string, status AckStatus, rej *Error) (*Pack
 		if rej == nil {
 			return nil, Errorf(CodeInvalidPacket, "chat.message.ack: a rejection needs an *Error")
 		}
-		a.Code, a.Message, a.Retryable = rej.Code, truncate(rej.Message, MaxAckMessageBytes), rej.Retryable
+		a.Code, a.Message, a.Retryable = rej.Code, truncate(rej.Message, maxAckMessageBytes), rej.Retryable
 	}
 	if err := a.Validate(); err != nil {
 		return nil, err
@@ -168,10 +168,10 @@ func AckFor(orig *Packet, status AckStatus, rej *Error) (*Packet, error) {
 	return NewAck(orig, head.MessageID, status, rej)
 }
 
-// MatchesAck reports whether ack (already decoded from ackPkt) answers the
+// matchesAck reports whether ack (already decoded from ackPkt) answers the
 // chat.message packet orig carrying messageID: same reply_to, channel and
 // message_id (A1, A2). An ack that does not match resolves nothing.
-func MatchesAck(orig *Packet, messageID string, ackPkt *Packet, ack *ChatMessageAck) bool {
+func matchesAck(orig *Packet, messageID string, ackPkt *Packet, ack *ChatMessageAck) bool {
 	return orig != nil && ackPkt != nil && ack != nil &&
 		ackPkt.ReplyTo == orig.PacketID &&
 		ackPkt.ConnectorChannelID == orig.ConnectorChannelID &&

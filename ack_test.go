@@ -1,16 +1,14 @@
-package imv2_test
+package imv2
 
 import (
 	"errors"
 	"testing"
-
-	"github.com/xagentkit/imv2"
 )
 
 // origMessage returns a chat.message packet as a sender would keep it pending.
-func origMessage(t *testing.T) (*imv2.Packet, string) {
+func origMessage(t *testing.T) (*Packet, string) {
 	t.Helper()
-	p, err := imv2.NewChatMessage("cch_1", imv2.ToXAgent, imv2.ChatMessage{MessageID: "msg_1", Text: "hi"})
+	p, err := NewChatMessage("cch_1", ToXAgent, ChatMessage{MessageID: "msg_1", Text: "hi"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -18,17 +16,17 @@ func origMessage(t *testing.T) (*imv2.Packet, string) {
 	return p, "msg_1"
 }
 
-func decodeAck(t *testing.T, p *imv2.Packet) (*imv2.Packet, *imv2.ChatMessageAck) {
+func decodeAck(t *testing.T, p *Packet) (*Packet, *ChatMessageAck) {
 	t.Helper()
 	b, err := p.Encode()
 	if err != nil {
 		t.Fatal(err)
 	}
-	q, err := imv2.DecodePacket(b)
+	q, err := DecodePacket(b)
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := imv2.DecodeChatMessageAck(q)
+	a, err := DecodeChatMessageAck(q)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,8 +35,8 @@ func decodeAck(t *testing.T, p *imv2.Packet) (*imv2.Packet, *imv2.ChatMessageAck
 
 func TestNewAck_A1_A2_CopiesReplyToChannelAndMessageID(t *testing.T) {
 	orig, id := origMessage(t)
-	for _, st := range []imv2.AckStatus{imv2.AckAccepted, imv2.AckDuplicate} {
-		p, err := imv2.NewAck(orig, id, st, nil)
+	for _, st := range []AckStatus{AckAccepted, AckDuplicate} {
+		p, err := NewAck(orig, id, st, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -52,7 +50,7 @@ func TestNewAck_A1_A2_CopiesReplyToChannelAndMessageID(t *testing.T) {
 		if a.MessageID != id || a.Status != st || a.Err() != nil {
 			t.Errorf("%s: payload %+v", st, a)
 		}
-		if !imv2.MatchesAck(orig, id, q, a) {
+		if !matchesAck(orig, id, q, a) {
 			t.Errorf("%s: NewAck's ack does not match its original", st)
 		}
 	}
@@ -61,8 +59,8 @@ func TestNewAck_A1_A2_CopiesReplyToChannelAndMessageID(t *testing.T) {
 func TestNewAck_A3_A8_RejectedCarriesCodeAndRetryable(t *testing.T) {
 	orig, id := origMessage(t)
 	for _, retry := range []bool{false, true} {
-		rej := &imv2.Error{Code: imv2.CodeTargetDeliveryFailed, Message: "platform said no", Retryable: retry}
-		p, err := imv2.NewAck(orig, id, imv2.AckRejected, rej)
+		rej := &Error{Code: CodeTargetDeliveryFailed, Message: "platform said no", Retryable: retry}
+		p, err := NewAck(orig, id, AckRejected, rej)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -71,7 +69,7 @@ func TestNewAck_A3_A8_RejectedCarriesCodeAndRetryable(t *testing.T) {
 		if e == nil || e.Code != rej.Code || e.Message != rej.Message || e.Retryable != retry {
 			t.Errorf("retryable=%v: decoded rejection %+v", retry, e)
 		}
-		if imv2.IsRetryable(e) != retry {
+		if IsRetryable(e) != retry {
 			t.Errorf("IsRetryable = %v, want %v", !retry, retry)
 		}
 	}
@@ -79,7 +77,7 @@ func TestNewAck_A3_A8_RejectedCarriesCodeAndRetryable(t *testing.T) {
 
 func TestAckFor_A2_ReadsMessageIDFromPayload(t *testing.T) {
 	orig, id := origMessage(t)
-	p, err := imv2.AckFor(orig, imv2.AckAccepted, nil)
+	p, err := AckFor(orig, AckAccepted, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +89,7 @@ func TestAckFor_A2_ReadsMessageIDFromPayload(t *testing.T) {
 
 func TestNewAck_A3_RefusesBadInput(t *testing.T) {
 	orig, id := origMessage(t)
-	delta, err := imv2.NewChatMessageDelta("cch_1", imv2.ChatMessageDelta{MessageID: "m", Sequence: 1, Text: "x"})
+	delta, err := NewChatMessageDelta("cch_1", ChatMessageDelta{MessageID: "m", Sequence: 1, Text: "x"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,24 +99,24 @@ func TestNewAck_A3_RefusesBadInput(t *testing.T) {
 	noPacketID.PacketID = ""
 	cases := []struct {
 		name   string
-		orig   *imv2.Packet
+		orig   *Packet
 		id     string
-		status imv2.AckStatus
-		rej    *imv2.Error
-		code   imv2.Code
+		status AckStatus
+		rej    *Error
+		code   Code
 	}{
-		{"nil original", nil, id, imv2.AckAccepted, nil, imv2.CodeInvalidPacket},
-		{"acks only chat.message", delta, "m", imv2.AckAccepted, nil, imv2.CodeInvalidPacket},
-		{"rejection without error", orig, id, imv2.AckRejected, nil, imv2.CodeInvalidPacket},
-		{"rejection without code", orig, id, imv2.AckRejected, &imv2.Error{}, imv2.CodeInvalidPacket},
-		{"unknown status", orig, id, "ok", nil, imv2.CodeInvalidPacket},
-		{"empty message_id", orig, "", imv2.AckAccepted, nil, imv2.CodeInvalidPacket},
-		{"original without channel", &noChannel, id, imv2.AckAccepted, nil, imv2.CodeChannelIDRequired},
-		{"original without packet_id", &noPacketID, id, imv2.AckAccepted, nil, imv2.CodeInvalidPacket},
+		{"nil original", nil, id, AckAccepted, nil, CodeInvalidPacket},
+		{"acks only chat.message", delta, "m", AckAccepted, nil, CodeInvalidPacket},
+		{"rejection without error", orig, id, AckRejected, nil, CodeInvalidPacket},
+		{"rejection without code", orig, id, AckRejected, &Error{}, CodeInvalidPacket},
+		{"unknown status", orig, id, "ok", nil, CodeInvalidPacket},
+		{"empty message_id", orig, "", AckAccepted, nil, CodeInvalidPacket},
+		{"original without channel", &noChannel, id, AckAccepted, nil, CodeChannelIDRequired},
+		{"original without packet_id", &noPacketID, id, AckAccepted, nil, CodeInvalidPacket},
 	}
 	for _, c := range cases {
-		_, err := imv2.NewAck(c.orig, c.id, c.status, c.rej)
-		if !errors.Is(err, &imv2.Error{Code: c.code}) {
+		_, err := NewAck(c.orig, c.id, c.status, c.rej)
+		if !errors.Is(err, &Error{Code: c.code}) {
 			t.Errorf("%s: err = %v, want %s", c.name, err, c.code)
 		}
 	}
@@ -127,27 +125,28 @@ func TestNewAck_A3_RefusesBadInput(t *testing.T) {
 func TestNewAck_A3_TruncatesLongMessageOnRuneBoundary(t *testing.T) {
 	orig, id := origMessage(t)
 	long := ""
-	for len(long) < imv2.MaxAckMessageBytes+10 {
+	const maxAckMessage = 1024 // the documented cap of a rejected ack's message
+	for len(long) < maxAckMessage+10 {
 		long += "é"
 	}
-	p, err := imv2.NewAck(orig, id, imv2.AckRejected, &imv2.Error{Code: "x", Message: "a" + long})
+	p, err := NewAck(orig, id, AckRejected, &Error{Code: "x", Message: "a" + long})
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, a := decodeAck(t, p)
-	if len(a.Message) > imv2.MaxAckMessageBytes || len(a.Message) < imv2.MaxAckMessageBytes-1 {
+	if len(a.Message) > maxAckMessage || len(a.Message) < maxAckMessage-1 {
 		t.Errorf("message is %d bytes", len(a.Message))
 	}
 }
 
 func TestMatchesAck_A1_A2_RefusesMismatch(t *testing.T) {
 	orig, id := origMessage(t)
-	good, err := imv2.NewAck(orig, id, imv2.AckAccepted, nil)
+	good, err := NewAck(orig, id, AckAccepted, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	q, a := decodeAck(t, good)
-	if !imv2.MatchesAck(orig, id, q, a) {
+	if !matchesAck(orig, id, q, a) {
 		t.Fatal("a matching ack does not match")
 	}
 	otherReply := *q
@@ -158,10 +157,10 @@ func TestMatchesAck_A1_A2_RefusesMismatch(t *testing.T) {
 	otherMsg.MessageID = "msg_2"
 	cases := []struct {
 		name   string
-		orig   *imv2.Packet
+		orig   *Packet
 		id     string
-		ackPkt *imv2.Packet
-		ack    *imv2.ChatMessageAck
+		ackPkt *Packet
+		ack    *ChatMessageAck
 	}{
 		{"A1 reply_to names another packet", orig, id, &otherReply, a},
 		{"A2 another channel", orig, id, &otherChannel, a},
@@ -172,7 +171,7 @@ func TestMatchesAck_A1_A2_RefusesMismatch(t *testing.T) {
 		{"nil ack", orig, id, q, nil},
 	}
 	for _, c := range cases {
-		if imv2.MatchesAck(c.orig, c.id, c.ackPkt, c.ack) {
+		if matchesAck(c.orig, c.id, c.ackPkt, c.ack) {
 			t.Errorf("%s: matched", c.name)
 		}
 	}

@@ -17,9 +17,9 @@ const (
 
 // ChatActivity is the payload of a chat.activity: a full, redacted snapshot
 // of what the agent is doing, xAgent → Connector only (C1). Each snapshot
-// replaces the last; it has no ack and no idempotency. The payload is
-// closed: reasoning, arguments, results, paths, URLs and keys have no field
-// and are rejected on receive (C4).
+// replaces the last; it has no ack and no idempotency. Reasoning,
+// arguments, results, paths, URLs and keys have no field and are rejected
+// on receive at any depth (C4); other unknown members are ignored (E5).
 type ChatActivity struct {
 	Status ActivityStatus `json:"status"`
 	// ToolName is required for ActivityTool and forbidden otherwise (C3).
@@ -36,8 +36,8 @@ func (a *ChatActivity) Validate(dir Direction) error {
 		if a.ToolName == "" {
 			return Errorf(CodeInvalidPacket, "chat.activity: status tool needs tool_name (C3)")
 		}
-		if len(a.ToolName) > MaxToolNameBytes {
-			return Errorf(CodeInvalidPacket, "chat.activity: tool_name is %d bytes, over %d (C3)", len(a.ToolName), MaxToolNameBytes)
+		if len(a.ToolName) > maxToolNameBytes {
+			return Errorf(CodeInvalidPacket, "chat.activity: tool_name is %d bytes, over %d (C3)", len(a.ToolName), maxToolNameBytes)
 		}
 		if !plainToolName(a.ToolName) {
 			return Errorf(CodeForbiddenField, "chat.activity: tool_name must be a plain name, not a path, URL or text (C4)")
@@ -89,8 +89,8 @@ func DecodeChatActivity(p *Packet) (*ChatActivity, error) {
 	return a, nil
 }
 
-// NewChatActivity validates a and returns a chat.activity packet for channel.
-func NewChatActivity(channel string, a ChatActivity) (*Packet, error) {
+// newChatActivity validates a and returns a chat.activity packet for channel.
+func newChatActivity(channel string, a ChatActivity) (*Packet, error) {
 	if err := a.Validate(ToConnector); err != nil {
 		return nil, err
 	}

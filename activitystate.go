@@ -1,6 +1,9 @@
 package imv2
 
-import "context"
+import (
+	"context"
+	"github.com/xagentkit/imv2/clock"
+)
 
 // activityState is a Connector channel's temporary status (C1, C5–C8):
 // the newest snapshot wins, a local timeout clears it, and calls to the
@@ -11,7 +14,7 @@ type activityState struct {
 	want    *ChatActivity // newest state not yet handed to the target
 	running bool          // a lane goroutine is calling the target
 	idle    chan struct{} // closed when the running lane stops
-	timeout Timer
+	timeout clock.Timer
 }
 
 // receiveActivity handles a chat.activity snapshot (C1–C4). It is never

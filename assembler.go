@@ -2,17 +2,20 @@ package imv2
 
 import (
 	"context"
-	"strings"
 	"time"
+	"unsafe"
 )
 
 // deltaStream is the assembled text of one assistant message's deltas (D2,
-// D3). Text lives in a strings.Builder, so appending is amortised O(1) and
-// String() shares the bytes: handing the text so far to a StreamingTarget
-// copies nothing, and a 10,000th delta costs what the 100th did.
+// D3). Text lives in an append-only buffer, so appending is amortised O(1)
+// and text() shares the bytes: handing the text so far to a StreamingTarget
+// copies nothing, and a 10,000th delta costs what the 100th did. The
+// buffer grows under the channel's Budget: what it holds is its capacity,
+// reserved before it is allocated (held), not its length.
 type deltaStream struct {
-	text    strings.Builder
-	ends    []int // ends[i] is where sequence i+1 ends in text
+	buf     []byte // bytes below len(buf) never change, so text() may share them
+	ends    []int  // ends[i] is where sequence i+1 ends in buf
+	held    int64  // Budget bytes reserved for this stream, guarded by Channel.mu
 	touched time.Time
 
 	// Draft lane (StreamingTarget only): the newest text not yet shown,
@@ -26,9 +29,10 @@ type deltaStream struct {
 }
 
 // apply adds delta seq with text. It reports whether the text grew, or an
-// *Error: a gap (D4), a conflicting retransmission (D3) or the byte bound (D9).
+// *Error: a gap (D4), a conflicting retransmission (D3), the byte bound
+// (D9) or, when the buffer must grow, a Budget with no room (b nil: none).
 // A retransmission with the same text changes nothing (D3).
-func (s *deltaStream) apply(seq int64, text string, maxBytes int) (bool, *Error) {
+func (s *deltaStream) apply(seq int64, text string, maxBytes int, b *Channel) (bool, *Error) {
 	n := int64(len(s.ends))
 	switch {
 	case seq <= n:
@@ -36,7 +40,7 @@ func (s *deltaStream) apply(seq int64, text string, maxBytes int) (bool, *Error)
 		if seq > 1 {
 			start = s.ends[seq-2]
 		}
-		if s.text.String()[start:s.ends[seq-1]] == text {
+		if string(s.buf[start:s.ends[seq-1]]) == text {
 			return false, nil
 		}
 		return false, Errorf(CodeDeltaSequenceConflict, "sequence %d was received with other text (D3)", seq)
@@ -48,16 +52,57 @@ func (s *deltaStream) apply(seq int64, text string, maxBytes int) (bool, *Error)
 	if s.size()+len(text)+deltaOverhead > maxBytes {
 		return false, Errorf(CodeDeltaLimitExceeded, "assembled text would pass %d bytes (D9)", maxBytes)
 	}
-	s.text.WriteString(text)
-	s.ends = append(s.ends, s.text.Len())
+	bufCap, endsCap := cap(s.buf), cap(s.ends)
+	if need := len(s.buf) + len(text); need > bufCap {
+		bufCap = growCap(bufCap, need, maxBytes)
+	}
+	if len(s.ends) == endsCap {
+		endsCap = growCap(endsCap, len(s.ends)+1, maxBytes/deltaOverhead)
+	}
+	if extra := int64(bufCap-cap(s.buf)) + deltaOverhead*int64(endsCap-cap(s.ends)); extra > 0 {
+		if !b.reserveLocked(extra) {
+			return false, Errorf(CodeDeltaLimitExceeded, "the memory budget for delta text is spent; try later (D9)")
+		}
+		s.held += extra
+	}
+	if bufCap > cap(s.buf) {
+		nb := make([]byte, len(s.buf), bufCap)
+		copy(nb, s.buf)
+		s.buf = nb
+	}
+	if endsCap > cap(s.ends) {
+		ne := make([]int, len(s.ends), endsCap)
+		copy(ne, s.ends)
+		s.ends = ne
+	}
+	s.buf = append(s.buf, text...)
+	s.ends = append(s.ends, len(s.buf))
 	return text != "", nil
 }
+
+// growCap is the capacity a buffer of capacity old grows to for need
+// elements: doubling (amortised O(1) appends), at least 64, at most limit
+// unless need itself is larger.
+func growCap(old, need, limit int) int {
+	c := max(2*old, need, 64)
+	if c > limit {
+		c = max(limit, need)
+	}
+	return c
+}
+
+// text returns the assembled text, sharing the buffer's bytes.
+func (s *deltaStream) text() string { return unsafe.String(unsafe.SliceData(s.buf), len(s.buf)) }
 
 // deltaOverhead is what one delta costs beyond its text: its index entry.
 const deltaOverhead = 8
 
+// streamOverhead is what an open stream costs the Budget beyond its
+// buffers: the deltaStream, its map entry and its message_id key.
+const streamOverhead = 512
+
 // size is the bytes the stream holds, as counted against MaxDeltaBytes.
-func (s *deltaStream) size() int { return s.text.Len() + deltaOverhead*len(s.ends) }
+func (s *deltaStream) size() int { return len(s.buf) + deltaOverhead*len(s.ends) }
 
 // waitDrafts blocks until no draft call is running. Called by the final's
 // delivery after it set final, so no new draft starts.
@@ -109,7 +154,11 @@ func (c *Channel) receiveDelta(ctx context.Context, p *Packet) error {
 				c.mu.Unlock()
 				return c.rejectDelta(p, id, Errorf(CodeDeltaSequenceGap, "sequence %d starts a stream (D4)", d.Sequence))
 			}
-			s = &deltaStream{}
+			if !c.reserveLocked(streamOverhead) {
+				c.mu.Unlock()
+				return c.rejectDelta(p, id, Errorf(CodeDeltaLimitExceeded, "the memory budget for delta text is spent; try later (D9)"))
+			}
+			s = &deltaStream{held: streamOverhead, touched: c.o.Clock.Now()}
 			if c.deltas == nil {
 				c.deltas = map[string]*deltaStream{}
 			}
@@ -117,19 +166,21 @@ func (c *Channel) receiveDelta(ctx context.Context, p *Packet) error {
 			c.armSweepLocked()
 		}
 	}
-	grew, rej := s.apply(d.Sequence, d.Text, c.o.MaxDeltaBytes)
+	grew, rej := s.apply(d.Sequence, d.Text, c.o.MaxDeltaBytes, c)
 	if rej != nil {
 		c.mu.Unlock()
 		return c.rejectDelta(p, id, rej)
 	}
-	s.touched = c.o.Clock.Now()
 	if !grew {
+		// A repeat or an empty delta keeps nothing alive: only text that
+		// extends the stream refreshes its idle timer (D9).
 		c.mu.Unlock()
 		c.observe(Event{Kind: EventDeltaIgnored, MessageID: id})
 		return nil
 	}
+	s.touched = c.o.Clock.Now()
 	if c.streaming != nil { // D8: stream to the target; else buffer until the final
-		s.draft, s.hasDraft = s.text.String(), true
+		s.draft, s.hasDraft = s.text(), true
 		if !s.drafting {
 			s.drafting = true
 			s.idle = make(chan struct{})
@@ -193,6 +244,7 @@ func (c *Channel) sweepDeltas() {
 	for id, s := range c.deltas {
 		if now.Sub(s.touched) >= c.o.DeltaIdleTTL {
 			delete(c.deltas, id)
+			c.releaseLocked(s.held)
 			s.final = true // stops its draft lane
 			expired = append(expired, id)
 		}

@@ -2,6 +2,7 @@ package imv2
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	jsonv2 "github.com/go-json-experiment/json"
@@ -49,6 +50,15 @@ func benchPacket(b *testing.B) (*Packet, []byte) {
 	return p, data
 }
 
+// unknownMembersFrame adds members 3.0 does not define to the envelope,
+// the payload and the first file of data, an encoded benchPacket.
+func unknownMembersFrame(data []byte) []byte {
+	s := string(data)
+	s = strings.Replace(s, `"payload":{`, `"trace":{"span":"s1","hops":[1,2]},"payload":{"resource_key":"rk_main","render":{"format":"markdown"},`, 1)
+	s = strings.Replace(s, `"files":[{`, `"files":[{"width":640,`, 1)
+	return []byte(s)
+}
+
 var (
 	sinkMessage *ChatMessage
 	sinkMap     map[string]any
@@ -63,6 +73,26 @@ func BenchmarkDecodeChatMessage(b *testing.B) {
 		defer benchcpu.Measure(b)()
 		for b.Loop() {
 			p, err := DecodePacket(data)
+			if err != nil {
+				b.Fatal(err)
+			}
+			m, err := DecodeChatMessage(p, ToXAgent)
+			if err != nil {
+				b.Fatal(err)
+			}
+			sinkMessage = m
+		}
+	})
+	// sdk-unknown is the same packet as a newer peer writes it, with
+	// members this version does not define in the envelope, the payload
+	// and a file (E5): the scanner skips them on the fast path.
+	unknown := unknownMembersFrame(data)
+	b.Run("sdk-unknown", func(b *testing.B) {
+		b.ReportAllocs()
+		b.SetBytes(int64(len(unknown)))
+		defer benchcpu.Measure(b)()
+		for b.Loop() {
+			p, err := DecodePacket(unknown)
 			if err != nil {
 				b.Fatal(err)
 			}

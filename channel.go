@@ -3,6 +3,7 @@ package imv2
 import (
 	"context"
 	"errors"
+	"github.com/xagentkit/imv2/clock"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -28,12 +29,14 @@ import (
 //
 // Bounds (defaults in options.go, pending.go, idempotency.go): pending
 // messages per channel (DefaultPendingCap, then Send returns pending_full),
-// pending age (DefaultPendingTTL, then OnFailed with code expired),
-// messages queued for the Target (DefaultMaxInflight, then rejected
+// pending age (Options.PendingTTL, then OnFailed with code expired),
+// messages queued for the Target (Options.MaxInflight, then rejected
 // retryable channel_busy), resends waiting on one in-flight message
-// (DefaultMaxWaiters), open delta streams (DefaultMaxOpenDeltas) and their
-// text (DefaultMaxDeltaBytes), idle delta streams (DefaultDeltaIdleTTL),
-// completed records (DefaultCompletedCap, DefaultCompletedTTL).
+// (Options.MaxWaiters), open delta streams (Options.MaxOpenDeltas) and their
+// text (Options.MaxDeltaBytes), idle delta streams (Options.DeltaIdleTTL),
+// completed records (DefaultCompletedCap, DefaultCompletedTTL). Across
+// channels, Options.Budget bounds the bytes of delta text and queued
+// messages together (see Budget).
 type Channel struct {
 	id        string
 	role      Role
@@ -62,7 +65,8 @@ type Channel struct {
 	queue      []*delivery             // receiver: Target calls in arrival order
 	delivering bool                    // a goroutine runs deliverQueue
 	deltas     map[string]*deltaStream // receiver: open delta streams, by message_id
-	sweep      Timer                   // delta idle sweep, armed while deltas is not empty
+	sweep      clock.Timer             // delta idle sweep, armed while deltas is not empty
+	held       int64                   // bytes reserved from o.Budget (deltas, queued messages)
 	act        activityState
 	dl         *deadlines // sender: the next step of each pending message, made on first use
 }
@@ -115,9 +119,6 @@ func NewChannel(id string, role Role, n *Negotiated, t Transport, target Target,
 
 // ID returns the channel's connector_channel_id.
 func (c *Channel) ID() string { return c.id }
-
-// Role returns the channel's role.
-func (c *Channel) Role() Role { return c.role }
 
 // Negotiated returns the negotiated set in force.
 func (c *Channel) Negotiated() *Negotiated { return c.neg.Load() }
@@ -178,6 +179,7 @@ func (c *Channel) Close() error {
 		return nil
 	}
 	c.closed = true
+	c.releaseAllLocked()
 	if c.dl != nil {
 		c.stopDeadlinesLocked()
 	}
@@ -280,7 +282,7 @@ func (c *Channel) spawnLocked(f func()) bool {
 // afterLocked runs f after d, unless the channel closes first. f runs on
 // the clock's goroutine (a fake clock runs it inside Advance, so tests are
 // deterministic) and Close waits for it. c.mu must be held.
-func (c *Channel) afterLocked(d time.Duration, f func()) Timer {
+func (c *Channel) afterLocked(d time.Duration, f func()) clock.Timer {
 	return c.o.Clock.AfterFunc(d, func() {
 		c.mu.Lock()
 		if c.closed {
@@ -301,7 +303,7 @@ func (c *Channel) observe(e Event) {
 	c.o.Observer.Observe(e)
 }
 
-func stopTimer(t *Timer) {
+func stopTimer(t *clock.Timer) {
 	if *t != nil {
 		(*t).Stop()
 		*t = nil

@@ -64,7 +64,7 @@ func TestChannel_S8_PostCarriesIdempotencyKey(t *testing.T) {
 	p := finalPacket(t, "a1", "hello")
 	require.NoError(t, c.Receive(context.Background(), p))
 	require.Equal(t, AckAccepted, ackOf(t, p, w.next(t)).Status)
-	require.Equal(t, []string{IdempotencyKeyOf("cch_1", "a1")}, target.keys)
+	require.Equal(t, []string{idempotencyKeyOf("cch_1", "a1")}, target.keys)
 	require.Zero(t, target.checks, "a first delivery needs no check")
 }
 
@@ -131,7 +131,7 @@ func TestChannel_S8_OrphanPostedAgainOnlyWhenSafe(t *testing.T) {
 			require.Equal(t, tc.retryable, a.Retryable)
 			require.Equal(t, tc.posts, target.postCount("a1"))
 			if tc.posted != nil {
-				require.Equal(t, IdempotencyKeyOf("cch_1", "a1"), gotKey)
+				require.Equal(t, idempotencyKeyOf("cch_1", "a1"), gotKey)
 			}
 			if tc.status == AckRejected {
 				return

@@ -50,7 +50,7 @@ func TestDelta_D3_RetransmissionIdempotentConflictRejected(t *testing.T) {
 	require.NoError(t, c.Receive(context.Background(), deltaPacket(t, "a1", 1, "one "))) // same pair, same text
 	w.none(t)
 	conflict := deltaPacket(t, "a1", 2, "TWO")
-	require.ErrorIs(t, c.Receive(context.Background(), conflict), ErrDeltaSequenceConflict)
+	require.ErrorIs(t, c.Receive(context.Background(), conflict), &Error{Code: CodeDeltaSequenceConflict})
 	e := w.next(t)
 	require.Equal(t, TypeError, e.Type)
 	require.Equal(t, CodeDeltaSequenceConflict, e.Error.Code, "D12")
@@ -63,13 +63,13 @@ func TestDelta_D4_X4_GapRejectedNeverStitched(t *testing.T) {
 	target := newStreamTarget()
 	c, w, _ := newConnector(t, target, nil)
 	start := deltaPacket(t, "a1", 2, "late start")
-	require.ErrorIs(t, c.Receive(context.Background(), start), ErrDeltaSequenceGap)
+	require.ErrorIs(t, c.Receive(context.Background(), start), &Error{Code: CodeDeltaSequenceGap})
 	require.Equal(t, CodeDeltaSequenceGap, w.next(t).Error.Code)
 
 	require.NoError(t, c.Receive(context.Background(), deltaPacket(t, "a1", 1, "a")))
 	recv(t, target.drafted)
 	gap := deltaPacket(t, "a1", 3, "c")
-	require.ErrorIs(t, c.Receive(context.Background(), gap), ErrDeltaSequenceGap)
+	require.ErrorIs(t, c.Receive(context.Background(), gap), &Error{Code: CodeDeltaSequenceGap})
 	e := w.next(t)
 	require.Equal(t, gap.PacketID, e.ReplyTo)
 	require.Equal(t, []string{"a"}, target.drafts)
@@ -207,7 +207,7 @@ func TestActivity_C5_TargetWithoutActivityIsNoOp_C4_Rejected(t *testing.T) {
 	w.none(t)
 	bad := activityPacket(t, ActivityThinking, "")
 	bad.Payload = []byte(`{"status":"thinking","reasoning":"secret chain of thought"}`)
-	require.ErrorIs(t, c.Receive(context.Background(), bad), ErrForbiddenField)
+	require.ErrorIs(t, c.Receive(context.Background(), bad), &Error{Code: CodeForbiddenField})
 	require.Equal(t, CodeForbiddenField, w.next(t).Error.Code)
 }
 
@@ -224,16 +224,16 @@ func BenchmarkDeltaAppend(b *testing.B) {
 			reset := func() {
 				s = &deltaStream{}
 				for seq = 1; seq < int64(n); seq++ {
-					s.apply(seq, piece, 1<<30)
+					s.apply(seq, piece, 1<<30, nil)
 				}
 			}
 			reset()
 			b.ResetTimer()
 			for range b.N {
-				if _, err := s.apply(seq, piece, 1<<30); err != nil {
+				if _, err := s.apply(seq, piece, 1<<30, nil); err != nil {
 					b.Fatal(err)
 				}
-				_ = s.text.String()
+				_ = s.text()
 				seq++
 				if seq > int64(n)+1000 {
 					b.StopTimer()

@@ -22,7 +22,7 @@ func FuzzDeltaAssembler(f *testing.F) {
 		for i := 0; i+1 < len(ops); i += 2 {
 			seq := int64(ops[i]%12) + 1
 			text := strings.Repeat(string(rune('a'+ops[i+1]%26)), int(ops[i+1]%5))
-			grew, err := s.apply(seq, text, maxBytes)
+			grew, err := s.apply(seq, text, maxBytes, nil)
 			n := int64(len(model))
 			switch {
 			case seq <= n && model[seq-1] == text:
@@ -48,7 +48,7 @@ func FuzzDeltaAssembler(f *testing.F) {
 				model = append(model, text)
 				size += len(text) + deltaOverhead
 			}
-			if got, want := s.text.String(), strings.Join(model, ""); got != want {
+			if got, want := s.text(), strings.Join(model, ""); got != want {
 				t.Fatalf("assembled %q, want %q", got, want)
 			}
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/xagentkit/imv2/fakeclock"
+	"github.com/xagentkit/imv2/internal/testwait"
 )
 
 // wait bounds how long a test waits for an asynchronous outcome before it
@@ -99,7 +100,9 @@ func (r *recTarget) PostMessage(ctx context.Context, _ string, m *ChatMessage) e
 		return err
 	}
 	r.mu.Lock()
-	r.posts = append(r.posts, *m)
+	c := *m
+	c.Raw = nil // posts compare what was shown; Raw has tests of its own (E5)
+	r.posts = append(r.posts, c)
 	r.mu.Unlock()
 	r.posted <- m.MessageID
 	return nil
@@ -148,14 +151,7 @@ func (s *streamTarget) SetActivity(_ context.Context, _ string, a ChatActivity) 
 
 func recv[T any](t *testing.T, ch <-chan T) T {
 	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(wait):
-		t.Fatal("timed out waiting")
-		var zero T
-		return zero
-	}
+	return testwait.Recv(t, ch, wait)
 }
 
 func imNegotiated() *Negotiated {
@@ -215,7 +211,7 @@ func deltaPacket(t *testing.T, id string, seq int64, text string) *Packet {
 
 func activityPacket(t *testing.T, s ActivityStatus, tool string) *Packet {
 	t.Helper()
-	p, err := NewChatActivity("cch_1", ChatActivity{Status: s, ToolName: tool})
+	p, err := newChatActivity("cch_1", ChatActivity{Status: s, ToolName: tool})
 	require.NoError(t, err)
 	return p
 }

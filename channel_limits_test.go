@@ -167,7 +167,7 @@ func TestLimit_PendingPerChannel(t *testing.T) {
 		sent[id] = w.next(t)
 	}
 	_, err := c.Send(ctx, ChatMessage{MessageID: "m4", Text: "m4"})
-	require.ErrorIs(t, err, ErrPendingFull, "the caller gets backpressure")
+	require.ErrorIs(t, err, &Error{Code: CodePendingFull}, "the caller gets backpressure")
 	var e *Error
 	require.ErrorAs(t, err, &e)
 	require.Contains(t, e.Message, "3 pending messages")

@@ -224,13 +224,13 @@ func TestProperty_S1_S2_A6_M9_ExactlyOnceOverLossyTransport(t *testing.T) {
 			t.Fatalf("%d posts for %d finals", n, len(finals))
 		}
 		for _, ch := range []*Channel{x, c} {
-			if n := ch.o.Completed.(*MemoryCompletedStore).Len(); n > completedCap {
+			if n := ch.o.Completed.(*memoryCompletedStore).Len(); n > completedCap {
 				t.Fatalf("completed store holds %d > cap %d", n, completedCap)
 			}
 			ch.mu.Lock()
 			open := len(ch.deltas)
 			ch.mu.Unlock()
-			if open > DefaultMaxOpenDeltas {
+			if open > defaultMaxOpenDeltas {
 				t.Fatalf("%d open delta streams", open)
 			}
 		}

@@ -120,7 +120,7 @@ func TestChannel_X3_InvalidMessageRejectedNotRetryable(t *testing.T) {
 	p := finalPacket(t, "a1", "x")
 	p.Payload = []byte(`{"message_id":"a1","text":"x","session_id":"s1"}`)
 	err := c.Receive(context.Background(), p)
-	require.ErrorIs(t, err, ErrForbiddenField, "I2")
+	require.ErrorIs(t, err, &Error{Code: CodeForbiddenField}, "I2")
 	a := ackOf(t, p, w.next(t))
 	require.Equal(t, AckRejected, a.Status)
 	require.Equal(t, CodeForbiddenField, a.Code)

@@ -66,7 +66,7 @@ func TestSecurity_I2_IdentityFieldsRejectedOnReceive(t *testing.T) {
 				if tc.typ == TypeChatMessageAck {
 					p.ReplyTo = "pkt_sent" // well-formed but for the payload
 				}
-				require.ErrorIs(t, r.c.Receive(context.Background(), p), ErrForbiddenField)
+				require.ErrorIs(t, r.c.Receive(context.Background(), p), &Error{Code: CodeForbiddenField})
 				ans := r.w.next(t)
 				require.Equal(t, p.PacketID, ans.ReplyTo)
 				if tc.ack {

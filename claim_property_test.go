@@ -124,7 +124,7 @@ func TestClaim_S8_Property_NeverShownTwiceAcrossCrashes(t *testing.T) {
 		case "check":
 			target = screenCheck{sc}
 		}
-		lease := 2 * DefaultTargetTimeout
+		lease := 2 * defaultTargetTimeout
 
 		var c *Channel
 		var w *wire

@@ -5,21 +5,21 @@ import (
 	"time"
 )
 
-// claimRecord is a claim held in a MemoryCompletedStore.
+// claimRecord is a claim held in a memoryCompletedStore.
 type claimRecord struct {
 	fp    Fingerprint
 	owner string
 	until time.Time
 }
 
-var _ ClaimStore = (*MemoryCompletedStore)(nil)
+var _ ClaimStore = (*memoryCompletedStore)(nil)
 
 // Claim implements ClaimStore. In memory a claim cannot outlive its
 // process, so an orphan is a claim whose lease ran out (its owner hangs or
 // its Record failed) or one owner already holds. At most Cap claims are
 // held; when full, claims whose lease ended more than TTL ago go first,
 // and a Claim that still finds no room fails retryable (channel_busy).
-func (s *MemoryCompletedStore) Claim(_ context.Context, channelID, messageID string, fp Fingerprint, owner string, lease time.Duration) (Claim, error) {
+func (s *memoryCompletedStore) Claim(_ context.Context, channelID, messageID string, fp Fingerprint, owner string, lease time.Duration) (Claim, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.clock.Now()
@@ -55,7 +55,7 @@ func (s *MemoryCompletedStore) Claim(_ context.Context, channelID, messageID str
 }
 
 // Release implements ClaimStore.
-func (s *MemoryCompletedStore) Release(_ context.Context, channelID, messageID, owner string) error {
+func (s *memoryCompletedStore) Release(_ context.Context, channelID, messageID, owner string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	k := completedKey{channelID, messageID}

@@ -3,6 +3,8 @@ package imv2
 import (
 	"container/heap"
 	"time"
+
+	"github.com/xagentkit/imv2/clock"
 )
 
 // deadlines is a Channel's one timer for the next steps of its pending
@@ -15,7 +17,7 @@ import (
 // Guarded by the Channel's mu.
 type deadlines struct {
 	due   dueHeap
-	timer Timer
+	timer clock.Timer
 	at    time.Time // when timer fires (zero: no timer)
 	gen   uint64    // counts the timers armed: a fire knows whether it is timer's
 	seq   uint64    // ties are broken in scheduling order, as separate timers would fire

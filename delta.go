@@ -35,7 +35,8 @@ func (d *ChatMessageDelta) Validate(dir Direction) error {
 }
 
 // DecodeChatMessageDelta decodes and validates a chat.message.delta. A
-// `files` member is rejected (D7); so is any member the payload does not define.
+// `files` member is rejected (D7); other members the payload does not
+// define are ignored (E5), unless a rule forbids their name.
 func DecodeChatMessageDelta(p *Packet) (*ChatMessageDelta, error) {
 	if p.Type != TypeChatMessageDelta {
 		return nil, Errorf(CodeInvalidPacket, "packet type is %q, not %s", p.Type, TypeChatMessageDelta)

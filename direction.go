@@ -5,26 +5,30 @@ package imv2
 // ToXAgent carries user input, ToConnector carries assistant output.
 type Direction uint8
 
+// The two directions are distinct bits, so the catalog can hold a set of
+// them in one Direction (DirBoth).
 const (
 	// ToConnector is xAgent → Connector: finals, deltas, activity, acks of user messages.
-	ToConnector Direction = iota + 1
+	ToConnector Direction = 1
 	// ToXAgent is Connector → xAgent: user messages and acks of finals.
-	ToXAgent
+	ToXAgent Direction = 2
 )
 
-// String returns "to_connector", "to_xagent" or "invalid".
+// String returns "to_connector", "to_xagent", "both" (DirBoth) or "invalid".
 func (d Direction) String() string {
 	switch d {
 	case ToConnector:
 		return "to_connector"
 	case ToXAgent:
 		return "to_xagent"
+	case DirBoth:
+		return "both"
 	}
 	return "invalid"
 }
 
-// Reverse returns the opposite direction: the way an ack travels.
-func (d Direction) Reverse() Direction {
+// reverse returns the opposite direction: the way an ack travels.
+func (d Direction) reverse() Direction {
 	switch d {
 	case ToConnector:
 		return ToXAgent

@@ -9,10 +9,16 @@
 // deltas (ChatMessageDelta), receipts (ChatMessageAck) and redacted
 // activity snapshots (ChatActivity). DecodePacket checks the envelope
 // once; DecodeChatMessage and friends decode and validate a payload for
-// its direction. The four payloads are closed: an unknown member is
-// invalid_packet, and identity or transfer fields (session_id, user_id,
-// base64, token …) are forbidden_field. Builders (NewChatMessage, NewAck,
-// NewChatMessageDelta, NewChatActivity) cannot produce an invalid packet.
+// its direction. Reading is tolerant (E5): a member this version does not
+// define — in the envelope, in any payload, in a files[] item, at any
+// depth — is ignored, as Common Protocol §12 lets a peer add optional
+// members; ChatMessage.Raw keeps the payload as received for a Connector
+// that needs one. Identity and transfer fields (session_id, user_id,
+// base64, token …) stay forbidden_field wherever they appear, and
+// duplicate names and invalid UTF-8 stay invalid_packet. Writing is
+// strict: builders (NewChatMessage, NewAck, NewChatMessageDelta, and
+// Channel.SendActivity for activity) write only the members the profile
+// defines and cannot produce an invalid packet.
 //
 // # Channels
 //
@@ -28,16 +34,46 @@
 //
 // Every map keyed by remote input has a cap and a TTL:
 //
-//	pending messages per channel   DefaultPendingCap (1,000), DefaultPendingTTL (1 h)
-//	messages awaiting an ack       DefaultMaxUnacked (64) per channel; later ones wait, pending
+//	pending messages per channel   DefaultPendingCap (1,000), Options.PendingTTL (1 h)
+//	messages awaiting an ack       Options.MaxUnacked (64) per channel; later ones wait, pending
 //	completed records              DefaultCompletedCap (100,000), DefaultCompletedTTL (24 h)
-//	messages queued for the Target DefaultMaxInflight (64) per channel
-//	resends waiting on one message DefaultMaxWaiters (16)
-//	open delta streams             DefaultMaxOpenDeltas (256) per channel, DefaultDeltaIdleTTL (5 min)
-//	assembled delta text           DefaultMaxDeltaBytes (1 MiB)
+//	messages queued for the Target Options.MaxInflight (64) per channel
+//	resends waiting on one message Options.MaxWaiters (16)
+//	open delta streams             Options.MaxOpenDeltas (256) per channel, Options.DeltaIdleTTL (5 min)
+//	assembled delta text           Options.MaxDeltaBytes (1 MiB)
 //
-// What happens when each is hit is documented on the constant.
+// What happens when each is hit is documented on its Options field.
 //
-// Time is read from a Clock (package clock); tests inject package
+// Time is read from a clock.Clock (package clock); tests inject package
 // fakeclock and never sleep.
+//
+// # What is not here
+//
+// This package is the profile, not the Common Protocol around it, and it
+// imports no other package of the SDK but clock. The Common Protocol 3.0
+// control plane moved to package protocol: the Connector Card and
+// Connection Descriptor with their validation (including the profile's
+// own Card rules P1, P2, P8, which call this package's catalog), the
+// hello, channel, Descriptor, auth and tool payloads, the tool input
+// schema helpers, Subprotocol, ProtocolVersion, Version and ParseVersion,
+// the control-plane packet types (connector.hello … auth.logout.ack, ping,
+// pong) and the error codes only the control and data planes use
+// (hello_required, connector_id_mismatch, connection_*, …). The codes
+// the Channel itself answers with (invalid_packet, unsupported_packet,
+// channel_not_open, connector_channel_id_required,
+// connector_channel_unavailable) and TypeError stay here. The in-memory
+// transport moved to package imv2test.
+//
+// # Common Protocol versions
+//
+// The profile core — Channel, the four payloads, their codecs — does not
+// depend on the Common Protocol version around it. Its one seam is
+// Transport (outbound) and Channel.Receive (inbound): package dataplane
+// is the Common Protocol 3.0 binding behind that seam (WebSocket, hello,
+// channel.open, the 3.0 envelope), with package protocol for its
+// control-plane payloads; it admits xAgents announcing 3.0 or newer while
+// itself speaking 3.0 (W4, protocol.Version). When a 4.x text is
+// published, its data plane is a sibling package beside dataplane that
+// also hands each channel a Transport and feeds Channel.Receive; nothing
+// in this package changes for it.
 package imv2

@@ -5,9 +5,15 @@ import "context"
 // Drop deletes the channel for good (S7): it closes the channel, removes
 // every pending message from the PendingStore and reports each through
 // OnFailed with code connector_channel_unavailable (nothing is lost
-// silently), and forgets the channel's completed records. Use it when the
-// channel is permanently gone, not on a disconnect (SetTransport(nil)) or
-// a channel.close (the state must outlive those).
+// silently). Use it when the channel is permanently gone, not on a
+// disconnect (SetTransport(nil)) or a channel.close (the state must
+// outlive those).
+//
+// The channel's completed records stay until their TTL or the store's cap
+// takes them: the sender may still resend a message the channel completed,
+// under the ID that replaces it (CompletedStore.Handover), and it must be
+// answered duplicate, not posted twice. CompletedStore.DropChannel
+// forgets them at once where that is wanted.
 func (c *Channel) Drop(ctx context.Context) error {
 	msgs, err := c.takePending(ctx)
 	for _, m := range msgs {
@@ -16,9 +22,6 @@ func (c *Channel) Drop(ctx context.Context) error {
 		if c.o.OnFailed != nil {
 			c.o.OnFailed(c.id, m, fail)
 		}
-	}
-	if derr := c.o.Completed.DropChannel(ctx, c.id); err == nil {
-		err = derr
 	}
 	return err
 }

@@ -16,31 +16,12 @@ const (
 	// CodeInvalidPacket: the frame is not JSON, not a valid envelope, or its
 	// payload breaks a rule of its packet type (E2, X3).
 	CodeInvalidPacket Code = "invalid_packet"
-	// CodeHelloRequired: a user-level packet arrived before connector.hello.ack (W3).
-	CodeHelloRequired Code = "hello_required"
-	// CodeConnectorCardIDMismatch: the hello names another Card (W4).
-	CodeConnectorCardIDMismatch Code = "connector_card_id_mismatch"
-	// CodeConnectorIDMismatch: the hello names a connector_id this Connector
-	// did not issue or no longer honours.
-	CodeConnectorIDMismatch Code = "connector_id_mismatch"
 	// CodeChannelNotOpen: the packet names a channel that is not open (X2).
 	CodeChannelNotOpen Code = "channel_not_open"
 	// CodeChannelIDRequired: a channel-scoped packet has no connector_channel_id (I1).
 	CodeChannelIDRequired Code = "connector_channel_id_required"
-	// CodeChannelNotOwned: the channel belongs to another connection.
-	CodeChannelNotOwned Code = "connector_channel_not_owned"
-	// CodeChannelConnectorMismatch: the channel belongs to another connector_id.
-	CodeChannelConnectorMismatch Code = "connector_channel_connector_mismatch"
 	// CodeChannelUnavailable: the channel exists but cannot serve now.
 	CodeChannelUnavailable Code = "connector_channel_unavailable"
-	// CodeConnectionNotFound: no connection state for the request.
-	CodeConnectionNotFound Code = "connection_not_found"
-	// CodeConnectionNotAuthenticated: the channel has not completed sign-in.
-	CodeConnectionNotAuthenticated Code = "connection_not_authenticated"
-	// CodeAuthSessionNotFound: an auth packet names an unknown auth session.
-	CodeAuthSessionNotFound Code = "auth_session_not_found"
-	// CodeToolInvokeFailed: a tool.invoke could not be carried out.
-	CodeToolInvokeFailed Code = "tool_invoke_failed"
 	// CodeUnsupportedPacket: the packet type is not served by this peer.
 	CodeUnsupportedPacket Code = "unsupported_packet"
 )
@@ -87,7 +68,7 @@ const (
 // human message and whether the same request may succeed if sent again.
 //
 // Two *Error values match under errors.Is when their codes are equal, so
-// errors.Is(err, imv2.ErrChannelNotOpen) works on any wrapped *Error.
+// errors.Is(err, imv2.&Error{Code: CodeChannelNotOpen}) works on any wrapped *Error.
 type Error struct {
 	Code      Code
 	Message   string
@@ -97,15 +78,8 @@ type Error struct {
 
 // Sentinels for errors.Is; compare by Code.
 var (
-	ErrInvalidPacket         = &Error{Code: CodeInvalidPacket}
-	ErrHelloRequired         = &Error{Code: CodeHelloRequired}
-	ErrChannelNotOpen        = &Error{Code: CodeChannelNotOpen}
-	ErrDeltaSequenceGap      = &Error{Code: CodeDeltaSequenceGap}
-	ErrDeltaSequenceConflict = &Error{Code: CodeDeltaSequenceConflict}
-	ErrMessageIDConflict     = &Error{Code: CodeMessageIDConflict}
-	ErrForbiddenField        = &Error{Code: CodeForbiddenField}
-	ErrPendingFull           = &Error{Code: CodePendingFull}
-	ErrClosed                = &Error{Code: CodeClosed}
+	ErrInvalidPacket = &Error{Code: CodeInvalidPacket}
+	ErrClosed        = &Error{Code: CodeClosed}
 )
 
 // Errorf returns an *Error with the given code and a formatted message.

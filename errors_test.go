@@ -13,8 +13,8 @@ import (
 func TestError_X3_IsAndAs(t *testing.T) {
 	base := imv2.Errorf(imv2.CodeChannelNotOpen, "channel %q is closed", "cch_1")
 	wrapped := fmt.Errorf("receive: %w", base)
-	if !errors.Is(wrapped, imv2.ErrChannelNotOpen) || !errors.Is(wrapped, &imv2.Error{Code: imv2.CodeChannelNotOpen}) {
-		t.Error("errors.Is by code through a wrap")
+	if !errors.Is(wrapped, &imv2.Error{Code: imv2.CodeChannelNotOpen}) || !errors.Is(wrapped, &imv2.Error{Code: imv2.CodeChannelNotOpen, Message: "another text"}) {
+		t.Error("errors.Is by code, whatever the message, through a wrap")
 	}
 	if errors.Is(wrapped, imv2.ErrInvalidPacket) {
 		t.Error("errors.Is matched another code")

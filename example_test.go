@@ -33,7 +33,7 @@ func ExampleDecodeChatMessage() {
 	fmt.Println(err)
 	// Output:
 	// cch_123 msg_1 Summarise this page image /files/refs/file_abc
-	// imv2: forbidden_field: chat.message: member "session_id" is an identity field the profile forbids (I2)
+	// imv2: forbidden_field: chat.message: member "session_id" at /session_id is an identity field the profile forbids (I2)
 }
 
 // xAgent sends the final of an assistant message. Keep the message ID:
@@ -70,13 +70,12 @@ func ExampleNewAck() {
 	fmt.Println(ack.Type, ack.ReplyTo, ack.ConnectorChannelID)
 	fmt.Println(string(ack.Payload))
 
-	// The sender matches the ack to what it has pending.
 	a, _ := imv2.DecodeChatMessageAck(ack)
-	fmt.Println(imv2.MatchesAck(orig, "msg_1", ack, a), a.Err().Retryable)
+	fmt.Println(a.Err().Retryable)
 	// Output:
 	// chat.message.ack pkt_message_1 cch_123
 	// {"message_id":"msg_1","status":"rejected","code":"target_delivery_failed","message":"target platform rejected the message","retryable":false}
-	// true false
+	// false
 }
 
 // The Connector intersects the hello's supported_profiles with its Card
@@ -97,30 +96,4 @@ func ExampleCatalog_Negotiate() {
 	// true false
 	// true false
 	// []
-}
-
-// A Card tool's input schema gets connector_channel_id declared and
-// required by the helper, never by hand (H2).
-func ExampleToolInputSchema() {
-	schema, err := imv2.ToolInputSchema(map[string]json.RawMessage{
-		"text": json.RawMessage(`{"type":"string","description":"Text to send."}`),
-	}, "text")
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	fmt.Println(string(schema))
-
-	card := imv2.Card{
-		Schema: imv2.CardSchema, ProtocolVersion: imv2.ProtocolVersion,
-		Build:           imv2.Build{BuildTime: "2611300000"},
-		ConnectorCardID: "im.console",
-		Connector:       imv2.CardInfo{Name: "Console IM", Version: "0.1.0"},
-		Supports:        imv2.Supports{TargetTypes: []string{"im"}, Profiles: []string{imv2.ProfileIMv2}},
-		Tools:           []imv2.Tool{{ToolID: "console_message_send", Profile: imv2.ProfileIMv2, InputSchema: schema}},
-	}
-	fmt.Println(card.Validate())
-	// Output:
-	// {"properties":{"connector_channel_id":{"description":"The user-level Connector channel ID this call acts on. xAgent fills it in; do not invent one.","type":"string"},"text":{"description":"Text to send.","type":"string"}},"required":["connector_channel_id","text"],"type":"object"}
-	// <nil>
 }

@@ -19,9 +19,9 @@ const (
 	envPayload
 )
 
-// decodeEnvelopeFast decodes a frame whose envelope holds only the members
-// a Packet has (no error member, no unknown one) and whose payload, if
-// any, is an object. hasTime reports a time member.
+// decodeEnvelopeFast decodes a frame whose envelope has no error member and
+// whose payload, if any, is an object; unknown members are skipped (E5).
+// hasTime reports a time member.
 func decodeEnvelopeFast(data []byte) (p *Packet, hasTime, ok bool) {
 	s := scanner{b: data}
 	if !s.eat('{') {
@@ -29,6 +29,7 @@ func decodeEnvelopeFast(data []byte) (p *Packet, hasTime, ok bool) {
 	}
 	p = new(Packet)
 	var seen uint
+	var unknown unknownNames
 	var payload []byte
 	s.ws()
 	if s.peek() == '}' {
@@ -74,7 +75,9 @@ func decodeEnvelopeFast(data []byte) (p *Packet, hasTime, ok bool) {
 			p.Type = internType(raw)
 		case "time":
 			bit = envTime
-			p.Time, ok = s.int()
+			if p.Time, ok = s.int(); !ok { // the common case, read once
+				p.Time, ok = s.integral()
+			}
 		case "payload":
 			bit = envPayload
 			start := s.i
@@ -82,8 +85,14 @@ func decodeEnvelopeFast(data []byte) (p *Packet, hasTime, ok bool) {
 				return nil, false, false
 			}
 			payload = data[start:s.i]
+		case "error":
+			return nil, false, false // rare: the codec decodes it
 		default:
-			return nil, false, false
+			// An unknown member (E5) is checked and skipped.
+			if !unknown.add(name) || !s.value(0) {
+				return nil, false, false
+			}
+			ok = true
 		}
 		if !ok || seen&bit != 0 {
 			return nil, false, false
@@ -137,17 +146,17 @@ func internType(raw []byte) string {
 		return TypeChatMessageAck
 	case TypeChatActivity:
 		return TypeChatActivity
-	case TypePing:
-		return TypePing
-	case TypePong:
-		return TypePong
+	case "ping": // the data plane's keepalives (package protocol)
+		return "ping"
+	case "pong":
+		return "pong"
 	}
 	return string(raw)
 }
 
 // decodeChatMessageFast decodes a chat.message payload.
 func decodeChatMessageFast(b []byte) (*ChatMessage, bool) {
-	s := scanner{b: b}
+	s := scanner{b: b, forbid: true}
 	m := new(ChatMessage)
 	const (
 		fID = 1 << iota
@@ -171,6 +180,8 @@ func decodeChatMessageFast(b []byte) (*ChatMessage, bool) {
 		case "created_at":
 			bit = fCreated
 			m.CreatedAt, ok = s.int()
+		default:
+			return 0, true // unknown: members skips it
 		}
 		return bit, ok
 	})
@@ -239,27 +250,39 @@ func (s *scanner) file(f *File) bool {
 		case "download_url":
 			bit = fURL
 			f.DownloadURL, ok = s.text()
+		default:
+			return 0, true // unknown: members skips it
 		}
 		return bit, ok
 	})
 }
 
 // members reads a non-empty object at the cursor, handing each member name
-// to member, which reads the value and returns the member's bit: 0 for an
-// unknown member, or ok = false for a value it does not take. A duplicate
-// member ends the read too.
+// to member, which reads the value and returns the member's bit, or
+// ok = false for a value it does not take. Bit 0 is an unknown member
+// (E5): members skips its value, checked like any value and clear of
+// forbidden names at every depth. A duplicate or a forbidden member ends
+// the read too, and the codec decides.
 func (s *scanner) members(member func(name []byte) (bit uint, ok bool)) bool {
 	if !s.eat('{') {
 		return false
 	}
 	var seen uint
+	var unknown unknownNames
 	for {
 		name, ok := s.name()
 		if !ok {
 			return false
 		}
 		bit, ok := member(name)
-		if !ok || bit == 0 || seen&bit != 0 {
+		switch {
+		case !ok:
+			return false
+		case bit == 0:
+			if forbiddenName(name) || !unknown.add(name) || !s.value(1) {
+				return false
+			}
+		case seen&bit != 0:
 			return false
 		}
 		seen |= bit
@@ -275,7 +298,7 @@ func (s *scanner) members(member func(name []byte) (bit uint, ok bool)) bool {
 
 // decodeDeltaFast decodes a chat.message.delta payload.
 func decodeDeltaFast(b []byte) (*ChatMessageDelta, bool) {
-	s := scanner{b: b}
+	s := scanner{b: b, forbid: true}
 	d := new(ChatMessageDelta)
 	const (
 		fID = 1 << iota
@@ -292,9 +315,13 @@ func decodeDeltaFast(b []byte) (*ChatMessageDelta, bool) {
 		case "sequence":
 			bit = fSeq
 			d.Sequence, ok = s.int()
+		case "files":
+			return 0, false // D7: the codec words the rejection
 		case "text":
 			bit = fText
 			d.Text, ok = s.text()
+		default:
+			return 0, true // unknown: members skips it
 		}
 		return bit, ok
 	})
@@ -306,7 +333,7 @@ func decodeDeltaFast(b []byte) (*ChatMessageDelta, bool) {
 
 // decodeAckFast decodes a chat.message.ack payload.
 func decodeAckFast(b []byte) (*ackWire, bool) {
-	s := scanner{b: b}
+	s := scanner{b: b, forbid: true}
 	w := new(ackWire)
 	const (
 		fID = 1 << iota
@@ -345,6 +372,8 @@ func decodeAckFast(b []byte) (*ackWire, bool) {
 				ok = true
 			}
 			w.Retryable = &r
+		default:
+			return 0, true // unknown: members skips it
 		}
 		return bit, ok
 	})
@@ -356,7 +385,7 @@ func decodeAckFast(b []byte) (*ackWire, bool) {
 
 // decodeActivityFast decodes a chat.activity payload.
 func decodeActivityFast(b []byte) (*ChatActivity, bool) {
-	s := scanner{b: b}
+	s := scanner{b: b, forbid: true}
 	a := new(ChatActivity)
 	const (
 		fStatus = 1 << iota
@@ -374,6 +403,8 @@ func decodeActivityFast(b []byte) (*ChatActivity, bool) {
 		case "tool_name":
 			bit = fTool
 			a.ToolName, ok = s.text()
+		default:
+			return 0, true // unknown: members skips it
 		}
 		return bit, ok
 	})
@@ -381,4 +412,30 @@ func decodeActivityFast(b []byte) (*ChatActivity, bool) {
 		return nil, false
 	}
 	return a, true
+}
+
+// maxUnknownNames bounds the unknown members one object of the fast path
+// takes; more go to the codec.
+const maxUnknownNames = 8
+
+// unknownNames remembers the unknown member names of one object, to refuse
+// a duplicate without an allocation.
+type unknownNames struct {
+	names [maxUnknownNames][]byte
+	n     int
+}
+
+// add records name; false for a repeat or one too many.
+func (u *unknownNames) add(name []byte) bool {
+	if u.n == maxUnknownNames {
+		return false
+	}
+	for _, prev := range u.names[:u.n] {
+		if string(prev) == string(name) {
+			return false
+		}
+	}
+	u.names[u.n] = name
+	u.n++
+	return true
 }

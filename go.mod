@@ -11,11 +11,11 @@ require (
 	github.com/stretchr/testify v1.12.1
 	go.etcd.io/bbolt v1.4.3
 	go.uber.org/goleak v1.3.0
+	go.yaml.in/yaml/v3 v3.0.5
 	pgregory.net/rapid v1.3.0
 )
 
 require (
-	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
 )

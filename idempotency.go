@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/golang-lru/v2/simplelru"
+	"github.com/xagentkit/imv2/clock"
 )
 
 // Fingerprint identifies the full content of a message: its text and its
@@ -58,31 +59,31 @@ type CompletedStore interface {
 	Record(ctx context.Context, channelID, messageID string, fp Fingerprint) error
 	// DropChannel forgets every record of a permanently deleted channel (S7).
 	DropChannel(ctx context.Context, channelID string) error
+	// Handover copies every live record of channel from to channel to,
+	// keeping each record's age, when the Connector answered a reopen of
+	// from with the new ID to: the sender resends from's pending messages
+	// there, and those already completed must be answered duplicate, not
+	// posted again (dedup follows the message, not the ID). from keeps its
+	// records; an unknown from copies nothing.
+	Handover(ctx context.Context, from, to string) error
 }
 
-// Defaults of MemoryCompletedStore.
+// Defaults of memoryCompletedStore.
 const (
 	// DefaultCompletedCap bounds the records kept across all channels.
 	DefaultCompletedCap = 100_000
 	// DefaultCompletedTTL is how long a record is kept. It outlives the
-	// sender's pending TTL (DefaultPendingTTL), so every resend a sender
+	// sender's pending TTL (Options.PendingTTL), so every resend a sender
 	// may make still finds the record.
 	DefaultCompletedTTL = 24 * time.Hour
 )
 
-// MemoryCompletedStore is a bounded in-memory CompletedStore: at most Cap
-// records across all channels, each kept at most TTL. When full, the oldest
-// record goes first. It starts no goroutine: expired records are swept on
-// each Record.
-//
-// A record evicted by the cap or TTL can no longer stop a very late resend;
-// size Cap above the number of messages received in one TTL, or use a
-// durable store (boltstore).
-type MemoryCompletedStore struct {
+// memoryCompletedStore is what NewMemoryCompletedStore returns.
+type memoryCompletedStore struct {
 	mu       sync.Mutex
 	capacity int
 	ttl      time.Duration
-	clock    Clock
+	clock    clock.Clock
 	// lru is used as a FIFO (Peek never promotes), so its oldest entry is
 	// also the one that expires first. It is made by the first Record, so
 	// the store of an idle channel costs a few words.
@@ -99,23 +100,35 @@ type completedRecord struct {
 	expires time.Time
 }
 
-// NewMemoryCompletedStore returns a store holding at most capacity records
-// for at most ttl each, timed by clock. Zero values take the defaults.
-func NewMemoryCompletedStore(capacity int, ttl time.Duration, clock Clock) *MemoryCompletedStore {
+// NewMemoryCompletedStore returns a bounded in-memory CompletedStore (it is
+// also a ClaimStore): at most capacity records across all channels, each
+// kept at most ttl, timed by clock; zero values take DefaultCompletedCap,
+// DefaultCompletedTTL and the system clock. When full, the oldest record
+// goes first. It starts no goroutine: expired records are swept on each
+// Record.
+//
+// A record evicted by the cap or TTL can no longer stop a very late resend;
+// size capacity above the number of messages received in one TTL, or use a
+// durable store (boltstore).
+func NewMemoryCompletedStore(capacity int, ttl time.Duration, clk clock.Clock) ClaimStore {
+	return newMemoryCompletedStore(capacity, ttl, clk)
+}
+
+func newMemoryCompletedStore(capacity int, ttl time.Duration, clk clock.Clock) *memoryCompletedStore {
 	if capacity <= 0 {
 		capacity = DefaultCompletedCap
 	}
 	if ttl <= 0 {
 		ttl = DefaultCompletedTTL
 	}
-	if clock == nil {
-		clock = SystemClock{}
+	if clk == nil {
+		clk = clock.System{}
 	}
-	return &MemoryCompletedStore{capacity: capacity, ttl: ttl, clock: clock}
+	return &memoryCompletedStore{capacity: capacity, ttl: ttl, clock: clk}
 }
 
 // Lookup implements CompletedStore.
-func (s *MemoryCompletedStore) Lookup(_ context.Context, channelID, messageID string) (Fingerprint, bool, error) {
+func (s *memoryCompletedStore) Lookup(_ context.Context, channelID, messageID string) (Fingerprint, bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.lru == nil {
@@ -129,7 +142,7 @@ func (s *MemoryCompletedStore) Lookup(_ context.Context, channelID, messageID st
 }
 
 // Record implements CompletedStore.
-func (s *MemoryCompletedStore) Record(_ context.Context, channelID, messageID string, fp Fingerprint) error {
+func (s *memoryCompletedStore) Record(_ context.Context, channelID, messageID string, fp Fingerprint) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.lru == nil {
@@ -145,7 +158,7 @@ func (s *MemoryCompletedStore) Record(_ context.Context, channelID, messageID st
 }
 
 // DropChannel implements CompletedStore.
-func (s *MemoryCompletedStore) DropChannel(_ context.Context, channelID string) error {
+func (s *memoryCompletedStore) DropChannel(_ context.Context, channelID string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for k := range s.claims {
@@ -164,8 +177,29 @@ func (s *MemoryCompletedStore) DropChannel(_ context.Context, channelID string) 
 	return nil
 }
 
+// Handover implements CompletedStore. Copies keep their expiry, so a
+// handover never extends a record's life.
+func (s *memoryCompletedStore) Handover(_ context.Context, from, to string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lru == nil || from == to {
+		return nil
+	}
+	now := s.clock.Now()
+	for _, k := range s.lru.Keys() {
+		r, _ := s.lru.Peek(k)
+		if k.channel != from || !now.Before(r.expires) {
+			continue
+		}
+		nk := completedKey{to, k.message}
+		s.lru.Remove(nk)
+		s.lru.Add(nk, r)
+	}
+	return nil
+}
+
 // Len returns the number of records held, expired ones included until swept.
-func (s *MemoryCompletedStore) Len() int {
+func (s *memoryCompletedStore) Len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.lru == nil {
@@ -174,7 +208,7 @@ func (s *MemoryCompletedStore) Len() int {
 	return s.lru.Len()
 }
 
-func (s *MemoryCompletedStore) sweep(now time.Time) {
+func (s *memoryCompletedStore) sweep(now time.Time) {
 	for {
 		_, r, ok := s.lru.GetOldest()
 		if !ok || now.Before(r.expires) {

@@ -1,4 +1,4 @@
-package imv2_test
+package imv2
 
 import (
 	"context"
@@ -6,17 +6,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/fakeclock"
 )
 
-func fpMessage() imv2.ChatMessage {
-	return imv2.ChatMessage{
+func fpMessage() ChatMessage {
+	return ChatMessage{
 		MessageID: "msg_1",
 		Text:      "hello",
-		Files: []imv2.File{
-			{Type: imv2.FileImage, FileRef: "f1", Filename: "a.png", MimeType: "image/png", ByteSize: 10, ExpiresAt: 5, DownloadURL: "/files/refs/f1"},
-			{Type: imv2.FileFile, FileRef: "f2", Filename: "b.pdf", MimeType: "application/pdf", ByteSize: 20, ExpiresAt: 6, DownloadURL: "/files/refs/f2"},
+		Files: []File{
+			{Type: FileImage, FileRef: "f1", Filename: "a.png", MimeType: "image/png", ByteSize: 10, ExpiresAt: 5, DownloadURL: "/files/refs/f1"},
+			{Type: FileFile, FileRef: "f2", Filename: "b.pdf", MimeType: "application/pdf", ByteSize: 20, ExpiresAt: 6, DownloadURL: "/files/refs/f2"},
 		},
 		CreatedAt: 100,
 	}
@@ -24,33 +23,33 @@ func fpMessage() imv2.ChatMessage {
 
 func TestFingerprintOf_S6(t *testing.T) {
 	base := fpMessage()
-	fp := imv2.FingerprintOf(&base)
+	fp := FingerprintOf(&base)
 	same := fpMessage()
-	if imv2.FingerprintOf(&same) != fp {
+	if FingerprintOf(&same) != fp {
 		t.Fatal("equal content, different fingerprint")
 	}
 	same.CreatedAt = 999
-	if imv2.FingerprintOf(&same) != fp {
+	if FingerprintOf(&same) != fp {
 		t.Error("created_at changed the fingerprint; a resend may stamp a new time")
 	}
-	changes := map[string]func(m *imv2.ChatMessage){
-		"text":               func(m *imv2.ChatMessage) { m.Text = "hello!" },
-		"type":               func(m *imv2.ChatMessage) { m.Files[1].Type = imv2.FileVideo },
-		"file_ref":           func(m *imv2.ChatMessage) { m.Files[1].FileRef = "f3" },
-		"filename":           func(m *imv2.ChatMessage) { m.Files[0].Filename = "c.png" },
-		"mime_type":          func(m *imv2.ChatMessage) { m.Files[0].MimeType = "image/jpeg" },
-		"byte_size":          func(m *imv2.ChatMessage) { m.Files[0].ByteSize = 11 },
-		"expires_at":         func(m *imv2.ChatMessage) { m.Files[0].ExpiresAt = 7 },
-		"download_url":       func(m *imv2.ChatMessage) { m.Files[0].DownloadURL = "/files/refs/other" },
-		"file dropped":       func(m *imv2.ChatMessage) { m.Files = m.Files[:1] },
-		"files reordered":    func(m *imv2.ChatMessage) { m.Files[0], m.Files[1] = m.Files[1], m.Files[0] },
-		"text moved to file": func(m *imv2.ChatMessage) { m.Text = ""; m.Files[0].FileRef = "hellof1" },
-		"boundary shift":     func(m *imv2.ChatMessage) { m.Files[0].Filename = "a.pn"; m.Files[0].MimeType = "gimage/png" },
+	changes := map[string]func(m *ChatMessage){
+		"text":               func(m *ChatMessage) { m.Text = "hello!" },
+		"type":               func(m *ChatMessage) { m.Files[1].Type = FileVideo },
+		"file_ref":           func(m *ChatMessage) { m.Files[1].FileRef = "f3" },
+		"filename":           func(m *ChatMessage) { m.Files[0].Filename = "c.png" },
+		"mime_type":          func(m *ChatMessage) { m.Files[0].MimeType = "image/jpeg" },
+		"byte_size":          func(m *ChatMessage) { m.Files[0].ByteSize = 11 },
+		"expires_at":         func(m *ChatMessage) { m.Files[0].ExpiresAt = 7 },
+		"download_url":       func(m *ChatMessage) { m.Files[0].DownloadURL = "/files/refs/other" },
+		"file dropped":       func(m *ChatMessage) { m.Files = m.Files[:1] },
+		"files reordered":    func(m *ChatMessage) { m.Files[0], m.Files[1] = m.Files[1], m.Files[0] },
+		"text moved to file": func(m *ChatMessage) { m.Text = ""; m.Files[0].FileRef = "hellof1" },
+		"boundary shift":     func(m *ChatMessage) { m.Files[0].Filename = "a.pn"; m.Files[0].MimeType = "gimage/png" },
 	}
 	for name, change := range changes {
 		m := fpMessage()
 		change(&m)
-		if imv2.FingerprintOf(&m) == fp {
+		if FingerprintOf(&m) == fp {
 			t.Errorf("%s changed, fingerprint did not", name)
 		}
 	}
@@ -59,8 +58,8 @@ func TestFingerprintOf_S6(t *testing.T) {
 func TestMemoryCompletedStore_S4_Cap(t *testing.T) {
 	ctx := context.Background()
 	clk := fakeclock.New(time.Unix(1_790_000_000, 0))
-	s := imv2.NewMemoryCompletedStore(3, time.Hour, clk)
-	fp := imv2.Fingerprint{1}
+	s := newMemoryCompletedStore(3, time.Hour, clk)
+	fp := Fingerprint{1}
 	for i := range 5 {
 		if err := s.Record(ctx, "cch_1", fmt.Sprintf("m%d", i), fp); err != nil {
 			t.Fatal(err)
@@ -83,8 +82,8 @@ func TestMemoryCompletedStore_S4_Cap(t *testing.T) {
 func TestMemoryCompletedStore_S6_TTL(t *testing.T) {
 	ctx := context.Background()
 	clk := fakeclock.New(time.Unix(1_790_000_000, 0))
-	s := imv2.NewMemoryCompletedStore(10, time.Minute, clk)
-	fp := imv2.Fingerprint{7}
+	s := newMemoryCompletedStore(10, time.Minute, clk)
+	fp := Fingerprint{7}
 	if err := s.Record(ctx, "cch_1", "old", fp); err != nil {
 		t.Fatal(err)
 	}
@@ -115,9 +114,9 @@ func TestMemoryCompletedStore_S6_TTL(t *testing.T) {
 
 func TestMemoryCompletedStore_S7_DropChannel(t *testing.T) {
 	ctx := context.Background()
-	s := imv2.NewMemoryCompletedStore(0, 0, nil)
+	s := newMemoryCompletedStore(0, 0, nil)
 	for _, ch := range []string{"a", "b"} {
-		if err := s.Record(ctx, ch, "m", imv2.Fingerprint{}); err != nil {
+		if err := s.Record(ctx, ch, "m", Fingerprint{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -132,20 +131,20 @@ func TestMemoryCompletedStore_S7_DropChannel(t *testing.T) {
 	}
 }
 
-func pendingEntry(ch, id, text string) imv2.PendingEntry {
-	return imv2.PendingEntry{ChannelID: ch, Message: imv2.ChatMessage{MessageID: id, Text: text}, Created: time.Unix(1, 0)}
+func pendingEntry(ch, id, text string) PendingEntry {
+	return PendingEntry{ChannelID: ch, Message: ChatMessage{MessageID: id, Text: text}, Created: time.Unix(1, 0)}
 }
 
 func TestMemoryPendingStore_S1_CapIsBackpressure(t *testing.T) {
 	ctx := context.Background()
-	s := imv2.NewMemoryPendingStore(2)
+	s := newMemoryPendingStore(2)
 	for _, id := range []string{"m1", "m2"} {
 		if err := s.Add(ctx, pendingEntry("cch_1", id, id)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	err := s.Add(ctx, pendingEntry("cch_1", "m3", "m3"))
-	if e := imv2.AsError(err, ""); e == nil || e.Code != imv2.CodePendingFull {
+	if e := AsError(err, ""); e == nil || e.Code != CodePendingFull {
 		t.Fatalf("Add on a full channel = %v, want pending_full", err)
 	}
 	if s.Len("cch_1") != 2 {
@@ -174,12 +173,12 @@ func TestMemoryPendingStore_S1_CapIsBackpressure(t *testing.T) {
 
 func TestMemoryPendingStore_M2_Conflict(t *testing.T) {
 	ctx := context.Background()
-	s := imv2.NewMemoryPendingStore(0)
+	s := newMemoryPendingStore(0)
 	if err := s.Add(ctx, pendingEntry("cch_1", "m1", "hello")); err != nil {
 		t.Fatal(err)
 	}
 	err := s.Add(ctx, pendingEntry("cch_1", "m1", "other text"))
-	if e := imv2.AsError(err, ""); e == nil || e.Code != imv2.CodeMessageIDConflict {
+	if e := AsError(err, ""); e == nil || e.Code != CodeMessageIDConflict {
 		t.Fatalf("same message_id, other content: %v, want message_id_conflict", err)
 	}
 	list, _ := s.List(ctx, "cch_1")

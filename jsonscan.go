@@ -10,12 +10,16 @@ import (
 // package either returns exactly what the codec would, or gives up (ok =
 // false) and the caller runs the codec, which then decides and words any
 // error. So the scanner may refuse anything unusual — a duplicate or
-// escaped member name, a surrogate escape, null, an unknown member, a
-// number that is not a plain integer — without a semantic choice of its
-// own. The differential tests in jsonscan_test.go hold it to that.
+// escaped member name, a surrogate escape, null, a forbidden member name,
+// a number that is not a plain integer — without a semantic choice of its
+// own. An unknown member is checked and skipped (E5), as the codec
+// ignores it. The differential tests in jsonscan_test.go hold it to that.
 type scanner struct {
 	b []byte
 	i int
+	// forbid makes object refuse a member name an IM v2 payload may not
+	// carry at any depth (forbidden.go): the codec path words the error.
+	forbid bool
 }
 
 // maxScanDepth and maxScanMembers bound what the generic validator takes on;
@@ -255,6 +259,116 @@ func (s *scanner) int() (int64, bool) {
 	return int64(v), true
 }
 
+// integral reads a number whose value is an integer that fits an int64,
+// in any notation the public schema's "integer" takes: 1790000000000,
+// 1.79e12, 1790000000000.0 (integralNumber).
+func (s *scanner) integral() (int64, bool) {
+	s.ws()
+	start := s.i
+	if !s.number() {
+		return 0, false
+	}
+	v, ok := integralNumber(s.b[start:s.i])
+	if !ok {
+		s.i = start
+	}
+	return v, ok
+}
+
+// integralNumber returns the value of b, a number of valid JSON syntax,
+// when it is an integer that fits an int64: an exponent and a fraction of
+// zeros are fine, "-0" is 0; a non-zero fraction or a value out of range
+// is not. It is exact (no float rounding) and does not allocate.
+func integralNumber(b []byte) (int64, bool) {
+	neg := len(b) > 0 && b[0] == '-'
+	if neg {
+		b = b[1:]
+	}
+	// Split digits [intPart][frac] and the exponent.
+	mant, exp := b, 0
+	for i, c := range b {
+		if c == 'e' || c == 'E' {
+			mant = b[:i]
+			e := b[i+1:]
+			eneg := len(e) > 0 && e[0] == '-'
+			if len(e) > 0 && (e[0] == '-' || e[0] == '+') {
+				e = e[1:]
+			}
+			for _, d := range e {
+				if exp < 1_000_000 { // beyond, the verdict no longer changes
+					exp = exp*10 + int(d-'0')
+				}
+			}
+			if eneg {
+				exp = -exp
+			}
+			break
+		}
+	}
+	intPart, frac := mant, mant[:0]
+	for i, c := range mant {
+		if c == '.' {
+			intPart, frac = mant[:i], mant[i+1:]
+			break
+		}
+	}
+	for len(frac) > 0 && frac[len(frac)-1] == '0' {
+		frac = frac[:len(frac)-1]
+	}
+	for len(intPart) > 0 && intPart[0] == '0' {
+		intPart = intPart[1:]
+	}
+	if len(intPart) == 0 { // leading zeros of the fraction are leading zeros
+		for len(frac) > 0 && frac[0] == '0' {
+			frac = frac[1:]
+			exp--
+		}
+	}
+	// The value is digits(intPart+frac) × 10^(exp-len(frac)).
+	nd := len(intPart) + len(frac)
+	if nd == 0 {
+		return 0, true
+	}
+	scale := exp - len(frac)
+	// Trailing zeros of the digits may pay for a negative scale.
+	tz := 0
+	if len(frac) == 0 {
+		for tz < len(intPart) && intPart[len(intPart)-1-tz] == '0' {
+			tz++
+		}
+	}
+	if scale < 0 {
+		if -scale > tz {
+			return 0, false // a non-zero fraction
+		}
+		nd += scale
+		scale = 0
+	}
+	if nd+scale > 19 {
+		return 0, false
+	}
+	var v uint64
+	for i := 0; i < nd; i++ {
+		var c byte
+		if i < len(intPart) {
+			c = intPart[i]
+		} else {
+			c = frac[i-len(intPart)]
+		}
+		v = v*10 + uint64(c-'0')
+	}
+	for range scale {
+		v *= 10
+	}
+	switch {
+	case !neg && v > math.MaxInt64, neg && v > -math.MinInt64:
+		return 0, false
+	case neg:
+		return -int64(v), true
+	}
+	return int64(v), true
+}
+
 // value checks one JSON value of any kind at the cursor: RFC 8259 syntax,
 // valid UTF-8, and no duplicate member name in any object (RFC 7493, as
 // the codec checks by default).
@@ -317,6 +431,9 @@ func (s *scanner) object(depth int) bool {
 	for {
 		name, ok := s.name()
 		if !ok || n == maxScanMembers {
+			return false
+		}
+		if s.forbid && forbiddenName(name) {
 			return false
 		}
 		for _, prev := range names[:n] {

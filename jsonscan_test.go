@@ -2,7 +2,9 @@ package imv2
 
 import (
 	"bytes"
+	"errors"
 	"io/fs"
+	"math/big"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -124,6 +126,39 @@ var codecEdgeCases = []string{
 	`{` + env + `"type":"chat.message.ack","reply_to":"q","payload":{"message_id":"m","status":"accepted","retryable":tru}}`,
 	`{` + env + `"type":"chat.activity","payload":{"status":"tool","tool_name":"web_search"}}`,
 	`{` + env + `"type":"chat.activity","payload":{"status":"idle","reasoning":"x"}}`,
+	// E5: unknown members, flat and nested, in the envelope and every payload.
+	`{` + env + `"type":"chat.message","trace":{"id":"t1","hops":[1,2]},"payload":{"message_id":"m","text":"t","resource_key":"rk_1"}}`,
+	`{` + env + `"type":"chat.message","payload":{"message_id":"m","text":"t","ext":{"a":[{"b":null}],"c":1.5e3}}}`,
+	`{` + env + `"type":"chat.message","payload":{"message_id":"m","files":[{"type":"image","file_ref":"f","download_url":"/x","width":640,"meta":{"h":480}}]}}`,
+	`{` + env + `"type":"chat.message","payload":{"message_id":"m","text":"t","x":1,"x":2}}`,
+	`{` + env + `"type":"chat.message","payload":{"message_id":"m","text":"t","a":1,"b":2,"c":3,"d":4,"e":5,"f":6,"g":7,"h":8,"i":9}}`,
+	`{` + env + `"type":"chat.message","payload":{"message_id":"m","text":"t","ext":{"session_id":"s"}}}`,
+	`{` + env + `"type":"chat.message","payload":{"message_id":"m","files":[{"type":"image","file_ref":"f","session_id":"s"}]}}`,
+	`{` + env + `"type":"chat.message","payload":{"message_id":"m","files":[{"type":"image","file_ref":"f","meta":[{"token":"k"}]}]}}`,
+	`{` + env + `"type":"chat.message","payload":{"message_id":"m","text":"t","ext":"` + "ÿ" + `"}}`,
+	`{` + env + `"type":"chat.message.delta","payload":{"message_id":"m","sequence":1,"text":"a","resource_key":"rk"}}`,
+	`{` + env + `"type":"chat.message.delta","payload":{"message_id":"m","sequence":1,"text":"a","ext":{"files":[]}}}`,
+	`{` + env + `"type":"chat.message.ack","reply_to":"q","payload":{"message_id":"m","status":"accepted","resource_key":"rk","ext":{"n":[true]}}}`,
+	`{` + env + `"type":"chat.message.ack","reply_to":"q","payload":{"message_id":"m","status":"accepted","ext":{"user_id":"u"}}}`,
+	`{` + env + `"type":"chat.activity","payload":{"status":"thinking","since":17}}`,
+	`{` + env + `"type":"chat.activity","payload":{"status":"tool","tool_name":"w","ext":{"arguments":{}}}}`,
+	`{"schema":"xagent.connector.packet/v1","packet_id":"p","type":"ping","a":1,"a":2}`,
+	`{"schema":"xagent.connector.packet/v1","packet_id":"p","type":"ping","session_id":"s","trace":"` + "ÿ" + `"}`,
+	// Time as the public schema's integer, in any notation.
+	`{"schema":"xagent.connector.packet/v1","packet_id":"p","type":"ping","time":1790000000000}`,
+	`{"schema":"xagent.connector.packet/v1","packet_id":"p","type":"ping","time":1.79e12}`,
+	`{"schema":"xagent.connector.packet/v1","packet_id":"p","type":"ping","time":1790000000000.0}`,
+	`{"schema":"xagent.connector.packet/v1","packet_id":"p","type":"ping","time":17900000000000E-1}`,
+	`{"schema":"xagent.connector.packet/v1","packet_id":"p","type":"ping","time":0.000179e16}`,
+	`{"schema":"xagent.connector.packet/v1","packet_id":"p","type":"ping","time":1790000000000.5}`,
+	`{"schema":"xagent.connector.packet/v1","packet_id":"p","type":"ping","time":1.5}`,
+	`{"schema":"xagent.connector.packet/v1","packet_id":"p","type":"ping","time":-1e3}`,
+	`{"schema":"xagent.connector.packet/v1","packet_id":"p","type":"ping","time":-0}`,
+	`{"schema":"xagent.connector.packet/v1","packet_id":"p","type":"ping","time":0e999999999}`,
+	`{"schema":"xagent.connector.packet/v1","packet_id":"p","type":"ping","time":1e19}`,
+	`{"schema":"xagent.connector.packet/v1","packet_id":"p","type":"ping","time":9223372036854775807}`,
+	`{"schema":"xagent.connector.packet/v1","packet_id":"p","type":"ping","time":9.223372036854775808e18}`,
+	`{"schema":"xagent.connector.packet/v1","packet_id":"p","type":"ping","time":"1"}`,
 }
 
 // mutations returns seeded variants of data: bytes deleted, doubled,
@@ -205,28 +240,29 @@ func checkFastDecode(t *testing.T, data []byte, h *hits) {
 	for _, b := range payloads {
 		if m, ok := decodeChatMessageFast(b); ok {
 			h.message++
-			sameAsCodec(t, b, m, new(ChatMessage))
+			sameAsCodec(t, TypeChatMessage, b, m, new(ChatMessage))
 		}
 		if d, ok := decodeDeltaFast(b); ok {
 			h.delta++
-			sameAsCodec(t, b, d, new(ChatMessageDelta))
+			sameAsCodec(t, TypeChatMessageDelta, b, d, new(ChatMessageDelta))
 		}
 		if w, ok := decodeAckFast(b); ok {
 			h.ack++
-			sameAsCodec(t, b, w, new(ackWire))
+			sameAsCodec(t, TypeChatMessageAck, b, w, new(ackWire))
 		}
 		if a, ok := decodeActivityFast(b); ok {
 			h.activity++
-			sameAsCodec(t, b, a, new(ChatActivity))
+			sameAsCodec(t, TypeChatActivity, b, a, new(ChatActivity))
 		}
 		checkFastEncode(t, b)
 	}
 }
 
-// sameAsCodec decodes b with the codec into ref and compares with fast.
-func sameAsCodec(t *testing.T, b []byte, fast, ref any) {
+// sameAsCodec decodes b, a payload of type typ, with the reference
+// decoder into ref and compares with fast.
+func sameAsCodec(t *testing.T, typ string, b []byte, fast, ref any) {
 	t.Helper()
-	if err := jsonv2.Unmarshal(b, ref, strictPayload); err != nil {
+	if err := decodeIMBytes(typ, b, ref); err != nil {
 		t.Fatalf("fast %T took what the codec refuses (%v):\n%s", fast, err, b)
 	}
 	if !reflect.DeepEqual(fast, ref) {
@@ -316,7 +352,7 @@ func TestFastCodec_GeneratedMessages(t *testing.T) {
 			t.Fatalf("the fast decoder refuses the SDK's own encoding %s", got)
 		}
 		var ref ChatMessage
-		if err := jsonv2.Unmarshal(got, &ref, strictPayload); err != nil || !reflect.DeepEqual(back, &ref) {
+		if err := decodeIMBytes(TypeChatMessage, got, &ref); err != nil || !reflect.DeepEqual(back, &ref) {
 			t.Fatalf("decodings differ (%v):\nfast  %+v\ncodec %+v", err, back, ref)
 		}
 
@@ -409,5 +445,100 @@ func FuzzFastCodec(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		checkFastDecode(t, data, &hits{})
+	})
+}
+
+// integralOracle is integralNumber's independent reference: exact rational
+// arithmetic.
+func integralOracle(b string) (int64, bool) {
+	r, ok := new(big.Rat).SetString(b)
+	if !ok || !r.IsInt() || !r.Num().IsInt64() {
+		return 0, false
+	}
+	return r.Num().Int64(), true
+}
+
+// TestIntegralNumber_MatchesBigRat: time and any integer read in any JSON
+// notation (1790000000000, 1.79e12, 1790000000000.0) agree with exact
+// rational arithmetic; fractions and out-of-range values are refused.
+func TestIntegralNumber_MatchesBigRat(t *testing.T) {
+	for _, c := range []string{"0", "-0", "1", "-1", "1790000000000", "1.79e12", "1790000000000.0", "1.79E+12",
+		"17900000000000e-1", "0.000179e16", "1790000000000.5", "1.5", "0.5e1", "0.05e2", "5e-1", "1500e-2", "1501e-2",
+		"0e999999999", "0.0e-99", "1e18", "1e19", "9223372036854775807", "9223372036854775808", "-9223372036854775808",
+		"-9223372036854775809", "9.223372036854775807e18", "92233720368547758070e-1", "1e-999999999", "100000000000000000000e-2"} {
+		got, gok := integralNumber([]byte(c))
+		want, wok := integralOracle(c)
+		if got != want || gok != wok {
+			t.Errorf("integralNumber(%s) = %d, %v; want %d, %v", c, got, gok, want, wok)
+		}
+	}
+	// Exponents beyond big.Rat's range.
+	for c, want := range map[string]bool{"0e10000000000000000000": true, "1e10000000000000000000": false, "1e-10000000000000000000": false, "-0.0e-10000000000000000000": true} {
+		if v, ok := integralNumber([]byte(c)); ok != want || v != 0 {
+			t.Errorf("integralNumber(%s) = %d, %v; want 0, %v", c, v, ok, want)
+		}
+	}
+	rapid.Check(t, func(t *rapid.T) {
+		c := rapid.StringMatching(`-?(0|[1-9][0-9]{0,20})(\.[0-9]{1,20})?([eE][+-]?[0-9]{1,3})?`).Draw(t, "n")
+		got, gok := integralNumber([]byte(c))
+		want, wok := integralOracle(c)
+		if got != want || gok != wok {
+			t.Fatalf("integralNumber(%s) = %d, %v; want %d, %v", c, got, gok, want, wok)
+		}
+	})
+}
+
+// TestFastCodec_E5_SkipsUnknownMembers: members this version does not
+// define keep a frame on the fast path (the scanner skips them), and a
+// forbidden name anywhere sends it to the reference decoder, which refuses
+// it.
+func TestFastCodec_E5_SkipsUnknownMembers(t *testing.T) {
+	p := &Packet{Schema: PacketSchema, PacketID: "p1", ConnectorChannelID: "c1", Type: TypeChatMessage, Time: 1}
+	raw, err := marshalChatMessage(&ChatMessage{MessageID: "m", Text: "t", Files: []File{{Type: FileImage, FileRef: "f", DownloadURL: "/x"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Payload = raw
+	data, err := p.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	frame := unknownMembersFrame(data)
+	fp, _, ok := decodeEnvelopeFast(frame)
+	if !ok {
+		t.Fatalf("the fast envelope reader refuses unknown members:\n%s", frame)
+	}
+	if _, ok := decodeChatMessageFast(fp.Payload); !ok {
+		t.Fatalf("the fast chat.message reader refuses unknown members:\n%s", fp.Payload)
+	}
+	for _, bad := range []string{`{"message_id":"m","text":"t","ext":{"session_id":"s"}}`, `{"message_id":"m","files":[{"type":"file","file_ref":"f","token":"k"}]}`} {
+		if _, ok := decodeChatMessageFast([]byte(bad)); ok {
+			t.Fatalf("the fast reader took a forbidden name: %s", bad)
+		}
+		if err := decodeIMBytes(TypeChatMessage, []byte(bad), new(ChatMessage)); !errors.Is(err, &Error{Code: CodeForbiddenField}) {
+			t.Fatalf("the reference decoder took a forbidden name (%v): %s", err, bad)
+		}
+	}
+}
+
+// FuzzIntegralNumber holds integralNumber to exact rational arithmetic on
+// every input the JSON number grammar takes.
+func FuzzIntegralNumber(f *testing.F) {
+	for _, s := range []string{"1790000000000", "1.79e12", "1790000000000.0", "1.5", "-0", "9.223372036854775808e18", "0e99999"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		sc := scanner{b: []byte(s)}
+		if !sc.number() || sc.i != len(s) || len(s) > 64 {
+			return
+		}
+		if _, ok := new(big.Rat).SetString(s); !ok {
+			return // an exponent beyond big.Rat's range: the oracle has no answer
+		}
+		got, gok := integralNumber([]byte(s))
+		want, wok := integralOracle(s)
+		if got != want || gok != wok {
+			t.Fatalf("integralNumber(%s) = %d, %v; want %d, %v", s, got, gok, want, wok)
+		}
 	})
 }

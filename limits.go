@@ -12,8 +12,8 @@ const (
 	MaxFilesPerMessage = 32
 	// MaxFilenameBytes bounds files[].filename.
 	MaxFilenameBytes = 255
-	// MaxToolNameBytes bounds chat.activity tool_name (C3).
-	MaxToolNameBytes = 256
-	// MaxAckMessageBytes bounds the short human message of a rejected ack.
-	MaxAckMessageBytes = 1024
+	// maxToolNameBytes bounds chat.activity tool_name (C3).
+	maxToolNameBytes = 256
+	// maxAckMessageBytes bounds the short human message of a rejected ack.
+	maxAckMessageBytes = 1024
 )

@@ -1,6 +1,7 @@
 package imv2
 
 import (
+	"encoding/json"
 	"net/url"
 	"strings"
 	"unicode/utf8"
@@ -38,6 +39,13 @@ type ChatMessage struct {
 	Files []File `json:"files,omitempty"`
 	// CreatedAt is Unix milliseconds; optional.
 	CreatedAt int64 `json:"created_at,omitzero"`
+	// Raw is the payload exactly as received, nil on a message built in
+	// Go. Decoding ignores members this version does not define (E5); a
+	// Connector whose platform needs one (a newer xAgent's resource_key,
+	// say) reads it from Raw, for example with json.Unmarshal into a
+	// struct of its own. Raw is never sent: builders and encoders write
+	// the fields above only (strict writing). Treat it as read-only.
+	Raw json.RawMessage `json:"-"`
 }
 
 // File is one entry of chat.message files[] (M4–M7). It has no field for
@@ -252,6 +260,7 @@ func DecodeChatMessage(p *Packet, dir Direction) (*ChatMessage, error) {
 	if err := m.Validate(dir); err != nil {
 		return nil, err
 	}
+	m.Raw = p.Payload
 	return m, nil
 }
 

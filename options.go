@@ -1,6 +1,7 @@
 package imv2
 
 import (
+	"github.com/xagentkit/imv2/clock"
 	"log/slog"
 	"time"
 )
@@ -38,46 +39,47 @@ func (r Role) inbound() Direction {
 
 // Defaults of Options. Each bound says what happens when it is hit.
 const (
-	// DefaultAckTimeout: a sent message without an ack after this long is
+	// defaultAckTimeout: a sent message without an ack after this long is
 	// resent (after backoff) with the same message_id and content (S2).
-	DefaultAckTimeout = 10 * time.Second
-	// DefaultRetryMin and DefaultRetryMax bound the exponential backoff
+	defaultAckTimeout = 10 * time.Second
+	// defaultRetryMin and defaultRetryMax bound the exponential backoff
 	// between resends; each delay is drawn from [d/2, d] (jitter).
-	DefaultRetryMin = 500 * time.Millisecond
-	DefaultRetryMax = 30 * time.Second
-	// DefaultTargetTimeout bounds one Target call; a call that overruns is
+	defaultRetryMin = 500 * time.Millisecond
+	defaultRetryMax = 30 * time.Second
+	// defaultTargetTimeout bounds one Target call; a call that overruns is
 	// cancelled and the message rejected retryable.
-	DefaultTargetTimeout = 60 * time.Second
-	// DefaultMaxInflight bounds the messages of one channel queued for or
+	defaultTargetTimeout = 60 * time.Second
+	// defaultMaxInflight bounds the messages of one channel queued for or
 	// in a Target call (they run one at a time, in arrival order); a
 	// further message is rejected retryable with code channel_busy.
-	DefaultMaxInflight = 64
-	// DefaultMaxUnacked bounds the sent messages of one channel awaiting
+	defaultMaxInflight = 64
+	// defaultMaxUnacked bounds the sent messages of one channel awaiting
 	// their ack; later ones stay pending and go out as acks come back
-	// (flow control: a receiver takes DefaultMaxInflight at once).
-	DefaultMaxUnacked = DefaultMaxInflight
-	// DefaultMaxWaiters bounds the resends of one message_id that wait for
+	// (flow control: a receiver takes defaultMaxInflight at once).
+	defaultMaxUnacked = defaultMaxInflight
+	// defaultMaxWaiters bounds the resends of one message_id that wait for
 	// its in-flight delivery; a further one is rejected retryable.
-	DefaultMaxWaiters = 16
-	// DefaultDeltaIdleTTL drops a delta stream that saw no delta for this
-	// long (D9); its final is still handled as a final without deltas.
-	DefaultDeltaIdleTTL = 5 * time.Minute
-	// DefaultMaxOpenDeltas bounds open delta streams per channel; a delta
+	defaultMaxWaiters = 16
+	// defaultDeltaIdleTTL drops a delta stream that no delta extended for
+	// this long (D9): a repeat of an earlier delta or an empty one does not
+	// keep it alive. Its final is still handled as a final without deltas.
+	defaultDeltaIdleTTL = 5 * time.Minute
+	// defaultMaxOpenDeltas bounds open delta streams per channel; a delta
 	// for a new message beyond it is rejected with delta_limit_exceeded.
-	DefaultMaxOpenDeltas = 256
-	// DefaultMaxDeltaBytes bounds the assembled text of one stream; a delta
+	defaultMaxOpenDeltas = 256
+	// defaultMaxDeltaBytes bounds the assembled text of one stream; a delta
 	// that would pass it is rejected with delta_limit_exceeded.
-	DefaultMaxDeltaBytes = MaxTextBytes
-	// DefaultDeltaSweep is how often open delta streams are checked for
+	defaultMaxDeltaBytes = MaxTextBytes
+	// defaultDeltaSweep is how often open delta streams are checked for
 	// idleness. No timer runs while no stream is open.
-	DefaultDeltaSweep = 30 * time.Second
-	// DefaultActivityTimeout clears a shown activity (typing) that no new
+	defaultDeltaSweep = 30 * time.Second
+	// defaultActivityTimeout clears a shown activity (typing) that no new
 	// snapshot refreshed for this long (C7).
-	DefaultActivityTimeout = 30 * time.Second
+	defaultActivityTimeout = 30 * time.Second
 )
 
 // CodeChannelBusy is the code of a retryable rejection when a channel has
-// DefaultMaxInflight deliveries running or too many resends waiting.
+// Options.MaxInflight deliveries running or too many resends waiting.
 const CodeChannelBusy Code = "channel_busy"
 
 // CodeExpired is the failure code of a pending message that got no terminal
@@ -86,8 +88,8 @@ const CodeExpired Code = "expired"
 
 // Options configure a Channel. The zero value (or nil) takes every default.
 type Options struct {
-	// Clock times every timer; SystemClock{} by default.
-	Clock Clock
+	// Clock times every timer; clock.System{} by default.
+	Clock clock.Clock
 	// Logger receives debug lines for dropped packets and warnings for
 	// failures; nothing by default. Message text is never logged.
 	Logger *slog.Logger
@@ -107,36 +109,44 @@ type Options struct {
 	OnDelivered func(channelID string, m ChatMessage, status AckStatus)
 
 	// AckTimeout: resend a message without an ack after this long
-	// (DefaultAckTimeout).
+	// (default 10 s).
 	AckTimeout time.Duration
 	// RetryMin and RetryMax bound the backoff between resends
-	// (DefaultRetryMin, DefaultRetryMax).
+	// (default 500 ms, 30 s).
 	RetryMin time.Duration
 	RetryMax time.Duration
 	// PendingTTL: a message without a terminal ack fails with code expired
-	// after this long, connected or not (DefaultPendingTTL).
+	// after this long, connected or not (default 1 h).
 	PendingTTL time.Duration
 	// MaxUnacked bounds the messages in transmission awaiting an ack per
-	// channel; later ones wait, pending, for room (DefaultMaxUnacked).
+	// channel; later ones wait, pending, for room (default 64).
 	MaxUnacked int
-	// TargetTimeout bounds each Target call (DefaultTargetTimeout).
+	// TargetTimeout bounds each Target call (default 60 s).
 	TargetTimeout time.Duration
 	// MaxInflight bounds the messages queued for or in a Target call per
-	// channel (DefaultMaxInflight); MaxWaiters the resends waiting on one
-	// of them (DefaultMaxWaiters).
+	// channel (default 64); MaxWaiters the resends waiting on one
+	// of them (default 16).
 	MaxInflight int
 	MaxWaiters  int
 	// DeltaIdleTTL drops a delta stream idle that long, checked every
-	// DeltaSweep (DefaultDeltaIdleTTL, DefaultDeltaSweep).
+	// DeltaSweep (default 5 min, 30 s).
 	DeltaIdleTTL time.Duration
 	DeltaSweep   time.Duration
 	// MaxOpenDeltas bounds open delta streams per channel and
 	// MaxDeltaBytes the bytes of one, text plus 8 per delta
-	// (DefaultMaxOpenDeltas, DefaultMaxDeltaBytes).
+	// (default 256, 1 MiB).
 	MaxOpenDeltas int
 	MaxDeltaBytes int
+	// Budget bounds, across every channel that shares it, the bytes a
+	// peer can make the channels hold: delta buffers (by capacity) and
+	// messages queued for or waiting on a Target call. Over it a delta
+	// that needs room is rejected with delta_limit_exceeded and a message
+	// with channel_busy (retryable). nil: only the per-channel bounds
+	// above; the dataplane Server sets one per connector_id under one per
+	// Server (dataplane.DefaultMaxMemory).
+	Budget *Budget
 	// ActivityTimeout clears a shown activity nobody refreshed
-	// (DefaultActivityTimeout).
+	// (default 30 s).
 	ActivityTimeout time.Duration
 
 	// ClaimOwner names this process to a Completed store that implements
@@ -159,7 +169,7 @@ func (o *Options) withDefaults() Options {
 		r = *o
 	}
 	if r.Clock == nil {
-		r.Clock = SystemClock{}
+		r.Clock = clock.System{}
 	}
 	if r.Logger == nil {
 		r.Logger = slog.New(slog.DiscardHandler)
@@ -173,23 +183,23 @@ func (o *Options) withDefaults() Options {
 	if r.Completed == nil {
 		r.Completed = NewMemoryCompletedStore(0, 0, r.Clock)
 	}
-	setDur(&r.AckTimeout, DefaultAckTimeout)
-	setDur(&r.RetryMin, DefaultRetryMin)
-	setDur(&r.RetryMax, DefaultRetryMax)
-	setDur(&r.PendingTTL, DefaultPendingTTL)
-	setDur(&r.TargetTimeout, DefaultTargetTimeout)
-	setDur(&r.DeltaIdleTTL, DefaultDeltaIdleTTL)
-	setDur(&r.DeltaSweep, DefaultDeltaSweep)
-	setDur(&r.ActivityTimeout, DefaultActivityTimeout)
+	setDur(&r.AckTimeout, defaultAckTimeout)
+	setDur(&r.RetryMin, defaultRetryMin)
+	setDur(&r.RetryMax, defaultRetryMax)
+	setDur(&r.PendingTTL, defaultPendingTTL)
+	setDur(&r.TargetTimeout, defaultTargetTimeout)
+	setDur(&r.DeltaIdleTTL, defaultDeltaIdleTTL)
+	setDur(&r.DeltaSweep, defaultDeltaSweep)
+	setDur(&r.ActivityTimeout, defaultActivityTimeout)
 	setDur(&r.ClaimLease, 2*r.TargetTimeout)
 	if _, claims := r.Completed.(ClaimStore); claims && r.ClaimOwner == "" {
 		r.ClaimOwner = prefixedUUID("owner_") // random, 122 bits
 	}
-	setInt(&r.MaxInflight, DefaultMaxInflight)
-	setInt(&r.MaxWaiters, DefaultMaxWaiters)
-	setInt(&r.MaxUnacked, DefaultMaxUnacked)
-	setInt(&r.MaxOpenDeltas, DefaultMaxOpenDeltas)
-	setInt(&r.MaxDeltaBytes, DefaultMaxDeltaBytes)
+	setInt(&r.MaxInflight, defaultMaxInflight)
+	setInt(&r.MaxWaiters, defaultMaxWaiters)
+	setInt(&r.MaxUnacked, defaultMaxUnacked)
+	setInt(&r.MaxOpenDeltas, defaultMaxOpenDeltas)
+	setInt(&r.MaxDeltaBytes, defaultMaxDeltaBytes)
 	if r.RetryMax < r.RetryMin {
 		r.RetryMax = r.RetryMin
 	}

@@ -12,14 +12,12 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 )
 
-// Wire constants of the Common Protocol 3.0 and of this profile.
+// Wire constants of the envelope and of this profile. The Common Protocol's
+// own (subprotocol, version, control-plane packet types) are in package
+// protocol.
 const (
 	// PacketSchema is the envelope's `schema` value (E1).
 	PacketSchema = "xagent.connector.packet/v1"
-	// Subprotocol is the WebSocket subprotocol of the data plane (W1).
-	Subprotocol = "xagent.connector.packet.v1"
-	// ProtocolVersion is the Common Protocol version this SDK speaks (W4).
-	ProtocolVersion = "3.0"
 	// ProfileIMv2 is the profile ID this SDK implements (P1).
 	ProfileIMv2 = "xagent.im.v2"
 	// TargetTypeIM is the only target type that may declare ProfileIMv2 (P1).
@@ -34,31 +32,9 @@ const (
 	TypeChatActivity     = "chat.activity"
 )
 
-// Packet types of the Common Protocol 3.0 data plane.
-const (
-	TypeConnectorHello    = "connector.hello"
-	TypeConnectorHelloAck = "connector.hello.ack"
-	TypeChannelOpen       = "channel.open"
-	TypeChannelOpenAck    = "channel.open.ack"
-	TypeChannelClose      = "channel.close"
-	TypeChannelCloseAck   = "channel.close.ack"
-	TypeDescriptorGet     = "connection.descriptor.get"
-	TypeDescriptorGetAck  = "connection.descriptor.get.ack"
-	TypeDescriptorPush    = "connection.descriptor.push"
-	TypePing              = "ping"
-	TypePong              = "pong"
-	TypeError             = "error"
-	TypeToolInvoke        = "tool.invoke"
-	TypeToolInvokeAck     = "tool.invoke.ack"
-	TypeAuthStart         = "auth.start"
-	TypeAuthStartAck      = "auth.start.ack"
-	TypeAuthStatus        = "auth.status"
-	TypeAuthStatusAck     = "auth.status.ack"
-	TypeAuthCancel        = "auth.cancel"
-	TypeAuthCancelAck     = "auth.cancel.ack"
-	TypeAuthLogout        = "auth.logout"
-	TypeAuthLogoutAck     = "auth.logout.ack"
-)
+// TypeError is the envelope type of an error packet (W10): the Channel
+// answers a bad delta with one (D12).
+const TypeError = "error"
 
 // Packet is one envelope of the data plane (E1): one JSON object per
 // WebSocket text frame. Payload stays raw until the receiver knows the type,
@@ -112,9 +88,6 @@ func prefixedUUID(prefix string) string {
 	b = hex.AppendEncode(b, u[10:16])
 	return string(b)
 }
-
-// NowMillis returns t as Unix milliseconds, the unit of every time on the wire.
-func NowMillis(t time.Time) int64 { return t.UnixMilli() }
 
 // NewPacket returns a packet of type typ for channel (empty for
 // connection-level packets) with a fresh packet ID, the current time and
@@ -186,7 +159,8 @@ func marshalPayload(payload any) (json.RawMessage, error) {
 	return b, nil
 }
 
-// packetWire is the decode shape: Time is a pointer to tell absent from 0.
+// packetWire is the decode shape: Time stays raw, to tell absent from 0
+// and to read it as the public schema's integer (wireTime).
 type packetWire struct {
 	Schema             string         `json:"schema"`
 	PacketID           string         `json:"packet_id"`
@@ -194,15 +168,16 @@ type packetWire struct {
 	ReplyTo            string         `json:"reply_to"`
 	ConnectorChannelID string         `json:"connector_channel_id"`
 	Type               string         `json:"type"`
-	Time               *int64         `json:"time"`
+	Time               jsontext.Value `json:"time"`
 	Payload            jsontext.Value `json:"payload"`
 	Error              *PacketError   `json:"error"`
 }
 
 // DecodePacket parses one frame and checks the envelope once (E1): the
-// schema, a non-empty packet_id and type, a non-negative integer time, an
-// object payload and a well-formed error. Duplicate member names and invalid
-// UTF-8 are errors; unknown envelope members are ignored. Every failure is
+// schema, a non-empty packet_id and type, a non-negative integer time (in
+// any notation JSON allows, wireTime), an object payload and a
+// well-formed error. Duplicate member names and invalid UTF-8 are errors;
+// unknown envelope members are ignored (E5). Every failure is
 // an *Error with code invalid_packet (E2); the payload is not decoded.
 func DecodePacket(data []byte) (*Packet, error) {
 	p, hasTime, ok := decodeEnvelopeFast(data)
@@ -238,10 +213,27 @@ func decodeEnvelopeCodec(data []byte) (p *Packet, hasTime bool, err error) {
 		Payload:            json.RawMessage(w.Payload),
 		Error:              w.Error,
 	}
-	if w.Time != nil {
-		p.Time = *w.Time
+	hasTime, err = wireTime(w.Time, &p.Time)
+	return p, hasTime, err
+}
+
+// wireTime reads the envelope's time as the public schema types it, an
+// integer: any JSON number whose value is integral (1790000000000,
+// 1.79e12, 1790000000000.0) within int64; a fraction is invalid. A
+// missing or null time is absent. DecodePacket refuses a negative one.
+func wireTime(raw jsontext.Value, dst *int64) (has bool, err error) {
+	switch raw.Kind() {
+	case 0, 'n':
+		return false, nil
+	case '0':
+		v, ok := integralNumber(raw)
+		if !ok {
+			return true, Errorf(CodeInvalidPacket, "envelope: time %s is not an integer number of Unix milliseconds within int64", shortText(string(raw)))
+		}
+		*dst = v
+		return true, nil
 	}
-	return p, w.Time != nil, nil
+	return true, Errorf(CodeInvalidPacket, "envelope: time is not a number")
 }
 
 // Validate checks the envelope rules of E1 on a packet built in Go.
@@ -384,3 +376,12 @@ func jsonErrText(err error) string {
 
 // jsonRaw converts codec output to the Payload type without a copy.
 func jsonRaw(b []byte) json.RawMessage { return json.RawMessage(b) }
+
+// shortText cuts s for an error message: a peer's value is echoed, never
+// a long one.
+func shortText(s string) string {
+	if len(s) > 32 {
+		return s[:32] + "…"
+	}
+	return s
+}

@@ -14,7 +14,7 @@ type PendingEntry struct {
 	// Message is resent verbatim: same message_id, same content (S2, A7).
 	Message ChatMessage
 	// Created is when the message entered the queue; the entry expires
-	// DefaultPendingTTL (or Options.PendingTTL) later.
+	// Options.PendingTTL (or Options.PendingTTL) later.
 	Created time.Time
 }
 
@@ -43,15 +43,13 @@ type PendingStore interface {
 const (
 	// DefaultPendingCap bounds pending messages per channel.
 	DefaultPendingCap = 1000
-	// DefaultPendingTTL is how long a message stays pending without a
+	// defaultPendingTTL is how long a message stays pending without a
 	// terminal ack before it fails with code "expired".
-	DefaultPendingTTL = time.Hour
+	defaultPendingTTL = time.Hour
 )
 
-// MemoryPendingStore is an in-memory PendingStore holding at most Cap
-// entries per channel. It never evicts: a full channel refuses Add, so the
-// caller gets backpressure instead of silent loss.
-type MemoryPendingStore struct {
+// memoryPendingStore is what NewMemoryPendingStore returns.
+type memoryPendingStore struct {
 	mu       sync.Mutex
 	capacity int
 	channels map[string]*pendingList
@@ -62,17 +60,21 @@ type pendingList struct {
 	byID  map[string]PendingEntry
 }
 
-// NewMemoryPendingStore returns a store with at most capacity entries per
-// channel (DefaultPendingCap when capacity ≤ 0).
-func NewMemoryPendingStore(capacity int) *MemoryPendingStore {
+// NewMemoryPendingStore returns an in-memory PendingStore holding at most
+// capacity entries per channel (DefaultPendingCap when capacity ≤ 0). It
+// never evicts: a full channel refuses Add, so the caller gets backpressure
+// instead of silent loss.
+func NewMemoryPendingStore(capacity int) PendingStore { return newMemoryPendingStore(capacity) }
+
+func newMemoryPendingStore(capacity int) *memoryPendingStore {
 	if capacity <= 0 {
 		capacity = DefaultPendingCap
 	}
-	return &MemoryPendingStore{capacity: capacity}
+	return &memoryPendingStore{capacity: capacity}
 }
 
 // Add implements PendingStore.
-func (s *MemoryPendingStore) Add(_ context.Context, e PendingEntry) error {
+func (s *memoryPendingStore) Add(_ context.Context, e PendingEntry) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	l := s.channels[e.ChannelID]
@@ -99,7 +101,7 @@ func (s *MemoryPendingStore) Add(_ context.Context, e PendingEntry) error {
 }
 
 // Remove implements PendingStore.
-func (s *MemoryPendingStore) Remove(_ context.Context, channelID, messageID string) error {
+func (s *memoryPendingStore) Remove(_ context.Context, channelID, messageID string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	l := s.channels[channelID]
@@ -123,7 +125,7 @@ func (s *MemoryPendingStore) Remove(_ context.Context, channelID, messageID stri
 }
 
 // List implements PendingStore.
-func (s *MemoryPendingStore) List(_ context.Context, channelID string) ([]PendingEntry, error) {
+func (s *memoryPendingStore) List(_ context.Context, channelID string) ([]PendingEntry, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	l := s.channels[channelID]
@@ -138,7 +140,7 @@ func (s *MemoryPendingStore) List(_ context.Context, channelID string) ([]Pendin
 }
 
 // Len returns the number of pending entries of a channel.
-func (s *MemoryPendingStore) Len(channelID string) int {
+func (s *memoryPendingStore) Len(channelID string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if l := s.channels[channelID]; l != nil {

@@ -10,8 +10,9 @@ type Profile struct {
 	ID string
 	// TargetTypes may declare the profile in a Card or Descriptor (P1).
 	TargetTypes []string
-	// Packets maps each packet type to the directions it may travel.
-	Packets map[string]Directions
+	// Packets maps each packet type to the directions it may travel:
+	// ToConnector, ToXAgent or DirBoth.
+	Packets map[string]Direction
 	// ChannelScoped says every packet needs connector_channel_id (I1).
 	ChannelScoped bool
 	// Projections maps each internal xAgent payload kind that may be
@@ -20,18 +21,12 @@ type Profile struct {
 	Projections map[string]string
 }
 
-// Directions is a set of Direction values.
-type Directions uint8
+// DirBoth is the catalog's value for a packet type that travels both ways.
+// A Direction in the catalog is a set: ToConnector and ToXAgent are bits.
+const DirBoth = ToConnector | ToXAgent
 
-// Direction sets for the catalog.
-const (
-	DirToConnector Directions = 1 << ToConnector
-	DirToXAgent    Directions = 1 << ToXAgent
-	DirBoth                   = DirToConnector | DirToXAgent
-)
-
-// Has reports whether d is in the set.
-func (s Directions) Has(d Direction) bool { return d != 0 && s&(1<<d) != 0 }
+// has reports whether the set s holds the single direction d.
+func (s Direction) has(d Direction) bool { return (d == ToConnector || d == ToXAgent) && s&d != 0 }
 
 // Internal xAgent payload kinds that IM v2 may project outbound (P7).
 const (
@@ -44,15 +39,15 @@ const (
 // chat.message.ack both ways, chat.message.delta and chat.activity
 // xAgent → Connector only, all channel-scoped, for target type im only.
 // It returns a fresh value each call, so no caller can widen another's view.
-func IMv2() Profile {
+func imv2Entry() Profile {
 	return Profile{
 		ID:          ProfileIMv2,
 		TargetTypes: []string{TargetTypeIM},
-		Packets: map[string]Directions{
+		Packets: map[string]Direction{
 			TypeChatMessage:      DirBoth,
-			TypeChatMessageDelta: DirToConnector,
+			TypeChatMessageDelta: ToConnector,
 			TypeChatMessageAck:   DirBoth,
-			TypeChatActivity:     DirToConnector,
+			TypeChatActivity:     ToConnector,
 		},
 		ChannelScoped: true,
 		Projections: map[string]string{
@@ -69,7 +64,7 @@ type Catalog map[string]Profile
 // DefaultCatalog returns a catalog holding the profiles this SDK implements:
 // xagent.im.v2.
 func DefaultCatalog() Catalog {
-	p := IMv2()
+	p := imv2Entry()
 	return Catalog{p.ID: p}
 }
 
@@ -79,7 +74,7 @@ func DefaultCatalog() Catalog {
 // The zero value allows nothing.
 type Negotiated struct {
 	profiles []string
-	packets  map[string]Directions
+	packets  map[string]Direction
 	kinds    map[string]string
 }
 
@@ -89,7 +84,7 @@ type Negotiated struct {
 // SDK does not implement is never enabled. A nil supported list enables
 // nothing (P3: never implicitly).
 func (c Catalog) Negotiate(supported, declared []string) *Negotiated {
-	n := &Negotiated{packets: map[string]Directions{}, kinds: map[string]string{}}
+	n := &Negotiated{packets: map[string]Direction{}, kinds: map[string]string{}}
 	for _, id := range supported {
 		if !slices.Contains(declared, id) || slices.Contains(n.profiles, id) {
 			continue
@@ -119,7 +114,7 @@ func (n *Negotiated) Profiles() []string {
 }
 
 // Has reports whether profile id is enabled.
-func (n *Negotiated) Has(id string) bool {
+func (n *Negotiated) has(id string) bool {
 	return n != nil && slices.Contains(n.profiles, id)
 }
 
@@ -129,20 +124,20 @@ func (n *Negotiated) Allows(typ string, dir Direction) bool {
 	if n == nil {
 		return false
 	}
-	return n.packets[typ].Has(dir)
+	return n.packets[typ].has(dir)
 }
 
 // MayProject reports whether an internal xAgent payload kind may be
 // projected outbound (P7). Default deny: session sync, history snapshots,
 // replays, UI projections and every kind no catalog entry lists stay home.
 func (n *Negotiated) MayProject(kind string) bool {
-	_, ok := n.Projection(kind)
+	_, ok := n.projection(kind)
 	return ok
 }
 
 // Projection returns the packet type an internal payload kind becomes on
 // the wire, and false when the kind may not be projected (P7).
-func (n *Negotiated) Projection(kind string) (packetType string, ok bool) {
+func (n *Negotiated) projection(kind string) (packetType string, ok bool) {
 	if n == nil {
 		return "", false
 	}

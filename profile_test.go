@@ -1,77 +1,75 @@
-package imv2_test
+package imv2
 
 import (
 	"slices"
 	"testing"
-
-	"github.com/xagentkit/imv2"
 )
 
 func TestNegotiate_P3_Intersection(t *testing.T) {
-	cat := imv2.DefaultCatalog()
+	cat := DefaultCatalog()
 	cases := []struct {
 		name                string
 		supported, declared []string
 		want                []string
 	}{
-		{"both offer im.v2", []string{"xagent.im.v1", imv2.ProfileIMv2}, []string{imv2.ProfileIMv2}, []string{imv2.ProfileIMv2}},
-		{"hello lacks it", []string{"xagent.im.v1"}, []string{imv2.ProfileIMv2}, nil},
-		{"card lacks it", []string{imv2.ProfileIMv2}, []string{"xagent.device.v1"}, nil},
-		{"nil supported enables nothing", nil, []string{imv2.ProfileIMv2}, nil},
-		{"empty supported enables nothing", []string{}, []string{imv2.ProfileIMv2}, nil},
-		{"nil declared enables nothing", []string{imv2.ProfileIMv2}, nil, nil},
+		{"both offer im.v2", []string{"xagent.im.v1", ProfileIMv2}, []string{ProfileIMv2}, []string{ProfileIMv2}},
+		{"hello lacks it", []string{"xagent.im.v1"}, []string{ProfileIMv2}, nil},
+		{"card lacks it", []string{ProfileIMv2}, []string{"xagent.device.v1"}, nil},
+		{"nil supported enables nothing", nil, []string{ProfileIMv2}, nil},
+		{"empty supported enables nothing", []string{}, []string{ProfileIMv2}, nil},
+		{"nil declared enables nothing", []string{ProfileIMv2}, nil, nil},
 		{"a profile outside the catalog is never enabled", []string{"xagent.device.v1"}, []string{"xagent.device.v1"}, nil},
-		{"duplicates collapse", []string{imv2.ProfileIMv2, imv2.ProfileIMv2}, []string{imv2.ProfileIMv2}, []string{imv2.ProfileIMv2}},
+		{"duplicates collapse", []string{ProfileIMv2, ProfileIMv2}, []string{ProfileIMv2}, []string{ProfileIMv2}},
 	}
 	for _, c := range cases {
 		n := cat.Negotiate(c.supported, c.declared)
 		if got := n.Profiles(); !slices.Equal(got, c.want) {
 			t.Errorf("%s: profiles %v, want %v", c.name, got, c.want)
 		}
-		if n.Has(imv2.ProfileIMv2) != (len(c.want) > 0) {
-			t.Errorf("%s: Has(im.v2) = %v", c.name, n.Has(imv2.ProfileIMv2))
+		if n.has(ProfileIMv2) != (len(c.want) > 0) {
+			t.Errorf("%s: Has(im.v2) = %v", c.name, n.has(ProfileIMv2))
 		}
-		if len(c.want) == 0 && (n.Allows(imv2.TypeChatMessage, imv2.ToXAgent) || n.MayProject(imv2.KindAssistantMessageFinal)) {
+		if len(c.want) == 0 && (n.Allows(TypeChatMessage, ToXAgent) || n.MayProject(KindAssistantMessageFinal)) {
 			t.Errorf("%s: nothing negotiated, yet something is allowed", c.name)
 		}
 	}
 }
 
 func TestNegotiated_P5_Equal(t *testing.T) {
-	cat := imv2.DefaultCatalog()
-	a := cat.Negotiate([]string{imv2.ProfileIMv2}, []string{imv2.ProfileIMv2})
-	b := cat.Negotiate([]string{"xagent.im.v1", imv2.ProfileIMv2}, []string{imv2.ProfileIMv2, "x"})
-	none := cat.Negotiate(nil, []string{imv2.ProfileIMv2})
+	cat := DefaultCatalog()
+	a := cat.Negotiate([]string{ProfileIMv2}, []string{ProfileIMv2})
+	b := cat.Negotiate([]string{"xagent.im.v1", ProfileIMv2}, []string{ProfileIMv2, "x"})
+	none := cat.Negotiate(nil, []string{ProfileIMv2})
 	if !a.Equal(b) || !b.Equal(a) {
 		t.Error("same enabled profiles are not Equal")
 	}
 	if a.Equal(none) || none.Equal(a) {
 		t.Error("different enabled profiles are Equal: a channel would not reload")
 	}
-	var nilN *imv2.Negotiated
-	if !none.Equal(nilN) || nilN.Allows(imv2.TypeChatMessage, imv2.ToConnector) || nilN.MayProject(imv2.KindAssistantActivity) || nilN.Has(imv2.ProfileIMv2) {
+	var nilN *Negotiated
+	if !none.Equal(nilN) || nilN.Allows(TypeChatMessage, ToConnector) || nilN.MayProject(KindAssistantActivity) || nilN.has(ProfileIMv2) {
 		t.Error("a nil *Negotiated must allow nothing and equal the empty set")
 	}
 }
 
 func TestNegotiated_P6_Allows(t *testing.T) {
-	n := imv2.DefaultCatalog().Negotiate([]string{imv2.ProfileIMv2}, []string{imv2.ProfileIMv2})
+	n := DefaultCatalog().Negotiate([]string{ProfileIMv2}, []string{ProfileIMv2})
 	cases := []struct {
 		typ  string
-		dir  imv2.Direction
+		dir  Direction
 		want bool
 	}{
-		{imv2.TypeChatMessage, imv2.ToConnector, true},
-		{imv2.TypeChatMessage, imv2.ToXAgent, true},
-		{imv2.TypeChatMessageAck, imv2.ToConnector, true},
-		{imv2.TypeChatMessageAck, imv2.ToXAgent, true},
-		{imv2.TypeChatMessageDelta, imv2.ToConnector, true},
-		{imv2.TypeChatMessageDelta, imv2.ToXAgent, false}, // D1: a Connector never sends deltas
-		{imv2.TypeChatActivity, imv2.ToConnector, true},
-		{imv2.TypeChatActivity, imv2.ToXAgent, false}, // C1
-		{"message.push", imv2.ToXAgent, false},        // legacy im.v1, not negotiated
-		{"session.sync_message", imv2.ToConnector, false},
-		{imv2.TypeChatMessage, 0, false},
+		{TypeChatMessage, ToConnector, true},
+		{TypeChatMessage, ToXAgent, true},
+		{TypeChatMessageAck, ToConnector, true},
+		{TypeChatMessageAck, ToXAgent, true},
+		{TypeChatMessageDelta, ToConnector, true},
+		{TypeChatMessageDelta, ToXAgent, false}, // D1: a Connector never sends deltas
+		{TypeChatActivity, ToConnector, true},
+		{TypeChatActivity, ToXAgent, false}, // C1
+		{"message.push", ToXAgent, false},   // legacy im.v1, not negotiated
+		{"session.sync_message", ToConnector, false},
+		{TypeChatMessage, 0, false},
 	}
 	for _, c := range cases {
 		if got := n.Allows(c.typ, c.dir); got != c.want {
@@ -81,39 +79,39 @@ func TestNegotiated_P6_Allows(t *testing.T) {
 }
 
 func TestNegotiated_P7_MayProject(t *testing.T) {
-	n := imv2.DefaultCatalog().Negotiate([]string{imv2.ProfileIMv2}, []string{imv2.ProfileIMv2})
+	n := DefaultCatalog().Negotiate([]string{ProfileIMv2}, []string{ProfileIMv2})
 	for _, k := range []string{"session.sync_request", "session.sync_message", "session.sync_end", "history.snapshot",
 		"history.replay", "ui.projection", "assistant.message.new_internal_kind", ""} {
 		if n.MayProject(k) {
 			t.Errorf("MayProject(%q) = true: internal signals must never reach the wire", k)
 		}
 	}
-	for k, typ := range imv2.IMv2().Projections {
+	for k, typ := range imv2Entry().Projections {
 		if !n.MayProject(k) {
 			t.Errorf("MayProject(%q) = false for a catalog kind", k)
 		}
-		if got, ok := n.Projection(k); !ok || got != typ || !n.Allows(got, imv2.ToConnector) {
+		if got, ok := n.projection(k); !ok || got != typ || !n.Allows(got, ToConnector) {
 			t.Errorf("Projection(%q) = %q, %v; want %q, a packet allowed toward the Connector", k, got, ok, typ)
 		}
 	}
-	if typ, ok := n.Projection("session.sync_message"); ok || typ != "" {
+	if typ, ok := n.projection("session.sync_message"); ok || typ != "" {
 		t.Errorf("Projection(session.sync_message) = %q, %v", typ, ok)
 	}
-	if len(imv2.IMv2().Projections) == 0 {
+	if len(imv2Entry().Projections) == 0 {
 		t.Fatal("IM v2 projects nothing")
 	}
 }
 
 func TestIMv2_P4_CatalogEntry(t *testing.T) {
-	p := imv2.IMv2()
-	if p.ID != imv2.ProfileIMv2 || !slices.Equal(p.TargetTypes, []string{imv2.TargetTypeIM}) || !p.ChannelScoped {
+	p := imv2Entry()
+	if p.ID != ProfileIMv2 || !slices.Equal(p.TargetTypes, []string{TargetTypeIM}) || !p.ChannelScoped {
 		t.Errorf("entry %+v", p)
 	}
-	want := map[string]imv2.Directions{
-		imv2.TypeChatMessage:      imv2.DirBoth,
-		imv2.TypeChatMessageDelta: imv2.DirToConnector,
-		imv2.TypeChatMessageAck:   imv2.DirBoth,
-		imv2.TypeChatActivity:     imv2.DirToConnector,
+	want := map[string]Direction{
+		TypeChatMessage:      DirBoth,
+		TypeChatMessageDelta: ToConnector,
+		TypeChatMessageAck:   DirBoth,
+		TypeChatActivity:     ToConnector,
 	}
 	if len(p.Packets) != len(want) {
 		t.Errorf("packets %v", p.Packets)
@@ -126,24 +124,24 @@ func TestIMv2_P4_CatalogEntry(t *testing.T) {
 }
 
 func TestIMv2_P7_FreshCopyCannotWidenCatalog(t *testing.T) {
-	p := imv2.IMv2()
-	p.Packets["session.sync_message"] = imv2.DirBoth
-	p.Packets[imv2.TypeChatMessageDelta] = imv2.DirBoth
-	p.Projections["history.snapshot"] = imv2.TypeChatMessage
-	p.Projections["ui.projection"] = imv2.TypeChatMessage
-	p.Projections[imv2.KindAssistantActivity] = imv2.TypeChatMessage
+	p := imv2Entry()
+	p.Packets["session.sync_message"] = DirBoth
+	p.Packets[TypeChatMessageDelta] = DirBoth
+	p.Projections["history.snapshot"] = TypeChatMessage
+	p.Projections["ui.projection"] = TypeChatMessage
+	p.Projections[KindAssistantActivity] = TypeChatMessage
 	p.TargetTypes[0] = "email"
 
-	cat := imv2.DefaultCatalog()
-	entry := cat[imv2.ProfileIMv2]
-	entry.Packets["history.replay"] = imv2.DirBoth // mutate one catalog value …
-	n := imv2.DefaultCatalog().Negotiate([]string{imv2.ProfileIMv2}, []string{imv2.ProfileIMv2})
+	cat := DefaultCatalog()
+	entry := cat[ProfileIMv2]
+	entry.Packets["history.replay"] = DirBoth // mutate one catalog value …
+	n := DefaultCatalog().Negotiate([]string{ProfileIMv2}, []string{ProfileIMv2})
 	for _, typ := range []string{"session.sync_message", "history.replay"} {
-		if n.Allows(typ, imv2.ToConnector) {
+		if n.Allows(typ, ToConnector) {
 			t.Errorf("mutating a copy widened the catalog: %s allowed", typ)
 		}
 	}
-	if n.Allows(imv2.TypeChatMessageDelta, imv2.ToXAgent) {
+	if n.Allows(TypeChatMessageDelta, ToXAgent) {
 		t.Error("mutating a copy widened delta directions")
 	}
 	for _, k := range []string{"history.snapshot", "ui.projection"} {
@@ -151,22 +149,22 @@ func TestIMv2_P7_FreshCopyCannotWidenCatalog(t *testing.T) {
 			t.Errorf("mutating a copy widened projections: %s", k)
 		}
 	}
-	if typ, _ := n.Projection(imv2.KindAssistantActivity); typ != imv2.TypeChatActivity || imv2.IMv2().TargetTypes[0] != imv2.TargetTypeIM {
-		t.Error("a fresh IMv2() was changed by mutating an earlier one")
+	if typ, _ := n.projection(KindAssistantActivity); typ != TypeChatActivity || imv2Entry().TargetTypes[0] != TargetTypeIM {
+		t.Error("a fresh imv2Entry() was changed by mutating an earlier one")
 	}
 	// … and a Negotiated made before a mutation does not see it either.
-	before := cat.Negotiate([]string{imv2.ProfileIMv2}, []string{imv2.ProfileIMv2})
-	entry.Packets["ui.projection"] = imv2.DirBoth
-	if before.Allows("ui.projection", imv2.ToConnector) {
+	before := cat.Negotiate([]string{ProfileIMv2}, []string{ProfileIMv2})
+	entry.Packets["ui.projection"] = DirBoth
+	if before.Allows("ui.projection", ToConnector) {
 		t.Error("a Negotiated shares its map with the catalog entry")
 	}
 }
 
-func TestDirections_P4_Has(t *testing.T) {
-	if imv2.DirToConnector.Has(imv2.ToXAgent) || !imv2.DirBoth.Has(imv2.ToXAgent) || imv2.DirBoth.Has(0) {
-		t.Error("Directions.Has")
+func TestDirection_P4_SetHas(t *testing.T) {
+	if ToConnector.has(ToXAgent) || !DirBoth.has(ToXAgent) || DirBoth.has(0) || DirBoth.has(DirBoth) || DirBoth.String() != "both" {
+		t.Error("Direction.has")
 	}
-	if imv2.ToConnector.Reverse() != imv2.ToXAgent || imv2.ToXAgent.Reverse() != imv2.ToConnector || imv2.Direction(0).String() != "invalid" {
+	if ToConnector.reverse() != ToXAgent || ToXAgent.reverse() != ToConnector || Direction(0).String() != "invalid" {
 		t.Error("Direction helpers")
 	}
 }

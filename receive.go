@@ -15,7 +15,13 @@ type delivery struct {
 	fp      Fingerprint
 	stream  *deltaStream
 	waiters []*Packet
+	held    int64 // Budget bytes of the message and its waiters
 }
+
+// queuedCost is what a queued copy of a message costs the Budget: its raw
+// payload, the decoded message (no larger than the payload) and the
+// structs around them.
+func queuedCost(p *Packet) int64 { return 2*int64(len(p.Payload)) + 1024 }
 
 // storeTimeout bounds a store call that must finish even while the
 // channel closes: the completed record of a message already posted, the
@@ -54,7 +60,11 @@ func (c *Channel) receiveMessage(ctx context.Context, p *Packet) error {
 		case len(d.waiters) >= c.o.MaxWaiters:
 			c.mu.Unlock()
 			return c.reject(p, id, &Error{Code: CodeChannelBusy, Message: "too many resends waiting", Retryable: true})
+		case !c.reserveLocked(int64(len(p.Payload)) + 256):
+			c.mu.Unlock()
+			return c.reject(p, id, &Error{Code: CodeChannelBusy, Message: "memory budget spent; try later", Retryable: true})
 		}
+		d.held += int64(len(p.Payload)) + 256
 		d.waiters = append(d.waiters, p)
 		c.mu.Unlock()
 		return nil
@@ -67,17 +77,34 @@ func (c *Channel) receiveMessage(ctx context.Context, p *Packet) error {
 		c.mu.Unlock()
 		return ErrClosed
 	}
-	d := &delivery{p: p, m: m, fp: fp}
+	// The final of an open stream takes over the stream's budget, whose
+	// text it frees: a budget full of streams never refuses the finals
+	// that would empty it.
+	stream := c.deltas[id]
+	cost, credit := queuedCost(p), int64(0)
+	if stream != nil {
+		credit = stream.held
+	}
+	if cost > credit && !c.reserveLocked(cost-credit) {
+		c.mu.Unlock()
+		return c.reject(p, id, &Error{Code: CodeChannelBusy, Message: "memory budget spent; try later", Retryable: true})
+	}
+	if credit > cost {
+		c.releaseLocked(credit - cost)
+	}
+	d := &delivery{p: p, m: m, fp: fp, held: cost}
 	if c.inflight == nil {
 		c.inflight = map[string]*delivery{}
 	}
 	c.inflight[id] = d
 	// The final clears the message's delta state (D10, S5); its drafts are
 	// finished before the final is posted, so the final wins (M11).
-	d.stream = c.deltas[id]
+	d.stream = stream
 	delete(c.deltas, id)
-	if d.stream != nil {
-		d.stream.final = true
+	if stream != nil {
+		stream.final = true
+		stream.held = 0
+		stream.buf, stream.ends, stream.draft = nil, nil, "" // a running draft call keeps only its own copy
 	}
 	c.queue = append(c.queue, d)
 	if !c.delivering {
@@ -118,6 +145,7 @@ func (c *Channel) deliver(d *delivery) {
 	c.mu.Lock()
 	delete(c.inflight, id)
 	waiters := d.waiters
+	c.releaseLocked(d.held)
 	c.mu.Unlock()
 
 	c.answer(p, id, status, rej)
@@ -176,7 +204,7 @@ func (c *Channel) runTarget(m *ChatMessage, fp Fingerprint, stream *deltaStream)
 			// An attempt with other content may have been posted (S6).
 			return AckRejected, Errorf(CodeMessageIDConflict, "message_id %q was being delivered with other content", id)
 		}
-		if status, rej, done := c.orphan(id, fp, IdempotencyKeyOf(c.id, id)); done {
+		if status, rej, done := c.orphan(id, fp, idempotencyKeyOf(c.id, id)); done {
 			return status, rej
 		}
 	}
@@ -211,7 +239,7 @@ func (c *Channel) runTarget(m *ChatMessage, fp Fingerprint, stream *deltaStream)
 		} else if !IsRetryable(err) {
 			code = CodeTargetRejected
 		}
-		rej := &Error{Code: code, Message: truncate(err.Error(), MaxAckMessageBytes), Retryable: IsRetryable(err)}
+		rej := &Error{Code: code, Message: truncate(err.Error(), maxAckMessageBytes), Retryable: IsRetryable(err)}
 		if c.ctx.Err() != nil {
 			rej.Retryable = true // cancelled by Close: let the sender try again
 		}
@@ -243,7 +271,7 @@ func (c *Channel) orphan(id string, fp Fingerprint, key string) (AckStatus, *Err
 			return "", nil, false
 		case !errors.Is(err, errors.ErrUnsupported):
 			// The check itself failed: the outcome may be known later.
-			return AckRejected, &Error{Code: CodeTargetDeliveryFailed, Message: truncate("checking an interrupted delivery: "+err.Error(), MaxAckMessageBytes), Retryable: true}, true
+			return AckRejected, &Error{Code: CodeTargetDeliveryFailed, Message: truncate("checking an interrupted delivery: "+err.Error(), maxAckMessageBytes), Retryable: true}, true
 		}
 	}
 	c.log.Warn("an interrupted delivery may or may not have been posted; not posting it again", "message_id", id)

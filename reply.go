@@ -82,7 +82,7 @@ func (c *Channel) SendActivity(ctx context.Context, a ChatActivity) error {
 	if c.role != RoleXAgent || !c.neg.Load().Allows(TypeChatActivity, ToConnector) {
 		return Errorf(CodeUnsupportedPacket, "chat.activity is not negotiated outbound on channel %q", c.id)
 	}
-	p, err := NewChatActivity(c.id, a)
+	p, err := newChatActivity(c.id, a)
 	if err != nil {
 		return err
 	}
@@ -96,7 +96,7 @@ func (c *Channel) SendActivity(ctx context.Context, a ChatActivity) error {
 // a *ChatMessage for a final, a *ChatMessageDelta for a delta (the caller
 // numbers it; prefer Reply) or a *ChatActivity.
 func (c *Channel) Project(ctx context.Context, kind string, payload any) (bool, error) {
-	typ, ok := c.neg.Load().Projection(kind)
+	typ, ok := c.neg.Load().projection(kind)
 	if !ok || c.role != RoleXAgent {
 		c.observe(Event{Kind: EventDropped, PacketType: kind})
 		return false, nil

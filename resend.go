@@ -44,7 +44,7 @@ const maxTransmissions = 8
 // fails at once: Send returns the error, and OnFailed is told too. Sending a message_id that is already pending with the same
 // content is a no-op; with other content it is message_id_conflict.
 func (c *Channel) Send(ctx context.Context, m ChatMessage) (string, error) {
-	out := c.role.inbound().Reverse()
+	out := c.role.inbound().reverse()
 	if !c.neg.Load().Allows(TypeChatMessage, out) {
 		return "", Errorf(CodeUnsupportedPacket, "chat.message is not negotiated on channel %q", c.id)
 	}

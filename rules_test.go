@@ -25,8 +25,8 @@ import (
 // old pointers to an outside document ("PROTO", "ARCH", "REQUIREMENTS")
 // resolves nowhere.
 var (
-	ruleIDInText   = regexp.MustCompile(`(?:^|[^A-Za-z0-9_$])([PIEMDACSXWHTK][0-9]{1,2})`) // and no word character after: see ruleIDs
-	ruleIDInName   = regexp.MustCompile(`^[PIEMDACSXWHTK][0-9]{1,2}$`)
+	ruleIDInText   = regexp.MustCompile(`(?:^|[^A-Za-z0-9_$])([PIEMDACSXWHTK][1-9][0-9]?)`) // and no word character after: see ruleIDs
+	ruleIDInName   = regexp.MustCompile(`^[PIEMDACSXWHTK][1-9][0-9]?$`)
 	sectionCite    = regexp.MustCompile(`([Pp]rofile|Common Protocol(?: 3\.0)?|Connector Architecture|RFC [0-9]+) ((?:§[0-9]+(?:\.[0-9]+)*(?:, | ?– ?| and | or )?)+)`)
 	sectionNumber  = regexp.MustCompile(`§([0-9]+(?:\.[0-9]+)*)`)
 	deadPointer    = regexp.MustCompile(`\b(PROTO|ARCH|REQUIREMENTS)\b`)

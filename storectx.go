@@ -34,7 +34,7 @@ func newStoreContext(parent context.Context, d time.Duration) *storeContext {
 }
 
 // newTargetContext is context.WithTimeout(WithIdempotencyKey(parent,
-// IdempotencyKeyOf(channelID, messageID)), d), lazily.
+// idempotencyKeyOf(channelID, messageID)), d), lazily.
 func newTargetContext(parent context.Context, d time.Duration, channelID, messageID string) *storeContext {
 	return &storeContext{parent: parent, deadline: time.Now().Add(d), channelID: channelID, messageID: messageID}
 }
@@ -53,7 +53,7 @@ func (c *storeContext) Value(key any) any {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		if c.key == "" {
-			c.key = IdempotencyKeyOf(c.channelID, c.messageID)
+			c.key = idempotencyKeyOf(c.channelID, c.messageID)
 		}
 		return c.key
 	}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/clock"
 	"github.com/xagentkit/imv2/storetest"
 )
 
@@ -18,7 +19,7 @@ func TestMemoryPendingStore_S1_Contract(t *testing.T) {
 }
 
 func TestMemoryCompletedStore_S6_Contract(t *testing.T) {
-	storetest.TestCompletedStore(t, func(t *testing.T, capacity int, ttl time.Duration, clock imv2.Clock) imv2.CompletedStore {
+	storetest.TestCompletedStore(t, func(t *testing.T, capacity int, ttl time.Duration, clock clock.Clock) imv2.CompletedStore {
 		return imv2.NewMemoryCompletedStore(capacity, ttl, clock)
 	}, nil)
 }
@@ -30,7 +31,7 @@ func TestMemoryStores_S9_Independent(t *testing.T) {
 }
 
 func TestMemoryCompletedStore_S8_ClaimContract(t *testing.T) {
-	storetest.TestClaimStore(t, func(t *testing.T, ttl time.Duration, clock imv2.Clock) imv2.ClaimStore {
+	storetest.TestClaimStore(t, func(t *testing.T, ttl time.Duration, clock clock.Clock) imv2.ClaimStore {
 		return imv2.NewMemoryCompletedStore(0, ttl, clock)
 	}, nil)
 }

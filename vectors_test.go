@@ -16,6 +16,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/protocol"
 )
 
 // The golden vectors live in testdata/vectors, one packet, Card or
@@ -85,42 +86,42 @@ var imTypes = []string{imv2.TypeChatMessage, imv2.TypeChatMessageDelta, imv2.Typ
 // cpPayloads maps each Common Protocol packet type to a fresh value of
 // its payload struct from commonprotocol.go.
 var cpPayloads = map[string]func() any{
-	imv2.TypeConnectorHello:    func() any { return new(imv2.ConnectorHello) },
-	imv2.TypeConnectorHelloAck: func() any { return new(imv2.ConnectorHelloAck) },
-	imv2.TypeChannelOpen:       func() any { return new(imv2.ChannelOpen) },
-	imv2.TypeChannelOpenAck:    func() any { return new(imv2.ChannelOpenAck) },
-	imv2.TypeChannelClose:      func() any { return new(struct{}) },
-	imv2.TypeChannelCloseAck:   func() any { return new(imv2.StatusOK) },
-	imv2.TypeDescriptorGet:     func() any { return new(struct{}) },
-	imv2.TypeDescriptorGetAck:  func() any { return new(imv2.DescriptorPayload) },
-	imv2.TypeDescriptorPush:    func() any { return new(imv2.DescriptorPayload) },
-	imv2.TypePing:              func() any { return new(struct{}) },
-	imv2.TypePong:              func() any { return new(struct{}) },
-	imv2.TypeError:             func() any { return new(struct{}) },
-	imv2.TypeToolInvoke:        func() any { return new(imv2.ToolInvoke) },
-	imv2.TypeToolInvokeAck:     func() any { return new(imv2.ToolInvokeAck) },
-	imv2.TypeAuthStart:         func() any { return new(imv2.AuthStart) },
-	imv2.TypeAuthStartAck:      func() any { return new(imv2.AuthAck) },
-	imv2.TypeAuthStatus:        func() any { return new(imv2.AuthStatusRequest) },
-	imv2.TypeAuthStatusAck:     func() any { return new(imv2.AuthAck) },
-	imv2.TypeAuthCancel:        func() any { return new(imv2.AuthCancel) },
-	imv2.TypeAuthCancelAck:     func() any { return new(imv2.AuthCancelAck) },
-	imv2.TypeAuthLogout:        func() any { return new(struct{}) },
-	imv2.TypeAuthLogoutAck:     func() any { return new(imv2.StatusOK) },
+	protocol.TypeConnectorHello:    func() any { return new(protocol.ConnectorHello) },
+	protocol.TypeConnectorHelloAck: func() any { return new(protocol.ConnectorHelloAck) },
+	protocol.TypeChannelOpen:       func() any { return new(protocol.ChannelOpen) },
+	protocol.TypeChannelOpenAck:    func() any { return new(protocol.ChannelOpenAck) },
+	protocol.TypeChannelClose:      func() any { return new(struct{}) },
+	protocol.TypeChannelCloseAck:   func() any { return new(protocol.StatusOK) },
+	protocol.TypeDescriptorGet:     func() any { return new(struct{}) },
+	protocol.TypeDescriptorGetAck:  func() any { return new(protocol.DescriptorPayload) },
+	protocol.TypeDescriptorPush:    func() any { return new(protocol.DescriptorPayload) },
+	protocol.TypePing:              func() any { return new(struct{}) },
+	protocol.TypePong:              func() any { return new(struct{}) },
+	imv2.TypeError:                 func() any { return new(struct{}) },
+	protocol.TypeToolInvoke:        func() any { return new(protocol.ToolInvoke) },
+	protocol.TypeToolInvokeAck:     func() any { return new(protocol.ToolInvokeAck) },
+	protocol.TypeAuthStart:         func() any { return new(protocol.AuthStart) },
+	protocol.TypeAuthStartAck:      func() any { return new(protocol.AuthAck) },
+	protocol.TypeAuthStatus:        func() any { return new(protocol.AuthStatusRequest) },
+	protocol.TypeAuthStatusAck:     func() any { return new(protocol.AuthAck) },
+	protocol.TypeAuthCancel:        func() any { return new(protocol.AuthCancel) },
+	protocol.TypeAuthCancelAck:     func() any { return new(protocol.AuthCancelAck) },
+	protocol.TypeAuthLogout:        func() any { return new(struct{}) },
+	protocol.TypeAuthLogoutAck:     func() any { return new(protocol.StatusOK) },
 }
 
 // embeddedDescriptor returns the connection_descriptor a CP payload carries, if any.
-func embeddedDescriptor(v any) *imv2.Descriptor {
+func embeddedDescriptor(v any) *protocol.Descriptor {
 	switch p := v.(type) {
-	case *imv2.ChannelOpenAck:
+	case *protocol.ChannelOpenAck:
 		return p.ConnectionDescriptor
-	case *imv2.DescriptorPayload:
+	case *protocol.DescriptorPayload:
 		return p.ConnectionDescriptor
-	case *imv2.StatusOK:
+	case *protocol.StatusOK:
 		return p.ConnectionDescriptor
-	case *imv2.AuthAck:
+	case *protocol.AuthAck:
 		return p.ConnectionDescriptor
-	case *imv2.AuthCancelAck:
+	case *protocol.AuthCancelAck:
 		return p.ConnectionDescriptor
 	}
 	return nil
@@ -154,17 +155,17 @@ func runVector(t *testing.T, v vector, data []byte) (dropped bool, p *imv2.Packe
 	t.Helper()
 	switch v.Kind {
 	case "card":
-		_, err = imv2.DecodeCard(data)
+		_, err = protocol.DecodeCard(data)
 		return false, nil, err
 	case "descriptor":
-		var card *imv2.Card
+		var card *protocol.Card
 		if v.Card != "" {
-			card, err = imv2.DecodeCard(readVector(t, v.Card))
+			card, err = protocol.DecodeCard(readVector(t, v.Card))
 			if err != nil {
 				t.Fatalf("card %s of a descriptor vector: %v", v.Card, err)
 			}
 		}
-		_, err = imv2.DecodeDescriptor(data, card)
+		_, err = protocol.DecodeDescriptor(data, card)
 		return false, nil, err
 	case "packet":
 	default:

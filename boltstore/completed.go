@@ -160,6 +160,76 @@ func (s *Store) DropChannel(ctx context.Context, channelID string) error {
 	})
 }
 
+// Handover implements imv2.CompletedStore: every live record of channel
+// from is copied to channel to in one transaction, with its age, so a
+// handover never extends a record's life. Copies count against
+// CompletedCap like any record; when full the oldest records go.
+func (s *Store) Handover(ctx context.Context, from, to string) error {
+	if err := checkChannel(from); err != nil {
+		return err
+	}
+	if err := checkChannel(to); err != nil {
+		return err
+	}
+	if from == to {
+		return nil
+	}
+	prefix := channelPrefix(from)
+	return s.update(ctx, func(tx *bolt.Tx) error {
+		recs := tx.Bucket(bucketCompleted)
+		keys, values := keysWithPrefix(recs, prefix)
+		cutoff := s.expiredCutoff()
+		meta := tx.Bucket(bucketMeta)
+		order := tx.Bucket(bucketCompletedOrder)
+		count := getU64(meta, keyCompletedCount)
+		copied := 0
+		for i, k := range keys {
+			v := values[i]
+			if len(v) != completedValueLen || beUint64(v[:8]) <= cutoff {
+				continue
+			}
+			key, err := recordKey(to, string(k[len(prefix):]))
+			if err != nil {
+				return err
+			}
+			if old := recs.Get(key); len(old) == completedValueLen {
+				if err := order.Delete(bytes.Clone(old[:16])); err != nil {
+					return err
+				}
+				count--
+			}
+			seq, err := order.NextSequence()
+			if err != nil {
+				return err
+			}
+			orderKey := binary.BigEndian.AppendUint64(bytes.Clone(v[:8]), seq) // the original time: same age
+			if err := order.Put(orderKey, key); err != nil {
+				return err
+			}
+			value := append(append(make([]byte, 0, completedValueLen), orderKey...), v[16:]...)
+			if err := recs.Put(key, value); err != nil {
+				return err
+			}
+			count++
+			copied++
+		}
+		if copied == 0 {
+			return errNoChange
+		}
+		c := order.Cursor()
+		for k, v := c.First(); k != nil && count > s.completedCap; k, v = c.First() {
+			if err := recs.Delete(bytes.Clone(v)); err != nil {
+				return err
+			}
+			if err := c.Delete(); err != nil {
+				return err
+			}
+			count--
+		}
+		return meta.Put(keyCompletedCount, u64(count))
+	})
+}
+
 // Sweep removes every completed record older than CompletedTTL and returns
 // how many it removed. It works in transactions of up to 1000 records and
 // stops early, with ctx's error, when ctx is done. Pending entries are

@@ -42,7 +42,9 @@ func (s *Store) Register(ctx context.Context, channelID string) error {
 }
 
 // Forget removes a channel ID the Connector dropped for good, with the
-// channel's pending entries and completed records (S7).
+// channel's pending entries (S7). Its completed records stay until
+// CompletedTTL or CompletedCap takes them, so a resend under the ID that
+// replaces it is still answered duplicate (see imv2.Channel.Drop).
 func (s *Store) Forget(ctx context.Context, channelID string) error {
 	if err := checkChannel(channelID); err != nil {
 		return err
@@ -55,8 +57,5 @@ func (s *Store) Forget(ctx context.Context, channelID string) error {
 	}); err != nil {
 		return err
 	}
-	if err := s.DropPending(ctx, channelID); err != nil {
-		return err
-	}
-	return s.DropChannel(ctx, channelID)
+	return s.DropPending(ctx, channelID)
 }

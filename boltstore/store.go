@@ -12,6 +12,7 @@ import (
 	bberrors "go.etcd.io/bbolt/errors"
 
 	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/clock"
 )
 
 // Defaults of Options.
@@ -27,8 +28,8 @@ const (
 // Options configure Open. Zero fields take the defaults named on each.
 type Options struct {
 	// Clock times completed records, their TTL and the sweeper.
-	// Default imv2.SystemClock{}.
-	Clock imv2.Clock
+	// Default clock.System{}.
+	Clock clock.Clock
 	// PendingCap bounds pending entries per channel; Add beyond it fails
 	// with code pending_full. Default imv2.DefaultPendingCap (1000).
 	PendingCap int
@@ -83,7 +84,7 @@ func (e *openError) Unwrap() error        { return e.cause }
 type Store struct {
 	db           *bolt.DB
 	path         string
-	clock        imv2.Clock
+	clock        clock.Clock
 	pendingCap   uint64
 	completedCap uint64
 	ttl          time.Duration
@@ -94,7 +95,7 @@ type Store struct {
 
 	mu       sync.Mutex // guards closed, timer and wg.Add
 	closed   bool
-	timer    imv2.Timer
+	timer    clock.Timer
 	sweeping sync.WaitGroup
 	ctx      context.Context // cancelled by Close, stops a running sweep
 	cancel   context.CancelFunc
@@ -110,7 +111,7 @@ var (
 // with ErrLayoutVersion if a newer build wrote it.
 func Open(path string, opts Options) (*Store, error) {
 	if opts.Clock == nil {
-		opts.Clock = imv2.SystemClock{}
+		opts.Clock = clock.System{}
 	}
 	if opts.PendingCap <= 0 {
 		opts.PendingCap = imv2.DefaultPendingCap

@@ -19,6 +19,7 @@ import (
 
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/boltstore"
+	"github.com/xagentkit/imv2/clock"
 	"github.com/xagentkit/imv2/fakeclock"
 	"github.com/xagentkit/imv2/storetest"
 )
@@ -73,7 +74,7 @@ func TestStore_S1_S8_PendingContract(t *testing.T) {
 
 func TestStore_S6_S8_CompletedContract(t *testing.T) {
 	o := newOpener()
-	storetest.TestCompletedStore(t, func(t *testing.T, capacity int, ttl time.Duration, clock imv2.Clock) imv2.CompletedStore {
+	storetest.TestCompletedStore(t, func(t *testing.T, capacity int, ttl time.Duration, clock clock.Clock) imv2.CompletedStore {
 		opts := boltstore.Options{CompletedCap: capacity, CompletedTTL: ttl, Clock: clock}
 		return o.open(t, tempPath(t), opts).Completed()
 	}, func(t *testing.T, s imv2.CompletedStore) imv2.CompletedStore {
@@ -441,7 +442,7 @@ func TestStore_S4_SmallerCapOnReopen(t *testing.T) {
 
 func TestStore_S8_ClaimContract(t *testing.T) {
 	o := newOpener()
-	storetest.TestClaimStore(t, func(t *testing.T, ttl time.Duration, clock imv2.Clock) imv2.ClaimStore {
+	storetest.TestClaimStore(t, func(t *testing.T, ttl time.Duration, clock clock.Clock) imv2.ClaimStore {
 		return o.open(t, tempPath(t), boltstore.Options{CompletedTTL: ttl, Clock: clock})
 	}, func(t *testing.T, s imv2.ClaimStore) imv2.ClaimStore {
 		return o.reopen(t, s.(*boltstore.Store))

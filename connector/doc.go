@@ -16,7 +16,9 @@
 // # API key
 //
 // When Config.APIKey is set, /health, /ws and /files/uploads need
-// "Authorization: Bearer <key>". The Handler keeps only a SHA-256 digest of
+// "Authorization: Bearer <key>": the scheme in any case, one or more
+// spaces, then the key (RFC 9110 §11.4), read by the same parser as the
+// data plane's, so the two never disagree on a header. The Handler keeps only a SHA-256 digest of
 // the key and compares digests with crypto/subtle, so neither the length nor
 // the content leaks through timing. The key is never logged and never
 // written into a response; a wrong or missing key gets 401.
@@ -42,16 +44,56 @@
 //
 // Every limit has a Config field; zero takes the default:
 //
-//	MaxUploadBytes   32 MiB per uploaded file (413 above)
-//	FileTTL          1 h  lifetime of a stored file (NewMemoryStore)
-//	URLTTL           1 h  lifetime of a signed download URL
-//	UploadTimeout    5 min to read one upload body
-//	DownloadTimeout  5 min to write one download
+//	MaxUploadBytes        32 MiB per uploaded file (413 above)
+//	MaxConcurrentUploads  8 upload bodies read at once (503 uploads_busy above)
+//	FileTTL               1 h  lifetime of a stored file (NewMemoryStore)
+//	URLTTL                1 h  lifetime of a signed download URL
+//	UploadTimeout         5 min to read a body of the largest size; in proportion
+//	                      below (declared size, 1 MiB at least: about 9 s), so the
+//	                      slowest link served is about 110 KiB/s whatever the size
+//	DownloadTimeout       5 min to write one download
 //
 // The default FileStore is a MemoryStore: at most 1024 files and 256 MiB in
-// total, 32 MiB per file, each file expiring FileTTL after its upload. It
-// runs no goroutine: expired files are swept on every Put and dropped when
-// opened. A full store answers 503 rather than evicting live files whose
-// URLs may still be in flight. NewServer sets http.Server timeouts against
-// slow clients (see its doc).
+// total, 32 MiB per file, each file expiring FileTTL after its upload.
+// NewDiskStore keeps the bytes in files in a private directory instead,
+// with the same caps, so large files do not live in RAM. Neither runs a
+// goroutine: expired files are swept on every Put and dropped when opened.
+// A full store answers 503 rather than evicting live files whose URLs may
+// still be in flight.
+//
+// # Slow and unauthenticated clients
+//
+// An answer that does not read the request body (every 401, 403 and other
+// error, and every endpoint but /files/uploads) closes the connection at
+// once instead of letting net/http drain the body, which a client sending a
+// byte at a time could stretch to the read timeout. NewServer sets
+// http.Server timeouts (headers 10 s, idle 2 min) and caps connections
+// (ServerLimits): at most 1024 served at once, at most 128 of them not yet
+// past an API key check or a valid download URL. Over a cap the oldest
+// unauthenticated connection that is not mid-request makes room, else the
+// newcomer is closed; an authenticated connection never does, so a flood
+// without the key cannot lock xAgent out. A connection reading its headers
+// holds at most their 64 KiB cap plus net/http's buffers and header map
+// (about 130 KiB, an estimate from those caps), so peers without the key
+// can make a server hold about 128 × 130 KiB ≈ 16 MiB.
+//
+// # Uploads and memory
+//
+// An upload takes one of MaxConcurrentUploads slots and reserves its
+// declared size (Content-Length, or MaxUploadBytes for a chunked body) in
+// the store before its body is read; either failing is 503 with
+// Retry-After and nothing read. The file part streams into the store,
+// which counts bytes against its caps as they arrive; the part headers
+// and small fields before it share 64 KiB. An upload in flight holds at
+// most UploadOverheadBytes (256 KiB) of buffers, plus, in a MemoryStore,
+// the file bytes received so far (at most MaxUploadBytes, in 64 KiB
+// pieces). HTTP/1.1 serves one request at a time, so that is also the
+// bound per connection. Per Handler the worst case is
+//
+//	MaxConcurrentUploads × UploadOverheadBytes      8 × 256 KiB = 2 MiB
+//	+ file bytes in flight (MemoryStore only), within the store's total
+//	  cap shared with the files already stored:      256 MiB
+//
+// so a default Handler with the default MemoryStore holds at most 258 MiB
+// for files stored and in flight, and with a DiskStore 2 MiB of RAM.
 package connector

@@ -6,22 +6,24 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/connector"
 	"github.com/xagentkit/imv2/dataplane"
+	"github.com/xagentkit/imv2/protocol"
 )
 
 func ExampleNewHandler() {
-	card := &imv2.Card{
-		Schema:          imv2.CardSchema,
-		ProtocolVersion: imv2.ProtocolVersion,
-		Build:           imv2.Build{Version: "1.0.0", BuildTime: "2607241200"},
+	card := &protocol.Card{
+		Schema:          protocol.CardSchema,
+		ProtocolVersion: protocol.ProtocolVersion,
+		Build:           protocol.Build{Version: "1.0.0", BuildTime: "2607241200"},
 		ConnectorCardID: "im.console",
-		Connector:       imv2.CardInfo{Name: "Console", Version: "0.1.0"},
-		Supports: imv2.Supports{
+		Connector:       protocol.CardInfo{Name: "Console", Version: "0.1.0"},
+		Supports: protocol.Supports{
 			TargetTypes: []string{imv2.TargetTypeIM},
-			Targets:     []imv2.SupportedTarget{{TargetType: imv2.TargetTypeIM, Provider: "console", Label: "Console"}},
+			Targets:     []protocol.SupportedTarget{{TargetType: imv2.TargetTypeIM, Provider: "console", Label: "Console"}},
 			Profiles:    []string{imv2.ProfileIMv2},
 		},
 	}
@@ -39,7 +41,7 @@ func ExampleNewHandler() {
 	defer ws.Close()
 	h, err := connector.NewHandler(connector.Config{
 		Card:     card,
-		Markdown: []byte("# Console connector\n"),
+		Markdown: []byte("---\nname: connector-im-console\n---\n# Console connector\n"),
 		APIKey:   "change-me",
 		WS:       ws,
 	})
@@ -61,4 +63,23 @@ func ExampleNewHandler() {
 	fmt.Println(res.StatusCode, string(body))
 	// Output:
 	// 200 {"status":"ok","connector_card_id":"im.console","connector_card_version":"0.1.0","protocol_version":"3.0","build":{"version":"1.0.0","build_time":"2607241200"}}
+}
+
+// A Connector that receives large files keeps them on disk: the same caps
+// and expiry as the default MemoryStore, the bytes in files in a private
+// directory that Close removes.
+func ExampleNewDiskStore() {
+	store, err := connector.NewDiskStore(connector.DiskStoreOptions{MaxTotalBytes: 1 << 30})
+	if err != nil {
+		panic(err)
+	}
+	defer store.Close()
+	info, err := store.Put(context.Background(), "cch_1", "report.txt", "", strings.NewReader("quarterly figures"))
+	if err != nil {
+		panic(err)
+	}
+	// Then: connector.NewHandler(connector.Config{Card: card, Files: store, …})
+	fmt.Println(info.Filename, info.MimeType, info.ByteSize)
+	// Output:
+	// report.txt text/plain; charset=utf-8 17
 }

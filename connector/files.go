@@ -24,37 +24,71 @@ type uploadResponse struct {
 
 // serveUpload handles POST /files/uploads (T1, M7) after the key check. It
 // streams the multipart body: the file part goes straight to the store,
-// capped at MaxUploadBytes, and the whole body is capped by
-// http.MaxBytesReader, so no temporary file and no unbounded buffer.
+// capped at MaxUploadBytes while it is read, everything before it (part
+// headers and the small fields) is capped at formOverhead, and the whole
+// body is capped by http.MaxBytesReader, so no temporary file and no
+// unbounded buffer. Before any byte of the body is read it takes one of
+// MaxConcurrentUploads slots and, from a Reserver store, the room for the
+// declared size: either missing is 503 with Retry-After, the connection
+// closed, nothing read.
 func (h *Handler) serveUpload(w http.ResponseWriter, r *http.Request) {
 	ch := r.Header.Get(HeaderChannelID)
 	if ch == "" {
-		h.fail(w, http.StatusBadRequest, imv2.CodeChannelIDRequired, HeaderChannelID+" header is required")
+		h.fail(w, r, http.StatusBadRequest, imv2.CodeChannelIDRequired, HeaderChannelID+" header is required")
 		return
 	}
 	if !validChannelID(ch) {
-		h.fail(w, http.StatusBadRequest, CodeInvalidUpload, HeaderChannelID+" header is invalid")
+		h.fail(w, r, http.StatusBadRequest, CodeInvalidUpload, HeaderChannelID+" header is invalid")
 		return
 	}
 	if r.ContentLength > h.maxBody {
-		h.fail(w, http.StatusRequestEntityTooLarge, CodeFileTooLarge, "upload is over the size limit")
+		h.fail(w, r, http.StatusRequestEntityTooLarge, CodeFileTooLarge, "upload is over the size limit")
 		return
 	}
-	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(h.cfg.UploadTimeout)) // network time, not Config.Clock
-	r.Body = http.MaxBytesReader(w, r.Body, h.maxBody)
-	mr, err := r.MultipartReader()
-	if err != nil {
-		h.fail(w, http.StatusBadRequest, CodeInvalidUpload, "body is not multipart/form-data")
+	select {
+	case h.uploads <- struct{}{}:
+		defer func() { <-h.uploads }()
+	default:
+		h.failUpload(w, r, http.StatusServiceUnavailable, CodeUploadsBusy, "too many uploads in progress, retry later")
 		return
 	}
 	ctx := r.Context()
+	put := func(name, mt string, body io.Reader) (FileInfo, error) {
+		return h.files.Put(ctx, ch, name, mt, body)
+	}
+	if rs, ok := h.files.(Reserver); ok {
+		size := h.cfg.MaxUploadBytes // a chunked body may carry the largest file
+		if r.ContentLength >= 0 {
+			size = min(size, r.ContentLength)
+		}
+		res, err := rs.Reserve(ctx, ch, size)
+		if err != nil {
+			h.uploadErr(func(status int, code imv2.Code, msg string) { h.failUpload(w, r, status, code, msg) }, err)
+			return
+		}
+		defer res.Release()
+		put = func(name, mt string, body io.Reader) (FileInfo, error) {
+			return res.Put(ctx, name, mt, body)
+		}
+	}
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(h.uploadDeadline(r.ContentLength))) // network time, not Config.Clock
+	bodyCap := &phasedReader{r: http.MaxBytesReader(w, r.Body, h.maxBody), left: formOverhead}
+	r.Body = struct {
+		io.Reader
+		io.Closer
+	}{bodyCap, r.Body}
+	mr, err := r.MultipartReader()
+	if err != nil {
+		h.fail(w, r, http.StatusBadRequest, CodeInvalidUpload, "body is not multipart/form-data")
+		return
+	}
 	up := Upload{ChannelID: ch}
 	stored := false
 	abort := func(status int, code imv2.Code, msg string) {
 		if stored {
 			_ = h.files.Delete(context.WithoutCancel(ctx), ch, up.File.FileRef)
 		}
-		h.fail(w, status, code, msg)
+		h.failUpload(w, r, status, code, msg)
 	}
 	for {
 		part, err := mr.NextPart()
@@ -71,8 +105,9 @@ func (h *Handler) serveUpload(w http.ResponseWriter, r *http.Request) {
 				abort(http.StatusBadRequest, CodeInvalidUpload, `more than one "file" part`)
 				return
 			}
+			bodyCap.left += h.cfg.MaxUploadBytes // the file's own room, past its headers
 			capped := &capReader{r: part, left: h.cfg.MaxUploadBytes}
-			up.File, err = h.files.Put(ctx, ch, part.FileName(), part.Header.Get("Content-Type"), capped)
+			up.File, err = put(part.FileName(), part.Header.Get("Content-Type"), capped)
 			if err != nil {
 				h.uploadErr(abort, err)
 				return
@@ -102,7 +137,7 @@ func (h *Handler) serveUpload(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if !stored {
-		h.fail(w, http.StatusBadRequest, CodeInvalidUpload, `multipart field "file" is required`)
+		h.fail(w, r, http.StatusBadRequest, CodeInvalidUpload, `multipart field "file" is required`)
 		return
 	}
 	if h.cfg.OnUpload != nil {
@@ -123,6 +158,33 @@ func (h *Handler) serveUpload(w http.ResponseWriter, r *http.Request) {
 	h.writeJSON(w, http.StatusOK, body)
 }
 
+// minDeadlineBytes is the size below which an upload body gets the same
+// read deadline as one of this size (about 9 s at the defaults), so a small
+// body on a slow link is not cut by its own smallness.
+const minDeadlineBytes = 1 << 20
+
+// uploadDeadline is the time allowed to read an upload body of size bytes
+// (-1: unknown, as for a chunked body, which may be as large as the cap):
+// UploadTimeout for the largest body allowed, in proportion below it. The
+// slowest link served is thus the same for every size (about 110 KiB/s at
+// the defaults), and a stalled small body is cut in seconds, not minutes.
+func (h *Handler) uploadDeadline(size int64) time.Duration {
+	if size < 0 || size > h.maxBody {
+		size = h.maxBody
+	}
+	size = max(size, min(minDeadlineBytes, h.maxBody))
+	return time.Duration(float64(h.cfg.UploadTimeout) * float64(size) / float64(h.maxBody))
+}
+
+// failUpload is fail with "Retry-After: 1" on a 503 (busy or full: both
+// clear as uploads finish or files expire).
+func (h *Handler) failUpload(w http.ResponseWriter, r *http.Request, status int, code imv2.Code, msg string) {
+	if status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", "1")
+	}
+	h.fail(w, r, status, code, msg)
+}
+
 // uploadErr maps a body or store error to a status.
 func (h *Handler) uploadErr(abort func(int, imv2.Code, string), err error) {
 	var maxErr *http.MaxBytesError
@@ -131,6 +193,8 @@ func (h *Handler) uploadErr(abort func(int, imv2.Code, string), err error) {
 		abort(http.StatusRequestEntityTooLarge, CodeFileTooLarge, "upload is over the size limit")
 	case errors.Is(err, ErrStoreFull):
 		abort(http.StatusServiceUnavailable, CodeStoreFull, "file store is full, retry later")
+	case errors.Is(err, imv2.ErrClosed):
+		abort(http.StatusServiceUnavailable, CodeStoreFull, "file store is closed")
 	case errors.Is(err, imv2.ErrInvalidPacket), isChannelIDErr(err):
 		abort(http.StatusBadRequest, CodeInvalidUpload, "invalid upload")
 	default:
@@ -165,6 +229,27 @@ func (c *capReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// phasedReader caps the body in phases: formOverhead for everything up to
+// the file part (so part headers, which multipart reads with a 10 MiB cap
+// of its own, cannot grow past it), then MaxUploadBytes more once the
+// file part starts.
+type phasedReader struct {
+	r    io.Reader
+	left int64
+}
+
+func (p *phasedReader) Read(b []byte) (int, error) {
+	if p.left <= 0 {
+		return 0, &http.MaxBytesError{Limit: p.left}
+	}
+	if int64(len(b)) > p.left {
+		b = b[:p.left]
+	}
+	n, err := p.r.Read(b)
+	p.left -= int64(n)
+	return n, err
+}
+
 // serveRef handles GET /files/refs/{file_ref} (T2, T3). ref already matched
 // the ref alphabet. Order: signature (403), URL expiry (404), then the store
 // (404 unknown or expired, 403 other channel).
@@ -172,23 +257,24 @@ func (h *Handler) serveRef(w http.ResponseWriter, r *http.Request, ref string) {
 	ch, res := h.signer.verify(ref, r.URL.Query(), h.now())
 	switch res {
 	case urlBadSig:
-		h.fail(w, http.StatusForbidden, CodeForbidden, "missing or invalid signature")
+		h.fail(w, r, http.StatusForbidden, CodeForbidden, "missing or invalid signature")
 		return
 	case urlExpired:
-		h.fail(w, http.StatusNotFound, CodeFileNotFound, "download URL expired")
+		h.fail(w, r, http.StatusNotFound, CodeFileNotFound, "download URL expired")
 		return
 	}
+	markAuthenticated(r.Context()) // a valid signature is the download's credential
 	rc, info, err := h.files.Open(r.Context(), ch, ref)
 	switch {
 	case errors.Is(err, ErrFileNotFound):
-		h.fail(w, http.StatusNotFound, CodeFileNotFound, "file_ref is unknown or expired")
+		h.fail(w, r, http.StatusNotFound, CodeFileNotFound, "file_ref is unknown or expired")
 		return
 	case errors.Is(err, ErrWrongChannel):
-		h.fail(w, http.StatusForbidden, CodeWrongChannel, "file_ref belongs to another channel")
+		h.fail(w, r, http.StatusForbidden, CodeWrongChannel, "file_ref belongs to another channel")
 		return
 	case err != nil:
 		h.log.Warn("connector: open file failed", "file_ref", ref, "err", err)
-		h.fail(w, http.StatusInternalServerError, CodeFileNotFound, "file could not be opened")
+		h.fail(w, r, http.StatusInternalServerError, CodeFileNotFound, "file could not be opened")
 		return
 	}
 	defer rc.Close()

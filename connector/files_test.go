@@ -381,3 +381,17 @@ func TestFiles_T1_UploadCapHoldsOverALargerStore(t *testing.T) {
 	_, err := e.h.OfferFile(context.Background(), "cch_1", "b.bin", "", bytes.NewReader(make([]byte, limit+1)))
 	assert.ErrorIs(t, err, connector.ErrFileTooLarge)
 }
+
+// TestFiles_T1_FieldsBeforeTheFileShare64KiB: the part headers and fields
+// before the file part share 64 KiB (multipart alone would let one part's
+// headers reach 10 MiB), so a junk field of 70 KiB is 413 however small the
+// file; the file keeps its whole MaxUploadBytes after them.
+func TestFiles_T1_FieldsBeforeTheFileShare64KiB(t *testing.T) {
+	const limit = 1 << 20
+	e := newEnv(t, func(c *connector.Config) { c.MaxUploadBytes = limit })
+	r := e.upload(t, "cch_1", form{filename: "a", file: []byte("1"), fields: map[string]string{"junk": strings.Repeat("j", 70<<10)}})
+	assert.Equal(t, http.StatusRequestEntityTooLarge, r.status)
+	n, _ := e.store.FileStore.(*connector.MemoryStore).Len()
+	assert.Zero(t, n)
+	mustUpload(t, e, "cch_1", form{filename: "a", file: make([]byte, limit), fields: map[string]string{"junk": strings.Repeat("j", 50<<10), "recipient_ref": "r1"}})
+}

@@ -10,6 +10,9 @@ import (
 	"time"
 
 	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/clock"
+	"github.com/xagentkit/imv2/internal/apikey"
+	"github.com/xagentkit/imv2/protocol"
 )
 
 // HeaderChannelID names the channel of an upload (T1).
@@ -21,6 +24,8 @@ const (
 	DefaultURLTTL          = time.Hour
 	DefaultUploadTimeout   = 5 * time.Minute
 	DefaultDownloadTimeout = 5 * time.Minute
+	// DefaultMaxConcurrentUploads bounds the upload bodies read at once.
+	DefaultMaxConcurrentUploads = 8
 )
 
 // Config configures a Handler. Card is required; zero fields take the
@@ -28,8 +33,10 @@ const (
 type Config struct {
 	// Card is served at /connector-card.json and feeds /health (H1, H4). It
 	// is encoded once at construction; later changes to it are not served.
-	Card *imv2.Card
+	Card *protocol.Card
 	// Markdown is the primary Skill served at /skill.md; nil means 404 (H3).
+	// Its header (YAML front matter) must name the Skill
+	// protocol.SkillName(Card.ConnectorCardID) exactly (Card.CheckSkill).
 	Markdown []byte
 	// APIKey, when set, is required as "Authorization: Bearer <key>" on
 	// /health, /ws and /files/uploads. A Card with
@@ -46,16 +53,23 @@ type Config struct {
 	FileTTL time.Duration
 	// URLTTL is the lifetime of a URL from DownloadURL; default 1 h.
 	URLTTL time.Duration
-	// UploadTimeout bounds reading one upload body; default 5 min.
+	// UploadTimeout bounds reading an upload body of the largest size
+	// allowed; a smaller body gets a share in proportion to its declared
+	// size (Content-Length; a chunked body counts as the largest), at
+	// least that of 1 MiB. Default 5 min.
 	UploadTimeout time.Duration
 	// DownloadTimeout bounds writing one download; default 5 min.
 	DownloadTimeout time.Duration
+	// MaxConcurrentUploads bounds the upload bodies the Handler reads at
+	// once; one more is answered 503 uploads_busy with Retry-After, before
+	// its body is read. Default 8.
+	MaxConcurrentUploads int
 	// OnUpload, if set, runs after an upload is stored and before it is
 	// answered. It receives the optional recipient_ref and reply_token form
 	// fields. An error deletes the file and fails the upload with 500.
 	OnUpload func(ctx context.Context, u Upload) error
-	// Clock reads time for file and URL expiry; default imv2.SystemClock{}.
-	Clock imv2.Clock
+	// Clock reads time for file and URL expiry; default clock.System{}.
+	Clock clock.Clock
 	// Logger receives request logs (method and path only, never headers or
 	// query strings); default discards.
 	Logger *slog.Logger
@@ -75,9 +89,10 @@ type Handler struct {
 	cfg     Config
 	card    []byte
 	health  []byte
-	key     apiKey
+	key     apikey.Key
 	signer  *signer
 	files   FileStore
+	uploads chan struct{} // a slot per upload being read
 	maxBody int64
 	log     *slog.Logger
 }
@@ -99,11 +114,16 @@ func NewHandler(cfg Config) (*Handler, error) {
 	if err := cfg.Card.Validate(); err != nil {
 		return nil, err
 	}
+	// /skill.md's header name and the Card's related_skill_ids must match
+	// exactly (Common Protocol §4.2): a mismatch fails here, never in front of xAgent.
+	if err := cfg.Card.CheckSkill(cfg.Markdown); err != nil {
+		return nil, err
+	}
 	if cfg.Card.Security != nil && cfg.Card.Security.APIKeyRequired && cfg.APIKey == "" {
 		return nil, errors.New("connector: the Card sets security.api_key_required but Config.APIKey is empty")
 	}
 	if cfg.Clock == nil {
-		cfg.Clock = imv2.SystemClock{}
+		cfg.Clock = clock.System{}
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -122,6 +142,9 @@ func NewHandler(cfg Config) (*Handler, error) {
 	}
 	if cfg.DownloadTimeout <= 0 {
 		cfg.DownloadTimeout = DefaultDownloadTimeout
+	}
+	if cfg.MaxConcurrentUploads <= 0 {
+		cfg.MaxConcurrentUploads = DefaultMaxConcurrentUploads
 	}
 	if cfg.Files == nil {
 		cfg.Files = NewMemoryStore(MemoryStoreOptions{
@@ -149,14 +172,15 @@ func NewHandler(cfg Config) (*Handler, error) {
 		cfg:     cfg,
 		card:    card,
 		health:  health,
-		key:     newAPIKey(cfg.APIKey),
+		key:     apikey.New(cfg.APIKey),
 		signer:  newSigner(),
 		files:   cfg.Files,
+		uploads: make(chan struct{}, cfg.MaxConcurrentUploads),
 		maxBody: cfg.MaxUploadBytes + formOverhead,
 		log:     cfg.Logger,
 	}
 	h.cfg.APIKey = "" // only the digest is kept
-	if !h.key.set {
+	if !h.key.Set() {
 		h.log.Warn("connector: no API key configured; /health, /ws and /files/uploads are open")
 	}
 	return h, nil
@@ -164,17 +188,20 @@ func NewHandler(cfg Config) (*Handler, error) {
 
 // healthBody is the exact /health success body (H4).
 type healthBody struct {
-	Status               string     `json:"status"`
-	ConnectorCardID      string     `json:"connector_card_id"`
-	ConnectorCardVersion string     `json:"connector_card_version"`
-	ProtocolVersion      string     `json:"protocol_version"`
-	Build                imv2.Build `json:"build"`
+	Status               string         `json:"status"`
+	ConnectorCardID      string         `json:"connector_card_id"`
+	ConnectorCardVersion string         `json:"connector_card_version"`
+	ProtocolVersion      string         `json:"protocol_version"`
+	Build                protocol.Build `json:"build"`
 }
 
 // ServeHTTP routes by exact path. It does not use http.ServeMux, whose
 // path cleaning would redirect "/files/refs/../x" instead of refusing it.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.log.Debug("connector: request", "method", r.Method, "path", r.URL.Path)
+	if p := r.URL.Path; p != "/files/uploads" && p != "/ws" {
+		dropBody(w, r) // no other endpoint reads a body
+	}
 	switch p := r.URL.Path; p {
 	case "/connector-card.json":
 		if h.method(w, r, http.MethodGet) {
@@ -185,7 +212,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if h.cfg.Markdown == nil {
-			h.fail(w, http.StatusNotFound, CodeNotFound, "no skill")
+			h.fail(w, r, http.StatusNotFound, CodeNotFound, "no skill")
 			return
 		}
 		w.Header().Set("Content-Type", "text/markdown; charset=utf-8")
@@ -200,7 +227,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if h.cfg.WS == nil {
-			h.fail(w, http.StatusNotFound, CodeNotFound, "no data plane")
+			h.fail(w, r, http.StatusNotFound, CodeNotFound, "no data plane")
 			return
 		}
 		h.cfg.WS.ServeHTTP(w, r)
@@ -212,7 +239,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// The escaped path, so %2e%2e or %2f stay visible and fail validRef.
 		ref, ok := strings.CutPrefix(r.URL.EscapedPath(), "/files/refs/")
 		if !ok || !validRef(ref) {
-			h.fail(w, http.StatusNotFound, CodeNotFound, "not found")
+			h.fail(w, r, http.StatusNotFound, CodeNotFound, "not found")
 			return
 		}
 		if h.method(w, r, http.MethodGet) {
@@ -231,18 +258,19 @@ func (h *Handler) method(w http.ResponseWriter, r *http.Request, want string) bo
 	} else {
 		w.Header().Set("Allow", want)
 	}
-	h.fail(w, http.StatusMethodNotAllowed, CodeMethodNotAllowed, "method not allowed")
+	h.fail(w, r, http.StatusMethodNotAllowed, CodeMethodNotAllowed, "method not allowed")
 	return false
 }
 
 // authorized answers 401 unless the API key check passes.
 func (h *Handler) authorized(w http.ResponseWriter, r *http.Request) bool {
-	if h.key.allow(r) {
+	if h.key.Allow(r.Header.Get("Authorization")) {
+		markAuthenticated(r.Context())
 		return true
 	}
 	h.log.Info("connector: unauthorized request", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr)
 	w.Header().Set("WWW-Authenticate", `Bearer realm="connector"`)
-	h.fail(w, http.StatusUnauthorized, CodeUnauthorized, "missing or wrong API key")
+	h.fail(w, r, http.StatusUnauthorized, CodeUnauthorized, "missing or wrong API key")
 	return false
 }
 
@@ -262,11 +290,31 @@ type errorBody struct {
 }
 
 // fail writes a JSON error. msg is a fixed text chosen here, never request
-// input, so nothing a client sent (a key, a token) is echoed.
-func (h *Handler) fail(w http.ResponseWriter, status int, code imv2.Code, msg string) {
+// input, so nothing a client sent (a key, a token) is echoed. An error
+// answer never reads the rest of the body (see dropBody).
+func (h *Handler) fail(w http.ResponseWriter, r *http.Request, status int, code imv2.Code, msg string) {
+	dropBody(w, r)
 	var b errorBody
 	b.Error.Code, b.Error.Message = code, msg
 	body, _ := json.Marshal(b)
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	h.writeJSON(w, status, body)
+}
+
+// dropBody makes net/http close the connection after this response instead
+// of reading what is left of r's body. net/http would otherwise drain up to
+// 256 KiB after the handler returns, even with "Connection: close" (its
+// body.Close reads to look for the end), at whatever rate the client
+// sends: a body sent a byte at a time held the connection until the read
+// timeout. A read deadline in the past makes that drain fail at once, and
+// "Connection: close" tells the client why the connection goes. A request
+// without a body keeps its keep-alive connection.
+func dropBody(w http.ResponseWriter, r *http.Request) {
+	if r.ContentLength == 0 {
+		return
+	}
+	if r.ProtoMajor == 1 { // HTTP/2 has no Connection header; the deadline ends the stream
+		w.Header().Set("Connection", "close")
+	}
+	_ = http.NewResponseController(w).SetReadDeadline(time.Unix(1, 0))
 }

@@ -9,8 +9,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/connector"
+	"github.com/xagentkit/imv2/protocol"
 )
 
 func TestCard_H1_ServedPublicAndEqualToConfig(t *testing.T) {
@@ -18,7 +18,7 @@ func TestCard_H1_ServedPublicAndEqualToConfig(t *testing.T) {
 	r := e.do(t, http.MethodGet, "/connector-card.json", "", nil, nil) // no key: public
 	require.Equal(t, http.StatusOK, r.status)
 	assert.Equal(t, "application/json", r.header.Get("Content-Type"))
-	var got imv2.Card
+	var got protocol.Card
 	require.NoError(t, json.Unmarshal(r.body, &got))
 	assert.Equal(t, *testCard(), got)
 	want, err := json.Marshal(testCard())
@@ -27,15 +27,15 @@ func TestCard_H1_ServedPublicAndEqualToConfig(t *testing.T) {
 }
 
 func TestCard_H1_InvalidCardRefused(t *testing.T) {
-	cases := map[string]func(c *imv2.Card){
-		"schema":            func(c *imv2.Card) { c.Schema = "xagent.connector/v0" },
-		"protocol_version":  func(c *imv2.Card) { c.ProtocolVersion = "1.0" },
-		"build_time":        func(c *imv2.Card) { c.Build.BuildTime = "" },
-		"connector_card_id": func(c *imv2.Card) { c.ConnectorCardID = " " },
-		"connector.name":    func(c *imv2.Card) { c.Connector.Name = "" },
-		"connector.version": func(c *imv2.Card) { c.Connector.Version = "" },
-		"target_types":      func(c *imv2.Card) { c.Supports.TargetTypes = nil },
-		"profiles":          func(c *imv2.Card) { c.Supports.Profiles = nil },
+	cases := map[string]func(c *protocol.Card){
+		"schema":            func(c *protocol.Card) { c.Schema = "xagent.connector/v0" },
+		"protocol_version":  func(c *protocol.Card) { c.ProtocolVersion = "1.0" },
+		"build_time":        func(c *protocol.Card) { c.Build.BuildTime = "" },
+		"connector_card_id": func(c *protocol.Card) { c.ConnectorCardID = " " },
+		"connector.name":    func(c *protocol.Card) { c.Connector.Name = "" },
+		"connector.version": func(c *protocol.Card) { c.Connector.Version = "" },
+		"target_types":      func(c *protocol.Card) { c.Supports.TargetTypes = nil },
+		"profiles":          func(c *protocol.Card) { c.Supports.Profiles = nil },
 	}
 	for name, breakIt := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -85,14 +85,14 @@ func TestHealth_H4_MatchesCardAndNeedsKey(t *testing.T) {
 
 	// Field by field against the served Card, as xAgent compares them.
 	var h struct {
-		Status               string     `json:"status"`
-		ConnectorCardID      string     `json:"connector_card_id"`
-		ConnectorCardVersion string     `json:"connector_card_version"`
-		ProtocolVersion      string     `json:"protocol_version"`
-		Build                imv2.Build `json:"build"`
+		Status               string         `json:"status"`
+		ConnectorCardID      string         `json:"connector_card_id"`
+		ConnectorCardVersion string         `json:"connector_card_version"`
+		ProtocolVersion      string         `json:"protocol_version"`
+		Build                protocol.Build `json:"build"`
 	}
 	require.NoError(t, json.Unmarshal(r.body, &h))
-	var card imv2.Card
+	var card protocol.Card
 	require.NoError(t, json.Unmarshal(e.do(t, http.MethodGet, "/connector-card.json", "", nil, nil).body, &card))
 	assert.Equal(t, "ok", h.Status)
 	assert.Equal(t, card.ConnectorCardID, h.ConnectorCardID)
@@ -190,4 +190,17 @@ func TestNewServer_Timeouts(t *testing.T) {
 	assert.Equal(t, connector.ServerIdleTimeout, s.IdleTimeout)
 	assert.Equal(t, connector.ServerMaxHeaderBytes, s.MaxHeaderBytes)
 	assert.NotZero(t, s.ReadHeaderTimeout)
+}
+
+// TestNewHandler_H3_SkillNameMustMatchCard: a /skill.md whose header name
+// disagrees with the Card's Skill fails at construction, naming both.
+func TestNewHandler_H3_SkillNameMustMatchCard(t *testing.T) {
+	card := testCard()
+	_, err := connector.NewHandler(connector.Config{Card: card, APIKey: "k", Markdown: []byte("---\nname: connector-im-other\n---\n# Other\n")})
+	require.ErrorContains(t, err, `"connector-im-other"`)
+	require.ErrorContains(t, err, `"`+protocol.SkillName(card.ConnectorCardID)+`"`)
+	_, err = connector.NewHandler(connector.Config{Card: card, APIKey: "k", Markdown: []byte("# no header\n")})
+	require.ErrorContains(t, err, "no header")
+	_, err = connector.NewHandler(connector.Config{Card: card, APIKey: "k", Markdown: []byte("---\nname: " + protocol.SkillName(card.ConnectorCardID) + "\n---\n")})
+	require.NoError(t, err)
 }

@@ -21,29 +21,30 @@ import (
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/connector"
 	"github.com/xagentkit/imv2/fakeclock"
+	"github.com/xagentkit/imv2/protocol"
 )
 
 const testKey = "sk-test-5e3cr3t-key-value-0123456789"
 
-func testCard() *imv2.Card {
-	return &imv2.Card{
-		Schema:          imv2.CardSchema,
-		ProtocolVersion: imv2.ProtocolVersion,
-		Build:           imv2.Build{Version: "0.0.7", GitTag: "v0.0.7", GitRev: "abc1234", BuildTime: "2607241200"},
+func testCard() *protocol.Card {
+	return &protocol.Card{
+		Schema:          protocol.CardSchema,
+		ProtocolVersion: protocol.ProtocolVersion,
+		Build:           protocol.Build{Version: "0.0.7", GitTag: "v0.0.7", GitRev: "abc1234", BuildTime: "2607241200"},
 		ConnectorCardID: "im.console",
-		Connector:       imv2.CardInfo{Name: "Console Connector", Version: "0.0.1", Vendor: "Example"},
-		Supports: imv2.Supports{
+		Connector:       protocol.CardInfo{Name: "Console Connector", Version: "0.0.1", Vendor: "Example"},
+		Supports: protocol.Supports{
 			UserChannelMode: "single",
 			TargetTypes:     []string{imv2.TargetTypeIM},
-			Targets:         []imv2.SupportedTarget{{TargetType: imv2.TargetTypeIM, Provider: "console", Label: "Console"}},
+			Targets:         []protocol.SupportedTarget{{TargetType: imv2.TargetTypeIM, Provider: "console", Label: "Console"}},
 			Profiles:        []string{imv2.ProfileIMv2},
 		},
-		Tools: []imv2.Tool{{
+		Tools: []protocol.Tool{{
 			ToolID:      "console_message_send",
 			Profile:     imv2.ProfileIMv2,
 			InputSchema: json.RawMessage(`{"type":"object","required":["connector_channel_id"],"properties":{"connector_channel_id":{"type":"string"}}}`),
 		}},
-		Security: &imv2.Security{TrustLevel: "local", APIKeyRequired: true},
+		Security: &protocol.Security{TrustLevel: "local", APIKeyRequired: true},
 	}
 }
 
@@ -70,6 +71,12 @@ func (s *syncBuffer) String() string {
 type countingStore struct {
 	connector.FileStore
 	opens atomic.Int64
+}
+
+// Reserve passes a reservation through to a Reserver store, so the
+// Handler under test reserves as it would without the wrapper.
+func (c *countingStore) Reserve(ctx context.Context, ch string, n int64) (connector.Reservation, error) {
+	return c.FileStore.(connector.Reserver).Reserve(ctx, ch, n)
 }
 
 func (c *countingStore) Open(ctx context.Context, ch, ref string) (io.ReadCloser, connector.FileInfo, error) {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/clock"
 )
 
 // Defaults of MemoryStoreOptions.
@@ -21,37 +22,45 @@ const (
 
 // MemoryStoreOptions configure NewMemoryStore; zero fields take the defaults.
 type MemoryStoreOptions struct {
-	Clock         imv2.Clock    // default imv2.SystemClock{}
+	Clock         clock.Clock   // default clock.System{}
 	TTL           time.Duration // lifetime of a file from its Put; default 1 h
 	MaxFileBytes  int64         // per file; default 32 MiB
 	MaxTotalBytes int64         // all live files; default 256 MiB
 	MaxFiles      int           // live files; default 1024
 }
 
-// MemoryStore is a bounded in-memory FileStore: a size cap per file, a total
-// bytes cap, a count cap and an expiry per file read from the injected
-// clock. It starts no goroutine: Put sweeps expired files before checking
-// the caps and Open drops an expired file it meets, so there is nothing to
-// stop. When a cap would be exceeded Put fails with ErrStoreFull instead of
-// evicting a live file whose URL may still be in use.
+// MemoryStore is a bounded in-memory FileStore and Reserver: a size cap
+// per file, a total bytes cap, a count cap and an expiry per file read from
+// the injected clock. A file's bytes are kept in pieces of at most
+// memChunk bytes, allocated as they arrive and counted against the caps
+// before they are kept, so an upload holds no more memory than it has sent
+// and never more than the caps. It starts no goroutine: Put and Reserve
+// sweep expired files before checking the caps and Open drops an expired
+// file it meets, so there is nothing to stop. When a cap would be exceeded
+// Put fails with ErrStoreFull instead of evicting a live file whose URL may
+// still be in use.
 type MemoryStore struct {
 	opts MemoryStoreOptions
 
 	mu    sync.Mutex
 	files map[string]*memFile
-	total int64
+	total int64 // bytes of stored files
+	q     quota // stored plus reserved
 }
 
 type memFile struct {
 	channel string
 	info    FileInfo
-	data    []byte
+	data    [][]byte
 }
+
+// memChunk is the largest piece a MemoryStore allocates for a file.
+const memChunk = 64 << 10
 
 // NewMemoryStore returns an empty MemoryStore.
 func NewMemoryStore(opts MemoryStoreOptions) *MemoryStore {
 	if opts.Clock == nil {
-		opts.Clock = imv2.SystemClock{}
+		opts.Clock = clock.System{}
 	}
 	if opts.TTL <= 0 {
 		opts.TTL = DefaultFileTTL
@@ -65,36 +74,67 @@ func NewMemoryStore(opts MemoryStoreOptions) *MemoryStore {
 	if opts.MaxFiles <= 0 {
 		opts.MaxFiles = DefaultMaxFiles
 	}
-	return &MemoryStore{opts: opts, files: make(map[string]*memFile)}
+	return &MemoryStore{
+		opts:  opts,
+		files: make(map[string]*memFile),
+		q:     quota{maxBytes: opts.MaxTotalBytes, maxFiles: opts.MaxFiles},
+	}
 }
 
-// Put implements FileStore. It reads at most MaxFileBytes+1 bytes of r, so
-// an oversized body costs no more than the cap before ErrFileTooLarge.
+// Put implements FileStore: Reserve for nothing, then Reservation.Put, so
+// the caps are checked as the bytes arrive.
 func (s *MemoryStore) Put(ctx context.Context, channelID, filename, mimeType string, r io.Reader) (FileInfo, error) {
-	if !validChannelID(channelID) {
-		return FileInfo{}, imv2.Errorf(imv2.CodeChannelIDRequired, "file store: invalid connector_channel_id")
-	}
-	data, err := io.ReadAll(io.LimitReader(r, s.opts.MaxFileBytes+1))
+	res, err := s.Reserve(ctx, channelID, 0)
 	if err != nil {
 		return FileInfo{}, err
 	}
-	if int64(len(data)) > s.opts.MaxFileBytes {
-		return FileInfo{}, ErrFileTooLarge
+	defer res.Release()
+	return res.Put(ctx, filename, mimeType, r)
+}
+
+// Reserve implements Reserver.
+func (s *MemoryStore) Reserve(_ context.Context, channelID string, bytes int64) (Reservation, error) {
+	if !validChannelID(channelID) {
+		return nil, imv2.Errorf(imv2.CodeChannelIDRequired, "file store: invalid connector_channel_id")
 	}
-	if err := ctx.Err(); err != nil {
+	bytes = max(0, min(bytes, s.opts.MaxFileBytes))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sweepLocked(s.opts.Clock.Now())
+	if !s.q.take(bytes) {
+		return nil, ErrStoreFull
+	}
+	return &memReservation{s: s, channel: channelID, h: hold{mu: &s.mu, q: &s.q, held: bytes, maxFile: s.opts.MaxFileBytes}}, nil
+}
+
+type memReservation struct {
+	s       *MemoryStore
+	channel string
+	h       hold
+	used    bool
+}
+
+// Put implements Reservation.
+func (m *memReservation) Put(ctx context.Context, filename, mimeType string, r io.Reader) (FileInfo, error) {
+	if m.used {
+		return FileInfo{}, errors.New("file store: reservation already used")
+	}
+	m.used = true
+	var data [][]byte
+	size, head, err := fill(ctx, &m.h, r, make([]byte, memChunk), func(p []byte) error {
+		data = append(data, bytes.Clone(p)) // exact size: no slack kept
+		return nil
+	})
+	if err != nil {
 		return FileInfo{}, err
 	}
 	name := cleanFilename(filename)
-	mt := detectMIME(mimeType, name, data[:min(len(data), 512)])
-	size := int64(len(data))
+	mt := detectMIME(mimeType, name, head)
 
+	s := m.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.opts.Clock.Now()
-	s.sweepLocked(now)
-	if len(s.files) >= s.opts.MaxFiles || s.total+size > s.opts.MaxTotalBytes {
-		return FileInfo{}, ErrStoreFull
-	}
 	ref := newFileRef()
 	for s.files[ref] != nil { // 128 random bits: never in practice
 		ref = newFileRef()
@@ -107,10 +147,14 @@ func (s *MemoryStore) Put(ctx context.Context, channelID, filename, mimeType str
 		ByteSize:  size,
 		ExpiresAt: now.Add(s.opts.TTL),
 	}
-	s.files[ref] = &memFile{channel: channelID, info: info, data: data}
+	s.files[ref] = &memFile{channel: m.channel, info: info, data: data}
 	s.total += size
+	m.h.keepLocked(size)
 	return info, nil
 }
+
+// Release implements Reservation.
+func (m *memReservation) Release() { m.h.release() }
 
 // Open implements FileStore. The reader reads a private view of bytes that
 // are never modified, so it needs no lock.
@@ -121,7 +165,11 @@ func (s *MemoryStore) Open(_ context.Context, channelID, fileRef string) (io.Rea
 	if err != nil {
 		return nil, FileInfo{}, err
 	}
-	return io.NopCloser(bytes.NewReader(f.data)), f.info, nil
+	rs := make([]io.Reader, len(f.data))
+	for i, p := range f.data {
+		rs[i] = bytes.NewReader(p)
+	}
+	return io.NopCloser(io.MultiReader(rs...)), f.info, nil
 }
 
 // Delete implements FileStore.
@@ -163,7 +211,7 @@ func (s *MemoryStore) lookupLocked(channelID, fileRef string) (*memFile, error) 
 }
 
 // sweepLocked drops every expired file. At most MaxFiles entries, so a scan
-// per Put costs far less than reading the upload itself.
+// per Put or Reserve costs far less than reading the upload itself.
 func (s *MemoryStore) sweepLocked(now time.Time) {
 	for ref, f := range s.files {
 		if !now.Before(f.info.ExpiresAt) {
@@ -175,6 +223,8 @@ func (s *MemoryStore) sweepLocked(now time.Time) {
 func (s *MemoryStore) removeLocked(ref string) {
 	if f := s.files[ref]; f != nil {
 		s.total -= f.info.ByteSize
+		s.q.bytes -= f.info.ByteSize
+		s.q.files--
 		delete(s.files, ref)
 	}
 }

@@ -20,10 +20,19 @@ const (
 )
 
 // NewServer returns an http.Server for h on addr with timeouts against slow
-// clients. WriteTimeout stays zero because it would cut /ws; the Handler
-// sets a per-request write deadline on downloads (Config.DownloadTimeout)
-// and a read deadline on uploads (Config.UploadTimeout) instead.
+// clients and the default ServerLimits on its connections. WriteTimeout
+// stays zero because it would cut /ws; the Handler sets a per-request
+// write deadline on downloads (Config.DownloadTimeout) and a read deadline
+// on uploads (proportional to their size) instead.
 func NewServer(addr string, h http.Handler) *http.Server {
+	return NewServerLimits(addr, h, ServerLimits{})
+}
+
+// NewServerLimits is NewServer with the given connection caps. The caps
+// live in the server's ConnContext and ConnState hooks: replacing either
+// hook turns them off.
+func NewServerLimits(addr string, h http.Handler, lim ServerLimits) *http.Server {
+	l := newConnLimiter(lim)
 	return &http.Server{
 		Addr:              addr,
 		Handler:           h,
@@ -31,5 +40,7 @@ func NewServer(addr string, h http.Handler) *http.Server {
 		ReadTimeout:       ServerReadTimeout,
 		IdleTimeout:       ServerIdleTimeout,
 		MaxHeaderBytes:    ServerMaxHeaderBytes,
+		ConnContext:       l.connContext,
+		ConnState:         l.connState,
 	}
 }

@@ -27,7 +27,10 @@ import (
 // and ErrStoreFull under errors.Is.
 type FileStore interface {
 	// Put stores the bytes of r for channelID. filename and mime are hints:
-	// the store cleans the name and may detect the type.
+	// the store cleans the name and may detect the type. It must check
+	// its caps as it reads, never buffering past them: r is a network
+	// body. A store that can check them before reading implements
+	// Reserver too.
 	Put(ctx context.Context, channelID, filename, mime string, r io.Reader) (FileInfo, error)
 	// Open returns the file's bytes and metadata. An unknown or expired ref
 	// is ErrFileNotFound; a ref of another channel is ErrWrongChannel.
@@ -58,6 +61,7 @@ const (
 	CodeWrongChannel     imv2.Code = "file_channel_mismatch"
 	CodeFileTooLarge     imv2.Code = "file_too_large"
 	CodeStoreFull        imv2.Code = "file_store_full"
+	CodeUploadsBusy      imv2.Code = "uploads_busy"
 	CodeUploadFailed     imv2.Code = "upload_failed"
 )
 

@@ -16,6 +16,7 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/internal/benchcpu"
+	"github.com/xagentkit/imv2/protocol"
 )
 
 // Benchmarks of the data plane against raw gorilla/websocket, in the same
@@ -139,7 +140,7 @@ func benchFrames(b *testing.B) (final, ack []byte) {
 // and a client connected to it; stop closes both.
 func rawEcho(b *testing.B, ack []byte) (*websocket.Conn, func()) {
 	b.Helper()
-	up := websocket.Upgrader{Subprotocols: []string{imv2.Subprotocol}}
+	up := websocket.Upgrader{Subprotocols: []string{protocol.Subprotocol}}
 	var served sync.WaitGroup
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ws, err := up.Upgrade(w, r, nil)
@@ -158,7 +159,7 @@ func rawEcho(b *testing.B, ack []byte) (*websocket.Conn, func()) {
 			}
 		}
 	}))
-	d := websocket.Dialer{Subprotocols: []string{imv2.Subprotocol}}
+	d := websocket.Dialer{Subprotocols: []string{protocol.Subprotocol}}
 	ws, resp, err := d.Dial("ws"+strings.TrimPrefix(hs.URL, "http"), nil)
 	if resp != nil && resp.Body != nil {
 		_ = resp.Body.Close()

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/protocol"
 )
 
 // maxCardBytes bounds the Card document Dial reads.
@@ -18,7 +19,7 @@ const maxCardBytes = 1 << 20
 // "/connector-card.json" (H1, H2); base is the Connector's base URL,
 // http:// or https://, maybe with a path prefix. client nil uses
 // http.DefaultClient; ctx bounds the request.
-func FetchCard(ctx context.Context, client *http.Client, base string) (*imv2.Card, error) {
+func FetchCard(ctx context.Context, client *http.Client, base string) (*protocol.Card, error) {
 	u, err := baseURL(base)
 	if err != nil {
 		return nil, err
@@ -53,8 +54,8 @@ func FetchCard(ctx context.Context, client *http.Client, base string) (*imv2.Car
 }
 
 // decodeCard decodes a Card document and validates it (H2, P1, P2).
-func decodeCard(body []byte) (*imv2.Card, error) {
-	card := new(imv2.Card)
+func decodeCard(body []byte) (*protocol.Card, error) {
+	card := new(protocol.Card)
 	if err := (&imv2.Packet{Payload: body}).DecodePayload(card); err != nil {
 		return nil, err
 	}

@@ -15,6 +15,9 @@ import (
 	"github.com/google/uuid"
 	"github.com/gorilla/websocket"
 	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/clock"
+	"github.com/xagentkit/imv2/internal/defaults"
+	"github.com/xagentkit/imv2/protocol"
 )
 
 // Defaults of ClientConfig.
@@ -46,6 +49,11 @@ type ClientConfig struct {
 	// HTTPClient fetches the Card; default a client bounded by
 	// RequestTimeout.
 	HTTPClient *http.Client
+	// MinProtocolVersion and MaxProtocolVersion bound the Connector
+	// versions admitted (W4): a hello.ack whose protocol_version lies
+	// outside [min, max] fails the connect. The hello itself always carries
+	// protocol.ProtocolVersion. Zero values default to protocol.Version30 both.
+	MinProtocolVersion, MaxProtocolVersion protocol.Version
 	// SupportedProfiles go in the hello, always explicitly (P3). Default:
 	// the profiles of imv2.DefaultCatalog (xagent.im.v2).
 	SupportedProfiles []string
@@ -60,7 +68,7 @@ type ClientConfig struct {
 	// Logger receives connection events; nothing by default.
 	Logger *slog.Logger
 	// Clock drives the reconnect backoff and keepalive.
-	Clock imv2.Clock
+	Clock clock.Clock
 	// Conn tunes each WebSocket.
 	Conn ConnConfig
 	// WrapConn, when set, decorates every new connection (a fault
@@ -84,7 +92,7 @@ type ClientConfig struct {
 	OnConnected func(connectorID string, channelIDs []string)
 	// OnDescriptor is called with every Descriptor received: in
 	// channel.open.ack and in connection.descriptor.push. Do not block.
-	OnDescriptor func(channelID string, d *imv2.Descriptor)
+	OnDescriptor func(channelID string, d *protocol.Descriptor)
 }
 
 // Client is the xAgent side of the data plane. It dials the Connector, says
@@ -95,9 +103,9 @@ type ClientConfig struct {
 // its pending finals, and nothing already acknowledged (W11, S10).
 type Client struct {
 	cfg     ClientConfig
-	card    *imv2.Card // as fetched by Dial
+	card    *protocol.Card // as fetched by Dial
 	log     *slog.Logger
-	clock   imv2.Clock
+	clock   clock.Clock
 	opts    imv2.Options
 	imTypes map[string]bool
 
@@ -117,6 +125,7 @@ type Client struct {
 	err         error       // why the client stopped
 	conn        *clientConn // current connection, nil while disconnected
 	connectorID string
+	version     protocol.Version // of the last hello.ack
 	channels    map[string]*clientChannel
 }
 
@@ -154,7 +163,16 @@ func Dial(ctx context.Context, cfg ClientConfig) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	setDur(&cfg.RequestTimeout, DefaultRequestTimeout)
+	if cfg.MinProtocolVersion == (protocol.Version{}) {
+		cfg.MinProtocolVersion = protocol.Version30
+	}
+	if cfg.MaxProtocolVersion == (protocol.Version{}) {
+		cfg.MaxProtocolVersion = protocol.Version30
+	}
+	if cfg.MaxProtocolVersion.Compare(cfg.MinProtocolVersion) < 0 {
+		return nil, imv2.Errorf(imv2.CodeInvalidPacket, "dataplane: ClientConfig MaxProtocolVersion %s is below MinProtocolVersion %s", cfg.MaxProtocolVersion, cfg.MinProtocolVersion)
+	}
+	defaults.Set(&cfg.RequestTimeout, DefaultRequestTimeout)
 	if cfg.HTTPClient == nil {
 		cfg.HTTPClient = &http.Client{Timeout: cfg.RequestTimeout}
 	}
@@ -163,7 +181,7 @@ func Dial(ctx context.Context, cfg ClientConfig) (*Client, error) {
 		return nil, err
 	}
 	if cfg.CardID != "" && cfg.CardID != card.ConnectorCardID {
-		return nil, imv2.Errorf(imv2.CodeConnectorCardIDMismatch, "dataplane: the Card at %s is %q, want %q", base, short(card.ConnectorCardID), cfg.CardID)
+		return nil, imv2.Errorf(protocol.CodeConnectorCardIDMismatch, "dataplane: the Card at %s is %q, want %q", base, short(card.ConnectorCardID), cfg.CardID)
 	}
 	cfg.CardID = card.ConnectorCardID
 	// From here on cfg.URL is the data-plane endpoint the connects dial.
@@ -181,14 +199,14 @@ func Dial(ctx context.Context, cfg ClientConfig) (*Client, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.Clock == nil {
-		cfg.Clock = imv2.SystemClock{}
+		cfg.Clock = clock.System{}
 	}
 	if cfg.Conn.Clock == nil {
 		cfg.Conn.Clock = cfg.Clock
 	}
-	setDur(&cfg.ReconnectMin, DefaultReconnectMin)
-	setDur(&cfg.ReconnectMax, DefaultReconnectMax)
-	setInt(&cfg.MaxChannels, DefaultMaxChannels)
+	defaults.Set(&cfg.ReconnectMin, DefaultReconnectMin)
+	defaults.Set(&cfg.ReconnectMax, DefaultReconnectMax)
+	defaults.Set(&cfg.MaxChannels, DefaultMaxChannels)
 	if cfg.ReconnectMax < cfg.ReconnectMin {
 		cfg.ReconnectMax = cfg.ReconnectMin
 	}
@@ -248,7 +266,7 @@ func (c *Client) connect(ctx context.Context) (*clientConn, error) {
 	if c.cfg.Dialer != nil {
 		d = *c.cfg.Dialer
 	}
-	d.Subprotocols = []string{imv2.Subprotocol}
+	d.Subprotocols = []string{protocol.Subprotocol}
 	var slot batchSlot // the connection, for write coalescing
 	d = slot.dialer(d)
 	h := http.Header{}
@@ -265,9 +283,9 @@ func (c *Client) connect(ctx context.Context) (*clientConn, error) {
 		}
 		return nil, fmt.Errorf("dataplane: dial %s: %w", c.cfg.URL, err)
 	}
-	if ws.Subprotocol() != imv2.Subprotocol {
+	if ws.Subprotocol() != protocol.Subprotocol {
 		_ = ws.Close()
-		return nil, imv2.Errorf(imv2.CodeInvalidPacket, "dataplane: the Connector did not select subprotocol %s (W1)", imv2.Subprotocol)
+		return nil, imv2.Errorf(imv2.CodeInvalidPacket, "dataplane: the Connector did not select subprotocol %s (W1)", protocol.Subprotocol)
 	}
 	cc := &clientConn{
 		c:       c,
@@ -281,10 +299,10 @@ func (c *Client) connect(ctx context.Context) (*clientConn, error) {
 	c.mu.Lock()
 	prev := c.connectorID
 	c.mu.Unlock()
-	hello, err := imv2.NewPacket(imv2.TypeConnectorHello, "", imv2.ConnectorHello{
+	hello, err := imv2.NewPacket(protocol.TypeConnectorHello, "", protocol.ConnectorHello{
 		ConnectorCardID:   c.cfg.CardID,
 		ConnectorID:       prev,
-		ProtocolVersion:   imv2.ProtocolVersion,
+		ProtocolVersion:   protocol.ProtocolVersion,
 		SupportedProfiles: c.cfg.SupportedProfiles,
 	})
 	if err != nil {
@@ -296,20 +314,22 @@ func (c *Client) connect(ctx context.Context) (*clientConn, error) {
 		_ = cc.conn.Close()
 		return nil, fmt.Errorf("dataplane: hello: %w", err)
 	}
-	var ack imv2.ConnectorHelloAck
+	var ack protocol.ConnectorHelloAck
 	if err := r.DecodePayload(&ack); err != nil {
 		_ = cc.conn.Close()
 		return nil, err
 	}
 	switch {
-	case r.Type != imv2.TypeConnectorHelloAck:
+	case r.Type != protocol.TypeConnectorHelloAck:
 		err = imv2.Errorf(imv2.CodeInvalidPacket, "hello answered with %q", r.Type)
 	case ack.ConnectorCardID != c.cfg.CardID:
-		err = imv2.Errorf(imv2.CodeConnectorCardIDMismatch, "hello.ack names connector_card_id %q, want %q", short(ack.ConnectorCardID), c.cfg.CardID)
-	case ack.ProtocolVersion != imv2.ProtocolVersion:
-		err = imv2.Errorf(imv2.CodeInvalidPacket, "hello.ack protocol_version %q, want %s", short(ack.ProtocolVersion), imv2.ProtocolVersion)
+		err = imv2.Errorf(protocol.CodeConnectorCardIDMismatch, "hello.ack names connector_card_id %q, want %q", short(ack.ConnectorCardID), c.cfg.CardID)
 	case ack.ConnectorID == "":
 		err = imv2.Errorf(imv2.CodeInvalidPacket, "hello.ack has no connector_id (W4)")
+	}
+	var version protocol.Version
+	if err == nil {
+		version, err = c.admitVersion(ack.ProtocolVersion)
 	}
 	if err != nil {
 		_ = cc.conn.Close()
@@ -323,6 +343,7 @@ func (c *Client) connect(ctx context.Context) (*clientConn, error) {
 	}
 	c.mu.Lock()
 	c.connectorID = ack.ConnectorID
+	c.version = version
 	c.conn = cc
 	c.mu.Unlock()
 	return cc, nil
@@ -473,7 +494,7 @@ func (c *Client) OpenChannel(ctx context.Context, id string) (*imv2.Channel, err
 func (c *Client) open(ctx context.Context, cc *clientConn, requested string) (*clientChannel, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
 	defer cancel()
-	p, err := imv2.NewPacket(imv2.TypeChannelOpen, requested, nil)
+	p, err := imv2.NewPacket(protocol.TypeChannelOpen, requested, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -495,14 +516,14 @@ func (c *Client) applyOpen(cc *clientConn, requested string, r *imv2.Packet) (*c
 	if err := r.Err(); err != nil {
 		return nil, err
 	}
-	var ack imv2.ChannelOpenAck
+	var ack protocol.ChannelOpenAck
 	if err := r.DecodePayload(&ack); err != nil {
 		return nil, err
 	}
 	id := r.ConnectorChannelID
 	d := ack.ConnectionDescriptor
 	switch {
-	case r.Type != imv2.TypeChannelOpenAck:
+	case r.Type != protocol.TypeChannelOpenAck:
 		return nil, imv2.Errorf(imv2.CodeInvalidPacket, "channel.open answered with %q", r.Type)
 	case id == "" || ack.ConnectorChannelID != id:
 		return nil, imv2.Errorf(imv2.CodeInvalidPacket, "channel.open.ack: envelope and payload connector_channel_id differ or are empty (W5)")
@@ -511,7 +532,7 @@ func (c *Client) applyOpen(cc *clientConn, requested string, r *imv2.Packet) (*c
 	case d == nil:
 		return nil, imv2.Errorf(imv2.CodeInvalidPacket, "channel.open.ack: connection_descriptor is missing (W5)")
 	case d.Connection.ConnectorChannelID != id || d.Connection.ConnectorCardID != c.cfg.CardID:
-		return nil, imv2.Errorf(imv2.CodeChannelConnectorMismatch, "channel.open.ack: the descriptor names another channel or Card")
+		return nil, imv2.Errorf(protocol.CodeChannelConnectorMismatch, "channel.open.ack: the descriptor names another channel or Card")
 	}
 	neg := c.negotiate(d.Connection.Profiles)
 	if len(neg.Profiles()) == 0 {
@@ -632,7 +653,7 @@ func (c *Client) CloseChannel(ctx context.Context, id string) error {
 	if err := c.cfg.Store.RemoveChannel(ctx, id); err != nil {
 		return err
 	}
-	p, err := imv2.NewPacket(imv2.TypeChannelClose, id, nil)
+	p, err := imv2.NewPacket(protocol.TypeChannelClose, id, nil)
 	if err != nil {
 		return err
 	}
@@ -655,12 +676,12 @@ func (c *Client) Request(ctx context.Context, p *imv2.Packet) (*imv2.Packet, err
 
 // Ping sends ping and waits for the pong with the same request_id (W8).
 func (c *Client) Ping(ctx context.Context) error {
-	p, err := imv2.NewPacket(imv2.TypePing, "", nil)
+	p, err := imv2.NewPacket(protocol.TypePing, "", nil)
 	if err != nil {
 		return err
 	}
 	r, err := c.Request(ctx, p)
-	if err == nil && r.Type != imv2.TypePong {
+	if err == nil && r.Type != protocol.TypePong {
 		err = imv2.Errorf(imv2.CodeInvalidPacket, "ping answered with %q", r.Type)
 	}
 	return err
@@ -677,7 +698,32 @@ func (c *Client) Channel(id string) *imv2.Channel {
 }
 
 // Card returns the Connector's Card as Dial fetched it.
-func (c *Client) Card() *imv2.Card { return c.card }
+func (c *Client) Card() *protocol.Card { return c.card }
+
+// admitVersion checks the Connector's protocol_version of a hello.ack
+// against the configured range (W4).
+func (c *Client) admitVersion(s string) (protocol.Version, error) {
+	lo, hi := c.cfg.MinProtocolVersion, c.cfg.MaxProtocolVersion
+	if s == "" {
+		return protocol.Version{}, imv2.Errorf(imv2.CodeInvalidPacket, "hello.ack has no protocol_version; this side admits Connectors speaking %s to %s (W4)", lo, hi)
+	}
+	v, err := protocol.ParseVersion(s)
+	if err != nil {
+		return protocol.Version{}, imv2.Errorf(imv2.CodeInvalidPacket, "hello.ack protocol_version %q is not major.minor; this side admits %s to %s (W4)", short(s), lo, hi)
+	}
+	if v.Compare(lo) < 0 || v.Compare(hi) > 0 {
+		return protocol.Version{}, imv2.Errorf(imv2.CodeInvalidPacket, "the Connector speaks protocol_version %s; this side admits %s to %s (W4)", v, lo, hi)
+	}
+	return v, nil
+}
+
+// ProtocolVersion returns the Connector's protocol_version of the last
+// hello.ack (W4): the version the connection speaks.
+func (c *Client) ProtocolVersion() protocol.Version {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.version
+}
 
 // ConnectorID returns the connector_id of the last hello.ack.
 func (c *Client) ConnectorID() string {
@@ -785,7 +831,7 @@ func (cc *clientConn) takeWaiter(p *imv2.Packet) *waiter {
 	if p.RequestID == "" {
 		return nil
 	}
-	if p.Type != imv2.TypeError && p.Type != imv2.TypePong && !strings.HasSuffix(p.Type, ".ack") {
+	if p.Type != imv2.TypeError && p.Type != protocol.TypePong && !strings.HasSuffix(p.Type, ".ack") {
 		return nil
 	}
 	cc.mu.Lock()
@@ -837,12 +883,12 @@ func (cc *clientConn) dispatch(p *imv2.Packet) {
 		return
 	}
 	switch p.Type {
-	case imv2.TypePing:
-		if r, err := imv2.NewReply(p, imv2.TypePong, nil); err == nil {
+	case protocol.TypePing:
+		if r, err := imv2.NewReply(p, protocol.TypePong, nil); err == nil {
 			cc.send(r)
 		}
 		return
-	case imv2.TypePong:
+	case protocol.TypePong:
 		return
 	case imv2.TypeError:
 		if e := cc.openHere(p.ConnectorChannelID); e != nil {
@@ -851,7 +897,7 @@ func (cc *clientConn) dispatch(p *imv2.Packet) {
 		}
 		c.log.Debug("dataplane: peer error", "code", p.Err(), "reply_to", p.ReplyTo)
 		return
-	case imv2.TypeDescriptorPush:
+	case protocol.TypeDescriptorPush:
 		cc.descriptorPush(p)
 		return
 	}
@@ -890,7 +936,7 @@ func (cc *clientConn) dispatch(p *imv2.Packet) {
 // changed profiles renegotiate the Channel (P5).
 func (cc *clientConn) descriptorPush(p *imv2.Packet) {
 	c := cc.c
-	var dp imv2.DescriptorPayload
+	var dp protocol.DescriptorPayload
 	e := cc.openHere(p.ConnectorChannelID)
 	if e == nil || p.DecodePayload(&dp) != nil || dp.ConnectionDescriptor == nil {
 		c.log.Debug("dataplane: descriptor push ignored", "connector_channel_id", short(p.ConnectorChannelID))

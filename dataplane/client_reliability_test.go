@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/protocol"
 )
 
 // swallowOpen loses the next channel.open it is asked to write while on is
@@ -18,7 +19,7 @@ type swallowOpen struct {
 }
 
 func (s *swallowOpen) Write(ctx context.Context, p *imv2.Packet) error {
-	if p.Type == imv2.TypeChannelOpen && s.on.CompareAndSwap(true, false) {
+	if p.Type == protocol.TypeChannelOpen && s.on.CompareAndSwap(true, false) {
 		return nil
 	}
 	return s.Conn.Write(ctx, p)

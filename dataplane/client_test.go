@@ -13,7 +13,9 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/stretchr/testify/require"
 	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/clock"
 	"github.com/xagentkit/imv2/fakeclock"
+	"github.com/xagentkit/imv2/protocol"
 )
 
 // armClock is a fake clock that reports every timer armed on it. Given to
@@ -28,7 +30,7 @@ func newArmClock() *armClock {
 	return &armClock{Clock: fakeclock.New(t0), armed: make(chan time.Duration, 16)}
 }
 
-func (c *armClock) AfterFunc(d time.Duration, f func()) imv2.Timer {
+func (c *armClock) AfterFunc(d time.Duration, f func()) clock.Timer {
 	t := c.Clock.AfterFunc(d, f)
 	c.armed <- d
 	return t
@@ -49,8 +51,8 @@ func dialClient(t *testing.T, url string, mod func(*ClientConfig)) (*Client, *ar
 		URL:          httpBase(url),
 		Target:       newRecTarget(),
 		Clock:        clk,
-		Options:      &imv2.Options{Clock: imv2.SystemClock{}},
-		Conn:         ConnConfig{Clock: imv2.SystemClock{}},
+		Options:      &imv2.Options{Clock: clock.System{}},
+		Conn:         ConnConfig{Clock: clock.System{}},
 		ReconnectMin: time.Second,
 		ReconnectMax: time.Second,
 		OnConnected: func(id string, ids []string) {
@@ -99,7 +101,7 @@ func TestClient_W4_HelloRejected(t *testing.T) {
 		hs.Close()
 	})
 	_, err = Dial(ctxWait(t), ClientConfig{URL: hs.URL, Target: newRecTarget()})
-	require.ErrorIs(t, err, &imv2.Error{Code: imv2.CodeConnectorCardIDMismatch})
+	require.ErrorIs(t, err, &imv2.Error{Code: protocol.CodeConnectorCardIDMismatch})
 	require.Contains(t, err.Error(), "im.other")
 }
 
@@ -177,7 +179,7 @@ func TestClient_W11_GivesUpAfterMaxAttempts(t *testing.T) {
 
 func TestClient_W7_DescriptorPushAndGet(t *testing.T) {
 	status := make(chan string, 1)
-	status <- imv2.StatusCreated
+	status <- protocol.StatusCreated
 	srv, url := startServer(t, func(c *ServerConfig) {
 		c.Describe = func(context.Context, string) ChannelInfo {
 			s := <-status
@@ -185,22 +187,22 @@ func TestClient_W7_DescriptorPushAndGet(t *testing.T) {
 			return ChannelInfo{Status: s}
 		}
 	})
-	descs := make(chan *imv2.Descriptor, 4)
+	descs := make(chan *protocol.Descriptor, 4)
 	c, _, _ := dialClient(t, url, func(c *ClientConfig) {
-		c.OnDescriptor = func(_ string, d *imv2.Descriptor) { descs <- d }
+		c.OnDescriptor = func(_ string, d *protocol.Descriptor) { descs <- d }
 	})
 	ch, err := c.OpenChannel(ctxWait(t), "")
 	require.NoError(t, err)
-	require.Equal(t, imv2.StatusCreated, recv(t, descs).Connection.Status)
+	require.Equal(t, protocol.StatusCreated, recv(t, descs).Connection.Status)
 	<-status
-	status <- imv2.StatusConnected
+	status <- protocol.StatusConnected
 	require.NoError(t, srv.Push(ctxWait(t), ch.ID()))
-	require.Equal(t, imv2.StatusConnected, recv(t, descs).Connection.Status)
+	require.Equal(t, protocol.StatusConnected, recv(t, descs).Connection.Status)
 
-	req, _ := imv2.NewPacket(imv2.TypeDescriptorGet, ch.ID(), nil)
+	req, _ := imv2.NewPacket(protocol.TypeDescriptorGet, ch.ID(), nil)
 	ans, err := c.Request(ctxWait(t), req)
 	require.NoError(t, err)
-	require.Equal(t, imv2.TypeDescriptorGetAck, ans.Type)
+	require.Equal(t, protocol.TypeDescriptorGetAck, ans.Type)
 	require.Equal(t, req.RequestID, ans.RequestID)
 }
 
@@ -209,21 +211,21 @@ func TestClient_W12_RequestToolAndErrors(t *testing.T) {
 	c, _, _ := dialClient(t, url, nil)
 	ch, err := c.OpenChannel(ctxWait(t), "")
 	require.NoError(t, err)
-	req, _ := imv2.NewPacket(imv2.TypeToolInvoke, ch.ID(), imv2.ToolInvoke{ToolID: "test_send"})
+	req, _ := imv2.NewPacket(protocol.TypeToolInvoke, ch.ID(), protocol.ToolInvoke{ToolID: "test_send"})
 	ans, err := c.Request(ctxWait(t), req)
 	require.NoError(t, err)
-	var ta imv2.ToolInvokeAck
+	var ta protocol.ToolInvokeAck
 	require.NoError(t, ans.DecodePayload(&ta))
 	require.JSONEq(t, `{"channel":"`+ch.ID()+`","tool":"test_send"}`, string(ta.Result))
 
-	req, _ = imv2.NewPacket(imv2.TypeToolInvoke, "cch_nope", imv2.ToolInvoke{ToolID: "test_send"})
+	req, _ = imv2.NewPacket(protocol.TypeToolInvoke, "cch_nope", protocol.ToolInvoke{ToolID: "test_send"})
 	ans, err = c.Request(ctxWait(t), req)
-	require.ErrorIs(t, err, imv2.ErrChannelNotOpen)
+	require.ErrorIs(t, err, &imv2.Error{Code: imv2.CodeChannelNotOpen})
 	require.Equal(t, imv2.TypeError, ans.Type)
 
-	req, _ = imv2.NewPacket(imv2.TypeToolInvoke, ch.ID(), imv2.ToolInvoke{ToolID: "unknown", Arguments: json.RawMessage(`{}`)})
+	req, _ = imv2.NewPacket(protocol.TypeToolInvoke, ch.ID(), protocol.ToolInvoke{ToolID: "unknown", Arguments: json.RawMessage(`{}`)})
 	_, err = c.Request(ctxWait(t), req)
-	require.ErrorIs(t, err, &imv2.Error{Code: imv2.CodeToolInvokeFailed})
+	require.ErrorIs(t, err, &imv2.Error{Code: protocol.CodeToolInvokeFailed})
 }
 
 func TestClient_ConfigErrors(t *testing.T) {
@@ -262,7 +264,7 @@ func scriptedConnector(t *testing.T, script func(c *wsConn, channelID string)) s
 			return
 		}
 		defer close(done)
-		up := websocket.Upgrader{Subprotocols: []string{imv2.Subprotocol}}
+		up := websocket.Upgrader{Subprotocols: []string{protocol.Subprotocol}}
 		ws, err := up.Upgrade(w, r, nil)
 		if err != nil {
 			return
@@ -274,18 +276,18 @@ func scriptedConnector(t *testing.T, script func(c *wsConn, channelID string)) s
 		if err != nil {
 			return
 		}
-		ack, _ := imv2.NewReply(hello, imv2.TypeConnectorHelloAck, imv2.ConnectorHelloAck{ConnectorCardID: testCardID, ConnectorID: "conn_s", ProtocolVersion: "3.0"})
+		ack, _ := imv2.NewReply(hello, protocol.TypeConnectorHelloAck, protocol.ConnectorHelloAck{ConnectorCardID: testCardID, ConnectorID: "conn_s", ProtocolVersion: "3.0"})
 		_ = c.Write(ctx, ack)
 		open, err := c.Read(ctx)
 		if err != nil {
 			return
 		}
 		id := "cch_s"
-		oack, _ := imv2.NewReply(open, imv2.TypeChannelOpenAck, imv2.ChannelOpenAck{ConnectorChannelID: id, ConnectionDescriptor: &imv2.Descriptor{
-			Schema: imv2.DescriptorSchema,
-			Connection: imv2.Connection{ConnectorCardID: testCardID, ConnectorID: "conn_s", ConnectorChannelID: id,
-				TargetType: imv2.TargetTypeIM, Profiles: []string{imv2.ProfileIMv2}, Status: imv2.StatusCreated},
-			Target: imv2.DescriptorTarget{Provider: "testim", DisplayName: "x"},
+		oack, _ := imv2.NewReply(open, protocol.TypeChannelOpenAck, protocol.ChannelOpenAck{ConnectorChannelID: id, ConnectionDescriptor: &protocol.Descriptor{
+			Schema: protocol.DescriptorSchema,
+			Connection: protocol.Connection{ConnectorCardID: testCardID, ConnectorID: "conn_s", ConnectorChannelID: id,
+				TargetType: imv2.TargetTypeIM, Profiles: []string{imv2.ProfileIMv2}, Status: protocol.StatusCreated},
+			Target: protocol.DescriptorTarget{Provider: "testim", DisplayName: "x"},
 		}})
 		oack.ConnectorChannelID = id
 		_ = c.Write(ctx, oack)

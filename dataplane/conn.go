@@ -12,6 +12,7 @@ import (
 
 	"github.com/gorilla/websocket"
 	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/clock"
 )
 
 // Conn is one data-plane connection carrying whole packets, in the spirit
@@ -66,9 +67,9 @@ type ConnConfig struct {
 	PongTimeout time.Duration
 	// CloseTimeout bounds the graceful close handshake.
 	CloseTimeout time.Duration
-	// Clock drives the keepalive timers; default imv2.SystemClock{}.
+	// Clock drives the keepalive timers; default clock.System{}.
 	// Network deadlines always use real time.
-	Clock imv2.Clock
+	Clock clock.Clock
 
 	onPong func() // test hook: a pong arrived
 }
@@ -90,7 +91,7 @@ func (c ConnConfig) withDefaults() ConnConfig {
 		c.CloseTimeout = DefaultCloseTimeout
 	}
 	if c.Clock == nil {
-		c.Clock = imv2.SystemClock{}
+		c.Clock = clock.System{}
 	}
 	return c
 }
@@ -147,10 +148,10 @@ type wsConn struct {
 	closeOnce sync.Once
 	downOnce  sync.Once
 	mu        sync.Mutex
-	err       error      // why the connection ended
-	pingTimer imv2.Timer // guarded by mu
-	pongTimer imv2.Timer // guarded by mu
-	stopped   bool       // guarded by mu: no more timers
+	err       error       // why the connection ended
+	pingTimer clock.Timer // guarded by mu
+	pongTimer clock.Timer // guarded by mu
+	stopped   bool        // guarded by mu: no more timers
 }
 
 type readItem struct {

@@ -13,7 +13,9 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/stretchr/testify/require"
 	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/clock"
 	"github.com/xagentkit/imv2/fakeclock"
+	"github.com/xagentkit/imv2/protocol"
 )
 
 func TestConn_W1_SubprotocolRequired(t *testing.T) {
@@ -25,7 +27,7 @@ func TestConn_W1_SubprotocolRequired(t *testing.T) {
 	}{
 		{"none", nil, http.StatusBadRequest},
 		{"other", []string{"chat"}, http.StatusBadRequest},
-		{"ours", []string{imv2.Subprotocol}, http.StatusSwitchingProtocols},
+		{"ours", []string{protocol.Subprotocol}, http.StatusSwitchingProtocols},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := websocket.Dialer{Subprotocols: tc.protos}
@@ -38,7 +40,7 @@ func TestConn_W1_SubprotocolRequired(t *testing.T) {
 				return
 			}
 			require.NoError(t, err)
-			require.Equal(t, imv2.Subprotocol, ws.Subprotocol(), "W1: the server selects the subprotocol")
+			require.Equal(t, protocol.Subprotocol, ws.Subprotocol(), "W1: the server selects the subprotocol")
 			_ = ws.Close()
 		})
 	}
@@ -55,13 +57,15 @@ func TestConn_W1_BearerKey(t *testing.T) {
 		{"prefix_of_key", "Bearer s3cre", http.StatusUnauthorized},
 		{"not_bearer", "Basic s3cret", http.StatusUnauthorized},
 		{"right", "Bearer s3cret", http.StatusSwitchingProtocols},
+		{"two_spaces", "Bearer  s3cret", http.StatusSwitchingProtocols}, // RFC 9110 §11.4: 1*SP, as the HTTP kit reads it
+		{"tab", "Bearer\ts3cret", http.StatusUnauthorized},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := http.Header{}
 			if tc.auth != "" {
 				h.Set("Authorization", tc.auth)
 			}
-			d := websocket.Dialer{Subprotocols: []string{imv2.Subprotocol}}
+			d := websocket.Dialer{Subprotocols: []string{protocol.Subprotocol}}
 			ws, resp, err := d.Dial(url, h)
 			require.NotNil(t, resp)
 			_ = resp.Body.Close()
@@ -96,12 +100,12 @@ func TestConn_W2_WriteOverLimitRefused(t *testing.T) {
 	_, url := startServer(t, nil)
 	p := dialPeer(t, url, nil)
 	p.conn.cfg.ReadLimit = 256 // this side refuses to send what it would not read
-	pkt, err := imv2.NewPacket(imv2.TypePing, "", map[string]string{"pad": strings.Repeat("x", 512)})
+	pkt, err := imv2.NewPacket(protocol.TypePing, "", map[string]string{"pad": strings.Repeat("x", 512)})
 	require.NoError(t, err)
 	err = p.conn.Write(context.Background(), pkt)
 	require.ErrorIs(t, err, imv2.ErrInvalidPacket)
 	require.False(t, imv2.IsRetryable(err))
-	p.call(imv2.TypePing, "", nil) // still usable
+	p.call(protocol.TypePing, "", nil) // still usable
 }
 
 func TestConn_W2_BinaryFrameGetsInvalidPacket(t *testing.T) {
@@ -112,12 +116,12 @@ func TestConn_W2_BinaryFrameGetsInvalidPacket(t *testing.T) {
 	expectError(t, ans, imv2.CodeInvalidPacket)
 	require.Contains(t, ans.Error.Message, "text frames only")
 	// E2: the connection keeps working.
-	ping, _ := imv2.NewPacket(imv2.TypePing, "", nil)
+	ping, _ := imv2.NewPacket(protocol.TypePing, "", nil)
 	ping.RequestID = "req_after_binary"
 	b, _ := ping.Encode()
 	require.NoError(t, ws.WriteMessage(websocket.TextMessage, b))
 	pong := readRaw(t, ws)
-	require.Equal(t, imv2.TypePong, pong.Type)
+	require.Equal(t, protocol.TypePong, pong.Type)
 	require.Equal(t, "req_after_binary", pong.RequestID)
 }
 
@@ -149,11 +153,11 @@ func TestConn_E2_InvalidFramesKeepConnection(t *testing.T) {
 
 // keepaliveServer upgrades one connection, wraps it in a wsConn with clk
 // and hands it to the test; the client side is a bare gorilla conn.
-func keepalivePair(t *testing.T, clk imv2.Clock, answerPings bool, onPong func()) (*wsConn, *websocket.Conn) {
+func keepalivePair(t *testing.T, clk clock.Clock, answerPings bool, onPong func()) (*wsConn, *websocket.Conn) {
 	t.Helper()
 	got := make(chan *wsConn, 1)
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		up := websocket.Upgrader{Subprotocols: []string{imv2.Subprotocol}}
+		up := websocket.Upgrader{Subprotocols: []string{protocol.Subprotocol}}
 		ws, err := up.Upgrade(w, r, nil)
 		if err != nil {
 			return
@@ -206,7 +210,7 @@ func TestConn_Keepalive_PongKeepsAlive(t *testing.T) {
 	recv(t, ponged) // the peer answered before the deadline passes
 	clk.Advance(10 * time.Second)
 	// Still up: a write reaches the peer.
-	p, _ := imv2.NewPacket(imv2.TypePing, "", nil)
+	p, _ := imv2.NewPacket(protocol.TypePing, "", nil)
 	require.NoError(t, c.Write(context.Background(), p))
 	require.NoError(t, c.Close())
 	code, ok := CloseCode(recv(t, ended))
@@ -216,7 +220,7 @@ func TestConn_Keepalive_PongKeepsAlive(t *testing.T) {
 
 func TestConn_Pipe(t *testing.T) {
 	a, b := NewPipe()
-	p, _ := imv2.NewPacket(imv2.TypePing, "", nil)
+	p, _ := imv2.NewPacket(protocol.TypePing, "", nil)
 	ctx := ctxWait(t)
 	require.NoError(t, a.Write(ctx, p))
 	q, err := b.Read(ctx)
@@ -234,7 +238,7 @@ func TestConn_LoggingConnLogsEnvelopeNotPayload(t *testing.T) {
 	a, b := NewPipe()
 	la := NewLoggingConn(a, log)
 	defer la.Close()
-	p, _ := imv2.NewPacket(imv2.TypeAuthStart, "cch_1", imv2.AuthStart{FlowID: "f", Input: map[string]string{"bot_token": "TOPSECRET"}})
+	p, _ := imv2.NewPacket(protocol.TypeAuthStart, "cch_1", protocol.AuthStart{FlowID: "f", Input: map[string]string{"bot_token": "TOPSECRET"}})
 	ctx := ctxWait(t)
 	require.NoError(t, la.Write(ctx, p))
 	_, err := b.Read(ctx)

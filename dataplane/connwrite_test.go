@@ -13,6 +13,7 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/stretchr/testify/require"
 	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/protocol"
 )
 
 // gatedConn records the size of every write(2) that reaches the socket
@@ -55,7 +56,7 @@ func coalescePair(t *testing.T, batched bool) (*wsConn, *gatedConn, <-chan strin
 	frames := make(chan string, 1024)
 	peerErr := make(chan error, 1)
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		up := websocket.Upgrader{Subprotocols: []string{imv2.Subprotocol}}
+		up := websocket.Upgrader{Subprotocols: []string{protocol.Subprotocol}}
 		ws, err := up.Upgrade(w, r, nil)
 		if err != nil {
 			return
@@ -74,7 +75,7 @@ func coalescePair(t *testing.T, batched bool) (*wsConn, *gatedConn, <-chan strin
 	g := &gatedConn{gate: make(chan struct{}), entered: make(chan struct{})}
 	var slot batchSlot
 	d := slot.dialer(websocket.Dialer{
-		Subprotocols: []string{imv2.Subprotocol},
+		Subprotocols: []string{protocol.Subprotocol},
 		NetDialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 			var nd net.Dialer
 			nc, err := nd.DialContext(ctx, network, addr)

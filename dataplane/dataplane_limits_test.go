@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/protocol"
 )
 
 // Limit tests of the data plane, named by what they bound. The frame size
@@ -30,7 +31,7 @@ func TestLimit_ChannelsPerConnection(t *testing.T) {
 	p, _ := pipeSession(t, srv)
 	p.hello("")
 	a, b := p.open(""), p.open("")
-	ans := p.call(imv2.TypeChannelOpen, "", nil)
+	ans := p.call(protocol.TypeChannelOpen, "", nil)
 	expectError(t, ans, imv2.CodeChannelUnavailable)
 	require.Contains(t, ans.Error.Message, "the limit")
 	require.ElementsMatch(t, []string{a, b}, srv.ChannelIDs())
@@ -52,10 +53,10 @@ func TestLimit_ConnectorIDsPerServer(t *testing.T) {
 	id := first.hello("")
 	ch := first.open("")
 	second, _ := pipeSession(t, srv)
-	ans := second.call(imv2.TypeConnectorHello, "", goodHello(""))
-	expectError(t, ans, imv2.CodeConnectorIDMismatch)
+	ans := second.call(protocol.TypeConnectorHello, "", goodHello(""))
+	expectError(t, ans, protocol.CodeConnectorIDMismatch)
 	require.True(t, srv.IsOpen(ch))
-	require.Equal(t, imv2.TypePong, first.call(imv2.TypePing, "", nil).Type)
+	require.Equal(t, protocol.TypePong, first.call(protocol.TypePing, "", nil).Type)
 	require.Equal(t, id, second.hello(id), "the same connector_id may connect again")
 }
 
@@ -67,7 +68,7 @@ func TestLimit_HandlerCallsPerConnection(t *testing.T) {
 	srv, err := NewServer(ServerConfig{
 		Card: testCard(), MaxHandlerCalls: 1,
 		NewTarget: func(string) imv2.Target { return newRecTarget() },
-		Tools: ToolFunc(func(ctx context.Context, _ string, _ imv2.ToolInvoke) (json.RawMessage, error) {
+		Tools: ToolFunc(func(ctx context.Context, _ string, _ protocol.ToolInvoke) (json.RawMessage, error) {
 			started <- struct{}{}
 			select {
 			case <-release:
@@ -84,7 +85,7 @@ func TestLimit_HandlerCallsPerConnection(t *testing.T) {
 	ctx := ctxWait(t)
 	var reqs []*imv2.Packet
 	for range 2 {
-		req, err := imv2.NewPacket(imv2.TypeToolInvoke, ch, imv2.ToolInvoke{ToolID: "test_send", Arguments: json.RawMessage(`{"connector_channel_id":"` + ch + `"}`)})
+		req, err := imv2.NewPacket(protocol.TypeToolInvoke, ch, protocol.ToolInvoke{ToolID: "test_send", Arguments: json.RawMessage(`{"connector_channel_id":"` + ch + `"}`)})
 		require.NoError(t, err)
 		req.RequestID = "req_" + req.PacketID
 		require.NoError(t, p.c.Write(ctx, req))
@@ -93,7 +94,7 @@ func TestLimit_HandlerCallsPerConnection(t *testing.T) {
 	recv(t, started)
 	// The read loop waits for a handler slot, so a ping behind the second
 	// call is answered only after the first call ended.
-	ping, err := imv2.NewPacket(imv2.TypePing, "", nil)
+	ping, err := imv2.NewPacket(protocol.TypePing, "", nil)
 	require.NoError(t, err)
 	ping.RequestID = "req_ping"
 	require.NoError(t, p.c.Write(ctx, ping))

@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/protocol"
 )
 
 // Dial takes the base URL: it fetches the Card from /connector-card.json,
@@ -24,7 +25,7 @@ func TestDial_H1_W4_FetchesTheCardFromTheBaseURL(t *testing.T) {
 
 	// A CardID set by the caller is an expectation the Card must meet.
 	_, err := Dial(ctxWait(t), ClientConfig{URL: httpBase(url), CardID: "im.pinned", Target: newRecTarget()})
-	require.ErrorIs(t, err, &imv2.Error{Code: imv2.CodeConnectorCardIDMismatch})
+	require.ErrorIs(t, err, &imv2.Error{Code: protocol.CodeConnectorCardIDMismatch})
 	require.Contains(t, err.Error(), "im.pinned")
 }
 

@@ -18,18 +18,32 @@
 // Both sides speak to a small Conn (Read, Write, Close): the WebSocket
 // one, NewPipe for tests, NewLoggingConn to log envelopes.
 //
+// This package is the Common Protocol 3.0 binding of the profile: it
+// speaks 3.0 and admits newer xAgents (W4). It meets the profile core only
+// through imv2.Transport and imv2.Channel.Receive, so a 4.x data plane,
+// once its text is published, is a sibling package plugged in at that
+// same seam, beside this one; nothing is built for 4.x here.
+//
 // # Choices where the protocol text is silent or loose
 //
 //   - Frames: text only (W2). A binary frame is answered like any invalid
 //     frame, with an error packet invalid_packet, and the connection stays
 //     up (E2). A frame over the read limit closes the connection with
 //     close code 1009; this side refuses to write what it would not read.
-//   - A hello with a missing or other protocol_version, or without
-//     supported_profiles, gets an error packet invalid_packet (no code is
-//     defined for either, W4, P3); the connection stays open for another
-//     hello. A non-empty connector_id the Server does not know (expired,
-//     or lost in a restart) gets a new connector_id in the ack, as
-//     Common Protocol §8.1 allows, rather than connector_id_mismatch; xAgent then replaces
+//   - Versions (W4, Common Protocol §8.1, §12): xAgent's hello carries its
+//     own current protocol_version; a missing, unparsable (not
+//     major.minor) or older-than-3.0 one, or a hello without
+//     supported_profiles, gets an error packet invalid_packet naming both
+//     versions (no code is defined for either, W4, P3); the connection
+//     stays open for another hello. 3.0 and every newer version (4.3 …)
+//     are admitted, and the ack always carries this side's 3.0. The
+//     Client admits an ack whose version lies in
+//     [ClientConfig.MinProtocolVersion, MaxProtocolVersion] (default
+//     3.0–3.0) and always says 3.0 itself; Client.ProtocolVersion
+//     returns the version admitted. A non-empty connector_id the Server
+//     does not know (expired, or lost in a restart) gets a new
+//     connector_id in the ack, as Common Protocol §8.1 allows, rather than
+//     connector_id_mismatch; xAgent then replaces
 //     its ConnectorClient. connector_id_mismatch is used only when every
 //     connector_id slot is online.
 //   - ping and pong are allowed before the hello; every other packet but
@@ -59,9 +73,18 @@
 //     DefaultPingInterval (30 s), dropped after DefaultPongTimeout (15 s)
 //     without any frame or pong; graceful close waits DefaultCloseTimeout;
 //   - hello within DefaultHelloTimeout (30 s) or the connection closes;
-//   - connector_id instances: DefaultMaxConnectors (16), each kept for
+//     at most DefaultMaxPreHello (256) connections without a hello per
+//     Server, then ServeHTTP answers 503 before the upgrade;
+//   - memory a peer makes the Server hold (delta buffers, finals queued
+//     for or waiting on a Target call): DefaultMaxConnectorMemory (16 MiB)
+//     per connector_id under DefaultMaxMemory (64 MiB) per Server
+//     (imv2.Budget); over it a delta that needs room gets
+//     delta_limit_exceeded and a final channel_busy, retryable;
+//   - connector_id instances: DefaultMaxConnectors (64), each kept for
 //     DefaultOfflineGrace (1 h) after its last connection ends (its TTL),
 //     then its channels are closed and dropped (OnChannelDrop is called);
+//     at the cap a hello for a new connector_id is refused
+//     connector_id_mismatch, and no instance is evicted within its grace;
 //   - channels per connector_id (so per connection): DefaultMaxChannels
 //     (1,000), open or closed-but-kept; at the cap the least recently used
 //     closed channel is dropped, and if all are open the open is refused;

@@ -9,6 +9,7 @@ import (
 
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/dataplane"
+	"github.com/xagentkit/imv2/protocol"
 )
 
 // A whole Connector data plane: a Card, a Target that posts assistant
@@ -17,15 +18,15 @@ import (
 // http.ListenAndServe (or connector.NewServer); here httptest stands in,
 // and an in-process xAgent (Dial) talks to it.
 func Example() {
-	card := &imv2.Card{
-		Schema:          imv2.CardSchema,
-		ProtocolVersion: imv2.ProtocolVersion,
-		Build:           imv2.Build{Version: "0.1.0", BuildTime: "2611300000"},
+	card := &protocol.Card{
+		Schema:          protocol.CardSchema,
+		ProtocolVersion: protocol.ProtocolVersion,
+		Build:           protocol.Build{Version: "0.1.0", BuildTime: "2611300000"},
 		ConnectorCardID: "im.console",
-		Connector:       imv2.CardInfo{Name: "Console", Version: "0.1.0"},
-		Supports: imv2.Supports{
+		Connector:       protocol.CardInfo{Name: "Console", Version: "0.1.0"},
+		Supports: protocol.Supports{
 			TargetTypes: []string{imv2.TargetTypeIM},
-			Targets:     []imv2.SupportedTarget{{TargetType: imv2.TargetTypeIM, Provider: "console", Label: "Console"}},
+			Targets:     []protocol.SupportedTarget{{TargetType: imv2.TargetTypeIM, Provider: "console", Label: "Console"}},
 			Profiles:    []string{imv2.ProfileIMv2},
 		},
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/protocol"
 )
 
 // frameConn feeds raw frames to a Server session, as a WebSocket whose
@@ -78,16 +79,16 @@ func FuzzServerFrames(f *testing.F) {
 		}
 		return string(b)
 	}
-	hello := enc(imv2.TypeConnectorHello, "", goodHello(""))
-	open := enc(imv2.TypeChannelOpen, "cch_fuzz", nil) // a registered ID: reused, so IM packets reach a Channel
+	hello := enc(protocol.TypeConnectorHello, "", goodHello(""))
+	open := enc(protocol.TypeChannelOpen, "cch_fuzz", nil) // a registered ID: reused, so IM packets reach a Channel
 	user := enc(imv2.TypeChatMessage, "cch_fuzz", map[string]any{"message_id": "m1", "text": "hi"})
 	delta := enc(imv2.TypeChatMessageDelta, "cch_fuzz", map[string]any{"message_id": "m1", "sequence": 1, "text": "h"})
-	ping := enc(imv2.TypePing, "", nil)
+	ping := enc(protocol.TypePing, "", nil)
 	f.Add([]byte(hello + "\n" + open))
 	f.Add([]byte(hello + "\n" + open + "\n" + user + "\n" + delta))
 	f.Add([]byte(user + "\n" + hello + "\n" + hello))
 	f.Add([]byte(ping + "\nnot json\n\x00\xff"))
-	f.Add([]byte(strings.Replace(hello, imv2.ProtocolVersion, "2.0", 1) + "\n" + open))
+	f.Add([]byte(strings.Replace(hello, protocol.ProtocolVersion, "2.0", 1) + "\n" + open))
 	f.Add([]byte(enc(imv2.TypeError, "", nil)))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if len(data) > 64<<10 {

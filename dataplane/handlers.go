@@ -4,7 +4,7 @@ import (
 	"context"
 	"encoding/json"
 
-	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/protocol"
 )
 
 // AuthHandler serves the auth packets of a channel (W12): auth.start,
@@ -22,10 +22,10 @@ import (
 // since platform errors may carry tokens. The Server does not keep auth
 // state: the Connector author owns it, and it survives channel.close (W6).
 type AuthHandler interface {
-	Start(ctx context.Context, channelID string, req imv2.AuthStart) (*imv2.AuthAck, error)
-	Status(ctx context.Context, channelID string, req imv2.AuthStatusRequest) (*imv2.AuthAck, error)
-	Cancel(ctx context.Context, channelID string, req imv2.AuthCancel) (*imv2.AuthCancelAck, error)
-	Logout(ctx context.Context, channelID string) (*imv2.StatusOK, error)
+	Start(ctx context.Context, channelID string, req protocol.AuthStart) (*protocol.AuthAck, error)
+	Status(ctx context.Context, channelID string, req protocol.AuthStatusRequest) (*protocol.AuthAck, error)
+	Cancel(ctx context.Context, channelID string, req protocol.AuthCancel) (*protocol.AuthCancelAck, error)
+	Logout(ctx context.Context, channelID string) (*protocol.StatusOK, error)
 }
 
 // ToolHandler runs the Card's tools (W12). The Server calls Invoke only for
@@ -36,14 +36,14 @@ type AuthHandler interface {
 // error: an *imv2.Error keeps its code and message, any other error is
 // sent as tool_invoke_failed with a generic message and logged.
 type ToolHandler interface {
-	Invoke(ctx context.Context, channelID string, req imv2.ToolInvoke) (result json.RawMessage, err error)
+	Invoke(ctx context.Context, channelID string, req protocol.ToolInvoke) (result json.RawMessage, err error)
 }
 
 // ToolFunc adapts a function to ToolHandler.
-type ToolFunc func(ctx context.Context, channelID string, req imv2.ToolInvoke) (json.RawMessage, error)
+type ToolFunc func(ctx context.Context, channelID string, req protocol.ToolInvoke) (json.RawMessage, error)
 
 // Invoke calls f.
-func (f ToolFunc) Invoke(ctx context.Context, channelID string, req imv2.ToolInvoke) (json.RawMessage, error) {
+func (f ToolFunc) Invoke(ctx context.Context, channelID string, req protocol.ToolInvoke) (json.RawMessage, error) {
 	return f(ctx, channelID, req)
 }
 
@@ -57,5 +57,5 @@ type ChannelInfo struct {
 	AccountHint string
 	// Tools lists the state of Card tools on this channel; entries naming
 	// a tool the Card does not declare are dropped.
-	Tools []imv2.ToolState
+	Tools []protocol.ToolState
 }

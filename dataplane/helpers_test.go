@@ -13,6 +13,8 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/stretchr/testify/require"
 	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/internal/testwait"
+	"github.com/xagentkit/imv2/protocol"
 	"go.uber.org/goleak"
 )
 
@@ -28,24 +30,24 @@ var t0 = time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
 
 const testCardID = "im.test"
 
-func testCard() *imv2.Card {
-	return &imv2.Card{
-		Schema:          imv2.CardSchema,
-		ProtocolVersion: imv2.ProtocolVersion,
-		Build:           imv2.Build{BuildTime: "2611300000"},
+func testCard() *protocol.Card {
+	return &protocol.Card{
+		Schema:          protocol.CardSchema,
+		ProtocolVersion: protocol.ProtocolVersion,
+		Build:           protocol.Build{BuildTime: "2611300000"},
 		ConnectorCardID: testCardID,
-		Connector:       imv2.CardInfo{Name: "Test IM", Version: "0.0.1"},
-		Supports: imv2.Supports{
+		Connector:       protocol.CardInfo{Name: "Test IM", Version: "0.0.1"},
+		Supports: protocol.Supports{
 			TargetTypes: []string{imv2.TargetTypeIM},
-			Targets:     []imv2.SupportedTarget{{TargetType: imv2.TargetTypeIM, Provider: "testim", Label: "Test IM"}},
+			Targets:     []protocol.SupportedTarget{{TargetType: imv2.TargetTypeIM, Provider: "testim", Label: "Test IM"}},
 			Profiles:    []string{imv2.ProfileIMv2},
 		},
-		Tools: []imv2.Tool{{
+		Tools: []protocol.Tool{{
 			ToolID:      "test_send",
 			Profile:     imv2.ProfileIMv2,
 			InputSchema: json.RawMessage(`{"type":"object","required":["connector_channel_id"],"properties":{"connector_channel_id":{"type":"string"}}}`),
 		}},
-		AuthFlows: []imv2.AuthFlow{{ID: "test_qr", TargetType: imv2.TargetTypeIM, Type: "qr_login", Title: "QR"}},
+		AuthFlows: []protocol.AuthFlow{{ID: "test_qr", TargetType: imv2.TargetTypeIM, Type: "qr_login", Title: "QR"}},
 	}
 }
 
@@ -99,14 +101,7 @@ func (r *recTarget) next(t *testing.T) *imv2.ChatMessage {
 
 func recv[T any](t *testing.T, ch <-chan T) T {
 	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(wait):
-		t.Fatal("timed out waiting")
-		var zero T
-		return zero
-	}
+	return testwait.Recv(t, ch, wait)
 }
 
 // startServer runs a Server behind httptest and returns it with its ws URL.
@@ -132,7 +127,7 @@ func startServer(t *testing.T, mod func(*ServerConfig)) (*Server, string) {
 
 // withCard serves card at /connector-card.json and everything else with
 // h, as connector.Handler does in front of a Server.
-func withCard(card *imv2.Card, h http.Handler) http.Handler {
+func withCard(card *protocol.Card, h http.Handler) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /connector-card.json", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -173,13 +168,13 @@ type peer struct {
 
 func dialPeer(t *testing.T, url string, header http.Header) *peer {
 	t.Helper()
-	d := websocket.Dialer{Subprotocols: []string{imv2.Subprotocol}}
+	d := websocket.Dialer{Subprotocols: []string{protocol.Subprotocol}}
 	ws, resp, err := d.Dial(url, header)
 	if resp != nil && resp.Body != nil {
 		_ = resp.Body.Close()
 	}
 	require.NoError(t, err)
-	require.Equal(t, imv2.Subprotocol, ws.Subprotocol())
+	require.Equal(t, protocol.Subprotocol, ws.Subprotocol())
 	p := &peer{t: t, ws: ws, conn: newWSConn(ws, ConnConfig{})}
 	t.Cleanup(func() { _ = p.conn.Close() })
 	return p
@@ -218,7 +213,7 @@ func (p *peer) rawTextErr(data string) error {
 // dialRaw opens a bare gorilla connection, for frames a Conn never sends.
 func dialRaw(t *testing.T, url string) *websocket.Conn {
 	t.Helper()
-	d := websocket.Dialer{Subprotocols: []string{imv2.Subprotocol}}
+	d := websocket.Dialer{Subprotocols: []string{protocol.Subprotocol}}
 	ws, resp, err := d.Dial(url, nil)
 	if resp != nil && resp.Body != nil {
 		_ = resp.Body.Close()
@@ -270,11 +265,11 @@ func expectError(t *testing.T, ans *imv2.Packet, code imv2.Code) {
 	require.NotEmpty(t, ans.Error.Message)
 }
 
-func goodHello(connectorID string) imv2.ConnectorHello {
-	return imv2.ConnectorHello{
+func goodHello(connectorID string) protocol.ConnectorHello {
+	return protocol.ConnectorHello{
 		ConnectorCardID:   testCardID,
 		ConnectorID:       connectorID,
-		ProtocolVersion:   imv2.ProtocolVersion,
+		ProtocolVersion:   protocol.ProtocolVersion,
 		SupportedProfiles: []string{imv2.ProfileIMv2},
 	}
 }
@@ -282,22 +277,22 @@ func goodHello(connectorID string) imv2.ConnectorHello {
 // hello completes a hello and returns the connector_id.
 func (p *peer) hello(connectorID string) string {
 	p.t.Helper()
-	ans := p.call(imv2.TypeConnectorHello, "", goodHello(connectorID))
-	require.Equal(p.t, imv2.TypeConnectorHelloAck, ans.Type, "hello answered %+v", ans.Error)
-	var ack imv2.ConnectorHelloAck
+	ans := p.call(protocol.TypeConnectorHello, "", goodHello(connectorID))
+	require.Equal(p.t, protocol.TypeConnectorHelloAck, ans.Type, "hello answered %+v", ans.Error)
+	var ack protocol.ConnectorHelloAck
 	require.NoError(p.t, ans.DecodePayload(&ack))
 	require.Equal(p.t, testCardID, ack.ConnectorCardID)
-	require.Equal(p.t, imv2.ProtocolVersion, ack.ProtocolVersion)
+	require.Equal(p.t, protocol.ProtocolVersion, ack.ProtocolVersion)
 	require.NotEmpty(p.t, ack.ConnectorID, "W4: hello.ack always carries connector_id")
 	return ack.ConnectorID
 }
 
 // open opens a channel and returns the ack's ID and descriptor.
-func (p *peer) open(id string) (string, *imv2.Descriptor) {
+func (p *peer) open(id string) (string, *protocol.Descriptor) {
 	p.t.Helper()
-	ans := p.call(imv2.TypeChannelOpen, id, nil)
-	require.Equal(p.t, imv2.TypeChannelOpenAck, ans.Type, "open answered %+v", ans.Error)
-	var ack imv2.ChannelOpenAck
+	ans := p.call(protocol.TypeChannelOpen, id, nil)
+	require.Equal(p.t, protocol.TypeChannelOpenAck, ans.Type, "open answered %+v", ans.Error)
+	var ack protocol.ChannelOpenAck
 	require.NoError(p.t, ans.DecodePayload(&ack))
 	require.NotEmpty(p.t, ans.ConnectorChannelID)
 	require.Equal(p.t, ans.ConnectorChannelID, ack.ConnectorChannelID, "W5: id in envelope and payload")

@@ -5,6 +5,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/clock"
 )
 
 // imPair is a Server and a Client over a real loopback WebSocket with one
@@ -40,7 +41,7 @@ func newIMPair(t *testing.T) *imPair {
 	})
 	p.cli, p.clk, p.events = dialClient(t, url, func(c *ClientConfig) {
 		c.Target = p.agent
-		c.Options = &imv2.Options{Clock: imv2.SystemClock{}, Observer: ackObserver(p.cliAcked)}
+		c.Options = &imv2.Options{Clock: clock.System{}, Observer: ackObserver(p.cliAcked)}
 	})
 	recv(t, p.events)
 	var err error

@@ -84,10 +84,6 @@ func sharedStores(o *imv2.Options) {
 		o.Pending = imv2.NewMemoryPendingStore(0)
 	}
 	if o.Completed == nil {
-		clock := o.Clock
-		if clock == nil {
-			clock = imv2.SystemClock{}
-		}
-		o.Completed = imv2.NewMemoryCompletedStore(0, 0, clock)
+		o.Completed = imv2.NewMemoryCompletedStore(0, 0, o.Clock) // nil: the system clock
 	}
 }

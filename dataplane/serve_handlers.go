@@ -5,6 +5,8 @@ import (
 	"errors"
 
 	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/internal/defaults"
+	"github.com/xagentkit/imv2/protocol"
 )
 
 // auth routes auth.start, auth.status, auth.cancel and auth.logout of an
@@ -23,8 +25,8 @@ func (ss *session) auth(p *imv2.Packet) {
 	}
 	id := e.id
 	switch p.Type {
-	case imv2.TypeAuthStart:
-		var req imv2.AuthStart
+	case protocol.TypeAuthStart:
+		var req protocol.AuthStart
 		if err := p.DecodePayload(&req); err != nil {
 			ss.failErr(p, err)
 			return
@@ -35,20 +37,20 @@ func (ss *session) auth(p *imv2.Packet) {
 		}
 		ss.spawn(func(ctx context.Context) {
 			ack, err := h.Start(ctx, id, req)
-			ss.authAck(ctx, p, imv2.TypeAuthStartAck, e, ack, req.FlowID, "", err)
+			ss.authAck(ctx, p, protocol.TypeAuthStartAck, e, ack, req.FlowID, "", err)
 		})
-	case imv2.TypeAuthStatus:
-		var req imv2.AuthStatusRequest
+	case protocol.TypeAuthStatus:
+		var req protocol.AuthStatusRequest
 		if err := p.DecodePayload(&req); err != nil {
 			ss.failErr(p, err)
 			return
 		}
 		ss.spawn(func(ctx context.Context) {
 			ack, err := h.Status(ctx, id, req)
-			ss.authAck(ctx, p, imv2.TypeAuthStatusAck, e, ack, req.FlowID, req.AuthSessionID, err)
+			ss.authAck(ctx, p, protocol.TypeAuthStatusAck, e, ack, req.FlowID, req.AuthSessionID, err)
 		})
-	case imv2.TypeAuthCancel:
-		var req imv2.AuthCancel
+	case protocol.TypeAuthCancel:
+		var req protocol.AuthCancel
 		if err := p.DecodePayload(&req); err != nil {
 			ss.failErr(p, err)
 			return
@@ -59,38 +61,39 @@ func (ss *session) auth(p *imv2.Packet) {
 				err = errors.New("auth handler returned no ack")
 			}
 			if err != nil {
-				ss.ackError(p, imv2.TypeAuthCancelAck, err, imv2.CodeChannelUnavailable)
+				ss.ackError(p, protocol.TypeAuthCancelAck, err, imv2.CodeChannelUnavailable)
 				return
 			}
 			out := *ack
-			out.ConnectorChannelID = orDefault(out.ConnectorChannelID, id)
-			out.AuthSessionID = orDefault(out.AuthSessionID, req.AuthSessionID)
-			ss.reply(p, imv2.TypeAuthCancelAck, &out)
+			out.ConnectorChannelID = defaults.Or(out.ConnectorChannelID, id)
+			out.AuthSessionID = defaults.Or(out.AuthSessionID, req.AuthSessionID)
+			ss.reply(p, protocol.TypeAuthCancelAck, &out)
 		})
-	case imv2.TypeAuthLogout:
+	case protocol.TypeAuthLogout:
 		ss.spawn(func(ctx context.Context) {
 			ack, err := h.Logout(ctx, id)
 			if err != nil {
-				ss.ackError(p, imv2.TypeAuthLogoutAck, err, imv2.CodeChannelUnavailable)
+				ss.ackError(p, protocol.TypeAuthLogoutAck, err, imv2.CodeChannelUnavailable)
 				return
 			}
-			var out imv2.StatusOK
+			var out protocol.StatusOK
 			if ack != nil {
 				out = *ack
 			}
-			out.Status = orDefault(out.Status, "ok")
+			out.Status = defaults.Or(out.Status, "ok")
 			if out.ConnectionDescriptor == nil {
 				// The ack shows the state after logout (Common Protocol §8.14).
 				out.ConnectionDescriptor = ss.srv.describe(ctx, e)
 			}
-			ss.reply(p, imv2.TypeAuthLogoutAck, &out)
+			out.ConnectionDescriptor = ss.signedOut(out.ConnectionDescriptor)
+			ss.reply(p, protocol.TypeAuthLogoutAck, &out)
 		})
 	}
 }
 
 // authAck sends auth.start.ack or auth.status.ack, filling the identity
 // fields the handler left empty and, once authenticated, the Descriptor.
-func (ss *session) authAck(ctx context.Context, p *imv2.Packet, typ string, e *channelEntry, ack *imv2.AuthAck, flowID, sessionID string, err error) {
+func (ss *session) authAck(ctx context.Context, p *imv2.Packet, typ string, e *channelEntry, ack *protocol.AuthAck, flowID, sessionID string, err error) {
 	if err == nil && ack == nil {
 		err = errors.New("auth handler returned no ack")
 	}
@@ -99,10 +102,10 @@ func (ss *session) authAck(ctx context.Context, p *imv2.Packet, typ string, e *c
 		return
 	}
 	out := *ack
-	out.ConnectorChannelID = orDefault(out.ConnectorChannelID, e.id)
-	out.FlowID = orDefault(out.FlowID, flowID)
-	out.AuthSessionID = orDefault(out.AuthSessionID, sessionID)
-	if out.Status == imv2.AuthAuthenticated && out.ConnectionDescriptor == nil {
+	out.ConnectorChannelID = defaults.Or(out.ConnectorChannelID, e.id)
+	out.FlowID = defaults.Or(out.FlowID, flowID)
+	out.AuthSessionID = defaults.Or(out.AuthSessionID, sessionID)
+	if out.Status == protocol.AuthAuthenticated && out.ConnectionDescriptor == nil {
 		out.ConnectionDescriptor = ss.srv.describe(ctx, e)
 	}
 	ss.reply(p, typ, &out)
@@ -121,7 +124,7 @@ func (ss *session) tool(p *imv2.Packet) {
 	if e == nil {
 		return
 	}
-	var req imv2.ToolInvoke
+	var req protocol.ToolInvoke
 	if err := p.DecodePayload(&req); err != nil {
 		ss.failErr(p, err)
 		return
@@ -131,17 +134,17 @@ func (ss *session) tool(p *imv2.Packet) {
 		return
 	}
 	if !ss.srv.cardTool[req.ToolID] {
-		ss.ackError(p, imv2.TypeToolInvokeAck, imv2.Errorf(imv2.CodeToolInvokeFailed, "tool %q is not declared in the Card", short(req.ToolID)), imv2.CodeToolInvokeFailed)
+		ss.ackError(p, protocol.TypeToolInvokeAck, imv2.Errorf(protocol.CodeToolInvokeFailed, "tool %q is not declared in the Card", short(req.ToolID)), protocol.CodeToolInvokeFailed)
 		return
 	}
 	id := e.id
 	ss.spawn(func(ctx context.Context) {
 		result, err := h.Invoke(ctx, id, req)
 		if err != nil {
-			ss.ackError(p, imv2.TypeToolInvokeAck, err, imv2.CodeToolInvokeFailed)
+			ss.ackError(p, protocol.TypeToolInvokeAck, err, protocol.CodeToolInvokeFailed)
 			return
 		}
-		ss.reply(p, imv2.TypeToolInvokeAck, imv2.ToolInvokeAck{ToolID: req.ToolID, Result: result})
+		ss.reply(p, protocol.TypeToolInvokeAck, protocol.ToolInvokeAck{ToolID: req.ToolID, Result: result})
 	})
 }
 
@@ -162,4 +165,20 @@ func (ss *session) ackError(req *imv2.Packet, typ string, err error, fallback im
 	}
 	p.Error = &imv2.PacketError{Code: e.Code, Message: e.Message}
 	ss.send(p)
+}
+
+// signedOut makes a logout ack's Descriptor describe the state after
+// sign-out (Common Protocol §8.14: "created, expired or revoked"): a status that
+// still claims a sign-in (connected, authenticating, degraded) — a stale
+// Describe, say — becomes created in a copy, and the author is told in
+// the log.
+func (ss *session) signedOut(d *protocol.Descriptor) *protocol.Descriptor {
+	switch d.Connection.Status {
+	case protocol.StatusConnected, protocol.StatusAuthenticating, protocol.StatusDegraded:
+		ss.log.Warn("dataplane: the Descriptor after auth.logout still says signed in; sent as created", "status", d.Connection.Status)
+		c := *d
+		c.Connection.Status = protocol.StatusCreated
+		return &c
+	}
+	return d
 }

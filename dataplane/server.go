@@ -2,18 +2,19 @@ package dataplane
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"log/slog"
 	"net/http"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/gorilla/websocket"
 	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/clock"
+	"github.com/xagentkit/imv2/internal/apikey"
+	"github.com/xagentkit/imv2/internal/defaults"
+	"github.com/xagentkit/imv2/protocol"
 )
 
 // Defaults of ServerConfig.
@@ -28,15 +29,44 @@ const (
 	// with the same connector_id within it finds its channels; after it
 	// they are closed and dropped.
 	DefaultOfflineGrace = time.Hour
-	// DefaultMaxConnectors bounds the connector_id instances kept. A hello
-	// that needs a new one beyond it evicts the instance offline longest;
-	// when all are online it is refused with connector_id_mismatch.
-	DefaultMaxConnectors = 16
+	// DefaultMaxConnectors bounds the connector_id instances kept, online
+	// or within their offline grace. A hello that needs a new one beyond it
+	// is refused with connector_id_mismatch and nothing is evicted: an
+	// offline instance keeps its channels (their pending, completed and
+	// the author's auth state) until its grace ends, however many hellos
+	// arrive meanwhile. So the cap is also the number of distinct xAgent
+	// sessions one Connector admits per OfflineGrace: 64 leaves room for a
+	// conformance run (imv2test: 33 fresh connector_ids) beside the few
+	// real xAgents, which keep their connector_id. Its fixed cost is
+	// bounded by MaxChannels per instance (idle channels ≈ 1 KB each).
+	DefaultMaxConnectors = 64
 	// DefaultHelloTimeout closes a connection that completed no hello.
 	DefaultHelloTimeout = 30 * time.Second
 	// DefaultMaxHandlerCalls bounds concurrent AuthHandler and ToolHandler
 	// calls per connection; further requests wait (backpressure).
 	DefaultMaxHandlerCalls = 32
+	// DefaultMaxPreHello bounds the connections that completed no hello
+	// yet, per Server: each costs about 26 KB (buffers, goroutines) until
+	// its hello or DefaultHelloTimeout, so the cap holds them under 7 MB.
+	// ServeHTTP answers 503 beyond it, before the upgrade.
+	DefaultMaxPreHello = 256
+	// DefaultMaxMemory is the Server's budget, in bytes, for the state its
+	// peers make it hold: delta text (by buffer capacity) and messages
+	// queued for a Target or waiting on one, across every connector_id
+	// (imv2.Budget). Over it a delta needing room gets
+	// delta_limit_exceeded and a final channel_busy (retryable). 64 MiB is
+	// 64 full-size (1 MiB) replies at once. The heap may hold up to three
+	// times a budget: the buffers a growing stream replaced (doubling keeps
+	// their sum under the live size) and Go's collection slack (GOGC=100
+	// lets garbage reach the live heap) — so about 200 MiB plus the fixed
+	// costs (pre-hello connections, channels), whatever the peers do.
+	// TestAttack_DeltaFloodStaysInBudget measures it.
+	DefaultMaxMemory = 64 << 20
+	// DefaultMaxConnectorMemory is each connector_id's share of the same
+	// state, so one peer cannot take the whole Server budget: 16 full-size
+	// replies streaming or queued at once, far more than one xAgent's
+	// tool loops produce.
+	DefaultMaxConnectorMemory = 16 << 20
 )
 
 // ServerConfig configures a Server. Card and NewTarget are required.
@@ -44,7 +74,7 @@ type ServerConfig struct {
 	// Card is the Connector Card: its connector_card_id must match each
 	// hello (W4), its profiles are negotiated per channel (P3), its tools
 	// and auth flows bound what is routed (W12).
-	Card *imv2.Card
+	Card *protocol.Card
 	// NewTarget returns the Target (IM platform) of one channel; called
 	// once when the channel is created.
 	NewTarget func(channelID string) imv2.Target
@@ -76,7 +106,7 @@ type ServerConfig struct {
 	// Logger receives connection events; nothing by default.
 	Logger *slog.Logger
 	// Clock drives the offline grace, hello timeout and keepalive.
-	Clock imv2.Clock
+	Clock clock.Clock
 	// Conn tunes each WebSocket (read limit, keepalive, timeouts).
 	Conn ConnConfig
 	// CheckOrigin is passed to the WebSocket upgrader; nil keeps
@@ -89,6 +119,13 @@ type ServerConfig struct {
 	MaxConnectors   int           // default DefaultMaxConnectors
 	HelloTimeout    time.Duration // default DefaultHelloTimeout
 	MaxHandlerCalls int           // default DefaultMaxHandlerCalls
+	MaxPreHello     int           // default DefaultMaxPreHello
+	// MaxMemory and MaxConnectorMemory are the byte budgets of the
+	// Server and of each connector_id (defaults DefaultMaxMemory,
+	// DefaultMaxConnectorMemory). Options.Budget, when set, is the
+	// parent of the Server's budget.
+	MaxMemory          int64
+	MaxConnectorMemory int64
 
 	// Registry remembers issued channel IDs across restarts, so a reopen
 	// with a stored ID finds the channel's durable state (W5, S8).
@@ -113,16 +150,19 @@ type ServerConfig struct {
 type Server struct {
 	cfg      ServerConfig
 	log      *slog.Logger
-	clock    imv2.Clock
+	clock    clock.Clock
 	opts     imv2.Options
 	upgrader websocket.Upgrader
-	keyHash  [32]byte
+	key      apikey.Key
 	imTypes  map[string]bool
 	cardTool map[string]bool
 	cardFlow map[string]bool
 
+	budget *imv2.Budget // MaxMemory, parent of every instance's
+
 	mu        sync.Mutex
 	closed    bool
+	preHello  int                      // connections holding a pre-hello slot
 	instances map[string]*instance     // by connector_id
 	channels  map[string]*channelEntry // by connector_channel_id, all instances
 	sessions  map[*session]struct{}    // live connections
@@ -135,7 +175,8 @@ type instance struct {
 	id       string
 	live     int // hello-completed connections
 	gen      uint64
-	grace    imv2.Timer
+	budget   *imv2.Budget // MaxConnectorMemory, shared by its channels
+	grace    clock.Timer
 	offline  time.Time
 	channels map[string]*channelEntry
 }
@@ -163,6 +204,11 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if len(cfg.Card.Supports.Profiles) == 0 {
 		return nil, imv2.Errorf(imv2.CodeInvalidPacket, "dataplane: the Card declares no profile")
 	}
+	// The whole Card, with the 3.0 text's Card and Skill-name rules, fails
+	// here rather than in front of xAgent (H1, Common Protocol §4.1 and §4.2).
+	if err := cfg.Card.Validate(); err != nil {
+		return nil, err
+	}
 	if cfg.NewTarget == nil {
 		return nil, imv2.Errorf(imv2.CodeInvalidPacket, "dataplane: ServerConfig.NewTarget is required")
 	}
@@ -184,25 +230,32 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		return nil, imv2.Errorf(imv2.CodeInvalidPacket, "dataplane: no provider for target type %q (set ServerConfig.Provider or Card supports.targets)", cfg.TargetType)
 	}
 	if cfg.DisplayName == "" {
-		cfg.DisplayName = orDefault(cfg.Label, cfg.Provider)
+		cfg.DisplayName = defaults.Or(cfg.Label, cfg.Provider)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.Clock == nil {
-		cfg.Clock = imv2.SystemClock{}
+		cfg.Clock = clock.System{}
 	}
 	if cfg.Conn.Clock == nil {
 		cfg.Conn.Clock = cfg.Clock
 	}
-	setInt(&cfg.MaxChannels, DefaultMaxChannels)
+	defaults.Set(&cfg.MaxChannels, DefaultMaxChannels)
 	if cfg.Registry == nil {
 		cfg.Registry = NewMemoryRegistry(0)
 	}
-	setInt(&cfg.MaxConnectors, DefaultMaxConnectors)
-	setInt(&cfg.MaxHandlerCalls, DefaultMaxHandlerCalls)
-	setDur(&cfg.OfflineGrace, DefaultOfflineGrace)
-	setDur(&cfg.HelloTimeout, DefaultHelloTimeout)
+	defaults.Set(&cfg.MaxConnectors, DefaultMaxConnectors)
+	defaults.Set(&cfg.MaxHandlerCalls, DefaultMaxHandlerCalls)
+	defaults.Set(&cfg.MaxPreHello, DefaultMaxPreHello)
+	if cfg.MaxMemory <= 0 {
+		cfg.MaxMemory = DefaultMaxMemory
+	}
+	if cfg.MaxConnectorMemory <= 0 {
+		cfg.MaxConnectorMemory = DefaultMaxConnectorMemory
+	}
+	defaults.Set(&cfg.OfflineGrace, DefaultOfflineGrace)
+	defaults.Set(&cfg.HelloTimeout, DefaultHelloTimeout)
 
 	s := &Server{
 		cfg:       cfg,
@@ -225,17 +278,16 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		s.opts.Logger = cfg.Logger
 	}
 	sharedStores(&s.opts)
+	s.budget = imv2.NewBudget(cfg.MaxMemory, s.opts.Budget)
 	for _, t := range cfg.Card.Tools {
 		s.cardTool[t.ToolID] = true
 	}
 	for _, f := range cfg.Card.AuthFlows {
 		s.cardFlow[f.ID] = true
 	}
-	if cfg.APIKey != "" {
-		s.keyHash = sha256.Sum256([]byte(cfg.APIKey))
-	}
+	s.key = apikey.New(cfg.APIKey) // unset (allows all) when empty
 	s.upgrader = websocket.Upgrader{
-		Subprotocols: []string{imv2.Subprotocol},
+		Subprotocols: []string{protocol.Subprotocol},
 		CheckOrigin:  cfg.CheckOrigin,
 	}
 	return s, nil
@@ -258,54 +310,72 @@ func profilePacketTypes() map[string]bool {
 // xagent.connector.packet.v1 gets 400; a wrong or missing API key (when
 // ServerConfig.APIKey is set) gets 401.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if s.cfg.APIKey != "" && !s.keyOK(r) {
+	if !s.key.Allow(r.Header.Get("Authorization")) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="xagent-connector"`)
 		http.Error(w, "missing or invalid API key", http.StatusUnauthorized)
 		return
 	}
-	if !slices.Contains(websocket.Subprotocols(r), imv2.Subprotocol) {
-		http.Error(w, "WebSocket subprotocol "+imv2.Subprotocol+" required (W1)", http.StatusBadRequest)
+	if !slices.Contains(websocket.Subprotocols(r), protocol.Subprotocol) {
+		http.Error(w, "WebSocket subprotocol "+protocol.Subprotocol+" required (W1)", http.StatusBadRequest)
 		return
 	}
 	s.mu.Lock()
 	closed := s.closed
+	full := !closed && s.preHello >= s.cfg.MaxPreHello
+	if !closed && !full {
+		s.preHello++ // held from before the upgrade until the hello
+	}
 	s.mu.Unlock()
-	if closed {
+	switch {
+	case closed:
 		http.Error(w, "server closed", http.StatusServiceUnavailable)
+		return
+	case full:
+		s.log.Warn("dataplane: too many connections without a hello; upgrade refused", "max", s.cfg.MaxPreHello)
+		http.Error(w, "too many connections awaiting their hello; try again later", http.StatusServiceUnavailable)
 		return
 	}
 	var slot batchSlot // the connection, for write coalescing
 	ws, err := s.upgrader.Upgrade(slot.responseWriter(w), r, nil)
 	if err != nil {
+		s.releasePreHello()
 		s.log.Debug("dataplane: upgrade failed", "err", err)
 		return // the upgrader has answered
 	}
-	_ = s.ServeConn(context.Background(), newBatchedWSConn(ws, slot.bc, s.cfg.Conn))
+	_ = s.serveConn(context.Background(), newBatchedWSConn(ws, slot.bc, s.cfg.Conn), true)
 }
 
-// keyOK compares the bearer key in constant time; hashing first makes the
-// comparison independent of the key's length too.
-func (s *Server) keyOK(r *http.Request) bool {
-	h := r.Header.Get("Authorization")
-	const prefix = "Bearer "
-	if len(h) < len(prefix) || !strings.EqualFold(h[:len(prefix)], prefix) {
-		return false
-	}
-	got := sha256.Sum256([]byte(h[len(prefix):]))
-	return subtle.ConstantTimeCompare(got[:], s.keyHash[:]) == 1
+// releasePreHello frees a slot ServeHTTP took for a connection that never
+// became a session.
+func (s *Server) releasePreHello() {
+	s.mu.Lock()
+	s.preHello--
+	s.mu.Unlock()
 }
 
 // ServeConn serves one data-plane connection over any Conn (a WebSocket
 // from ServeHTTP, or NewPipe in tests) until it ends or ctx is done. It
 // closes conn before returning.
 func (s *Server) ServeConn(ctx context.Context, conn Conn) error {
-	ss := s.newSession(ctx, conn)
+	return s.serveConn(ctx, conn, false)
+}
+
+// serveConn serves conn; slot says ServeHTTP already took its pre-hello
+// slot (else the session takes one, or conn is closed at once).
+func (s *Server) serveConn(ctx context.Context, conn Conn, slot bool) error {
+	ss := s.newSession(ctx, conn, slot)
 	if ss == nil {
 		_ = conn.Close()
 		return imv2.ErrClosed
 	}
 	return ss.run()
 }
+
+// Budget returns the Server's memory budget (MaxMemory), the parent of
+// every connector_id's. Other state a peer makes the process hold (the
+// connector kit's uploads in flight, say) can reserve from it, so one
+// limit bounds it all.
+func (s *Server) Budget() *imv2.Budget { return s.budget }
 
 // Channel returns the Channel of a connector_channel_id, open or not, or
 // nil when no connector_id holds it. Use it to send user messages:
@@ -342,12 +412,12 @@ func (s *Server) IsOpen(channelID string) bool {
 
 // Descriptor returns the channel's current Connection Descriptor, for an
 // AuthHandler that wants to put it in an ack itself.
-func (s *Server) Descriptor(ctx context.Context, channelID string) (*imv2.Descriptor, error) {
+func (s *Server) Descriptor(ctx context.Context, channelID string) (*protocol.Descriptor, error) {
 	s.mu.Lock()
 	e := s.channels[channelID]
 	s.mu.Unlock()
 	if e == nil {
-		return nil, imv2.Errorf(imv2.CodeConnectionNotFound, "channel %q is not known", channelID)
+		return nil, imv2.Errorf(protocol.CodeConnectionNotFound, "channel %q is not known", channelID)
 	}
 	return s.describe(ctx, e), nil
 }
@@ -366,7 +436,7 @@ func (s *Server) Push(ctx context.Context, channelID string) error {
 	if owner == nil {
 		return imv2.Errorf(imv2.CodeChannelNotOpen, "channel %q is not open", channelID)
 	}
-	p, err := imv2.NewPacket(imv2.TypeDescriptorPush, channelID, imv2.DescriptorPayload{ConnectionDescriptor: s.describe(ctx, e)})
+	p, err := imv2.NewPacket(protocol.TypeDescriptorPush, channelID, protocol.DescriptorPayload{ConnectionDescriptor: s.describe(ctx, e)})
 	if err != nil {
 		return err
 	}
@@ -415,12 +485,12 @@ func (s *Server) Close() error {
 // describe builds the channel's Descriptor (W5, W7, H5): identity from the
 // Card and the instance, profiles from negotiation (P2), the rest from
 // the config and Describe. Tools the Card does not declare are dropped.
-func (s *Server) describe(ctx context.Context, e *channelEntry) *imv2.Descriptor {
+func (s *Server) describe(ctx context.Context, e *channelEntry) *protocol.Descriptor {
 	var info ChannelInfo
 	if s.cfg.Describe != nil {
 		info = s.cfg.Describe(ctx, e.id)
 	}
-	var tools []imv2.ToolState
+	var tools []protocol.ToolState
 	for _, t := range info.Tools {
 		if s.cardTool[t.ToolID] {
 			tools = append(tools, t)
@@ -431,20 +501,20 @@ func (s *Server) describe(ctx context.Context, e *channelEntry) *imv2.Descriptor
 	s.mu.Lock()
 	neg := e.neg
 	s.mu.Unlock()
-	return &imv2.Descriptor{
-		Schema: imv2.DescriptorSchema,
-		Connection: imv2.Connection{
+	return &protocol.Descriptor{
+		Schema: protocol.DescriptorSchema,
+		Connection: protocol.Connection{
 			ConnectorCardID:    s.cfg.Card.ConnectorCardID,
 			ConnectorID:        e.inst.id,
 			ConnectorChannelID: e.id,
 			TargetType:         s.cfg.TargetType,
 			Profiles:           neg.Profiles(),
-			Status:             orDefault(info.Status, imv2.StatusCreated),
+			Status:             defaults.Or(info.Status, protocol.StatusCreated),
 		},
-		Target: imv2.DescriptorTarget{
+		Target: protocol.DescriptorTarget{
 			Provider:    s.cfg.Provider,
 			Label:       s.cfg.Label,
-			DisplayName: orDefault(info.DisplayName, s.cfg.DisplayName),
+			DisplayName: defaults.Or(info.DisplayName, s.cfg.DisplayName),
 			AccountHint: info.AccountHint,
 		},
 		Tools: tools,
@@ -463,11 +533,21 @@ func (s *Server) attach(ss *session, connectorID string) (*instance, error) {
 	}
 	inst := s.instances[connectorID]
 	if inst == nil {
-		if len(s.instances) >= s.cfg.MaxConnectors && !s.evictInstanceLocked() {
-			return nil, imv2.Errorf(imv2.CodeConnectorIDMismatch, "this Connector serves %d connector_ids, all online", s.cfg.MaxConnectors)
+		// Never evict: every instance held is online or within its
+		// offline grace, and its channels must be there when it returns.
+		if len(s.instances) >= s.cfg.MaxConnectors {
+			return nil, imv2.Errorf(protocol.CodeConnectorIDMismatch, "this Connector serves %d connector_ids, online or within their offline grace; try later", s.cfg.MaxConnectors)
 		}
-		inst = &instance{id: "conn_" + uuid.NewString(), channels: map[string]*channelEntry{}}
+		inst = &instance{
+			id:       "conn_" + uuid.NewString(),
+			budget:   imv2.NewBudget(s.cfg.MaxConnectorMemory, s.budget),
+			channels: map[string]*channelEntry{},
+		}
 		s.instances[inst.id] = inst
+	}
+	if ss.preHello {
+		ss.preHello = false
+		s.preHello--
 	}
 	ss.inst = inst
 	inst.live++
@@ -477,22 +557,6 @@ func (s *Server) attach(ss *session, connectorID string) (*instance, error) {
 		inst.grace = nil
 	}
 	return inst, nil
-}
-
-// evictInstanceLocked drops the instance offline longest; false if every
-// instance is online.
-func (s *Server) evictInstanceLocked() bool {
-	var victim *instance
-	for _, inst := range s.instances {
-		if inst.live == 0 && (victim == nil || inst.offline.Before(victim.offline)) {
-			victim = inst
-		}
-	}
-	if victim == nil {
-		return false
-	}
-	s.dropInstanceLocked(victim)
-	return true
 }
 
 // detach unbinds a session that ended: its channels lose their transport
@@ -508,6 +572,10 @@ func (s *Server) detach(ss *session) {
 		}
 	}
 	ss.open = nil
+	if ss.preHello {
+		ss.preHello = false
+		s.preHello--
+	}
 	if inst := ss.inst; inst != nil && s.instances[inst.id] == inst {
 		inst.live--
 		if inst.live == 0 {
@@ -568,6 +636,17 @@ func (s *Server) dropChannelLocked(e *channelEntry) {
 	}()
 }
 
+// handoverCompleted copies the completed records of a channel ID this
+// Server no longer holds to the new ID it issued for its reopen, before
+// anything is routed to the new channel: the sender moves its pending
+// finals there, and one already posted must be answered duplicate, not
+// posted twice (dedup follows the message, not the ID).
+func (s *Server) handoverCompleted(ctx context.Context, old, id string) {
+	if err := s.opts.Completed.Handover(ctx, old, id); err != nil {
+		s.log.Warn("dataplane: completed records not handed over; a resend may be posted again", "old", short(old), "connector_channel_id", id, "err", err)
+	}
+}
+
 // syncTransport gives the Channel the transport of its current owner (nil
 // when it has none). Calls are serialised per channel and re-read the
 // owner, so a late detach can never undo a newer reopen.
@@ -586,23 +665,4 @@ func (e *channelEntry) syncTransport(s *Server) {
 		return
 	}
 	e.ch.SetTransport(owner.transport(e))
-}
-
-func orDefault(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
-}
-
-func setInt(n *int, def int) {
-	if *n <= 0 {
-		*n = def
-	}
-}
-
-func setDur(d *time.Duration, def time.Duration) {
-	if *d <= 0 {
-		*d = def
-	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/fakeclock"
+	"github.com/xagentkit/imv2/protocol"
 )
 
 func TestServer_W4_W5_W7_W8_FullHandshake(t *testing.T) {
@@ -23,37 +24,37 @@ func TestServer_W4_W5_W7_W8_FullHandshake(t *testing.T) {
 
 	id, d := p.open("")
 	require.True(t, strings.HasPrefix(id, "cch_"), "W5: a new channel gets a cch_ id")
-	require.Equal(t, imv2.DescriptorSchema, d.Schema)
-	require.Equal(t, imv2.Connection{
+	require.Equal(t, protocol.DescriptorSchema, d.Schema)
+	require.Equal(t, protocol.Connection{
 		ConnectorCardID:    testCardID,
 		ConnectorID:        connID,
 		ConnectorChannelID: id,
 		TargetType:         imv2.TargetTypeIM,
 		Profiles:           []string{imv2.ProfileIMv2},
-		Status:             imv2.StatusCreated,
+		Status:             protocol.StatusCreated,
 	}, d.Connection)
-	require.Equal(t, imv2.DescriptorTarget{Provider: "testim", Label: "Test IM", DisplayName: "Test IM"}, d.Target)
+	require.Equal(t, protocol.DescriptorTarget{Provider: "testim", Label: "Test IM", DisplayName: "Test IM"}, d.Target)
 
-	ans := p.call(imv2.TypeDescriptorGet, id, nil)
-	require.Equal(t, imv2.TypeDescriptorGetAck, ans.Type)
+	ans := p.call(protocol.TypeDescriptorGet, id, nil)
+	require.Equal(t, protocol.TypeDescriptorGetAck, ans.Type)
 	require.Equal(t, id, ans.ConnectorChannelID)
-	var dp imv2.DescriptorPayload
+	var dp protocol.DescriptorPayload
 	require.NoError(t, ans.DecodePayload(&dp))
 	require.Equal(t, d, dp.ConnectionDescriptor, "W7: descriptor.get returns the same descriptor")
 
-	pong := p.call(imv2.TypePing, "", nil)
-	require.Equal(t, imv2.TypePong, pong.Type, "W8")
+	pong := p.call(protocol.TypePing, "", nil)
+	require.Equal(t, protocol.TypePong, pong.Type, "W8")
 }
 
 func TestServer_W3_HelloRequired(t *testing.T) {
 	_, url := startServer(t, nil)
 	p := dialPeer(t, url, nil)
-	for _, typ := range []string{imv2.TypeChannelOpen, imv2.TypeDescriptorGet, imv2.TypeAuthStart, imv2.TypeToolInvoke, "no.such.type"} {
-		expectError(t, p.call(typ, "", nil), imv2.CodeHelloRequired)
+	for _, typ := range []string{protocol.TypeChannelOpen, protocol.TypeDescriptorGet, protocol.TypeAuthStart, protocol.TypeToolInvoke, "no.such.type"} {
+		expectError(t, p.call(typ, "", nil), protocol.CodeHelloRequired)
 	}
-	expectError(t, p.call(imv2.TypeChatMessage, "cch_x", json.RawMessage(`{"message_id":"m","text":"hi"}`)), imv2.CodeHelloRequired)
+	expectError(t, p.call(imv2.TypeChatMessage, "cch_x", json.RawMessage(`{"message_id":"m","text":"hi"}`)), protocol.CodeHelloRequired)
 	// ping is allowed before hello and the connection stays open.
-	require.Equal(t, imv2.TypePong, p.call(imv2.TypePing, "", nil).Type)
+	require.Equal(t, protocol.TypePong, p.call(protocol.TypePing, "", nil).Type)
 	p.hello("")
 	p.open("")
 }
@@ -66,22 +67,21 @@ func TestServer_W4_HelloValidation(t *testing.T) {
 		code    imv2.Code
 		mention string
 	}{
-		{"card_mismatch", `{"connector_card_id":"im.other","protocol_version":"3.0","supported_profiles":["xagent.im.v2"]}`, imv2.CodeConnectorCardIDMismatch, "im.other"},
-		{"card_missing", `{"protocol_version":"3.0","supported_profiles":["xagent.im.v2"]}`, imv2.CodeConnectorCardIDMismatch, "connector_card_id"},
+		{"card_mismatch", `{"connector_card_id":"im.other","protocol_version":"3.0","supported_profiles":["xagent.im.v2"]}`, protocol.CodeConnectorCardIDMismatch, "im.other"},
+		{"card_missing", `{"protocol_version":"3.0","supported_profiles":["xagent.im.v2"]}`, protocol.CodeConnectorCardIDMismatch, "connector_card_id"},
 		{"version_missing", `{"connector_card_id":"im.test","supported_profiles":["xagent.im.v2"]}`, imv2.CodeInvalidPacket, "protocol_version is missing"},
-		{"version_low", `{"connector_card_id":"im.test","protocol_version":"1.0","supported_profiles":["xagent.im.v2"]}`, imv2.CodeInvalidPacket, `"1.0" is not supported`},
-		{"version_other", `{"connector_card_id":"im.test","protocol_version":"3.1","supported_profiles":["xagent.im.v2"]}`, imv2.CodeInvalidPacket, "3.0"},
+		{"version_low", `{"connector_card_id":"im.test","protocol_version":"1.0","supported_profiles":["xagent.im.v2"]}`, imv2.CodeInvalidPacket, "1.0 is below 3.0"},
 		{"P3_profiles_missing", `{"connector_card_id":"im.test","protocol_version":"3.0"}`, imv2.CodeInvalidPacket, "supported_profiles is missing"},
 		{"P3_profiles_null", `{"connector_card_id":"im.test","protocol_version":"3.0","supported_profiles":null}`, imv2.CodeInvalidPacket, "supported_profiles"},
 		{"payload_bad_type", `{"connector_card_id":7}`, imv2.CodeInvalidPacket, "connector.hello"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := dialPeer(t, url, nil)
-			ans := p.call(imv2.TypeConnectorHello, "", json.RawMessage(tc.payload))
+			ans := p.call(protocol.TypeConnectorHello, "", json.RawMessage(tc.payload))
 			expectError(t, ans, tc.code)
 			require.Contains(t, ans.Error.Message, tc.mention)
 			// The hello did not complete, and the connection stays usable.
-			expectError(t, p.call(imv2.TypeChannelOpen, "", nil), imv2.CodeHelloRequired)
+			expectError(t, p.call(protocol.TypeChannelOpen, "", nil), protocol.CodeHelloRequired)
 			p.hello("")
 		})
 	}
@@ -97,7 +97,7 @@ func TestServer_W4_ConnectorIDIssuedAndReused(t *testing.T) {
 	other := c.hello("conn_unknown")
 	require.NotEqual(t, "conn_unknown", other, "an unknown connector_id gets a new one")
 	require.NotEqual(t, id, other)
-	expectError(t, a.call(imv2.TypeConnectorHello, "", goodHello(id)), imv2.CodeInvalidPacket) // hello twice
+	expectError(t, a.call(protocol.TypeConnectorHello, "", goodHello(id)), imv2.CodeInvalidPacket) // hello twice
 }
 
 func TestServer_W5_OpenNewReuseUnknown(t *testing.T) {
@@ -120,8 +120,8 @@ func TestServer_W5_P3_NoCommonProfile(t *testing.T) {
 	p := dialPeer(t, url, nil)
 	h := goodHello("")
 	h.SupportedProfiles = []string{"xagent.im.v1"}
-	require.Equal(t, imv2.TypeConnectorHelloAck, p.call(imv2.TypeConnectorHello, "", h).Type)
-	ans := p.call(imv2.TypeChannelOpen, "", nil)
+	require.Equal(t, protocol.TypeConnectorHelloAck, p.call(protocol.TypeConnectorHello, "", h).Type)
+	ans := p.call(protocol.TypeChannelOpen, "", nil)
 	expectError(t, ans, imv2.CodeChannelUnavailable)
 	require.Contains(t, ans.Error.Message, "no profile in common")
 }
@@ -132,22 +132,22 @@ func TestServer_W6_CloseStopsRoutingKeepsState(t *testing.T) {
 	p.hello("")
 	id, _ := p.open("")
 
-	ans := p.call(imv2.TypeChannelClose, id, nil)
-	require.Equal(t, imv2.TypeChannelCloseAck, ans.Type)
-	var st imv2.StatusOK
+	ans := p.call(protocol.TypeChannelClose, id, nil)
+	require.Equal(t, protocol.TypeChannelCloseAck, ans.Type)
+	var st protocol.StatusOK
 	require.NoError(t, ans.DecodePayload(&st))
 	require.Equal(t, "ok", st.Status)
 	require.False(t, srv.IsOpen(id))
 
 	// Inbound routing stopped (X2) …
 	expectError(t, p.call(imv2.TypeChatMessage, id, json.RawMessage(`{"message_id":"m1","text":"hi"}`)), imv2.CodeChannelNotOpen)
-	expectError(t, p.call(imv2.TypeChannelClose, id, nil), imv2.CodeChannelNotOpen)
+	expectError(t, p.call(protocol.TypeChannelClose, id, nil), imv2.CodeChannelNotOpen)
 	// … and outbound too: a user message sent now stays pending.
 	ch := srv.Channel(id)
 	require.NotNil(t, ch, "W6: the channel's state is kept")
 	msgID, err := ch.Send(ctxWait(t), imv2.ChatMessage{Text: "while closed"})
 	require.NoError(t, err)
-	require.Equal(t, imv2.TypePong, p.call(imv2.TypePing, "", nil).Type, "nothing was sent for the closed channel")
+	require.Equal(t, protocol.TypePong, p.call(protocol.TypePing, "", nil).Type, "nothing was sent for the closed channel")
 
 	// Reopen: the ack first, then the pending message (S10).
 	again, _ := p.open(id)
@@ -161,12 +161,12 @@ func TestServer_W6_CloseStopsRoutingKeepsState(t *testing.T) {
 
 func TestServer_W7_DescriptorGetAndPush(t *testing.T) {
 	var mu sync.Mutex
-	status := imv2.StatusCreated
+	status := protocol.StatusCreated
 	srv, url := startServer(t, func(c *ServerConfig) {
 		c.Describe = func(_ context.Context, _ string) ChannelInfo {
 			mu.Lock()
 			defer mu.Unlock()
-			return ChannelInfo{Status: status, DisplayName: "Alice's bot", Tools: []imv2.ToolState{
+			return ChannelInfo{Status: status, DisplayName: "Alice's bot", Tools: []protocol.ToolState{
 				{ToolID: "test_send", Status: "available"},
 				{ToolID: "not_in_card", Status: "available"},
 			}}
@@ -176,23 +176,23 @@ func TestServer_W7_DescriptorGetAndPush(t *testing.T) {
 	p.hello("")
 	id, d := p.open("")
 	require.Equal(t, "Alice's bot", d.Target.DisplayName)
-	require.Equal(t, []imv2.ToolState{{ToolID: "test_send", Status: "available"}}, d.Tools, "a tool outside the Card never appears")
+	require.Equal(t, []protocol.ToolState{{ToolID: "test_send", Status: "available"}}, d.Tools, "a tool outside the Card never appears")
 
 	mu.Lock()
-	status = imv2.StatusConnected
+	status = protocol.StatusConnected
 	mu.Unlock()
 	require.NoError(t, srv.Push(ctxWait(t), id))
 	push := p.next()
-	require.Equal(t, imv2.TypeDescriptorPush, push.Type)
+	require.Equal(t, protocol.TypeDescriptorPush, push.Type)
 	require.Equal(t, id, push.ConnectorChannelID)
-	var dp imv2.DescriptorPayload
+	var dp protocol.DescriptorPayload
 	require.NoError(t, push.DecodePayload(&dp))
-	require.Equal(t, imv2.StatusConnected, dp.ConnectionDescriptor.Connection.Status)
+	require.Equal(t, protocol.StatusConnected, dp.ConnectionDescriptor.Connection.Status)
 
-	expectError(t, p.call(imv2.TypeDescriptorGet, "", nil), imv2.CodeChannelIDRequired)
-	expectError(t, p.call(imv2.TypeDescriptorGet, "cch_nope", nil), imv2.CodeChannelNotOpen)
-	p.call(imv2.TypeChannelClose, id, nil)
-	require.ErrorIs(t, srv.Push(ctxWait(t), id), imv2.ErrChannelNotOpen)
+	expectError(t, p.call(protocol.TypeDescriptorGet, "", nil), imv2.CodeChannelIDRequired)
+	expectError(t, p.call(protocol.TypeDescriptorGet, "cch_nope", nil), imv2.CodeChannelNotOpen)
+	p.call(protocol.TypeChannelClose, id, nil)
+	require.ErrorIs(t, srv.Push(ctxWait(t), id), &imv2.Error{Code: imv2.CodeChannelNotOpen})
 	_, err := srv.Descriptor(ctxWait(t), "cch_nope")
 	require.Error(t, err)
 }
@@ -201,9 +201,9 @@ func TestServer_W8_PingPongBeforeAndAfterHello(t *testing.T) {
 	_, url := startServer(t, nil)
 	p := dialPeer(t, url, nil)
 	for i := 0; i < 2; i++ {
-		req := p.send(imv2.TypePing, "", nil)
+		req := p.send(protocol.TypePing, "", nil)
 		ans := p.next()
-		require.Equal(t, imv2.TypePong, ans.Type)
+		require.Equal(t, protocol.TypePong, ans.Type)
 		require.Equal(t, req.RequestID, ans.RequestID, "W8: pong carries the ping's request_id")
 		require.Equal(t, req.PacketID, ans.ReplyTo)
 		if i == 0 {
@@ -217,14 +217,14 @@ func TestServer_W8_PingPongBeforeAndAfterHello(t *testing.T) {
 func TestServer_W9_EveryAnswerEchoes(t *testing.T) {
 	_, url := startServer(t, func(c *ServerConfig) { c.Tools = ToolFunc(echoTool) })
 	p := dialPeer(t, url, nil)
-	p.call(imv2.TypeChannelOpen, "", nil) // error hello_required
-	p.call(imv2.TypePing, "", nil)
+	p.call(protocol.TypeChannelOpen, "", nil) // error hello_required
+	p.call(protocol.TypePing, "", nil)
 	p.hello("")
 	id, _ := p.open("")
-	p.call(imv2.TypeDescriptorGet, id, nil)
-	p.call(imv2.TypeToolInvoke, id, imv2.ToolInvoke{ToolID: "test_send"})
+	p.call(protocol.TypeDescriptorGet, id, nil)
+	p.call(protocol.TypeToolInvoke, id, protocol.ToolInvoke{ToolID: "test_send"})
 	p.call("no.such.type", "", nil)
-	p.call(imv2.TypeChannelClose, id, nil)
+	p.call(protocol.TypeChannelClose, id, nil)
 }
 
 func TestServer_W10_I1_X2_ErrorCodes(t *testing.T) {
@@ -241,10 +241,10 @@ func TestServer_W10_I1_X2_ErrorCodes(t *testing.T) {
 		{"I1_chat_without_channel", imv2.TypeChatMessage, "", msg, imv2.CodeChannelIDRequired},
 		{"X2_chat_unknown_channel", imv2.TypeChatMessage, "cch_nope", msg, imv2.CodeChannelNotOpen},
 		{"X2_delta_unknown_channel", imv2.TypeChatMessageDelta, "cch_nope", json.RawMessage(`{"message_id":"m","sequence":1,"text":"a"}`), imv2.CodeChannelNotOpen},
-		{"I1_close_without_channel", imv2.TypeChannelClose, "", nil, imv2.CodeChannelIDRequired},
+		{"I1_close_without_channel", protocol.TypeChannelClose, "", nil, imv2.CodeChannelIDRequired},
 		{"unsupported_type", "message.push", "", nil, imv2.CodeUnsupportedPacket},
-		{"auth_without_handler", imv2.TypeAuthStart, id, imv2.AuthStart{FlowID: "test_qr"}, imv2.CodeUnsupportedPacket},
-		{"tool_without_handler", imv2.TypeToolInvoke, id, imv2.ToolInvoke{ToolID: "test_send"}, imv2.CodeUnsupportedPacket},
+		{"auth_without_handler", protocol.TypeAuthStart, id, protocol.AuthStart{FlowID: "test_qr"}, imv2.CodeUnsupportedPacket},
+		{"tool_without_handler", protocol.TypeToolInvoke, id, protocol.ToolInvoke{ToolID: "test_send"}, imv2.CodeUnsupportedPacket},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			expectError(t, p.call(tc.typ, tc.channel, tc.payload), tc.code)
@@ -252,7 +252,7 @@ func TestServer_W10_I1_X2_ErrorCodes(t *testing.T) {
 	}
 }
 
-func echoTool(_ context.Context, channelID string, req imv2.ToolInvoke) (json.RawMessage, error) {
+func echoTool(_ context.Context, channelID string, req protocol.ToolInvoke) (json.RawMessage, error) {
 	return json.Marshal(map[string]string{"channel": channelID, "tool": req.ToolID})
 }
 
@@ -268,25 +268,25 @@ func (a *recAuth) rec(s string) {
 	a.mu.Unlock()
 }
 
-func (a *recAuth) Start(_ context.Context, ch string, req imv2.AuthStart) (*imv2.AuthAck, error) {
+func (a *recAuth) Start(_ context.Context, ch string, req protocol.AuthStart) (*protocol.AuthAck, error) {
 	a.rec("start " + ch + " " + req.FlowID)
-	return &imv2.AuthAck{AuthSessionID: "auth_1", Status: imv2.AuthPending, QRCodeText: "qr://x", PollIntervalMillis: 2000}, nil
+	return &protocol.AuthAck{AuthSessionID: "auth_1", Status: protocol.AuthPending, QRCodeText: "qr://x", PollIntervalMillis: 2000}, nil
 }
 
-func (a *recAuth) Status(_ context.Context, ch string, req imv2.AuthStatusRequest) (*imv2.AuthAck, error) {
+func (a *recAuth) Status(_ context.Context, ch string, req protocol.AuthStatusRequest) (*protocol.AuthAck, error) {
 	a.rec("status " + ch + " " + req.AuthSessionID)
 	if req.AuthSessionID != "auth_1" {
-		return nil, imv2.Errorf(imv2.CodeAuthSessionNotFound, "no auth session %q", req.AuthSessionID)
+		return nil, imv2.Errorf(protocol.CodeAuthSessionNotFound, "no auth session %q", req.AuthSessionID)
 	}
-	return &imv2.AuthAck{Status: imv2.AuthAuthenticated}, nil
+	return &protocol.AuthAck{Status: protocol.AuthAuthenticated}, nil
 }
 
-func (a *recAuth) Cancel(_ context.Context, ch string, req imv2.AuthCancel) (*imv2.AuthCancelAck, error) {
+func (a *recAuth) Cancel(_ context.Context, ch string, req protocol.AuthCancel) (*protocol.AuthCancelAck, error) {
 	a.rec("cancel " + ch + " " + req.AuthSessionID)
-	return &imv2.AuthCancelAck{Status: "ignored"}, nil
+	return &protocol.AuthCancelAck{Status: "ignored"}, nil
 }
 
-func (a *recAuth) Logout(_ context.Context, ch string) (*imv2.StatusOK, error) {
+func (a *recAuth) Logout(_ context.Context, ch string) (*protocol.StatusOK, error) {
 	a.rec("logout " + ch)
 	return nil, nil
 }
@@ -295,12 +295,12 @@ func TestServer_W12_AuthAndToolRouted(t *testing.T) {
 	auth := &recAuth{}
 	_, url := startServer(t, func(c *ServerConfig) {
 		c.Auth = auth
-		c.Tools = ToolFunc(func(ctx context.Context, ch string, req imv2.ToolInvoke) (json.RawMessage, error) {
+		c.Tools = ToolFunc(func(ctx context.Context, ch string, req protocol.ToolInvoke) (json.RawMessage, error) {
 			switch string(req.Arguments) {
 			case `{"fail":"plain"}`:
 				return nil, errors.New("platform said: token=abc123 invalid")
 			case `{"fail":"coded"}`:
-				return nil, imv2.Errorf(imv2.CodeConnectionNotAuthenticated, "sign in first")
+				return nil, imv2.Errorf(protocol.CodeConnectionNotAuthenticated, "sign in first")
 			}
 			return echoTool(ctx, ch, req)
 		})
@@ -309,47 +309,47 @@ func TestServer_W12_AuthAndToolRouted(t *testing.T) {
 	p.hello("")
 
 	// Before channel.open: channel_not_open, and no handler runs.
-	expectError(t, p.call(imv2.TypeAuthStart, "cch_x", imv2.AuthStart{FlowID: "test_qr"}), imv2.CodeChannelNotOpen)
-	expectError(t, p.call(imv2.TypeToolInvoke, "cch_x", imv2.ToolInvoke{ToolID: "test_send"}), imv2.CodeChannelNotOpen)
-	expectError(t, p.call(imv2.TypeAuthLogout, "", nil), imv2.CodeChannelIDRequired)
+	expectError(t, p.call(protocol.TypeAuthStart, "cch_x", protocol.AuthStart{FlowID: "test_qr"}), imv2.CodeChannelNotOpen)
+	expectError(t, p.call(protocol.TypeToolInvoke, "cch_x", protocol.ToolInvoke{ToolID: "test_send"}), imv2.CodeChannelNotOpen)
+	expectError(t, p.call(protocol.TypeAuthLogout, "", nil), imv2.CodeChannelIDRequired)
 	require.Empty(t, auth.calls)
 
 	id, _ := p.open("")
-	ans := p.call(imv2.TypeAuthStart, id, imv2.AuthStart{FlowID: "test_qr"})
-	require.Equal(t, imv2.TypeAuthStartAck, ans.Type)
-	var aa imv2.AuthAck
+	ans := p.call(protocol.TypeAuthStart, id, protocol.AuthStart{FlowID: "test_qr"})
+	require.Equal(t, protocol.TypeAuthStartAck, ans.Type)
+	var aa protocol.AuthAck
 	require.NoError(t, ans.DecodePayload(&aa))
-	require.Equal(t, imv2.AuthAck{ConnectorChannelID: id, FlowID: "test_qr", AuthSessionID: "auth_1", Status: imv2.AuthPending, QRCodeText: "qr://x", PollIntervalMillis: 2000}, aa)
+	require.Equal(t, protocol.AuthAck{ConnectorChannelID: id, FlowID: "test_qr", AuthSessionID: "auth_1", Status: protocol.AuthPending, QRCodeText: "qr://x", PollIntervalMillis: 2000}, aa)
 
-	expectError(t, p.call(imv2.TypeAuthStart, id, imv2.AuthStart{FlowID: "not_a_flow"}), imv2.CodeInvalidPacket)
+	expectError(t, p.call(protocol.TypeAuthStart, id, protocol.AuthStart{FlowID: "not_a_flow"}), imv2.CodeInvalidPacket)
 
-	ans = p.call(imv2.TypeAuthStatus, id, imv2.AuthStatusRequest{AuthSessionID: "auth_1"})
-	require.Equal(t, imv2.TypeAuthStatusAck, ans.Type)
-	aa = imv2.AuthAck{}
+	ans = p.call(protocol.TypeAuthStatus, id, protocol.AuthStatusRequest{AuthSessionID: "auth_1"})
+	require.Equal(t, protocol.TypeAuthStatusAck, ans.Type)
+	aa = protocol.AuthAck{}
 	require.NoError(t, ans.DecodePayload(&aa))
-	require.Equal(t, imv2.AuthAuthenticated, aa.Status)
+	require.Equal(t, protocol.AuthAuthenticated, aa.Status)
 	require.NotNil(t, aa.ConnectionDescriptor, "authenticated acks carry the descriptor")
 
-	ans = p.call(imv2.TypeAuthStatus, id, imv2.AuthStatusRequest{AuthSessionID: "auth_gone"})
-	require.Equal(t, imv2.TypeAuthStatusAck, ans.Type)
-	require.Equal(t, imv2.CodeAuthSessionNotFound, ans.Error.Code)
+	ans = p.call(protocol.TypeAuthStatus, id, protocol.AuthStatusRequest{AuthSessionID: "auth_gone"})
+	require.Equal(t, protocol.TypeAuthStatusAck, ans.Type)
+	require.Equal(t, protocol.CodeAuthSessionNotFound, ans.Error.Code)
 
-	ans = p.call(imv2.TypeAuthCancel, id, imv2.AuthCancel{AuthSessionID: "auth_1"})
-	var ca imv2.AuthCancelAck
+	ans = p.call(protocol.TypeAuthCancel, id, protocol.AuthCancel{AuthSessionID: "auth_1"})
+	var ca protocol.AuthCancelAck
 	require.NoError(t, ans.DecodePayload(&ca))
-	require.Equal(t, imv2.AuthCancelAck{ConnectorChannelID: id, AuthSessionID: "auth_1", Status: "ignored"}, ca)
+	require.Equal(t, protocol.AuthCancelAck{ConnectorChannelID: id, AuthSessionID: "auth_1", Status: "ignored"}, ca)
 
-	ans = p.call(imv2.TypeAuthLogout, id, nil)
-	require.Equal(t, imv2.TypeAuthLogoutAck, ans.Type)
-	var lo imv2.StatusOK
+	ans = p.call(protocol.TypeAuthLogout, id, nil)
+	require.Equal(t, protocol.TypeAuthLogoutAck, ans.Type)
+	var lo protocol.StatusOK
 	require.NoError(t, ans.DecodePayload(&lo))
 	require.Equal(t, "ok", lo.Status)
 	require.NotNil(t, lo.ConnectionDescriptor)
 
-	ans = p.call(imv2.TypeToolInvoke, id, imv2.ToolInvoke{ToolID: "test_send", Arguments: json.RawMessage(`{"connector_channel_id":"cch_other"}`)})
-	require.Equal(t, imv2.TypeToolInvokeAck, ans.Type)
+	ans = p.call(protocol.TypeToolInvoke, id, protocol.ToolInvoke{ToolID: "test_send", Arguments: json.RawMessage(`{"connector_channel_id":"cch_other"}`)})
+	require.Equal(t, protocol.TypeToolInvokeAck, ans.Type)
 	require.Nil(t, ans.Error)
-	var ta imv2.ToolInvokeAck
+	var ta protocol.ToolInvokeAck
 	require.NoError(t, ans.DecodePayload(&ta))
 	require.JSONEq(t, `{"channel":"`+id+`","tool":"test_send"}`, string(ta.Result), "routed by the envelope only")
 
@@ -357,13 +357,13 @@ func TestServer_W12_AuthAndToolRouted(t *testing.T) {
 		name, args, tool string
 		code             imv2.Code
 	}{
-		{"plain_error", `{"fail":"plain"}`, "test_send", imv2.CodeToolInvokeFailed},
-		{"coded_error", `{"fail":"coded"}`, "test_send", imv2.CodeConnectionNotAuthenticated},
-		{"tool_not_in_card", `{}`, "other_tool", imv2.CodeToolInvokeFailed},
+		{"plain_error", `{"fail":"plain"}`, "test_send", protocol.CodeToolInvokeFailed},
+		{"coded_error", `{"fail":"coded"}`, "test_send", protocol.CodeConnectionNotAuthenticated},
+		{"tool_not_in_card", `{}`, "other_tool", protocol.CodeToolInvokeFailed},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ans := p.call(imv2.TypeToolInvoke, id, imv2.ToolInvoke{ToolID: tc.tool, Arguments: json.RawMessage(tc.args)})
-			require.Equal(t, imv2.TypeToolInvokeAck, ans.Type, "failures travel in the ack (E3)")
+			ans := p.call(protocol.TypeToolInvoke, id, protocol.ToolInvoke{ToolID: tc.tool, Arguments: json.RawMessage(tc.args)})
+			require.Equal(t, protocol.TypeToolInvokeAck, ans.Type, "failures travel in the ack (E3)")
 			require.NotNil(t, ans.Error)
 			require.Equal(t, tc.code, ans.Error.Code)
 			require.NotContains(t, ans.Error.Message, "abc123", "platform detail is not echoed")
@@ -407,15 +407,15 @@ func (p *pipePeer) call(typ, channel string, payload any) *imv2.Packet {
 }
 
 func (p *pipePeer) hello(connID string) string {
-	var ack imv2.ConnectorHelloAck
-	ans := p.call(imv2.TypeConnectorHello, "", goodHello(connID))
+	var ack protocol.ConnectorHelloAck
+	ans := p.call(protocol.TypeConnectorHello, "", goodHello(connID))
 	require.NoError(p.t, ans.DecodePayload(&ack))
 	return ack.ConnectorID
 }
 
 func (p *pipePeer) open(id string) string {
-	ans := p.call(imv2.TypeChannelOpen, id, nil)
-	require.Equal(p.t, imv2.TypeChannelOpenAck, ans.Type, "%+v", ans.Error)
+	ans := p.call(protocol.TypeChannelOpen, id, nil)
+	require.Equal(p.t, protocol.TypeChannelOpenAck, ans.Type, "%+v", ans.Error)
 	return ans.ConnectorChannelID
 }
 
@@ -465,14 +465,14 @@ func TestServer_HelloTimeout(t *testing.T) {
 	require.NoError(t, err)
 	defer srv.Close()
 	p, done := pipeSession(t, srv)
-	p.call(imv2.TypePing, "", nil) // the session runs: its hello timer is armed
+	p.call(protocol.TypePing, "", nil) // the session runs: its hello timer is armed
 	clk.Advance(DefaultHelloTimeout)
 	recv(t, done)
 
 	p, done = pipeSession(t, srv)
 	p.hello("")
 	clk.Advance(DefaultHelloTimeout)
-	p.call(imv2.TypePing, "", nil) // a hello-completed connection stays
+	p.call(protocol.TypePing, "", nil) // a hello-completed connection stays
 	select {
 	case <-done:
 		t.Fatal("closed after hello")
@@ -492,9 +492,9 @@ func TestServer_MaxChannelsEvictsClosed(t *testing.T) {
 	p.hello("")
 	a := p.open("")
 	b := p.open("")
-	ans := p.call(imv2.TypeChannelOpen, "", nil)
+	ans := p.call(protocol.TypeChannelOpen, "", nil)
 	expectError(t, ans, imv2.CodeChannelUnavailable)
-	p.call(imv2.TypeChannelClose, a, nil)
+	p.call(protocol.TypeChannelClose, a, nil)
 	c := p.open("")
 	require.Equal(t, a, recv(t, dropped), "the closed channel made room")
 	require.ElementsMatch(t, []string{b, c}, srv.ChannelIDs())

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/protocol"
 )
 
 // session is one data-plane connection on the Connector side. Its read loop
@@ -30,18 +31,26 @@ type session struct {
 	// so 10,000 channels do not hold 10,000 copies.
 	neg *imv2.Negotiated
 
-	inst *instance                // guarded by srv.mu
-	open map[string]*channelEntry // guarded by srv.mu: channels open here
+	inst     *instance                // guarded by srv.mu
+	preHello bool                     // guarded by srv.mu: holds a slot of MaxPreHello
+	open     map[string]*channelEntry // guarded by srv.mu: channels open here
 
 	sem   chan struct{}
 	wg    sync.WaitGroup
 	ended chan struct{} // closed once detached
 }
 
-func (s *Server) newSession(ctx context.Context, conn Conn) *session {
+func (s *Server) newSession(ctx context.Context, conn Conn, slot bool) *session {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
+	if !slot && !s.closed && s.preHello < s.cfg.MaxPreHello {
+		s.preHello++
+		slot = true
+	}
+	if s.closed || !slot {
+		if slot {
+			s.preHello--
+		}
 		return nil
 	}
 	ctx, cancel := context.WithCancel(ctx)
@@ -54,6 +63,8 @@ func (s *Server) newSession(ctx context.Context, conn Conn) *session {
 		open:   map[string]*channelEntry{},
 		sem:    make(chan struct{}, s.cfg.MaxHandlerCalls),
 		ended:  make(chan struct{}),
+
+		preHello: true,
 	}
 	s.sessions[ss] = struct{}{}
 	s.wg.Add(1)
@@ -114,32 +125,32 @@ func (ss *session) answerInvalid(p *imv2.Packet, err error) {
 
 func (ss *session) dispatch(p *imv2.Packet) {
 	switch p.Type {
-	case imv2.TypePing: // allowed before hello: a liveness probe is no user-level packet
-		ss.reply(p, imv2.TypePong, nil)
+	case protocol.TypePing: // allowed before hello: a liveness probe is no user-level packet
+		ss.reply(p, protocol.TypePong, nil)
 		return
-	case imv2.TypePong:
+	case protocol.TypePong:
 		return
 	case imv2.TypeError:
 		ss.peerError(p)
 		return
-	case imv2.TypeConnectorHello:
+	case protocol.TypeConnectorHello:
 		ss.hello(p)
 		return
 	}
 	if !ss.helloDone {
-		ss.fail(p, imv2.CodeHelloRequired, "connector.hello must complete before %s (W3)", p.Type)
+		ss.fail(p, protocol.CodeHelloRequired, "connector.hello must complete before %s (W3)", p.Type)
 		return
 	}
 	switch p.Type {
-	case imv2.TypeChannelOpen:
+	case protocol.TypeChannelOpen:
 		ss.openChannel(p)
-	case imv2.TypeChannelClose:
+	case protocol.TypeChannelClose:
 		ss.closeChannel(p)
-	case imv2.TypeDescriptorGet:
+	case protocol.TypeDescriptorGet:
 		ss.descriptorGet(p)
-	case imv2.TypeAuthStart, imv2.TypeAuthStatus, imv2.TypeAuthCancel, imv2.TypeAuthLogout:
+	case protocol.TypeAuthStart, protocol.TypeAuthStatus, protocol.TypeAuthCancel, protocol.TypeAuthLogout:
 		ss.auth(p)
-	case imv2.TypeToolInvoke:
+	case protocol.TypeToolInvoke:
 		ss.tool(p)
 	default:
 		if ss.srv.imTypes[p.Type] {
@@ -179,7 +190,7 @@ func (ss *session) hello(p *imv2.Packet) {
 		ss.fail(p, imv2.CodeInvalidPacket, "connector.hello already completed on this connection")
 		return
 	}
-	var h imv2.ConnectorHello
+	var h protocol.ConnectorHello
 	if err := p.DecodePayload(&h); err != nil {
 		ss.failErr(p, err)
 		return
@@ -187,13 +198,22 @@ func (ss *session) hello(p *imv2.Packet) {
 	card := ss.srv.cfg.Card.ConnectorCardID
 	switch {
 	case h.ConnectorCardID != card:
-		ss.fail(p, imv2.CodeConnectorCardIDMismatch, "connector.hello names connector_card_id %q; this Connector is %q (W4)", short(h.ConnectorCardID), card)
+		ss.fail(p, protocol.CodeConnectorCardIDMismatch, "connector.hello names connector_card_id %q; this Connector is %q (W4)", short(h.ConnectorCardID), card)
 		return
 	case h.ProtocolVersion == "":
-		ss.fail(p, imv2.CodeInvalidPacket, "connector.hello: protocol_version is missing; this Connector speaks %s only (W4)", imv2.ProtocolVersion)
+		ss.fail(p, imv2.CodeInvalidPacket, "connector.hello: protocol_version is missing; this Connector speaks %s and admits xAgent %s or newer (W4)", protocol.ProtocolVersion, protocol.ProtocolVersion)
 		return
-	case h.ProtocolVersion != imv2.ProtocolVersion:
-		ss.fail(p, imv2.CodeInvalidPacket, "connector.hello: protocol_version %q is not supported; this Connector speaks %s only (W4)", short(h.ProtocolVersion), imv2.ProtocolVersion)
+	}
+	// xAgent's hello carries its own current version; a newer one is
+	// admitted (it keeps a compatible range, Common Protocol §12) and the
+	// ack answers with this Connector's version.
+	peer, err := protocol.ParseVersion(h.ProtocolVersion)
+	switch {
+	case err != nil:
+		ss.fail(p, imv2.CodeInvalidPacket, "connector.hello: protocol_version %q is not major.minor; this Connector speaks %s (W4)", short(h.ProtocolVersion), protocol.ProtocolVersion)
+		return
+	case peer.Compare(protocol.Version30) < 0:
+		ss.fail(p, imv2.CodeInvalidPacket, "connector.hello: protocol_version %s is below %s, the version this Connector speaks (W4)", peer, protocol.ProtocolVersion)
 		return
 	case h.SupportedProfiles == nil:
 		ss.fail(p, imv2.CodeInvalidPacket, "connector.hello: supported_profiles is missing; no profile is enabled implicitly (P3)")
@@ -207,14 +227,17 @@ func (ss *session) hello(p *imv2.Packet) {
 	if h.ConnectorID != "" && h.ConnectorID != inst.id {
 		ss.log.Info("dataplane: unknown connector_id; issued a new one", "old", short(h.ConnectorID), "new", inst.id)
 	}
+	if peer != protocol.Version30 {
+		ss.log.Info("dataplane: xAgent speaks a newer protocol version; answering with this Connector's", "xagent", peer.String(), "connector", protocol.ProtocolVersion)
+	}
 	ss.supported = slices.Clone(h.SupportedProfiles)
 	ss.neg = imv2.DefaultCatalog().Negotiate(ss.supported, ss.srv.cfg.Card.Supports.Profiles)
 	ss.helloDone = true
 	ss.helloSeen.Store(true)
-	ss.reply(p, imv2.TypeConnectorHelloAck, imv2.ConnectorHelloAck{
+	ss.reply(p, protocol.TypeConnectorHelloAck, protocol.ConnectorHelloAck{
 		ConnectorCardID: card,
 		ConnectorID:     inst.id,
-		ProtocolVersion: imv2.ProtocolVersion,
+		ProtocolVersion: protocol.ProtocolVersion,
 	})
 }
 
@@ -253,6 +276,9 @@ func (ss *session) openChannel(p *imv2.Packet) {
 		}
 		if p.ConnectorChannelID != "" && reuse == "" {
 			ss.log.Info("dataplane: channel.open for an unknown channel; issued a new ID", "old", short(p.ConnectorChannelID), "new", e.id)
+			if !elsewhere {
+				srv.handoverCompleted(ss.ctx, p.ConnectorChannelID, e.id)
+			}
 		}
 		srv.mu.Lock()
 	} else if !neg.Equal(e.neg) {
@@ -274,7 +300,7 @@ func (ss *session) openChannel(p *imv2.Packet) {
 	if renegotiate {
 		e.ch.Renegotiate(neg) // P5
 	}
-	ack, err := imv2.NewReply(p, imv2.TypeChannelOpenAck, imv2.ChannelOpenAck{
+	ack, err := imv2.NewReply(p, protocol.TypeChannelOpenAck, protocol.ChannelOpenAck{
 		ConnectorChannelID:   e.id,
 		ConnectionDescriptor: srv.describe(ss.ctx, e),
 	})
@@ -305,7 +331,9 @@ func (ss *session) newChannel(inst *instance, neg *imv2.Negotiated, id string) (
 	if target == nil {
 		return nil, imv2.Errorf(imv2.CodeChannelUnavailable, "no target for channel %q", id)
 	}
-	ch, err := imv2.NewChannel(id, imv2.RoleConnector, neg, nil, target, &srv.opts)
+	opts := srv.opts
+	opts.Budget = inst.budget // its channels share the connector_id's budget
+	ch, err := imv2.NewChannel(id, imv2.RoleConnector, neg, nil, target, &opts)
 	if err != nil {
 		return nil, err
 	}
@@ -361,7 +389,7 @@ func (ss *session) closeChannel(p *imv2.Packet) {
 	e.lastUsed = srv.clock.Now()
 	srv.mu.Unlock()
 	e.syncTransport(srv)
-	ss.reply(p, imv2.TypeChannelCloseAck, imv2.StatusOK{Status: "ok"})
+	ss.reply(p, protocol.TypeChannelCloseAck, protocol.StatusOK{Status: "ok"})
 }
 
 // descriptorGet serves connection.descriptor.get (W7).
@@ -370,7 +398,7 @@ func (ss *session) descriptorGet(p *imv2.Packet) {
 	if e == nil {
 		return
 	}
-	ss.reply(p, imv2.TypeDescriptorGetAck, imv2.DescriptorPayload{ConnectionDescriptor: ss.srv.describe(ss.ctx, e)})
+	ss.reply(p, protocol.TypeDescriptorGetAck, protocol.DescriptorPayload{ConnectionDescriptor: ss.srv.describe(ss.ctx, e)})
 }
 
 // route hands an IM v2 packet to its channel's Channel, found by the

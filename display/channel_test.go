@@ -9,6 +9,7 @@ import (
 
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/display"
+	"github.com/xagentkit/imv2/imv2test"
 )
 
 // notify is an Editor that also reports each post and final.
@@ -50,7 +51,7 @@ func TestChannel_D8_M11_M13_ThroughChannel(t *testing.T) {
 	require.Equal(t, display.Edit, tg.Mode())
 
 	neg := imv2.DefaultCatalog().Negotiate([]string{imv2.ProfileIMv2}, []string{imv2.ProfileIMv2})
-	a, b := imv2.NewInMemoryTransports()
+	a, b := imv2test.NewInMemoryTransports()
 	conn, err := imv2.NewChannel("cch_1", imv2.RoleConnector, neg, a, tg, nil)
 	require.NoError(t, err)
 	agent, err := imv2.NewChannel("cch_1", imv2.RoleXAgent, neg, b,

@@ -60,7 +60,7 @@
 //     refused (SetActivity returns an error wrapping ErrFull).
 //   - CallTimeout 10 s for platform calls made from timers.
 //
-// Timers use Options.Clock (imv2.SystemClock by default), so tests drive them
+// Timers use Options.Clock (clock.System by default), so tests drive them
 // with fakeclock. Close stops them all.
 //
 // # Errors

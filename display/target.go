@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/clock"
+	"github.com/xagentkit/imv2/internal/defaults"
 )
 
 // Defaults of Options; the package doc explains each.
@@ -34,8 +36,8 @@ type Options struct {
 	// Interval is the least time between two Post/Edit calls of one message
 	// in mode Edit; drafts in between are coalesced into the next edit.
 	Interval time.Duration
-	// Clock drives every timer; default imv2.SystemClock{}.
-	Clock imv2.Clock
+	// Clock drives every timer; default clock.System{}.
+	Clock clock.Clock
 	// Logger gets the errors of calls no caller waits for (coalesced edits,
 	// typing refreshes, discards); default discards.
 	Logger *slog.Logger
@@ -70,7 +72,7 @@ type Target struct {
 	finish    func(ctx context.Context, channelID, handle string, m *imv2.ChatMessage) error
 
 	mode        Mode
-	clock       imv2.Clock
+	clock       clock.Clock
 	log         *slog.Logger
 	interval    time.Duration
 	maxDrafts   int
@@ -115,18 +117,18 @@ func New(p Platform, opts *Options) (*Target, error) {
 		mode:        o.Mode,
 		clock:       o.Clock,
 		log:         o.Logger,
-		interval:    orDefault(o.Interval, DefaultInterval),
-		maxDrafts:   orDefault(o.MaxDrafts, DefaultMaxDrafts),
-		draftTTL:    orDefault(o.DraftTTL, DefaultDraftTTL),
-		refresh:     orDefault(o.TypingRefresh, DefaultTypingRefresh),
-		actTimeout:  orDefault(o.ActivityTimeout, DefaultActivityTimeout),
-		maxTyping:   orDefault(o.MaxTyping, DefaultMaxTyping),
-		callTimeout: orDefault(o.CallTimeout, DefaultCallTimeout),
+		interval:    defaults.Or(o.Interval, DefaultInterval),
+		maxDrafts:   defaults.Or(o.MaxDrafts, DefaultMaxDrafts),
+		draftTTL:    defaults.Or(o.DraftTTL, DefaultDraftTTL),
+		refresh:     defaults.Or(o.TypingRefresh, DefaultTypingRefresh),
+		actTimeout:  defaults.Or(o.ActivityTimeout, DefaultActivityTimeout),
+		maxTyping:   defaults.Or(o.MaxTyping, DefaultMaxTyping),
+		callTimeout: defaults.Or(o.CallTimeout, DefaultCallTimeout),
 		drafts:      make(map[draftKey]*draft),
 		typing:      make(map[string]*typingState),
 	}
 	if t.clock == nil {
-		t.clock = imv2.SystemClock{}
+		t.clock = clock.System{}
 	}
 	if t.log == nil {
 		t.log = slog.New(slog.DiscardHandler)
@@ -162,13 +164,6 @@ func New(p Platform, opts *Options) (*Target, error) {
 	}
 	t.base, t.cancel = context.WithCancel(context.Background())
 	return t, nil
-}
-
-func orDefault[T time.Duration | int](v, def T) T {
-	if v == 0 {
-		return def
-	}
-	return v
 }
 
 // Mode returns the strategy in use, never Auto.
@@ -251,7 +246,7 @@ func errClosed() error {
 // slot holds one pending timer. gen tells a callback that fires whether it
 // is still the slot's timer: a stopped timer may already be running.
 type slot struct {
-	t   imv2.Timer
+	t   clock.Timer
 	gen uint64
 }
 

@@ -30,14 +30,16 @@ var flawFails = map[bc.Flaw][]string{
 	bc.HealthMismatch:        {"K1.b"},
 	bc.UploadsWithoutKey:     {"K1.c"},
 	bc.DescriptorExtra:       {"K1.d"},
-	bc.LenientHello:          {"K1.e"},
+	bc.LenientHello:          {"K1.e", "K1.f"},
+	bc.ExactVersion:          {"K1.f"},
 	bc.FinalTwice:            {"K2.a", "K2.d", "K9.b", "K11.a"},
 	bc.Placeholder:           {"K2.b"},
 	bc.StitchGaps:            {"K2.c", "K6.c"},
 	bc.NoDrafts:              {"K2.d"},
 	bc.NoDedup:               {"K3.a", "K3.b", "K3.c", "K11.a"},
 	bc.AckReplyToMessageID:   {"K4.a"},
-	bc.AcceptUnknownFields:   {"K4.b", "K7.a"},
+	bc.AcceptUnknownFields:   {"K4.b", "K7.a", "K7.d"},
+	bc.RejectUnknownMembers:  {"K7.d"},
 	bc.NoRequestID:           {"K4.c"},
 	bc.SilentInvalid:         {"K4.d"},
 	bc.BufferTempText:        {"K5.a"},
@@ -57,7 +59,7 @@ var flawFails = map[bc.Flaw][]string{
 	// Every check that needs a final accepted: the suite resends each one
 	// with backoff and gives up when its bound is spent (A8, M12).
 	bc.RejectRetryable: {"K2.a", "K2.b", "K2.c", "K2.d", "K3.a", "K3.b", "K3.c", "K4.a", "K4.c", "K4.d",
-		"K6.c", "K7.b", "K8.b", "K8.c", "K9.b", "K10.a", "K11.a", "K12.b", "K12.c"},
+		"K6.c", "K7.b", "K7.d", "K8.b", "K8.c", "K9.b", "K10.a", "K11.a", "K12.b", "K12.c"},
 }
 
 // brokenRuns: the flawless fixture with a streaming and a buffering
@@ -74,10 +76,10 @@ var brokenRuns = []brokenRun{
 		bc.AckBeforePost, bc.NewIDOnReconnect, bc.ActivityUnsupported}},
 	{name: "group-c", flaws: []bc.Flaw{bc.DescriptorExtra, bc.FinalTwice, bc.SilentInvalid, bc.NoRequestID,
 		bc.AcceptUnknownFile, bc.LenientDelta, bc.ActivityForever}},
-	{name: "group-d", flaws: []bc.Flaw{bc.LenientHello, bc.NoDrafts, bc.ResendHistory}},
-	{name: "group-e-buffered", buffered: true, apiKey: "fixture-key", flaws: []bc.Flaw{bc.UploadsWithoutKey, bc.BufferTempText}},
 	// It overlaps nearly every other flaw, so it runs alone.
 	{name: "group-f", flaws: []bc.Flaw{bc.RejectRetryable}},
+	{name: "group-d", flaws: []bc.Flaw{bc.LenientHello, bc.NoDrafts, bc.ResendHistory, bc.RejectUnknownMembers}},
+	{name: "group-e-buffered", buffered: true, apiKey: "fixture-key", flaws: []bc.Flaw{bc.UploadsWithoutKey, bc.BufferTempText, bc.ExactVersion}},
 }
 
 // want returns the checks a run must fail, sorted like a report, and

@@ -16,6 +16,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/gorilla/websocket"
 	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/protocol"
 	"github.com/xagentkit/imv2/xfiles"
 )
 
@@ -26,7 +27,7 @@ func (r *run) httpClient() *http.Client { return r.conn.HTTPClient }
 // fetchCard reads /connector-card.json without credentials (H1: it is
 // public). It returns the raw body and the Card decoded leniently:
 // enough for the card ID the hello needs. The card command validates.
-func (r *run) fetchCard() ([]byte, *imv2.Card, error) {
+func (r *run) fetchCard() ([]byte, *protocol.Card, error) {
 	req, err := http.NewRequestWithContext(r.ctx, http.MethodGet, r.conn.URL+"/connector-card.json", nil)
 	if err != nil {
 		return nil, nil, err
@@ -43,7 +44,7 @@ func (r *run) fetchCard() ([]byte, *imv2.Card, error) {
 	if resp.StatusCode != http.StatusOK {
 		return nil, nil, fmt.Errorf("GET /connector-card.json without credentials: HTTP %d, want 200 (H1: public)", resp.StatusCode)
 	}
-	card := new(imv2.Card)
+	card := new(protocol.Card)
 	if err := json.Unmarshal(body, card); err != nil {
 		return nil, nil, fmt.Errorf("the Card is not JSON: %v (H1)", err)
 	}
@@ -54,7 +55,7 @@ func (r *run) fetchCard() ([]byte, *imv2.Card, error) {
 }
 
 // ensureCard fetches the Card once per check.
-func (r *run) ensureCard() (*imv2.Card, error) {
+func (r *run) ensureCard() (*protocol.Card, error) {
 	if r.card != nil {
 		return r.card, nil
 	}
@@ -80,7 +81,7 @@ func cmdCard(r *run, a *args) error {
 	if err != nil {
 		return err
 	}
-	card, err := imv2.DecodeCard(body)
+	card, err := protocol.DecodeCard(body)
 	if err != nil {
 		return fmt.Errorf("the Card is invalid: %v", err)
 	}
@@ -136,7 +137,7 @@ func cmdDial(r *run, a *args) error {
 	}
 	d := websocket.Dialer{HandshakeTimeout: r.cfg.Wait}
 	if sub != "none" {
-		d.Subprotocols = []string{imv2.Subprotocol}
+		d.Subprotocols = []string{protocol.Subprotocol}
 	}
 	ws, resp, err := d.DialContext(r.ctx, u, h)
 	if resp != nil && resp.Body != nil {
@@ -161,9 +162,9 @@ func cmdDial(r *run, a *args) error {
 		}
 		return fmt.Errorf("GET /ws: %v", err)
 	}
-	if ws.Subprotocol() != imv2.Subprotocol {
+	if ws.Subprotocol() != protocol.Subprotocol {
 		_ = ws.Close()
-		return fmt.Errorf("the Connector selected subprotocol %q, want %s (W1)", ws.Subprotocol(), imv2.Subprotocol)
+		return fmt.Errorf("the Connector selected subprotocol %q, want %s (W1)", ws.Subprotocol(), protocol.Subprotocol)
 	}
 	if r.peer != nil {
 		r.peer.close()
@@ -212,23 +213,23 @@ func cmdHello(r *run, a *args) error {
 	if err != nil {
 		return err
 	}
-	h := imv2.ConnectorHello{
+	h := protocol.ConnectorHello{
 		ConnectorCardID:   card.ConnectorCardID,
-		ProtocolVersion:   imv2.ProtocolVersion,
+		ProtocolVersion:   r.cfg.HelloVersion,
 		SupportedProfiles: []string{imv2.ProfileIMv2},
 	}
 	if a.flag("resume") {
 		h.ConnectorID = r.v.plain["CONNECTOR_ID"]
 	}
-	p, err := imv2.NewPacket(imv2.TypeConnectorHello, "", h)
+	p, err := imv2.NewPacket(protocol.TypeConnectorHello, "", h)
 	if err != nil {
 		return err
 	}
-	fr, err := r.request(p, imv2.TypeConnectorHelloAck)
+	fr, err := r.request(p, protocol.TypeConnectorHelloAck)
 	if err != nil {
 		return err
 	}
-	var ack imv2.ConnectorHelloAck
+	var ack protocol.ConnectorHelloAck
 	if err := fr.p.DecodePayload(&ack); err != nil {
 		return err
 	}
@@ -237,10 +238,30 @@ func cmdHello(r *run, a *args) error {
 		return fmt.Errorf("hello.ack connector_card_id %q, want %q (W4)", ack.ConnectorCardID, card.ConnectorCardID)
 	case ack.ConnectorID == "":
 		return errors.New("hello.ack has no connector_id (W4)")
-	case ack.ProtocolVersion != imv2.ProtocolVersion:
-		return fmt.Errorf("hello.ack protocol_version %q, want %s (W4)", ack.ProtocolVersion, imv2.ProtocolVersion)
+	}
+	if err := ackVersionOK(ack.ProtocolVersion, r.cfg.HelloVersion); err != nil {
+		return err
 	}
 	r.v.set("CONNECTOR_ID", ack.ConnectorID)
+	return nil
+}
+
+// ackVersionOK checks the hello.ack's protocol_version: the Connector's
+// own, major.minor, at least 3.0 and not newer than the hello's (W4); an
+// echo of a newer hello is therefore refused only when it is not a
+// version the Connector could speak.
+func ackVersionOK(ack, hello string) error {
+	v, err := protocol.ParseVersion(ack)
+	if err != nil {
+		return fmt.Errorf("hello.ack protocol_version %q is not major.minor (W4)", ack)
+	}
+	h, err := protocol.ParseVersion(hello)
+	if err != nil {
+		return fmt.Errorf("the suite's HelloVersion %q is not major.minor", hello)
+	}
+	if v.Compare(protocol.Version30) < 0 || v.Compare(h) > 0 {
+		return fmt.Errorf("hello.ack protocol_version %s is outside %s–%s, the hello's range (W4)", v, protocol.ProtocolVersion, h)
+	}
 	return nil
 }
 
@@ -277,11 +298,11 @@ func cmdOpen(r *run, a *args) error {
 			return fmt.Errorf("open %s reuse: $%s is not bound", name, name)
 		}
 	}
-	p, err := imv2.NewPacket(imv2.TypeChannelOpen, requested, nil)
+	p, err := imv2.NewPacket(protocol.TypeChannelOpen, requested, nil)
 	if err != nil {
 		return err
 	}
-	fr, err := r.request(p, imv2.TypeChannelOpenAck)
+	fr, err := r.request(p, protocol.TypeChannelOpenAck)
 	if err != nil {
 		return err
 	}
@@ -312,8 +333,8 @@ func cmdOpen(r *run, a *args) error {
 // checkDescriptor validates a Descriptor against the Card (P2, H5) and
 // the channel: IM v2 enabled, exactly the intersection the suite's hello
 // allowed (P3), for target type im (P1).
-func (r *run) checkDescriptor(card *imv2.Card, raw []byte, channel string) error {
-	d, err := imv2.DecodeDescriptor(raw, card)
+func (r *run) checkDescriptor(card *protocol.Card, raw []byte, channel string) error {
+	d, err := protocol.DecodeDescriptor(raw, card)
 	if err != nil {
 		return fmt.Errorf("the Descriptor is invalid: %v", err)
 	}
@@ -343,11 +364,11 @@ func cmdDescriptor(r *run, a *args) error {
 	if len(pos) != 1 {
 		return errors.New("usage: descriptor CHANNEL_ID")
 	}
-	p, err := imv2.NewPacket(imv2.TypeDescriptorGet, pos[0], nil)
+	p, err := imv2.NewPacket(protocol.TypeDescriptorGet, pos[0], nil)
 	if err != nil {
 		return err
 	}
-	fr, err := r.request(p, imv2.TypeDescriptorGetAck)
+	fr, err := r.request(p, protocol.TypeDescriptorGetAck)
 	if err != nil {
 		return err
 	}
@@ -371,11 +392,11 @@ func cmdClose(r *run, a *args) error {
 	if len(pos) != 1 {
 		return errors.New("usage: close CHANNEL_ID")
 	}
-	p, err := imv2.NewPacket(imv2.TypeChannelClose, pos[0], nil)
+	p, err := imv2.NewPacket(protocol.TypeChannelClose, pos[0], nil)
 	if err != nil {
 		return err
 	}
-	fr, err := r.request(p, imv2.TypeChannelCloseAck)
+	fr, err := r.request(p, protocol.TypeChannelCloseAck)
 	if err != nil {
 		return err
 	}

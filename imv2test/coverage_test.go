@@ -2,6 +2,7 @@ package imv2test_test
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -9,13 +10,14 @@ import (
 )
 
 // ruleFamilies are the families of RULES.md the suite must cover, with
-// their rule counts.
+// their highest rule number and the numbers RULES.md does not use.
 var ruleFamilies = []struct {
 	family string
 	n      int
+	absent []int
 }{
-	{"P", 8}, {"I", 4}, {"E", 3}, {"M", 14}, {"D", 12}, {"A", 8},
-	{"C", 8}, {"S", 10}, {"X", 5}, {"W", 12}, {"H", 5}, {"T", 4},
+	{"P", 8, nil}, {"I", 4, nil}, {"E", 5, []int{4}}, {"M", 14, nil}, {"D", 12, nil}, {"A", 8, nil},
+	{"C", 8, nil}, {"S", 10, nil}, {"X", 5, nil}, {"W", 12, nil}, {"H", 5, nil}, {"T", 4, nil},
 }
 
 // TestCoverage_K1_K12_EveryRuleCheckedOrExplained: every rule of families
@@ -40,6 +42,9 @@ func TestCoverage_K1_K12_EveryRuleCheckedOrExplained(t *testing.T) {
 	}
 	for _, f := range ruleFamilies {
 		for i := 1; i <= f.n; i++ {
+			if slices.Contains(f.absent, i) {
+				continue
+			}
 			id := fmt.Sprintf("%s%d", f.family, i)
 			switch {
 			case len(covered[id]) > 0 && unobserved[id]:

@@ -25,13 +25,13 @@
 // answers (profile §11, rules K1–K12) with a sub-check suffix, and
 // lists the rule IDs it exercises:
 //
-//	K1   Card and Descriptor declare the profile; Card, health, skill, /ws, hello, channel.open, descriptor
+//	K1   Card and Descriptor declare the profile; Card, health, skill, /ws, hello (3.0 and newer admitted), channel.open, descriptor
 //	K2   delta+final and final-only both work; delta sequencing (gaps, conflicts, retransmissions)
 //	K3   business idempotency by message_id only; exactly-once display; single flight
 //	K4   acks match reply_to, channel and message; request_id echo; protocol errors answer their packet
 //	K5   no temporary text when the target cannot stream
 //	K6   delta state bounded: open streams, text per stream, idle TTL
-//	K7   no session, role or user ID field accepted or sent
+//	K7   no session, role or user ID field accepted or sent, at any depth; other unknown members ignored (E5)
 //	K8   inbound files downloadable without credentials; outbound files uploaded to the channel first
 //	K9   files only in finals; text and all files one ack unit, acked after the side effect
 //	K10  session sync, history snapshots, replays, UI projections not accepted

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/protocol"
 )
 
 // run is one check being executed: the script's variables, the current
@@ -24,7 +25,7 @@ type run struct {
 	xa    *xagentRun // xAgent side
 	v     *vars
 	peer  *peer
-	card  *imv2.Card
+	card  *protocol.Card
 	saved map[string]*frame // packets bound with as=
 	mark  int               // observer events before the check started
 	obs   Observer
@@ -587,6 +588,11 @@ func (r *run) validate(fr *frame) error {
 		}
 		_, err = imv2.DecodeChatActivity(fr.p)
 	}
+	if err == nil {
+		if m := undefinedMember(fr.p); m != "" {
+			err = fmt.Errorf("member %q is not one the profile defines: read tolerantly, write strictly (E5)", m)
+		}
+	}
 	return err
 }
 
@@ -936,7 +942,7 @@ func cmdSync(r *run, _ *args) error {
 	if err != nil {
 		return err
 	}
-	p, err := imv2.NewPacket(imv2.TypePing, "", nil)
+	p, err := imv2.NewPacket(protocol.TypePing, "", nil)
 	if err != nil {
 		return err
 	}
@@ -945,7 +951,7 @@ func cmdSync(r *run, _ *args) error {
 		return err
 	}
 	_, err = pr.await(r.ctx, time.Now().Add(r.cfg.Wait), func(f *frame) bool {
-		return f.p.Type == imv2.TypePong && (f.p.ReplyTo == p.PacketID || f.p.RequestID == p.RequestID)
+		return f.p.Type == protocol.TypePong && (f.p.ReplyTo == p.PacketID || f.p.RequestID == p.RequestID)
 	})
 	if err != nil {
 		return fmt.Errorf("no pong within %v (%v)", r.cfg.Wait, err)

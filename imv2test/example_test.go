@@ -13,6 +13,7 @@ import (
 	"github.com/xagentkit/imv2/dataplane"
 	"github.com/xagentkit/imv2/imv2test"
 	"github.com/xagentkit/imv2/imv2test/internal/brokenconnector"
+	"github.com/xagentkit/imv2/protocol"
 )
 
 // CheckConnector against a Connector at a URL: here the suite's own
@@ -81,12 +82,12 @@ func ExampleRunConnector() {
 	}
 }
 
-func myCard() *imv2.Card {
-	return &imv2.Card{
-		Schema: imv2.CardSchema, ProtocolVersion: imv2.ProtocolVersion,
-		Build:           imv2.Build{BuildTime: time.Now().Format(time.RFC3339)},
-		ConnectorCardID: "im.example", Connector: imv2.CardInfo{Name: "Example", Version: "1"},
-		Supports: imv2.Supports{TargetTypes: []string{"im"}, Profiles: []string{imv2.ProfileIMv2},
-			Targets: []imv2.SupportedTarget{{TargetType: "im", Provider: "example", Label: "Example"}}},
+func myCard() *protocol.Card {
+	return &protocol.Card{
+		Schema: protocol.CardSchema, ProtocolVersion: protocol.ProtocolVersion,
+		Build:           protocol.Build{BuildTime: time.Now().Format(time.RFC3339)},
+		ConnectorCardID: "im.example", Connector: protocol.CardInfo{Name: "Example", Version: "1"},
+		Supports: protocol.Supports{TargetTypes: []string{"im"}, Profiles: []string{imv2.ProfileIMv2},
+			Targets: []protocol.SupportedTarget{{TargetType: "im", Provider: "example", Label: "Example"}}},
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/xagentkit/imv2/dataplane"
 	"github.com/xagentkit/imv2/display"
 	"github.com/xagentkit/imv2/imv2test"
+	"github.com/xagentkit/imv2/internal/testcard"
 )
 
 // rateLimited is a pretend IM platform behind display.Target, with every
@@ -139,17 +140,7 @@ func startRateLimited(t *testing.T, mode display.Mode, apiKey string) (imv2test.
 	tg, err := display.New(platform, &display.Options{Mode: mode, Interval: 20 * time.Millisecond, ActivityTimeout: sdkActivityTTL})
 	require.NoError(t, err)
 	require.Equal(t, mode, tg.Mode())
-	card := &imv2.Card{
-		Schema: imv2.CardSchema, ProtocolVersion: imv2.ProtocolVersion,
-		Build:           imv2.Build{Version: "1.0.0", BuildTime: "2026-11-30T00:00:00Z"},
-		ConnectorCardID: "im.ratelimited",
-		Connector:       imv2.CardInfo{Name: "Rate-limited test Connector", Version: "1.0.0"},
-		Supports: imv2.Supports{
-			TargetTypes: []string{imv2.TargetTypeIM},
-			Targets:     []imv2.SupportedTarget{{TargetType: imv2.TargetTypeIM, Provider: "ratelimited", Label: "Rate-limited"}},
-			Profiles:    []string{imv2.ProfileIMv2},
-		},
-	}
+	card := testcard.IM("ratelimited", "Rate-limited")
 	var files *connector.Handler
 	srv, err := dataplane.NewServer(dataplane.ServerConfig{
 		Card:      card,

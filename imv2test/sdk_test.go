@@ -13,6 +13,8 @@ import (
 	"github.com/xagentkit/imv2/connector"
 	"github.com/xagentkit/imv2/dataplane"
 	"github.com/xagentkit/imv2/imv2test"
+	"github.com/xagentkit/imv2/internal/testcard"
+	"github.com/xagentkit/imv2/protocol"
 )
 
 // sdkTimeouts are the short bounds the in-process SDK Connector declares,
@@ -27,20 +29,10 @@ const (
 // plane Server and the HTTP kit around the suite's recording target.
 func startSDKConnector(apiKey string) func(t *testing.T, target *imv2test.RecordingTarget) imv2test.Connector {
 	return func(t *testing.T, target *imv2test.RecordingTarget) imv2test.Connector {
-		schema, err := imv2.ToolInputSchema(map[string]json.RawMessage{"text": json.RawMessage(`{"type":"string"}`)}, "text")
+		schema, err := protocol.ToolInputSchema(map[string]json.RawMessage{"text": json.RawMessage(`{"type":"string"}`)}, "text")
 		require.NoError(t, err)
-		card := &imv2.Card{
-			Schema: imv2.CardSchema, ProtocolVersion: imv2.ProtocolVersion,
-			Build:           imv2.Build{Version: "1.0.0", BuildTime: "2026-11-30T00:00:00Z"},
-			ConnectorCardID: "im.sdktest",
-			Connector:       imv2.CardInfo{Name: "SDK test Connector", Version: "1.0.0"},
-			Supports: imv2.Supports{
-				TargetTypes: []string{imv2.TargetTypeIM},
-				Targets:     []imv2.SupportedTarget{{TargetType: imv2.TargetTypeIM, Provider: "sdktest", Label: "SDK test"}},
-				Profiles:    []string{imv2.ProfileIMv2},
-			},
-			Tools: []imv2.Tool{{ToolID: "sdktest_send", Profile: imv2.ProfileIMv2, InputSchema: schema}},
-		}
+		card := testcard.IM("sdktest", "SDK test")
+		card.Tools = []protocol.Tool{{ToolID: "sdktest_send", Profile: imv2.ProfileIMv2, InputSchema: schema}}
 		srv, err := dataplane.NewServer(dataplane.ServerConfig{
 			Card:      card,
 			NewTarget: func(string) imv2.Target { return target.Target() },

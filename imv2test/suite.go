@@ -11,6 +11,8 @@ import (
 	"sync"
 	"text/tabwriter"
 	"time"
+
+	"github.com/xagentkit/imv2/protocol"
 )
 
 // Connector describes a Connector under test.
@@ -82,6 +84,12 @@ type Config struct {
 	// rejection to its last resend (default half of Wait, so the last
 	// answer still arrives while an expect waits for it).
 	RetryBudget time.Duration
+	// HelloVersion is the protocol_version every hello of the suite
+	// carries (default protocol.ProtocolVersion, 3.0). Set a newer one, such
+	// as "4.3", to drive the Connector as today's xAgent does: its hello
+	// announces its own current version, and the Connector must admit it
+	// and answer with its own (W4).
+	HelloVersion string
 	// CheckTimeout bounds one check (default 60 s).
 	CheckTimeout time.Duration
 	// Log, when set, receives a transcript: every step and its outcome,
@@ -127,6 +135,9 @@ func (c *Config) withDefaults() Config {
 		if _, ok := o.Log.(*lockedWriter); !ok {
 			o.Log = &lockedWriter{w: o.Log}
 		}
+	}
+	if o.HelloVersion == "" {
+		o.HelloVersion = protocol.ProtocolVersion
 	}
 	if o.DeltaStreams <= 0 {
 		o.DeltaStreams = 1024

@@ -22,6 +22,7 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/dataplane"
+	"github.com/xagentkit/imv2/protocol"
 	"github.com/xagentkit/imv2/xfiles"
 )
 
@@ -205,16 +206,16 @@ func (x *xagentRun) keyOK(r *http.Request) bool {
 	return subtle.ConstantTimeCompare(got[:], want[:]) == 1
 }
 
-func (x *xagentRun) card() *imv2.Card {
-	return &imv2.Card{
-		Schema:          imv2.CardSchema,
-		ProtocolVersion: imv2.ProtocolVersion,
-		Build:           imv2.Build{Version: "1", BuildTime: "2026-11-30T00:00:00Z"},
+func (x *xagentRun) card() *protocol.Card {
+	return &protocol.Card{
+		Schema:          protocol.CardSchema,
+		ProtocolVersion: protocol.ProtocolVersion,
+		Build:           protocol.Build{Version: "1", BuildTime: "2026-11-30T00:00:00Z"},
 		ConnectorCardID: x.cardID,
-		Connector:       imv2.CardInfo{Name: "imv2test Connector", Version: "1"},
-		Supports: imv2.Supports{
+		Connector:       protocol.CardInfo{Name: "imv2test Connector", Version: "1"},
+		Supports: protocol.Supports{
 			TargetTypes: []string{imv2.TargetTypeIM},
-			Targets:     []imv2.SupportedTarget{{TargetType: imv2.TargetTypeIM, Provider: "imv2test", Label: "imv2test"}},
+			Targets:     []protocol.SupportedTarget{{TargetType: imv2.TargetTypeIM, Provider: "imv2test", Label: "imv2test"}},
 			Profiles:    []string{imv2.ProfileIMv2},
 		},
 	}
@@ -252,11 +253,11 @@ func (x *xagentRun) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "missing or wrong API key", http.StatusUnauthorized)
 		return
 	}
-	if !slices.Contains(websocket.Subprotocols(r), imv2.Subprotocol) {
-		http.Error(w, "subprotocol "+imv2.Subprotocol+" required", http.StatusBadRequest)
+	if !slices.Contains(websocket.Subprotocols(r), protocol.Subprotocol) {
+		http.Error(w, "subprotocol "+protocol.Subprotocol+" required", http.StatusBadRequest)
 		return
 	}
-	up := websocket.Upgrader{Subprotocols: []string{imv2.Subprotocol}}
+	up := websocket.Upgrader{Subprotocols: []string{protocol.Subprotocol}}
 	ws, err := up.Upgrade(w, r, nil)
 	if err != nil {
 		return
@@ -350,10 +351,10 @@ func cmdAccept(r *run, a *args) error {
 	if err != nil {
 		return fmt.Errorf("no packet after the upgrade within %v (%v)", r.cfg.Wait, err)
 	}
-	if fr.p.Type != imv2.TypeConnectorHello {
+	if fr.p.Type != protocol.TypeConnectorHello {
 		return fmt.Errorf("the first packet is %s, want connector.hello (W3)", fr.p.Type)
 	}
-	var h imv2.ConnectorHello
+	var h protocol.ConnectorHello
 	if err := fr.p.DecodePayload(&h); err != nil {
 		return err
 	}
@@ -361,8 +362,8 @@ func cmdAccept(r *run, a *args) error {
 	switch {
 	case h.ConnectorCardID != x.cardID:
 		return fmt.Errorf("hello connector_card_id %q, want %q (W4)", h.ConnectorCardID, x.cardID)
-	case h.ProtocolVersion != imv2.ProtocolVersion:
-		return fmt.Errorf("hello protocol_version %q, want %s (W4)", h.ProtocolVersion, imv2.ProtocolVersion)
+	case !helloVersionOK(h.ProtocolVersion):
+		return fmt.Errorf("hello protocol_version %q is missing, not major.minor or below %s (W4)", h.ProtocolVersion, protocol.ProtocolVersion)
 	case h.SupportedProfiles == nil:
 		return errors.New("hello has no supported_profiles: profiles must be declared explicitly (P3)")
 	case !slices.Contains(h.SupportedProfiles, imv2.ProfileIMv2):
@@ -374,7 +375,7 @@ func cmdAccept(r *run, a *args) error {
 	if !resume || id == "" {
 		id = "conn_" + uuid.NewString()
 	}
-	ack, err := imv2.NewReply(fr.p, imv2.TypeConnectorHelloAck, imv2.ConnectorHelloAck{ConnectorCardID: x.cardID, ConnectorID: id, ProtocolVersion: imv2.ProtocolVersion})
+	ack, err := imv2.NewReply(fr.p, protocol.TypeConnectorHelloAck, protocol.ConnectorHelloAck{ConnectorCardID: x.cardID, ConnectorID: id, ProtocolVersion: protocol.ProtocolVersion})
 	if err != nil {
 		return err
 	}
@@ -396,7 +397,7 @@ func cmdAcceptOpen(r *run, a *args) error {
 	if err != nil {
 		return err
 	}
-	fr, err := pr.await(r.ctx, time.Now().Add(r.cfg.Wait), func(f *frame) bool { return f.p.Type == imv2.TypeChannelOpen })
+	fr, err := pr.await(r.ctx, time.Now().Add(r.cfg.Wait), func(f *frame) bool { return f.p.Type == protocol.TypeChannelOpen })
 	if err != nil {
 		return fmt.Errorf("no channel.open within %v (%v)%s", r.cfg.Wait, err, r.sawText())
 	}
@@ -409,13 +410,13 @@ func cmdAcceptOpen(r *run, a *args) error {
 	} else if id == "" {
 		id = "cch_" + uuid.NewString()
 	}
-	d := &imv2.Descriptor{
-		Schema: imv2.DescriptorSchema,
-		Connection: imv2.Connection{ConnectorCardID: r.xa.cardID, ConnectorID: r.v.plain["CONNECTOR_ID"], ConnectorChannelID: id,
-			TargetType: imv2.TargetTypeIM, Profiles: []string{imv2.ProfileIMv2}, Status: imv2.StatusConnected},
-		Target: imv2.DescriptorTarget{Provider: "imv2test", Label: "imv2test", DisplayName: "imv2test"},
+	d := &protocol.Descriptor{
+		Schema: protocol.DescriptorSchema,
+		Connection: protocol.Connection{ConnectorCardID: r.xa.cardID, ConnectorID: r.v.plain["CONNECTOR_ID"], ConnectorChannelID: id,
+			TargetType: imv2.TargetTypeIM, Profiles: []string{imv2.ProfileIMv2}, Status: protocol.StatusConnected},
+		Target: protocol.DescriptorTarget{Provider: "imv2test", Label: "imv2test", DisplayName: "imv2test"},
 	}
-	ack, err := imv2.NewReply(fr.p, imv2.TypeChannelOpenAck, imv2.ChannelOpenAck{ConnectorChannelID: id, ConnectionDescriptor: d})
+	ack, err := imv2.NewReply(fr.p, protocol.TypeChannelOpenAck, protocol.ChannelOpenAck{ConnectorChannelID: id, ConnectionDescriptor: d})
 	if err != nil {
 		return err
 	}
@@ -657,3 +658,10 @@ func (s *sdkXAgent) Reply(ctx context.Context, channelID string, r Reply) error 
 }
 
 func (s *sdkXAgent) Close() error { return s.client.Close() }
+
+// helloVersionOK reports whether an xAgent's hello version is one a 3.0
+// Connector admits: its own current version, 3.0 or newer (W4).
+func helloVersionOK(s string) bool {
+	v, err := protocol.ParseVersion(s)
+	return err == nil && v.Compare(protocol.Version30) >= 0
+}

@@ -13,6 +13,7 @@ import (
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/dataplane"
 	"github.com/xagentkit/imv2/imv2test"
+	"github.com/xagentkit/imv2/protocol"
 )
 
 // xagentFlaw breaks this SDK's xAgent on the wire, by rewriting what its
@@ -47,7 +48,7 @@ func (f *flawConn) Write(ctx context.Context, p *imv2.Packet) error {
 	_ = json.Unmarshal(p.Payload, &payload)
 	changed := false
 	switch p.Type {
-	case imv2.TypePong:
+	case protocol.TypePong:
 		if f.has(xNoPong) {
 			return nil
 		}

@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/protocol"
 )
 
 // MaxExtraCodes bounds the distinct codes outside the SDK's own that get a
@@ -184,11 +185,11 @@ func wellFormed(code imv2.Code) bool {
 }
 
 var knownCodes = map[imv2.Code]struct{}{
-	imv2.CodeInvalidPacket: {}, imv2.CodeHelloRequired: {}, imv2.CodeConnectorCardIDMismatch: {},
-	imv2.CodeConnectorIDMismatch: {}, imv2.CodeChannelNotOpen: {}, imv2.CodeChannelIDRequired: {},
-	imv2.CodeChannelNotOwned: {}, imv2.CodeChannelConnectorMismatch: {}, imv2.CodeChannelUnavailable: {},
-	imv2.CodeConnectionNotFound: {}, imv2.CodeConnectionNotAuthenticated: {}, imv2.CodeAuthSessionNotFound: {},
-	imv2.CodeToolInvokeFailed: {}, imv2.CodeUnsupportedPacket: {}, imv2.CodeDeltaSequenceGap: {},
+	imv2.CodeInvalidPacket: {}, protocol.CodeHelloRequired: {}, protocol.CodeConnectorCardIDMismatch: {},
+	protocol.CodeConnectorIDMismatch: {}, imv2.CodeChannelNotOpen: {}, imv2.CodeChannelIDRequired: {},
+	protocol.CodeChannelNotOwned: {}, protocol.CodeChannelConnectorMismatch: {}, imv2.CodeChannelUnavailable: {},
+	protocol.CodeConnectionNotFound: {}, protocol.CodeConnectionNotAuthenticated: {}, protocol.CodeAuthSessionNotFound: {},
+	protocol.CodeToolInvokeFailed: {}, imv2.CodeUnsupportedPacket: {}, imv2.CodeDeltaSequenceGap: {},
 	imv2.CodeDeltaSequenceConflict: {}, imv2.CodeDeltaLimitExceeded: {}, imv2.CodeMessageIDConflict: {},
 	imv2.CodeForbiddenField: {}, imv2.CodeTargetDeliveryFailed: {}, imv2.CodeTargetRejected: {},
 	imv2.CodePendingFull: {}, imv2.CodeClosed: {}, imv2.CodeExpired: {},

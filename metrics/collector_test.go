@@ -16,6 +16,7 @@ import (
 
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/fakeclock"
+	"github.com/xagentkit/imv2/imv2test"
 	"github.com/xagentkit/imv2/metrics"
 )
 
@@ -65,7 +66,7 @@ func TestCollector_ConversationScrapedOverHTTP(t *testing.T) {
 	delivered := make(chan imv2.AckStatus, 8)
 	failed := make(chan imv2.Code, 8)
 	neg := imv2.DefaultCatalog().Negotiate([]string{imv2.ProfileIMv2}, []string{imv2.ProfileIMv2})
-	a, b := imv2.NewInMemoryTransports()
+	a, b := imv2test.NewInMemoryTransports()
 	conn, err := imv2.NewChannel("cch_1", imv2.RoleConnector, neg, a, target,
 		&imv2.Options{Observer: mc, Clock: clock, Completed: mc.Completed(store), Pending: mc.Pending(imv2.NewMemoryPendingStore(0))})
 	if err != nil {

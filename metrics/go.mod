@@ -7,7 +7,11 @@ require (
 	go.uber.org/goleak v1.3.0
 )
 
-require github.com/kylelemons/godebug v1.1.0 // indirect
+require (
+	github.com/gorilla/websocket v1.5.3 // indirect
+	github.com/kylelemons/godebug v1.1.0 // indirect
+	go.yaml.in/yaml/v3 v3.0.5 // indirect
+)
 
 require (
 	github.com/beorn7/perks v1.0.1 // indirect

@@ -75,6 +75,10 @@ func (w *completedStore) DropChannel(ctx context.Context, channelID string) erro
 	return w.c.storeErr("completed", "drop_channel", w.s.DropChannel(ctx, channelID))
 }
 
+func (w *completedStore) Handover(ctx context.Context, from, to string) error {
+	return w.c.storeErr("completed", "handover", w.s.Handover(ctx, from, to))
+}
+
 type claimStore struct {
 	completedStore
 	cs imv2.ClaimStore

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/clock"
 	"github.com/xagentkit/imv2/fakeclock"
 	"github.com/xagentkit/imv2/pgstore"
 )
@@ -21,7 +22,7 @@ func fpOf(s string) imv2.Fingerprint {
 
 // replicas opens n stores on one database, each with its own pool, as n
 // Connector processes would, all timed by clock.
-func replicas(t *testing.T, n int, clock imv2.Clock) []*pgstore.Store {
+func replicas(t *testing.T, n int, clock clock.Clock) []*pgstore.Store {
 	t.Helper()
 	url := srv.NewDatabase(t)
 	out := make([]*pgstore.Store, n)

@@ -54,7 +54,7 @@ func (s *Store) Register(ctx context.Context, channelID string) error {
 }
 
 // Forget removes a channel ID the Connector dropped for good, with the
-// channel's pending entries, completed records and claims (S7).
+// channel's pending entries (S7); its completed records and claims stay.
 func (s *Store) Forget(ctx context.Context, channelID string) error {
 	if err := checkChannel(channelID); err != nil {
 		return err
@@ -62,8 +62,8 @@ func (s *Store) Forget(ctx context.Context, channelID string) error {
 	if _, err := s.pool.Exec(ctx, "DELETE FROM imv2_channels WHERE channel_id = $1", []byte(channelID)); err != nil {
 		return fmt.Errorf("pgstore: %w", err)
 	}
-	if err := s.DropPending(ctx, channelID); err != nil {
-		return err
-	}
-	return s.DropChannel(ctx, channelID)
+	// Completed records stay until the TTL or the cap takes them, so a
+	// resend under the ID that replaces this one is still answered
+	// duplicate (see imv2.Channel.Drop and Handover).
+	return s.DropPending(ctx, channelID)
 }

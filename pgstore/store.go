@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/clock"
 )
 
 // Options configure a Store. The zero value is ready to use.
@@ -20,8 +21,8 @@ type Options struct {
 	// Clock times completed records, their TTL and claim leases. Every
 	// replica on one database must use clocks that agree (the system
 	// clock, NTP-synced); the server's now() is never used, so tests can
-	// drive time with fakeclock. Default imv2.SystemClock{}.
-	Clock imv2.Clock
+	// drive time with fakeclock. Default clock.System{}.
+	Clock clock.Clock
 	// PendingCap bounds pending entries per channel; Add beyond it fails
 	// with code pending_full. Default imv2.DefaultPendingCap (1000).
 	PendingCap int
@@ -54,7 +55,7 @@ const inlineSweep = 16
 // use, by goroutines and by processes.
 type Store struct {
 	pool         *pgxpool.Pool
-	clock        imv2.Clock
+	clock        clock.Clock
 	pendingCap   int
 	completedCap int64
 	ttl          time.Duration
@@ -82,7 +83,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		registryCap:  opts.RegistryCap,
 	}
 	if s.clock == nil {
-		s.clock = imv2.SystemClock{}
+		s.clock = clock.System{}
 	}
 	if s.pendingCap <= 0 {
 		s.pendingCap = imv2.DefaultPendingCap

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/clock"
 	"github.com/xagentkit/imv2/dataplane"
 	"github.com/xagentkit/imv2/pgstore"
 	"github.com/xagentkit/imv2/storetest"
@@ -75,7 +76,7 @@ func TestStore_S1_S8_PendingContract(t *testing.T) {
 
 func TestStore_S6_S8_CompletedContract(t *testing.T) {
 	o := newOpener()
-	storetest.TestCompletedStore(t, func(t *testing.T, capacity int, ttl time.Duration, clock imv2.Clock) imv2.CompletedStore {
+	storetest.TestCompletedStore(t, func(t *testing.T, capacity int, ttl time.Duration, clock clock.Clock) imv2.CompletedStore {
 		opts := pgstore.Options{CompletedCap: capacity, CompletedTTL: ttl, Clock: clock}
 		return o.open(t, srv.NewDatabase(t), opts).Completed()
 	}, func(t *testing.T, s imv2.CompletedStore) imv2.CompletedStore {
@@ -96,7 +97,7 @@ func TestStore_S9_OneDatabaseTwoFacts(t *testing.T) {
 // ID, and its old claims turn orphaned when their lease ends.
 func TestStore_S8_A6_ClaimContract(t *testing.T) {
 	o := newOpener()
-	storetest.TestClaimStore(t, func(t *testing.T, ttl time.Duration, clock imv2.Clock) imv2.ClaimStore {
+	storetest.TestClaimStore(t, func(t *testing.T, ttl time.Duration, clock clock.Clock) imv2.ClaimStore {
 		return o.open(t, srv.NewDatabase(t), pgstore.Options{CompletedTTL: ttl, Clock: clock}).Completed()
 	}, nil)
 }

@@ -22,6 +22,7 @@ import (
 
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/dataplane"
+	"github.com/xagentkit/imv2/protocol"
 	"github.com/xagentkit/imv2/xfiles"
 )
 
@@ -116,7 +117,7 @@ func Start(ctx context.Context, cfg Config) (*Simulator, error) {
 // FetchCard reads and validates the Connector Card at
 // base/connector-card.json; it is dataplane.FetchCard, which Start's Dial
 // calls itself.
-func FetchCard(ctx context.Context, client *http.Client, base string) (*imv2.Card, error) {
+func FetchCard(ctx context.Context, client *http.Client, base string) (*protocol.Card, error) {
 	return dataplane.FetchCard(ctx, client, base)
 }
 

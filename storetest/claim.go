@@ -8,12 +8,13 @@ import (
 	"time"
 
 	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/clock"
 	"github.com/xagentkit/imv2/fakeclock"
 )
 
 // ClaimFactory returns a new, empty ClaimStore timed by clock, keeping
 // completed records for ttl. It registers its own cleanup with t.Cleanup.
-type ClaimFactory func(t *testing.T, ttl time.Duration, clock imv2.Clock) imv2.ClaimStore
+type ClaimFactory func(t *testing.T, ttl time.Duration, clock clock.Clock) imv2.ClaimStore
 
 // ClaimReopener closes s and returns a store on the same data, opened anew
 // with the same settings, as after a process restart (or a crash: a store

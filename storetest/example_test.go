@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/clock"
 	"github.com/xagentkit/imv2/storetest"
 )
 
@@ -16,7 +17,7 @@ func Example() {
 		storetest.TestPendingStore(t, func(t *testing.T, capacity int) imv2.PendingStore {
 			return imv2.NewMemoryPendingStore(capacity)
 		}, nil)
-		storetest.TestCompletedStore(t, func(t *testing.T, capacity int, ttl time.Duration, clock imv2.Clock) imv2.CompletedStore {
+		storetest.TestCompletedStore(t, func(t *testing.T, capacity int, ttl time.Duration, clock clock.Clock) imv2.CompletedStore {
 			return imv2.NewMemoryCompletedStore(capacity, ttl, clock)
 		}, nil)
 	}

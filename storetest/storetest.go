@@ -40,6 +40,7 @@ import (
 	"time"
 
 	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/clock"
 	"github.com/xagentkit/imv2/fakeclock"
 )
 
@@ -55,7 +56,7 @@ type PendingReopener func(t *testing.T, s imv2.PendingStore) imv2.PendingStore
 // CompletedFactory returns a new, empty store holding at most capacity
 // records across all channels, each for ttl, timed by clock. It registers
 // its own cleanup with t.Cleanup.
-type CompletedFactory func(t *testing.T, capacity int, ttl time.Duration, clock imv2.Clock) imv2.CompletedStore
+type CompletedFactory func(t *testing.T, capacity int, ttl time.Duration, clock clock.Clock) imv2.CompletedStore
 
 // CompletedReopener closes s and returns a store on the same data, opened
 // anew with the same capacity, ttl and clock, as after a process restart.
@@ -94,6 +95,7 @@ func TestCompletedStore(t *testing.T, newStore CompletedFactory, reopen Complete
 	t.Run("S4_ReRecordRestartsTTL", func(t *testing.T) { completedReRecordTTL(t, newStore) })
 	t.Run("S4_CapEvictsOldestFirst", func(t *testing.T) { completedCap(t, newStore) })
 	t.Run("S7_DropChannel", func(t *testing.T) { completedDropChannel(t, newStore) })
+	t.Run("S6_Handover", func(t *testing.T) { completedHandover(t, newStore) })
 	t.Run("Concurrent", func(t *testing.T) { completedConcurrent(t, newStore) })
 	if reopen != nil {
 		t.Run("S8_Reopen", func(t *testing.T) { completedReopen(t, newStore, reopen) })
@@ -498,6 +500,35 @@ func completedCap(t *testing.T, newStore CompletedFactory) {
 	wantLookup(t, s, "y", "m0", fpOf("4"), true)
 	wantLookup(t, s, "y", "m1", fpOf("2"), true)
 	wantLookup(t, s, "x", "m9", fpOf("5"), true)
+}
+
+// completedHandover: a handover copies the live records of one channel to
+// another with their age, keeps the source's, and copies nothing from an
+// unknown channel.
+func completedHandover(t *testing.T, newStore CompletedFactory) {
+	ctx := context.Background()
+	clock := fakeclock.New(start)
+	s := newStore(t, 20, time.Hour, clock)
+	mustRecord(t, s, "a", "m1", fpOf("a1"))
+	mustRecord(t, s, "a", "m2", fpOf("a2"))
+	mustRecord(t, s, "ab", "m3", fpOf("ab3")) // a longer channel ID sharing a's prefix
+	mustRecord(t, s, "b", "m2", fpOf("b2"))   // replaced by a's record
+	clock.Advance(30 * time.Minute)
+	if err := s.Handover(ctx, "a", "b"); err != nil {
+		t.Fatalf("Handover: %v", err)
+	}
+	if err := s.Handover(ctx, "never-seen", "c"); err != nil {
+		t.Fatalf("Handover from an unknown channel: %v", err)
+	}
+	wantLookup(t, s, "b", "m1", fpOf("a1"), true)
+	wantLookup(t, s, "b", "m2", fpOf("a2"), true)
+	wantLookup(t, s, "b", "m3", imv2.Fingerprint{}, false)
+	wantLookup(t, s, "a", "m1", fpOf("a1"), true)
+	wantLookup(t, s, "c", "m1", imv2.Fingerprint{}, false)
+	// A copy keeps the record's age: it expires when the original does.
+	clock.Advance(31 * time.Minute)
+	wantLookup(t, s, "b", "m1", imv2.Fingerprint{}, false)
+	wantLookup(t, s, "a", "m1", imv2.Fingerprint{}, false)
 }
 
 func completedDropChannel(t *testing.T, newStore CompletedFactory) {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/clock"
 	"github.com/xagentkit/imv2/fakeclock"
 	"github.com/xagentkit/imv2/storetest"
 )
@@ -28,13 +29,13 @@ type mutant struct {
 	// wantFail are subtests of TestSuiteSubject that must fail.
 	wantFail  []string
 	pending   func(capacity int) imv2.PendingStore
-	completed func(capacity int, ttl time.Duration, clock imv2.Clock) imv2.CompletedStore
+	completed func(capacity int, ttl time.Duration, clock clock.Clock) imv2.CompletedStore
 	// reopenLoses makes both reopeners return an empty store.
 	reopenLoses bool
 	// coupled makes a pending Remove also drop the completed record.
 	coupled bool
 	// claim wraps the claim store under test.
-	claim func(s *imv2.MemoryCompletedStore) imv2.ClaimStore
+	claim func(s imv2.ClaimStore) imv2.ClaimStore
 }
 
 var mutants = []mutant{
@@ -51,33 +52,41 @@ var mutants = []mutant{
 	{name: "pending-one-channel", wantFail: []string{"Pending/S1_ChannelsIndependent"},
 		pending: func(c int) imv2.PendingStore { return oneChannel{imv2.NewMemoryPendingStore(c * 10)} }},
 	{name: "completed-no-ttl", wantFail: []string{"Completed/S4_TTL", "Completed/S4_ReRecordRestartsTTL", "Completed/S8_Reopen"},
-		completed: func(c int, ttl time.Duration, _ imv2.Clock) imv2.CompletedStore {
+		completed: func(c int, ttl time.Duration, _ clock.Clock) imv2.CompletedStore {
 			return imv2.NewMemoryCompletedStore(c, ttl, fakeclock.New(time.Now()))
 		}},
 	{name: "completed-cap-plus-one", wantFail: []string{"Completed/S4_CapEvictsOldestFirst", "Completed/S8_Reopen"},
-		completed: func(c int, ttl time.Duration, clock imv2.Clock) imv2.CompletedStore {
+		completed: func(c int, ttl time.Duration, clock clock.Clock) imv2.CompletedStore {
 			return imv2.NewMemoryCompletedStore(c+1, ttl, clock)
 		}},
 	{name: "completed-drop-all", wantFail: []string{"Completed/S7_DropChannel"},
-		completed: func(c int, ttl time.Duration, clock imv2.Clock) imv2.CompletedStore {
+		completed: func(c int, ttl time.Duration, clock clock.Clock) imv2.CompletedStore {
 			return &dropAll{c: c, ttl: ttl, clock: clock, s: imv2.NewMemoryCompletedStore(c, ttl, clock)}
 		}},
 	{name: "completed-wrong-fingerprint", wantFail: []string{"Completed/S6_FingerprintExact"},
-		completed: func(c int, ttl time.Duration, clock imv2.Clock) imv2.CompletedStore {
+		completed: func(c int, ttl time.Duration, clock clock.Clock) imv2.CompletedStore {
 			return flipFP{imv2.NewMemoryCompletedStore(c, ttl, clock)}
 		}},
 	{name: "completed-one-channel", wantFail: []string{"Completed/S6_LookupAfterRecord", "Completed/S7_DropChannel"},
-		completed: func(c int, ttl time.Duration, clock imv2.Clock) imv2.CompletedStore {
+		completed: func(c int, ttl time.Duration, clock clock.Clock) imv2.CompletedStore {
 			return oneChannelCompleted{imv2.NewMemoryCompletedStore(c, ttl, clock)}
+		}},
+	{name: "completed-handover-copies-nothing", wantFail: []string{"Completed/S6_Handover"},
+		completed: func(c int, ttl time.Duration, clock clock.Clock) imv2.CompletedStore {
+			return noHandover{imv2.NewMemoryCompletedStore(c, ttl, clock)}
+		}},
+	{name: "completed-handover-renews", wantFail: []string{"Completed/S6_Handover"},
+		completed: func(c int, ttl time.Duration, clock clock.Clock) imv2.CompletedStore {
+			return renewingHandover{imv2.NewMemoryCompletedStore(c, ttl, clock), clock}
 		}},
 	{name: "reopen-loses-everything", reopenLoses: true, wantFail: []string{"Pending/S1_S8_Reopen", "Completed/S8_Reopen"}},
 	{name: "coupled-stores", coupled: true, wantFail: []string{"Independent"}},
 	{name: "claim-never-held", wantFail: []string{"Claim/A6_HeldByAnotherOwner", "Claim/A6_ConcurrentOwnersOneAcquires"},
-		claim: func(s *imv2.MemoryCompletedStore) imv2.ClaimStore { return neverHeld{s} }},
+		claim: func(s imv2.ClaimStore) imv2.ClaimStore { return neverHeld{s} }},
 	{name: "claim-lease-forever", wantFail: []string{"Claim/S8_LeaseExpiryOrphans"},
-		claim: func(s *imv2.MemoryCompletedStore) imv2.ClaimStore { return leaseForever{s} }},
+		claim: func(s imv2.ClaimStore) imv2.ClaimStore { return leaseForever{s} }},
 	{name: "claim-release-any-owner", wantFail: []string{"Claim/S8_Release"},
-		claim: func(s *imv2.MemoryCompletedStore) imv2.ClaimStore { return releaseAny{s} }},
+		claim: func(s imv2.ClaimStore) imv2.ClaimStore { return releaseAny{s} }},
 }
 
 // TestSuiteSubject runs the suite on the mutant named by $STORETEST_MUTANT,
@@ -95,7 +104,7 @@ func TestSuiteSubject(t *testing.T) {
 		m.pending = func(c int) imv2.PendingStore { return imv2.NewMemoryPendingStore(c) }
 	}
 	if m.completed == nil {
-		m.completed = func(c int, ttl time.Duration, clock imv2.Clock) imv2.CompletedStore {
+		m.completed = func(c int, ttl time.Duration, clock clock.Clock) imv2.CompletedStore {
 			return imv2.NewMemoryCompletedStore(c, ttl, clock)
 		}
 	}
@@ -122,10 +131,10 @@ func TestSuiteSubject(t *testing.T) {
 	type args struct {
 		capacity int
 		ttl      time.Duration
-		clock    imv2.Clock
+		clock    clock.Clock
 	}
 	completedArgs := map[imv2.CompletedStore]args{}
-	newCompleted := func(t *testing.T, capacity int, ttl time.Duration, clock imv2.Clock) imv2.CompletedStore {
+	newCompleted := func(t *testing.T, capacity int, ttl time.Duration, clock clock.Clock) imv2.CompletedStore {
 		s := m.completed(capacity, ttl, clock)
 		mu.Lock()
 		completedArgs[s] = args{capacity, ttl, clock}
@@ -144,7 +153,7 @@ func TestSuiteSubject(t *testing.T) {
 	t.Run("Pending", func(t *testing.T) { storetest.TestPendingStore(t, newPending, reopenPending) })
 	t.Run("Completed", func(t *testing.T) { storetest.TestCompletedStore(t, newCompleted, reopenCompleted) })
 	t.Run("Claim", func(t *testing.T) {
-		storetest.TestClaimStore(t, func(t *testing.T, ttl time.Duration, clock imv2.Clock) imv2.ClaimStore {
+		storetest.TestClaimStore(t, func(t *testing.T, ttl time.Duration, clock clock.Clock) imv2.ClaimStore {
 			s := imv2.NewMemoryCompletedStore(0, ttl, clock)
 			if m.claim != nil {
 				return m.claim(s)
@@ -187,61 +196,61 @@ func TestSuiteCatchesBrokenStores(t *testing.T) {
 }
 
 // reversed lists newest first.
-type reversed struct{ *imv2.MemoryPendingStore }
+type reversed struct{ imv2.PendingStore }
 
 func (r reversed) List(ctx context.Context, ch string) ([]imv2.PendingEntry, error) {
-	l, err := r.MemoryPendingStore.List(ctx, ch)
+	l, err := r.PendingStore.List(ctx, ch)
 	slices.Reverse(l)
 	return l, err
 }
 
 // noConflict accepts a re-Add with other content silently.
-type noConflict struct{ *imv2.MemoryPendingStore }
+type noConflict struct{ imv2.PendingStore }
 
 func (n noConflict) Add(ctx context.Context, e imv2.PendingEntry) error {
-	if err := n.MemoryPendingStore.Add(ctx, e); !errors.Is(err, imv2.ErrMessageIDConflict) {
+	if err := n.PendingStore.Add(ctx, e); !errors.Is(err, &imv2.Error{Code: imv2.CodeMessageIDConflict}) {
 		return err
 	}
 	return nil
 }
 
 // replacing lets a re-Add overwrite the pending entry.
-type replacing struct{ *imv2.MemoryPendingStore }
+type replacing struct{ imv2.PendingStore }
 
 func (r replacing) Add(ctx context.Context, e imv2.PendingEntry) error {
 	if err := r.Remove(ctx, e.ChannelID, e.Message.MessageID); err != nil {
 		return err
 	}
-	return r.MemoryPendingStore.Add(ctx, e)
+	return r.PendingStore.Add(ctx, e)
 }
 
 // lossy keeps Created at millisecond precision only.
-type lossy struct{ *imv2.MemoryPendingStore }
+type lossy struct{ imv2.PendingStore }
 
 func (l lossy) Add(ctx context.Context, e imv2.PendingEntry) error {
 	e.Created = e.Created.Truncate(time.Millisecond)
-	return l.MemoryPendingStore.Add(ctx, e)
+	return l.PendingStore.Add(ctx, e)
 }
 
 // oneChannel keys entries by message_id alone.
-type oneChannel struct{ *imv2.MemoryPendingStore }
+type oneChannel struct{ imv2.PendingStore }
 
 func (o oneChannel) Add(ctx context.Context, e imv2.PendingEntry) error {
 	ch := e.ChannelID
 	e.ChannelID = ""
-	err := o.MemoryPendingStore.Add(ctx, e)
-	if errors.Is(err, imv2.ErrMessageIDConflict) && ch != "" {
+	err := o.PendingStore.Add(ctx, e)
+	if errors.Is(err, &imv2.Error{Code: imv2.CodeMessageIDConflict}) && ch != "" {
 		return nil
 	}
 	return err
 }
 
 func (o oneChannel) Remove(ctx context.Context, _, id string) error {
-	return o.MemoryPendingStore.Remove(ctx, "", id)
+	return o.PendingStore.Remove(ctx, "", id)
 }
 
 func (o oneChannel) List(ctx context.Context, ch string) ([]imv2.PendingEntry, error) {
-	l, err := o.MemoryPendingStore.List(ctx, "")
+	l, err := o.PendingStore.List(ctx, "")
 	for i := range l {
 		l[i].ChannelID = ch
 	}
@@ -253,11 +262,11 @@ type dropAll struct {
 	mu    sync.Mutex
 	c     int
 	ttl   time.Duration
-	clock imv2.Clock
-	s     *imv2.MemoryCompletedStore
+	clock clock.Clock
+	s     imv2.ClaimStore
 }
 
-func (d *dropAll) store() *imv2.MemoryCompletedStore {
+func (d *dropAll) store() imv2.ClaimStore {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.s
@@ -278,28 +287,54 @@ func (d *dropAll) DropChannel(context.Context, string) error {
 	return nil
 }
 
+func (d *dropAll) Handover(ctx context.Context, from, to string) error {
+	return d.store().Handover(ctx, from, to)
+}
+
+// noHandover copies no record on Handover.
+type noHandover struct{ imv2.ClaimStore }
+
+func (noHandover) Handover(context.Context, string, string) error { return nil }
+
+// renewingHandover copies records as new ones, restarting their TTL.
+type renewingHandover struct {
+	imv2.ClaimStore
+	clock clock.Clock
+}
+
+func (r renewingHandover) Handover(ctx context.Context, from, to string) error {
+	for _, id := range []string{"m1", "m2", "m3"} { // the IDs the suite uses
+		if fp, ok, _ := r.Lookup(ctx, from, id); ok {
+			if err := r.Record(ctx, to, id, fp); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // flipFP returns a fingerprint that differs in one bit.
-type flipFP struct{ *imv2.MemoryCompletedStore }
+type flipFP struct{ imv2.ClaimStore }
 
 func (f flipFP) Lookup(ctx context.Context, ch, id string) (imv2.Fingerprint, bool, error) {
-	fp, ok, err := f.MemoryCompletedStore.Lookup(ctx, ch, id)
+	fp, ok, err := f.ClaimStore.Lookup(ctx, ch, id)
 	fp[31] ^= 1
 	return fp, ok, err
 }
 
 // oneChannelCompleted keys records by message_id alone.
-type oneChannelCompleted struct{ *imv2.MemoryCompletedStore }
+type oneChannelCompleted struct{ imv2.ClaimStore }
 
 func (o oneChannelCompleted) Lookup(ctx context.Context, _, id string) (imv2.Fingerprint, bool, error) {
-	return o.MemoryCompletedStore.Lookup(ctx, "", id)
+	return o.ClaimStore.Lookup(ctx, "", id)
 }
 
 func (o oneChannelCompleted) Record(ctx context.Context, _, id string, fp imv2.Fingerprint) error {
-	return o.MemoryCompletedStore.Record(ctx, "", id, fp)
+	return o.ClaimStore.Record(ctx, "", id, fp)
 }
 
 func (o oneChannelCompleted) DropChannel(ctx context.Context, _ string) error {
-	return o.MemoryCompletedStore.DropChannel(ctx, "")
+	return o.ClaimStore.DropChannel(ctx, "")
 }
 
 // coupled is the "delete after send" structure S9 forbids: removing a
@@ -317,10 +352,10 @@ func (c coupled) Remove(ctx context.Context, ch, id string) error {
 }
 
 // neverHeld answers a claim held by another owner as if it were free.
-type neverHeld struct{ *imv2.MemoryCompletedStore }
+type neverHeld struct{ imv2.ClaimStore }
 
 func (n neverHeld) Claim(ctx context.Context, ch, id string, fp imv2.Fingerprint, owner string, lease time.Duration) (imv2.Claim, error) {
-	c, err := n.MemoryCompletedStore.Claim(ctx, ch, id, fp, owner, lease)
+	c, err := n.ClaimStore.Claim(ctx, ch, id, fp, owner, lease)
 	if c.State == imv2.ClaimHeld {
 		c = imv2.Claim{State: imv2.ClaimAcquired}
 	}
@@ -328,17 +363,17 @@ func (n neverHeld) Claim(ctx context.Context, ch, id string, fp imv2.Fingerprint
 }
 
 // leaseForever ignores the lease: a claim never turns orphaned by time.
-type leaseForever struct{ *imv2.MemoryCompletedStore }
+type leaseForever struct{ imv2.ClaimStore }
 
 func (l leaseForever) Claim(ctx context.Context, ch, id string, fp imv2.Fingerprint, owner string, _ time.Duration) (imv2.Claim, error) {
-	return l.MemoryCompletedStore.Claim(ctx, ch, id, fp, owner, 1000*time.Hour)
+	return l.ClaimStore.Claim(ctx, ch, id, fp, owner, 1000*time.Hour)
 }
 
 // releaseAny releases whoever holds the claim.
-type releaseAny struct{ *imv2.MemoryCompletedStore }
+type releaseAny struct{ imv2.ClaimStore }
 
 func (r releaseAny) Release(ctx context.Context, ch, id, _ string) error {
-	c, err := r.MemoryCompletedStore.Claim(ctx, ch, id, imv2.Fingerprint{}, "releaseAny", time.Nanosecond)
+	c, err := r.ClaimStore.Claim(ctx, ch, id, imv2.Fingerprint{}, "releaseAny", time.Nanosecond)
 	if err != nil {
 		return err
 	}
@@ -346,5 +381,5 @@ func (r releaseAny) Release(ctx context.Context, ch, id, _ string) error {
 	if c.State == imv2.ClaimHeld {
 		owner = c.Owner
 	}
-	return r.MemoryCompletedStore.Release(ctx, ch, id, owner)
+	return r.ClaimStore.Release(ctx, ch, id, owner)
 }

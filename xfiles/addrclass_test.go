@@ -1,11 +1,11 @@
 package xfiles
 
 import (
-	"bufio"
 	"net/netip"
-	"os"
 	"strings"
 	"testing"
+
+	"github.com/xagentkit/imv2/internal/tabletest"
 )
 
 // TestAddrClass_T4_SpecialPurposeTable classifies every address of
@@ -13,39 +13,22 @@ import (
 // and the IPv6 forms that embed an IPv4 address (mapped, compatible, NAT64,
 // 6to4, Teredo), with public neighbours on either side of the ranges.
 func TestAddrClass_T4_SpecialPurposeTable(t *testing.T) {
-	f, err := os.Open("testdata/addrclass.txt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	n := 0
-	for line := 1; sc.Scan(); line++ {
-		text, _, _ := strings.Cut(sc.Text(), "#")
+	for _, l := range tabletest.Lines(t, "testdata/addrclass.txt", 100) {
+		text, _, _ := strings.Cut(l.Text, "#")
 		fields := strings.Fields(text)
-		if len(fields) == 0 {
-			continue
-		}
 		if len(fields) != 2 {
-			t.Fatalf("addrclass.txt:%d: want \"address class\", got %q", line, sc.Text())
+			t.Fatalf("%s: want \"address class\", got %q", l.Pos, l.Text)
 		}
 		ip, err := netip.ParseAddr(fields[0])
 		if err != nil {
-			t.Fatalf("addrclass.txt:%d: %v", line, err)
+			t.Fatalf("%s: %v", l.Pos, err)
 		}
 		if got := addrClass(ip); got != fields[1] {
-			t.Errorf("addrclass.txt:%d: %s is %q, want %q", line, fields[0], got, fields[1])
+			t.Errorf("%s: %s is %q, want %q", l.Pos, fields[0], got, fields[1])
 		}
 		if got, want := internalAddr(ip), fields[1] != classPublic; got != want {
-			t.Errorf("addrclass.txt:%d: internalAddr(%s) = %v", line, fields[0], got)
+			t.Errorf("%s: internalAddr(%s) = %v", l.Pos, fields[0], got)
 		}
-		n++
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	if n < 100 {
-		t.Fatalf("only %d addresses in the table", n)
 	}
 }
 

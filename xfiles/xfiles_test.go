@@ -21,18 +21,19 @@ import (
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/connector"
 	"github.com/xagentkit/imv2/fakeclock"
+	"github.com/xagentkit/imv2/protocol"
 	"github.com/xagentkit/imv2/xfiles"
 )
 
 const apiKey = "sk-xfiles-test-key-0123456789abcdef"
 
-func card() *imv2.Card {
-	return &imv2.Card{
-		Schema: imv2.CardSchema, ProtocolVersion: imv2.ProtocolVersion,
-		Build:           imv2.Build{BuildTime: "2607241200"},
+func card() *protocol.Card {
+	return &protocol.Card{
+		Schema: protocol.CardSchema, ProtocolVersion: protocol.ProtocolVersion,
+		Build:           protocol.Build{BuildTime: "2607241200"},
 		ConnectorCardID: "im.console",
-		Connector:       imv2.CardInfo{Name: "Console", Version: "0.1.0"},
-		Supports:        imv2.Supports{TargetTypes: []string{"im"}, Profiles: []string{imv2.ProfileIMv2}},
+		Connector:       protocol.CardInfo{Name: "Console", Version: "0.1.0"},
+		Supports:        protocol.Supports{TargetTypes: []string{"im"}, Profiles: []string{imv2.ProfileIMv2}},
 	}
 }
 

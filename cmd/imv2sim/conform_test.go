@@ -16,6 +16,8 @@ import (
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/connector"
 	"github.com/xagentkit/imv2/dataplane"
+	"github.com/xagentkit/imv2/internal/testcard"
+	"github.com/xagentkit/imv2/protocol"
 	"go.uber.org/goleak"
 )
 
@@ -31,17 +33,7 @@ func sdkConnector(t *testing.T) string {
 // sdkConnectorWith serves it with target as the platform.
 func sdkConnectorWith(t *testing.T, target imv2.TargetFunc) string {
 	t.Helper()
-	card := &imv2.Card{
-		Schema: imv2.CardSchema, ProtocolVersion: imv2.ProtocolVersion,
-		Build:           imv2.Build{Version: "1", BuildTime: "2026-11-30T00:00:00Z"},
-		ConnectorCardID: "im.cmdtest",
-		Connector:       imv2.CardInfo{Name: "cmd test", Version: "1"},
-		Supports: imv2.Supports{
-			TargetTypes: []string{imv2.TargetTypeIM},
-			Targets:     []imv2.SupportedTarget{{TargetType: imv2.TargetTypeIM, Provider: "cmdtest", Label: "cmd test"}},
-			Profiles:    []string{imv2.ProfileIMv2},
-		},
-	}
+	card := testcard.IM("cmdtest", "cmd test")
 	srv, err := dataplane.NewServer(dataplane.ServerConfig{
 		Card:      card,
 		NewTarget: func(string) imv2.Target { return target },
@@ -80,7 +72,7 @@ func TestConform_K1_K4_TableAndExitStatus(t *testing.T) {
 func TestConform_K1_FailureExitsNonZero(t *testing.T) {
 	bad := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(map[string]any{"schema": imv2.CardSchema, "protocol_version": "3.0", "connector_card_id": "im.bad",
+		_ = json.NewEncoder(w).Encode(map[string]any{"schema": protocol.CardSchema, "protocol_version": "3.0", "connector_card_id": "im.bad",
 			"build": map[string]string{"build_time": "x"}, "connector": map[string]string{"name": "bad", "version": "1"},
 			"supports": map[string]any{"target_types": []string{"im"}, "profiles": []string{"xagent.im.v1"}}})
 	}))

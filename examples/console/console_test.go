@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -16,31 +15,14 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/xagentkit/imv2/examples/console/consolebridge"
+	"github.com/xagentkit/imv2/internal/cmdtest"
 	"github.com/xagentkit/imv2/sim"
-	"go.uber.org/goleak"
 )
 
 var binary string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "console-test")
-	if err != nil {
-		panic(err)
-	}
-	binary = filepath.Join(dir, "console")
-	if out, err := exec.Command("go", "build", "-race", "-o", binary, ".").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build console: %v\n%s", err, out)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	os.Exit(cmdtest.BuildAndRun(m, ".", "console", &binary))
 }
 
 // proc is a console Connector running as a subprocess under the contract

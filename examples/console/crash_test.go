@@ -13,6 +13,7 @@ import (
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/dataplane"
 	"github.com/xagentkit/imv2/examples/console/consolebridge"
+	"github.com/xagentkit/imv2/internal/testwait"
 	"github.com/xagentkit/imv2/sim"
 )
 
@@ -157,12 +158,5 @@ func TestCrash_S1_PendingUserMessageSurvivesSIGKILL(t *testing.T) {
 
 func recv[T any](t *testing.T, ch <-chan T) T {
 	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(20 * time.Second):
-		t.Fatal("timed out")
-		var zero T
-		return zero
-	}
+	return testwait.Recv(t, ch, 20*time.Second) // a child process restarts in between
 }

@@ -47,7 +47,7 @@ func TestCrash_S8_CrashLoopNoFinalShownTwice(t *testing.T) {
 	}
 	p := start(t, "-addr", addr, "-store", store)
 	client, err := dataplane.Dial(ctx, dataplane.ClientConfig{
-		URL: p.url + "/ws", CardID: consolebridge.CardID,
+		URL:          p.url,
 		Target:       imv2.TargetFunc(func(context.Context, string, *imv2.ChatMessage) error { return nil }),
 		ReconnectMin: 20 * time.Millisecond, ReconnectMax: 200 * time.Millisecond,
 		Options: &imv2.Options{

@@ -17,9 +17,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/connector"
 	"github.com/xagentkit/imv2/examples/matrix/matrixbridge"
+	"github.com/xagentkit/imv2/protocol"
 )
 
 // Set at build time: go build -ldflags "-X main.buildTime=$(date -u +%y%m%d%H%M)".
@@ -84,8 +84,8 @@ func run() error {
 
 // build fills the Card's build member from the linker flags and the
 // module's build info.
-func build() imv2.Build {
-	b := imv2.Build{Version: matrixbridge.Version, GitTag: gitTag, BuildTime: buildTime}
+func build() protocol.Build {
+	b := protocol.Build{Version: matrixbridge.Version, GitTag: gitTag, BuildTime: buildTime}
 	if info, ok := debug.ReadBuildInfo(); ok {
 		for _, s := range info.Settings {
 			if s.Key == "vcs.revision" && len(s.Value) >= 7 {

@@ -28,6 +28,7 @@ import (
 	"github.com/xagentkit/imv2/dataplane"
 	"github.com/xagentkit/imv2/examples/console/consolebridge"
 	"github.com/xagentkit/imv2/internal/faultproxy"
+	"github.com/xagentkit/imv2/protocol"
 )
 
 // The CI run is small; RELIABILITY.md gives the full-size command.
@@ -52,7 +53,7 @@ var stableCodes = map[imv2.Code]bool{
 	imv2.CodeDeltaLimitExceeded:    true,
 	imv2.CodeChannelNotOpen:        true,
 	imv2.CodeChannelBusy:           true,
-	imv2.CodeHelloRequired:         true,
+	protocol.CodeHelloRequired:     true,
 	imv2.CodeInvalidPacket:         true,
 	imv2.CodeChannelUnavailable:    true, // a packet racing a restart
 	imv2.CodeTargetDeliveryFailed:  true, // a delivery cancelled by a restart: retryable
@@ -188,7 +189,7 @@ func (a *agent) reply(channelID, userID string) {
 		if err == nil || a.ctx.Err() != nil {
 			return
 		}
-		if !errors.Is(err, imv2.ErrPendingFull) {
+		if !errors.Is(err, &imv2.Error{Code: imv2.CodePendingFull}) {
 			a.rec.violate("final r-%s refused: %v", userID, err)
 			return
 		}
@@ -271,7 +272,7 @@ func (c *connector) start() error {
 		Card:      consolebridge.Card(),
 		NewTarget: func(string) imv2.Target { return c.plat },
 		Describe: func(context.Context, string) dataplane.ChannelInfo {
-			return dataplane.ChannelInfo{Status: imv2.StatusConnected}
+			return dataplane.ChannelInfo{Status: protocol.StatusConnected}
 		},
 		Options:  &opts,
 		Registry: st,
@@ -453,7 +454,7 @@ func TestSoak(t *testing.T) {
 		t.Fatal(err)
 	}
 	chID := ch.ID()
-	xLen := func() int { return xPending.Len(chID) }
+	xLen := func() int { l, _ := xPending.List(ctx, chID); return len(l) }
 	xPendingLen.Store(&xLen)
 	proxy.SetFaults(faults)
 
@@ -543,7 +544,7 @@ func TestSoak(t *testing.T) {
 		xside.mu.Unlock()
 		s, ok := conn.stats(ctx)
 		return users == n && finals == nReplies && cDelivered == n && xDelivered == nReplies &&
-			ok && s.Pending == 0 && xPending.Len(chID) == 0
+			ok && s.Pending == 0 && xLen() == 0
 	}
 	for !settled() && ctx.Err() == nil {
 		time.Sleep(50 * time.Millisecond)
@@ -603,7 +604,7 @@ func TestSoak(t *testing.T) {
 		lostUsers, lostFinals, dupUsers, dupFinals, len(cside.failed), len(xside.failed), rec.n)
 	t.Logf("stores: connector pending peak %d (cap %d), completed peak %d (cap %d); xAgent pending peak %d (cap %d), completed %d (cap %d); peak heap %.1f MiB",
 		conn.peakPend, *flagPendingCap, conn.peakDone, imv2.DefaultCompletedCap,
-		peakXPending.Load(), imv2.DefaultPendingCap, xCompleted.Len(), imv2.DefaultCompletedCap, float64(peakHeap.Load())/(1<<20))
+		peakXPending.Load(), imv2.DefaultPendingCap, xCompleted.(interface{ Len() int }).Len(), imv2.DefaultCompletedCap, float64(peakHeap.Load())/(1<<20))
 
 	if ctx.Err() != nil {
 		t.Errorf("did not settle within %v: users %d/%d, finals %d/%d, connector pending %d",
@@ -627,11 +628,11 @@ func TestSoak(t *testing.T) {
 		}
 	}
 	if conn.peakPend > *flagPendingCap || conn.peakDone > imv2.DefaultCompletedCap ||
-		peakXPending.Load() > imv2.DefaultPendingCap || xCompleted.Len() > imv2.DefaultCompletedCap {
+		peakXPending.Load() > imv2.DefaultPendingCap || xCompleted.(interface{ Len() int }).Len() > imv2.DefaultCompletedCap {
 		t.Errorf("a store passed its cap")
 	}
-	if final.Pending != 0 || xPending.Len(chID) != 0 {
-		t.Errorf("pending left after quiescence: connector %d, xAgent %d", final.Pending, xPending.Len(chID))
+	if final.Pending != 0 || xPending.(interface{ Len(string) int }).Len(chID) != 0 {
+		t.Errorf("pending left after quiescence: connector %d, xAgent %d", final.Pending, xPending.(interface{ Len(string) int }).Len(chID))
 	}
 	if restarts != *flagRestarts {
 		t.Errorf("ran %d restarts, want %d", restarts, *flagRestarts)

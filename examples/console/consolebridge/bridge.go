@@ -28,6 +28,7 @@ import (
 	"github.com/xagentkit/imv2/connector"
 	"github.com/xagentkit/imv2/dataplane"
 	"github.com/xagentkit/imv2/display"
+	"github.com/xagentkit/imv2/protocol"
 )
 
 // CardID is the console Connector's connector_card_id.
@@ -58,25 +59,25 @@ type Config struct {
 }
 
 // Card returns the console Connector's Card.
-func Card() *imv2.Card {
-	schema, err := imv2.ToolInputSchema(map[string]json.RawMessage{
+func Card() *protocol.Card {
+	schema, err := protocol.ToolInputSchema(map[string]json.RawMessage{
 		"text": json.RawMessage(`{"type":"string","description":"Text to print on the console."}`),
 	}, "text")
 	if err != nil {
 		panic(err) // a constant schema: cannot fail
 	}
-	return &imv2.Card{
-		Schema:          imv2.CardSchema,
-		ProtocolVersion: imv2.ProtocolVersion,
-		Build:           imv2.Build{Version: "0.1.0", BuildTime: "2026-11-30T00:00:00Z"},
+	return &protocol.Card{
+		Schema:          protocol.CardSchema,
+		ProtocolVersion: protocol.ProtocolVersion,
+		Build:           protocol.Build{Version: "0.1.0", BuildTime: "2026-11-30T00:00:00Z"},
 		ConnectorCardID: CardID,
-		Connector:       imv2.CardInfo{Name: "Console Connector", Version: "0.1.0", Description: "An IM Connector whose chat is the terminal."},
-		Supports: imv2.Supports{
+		Connector:       protocol.CardInfo{Name: "Console Connector", Version: "0.1.0", Description: "An IM Connector whose chat is the terminal."},
+		Supports: protocol.Supports{
 			TargetTypes: []string{imv2.TargetTypeIM},
-			Targets:     []imv2.SupportedTarget{{TargetType: imv2.TargetTypeIM, Provider: "console", Label: "Console"}},
+			Targets:     []protocol.SupportedTarget{{TargetType: imv2.TargetTypeIM, Provider: "console", Label: "Console"}},
 			Profiles:    []string{imv2.ProfileIMv2},
 		},
-		Tools: []imv2.Tool{{
+		Tools: []protocol.Tool{{
 			ToolID: ToolSend, Profile: imv2.ProfileIMv2, Title: "Print a message on the console",
 			InputSchema: schema,
 		}},
@@ -161,7 +162,7 @@ func New(cfg Config) (*Bridge, error) {
 		Card:      card,
 		NewTarget: func(string) imv2.Target { return consoleTarget{b.display, b.print, b.handler} },
 		Describe: func(context.Context, string) dataplane.ChannelInfo {
-			return dataplane.ChannelInfo{Status: imv2.StatusConnected} // no sign-in needed
+			return dataplane.ChannelInfo{Status: protocol.StatusConnected} // no sign-in needed
 		},
 		Tools:         toolHandler{b.print},
 		Options:       opts,
@@ -175,7 +176,7 @@ func New(cfg Config) (*Bridge, error) {
 	}
 	b.handler, err = connector.NewHandler(connector.Config{
 		Card: card, APIKey: cfg.APIKey, WS: b.server, Logger: cfg.Logger,
-		Markdown: []byte("# Console Connector\n\nSends and receives chat messages on a terminal.\n"),
+		Markdown: []byte("---\nname: " + protocol.SkillName(CardID) + "\ndescription: Chat with a person at a terminal.\n---\n\n# Console Connector\n\nSends and receives chat messages on a terminal.\n"),
 	})
 	if err != nil {
 		b.server.Close()
@@ -389,15 +390,15 @@ func (c consoleTarget) SetActivity(_ context.Context, _ string, a imv2.ChatActiv
 // toolHandler serves console_message_send.
 type toolHandler struct{ p *printer }
 
-func (t toolHandler) Invoke(_ context.Context, channelID string, req imv2.ToolInvoke) (json.RawMessage, error) {
+func (t toolHandler) Invoke(_ context.Context, channelID string, req protocol.ToolInvoke) (json.RawMessage, error) {
 	if req.ToolID != ToolSend {
-		return nil, imv2.Errorf(imv2.CodeToolInvokeFailed, "unknown tool %q", req.ToolID)
+		return nil, imv2.Errorf(protocol.CodeToolInvokeFailed, "unknown tool %q", req.ToolID)
 	}
 	var args struct {
 		Text string `json:"text"`
 	}
 	if err := json.Unmarshal(req.Arguments, &args); err != nil || args.Text == "" {
-		return nil, imv2.Errorf(imv2.CodeToolInvokeFailed, "text required")
+		return nil, imv2.Errorf(protocol.CodeToolInvokeFailed, "text required")
 	}
 	id := imv2.NewMessageID()
 	t.p.emit(finalEvent(&imv2.ChatMessage{MessageID: id, Text: args.Text}))

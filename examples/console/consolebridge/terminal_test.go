@@ -1,12 +1,10 @@
 package consolebridge
 
 import (
-	"bufio"
-	"os"
-	"strconv"
-	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/xagentkit/imv2/internal/tabletest"
 )
 
 // TestTermFilter_Table removes the control sequences of
@@ -14,38 +12,12 @@ import (
 // sequences, their 8-bit C1 forms, the other C0 and C1 controls; newline
 // and tab are kept.
 func TestTermFilter_Table(t *testing.T) {
-	f, err := os.Open("testdata/terminal.txt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	n := 0
-	for line := 1; sc.Scan(); line++ {
-		text := strings.TrimSpace(sc.Text())
-		if text == "" || strings.HasPrefix(text, "#") {
-			continue
-		}
-		q, err := strconv.QuotedPrefix(text)
-		if err != nil {
-			t.Fatalf("terminal.txt:%d: %v", line, err)
-		}
-		in, _ := strconv.Unquote(q)
-		want, err := strconv.Unquote(strings.TrimSpace(text[len(q):]))
-		if err != nil {
-			t.Fatalf("terminal.txt:%d: expected: %v", line, err)
-		}
+	for _, l := range tabletest.Lines(t, "testdata/terminal.txt", 40) {
+		in, want := l.Pair(t)
 		if got := cleanTerm(in); got != want {
-			t.Errorf("terminal.txt:%d: cleanTerm(%q) = %q, want %q", line, in, got, want)
+			t.Errorf("%s: cleanTerm(%q) = %q, want %q", l.Pos, in, got, want)
 		}
 		checkSplits(t, in)
-		n++
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	if n < 40 {
-		t.Fatalf("only %d cases", n)
 	}
 }
 

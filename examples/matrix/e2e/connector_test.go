@@ -28,6 +28,7 @@ import (
 	"github.com/xagentkit/imv2/dataplane"
 	"github.com/xagentkit/imv2/display"
 	"github.com/xagentkit/imv2/examples/matrix/matrixbridge"
+	"github.com/xagentkit/imv2/protocol"
 	"github.com/xagentkit/imv2/xfiles"
 	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
@@ -95,7 +96,7 @@ type runningConnector struct {
 func startConnector(t *testing.T, addr, stateDir string) *runningConnector {
 	t.Helper()
 	b, err := matrixbridge.New(matrixbridge.Config{
-		Build:    imv2.Build{Version: "e2e", BuildTime: "2611300000"},
+		Build:    protocol.Build{Version: "e2e", BuildTime: "2611300000"},
 		APIKey:   apiKey,
 		StateDir: stateDir,
 		Display:  displayOptions(),
@@ -249,15 +250,15 @@ func TestConnector_EndToEnd(t *testing.T) {
 	// Descriptor and neither the password nor a token.
 	form := w.form()
 	form[matrixbridge.FieldHomeserver] = proxy.URL
-	req, err := imv2.NewPacket(imv2.TypeAuthStart, chID, imv2.AuthStart{FlowID: matrixbridge.FlowID, Input: form})
+	req, err := imv2.NewPacket(protocol.TypeAuthStart, chID, protocol.AuthStart{FlowID: matrixbridge.FlowID, Input: form})
 	require.NoError(t, err)
 	ans, err := cli.Request(ctx, req)
 	require.NoError(t, err)
-	var authAck imv2.AuthAck
+	var authAck protocol.AuthAck
 	require.NoError(t, ans.DecodePayload(&authAck))
-	require.Equal(t, imv2.AuthAuthenticated, authAck.Status, authAck.Message)
+	require.Equal(t, protocol.AuthAuthenticated, authAck.Status, authAck.Message)
 	require.NotNil(t, authAck.ConnectionDescriptor)
-	require.Equal(t, imv2.StatusConnected, authAck.ConnectionDescriptor.Connection.Status)
+	require.Equal(t, protocol.StatusConnected, authAck.ConnectionDescriptor.Connection.Status)
 	raw, _ := json.Marshal(ans)
 	require.NotContains(t, string(raw), w.botPass)
 	require.NotContains(t, string(raw), "access_token")
@@ -370,15 +371,15 @@ func TestConnector_EndToEnd(t *testing.T) {
 
 	// auth.logout forgets the binding (and its token) and the descriptor
 	// drops back to created.
-	req, err = imv2.NewPacket(imv2.TypeAuthLogout, chID, nil)
+	req, err = imv2.NewPacket(protocol.TypeAuthLogout, chID, nil)
 	require.NoError(t, err)
 	ans, err = cli.Request(ctx, req)
 	require.NoError(t, err)
-	var out imv2.StatusOK
+	var out protocol.StatusOK
 	require.NoError(t, ans.DecodePayload(&out))
 	require.Equal(t, "ok", out.Status)
 	require.NotNil(t, out.ConnectionDescriptor)
-	require.Equal(t, imv2.StatusCreated, out.ConnectionDescriptor.Connection.Status)
+	require.Equal(t, protocol.StatusCreated, out.ConnectionDescriptor.Connection.Status)
 	state, err := os.ReadFile(filepath.Join(stateDir, "bindings.json"))
 	require.NoError(t, err)
 	require.NotContains(t, string(state), chID)
@@ -399,28 +400,28 @@ func TestConnector_TokenSignInAndExpiry(t *testing.T) {
 	conn := startConnector(t, addr, "")
 	defer conn.stop(t)
 
-	descs := make(chan *imv2.Descriptor, 16)
+	descs := make(chan *protocol.Descriptor, 16)
 	ctx := ctxFor(t)
 	cli, err := dataplane.Dial(ctx, dataplane.ClientConfig{
 		URL: "http://" + addr, APIKey: apiKey, CardID: matrixbridge.CardID,
 		Target:       &agent{seen: map[string]int{}, msgs: make(chan imv2.ChatMessage, 16)},
-		OnDescriptor: func(_ string, d *imv2.Descriptor) { descs <- d },
+		OnDescriptor: func(_ string, d *protocol.Descriptor) { descs <- d },
 	})
 	require.NoError(t, err)
 	defer cli.Close()
 	xch, err := cli.OpenChannel(ctx, "")
 	require.NoError(t, err)
-	require.Equal(t, imv2.StatusCreated, (<-descs).Connection.Status)
+	require.Equal(t, protocol.StatusCreated, (<-descs).Connection.Status)
 
-	start := func(input map[string]string) imv2.AuthAck {
-		req, err := imv2.NewPacket(imv2.TypeAuthStart, xch.ID(), imv2.AuthStart{FlowID: matrixbridge.FlowID, Input: input})
+	start := func(input map[string]string) protocol.AuthAck {
+		req, err := imv2.NewPacket(protocol.TypeAuthStart, xch.ID(), protocol.AuthStart{FlowID: matrixbridge.FlowID, Input: input})
 		require.NoError(t, err)
 		ans, err := cli.Request(ctx, req)
 		require.NoError(t, err)
 		raw, _ := json.Marshal(ans)
 		require.NotContains(t, string(raw), "wrong-password")
 		require.NotContains(t, string(raw), botTok)
-		var a imv2.AuthAck
+		var a protocol.AuthAck
 		require.NoError(t, ans.DecodePayload(&a))
 		return a
 	}
@@ -428,15 +429,15 @@ func TestConnector_TokenSignInAndExpiry(t *testing.T) {
 		matrixbridge.FieldHomeserver: hs.URL, matrixbridge.FieldUserID: botID,
 		matrixbridge.FieldPassword: "wrong-password", matrixbridge.FieldRoom: room.String(),
 	})
-	require.Equal(t, imv2.AuthFailed, bad.Status)
+	require.Equal(t, protocol.AuthFailed, bad.Status)
 	require.NotEmpty(t, bad.Message)
 
 	good := start(map[string]string{
 		matrixbridge.FieldHomeserver: hs.URL, matrixbridge.FieldUserID: botID,
 		matrixbridge.FieldAccessToken: botTok, matrixbridge.FieldRoom: room.String(),
 	})
-	require.Equal(t, imv2.AuthAuthenticated, good.Status, good.Message)
-	require.Equal(t, imv2.StatusConnected, good.ConnectionDescriptor.Connection.Status)
+	require.Equal(t, protocol.AuthAuthenticated, good.Status, good.Message)
+	require.Equal(t, protocol.StatusConnected, good.ConnectionDescriptor.Connection.Status)
 
 	// The token is revoked on the homeserver: the Connector notices on its
 	// next /sync and pushes the new state. Alice's message ends the /sync
@@ -448,7 +449,7 @@ func TestConnector_TokenSignInAndExpiry(t *testing.T) {
 	for {
 		select {
 		case d := <-descs:
-			if d.Connection.Status == imv2.StatusExpired {
+			if d.Connection.Status == protocol.StatusExpired {
 				return
 			}
 		case <-ctx.Done():

@@ -16,6 +16,7 @@ import (
 	"github.com/xagentkit/imv2/connector"
 	"github.com/xagentkit/imv2/display"
 	"github.com/xagentkit/imv2/examples/matrix/matrixbridge"
+	"github.com/xagentkit/imv2/protocol"
 	"github.com/xagentkit/imv2/xfiles"
 	"maunium.net/go/mautrix"
 	"maunium.net/go/mautrix/event"
@@ -53,8 +54,8 @@ func (w *world) form() map[string]string {
 	}
 }
 
-func testCard() *imv2.Card {
-	return matrixbridge.NewCard(imv2.Build{Version: "test", BuildTime: "2611300000"})
+func testCard() *protocol.Card {
+	return matrixbridge.NewCard(protocol.Build{Version: "test", BuildTime: "2611300000"})
 }
 
 // TestPlatform_RealHomeserver drives the Matrix platform layer alone (no

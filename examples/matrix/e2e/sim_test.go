@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/examples/matrix/matrixbridge"
+	"github.com/xagentkit/imv2/protocol"
 	"github.com/xagentkit/imv2/sim"
 	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
@@ -40,13 +41,13 @@ func TestConnector_Simulator(t *testing.T) {
 	})
 	require.NoError(t, err)
 	defer s.Close()
-	req, err := imv2.NewPacket(imv2.TypeAuthStart, s.Channel().ID(), imv2.AuthStart{FlowID: matrixbridge.FlowID, Input: w.form()})
+	req, err := imv2.NewPacket(protocol.TypeAuthStart, s.Channel().ID(), protocol.AuthStart{FlowID: matrixbridge.FlowID, Input: w.form()})
 	require.NoError(t, err)
 	ans, err := s.Client().Request(ctx, req)
 	require.NoError(t, err)
-	var a imv2.AuthAck
+	var a protocol.AuthAck
 	require.NoError(t, ans.DecodePayload(&a))
-	require.Equal(t, imv2.AuthAuthenticated, a.Status, a.Message)
+	require.Equal(t, protocol.AuthAuthenticated, a.Status, a.Message)
 
 	bot := id.UserID(w.botID)
 	w.alice.say("what is the weather like on the moon")

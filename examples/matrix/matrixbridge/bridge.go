@@ -15,15 +15,17 @@ import (
 	"github.com/google/uuid"
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/boltstore"
+	"github.com/xagentkit/imv2/clock"
 	"github.com/xagentkit/imv2/connector"
 	"github.com/xagentkit/imv2/dataplane"
 	"github.com/xagentkit/imv2/display"
+	"github.com/xagentkit/imv2/protocol"
 )
 
 // Config configures a Bridge. APIKey and Build.BuildTime are required.
 type Config struct {
 	// Build identifies the build in the Card and /health (H4).
-	Build imv2.Build
+	Build protocol.Build
 	// APIKey guards /health, /ws and /files/uploads (the Card sets
 	// security.api_key_required).
 	APIKey string
@@ -44,9 +46,9 @@ type Config struct {
 	// Channel tunes every Channel (AckTimeout, retries …); Pending and
 	// Completed come from StateDir when it is set.
 	Channel imv2.Options
-	// Logger; default discards. Clock; default imv2.SystemClock{}.
+	// Logger; default discards. Clock; default clock.System{}.
 	Logger *slog.Logger
-	Clock  imv2.Clock
+	Clock  clock.Clock
 }
 
 // Bridge is the Matrix Connector: the connector kit's HTTP handler (Card,
@@ -54,9 +56,9 @@ type Config struct {
 // the sign-in form, and per bound channel a Matrix room shown through the
 // display package's edit strategy and read with /sync.
 type Bridge struct {
-	card     *imv2.Card
+	card     *protocol.Card
 	log      *slog.Logger
-	clock    imv2.Clock
+	clock    clock.Clock
 	handler  *connector.Handler
 	server   *dataplane.Server
 	platform *Platform
@@ -95,7 +97,7 @@ func New(cfg Config) (*Bridge, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.Clock == nil {
-		cfg.Clock = imv2.SystemClock{}
+		cfg.Clock = clock.System{}
 	}
 	b := &Bridge{
 		card:     NewCard(cfg.Build),
@@ -195,7 +197,7 @@ func New(cfg Config) (*Bridge, error) {
 func (b *Bridge) Handler() http.Handler { return b.handler }
 
 // Card returns the Connector Card.
-func (b *Bridge) Card() *imv2.Card { return b.card }
+func (b *Bridge) Card() *protocol.Card { return b.card }
 
 // Close stops the sync loops, the data plane (every connection and
 // Channel; pending messages stay in the store), the display timers and
@@ -260,9 +262,9 @@ func (b *Bridge) describe(_ context.Context, channelID string) dataplane.Channel
 	case ok && st != "":
 		return dataplane.ChannelInfo{Status: st, DisplayName: "Matrix room", AccountHint: redactUser(bd.UserID)}
 	case ok:
-		return dataplane.ChannelInfo{Status: imv2.StatusConnected, DisplayName: "Matrix room", AccountHint: redactUser(bd.UserID)}
+		return dataplane.ChannelInfo{Status: protocol.StatusConnected, DisplayName: "Matrix room", AccountHint: redactUser(bd.UserID)}
 	}
-	return dataplane.ChannelInfo{Status: imv2.StatusCreated, DisplayName: "Matrix (not bound)"}
+	return dataplane.ChannelInfo{Status: protocol.StatusCreated, DisplayName: "Matrix (not bound)"}
 }
 
 // redactUser keeps the first two characters of the localpart and the
@@ -344,12 +346,12 @@ func (b *Bridge) gone(channelID, status string) {
 // Start serves auth.start of the form flow: sign in, join the room, bind
 // the channel and start reading the room. A refusal the user can fix is
 // status failed with its reason; the token never leaves the Connector.
-func (b *Bridge) Start(ctx context.Context, channelID string, req imv2.AuthStart) (*imv2.AuthAck, error) {
+func (b *Bridge) Start(ctx context.Context, channelID string, req protocol.AuthStart) (*protocol.AuthAck, error) {
 	b.authMu.Lock()
 	defer b.authMu.Unlock()
 	sid := "auth_" + uuid.NewString()
-	failed := func(msg string) (*imv2.AuthAck, error) {
-		return &imv2.AuthAck{FlowID: req.FlowID, AuthSessionID: sid, Status: imv2.AuthFailed, Message: msg}, nil
+	failed := func(msg string) (*protocol.AuthAck, error) {
+		return &protocol.AuthAck{FlowID: req.FlowID, AuthSessionID: sid, Status: protocol.AuthFailed, Message: msg}, nil
 	}
 	form, err := ParseForm(req.Input)
 	var se *SignInError
@@ -382,39 +384,39 @@ func (b *Bridge) Start(ctx context.Context, channelID string, req imv2.AuthStart
 	b.sessions[channelID] = sid
 	b.mu.Unlock()
 	b.startSync(channelID)
-	return &imv2.AuthAck{FlowID: req.FlowID, AuthSessionID: sid, Status: imv2.AuthAuthenticated, Message: "Bound to the Matrix room"}, nil
+	return &protocol.AuthAck{FlowID: req.FlowID, AuthSessionID: sid, Status: protocol.AuthAuthenticated, Message: "Bound to the Matrix room"}, nil
 }
 
 // Status serves auth.status: the form flow finishes within auth.start, so
 // this reports the channel's state.
-func (b *Bridge) Status(_ context.Context, channelID string, req imv2.AuthStatusRequest) (*imv2.AuthAck, error) {
+func (b *Bridge) Status(_ context.Context, channelID string, req protocol.AuthStatusRequest) (*protocol.AuthAck, error) {
 	b.mu.Lock()
 	sid, st := b.sessions[channelID], b.status[channelID]
 	b.mu.Unlock()
 	if req.AuthSessionID != "" && req.AuthSessionID != sid {
-		return nil, imv2.Errorf(imv2.CodeAuthSessionNotFound, "unknown auth_session_id")
+		return nil, imv2.Errorf(protocol.CodeAuthSessionNotFound, "unknown auth_session_id")
 	}
-	ack := &imv2.AuthAck{FlowID: FlowID, AuthSessionID: req.AuthSessionID, Status: imv2.AuthUnauthenticated}
+	ack := &protocol.AuthAck{FlowID: FlowID, AuthSessionID: req.AuthSessionID, Status: protocol.AuthUnauthenticated}
 	if _, ok := b.platform.Bound(channelID); ok {
-		ack.Status = imv2.AuthAuthenticated
-		if st == imv2.StatusExpired {
-			ack.Status = imv2.AuthExpired
+		ack.Status = protocol.AuthAuthenticated
+		if st == protocol.StatusExpired {
+			ack.Status = protocol.AuthExpired
 		}
 	}
 	return ack, nil
 }
 
 // Cancel serves auth.cancel: nothing is ever left unfinished.
-func (b *Bridge) Cancel(_ context.Context, channelID string, req imv2.AuthCancel) (*imv2.AuthCancelAck, error) {
+func (b *Bridge) Cancel(_ context.Context, channelID string, req protocol.AuthCancel) (*protocol.AuthCancelAck, error) {
 	if _, ok := b.platform.Bound(channelID); ok {
-		return &imv2.AuthCancelAck{Status: "ignored", AuthStatus: imv2.AuthAuthenticated, Message: "already signed in"}, nil
+		return &protocol.AuthCancelAck{Status: "ignored", AuthStatus: protocol.AuthAuthenticated, Message: "already signed in"}, nil
 	}
-	return &imv2.AuthCancelAck{Status: "not_found", AuthStatus: imv2.AuthUnauthenticated}, nil
+	return &protocol.AuthCancelAck{Status: "not_found", AuthStatus: protocol.AuthUnauthenticated}, nil
 }
 
 // Logout serves auth.logout: stop reading the room, forget the binding and
 // log out the device the Connector created. The channel stays open.
-func (b *Bridge) Logout(ctx context.Context, channelID string) (*imv2.StatusOK, error) {
+func (b *Bridge) Logout(ctx context.Context, channelID string) (*protocol.StatusOK, error) {
 	b.authMu.Lock()
 	defer b.authMu.Unlock()
 	b.stopSync(channelID)
@@ -433,5 +435,5 @@ func (b *Bridge) Logout(ctx context.Context, channelID string) (*imv2.StatusOK, 
 			b.log.Warn("matrixbridge: device not logged out", "channel", channelID, "err", err)
 		}
 	}
-	return &imv2.StatusOK{Status: "ok"}, nil
+	return &protocol.StatusOK{Status: "ok"}, nil
 }

@@ -2,6 +2,7 @@ package matrixbridge
 
 import (
 	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/protocol"
 )
 
 // Identity of the Matrix Connector.
@@ -30,31 +31,31 @@ const (
 // chat.message carries every message; no capability is declared that the
 // Connector does not implement). build carries the build identity, which
 // /health repeats (H4); BuildTime is required.
-func NewCard(build imv2.Build) *imv2.Card {
-	return &imv2.Card{
-		Schema:          imv2.CardSchema,
-		ProtocolVersion: imv2.ProtocolVersion,
+func NewCard(build protocol.Build) *protocol.Card {
+	return &protocol.Card{
+		Schema:          protocol.CardSchema,
+		ProtocolVersion: protocol.ProtocolVersion,
 		Build:           build,
 		ConnectorCardID: CardID,
-		Connector: imv2.CardInfo{
+		Connector: protocol.CardInfo{
 			Name:        "Matrix Connector",
 			Version:     Version,
 			Vendor:      "xagentkit",
 			Description: "Bridge one Matrix room per channel into xAgent: room messages in, streamed replies, typing and files out.",
 		},
-		Supports: imv2.Supports{
+		Supports: protocol.Supports{
 			UserChannelMode: "multiple",
 			TargetTypes:     []string{imv2.TargetTypeIM},
-			Targets:         []imv2.SupportedTarget{{TargetType: imv2.TargetTypeIM, Provider: Provider, Label: "Matrix"}},
+			Targets:         []protocol.SupportedTarget{{TargetType: imv2.TargetTypeIM, Provider: Provider, Label: "Matrix"}},
 			Profiles:        []string{imv2.ProfileIMv2},
 		},
-		AuthFlows: []imv2.AuthFlow{{
+		AuthFlows: []protocol.AuthFlow{{
 			ID:          FlowID,
 			TargetType:  imv2.TargetTypeIM,
 			Type:        "form",
 			Title:       "Bind a Matrix room",
 			Description: "The Connector signs in as a Matrix account (a bot account is best) and joins the room. Give an access token or a password.",
-			Fields: []imv2.AuthField{
+			Fields: []protocol.AuthField{
 				{Name: FieldHomeserver, Label: "Homeserver URL", InputType: "text", Required: true,
 					Placeholder: "https://matrix.example.org", HelpText: "The client API base URL of the homeserver."},
 				{Name: FieldUserID, Label: "User ID", InputType: "text", Required: true,
@@ -67,7 +68,7 @@ func NewCard(build imv2.Build) *imv2.Card {
 					Placeholder: "!abc123:example.org or #room:example.org", HelpText: "Room ID or alias; invite the account first if the room is not public."},
 			},
 		}},
-		Security: &imv2.Security{
+		Security: &protocol.Security{
 			TrustLevel:     "third_party",
 			APIKeyRequired: true,
 			DataClasses:    []string{"message", "file", "image"},

@@ -6,8 +6,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 
-	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/examples/matrix/matrixbridge"
+	"github.com/xagentkit/imv2/protocol"
 )
 
 // A Bridge is the whole Connector: serve its Handler at the base URL that
@@ -15,7 +15,7 @@ import (
 // channel and binds a room with the form flow.
 func ExampleNew() {
 	b, err := matrixbridge.New(matrixbridge.Config{
-		Build:  imv2.Build{Version: "0.1.0", BuildTime: "2611300000"},
+		Build:  protocol.Build{Version: "0.1.0", BuildTime: "2611300000"},
 		APIKey: "change-me",
 		// StateDir: "/var/lib/matrix-connector", // bindings and delivery state
 	})
@@ -31,7 +31,7 @@ func ExampleNew() {
 		panic(err)
 	}
 	defer res.Body.Close()
-	var card imv2.Card
+	var card protocol.Card
 	if err := json.NewDecoder(res.Body).Decode(&card); err != nil {
 		panic(err)
 	}

@@ -12,8 +12,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/connector"
+	"github.com/xagentkit/imv2/protocol"
 )
 
 // fakeHS is the part of a homeserver the Platform's outbound side uses:
@@ -132,7 +132,7 @@ func (f *fakeHS) snapshot() (events []fakeEvent, puts []string, uploads int) {
 // the file host behind it.
 func (f *fakeHS) bound(t *testing.T) (*Platform, *connector.Handler) {
 	t.Helper()
-	files, err := connector.NewHandler(connector.Config{Card: NewCard(imv2.Build{BuildTime: "1"}), APIKey: "k"})
+	files, err := connector.NewHandler(connector.Config{Card: NewCard(protocol.Build{BuildTime: "1"}), APIKey: "k"})
 	require.NoError(t, err)
 	p, err := NewPlatform(PlatformOptions{Files: files})
 	require.NoError(t, err)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/protocol"
 	"maunium.net/go/mautrix"
 	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
@@ -148,7 +149,7 @@ func (s *syncer) once(ctx context.Context) error {
 	}
 	if _, left := resp.Rooms.Leave[s.r.id]; left {
 		s.p.log.Warn("matrixbridge: the bot left or was removed from the room", "channel", s.ch)
-		return s.gone(imv2.StatusRevoked)
+		return s.gone(protocol.StatusRevoked)
 	}
 	if jr := resp.Rooms.Join[s.r.id]; jr != nil {
 		events := jr.Timeline.Events
@@ -172,7 +173,7 @@ func (s *syncer) once(ctx context.Context) error {
 func (s *syncer) check(err error) error {
 	if isAuthGone(err) {
 		s.p.log.Warn("matrixbridge: the access token no longer works", "channel", s.ch)
-		return s.gone(imv2.StatusExpired)
+		return s.gone(protocol.StatusExpired)
 	}
 	return err
 }
@@ -243,7 +244,7 @@ func (s *syncer) handle(ctx context.Context, evt *event.Event) error {
 		return err
 	}
 	err = s.ev.Deliver(ctx, s.ch, m)
-	if errors.Is(err, imv2.ErrMessageIDConflict) {
+	if errors.Is(err, &imv2.Error{Code: imv2.CodeMessageIDConflict}) {
 		// A replayed batch offered the same event's media again under a
 		// new file_ref: the message is already pending or delivered.
 		return nil
@@ -257,7 +258,7 @@ func (s *syncer) convert(ctx context.Context, evt *event.Event) (imv2.ChatMessag
 	if evt.Type == event.StateMember && evt.StateKey != nil && id.UserID(*evt.StateKey) == s.r.me {
 		if err := evt.Content.ParseRaw(evt.Type); err == nil {
 			if mem := evt.Content.AsMember(); mem.Membership == event.MembershipLeave || mem.Membership == event.MembershipBan {
-				return imv2.ChatMessage{}, false, s.gone(imv2.StatusRevoked)
+				return imv2.ChatMessage{}, false, s.gone(protocol.StatusRevoked)
 			}
 		}
 		return imv2.ChatMessage{}, false, nil

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/protocol"
 	"maunium.net/go/mautrix/event"
 )
 
@@ -31,7 +32,7 @@ func TestConvert_WhatIsForwarded(t *testing.T) {
 		{"empty body", `{"type":"m.room.message","sender":"@alice:hs","content":{"msgtype":"m.text","body":""}}`, "", ""},
 		{"encrypted media keeps its name", `{"type":"m.room.message","sender":"@alice:hs","content":{"msgtype":"m.file","body":"secret.pdf","file":{"url":"mxc://hs/x"}}}`, "secret.pdf", ""},
 		{"someone else joins", `{"type":"m.room.member","state_key":"@carol:hs","sender":"@carol:hs","content":{"membership":"join"}}`, "", ""},
-		{"bot kicked", `{"type":"m.room.member","state_key":"@bot:hs","sender":"@alice:hs","content":{"membership":"leave"}}`, "", imv2.StatusRevoked},
+		{"bot kicked", `{"type":"m.room.member","state_key":"@bot:hs","sender":"@alice:hs","content":{"membership":"leave"}}`, "", protocol.StatusRevoked},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

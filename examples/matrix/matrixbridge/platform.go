@@ -11,8 +11,10 @@ import (
 
 	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/clock"
 	"github.com/xagentkit/imv2/connector"
 	"github.com/xagentkit/imv2/display"
+	"github.com/xagentkit/imv2/protocol"
 	"maunium.net/go/mautrix"
 	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
@@ -53,8 +55,8 @@ type PlatformOptions struct {
 	HTTPClient *http.Client
 	// Logger; default discards. Tokens and message text are never logged.
 	Logger *slog.Logger
-	// Clock drives the /sync backoff; default imv2.SystemClock{}.
-	Clock imv2.Clock
+	// Clock drives the /sync backoff; default clock.System{}.
+	Clock clock.Clock
 	// TypingTimeout is sent with each typing notification.
 	TypingTimeout time.Duration
 	// UploadCache bounds the remembered uploads.
@@ -80,7 +82,7 @@ type Platform struct {
 	http    *http.Client
 	ownHTTP bool
 	log     *slog.Logger
-	clock   imv2.Clock
+	clock   clock.Clock
 	typing  time.Duration
 	syncTO  time.Duration
 	uploads *lru.Cache[string, upload]
@@ -140,7 +142,7 @@ func NewPlatform(o PlatformOptions) (*Platform, error) {
 		p.log = slog.New(slog.DiscardHandler)
 	}
 	if p.clock == nil {
-		p.clock = imv2.SystemClock{}
+		p.clock = clock.System{}
 	}
 	if p.typing <= 0 {
 		p.typing = DefaultTypingTimeout
@@ -264,7 +266,7 @@ func (p *Platform) room(channelID string) (*room, error) {
 	p.mu.Unlock()
 	if r == nil {
 		// Deterministic: the channel has no signed-in room (A8).
-		e := imv2.Errorf(imv2.CodeConnectionNotAuthenticated, "matrixbridge: channel is not bound to a Matrix room")
+		e := imv2.Errorf(protocol.CodeConnectionNotAuthenticated, "matrixbridge: channel is not bound to a Matrix room")
 		return nil, imv2.Permanent(e)
 	}
 	return r, nil

@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/protocol"
 	"go.uber.org/goleak"
 )
 
@@ -72,7 +73,7 @@ func TestSend_A8_UnboundChannelIsPermanent(t *testing.T) {
 	err := p.Send(context.Background(), "other", &imv2.ChatMessage{MessageID: "m", Text: "hi"})
 	require.Error(t, err)
 	require.False(t, imv2.IsRetryable(err))
-	require.True(t, errors.Is(err, &imv2.Error{Code: imv2.CodeConnectionNotAuthenticated}))
+	require.True(t, errors.Is(err, &imv2.Error{Code: protocol.CodeConnectionNotAuthenticated}))
 }
 
 // TestSend_M12_FilesAfterTextSameTxnOnRetry: text then every file; a
@@ -272,6 +273,6 @@ func TestParseForm(t *testing.T) {
 }
 
 func TestNewCard_H1_Valid(t *testing.T) {
-	c := NewCard(imv2.Build{Version: "1", BuildTime: "2611300000"})
+	c := NewCard(protocol.Build{Version: "1", BuildTime: "2611300000"})
 	require.NoError(t, c.Validate())
 }

@@ -22,11 +22,13 @@ import (
 	"sync"
 	"time"
 
+	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/google/uuid"
 	"github.com/gorilla/websocket"
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/connector"
 	"github.com/xagentkit/imv2/imv2test"
+	"github.com/xagentkit/imv2/protocol"
 )
 
 // Flaw is one deliberate defect; the comment names the checks it fails.
@@ -38,14 +40,16 @@ const (
 	HealthMismatch        Flaw = "health-mismatch"         // K1.b: /health reports another card version (H4)
 	UploadsWithoutKey     Flaw = "uploads-without-key"     // K1.c: /files/uploads takes no API key (T1)
 	DescriptorExtra       Flaw = "descriptor-extra"        // K1.d: the Descriptor lists a profile the Card lacks (P2)
-	LenientHello          Flaw = "lenient-hello"           // K1.e: any hello is welcome (W4, P3)
+	LenientHello          Flaw = "lenient-hello"           // K1.e, K1.f: any hello is welcome (W4, P3)
+	ExactVersion          Flaw = "exact-version"           // K1.f: only a hello at exactly 3.0 is admitted, not today's xAgent at 4.3 (W4)
 	FinalTwice            Flaw = "final-twice"             // K2.a, K2.d, K9.b, K11.a: posts the stitched deltas and then the final (M11)
 	Placeholder           Flaw = "placeholder"             // K2.b, K5.a: posts a "…" placeholder before every final
 	StitchGaps            Flaw = "stitch-gaps"             // K2.c, K6.c: appends deltas across gaps and conflicts (D4)
 	NoDrafts              Flaw = "no-drafts"               // K2.d: a streaming target that shows no deltas (D8)
 	NoDedup               Flaw = "no-dedup"                // K3, K11.a: posts every resend again (M9, A6)
 	AckReplyToMessageID   Flaw = "ack-reply-to-message-id" // K4.a: the ack's reply_to is the message_id (A1, I4)
-	AcceptUnknownFields   Flaw = "accept-unknown-fields"   // K4.b, K7.a: chat.message members it does not know are ignored (I2, M8)
+	AcceptUnknownFields   Flaw = "accept-unknown-fields"   // K4.b, K7.a, K7.d: chat.message members are never checked, forbidden ones included (I2, M8)
+	RejectUnknownMembers  Flaw = "reject-unknown-members"  // K7.d: a chat.message member it does not know is a rejection (E5)
 	NoRequestID           Flaw = "no-request-id"           // K4.c: pong and chat acks drop request_id (W8, W9)
 	SilentInvalid         Flaw = "silent-invalid"          // K4.d: frames that are not packets get no error (E2)
 	BufferTempText        Flaw = "buffer-temp-text"        // K5.a: a target that cannot stream still gets the deltas (K5)
@@ -67,8 +71,8 @@ const (
 
 // Flaws lists every flaw.
 var Flaws = []Flaw{
-	ToolProfileUndeclared, HealthMismatch, UploadsWithoutKey, DescriptorExtra, LenientHello,
-	FinalTwice, Placeholder, StitchGaps, NoDrafts, NoDedup, AckReplyToMessageID, AcceptUnknownFields,
+	ToolProfileUndeclared, HealthMismatch, UploadsWithoutKey, DescriptorExtra, LenientHello, ExactVersion,
+	FinalTwice, Placeholder, StitchGaps, NoDrafts, NoDedup, AckReplyToMessageID, AcceptUnknownFields, RejectUnknownMembers,
 	NoRequestID, SilentInvalid, BufferTempText, UnboundedDeltas, LeakSessionID, UnsignedDownload,
 	AcceptUnknownFile, DropFiles, LenientDelta, AckBeforePost, AcceptSync, NewIDOnReconnect,
 	ResendHistory, ActivityUnsupported, IgnoreBadActivity, ActivityForever, RejectRetryable,
@@ -110,7 +114,7 @@ type Config struct {
 type Connector struct {
 	cfg      Config
 	flaws    map[Flaw]bool
-	card     *imv2.Card
+	card     *protocol.Card
 	files    *connector.Handler
 	handler  http.Handler
 	upgrader websocket.Upgrader
@@ -188,28 +192,28 @@ func New(cfg Config) (*Connector, error) {
 	}
 	c.files = files
 	c.handler = http.HandlerFunc(c.serveHTTP)
-	c.upgrader = websocket.Upgrader{Subprotocols: []string{imv2.Subprotocol}}
+	c.upgrader = websocket.Upgrader{Subprotocols: []string{protocol.Subprotocol}}
 	return c, nil
 }
 
 func (c *Connector) has(f Flaw) bool { return c.flaws[f] }
 
-func (c *Connector) buildCard() *imv2.Card {
-	card := &imv2.Card{
-		Schema:          imv2.CardSchema,
-		ProtocolVersion: imv2.ProtocolVersion,
-		Build:           imv2.Build{Version: "0.0.1", BuildTime: "2026-11-30T00:00:00Z"},
+func (c *Connector) buildCard() *protocol.Card {
+	card := &protocol.Card{
+		Schema:          protocol.CardSchema,
+		ProtocolVersion: protocol.ProtocolVersion,
+		Build:           protocol.Build{Version: "0.0.1", BuildTime: "2026-11-30T00:00:00Z"},
 		ConnectorCardID: CardID,
-		Connector:       imv2.CardInfo{Name: "Broken Connector", Version: "0.0.1"},
-		Supports: imv2.Supports{
+		Connector:       protocol.CardInfo{Name: "Broken Connector", Version: "0.0.1"},
+		Supports: protocol.Supports{
 			TargetTypes: []string{imv2.TargetTypeIM},
-			Targets:     []imv2.SupportedTarget{{TargetType: imv2.TargetTypeIM, Provider: "broken", Label: "Broken"}},
+			Targets:     []protocol.SupportedTarget{{TargetType: imv2.TargetTypeIM, Provider: "broken", Label: "Broken"}},
 			Profiles:    []string{imv2.ProfileIMv2},
 		},
 	}
 	if c.has(ToolProfileUndeclared) {
-		schema, _ := imv2.ToolInputSchema(map[string]json.RawMessage{"text": json.RawMessage(`{"type":"string"}`)}, "text")
-		card.Tools = []imv2.Tool{{ToolID: "broken_send", Profile: "xagent.im.v1", InputSchema: schema}}
+		schema, _ := protocol.ToolInputSchema(map[string]json.RawMessage{"text": json.RawMessage(`{"type":"string"}`)}, "text")
+		card.Tools = []protocol.Tool{{ToolID: "broken_send", Profile: "xagent.im.v1", InputSchema: schema}}
 	}
 	return card
 }
@@ -255,8 +259,8 @@ func (c *Connector) Close() error {
 }
 
 func (c *Connector) serveWS(w http.ResponseWriter, r *http.Request) {
-	if !slices.Contains(websocket.Subprotocols(r), imv2.Subprotocol) {
-		http.Error(w, "subprotocol "+imv2.Subprotocol+" required", http.StatusBadRequest)
+	if !slices.Contains(websocket.Subprotocols(r), protocol.Subprotocol) {
+		http.Error(w, "subprotocol "+protocol.Subprotocol+" required", http.StatusBadRequest)
 		return
 	}
 	c.mu.Lock()
@@ -359,25 +363,25 @@ func (s *session) reply(req *imv2.Packet, typ string, payload any) {
 
 func (s *session) dispatch(p *imv2.Packet) {
 	switch p.Type {
-	case imv2.TypePing:
-		r, _ := imv2.NewReply(p, imv2.TypePong, nil)
+	case protocol.TypePing:
+		r, _ := imv2.NewReply(p, protocol.TypePong, nil)
 		if s.c.has(NoRequestID) {
 			r.RequestID = ""
 		}
 		s.send(r)
 		return
-	case imv2.TypePong, imv2.TypeError:
+	case protocol.TypePong, imv2.TypeError:
 		return
-	case imv2.TypeConnectorHello:
+	case protocol.TypeConnectorHello:
 		s.onHello(p)
 		return
 	}
 	if !s.hello {
-		s.fail(p, imv2.CodeHelloRequired, "connector.hello first")
+		s.fail(p, protocol.CodeHelloRequired, "connector.hello first")
 		return
 	}
 	switch p.Type {
-	case imv2.TypeChannelOpen:
+	case protocol.TypeChannelOpen:
 		s.onOpen(p)
 		return
 	}
@@ -395,11 +399,11 @@ func (s *session) dispatch(p *imv2.Packet) {
 		return
 	}
 	switch p.Type {
-	case imv2.TypeChannelClose:
+	case protocol.TypeChannelClose:
 		ch.owner, ch.closedOn = nil, s
-		s.reply(p, imv2.TypeChannelCloseAck, imv2.StatusOK{Status: "ok"})
-	case imv2.TypeDescriptorGet:
-		s.reply(p, imv2.TypeDescriptorGetAck, imv2.DescriptorPayload{ConnectionDescriptor: s.descriptor(ch.id)})
+		s.reply(p, protocol.TypeChannelCloseAck, protocol.StatusOK{Status: "ok"})
+	case protocol.TypeDescriptorGet:
+		s.reply(p, protocol.TypeDescriptorGetAck, protocol.DescriptorPayload{ConnectionDescriptor: s.descriptor(ch.id)})
 	case imv2.TypeChatMessage:
 		s.onMessage(ch, p)
 	case imv2.TypeChatMessageDelta:
@@ -408,7 +412,7 @@ func (s *session) dispatch(p *imv2.Packet) {
 		s.onAck(ch, p)
 	case imv2.TypeChatActivity:
 		s.onActivity(ch, p)
-	case imv2.TypeToolInvoke, imv2.TypeAuthStart, imv2.TypeAuthStatus, imv2.TypeAuthCancel, imv2.TypeAuthLogout:
+	case protocol.TypeToolInvoke, protocol.TypeAuthStart, protocol.TypeAuthStatus, protocol.TypeAuthCancel, protocol.TypeAuthLogout:
 		s.fail(p, imv2.CodeUnsupportedPacket, "no tools or auth flows")
 	default:
 		if c.has(AcceptSync) {
@@ -419,7 +423,7 @@ func (s *session) dispatch(p *imv2.Packet) {
 }
 
 func (s *session) onHello(p *imv2.Packet) {
-	var h imv2.ConnectorHello
+	var h protocol.ConnectorHello
 	if err := p.DecodePayload(&h); err != nil {
 		s.fail(p, imv2.CodeInvalidPacket, "bad hello")
 		return
@@ -430,10 +434,13 @@ func (s *session) onHello(p *imv2.Packet) {
 			s.fail(p, imv2.CodeInvalidPacket, "hello already done")
 			return
 		case h.ConnectorCardID != CardID:
-			s.fail(p, imv2.CodeConnectorCardIDMismatch, "another card")
+			s.fail(p, protocol.CodeConnectorCardIDMismatch, "another card")
 			return
-		case h.ProtocolVersion != imv2.ProtocolVersion:
+		case s.c.has(ExactVersion) && h.ProtocolVersion != protocol.ProtocolVersion:
 			s.fail(p, imv2.CodeInvalidPacket, "protocol_version 3.0 only")
+			return
+		case !versionAdmitted(h.ProtocolVersion):
+			s.fail(p, imv2.CodeInvalidPacket, "protocol_version 3.0 or newer")
 			return
 		case h.SupportedProfiles == nil:
 			s.fail(p, imv2.CodeInvalidPacket, "supported_profiles required")
@@ -454,21 +461,27 @@ func (s *session) onHello(p *imv2.Packet) {
 	if c.has(LenientHello) && !slices.Contains(s.supported, imv2.ProfileIMv2) {
 		s.supported = []string{imv2.ProfileIMv2} // enables the profile implicitly
 	}
-	s.reply(p, imv2.TypeConnectorHelloAck, imv2.ConnectorHelloAck{ConnectorCardID: CardID, ConnectorID: s.connID, ProtocolVersion: imv2.ProtocolVersion})
+	s.reply(p, protocol.TypeConnectorHelloAck, protocol.ConnectorHelloAck{ConnectorCardID: CardID, ConnectorID: s.connID, ProtocolVersion: protocol.ProtocolVersion})
 }
 
-func (s *session) descriptor(id string) *imv2.Descriptor {
+// versionAdmitted: xAgent's own version, 3.0 or newer (W4).
+func versionAdmitted(s string) bool {
+	v, err := protocol.ParseVersion(s)
+	return err == nil && v.Compare(protocol.Version30) >= 0
+}
+
+func (s *session) descriptor(id string) *protocol.Descriptor {
 	profiles := []string{imv2.ProfileIMv2}
 	if s.c.has(DescriptorExtra) {
 		profiles = append(profiles, "xagent.im.v1")
 	}
-	return &imv2.Descriptor{
-		Schema: imv2.DescriptorSchema,
-		Connection: imv2.Connection{
+	return &protocol.Descriptor{
+		Schema: protocol.DescriptorSchema,
+		Connection: protocol.Connection{
 			ConnectorCardID: CardID, ConnectorID: s.connID, ConnectorChannelID: id,
-			TargetType: imv2.TargetTypeIM, Profiles: profiles, Status: imv2.StatusConnected,
+			TargetType: imv2.TargetTypeIM, Profiles: profiles, Status: protocol.StatusConnected,
 		},
-		Target: imv2.DescriptorTarget{Provider: "broken", Label: "Broken", DisplayName: "Broken"},
+		Target: protocol.DescriptorTarget{Provider: "broken", Label: "Broken", DisplayName: "Broken"},
 	}
 }
 
@@ -492,7 +505,7 @@ func (s *session) onOpen(p *imv2.Packet) {
 		resend = append(slices.Clone(ch.acked), resend...)
 	}
 	c.mu.Unlock()
-	ack, _ := imv2.NewReply(p, imv2.TypeChannelOpenAck, imv2.ChannelOpenAck{ConnectorChannelID: ch.id, ConnectionDescriptor: s.descriptor(ch.id)})
+	ack, _ := imv2.NewReply(p, protocol.TypeChannelOpenAck, protocol.ChannelOpenAck{ConnectorChannelID: ch.id, ConnectionDescriptor: s.descriptor(ch.id)})
 	ack.ConnectorChannelID = ch.id
 	s.send(ack)
 	c.mu.Lock()
@@ -505,6 +518,13 @@ func (s *session) onOpen(p *imv2.Packet) {
 // ---- chat.message ---------------------------------------------------------
 
 func (s *session) decodeMessage(p *imv2.Packet) (*imv2.ChatMessage, error) {
+	if s.c.has(RejectUnknownMembers) {
+		// The pre-E5 closed reader: any member outside the struct fails.
+		var m imv2.ChatMessage
+		if err := jsonv2.Unmarshal(p.Payload, &m, jsonv2.RejectUnknownMembers(true)); err != nil {
+			return nil, imv2.Errorf(imv2.CodeInvalidPacket, "unknown member")
+		}
+	}
 	if !s.c.has(AcceptUnknownFields) {
 		return imv2.DecodeChatMessage(p, imv2.ToConnector)
 	}

@@ -1,4 +1,4 @@
-package imv2
+package protocol
 
 import (
 	"encoding/json"
@@ -7,6 +7,7 @@ import (
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
+	"github.com/xagentkit/imv2"
 )
 
 // Validation of the Connector Card (H1, H2, P1, P8) and of the Connection
@@ -35,12 +36,12 @@ var trustLevels = []string{"unknown", "builtin", "verified", "third_party", "loc
 // MaxToolIDBytes bounds a Card tools[].tool_id (H2).
 const MaxToolIDBytes = 256
 
-func cardErr(format string, args ...any) *Error {
-	return Errorf(CodeInvalidPacket, "connector card: "+format, args...)
+func cardErr(format string, args ...any) *imv2.Error {
+	return imv2.Errorf(imv2.CodeInvalidPacket, "connector card: "+format, args...)
 }
 
-func descErr(format string, args ...any) *Error {
-	return Errorf(CodeInvalidPacket, "connection descriptor: "+format, args...)
+func descErr(format string, args ...any) *imv2.Error {
+	return imv2.Errorf(imv2.CodeInvalidPacket, "connection descriptor: "+format, args...)
 }
 
 // Validate checks the Card before it is served (H1, H2, P1, P8): the fixed
@@ -117,7 +118,7 @@ func (c *Card) validateSupports() error {
 	}
 	// P1: a profile the SDK knows may be declared only next to a target
 	// type it allows. Profiles outside the catalog are not judged here.
-	catalog := DefaultCatalog()
+	catalog := imv2.DefaultCatalog()
 	for _, id := range s.Profiles {
 		entry, ok := catalog[id]
 		if !ok {
@@ -132,7 +133,7 @@ func (c *Card) validateSupports() error {
 
 // checkNameList checks a non-empty list of unique, non-empty strings, each
 // in enum when enum is not nil.
-func checkNameList(what string, list, enum []string, mk func(string, ...any) *Error) error {
+func checkNameList(what string, list, enum []string, mk func(string, ...any) *imv2.Error) error {
 	if len(list) == 0 {
 		return mk("%s is empty (H1)", what)
 	}
@@ -170,25 +171,25 @@ func (c *Card) validateTool(i int) error {
 		return cardErr("tools[%d] (%s).output_schema is not an object (H2)", i, t.ToolID)
 	}
 	for j, id := range t.RelatedSkillIDs {
-		if id == "" {
-			return cardErr("tools[%d] (%s).related_skill_ids[%d] is empty", i, t.ToolID, j)
+		if err := checkSkillID(c.ConnectorCardID, id); err != nil {
+			return cardErr("tools[%d] (%s).related_skill_ids[%d] %s (Common Protocol §4.2)", i, t.ToolID, j, err.Message)
 		}
 	}
 	return nil
 }
 
 // checkToolID enforces H2: 1..256 characters of [A-Za-z0-9_.-].
-func checkToolID(id string) *Error {
+func checkToolID(id string) *imv2.Error {
 	if id == "" {
-		return Errorf(CodeInvalidPacket, "is empty")
+		return imv2.Errorf(imv2.CodeInvalidPacket, "is empty")
 	}
 	if len(id) > MaxToolIDBytes {
-		return Errorf(CodeInvalidPacket, "is %d characters, over %d", len(id), MaxToolIDBytes)
+		return imv2.Errorf(imv2.CodeInvalidPacket, "is %d characters, over %d", len(id), MaxToolIDBytes)
 	}
 	for i := 0; i < len(id); i++ {
 		b := id[i]
 		if !('a' <= b && b <= 'z' || 'A' <= b && b <= 'Z' || '0' <= b && b <= '9' || b == '_' || b == '.' || b == '-') {
-			return Errorf(CodeInvalidPacket, "%q has a character outside [A-Za-z0-9_.-]", id)
+			return imv2.Errorf(imv2.CodeInvalidPacket, "%q has a character outside [A-Za-z0-9_.-]", id)
 		}
 	}
 	return nil
@@ -208,32 +209,32 @@ type inputSchemaHead struct {
 // is implied by the Connector; a tool must not take it as an argument).
 // Build schemas with ToolInputSchema or WithConnectorChannelID so this
 // holds by construction. The error has code invalid_packet.
-func CheckToolInputSchema(schema json.RawMessage) *Error {
+func CheckToolInputSchema(schema json.RawMessage) *imv2.Error {
 	if len(schema) == 0 {
-		return Errorf(CodeInvalidPacket, "is missing")
+		return imv2.Errorf(imv2.CodeInvalidPacket, "is missing")
 	}
 	var h inputSchemaHead
 	if err := jsonv2.Unmarshal(schema, &h); err != nil {
-		return Errorf(CodeInvalidPacket, "%s", jsonErrText(err))
+		return imv2.Errorf(imv2.CodeInvalidPacket, "%s", jsonErrText(err))
 	}
 	if string(h.Type) != `"object"` {
-		return Errorf(CodeInvalidPacket, `"type" must be "object"`)
+		return imv2.Errorf(imv2.CodeInvalidPacket, `"type" must be "object"`)
 	}
 	if _, ok := h.Properties[cardIDArg]; ok {
-		return Errorf(CodeInvalidPacket, "property %q is not allowed", cardIDArg)
+		return imv2.Errorf(imv2.CodeInvalidPacket, "property %q is not allowed", cardIDArg)
 	}
 	ch, ok := h.Properties[channelIDArg]
 	if !ok {
-		return Errorf(CodeInvalidPacket, "properties.%s is missing", channelIDArg)
+		return imv2.Errorf(imv2.CodeInvalidPacket, "properties.%s is missing", channelIDArg)
 	}
 	var prop struct {
 		Type jsontext.Value `json:"type"`
 	}
 	if ch.Kind() != '{' || jsonv2.Unmarshal(ch, &prop) != nil || string(prop.Type) != `"string"` {
-		return Errorf(CodeInvalidPacket, `properties.%s must have "type": "string"`, channelIDArg)
+		return imv2.Errorf(imv2.CodeInvalidPacket, `properties.%s must have "type": "string"`, channelIDArg)
 	}
 	if !slices.Contains(h.Required, channelIDArg) {
-		return Errorf(CodeInvalidPacket, "required does not list %s", channelIDArg)
+		return imv2.Errorf(imv2.CodeInvalidPacket, "required does not list %s", channelIDArg)
 	}
 	return nil
 }
@@ -249,7 +250,13 @@ func (c *Card) validateAuthFlows() error {
 				return cardErr("auth_flows[%d].id %q appears twice (H1)", i, f.ID)
 			}
 		}
-		if f.TargetType != "" && !slices.Contains(targetTypes, f.TargetType) {
+		if f.TargetType == "" {
+			return cardErr("auth_flows[%d] (%s).target_type is required (H1)", i, f.ID)
+		}
+		if f.Title == "" {
+			return cardErr("auth_flows[%d] (%s).title is required: the user-facing sign-in title (H1)", i, f.ID)
+		}
+		if !slices.Contains(targetTypes, f.TargetType) {
 			return cardErr("auth_flows[%d] (%s).target_type %q is not one of %v (H1)", i, f.ID, f.TargetType, targetTypes)
 		}
 		switch f.Type {
@@ -323,7 +330,7 @@ func (d *Descriptor) Validate(card *Card) error {
 	if len(c.Profiles) == 0 {
 		return descErr("connection.profiles is empty (P2)")
 	}
-	catalog := DefaultCatalog()
+	catalog := imv2.DefaultCatalog()
 	for i, id := range c.Profiles {
 		if id == "" {
 			return descErr("connection.profiles[%d] is empty (P2)", i)

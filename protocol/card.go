@@ -1,4 +1,4 @@
-package imv2
+package protocol
 
 import "encoding/json"
 
@@ -69,9 +69,9 @@ type Tool struct {
 // AuthFlow is one Card auth flow, started by auth.start.
 type AuthFlow struct {
 	ID           string          `json:"id"`
-	TargetType   string          `json:"target_type,omitempty"`
-	Type         string          `json:"type"` // "qr_login" or "form"
-	Title        string          `json:"title,omitempty"`
+	TargetType   string          `json:"target_type"` // required
+	Type         string          `json:"type"`        // "qr_login" or "form"
+	Title        string          `json:"title"`       // required: the user-facing title
 	Description  string          `json:"description,omitempty"`
 	Fields       []AuthField     `json:"fields,omitempty"`
 	ConfigSchema json.RawMessage `json:"config_schema,omitempty"`

@@ -1,4 +1,4 @@
-package imv2_test
+package protocol_test
 
 import (
 	"errors"
@@ -6,17 +6,18 @@ import (
 	"testing"
 
 	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/protocol"
 )
 
 // minimalCard is the smallest Card H1 accepts.
-func minimalCard() *imv2.Card {
-	return &imv2.Card{
-		Schema:          imv2.CardSchema,
-		ProtocolVersion: imv2.ProtocolVersion,
-		Build:           imv2.Build{BuildTime: "2611300000"},
+func minimalCard() *protocol.Card {
+	return &protocol.Card{
+		Schema:          protocol.CardSchema,
+		ProtocolVersion: protocol.ProtocolVersion,
+		Build:           protocol.Build{BuildTime: "2611300000"},
 		ConnectorCardID: "im.console",
-		Connector:       imv2.CardInfo{Name: "Console", Version: "0.1.0"},
-		Supports:        imv2.Supports{TargetTypes: []string{"im"}, Profiles: []string{imv2.ProfileIMv2}},
+		Connector:       protocol.CardInfo{Name: "Console", Version: "0.1.0"},
+		Supports:        protocol.Supports{TargetTypes: []string{"im"}, Profiles: []string{imv2.ProfileIMv2}},
 	}
 }
 
@@ -25,20 +26,20 @@ func TestCardValidate_H1_H2_BuiltWithHelper(t *testing.T) {
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	schema, err := imv2.ToolInputSchema(nil)
+	schema, err := protocol.ToolInputSchema(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.Tools = []imv2.Tool{{ToolID: "console.send", Profile: imv2.ProfileIMv2, InputSchema: schema}}
+	c.Tools = []protocol.Tool{{ToolID: "console.send", Profile: imv2.ProfileIMv2, InputSchema: schema}}
 	if err := c.Validate(); err != nil {
 		t.Fatalf("a tool built with ToolInputSchema: %v", err)
 	}
-	d := &imv2.Descriptor{
-		Schema: imv2.DescriptorSchema,
-		Connection: imv2.Connection{ConnectorCardID: "im.console", ConnectorID: "conn_1", ConnectorChannelID: "cch_1",
-			TargetType: "im", Profiles: []string{imv2.ProfileIMv2}, Status: imv2.StatusConnected},
-		Target: imv2.DescriptorTarget{Provider: "console"},
-		Tools:  []imv2.ToolState{{ToolID: "console.send", Status: "available"}},
+	d := &protocol.Descriptor{
+		Schema: protocol.DescriptorSchema,
+		Connection: protocol.Connection{ConnectorCardID: "im.console", ConnectorID: "conn_1", ConnectorChannelID: "cch_1",
+			TargetType: "im", Profiles: []string{imv2.ProfileIMv2}, Status: protocol.StatusConnected},
+		Target: protocol.DescriptorTarget{Provider: "console"},
+		Tools:  []protocol.ToolState{{ToolID: "console.send", Status: "available"}},
 	}
 	if err := d.Validate(c); err != nil {
 		t.Fatal(err)
@@ -63,28 +64,28 @@ func TestCardValidate_H1_H2_BuiltWithHelper(t *testing.T) {
 }
 
 func TestCardValidate_H1_NilAndMessages(t *testing.T) {
-	var c *imv2.Card
+	var c *protocol.Card
 	if err := c.Validate(); !errors.Is(err, imv2.ErrInvalidPacket) {
 		t.Errorf("nil card: %v", err)
 	}
-	var d *imv2.Descriptor
+	var d *protocol.Descriptor
 	if err := d.Validate(nil); !errors.Is(err, imv2.ErrInvalidPacket) {
 		t.Errorf("nil descriptor: %v", err)
 	}
 	bad := minimalCard()
-	bad.Supports.Targets = []imv2.SupportedTarget{{TargetType: "im", Provider: "console"}}
+	bad.Supports.Targets = []protocol.SupportedTarget{{TargetType: "im", Provider: "console"}}
 	err := bad.Validate()
 	var e *imv2.Error
 	if !errors.As(err, &e) || e.Code != imv2.CodeInvalidPacket || !strings.Contains(e.Message, "supports.targets[0].label") {
 		t.Errorf("the message must name the member: %v", err)
 	}
 	bad = minimalCard()
-	bad.UI = &imv2.CardUI{LoginFlow: &imv2.LoginFlow{Steps: []imv2.LoginStep{{}}}}
+	bad.UI = &protocol.CardUI{LoginFlow: &protocol.LoginFlow{Steps: []protocol.LoginStep{{}}}}
 	if err := bad.Validate(); err == nil {
 		t.Error("a login step without type passed")
 	}
 	bad = minimalCard()
-	bad.AuthFlows = []imv2.AuthFlow{{ID: "f", Type: "qr_login", ConfigSchema: []byte(`[]`)}}
+	bad.AuthFlows = []protocol.AuthFlow{{ID: "f", Type: "qr_login", ConfigSchema: []byte(`[]`)}}
 	if err := bad.Validate(); err == nil {
 		t.Error("config_schema that is not an object passed")
 	}

@@ -1,4 +1,4 @@
-package imv2_test
+package protocol_test
 
 import (
 	"encoding/json"
@@ -7,17 +7,18 @@ import (
 	"testing"
 
 	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/protocol"
 )
 
 func TestToolInputSchema_H2_InjectsChannelID(t *testing.T) {
-	s, err := imv2.ToolInputSchema(map[string]json.RawMessage{
+	s, err := protocol.ToolInputSchema(map[string]json.RawMessage{
 		"text": json.RawMessage(`{ "type": "string", "description": "Text to send." }`),
 		"file": json.RawMessage(`{"type":"string"}`),
 	}, "text", "text")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := imv2.CheckToolInputSchema(s); err != nil {
+	if err := protocol.CheckToolInputSchema(s); err != nil {
 		t.Fatalf("%s: %v", s, err)
 	}
 	var got struct {
@@ -42,12 +43,12 @@ func TestToolInputSchema_H2_Deterministic(t *testing.T) {
 	for _, n := range []string{"z", "a", "m", "b", "y"} {
 		props[n] = json.RawMessage(`{"type":"string","description":"` + n + `","default":"x"}`)
 	}
-	first, err := imv2.ToolInputSchema(props, "m", "a")
+	first, err := protocol.ToolInputSchema(props, "m", "a")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for range 20 { // map iteration order differs between runs
-		again, err := imv2.ToolInputSchema(props, "m", "a")
+		again, err := protocol.ToolInputSchema(props, "m", "a")
 		if err != nil || string(again) != string(first) {
 			t.Fatalf("not deterministic:\n%s\n%s", first, again)
 		}
@@ -75,46 +76,46 @@ func TestToolInputSchema_H2_Errors(t *testing.T) {
 		{"empty property name", map[string]json.RawMessage{"": json.RawMessage(`{}`)}, nil},
 	}
 	for _, c := range cases {
-		_, err := imv2.ToolInputSchema(c.props, c.req...)
+		_, err := protocol.ToolInputSchema(c.props, c.req...)
 		if !errors.Is(err, imv2.ErrInvalidPacket) {
 			t.Errorf("%s: err = %v, want invalid_packet", c.name, err)
 		}
 	}
 	// A caller's own string-typed channel property is kept, not replaced.
-	s, err := imv2.ToolInputSchema(map[string]json.RawMessage{"connector_channel_id": json.RawMessage(`{"type":"string","description":"mine"}`)})
+	s, err := protocol.ToolInputSchema(map[string]json.RawMessage{"connector_channel_id": json.RawMessage(`{"type":"string","description":"mine"}`)})
 	if err != nil || !strings.Contains(string(s), `"mine"`) {
 		t.Errorf("own channel property: %s %v", s, err)
 	}
 	// Boolean schemas are schemas.
-	if _, err := imv2.ToolInputSchema(map[string]json.RawMessage{"anything": json.RawMessage(`true`)}); err != nil {
+	if _, err := protocol.ToolInputSchema(map[string]json.RawMessage{"anything": json.RawMessage(`true`)}); err != nil {
 		t.Errorf("boolean schema: %v", err)
 	}
 }
 
 func TestWithConnectorChannelID_H2(t *testing.T) {
 	in := json.RawMessage(`{"additionalProperties":false,"properties":{"text":{"type":"string"}},"required":["text"]}`)
-	out, err := imv2.WithConnectorChannelID(in)
+	out, err := protocol.WithConnectorChannelID(in)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := imv2.CheckToolInputSchema(out); err != nil {
+	if err := protocol.CheckToolInputSchema(out); err != nil {
 		t.Fatalf("%s: %v", out, err)
 	}
 	if !strings.Contains(string(out), `"additionalProperties":false`) || !strings.Contains(string(out), `"required":["connector_channel_id","text"]`) {
 		t.Errorf("members lost or required wrong: %s", out)
 	}
-	twice, err := imv2.WithConnectorChannelID(out)
+	twice, err := protocol.WithConnectorChannelID(out)
 	if err != nil || string(twice) != string(out) {
 		t.Errorf("not idempotent:\n%s\n%s", out, twice)
 	}
-	empty, err := imv2.WithConnectorChannelID(json.RawMessage(`{}`))
-	if err != nil || imv2.CheckToolInputSchema(empty) != nil {
+	empty, err := protocol.WithConnectorChannelID(json.RawMessage(`{}`))
+	if err != nil || protocol.CheckToolInputSchema(empty) != nil {
 		t.Errorf("{}: %s %v", empty, err)
 	}
 	for _, bad := range []string{``, `null`, `[]`, `"object"`, `{"type":"array"}`, `{"properties":[]}`, `{"required":"text"}`,
 		`{"properties":{"connector_card_id":{"type":"string"}}}`, `{"properties":{"connector_channel_id":{"type":"number"}}}`,
 		`{"type":"object","type":"object"}`} {
-		if _, err := imv2.WithConnectorChannelID(json.RawMessage(bad)); !errors.Is(err, imv2.ErrInvalidPacket) {
+		if _, err := protocol.WithConnectorChannelID(json.RawMessage(bad)); !errors.Is(err, imv2.ErrInvalidPacket) {
 			t.Errorf("%s: err = %v, want invalid_packet", bad, err)
 		}
 	}
@@ -122,7 +123,7 @@ func TestWithConnectorChannelID_H2(t *testing.T) {
 
 func TestCheckToolInputSchema_H2(t *testing.T) {
 	good := `{"type":"object","properties":{"connector_channel_id":{"type":"string"}},"required":["connector_channel_id"]}`
-	if err := imv2.CheckToolInputSchema(json.RawMessage(good)); err != nil {
+	if err := protocol.CheckToolInputSchema(json.RawMessage(good)); err != nil {
 		t.Fatal(err)
 	}
 	for _, bad := range []string{
@@ -132,7 +133,7 @@ func TestCheckToolInputSchema_H2(t *testing.T) {
 		`{"type":"object","properties":{"connector_channel_id":{"type":"string"}}}`,
 		`{"type":"object","properties":{"connector_channel_id":{"type":"string"},"connector_card_id":{}},"required":["connector_channel_id"]}`,
 	} {
-		if err := imv2.CheckToolInputSchema(json.RawMessage(bad)); err == nil || err.Code != imv2.CodeInvalidPacket {
+		if err := protocol.CheckToolInputSchema(json.RawMessage(bad)); err == nil || err.Code != imv2.CodeInvalidPacket {
 			t.Errorf("%s: err = %v", bad, err)
 		}
 	}

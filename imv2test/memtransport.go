@@ -1,13 +1,15 @@
-package imv2
+package imv2test
 
 import (
 	"context"
 	"sync"
+
+	"github.com/xagentkit/imv2"
 )
 
-// Receiver takes inbound packets; *Channel is one.
+// Receiver takes inbound packets; *imv2.Channel is one.
 type Receiver interface {
-	Receive(ctx context.Context, p *Packet) error
+	Receive(ctx context.Context, p *imv2.Packet) error
 }
 
 // MemTransport is one end of an in-memory connection, for tests and for
@@ -53,7 +55,7 @@ func (t *MemTransport) Attach(r Receiver) {
 }
 
 // Send implements Transport: it encodes p and queues it for the peer.
-func (t *MemTransport) Send(ctx context.Context, p *Packet) error {
+func (t *MemTransport) Send(ctx context.Context, p *imv2.Packet) error {
 	b, err := p.Encode()
 	if err != nil {
 		return err
@@ -68,7 +70,7 @@ func (t *MemTransport) enqueue(b []byte) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed {
-		return ErrClosed
+		return imv2.ErrClosed
 	}
 	t.queue = append(t.queue, b)
 	select {
@@ -98,7 +100,7 @@ func (t *MemTransport) run() {
 			t.queue = t.queue[1:]
 			r := t.recv
 			t.mu.Unlock()
-			p, err := DecodePacket(b)
+			p, err := imv2.DecodePacket(b)
 			if err == nil && r != nil {
 				_ = r.Receive(context.Background(), p)
 			}

@@ -1,4 +1,4 @@
-package imv2
+package protocol
 
 import (
 	"encoding/json"
@@ -6,6 +6,7 @@ import (
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
+	"github.com/xagentkit/imv2"
 )
 
 // Argument names H2 rules on.
@@ -38,21 +39,21 @@ func ToolInputSchema(properties map[string]json.RawMessage, required ...string) 
 	props := make(map[string]jsontext.Value, len(properties)+1)
 	for name, v := range properties {
 		if name == "" {
-			return nil, Errorf(CodeInvalidPacket, "tool input schema: a property has an empty name")
+			return nil, imv2.Errorf(imv2.CodeInvalidPacket, "tool input schema: a property has an empty name")
 		}
 		val := jsontext.Value(slices.Clone(v))
 		if err := val.Compact(); err != nil {
-			return nil, Errorf(CodeInvalidPacket, "tool input schema: property %q: %s", name, jsonErrText(err))
+			return nil, imv2.Errorf(imv2.CodeInvalidPacket, "tool input schema: property %q: %s", name, jsonErrText(err))
 		}
 		if k := val.Kind(); k != '{' && k != 't' && k != 'f' {
-			return nil, Errorf(CodeInvalidPacket, "tool input schema: property %q is not a schema (object or boolean)", name)
+			return nil, imv2.Errorf(imv2.CodeInvalidPacket, "tool input schema: property %q is not a schema (object or boolean)", name)
 		}
 		props[name] = val
 	}
 	req := make([]string, 0, len(required)+1)
 	for _, name := range required {
 		if _, ok := props[name]; !ok && name != channelIDArg {
-			return nil, Errorf(CodeInvalidPacket, "tool input schema: required names %q, which is not a property", name)
+			return nil, imv2.Errorf(imv2.CodeInvalidPacket, "tool input schema: required names %q, which is not a property", name)
 		}
 		if !slices.Contains(req, name) {
 			req = append(req, name)
@@ -76,22 +77,22 @@ func ToolInputSchema(properties map[string]json.RawMessage, required ...string) 
 func WithConnectorChannelID(schema json.RawMessage) (json.RawMessage, error) {
 	var top map[string]jsontext.Value
 	if err := jsonv2.Unmarshal(schema, &top); err != nil {
-		return nil, Errorf(CodeInvalidPacket, "tool input schema: not a JSON object: %s", jsonErrText(err))
+		return nil, imv2.Errorf(imv2.CodeInvalidPacket, "tool input schema: not a JSON object: %s", jsonErrText(err))
 	}
 	if top == nil {
-		return nil, Errorf(CodeInvalidPacket, "tool input schema: null is not an object schema")
+		return nil, imv2.Errorf(imv2.CodeInvalidPacket, "tool input schema: null is not an object schema")
 	}
 	if t, ok := top["type"]; ok && string(t) != `"object"` {
-		return nil, Errorf(CodeInvalidPacket, `tool input schema: "type" is %s, want "object"`, t)
+		return nil, imv2.Errorf(imv2.CodeInvalidPacket, `tool input schema: "type" is %s, want "object"`, t)
 	}
 	top["type"] = jsontext.Value(`"object"`)
 	var props map[string]jsontext.Value
 	if raw, ok := top["properties"]; ok {
 		if raw.Kind() != '{' {
-			return nil, Errorf(CodeInvalidPacket, "tool input schema: properties is not an object")
+			return nil, imv2.Errorf(imv2.CodeInvalidPacket, "tool input schema: properties is not an object")
 		}
 		if err := jsonv2.Unmarshal(raw, &props); err != nil {
-			return nil, Errorf(CodeInvalidPacket, "tool input schema: properties: %s", jsonErrText(err))
+			return nil, imv2.Errorf(imv2.CodeInvalidPacket, "tool input schema: properties: %s", jsonErrText(err))
 		}
 	}
 	if props == nil {
@@ -100,7 +101,7 @@ func WithConnectorChannelID(schema json.RawMessage) (json.RawMessage, error) {
 	var req []string
 	if raw, ok := top["required"]; ok {
 		if err := jsonv2.Unmarshal(raw, &req); err != nil {
-			return nil, Errorf(CodeInvalidPacket, "tool input schema: required is not a list of names: %s", jsonErrText(err))
+			return nil, imv2.Errorf(imv2.CodeInvalidPacket, "tool input schema: required is not a list of names: %s", jsonErrText(err))
 		}
 	}
 	if err := injectChannelID(top, props, req); err != nil {
@@ -113,14 +114,14 @@ func WithConnectorChannelID(schema json.RawMessage) (json.RawMessage, error) {
 // absent) and stores both in top.
 func injectChannelID(top, props map[string]jsontext.Value, req []string) error {
 	if _, ok := props[cardIDArg]; ok {
-		return Errorf(CodeInvalidPacket, "tool input schema: a tool may not take %s as an argument (H2)", cardIDArg)
+		return imv2.Errorf(imv2.CodeInvalidPacket, "tool input schema: a tool may not take %s as an argument (H2)", cardIDArg)
 	}
 	if have, ok := props[channelIDArg]; ok {
 		var p struct {
 			Type jsontext.Value `json:"type"`
 		}
 		if have.Kind() != '{' || jsonv2.Unmarshal(have, &p) != nil || string(p.Type) != `"string"` {
-			return Errorf(CodeInvalidPacket, `tool input schema: property %s must have "type": "string" (H2)`, channelIDArg)
+			return imv2.Errorf(imv2.CodeInvalidPacket, `tool input schema: property %s must have "type": "string" (H2)`, channelIDArg)
 		}
 	} else {
 		props[channelIDArg] = jsontext.Value(channelIDProperty)
@@ -134,7 +135,7 @@ func injectChannelID(top, props map[string]jsontext.Value, req []string) error {
 	}
 	r, err := jsonv2.Marshal(req)
 	if err != nil {
-		return Errorf(CodeInvalidPacket, "tool input schema: %s", jsonErrText(err))
+		return imv2.Errorf(imv2.CodeInvalidPacket, "tool input schema: %s", jsonErrText(err))
 	}
 	top["properties"] = jsontext.Value(p)
 	top["required"] = jsontext.Value(r)
@@ -148,7 +149,7 @@ func injectChannelID(top, props map[string]jsontext.Value, req []string) error {
 func marshalSorted(m map[string]jsontext.Value) (json.RawMessage, error) {
 	b, err := jsonv2.Marshal(m, jsonv2.Deterministic(true))
 	if err != nil {
-		return nil, Errorf(CodeInvalidPacket, "tool input schema: %s", jsonErrText(err))
+		return nil, imv2.Errorf(imv2.CodeInvalidPacket, "tool input schema: %s", jsonErrText(err))
 	}
 	v := jsontext.Value(slices.Clone(b))
 	if v.Canonicalize() == nil {

@@ -1,4 +1,4 @@
-package imv2
+package protocol
 
 import "encoding/json"
 

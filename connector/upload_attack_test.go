@@ -1,0 +1,235 @@
+package connector_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/xagentkit/imv2/connector"
+	"github.com/xagentkit/imv2/fakeclock"
+)
+
+// readSignal wraps a store so the test learns when the server has read
+// target bytes of an upload: the moment to measure the heap.
+type readSignal struct {
+	connector.Reserver
+	target int64
+	read   chan struct{}
+}
+
+func (s *readSignal) Reserve(ctx context.Context, ch string, n int64) (connector.Reservation, error) {
+	r, err := s.Reserver.Reserve(ctx, ch, n)
+	if err != nil {
+		return nil, err
+	}
+	return signalReservation{r, s}, nil
+}
+
+type signalReservation struct {
+	connector.Reservation
+	s *readSignal
+}
+
+func (r signalReservation) Put(ctx context.Context, name, mt string, body io.Reader) (connector.FileInfo, error) {
+	return r.Reservation.Put(ctx, name, mt, &readCounter{r: body, s: r.s})
+}
+
+type readCounter struct {
+	r    io.Reader
+	n    int64
+	s    *readSignal
+	sent bool
+}
+
+func (c *readCounter) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	if !c.sent && c.n >= c.s.target {
+		c.sent = true
+		c.s.read <- struct{}{}
+	}
+	return n, err
+}
+
+// liveHeap is the heap in use after a collection.
+func liveHeap() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
+
+// filler is what every attacker's file is made of; shared, never written.
+var filler = bytes.Repeat([]byte{'x'}, 32<<10)
+
+// stalledUpload posts a chunked upload (no declared size, so the server
+// reserves the largest) whose file part sends size bytes and then nothing,
+// and reports the status of any answer on answers.
+func stalledUpload(t *testing.T, addr string, size int, answers chan<- int) {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	head := "POST /files/uploads HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + testKey + "\r\n" +
+		connector.HeaderChannelID + ": cch_1\r\nContent-Type: multipart/form-data; boundary=b\r\nTransfer-Encoding: chunked\r\n\r\n"
+	part := "--b\r\nContent-Disposition: form-data; name=\"file\"; filename=\"big.bin\"\r\n\r\n"
+	_, err = fmt.Fprintf(c, "%s%x\r\n%s\r\n", head, len(part), part)
+	require.NoError(t, err)
+	go func() { // the body, until the server stops reading or closes
+		for left := size; left > 0; left -= len(filler) {
+			n := min(left, len(filler))
+			if _, err := fmt.Fprintf(c, "%x\r\n%s\r\n", n, filler[:n]); err != nil {
+				return
+			}
+		}
+	}()
+	go func() {
+		res, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err == nil {
+			res.Body.Close()
+			answers <- res.StatusCode
+		}
+	}()
+}
+
+// TestAttack_StalledUploadsHeapBounded (finding 5): 16 uploads of almost
+// MaxUploadBytes each, sent at once without a declared size and then
+// stalled. MaxConcurrentUploads of them are read, every other one is
+// answered 503 uploads_busy before its body is read, and the live heap
+// grows by less than the documented bound: per upload in flight, its file
+// bytes (MemoryStore only) plus connector.UploadOverheadBytes. Before the
+// fix every upload was read whole (io.ReadAll doubling its buffer) before
+// any cap applied: 16 × 4 MiB here, 16 × 31 MiB took 1 GB in the report.
+func TestAttack_StalledUploadsHeapBounded(t *testing.T) {
+	const (
+		uploads  = 16
+		maxFile  = 4 << 20
+		fileSent = maxFile - 64<<10 // a whole number of 64 KiB pieces, all read
+	)
+	for _, tc := range []struct {
+		store     string
+		fileBytes bool // the store keeps file bytes in memory
+	}{{"memory", true}, {"disk", false}} {
+		t.Run(tc.store, func(t *testing.T) {
+			inner := stores[tc.store](t, storeCaps{clock: fakeclock.New(epoch), ttl: time.Hour, maxFile: maxFile, maxTotal: 256 << 20, maxFiles: 64})
+			sig := &readSignal{Reserver: inner, target: fileSent, read: make(chan struct{}, uploads)}
+			h, err := connector.NewHandler(connector.Config{Card: testCard(), APIKey: testKey, Files: sig, MaxUploadBytes: maxFile})
+			require.NoError(t, err)
+			addr := serve(t, connector.NewServer("127.0.0.1:0", h))
+
+			before := liveHeap()
+			answers := make(chan int, uploads)
+			for range uploads {
+				stalledUpload(t, addr, fileSent, answers)
+			}
+			guard := time.After(60 * time.Second) // a hang guard, not a timing assertion
+			read, busy := 0, 0
+			for read < connector.DefaultMaxConcurrentUploads || busy < uploads-connector.DefaultMaxConcurrentUploads {
+				select {
+				case <-sig.read:
+					read++
+				case st := <-answers:
+					require.Equal(t, http.StatusServiceUnavailable, st)
+					busy++
+				case <-guard:
+					t.Fatalf("after 60 s: %d uploads read, %d answered", read, busy)
+				}
+			}
+			grown := int64(liveHeap()) - int64(before)
+			perUpload := int64(connector.UploadOverheadBytes)
+			if tc.fileBytes {
+				perUpload += maxFile
+			}
+			bound := int64(connector.DefaultMaxConcurrentUploads) * perUpload
+			t.Logf("%s store: %d uploads stalled in flight, %d refused 503; live heap grew %.1f MiB (bound %.1f MiB)",
+				tc.store, read, busy, float64(grown)/(1<<20), float64(bound)/(1<<20))
+			assert.Less(t, grown, bound)
+		})
+	}
+}
+
+// uploadHead opens a connection and sends only the headers of an upload
+// declaring size body bytes: any answer comes before a byte of body.
+func uploadHead(t *testing.T, addr string, size int) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	_, err = fmt.Fprintf(c, "POST /files/uploads HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n%s: cch_1\r\n"+
+		"Content-Type: multipart/form-data; boundary=b\r\nContent-Length: %d\r\n\r\n", testKey, connector.HeaderChannelID, size)
+	require.NoError(t, err)
+	return c
+}
+
+// answerBeforeBody reads the answer to a request whose body was never sent.
+func answerBeforeBody(t *testing.T, c net.Conn) *http.Response {
+	t.Helper()
+	out := waitClosed(t, c) // the server answers and closes without waiting for the body
+	res, err := http.ReadResponse(bufio.NewReader(strings.NewReader(out)), nil)
+	require.NoError(t, err)
+	return res
+}
+
+// TestAttack_UploadRefusedBeforeItsBodyIsRead (finding 5): a full store
+// and a full set of upload slots are both answered 503 with Retry-After
+// from the headers alone, before a byte of the body is read or buffered.
+// The store check used to come after the whole file was read.
+func TestAttack_UploadRefusedBeforeItsBodyIsRead(t *testing.T) {
+	mem := connector.NewMemoryStore(connector.MemoryStoreOptions{MaxFileBytes: 200 << 10, MaxTotalBytes: 200 << 10})
+	store := &reserveSignal{Reserver: mem, reserved: make(chan struct{}, 1)}
+	h, err := connector.NewHandler(connector.Config{Card: testCard(), APIKey: testKey, Files: store, MaxUploadBytes: 200 << 10, MaxConcurrentUploads: 1})
+	require.NoError(t, err)
+	addr := serve(t, connector.NewServer("127.0.0.1:0", h))
+
+	// Room for 150 KB is reserved by a first upload that stalls; it holds
+	// the only upload slot too.
+	uploadHead(t, addr, 150_000)
+	select {
+	case <-store.reserved:
+	case <-time.After(10 * time.Second): // a hang guard
+		t.Fatal("the first upload reserved no room before its body came")
+	}
+	// The store cannot hold another 150 KB, but the slot is checked first.
+	res := answerBeforeBody(t, uploadHead(t, addr, 150_000))
+	assert.Equal(t, http.StatusServiceUnavailable, res.StatusCode)
+	assert.Equal(t, "1", res.Header.Get("Retry-After"))
+	b, _ := io.ReadAll(res.Body)
+	assert.Contains(t, string(b), string(connector.CodeUploadsBusy))
+
+	// With a slot free but the room reserved, the store answers.
+	h2, err := connector.NewHandler(connector.Config{Card: testCard(), APIKey: testKey, Files: store, MaxUploadBytes: 200 << 10})
+	require.NoError(t, err)
+	addr2 := serve(t, connector.NewServer("127.0.0.1:0", h2))
+	res = answerBeforeBody(t, uploadHead(t, addr2, 150_000))
+	assert.Equal(t, http.StatusServiceUnavailable, res.StatusCode)
+	assert.Equal(t, "1", res.Header.Get("Retry-After"))
+	b, _ = io.ReadAll(res.Body)
+	assert.Contains(t, string(b), string(connector.CodeStoreFull))
+	n, _ := mem.Len()
+	assert.Zero(t, n)
+}
+
+// reserveSignal tells the test when a reservation was made.
+type reserveSignal struct {
+	connector.Reserver
+	reserved chan struct{}
+}
+
+func (s *reserveSignal) Reserve(ctx context.Context, ch string, n int64) (connector.Reservation, error) {
+	r, err := s.Reserver.Reserve(ctx, ch, n)
+	if err == nil {
+		s.reserved <- struct{}{}
+	}
+	return r, err
+}

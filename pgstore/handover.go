@@ -1,0 +1,66 @@
+package pgstore
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Handover implements imv2.CompletedStore: every live record of channel
+// from is copied to channel to with its age kept, replacing a record to
+// already had for the same message_id, so a resend the sender moved to the
+// new channel ID is answered duplicate (dedup follows the message, not the
+// ID). from keeps its records; an unknown from copies nothing. The cap
+// holds afterwards: the oldest records go first, as in Record.
+func (s *Store) Handover(ctx context.Context, from, to string) error {
+	if err := checkChannel(from); err != nil {
+		return err
+	}
+	if err := checkChannel(to); err != nil {
+		return err
+	}
+	if from == to {
+		return nil
+	}
+	return s.tx(ctx, func(tx pgx.Tx) error {
+		// Lock order as in Record: the count row first.
+		var count int64
+		if err := tx.QueryRow(ctx, "SELECT n FROM imv2_completed_count WHERE id = 1 FOR UPDATE").Scan(&count); err != nil {
+			return err
+		}
+		// xmax = 0 marks a row this statement inserted rather than updated.
+		rows, err := tx.Query(ctx, `INSERT INTO imv2_completed (channel_id, message_id, fingerprint, recorded_ns, seq)
+			SELECT $2, message_id, fingerprint, recorded_ns, nextval('imv2_completed_seq')
+			FROM imv2_completed WHERE channel_id = $1 AND recorded_ns > $3 ORDER BY seq
+			ON CONFLICT (channel_id, message_id) DO UPDATE
+			SET fingerprint = EXCLUDED.fingerprint, recorded_ns = EXCLUDED.recorded_ns, seq = EXCLUDED.seq
+			RETURNING xmax = 0`, []byte(from), []byte(to), s.cutoff())
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var inserted bool
+			if err := rows.Scan(&inserted); err != nil {
+				rows.Close()
+				return err
+			}
+			if inserted {
+				count++
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		if over := count - s.completedCap; over > 0 {
+			tag, err := tx.Exec(ctx, `DELETE FROM imv2_completed WHERE seq IN (
+				SELECT seq FROM imv2_completed ORDER BY seq LIMIT $1)`, over)
+			if err != nil {
+				return err
+			}
+			count -= tag.RowsAffected()
+		}
+		_, err = tx.Exec(ctx, "UPDATE imv2_completed_count SET n = $1 WHERE id = 1", max(count, 0))
+		return err
+	})
+}
