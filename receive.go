@@ -31,7 +31,7 @@ const storeTimeout = 10 * time.Second
 // storeCtx returns a context for such a call: not cancelled by Close.
 // Release it when the call returned.
 func (c *Channel) storeCtx() *storeContext {
-	return newStoreContext(c.storeBase, storeTimeout)
+	return newStoreContext(c.ctx, storeTimeout)
 }
 
 // receiveMessage handles an inbound chat.message: a final on a Connector,

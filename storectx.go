@@ -17,6 +17,7 @@ import (
 type storeContext struct {
 	parent   context.Context
 	deadline time.Time
+	detached bool // context.WithoutCancel(parent): its values only (store calls)
 
 	// The message whose idempotency key Value answers (empty: none).
 	channelID, messageID string
@@ -29,8 +30,10 @@ type storeContext struct {
 	err        error
 }
 
+// newStoreContext is context.WithTimeout(context.WithoutCancel(parent), d),
+// lazily: a store call must finish even while the channel closes.
 func newStoreContext(parent context.Context, d time.Duration) *storeContext {
-	return &storeContext{parent: parent, deadline: time.Now().Add(d)}
+	return &storeContext{parent: parent, deadline: time.Now().Add(d), detached: true}
 }
 
 // newTargetContext is context.WithTimeout(WithIdempotencyKey(parent,
@@ -41,7 +44,7 @@ func newTargetContext(parent context.Context, d time.Duration, channelID, messag
 
 // Deadline implements context.Context.
 func (c *storeContext) Deadline() (time.Time, bool) {
-	if d, ok := c.parent.Deadline(); ok && d.Before(c.deadline) {
+	if d, ok := c.parent.Deadline(); ok && !c.detached && d.Before(c.deadline) {
 		return d, true
 	}
 	return c.deadline, true
@@ -75,7 +78,7 @@ func (c *storeContext) Done() <-chan struct{} {
 		return c.done
 	}
 	c.timer = time.AfterFunc(time.Until(c.deadline), func() { c.end(context.DeadlineExceeded) })
-	if c.parent.Done() != nil {
+	if !c.detached && c.parent.Done() != nil {
 		c.stopParent = context.AfterFunc(c.parent, func() { c.end(c.parent.Err()) })
 	}
 	return c.done
@@ -97,7 +100,7 @@ func (c *storeContext) expireLocked() bool {
 	if c.err != nil {
 		return false
 	}
-	if err := c.parent.Err(); err != nil {
+	if err := c.parent.Err(); err != nil && !c.detached {
 		c.err = err
 		return true
 	}

@@ -99,3 +99,21 @@ func TestTargetContext_LikeWithTimeoutAndKey(t *testing.T) {
 		t.Fatal("a store context has no idempotency key")
 	}
 }
+
+// TestStoreContext_S8_OutlivesItsParent: a store call's context is not
+// ended by the channel's cancellation (Close): the completed record of a
+// message already posted must still be written.
+func TestStoreContext_S8_OutlivesItsParent(t *testing.T) {
+	parent, cancel := context.WithCancel(context.WithValue(context.Background(), ctxKey{}, "v"))
+	cancel()
+	c := newStoreContext(parent, time.Hour)
+	if c.Err() != nil || c.Value(ctxKey{}) != "v" {
+		t.Fatalf("err %v value %v", c.Err(), c.Value(ctxKey{}))
+	}
+	select {
+	case <-c.Done():
+		t.Fatal("a store context ended with its parent")
+	default:
+	}
+	c.release()
+}

@@ -86,10 +86,10 @@ go run "$BENCHSTAT" -format csv "$tmp/bench.txt" 2>/dev/null | awk -F, '
 		r1c = cmp("", "cpu-sec/op", "RoundTripWS/raw-1", "RoundTripWS/sdk-1")
 		chs = cmp("", "sec/op", "ChannelsWS/ch-1000", "ChannelsWS/ch-1")
 		chc = cmp("", "cpu-sec/op", "ChannelsWS/ch-1000", "ChannelsWS/ch-1")
-		l50 = cmp("", "p50-ns", "LatencyWS/sdk", "LatencyWS/raw")
-		l99 = cmp("", "p99-ns", "LatencyWS/sdk", "LatencyWS/raw")
-		l999 = cmp("", "p99.9-ns", "LatencyWS/sdk", "LatencyWS/raw")
-		p99 = v["p99-ns", "LatencyWS/sdk"]
+		l50 = cmp("", "p50-sec", "LatencyWS/sdk", "LatencyWS/raw")
+		l99 = cmp("", "p99-sec", "LatencyWS/sdk", "LatencyWS/raw")
+		l999 = cmp("", "p99.9-sec", "LatencyWS/sdk", "LatencyWS/raw")
+		p99 = v["p99-sec", "LatencyWS/sdk"]
 		idle = v["B/channel", "IdleChannels/channels-100000"]
 		idleg = cmp("", "B/channel", "IdleChannels/channels-100000", "IdleChannels/channels-10000")
 		fr = cmp("", "MiB-peak", "CompletedFlood/ids-1000000", "CompletedFlood/ids-100000")
