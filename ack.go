@@ -46,9 +46,9 @@ func (a *ChatMessageAck) wire() *ackWire {
 	return w
 }
 
-// Err returns a rejection as an *Error (Code, Message, Retryable), or nil
+// rejection returns a rejection as an *Error (Code, Message, Retryable), or nil
 // for accepted and duplicate.
-func (a *ChatMessageAck) Err() *Error {
+func (a *ChatMessageAck) rejection() *Error {
 	if a.Status != AckRejected {
 		return nil
 	}
@@ -151,21 +151,6 @@ func NewAck(orig *Packet, messageID string, status AckStatus, rej *Error) (*Pack
 	p.ReplyTo = orig.PacketID
 	p.RequestID = orig.RequestID
 	return p, nil
-}
-
-// AckFor is NewAck for a chat.message packet you have not decoded: it reads
-// message_id from orig's payload.
-func AckFor(orig *Packet, status AckStatus, rej *Error) (*Packet, error) {
-	if orig == nil {
-		return nil, Errorf(CodeInvalidPacket, "chat.message.ack: nil original")
-	}
-	var head struct {
-		MessageID string `json:"message_id"`
-	}
-	if err := orig.DecodePayload(&head); err != nil {
-		return nil, err
-	}
-	return NewAck(orig, head.MessageID, status, rej)
 }
 
 // matchesAck reports whether ack (already decoded from ackPkt) answers the

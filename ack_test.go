@@ -47,7 +47,7 @@ func TestNewAck_A1_A2_CopiesReplyToChannelAndMessageID(t *testing.T) {
 		if q.PacketID == orig.PacketID {
 			t.Errorf("%s: the ack reuses the original packet_id", st)
 		}
-		if a.MessageID != id || a.Status != st || a.Err() != nil {
+		if a.MessageID != id || a.Status != st || a.rejection() != nil {
 			t.Errorf("%s: payload %+v", st, a)
 		}
 		if !matchesAck(orig, id, q, a) {
@@ -65,25 +65,13 @@ func TestNewAck_A3_A8_RejectedCarriesCodeAndRetryable(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, a := decodeAck(t, p)
-		e := a.Err()
+		e := a.rejection()
 		if e == nil || e.Code != rej.Code || e.Message != rej.Message || e.Retryable != retry {
 			t.Errorf("retryable=%v: decoded rejection %+v", retry, e)
 		}
 		if IsRetryable(e) != retry {
 			t.Errorf("IsRetryable = %v, want %v", !retry, retry)
 		}
-	}
-}
-
-func TestAckFor_A2_ReadsMessageIDFromPayload(t *testing.T) {
-	orig, id := origMessage(t)
-	p, err := AckFor(orig, AckAccepted, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q, a := decodeAck(t, p)
-	if a.MessageID != id || q.ReplyTo != orig.PacketID {
-		t.Errorf("AckFor: %+v %+v", q, a)
 	}
 }
 

@@ -110,9 +110,6 @@ func NewChannel(id string, role Role, n *Negotiated, t Transport, target Target,
 // ID returns the channel's connector_channel_id.
 func (c *Channel) ID() string { return c.id }
 
-// Negotiated returns the negotiated set in force.
-func (c *Channel) Negotiated() *Negotiated { return c.neg.Load() }
-
 // Renegotiate replaces the negotiated set, for example after a Descriptor
 // whose profiles changed (P5). Packets already accepted finish normally.
 func (c *Channel) Renegotiate(n *Negotiated) {

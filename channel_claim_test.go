@@ -5,8 +5,11 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/xagentkit/imv2/fakeclock"
 )
 
 // capTarget is a recTarget with the orphan capabilities and a record of
@@ -64,7 +67,7 @@ func TestChannel_S8_PostCarriesIdempotencyKey(t *testing.T) {
 	p := finalPacket(t, "a1", "hello")
 	require.NoError(t, c.Receive(context.Background(), p))
 	require.Equal(t, AckAccepted, ackOf(t, p, w.next(t)).Status)
-	require.Equal(t, []string{idempotencyKeyOf("cch_1", "a1")}, target.keys)
+	require.Equal(t, []string{IdempotencyKeyOf("cch_1", "a1")}, target.keys)
 	require.Zero(t, target.checks, "a first delivery needs no check")
 }
 
@@ -131,7 +134,7 @@ func TestChannel_S8_OrphanPostedAgainOnlyWhenSafe(t *testing.T) {
 			require.Equal(t, tc.retryable, a.Retryable)
 			require.Equal(t, tc.posts, target.postCount("a1"))
 			if tc.posted != nil {
-				require.Equal(t, idempotencyKeyOf("cch_1", "a1"), gotKey)
+				require.Equal(t, IdempotencyKeyOf("cch_1", "a1"), gotKey)
 			}
 			if tc.status == AckRejected {
 				return
@@ -208,4 +211,72 @@ func TestChannel_S8_RefusalReleasesClaim(t *testing.T) {
 	require.NoError(t, c.Receive(context.Background(), again))
 	require.Equal(t, AckAccepted, ackOf(t, again, w.next(t)).Status)
 	require.Equal(t, 1, target.postCount("a1"))
+}
+
+// slowTarget takes the whole TargetTimeout, on the fake clock, in each
+// call that runs around a delivery: the activity clear, the WasPosted
+// check and the post. At the post's end it asks the store, as a replica
+// would, whether the message is still held.
+type slowTarget struct {
+	*recTarget
+	clk         *fakeclock.Clock
+	store       ClaimStore
+	timeout     time.Duration
+	idleShown   bool  // the activity clear ran
+	idleFirst   bool  // it ran before the post (C6)
+	replicaSaw  Claim // a replica's Claim at the post's end
+	replicaErrs error
+}
+
+func (s *slowTarget) SetActivity(_ context.Context, _ string, a ChatActivity) error {
+	if a.Status == ActivityIdle {
+		s.clk.Advance(s.timeout)
+		s.mu.Lock()
+		s.idleShown = true
+		s.mu.Unlock()
+	}
+	return nil
+}
+
+func (s *slowTarget) WasPosted(context.Context, string, string) (bool, error) {
+	s.clk.Advance(s.timeout)
+	return false, nil
+}
+
+func (s *slowTarget) PostMessage(ctx context.Context, ch string, m *ChatMessage) error {
+	s.mu.Lock()
+	s.idleFirst = s.idleShown
+	s.mu.Unlock()
+	s.clk.Advance(s.timeout)
+	cl, err := s.store.Claim(ctx, ch, m.MessageID, FingerprintOf(m), "replica", time.Minute)
+	s.mu.Lock()
+	s.replicaSaw, s.replicaErrs = cl, err
+	s.mu.Unlock()
+	return s.recTarget.PostMessage(ctx, ch, m)
+}
+
+// TestChannel_A6_ClaimLeaseCoversTheWorstCaseAfterTheClaim: every call
+// around a delivery takes the full TargetTimeout (an orphan's WasPosted
+// check, the activity clear, the post); a replica sharing the store must
+// still find the message held when the post ends, and the final still
+// follows the activity clear (C6).
+func TestChannel_A6_ClaimLeaseCoversTheWorstCaseAfterTheClaim(t *testing.T) {
+	const timeout = time.Minute
+	clk := fakeclock.New(t0)
+	store := NewMemoryCompletedStore(0, 0, clk)
+	target := &slowTarget{recTarget: newRecTarget(), clk: clk, store: store, timeout: timeout}
+	c, w, _ := newConnector(t, target, &Options{Clock: clk, Completed: store, TargetTimeout: timeout, ActivityTimeout: time.Hour})
+	orphanOf(t, c, "a1", "hello")
+	clk.Advance(c.o.ClaimLease) // the dead process's lease ends
+
+	require.NoError(t, c.Receive(context.Background(), activityPacket(t, ActivityThinking, "")))
+	p := finalPacket(t, "a1", "hello")
+	require.NoError(t, c.Receive(context.Background(), p))
+	require.Equal(t, AckAccepted, ackOf(t, p, w.next(t)).Status)
+
+	target.mu.Lock()
+	defer target.mu.Unlock()
+	require.NoError(t, target.replicaErrs)
+	require.Equal(t, ClaimHeld, target.replicaSaw.State, "A6: the lease ran out while the post ran: %+v", target.replicaSaw)
+	require.True(t, target.idleFirst, "C6: the final follows the activity clear")
 }

@@ -44,7 +44,7 @@ func TestLimit_FrameSize_MaxTextMessageFailsAtOnce(t *testing.T) {
 	require.NoError(t, err)
 	defer c.Close()
 	_, err = c.Send(context.Background(), ChatMessage{MessageID: "max", Text: strings.Repeat("a", MaxTextBytes)})
-	require.ErrorIs(t, err, ErrInvalidPacket, "the transport refused it for good")
+	require.ErrorIs(t, err, &Error{Code: CodeInvalidPacket}, "the transport refused it for good")
 	select {
 	case e := <-failed:
 		require.Equal(t, CodeInvalidPacket, e.Code)

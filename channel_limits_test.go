@@ -36,7 +36,7 @@ func rejectedWith(t *testing.T, w *wire, orig *Packet, code Code) {
 func TestLimit_TextBytesPerMessage(t *testing.T) {
 	c, w, _ := newConnector(t, newRecTarget(), nil)
 	_, err := c.Send(context.Background(), ChatMessage{MessageID: "big", Text: strings.Repeat("a", MaxTextBytes+1)})
-	require.ErrorIs(t, err, ErrInvalidPacket)
+	require.ErrorIs(t, err, &Error{Code: CodeInvalidPacket})
 	require.Contains(t, err.Error(), "over 1048576")
 	pend, _ := c.Pending(context.Background())
 	require.Empty(t, pend, "a refused message is not queued")
@@ -65,7 +65,7 @@ func TestLimit_FilesPerMessage(t *testing.T) {
 	}
 	c, _, _ := newConnector(t, newRecTarget(), nil)
 	_, err := c.Send(context.Background(), ChatMessage{MessageID: "m33", Files: files(MaxFilesPerMessage + 1)})
-	require.ErrorIs(t, err, ErrInvalidPacket)
+	require.ErrorIs(t, err, &Error{Code: CodeInvalidPacket})
 	require.Contains(t, err.Error(), "33 files, over 32")
 	_, err = c.Send(context.Background(), ChatMessage{MessageID: "m32", Files: files(MaxFilesPerMessage)})
 	require.NoError(t, err)
@@ -84,7 +84,7 @@ func TestLimit_FilenameLength(t *testing.T) {
 	}
 	c, _, _ := newConnector(t, newRecTarget(), nil)
 	_, err := c.Send(context.Background(), ChatMessage{MessageID: "long", Files: []File{file(strings.Repeat("n", MaxFilenameBytes+1))}})
-	require.ErrorIs(t, err, ErrInvalidPacket)
+	require.ErrorIs(t, err, &Error{Code: CodeInvalidPacket})
 	require.Contains(t, err.Error(), "filename is 256 bytes")
 	_, err = c.Send(context.Background(), ChatMessage{MessageID: "fits", Files: []File{file(strings.Repeat("n", MaxFilenameBytes))}})
 	require.NoError(t, err)
@@ -100,7 +100,7 @@ func TestLimit_FilenameLength(t *testing.T) {
 func TestLimit_IDBytes(t *testing.T) {
 	c, _, _ := newConnector(t, newRecTarget(), nil)
 	_, err := c.Send(context.Background(), ChatMessage{MessageID: strings.Repeat("i", MaxIDBytes+1), Text: "x"})
-	require.ErrorIs(t, err, ErrInvalidPacket)
+	require.ErrorIs(t, err, &Error{Code: CodeInvalidPacket})
 
 	// An inbound message_id over the bound cannot even be echoed in an
 	// ack: the answer is an error packet (E2), and no map keeps it.

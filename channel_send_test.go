@@ -13,7 +13,11 @@ import (
 // ackFor builds the peer's ack of a transmission we sent.
 func ackFor(t *testing.T, sent *Packet, status AckStatus, rej *Error) *Packet {
 	t.Helper()
-	a, err := AckFor(sent, status, rej)
+	var head struct {
+		MessageID string `json:"message_id"`
+	}
+	require.NoError(t, sent.DecodePayload(&head))
+	a, err := NewAck(sent, head.MessageID, status, rej)
 	require.NoError(t, err)
 	return a
 }
@@ -263,7 +267,7 @@ func TestSend_S3_TransportRefusalFailsAtOnce(t *testing.T) {
 	w.fail = Errorf(CodeInvalidPacket, "frame over the limit")
 	w.mu.Unlock()
 	_, err := c.Send(context.Background(), ChatMessage{Text: "huge"})
-	require.ErrorIs(t, err, ErrInvalidPacket, "Send says so at once")
+	require.ErrorIs(t, err, &Error{Code: CodeInvalidPacket}, "Send says so at once")
 	require.NotNil(t, got, "reported through OnFailed")
 	require.Equal(t, CodeInvalidPacket, got.Code)
 	pending, _ := c.Pending(context.Background())

@@ -27,6 +27,12 @@ import (
 // owner means its earlier attempt ended without Record or Release (a
 // failed Record after the post) and its outcome is unknown.
 //
+// Taking over an orphan (ClaimOrphaned) changes the claim's owner and
+// lease only: its fingerprint stays that of the interrupted attempt, the
+// content that may have been posted, whatever content the taker brought.
+// So a copy with other content (a conflict the caller refuses) cannot make
+// the real resend a conflict too.
+//
 // What remains after a crash between a successful post and Record: the
 // message was shown, and the store holds an orphaned claim. The resend is
 // posted again only to an IdempotentTarget (the platform deduplicates by
@@ -65,7 +71,8 @@ const (
 	// ClaimOrphaned: an earlier claim was never completed and its owner is
 	// gone (its lease ran out, or the store knows the owner's process
 	// ended). The side effect may or may not have happened. The claim now
-	// belongs to the caller, who decides whether a re-post is safe.
+	// belongs to the caller, with its earlier fingerprint, and the caller
+	// decides whether a re-post is safe.
 	ClaimOrphaned
 )
 

@@ -124,8 +124,6 @@ func TestClaim_S8_Property_NeverShownTwiceAcrossCrashes(t *testing.T) {
 		case "check":
 			target = screenCheck{sc}
 		}
-		lease := 2 * defaultTargetTimeout
-
 		var c *Channel
 		var w *wire
 		restart := func() {
@@ -133,7 +131,7 @@ func TestClaim_S8_Property_NeverShownTwiceAcrossCrashes(t *testing.T) {
 				c.Close()
 				// The dead process's claims are orphaned once their lease
 				// ran out: all a memory store can know of a death.
-				clk.Advance(lease)
+				clk.Advance(c.o.ClaimLease)
 			}
 			w = newWire()
 			var err error

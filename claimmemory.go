@@ -34,24 +34,63 @@ func (s *memoryCompletedStore) Claim(_ context.Context, channelID, messageID str
 		if old.owner != owner && now.Before(old.until) {
 			return Claim{State: ClaimHeld, Owner: old.owner, Until: old.until}, nil
 		}
+		mine.fp = old.fp // a takeover changes owner and lease only
 		s.claims[k] = mine
 		return Claim{State: ClaimOrphaned, Fingerprint: old.fp, Owner: old.owner}, nil
 	}
+	if !s.claimRoom(now) {
+		return Claim{}, &Error{Code: CodeChannelBusy, Message: "too many deliveries claimed", Retryable: true}
+	}
+	s.addClaim(k, mine)
+	return Claim{State: ClaimAcquired}, nil
+}
+
+// claimRoom reports whether one more claim fits under Cap, first removing
+// the claims whose lease ended more than TTL ago when it is full.
+func (s *memoryCompletedStore) claimRoom(now time.Time) bool {
+	if len(s.claims) < s.capacity {
+		return true
+	}
+	for ck, c := range s.claims {
+		if !now.Before(c.until.Add(s.ttl)) {
+			s.deleteClaim(ck)
+		}
+	}
+	return len(s.claims) < s.capacity
+}
+
+func (s *memoryCompletedStore) addClaim(k completedKey, c claimRecord) {
 	if s.claims == nil {
 		s.claims = map[completedKey]claimRecord{}
 	}
-	if len(s.claims) >= s.capacity {
-		for ck, c := range s.claims {
-			if !now.Before(c.until.Add(s.ttl)) {
-				delete(s.claims, ck)
-			}
-		}
-		if len(s.claims) >= s.capacity {
-			return Claim{}, &Error{Code: CodeChannelBusy, Message: "too many deliveries claimed", Retryable: true}
-		}
+	s.claims[k] = c
+	s.claimIndex.add(k)
+}
+
+func (s *memoryCompletedStore) deleteClaim(k completedKey) {
+	if _, ok := s.claims[k]; ok {
+		delete(s.claims, k)
+		s.claimIndex.remove(k)
 	}
-	s.claims[k] = mine
-	return Claim{State: ClaimAcquired}, nil
+}
+
+// handoverClaims copies the claims of from that are not yet due for
+// removal to to, as they are, except where to has a claim of its own, up
+// to MaxHandoverRecords and while Cap has room.
+func (s *memoryCompletedStore) handoverClaims(now time.Time, from, to string) {
+	n := 0
+	for id := range s.claimIndex[from] {
+		c := s.claims[completedKey{from, id}]
+		nk := completedKey{to, id}
+		if _, ok := s.claims[nk]; ok || !now.Before(c.until.Add(s.ttl)) {
+			continue
+		}
+		if n >= MaxHandoverRecords || !s.claimRoom(now) {
+			return
+		}
+		s.addClaim(nk, c)
+		n++
+	}
 }
 
 // Release implements ClaimStore.
@@ -60,7 +99,7 @@ func (s *memoryCompletedStore) Release(_ context.Context, channelID, messageID, 
 	defer s.mu.Unlock()
 	k := completedKey{channelID, messageID}
 	if c, ok := s.claims[k]; ok && c.owner == owner {
-		delete(s.claims, k)
+		s.deleteClaim(k)
 	}
 	return nil
 }

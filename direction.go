@@ -6,7 +6,7 @@ package imv2
 type Direction uint8
 
 // The two directions are distinct bits, so the catalog can hold a set of
-// them in one Direction (DirBoth).
+// them in one Direction (dirBoth).
 const (
 	// ToConnector is xAgent → Connector: finals, deltas, activity, acks of user messages.
 	ToConnector Direction = 1
@@ -14,14 +14,14 @@ const (
 	ToXAgent Direction = 2
 )
 
-// String returns "to_connector", "to_xagent", "both" (DirBoth) or "invalid".
+// String returns "to_connector", "to_xagent", "both" (dirBoth) or "invalid".
 func (d Direction) String() string {
 	switch d {
 	case ToConnector:
 		return "to_connector"
 	case ToXAgent:
 		return "to_xagent"
-	case DirBoth:
+	case dirBoth:
 		return "both"
 	}
 	return "invalid"

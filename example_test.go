@@ -71,11 +71,11 @@ func ExampleNewAck() {
 	fmt.Println(string(ack.Payload))
 
 	a, _ := imv2.DecodeChatMessageAck(ack)
-	fmt.Println(a.Err().Retryable)
+	fmt.Println(a.Status, a.Retryable)
 	// Output:
 	// chat.message.ack pkt_message_1 cch_123
 	// {"message_id":"msg_1","status":"rejected","code":"target_delivery_failed","message":"target platform rejected the message","retryable":false}
-	// false
+	// rejected false
 }
 
 // The Connector intersects the hello's supported_profiles with its Card

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
+	"slices"
 	"sync"
 	"time"
 
@@ -63,8 +64,16 @@ type CompletedStore interface {
 	// keeping each record's age, when the Connector answered a reopen of
 	// from with the new ID to: the sender resends from's pending messages
 	// there, and those already completed must be answered duplicate, not
-	// posted again (dedup follows the message, not the ID). from keeps its
-	// records; an unknown from copies nothing.
+	// posted again (dedup follows the message, not the ID). A ClaimStore
+	// copies from's claims too, as they are (content, owner, lease), so a
+	// resend of a message whose delivery was interrupted finds the orphan
+	// under to, not a free message; a claim to already has stays. from
+	// keeps its records and claims; an unknown from copies nothing.
+	//
+	// At most MaxHandoverRecords records (the newest) and as many claims
+	// are copied, and a repeat of the same handover changes nothing: a
+	// peer that reopens one channel again and again cannot push other
+	// channels' records out of the store's cap.
 	Handover(ctx context.Context, from, to string) error
 }
 
@@ -76,9 +85,23 @@ const (
 	// sender's pending TTL (Options.PendingTTL), so every resend a sender
 	// may make still finds the record.
 	DefaultCompletedTTL = 24 * time.Hour
+	// MaxHandoverRecords bounds the records (and, apart, the claims) one
+	// Handover copies; the newest go. It is DefaultPendingCap: a sender
+	// keeps no more messages pending per channel, so no more resends can
+	// follow a reopen, and a channel.open (a peer's request) never costs
+	// more than this many copies.
+	MaxHandoverRecords = DefaultPendingCap
 )
 
-// memoryCompletedStore is what NewMemoryCompletedStore returns.
+// memoryCompletedStore is what NewMemoryCompletedStore returns: a bounded in-memory CompletedStore: at most Cap
+// records across all channels, each kept at most TTL. When full, the oldest
+// record goes first. It starts no goroutine: expired records are swept on
+// each Record. An index by channel makes DropChannel and Handover cost the
+// records of their channel only.
+//
+// A record evicted by the cap or TTL can no longer stop a very late resend;
+// size Cap above the number of messages received in one TTL, or use a
+// durable store (boltstore).
 type memoryCompletedStore struct {
 	mu       sync.Mutex
 	capacity int
@@ -88,9 +111,37 @@ type memoryCompletedStore struct {
 	// also the one that expires first. It is made by the first Record, so
 	// the store of an idle channel costs a few words.
 	lru *simplelru.LRU[completedKey, completedRecord]
+	// records indexes lru by channel: channel → message IDs. lru's evict
+	// callback keeps it in step with every removal.
+	records channelIndex
 	// claims are the messages whose side effect is running (ClaimStore,
-	// claimmemory.go); Record and DropChannel remove them.
-	claims map[completedKey]claimRecord
+	// claimmemory.go); Record and DropChannel remove them. claimIndex
+	// indexes them by channel.
+	claims     map[completedKey]claimRecord
+	claimIndex channelIndex
+}
+
+// channelIndex maps a channel to the message IDs it holds in a store.
+type channelIndex map[string]map[string]struct{}
+
+func (x *channelIndex) add(k completedKey) {
+	if *x == nil {
+		*x = channelIndex{}
+	}
+	ids := (*x)[k.channel]
+	if ids == nil {
+		ids = map[string]struct{}{}
+		(*x)[k.channel] = ids
+	}
+	ids[k.message] = struct{}{}
+}
+
+func (x channelIndex) remove(k completedKey) {
+	ids := x[k.channel]
+	delete(ids, k.message)
+	if len(ids) == 0 {
+		delete(x, k.channel)
+	}
 }
 
 type completedKey struct{ channel, message string }
@@ -146,54 +197,76 @@ func (s *memoryCompletedStore) Record(_ context.Context, channelID, messageID st
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.lru == nil {
-		s.lru, _ = simplelru.NewLRU[completedKey, completedRecord](s.capacity, nil) // capacity > 0: no error
+		s.lru, _ = simplelru.NewLRU(s.capacity, func(k completedKey, _ completedRecord) { s.records.remove(k) }) // capacity > 0: no error
 	}
 	now := s.clock.Now()
 	s.sweep(now)
 	k := completedKey{channelID, messageID}
 	s.lru.Remove(k) // a re-record moves to the back of the FIFO
-	s.lru.Add(k, completedRecord{fp: fp, expires: now.Add(s.ttl)})
-	delete(s.claims, k) // completes a claim, whoever holds it
+	s.addRecord(k, completedRecord{fp: fp, expires: now.Add(s.ttl)})
+	s.deleteClaim(k) // completes a claim, whoever holds it
 	return nil
+}
+
+// addRecord adds a record that lru does not hold to the back of the FIFO.
+func (s *memoryCompletedStore) addRecord(k completedKey, r completedRecord) {
+	s.lru.Add(k, r) // may evict the oldest, which the callback unindexes
+	s.records.add(k)
 }
 
 // DropChannel implements CompletedStore.
 func (s *memoryCompletedStore) DropChannel(_ context.Context, channelID string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for k := range s.claims {
-		if k.channel == channelID {
-			delete(s.claims, k)
-		}
+	for id := range s.claimIndex[channelID] {
+		s.deleteClaim(completedKey{channelID, id})
 	}
-	if s.lru == nil {
-		return nil
-	}
-	for _, k := range s.lru.Keys() {
-		if k.channel == channelID {
-			s.lru.Remove(k)
-		}
+	for id := range s.records[channelID] {
+		s.lru.Remove(completedKey{channelID, id}) // the callback unindexes it
 	}
 	return nil
 }
 
-// Handover implements CompletedStore. Copies keep their expiry, so a
-// handover never extends a record's life.
+// Handover implements CompletedStore. It costs the records and claims of
+// from, nothing when from has none. Copies keep their expiry (and claims
+// their lease), so a handover never extends a record's life; they are
+// added oldest first, and a copy to already holds with the same content
+// and expiry stays where it is in the FIFO.
 func (s *memoryCompletedStore) Handover(_ context.Context, from, to string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.lru == nil || from == to {
+	if from == to {
 		return nil
 	}
 	now := s.clock.Now()
-	for _, k := range s.lru.Keys() {
-		r, _ := s.lru.Peek(k)
-		if k.channel != from || !now.Before(r.expires) {
-			continue
+	s.handoverClaims(now, from, to)
+	ids := s.records[from]
+	if len(ids) == 0 {
+		return nil
+	}
+	type copied struct {
+		id string
+		r  completedRecord
+	}
+	live := make([]copied, 0, len(ids))
+	for id := range ids {
+		if r, ok := s.lru.Peek(completedKey{from, id}); ok && now.Before(r.expires) {
+			live = append(live, copied{id, r})
 		}
-		nk := completedKey{to, k.message}
-		s.lru.Remove(nk)
-		s.lru.Add(nk, r)
+	}
+	slices.SortFunc(live, func(a, b copied) int { return a.r.expires.Compare(b.r.expires) })
+	if len(live) > MaxHandoverRecords {
+		live = live[len(live)-MaxHandoverRecords:] // the newest: resends are of the latest messages
+	}
+	for _, c := range live {
+		nk := completedKey{to, c.id}
+		if old, ok := s.lru.Peek(nk); ok {
+			if old.fp == c.r.fp && old.expires.Equal(c.r.expires) {
+				continue // a repeated handover: already there
+			}
+			s.lru.Remove(nk)
+		}
+		s.addRecord(nk, c.r)
 	}
 	return nil
 }

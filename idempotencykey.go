@@ -15,14 +15,14 @@ const idempotencyKeyLen = 24
 // so a key fits any platform's nonce or transaction-ID syntax.
 var keyEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
 
-// idempotencyKeyOf returns the idempotency key of a message: the first 120
+// IdempotencyKeyOf returns the idempotency key of a message: the first 120
 // bits of the SHA-256 of the length-prefixed channel and message IDs,
 // base32 (idempotencyKeyLen characters). Every attempt to post one
 // message_id of one channel, in any process and after any restart, carries
 // the same key, so a platform that deduplicates by a client-chosen ID
 // (Matrix transaction IDs, Discord nonces, Slack client_msg_id) shows the
 // message once however often it is posted.
-func idempotencyKeyOf(channelID, messageID string) string {
+func IdempotencyKeyOf(channelID, messageID string) string {
 	var buf [256]byte // IDs are short: no allocation but the key's
 	b := binary.BigEndian.AppendUint64(buf[:0], uint64(len(channelID)))
 	b = append(b, channelID...)

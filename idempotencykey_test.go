@@ -9,8 +9,8 @@ import (
 )
 
 func TestIdempotencyKeyOf_S8_StableAndUnambiguous(t *testing.T) {
-	k := idempotencyKeyOf("cch_1", "msg_1")
-	require.Equal(t, k, idempotencyKeyOf("cch_1", "msg_1"), "the same message always has the same key")
+	k := IdempotencyKeyOf("cch_1", "msg_1")
+	require.Equal(t, k, IdempotencyKeyOf("cch_1", "msg_1"), "the same message always has the same key")
 	require.Len(t, k, idempotencyKeyLen)
 	require.Regexp(t, regexp.MustCompile(`^[a-z2-7]+$`), k, "fits a nonce or transaction ID")
 	// Pinned: a key that changed between releases would let a platform
@@ -18,7 +18,7 @@ func TestIdempotencyKeyOf_S8_StableAndUnambiguous(t *testing.T) {
 	require.Equal(t, "ghbz3mjvepneq2rk23vytx5z", k)
 	seen := map[string]string{k: "cch_1/msg_1"}
 	for _, p := range [][2]string{{"cch_", "1msg_1"}, {"cch_1m", "sg_1"}, {"cch_2", "msg_1"}, {"cch_1", "msg_2"}, {"", "cch_1msg_1"}} {
-		k := idempotencyKeyOf(p[0], p[1])
+		k := IdempotencyKeyOf(p[0], p[1])
 		require.NotContains(t, seen, k, "%q/%q collides with %s", p[0], p[1], seen[k])
 		seen[k] = p[0] + "/" + p[1]
 	}

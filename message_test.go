@@ -77,33 +77,33 @@ func TestTypedDecoders_I1_RefuseOtherTypes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := DecodeChatMessage(p, ToXAgent); !errors.Is(err, ErrInvalidPacket) {
+	if _, err := DecodeChatMessage(p, ToXAgent); !errors.Is(err, &Error{Code: CodeInvalidPacket}) {
 		t.Error("DecodeChatMessage took a ping")
 	}
-	if _, err := DecodeChatMessageDelta(p); !errors.Is(err, ErrInvalidPacket) {
+	if _, err := DecodeChatMessageDelta(p); !errors.Is(err, &Error{Code: CodeInvalidPacket}) {
 		t.Error("DecodeChatMessageDelta took a ping")
 	}
-	if _, err := DecodeChatMessageAck(p); !errors.Is(err, ErrInvalidPacket) {
+	if _, err := DecodeChatMessageAck(p); !errors.Is(err, &Error{Code: CodeInvalidPacket}) {
 		t.Error("DecodeChatMessageAck took a ping")
 	}
-	if _, err := DecodeChatActivity(p); !errors.Is(err, ErrInvalidPacket) {
+	if _, err := DecodeChatActivity(p); !errors.Is(err, &Error{Code: CodeInvalidPacket}) {
 		t.Error("DecodeChatActivity took a ping")
 	}
 }
 
 func TestNewChatMessageDelta_D1_D2_AndActivity_C1_C3(t *testing.T) {
-	if _, err := NewChatMessageDelta("c", ChatMessageDelta{MessageID: "m", Sequence: 0, Text: "x"}); !errors.Is(err, ErrInvalidPacket) {
+	if _, err := NewChatMessageDelta("c", ChatMessageDelta{MessageID: "m", Sequence: 0, Text: "x"}); !errors.Is(err, &Error{Code: CodeInvalidPacket}) {
 		t.Error("D2: sequence 0 was sent")
 	}
 	d := ChatMessageDelta{MessageID: "m", Sequence: 1, Text: "x"}
-	if err := d.Validate(ToXAgent); !errors.Is(err, ErrInvalidPacket) {
+	if err := d.Validate(ToXAgent); !errors.Is(err, &Error{Code: CodeInvalidPacket}) {
 		t.Error("D1: a delta toward xAgent validated")
 	}
 	a := ChatActivity{Status: ActivityThinking}
-	if err := a.Validate(ToXAgent); !errors.Is(err, ErrInvalidPacket) {
+	if err := a.Validate(ToXAgent); !errors.Is(err, &Error{Code: CodeInvalidPacket}) {
 		t.Error("C1: activity toward xAgent validated")
 	}
-	if _, err := newChatActivity("c", ChatActivity{Status: ActivityIdle, ToolName: "x"}); !errors.Is(err, ErrInvalidPacket) {
+	if _, err := newChatActivity("c", ChatActivity{Status: ActivityIdle, ToolName: "x"}); !errors.Is(err, &Error{Code: CodeInvalidPacket}) {
 		t.Error("C3: idle with tool_name was sent")
 	}
 	if _, err := newChatActivity("", a); !errors.Is(err, &Error{Code: CodeChannelIDRequired}) {

@@ -39,6 +39,10 @@ const (
 	EventPeerError
 	// EventActivityError: the Target failed to show activity (C8).
 	EventActivityError
+	// EventTargetFailed: an inbound message's Target call returned an
+	// error (Code: the rejection's; Duration: how long the call took).
+	// The EventRejected of its ack follows.
+	EventTargetFailed
 )
 
 var eventNames = [...]string{
@@ -46,7 +50,7 @@ var eventNames = [...]string{
 	EventAckUnmatched: "ack_unmatched", EventDelivered: "delivered", EventDuplicate: "duplicate",
 	EventRejected: "rejected", EventDeltaRejected: "delta_rejected", EventDeltaIgnored: "delta_ignored",
 	EventDeltaExpired: "delta_expired", EventDropped: "dropped", EventPeerError: "peer_error",
-	EventActivityError: "activity_error",
+	EventActivityError: "activity_error", EventTargetFailed: "target_failed",
 }
 
 // String returns the event's snake_case name.
@@ -66,7 +70,8 @@ type Event struct {
 	Status     AckStatus
 	Code       Code
 	Attempt    int
-	// Duration is how long the Target's PostMessage took (EventDelivered).
+	// Duration is how long the Target's PostMessage took (EventDelivered,
+	// EventTargetFailed).
 	Duration time.Duration
 }
 

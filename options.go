@@ -1,9 +1,10 @@
 package imv2
 
 import (
-	"github.com/xagentkit/imv2/clock"
 	"log/slog"
 	"time"
+
+	"github.com/xagentkit/imv2/clock"
 )
 
 // Role says which side of the profile a Channel plays.
@@ -158,7 +159,11 @@ type Options struct {
 	ClaimOwner string
 	// ClaimLease is how long a claim keeps other owners out while the
 	// Target runs; past it the claim counts as orphaned. Default
-	// 2×TargetTimeout, so a live Target call never loses its claim.
+	// 3×TargetTimeout: after the claim a Channel runs at most a
+	// PostCheckTarget.WasPosted call and the PostMessage, each bounded by
+	// TargetTimeout (drafts and the activity clear are settled before the
+	// claim), and the third TargetTimeout is slack for the store calls
+	// around them, so a live delivery never loses its claim to a replica.
 	ClaimLease time.Duration
 }
 
@@ -191,7 +196,7 @@ func (o *Options) withDefaults() Options {
 	setDur(&r.DeltaIdleTTL, defaultDeltaIdleTTL)
 	setDur(&r.DeltaSweep, defaultDeltaSweep)
 	setDur(&r.ActivityTimeout, defaultActivityTimeout)
-	setDur(&r.ClaimLease, 2*r.TargetTimeout)
+	setDur(&r.ClaimLease, 3*r.TargetTimeout)
 	if _, claims := r.Completed.(ClaimStore); claims && r.ClaimOwner == "" {
 		r.ClaimOwner = prefixedUUID("owner_") // random, 122 bits
 	}

@@ -11,7 +11,7 @@ type Profile struct {
 	// TargetTypes may declare the profile in a Card or Descriptor (P1).
 	TargetTypes []string
 	// Packets maps each packet type to the directions it may travel:
-	// ToConnector, ToXAgent or DirBoth.
+	// ToConnector, ToXAgent or dirBoth.
 	Packets map[string]Direction
 	// ChannelScoped says every packet needs connector_channel_id (I1).
 	ChannelScoped bool
@@ -21,9 +21,9 @@ type Profile struct {
 	Projections map[string]string
 }
 
-// DirBoth is the catalog's value for a packet type that travels both ways.
+// dirBoth is the catalog's value for a packet type that travels both ways.
 // A Direction in the catalog is a set: ToConnector and ToXAgent are bits.
-const DirBoth = ToConnector | ToXAgent
+const dirBoth = ToConnector | ToXAgent
 
 // has reports whether the set s holds the single direction d.
 func (s Direction) has(d Direction) bool { return (d == ToConnector || d == ToXAgent) && s&d != 0 }
@@ -44,9 +44,9 @@ func imv2Entry() Profile {
 		ID:          ProfileIMv2,
 		TargetTypes: []string{TargetTypeIM},
 		Packets: map[string]Direction{
-			TypeChatMessage:      DirBoth,
+			TypeChatMessage:      dirBoth,
 			TypeChatMessageDelta: ToConnector,
-			TypeChatMessageAck:   DirBoth,
+			TypeChatMessageAck:   dirBoth,
 			TypeChatActivity:     ToConnector,
 		},
 		ChannelScoped: true,

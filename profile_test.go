@@ -108,9 +108,9 @@ func TestIMv2_P4_CatalogEntry(t *testing.T) {
 		t.Errorf("entry %+v", p)
 	}
 	want := map[string]Direction{
-		TypeChatMessage:      DirBoth,
+		TypeChatMessage:      dirBoth,
 		TypeChatMessageDelta: ToConnector,
-		TypeChatMessageAck:   DirBoth,
+		TypeChatMessageAck:   dirBoth,
 		TypeChatActivity:     ToConnector,
 	}
 	if len(p.Packets) != len(want) {
@@ -125,8 +125,8 @@ func TestIMv2_P4_CatalogEntry(t *testing.T) {
 
 func TestIMv2_P7_FreshCopyCannotWidenCatalog(t *testing.T) {
 	p := imv2Entry()
-	p.Packets["session.sync_message"] = DirBoth
-	p.Packets[TypeChatMessageDelta] = DirBoth
+	p.Packets["session.sync_message"] = dirBoth
+	p.Packets[TypeChatMessageDelta] = dirBoth
 	p.Projections["history.snapshot"] = TypeChatMessage
 	p.Projections["ui.projection"] = TypeChatMessage
 	p.Projections[KindAssistantActivity] = TypeChatMessage
@@ -134,7 +134,7 @@ func TestIMv2_P7_FreshCopyCannotWidenCatalog(t *testing.T) {
 
 	cat := DefaultCatalog()
 	entry := cat[ProfileIMv2]
-	entry.Packets["history.replay"] = DirBoth // mutate one catalog value …
+	entry.Packets["history.replay"] = dirBoth // mutate one catalog value …
 	n := DefaultCatalog().Negotiate([]string{ProfileIMv2}, []string{ProfileIMv2})
 	for _, typ := range []string{"session.sync_message", "history.replay"} {
 		if n.Allows(typ, ToConnector) {
@@ -154,14 +154,14 @@ func TestIMv2_P7_FreshCopyCannotWidenCatalog(t *testing.T) {
 	}
 	// … and a Negotiated made before a mutation does not see it either.
 	before := cat.Negotiate([]string{ProfileIMv2}, []string{ProfileIMv2})
-	entry.Packets["ui.projection"] = DirBoth
+	entry.Packets["ui.projection"] = dirBoth
 	if before.Allows("ui.projection", ToConnector) {
 		t.Error("a Negotiated shares its map with the catalog entry")
 	}
 }
 
 func TestDirection_P4_SetHas(t *testing.T) {
-	if ToConnector.has(ToXAgent) || !DirBoth.has(ToXAgent) || DirBoth.has(0) || DirBoth.has(DirBoth) || DirBoth.String() != "both" {
+	if ToConnector.has(ToXAgent) || !dirBoth.has(ToXAgent) || dirBoth.has(0) || dirBoth.has(dirBoth) || dirBoth.String() != "both" {
 		t.Error("Direction.has")
 	}
 	if ToConnector.reverse() != ToXAgent || ToXAgent.reverse() != ToConnector || Direction(0).String() != "invalid" {

@@ -166,8 +166,19 @@ func (c *Channel) deliver(d *delivery) {
 // orphaned claim; the resend of an orphan is posted again only when the
 // Target says that is harmless (orphan). A Target refusal releases the
 // claim: nothing was posted.
+//
+// The message's drafts and the activity clear are settled before the
+// claim, so the final still follows them (M11, C6) and the claim's lease
+// only has to cover what runs after it: at most a WasPosted check and the
+// PostMessage, each bounded by TargetTimeout (Options.ClaimLease).
 func (c *Channel) runTarget(m *ChatMessage, fp Fingerprint, stream *deltaStream) (AckStatus, *Error) {
 	id := m.MessageID
+	if stream != nil {
+		stream.waitDrafts()
+	}
+	c.clearActivity() // a final clears the temporary status (C6)
+	c.settleActivity()
+
 	claims, _ := c.o.Completed.(ClaimStore)
 	var (
 		old   Fingerprint
@@ -204,16 +215,10 @@ func (c *Channel) runTarget(m *ChatMessage, fp Fingerprint, stream *deltaStream)
 			// An attempt with other content may have been posted (S6).
 			return AckRejected, Errorf(CodeMessageIDConflict, "message_id %q was being delivered with other content", id)
 		}
-		if status, rej, done := c.orphan(id, fp, idempotencyKeyOf(c.id, id)); done {
+		if status, rej, done := c.orphan(id, fp, IdempotencyKeyOf(c.id, id)); done {
 			return status, rej
 		}
 	}
-	if stream != nil {
-		stream.waitDrafts()
-	}
-	c.clearActivity() // a final clears the temporary status (C6)
-	c.settleActivity()
-
 	// One allocation, where WithTimeout(WithIdempotencyKey(...)) costs
 	// seven and a SHA-256: the key and the timer are made only if the
 	// Target asks (storectx.go).
@@ -240,6 +245,7 @@ func (c *Channel) runTarget(m *ChatMessage, fp Fingerprint, stream *deltaStream)
 			code = CodeTargetRejected
 		}
 		rej := &Error{Code: code, Message: truncate(err.Error(), maxAckMessageBytes), Retryable: IsRetryable(err)}
+		c.observe(Event{Kind: EventTargetFailed, MessageID: id, Code: code, Duration: took})
 		if c.ctx.Err() != nil {
 			rej.Retryable = true // cancelled by Close: let the sender try again
 		}

@@ -171,7 +171,12 @@ func (c *Channel) transmit(o *outgoing) *Error {
 		return nil
 	}
 	if c.o.Clock.Now().Sub(o.entry.Created) >= c.o.PendingTTL {
+		detached := c.transport == nil
 		c.mu.Unlock()
+		if detached && c.resolvedElsewhere(o) {
+			c.forget(o) // another replica sharing the store resolved it (adopt.go)
+			return nil
+		}
 		fail := &Error{Code: CodeExpired, Message: "no terminal ack within the pending TTL"}
 		c.finish(o, nil, fail)
 		return fail
@@ -278,7 +283,7 @@ func (c *Channel) receiveAck(ctx context.Context, p *Packet) error {
 		return nil
 	}
 	c.mu.Unlock()
-	c.finish(o, a, a.Err())
+	c.finish(o, a, a.rejection())
 	return nil
 }
 

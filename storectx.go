@@ -37,7 +37,7 @@ func newStoreContext(parent context.Context, d time.Duration) *storeContext {
 }
 
 // newTargetContext is context.WithTimeout(WithIdempotencyKey(parent,
-// idempotencyKeyOf(channelID, messageID)), d), lazily.
+// IdempotencyKeyOf(channelID, messageID)), d), lazily.
 func newTargetContext(parent context.Context, d time.Duration, channelID, messageID string) *storeContext {
 	return &storeContext{parent: parent, deadline: time.Now().Add(d), channelID: channelID, messageID: messageID}
 }
@@ -56,7 +56,7 @@ func (c *storeContext) Value(key any) any {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		if c.key == "" {
-			c.key = idempotencyKeyOf(c.channelID, c.messageID)
+			c.key = IdempotencyKeyOf(c.channelID, c.messageID)
 		}
 		return c.key
 	}

@@ -60,7 +60,7 @@ func TestStoreContext_LikeWithTimeout(t *testing.T) {
 func TestTargetContext_LikeWithTimeoutAndKey(t *testing.T) {
 	parent, cancel := context.WithCancel(context.WithValue(context.Background(), ctxKey{}, "v"))
 	c := newTargetContext(parent, time.Hour, "cch_1", "msg_1")
-	if k, ok := IdempotencyKey(c); !ok || k != idempotencyKeyOf("cch_1", "msg_1") {
+	if k, ok := IdempotencyKey(c); !ok || k != IdempotencyKeyOf("cch_1", "msg_1") {
 		t.Fatalf("key %q %v", k, ok)
 	}
 	if c.Value(ctxKey{}) != "v" || c.Err() != nil {

@@ -71,6 +71,7 @@ func (s *Store) Claim(ctx context.Context, channelID, messageID string, fp imv2.
 			}
 			cl.State, cl.Owner = imv2.ClaimOrphaned, oldOwner
 			copy(cl.Fingerprint[:], v[16:claimValueMin])
+			fp = cl.Fingerprint // a takeover changes owner and lease only
 		}
 		value := make([]byte, 0, claimValueMin+len(owner))
 		value = append(value, u64(s.epoch)...)
@@ -111,6 +112,40 @@ func dropClaims(tx *bolt.Tx, channelID string) (bool, error) {
 		}
 	}
 	return len(keys) > 0, nil
+}
+
+// handoverClaims copies the claims of channel from whose lease did not end
+// before cutoff (they are not due for Sweep) to channel to, value and all,
+// at most imv2.MaxHandoverRecords. The epoch is kept: a claim of an
+// earlier open stays orphaned, one of this open stays held by its owner
+// until its lease ends. A claim to already has stays. It reports whether
+// it copied one.
+func handoverClaims(tx *bolt.Tx, from, to string, cutoff uint64) (bool, error) {
+	claims := tx.Bucket(bucketClaims)
+	prefix := channelPrefix(from)
+	keys, values := keysWithPrefix(claims, prefix)
+	n := 0
+	for i, k := range keys {
+		v := values[i]
+		if len(v) < claimValueMin || beUint64(v[8:16]) <= cutoff {
+			continue
+		}
+		if n >= imv2.MaxHandoverRecords {
+			break
+		}
+		key, err := recordKey(to, string(k[len(prefix):]))
+		if err != nil {
+			return false, err
+		}
+		if claims.Get(key) != nil {
+			continue
+		}
+		if err := claims.Put(key, bytes.Clone(v)); err != nil {
+			return false, err
+		}
+		n++
+	}
+	return n > 0, nil
 }
 
 // fromTimeKey inverts timeKey.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"slices"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -160,10 +161,13 @@ func (s *Store) DropChannel(ctx context.Context, channelID string) error {
 	})
 }
 
-// Handover implements imv2.CompletedStore: every live record of channel
-// from is copied to channel to in one transaction, with its age, so a
-// handover never extends a record's life. Copies count against
-// CompletedCap like any record; when full the oldest records go.
+// Handover implements imv2.CompletedStore: the newest live records of
+// channel from, at most imv2.MaxHandoverRecords, are copied to channel to
+// in one transaction, with their age, so a handover never extends a
+// record's life, and so are from's claims (claim.go). A record to already
+// holds with the same time and content is left alone, so a repeated
+// handover changes nothing. Copies count against CompletedCap like any
+// record; when full the oldest records go.
 func (s *Store) Handover(ctx context.Context, from, to string) error {
 	if err := checkChannel(from); err != nil {
 		return err
@@ -176,23 +180,39 @@ func (s *Store) Handover(ctx context.Context, from, to string) error {
 	}
 	prefix := channelPrefix(from)
 	return s.update(ctx, func(tx *bolt.Tx) error {
+		claimed, err := handoverClaims(tx, from, to, s.expiredCutoff())
+		if err != nil {
+			return err
+		}
 		recs := tx.Bucket(bucketCompleted)
 		keys, values := keysWithPrefix(recs, prefix)
 		cutoff := s.expiredCutoff()
+		type record struct{ id, value []byte }
+		live := make([]record, 0, len(keys))
+		for i, k := range keys {
+			if v := values[i]; len(v) == completedValueLen && beUint64(v[:8]) > cutoff {
+				live = append(live, record{k[len(prefix):], v})
+			}
+		}
+		// Oldest first by time ‖ seq, the order index's order.
+		slices.SortFunc(live, func(a, b record) int { return bytes.Compare(a.value[:16], b.value[:16]) })
+		if len(live) > imv2.MaxHandoverRecords {
+			live = live[len(live)-imv2.MaxHandoverRecords:]
+		}
 		meta := tx.Bucket(bucketMeta)
 		order := tx.Bucket(bucketCompletedOrder)
 		count := getU64(meta, keyCompletedCount)
 		copied := 0
-		for i, k := range keys {
-			v := values[i]
-			if len(v) != completedValueLen || beUint64(v[:8]) <= cutoff {
-				continue
-			}
-			key, err := recordKey(to, string(k[len(prefix):]))
+		for _, r := range live {
+			v := r.value
+			key, err := recordKey(to, string(r.id))
 			if err != nil {
 				return err
 			}
 			if old := recs.Get(key); len(old) == completedValueLen {
+				if bytes.Equal(old[:8], v[:8]) && bytes.Equal(old[16:], v[16:]) {
+					continue // a repeated handover: already there
+				}
 				if err := order.Delete(bytes.Clone(old[:16])); err != nil {
 					return err
 				}
@@ -214,6 +234,9 @@ func (s *Store) Handover(ctx context.Context, from, to string) error {
 			copied++
 		}
 		if copied == 0 {
+			if claimed {
+				return nil
+			}
 			return errNoChange
 		}
 		c := order.Cursor()

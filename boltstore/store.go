@@ -145,8 +145,10 @@ func Open(path string, opts Options) (*Store, error) {
 			return err
 		}
 		var err error
-		epoch, err = openClaims(tx)
-		return err
+		if epoch, err = openClaims(tx); err != nil {
+			return err
+		}
+		return openBindings(tx)
 	}); err != nil {
 		_ = db.Close() // the layout error is the one to report
 		return nil, err

@@ -324,7 +324,7 @@ func TestStore_InvalidIDs(t *testing.T) {
 				errs["DropPending"] = s.DropPending(ctx, c.ch)
 			}
 			for op, err := range errs {
-				if !errors.Is(err, imv2.ErrInvalidPacket) {
+				if !errors.Is(err, &imv2.Error{Code: imv2.CodeInvalidPacket}) {
 					t.Errorf("%s: %v, want code invalid_packet", op, err)
 				}
 			}

@@ -3,6 +3,12 @@
 // control plane (H1, H3, H4), the transfer plane (T1–T3) and, behind the
 // same API key check, the /ws data plane written elsewhere (W1).
 //
+// New is the Connector kit on top: it assembles that Handler, the data
+// plane (dataplane.Server), the display strategies (display.Target),
+// conversation bindings, file resolution and platform pacing around one
+// Platform value — see New, Platform and Options. Handler, NewHandler and
+// NewServer stay the lower layer for an author who needs the control.
+//
 // Endpoints (paths are relative to the Connector base URL; mount the
 // Handler under a prefix with http.StripPrefix if the base URL has one):
 //

@@ -195,7 +195,7 @@ func (h *Handler) uploadErr(abort func(int, imv2.Code, string), err error) {
 		abort(http.StatusServiceUnavailable, CodeStoreFull, "file store is full, retry later")
 	case errors.Is(err, imv2.ErrClosed):
 		abort(http.StatusServiceUnavailable, CodeStoreFull, "file store is closed")
-	case errors.Is(err, imv2.ErrInvalidPacket), isChannelIDErr(err):
+	case errors.Is(err, &imv2.Error{Code: imv2.CodeInvalidPacket}), isChannelIDErr(err):
 		abort(http.StatusBadRequest, CodeInvalidUpload, "invalid upload")
 	default:
 		h.log.Warn("connector: upload failed", "err", err)

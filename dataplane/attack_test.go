@@ -190,9 +190,9 @@ func TestAttack_DeltaFloodStaysInBudget(t *testing.T) {
 				refused += f.count(imv2.CodeDeltaLimitExceeded)
 			}
 			t.Logf("flood of %d MiB: peak heap +%.1f MiB (budget %d MiB, bound %.0f MiB), budget used %.1f MiB, %d deltas refused delta_limit_exceeded",
-				tc.total>>20, float64(grown)/(1<<20), binding>>20, float64(uint64(binding)+heapSlack(binding))/(1<<20), float64(srv.Budget().Used())/(1<<20), refused)
+				tc.total>>20, float64(grown)/(1<<20), binding>>20, float64(uint64(binding)+heapSlack(binding))/(1<<20), float64(srv.MemoryUsed())/(1<<20), refused)
 			require.LessOrEqual(t, grown, uint64(binding)+heapSlack(binding), "peak heap growth within budget + slack")
-			require.LessOrEqual(t, srv.Budget().Used(), binding, "the budget is never passed")
+			require.LessOrEqual(t, srv.MemoryUsed(), binding, "the budget is never passed")
 			require.Positive(t, refused, "what does not fit is refused")
 		})
 	}

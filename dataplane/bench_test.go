@@ -123,7 +123,7 @@ func benchFrames(b *testing.B) (final, ack []byte) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	a, err := imv2.AckFor(p, imv2.AckAccepted, nil)
+	a, err := imv2.NewAck(p, m.MessageID, imv2.AckAccepted, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -103,7 +103,7 @@ func TestConn_W2_WriteOverLimitRefused(t *testing.T) {
 	pkt, err := imv2.NewPacket(protocol.TypePing, "", map[string]string{"pad": strings.Repeat("x", 512)})
 	require.NoError(t, err)
 	err = p.conn.Write(context.Background(), pkt)
-	require.ErrorIs(t, err, imv2.ErrInvalidPacket)
+	require.ErrorIs(t, err, &imv2.Error{Code: imv2.CodeInvalidPacket})
 	require.False(t, imv2.IsRetryable(err))
 	p.call(protocol.TypePing, "", nil) // still usable
 }

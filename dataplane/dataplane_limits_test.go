@@ -146,7 +146,7 @@ func TestLimit_FrameSize_MaxTextMessageEndToEnd(t *testing.T) {
 	sc := srv.Channel(ch.ID())
 	require.NotNil(t, sc)
 	_, err = sc.Send(ctxWait(t), imv2.ChatMessage{MessageID: "max", Text: strings.Repeat("a", imv2.MaxTextBytes)})
-	require.ErrorIs(t, err, imv2.ErrInvalidPacket)
+	require.ErrorIs(t, err, &imv2.Error{Code: imv2.CodeInvalidPacket})
 	require.Contains(t, err.Error(), "frame limit")
 	require.Equal(t, imv2.CodeInvalidPacket, recv(t, failed))
 	pend, err := sc.Pending(ctxWait(t))

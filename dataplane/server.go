@@ -168,6 +168,12 @@ type Server struct {
 	sessions  map[*session]struct{}    // live connections
 	wg        sync.WaitGroup           // sessions
 	dropWG    sync.WaitGroup           // OnChannelDrop / Channel.Close after expiry
+	beat      clock.Timer              // shared-registry heartbeat (connectors.go)
+	beatWG    sync.WaitGroup
+	// dropping holds, per dropped channel ID whose Drop still runs, a
+	// channel closed when it returned: a handover from that ID waits for
+	// it (handoverCompleted). One entry per running drop goroutine.
+	dropping map[string]chan struct{}
 }
 
 // instance is one connector_id: the channels it owns and its offline grace.
@@ -267,6 +273,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		instances: map[string]*instance{},
 		channels:  map[string]*channelEntry{},
 		sessions:  map[*session]struct{}{},
+		dropping:  map[string]chan struct{}{},
 	}
 	if cfg.Options != nil {
 		s.opts = *cfg.Options
@@ -279,6 +286,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	}
 	sharedStores(&s.opts)
 	s.budget = imv2.NewBudget(cfg.MaxMemory, s.opts.Budget)
+	s.startHeartbeat()
 	for _, t := range cfg.Card.Tools {
 		s.cardTool[t.ToolID] = true
 	}
@@ -371,11 +379,10 @@ func (s *Server) serveConn(ctx context.Context, conn Conn, slot bool) error {
 	return ss.run()
 }
 
-// Budget returns the Server's memory budget (MaxMemory), the parent of
-// every connector_id's. Other state a peer makes the process hold (the
-// connector kit's uploads in flight, say) can reserve from it, so one
-// limit bounds it all.
-func (s *Server) Budget() *imv2.Budget { return s.budget }
+// MemoryUsed returns the bytes of peer-made state (delta text, queued
+// finals, waiting resends) held against the Server's MaxMemory now: a
+// gauge for the operator, never above MaxMemory.
+func (s *Server) MemoryUsed() int64 { return s.budget.Used() }
 
 // Channel returns the Channel of a connector_channel_id, open or not, or
 // nil when no connector_id holds it. Use it to send user messages:
@@ -461,6 +468,7 @@ func (s *Server) Close() error {
 		ss.cancel() // frees a read loop waiting for a handler slot
 		_ = ss.conn.Close()
 	}
+	s.stopHeartbeat()
 	s.wg.Wait()
 	s.dropWG.Wait()
 	s.mu.Lock()
@@ -525,7 +533,10 @@ func (s *Server) describe(ctx context.Context, e *channelEntry) *protocol.Descri
 // instance (cancelling its offline grace) or a new one. A non-empty
 // connector_id this server does not know (expired, or a restart) gets a
 // new one, as Common Protocol §8.1 allows; xAgent then replaces its ConnectorClient.
-func (s *Server) attach(ss *session, connectorID string) (*instance, error) {
+//
+// adopt (a shared ConnectorRegistry knows connectorID, connectors.go)
+// makes the new instance keep connectorID.
+func (s *Server) attach(ss *session, connectorID string, adopt bool) (*instance, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -538,8 +549,12 @@ func (s *Server) attach(ss *session, connectorID string) (*instance, error) {
 		if len(s.instances) >= s.cfg.MaxConnectors {
 			return nil, imv2.Errorf(protocol.CodeConnectorIDMismatch, "this Connector serves %d connector_ids, online or within their offline grace; try later", s.cfg.MaxConnectors)
 		}
+		id := "conn_" + uuid.NewString()
+		if adopt {
+			id = connectorID
+		}
 		inst = &instance{
-			id:       "conn_" + uuid.NewString(),
+			id:       id,
 			budget:   imv2.NewBudget(s.cfg.MaxConnectorMemory, s.budget),
 			channels: map[string]*channelEntry{},
 		}
@@ -576,12 +591,15 @@ func (s *Server) detach(ss *session) {
 		ss.preHello = false
 		s.preHello--
 	}
+	wentOffline := ""
+	var offlineAt time.Time
 	if inst := ss.inst; inst != nil && s.instances[inst.id] == inst {
 		inst.live--
 		if inst.live == 0 {
 			inst.gen++
 			gen := inst.gen
 			inst.offline = s.clock.Now()
+			wentOffline, offlineAt = inst.id, inst.offline
 			inst.grace = s.clock.AfterFunc(s.cfg.OfflineGrace, func() { s.expire(inst, gen) })
 		}
 	}
@@ -590,17 +608,35 @@ func (s *Server) detach(ss *session) {
 	for _, e := range moved {
 		e.syncTransport(s)
 	}
+	if wentOffline != "" {
+		s.seen(wentOffline, offlineAt)
+	}
 }
 
 // expire unregisters an instance whose grace ran out without a hello.
+// With a shared ConnectorRegistry, an instance that connected to another
+// replica since is only released here (connectors.go).
 func (s *Server) expire(inst *instance, gen uint64) {
+	s.mu.Lock()
+	offline := inst.offline
+	s.mu.Unlock()
+	elsewhere := s.aliveElsewhere(inst.id, offline)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed || inst.gen != gen || inst.live > 0 || s.instances[inst.id] != inst {
 		return
 	}
+	if elsewhere {
+		s.log.Info("dataplane: connector_id offline here past the grace but connected elsewhere; releasing its channels here", "connector_id", inst.id, "channels", len(inst.channels))
+		s.releaseInstanceLocked(inst)
+		return
+	}
 	s.log.Info("dataplane: connector_id offline past the grace; dropping its channels", "connector_id", inst.id, "channels", len(inst.channels))
 	s.dropInstanceLocked(inst)
+	if s.sharedConnectors() != nil {
+		s.dropWG.Add(1)
+		go func() { defer s.dropWG.Done(); s.forgetShared(inst.id) }()
+	}
 }
 
 // dropInstanceLocked forgets an instance and closes its channels in the
@@ -624,12 +660,23 @@ func (s *Server) dropChannelLocked(e *channelEntry) {
 	if err := s.cfg.Registry.Forget(context.Background(), e.id); err != nil {
 		s.log.Warn("dataplane: dropped channel not forgotten by the registry", "connector_channel_id", e.id, "err", err)
 	}
+	done := make(chan struct{})
+	if old := s.dropping[e.id]; old == nil {
+		s.dropping[e.id] = done
+	}
 	s.dropWG.Add(1)
 	go func() {
 		defer s.dropWG.Done()
-		// Gone for good: fail its pending user messages, forget its
-		// completed records (S7).
+		// Gone for good: fail its pending user messages (S7). Drop
+		// closes the Channel, which waits for a Target call in flight
+		// and its completion record.
 		_ = e.ch.Drop(context.Background())
+		s.mu.Lock()
+		if s.dropping[e.id] == done {
+			delete(s.dropping, e.id)
+		}
+		s.mu.Unlock()
+		close(done)
 		if s.cfg.OnChannelDrop != nil {
 			s.cfg.OnChannelDrop(e.id)
 		}
@@ -641,10 +688,41 @@ func (s *Server) dropChannelLocked(e *channelEntry) {
 // anything is routed to the new channel: the sender moves its pending
 // finals there, and one already posted must be answered duplicate, not
 // posted twice (dedup follows the message, not the ID).
+//
+// When old was dropped and its Drop still runs (a Target call in flight
+// when its grace expired or it was evicted), the handover first waits
+// for it, at most dropWait: the call's completion record lands on old,
+// and a copy made before it would miss it. The wait holds up this
+// connection's reads; it is a rare path, bounded, and a Target that
+// honours its context ends at once, since Close cancels it.
 func (s *Server) handoverCompleted(ctx context.Context, old, id string) {
+	s.mu.Lock()
+	done := s.dropping[old]
+	s.mu.Unlock()
+	if done != nil {
+		s.log.Info("dataplane: waiting for the dropped channel's delivery to end before the handover", "old", short(old), "connector_channel_id", id)
+		wctx, cancel := context.WithTimeout(ctx, s.dropWait())
+		select {
+		case <-done:
+		case <-wctx.Done():
+			s.log.Warn("dataplane: the dropped channel's delivery did not end in time; handing over what is recorded", "old", short(old), "connector_channel_id", id)
+		}
+		cancel()
+	}
 	if err := s.opts.Completed.Handover(ctx, old, id); err != nil {
 		s.log.Warn("dataplane: completed records not handed over; a resend may be posted again", "old", short(old), "connector_channel_id", id, "err", err)
 	}
+}
+
+// dropWait bounds how long a handover waits for a dropped channel's
+// Drop: one Target call (Options.TargetTimeout) and the store call that
+// records it.
+func (s *Server) dropWait() time.Duration {
+	t := s.opts.TargetTimeout
+	if t <= 0 {
+		t = time.Minute // imv2.Options' default TargetTimeout
+	}
+	return t + 10*time.Second
 }
 
 // syncTransport gives the Channel the transport of its current owner (nil

@@ -219,11 +219,12 @@ func (ss *session) hello(p *imv2.Packet) {
 		ss.fail(p, imv2.CodeInvalidPacket, "connector.hello: supported_profiles is missing; no profile is enabled implicitly (P3)")
 		return
 	}
-	inst, err := ss.srv.attach(ss, h.ConnectorID)
+	inst, err := ss.srv.attach(ss, h.ConnectorID, ss.srv.knownElsewhere(ss.ctx, h.ConnectorID))
 	if err != nil {
 		ss.failErr(p, err)
 		return
 	}
+	ss.srv.seen(inst.id, ss.srv.clock.Now())
 	if h.ConnectorID != "" && h.ConnectorID != inst.id {
 		ss.log.Info("dataplane: unknown connector_id; issued a new one", "old", short(h.ConnectorID), "new", inst.id)
 	}

@@ -724,7 +724,13 @@ func cmdAck(r *run, a *args) error {
 		}
 		rej = &imv2.Error{Code: imv2.Code(code), Message: "rejected by the conformance suite", Retryable: retry == "true"}
 	}
-	ack, err := imv2.AckFor(fr.p, imv2.AckStatus(status), rej)
+	var head struct {
+		MessageID string `json:"message_id"`
+	}
+	if err := fr.p.DecodePayload(&head); err != nil {
+		return err
+	}
+	ack, err := imv2.NewAck(fr.p, head.MessageID, imv2.AckStatus(status), rej)
 	if err != nil {
 		return err
 	}

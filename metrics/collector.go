@@ -29,7 +29,7 @@ type Collector struct {
 	acksReceived  *prometheus.CounterVec
 	acksSent      *prometheus.CounterVec
 	deltaRejected *prometheus.CounterVec
-	target        prometheus.Histogram
+	target        *prometheus.HistogramVec
 	storeErrors   *prometheus.CounterVec
 
 	registry *prometheus.Registry
@@ -63,10 +63,10 @@ func New() *Collector {
 		deltaRejected: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "imv2_deltas_rejected_total", Help: "Deltas rejected with an error packet, by code.",
 		}, []string{"code"}),
-		target: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "imv2_target_call_duration_seconds", Help: "Duration of the Target's successful PostMessage calls.",
+		target: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "imv2_target_call_duration_seconds", Help: "Duration of the Target's PostMessage calls, by outcome (ok, error).",
 			Buckets: TargetBuckets,
-		}),
+		}, []string{"outcome"}),
 		storeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "imv2_store_errors_total", Help: "Errors of the pending and completed stores, by store and operation.",
 		}, []string{"store", "op"}),
@@ -121,7 +121,9 @@ func (c *Collector) Observe(e imv2.Event) {
 		c.ended(e)
 	case imv2.EventDelivered:
 		c.acksSent.WithLabelValues(string(imv2.AckAccepted), "").Inc()
-		c.target.Observe(e.Duration.Seconds())
+		c.target.WithLabelValues("ok").Observe(e.Duration.Seconds())
+	case imv2.EventTargetFailed:
+		c.target.WithLabelValues("error").Observe(e.Duration.Seconds())
 	case imv2.EventDuplicate:
 		c.acksSent.WithLabelValues(string(imv2.AckDuplicate), "").Inc()
 	case imv2.EventRejected:

@@ -193,23 +193,38 @@ imv2_store_errors_total{op="lookup",store="completed"} 1
 # HELP imv2_deltas_rejected_total Deltas rejected with an error packet, by code.
 # TYPE imv2_deltas_rejected_total counter
 imv2_deltas_rejected_total{code="delta_sequence_gap"} 1
-# HELP imv2_target_call_duration_seconds Duration of the Target's successful PostMessage calls.
+# HELP imv2_target_call_duration_seconds Duration of the Target's PostMessage calls, by outcome (ok, error).
 # TYPE imv2_target_call_duration_seconds histogram
-imv2_target_call_duration_seconds_bucket{le="0.005"} 0
-imv2_target_call_duration_seconds_bucket{le="0.01"} 0
-imv2_target_call_duration_seconds_bucket{le="0.025"} 0
-imv2_target_call_duration_seconds_bucket{le="0.05"} 0
-imv2_target_call_duration_seconds_bucket{le="0.1"} 0
-imv2_target_call_duration_seconds_bucket{le="0.25"} 4
-imv2_target_call_duration_seconds_bucket{le="0.5"} 4
-imv2_target_call_duration_seconds_bucket{le="1"} 4
-imv2_target_call_duration_seconds_bucket{le="2.5"} 4
-imv2_target_call_duration_seconds_bucket{le="5"} 4
-imv2_target_call_duration_seconds_bucket{le="10"} 4
-imv2_target_call_duration_seconds_bucket{le="30"} 4
-imv2_target_call_duration_seconds_bucket{le="+Inf"} 4
-imv2_target_call_duration_seconds_sum 1
-imv2_target_call_duration_seconds_count 4
+imv2_target_call_duration_seconds_bucket{outcome="error",le="0.005"} 0
+imv2_target_call_duration_seconds_bucket{outcome="error",le="0.01"} 0
+imv2_target_call_duration_seconds_bucket{outcome="error",le="0.025"} 0
+imv2_target_call_duration_seconds_bucket{outcome="error",le="0.05"} 0
+imv2_target_call_duration_seconds_bucket{outcome="error",le="0.1"} 0
+imv2_target_call_duration_seconds_bucket{outcome="error",le="0.25"} 2
+imv2_target_call_duration_seconds_bucket{outcome="error",le="0.5"} 2
+imv2_target_call_duration_seconds_bucket{outcome="error",le="1"} 2
+imv2_target_call_duration_seconds_bucket{outcome="error",le="2.5"} 2
+imv2_target_call_duration_seconds_bucket{outcome="error",le="5"} 2
+imv2_target_call_duration_seconds_bucket{outcome="error",le="10"} 2
+imv2_target_call_duration_seconds_bucket{outcome="error",le="30"} 2
+imv2_target_call_duration_seconds_bucket{outcome="error",le="+Inf"} 2
+imv2_target_call_duration_seconds_sum{outcome="error"} 0.5
+imv2_target_call_duration_seconds_count{outcome="error"} 2
+imv2_target_call_duration_seconds_bucket{outcome="ok",le="0.005"} 0
+imv2_target_call_duration_seconds_bucket{outcome="ok",le="0.01"} 0
+imv2_target_call_duration_seconds_bucket{outcome="ok",le="0.025"} 0
+imv2_target_call_duration_seconds_bucket{outcome="ok",le="0.05"} 0
+imv2_target_call_duration_seconds_bucket{outcome="ok",le="0.1"} 0
+imv2_target_call_duration_seconds_bucket{outcome="ok",le="0.25"} 4
+imv2_target_call_duration_seconds_bucket{outcome="ok",le="0.5"} 4
+imv2_target_call_duration_seconds_bucket{outcome="ok",le="1"} 4
+imv2_target_call_duration_seconds_bucket{outcome="ok",le="2.5"} 4
+imv2_target_call_duration_seconds_bucket{outcome="ok",le="5"} 4
+imv2_target_call_duration_seconds_bucket{outcome="ok",le="10"} 4
+imv2_target_call_duration_seconds_bucket{outcome="ok",le="30"} 4
+imv2_target_call_duration_seconds_bucket{outcome="ok",le="+Inf"} 4
+imv2_target_call_duration_seconds_sum{outcome="ok"} 1
+imv2_target_call_duration_seconds_count{outcome="ok"} 4
 `), "imv2_acks_sent_total", "imv2_store_errors_total", "imv2_deltas_rejected_total", "imv2_target_call_duration_seconds"); err != nil {
 		t.Error(err)
 	}

@@ -26,7 +26,7 @@
 //	                                                               or expired, closed, …)
 //	imv2_acks_sent_total                  counter    status, code  acks this process answered inbound messages with
 //	imv2_deltas_rejected_total            counter    code          deltas rejected with an error packet (D12)
-//	imv2_target_call_duration_seconds     histogram  -             PostMessage calls of the Target that succeeded
+//	imv2_target_call_duration_seconds     histogram  outcome       PostMessage calls of the Target: ok, or error (the call failed)
 //	imv2_store_errors_total               counter    store, op     errors of the wrapped pending and completed stores
 //
 // status is accepted, duplicate or rejected; a code label is empty for

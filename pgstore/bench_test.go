@@ -3,6 +3,7 @@ package pgstore_test
 import (
 	"context"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -47,16 +48,20 @@ func BenchmarkCompletedRecordLookup(b *testing.B) {
 			fp := imv2.FingerprintOf(&imv2.ChatMessage{Text: "hello"})
 			b.ReportAllocs()
 			i := 0
+			var lat latencies
 			for b.Loop() {
 				id := "0190f5b2-7c1e-7b3a-9f4e-" + strconv.Itoa(i)
 				i++
+				t0 := time.Now()
 				if err := s.Record(ctx, "channel-1", id, fp); err != nil {
 					b.Fatal(err)
 				}
 				if _, ok, err := s.Lookup(ctx, "channel-1", id); err != nil || !ok {
 					b.Fatal(ok, err)
 				}
+				lat = append(lat, time.Since(t0))
 			}
+			lat.report(b)
 		})
 	}
 }
@@ -82,16 +87,20 @@ func BenchmarkPendingAddRemove(b *testing.B) {
 			}}
 			b.ReportAllocs()
 			i := 0
+			var lat latencies
 			for b.Loop() {
 				e.Message.MessageID = "0190f5b2-7c1e-7b3a-9f4e-" + strconv.Itoa(i)
 				i++
+				t0 := time.Now()
 				if err := s.Add(ctx, e); err != nil {
 					b.Fatal(err)
 				}
 				if err := s.Remove(ctx, e.ChannelID, e.Message.MessageID); err != nil {
 					b.Fatal(err)
 				}
+				lat = append(lat, time.Since(t0))
 			}
+			lat.report(b)
 		})
 	}
 }
@@ -117,4 +126,17 @@ func BenchmarkClaimRecord(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// latencies are the durations of a benchmark's iterations, reported as
+// p50-ns and p99-ns beside ns/op (the mean).
+type latencies []time.Duration
+
+func (l latencies) report(b *testing.B) {
+	if len(l) == 0 {
+		return
+	}
+	slices.Sort(l)
+	b.ReportMetric(float64(l[len(l)/2]), "p50-ns")
+	b.ReportMetric(float64(l[len(l)*99/100]), "p99-ns")
 }

@@ -67,8 +67,10 @@ func (s *Store) Claim(ctx context.Context, channelID, messageID string, fp imv2.
 			out = imv2.Claim{State: imv2.ClaimOrphaned, Owner: oldOwner}
 			copy(out.Fingerprint[:], oldFP)
 		}
-		_, err = tx.Exec(ctx, "UPDATE imv2_claims SET owner = $3, until_ns = $4, fingerprint = $5 WHERE channel_id = $1 AND message_id = $2",
-			ch, id, owner, until, fp[:])
+		// A takeover changes owner and lease only: the fingerprint stays
+		// the interrupted attempt's, the content that may have been posted.
+		_, err = tx.Exec(ctx, "UPDATE imv2_claims SET owner = $3, until_ns = $4 WHERE channel_id = $1 AND message_id = $2",
+			ch, id, owner, until)
 		return err
 	})
 	if err != nil {

@@ -67,7 +67,9 @@ func TestClaim_Property_S8_A6_MatchesModel(t *testing.T) {
 					take() // a Record may have swept the orphan a TTL after its lease
 				default:
 					want(rt, got, imv2.Claim{State: imv2.ClaimOrphaned, Owner: m.owner, Fingerprint: m.claimFP})
+					keep := m.claimFP
 					take()
+					m.claimFP = keep // a takeover changes owner and lease only
 				}
 			},
 			"release": func(rt *rapid.T) {

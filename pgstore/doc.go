@@ -10,8 +10,55 @@
 //	opts := &imv2.Options{Pending: st.Pending(), Completed: st.Completed()}
 //
 // *Store implements imv2.PendingStore, imv2.CompletedStore,
-// imv2.ClaimStore and dataplane.ChannelRegistry. It lives in its own module
-// so that the SDK's module needs no database driver.
+// imv2.ClaimStore, dataplane.ChannelRegistry and
+// dataplane.ConnectorRegistry. It lives in its own module so that the
+// SDK's module needs no database driver.
+//
+// # Replicas
+//
+// Several Connector replicas (one dataplane.Server each) open the same
+// database; a load balancer sends xAgent's connection to any of them.
+//
+//   - A final resent to another replica finds the claim or the record:
+//     one replica at a time runs its side effect, and a claim whose owner
+//     died is taken over after its lease, the Target receiving the same
+//     idempotency key (imv2.ClaimStore).
+//
+//   - A user message accepted on a replica that does not hold the
+//     channel's connection goes through Relay.Send into the shared pending
+//     store; PostgreSQL NOTIFY, committed with the entry, tells the
+//     replica that holds it, whose Channel sends it (Relay, relay.go).
+//
+//   - Channel IDs and connector_ids are shared (Register, SeenConnector):
+//     a reconnect to any replica keeps its connector_id and resumes every
+//     channel, and a replica whose offline grace runs out forgets nothing
+//     while the connector_id is connected elsewhere (each Server records
+//     its live connector_ids every quarter of the grace). A connector_id
+//     whose last replica died is expired by none: its row goes after
+//     CompletedTTL, its channel IDs stay registered (RegistryCap bounds
+//     them).
+//
+//     st, _ := pgstore.Open(ctx, url, pgstore.Options{})
+//     relay := pgstore.NewRelay(st)
+//     srv, _ := dataplane.NewServer(dataplane.ServerConfig{
+//     Options:       &imv2.Options{Pending: st, Completed: st},
+//     Registry:      st,
+//     OnChannelOpen: relay.ChannelOpened,
+//     ...
+//     })
+//     relay.Serve(srv)
+//     go relay.Run(ctx)
+//     // a user message from the IM platform, on any replica:
+//     relay.Send(ctx, channelID, imv2.ChatMessage{Text: text})
+//
+// The one window where a platform without its own dedup can be affected:
+// a replica that dies after the platform showed a final and before its
+// Record committed leaves an orphaned claim; the resend (to any replica,
+// after the claim's lease of 2×TargetTimeout) is posted again with the
+// same idempotency key to an imv2.IdempotentTarget (the platform shows it
+// once), and otherwise not posted and answered delivery_outcome_unknown,
+// retryable=false: shown once, and the sender told the outcome is
+// unknown. failover_test.go kills a replica in exactly that window.
 //
 // # Durability and concurrency
 //
@@ -35,6 +82,11 @@
 //	                 an orphaned one kept CompletedTTL
 //	                 past its lease
 //	channel IDs      Options.RegistryCap, all replicas       DefaultRegistryCap (100,000)
+//	connector_ids    Options.RegistryCap, all replicas;       DefaultRegistryCap (100,000)
+//	                 least recently seen evicted; none kept
+//	                 past CompletedTTL since last seen
+//	Relay queue      1,024 notified channel IDs; beyond it    (relayKicks)
+//	                 one catch-up of every open channel
 //	IDs              channel and message IDs of 1 to imv2.MaxIDBytes (256) bytes; a channel
 //	                 ID may not contain 0x00 (as boltstore)
 //

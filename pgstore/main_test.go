@@ -14,6 +14,9 @@ import (
 var srv *pgtest.Server
 
 func TestMain(m *testing.M) {
+	if os.Getenv(envReplica) != "" {
+		os.Exit(replicaMain()) // a failover test's Connector replica
+	}
 	code := pgtest.Main(m, &srv)
 	if code == 0 {
 		if err := goleak.Find(); err != nil {

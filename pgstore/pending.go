@@ -52,8 +52,12 @@ func (s *Store) Add(ctx context.Context, e imv2.PendingEntry) error {
 		if n >= s.pendingCap {
 			return imv2.Errorf(imv2.CodePendingFull, "channel %q has %d pending messages, the cap", e.ChannelID, n)
 		}
-		_, err = tx.Exec(ctx, `INSERT INTO imv2_pending (channel_id, message_id, fingerprint, created_s, created_ns, message)
-			VALUES ($1, $2, $3, $4, $5, $6)`, ch, id, fp[:], e.Created.Unix(), e.Created.Nanosecond(), msg.Bytes())
+		if _, err = tx.Exec(ctx, `INSERT INTO imv2_pending (channel_id, message_id, fingerprint, created_s, created_ns, message)
+			VALUES ($1, $2, $3, $4, $5, $6)`, ch, id, fp[:], e.Created.Unix(), e.Created.Nanosecond(), msg.Bytes()); err != nil {
+			return err
+		}
+		// Delivered to listening replicas when the Add commits (relay.go).
+		_, err = tx.Exec(ctx, "SELECT pg_notify($1, $2)", pendingChannel, s.notice(e.ChannelID))
 		return err
 	})
 }

@@ -62,6 +62,15 @@ CREATE TABLE imv2_channels (
 	channel_id bytea PRIMARY KEY
 );
 `,
+	// 2: connector_ids and when each was last seen by any replica
+	// (connectors.go), so a hello to any replica keeps its connector_id.
+	`
+CREATE TABLE imv2_connectors (
+	connector_id bytea  PRIMARY KEY,
+	seen_ns      bigint NOT NULL
+);
+CREATE INDEX imv2_connectors_seen ON imv2_connectors (seen_ns);
+`,
 }
 
 // SchemaVersion is the schema version this build writes and reads.

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"log/slog"
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -38,6 +40,9 @@ type Options struct {
 	// Register beyond it fails with code connector_channel_unavailable.
 	// Default DefaultRegistryCap (100,000).
 	RegistryCap int
+	// Logger receives what the Store cannot report to a caller (a Relay
+	// whose listening connection broke). Default: nothing.
+	Logger *slog.Logger
 }
 
 // DefaultRegistryCap bounds the channel registry, as
@@ -60,6 +65,10 @@ type Store struct {
 	completedCap int64
 	ttl          time.Duration
 	registryCap  int
+	// id names this Store in its pending notifications, so a Relay skips
+	// the ones its own Adds caused.
+	id  string
+	log *slog.Logger
 }
 
 // Open connects to the database named by url (a PostgreSQL connection
@@ -81,6 +90,8 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		completedCap: int64(opts.CompletedCap),
 		ttl:          opts.CompletedTTL,
 		registryCap:  opts.RegistryCap,
+		id:           uuid.NewString(),
+		log:          opts.Logger,
 	}
 	if s.clock == nil {
 		s.clock = clock.System{}

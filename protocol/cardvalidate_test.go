@@ -45,7 +45,7 @@ func TestCardValidate_H1_H2_BuiltWithHelper(t *testing.T) {
 		t.Fatal(err)
 	}
 	d.Connection.TargetType = "email"
-	if err := d.Validate(nil); !errors.Is(err, imv2.ErrInvalidPacket) || !strings.Contains(err.Error(), "P1") {
+	if err := d.Validate(nil); !errors.Is(err, &imv2.Error{Code: imv2.CodeInvalidPacket}) || !strings.Contains(err.Error(), "P1") {
 		t.Errorf("P1 on a descriptor without card: %v", err)
 	}
 	d.Connection.TargetType = "im"
@@ -65,11 +65,11 @@ func TestCardValidate_H1_H2_BuiltWithHelper(t *testing.T) {
 
 func TestCardValidate_H1_NilAndMessages(t *testing.T) {
 	var c *protocol.Card
-	if err := c.Validate(); !errors.Is(err, imv2.ErrInvalidPacket) {
+	if err := c.Validate(); !errors.Is(err, &imv2.Error{Code: imv2.CodeInvalidPacket}) {
 		t.Errorf("nil card: %v", err)
 	}
 	var d *protocol.Descriptor
-	if err := d.Validate(nil); !errors.Is(err, imv2.ErrInvalidPacket) {
+	if err := d.Validate(nil); !errors.Is(err, &imv2.Error{Code: imv2.CodeInvalidPacket}) {
 		t.Errorf("nil descriptor: %v", err)
 	}
 	bad := minimalCard()

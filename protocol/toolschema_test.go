@@ -77,7 +77,7 @@ func TestToolInputSchema_H2_Errors(t *testing.T) {
 	}
 	for _, c := range cases {
 		_, err := protocol.ToolInputSchema(c.props, c.req...)
-		if !errors.Is(err, imv2.ErrInvalidPacket) {
+		if !errors.Is(err, &imv2.Error{Code: imv2.CodeInvalidPacket}) {
 			t.Errorf("%s: err = %v, want invalid_packet", c.name, err)
 		}
 	}
@@ -115,7 +115,7 @@ func TestWithConnectorChannelID_H2(t *testing.T) {
 	for _, bad := range []string{``, `null`, `[]`, `"object"`, `{"type":"array"}`, `{"properties":[]}`, `{"required":"text"}`,
 		`{"properties":{"connector_card_id":{"type":"string"}}}`, `{"properties":{"connector_channel_id":{"type":"number"}}}`,
 		`{"type":"object","type":"object"}`} {
-		if _, err := protocol.WithConnectorChannelID(json.RawMessage(bad)); !errors.Is(err, imv2.ErrInvalidPacket) {
+		if _, err := protocol.WithConnectorChannelID(json.RawMessage(bad)); !errors.Is(err, &imv2.Error{Code: imv2.CodeInvalidPacket}) {
 			t.Errorf("%s: err = %v, want invalid_packet", bad, err)
 		}
 	}

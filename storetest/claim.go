@@ -38,8 +38,11 @@ func TestClaimStore(t *testing.T, newStore ClaimFactory, reopen ClaimReopener) {
 	t.Run("S8_Release", func(t *testing.T) { claimRelease(t, newStore) })
 	t.Run("S7_DropChannelDropsClaims", func(t *testing.T) { claimDrop(t, newStore) })
 	t.Run("A6_ConcurrentOwnersOneAcquires", func(t *testing.T) { claimConcurrent(t, newStore) })
+	t.Run("S6_OrphanTakeoverKeepsFingerprint", func(t *testing.T) { claimTakeoverKeepsFingerprint(t, newStore) })
+	t.Run("S8_HandoverCopiesClaims", func(t *testing.T) { claimHandover(t, newStore) })
 	if reopen != nil {
 		t.Run("S8_ReopenOrphans", func(t *testing.T) { claimReopen(t, newStore, reopen) })
+		t.Run("S8_HandoverAfterReopenStaysOrphaned", func(t *testing.T) { claimHandoverReopen(t, newStore, reopen) })
 	}
 }
 
@@ -113,12 +116,83 @@ func claimLease(t *testing.T, newStore ClaimFactory) {
 	clock.Advance(lease - time.Nanosecond)
 	wantClaim(t, mustClaim(t, s, "ch", "m1", fpOf("one"), "b"), imv2.ClaimHeld, imv2.Fingerprint{}, "a")
 	clock.Advance(time.Nanosecond)
-	// At lease the owner counts as gone: b takes the orphan with its content.
-	wantClaim(t, mustClaim(t, s, "ch", "m1", fpOf("two"), "b"), imv2.ClaimOrphaned, fpOf("one"), "a")
+	// At lease the owner counts as gone: b takes the orphan, told its content.
+	wantClaim(t, mustClaim(t, s, "ch", "m1", fpOf("one"), "b"), imv2.ClaimOrphaned, fpOf("one"), "a")
 	// It is b's now, for a new lease.
 	wantClaim(t, mustClaim(t, s, "ch", "m1", fpOf("one"), "a"), imv2.ClaimHeld, imv2.Fingerprint{}, "b")
 	clock.Advance(lease)
-	wantClaim(t, mustClaim(t, s, "ch", "m1", fpOf("one"), "c"), imv2.ClaimOrphaned, fpOf("two"), "b")
+	wantClaim(t, mustClaim(t, s, "ch", "m1", fpOf("one"), "c"), imv2.ClaimOrphaned, fpOf("one"), "b")
+}
+
+// claimTakeoverKeepsFingerprint: taking over an orphan keeps the content
+// of the interrupted attempt, whatever content the taker brought. A copy
+// with other content is a conflict the caller refuses; it must not make
+// the real resend (the content that may have been posted) a conflict too.
+func claimTakeoverKeepsFingerprint(t *testing.T, newStore ClaimFactory) {
+	clock := fakeclock.New(start)
+	s := newStore(t, time.Hour, clock)
+	mustClaim(t, s, "ch", "m1", fpOf("real"), "a")
+	clock.Advance(lease)
+	wantClaim(t, mustClaim(t, s, "ch", "m1", fpOf("forged"), "b"), imv2.ClaimOrphaned, fpOf("real"), "a")
+	// b's takeover changed owner and lease only.
+	wantClaim(t, mustClaim(t, s, "ch", "m1", fpOf("real"), "c"), imv2.ClaimHeld, imv2.Fingerprint{}, "b")
+	clock.Advance(lease)
+	wantClaim(t, mustClaim(t, s, "ch", "m1", fpOf("real"), "c"), imv2.ClaimOrphaned, fpOf("real"), "b")
+	// The same owner claiming again is a takeover too.
+	wantClaim(t, mustClaim(t, s, "ch", "m1", fpOf("forged"), "c"), imv2.ClaimOrphaned, fpOf("real"), "c")
+	wantClaim(t, mustClaim(t, s, "ch", "m1", fpOf("real"), "c"), imv2.ClaimOrphaned, fpOf("real"), "c")
+}
+
+// claimHandover: a handover copies the claims of from to to as they are
+// (content, owner, lease), so a resend moved to the new ID finds the
+// interrupted attempt instead of a free message; from keeps its claims.
+func claimHandover(t *testing.T, newStore ClaimFactory) {
+	ctx := context.Background()
+	clock := fakeclock.New(start)
+	s := newStore(t, time.Hour, clock)
+	mustClaim(t, s, "from", "m1", fpOf("one"), "a")
+	mustClaim(t, s, "from", "m2", fpOf("two"), "a")
+	mustRecord(t, s, "from", "m2", fpOf("two"))
+	mustClaim(t, s, "fromx", "m3", fpOf("three"), "a") // shares from's prefix
+	clock.Advance(lease / 2)
+	if err := s.Handover(ctx, "from", "to"); err != nil {
+		t.Fatalf("Handover: %v", err)
+	}
+	if err := s.Handover(ctx, "from", "to"); err != nil { // a repeat changes nothing
+		t.Fatalf("Handover again: %v", err)
+	}
+	got := mustClaim(t, s, "to", "m1", fpOf("one"), "b")
+	wantClaim(t, got, imv2.ClaimHeld, imv2.Fingerprint{}, "a")
+	if !got.Until.Equal(start.Add(lease)) {
+		t.Fatalf("copied claim held until %v, want the original's %v", got.Until, start.Add(lease))
+	}
+	wantClaim(t, mustClaim(t, s, "to", "m2", fpOf("two"), "b"), imv2.ClaimCompleted, fpOf("two"), "")
+	wantClaim(t, mustClaim(t, s, "to", "m3", fpOf("three"), "b"), imv2.ClaimAcquired, imv2.Fingerprint{}, "")
+	wantClaim(t, mustClaim(t, s, "from", "m1", fpOf("one"), "b"), imv2.ClaimHeld, imv2.Fingerprint{}, "a")
+	clock.Advance(lease / 2)
+	wantClaim(t, mustClaim(t, s, "to", "m1", fpOf("other"), "b"), imv2.ClaimOrphaned, fpOf("one"), "a")
+	// A handover onto a channel that has its own claim keeps that one.
+	mustClaim(t, s, "from", "m4", fpOf("four"), "a")
+	mustClaim(t, s, "to", "m4", fpOf("mine"), "c")
+	if err := s.Handover(ctx, "from", "to"); err != nil {
+		t.Fatalf("Handover: %v", err)
+	}
+	wantClaim(t, mustClaim(t, s, "to", "m4", fpOf("mine"), "b"), imv2.ClaimHeld, imv2.Fingerprint{}, "c")
+}
+
+// claimHandoverReopen: the kill -9 case. A claim made before a crash is
+// handed over after the restart to the new ID, and is orphaned there as
+// on from: its owner is gone.
+func claimHandoverReopen(t *testing.T, newStore ClaimFactory, reopen ClaimReopener) {
+	ctx := context.Background()
+	s := newStore(t, time.Hour, fakeclock.New(start))
+	mustClaim(t, s, "from", "m1", fpOf("one"), "a")
+	s = reopen(t, s)
+	if err := s.Handover(ctx, "from", "to"); err != nil {
+		t.Fatalf("Handover: %v", err)
+	}
+	wantClaim(t, mustClaim(t, s, "to", "m1", fpOf("one"), "b"), imv2.ClaimOrphaned, fpOf("one"), "a")
+	wantClaim(t, mustClaim(t, s, "from", "m1", fpOf("one"), "b"), imv2.ClaimOrphaned, fpOf("one"), "a")
 }
 
 func claimCompleted(t *testing.T, newStore ClaimFactory) {

@@ -96,6 +96,8 @@ func TestCompletedStore(t *testing.T, newStore CompletedFactory, reopen Complete
 	t.Run("S4_CapEvictsOldestFirst", func(t *testing.T) { completedCap(t, newStore) })
 	t.Run("S7_DropChannel", func(t *testing.T) { completedDropChannel(t, newStore) })
 	t.Run("S6_Handover", func(t *testing.T) { completedHandover(t, newStore) })
+	t.Run("S4_HandoverRepeatChangesNothing", func(t *testing.T) { completedHandoverRepeat(t, newStore) })
+	t.Run("S4_HandoverCopiesAtMostTheNewest", func(t *testing.T) { completedHandoverCap(t, newStore) })
 	t.Run("Concurrent", func(t *testing.T) { completedConcurrent(t, newStore) })
 	if reopen != nil {
 		t.Run("S8_Reopen", func(t *testing.T) { completedReopen(t, newStore, reopen) })
@@ -529,6 +531,53 @@ func completedHandover(t *testing.T, newStore CompletedFactory) {
 	clock.Advance(31 * time.Minute)
 	wantLookup(t, s, "b", "m1", imv2.Fingerprint{}, false)
 	wantLookup(t, s, "a", "m1", imv2.Fingerprint{}, false)
+}
+
+// completedHandoverRepeat: repeating a handover adds no copy and moves
+// none towards the back of the eviction order, so a peer reopening one
+// channel again and again cannot make other channels' records go first.
+func completedHandoverRepeat(t *testing.T, newStore CompletedFactory) {
+	ctx := context.Background()
+	s := newStore(t, 11, time.Hour, fakeclock.New(start))
+	for i := range 5 {
+		mustRecord(t, s, "a", fmt.Sprintf("m%d", i), fpOf("a"))
+	}
+	if err := s.Handover(ctx, "a", "b"); err != nil {
+		t.Fatalf("Handover: %v", err)
+	}
+	mustRecord(t, s, "other", "x1", fpOf("x1")) // the store is full now
+	for range 3 {
+		if err := s.Handover(ctx, "a", "b"); err != nil {
+			t.Fatalf("Handover again: %v", err)
+		}
+	}
+	// Ten new records push out the ten oldest: a's and b's copies, which
+	// came before x1.
+	for i := range 10 {
+		mustRecord(t, s, "new", fmt.Sprintf("n%d", i), fpOf("n"))
+	}
+	wantLookup(t, s, "other", "x1", fpOf("x1"), true)
+	wantLookup(t, s, "b", "m4", imv2.Fingerprint{}, false)
+}
+
+// completedHandoverCap: one handover copies at most MaxHandoverRecords
+// records, the newest.
+func completedHandoverCap(t *testing.T, newStore CompletedFactory) {
+	ctx := context.Background()
+	clock := fakeclock.New(start)
+	const extra = 3
+	n := imv2.MaxHandoverRecords + extra
+	s := newStore(t, 2*n+1, time.Hour, clock)
+	for i := range n {
+		mustRecord(t, s, "a", fmt.Sprintf("m%d", i), fpOf("a"))
+		clock.Advance(time.Millisecond)
+	}
+	if err := s.Handover(ctx, "a", "b"); err != nil {
+		t.Fatalf("Handover: %v", err)
+	}
+	for i := range n {
+		wantLookup(t, s, "b", fmt.Sprintf("m%d", i), fpOf("a"), i >= extra)
+	}
 }
 
 func completedDropChannel(t *testing.T, newStore CompletedFactory) {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/clock"
+	"github.com/xagentkit/imv2/connector"
 	"github.com/xagentkit/imv2/fakeclock"
 	"github.com/xagentkit/imv2/storetest"
 )
@@ -36,6 +37,8 @@ type mutant struct {
 	coupled bool
 	// claim wraps the claim store under test.
 	claim func(s imv2.ClaimStore) imv2.ClaimStore
+	// binding wraps the binding store under test.
+	binding func(s *connector.MemoryBindingStore) connector.BindingStore
 }
 
 var mutants = []mutant{
@@ -79,7 +82,11 @@ var mutants = []mutant{
 		completed: func(c int, ttl time.Duration, clock clock.Clock) imv2.CompletedStore {
 			return renewingHandover{imv2.NewMemoryCompletedStore(c, ttl, clock), clock}
 		}},
-	{name: "reopen-loses-everything", reopenLoses: true, wantFail: []string{"Pending/S1_S8_Reopen", "Completed/S8_Reopen"}},
+	{name: "reopen-loses-everything", reopenLoses: true, wantFail: []string{"Pending/S1_S8_Reopen", "Completed/S8_Reopen", "Binding/S8_W5_Reopen"}},
+	{name: "binding-rebind-keeps-old-key", wantFail: []string{"Binding/W6_RebindReplaces"},
+		binding: func(s *connector.MemoryBindingStore) connector.BindingStore { return stickyKey{s, map[string]string{}} }},
+	{name: "binding-channels-unsorted", wantFail: []string{"Binding/W6_ChannelsOfAKey", "Binding/W6_ConcurrentBinds"},
+		binding: func(s *connector.MemoryBindingStore) connector.BindingStore { return unsortedChannels{s} }},
 	{name: "coupled-stores", coupled: true, wantFail: []string{"Independent"}},
 	{name: "claim-never-held", wantFail: []string{"Claim/A6_HeldByAnotherOwner", "Claim/A6_ConcurrentOwnersOneAcquires"},
 		claim: func(s imv2.ClaimStore) imv2.ClaimStore { return neverHeld{s} }},
@@ -87,6 +94,10 @@ var mutants = []mutant{
 		claim: func(s imv2.ClaimStore) imv2.ClaimStore { return leaseForever{s} }},
 	{name: "claim-release-any-owner", wantFail: []string{"Claim/S8_Release"},
 		claim: func(s imv2.ClaimStore) imv2.ClaimStore { return releaseAny{s} }},
+	{name: "claim-takeover-replaces-fingerprint", wantFail: []string{"Claim/S6_OrphanTakeoverKeepsFingerprint"},
+		claim: func(s imv2.ClaimStore) imv2.ClaimStore { return replacingTakeover{s} }},
+	{name: "claim-handover-records-only", wantFail: []string{"Claim/S8_HandoverCopiesClaims"},
+		claim: func(s imv2.ClaimStore) imv2.ClaimStore { return recordsOnlyHandover{s} }},
 }
 
 // TestSuiteSubject runs the suite on the mutant named by $STORETEST_MUTANT,
@@ -161,6 +172,21 @@ func TestSuiteSubject(t *testing.T) {
 			return s
 		}, nil)
 	})
+	t.Run("Binding", func(t *testing.T) {
+		newBinding := func(*testing.T) connector.BindingStore {
+			s := connector.NewMemoryBindingStore(0)
+			if m.binding != nil {
+				return m.binding(s)
+			}
+			return s
+		}
+		storetest.TestBindingStore(t, newBinding, func(t *testing.T, s connector.BindingStore) connector.BindingStore {
+			if m.reopenLoses {
+				return newBinding(t)
+			}
+			return s
+		})
+	})
 	t.Run("Independent", func(t *testing.T) {
 		storetest.TestIndependent(t, func(t *testing.T) (imv2.PendingStore, imv2.CompletedStore) {
 			p, c := m.pending(0), m.completed(0, 0, nil)
@@ -193,6 +219,38 @@ func TestSuiteCatchesBrokenStores(t *testing.T) {
 			}
 		})
 	}
+}
+
+// stickyKey leaves a rebound channel listed under its old key too.
+type stickyKey struct {
+	*connector.MemoryBindingStore
+	old map[string]string
+}
+
+func (s stickyKey) Channels(ctx context.Context, key string) ([]string, error) {
+	ids, err := s.MemoryBindingStore.Channels(ctx, key)
+	for ch, k := range s.old {
+		if k == key && !slices.Contains(ids, ch) {
+			ids = append(ids, ch)
+		}
+	}
+	return ids, err
+}
+
+func (s stickyKey) Bind(ctx context.Context, b connector.Binding) error {
+	if old, ok, _ := s.MemoryBindingStore.Binding(ctx, b.ChannelID); ok {
+		s.old[b.ChannelID] = old.Key
+	}
+	return s.MemoryBindingStore.Bind(ctx, b)
+}
+
+// unsortedChannels lists a key's channels in reverse order.
+type unsortedChannels struct{ *connector.MemoryBindingStore }
+
+func (s unsortedChannels) Channels(ctx context.Context, key string) ([]string, error) {
+	ids, err := s.MemoryBindingStore.Channels(ctx, key)
+	slices.Reverse(ids)
+	return ids, err
 }
 
 // reversed lists newest first.
@@ -382,4 +440,33 @@ func (r releaseAny) Release(ctx context.Context, ch, id, _ string) error {
 		owner = c.Owner
 	}
 	return r.ClaimStore.Release(ctx, ch, id, owner)
+}
+
+// replacingTakeover stores the taker's content on an orphan takeover.
+type replacingTakeover struct{ imv2.ClaimStore }
+
+func (r replacingTakeover) Claim(ctx context.Context, ch, id string, fp imv2.Fingerprint, owner string, lease time.Duration) (imv2.Claim, error) {
+	c, err := r.ClaimStore.Claim(ctx, ch, id, fp, owner, lease)
+	if err != nil || c.State != imv2.ClaimOrphaned {
+		return c, err
+	}
+	if err := r.Release(ctx, ch, id, owner); err != nil {
+		return c, err
+	}
+	_, err = r.ClaimStore.Claim(ctx, ch, id, fp, owner, lease)
+	return c, err
+}
+
+// recordsOnlyHandover hands completed records over but no claim.
+type recordsOnlyHandover struct{ imv2.ClaimStore }
+
+func (r recordsOnlyHandover) Handover(ctx context.Context, from, to string) error {
+	for _, id := range []string{"m1", "m2", "m3", "m4"} { // the IDs the suite uses
+		if fp, ok, _ := r.Lookup(ctx, from, id); ok {
+			if err := r.Record(ctx, to, id, fp); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

@@ -9,7 +9,9 @@ import (
 	"sync"
 
 	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/connector"
 	"github.com/xagentkit/imv2/display"
+	"github.com/xagentkit/imv2/protocol"
 )
 
 // Event is one line of the -json contract on stdout.
@@ -30,8 +32,10 @@ type EventFile struct {
 	Filename string `json:"filename"`
 }
 
-// printer is the console "IM platform": it shows every target side effect,
-// as JSON lines (the contract external tests read) or as a pleasant chat.
+// printer is the console "IM platform" (a connector.Platform and Typer;
+// streamPlatform and editPlatform add the draft capabilities of the other
+// modes): it shows every side effect, as JSON lines (the contract external
+// tests read) or as a pleasant chat.
 type printer struct {
 	mu      sync.Mutex
 	out     io.Writer
@@ -248,17 +252,57 @@ func messageOf(handle string) string {
 	return handle
 }
 
-// Send implements display.Platform (buffer mode, and any final without a draft).
-func (p *printer) Send(_ context.Context, _ string, m *imv2.ChatMessage) error {
-	p.emit(finalEvent(m))
+// Post implements connector.Platform (buffer mode, and any final without a draft).
+func (p *printer) Post(_ context.Context, _ connector.Conversation, m *connector.Message) error {
+	p.emit(finalEvent(m.ChatMessage))
 	return nil
+}
+
+// Typing implements connector.Typer: the status and tool name, and a clear
+// of what was shown.
+func (p *printer) Typing(_ context.Context, _ connector.Conversation, a imv2.ChatActivity) error {
+	p.mu.Lock()
+	was := p.typing
+	p.typing = a.Status != imv2.ActivityIdle
+	p.mu.Unlock()
+	if p.typing {
+		p.emit(Event{Event: "typing", Status: string(a.Status), ToolName: a.ToolName})
+	} else if was {
+		p.emit(Event{Event: "typing_clear"})
+	}
+	return nil
+}
+
+// Invoke serves console_message_send (dataplane.ToolHandler).
+func (p *printer) Invoke(_ context.Context, _ string, req protocol.ToolInvoke) (json.RawMessage, error) {
+	var args struct {
+		Text string `json:"text"`
+	}
+	if err := json.Unmarshal(req.Arguments, &args); err != nil || args.Text == "" || req.ToolID != ToolSend {
+		return nil, imv2.Errorf(protocol.CodeToolInvokeFailed, "tool %q needs text", req.ToolID)
+	}
+	id := imv2.NewMessageID()
+	p.emit(finalEvent(&imv2.ChatMessage{MessageID: id, Text: args.Text}))
+	return json.RawMessage(fmt.Sprintf(`{"status":"sent","message_id":%q}`, id)), nil
+}
+
+func (p *printer) delivered(_ string, m imv2.ChatMessage, _ imv2.AckStatus) {
+	text := m.Text
+	if text == "" && len(m.Files) > 0 {
+		text = "/file " + m.Files[0].Filename
+	}
+	p.emit(Event{Event: "sent", MessageID: m.MessageID, Text: strp(text)})
+}
+
+func (p *printer) failed(_ string, m imv2.ChatMessage, err *imv2.Error) {
+	p.emit(Event{Event: "failed", MessageID: m.MessageID, Code: string(err.Code)})
 }
 
 // streamPlatform adds the native draft API (mode stream), and Discard so
 // that the printer forgets a draft the display dropped.
 type streamPlatform struct{ *printer }
 
-func (s streamPlatform) Draft(_ context.Context, _ string, d display.Draft) (string, error) {
+func (s streamPlatform) Draft(_ context.Context, _ connector.Conversation, d connector.Draft) (string, error) {
 	h := d.Handle
 	if h == "" {
 		h = s.nextHandle(d.MessageID)
@@ -267,12 +311,12 @@ func (s streamPlatform) Draft(_ context.Context, _ string, d display.Draft) (str
 	return h, nil
 }
 
-func (s streamPlatform) Finish(_ context.Context, _, handle string, m *imv2.ChatMessage) error {
-	s.finish(handle, m)
+func (s streamPlatform) Finish(_ context.Context, _ connector.Conversation, handle string, m *connector.Message) error {
+	s.finish(handle, m.ChatMessage)
 	return nil
 }
 
-func (s streamPlatform) Discard(_ context.Context, _, handle string) error {
+func (s streamPlatform) Discard(_ context.Context, _ connector.Conversation, handle string) error {
 	s.discard(handle)
 	return nil
 }
@@ -280,17 +324,17 @@ func (s streamPlatform) Discard(_ context.Context, _, handle string) error {
 // editPlatform adds post-then-edit (mode edit).
 type editPlatform struct{ *printer }
 
-func (e editPlatform) Post(_ context.Context, _, messageID, text string) (string, error) {
+func (e editPlatform) PostDraft(_ context.Context, _ connector.Conversation, messageID, text string) (string, error) {
 	e.emit(Event{Event: "post", MessageID: messageID, Text: strp(text)})
 	return e.nextHandle(messageID), nil
 }
 
-func (e editPlatform) Edit(_ context.Context, _, handle, text string) error {
+func (e editPlatform) Edit(_ context.Context, _ connector.Conversation, handle, text string) error {
 	e.emit(Event{Event: "edit", MessageID: messageOf(handle), Text: strp(text)})
 	return nil
 }
 
-func (e editPlatform) Finish(_ context.Context, _, _ string, m *imv2.ChatMessage) error {
-	e.emit(finalEvent(m))
+func (e editPlatform) Finish(_ context.Context, _ connector.Conversation, _ string, m *connector.Message) error {
+	e.emit(finalEvent(m.ChatMessage))
 	return nil
 }

@@ -1,0 +1,157 @@
+package boltstore
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/connector"
+	"github.com/xagentkit/imv2/protocol"
+)
+
+// Bindings (connector.BindingStore) live in two buckets, added to a file
+// of layout 1 at open like the claims: an older build ignores them.
+//
+//	bindings      ch          → JSON of the binding (bindingRecord)
+//	binding_keys  key 0x00 ch → empty; the channels of one conversation key
+//
+// Both change in one transaction, so the count of a key's channels (what
+// the kit releases a conversation on) is always the count of its bindings.
+var (
+	bucketBindings    = []byte("bindings")
+	bucketBindingKeys = []byte("binding_keys")
+)
+
+var _ connector.BindingStore = (*Store)(nil)
+
+// bindingRecord is the stored form of a connector.Binding. Unknown fields
+// are ignored on read, so a later build may add some.
+type bindingRecord struct {
+	Key         string `json:"key"`
+	Provider    string `json:"provider,omitempty"`
+	Label       string `json:"label,omitempty"`
+	DisplayName string `json:"display_name,omitempty"`
+	AccountHint string `json:"account_hint,omitempty"`
+	State       string `json:"state"`
+	Created     int64  `json:"created_ms"`
+}
+
+// openBindings makes the binding buckets if the file lacks them, in Open's
+// transaction.
+func openBindings(tx *bolt.Tx) error {
+	for _, name := range [][]byte{bucketBindings, bucketBindingKeys} {
+		if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func bindingKeyEntry(key, channelID string) []byte {
+	return append(append([]byte(key), 0), channelID...)
+}
+
+// Bind implements connector.BindingStore; the binding is durable when Bind
+// returns.
+func (s *Store) Bind(ctx context.Context, b connector.Binding) error {
+	if err := connector.CheckBinding(b); err != nil {
+		return err
+	}
+	v, err := json.Marshal(bindingRecord{
+		Key: b.Key, Provider: b.Target.Provider, Label: b.Target.Label, DisplayName: b.Target.DisplayName,
+		AccountHint: b.Target.AccountHint, State: string(b.State), Created: b.Created.UnixMilli(),
+	})
+	if err != nil {
+		return err
+	}
+	return s.update(ctx, func(tx *bolt.Tx) error {
+		bs, keys := tx.Bucket(bucketBindings), tx.Bucket(bucketBindingKeys)
+		if old, ok, err := decodeBinding(b.ChannelID, bs.Get([]byte(b.ChannelID))); err != nil {
+			return err
+		} else if ok {
+			if err := keys.Delete(bindingKeyEntry(old.Key, b.ChannelID)); err != nil {
+				return err
+			}
+		}
+		if err := keys.Put(bindingKeyEntry(b.Key, b.ChannelID), []byte{}); err != nil {
+			return err
+		}
+		return bs.Put([]byte(b.ChannelID), v)
+	})
+}
+
+// Binding implements connector.BindingStore.
+func (s *Store) Binding(ctx context.Context, channelID string) (connector.Binding, bool, error) {
+	var (
+		b  connector.Binding
+		ok bool
+	)
+	err := s.view(ctx, func(tx *bolt.Tx) error {
+		var err error
+		b, ok, err = decodeBinding(channelID, tx.Bucket(bucketBindings).Get([]byte(channelID)))
+		return err
+	})
+	return b, ok, err
+}
+
+// Unbind implements connector.BindingStore.
+func (s *Store) Unbind(ctx context.Context, channelID string) (connector.Binding, bool, error) {
+	var (
+		b  connector.Binding
+		ok bool
+	)
+	err := s.update(ctx, func(tx *bolt.Tx) error {
+		bs := tx.Bucket(bucketBindings)
+		var err error
+		if b, ok, err = decodeBinding(channelID, bs.Get([]byte(channelID))); err != nil || !ok {
+			if err == nil {
+				err = errNoChange
+			}
+			return err
+		}
+		if err := tx.Bucket(bucketBindingKeys).Delete(bindingKeyEntry(b.Key, channelID)); err != nil {
+			return err
+		}
+		return bs.Delete([]byte(channelID))
+	})
+	return b, ok, err
+}
+
+// Channels implements connector.BindingStore.
+func (s *Store) Channels(ctx context.Context, key string) ([]string, error) {
+	var ids []string
+	err := s.view(ctx, func(tx *bolt.Tx) error {
+		prefix := append([]byte(key), 0)
+		c := tx.Bucket(bucketBindingKeys).Cursor()
+		for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+			ids = append(ids, string(k[len(prefix):]))
+		}
+		return nil
+	})
+	slices.Sort(ids)
+	return ids, err
+}
+
+func decodeBinding(channelID string, v []byte) (connector.Binding, bool, error) {
+	if v == nil {
+		return connector.Binding{}, false, nil
+	}
+	var r bindingRecord
+	if err := json.Unmarshal(v, &r); err != nil {
+		return connector.Binding{}, false, imv2.Errorf(imv2.CodeInvalidPacket, "boltstore: binding of %q is corrupt: %s", channelID, err)
+	}
+	b := connector.Binding{
+		ChannelID: channelID, Key: r.Key, State: connector.BindingState(r.State), Created: time.UnixMilli(r.Created),
+		Target: protocol.DescriptorTarget{Provider: r.Provider, Label: r.Label, DisplayName: r.DisplayName, AccountHint: r.AccountHint},
+	}
+	if err := connector.CheckBinding(b); err != nil {
+		return connector.Binding{}, false, fmt.Errorf("boltstore: stored binding of %q: %w", channelID, err)
+	}
+	return b, true, nil
+}

@@ -1,0 +1,18 @@
+package boltstore_test
+
+import (
+	"testing"
+
+	"github.com/xagentkit/imv2/boltstore"
+	"github.com/xagentkit/imv2/connector"
+	"github.com/xagentkit/imv2/storetest"
+)
+
+func TestStore_S8_W6_BindingContract(t *testing.T) {
+	o := newOpener()
+	storetest.TestBindingStore(t, func(t *testing.T) connector.BindingStore {
+		return o.open(t, tempPath(t), boltstore.Options{})
+	}, func(t *testing.T, s connector.BindingStore) connector.BindingStore {
+		return o.reopen(t, s.(*boltstore.Store))
+	})
+}

@@ -1,0 +1,170 @@
+package connector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/dataplane"
+	"github.com/xagentkit/imv2/protocol"
+)
+
+// ErrNotBound is matched (errors.Is) by the error of a call that needs a
+// channel's binding when it has none.
+var ErrNotBound = errors.New("connector: not bound to a conversation")
+
+// binding returns the channel's binding, making the default one for a
+// Card without auth flows.
+func (c *Connector) binding(ctx context.Context, channelID string) (Binding, bool, error) {
+	b, ok, err := c.store.Binding(ctx, channelID)
+	if err != nil || ok || c.defConv == nil {
+		return b, ok, err
+	}
+	b = Binding{ChannelID: channelID, Key: c.defConv(channelID), State: BindingConnected, Created: c.clock.Now()}
+	if err := c.store.Bind(ctx, b); err != nil {
+		return Binding{}, false, err
+	}
+	return b, true, nil
+}
+
+// conversation is where the channel's finals go. A channel without a
+// binding, or with an expired one, refuses them for good: a resend cannot
+// succeed before a sign-in, which xAgent learns from the Descriptor.
+func (c *Connector) conversation(ctx context.Context, channelID string) (Conversation, error) {
+	b, ok, err := c.binding(ctx, channelID)
+	switch {
+	case err != nil:
+		return Conversation{}, imv2.Retryable(err)
+	case !ok:
+		return Conversation{}, imv2.Permanent(fmt.Errorf("channel %s: %w", channelID, ErrNotBound))
+	case b.State != BindingConnected:
+		return Conversation{}, imv2.Permanent(fmt.Errorf("channel %s: binding is %s; sign in again", channelID, b.State))
+	}
+	return Conversation{ChannelID: channelID, Key: b.Key, Target: b.Target}, nil
+}
+
+// describe is the Server's Describe: the Descriptor's status follows the
+// binding (created without one, then connected or expired).
+func (c *Connector) describe(ctx context.Context, channelID string) dataplane.ChannelInfo {
+	b, ok, err := c.binding(ctx, channelID)
+	if err != nil {
+		c.log.Warn("connector: binding not read; describing the channel as created", "connector_channel_id", channelID, "err", err)
+	}
+	if !ok {
+		return dataplane.ChannelInfo{Status: protocol.StatusCreated}
+	}
+	return dataplane.ChannelInfo{Status: string(b.State), DisplayName: b.Target.DisplayName, AccountHint: b.Target.AccountHint}
+}
+
+// Bind binds a channel to a conversation (replacing its binding) and
+// pushes the new Descriptor when the channel is open. SignIn flows bind
+// through it; call it directly for a binding made outside the data plane.
+// ChannelID and Key are required; a zero State is BindingConnected.
+func (c *Connector) Bind(ctx context.Context, b Binding) error {
+	if err := c.bind(ctx, b); err != nil {
+		return err
+	}
+	c.push(ctx, b.ChannelID)
+	return nil
+}
+
+// bind stores b (State and Created defaulted) and releases the key the
+// channel was bound to before, if that was its last binding.
+func (c *Connector) bind(ctx context.Context, b Binding) error {
+	if b.State == "" {
+		b.State = BindingConnected
+	}
+	if b.Created.IsZero() {
+		b.Created = c.clock.Now()
+	}
+	old, had, err := c.store.Binding(ctx, b.ChannelID)
+	if err != nil {
+		return err
+	}
+	if err := c.store.Bind(ctx, b); err != nil {
+		return err
+	}
+	if had && old.Key != b.Key {
+		c.releaseIfLast(ctx, old.Key)
+	}
+	return nil
+}
+
+// Expire marks the channel's binding expired (the platform credentials
+// ran out): its Descriptor says expired, finals are refused and inbound
+// events no longer reach it until it signs in again.
+func (c *Connector) Expire(ctx context.Context, channelID string) error {
+	b, ok, err := c.store.Binding(ctx, channelID)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("channel %s: %w", channelID, ErrNotBound)
+	}
+	b.State = BindingExpired
+	if err := c.store.Bind(ctx, b); err != nil {
+		return err
+	}
+	c.push(ctx, channelID)
+	return nil
+}
+
+// Unbind removes the channel's binding (a sign-out) and, when it was the
+// last binding of its conversation key, tells a Releaser platform. The
+// Descriptor turns created. Unbinding an unbound channel does nothing.
+func (c *Connector) Unbind(ctx context.Context, channelID string) error {
+	if err := c.unbind(ctx, channelID); err != nil {
+		return err
+	}
+	c.push(ctx, channelID)
+	return nil
+}
+
+func (c *Connector) unbind(ctx context.Context, channelID string) error {
+	b, ok, err := c.store.Unbind(ctx, channelID)
+	if err != nil || !ok {
+		return err
+	}
+	c.releaseIfLast(ctx, b.Key)
+	return nil
+}
+
+// releaseIfLast calls the Releaser when no channel is bound to key any
+// more: bindings are reference-counted per key by the store itself, so
+// the count survives restarts.
+func (c *Connector) releaseIfLast(ctx context.Context, key string) {
+	r, ok := c.platform.(Releaser)
+	if !ok {
+		return
+	}
+	left, err := c.store.Channels(ctx, key)
+	if err != nil {
+		c.log.Warn("connector: bindings not read; conversation not released", "err", err)
+		return
+	}
+	if len(left) > 0 {
+		return
+	}
+	if err := r.Release(ctx, key); err != nil {
+		c.log.Warn("connector: releasing the conversation failed", "err", err)
+	}
+}
+
+// dropped is the Server's OnChannelDrop: a channel gone for good (offline
+// grace over, or evicted) releases its binding.
+func (c *Connector) dropped(channelID string) {
+	if err := c.unbind(context.Background(), channelID); err != nil {
+		c.log.Warn("connector: binding of a dropped channel not removed", "connector_channel_id", channelID, "err", err)
+	}
+}
+
+// push sends the channel's Descriptor if it is open (W7).
+func (c *Connector) push(ctx context.Context, channelID string) {
+	if !c.server.IsOpen(channelID) {
+		return
+	}
+	if err := c.server.Push(ctx, channelID); err != nil {
+		c.log.Debug("connector: descriptor push failed", "connector_channel_id", channelID, "err", err)
+	}
+}

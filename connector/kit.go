@@ -1,0 +1,309 @@
+package connector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/clock"
+	"github.com/xagentkit/imv2/dataplane"
+	"github.com/xagentkit/imv2/display"
+	"github.com/xagentkit/imv2/protocol"
+)
+
+// Store is everything a Connector keeps: the sender's pending user
+// messages, the receiver's completed finals (with claims when it is an
+// imv2.ClaimStore), the channel IDs it issued and the bindings.
+// boltstore.Store is one, durable in one file.
+type Store interface {
+	imv2.PendingStore
+	imv2.CompletedStore
+	dataplane.ChannelRegistry
+	BindingStore
+}
+
+// DefaultConversationKey is the conversation every channel of a Card
+// without auth flows is bound to when Options.DefaultConversation is nil.
+const DefaultConversationKey = "default"
+
+// ShutdownTimeout bounds how long ListenAndServe and Serve wait for
+// requests in flight when their context ends.
+const ShutdownTimeout = 5 * time.Second
+
+// Options configure New. Every field is optional; the zero value is a
+// Connector with no API key, in-memory state, the display mode the
+// platform's capabilities allow, and no rate limit.
+type Options struct {
+	// APIKey, when set, guards /health, /ws, /files/uploads and /metrics
+	// (W1). Given once: the kit hands it to every layer.
+	APIKey string
+	// Skill is served at /skill.md (H3); nil means 404.
+	Skill []byte
+	// Store keeps pending, completed, registry and bindings; default all
+	// in memory (lost on restart). The caller closes it after Close.
+	Store Store
+	// Files stores uploads and offered files; default a MemoryStore.
+	Files FileStore
+	// Mode is the delta display; default display.Stream for a Drafter,
+	// display.Edit for an Editor, else display.Buffer.
+	Mode display.Mode
+	// Display tunes the display strategies (edit interval, draft and
+	// typing bounds); its Mode, Clock and Logger are the kit's.
+	Display *display.Options
+	// Channel configures every Channel (ack timeout, target timeout, delta
+	// bounds, OnDelivered, OnFailed); its stores, Clock and Logger are the
+	// kit's.
+	Channel *imv2.Options
+	// Pace limits and retries platform calls; see Pace for its defaults.
+	Pace Pace
+	// Metrics, when set, is served at /metrics behind the API key.
+	Metrics http.Handler
+	// Tools serves the Card's tools (tool.invoke); nil answers
+	// unsupported_packet.
+	Tools dataplane.ToolHandler
+	// DefaultConversation names the conversation a channel is bound to
+	// when it opens, for a Card without auth flows (a Card with them binds
+	// by sign-in, see SignIn). Default: every channel to
+	// DefaultConversationKey.
+	DefaultConversation func(channelID string) string
+	// OnChannelOpen is called for every channel.open answered with
+	// success. Do not block in it.
+	OnChannelOpen func(channelID string)
+	// OfflineGrace is how long channels outlive their last connection
+	// (dataplane.DefaultOfflineGrace); at its end their bindings are
+	// released.
+	OfflineGrace time.Duration
+	// Clock drives every timer (display, pacing, channels, files);
+	// default clock.System{}.
+	Clock clock.Clock
+	// Logger receives diagnostics; default discards.
+	Logger *slog.Logger
+}
+
+// Connector is a whole IM Connector Server: an http.Handler serving the
+// Card, skill, health, /ws, file transfer and optional /metrics, with the
+// data plane, display strategies, pacing, files and conversation bindings
+// assembled around one Platform. Build it with New; it is safe for
+// concurrent use. Close it to stop every connection and timer.
+type Connector struct {
+	card     *protocol.Card
+	platform Platform
+	store    Store
+	clock    clock.Clock
+	log      *slog.Logger
+	metrics  http.Handler
+	defConv  func(string) string // nil for a Card with auth flows
+	out      *outbound
+	pace     *pacer
+	display  *display.Target
+	server   *dataplane.Server
+	handler  *Handler
+
+	mu      sync.Mutex
+	closed  bool
+	servers map[*http.Server]struct{}
+}
+
+// New assembles a Connector around platform: display.New, the data-plane
+// Server with one Target per channel, the HTTP Handler, pacing and
+// bindings. It fails on an invalid Card (H1), a Card that requires an API
+// key without one, or a Mode the platform cannot serve.
+func New(card *protocol.Card, platform Platform, opts *Options) (*Connector, error) {
+	if platform == nil {
+		return nil, errors.New("connector: nil Platform")
+	}
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Clock == nil {
+		o.Clock = clock.System{}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	c := &Connector{
+		card: card, platform: platform, store: o.Store, clock: o.Clock, log: o.Logger,
+		metrics: o.Metrics, servers: map[*http.Server]struct{}{},
+	}
+	if card != nil && len(card.AuthFlows) == 0 {
+		c.defConv = o.DefaultConversation
+		if c.defConv == nil {
+			c.defConv = func(string) string { return DefaultConversationKey }
+		}
+	}
+	var err error
+	if c.pace, err = newPacer(o.Pace, o.Clock); err != nil {
+		return nil, err
+	}
+	c.handler, err = NewHandler(Config{
+		Card: card, Markdown: o.Skill, APIKey: o.APIKey, Files: o.Files, Clock: o.Clock, Logger: o.Logger,
+		WS: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { c.server.ServeHTTP(w, r) }),
+	})
+	if err != nil {
+		return nil, err
+	}
+	c.out = newOutbound(c, platform)
+	var dopts display.Options
+	if o.Display != nil {
+		dopts = *o.Display
+	}
+	dopts.Mode, dopts.Clock, dopts.Logger = o.Mode, o.Clock, o.Logger
+	switch {
+	case dopts.Mode == display.Auto:
+		dopts.Mode = c.out.mode()
+	case dopts.Mode == display.Stream && c.out.drafter == nil:
+		return nil, fmt.Errorf("connector: mode stream needs a Drafter, %T is none", platform)
+	case dopts.Mode == display.Edit && c.out.editor == nil:
+		return nil, fmt.Errorf("connector: mode edit needs an Editor, %T is none", platform)
+	}
+	if c.display, err = display.New(c.out, &dopts); err != nil {
+		return nil, err
+	}
+	var copts imv2.Options
+	if o.Channel != nil {
+		copts = *o.Channel
+	}
+	copts.Clock, copts.Logger = o.Clock, o.Logger
+	var registry dataplane.ChannelRegistry
+	if c.store == nil {
+		c.store = newMemoryStore(o.Clock)
+	}
+	copts.Pending, copts.Completed, registry = c.store, c.store, c.store
+	cfg := dataplane.ServerConfig{
+		Card:          card,
+		NewTarget:     func(string) imv2.Target { return c.display },
+		Describe:      c.describe,
+		Tools:         o.Tools,
+		Options:       &copts,
+		Logger:        o.Logger,
+		Clock:         o.Clock,
+		Registry:      registry,
+		OnChannelOpen: o.OnChannelOpen,
+		OnChannelDrop: c.dropped,
+		OfflineGrace:  o.OfflineGrace,
+	}
+	if si, ok := platform.(SignIn); ok {
+		cfg.Auth = authHandler{c, si}
+	}
+	if c.server, err = dataplane.NewServer(cfg); err != nil {
+		c.display.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// ServeHTTP serves every endpoint: those of Handler and, when
+// Options.Metrics is set, GET /metrics behind the API key.
+func (c *Connector) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/metrics" && c.metrics != nil {
+		if c.handler.authorized(w, r) {
+			c.metrics.ServeHTTP(w, r)
+		}
+		return
+	}
+	c.handler.ServeHTTP(w, r)
+}
+
+// ListenAndServe listens on addr and serves until ctx ends, then shuts the
+// listener down (waiting up to ShutdownTimeout) and returns nil; any other
+// end is the error.
+func (c *Connector) ListenAndServe(ctx context.Context, addr string) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	return c.Serve(ctx, ln)
+}
+
+// Start listens on addr ("127.0.0.1:0" picks a free port) and serves in
+// the background until Close. It returns the base URL, http://host:port.
+func (c *Connector) Start(addr string) (string, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", err
+	}
+	go func() {
+		if err := c.Serve(context.Background(), ln); err != nil && !errors.Is(err, imv2.ErrClosed) {
+			c.log.Error("connector: serving failed", "err", err)
+		}
+	}()
+	return "http://" + ln.Addr().String(), nil
+}
+
+// Serve serves on ln (an http.Server with NewServer's timeouts) until ctx
+// ends or Close is called.
+func (c *Connector) Serve(ctx context.Context, ln net.Listener) error {
+	hs := NewServer(ln.Addr().String(), c)
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		ln.Close()
+		return imv2.ErrClosed
+	}
+	c.servers[hs] = struct{}{}
+	c.mu.Unlock()
+	stop := context.AfterFunc(ctx, func() { c.shutdown(hs) })
+	defer stop()
+	err := hs.Serve(ln)
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+func (c *Connector) shutdown(hs *http.Server) {
+	ctx, cancel := context.WithTimeout(context.Background(), ShutdownTimeout)
+	defer cancel()
+	if hs.Shutdown(ctx) != nil {
+		hs.Close()
+	}
+	c.mu.Lock()
+	delete(c.servers, hs)
+	c.mu.Unlock()
+}
+
+// Close stops serving, ends every connection, stops every timer and
+// closes every Channel; pending state stays in the Store, which the
+// caller closes afterwards.
+func (c *Connector) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	servers := make([]*http.Server, 0, len(c.servers))
+	for hs := range c.servers {
+		servers = append(servers, hs)
+	}
+	c.mu.Unlock()
+	for _, hs := range servers {
+		c.shutdown(hs)
+	}
+	err := c.server.Close()
+	c.display.Close()
+	return err
+}
+
+// Server returns the data-plane Server, for what the kit does not wrap.
+func (c *Connector) Server() *dataplane.Server { return c.server }
+
+// Handler returns the HTTP Handler (file store, download URLs).
+func (c *Connector) Handler() *Handler { return c.handler }
+
+// Mode returns the display mode in use.
+func (c *Connector) Mode() display.Mode { return c.display.Mode() }
+
+// OfferFile stores a user's file for channelID and returns the imv2.File
+// to send to xAgent, with its signed download_url (M6, T2, T3).
+func (c *Connector) OfferFile(ctx context.Context, channelID, filename, mimeType string, r io.Reader) (imv2.File, error) {
+	return c.handler.OfferFile(ctx, channelID, filename, mimeType, r)
+}

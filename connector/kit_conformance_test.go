@@ -1,0 +1,53 @@
+package connector_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/xagentkit/imv2/connector"
+	"github.com/xagentkit/imv2/display"
+	"github.com/xagentkit/imv2/imv2test"
+)
+
+// TestKit_K1_K12_A8_RateLimitedPlatformPassesEveryMode runs the whole
+// Connector suite against a Connector on the kit whose platform answers
+// every 5th call with a rate limit (Retry-After 200 ms), in stream, edit and
+// buffer modes at once: the kit waits and calls again, so every check
+// passes; the skips are the ones the mode makes inapplicable.
+func TestKit_K1_K12_A8_RateLimitedPlatformPassesEveryMode(t *testing.T) {
+	t.Parallel()
+	modes := []struct {
+		name   string
+		mode   display.Mode
+		apiKey string
+		skips  []string
+	}{
+		{"stream", display.Stream, "", []string{"K1.c", "K5.a"}},
+		{"edit", display.Edit, testKey, []string{"K5.a"}},
+		{"buffer", display.Buffer, "", []string{"K1.c", "K2.d"}},
+	}
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) {
+			t.Parallel()
+			p := newPretend(5)
+			k, url := startKit(t, p, m.apiKey, connector.Options{Mode: m.mode})
+			require.Equal(t, m.mode, k.Mode())
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			defer cancel()
+			rep, err := imv2test.CheckConnector(ctx, imv2test.Connector{
+				URL: url, APIKey: m.apiKey, Observer: p, User: kitUser{k}, Buffered: m.mode == display.Buffer,
+				DeltaIdleTTL: kitDeltaTTL, DeltaSweep: kitSweep, ActivityTimeout: kitActivityTTL,
+			}, &imv2test.Config{DeltaStreams: 300})
+			require.NoError(t, err)
+			imv2test.ReportTo(t, rep)
+			require.Empty(t, rep.Failed())
+			require.Equal(t, m.skips, rep.Skipped())
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			require.Positive(t, p.limited, "the platform rate-limited calls")
+		})
+	}
+}

@@ -1,0 +1,211 @@
+package connector_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/boltstore"
+	"github.com/xagentkit/imv2/connector"
+	"github.com/xagentkit/imv2/dataplane"
+)
+
+// agent is the xAgent side: it counts the user messages that reach it and
+// reports the terminal outcome of every final it sent.
+type agent struct {
+	mu      sync.Mutex
+	users   map[string]int // message_id → times the agent got it
+	outcome chan outcome
+}
+
+type outcome struct {
+	id     string
+	status imv2.AckStatus
+	err    *imv2.Error
+}
+
+func newAgent() *agent { return &agent{users: map[string]int{}, outcome: make(chan outcome, 256)} }
+
+func (a *agent) PostMessage(_ context.Context, _ string, m *imv2.ChatMessage) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.users[m.MessageID]++
+	return nil
+}
+
+func (a *agent) count(id string) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.users[id]
+}
+
+func (a *agent) dial(t *testing.T, url string) (*dataplane.Client, *imv2.Channel) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := dataplane.Dial(ctx, dataplane.ClientConfig{
+		URL: url, Target: a,
+		ReconnectMin: 20 * time.Millisecond, ReconnectMax: 200 * time.Millisecond,
+		Options: &imv2.Options{
+			OnDelivered: func(_ string, m imv2.ChatMessage, s imv2.AckStatus) { a.outcome <- outcome{id: m.MessageID, status: s} },
+			OnFailed:    func(_ string, m imv2.ChatMessage, err *imv2.Error) { a.outcome <- outcome{id: m.MessageID, err: err} },
+		},
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	ch, err := c.OpenChannel(ctx, "")
+	require.NoError(t, err)
+	return c, ch
+}
+
+func (a *agent) next(t *testing.T) outcome {
+	t.Helper()
+	select {
+	case o := <-a.outcome:
+		return o
+	case <-time.After(30 * time.Second):
+		t.Fatal("no ack within 30 s")
+		return outcome{}
+	}
+}
+
+// TestKit_A8_M9_FiftyFinalsInOrderUnderRateLimit: 50 finals sent at once on
+// one channel to a platform that rate-limits every 5th call are all
+// accepted and shown in the order they were sent: a rate-limited final is
+// retried by the kit while the later ones wait.
+func TestKit_A8_M9_FiftyFinalsInOrderUnderRateLimit(t *testing.T) {
+	t.Parallel()
+	p := newPretend(5)
+	_, url := startKit(t, p, "", connector.Options{})
+	a := newAgent()
+	_, ch := a.dial(t, url)
+	var sent []string
+	for i := range 50 {
+		id, err := ch.Send(context.Background(), imv2.ChatMessage{Text: fmt.Sprintf("final %d", i)})
+		require.NoError(t, err)
+		sent = append(sent, id)
+	}
+	for range 50 {
+		o := a.next(t)
+		require.Nil(t, o.err, "final %s rejected", o.id)
+		require.Equal(t, imv2.AckAccepted, o.status)
+	}
+	require.Equal(t, sent, p.finals(ch.ID()), "finals shown in the order sent")
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	require.Equal(t, 50+p.limited, p.calls, "each rate-limited call was made once more")
+	require.GreaterOrEqual(t, p.limited, 10, "every 5th call was rate-limited")
+}
+
+// TestKit_M7_M12_UnknownOrForeignFileRefRejectedWithoutPlatformCall: a
+// final naming a file_ref never uploaded, or one uploaded to another
+// channel, is rejected invalid_packet, retryable=false, and the platform is
+// not called; one naming its own channel's upload is posted with the file
+// opened.
+func TestKit_M7_M12_UnknownOrForeignFileRefRejectedWithoutPlatformCall(t *testing.T) {
+	t.Parallel()
+	p := newPretend(0)
+	k, url := startKit(t, p, "", connector.Options{})
+	a := newAgent()
+	c, ch := a.dial(t, url)
+	other, err := c.OpenChannel(context.Background(), "")
+	require.NoError(t, err)
+	put := func(channelID string) string {
+		info, err := k.Handler().Files().Put(context.Background(), channelID, "a.txt", "text/plain", strings.NewReader("hello"))
+		require.NoError(t, err)
+		return info.FileRef
+	}
+	foreign, own := put(other.ID()), put(ch.ID())
+	for _, ref := range []string{"file_0123456789abcdef0123456789abcdef", foreign} {
+		_, err := ch.Send(context.Background(), imv2.ChatMessage{Text: "see file", Files: []imv2.File{{Type: imv2.FileFile, FileRef: ref, Filename: "a.txt"}}})
+		require.NoError(t, err)
+		o := a.next(t)
+		require.NotNil(t, o.err, "a final naming %s was accepted", ref)
+		require.Equal(t, imv2.CodeInvalidPacket, o.err.Code)
+		require.False(t, o.err.Retryable)
+	}
+	p.mu.Lock()
+	require.Zero(t, p.calls, "the platform was called for a final whose file it cannot have")
+	p.mu.Unlock()
+
+	id, err := ch.Send(context.Background(), imv2.ChatMessage{Text: "see file", Files: []imv2.File{{Type: imv2.FileFile, FileRef: own, Filename: "a.txt"}}})
+	require.NoError(t, err)
+	o := a.next(t)
+	require.Nil(t, o.err)
+	require.Equal(t, []string{id}, p.finals(ch.ID()))
+}
+
+// TestKit_M9_S8_ReplayedEventIsNoSecondMessageAcrossRestart: an inbound
+// platform event received twice reaches the agent once — in the same
+// process, and after the Connector restarted on the same boltstore file,
+// where the channel keeps its ID (W5) and its binding.
+func TestKit_M9_S8_ReplayedEventIsNoSecondMessageAcrossRestart(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "kit.db")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	start := func(ln net.Listener) (*connector.Connector, *boltstore.Store, chan error) {
+		st, err := boltstore.Open(path, boltstore.Options{})
+		require.NoError(t, err)
+		k, err := connector.New(kitCard(""), newPretend(0), &connector.Options{
+			Store: st, DefaultConversation: func(string) string { return "room-1" },
+		})
+		require.NoError(t, err)
+		done := make(chan error, 1)
+		go func() { done <- k.Serve(context.Background(), ln) }()
+		return k, st, done
+	}
+	stop := func(k *connector.Connector, st *boltstore.Store, done chan error) {
+		require.NoError(t, k.Close())
+		require.NoError(t, <-done)
+		require.NoError(t, st.Close())
+	}
+	k, st, done := start(ln)
+	a := newAgent()
+	c, ch := a.dial(t, "http://"+addr)
+	ev := connector.Event{Conversation: "room-1", EventID: "update-4711", Text: "hello"}
+	id := connector.EventMessageID(ev.Conversation, ev.EventID)
+	require.NoError(t, k.Receive(context.Background(), ev))
+	waitFor(t, func() bool { return a.count(id) == 1 })
+	require.NoError(t, k.Receive(context.Background(), ev), "a replay")
+	waitFor(t, func() bool { return pendingEmpty(t, st, ch.ID()) })
+	stop(k, st, done)
+
+	ln, err = net.Listen("tcp", addr)
+	require.NoError(t, err)
+	k, st, done = start(ln)
+	defer stop(k, st, done)
+	waitFor(t, func() bool { return c.Connected() && k.Server().IsOpen(ch.ID()) })
+	require.NoError(t, k.Receive(context.Background(), ev), "a replay after the restart")
+	waitFor(t, func() bool { return pendingEmpty(t, st, ch.ID()) })
+	other := connector.Event{Conversation: "room-1", EventID: "update-4712", Text: "a new one"}
+	require.NoError(t, k.Receive(context.Background(), other))
+	waitFor(t, func() bool { return a.count(connector.EventMessageID(other.Conversation, other.EventID)) == 1 })
+	require.Equal(t, 1, a.count(id), "the replayed event reached the agent once")
+}
+
+func pendingEmpty(t *testing.T, st *boltstore.Store, channelID string) bool {
+	es, err := st.List(context.Background(), channelID)
+	require.NoError(t, err)
+	return len(es) == 0
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 20 s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -1,0 +1,26 @@
+package connector
+
+import (
+	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/clock"
+	"github.com/xagentkit/imv2/dataplane"
+)
+
+// memoryStore is the default Store: the SDK's in-memory stores with their
+// documented caps, one of each for every channel of the Connector. The
+// completed store is a ClaimStore, so the Channel claims before it posts.
+type memoryStore struct {
+	imv2.PendingStore
+	imv2.ClaimStore
+	dataplane.ChannelRegistry
+	*MemoryBindingStore
+}
+
+func newMemoryStore(clk clock.Clock) *memoryStore {
+	return &memoryStore{
+		imv2.NewMemoryPendingStore(0),
+		imv2.NewMemoryCompletedStore(0, 0, clk),
+		dataplane.NewMemoryRegistry(0),
+		NewMemoryBindingStore(0),
+	}
+}

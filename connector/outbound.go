@@ -1,0 +1,242 @@
+package connector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/display"
+)
+
+// outbound is the display.Platform the kit gives display.New: every call
+// resolves the channel's conversation, goes through the pacer and reaches
+// the author's Platform and its capabilities. It implements every display
+// capability; the mode decides which are used, and a capability the author
+// lacks is a no-op.
+type outbound struct {
+	k         *Connector
+	p         Platform
+	drafter   Drafter
+	editor    Editor
+	finisher  Finisher
+	typer     Typer
+	discarder Discarder
+
+	mu    sync.Mutex
+	shown map[string]string // Editor handle → text it shows, for the final-edit skip
+}
+
+func newOutbound(k *Connector, p Platform) *outbound {
+	o := &outbound{k: k, p: p, shown: map[string]string{}}
+	o.drafter, _ = p.(Drafter)
+	o.editor, _ = p.(Editor)
+	o.finisher, _ = p.(Finisher)
+	o.typer, _ = p.(Typer)
+	o.discarder, _ = p.(Discarder)
+	return o
+}
+
+// mode is the display mode the author's capabilities allow.
+func (o *outbound) mode() display.Mode {
+	switch {
+	case o.drafter != nil:
+		return display.Stream
+	case o.editor != nil:
+		return display.Edit
+	}
+	return display.Buffer
+}
+
+// call runs f for the channel's conversation under the pacer.
+func (o *outbound) call(ctx context.Context, channelID string, f func(context.Context, Conversation) error) error {
+	to, err := o.k.conversation(ctx, channelID)
+	if err != nil {
+		return err
+	}
+	return o.k.pace.do(ctx, to.Key, func(ctx context.Context) error { return f(ctx, to) })
+}
+
+// final runs post with m's files opened afresh for every attempt. The refs
+// are checked before the first attempt, so a final naming a file that is
+// unknown, expired or another channel's is rejected invalid_packet,
+// retryable=false, and the platform is never called (M7, M12).
+func (o *outbound) final(ctx context.Context, channelID string, m *imv2.ChatMessage, post func(context.Context, Conversation, *Message) error) error {
+	if err := o.checkFiles(ctx, channelID, m); err != nil {
+		return err
+	}
+	return o.call(ctx, channelID, func(ctx context.Context, to Conversation) error {
+		msg, closeAll, err := o.open(ctx, channelID, m)
+		if err != nil {
+			return err
+		}
+		defer closeAll()
+		return post(ctx, to, msg)
+	})
+}
+
+func (o *outbound) checkFiles(ctx context.Context, channelID string, m *imv2.ChatMessage) error {
+	_, closeAll, err := o.open(ctx, channelID, m)
+	if err == nil {
+		closeAll()
+	}
+	return err
+}
+
+// open resolves every file_ref of m against the channel's uploads.
+func (o *outbound) open(ctx context.Context, channelID string, m *imv2.ChatMessage) (*Message, func(), error) {
+	msg := &Message{ChatMessage: m, IdempotencyKey: imv2.IdempotencyKeyOf(channelID, m.MessageID)}
+	var closers []io.Closer
+	closeAll := func() {
+		for _, c := range closers {
+			c.Close()
+		}
+	}
+	for _, f := range m.Files {
+		rc, info, err := o.k.handler.OpenFile(ctx, channelID, f.FileRef)
+		switch {
+		case errors.Is(err, ErrFileNotFound), errors.Is(err, ErrWrongChannel):
+			closeAll()
+			return nil, nil, imv2.Errorf(imv2.CodeInvalidPacket, "file_ref %q was not uploaded to this channel, or expired (M7)", f.FileRef)
+		case err != nil:
+			closeAll()
+			return nil, nil, imv2.Retryable(fmt.Errorf("opening file_ref %q: %w", f.FileRef, err))
+		}
+		closers = append(closers, rc)
+		msg.Files = append(msg.Files, OutboundFile{File: f, Info: info, Reader: rc})
+	}
+	return msg, closeAll, nil
+}
+
+// Send implements display.Platform: a final without a draft.
+func (o *outbound) Send(ctx context.Context, channelID string, m *imv2.ChatMessage) error {
+	return o.final(ctx, channelID, m, o.p.Post)
+}
+
+// Draft implements display.Drafter.
+func (o *outbound) Draft(ctx context.Context, channelID string, d display.Draft) (string, error) {
+	var h string
+	err := o.call(ctx, channelID, func(ctx context.Context, to Conversation) (err error) {
+		h, err = o.drafter.Draft(ctx, to, d)
+		return err
+	})
+	return h, err
+}
+
+// Post implements display.Editor: the temporary message.
+func (o *outbound) Post(ctx context.Context, channelID, messageID, text string) (string, error) {
+	var h string
+	err := o.call(ctx, channelID, func(ctx context.Context, to Conversation) (err error) {
+		h, err = o.editor.PostDraft(ctx, to, messageID, text)
+		return err
+	})
+	if err == nil {
+		o.setShown(h, text)
+	}
+	return h, err
+}
+
+// Edit implements display.Editor.
+func (o *outbound) Edit(ctx context.Context, channelID, handle, text string) error {
+	err := o.call(ctx, channelID, func(ctx context.Context, to Conversation) error {
+		return o.editor.Edit(ctx, to, handle, text)
+	})
+	if err == nil {
+		o.setShown(handle, text)
+	}
+	return err
+}
+
+// Finish implements display.Drafter and display.Editor: the final of a
+// message whose draft was shown.
+func (o *outbound) Finish(ctx context.Context, channelID, handle string, m *imv2.ChatMessage) error {
+	if o.finisher == nil && o.k.display.Mode() == display.Stream {
+		return o.final(ctx, channelID, m, func(ctx context.Context, to Conversation, msg *Message) error {
+			msg.Draft = handle
+			return o.p.Post(ctx, to, msg)
+		})
+	}
+	if o.finisher != nil {
+		return o.final(ctx, channelID, m, func(ctx context.Context, to Conversation, msg *Message) error {
+			return o.finisher.Finish(ctx, to, handle, msg)
+		})
+	}
+	if err := o.checkFiles(ctx, channelID, m); err != nil {
+		return err
+	}
+	// The final is the temporary message edited to the final text; when
+	// the last coalesced edit already shows it, that edit is skipped.
+	o.mu.Lock()
+	shown, known := o.shown[handle]
+	o.mu.Unlock()
+	if !known || shown != m.Text {
+		if err := o.Edit(ctx, channelID, handle, m.Text); err != nil {
+			return err
+		}
+	}
+	if len(m.Files) > 0 {
+		files := *m
+		files.Text = ""
+		if err := o.final(ctx, channelID, &files, o.p.Post); err != nil {
+			return err
+		}
+	}
+	o.setShown(handle, "")
+	return nil
+}
+
+// setShown records the text a handle shows; "" forgets the handle.
+func (o *outbound) setShown(handle, text string) {
+	if o.editor == nil || o.finisher != nil {
+		return
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if text == "" {
+		delete(o.shown, handle)
+		return
+	}
+	o.shown[handle] = text
+}
+
+// Discard implements display.Discarder: a draft whose final never came.
+func (o *outbound) Discard(ctx context.Context, channelID, handle string) error {
+	o.setShown(handle, "")
+	if o.discarder == nil {
+		return nil
+	}
+	return o.call(ctx, channelID, func(ctx context.Context, to Conversation) error {
+		return o.discarder.Discard(ctx, to, handle)
+	})
+}
+
+// Typing implements display.Typer: thinking, tool with its name, or idle.
+func (o *outbound) Typing(ctx context.Context, channelID string, a imv2.ChatActivity) error {
+	if o.typer == nil {
+		return nil
+	}
+	return o.call(ctx, channelID, func(ctx context.Context, to Conversation) error {
+		return o.typer.Typing(ctx, to, a)
+	})
+}
+
+// PostsIdempotently implements display.IdempotentPlatform.
+func (o *outbound) PostsIdempotently() bool {
+	ip, ok := o.p.(IdempotentPlatform)
+	return ok && ip.PostsIdempotently()
+}
+
+// WasPosted implements display.PostCheckPlatform.
+func (o *outbound) WasPosted(ctx context.Context, channelID, key string) (bool, error) {
+	pc, ok := o.p.(PostChecker)
+	if !ok {
+		return false, fmt.Errorf("connector: %T cannot tell whether a message was posted: %w", o.p, errors.ErrUnsupported)
+	}
+	to, err := o.k.conversation(ctx, channelID)
+	if err != nil {
+		return false, err
+	}
+	return pc.WasPosted(ctx, to, key)
+}

@@ -1,0 +1,134 @@
+package connector
+
+import (
+	"context"
+	"io"
+
+	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/display"
+	"github.com/xagentkit/imv2/protocol"
+)
+
+// Platform is the one call every IM platform has: post a complete assistant
+// message to a bound conversation. A Connector author implements it, plus
+// whichever capability interfaces below the platform has; New finds them by
+// type assertion, the way net/http finds http.Flusher.
+//
+// Post returns only after the platform accepted the text and every file
+// (M12). Mark a refusal that can never succeed with imv2.Permanent; wrap a
+// rate limit with RetryAfter; any other error is retried by the kit with
+// backoff within the Target timeout (see Pace) and, when that is spent,
+// rejected retryable so xAgent sends it again (A8).
+type Platform interface {
+	Post(ctx context.Context, to Conversation, m *Message) error
+}
+
+// Conversation is where a channel's messages go: the channel and the
+// platform conversation it is bound to (Binding).
+type Conversation struct {
+	// ChannelID is the connector_channel_id.
+	ChannelID string
+	// Key is the platform's own conversation ID (a chat ID, a room ID),
+	// opaque to the SDK.
+	Key string
+	// Target is what the binding said about the conversation.
+	Target protocol.DescriptorTarget
+}
+
+// Message is what Platform.Post receives: the final and its files, opened.
+type Message struct {
+	*imv2.ChatMessage
+	// Files holds one opened file per m.Files entry, in order: the kit
+	// resolved every file_ref against the channel's uploads before the
+	// platform is called (M7, M12) and closes them after Post returns.
+	Files []OutboundFile
+	// IdempotencyKey is stable per connector_channel_id and message_id
+	// (S8), for a platform that deduplicates posts by a client token.
+	IdempotencyKey string
+	// Draft is the handle Drafter.Draft returned for this message's
+	// streamed draft, "" when none was shown (M13, mode buffer).
+	Draft string
+}
+
+// Draft is what Drafter.Draft receives: the whole text so far, and what is
+// new since the last draft the platform accepted (display.Draft).
+type Draft = display.Draft
+
+// OutboundFile is one file of a final, opened from the channel's uploads.
+type OutboundFile struct {
+	imv2.File
+	Info FileInfo
+	io.Reader
+}
+
+// Drafter is a Platform with a native draft or stream API (Telegram
+// sendMessageDraft, Slack chat.appendStream): every draft goes to Draft
+// unthrottled (mode display.Stream). The final goes to Post with
+// Message.Draft set (a draft API whose final is a plain post), or to
+// Finish for a Finisher (a stream that must be stopped).
+type Drafter interface {
+	// Draft shows d and returns a handle for the drafted message, not
+	// empty; the first successful call's handle comes back in later drafts
+	// (d.Handle) and with the final.
+	Draft(ctx context.Context, to Conversation, d Draft) (handle string, err error)
+}
+
+// Editor is a Platform that can edit a message it posted (Discord, Teams,
+// Matrix): the first draft is posted with PostDraft, later drafts edit it
+// at most once per interval with the newest text (mode display.Edit).
+//
+// Without a Finisher the final edits the temporary message to the final
+// text — and skips that edit when the last edit already shows exactly the
+// final text — and, when the final has files, posts them with Post as a
+// message of files and no text.
+type Editor interface {
+	// PostDraft shows text as a new temporary message and returns its
+	// handle; messageID may serve as a nonce.
+	PostDraft(ctx context.Context, to Conversation, messageID, text string) (handle string, err error)
+	// Edit replaces the text of the temporary message handle.
+	Edit(ctx context.Context, to Conversation, handle, text string) error
+}
+
+// Finisher is a Drafter or Editor that turns its draft or temporary
+// message handle into the final itself: exactly m.Text plus every file
+// (M11, M12). The kit then calls it for every final that had a draft
+// shown; the rules of Platform.Post apply.
+type Finisher interface {
+	Finish(ctx context.Context, to Conversation, handle string, m *Message) error
+}
+
+// Typer is a Platform with a typing indicator, the degrade of
+// chat.activity (C5). a.Status is thinking or tool (with a.ToolName) to show
+// or refresh it, idle to clear it; a platform whose typing cannot be
+// cleared returns nil. Errors are logged and never affect a message (C8).
+type Typer interface {
+	Typing(ctx context.Context, to Conversation, a imv2.ChatActivity) error
+}
+
+// Discarder is a Drafter or Editor that can remove a temporary message
+// whose final never came (the draft's idle TTL ran out, M11).
+type Discarder interface {
+	Discard(ctx context.Context, to Conversation, handle string) error
+}
+
+// Releaser is told when the last binding of a conversation key went
+// (unbinding, channel drop, offline-grace expiry): the place to stop a
+// shared platform consumer. Bindings are reference-counted per key, so it
+// is called once per key, after its last channel.
+type Releaser interface {
+	Release(ctx context.Context, key string) error
+}
+
+// IdempotentPlatform is a Platform that deduplicates posts by
+// Message.IdempotencyKey: posting the same final again shows nothing new,
+// so after a crash the kit may post an interrupted final again (S8).
+type IdempotentPlatform interface {
+	PostsIdempotently() bool
+}
+
+// PostChecker is a Platform that can tell whether a message with an
+// idempotency key was posted to a conversation (a Matrix transaction ID, a
+// Discord nonce), so an interrupted final is neither lost nor shown twice.
+type PostChecker interface {
+	WasPosted(ctx context.Context, to Conversation, key string) (bool, error)
+}

@@ -1,0 +1,178 @@
+package dataplane
+
+import (
+	"context"
+	"time"
+)
+
+// ConnectorRegistry is an optional capability of a ChannelRegistry that
+// several Connector replicas share (found by type assertion; pgstore.Store
+// implements it). It keeps the connector_ids the replicas issued and when
+// each was last connected or disconnected anywhere, so that
+//   - a hello to any replica with a connector_id another replica issued
+//     keeps that connector_id (Common Protocol §8.1) instead of getting a
+//     new one, and the channels it reopens resume (W5);
+//   - a replica whose offline grace for a connector_id runs out, while
+//     the connector_id has been connected to another replica since (a
+//     live connection is recorded every quarter of the grace), closes its
+//     own copies of the channels and forgets nothing shared: no
+//     Registry.Forget, no Channel.Drop, no OnChannelDrop (the grace of
+//     Common Protocol §8.2 runs from the last connection on any replica).
+//
+// Implementations must be safe for concurrent use by goroutines and
+// processes, and bound what they keep (cap and TTL).
+type ConnectorRegistry interface {
+	ChannelRegistry
+	// SeenConnector records that connectorID connected, or lost its last
+	// connection, on this replica at t.
+	SeenConnector(ctx context.Context, connectorID string, t time.Time) error
+	// ConnectorSeen returns when connectorID was last seen by any replica;
+	// ok is false for an ID never recorded, forgotten or trimmed.
+	ConnectorSeen(ctx context.Context, connectorID string) (t time.Time, ok bool, err error)
+	// ForgetConnector removes connectorID: its grace ran out everywhere.
+	ForgetConnector(ctx context.Context, connectorID string) error
+}
+
+// heartbeatsPerGrace is how often, per OfflineGrace, a Server records its
+// live connector_ids in a shared ConnectorRegistry: a connector_id live on
+// one replica is then seen again within a quarter of the grace after
+// another replica saw it go offline, so that replica's expiry knows it
+// lives on (a cut the other replica noticed late included).
+const heartbeatsPerGrace = 4
+
+// startHeartbeat arms the heartbeat when the Registry is shared.
+func (s *Server) startHeartbeat() {
+	if s.sharedConnectors() == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.beat = s.clock.AfterFunc(s.cfg.OfflineGrace/heartbeatsPerGrace, s.heartbeat)
+}
+
+// heartbeat records every connector_id with a live connection here, then
+// rearms itself until Close.
+func (s *Server) heartbeat() {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.beatWG.Add(1)
+	defer s.beatWG.Done()
+	var live []string
+	for id, inst := range s.instances {
+		if inst.live > 0 {
+			live = append(live, id)
+		}
+	}
+	s.mu.Unlock()
+	now := s.clock.Now()
+	for _, id := range live {
+		s.seen(id, now)
+	}
+	s.mu.Lock()
+	if !s.closed {
+		s.beat = s.clock.AfterFunc(s.cfg.OfflineGrace/heartbeatsPerGrace, s.heartbeat)
+	}
+	s.mu.Unlock()
+}
+
+// stopHeartbeat stops the heartbeat and waits for a running one; Close
+// calls it after marking the Server closed.
+func (s *Server) stopHeartbeat() {
+	s.mu.Lock()
+	if s.beat != nil {
+		s.beat.Stop()
+	}
+	s.mu.Unlock()
+	s.beatWG.Wait()
+}
+
+// sharedConnectors returns the Registry as a ConnectorRegistry, or nil.
+func (s *Server) sharedConnectors() ConnectorRegistry {
+	cr, _ := s.cfg.Registry.(ConnectorRegistry)
+	return cr
+}
+
+// knownElsewhere reports whether another replica issued connectorID and
+// has not forgotten it, so the hello keeps it. A store error counts as
+// unknown (the hello gets a new connector_id; channels still resume).
+func (s *Server) knownElsewhere(ctx context.Context, connectorID string) bool {
+	cr := s.sharedConnectors()
+	if cr == nil || connectorID == "" {
+		return false
+	}
+	s.mu.Lock()
+	_, local := s.instances[connectorID]
+	s.mu.Unlock()
+	if local {
+		return false
+	}
+	_, ok, err := cr.ConnectorSeen(ctx, connectorID)
+	if err != nil {
+		s.log.Warn("dataplane: shared connector registry unreadable; issuing a new connector_id", "err", err)
+	}
+	return err == nil && ok
+}
+
+// seen tells the shared registry that connectorID connected, or lost its
+// last connection, here at t. A disconnect passes the instance's offline
+// time itself, so that its own record never counts as "connected
+// elsewhere since" at the grace expiry.
+func (s *Server) seen(connectorID string, t time.Time) {
+	cr := s.sharedConnectors()
+	if cr == nil {
+		return
+	}
+	if err := cr.SeenConnector(context.Background(), connectorID, t); err != nil {
+		s.log.Warn("dataplane: connector_id not recorded in the shared registry", "connector_id", connectorID, "err", err)
+	}
+}
+
+// aliveElsewhere reports whether connectorID connected to some replica
+// after this one saw it go offline, in which case the grace expiry here
+// drops only local copies. A store error counts as alive: shared state is
+// never forgotten on an error.
+func (s *Server) aliveElsewhere(connectorID string, offline time.Time) bool {
+	cr := s.sharedConnectors()
+	if cr == nil {
+		return false
+	}
+	t, ok, err := cr.ConnectorSeen(context.Background(), connectorID)
+	if err != nil {
+		s.log.Warn("dataplane: shared connector registry unreadable at grace expiry; keeping shared state", "connector_id", connectorID, "err", err)
+		return true
+	}
+	return ok && t.After(offline)
+}
+
+// forgetShared removes an expired connector_id from the shared registry.
+func (s *Server) forgetShared(connectorID string) {
+	if cr := s.sharedConnectors(); cr != nil {
+		if err := cr.ForgetConnector(context.Background(), connectorID); err != nil {
+			s.log.Warn("dataplane: expired connector_id not forgotten by the shared registry", "connector_id", connectorID, "err", err)
+		}
+	}
+}
+
+// releaseInstanceLocked forgets an instance on this replica only: its
+// Channels are closed (pending and completed state stay in the shared
+// stores), nothing shared is forgotten and OnChannelDrop is not called,
+// since the channels live on at another replica.
+func (s *Server) releaseInstanceLocked(inst *instance) {
+	delete(s.instances, inst.id)
+	if inst.grace != nil {
+		inst.grace.Stop()
+		inst.grace = nil
+	}
+	for _, e := range inst.channels {
+		delete(s.channels, e.id)
+		s.dropWG.Add(1)
+		go func() {
+			defer s.dropWG.Done()
+			_ = e.ch.Close()
+		}()
+	}
+	inst.channels = map[string]*channelEntry{}
+}

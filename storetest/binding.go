@@ -1,0 +1,184 @@
+package storetest
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/xagentkit/imv2/connector"
+	"github.com/xagentkit/imv2/protocol"
+)
+
+// BindingFactory returns a new, empty BindingStore. It registers its own
+// cleanup with t.Cleanup.
+type BindingFactory func(t *testing.T) connector.BindingStore
+
+// BindingReopener closes s and returns a store on the same data, as after
+// a restart.
+type BindingReopener func(t *testing.T, s connector.BindingStore) connector.BindingStore
+
+// TestBindingStore runs the BindingStore contract against stores made by
+// newStore: one binding per channel, replaced by a new Bind; many channels
+// per conversation key, listed sorted; Unbind returns what it removed; a
+// binding is kept whole (key, target, state, creation time to the
+// millisecond). reopen may be nil for a store that is not durable; a
+// durable one must keep every binding across it (S8, W5, W6).
+func TestBindingStore(t *testing.T, newStore BindingFactory, reopen BindingReopener) {
+	t.Run("W6_BindReadUnbind", func(t *testing.T) { bindingRoundTrip(t, newStore) })
+	t.Run("W6_RebindReplaces", func(t *testing.T) { bindingReplace(t, newStore) })
+	t.Run("W6_ChannelsOfAKey", func(t *testing.T) { bindingChannels(t, newStore) })
+	t.Run("W6_UnbindUnknownIsNoop", func(t *testing.T) { bindingUnknown(t, newStore) })
+	t.Run("W6_InvalidRefused", func(t *testing.T) { bindingInvalid(t, newStore) })
+	t.Run("W6_ConcurrentBinds", func(t *testing.T) { bindingConcurrent(t, newStore) })
+	if reopen != nil {
+		t.Run("S8_W5_Reopen", func(t *testing.T) { bindingReopen(t, newStore, reopen) })
+	}
+}
+
+var bindingEpoch = time.UnixMilli(1_790_000_000_123)
+
+func sampleBinding(ch, key string) connector.Binding {
+	return connector.Binding{
+		ChannelID: ch, Key: key, State: connector.BindingConnected, Created: bindingEpoch,
+		Target: protocol.DescriptorTarget{Provider: "pretend", Label: "Pretend", DisplayName: "Room " + key, AccountHint: "bot@" + key},
+	}
+}
+
+func wantBinding(t *testing.T, s connector.BindingStore, want connector.Binding) {
+	t.Helper()
+	got, ok, err := s.Binding(context.Background(), want.ChannelID)
+	if err != nil || !ok {
+		t.Fatalf("Binding(%q) = found %v, %v; want the binding", want.ChannelID, ok, err)
+	}
+	if !got.Created.Equal(want.Created) {
+		t.Fatalf("Binding(%q).Created = %v; want %v", want.ChannelID, got.Created, want.Created)
+	}
+	got.Created = want.Created
+	if got != want {
+		t.Fatalf("Binding(%q) = %+v; want %+v", want.ChannelID, got, want)
+	}
+}
+
+func wantChannels(t *testing.T, s connector.BindingStore, key string, want ...string) {
+	t.Helper()
+	got, err := s.Channels(context.Background(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) == 0 && len(want) == 0 {
+		return
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("Channels(%q) = %q; want %q", key, got, want)
+	}
+}
+
+func mustBind(t *testing.T, s connector.BindingStore, b connector.Binding) {
+	t.Helper()
+	if err := s.Bind(context.Background(), b); err != nil {
+		t.Fatalf("Bind(%+v): %v", b, err)
+	}
+}
+
+func bindingRoundTrip(t *testing.T, newStore BindingFactory) {
+	s, ctx := newStore(t), context.Background()
+	b := sampleBinding("ch_1", "room-a")
+	b.State = connector.BindingExpired
+	mustBind(t, s, b)
+	wantBinding(t, s, b)
+	got, ok, err := s.Unbind(ctx, "ch_1")
+	if err != nil || !ok || got.Key != "room-a" || got.State != connector.BindingExpired {
+		t.Fatalf("Unbind = %+v, %v, %v; want the removed binding", got, ok, err)
+	}
+	if _, ok, err := s.Binding(ctx, "ch_1"); ok || err != nil {
+		t.Fatalf("Binding after Unbind = found %v, %v", ok, err)
+	}
+	wantChannels(t, s, "room-a")
+}
+
+func bindingReplace(t *testing.T, newStore BindingFactory) {
+	s := newStore(t)
+	mustBind(t, s, sampleBinding("ch_1", "room-a"))
+	b := sampleBinding("ch_1", "room-b")
+	mustBind(t, s, b)
+	wantBinding(t, s, b)
+	wantChannels(t, s, "room-a")
+	wantChannels(t, s, "room-b", "ch_1")
+}
+
+func bindingChannels(t *testing.T, newStore BindingFactory) {
+	s, ctx := newStore(t), context.Background()
+	for _, ch := range []string{"ch_3", "ch_1", "ch_2"} {
+		mustBind(t, s, sampleBinding(ch, "room-a"))
+	}
+	mustBind(t, s, sampleBinding("ch_9", "room-a2")) // a key that extends another
+	mustBind(t, s, sampleBinding("ch_8", "room"))    // and one another extends
+	wantChannels(t, s, "room-a", "ch_1", "ch_2", "ch_3")
+	wantChannels(t, s, "room", "ch_8")
+	if _, _, err := s.Unbind(ctx, "ch_2"); err != nil {
+		t.Fatal(err)
+	}
+	wantChannels(t, s, "room-a", "ch_1", "ch_3")
+	wantChannels(t, s, "nobody")
+}
+
+func bindingUnknown(t *testing.T, newStore BindingFactory) {
+	s := newStore(t)
+	if b, ok, err := s.Unbind(context.Background(), "ch_none"); ok || err != nil || b.Key != "" {
+		t.Fatalf("Unbind of an unbound channel = %+v, %v, %v; want nothing", b, ok, err)
+	}
+}
+
+func bindingInvalid(t *testing.T, newStore BindingFactory) {
+	s := newStore(t)
+	for _, b := range []connector.Binding{
+		{ChannelID: "", Key: "k", State: connector.BindingConnected},
+		{ChannelID: "ch", Key: "", State: connector.BindingConnected},
+		{ChannelID: "ch", Key: "a\x00b", State: connector.BindingConnected},
+		{ChannelID: "ch", Key: "k", State: "maybe"},
+	} {
+		if err := s.Bind(context.Background(), b); err == nil {
+			t.Errorf("Bind(%q) succeeded; want it refused", fmt.Sprintf("%+v", b))
+		}
+	}
+	wantChannels(t, s, "k")
+}
+
+func bindingConcurrent(t *testing.T, newStore BindingFactory) {
+	s := newStore(t)
+	var wg sync.WaitGroup
+	for i := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := s.Bind(context.Background(), sampleBinding(fmt.Sprintf("ch_%02d", i), "room")); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	want := make([]string, 16)
+	for i := range want {
+		want[i] = fmt.Sprintf("ch_%02d", i)
+	}
+	wantChannels(t, s, "room", want...)
+}
+
+func bindingReopen(t *testing.T, newStore BindingFactory, reopen BindingReopener) {
+	s := newStore(t)
+	a, b := sampleBinding("ch_1", "room-a"), sampleBinding("ch_2", "room-a")
+	mustBind(t, s, a)
+	mustBind(t, s, b)
+	mustBind(t, s, sampleBinding("ch_3", "room-c"))
+	if _, _, err := s.Unbind(context.Background(), "ch_3"); err != nil {
+		t.Fatal(err)
+	}
+	s = reopen(t, s)
+	wantBinding(t, s, a)
+	wantBinding(t, s, b)
+	wantChannels(t, s, "room-a", "ch_1", "ch_2")
+	wantChannels(t, s, "room-c")
+}
