@@ -119,6 +119,7 @@ func benchRoundTripSDK(b *testing.B, inflight int) {
 func benchFrames(b *testing.B) (final, ack []byte) {
 	b.Helper()
 	m := benchFinal
+	m.MessageID = imv2.NewMessageID() // the ack names it (NewAck refuses an empty one)
 	p, err := imv2.NewChatMessage("cch_"+strings.Repeat("0", 36), imv2.ToConnector, m)
 	if err != nil {
 		b.Fatal(err)
