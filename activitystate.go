@@ -11,8 +11,8 @@ import (
 // state. Guarded by Channel.mu.
 type activityState struct {
 	shown   bool          // thinking or tool is displayed
-	want    *ChatActivity // newest state not yet handed to the target
 	running bool          // a lane goroutine is calling the target
+	want    *ChatActivity // newest state not yet handed to the target
 	idle    chan struct{} // closed when the running lane stops
 	timeout clock.Timer
 }
@@ -33,7 +33,7 @@ func (c *Channel) receiveActivity(_ context.Context, p *Packet) error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.activity == nil || c.closed { // C5: no status support, a no-op
+	if _, ok := c.target.(ActivityTarget); !ok || c.closed { // C5: no status support, a no-op
 		return nil
 	}
 	c.act.shown = true
@@ -95,7 +95,7 @@ func (c *Channel) showActivity() {
 		}
 		c.mu.Unlock()
 		tctx, cancel := context.WithTimeout(c.ctx, c.o.TargetTimeout)
-		if err := c.activity.SetActivity(tctx, c.id, *a); err != nil {
+		if err := c.target.(ActivityTarget).SetActivity(tctx, c.id, *a); err != nil {
 			c.observe(Event{Kind: EventActivityError})
 			c.log.Debug("activity not shown", "status", a.Status, "err", err)
 		}

@@ -80,7 +80,7 @@ func (c *Channel) forget(o *outgoing) {
 		return
 	}
 	delete(c.out, id)
-	stopTimer(&o.timer)
+	c.unscheduleLocked(o)
 	var next *outgoing
 	if o.inWindow {
 		c.unacked--

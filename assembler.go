@@ -179,7 +179,7 @@ func (c *Channel) receiveDelta(ctx context.Context, p *Packet) error {
 		return nil
 	}
 	s.touched = c.o.Clock.Now()
-	if c.streaming != nil { // D8: stream to the target; else buffer until the final
+	if _, ok := c.target.(StreamingTarget); ok { // D8: stream to the target; else buffer until the final
 		s.draft, s.hasDraft = s.text(), true
 		if !s.drafting {
 			s.drafting = true
@@ -212,7 +212,7 @@ func (c *Channel) showDrafts(id string, s *deltaStream) {
 			c.clearActivity() // the first displayed delta clears the status (C6)
 		}
 		tctx, cancel := context.WithTimeout(c.ctx, c.o.TargetTimeout)
-		if err := c.streaming.UpdateDraft(tctx, c.id, id, text); err != nil {
+		if err := c.target.(StreamingTarget).UpdateDraft(tctx, c.id, id, text); err != nil {
 			c.log.Warn("draft not shown; the final will carry the whole text", "message_id", id, "err", err)
 		}
 		cancel()

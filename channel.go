@@ -38,36 +38,34 @@ import (
 // channels, Options.Budget bounds the bytes of delta text and queued
 // messages together (see Budget).
 type Channel struct {
-	id        string
-	role      Role
-	target    Target
-	streaming StreamingTarget
-	activity  ActivityTarget
-	o         Options
-	log       *slog.Logger
-	neg       atomic.Pointer[Negotiated]
+	id         string
+	role       Role
+	closed     bool   // guarded by mu
+	delivering bool   // guarded by mu: a goroutine runs deliverQueue
+	target     Target // its StreamingTarget and ActivityTarget sides are asserted where used (an idle channel stays small)
+	o          Options
+	log        *slog.Logger
+	neg        atomic.Pointer[Negotiated]
 
-	ctx       context.Context // cancelled by Close; parent of Target calls
-	storeBase context.Context // ctx without its cancellation: parent of store calls
-	cancel    context.CancelFunc
-	wg        sync.WaitGroup
-	active    atomic.Int64 // goroutines and timer callbacks running; tests wait for 0
+	ctx    context.Context // cancelled by Close; parent of Target calls
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	active atomic.Int64 // goroutines and timer callbacks running; tests wait for 0
 
 	mu        sync.Mutex
-	closed    bool
 	transport Transport
 	// The maps are made on first use: an idle channel holds none (see
 	// BenchmarkIdleChannels).
-	out        map[string]*outgoing    // sender: pending messages by message_id
-	waiting    []*outgoing             // sender: pending, not yet in the send window, oldest first
-	unacked    int                     // sender: messages in the send window
-	inflight   map[string]*delivery    // receiver: queued or running Target calls, by message_id
-	queue      []*delivery             // receiver: Target calls in arrival order
-	delivering bool                    // a goroutine runs deliverQueue
-	deltas     map[string]*deltaStream // receiver: open delta streams, by message_id
-	sweep      clock.Timer             // delta idle sweep, armed while deltas is not empty
-	held       int64                   // bytes reserved from o.Budget (deltas, queued messages)
-	act        activityState
+	out      map[string]*outgoing    // sender: pending messages by message_id
+	waiting  []*outgoing             // sender: pending, not yet in the send window, oldest first
+	unacked  int                     // sender: messages in the send window
+	inflight map[string]*delivery    // receiver: queued or running Target calls, by message_id
+	queue    []*delivery             // receiver: Target calls in arrival order
+	deltas   map[string]*deltaStream // receiver: open delta streams, by message_id
+	sweep    clock.Timer             // delta idle sweep, armed while deltas is not empty
+	held     int64                   // bytes reserved from o.Budget (deltas, queued messages)
+	act      activityState
+	dl       *deadlines // sender: the next step of each pending message, made on first use
 }
 
 // NewChannel returns a Channel serving channel id in role, with the
@@ -93,17 +91,10 @@ func NewChannel(id string, role Role, n *Negotiated, t Transport, target Target,
 		role:      role,
 		target:    target,
 		o:         o,
-		log:       o.Logger.With("connector_channel_id", id, "role", role.String()),
+		log:       channelLogger(o.Logger, id, role),
 		ctx:       ctx,
-		storeBase: context.WithoutCancel(ctx),
 		cancel:    cancel,
 		transport: t,
-	}
-	if s, ok := target.(StreamingTarget); ok {
-		c.streaming = s
-	}
-	if a, ok := target.(ActivityTarget); ok {
-		c.activity = a
 	}
 	if n == nil {
 		n = &Negotiated{}
@@ -140,7 +131,7 @@ func (c *Channel) SetTransport(t Transport) {
 	}
 	c.transport = t
 	for _, o := range c.out {
-		stopTimer(&o.timer)
+		c.unscheduleLocked(o)
 		if t == nil {
 			c.armExpiryLocked(o)
 		}
@@ -176,8 +167,8 @@ func (c *Channel) Close() error {
 	}
 	c.closed = true
 	c.releaseAllLocked()
-	for _, o := range c.out {
-		stopTimer(&o.timer)
+	if c.dl != nil {
+		c.stopDeadlinesLocked()
 	}
 	stopTimer(&c.sweep)
 	stopTimer(&c.act.timeout)
@@ -292,6 +283,16 @@ func (c *Channel) afterLocked(d time.Duration, f func()) clock.Timer {
 		defer c.active.Add(-1)
 		f()
 	})
+}
+
+// channelLogger returns l with the channel's attributes. A logger that
+// discards everything (the default) is kept as is: its attributes would
+// cost every idle channel a few hundred bytes for nothing.
+func channelLogger(l *slog.Logger, id string, role Role) *slog.Logger {
+	if l.Handler() == slog.DiscardHandler {
+		return l
+	}
+	return l.With("connector_channel_id", id, "role", role.String())
 }
 
 func (c *Channel) observe(e Event) {

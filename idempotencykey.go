@@ -23,13 +23,15 @@ var keyEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPad
 // (Matrix transaction IDs, Discord nonces, Slack client_msg_id) shows the
 // message once however often it is posted.
 func IdempotencyKeyOf(channelID, messageID string) string {
-	b := make([]byte, 0, 16+len(channelID)+len(messageID))
-	b = binary.BigEndian.AppendUint64(b, uint64(len(channelID)))
+	var buf [256]byte // IDs are short: no allocation but the key's
+	b := binary.BigEndian.AppendUint64(buf[:0], uint64(len(channelID)))
 	b = append(b, channelID...)
 	b = binary.BigEndian.AppendUint64(b, uint64(len(messageID)))
 	b = append(b, messageID...)
 	sum := sha256.Sum256(b)
-	return keyEncoding.EncodeToString(sum[:15])
+	var key [idempotencyKeyLen]byte
+	keyEncoding.Encode(key[:], sum[:15])
+	return string(key[:])
 }
 
 type idempotencyKeyCtx struct{}

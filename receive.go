@@ -31,7 +31,7 @@ const storeTimeout = 10 * time.Second
 // storeCtx returns a context for such a call: not cancelled by Close.
 // Release it when the call returned.
 func (c *Channel) storeCtx() *storeContext {
-	return newStoreContext(c.storeBase, storeTimeout)
+	return newStoreContext(c.ctx, storeTimeout)
 }
 
 // receiveMessage handles an inbound chat.message: a final on a Connector,
@@ -205,7 +205,6 @@ func (c *Channel) runTarget(m *ChatMessage, fp Fingerprint, stream *deltaStream)
 		c.observe(Event{Kind: EventDuplicate, MessageID: id})
 		return AckDuplicate, nil
 	}
-	key := IdempotencyKeyOf(c.id, id)
 	switch cl.State {
 	case ClaimHeld:
 		// Another process is delivering it now; its ack goes to the
@@ -216,15 +215,18 @@ func (c *Channel) runTarget(m *ChatMessage, fp Fingerprint, stream *deltaStream)
 			// An attempt with other content may have been posted (S6).
 			return AckRejected, Errorf(CodeMessageIDConflict, "message_id %q was being delivered with other content", id)
 		}
-		if status, rej, done := c.orphan(id, fp, key); done {
+		if status, rej, done := c.orphan(id, fp, IdempotencyKeyOf(c.id, id)); done {
 			return status, rej
 		}
 	}
-	tctx, cancel := context.WithTimeout(WithIdempotencyKey(c.ctx, key), c.o.TargetTimeout)
+	// One allocation, where WithTimeout(WithIdempotencyKey(...)) costs
+	// seven and a SHA-256: the key and the timer are made only if the
+	// Target asks (storectx.go).
+	tctx := newTargetContext(c.ctx, c.o.TargetTimeout, c.id, id)
 	began := c.o.Clock.Now()
 	err = c.target.PostMessage(tctx, c.id, m)
 	took := c.o.Clock.Now().Sub(began)
-	cancel()
+	tctx.release()
 	if err != nil {
 		if claims != nil {
 			sctx := c.storeCtx()

@@ -6,8 +6,6 @@ import (
 	"math/rand/v2"
 	"slices"
 	"time"
-
-	"github.com/xagentkit/imv2/clock"
 )
 
 // outgoing is one pending message of this channel's sender side (S1): the
@@ -18,8 +16,14 @@ type outgoing struct {
 	payload   []byte   // the encoded payload, reused by every resend
 	packetIDs []string // newest last, at most maxTransmissions
 	attempt   int
-	timer     clock.Timer
-	inWindow  bool // admitted to the send window: transmitted and retried
+	inWindow  bool      // admitted to the send window: transmitted and retried
+	ids       [2]string // packetIDs' first backing array: no allocation for the usual one or two
+
+	// The next step, in the channel's deadlines (deadlines.go).
+	due     time.Time
+	dueSeq  uint64
+	step    dueStep
+	heapIdx int // index in the heap + 1; 0: nothing scheduled
 }
 
 // maxTransmissions bounds the packet IDs remembered per pending message:
@@ -67,6 +71,7 @@ func (c *Channel) Send(ctx context.Context, m ChatMessage) (string, error) {
 		return m.MessageID, nil // already pending with this content (the store checked)
 	}
 	o := &outgoing{entry: e, payload: payload}
+	o.packetIDs = o.ids[:0]
 	if c.out == nil {
 		c.out = map[string]*outgoing{}
 	}
@@ -108,7 +113,7 @@ func (c *Channel) nextWaitingLocked() *outgoing {
 		if c.out[o.entry.Message.MessageID] != o {
 			continue // ended while waiting (expired, dropped)
 		}
-		stopTimer(&o.timer)
+		c.unscheduleLocked(o)
 		o.inWindow = true
 		c.unacked++
 		return o
@@ -135,6 +140,7 @@ func (c *Channel) restorePending() error {
 			return Errorf(CodeInvalidPacket, "pending %q: %s", e.Message.MessageID, jsonErrText(err))
 		}
 		o := &outgoing{entry: e, payload: payload}
+		o.packetIDs = o.ids[:0]
 		c.mu.Lock()
 		if c.out == nil {
 			c.out = map[string]*outgoing{}
@@ -195,8 +201,7 @@ func (c *Channel) transmit(o *outgoing) *Error {
 	o.packetIDs = append(o.packetIDs, p.PacketID)
 	o.attempt++
 	attempt := o.attempt
-	stopTimer(&o.timer)
-	o.timer = c.afterLocked(c.o.AckTimeout, func() { c.retry(o, "ack timeout") })
+	c.scheduleLocked(o, c.o.AckTimeout, stepAckTimeout)
 	c.mu.Unlock()
 
 	c.observe(Event{Kind: EventSent, MessageID: id, PacketType: p.Type, Attempt: attempt})
@@ -222,14 +227,13 @@ func (c *Channel) retry(o *outgoing, why string) {
 		c.mu.Unlock()
 		return
 	}
-	stopTimer(&o.timer)
 	if c.transport == nil {
 		c.armExpiryLocked(o) // SetTransport resends on reconnect; the TTL still runs
 		c.mu.Unlock()
 		return
 	}
 	d := c.backoff(o.attempt)
-	o.timer = c.afterLocked(d, func() { c.transmit(o) })
+	c.scheduleLocked(o, d, stepTransmit)
 	attempt := o.attempt
 	c.mu.Unlock()
 	c.observe(Event{Kind: EventRetry, MessageID: id, Attempt: attempt})
@@ -240,9 +244,8 @@ func (c *Channel) retry(o *outgoing, why string) {
 // transport can carry it, so a channel that never comes back still
 // reports its messages (S3) instead of keeping them silently.
 func (c *Channel) armExpiryLocked(o *outgoing) {
-	stopTimer(&o.timer)
 	left := o.entry.Created.Add(c.o.PendingTTL).Sub(c.o.Clock.Now())
-	o.timer = c.afterLocked(max(left, 0), func() { c.transmit(o) })
+	c.scheduleLocked(o, max(left, 0), stepTransmit)
 }
 
 // backoff returns the delay before resend number attempt+1: RetryMin
@@ -294,7 +297,7 @@ func (c *Channel) finish(o *outgoing, a *ChatMessageAck, fail *Error) {
 		return
 	}
 	delete(c.out, id)
-	stopTimer(&o.timer)
+	c.unscheduleLocked(o)
 	var next *outgoing
 	if o.inWindow {
 		c.unacked--

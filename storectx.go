@@ -6,32 +6,65 @@ import (
 	"time"
 )
 
-// storeContext is context.WithTimeout(context.WithoutCancel(parent), d)
-// for store calls, with its timer started only when Done is called. The
-// in-memory stores never ask, so a message's three store calls cost no
-// timer and one small allocation each; a store that selects on Done gets
-// the same deadline as with context.WithTimeout.
+// storeContext is context.WithTimeout(parent, d) for the store and Target
+// calls a Channel makes per message, with its timer started only when
+// Done is called: the in-memory stores and a Target that never selects on
+// Done cost no timer, no goroutine and one allocation each, where
+// context.WithTimeout costs four. A call that selects on Done gets the
+// same deadline and the parent's cancellation, as with
+// context.WithTimeout. It can also carry a message's idempotency key,
+// computed only if the call asks for it (IdempotencyKey).
 type storeContext struct {
-	parent   context.Context // never cancelled
+	parent   context.Context
 	deadline time.Time
+	detached bool // context.WithoutCancel(parent): its values only (store calls)
 
-	mu    sync.Mutex
-	done  chan struct{} // made by the first Done
-	timer *time.Timer
-	err   error
+	// The message whose idempotency key Value answers (empty: none).
+	channelID, messageID string
+
+	mu         sync.Mutex
+	key        string        // computed by the first IdempotencyKey
+	done       chan struct{} // made by the first Done
+	timer      *time.Timer
+	stopParent func() bool // stops the parent watch armed by Done
+	err        error
 }
 
+// newStoreContext is context.WithTimeout(context.WithoutCancel(parent), d),
+// lazily: a store call must finish even while the channel closes.
 func newStoreContext(parent context.Context, d time.Duration) *storeContext {
-	return &storeContext{parent: parent, deadline: time.Now().Add(d)}
+	return &storeContext{parent: parent, deadline: time.Now().Add(d), detached: true}
+}
+
+// newTargetContext is context.WithTimeout(WithIdempotencyKey(parent,
+// IdempotencyKeyOf(channelID, messageID)), d), lazily.
+func newTargetContext(parent context.Context, d time.Duration, channelID, messageID string) *storeContext {
+	return &storeContext{parent: parent, deadline: time.Now().Add(d), channelID: channelID, messageID: messageID}
 }
 
 // Deadline implements context.Context.
-func (c *storeContext) Deadline() (time.Time, bool) { return c.deadline, true }
+func (c *storeContext) Deadline() (time.Time, bool) {
+	if d, ok := c.parent.Deadline(); ok && !c.detached && d.Before(c.deadline) {
+		return d, true
+	}
+	return c.deadline, true
+}
 
 // Value implements context.Context.
-func (c *storeContext) Value(key any) any { return c.parent.Value(key) }
+func (c *storeContext) Value(key any) any {
+	if _, ok := key.(idempotencyKeyCtx); ok && c.messageID != "" {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.key == "" {
+			c.key = IdempotencyKeyOf(c.channelID, c.messageID)
+		}
+		return c.key
+	}
+	return c.parent.Value(key)
+}
 
-// Done implements context.Context; the first call arms the deadline timer.
+// Done implements context.Context; the first call arms the deadline timer
+// and the watch on the parent.
 func (c *storeContext) Done() <-chan struct{} {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -40,11 +73,13 @@ func (c *storeContext) Done() <-chan struct{} {
 	}
 	c.done = make(chan struct{})
 	c.expireLocked()
-	switch {
-	case c.err != nil:
+	if c.err != nil {
 		close(c.done)
-	default:
-		c.timer = time.AfterFunc(time.Until(c.deadline), func() { c.end(context.DeadlineExceeded) })
+		return c.done
+	}
+	c.timer = time.AfterFunc(time.Until(c.deadline), func() { c.end(context.DeadlineExceeded) })
+	if !c.detached && c.parent.Done() != nil {
+		c.stopParent = context.AfterFunc(c.parent, func() { c.end(c.parent.Err()) })
 	}
 	return c.done
 }
@@ -53,17 +88,23 @@ func (c *storeContext) Done() <-chan struct{} {
 func (c *storeContext) Err() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.err == nil && c.expireLocked() && c.done != nil {
-		close(c.done)
-		c.timer.Stop()
+	if c.err == nil && c.expireLocked() {
+		c.endLocked(c.err)
 	}
 	return c.err
 }
 
-// expireLocked sets err once the deadline has passed; it reports whether
-// it did so now.
+// expireLocked sets err once the deadline has passed or the parent ended;
+// it reports whether it did so now.
 func (c *storeContext) expireLocked() bool {
-	if c.err == nil && !time.Now().Before(c.deadline) {
+	if c.err != nil {
+		return false
+	}
+	if err := c.parent.Err(); err != nil && !c.detached {
+		c.err = err
+		return true
+	}
+	if !time.Now().Before(c.deadline) {
 		c.err = context.DeadlineExceeded
 		return true
 	}
@@ -71,7 +112,7 @@ func (c *storeContext) expireLocked() bool {
 }
 
 // release ends the context (context.Canceled), as the CancelFunc of
-// context.WithTimeout does; call it when the store call returned.
+// context.WithTimeout does; call it when the call returned.
 func (c *storeContext) release() { c.end(context.Canceled) }
 
 func (c *storeContext) end(err error) {
@@ -81,10 +122,23 @@ func (c *storeContext) end(err error) {
 		return
 	}
 	c.err = err
+	c.endLocked(err)
+}
+
+// endLocked closes Done and stops the timer and the parent watch; err is
+// set.
+func (c *storeContext) endLocked(error) {
 	if c.done != nil {
-		close(c.done)
+		select {
+		case <-c.done:
+		default:
+			close(c.done)
+		}
 	}
 	if c.timer != nil {
 		c.timer.Stop()
+	}
+	if c.stopParent != nil {
+		c.stopParent()
 	}
 }

@@ -52,3 +52,68 @@ func TestStoreContext_LikeWithTimeout(t *testing.T) {
 	}
 	<-c.Done()
 }
+
+// TestTargetContext_LikeWithTimeoutAndKey: the Target's lazy context is
+// context.WithTimeout(WithIdempotencyKey(parent, key), d): it carries the
+// message's key, ends when the parent is cancelled (Close), whether Done
+// was asked for before or after, and keeps the earlier deadline.
+func TestTargetContext_LikeWithTimeoutAndKey(t *testing.T) {
+	parent, cancel := context.WithCancel(context.WithValue(context.Background(), ctxKey{}, "v"))
+	c := newTargetContext(parent, time.Hour, "cch_1", "msg_1")
+	if k, ok := IdempotencyKey(c); !ok || k != IdempotencyKeyOf("cch_1", "msg_1") {
+		t.Fatalf("key %q %v", k, ok)
+	}
+	if c.Value(ctxKey{}) != "v" || c.Err() != nil {
+		t.Fatalf("value %v, err %v", c.Value(ctxKey{}), c.Err())
+	}
+	done := c.Done()
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Done not closed when the parent was cancelled")
+	}
+	if !errors.Is(c.Err(), context.Canceled) {
+		t.Fatalf("after the parent's cancel: %v", c.Err())
+	}
+	c.release()
+
+	// Cancelled before Done is asked for: Err and Done see it at once.
+	c = newTargetContext(parent, time.Hour, "cch_1", "msg_1")
+	if !errors.Is(c.Err(), context.Canceled) {
+		t.Fatalf("cancelled parent: %v", c.Err())
+	}
+	<-c.Done()
+
+	// The parent's earlier deadline wins.
+	short, cancelShort := context.WithTimeout(context.Background(), time.Minute)
+	defer cancelShort()
+	c = newTargetContext(short, time.Hour, "cch_1", "msg_1")
+	if d, _ := c.Deadline(); time.Until(d) > 2*time.Minute {
+		t.Fatalf("deadline %v: not the parent's", d)
+	}
+	c.release()
+
+	// A store context carries no key.
+	if _, ok := IdempotencyKey(newStoreContext(context.Background(), time.Hour)); ok {
+		t.Fatal("a store context has no idempotency key")
+	}
+}
+
+// TestStoreContext_S8_OutlivesItsParent: a store call's context is not
+// ended by the channel's cancellation (Close): the completed record of a
+// message already posted must still be written.
+func TestStoreContext_S8_OutlivesItsParent(t *testing.T) {
+	parent, cancel := context.WithCancel(context.WithValue(context.Background(), ctxKey{}, "v"))
+	cancel()
+	c := newStoreContext(parent, time.Hour)
+	if c.Err() != nil || c.Value(ctxKey{}) != "v" {
+		t.Fatalf("err %v value %v", c.Err(), c.Value(ctxKey{}))
+	}
+	select {
+	case <-c.Done():
+		t.Fatal("a store context ended with its parent")
+	default:
+	}
+	c.release()
+}

@@ -5,10 +5,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/gorilla/websocket"
 	"github.com/xagentkit/imv2"
@@ -116,6 +119,7 @@ func benchRoundTripSDK(b *testing.B, inflight int) {
 func benchFrames(b *testing.B) (final, ack []byte) {
 	b.Helper()
 	m := benchFinal
+	m.MessageID = imv2.NewMessageID() // the ack names it (NewAck refuses an empty one)
 	p, err := imv2.NewChatMessage("cch_"+strings.Repeat("0", 36), imv2.ToConnector, m)
 	if err != nil {
 		b.Fatal(err)
@@ -133,8 +137,10 @@ func benchFrames(b *testing.B) (final, ack []byte) {
 	return final, ack
 }
 
-func benchRoundTripRaw(b *testing.B, inflight int) {
-	final, ack := benchFrames(b)
+// rawEcho is a gorilla/websocket server answering every frame with ack,
+// and a client connected to it; stop closes both.
+func rawEcho(b *testing.B, ack []byte) (*websocket.Conn, func()) {
+	b.Helper()
 	up := websocket.Upgrader{Subprotocols: []string{protocol.Subprotocol}}
 	var served sync.WaitGroup
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -154,15 +160,29 @@ func benchRoundTripRaw(b *testing.B, inflight int) {
 			}
 		}
 	}))
-	defer hs.Close()
 	d := websocket.Dialer{Subprotocols: []string{protocol.Subprotocol}}
 	ws, resp, err := d.Dial("ws"+strings.TrimPrefix(hs.URL, "http"), nil)
 	if resp != nil && resp.Body != nil {
 		_ = resp.Body.Close()
 	}
 	if err != nil {
+		hs.Close()
 		b.Fatal(err)
 	}
+	var once sync.Once
+	return ws, func() {
+		once.Do(func() {
+			_ = ws.Close()
+			served.Wait()
+			hs.Close()
+		})
+	}
+}
+
+func benchRoundTripRaw(b *testing.B, inflight int) {
+	final, ack := benchFrames(b)
+	ws, stop := rawEcho(b, ack)
+	defer stop()
 	slots := make(chan struct{}, inflight)
 	readDone := make(chan struct{})
 	go func() {
@@ -188,17 +208,22 @@ func benchRoundTripRaw(b *testing.B, inflight int) {
 	}
 	report()
 	b.StopTimer()
-	_ = ws.Close()
+	stop()
 	<-readDone
-	served.Wait()
 }
 
-// BenchmarkIdleChannels opens 10,000 channels on one data-plane
-// connection and reports the heap they hold, both ends together (the
-// Connector's Server and Channels, xAgent's Client and Channels, the
-// registry and the stores), per channel.
+// BenchmarkIdleChannels opens 10,000 and 100,000 channels on one
+// data-plane connection and reports the heap they hold, both ends
+// together (the Connector's Server and Channels, xAgent's Client and
+// Channels, the registry and the stores), per channel. The goal: at most
+// 2 KiB at 100,000, and no growth from 10,000.
 func BenchmarkIdleChannels(b *testing.B) {
-	const channels = 10_000
+	for _, channels := range []int{10_000, 100_000} {
+		b.Run("channels-"+strconv.Itoa(channels), func(b *testing.B) { benchIdleChannels(b, channels) })
+	}
+}
+
+func benchIdleChannels(b *testing.B, channels int) {
 	const openers = 8
 	var perChannel float64
 	for b.Loop() {
@@ -228,10 +253,197 @@ func BenchmarkIdleChannels(b *testing.B) {
 			b.Fatalf("%d channels open, want %d", got, channels)
 		}
 		after := heapAfterGC()
-		perChannel = float64(after-before) / channels
+		perChannel = float64(after-before) / float64(channels)
 		p.close()
 	}
 	b.ReportMetric(perChannel, "B/channel")
+}
+
+// The offered load of BenchmarkLatencyWS: 5,000 messages a second over
+// 100 channels (50 a second each), open loop.
+const (
+	latencyRate     = 5000
+	latencyChannels = 100
+)
+
+// BenchmarkLatencyWS: the time from a final's send to its ack at a fixed
+// offered load (open loop: message i is sent at i/5,000 s whatever the
+// acks do, so a slow ack cannot slow the load down and hide itself),
+// reported as percentiles (p50-ns, p99-ns, p99.9-ns). sdk is
+// Channel.Send on one of 100 channels of one connection to the
+// OnDelivered callback; raw is gorilla/websocket writing the same final
+// frame and reading the echoed ack frame. ns/op is the pacing (200 µs).
+func BenchmarkLatencyWS(b *testing.B) {
+	b.Run("sdk", benchLatencySDK)
+	b.Run("raw", benchLatencyRaw)
+}
+
+// latencyRecorder collects one latency per message, from the moment its
+// send began.
+type latencyRecorder struct {
+	start time.Time
+	sent  []atomic.Int64 // ns since start when message i's send began
+	took  []atomic.Int64 // ns from send to ack; 0: not yet
+	left  atomic.Int64
+	done  chan struct{}
+}
+
+func newLatencyRecorder(n int) *latencyRecorder {
+	r := &latencyRecorder{sent: make([]atomic.Int64, n), took: make([]atomic.Int64, n), done: make(chan struct{})}
+	r.left.Store(int64(n))
+	return r
+}
+
+// pace waits until message i's turn and records its send time.
+func (r *latencyRecorder) pace(i int) {
+	due := r.start.Add(time.Duration(i) * time.Second / latencyRate)
+	if d := time.Until(due); d > 0 {
+		time.Sleep(d)
+	}
+	r.sent[i].Store(int64(time.Since(r.start)))
+}
+
+func (r *latencyRecorder) acked(i int) {
+	r.took[i].Store(max(1, int64(time.Since(r.start))-r.sent[i].Load()))
+	if r.left.Add(-1) == 0 {
+		close(r.done)
+	}
+}
+
+func (r *latencyRecorder) report(b *testing.B) {
+	select {
+	case <-r.done:
+	case <-time.After(time.Minute):
+		b.Fatalf("%d acks missing", r.left.Load())
+	}
+	lat := make([]int64, len(r.took))
+	for i := range r.took {
+		lat[i] = r.took[i].Load()
+	}
+	slices.Sort(lat)
+	at := func(q float64) float64 { return float64(lat[min(len(lat)-1, int(q*float64(len(lat))))]) }
+	b.ReportMetric(at(0.50), "p50-ns")
+	b.ReportMetric(at(0.99), "p99-ns")
+	b.ReportMetric(at(0.999), "p99.9-ns")
+}
+
+func benchLatencySDK(b *testing.B) {
+	var rec atomic.Pointer[latencyRecorder]
+	var index sync.Map // message_id → message index
+	opts := &imv2.Options{
+		OnDelivered: func(_ string, m imv2.ChatMessage, _ imv2.AckStatus) {
+			if i, ok := index.Load(m.MessageID); ok {
+				rec.Load().acked(i.(int))
+			}
+		},
+		OnFailed: func(_ string, _ imv2.ChatMessage, err *imv2.Error) { b.Error("message failed:", err) },
+	}
+	p := newBenchPair(b, 0, opts)
+	defer p.close()
+	ctx := context.Background()
+	chans := make([]*imv2.Channel, latencyChannels)
+	for i := range chans {
+		ch, err := p.cli.OpenChannel(ctx, "")
+		if err != nil {
+			b.Fatal(err)
+		}
+		chans[i] = ch
+	}
+	ids := make([]string, b.N)
+	for i := range ids {
+		ids[i] = imv2.NewMessageID()
+		index.Store(ids[i], i)
+	}
+	r := newLatencyRecorder(b.N)
+	rec.Store(r)
+	m := benchFinal
+	b.ReportAllocs()
+	b.ResetTimer()
+	r.start = time.Now()
+	for i := range b.N {
+		r.pace(i)
+		m.MessageID = ids[i]
+		if _, err := chans[i%latencyChannels].Send(ctx, m); err != nil {
+			b.Fatal(err)
+		}
+	}
+	r.report(b)
+}
+
+func benchLatencyRaw(b *testing.B) {
+	final, ack := benchFrames(b)
+	ws, stop := rawEcho(b, ack)
+	defer stop()
+	r := newLatencyRecorder(b.N)
+	readDone := make(chan struct{})
+	go func() {
+		defer close(readDone)
+		for i := 0; i < b.N; i++ {
+			if _, _, err := ws.ReadMessage(); err != nil {
+				return
+			}
+			r.acked(i) // one connection, in order: the i-th ack answers the i-th final
+		}
+	}()
+	b.ReportAllocs()
+	b.ResetTimer()
+	r.start = time.Now()
+	for i := range b.N {
+		r.pace(i)
+		if err := ws.WriteMessage(websocket.TextMessage, final); err != nil {
+			b.Fatal(err)
+		}
+	}
+	r.report(b)
+	b.StopTimer()
+	<-readDone
+}
+
+// BenchmarkChannelsWS: throughput with 64 messages in flight spread over
+// 1 and over 1,000 active channels of one connection (round robin), the
+// rest as BenchmarkRoundTripWS/sdk-64; one op is one acknowledged
+// message. The ratio ch-1000 ÷ ch-1 is what a connection's many channels
+// cost.
+func BenchmarkChannelsWS(b *testing.B) {
+	for _, n := range []int{1, 1000} {
+		b.Run("ch-"+strconv.Itoa(n), func(b *testing.B) { benchChannels(b, n, 64) })
+	}
+}
+
+func benchChannels(b *testing.B, channels, inflight int) {
+	slots := make(chan struct{}, inflight)
+	var failed sync.Once
+	opts := &imv2.Options{
+		OnDelivered: func(string, imv2.ChatMessage, imv2.AckStatus) { <-slots },
+		OnFailed: func(_ string, _ imv2.ChatMessage, err *imv2.Error) {
+			failed.Do(func() { b.Error("message failed:", err) })
+			<-slots
+		},
+	}
+	p := newBenchPair(b, channels, opts)
+	defer p.close()
+	ctx := context.Background()
+	chans := make([]*imv2.Channel, channels)
+	for i := range chans {
+		ch, err := p.cli.OpenChannel(ctx, "")
+		if err != nil {
+			b.Fatal(err)
+		}
+		chans[i] = ch
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	report := benchcpu.Measure(b)
+	for i := range b.N {
+		slots <- struct{}{}
+		if _, err := chans[i%channels].Send(ctx, benchFinal); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for range inflight {
+		slots <- struct{}{}
+	}
+	report()
 }
 
 func heapAfterGC() uint64 {

@@ -267,6 +267,8 @@ func (c *Client) connect(ctx context.Context) (*clientConn, error) {
 		d = *c.cfg.Dialer
 	}
 	d.Subprotocols = []string{protocol.Subprotocol}
+	var slot batchSlot // the connection, for write coalescing
+	d = slot.dialer(d)
 	h := http.Header{}
 	if c.cfg.APIKey != "" {
 		h.Set("Authorization", "Bearer "+c.cfg.APIKey)
@@ -287,7 +289,7 @@ func (c *Client) connect(ctx context.Context) (*clientConn, error) {
 	}
 	cc := &clientConn{
 		c:       c,
-		conn:    c.wrap(NewLoggingConn(newWSConn(ws, c.cfg.Conn), c.log)),
+		conn:    c.wrap(NewLoggingConn(newBatchedWSConn(ws, slot.bc, c.cfg.Conn), c.log)),
 		waiters: map[string]*waiter{},
 		dead:    make(chan struct{}),
 	}

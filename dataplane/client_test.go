@@ -318,7 +318,7 @@ func TestClient_I1_X2_E2_ClientSideRouting(t *testing.T) {
 		ask(userMessage("cch_nope", "m2", "x"))
 		bogus, _ := imv2.NewPacket("no.such.type", "", nil) // connection-level: answered; channel-scoped ones are dropped (P6)
 		ask(bogus)
-		_ = c.ws.WriteMessage(websocket.TextMessage, []byte("garbage"))
+		_ = c.writeData(ctx, []byte("garbage"))
 		if a, err := c.Read(ctx); err == nil {
 			answers <- a
 		}

@@ -110,21 +110,35 @@ func CloseCode(err error) (int, bool) {
 	return 0, false
 }
 
-// wsConn is the Conn over gorilla/websocket. Data frames are written by
-// the callers of Write themselves, one at a time under wlock, so a packet
-// costs no hand-off to another goroutine; the writer goroutine sends the
-// control frames (ping, close), which gorilla allows concurrently with a
-// data write. One goroutine reads (the reader).
+// wsConn is the Conn over gorilla/websocket. One goroutine reads (the
+// reader). Data frames are written with write coalescing (connwrite.go):
+// Write queues the encoded frame and the writer goroutine sends what is
+// queued together, in one write(2) when the connection runs over a
+// batchConn. The writer goroutine also sends the control frames (ping,
+// close).
 type wsConn struct {
 	ws  *websocket.Conn
+	bc  *batchConn // nil: frames leave one write(2) each
 	cfg ConnConfig
 
 	in      chan readItem // reader → Read
-	wlock   chan struct{} // capacity 1: held while a data frame is written
-	wbuf    []byte        // encode buffer, guarded by wlock
 	pings   chan struct{} // keepalive tick → writer, capacity 1
+	kick    chan struct{} // capacity 1: frames queued, the writer goroutine is to write them
 	closing chan struct{} // closed when Close starts: no new writes
 	done    chan struct{} // closed at shutdown: everything stops
+
+	qmu       sync.Mutex
+	pend      []byte        // guarded by qmu: the queued frames' payloads, back to back
+	pendN     []int         // guarded by qmu: their lengths
+	writing   bool          // guarded by qmu: the writer goroutine has the queue
+	wclosed   bool          // guarded by qmu: Close began, no new frames
+	idle      chan struct{} // guarded by qmu: closed when writing ends
+	room      chan struct{} // guarded by qmu: closed when the queue is taken
+	lastWrite int64         // guarded by qmu: when the previous Write came, ns since epoch
+	epoch     time.Time     // the connection's start, for lastWrite
+	wbuf      []byte        // owned by the writer role: a direct frame's buffer
+	spare     []byte        // owned by the writer goroutine: the next queue buffer
+	spareN    []int         // owned by the writer goroutine: the next lengths buffer
 
 	readerDone chan struct{}
 	wg         sync.WaitGroup
@@ -146,18 +160,29 @@ type readItem struct {
 }
 
 // newWSConn wraps an established WebSocket and starts its reader and
-// writer goroutines; Close stops both.
+// writer goroutines; Close stops both. Frames are coalesced if the
+// WebSocket runs over a batchConn.
 func newWSConn(ws *websocket.Conn, cfg ConnConfig) *wsConn {
+	bc, _ := ws.NetConn().(*batchConn)
+	return newBatchedWSConn(ws, bc, cfg)
+}
+
+// newBatchedWSConn is newWSConn over the batchConn bc under ws (nil: no
+// coalescing), for a TLS connection whose NetConn is not bc itself.
+func newBatchedWSConn(ws *websocket.Conn, bc *batchConn, cfg ConnConfig) *wsConn {
 	cfg = cfg.withDefaults()
 	c := &wsConn{
 		ws:         ws,
+		bc:         bc,
 		cfg:        cfg,
 		in:         make(chan readItem),
-		wlock:      make(chan struct{}, 1),
 		pings:      make(chan struct{}, 1),
+		kick:       make(chan struct{}, 1),
 		closing:    make(chan struct{}),
 		done:       make(chan struct{}),
 		readerDone: make(chan struct{}),
+		epoch:      time.Now(),
+		lastWrite:  -int64(busyWindow) - 1, // the first frame finds the connection quiet
 	}
 	ws.SetReadLimit(cfg.ReadLimit)
 	ws.SetPongHandler(func(string) error {
@@ -231,96 +256,6 @@ func (c *wsConn) readFailed(err error) {
 	c.shutdown(err)
 }
 
-func (c *wsConn) writer() {
-	defer c.wg.Done()
-	for {
-		select {
-		case <-c.pings:
-			deadline := time.Now().Add(c.cfg.WriteTimeout)
-			if err := c.ws.WriteControl(websocket.PingMessage, nil, deadline); err != nil {
-				c.shutdown(fmt.Errorf("dataplane: ping: %w", err))
-				return
-			}
-		case <-c.closing:
-			// Wait for a data frame being written, so the close frame
-			// follows it whole.
-			select {
-			case c.wlock <- struct{}{}:
-			case <-c.done:
-				return
-			}
-			msg := websocket.FormatCloseMessage(websocket.CloseNormalClosure, "")
-			_ = c.ws.WriteControl(websocket.CloseMessage, msg, time.Now().Add(c.cfg.WriteTimeout))
-			return
-		case <-c.done:
-			return
-		}
-	}
-}
-
-// writeData writes one data frame: it takes wlock (or gives up when the
-// connection closes or ctx ends first), then writes with a deadline.
-func (c *wsConn) writeData(ctx context.Context, data []byte) error {
-	if err := c.lockWrite(ctx); err != nil {
-		return err
-	}
-	defer func() { <-c.wlock }()
-	return c.writeLocked(ctx, data)
-}
-
-// lockWrite takes wlock. A closing or closed connection refuses the write.
-func (c *wsConn) lockWrite(ctx context.Context) error {
-	select {
-	case c.wlock <- struct{}{}:
-	default:
-		select {
-		case c.wlock <- struct{}{}:
-		case <-c.closing:
-			return closedErr()
-		case <-c.done:
-			return c.cause()
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	select {
-	case <-c.closing:
-		<-c.wlock
-		return closedErr()
-	case <-c.done:
-		<-c.wlock
-		return c.cause()
-	default:
-	}
-	return nil
-}
-
-// writeLocked writes a data frame; wlock is held. A failed write ends the
-// connection: it may leave half a frame on the wire, and gorilla treats
-// it as fatal too.
-func (c *wsConn) writeLocked(ctx context.Context, data []byte) error {
-	if err := ctx.Err(); err != nil {
-		return err // nothing left: the connection is intact
-	}
-	err := c.writeFrame(ctx, data)
-	if err == nil || errors.Is(err, websocket.ErrCloseSent) {
-		return err // after close sent, the reader ends the connection with the peer's reason
-	}
-	c.shutdown(fmt.Errorf("dataplane: write: %w", err))
-	return err
-}
-
-func (c *wsConn) writeFrame(ctx context.Context, data []byte) error {
-	deadline := time.Now().Add(c.cfg.WriteTimeout)
-	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
-		deadline = d
-	}
-	if err := c.ws.SetWriteDeadline(deadline); err != nil {
-		return err
-	}
-	return c.ws.WriteMessage(websocket.TextMessage, data)
-}
-
 // schedulePing arms the next keepalive tick. Each tick asks the writer for
 // a ping and arms a pong check that ends the connection if nothing at all
 // arrived from the peer within PongTimeout.
@@ -391,37 +326,6 @@ func (c *wsConn) Read(ctx context.Context) (*imv2.Packet, error) {
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-}
-
-// Write implements Conn. A packet larger than the read limit is refused
-// with a non-retryable invalid_packet error and the connection stays up:
-// the peer would have to close on it (W2). The packet is encoded into the
-// connection's buffer while the write lock is held, so a frame costs no
-// allocation.
-func (c *wsConn) Write(ctx context.Context, p *imv2.Packet) error {
-	if err := c.lockWrite(ctx); err != nil {
-		// A packet this side would never send is reported as such first.
-		data, eerr := p.Encode()
-		switch {
-		case eerr != nil:
-			return eerr
-		case int64(len(data)) > c.cfg.ReadLimit:
-			return imv2.Errorf(imv2.CodeInvalidPacket, "%s packet is %d bytes, over the frame limit of %d (W2)", p.Type, len(data), c.cfg.ReadLimit)
-		}
-		return err
-	}
-	defer func() { <-c.wlock }()
-	data, err := p.AppendEncode(c.wbuf[:0])
-	if err != nil {
-		return err
-	}
-	if cap(data) <= maxKeptBuffer {
-		c.wbuf = data
-	}
-	if int64(len(data)) > c.cfg.ReadLimit {
-		return imv2.Errorf(imv2.CodeInvalidPacket, "%s packet is %d bytes, over the frame limit of %d (W2)", p.Type, len(data), c.cfg.ReadLimit)
-	}
-	return c.writeLocked(ctx, data)
 }
 
 // maxKeptBuffer bounds the read and encode buffers a connection keeps

@@ -343,13 +343,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "too many connections awaiting their hello; try again later", http.StatusServiceUnavailable)
 		return
 	}
-	ws, err := s.upgrader.Upgrade(w, r, nil)
+	var slot batchSlot // the connection, for write coalescing
+	ws, err := s.upgrader.Upgrade(slot.responseWriter(w), r, nil)
 	if err != nil {
 		s.releasePreHello()
 		s.log.Debug("dataplane: upgrade failed", "err", err)
 		return // the upgrader has answered
 	}
-	_ = s.serveConn(context.Background(), newWSConn(ws, s.cfg.Conn), true)
+	_ = s.serveConn(context.Background(), newBatchedWSConn(ws, slot.bc, s.cfg.Conn), true)
 }
 
 // releasePreHello frees a slot ServeHTTP took for a connection that never

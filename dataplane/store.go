@@ -32,7 +32,8 @@ type MemoryChannelStore struct {
 	mu          sync.Mutex
 	capacity    int
 	connectorID string
-	ids         []string
+	ids         []string            // in the order added
+	has         map[string]struct{} // the same IDs: AddChannel is O(1), not O(channels)
 }
 
 // NewMemoryChannelStore returns an empty store holding at most capacity
@@ -70,12 +71,16 @@ func (s *MemoryChannelStore) ChannelIDs(context.Context) ([]string, error) {
 func (s *MemoryChannelStore) AddChannel(_ context.Context, id string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if slices.Contains(s.ids, id) {
+	if _, ok := s.has[id]; ok {
 		return nil
 	}
 	if len(s.ids) >= s.capacity {
 		return imv2.Errorf(imv2.CodeChannelUnavailable, "channel store holds %d channels, its cap", s.capacity)
 	}
+	if s.has == nil {
+		s.has = map[string]struct{}{}
+	}
+	s.has[id] = struct{}{}
 	s.ids = append(s.ids, id)
 	return nil
 }
@@ -84,6 +89,10 @@ func (s *MemoryChannelStore) AddChannel(_ context.Context, id string) error {
 func (s *MemoryChannelStore) RemoveChannel(_ context.Context, id string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if _, ok := s.has[id]; !ok {
+		return nil
+	}
+	delete(s.has, id)
 	if i := slices.Index(s.ids, id); i >= 0 {
 		s.ids = slices.Delete(s.ids, i, i+1)
 	}
