@@ -306,8 +306,12 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, status int, code 
 // 256 KiB after the handler returns, even with "Connection: close" (its
 // body.Close reads to look for the end), at whatever rate the client
 // sends: a body sent a byte at a time held the connection until the read
-// timeout. A read deadline in the past makes that drain fail at once, and
-// "Connection: close" tells the client why the connection goes. A request
+// timeout. A read deadline lingerDrain from now bounds that drain, and
+// "Connection: close" tells the client why the connection goes. The short
+// linger is not generosity: a client still sending a small body whose
+// connection is closed with its bytes unread gets a TCP reset instead of
+// our answer (RFC 9112 §9.6), so the few bytes a prompt client has in
+// flight are read, while a slow one is cut after lingerDrain. A request
 // without a body keeps its keep-alive connection.
 func dropBody(w http.ResponseWriter, r *http.Request) {
 	if r.ContentLength == 0 {
@@ -316,5 +320,9 @@ func dropBody(w http.ResponseWriter, r *http.Request) {
 	if r.ProtoMajor == 1 { // HTTP/2 has no Connection header; the deadline ends the stream
 		w.Header().Set("Connection", "close")
 	}
-	_ = http.NewResponseController(w).SetReadDeadline(time.Unix(1, 0))
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(lingerDrain))
 }
+
+// lingerDrain bounds how long a refused request's body is still read
+// (at most the 256 KiB net/http drains) before its connection is closed.
+const lingerDrain = 250 * time.Millisecond
