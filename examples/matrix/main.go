@@ -42,18 +42,9 @@ func run() error {
 	if key == "" {
 		return errors.New("set XAGENT_API_KEY: the key xAgent sends as Authorization: Bearer")
 	}
-	level := slog.LevelInfo
-	if *verbose {
-		level = slog.LevelDebug
-	}
+	level := map[bool]slog.Level{true: slog.LevelDebug}[*verbose] // else LevelInfo, the zero value
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-
-	b, err := matrixbridge.New(matrixbridge.Config{
-		Build:    build(),
-		APIKey:   key,
-		StateDir: *state,
-		Logger:   log,
-	})
+	b, err := matrixbridge.New(matrixbridge.Config{Build: build(), APIKey: key, StateDir: *state, Logger: log})
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package matrixbridge
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -79,11 +80,10 @@ type Bridge struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	mu     sync.Mutex
-	loops  map[string]*loop // by room: one reader per room
+	loops  map[string]*loop // by channel
 }
 
 type loop struct {
-	ch     string
 	cancel context.CancelFunc
 	done   chan struct{}
 }
@@ -94,12 +94,12 @@ func New(cfg Config) (*Bridge, error) {
 	if cfg.APIKey == "" {
 		return nil, errors.New("matrixbridge: Config.APIKey is required")
 	}
-	cfg.Logger = cmpOr(cfg.Logger, slog.New(slog.DiscardHandler))
-	cfg.Clock = cmpOr[clock.Clock](cfg.Clock, clock.System{})
-	cfg.HTTPClient = cmpOr(cfg.HTTPClient, &http.Client{Timeout: DefaultHTTPTimeout, Transport: http.DefaultTransport.(*http.Transport).Clone()})
-	cfg.TypingTimeout, cfg.SyncTimeout = cmpOr(cfg.TypingTimeout, DefaultTypingTimeout), cmpOr(cfg.SyncTimeout, DefaultSyncTimeout)
+	cfg.Logger = cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler))
+	cfg.Clock = cmp.Or[clock.Clock](cfg.Clock, clock.System{})
+	cfg.HTTPClient = cmp.Or(cfg.HTTPClient, &http.Client{Timeout: DefaultHTTPTimeout, Transport: http.DefaultTransport.(*http.Transport).Clone()})
+	cfg.TypingTimeout, cfg.SyncTimeout = cmp.Or(cfg.TypingTimeout, DefaultTypingTimeout), cmp.Or(cfg.SyncTimeout, DefaultSyncTimeout)
 	br := &Bridge{cfg: cfg, http: cfg.HTTPClient, log: cfg.Logger, store: NewMemoryStore(), loops: map[string]*loop{}}
-	br.uploads, _ = lru.New[string, id.ContentURI](cmpOr(cfg.UploadCache, DefaultUploadCache))
+	br.uploads, _ = lru.New[string, id.ContentURI](cmp.Or(cfg.UploadCache, DefaultUploadCache))
 	br.ctx, br.cancel = context.WithCancel(context.Background())
 	opts := &connector.Options{APIKey: cfg.APIKey, Skill: []byte(Skill), Files: cfg.Files, Mode: display.Edit,
 		Display: &cfg.Display, Channel: &cfg.Channel, OnChannelOpen: br.startSync, Clock: cfg.Clock, Logger: cfg.Logger}
@@ -122,14 +122,6 @@ func New(cfg Config) (*Bridge, error) {
 		return nil, err
 	}
 	return br, nil
-}
-
-func cmpOr[T comparable](v, def T) T {
-	var zero T
-	if v == zero {
-		return def
-	}
-	return v
 }
 
 // Handler is the Connector's http.Handler: serve it at the base URL.
@@ -158,26 +150,29 @@ func (br *Bridge) Close() error {
 }
 
 // startSync starts reading the channel's room — when xAgent (re)opens a
-// bound channel, after a restart too, and after a sign-in — unless the
-// room has a reader already.
+// bound channel, after a restart too, and after a sign-in — unless it is
+// read already. Channels bound to one room each read it; the kit makes the
+// second hand-over of an event a duplicate.
 func (br *Bridge) startSync(channelID string) {
 	b, ok := br.store.Get(channelID)
 	br.mu.Lock()
 	defer br.mu.Unlock()
-	if !ok || b.Expired || br.ctx.Err() != nil || br.loops[b.RoomID] != nil {
+	if !ok || b.Expired || br.ctx.Err() != nil || br.loops[channelID] != nil {
 		return
 	}
 	ctx, cancel := context.WithCancel(br.ctx)
-	l := &loop{ch: channelID, cancel: cancel, done: make(chan struct{})}
-	br.loops[b.RoomID] = l
+	l := &loop{cancel: cancel, done: make(chan struct{})}
+	br.loops[channelID] = l
 	br.wg.Add(1)
 	go func() {
 		defer br.wg.Done()
 		defer close(l.done)
-		err := br.RunSync(ctx, channelID, br.receive)
+		// A channel not reopened since a restart, or not bound yet, makes
+		// Receive fail: the batch comes again.
+		err := br.RunSync(ctx, channelID, br.kit.Receive)
 		br.mu.Lock()
-		if br.loops[b.RoomID] == l {
-			delete(br.loops, b.RoomID)
+		if br.loops[channelID] == l {
+			delete(br.loops, channelID)
 		}
 		br.mu.Unlock()
 		if cancel(); err != nil && ctx.Err() == nil {
@@ -186,21 +181,11 @@ func (br *Bridge) startSync(channelID string) {
 	}()
 }
 
-// receive hands an event to the kit; a channel not reopened since a
-// restart, or not bound yet, makes the batch come again.
-func (br *Bridge) receive(ctx context.Context, ev connector.Event) error {
-	return br.kit.Receive(ctx, ev)
-}
-
-// stopSync stops the room's reader if it reads for channelID, and waits.
-func (br *Bridge) stopSync(channelID, room string) {
+// stopSync stops reading the channel's room and waits.
+func (br *Bridge) stopSync(channelID string) {
 	br.mu.Lock()
-	l := br.loops[room]
-	if l != nil && l.ch == channelID {
-		delete(br.loops, room)
-	} else {
-		l = nil
-	}
+	l := br.loops[channelID]
+	delete(br.loops, channelID)
 	br.mu.Unlock()
 	if l != nil {
 		l.cancel()
@@ -228,7 +213,7 @@ func (br *Bridge) Start(ctx context.Context, channelID string, req protocol.Auth
 		return connector.SignInResult{Ack: ack}, nil
 	}
 	if old, ok := br.store.Get(channelID); ok {
-		br.stopSync(channelID, old.RoomID)
+		br.stopSync(channelID)
 		if old.AccessToken != b.AccessToken {
 			_ = br.SignOut(ctx, old)
 		}
@@ -270,21 +255,14 @@ func (br *Bridge) Cancel(_ context.Context, channelID string, _ protocol.AuthCan
 
 // Unbound implements connector.Unbinder (auth.logout, a channel dropped at
 // the end of its offline grace): stop reading the room for the channel,
-// forget its token and log out the device the Connector created; another
-// channel bound to the room takes over reading it.
+// forget its token and log out the device the Connector created.
 func (br *Bridge) Unbound(ctx context.Context, kb connector.Binding) error {
 	b, ok := br.store.Get(kb.ChannelID)
 	if !ok {
 		return nil
 	}
-	br.stopSync(b.ChannelID, b.RoomID)
+	br.stopSync(b.ChannelID)
 	err := br.store.Delete(ctx, b.ChannelID)
-	others, _ := br.store.Load(ctx)
-	for _, o := range others {
-		if o.RoomID == b.RoomID && br.kit.Server().IsOpen(o.ChannelID) {
-			br.startSync(o.ChannelID)
-		}
-	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	return errors.Join(err, br.SignOut(sctx, b))

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/xagentkit/imv2"
@@ -23,13 +24,10 @@ type matrixError struct {
 }
 
 func (e *matrixError) Error() string {
-	switch {
-	case e.status == 0:
+	if e.status == 0 {
 		return "matrix: " + e.op + ": homeserver unreachable"
-	case e.errcode != "":
-		return fmt.Sprintf("matrix: %s: HTTP %d %s", e.op, e.status, e.errcode)
 	}
-	return fmt.Sprintf("matrix: %s: HTTP %d", e.op, e.status)
+	return strings.TrimSpace(fmt.Sprintf("matrix: %s: HTTP %d %s", e.op, e.status, e.errcode))
 }
 
 // Unwrap keeps errors.Is(err, mautrix.MForbidden) working for callers.

@@ -14,17 +14,6 @@ import (
 	"maunium.net/go/mautrix/id"
 )
 
-// The Bridge is the kit's Platform with every capability Matrix has.
-var (
-	_ connector.Editor             = (*Bridge)(nil)
-	_ connector.Finisher           = (*Bridge)(nil)
-	_ connector.Discarder          = (*Bridge)(nil)
-	_ connector.Typer              = (*Bridge)(nil)
-	_ connector.IdempotentPlatform = (*Bridge)(nil)
-	_ connector.SignIn             = (*Bridge)(nil)
-	_ connector.Unbinder           = (*Bridge)(nil)
-)
-
 // client returns a mautrix client for b that never retries or sleeps by
 // itself: a failure goes straight back to the kit, whose pacing retries in
 // order and honours a 429's retry_after_ms.

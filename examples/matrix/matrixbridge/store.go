@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 )
 
@@ -133,49 +132,31 @@ func (s *Store) Get(channelID string) (Binding, bool) {
 
 // Put stores b, replacing the binding of its channel.
 func (s *Store) Put(_ context.Context, b Binding) error {
-	return s.change(b.ChannelID, func(old *Binding, ok bool) (*Binding, error) {
-		if !ok && len(s.m) >= DefaultMaxBindings {
-			return nil, ErrStoreFull
-		}
-		b = b.clone()
-		return &b, nil
-	})
+	return s.update(b.ChannelID, func(old *Binding) bool { *old = b.clone(); return true })
 }
 
 // Delete forgets the channel's binding.
 func (s *Store) Delete(_ context.Context, channelID string) error {
-	return s.change(channelID, func(*Binding, bool) (*Binding, error) { return nil, nil })
+	return s.update(channelID, nil)
 }
 
-// update changes a stored binding; f reports whether it changed anything.
+// update changes the channel's binding with f — nil deletes it; a stored
+// binding only, unless f is Put's — and writes the file when f reports a
+// change. On a write failure the old state stays.
 func (s *Store) update(channelID string, f func(b *Binding) bool) error {
-	return s.change(channelID, func(old *Binding, ok bool) (*Binding, error) {
-		if !ok || !f(old) {
-			return old, errUnchanged
-		}
-		return old, nil
-	})
-}
-
-var errUnchanged = errors.New("unchanged")
-
-// change replaces the channel's binding with f's (nil deletes it) and
-// writes the file; on a write failure the old state stays.
-func (s *Store) change(channelID string, f func(old *Binding, ok bool) (*Binding, error)) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	old, ok := s.m[channelID]
-	cur := old.clone()
-	nb, err := f(&cur, ok)
-	if errors.Is(err, errUnchanged) {
-		return nil
-	} else if err != nil {
-		return err
-	}
-	if nb == nil {
+	b := old.clone()
+	switch {
+	case f == nil:
 		delete(s.m, channelID)
-	} else {
-		s.m[channelID] = *nb
+	case !ok && len(s.m) >= DefaultMaxBindings:
+		return ErrStoreFull
+	case !f(&b) || (!ok && b.ChannelID != channelID):
+		return nil
+	default:
+		s.m[channelID] = b
 	}
 	if err := s.writeLocked(); err != nil {
 		if delete(s.m, channelID); ok {
@@ -208,9 +189,8 @@ func (s *Store) writeLocked() error {
 
 func (s *Store) sortedLocked() []Binding {
 	out := make([]Binding, 0, len(s.m))
-	for _, b := range s.m {
-		out = append(out, b.clone())
+	for _, b := range slices.Sorted(maps.Keys(s.m)) {
+		out = append(out, s.m[b].clone())
 	}
-	slices.SortFunc(out, func(a, b Binding) int { return strings.Compare(a.ChannelID, b.ChannelID) })
 	return out
 }
