@@ -113,6 +113,7 @@ func New(cfg Config) (*Bridge, error) {
 			opts.Store = br.bolt // channel IDs, bindings and delivery state survive a restart
 		}
 		if err != nil {
+			br.Close()
 			return nil, err
 		}
 	}

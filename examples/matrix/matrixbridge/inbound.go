@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -48,30 +49,19 @@ var errGone = errors.New("matrixbridge: binding gone")
 // working or the bot leaves the room, the binding is marked Expired and
 // RunSync returns errGone.
 func (br *Bridge) RunSync(ctx context.Context, channelID string, receive func(context.Context, connector.Event) error) error {
-	b, cli, err := br.bound(channelID)
+	_, cli, err := br.bound(channelID)
 	if err != nil {
 		return err
 	}
-	filter, fails := "", 0
-	for ctx.Err() == nil {
-		if filter == "" {
-			var f *mautrix.RespCreateFilter
-			if f, err = cli.CreateFilter(ctx, roomFilter(id.RoomID(b.RoomID))); err == nil {
-				filter = f.FilterID
-			}
-			err = classify("create filter", err)
-		}
-		if err == nil {
-			err = br.syncOnce(ctx, cli, channelID, filter, receive)
-		}
+	for fails := 0; ctx.Err() == nil; {
+		err := br.syncOnce(ctx, cli, channelID, receive)
 		if isAuthGone(err) {
 			err = br.gone(ctx, channelID)
 		}
-		switch {
-		case err == nil:
+		if err == nil {
 			fails = 0
 			continue
-		case errors.Is(err, errGone), ctx.Err() != nil:
+		} else if errors.Is(err, errGone) || ctx.Err() != nil {
 			return err
 		}
 		fails++
@@ -101,12 +91,12 @@ func (br *Bridge) gone(ctx context.Context, channelID string) error {
 }
 
 // syncOnce runs one /sync, receives its messages and stores the position.
-func (br *Bridge) syncOnce(ctx context.Context, cli *mautrix.Client, ch, filter string, receive func(context.Context, connector.Event) error) error {
+func (br *Bridge) syncOnce(ctx context.Context, cli *mautrix.Client, ch string, receive func(context.Context, connector.Event) error) error {
 	b, _, err := br.bound(ch)
 	if err != nil {
 		return errGone
 	}
-	resp, err := cli.FullSyncRequest(ctx, mautrix.ReqSync{Timeout: int(br.cfg.SyncTimeout.Milliseconds()), Since: b.Since, FilterID: filter})
+	resp, err := cli.FullSyncRequest(ctx, mautrix.ReqSync{Timeout: int(br.cfg.SyncTimeout.Milliseconds()), Since: b.Since, FilterID: roomFilter(id.RoomID(b.RoomID))})
 	if err != nil {
 		return classify("sync", err)
 	}
@@ -136,13 +126,15 @@ func (br *Bridge) syncOnce(ctx context.Context, cli *mautrix.Client, ch, filter 
 	return br.store.update(ch, func(b *Binding) bool { ok := b.Since != resp.NextBatch; b.Since = resp.NextBatch; return ok })
 }
 
-// roomFilter asks /sync for the room's messages and membership changes
-// only: no presence, account data, typing or other rooms.
-func roomFilter(room id.RoomID) *mautrix.Filter {
+// roomFilter is the /sync filter, inline (a JSON filter in place of a
+// filter ID): the room's messages and membership changes only, no
+// presence, account data, typing or other rooms.
+func roomFilter(room id.RoomID) string {
 	none := &mautrix.FilterPart{NotTypes: []event.Type{{Type: "*"}}}
-	return &mautrix.Filter{AccountData: none, Presence: none, EventFormat: mautrix.EventFormatClient,
+	f, _ := json.Marshal(&mautrix.Filter{AccountData: none, Presence: none, EventFormat: mautrix.EventFormatClient,
 		Room: &mautrix.RoomFilter{Rooms: []id.RoomID{room}, IncludeLeave: true, AccountData: none, Ephemeral: none, State: none,
-			Timeline: &mautrix.FilterPart{Types: []event.Type{event.EventMessage, event.StateMember}, Limit: TimelineLimit}}}
+			Timeline: &mautrix.FilterPart{Types: []event.Type{event.EventMessage, event.StateMember}, Limit: TimelineLimit}}})
+	return string(f)
 }
 
 // fillGap fetches the events between b.Since and the start of a limited

@@ -95,11 +95,7 @@ func (br *Bridge) SignIn(ctx context.Context, channelID string, f Form) (Binding
 		return undo(refused(classify("join", err), "the account cannot join the room (invite it first, or check the room ID)"))
 	}
 	b.RoomID = joined.RoomID.String()
-	filter, err := cli.CreateFilter(ctx, roomFilter(joined.RoomID))
-	if err != nil {
-		return undo(classify("create filter", err))
-	}
-	resp, err := cli.FullSyncRequest(ctx, mautrix.ReqSync{FilterID: filter.FilterID})
+	resp, err := cli.FullSyncRequest(ctx, mautrix.ReqSync{FilterID: roomFilter(joined.RoomID)})
 	if err != nil {
 		return undo(classify("sync", err))
 	}
