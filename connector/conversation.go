@@ -126,6 +126,11 @@ func (c *Connector) unbind(ctx context.Context, channelID string) error {
 	if err != nil || !ok {
 		return err
 	}
+	if u, ok := c.platform.(Unbinder); ok {
+		if err := u.Unbound(ctx, b); err != nil {
+			c.log.Warn("connector: platform not told of an unbinding", "connector_channel_id", channelID, "err", err)
+		}
+	}
 	c.releaseIfLast(ctx, b.Key)
 	return nil
 }

@@ -291,3 +291,36 @@ func TestKit_S8_DedupCapabilitiesPassThrough(t *testing.T) {
 		t.Fatalf("WasPosted on a plain platform = %v; want ErrUnsupported", err)
 	}
 }
+
+// unbinder is an editor told of every binding that went.
+type unbinder struct{ *editor }
+
+func (u unbinder) Unbound(_ context.Context, b Binding) error {
+	u.log("unbound " + b.ChannelID + " " + b.Key)
+	return nil
+}
+
+// TestKit_Unbinder_ToldPerChannelBeforeRelease: every binding that goes
+// (logout, drop) reaches Unbound, one call per channel, and the key's
+// Release comes after the last one's.
+func TestKit_Unbinder_ToldPerChannelBeforeRelease(t *testing.T) {
+	u := unbinder{&editor{}}
+	k, _ := newUnit(t, u, true, Options{})
+	ctx := context.Background()
+	for _, ch := range []string{"ch_1", "ch_2"} {
+		if err := k.Bind(ctx, Binding{ChannelID: ch, Key: "room"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := k.Unbind(ctx, "ch_1"); err != nil {
+		t.Fatal(err)
+	}
+	k.dropped("ch_2")
+	if err := k.Unbind(ctx, "ch_2"); err != nil { // unbound already: no call
+		t.Fatal(err)
+	}
+	want := []string{"unbound ch_1 room", "unbound ch_2 room", "release room"}
+	if got := u.got(); !slices.Equal(got, want) {
+		t.Fatalf("calls %q; want %q", got, want)
+	}
+}

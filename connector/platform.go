@@ -119,6 +119,15 @@ type Releaser interface {
 	Release(ctx context.Context, key string) error
 }
 
+// Unbinder is told of every binding that went (auth.logout, a channel
+// dropped at the end of its offline grace, an evicted channel), one call per
+// channel, after the store forgot it and before a Releaser hears of its key:
+// the place to drop what the platform keeps per channel, such as its
+// credentials. Errors are logged.
+type Unbinder interface {
+	Unbound(ctx context.Context, b Binding) error
+}
+
 // IdempotentPlatform is a Platform that deduplicates posts by
 // Message.IdempotencyKey: posting the same final again shows nothing new,
 // so after a crash the kit may post an interrupted final again (S8).

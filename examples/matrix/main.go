@@ -10,14 +10,11 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"os"
 	"os/signal"
 	"runtime/debug"
 	"syscall"
-	"time"
 
-	"github.com/xagentkit/imv2/connector"
 	"github.com/xagentkit/imv2/examples/matrix/matrixbridge"
 	"github.com/xagentkit/imv2/protocol"
 )
@@ -45,41 +42,17 @@ func run() error {
 	if key == "" {
 		return errors.New("set XAGENT_API_KEY: the key xAgent sends as Authorization: Bearer")
 	}
-	level := slog.LevelInfo
-	if *verbose {
-		level = slog.LevelDebug
-	}
+	level := map[bool]slog.Level{true: slog.LevelDebug}[*verbose] // else LevelInfo, the zero value
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-
-	b, err := matrixbridge.New(matrixbridge.Config{
-		Build:    build(),
-		APIKey:   key,
-		StateDir: *state,
-		Logger:   log,
-	})
+	b, err := matrixbridge.New(matrixbridge.Config{Build: build(), APIKey: key, StateDir: *state, Logger: log})
 	if err != nil {
 		return err
 	}
 	defer func() { _ = b.Close() }()
-
-	srv := connector.NewServer(*listen, b.Handler())
-	errc := make(chan error, 1)
-	go func() { errc <- srv.ListenAndServe() }()
-	log.Info("matrix connector listening", "addr", *listen, "card", matrixbridge.CardID)
-
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-	}
-	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
+	log.Info("matrix connector listening", "addr", *listen, "card", matrixbridge.CardID)
+	return b.Connector().ListenAndServe(ctx, *listen)
 }
 
 // build fills the Card's build member from the linker flags and the

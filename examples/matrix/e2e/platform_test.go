@@ -6,15 +6,14 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"io"
 	"net/http/httptest"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/connector"
-	"github.com/xagentkit/imv2/display"
 	"github.com/xagentkit/imv2/examples/matrix/matrixbridge"
 	"github.com/xagentkit/imv2/protocol"
 	"github.com/xagentkit/imv2/xfiles"
@@ -54,48 +53,54 @@ func (w *world) form() map[string]string {
 	}
 }
 
-func testCard() *protocol.Card {
-	return matrixbridge.NewCard(protocol.Build{Version: "test", BuildTime: "2611300000"})
-}
-
-// TestPlatform_RealHomeserver drives the Matrix platform layer alone (no
-// data plane) through display.Target against Dendrite: streamed edits,
-// the final, a resend deduplicated by transaction ID, typing, an outbound
-// file and inbound text and media.
+// TestPlatform_RealHomeserver drives the Matrix platform side of the
+// Bridge alone (no data plane, the kit's calls made by hand) against
+// Dendrite: a draft and its edits, the final, a resend deduplicated by
+// transaction ID, typing, an outbound file and inbound text and media.
 func TestPlatform_RealHomeserver(t *testing.T) {
 	w := newWorld(t)
 	ctx := ctxFor(t)
-	files, err := connector.NewHandler(connector.Config{Card: testCard(), APIKey: "k"})
-	require.NoError(t, err)
-	srv := httptest.NewServer(files)
-	defer srv.Close()
-
-	store := matrixbridge.NewMemoryStore()
-	p, err := matrixbridge.NewPlatform(matrixbridge.PlatformOptions{Store: store, Files: files})
-	require.NoError(t, err)
-	defer p.Close()
+	newBridge := func() *matrixbridge.Bridge {
+		b, err := matrixbridge.New(matrixbridge.Config{Build: protocol.Build{Version: "test", BuildTime: "2611300000"}, APIKey: "k"})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = b.Close() })
+		return b
+	}
+	p := newBridge()
 	form, err := matrixbridge.ParseForm(w.form())
 	require.NoError(t, err)
 	b, err := p.SignIn(ctx, "ch1", form)
 	require.NoError(t, err)
 	require.Equal(t, w.room.String(), b.RoomID)
 	require.True(t, b.OwnDevice)
-	require.NoError(t, p.Bind(ctx, b))
+	require.NoError(t, p.Store().Put(ctx, b))
 	bot := id.UserID(w.botID)
-
-	tg, err := display.New(p, &display.Options{Mode: display.Edit, Interval: 20 * time.Millisecond})
-	require.NoError(t, err)
-	defer tg.Close()
+	to := connector.Conversation{ChannelID: "ch1", Key: b.RoomID}
+	msg := func(p *matrixbridge.Bridge, m *imv2.ChatMessage) *connector.Message {
+		out := &connector.Message{ChatMessage: m, IdempotencyKey: imv2.IdempotencyKeyOf("ch1", m.MessageID)}
+		for _, f := range m.Files {
+			rc, info, err := p.Connector().Handler().OpenFile(ctx, "ch1", f.FileRef)
+			require.NoError(t, err)
+			defer rc.Close()
+			data, err := io.ReadAll(rc)
+			require.NoError(t, err)
+			out.Files = append(out.Files, connector.OutboundFile{File: f, Info: info, Reader: bytes.NewReader(data)})
+		}
+		return out
+	}
 
 	// C5: thinking shows typing; D8: drafts post then edit; M11: the final
-	// replaces the body; C6: the final clears typing.
-	require.NoError(t, tg.SetActivity(ctx, "ch1", imv2.ChatActivity{Status: imv2.ActivityThinking}))
+	// replaces the body; C6: idle clears typing.
+	require.NoError(t, p.Typing(ctx, to, imv2.ChatActivity{Status: imv2.ActivityThinking}))
 	w.alice.waitFor("typing shown", func() bool { return typingHas(w.alice.typing, bot) })
-	for _, s := range []string{"The", "The answer", "The answer is"} {
-		require.NoError(t, tg.UpdateDraft(ctx, "ch1", "r1", s))
+	h, err := p.PostDraft(ctx, to, "r1", "The")
+	require.NoError(t, err)
+	for _, s := range []string{"The answer", "The answer is"} {
+		require.NoError(t, p.Edit(ctx, to, h, s))
 	}
 	final := &imv2.ChatMessage{MessageID: "r1", Text: "The answer is 42."}
-	require.NoError(t, tg.PostMessage(ctx, "ch1", final))
+	require.NoError(t, p.Finish(ctx, to, h, msg(p, final)))
+	require.NoError(t, p.Typing(ctx, to, imv2.ChatActivity{Status: imv2.ActivityIdle}))
 	w.alice.waitFor("final edit", func() bool { return lastShown(w.alice.messagesFrom(bot)) == final.Text })
 	w.alice.waitFor("typing cleared", func() bool { return typingCleared(w.alice.typing, bot) })
 	originals, edits := split(w.alice.messagesFrom(bot))
@@ -106,16 +111,13 @@ func TestPlatform_RealHomeserver(t *testing.T) {
 		require.Equal(t, originals[0].ID, target)
 	}
 
-	// A resend of the same final on a fresh platform (a restart that lost
+	// A resend of the same final on a fresh Bridge (a restart that lost
 	// the completed record) is deduplicated by the homeserver.
-	p2, err := matrixbridge.NewPlatform(matrixbridge.PlatformOptions{Store: store, Files: files})
-	require.NoError(t, err)
-	defer p2.Close()
-	_, err = p2.Restore(ctx)
-	require.NoError(t, err)
+	p2 := newBridge()
+	require.NoError(t, p2.Store().Put(ctx, b))
 	before := len(w.alice.messagesFrom(bot))
-	require.NoError(t, p2.Send(ctx, "ch1", &imv2.ChatMessage{MessageID: "r9", Text: "only once"}))
-	require.NoError(t, p2.Send(ctx, "ch1", &imv2.ChatMessage{MessageID: "r9", Text: "only once"}))
+	require.NoError(t, p2.Post(ctx, to, msg(p2, &imv2.ChatMessage{MessageID: "r9", Text: "only once"})))
+	require.NoError(t, p2.Post(ctx, to, msg(p2, &imv2.ChatMessage{MessageID: "r9", Text: "only once"})))
 	w.alice.say("marker-1")
 	w.alice.waitFor("marker", func() bool { return lastBody(w.alice.timeline) == "marker-1" })
 	require.Len(t, w.alice.messagesFrom(bot), before+1, "same transaction ID: one event")
@@ -123,9 +125,10 @@ func TestPlatform_RealHomeserver(t *testing.T) {
 	// M7, M12: an outbound file arrives as m.file with the same bytes.
 	data := make([]byte, 70_000)
 	_, _ = rand.Read(data)
+	files := p2.Connector().Handler()
 	f, err := files.OfferFile(ctx, "ch1", "report.bin", "application/octet-stream", bytes.NewReader(data))
 	require.NoError(t, err)
-	require.NoError(t, p2.Send(ctx, "ch1", &imv2.ChatMessage{MessageID: "r10", Text: "see file", Files: []imv2.File{{Type: imv2.FileFile, FileRef: f.FileRef}}}))
+	require.NoError(t, p2.Post(ctx, to, msg(p2, &imv2.ChatMessage{MessageID: "r10", Text: "see file", Files: []imv2.File{{Type: imv2.FileFile, FileRef: f.FileRef}}})))
 	w.alice.waitFor("file event", func() bool { return lastMsgType(w.alice.timeline) == event.MsgFile })
 	fe := w.alice.timeline[len(w.alice.timeline)-1].Content.AsMessage()
 	require.Equal(t, "report.bin", fe.Body)
@@ -133,25 +136,28 @@ func TestPlatform_RealHomeserver(t *testing.T) {
 	require.True(t, bytes.Equal(data, got), "file bytes differ")
 
 	// Inbound: every message alice wrote since the sign-in (marker-1
-	// included) reaches Deliver once, with a message_id derived from its
-	// event ID; the image is downloadable through its signed URL.
-	got2 := map[string]imv2.ChatMessage{}
+	// included) is received once, with the room and its event ID; the
+	// image comes with its bytes.
+	srv := httptest.NewServer(files)
+	defer srv.Close()
+	got2 := map[string]connector.Event{}
 	var mu sync.Mutex
 	arrived := make(chan string, 8)
 	syncCtx, stopSync := context.WithCancel(context.Background())
 	syncDone := make(chan error, 1)
 	go func() {
-		syncDone <- p2.RunSync(syncCtx, "ch1", matrixbridge.SyncEvents{Deliver: func(_ context.Context, _ string, m imv2.ChatMessage) error {
+		syncDone <- p2.RunSync(syncCtx, "ch1", func(_ context.Context, ev connector.Event) error {
 			mu.Lock()
-			_, dup := got2[m.MessageID]
-			got2[m.MessageID] = m
+			_, dup := got2[ev.EventID]
+			got2[ev.EventID] = ev
 			mu.Unlock()
 			if dup {
-				t.Errorf("message %s delivered twice", m.MessageID)
+				t.Errorf("event %s received twice", ev.EventID)
 			}
-			arrived <- m.MessageID
+			require.Equal(t, w.room.String(), ev.Conversation)
+			arrived <- ev.EventID
 			return nil
-		}})
+		})
 	}()
 	defer func() { stopSync(); <-syncDone }()
 	evID := w.alice.say("hello bot")
@@ -163,7 +169,7 @@ func TestPlatform_RealHomeserver(t *testing.T) {
 		MsgType: event.MsgImage, Body: "cat.png", URL: up.ContentURI.CUString(), Info: &event.FileInfo{MimeType: "image/png", Size: len(img)},
 	})
 	require.NoError(t, err)
-	want := matrixbridge.MessageID(w.room.String(), imgEv.EventID.String())
+	want := imgEv.EventID.String()
 	for id := ""; id != want; {
 		select {
 		case id = <-arrived:
@@ -174,13 +180,17 @@ func TestPlatform_RealHomeserver(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	require.Len(t, got2, 3, "marker-1, hello bot, the image")
-	text := got2[matrixbridge.MessageID(w.room.String(), evID.String())]
-	require.Equal(t, "hello bot", text.Text)
+	require.Equal(t, "hello bot", got2[evID.String()].Text)
 	im := got2[want]
 	require.Len(t, im.Files, 1)
-	require.Equal(t, imv2.FileImage, im.Files[0].Type)
 	require.Equal(t, "cat.png", im.Files[0].Filename)
-	fetched, err := xfiles.Fetch(ctx, srv.Client(), srv.URL, im.Files[0], 1<<20)
+	rc, err := im.Files[0].Open()
+	require.NoError(t, err)
+	defer rc.Close()
+	offered, err := files.OfferFile(ctx, "ch1", im.Files[0].Filename, im.Files[0].MimeType, rc) // what the kit does
+	require.NoError(t, err)
+	require.Equal(t, imv2.FileImage, offered.Type)
+	fetched, err := xfiles.Fetch(ctx, srv.Client(), srv.URL, offered, 1<<20)
 	require.NoError(t, err)
 	require.True(t, bytes.Equal(img, fetched))
 }

@@ -1,9 +1,9 @@
 package matrixbridge
 
 import (
+	"cmp"
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
@@ -13,258 +13,260 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/boltstore"
 	"github.com/xagentkit/imv2/clock"
 	"github.com/xagentkit/imv2/connector"
-	"github.com/xagentkit/imv2/dataplane"
 	"github.com/xagentkit/imv2/display"
 	"github.com/xagentkit/imv2/protocol"
+	"maunium.net/go/mautrix/id"
 )
 
-// Config configures a Bridge. APIKey and Build.BuildTime are required.
+// Defaults of Config.
+const (
+	// DefaultTypingTimeout is sent with each typing notification; the kit
+	// refreshes typing every display.DefaultTypingRefresh (4 s).
+	DefaultTypingTimeout = 10 * time.Second
+	// DefaultUploadCache bounds the media uploads remembered (LRU, by
+	// transaction ID), so a retried final does not upload its files again.
+	DefaultUploadCache = 1024
+	// DefaultHTTPTimeout bounds one homeserver request, a /sync included.
+	DefaultHTTPTimeout = 90 * time.Second
+	// DefaultSyncTimeout is the long-poll timeout of /sync.
+	DefaultSyncTimeout = 30 * time.Second
+)
+
+// Config configures a Bridge. APIKey and Build.BuildTime are required;
+// zero fields take the defaults above.
 type Config struct {
 	// Build identifies the build in the Card and /health (H4).
 	Build protocol.Build
-	// APIKey guards /health, /ws and /files/uploads (the Card sets
-	// security.api_key_required).
+	// APIKey guards /health, /ws and /files/uploads.
 	APIKey string
-	// StateDir keeps the bindings (bindings.json, mode 0600: it holds
-	// access tokens) and the pending and completed stores (imv2.db,
-	// boltstore), so a restart loses no user message and posts no final
-	// twice (S8). Empty keeps everything in memory (tests).
+	// StateDir keeps the sign-ins (bindings.json, mode 0600: it holds
+	// access tokens) and the kit's pending, completed and binding state
+	// (imv2.db), so a restart loses no user message and posts no final
+	// twice (S8). Empty keeps everything in memory.
 	StateDir string
-	// Files stores uploads and offered media; default the connector kit's
-	// in-memory store (files do not survive a restart).
+	// Files stores uploads and offered media; default in memory.
 	Files connector.FileStore
-	// Display tunes the edit strategy (Interval, TypingRefresh …); its
-	// Mode, Clock and Logger are set by the Bridge.
+	// Display tunes the edit strategy (Interval, TypingRefresh …).
 	Display display.Options
-	// Platform tunes the Matrix side (TypingTimeout, HTTPClient …); its
-	// Store, Files, Clock and Logger are set by the Bridge.
-	Platform PlatformOptions
-	// Channel tunes every Channel (AckTimeout, retries …); Pending and
-	// Completed come from StateDir when it is set.
+	// Channel tunes every Channel (AckTimeout …).
 	Channel imv2.Options
-	// Logger; default discards. Clock; default clock.System{}.
+	// HTTPClient talks to homeservers; default one of DefaultHTTPTimeout.
+	HTTPClient    *http.Client
+	TypingTimeout time.Duration
+	UploadCache   int
+	SyncTimeout   time.Duration
+	// Logger; default discards. Tokens and message text are never logged.
 	Logger *slog.Logger
 	Clock  clock.Clock
 }
 
-// Bridge is the Matrix Connector: the connector kit's HTTP handler (Card,
-// /skill.md, /health, uploads, signed downloads), the data plane at /ws,
-// the sign-in form, and per bound channel a Matrix room shown through the
-// display package's edit strategy and read with /sync.
+// Bridge is the Matrix Connector: the connector kit's Connector around a
+// Platform of Matrix rooms, one bound room per channel, read with /sync.
 type Bridge struct {
-	card     *protocol.Card
-	log      *slog.Logger
-	clock    clock.Clock
-	handler  *connector.Handler
-	server   *dataplane.Server
-	platform *Platform
-	target   *display.Target
-	bolt     *boltstore.Store
+	cfg     Config
+	kit     *connector.Connector
+	store   *Store
+	bolt    *boltstore.Store
+	http    *http.Client
+	log     *slog.Logger
+	uploads *lru.Cache[string, id.ContentURI]
 
 	ctx    context.Context // ends at Close; parent of the sync loops
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
-
-	// authMu serialises auth.start and auth.logout: sign-in is rare, and
-	// two concurrent sign-ins of one channel must not both bind it.
-	authMu sync.Mutex
-
-	mu       sync.Mutex
-	closed   bool
-	syncs    map[string]*syncLoop // by channel; at most one per bound channel
-	status   map[string]string    // channels whose binding stopped working: expired, revoked
-	sessions map[string]string    // last auth_session_id per channel
+	mu     sync.Mutex
+	loops  map[string]*loop // by channel
 }
 
-type syncLoop struct {
+type loop struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 }
 
-var _ dataplane.AuthHandler = (*Bridge)(nil)
-
-// New builds a Bridge and restores the bindings found in StateDir. Serve
-// Handler() at the Connector's base URL; Close it to stop.
+// New builds a Bridge with the sign-ins found in StateDir. Serve Handler()
+// at the Connector's base URL; Close it to stop.
 func New(cfg Config) (*Bridge, error) {
 	if cfg.APIKey == "" {
 		return nil, errors.New("matrixbridge: Config.APIKey is required")
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-	if cfg.Clock == nil {
-		cfg.Clock = clock.System{}
-	}
-	b := &Bridge{
-		card:     NewCard(cfg.Build),
-		log:      cfg.Logger,
-		clock:    cfg.Clock,
-		syncs:    map[string]*syncLoop{},
-		status:   map[string]string{},
-		sessions: map[string]string{},
-	}
-	if err := b.card.Validate(); err != nil {
-		return nil, err
-	}
-	var bindings Store = NewMemoryStore()
-	chOpts := cfg.Channel
-	chOpts.Clock, chOpts.Logger = cfg.Clock, cfg.Logger
+	cfg.Logger = cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler))
+	cfg.Clock = cmp.Or[clock.Clock](cfg.Clock, clock.System{})
+	cfg.HTTPClient = cmp.Or(cfg.HTTPClient, &http.Client{Timeout: DefaultHTTPTimeout, Transport: http.DefaultTransport.(*http.Transport).Clone()})
+	cfg.TypingTimeout, cfg.SyncTimeout = cmp.Or(cfg.TypingTimeout, DefaultTypingTimeout), cmp.Or(cfg.SyncTimeout, DefaultSyncTimeout)
+	br := &Bridge{cfg: cfg, http: cfg.HTTPClient, log: cfg.Logger, store: NewMemoryStore(), loops: map[string]*loop{}}
+	br.uploads, _ = lru.New[string, id.ContentURI](cmp.Or(cfg.UploadCache, DefaultUploadCache))
+	br.ctx, br.cancel = context.WithCancel(context.Background())
+	opts := &connector.Options{APIKey: cfg.APIKey, Skill: []byte(Skill), Files: cfg.Files, Mode: display.Edit,
+		Display: &cfg.Display, Channel: &cfg.Channel, OnChannelOpen: br.startSync, Clock: cfg.Clock, Logger: cfg.Logger}
 	if cfg.StateDir != "" {
-		if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
-			return nil, fmt.Errorf("matrixbridge: state dir: %w", err)
+		var err error
+		if err = os.MkdirAll(cfg.StateDir, 0o700); err == nil {
+			br.store, err = OpenFileStore(filepath.Join(cfg.StateDir, "bindings.json"))
 		}
-		fs, err := OpenFileStore(filepath.Join(cfg.StateDir, "bindings.json"))
+		if err == nil {
+			br.bolt, err = boltstore.Open(filepath.Join(cfg.StateDir, "imv2.db"), boltstore.Options{Clock: cfg.Clock})
+			opts.Store = br.bolt // channel IDs, bindings and delivery state survive a restart
+		}
 		if err != nil {
+			br.Close()
 			return nil, err
 		}
-		bindings = fs
-		if b.bolt, err = boltstore.Open(filepath.Join(cfg.StateDir, "imv2.db"), boltstore.Options{Clock: cfg.Clock}); err != nil {
-			return nil, err
-		}
-		chOpts.Pending, chOpts.Completed = b.bolt.Pending(), b.bolt.Completed()
-	}
-	fail := func(err error) (*Bridge, error) {
-		if b.bolt != nil {
-			_ = b.bolt.Close()
-		}
-		return nil, err
-	}
-
-	var registry dataplane.ChannelRegistry // default: in memory
-	if b.bolt != nil {
-		registry = b.bolt // channel IDs survive a restart with their state
 	}
 	var err error
-	b.server, err = dataplane.NewServer(dataplane.ServerConfig{
-		Card:          b.card,
-		NewTarget:     func(string) imv2.Target { return b.target },
-		Describe:      b.describe,
-		Auth:          b,
-		Registry:      registry,
-		OnChannelOpen: b.channelOpen,
-		OnChannelDrop: b.channelDrop,
-		Options:       &chOpts,
-		Logger:        cfg.Logger,
-		Clock:         cfg.Clock,
-		Label:         "Matrix",
-	})
-	if err != nil {
-		return fail(err)
-	}
-	b.handler, err = connector.NewHandler(connector.Config{
-		Card:     b.card,
-		Markdown: []byte(Skill),
-		APIKey:   cfg.APIKey,
-		WS:       b.server,
-		Files:    cfg.Files,
-		Clock:    cfg.Clock,
-		Logger:   cfg.Logger,
-	})
-	if err != nil {
-		_ = b.server.Close()
-		return fail(err)
-	}
-	po := cfg.Platform
-	po.Store, po.Files, po.Clock, po.Logger = bindings, b.handler, cfg.Clock, cfg.Logger
-	if b.platform, err = NewPlatform(po); err != nil {
-		_ = b.server.Close()
-		return fail(err)
-	}
-	do := cfg.Display
-	do.Mode, do.Clock, do.Logger = display.Edit, cfg.Clock, cfg.Logger
-	if b.target, err = display.New(b.platform, &do); err != nil {
-		_ = b.server.Close()
-		b.platform.Close()
-		return fail(err)
-	}
-	b.ctx, b.cancel = context.WithCancel(context.Background())
-	ids, err := b.platform.Restore(b.ctx)
-	if err != nil {
-		_ = b.Close()
+	if br.kit, err = connector.New(NewCard(cfg.Build), br, opts); err != nil {
+		br.Close()
 		return nil, err
 	}
-	if len(ids) > 0 {
-		b.log.Info("matrixbridge: bindings restored; waiting for xAgent to reopen their channels", "channels", len(ids))
-	}
-	return b, nil
+	return br, nil
 }
 
 // Handler is the Connector's http.Handler: serve it at the base URL.
-func (b *Bridge) Handler() http.Handler { return b.handler }
+func (br *Bridge) Handler() http.Handler { return br.kit }
 
-// Card returns the Connector Card.
-func (b *Bridge) Card() *protocol.Card { return b.card }
+// Store returns the sign-ins.
+func (br *Bridge) Store() *Store { return br.store }
 
-// Close stops the sync loops, the data plane (every connection and
-// Channel; pending messages stay in the store), the display timers and
-// the state store.
-func (b *Bridge) Close() error {
-	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
-		return nil
+// Connector returns the kit's Connector, for what the Bridge does not wrap.
+func (br *Bridge) Connector() *connector.Connector { return br.kit }
+
+// Close stops the sync loops, the kit (every connection and Channel;
+// pending messages stay in the store) and the state store.
+func (br *Bridge) Close() error {
+	br.cancel()
+	br.wg.Wait()
+	var err error
+	if br.kit != nil {
+		err = br.kit.Close()
 	}
-	b.closed = true
-	b.mu.Unlock()
-	b.cancel()
-	b.wg.Wait()
-	err := b.server.Close()
-	_ = b.target.Close()
-	b.platform.Close()
-	if b.bolt != nil {
-		err = errors.Join(err, b.bolt.Close())
+	if br.bolt != nil {
+		err = errors.Join(err, br.bolt.Close())
 	}
+	br.http.CloseIdleConnections()
 	return err
 }
 
-// channelOpen serves ServerConfig.OnChannelOpen: a bound channel that
-// xAgent (re)opens — after a restart too — reads its room.
-func (b *Bridge) channelOpen(channelID string) {
-	if _, ok := b.platform.Bound(channelID); ok {
-		b.startSync(channelID)
+// startSync starts reading the channel's room — when xAgent (re)opens a
+// bound channel, after a restart too, and after a sign-in — unless it is
+// read already. Channels bound to one room each read it; the kit makes the
+// second hand-over of an event a duplicate.
+func (br *Bridge) startSync(channelID string) {
+	b, ok := br.store.Get(channelID)
+	br.mu.Lock()
+	defer br.mu.Unlock()
+	if !ok || b.Expired || br.ctx.Err() != nil || br.loops[channelID] != nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(br.ctx)
+	l := &loop{cancel: cancel, done: make(chan struct{})}
+	br.loops[channelID] = l
+	br.wg.Add(1)
+	go func() {
+		defer br.wg.Done()
+		defer close(l.done)
+		// A channel not reopened since a restart, or not bound yet, makes
+		// Receive fail: the batch comes again.
+		err := br.RunSync(ctx, channelID, br.kit.Receive)
+		br.mu.Lock()
+		if br.loops[channelID] == l {
+			delete(br.loops, channelID)
+		}
+		br.mu.Unlock()
+		if cancel(); err != nil && ctx.Err() == nil {
+			br.log.Warn("matrixbridge: room reading stopped", "channel", channelID, "err", err)
+		}
+	}()
+}
+
+// stopSync stops reading the channel's room and waits.
+func (br *Bridge) stopSync(channelID string) {
+	br.mu.Lock()
+	l := br.loops[channelID]
+	delete(br.loops, channelID)
+	br.mu.Unlock()
+	if l != nil {
+		l.cancel()
+		<-l.done
 	}
 }
 
-// channelDrop serves ServerConfig.OnChannelDrop: the channel's
-// connector_id stayed offline past the grace, so the channel is
-// unregistered with its sign-in (Connector Architecture §3.4, the offline lease).
-func (b *Bridge) channelDrop(channelID string) {
-	b.stopSync(channelID)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	bd, ok, err := b.platform.Unbind(ctx, channelID)
-	if err != nil {
-		b.log.Warn("matrixbridge: binding not removed from the store", "channel", channelID, "err", err)
+// Start implements connector.SignIn for the form flow: sign in, join the
+// room, bind the channel to it and read it. A refusal the user can fix is
+// status failed with its reason; the token never leaves the Connector.
+func (br *Bridge) Start(ctx context.Context, channelID string, req protocol.AuthStart) (connector.SignInResult, error) {
+	ack := &protocol.AuthAck{FlowID: req.FlowID, AuthSessionID: "auth_" + uuid.NewString(), Status: protocol.AuthFailed}
+	form, err := ParseForm(req.Input)
+	var b Binding
+	if err == nil {
+		b, err = br.SignIn(ctx, channelID, form)
 	}
-	b.mu.Lock()
-	delete(b.status, channelID)
-	delete(b.sessions, channelID)
-	b.mu.Unlock()
-	if ok {
-		if err := b.platform.SignOut(ctx, bd); err != nil {
-			b.log.Warn("matrixbridge: device not logged out", "channel", channelID, "err", err)
+	var se *SignInError
+	if errors.As(err, &se) {
+		ack.Message = se.Reason
+		return connector.SignInResult{Ack: ack}, nil
+	} else if err != nil {
+		br.log.Warn("matrixbridge: sign-in failed", "channel", channelID, "err", err)
+		ack.Message = "the homeserver could not be reached; try again"
+		return connector.SignInResult{Ack: ack}, nil
+	}
+	if old, ok := br.store.Get(channelID); ok {
+		br.stopSync(channelID)
+		if old.AccessToken != b.AccessToken {
+			_ = br.SignOut(ctx, old)
 		}
 	}
+	b.Session = ack.AuthSessionID
+	if err := br.store.Put(ctx, b); err != nil {
+		_ = br.SignOut(context.WithoutCancel(ctx), b)
+		return connector.SignInResult{}, err
+	}
+	ack.Status, ack.Message = protocol.AuthAuthenticated, "Bound to the Matrix room"
+	target := protocol.DescriptorTarget{Provider: Provider, DisplayName: "Matrix room", AccountHint: redactUser(b.UserID)}
+	defer br.startSync(channelID) // after the kit stored the binding
+	return connector.SignInResult{Ack: ack, Bind: &connector.Binding{Key: b.RoomID, Target: target}}, nil
 }
 
-// describe serves ServerConfig.Describe: connected while bound, else the
-// reason the binding stopped, else created. Only redacted names appear.
-func (b *Bridge) describe(_ context.Context, channelID string) dataplane.ChannelInfo {
-	b.mu.Lock()
-	st := b.status[channelID]
-	b.mu.Unlock()
-	bd, ok := b.platform.Bound(channelID)
-	switch {
-	case ok && st != "":
-		return dataplane.ChannelInfo{Status: st, DisplayName: "Matrix room", AccountHint: redactUser(bd.UserID)}
-	case ok:
-		return dataplane.ChannelInfo{Status: protocol.StatusConnected, DisplayName: "Matrix room", AccountHint: redactUser(bd.UserID)}
+// Status implements connector.SignIn: the form flow finishes within
+// auth.start, so this reports the channel's state.
+func (br *Bridge) Status(_ context.Context, channelID string, req protocol.AuthStatusRequest) (connector.SignInResult, error) {
+	b, ok := br.store.Get(channelID)
+	if req.AuthSessionID != "" && req.AuthSessionID != b.Session {
+		return connector.SignInResult{}, imv2.Errorf(protocol.CodeAuthSessionNotFound, "unknown auth_session_id")
 	}
-	return dataplane.ChannelInfo{Status: protocol.StatusCreated, DisplayName: "Matrix (not bound)"}
+	ack := &protocol.AuthAck{FlowID: FlowID, AuthSessionID: req.AuthSessionID, Status: protocol.AuthUnauthenticated}
+	if ok && b.Expired {
+		ack.Status = protocol.AuthExpired
+	} else if ok {
+		ack.Status = protocol.AuthAuthenticated
+	}
+	return connector.SignInResult{Ack: ack}, nil
+}
+
+// Cancel implements connector.SignIn: nothing is ever left unfinished.
+func (br *Bridge) Cancel(_ context.Context, channelID string, _ protocol.AuthCancel) (*protocol.AuthCancelAck, error) {
+	if _, ok := br.store.Get(channelID); ok {
+		return &protocol.AuthCancelAck{Status: "ignored", AuthStatus: protocol.AuthAuthenticated, Message: "already signed in"}, nil
+	}
+	return &protocol.AuthCancelAck{Status: "not_found", AuthStatus: protocol.AuthUnauthenticated}, nil
+}
+
+// Unbound implements connector.Unbinder (auth.logout, a channel dropped at
+// the end of its offline grace): stop reading the room for the channel,
+// forget its token and log out the device the Connector created.
+func (br *Bridge) Unbound(ctx context.Context, kb connector.Binding) error {
+	b, ok := br.store.Get(kb.ChannelID)
+	if !ok {
+		return nil
+	}
+	br.stopSync(b.ChannelID)
+	err := br.store.Delete(ctx, b.ChannelID)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	return errors.Join(err, br.SignOut(sctx, b))
 }
 
 // redactUser keeps the first two characters of the localpart and the
@@ -274,166 +276,5 @@ func redactUser(userID string) string {
 	if !ok {
 		return "***"
 	}
-	if len(local) > 2 {
-		local = local[:2]
-	}
-	return "@" + local + "***:" + server
-}
-
-// startSync starts reading the channel's room, unless a loop already runs.
-func (b *Bridge) startSync(channelID string) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed || b.syncs[channelID] != nil {
-		return
-	}
-	ctx, cancel := context.WithCancel(b.ctx)
-	l := &syncLoop{cancel: cancel, done: make(chan struct{})}
-	b.syncs[channelID] = l
-	b.wg.Add(1)
-	go func() {
-		defer b.wg.Done()
-		defer close(l.done)
-		defer cancel()
-		err := b.platform.RunSync(ctx, channelID, SyncEvents{Deliver: b.deliver, Gone: b.gone})
-		b.mu.Lock()
-		if b.syncs[channelID] == l {
-			delete(b.syncs, channelID)
-		}
-		b.mu.Unlock()
-		if err != nil && ctx.Err() == nil {
-			b.log.Warn("matrixbridge: room reading stopped", "channel", channelID, "err", err)
-		}
-	}()
-}
-
-// stopSync stops the channel's loop and waits for it.
-func (b *Bridge) stopSync(channelID string) {
-	b.mu.Lock()
-	l := b.syncs[channelID]
-	delete(b.syncs, channelID)
-	b.mu.Unlock()
-	if l != nil {
-		l.cancel()
-		<-l.done
-	}
-}
-
-// errNotOpen makes the sync loop retry a batch until the channel exists.
-var errNotOpen = imv2.Retryable(errors.New("matrixbridge: channel not open yet"))
-
-// deliver hands a user message to the channel's Channel: pending until
-// xAgent acks it, resent across reconnects (S1, S2).
-func (b *Bridge) deliver(ctx context.Context, channelID string, m imv2.ChatMessage) error {
-	ch := b.server.Channel(channelID)
-	if ch == nil {
-		return errNotOpen
-	}
-	_, err := ch.Send(ctx, m)
-	return err
-}
-
-// gone records that a binding stopped working and tells xAgent (W7).
-func (b *Bridge) gone(channelID, status string) {
-	b.mu.Lock()
-	b.status[channelID] = status
-	b.mu.Unlock()
-	if err := b.server.Push(b.ctx, channelID); err != nil {
-		b.log.Debug("matrixbridge: descriptor push not sent", "channel", channelID, "err", err)
-	}
-}
-
-// Start serves auth.start of the form flow: sign in, join the room, bind
-// the channel and start reading the room. A refusal the user can fix is
-// status failed with its reason; the token never leaves the Connector.
-func (b *Bridge) Start(ctx context.Context, channelID string, req protocol.AuthStart) (*protocol.AuthAck, error) {
-	b.authMu.Lock()
-	defer b.authMu.Unlock()
-	sid := "auth_" + uuid.NewString()
-	failed := func(msg string) (*protocol.AuthAck, error) {
-		return &protocol.AuthAck{FlowID: req.FlowID, AuthSessionID: sid, Status: protocol.AuthFailed, Message: msg}, nil
-	}
-	form, err := ParseForm(req.Input)
-	var se *SignInError
-	if errors.As(err, &se) {
-		return failed(se.Reason)
-	}
-	if err != nil {
-		return nil, err
-	}
-	bd, err := b.platform.SignIn(ctx, channelID, form)
-	if errors.As(err, &se) {
-		return failed(se.Reason)
-	}
-	if err != nil {
-		b.log.Warn("matrixbridge: sign-in failed", "channel", channelID, "err", err)
-		return failed("the homeserver could not be reached; try again")
-	}
-	b.stopSync(channelID)
-	if old, ok := b.platform.Bound(channelID); ok && old.AccessToken != bd.AccessToken {
-		if err := b.platform.SignOut(ctx, old); err != nil {
-			b.log.Warn("matrixbridge: old device not logged out", "channel", channelID, "err", err)
-		}
-	}
-	if err := b.platform.Bind(ctx, bd); err != nil {
-		_ = b.platform.SignOut(context.WithoutCancel(ctx), bd)
-		return nil, err
-	}
-	b.mu.Lock()
-	delete(b.status, channelID)
-	b.sessions[channelID] = sid
-	b.mu.Unlock()
-	b.startSync(channelID)
-	return &protocol.AuthAck{FlowID: req.FlowID, AuthSessionID: sid, Status: protocol.AuthAuthenticated, Message: "Bound to the Matrix room"}, nil
-}
-
-// Status serves auth.status: the form flow finishes within auth.start, so
-// this reports the channel's state.
-func (b *Bridge) Status(_ context.Context, channelID string, req protocol.AuthStatusRequest) (*protocol.AuthAck, error) {
-	b.mu.Lock()
-	sid, st := b.sessions[channelID], b.status[channelID]
-	b.mu.Unlock()
-	if req.AuthSessionID != "" && req.AuthSessionID != sid {
-		return nil, imv2.Errorf(protocol.CodeAuthSessionNotFound, "unknown auth_session_id")
-	}
-	ack := &protocol.AuthAck{FlowID: FlowID, AuthSessionID: req.AuthSessionID, Status: protocol.AuthUnauthenticated}
-	if _, ok := b.platform.Bound(channelID); ok {
-		ack.Status = protocol.AuthAuthenticated
-		if st == protocol.StatusExpired {
-			ack.Status = protocol.AuthExpired
-		}
-	}
-	return ack, nil
-}
-
-// Cancel serves auth.cancel: nothing is ever left unfinished.
-func (b *Bridge) Cancel(_ context.Context, channelID string, req protocol.AuthCancel) (*protocol.AuthCancelAck, error) {
-	if _, ok := b.platform.Bound(channelID); ok {
-		return &protocol.AuthCancelAck{Status: "ignored", AuthStatus: protocol.AuthAuthenticated, Message: "already signed in"}, nil
-	}
-	return &protocol.AuthCancelAck{Status: "not_found", AuthStatus: protocol.AuthUnauthenticated}, nil
-}
-
-// Logout serves auth.logout: stop reading the room, forget the binding and
-// log out the device the Connector created. The channel stays open.
-func (b *Bridge) Logout(ctx context.Context, channelID string) (*protocol.StatusOK, error) {
-	b.authMu.Lock()
-	defer b.authMu.Unlock()
-	b.stopSync(channelID)
-	bd, ok, err := b.platform.Unbind(ctx, channelID)
-	if err != nil {
-		b.log.Warn("matrixbridge: binding not removed from the store", "channel", channelID, "err", err)
-	}
-	b.mu.Lock()
-	delete(b.status, channelID)
-	delete(b.sessions, channelID)
-	b.mu.Unlock()
-	if ok {
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		if err := b.platform.SignOut(sctx, bd); err != nil {
-			b.log.Warn("matrixbridge: device not logged out", "channel", channelID, "err", err)
-		}
-	}
-	return &protocol.StatusOK{Status: "ok"}, nil
+	return "@" + local[:min(len(local), 2)] + "***:" + server
 }

@@ -5,15 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
+	"time"
 
 	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/connector"
 	"maunium.net/go/mautrix"
 )
 
 // matrixError is a homeserver failure with the request's URL, body and
 // token-bearing details stripped: only the operation, the HTTP status and
-// the Matrix errcode remain, so the text is safe in an ack's message and in
-// logs (the ack travels to xAgent, M8).
+// the Matrix errcode remain, so the text is safe in an ack (M8) and logs.
 type matrixError struct {
 	op      string
 	status  int    // 0: no HTTP response (network, timeout)
@@ -22,54 +24,48 @@ type matrixError struct {
 }
 
 func (e *matrixError) Error() string {
-	switch {
-	case e.status == 0:
+	if e.status == 0 {
 		return "matrix: " + e.op + ": homeserver unreachable"
-	case e.errcode != "":
-		return fmt.Sprintf("matrix: %s: HTTP %d %s", e.op, e.status, e.errcode)
 	}
-	return fmt.Sprintf("matrix: %s: HTTP %d", e.op, e.status)
+	return strings.TrimSpace(fmt.Sprintf("matrix: %s: HTTP %d %s", e.op, e.status, e.errcode))
 }
 
 // Unwrap keeps errors.Is(err, mautrix.MForbidden) working for callers.
 func (e *matrixError) Unwrap() error { return e.cause }
 
-// classify marks a mautrix error for the Channel's ack (A8): a rate limit
-// (429), a homeserver error (5xx) or a failure without any HTTP response
-// (connection refused, reset, timeout) is retryable; every other status —
-// 400 bad event, 401 token gone, 403 not allowed in the room, 404 unknown
-// room, 413 too large — is permanent: the same request will fail again.
-// A nil err stays nil; a cancelled ctx is retryable (the message is
-// delivered again after a restart).
+// classify marks a mautrix error for the ack (A8): a rate limit (429, with
+// the homeserver's retry_after_ms handed to the kit's pacing as
+// connector.RetryAfter), a homeserver error (5xx) or a failure without an
+// HTTP response is retryable — the kit retries it in order; every other
+// status (400, 401 token gone, 403 not in the room, 404, 413 too large)
+// is permanent: the same request fails again. A nil err stays nil.
 func classify(op string, err error) error {
 	if err == nil {
 		return nil
 	}
 	me := &matrixError{op: op, cause: err}
 	var he mautrix.HTTPError
+	var wait float64
 	if errors.As(err, &he) {
 		if he.Response != nil {
 			me.status = he.Response.StatusCode
 		}
 		if he.RespError != nil {
 			me.errcode = he.RespError.ErrCode
+			wait, _ = he.RespError.ExtraData["retry_after_ms"].(float64)
 			if me.status == 0 {
 				me.status = he.RespError.StatusCode
 			}
 		}
 	}
-	if me.status == 0 || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return imv2.Retryable(me)
-	}
-	if retryableStatus(me.status) {
+	switch {
+	case me.status == http.StatusTooManyRequests && wait > 0:
+		return connector.RetryAfter(imv2.Retryable(me), time.Duration(wait)*time.Millisecond)
+	case me.status == 0, me.status == http.StatusTooManyRequests, me.status >= 500,
+		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return imv2.Retryable(me)
 	}
 	return imv2.Permanent(me)
-}
-
-// retryableStatus is the A8 rule for an HTTP status from the homeserver.
-func retryableStatus(status int) bool {
-	return status == http.StatusTooManyRequests || status >= 500
 }
 
 // statusOf returns the HTTP status of a classified error, 0 if none.
@@ -83,6 +79,4 @@ func statusOf(err error) int {
 
 // isAuthGone reports whether err says the access token no longer works
 // (401 M_UNKNOWN_TOKEN or M_MISSING_TOKEN): the binding has expired.
-func isAuthGone(err error) bool {
-	return statusOf(err) == http.StatusUnauthorized
-}
+func isAuthGone(err error) bool { return statusOf(err) == http.StatusUnauthorized }

@@ -48,11 +48,12 @@ func ExampleNew() {
 	// room true false
 }
 
-// The message_id of a user message depends only on its room and event, so
+// The message_id of a user message depends only on its room and event (the
+// kit derives it: connector.EventMessageID), so
 // a replayed /sync never creates a second business message.
 func ExampleMessageID() {
 	a := matrixbridge.MessageID("!room:example.org", "$event1")
 	b := matrixbridge.MessageID("!room:example.org", "$event1")
 	fmt.Println(a == b, len(a))
-	// Output: true 43
+	// Output: true 40
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/connector"
 	"github.com/xagentkit/imv2/protocol"
 )
@@ -41,8 +42,9 @@ type fakeEvent struct {
 }
 
 type fakeFail struct {
-	status  int
-	errcode string
+	status       int
+	errcode      string
+	retryAfterMS int
 }
 
 func newFakeHS(t *testing.T) *fakeHS {
@@ -55,7 +57,7 @@ func newFakeHS(t *testing.T) *fakeHS {
 func (f *fakeHS) failNext(status int, errcode string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.fail = append(f.fail, fakeFail{status, errcode})
+	f.fail = append(f.fail, fakeFail{status: status, errcode: errcode})
 }
 
 // failRequest makes request number n (counting from 1) answer status.
@@ -86,7 +88,7 @@ func (f *fakeHS) serve(w http.ResponseWriter, r *http.Request) {
 		f.fail = f.fail[1:]
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(e.status)
-		_, _ = fmt.Fprintf(w, `{"errcode":%q,"error":"refused (secret-ish detail)"}`, e.errcode)
+		_, _ = fmt.Fprintf(w, `{"errcode":%q,"error":"refused (secret-ish detail)","retry_after_ms":%d}`, e.errcode, e.retryAfterMS)
 		return
 	}
 	reply := func(v any) {
@@ -128,17 +130,42 @@ func (f *fakeHS) snapshot() (events []fakeEvent, puts []string, uploads int) {
 	return append([]fakeEvent(nil), f.events...), append([]string(nil), f.puts...), len(f.uploads)
 }
 
-// bound returns a Platform with channel "ch" bound to a room on f, and
+// bound returns a Bridge with channel "ch" signed in to a room on f, and
 // the file host behind it.
-func (f *fakeHS) bound(t *testing.T) (*Platform, *connector.Handler) {
+func (f *fakeHS) bound(t *testing.T) (*Bridge, *connector.Handler) {
 	t.Helper()
-	files, err := connector.NewHandler(connector.Config{Card: NewCard(protocol.Build{BuildTime: "1"}), APIKey: "k"})
+	b, err := New(Config{Build: protocol.Build{BuildTime: "1"}, APIKey: "k"})
 	require.NoError(t, err)
-	p, err := NewPlatform(PlatformOptions{Files: files})
-	require.NoError(t, err)
-	t.Cleanup(p.Close)
-	require.NoError(t, p.Bind(context.Background(), Binding{
+	t.Cleanup(func() { _ = b.Close() })
+	f.bind(t, b)
+	return b, b.Connector().Handler()
+}
+
+func (f *fakeHS) bind(t *testing.T, b *Bridge) {
+	require.NoError(t, b.store.Put(context.Background(), Binding{
 		ChannelID: "ch", Homeserver: f.srv.URL, UserID: "@bot:fake", AccessToken: "tok-SECRET", RoomID: "!room:fake",
 	}))
-	return p, files
+}
+
+func conv(ch string) connector.Conversation {
+	return connector.Conversation{ChannelID: ch, Key: "!room:fake"}
+}
+
+// message is what the kit hands the platform for m: its files opened from
+// the channel's uploads and its idempotency key.
+func message(t *testing.T, b *Bridge, ch string, m *imv2.ChatMessage) *connector.Message {
+	t.Helper()
+	msg := &connector.Message{ChatMessage: m, IdempotencyKey: imv2.IdempotencyKeyOf(ch, m.MessageID)}
+	for _, f := range m.Files {
+		rc, info, err := b.Connector().Handler().OpenFile(context.Background(), ch, f.FileRef)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = rc.Close() })
+		msg.Files = append(msg.Files, connector.OutboundFile{File: f, Info: info, Reader: rc})
+	}
+	return msg
+}
+
+// send posts m to ch as the kit does.
+func send(t *testing.T, b *Bridge, ch string, m *imv2.ChatMessage) error {
+	return b.Post(context.Background(), conv(ch), message(t, b, ch, m))
 }

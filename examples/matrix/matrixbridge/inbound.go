@@ -1,14 +1,18 @@
 package matrixbridge
 
 import (
+	"bytes"
+	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"slices"
 	"time"
 
 	"github.com/xagentkit/imv2"
-	"github.com/xagentkit/imv2/protocol"
+	"github.com/xagentkit/imv2/connector"
 	"maunium.net/go/mautrix"
 	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
@@ -16,209 +20,129 @@ import (
 
 // Bounds of the inbound side.
 const (
-	// TimelineLimit is the timeline limit of the /sync filter: at most
-	// this many events per room and batch. A batch that says "limited"
-	// (more happened since the last sync) is completed from /messages.
+	// TimelineLimit is the timeline limit of the /sync filter; a batch that
+	// says "limited" is completed from /messages, up to MaxGapEvents.
 	TimelineLimit = 50
-	// MaxGapEvents bounds the events fetched from /messages to fill one
-	// limited batch; older ones are skipped and logged.
-	MaxGapEvents = 500
-	// SyncBackoffMin and SyncBackoffMax bound the wait after a failed
-	// /sync or a failed hand-over, doubling per failure.
+	MaxGapEvents  = 500
+	// SyncBackoffMin and SyncBackoffMax bound the wait after a failed /sync
+	// or hand-over, doubling per failure.
 	SyncBackoffMin = time.Second
 	SyncBackoffMax = 30 * time.Second
 )
 
-// DeliverFunc hands one user message to xAgent: the Bridge passes the
-// Channel's Send, which returns once the message is pending (S1).
-type DeliverFunc func(ctx context.Context, channelID string, m imv2.ChatMessage) error
+// MessageID is the message_id of the user message a Matrix event becomes:
+// the kit's connector.EventMessageID of room and event (I4, M2), so a
+// /sync replayed after a restart is a duplicate, never a second message.
+func MessageID(roomID, eventID string) string { return connector.EventMessageID(roomID, eventID) }
 
-// SyncEvents are the callbacks of RunSync; each may be nil.
-type SyncEvents struct {
-	// Deliver receives each user message; required.
-	Deliver DeliverFunc
-	// Gone is called when the binding stopped working for good: the token
-	// was revoked (status expired) or the bot left the room (revoked).
-	// RunSync returns right after.
-	Gone func(channelID, status string)
-}
-
-// errGone ends RunSync after SyncEvents.Gone.
+// errGone ends RunSync: the token was revoked or the bot left the room.
 var errGone = errors.New("matrixbridge: binding gone")
 
-// RunSync reads the bound room with /sync until ctx ends, handing each new
-// m.room.message from another user to ev.Deliver as a chat.message whose
-// message_id is derived from the event ID (MessageID). Media (m.image,
-// m.video, m.audio, m.file) is downloaded from the media repository,
-// stored with FileHost.OfferFile and offered by its signed download_url
-// (M6). The /sync position is stored after the whole batch was delivered,
-// so a crash replays at most one batch, and the replay is deduplicated by
-// message_id. SignIn takes the first position, so history from before the
-// sign-in is not forwarded; a binding without one starts at the next
-// /sync likewise.
-//
-// Skipped: the bot's own events, edits (m.replace), redacted events,
-// encrypted media (no end-to-end encryption here) and non-message events.
-func (p *Platform) RunSync(ctx context.Context, channelID string, ev SyncEvents) error {
-	r, err := p.room(channelID)
+// RunSync reads the channel's room with /sync until ctx ends, handing each
+// new m.room.message from another user to receive (the Bridge passes the
+// kit's Connector.Receive) with the room as conversation and the Matrix
+// event ID. Media (m.image, m.video, m.audio, m.file) is downloaded and
+// attached for the kit to offer (M6). The /sync position is stored after a
+// batch was received whole, so a crash replays at most one batch, which
+// the kit deduplicates. Skipped: the bot's own events, edits, redacted
+// events, encrypted media and non-message events. When the token stops
+// working or the bot leaves the room, the binding is marked Expired and
+// RunSync returns errGone.
+func (br *Bridge) RunSync(ctx context.Context, channelID string, receive func(context.Context, connector.Event) error) error {
+	_, cli, err := br.bound(channelID)
 	if err != nil {
 		return err
 	}
-	if ev.Deliver == nil {
-		return errors.New("matrixbridge: SyncEvents.Deliver is required")
-	}
-	s := &syncer{p: p, r: r, ch: channelID, ev: ev}
-	return s.run(ctx)
-}
-
-type syncer struct {
-	p      *Platform
-	r      *room
-	ch     string
-	ev     SyncEvents
-	filter string
-	fails  int
-}
-
-func (s *syncer) run(ctx context.Context) error {
-	for ctx.Err() == nil {
-		err := s.once(ctx)
-		switch {
-		case err == nil:
-			s.fails = 0
-			continue
-		case errors.Is(err, errGone):
-			return err
-		case ctx.Err() != nil:
-			return ctx.Err()
+	for fails := 0; ctx.Err() == nil; {
+		err := br.syncOnce(ctx, cli, channelID, receive)
+		if isAuthGone(err) {
+			err = br.gone(ctx, channelID)
 		}
-		s.fails++
-		d := SyncBackoffMin << min(s.fails-1, 5)
-		d = min(d, SyncBackoffMax)
-		s.p.log.Warn("matrixbridge: sync failed; retrying", "channel", s.ch, "err", err, "in", d)
-		if err := s.sleep(ctx, d); err != nil {
+		if err == nil {
+			fails = 0
+			continue
+		} else if errors.Is(err, errGone) || ctx.Err() != nil {
 			return err
+		}
+		fails++
+		d := min(SyncBackoffMin<<min(fails-1, 5), SyncBackoffMax)
+		br.log.Warn("matrixbridge: sync failed; retrying", "channel", channelID, "err", err, "in", d)
+		done := make(chan struct{})
+		t := br.cfg.Clock.AfterFunc(d, func() { close(done) })
+		select {
+		case <-done:
+		case <-ctx.Done():
+			t.Stop()
 		}
 	}
 	return ctx.Err()
 }
 
-// sleep waits d on the Platform's clock.
-func (s *syncer) sleep(ctx context.Context, d time.Duration) error {
-	done := make(chan struct{})
-	t := s.p.clock.AfterFunc(d, func() { close(done) })
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		t.Stop()
-		return ctx.Err()
-	}
-}
-
-// gone reports a binding that stopped working for good.
-func (s *syncer) gone(status string) error {
-	if s.ev.Gone != nil {
-		s.ev.Gone(s.ch, status)
+// gone marks the binding expired for the Descriptor (W7).
+func (br *Bridge) gone(ctx context.Context, channelID string) error {
+	br.log.Warn("matrixbridge: the access token no longer works or the bot left the room", "channel", channelID)
+	_ = br.store.update(channelID, func(b *Binding) bool { b.Expired = true; return true })
+	if br.kit != nil {
+		if err := br.kit.Expire(ctx, channelID); err != nil {
+			br.log.Warn("matrixbridge: binding not expired", "channel", channelID, "err", err)
+		}
 	}
 	return errGone
 }
 
-// once runs one /sync and delivers its messages.
-func (s *syncer) once(ctx context.Context) error {
-	cli := s.r.cli
-	if s.filter == "" {
-		f, err := cli.CreateFilter(ctx, roomFilter(s.r.id))
-		if err != nil {
-			return s.check(classify("create filter", err))
-		}
-		s.filter = f.FilterID
-	}
-	since := s.r.binding().Since
-	resp, err := cli.FullSyncRequest(ctx, mautrix.ReqSync{
-		Timeout:  int(s.p.syncTO.Milliseconds()),
-		Since:    since,
-		FilterID: s.filter,
-	})
+// syncOnce runs one /sync, receives its messages and stores the position.
+func (br *Bridge) syncOnce(ctx context.Context, cli *mautrix.Client, ch string, receive func(context.Context, connector.Event) error) error {
+	b, _, err := br.bound(ch)
 	if err != nil {
-		return s.check(classify("sync", err))
+		return errGone
 	}
-	if since == "" {
-		// First sync of this binding: take the position, skip history.
-		return s.advance(ctx, resp.NextBatch)
+	resp, err := cli.FullSyncRequest(ctx, mautrix.ReqSync{Timeout: int(br.cfg.SyncTimeout.Milliseconds()), Since: b.Since, FilterID: roomFilter(id.RoomID(b.RoomID))})
+	if err != nil {
+		return classify("sync", err)
 	}
-	if _, left := resp.Rooms.Leave[s.r.id]; left {
-		s.p.log.Warn("matrixbridge: the bot left or was removed from the room", "channel", s.ch)
-		return s.gone(protocol.StatusRevoked)
+	room := id.RoomID(b.RoomID)
+	if _, left := resp.Rooms.Leave[room]; left && b.Since != "" {
+		return br.gone(ctx, ch)
 	}
-	if jr := resp.Rooms.Join[s.r.id]; jr != nil {
+	if jr := resp.Rooms.Join[room]; jr != nil && b.Since != "" { // no Since: take the position, skip history
 		events := jr.Timeline.Events
 		if jr.Timeline.Limited && jr.Timeline.PrevBatch != "" {
-			gap, err := s.fillGap(ctx, jr.Timeline.PrevBatch, since)
+			gap, err := br.fillGap(ctx, cli, b, jr.Timeline.PrevBatch)
 			if err != nil {
-				return s.check(err)
+				return err
 			}
 			events = append(gap, events...)
 		}
 		for _, evt := range events {
-			if err := s.handle(ctx, evt); err != nil {
-				return s.check(err)
+			ev, ok, err := br.convert(ctx, cli, b, evt)
+			if err == nil && ok {
+				err = receive(ctx, ev)
+			}
+			if err != nil && !errors.Is(err, &imv2.Error{Code: imv2.CodeMessageIDConflict}) {
+				return err // the batch is received again; the kit deduplicates
 			}
 		}
 	}
-	return s.advance(ctx, resp.NextBatch)
+	return br.store.update(ch, func(b *Binding) bool { ok := b.Since != resp.NextBatch; b.Since = resp.NextBatch; return ok })
 }
 
-// check turns an expired token into Gone and passes other errors on.
-func (s *syncer) check(err error) error {
-	if isAuthGone(err) {
-		s.p.log.Warn("matrixbridge: the access token no longer works", "channel", s.ch)
-		return s.gone(protocol.StatusExpired)
-	}
-	return err
-}
-
-func (s *syncer) advance(ctx context.Context, next string) error {
-	if next == "" {
-		return nil
-	}
-	return s.p.update(ctx, s.r, func(b *Binding) bool {
-		if b.Since == next {
-			return false
-		}
-		b.Since = next
-		return true
-	})
-}
-
-// roomFilter asks /sync for the room's messages and membership changes
-// only: no presence, account data, typing or other rooms.
-func roomFilter(room id.RoomID) *mautrix.Filter {
+// roomFilter is the /sync filter, inline (a JSON filter in place of a
+// filter ID): the room's messages and membership changes only, no
+// presence, account data, typing or other rooms.
+func roomFilter(room id.RoomID) string {
 	none := &mautrix.FilterPart{NotTypes: []event.Type{{Type: "*"}}}
-	return &mautrix.Filter{
-		AccountData: none,
-		Presence:    none,
-		EventFormat: mautrix.EventFormatClient,
-		Room: &mautrix.RoomFilter{
-			Rooms:        []id.RoomID{room},
-			IncludeLeave: true,
-			AccountData:  none,
-			Ephemeral:    none,
-			State:        none,
-			// Member events in the timeline show the bot being removed.
-			Timeline: &mautrix.FilterPart{Types: []event.Type{event.EventMessage, event.StateMember}, Limit: TimelineLimit},
-		},
-	}
+	f, _ := json.Marshal(&mautrix.Filter{AccountData: none, Presence: none, EventFormat: mautrix.EventFormatClient,
+		Room: &mautrix.RoomFilter{Rooms: []id.RoomID{room}, IncludeLeave: true, AccountData: none, Ephemeral: none, State: none,
+			Timeline: &mautrix.FilterPart{Types: []event.Type{event.EventMessage, event.StateMember}, Limit: TimelineLimit}}})
+	return string(f)
 }
 
-// fillGap fetches the events between since and the start of a limited
-// timeline (prevBatch), oldest first, at most MaxGapEvents.
-func (s *syncer) fillGap(ctx context.Context, prevBatch, since string) ([]*event.Event, error) {
-	filter := &mautrix.FilterPart{Types: []event.Type{event.EventMessage}}
+// fillGap fetches the events between b.Since and the start of a limited
+// timeline, oldest first, at most MaxGapEvents.
+func (br *Bridge) fillGap(ctx context.Context, cli *mautrix.Client, b Binding, from string) ([]*event.Event, error) {
 	var out []*event.Event
-	from := prevBatch
 	for len(out) < MaxGapEvents {
-		resp, err := s.r.cli.Messages(ctx, s.r.id, from, since, mautrix.DirectionBackward, filter, 100)
+		resp, err := cli.Messages(ctx, id.RoomID(b.RoomID), from, b.Since, mautrix.DirectionBackward, &mautrix.FilterPart{Types: []event.Type{event.EventMessage}}, 100)
 		if err != nil {
 			return nil, classify("messages", err)
 		}
@@ -229,132 +153,80 @@ func (s *syncer) fillGap(ctx context.Context, prevBatch, since string) ([]*event
 		from = resp.End
 	}
 	if len(out) >= MaxGapEvents {
-		s.p.log.Warn("matrixbridge: more messages were missed than MaxGapEvents; older ones skipped", "channel", s.ch)
+		br.log.Warn("matrixbridge: more messages were missed than MaxGapEvents; older ones skipped", "channel", b.ChannelID)
 		out = out[:MaxGapEvents]
 	}
 	slices.Reverse(out)
 	return out, nil
 }
 
-// handle converts one timeline event and delivers it. A delivery that
-// fails is retried with the whole batch (the /sync position did not move).
-func (s *syncer) handle(ctx context.Context, evt *event.Event) error {
-	m, ok, err := s.convert(ctx, evt)
-	if err != nil || !ok {
-		return err
-	}
-	err = s.ev.Deliver(ctx, s.ch, m)
-	if errors.Is(err, &imv2.Error{Code: imv2.CodeMessageIDConflict}) {
-		// A replayed batch offered the same event's media again under a
-		// new file_ref: the message is already pending or delivered.
-		return nil
-	}
-	return err
-}
-
-// convert makes a chat.message of a user's m.room.message; ok is false for
-// an event that is not forwarded.
-func (s *syncer) convert(ctx context.Context, evt *event.Event) (imv2.ChatMessage, bool, error) {
-	if evt.Type == event.StateMember && evt.StateKey != nil && id.UserID(*evt.StateKey) == s.r.me {
-		if err := evt.Content.ParseRaw(evt.Type); err == nil {
-			if mem := evt.Content.AsMember(); mem.Membership == event.MembershipLeave || mem.Membership == event.MembershipBan {
-				return imv2.ChatMessage{}, false, s.gone(protocol.StatusRevoked)
-			}
+// convert makes a connector.Event of a user's m.room.message; ok is false
+// for an event that is not forwarded.
+func (br *Bridge) convert(ctx context.Context, cli *mautrix.Client, b Binding, evt *event.Event) (connector.Event, bool, error) {
+	if evt.Type == event.StateMember && evt.StateKey != nil && *evt.StateKey == b.UserID {
+		if evt.Content.ParseRaw(evt.Type) == nil && slices.Contains([]event.Membership{event.MembershipLeave, event.MembershipBan}, evt.Content.AsMember().Membership) {
+			return connector.Event{}, false, br.gone(ctx, b.ChannelID)
 		}
-		return imv2.ChatMessage{}, false, nil
+		return connector.Event{}, false, nil
 	}
-	if evt.Type != event.EventMessage || evt.Sender == s.r.me || evt.Unsigned.RedactedBecause != nil {
-		return imv2.ChatMessage{}, false, nil
-	}
-	if err := evt.Content.ParseRaw(evt.Type); err != nil {
-		s.p.log.Debug("matrixbridge: unparsable message skipped", "channel", s.ch, "err", err)
-		return imv2.ChatMessage{}, false, nil
+	if evt.Type != event.EventMessage || evt.Sender.String() == b.UserID || evt.Unsigned.RedactedBecause != nil || evt.Content.ParseRaw(evt.Type) != nil {
+		return connector.Event{}, false, nil
 	}
 	c := evt.Content.AsMessage()
 	if c.RelatesTo != nil && c.RelatesTo.GetReplaceID() != "" {
-		return imv2.ChatMessage{}, false, nil // an edit: the profile has no edit
+		return connector.Event{}, false, nil // an edit: the profile has no edit
 	}
-	m := imv2.ChatMessage{MessageID: MessageID(s.r.id.String(), evt.ID.String()), CreatedAt: evt.Timestamp}
-	ft, media := fileTypeOf(c.MsgType)
-	if !media {
-		m.Text = c.Body
-		return m, m.Text != "", nil
+	ev := connector.Event{Conversation: b.RoomID, EventID: evt.ID.String(), Text: c.Body}
+	if _, media := fileTypes[c.MsgType]; !media {
+		return ev, ev.Text != "", nil
 	}
-	name := c.FileName
-	if name == "" {
-		name = c.Body
-	} else if c.Body != "" && c.Body != c.FileName {
-		m.Text = c.Body // a caption (Matrix v1.10 media captions)
+	name := cmp.Or(c.FileName, c.Body)
+	if c.Body == name {
+		ev.Text = "" // no caption (Matrix v1.10 media captions)
 	}
-	f, ok, err := s.fetch(ctx, c, name)
-	if err != nil {
-		return imv2.ChatMessage{}, false, err
+	data, mime, err := br.download(ctx, cli, c)
+	switch {
+	case err != nil && imv2.IsRetryable(err):
+		return connector.Event{}, false, err
+	case err != nil:
+		br.log.Info("matrixbridge: media not downloadable; forwarded without it", "channel", b.ChannelID, "err", err)
+		ev.Text = cmp.Or(ev.Text, c.Body) // forward its name
+	default:
+		ev.Files = []connector.InboundFile{{Filename: name, MimeType: mime, Open: func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil }}}
 	}
-	if !ok {
-		if m.Text == "" {
-			m.Text = c.Body // the file is gone or encrypted: forward its name
-		}
-		return m, m.Text != "", nil
-	}
-	f.Type = ft
-	m.Files = []imv2.File{f}
-	return m, true, nil
+	return ev, ev.Text != "" || ev.Files != nil, nil
 }
 
-// fetch downloads one media event's content and offers it to xAgent. ok is
-// false when the media cannot be had for good (encrypted, gone, too
-// large); a transient failure is an error, so the batch is retried.
-func (s *syncer) fetch(ctx context.Context, c *event.MessageEventContent, name string) (imv2.File, bool, error) {
-	if c.URL == "" {
-		s.p.log.Info("matrixbridge: encrypted or URL-less media skipped", "channel", s.ch)
-		return imv2.File{}, false, nil
-	}
+// fileTypes are the msgtypes that carry a file.
+var fileTypes = map[event.MessageType]bool{event.MsgImage: true, event.MsgVideo: true, event.MsgAudio: true, event.MsgFile: true}
+
+// download GETs a media event's content, at most connector.DefaultMaxFileBytes,
+// with the authenticated endpoint (Matrix v1.11) or else the legacy
+// /_matrix/media/v3/download. A permanent error means the media cannot be
+// had (encrypted, gone, too large).
+func (br *Bridge) download(ctx context.Context, cli *mautrix.Client, c *event.MessageEventContent) ([]byte, string, error) {
 	mxc, err := c.URL.Parse()
-	if err != nil {
-		return imv2.File{}, false, nil
+	if c.URL == "" || err != nil {
+		return nil, "", imv2.Permanent(errors.New("encrypted or URL-less media"))
 	}
-	resp, err := s.download(ctx, mxc)
+	resp, err := cli.Download(ctx, mxc)
+	if st := statusOf(classify("", err)); err != nil && (st == http.StatusNotFound || st == http.StatusMethodNotAllowed || st == http.StatusBadRequest) {
+		_, resp, err = cli.MakeFullRequestWithResp(ctx, mautrix.FullRequest{Method: http.MethodGet, DontReadResponse: true,
+			URL: cli.BuildURL(mautrix.MediaURLPath{"v3", "download", mxc.Homeserver, mxc.FileID})})
+	}
 	if err != nil {
-		if imv2.IsRetryable(err) {
-			return imv2.File{}, false, err
-		}
-		s.p.log.Info("matrixbridge: media not downloadable; forwarded without it", "channel", s.ch, "err", err)
-		return imv2.File{}, false, nil
+		return nil, "", classify("download media", err)
 	}
 	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, connector.DefaultMaxFileBytes+1))
+	if err != nil {
+		return nil, "", imv2.Retryable(err)
+	} else if len(data) > connector.DefaultMaxFileBytes {
+		return nil, "", imv2.Permanent(errors.New("media larger than the file limit"))
+	}
 	mime := resp.Header.Get("Content-Type")
 	if c.Info != nil && c.Info.MimeType != "" {
 		mime = c.Info.MimeType
 	}
-	f, err := s.p.files.OfferFile(ctx, s.ch, name, mime, resp.Body)
-	if err != nil {
-		if imv2.IsRetryable(err) {
-			return imv2.File{}, false, err
-		}
-		s.p.log.Info("matrixbridge: media not stored; forwarded without it", "channel", s.ch, "err", err)
-		return imv2.File{}, false, nil
-	}
-	return f, true, nil
-}
-
-// download GETs the media with the authenticated endpoint (Matrix v1.11)
-// and falls back to the legacy /_matrix/media/v3/download for a homeserver
-// without it.
-func (s *syncer) download(ctx context.Context, mxc id.ContentURI) (*http.Response, error) {
-	resp, err := s.r.cli.Download(ctx, mxc)
-	if err == nil {
-		return resp, nil
-	}
-	if st := statusOf(classify("", err)); st != http.StatusNotFound && st != http.StatusMethodNotAllowed && st != http.StatusBadRequest {
-		return nil, classify("download media", err)
-	}
-	_, resp, err = s.r.cli.MakeFullRequestWithResp(ctx, mautrix.FullRequest{
-		Method:           http.MethodGet,
-		URL:              s.r.cli.BuildURL(mautrix.MediaURLPath{"v3", "download", mxc.Homeserver, mxc.FileID}),
-		DontReadResponse: true,
-	})
-	if err != nil {
-		return nil, classify("download media", err)
-	}
-	return resp, nil
+	return data, mime, nil
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/connector"
 	"github.com/xagentkit/imv2/protocol"
 	"maunium.net/go/mautrix/event"
 )
@@ -36,27 +37,25 @@ func TestConvert_WhatIsForwarded(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			var gone string
-			s := &syncer{
-				p:  &Platform{log: discard()},
-				r:  &room{id: "!r:hs", me: "@bot:hs"},
-				ch: "ch",
-				ev: SyncEvents{Gone: func(_, st string) { gone = st }},
-			}
+			br := &Bridge{log: discard(), store: NewMemoryStore()}
+			b := Binding{ChannelID: "ch", RoomID: "!r:hs", UserID: "@bot:hs"}
+			require.NoError(t, br.store.Put(context.Background(), b))
 			var evt event.Event
 			require.NoError(t, json.Unmarshal([]byte(c.evt), &evt))
 			evt.ID = "$e1"
-			m, ok, err := s.convert(context.Background(), &evt)
+			ev, ok, err := br.convert(context.Background(), nil, b, &evt)
 			if c.gone != "" {
 				require.True(t, errors.Is(err, errGone))
-				require.Equal(t, c.gone, gone)
+				got, _ := br.store.Get("ch")
+				require.True(t, got.Expired, "the binding is marked gone")
 				return
 			}
 			require.NoError(t, err)
 			require.Equal(t, c.text != "", ok)
 			if ok {
-				require.Equal(t, c.text, m.Text)
-				require.Equal(t, MessageID("!r:hs", "$e1"), m.MessageID)
+				require.Equal(t, c.text, ev.Text)
+				require.Equal(t, connector.Event{Conversation: "!r:hs", EventID: "$e1", Text: c.text}, ev)
+				m := imv2.ChatMessage{MessageID: MessageID(ev.Conversation, ev.EventID), Text: ev.Text}
 				require.NoError(t, m.Validate(imv2.ToXAgent))
 			}
 		})

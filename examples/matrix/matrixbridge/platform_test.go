@@ -9,9 +9,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/connector"
 	"github.com/xagentkit/imv2/protocol"
 	"go.uber.org/goleak"
 )
@@ -39,10 +41,9 @@ func TestSend_A8_MatrixErrorsMapped(t *testing.T) {
 	}
 	hs := newFakeHS(t)
 	p, _ := hs.bound(t)
-	ctx := context.Background()
 	for _, c := range cases {
 		hs.failNext(c.status, c.errcode)
-		err := p.Send(ctx, "ch", &imv2.ChatMessage{MessageID: "m", Text: "hi"})
+		err := send(t, p, "ch", &imv2.ChatMessage{MessageID: "m", Text: "hi"})
 		require.Error(t, err, "HTTP %d", c.status)
 		require.Equal(t, c.retryable, imv2.IsRetryable(err), "HTTP %d %s", c.status, c.errcode)
 		text := err.Error()
@@ -52,16 +53,31 @@ func TestSend_A8_MatrixErrorsMapped(t *testing.T) {
 		}
 	}
 	// The same send then succeeds, once.
-	require.NoError(t, p.Send(ctx, "ch", &imv2.ChatMessage{MessageID: "m", Text: "hi"}))
+	require.NoError(t, send(t, p, "ch", &imv2.ChatMessage{MessageID: "m", Text: "hi"}))
 	events, _, _ := hs.snapshot()
 	require.Len(t, events, 1)
+}
+
+// TestSend_A8_RateLimitCarriesRetryAfter: a 429 with retry_after_ms hands
+// the delay to the kit's pacing (connector.RetryAfter), retryable.
+func TestSend_A8_RateLimitCarriesRetryAfter(t *testing.T) {
+	hs := newFakeHS(t)
+	p, _ := hs.bound(t)
+	hs.mu.Lock()
+	hs.fail = append(hs.fail, fakeFail{status: http.StatusTooManyRequests, errcode: "M_LIMIT_EXCEEDED", retryAfterMS: 1500})
+	hs.mu.Unlock()
+	err := send(t, p, "ch", &imv2.ChatMessage{MessageID: "m", Text: "hi"})
+	require.True(t, imv2.IsRetryable(err))
+	d, ok := connector.RetryAfterOf(err)
+	require.True(t, ok, "429 carries its retry_after_ms")
+	require.Equal(t, 1500*time.Millisecond, d)
 }
 
 func TestSend_A8_UnreachableIsRetryable(t *testing.T) {
 	hs := newFakeHS(t)
 	p, _ := hs.bound(t)
 	hs.srv.Close()
-	err := p.Send(context.Background(), "ch", &imv2.ChatMessage{MessageID: "m", Text: "hi"})
+	err := send(t, p, "ch", &imv2.ChatMessage{MessageID: "m", Text: "hi"})
 	require.Error(t, err)
 	require.True(t, imv2.IsRetryable(err))
 	require.NotContains(t, err.Error(), hs.srv.URL)
@@ -70,7 +86,7 @@ func TestSend_A8_UnreachableIsRetryable(t *testing.T) {
 func TestSend_A8_UnboundChannelIsPermanent(t *testing.T) {
 	hs := newFakeHS(t)
 	p, _ := hs.bound(t)
-	err := p.Send(context.Background(), "other", &imv2.ChatMessage{MessageID: "m", Text: "hi"})
+	err := send(t, p, "other", &imv2.ChatMessage{MessageID: "m", Text: "hi"})
 	require.Error(t, err)
 	require.False(t, imv2.IsRetryable(err))
 	require.True(t, errors.Is(err, &imv2.Error{Code: protocol.CodeConnectionNotAuthenticated}))
@@ -93,10 +109,10 @@ func TestSend_M12_FilesAfterTextSameTxnOnRetry(t *testing.T) {
 
 	// Requests: text, upload 1, event 1, upload 2, event 2 — fail the last.
 	hs.failRequest(5, http.StatusBadGateway)
-	err = p.Send(ctx, "ch", m)
+	err = send(t, p, "ch", m)
 	require.Error(t, err)
 	require.True(t, imv2.IsRetryable(err), "M12: not accepted until every event was sent")
-	require.NoError(t, p.Send(ctx, "ch", m))
+	require.NoError(t, send(t, p, "ch", m))
 
 	events, _, uploads := hs.snapshot()
 	require.Equal(t, 2, uploads, "the retry reuses both uploads")
@@ -115,11 +131,11 @@ func TestFinish_M11_TextTxnSharedWithSend(t *testing.T) {
 	hs := newFakeHS(t)
 	p, _ := hs.bound(t)
 	ctx := context.Background()
-	h, err := p.Post(ctx, "ch", "r1", "Hel")
+	h, err := p.PostDraft(ctx, conv("ch"), "r1", "Hel")
 	require.NoError(t, err)
-	require.NoError(t, p.Edit(ctx, "ch", h, "Hello"))
-	require.NoError(t, p.Finish(ctx, "ch", h, &imv2.ChatMessage{MessageID: "r1", Text: "Hello!"}))
-	require.NoError(t, p.Send(ctx, "ch", &imv2.ChatMessage{MessageID: "r1", Text: "Hello!"}))
+	require.NoError(t, p.Edit(ctx, conv("ch"), h, "Hello"))
+	require.NoError(t, p.Finish(ctx, conv("ch"), h, message(t, p, "ch", &imv2.ChatMessage{MessageID: "r1", Text: "Hello!"})))
+	require.NoError(t, send(t, p, "ch", &imv2.ChatMessage{MessageID: "r1", Text: "Hello!"}))
 
 	events, puts, _ := hs.snapshot()
 	require.Len(t, events, 3, "post, edit, final edit; the Send was deduplicated")
@@ -138,32 +154,25 @@ func TestFinish_M11_TextTxnSharedWithSend(t *testing.T) {
 func TestSend_M11_DraftSurvivesRestart(t *testing.T) {
 	hs := newFakeHS(t)
 	dir := t.TempDir()
-	st, err := OpenFileStore(filepath.Join(dir, "state.json"))
+	cfg := Config{Build: protocol.Build{BuildTime: "1"}, APIKey: "k", StateDir: dir}
+	p1, err := New(cfg)
 	require.NoError(t, err)
-	_, files := hs.bound(t)
-	p1, err := NewPlatform(PlatformOptions{Store: st, Files: files})
-	require.NoError(t, err)
-	defer p1.Close()
+	hs.bind(t, p1)
 	ctx := context.Background()
-	require.NoError(t, p1.Bind(ctx, Binding{ChannelID: "ch", Homeserver: hs.srv.URL, UserID: "@bot:fake", AccessToken: "t", RoomID: "!r:fake"}))
-	h, err := p1.Post(ctx, "ch", "r1", "partial")
+	h, err := p1.PostDraft(ctx, conv("ch"), "r1", "partial")
 	require.NoError(t, err)
+	require.NoError(t, p1.Close())
 
-	st2, err := OpenFileStore(filepath.Join(dir, "state.json"))
-	require.NoError(t, err)
-	p2, err := NewPlatform(PlatformOptions{Store: st2, Files: files})
+	p2, err := New(cfg)
 	require.NoError(t, err)
 	defer p2.Close()
-	ids, err := p2.Restore(ctx)
-	require.NoError(t, err)
-	require.Equal(t, []string{"ch"}, ids)
-	require.NoError(t, p2.Send(ctx, "ch", &imv2.ChatMessage{MessageID: "r1", Text: "complete"}))
+	require.NoError(t, send(t, p2, "ch", &imv2.ChatMessage{MessageID: "r1", Text: "complete"}))
 
 	events, _, _ := hs.snapshot()
 	require.Len(t, events, 2)
 	rel := events[1].Content["m.relates_to"].(map[string]any)
 	require.Equal(t, h, rel["event_id"], "the final edits the draft")
-	b, _ := p2.Bound("ch")
+	b, _ := p2.store.Get("ch")
 	require.Empty(t, b.Drafts, "D10: the finished draft is forgotten")
 }
 
@@ -173,30 +182,22 @@ func TestFinish_M11_EmptyTextRedactsDraft(t *testing.T) {
 	hs := newFakeHS(t)
 	p, files := hs.bound(t)
 	ctx := context.Background()
-	h, err := p.Post(ctx, "ch", "r1", "partial")
+	h, err := p.PostDraft(ctx, conv("ch"), "r1", "partial")
 	require.NoError(t, err)
 	f, err := files.OfferFile(ctx, "ch", "a.txt", "text/plain", strings.NewReader("A"))
 	require.NoError(t, err)
-	require.NoError(t, p.Finish(ctx, "ch", h, &imv2.ChatMessage{MessageID: "r1", Files: []imv2.File{{Type: imv2.FileFile, FileRef: f.FileRef}}}))
+	require.NoError(t, p.Finish(ctx, conv("ch"), h, message(t, p, "ch", &imv2.ChatMessage{MessageID: "r1", Files: []imv2.File{{Type: imv2.FileFile, FileRef: f.FileRef}}})))
 	_, puts, _ := hs.snapshot()
 	require.Len(t, puts, 3)
 	require.Contains(t, puts[1], "/redact/"+h+"/")
-}
-
-func TestSend_A8_UnknownFileRefIsPermanent(t *testing.T) {
-	hs := newFakeHS(t)
-	p, _ := hs.bound(t)
-	err := p.Send(context.Background(), "ch", &imv2.ChatMessage{MessageID: "m", Files: []imv2.File{{Type: imv2.FileFile, FileRef: "file_0123456789abcdef0123"}}})
-	require.Error(t, err)
-	require.False(t, imv2.IsRetryable(err))
 }
 
 func TestTyping_C5_OnAndOff(t *testing.T) {
 	hs := newFakeHS(t)
 	p, _ := hs.bound(t)
 	ctx := context.Background()
-	require.NoError(t, p.Typing(ctx, "ch", imv2.ChatActivity{Status: imv2.ActivityTool, ToolName: "web_search"}))
-	require.NoError(t, p.Typing(ctx, "ch", imv2.ChatActivity{Status: imv2.ActivityIdle}))
+	require.NoError(t, p.Typing(ctx, conv("ch"), imv2.ChatActivity{Status: imv2.ActivityTool, ToolName: "web_search"}))
+	require.NoError(t, p.Typing(ctx, conv("ch"), imv2.ChatActivity{Status: imv2.ActivityIdle}))
 	hs.mu.Lock()
 	defer hs.mu.Unlock()
 	require.Equal(t, []bool{true, false}, hs.typing)
@@ -240,7 +241,7 @@ func TestMessageID_I4_StableAndBounded(t *testing.T) {
 	require.Equal(t, a, MessageID("!r:hs", "$event1"), "a replayed event gives the same message_id")
 	require.NotEqual(t, a, MessageID("!r:hs", "$event2"))
 	require.NotEqual(t, a, MessageID("!other:hs", "$event1"))
-	require.True(t, strings.HasPrefix(a, MessageIDPrefix))
+	require.Equal(t, connector.EventMessageID("!r:hs", "$event1"), a, "the kit derives it")
 	require.LessOrEqual(t, len(MessageID("!r:hs", strings.Repeat("x", 255))), imv2.MaxIDBytes)
 }
 

@@ -37,11 +37,14 @@ func ParseForm(input map[string]string) (Form, error) {
 		Room:        strings.TrimSpace(input[FieldRoom]),
 	}
 	u, err := url.Parse(f.Homeserver)
+	_, _, uerr := id.UserID(f.UserID).Parse()
 	switch {
 	case f.Homeserver == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil:
 		return Form{}, signInErr("homeserver must be an http or https URL")
 	case f.UserID == "":
 		return Form{}, signInErr("user_id is required")
+	case uerr != nil:
+		return Form{}, signInErr("user_id must look like @name:server")
 	case f.AccessToken == "" && f.Password == "":
 		return Form{}, signInErr("give an access_token or a password")
 	case f.Room == "":
@@ -49,55 +52,42 @@ func ParseForm(input map[string]string) (Form, error) {
 	case !strings.HasPrefix(f.Room, "!") && !strings.HasPrefix(f.Room, "#"):
 		return Form{}, signInErr("room must be a room ID (!…) or an alias (#…)")
 	}
-	if _, _, err := id.UserID(f.UserID).Parse(); err != nil {
-		return Form{}, signInErr("user_id must look like @name:server")
-	}
 	return f, nil
 }
 
 // DeviceName is the display name of the device a password sign-in creates.
 const DeviceName = "xAgent Connector"
 
-// SignIn checks the account and joins the room, and returns the Binding of
-// channelID. With an access token it asks /whoami; with a password it
-// logs in once, creating a device of its own (which auth.logout removes
-// again). A refused credential or room is a *SignInError; an unreachable
-// homeserver is another error.
-func (p *Platform) SignIn(ctx context.Context, channelID string, f Form) (Binding, error) {
-	cli, err := p.newClient(f.Homeserver, f.UserID, f.AccessToken)
-	if err != nil {
-		return Binding{}, signInErr("homeserver must be an http or https URL")
-	}
-	b := Binding{ChannelID: channelID, Homeserver: cli.HomeserverURL.String(), UserID: f.UserID}
+// SignIn checks the account, joins the room and takes the /sync position
+// (every message after the sign-in is forwarded, none from before), and
+// returns the Binding of channelID; it does not store it. With an access
+// token it asks /whoami; with a password it logs in once, creating a device
+// of its own that SignOut removes again. A refused credential or room is a
+// *SignInError; an unreachable homeserver another error.
+func (br *Bridge) SignIn(ctx context.Context, channelID string, f Form) (Binding, error) {
+	cli := br.client(Binding{Homeserver: f.Homeserver, UserID: f.UserID, AccessToken: f.AccessToken})
+	b := Binding{ChannelID: channelID, Homeserver: f.Homeserver, UserID: f.UserID, AccessToken: f.AccessToken}
 	if f.AccessToken != "" {
 		who, err := cli.Whoami(ctx)
 		if err != nil {
 			return Binding{}, refused(classify("whoami", err), "the homeserver refused the access token")
-		}
-		if who.UserID.String() != f.UserID {
+		} else if who.UserID.String() != f.UserID {
 			return Binding{}, signInErr("the access token belongs to another user")
 		}
-		b.AccessToken, b.DeviceID = f.AccessToken, who.DeviceID.String()
+		b.DeviceID = who.DeviceID.String()
 	} else {
 		resp, err := cli.Login(ctx, &mautrix.ReqLogin{
-			Type:                     mautrix.AuthTypePassword,
-			Identifier:               mautrix.UserIdentifier{Type: mautrix.IdentifierTypeUser, User: f.UserID},
-			Password:                 f.Password,
-			InitialDeviceDisplayName: DeviceName,
-			StoreCredentials:         true,
+			Type:       mautrix.AuthTypePassword,
+			Identifier: mautrix.UserIdentifier{Type: mautrix.IdentifierTypeUser, User: f.UserID},
+			Password:   f.Password, InitialDeviceDisplayName: DeviceName, StoreCredentials: true,
 		})
 		if err != nil {
 			return Binding{}, refused(classify("login", err), "the homeserver refused the user ID or password")
 		}
 		b.AccessToken, b.DeviceID, b.OwnDevice = resp.AccessToken, resp.DeviceID.String(), true
-		if resp.UserID != "" {
-			b.UserID = resp.UserID.String()
-		}
 	}
 	undo := func(err error) (Binding, error) {
-		if b.OwnDevice {
-			_, _ = cli.Logout(context.WithoutCancel(ctx)) // do not leave a device behind
-		}
+		_ = br.SignOut(context.WithoutCancel(ctx), b) // do not leave a device behind
 		return Binding{}, err
 	}
 	joined, err := cli.JoinRoom(ctx, f.Room, nil)
@@ -105,13 +95,7 @@ func (p *Platform) SignIn(ctx context.Context, channelID string, f Form) (Bindin
 		return undo(refused(classify("join", err), "the account cannot join the room (invite it first, or check the room ID)"))
 	}
 	b.RoomID = joined.RoomID.String()
-	// Take the /sync position now: every message after the sign-in is
-	// forwarded, none from before it.
-	filter, err := cli.CreateFilter(ctx, roomFilter(joined.RoomID))
-	if err != nil {
-		return undo(classify("create filter", err))
-	}
-	resp, err := cli.FullSyncRequest(ctx, mautrix.ReqSync{FilterID: filter.FilterID})
+	resp, err := cli.FullSyncRequest(ctx, mautrix.ReqSync{FilterID: roomFilter(joined.RoomID)})
 	if err != nil {
 		return undo(classify("sync", err))
 	}
@@ -121,15 +105,11 @@ func (p *Platform) SignIn(ctx context.Context, channelID string, f Form) (Bindin
 
 // SignOut logs out the device the Connector created (OwnDevice); a token
 // the user gave is left valid.
-func (p *Platform) SignOut(ctx context.Context, b Binding) error {
+func (br *Bridge) SignOut(ctx context.Context, b Binding) error {
 	if !b.OwnDevice {
 		return nil
 	}
-	cli, err := p.newClient(b.Homeserver, b.UserID, b.AccessToken)
-	if err != nil {
-		return err
-	}
-	if _, err := cli.Logout(ctx); err != nil && !isAuthGone(classify("logout", err)) {
+	if _, err := br.client(b).Logout(ctx); err != nil && !isAuthGone(classify("logout", err)) {
 		return classify("logout", err)
 	}
 	return nil

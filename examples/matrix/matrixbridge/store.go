@@ -6,44 +6,54 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 	"sync"
 )
 
-// Binding is what the Connector keeps about one channel bound to a Matrix
-// room: the account it acts as, the room, and the /sync position. The
-// access token is a secret: it is kept here and in memory only, never put
-// in a Descriptor, an ack, a log line or a message (Common Protocol §3).
+// Binding is what the Connector keeps about one channel signed in to a
+// Matrix room: the account it acts as, the room, the /sync position and
+// the handles of drafts being streamed. The connector kit keeps the
+// channel's binding to the room (its conversation key); this is the
+// Matrix side of it. The access token is a secret: it is kept here and in
+// memory only, never put in a Descriptor, an ack, a log line or a message.
 type Binding struct {
 	ChannelID   string `json:"channel_id"`
 	Homeserver  string `json:"homeserver"`
 	UserID      string `json:"user_id"`
 	DeviceID    string `json:"device_id,omitempty"`
 	AccessToken string `json:"access_token"`
-	// OwnDevice is true when the Connector created the device by a
-	// password login; auth.logout then logs it out on the homeserver. A
-	// token the user pasted is never invalidated by the Connector.
+	// OwnDevice: the Connector created the device by a password login, so
+	// a sign-out logs it out; a pasted token is never invalidated.
 	OwnDevice bool   `json:"own_device,omitempty"`
 	RoomID    string `json:"room_id"`
 	// Since is the next_batch of the last /sync whose messages were all
-	// handed to the Channel; the next /sync starts there.
+	// handed to the kit; the next /sync starts there.
 	Since string `json:"since,omitempty"`
-	// Drafts maps the message_id of an assistant message being streamed to
-	// the event ID of its temporary Matrix message, so a final that
-	// arrives after a Connector restart edits that message instead of
-	// posting a second one (M11). At most MaxDraftsPerBinding entries.
-	Drafts map[string]string `json:"drafts,omitempty"`
-	// DraftOrder lists Drafts' keys, oldest first, for the cap.
-	DraftOrder []string `json:"draft_order,omitempty"`
+	// Session is the auth_session_id of the sign-in; Expired is set when
+	// the token stopped working.
+	Session string `json:"session,omitempty"`
+	Expired bool   `json:"expired,omitempty"`
+	// Drafts maps the message_id of a reply being streamed to the event
+	// ID of its draft, so a final after a restart edits that draft
+	// instead of posting a second message (M11); DraftOrder lists its
+	// keys, oldest first, for the cap MaxDraftsPerBinding.
+	Drafts     map[string]string `json:"drafts,omitempty"`
+	DraftOrder []string          `json:"draft_order,omitempty"`
 }
 
-// MaxDraftsPerBinding bounds Binding.Drafts; the oldest handle is
-// forgotten first (its final, if it ever comes, is posted as a new event).
+// MaxDraftsPerBinding bounds Binding.Drafts, oldest first out.
 const MaxDraftsPerBinding = 64
 
-// addDraft records a draft handle within the cap.
+// DefaultMaxBindings bounds the channels a Store keeps (no TTL: they are
+// the users' sign-ins, removed by a sign-out or the channel's drop).
+const DefaultMaxBindings = 1000
+
+// ErrStoreFull is returned by Put when the store holds DefaultMaxBindings.
+var ErrStoreFull = errors.New("matrixbridge: binding store is full")
+
 func (b *Binding) addDraft(messageID, eventID string) {
 	if b.Drafts == nil {
 		b.Drafts = map[string]string{}
@@ -58,99 +68,41 @@ func (b *Binding) addDraft(messageID, eventID string) {
 	}
 }
 
-// dropDraft forgets a draft handle; it reports whether there was one.
 func (b *Binding) dropDraft(messageID string) bool {
 	if _, ok := b.Drafts[messageID]; !ok {
 		return false
 	}
 	delete(b.Drafts, messageID)
-	if i := slices.Index(b.DraftOrder, messageID); i >= 0 {
-		b.DraftOrder = slices.Delete(b.DraftOrder, i, i+1)
-	}
+	b.DraftOrder = slices.DeleteFunc(b.DraftOrder, func(s string) bool { return s == messageID })
 	return true
 }
 
-func (b *Binding) clone() Binding {
-	c := *b
-	if b.Drafts != nil {
-		c.Drafts = make(map[string]string, len(b.Drafts))
-		for k, v := range b.Drafts {
-			c.Drafts[k] = v
-		}
-	}
-	c.DraftOrder = slices.Clone(b.DraftOrder)
-	return c
+func (b Binding) clone() Binding {
+	b.Drafts, b.DraftOrder = maps.Clone(b.Drafts), slices.Clone(b.DraftOrder)
+	return b
 }
 
-// Store keeps the Bindings across restarts. Implementations must be safe
-// for concurrent use; Put replaces the binding of its channel.
-type Store interface {
-	Load(ctx context.Context) ([]Binding, error)
-	Put(ctx context.Context, b Binding) error
-	Delete(ctx context.Context, channelID string) error
-}
-
-// DefaultMaxBindings bounds the channels a store keeps; Put of a new
-// channel beyond it fails (a Connector serves at most that many rooms).
-const DefaultMaxBindings = 1000
-
-// ErrStoreFull is returned by Put when the store holds DefaultMaxBindings.
-var ErrStoreFull = errors.New("matrixbridge: binding store is full")
-
-// MemoryStore is a Store that forgets everything on restart; for tests.
-type MemoryStore struct {
-	mu sync.Mutex
-	m  map[string]Binding
-}
-
-// NewMemoryStore returns an empty MemoryStore.
-func NewMemoryStore() *MemoryStore { return &MemoryStore{m: map[string]Binding{}} }
-
-// Load implements Store.
-func (s *MemoryStore) Load(context.Context) ([]Binding, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return sortedBindings(s.m), nil
-}
-
-// Put implements Store.
-func (s *MemoryStore) Put(_ context.Context, b Binding) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, ok := s.m[b.ChannelID]; !ok && len(s.m) >= DefaultMaxBindings {
-		return ErrStoreFull
-	}
-	s.m[b.ChannelID] = b.clone()
-	return nil
-}
-
-// Delete implements Store.
-func (s *MemoryStore) Delete(_ context.Context, channelID string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.m, channelID)
-	return nil
-}
-
-// FileStore is a Store in one JSON file, written with mode 0600 (it holds
-// access tokens) and replaced atomically (write to a temporary file, fsync,
-// rename) on every change, so a crash leaves the old or the new state,
-// never a torn one. It suits a Connector with tens of rooms; each change
-// rewrites the whole file.
-type FileStore struct {
-	path string
+// Store keeps the Bindings, in memory (NewMemoryStore) or in one JSON file
+// (OpenFileStore) written with mode 0600 — it holds access tokens — and
+// replaced atomically on every change (temporary file, fsync, rename), so a
+// crash leaves the old or the new state, never a torn one. It suits tens
+// of rooms: each change rewrites the file. Safe for concurrent use.
+type Store struct {
+	path string // "" in memory
 	mu   sync.Mutex
 	m    map[string]Binding
 }
 
+// NewMemoryStore returns an empty Store that forgets everything on restart.
+func NewMemoryStore() *Store { return &Store{m: map[string]Binding{}} }
+
 // OpenFileStore reads path, or starts empty when it does not exist.
-func OpenFileStore(path string) (*FileStore, error) {
-	s := &FileStore{path: path, m: map[string]Binding{}}
+func OpenFileStore(path string) (*Store, error) {
+	s := &Store{path: path, m: map[string]Binding{}}
 	data, err := os.ReadFile(path)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
+	if errors.Is(err, fs.ErrNotExist) {
 		return s, nil
-	case err != nil:
+	} else if err != nil {
 		return nil, fmt.Errorf("matrixbridge: read state: %w", err)
 	}
 	var list []Binding
@@ -163,93 +115,82 @@ func OpenFileStore(path string) (*FileStore, error) {
 	return s, nil
 }
 
-// Load implements Store.
-func (s *FileStore) Load(context.Context) ([]Binding, error) {
+// Load returns every binding, sorted by channel.
+func (s *Store) Load(context.Context) ([]Binding, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return sortedBindings(s.m), nil
+	return s.sortedLocked(), nil
 }
 
-// Put implements Store.
-func (s *FileStore) Put(_ context.Context, b Binding) error {
+// Get returns the channel's binding.
+func (s *Store) Get(channelID string) (Binding, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	old, existed := s.m[b.ChannelID]
-	if !existed && len(s.m) >= DefaultMaxBindings {
-		return ErrStoreFull
-	}
-	s.m[b.ChannelID] = b.clone()
-	if err := s.writeLocked(); err != nil {
-		if existed {
-			s.m[b.ChannelID] = old
-		} else {
-			delete(s.m, b.ChannelID)
-		}
-		return err
-	}
-	return nil
+	b, ok := s.m[channelID]
+	return b.clone(), ok
 }
 
-// Delete implements Store.
-func (s *FileStore) Delete(_ context.Context, channelID string) error {
+// Put stores b, replacing the binding of its channel.
+func (s *Store) Put(_ context.Context, b Binding) error {
+	return s.update(b.ChannelID, func(old *Binding) bool { *old = b.clone(); return true })
+}
+
+// Delete forgets the channel's binding.
+func (s *Store) Delete(_ context.Context, channelID string) error {
+	return s.update(channelID, nil)
+}
+
+// update changes the channel's binding with f — nil deletes it; a stored
+// binding only, unless f is Put's — and writes the file when f reports a
+// change. On a write failure the old state stays.
+func (s *Store) update(channelID string, f func(b *Binding) bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	old, ok := s.m[channelID]
-	if !ok {
+	b := old.clone()
+	switch {
+	case f == nil:
+		delete(s.m, channelID)
+	case !ok && len(s.m) >= DefaultMaxBindings:
+		return ErrStoreFull
+	case !f(&b) || (!ok && b.ChannelID != channelID):
 		return nil
+	default:
+		s.m[channelID] = b
 	}
-	delete(s.m, channelID)
 	if err := s.writeLocked(); err != nil {
-		s.m[channelID] = old
-		return err
+		if delete(s.m, channelID); ok {
+			s.m[channelID] = old
+		}
+		return fmt.Errorf("matrixbridge: write state: %w", err)
 	}
 	return nil
 }
 
-func (s *FileStore) writeLocked() error {
-	data, err := json.MarshalIndent(sortedBindings(s.m), "", "  ")
+func (s *Store) writeLocked() error {
+	if s.path == "" {
+		return nil
+	}
+	data, err := json.MarshalIndent(s.sortedLocked(), "", "  ")
 	if err != nil {
-		return fmt.Errorf("matrixbridge: encode state: %w", err)
+		return err
 	}
 	tmp, err := os.CreateTemp(filepath.Dir(s.path), ".matrixbridge-*.tmp")
 	if err != nil {
-		return fmt.Errorf("matrixbridge: write state: %w", err)
+		return err
 	}
-	defer func() { _ = os.Remove(tmp.Name()) }() // no-op after the rename
-	if err := tmp.Chmod(0o600); err != nil {
-		_ = tmp.Close()
-		return fmt.Errorf("matrixbridge: write state: %w", err)
+	defer os.Remove(tmp.Name()) // a no-op after the rename
+	_, err = tmp.Write(data)
+	if err = errors.Join(err, tmp.Chmod(0o600), tmp.Sync(), tmp.Close()); err != nil {
+		return err
 	}
-	if _, err := tmp.Write(data); err != nil {
-		_ = tmp.Close()
-		return fmt.Errorf("matrixbridge: write state: %w", err)
-	}
-	if err := tmp.Sync(); err != nil {
-		_ = tmp.Close()
-		return fmt.Errorf("matrixbridge: write state: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("matrixbridge: write state: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), s.path); err != nil {
-		return fmt.Errorf("matrixbridge: write state: %w", err)
-	}
-	return nil
+	return os.Rename(tmp.Name(), s.path)
 }
 
-func sortedBindings(m map[string]Binding) []Binding {
-	out := make([]Binding, 0, len(m))
-	for _, b := range m {
-		out = append(out, b.clone())
+func (s *Store) sortedLocked() []Binding {
+	out := make([]Binding, 0, len(s.m))
+	for _, b := range slices.Sorted(maps.Keys(s.m)) {
+		out = append(out, s.m[b].clone())
 	}
-	slices.SortFunc(out, func(a, b Binding) int {
-		switch {
-		case a.ChannelID < b.ChannelID:
-			return -1
-		case a.ChannelID > b.ChannelID:
-			return 1
-		}
-		return 0
-	})
 	return out
 }
