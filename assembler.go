@@ -244,6 +244,7 @@ func (c *Channel) sweepDeltas() {
 	for id, s := range c.deltas {
 		if now.Sub(s.touched) >= c.o.DeltaIdleTTL {
 			delete(c.deltas, id)
+			// A running UpdateDraft may still read the buffer (unsafe.String): at most one draft per stream over budget, for up to TargetTimeout.
 			c.releaseLocked(s.held)
 			s.final = true // stops its draft lane
 			expired = append(expired, id)

@@ -79,7 +79,9 @@ func (c *Channel) receiveMessage(ctx context.Context, p *Packet) error {
 	}
 	// The final of an open stream takes over the stream's budget, whose
 	// text it frees: a budget full of streams never refuses the finals
-	// that would empty it.
+	// that would empty it. A running UpdateDraft may still read the old
+	// buffer (unsafe.String) after this: the excess is one draft per stream
+	// for at most TargetTimeout.
 	stream := c.deltas[id]
 	cost, credit := queuedCost(p), int64(0)
 	if stream != nil {

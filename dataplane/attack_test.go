@@ -357,3 +357,38 @@ func TestAttack_PreHelloConnectionsCapped(t *testing.T) {
 	}, wait, time.Millisecond)
 	dialPeer(t, url, authHeader())
 }
+
+// TestAttack_EmptyHellosDoNotLockOutNewConnectorIDs: one key-holder sends
+// DefaultMaxConnectors hellos with an empty connector_id and drops the
+// connections, opening no channel. A new connector_id is then admitted
+// (the least recently seen empty instance is evicted) while an offline
+// client holding a channel keeps its connector_id. Before, every empty
+// instance kept its hour of grace and the new hello was refused
+// connector_id_mismatch.
+func TestAttack_EmptyHellosDoNotLockOutNewConnectorIDs(t *testing.T) {
+	srv, url := startServer(t, func(c *ServerConfig) { c.APIKey = attackKey })
+	client := dialPeer(t, url, authHeader())
+	clientID := client.hello("")
+	client.open("")
+	require.NoError(t, client.conn.Close())
+	waitDetached(t, srv, clientID)
+
+	var first string
+	for i := range DefaultMaxConnectors - 1 {
+		a := dialPeer(t, url, authHeader())
+		id := a.hello("")
+		if i == 0 {
+			first = id
+		}
+		require.NoError(t, a.conn.Close())
+		waitDetached(t, srv, id)
+	}
+	fresh := dialPeer(t, url, authHeader())
+	ans := fresh.call(protocol.TypeConnectorHello, "", goodHello(""))
+	require.NotEqual(t, imv2.TypeError, ans.Type, "a new connector_id is admitted at the cap")
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	assert.Len(t, srv.instances, DefaultMaxConnectors)
+	assert.Contains(t, srv.instances, clientID, "the offline instance with a channel keeps its grace")
+	assert.NotContains(t, srv.instances, first, "the least recently seen empty instance was evicted")
+}

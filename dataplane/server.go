@@ -31,14 +31,18 @@ const (
 	DefaultOfflineGrace = time.Hour
 	// DefaultMaxConnectors bounds the connector_id instances kept, online
 	// or within their offline grace. A hello that needs a new one beyond it
-	// is refused with connector_id_mismatch and nothing is evicted: an
-	// offline instance keeps its channels (their pending, completed and
-	// the author's auth state) until its grace ends, however many hellos
-	// arrive meanwhile. So the cap is also the number of distinct xAgent
-	// sessions one Connector admits per OfflineGrace: 64 leaves room for a
-	// conformance run (imv2test: 33 fresh connector_ids) beside the few
-	// real xAgents, which keep their connector_id. Its fixed cost is
-	// bounded by MaxChannels per instance (idle channels ≈ 1 KB each).
+	// first evicts the offline instance holding no channels that was seen
+	// least recently (a hello never followed by channel.open holds nothing
+	// a returning xAgent would miss). When none is, the hello is refused
+	// with connector_id_mismatch and nothing else is evicted: an offline
+	// instance with channels keeps them (their pending, completed and the
+	// author's auth state) until its grace ends, however many hellos
+	// arrive meanwhile. So the cap is the number of distinct xAgent
+	// sessions that opened channels one Connector admits per
+	// OfflineGrace: 64 leaves room for conformance runs (imv2test opens
+	// channels on most of its fresh connector_ids) beside the few real
+	// xAgents, which keep their connector_id. Its fixed cost is bounded by
+	// MaxChannels per instance (idle channels ≈ 1 KB each).
 	DefaultMaxConnectors = 64
 	// DefaultHelloTimeout closes a connection that completed no hello.
 	DefaultHelloTimeout = 30 * time.Second
@@ -544,8 +548,13 @@ func (s *Server) attach(ss *session, connectorID string, adopt bool) (*instance,
 	}
 	inst := s.instances[connectorID]
 	if inst == nil {
-		// Never evict: every instance held is online or within its
-		// offline grace, and its channels must be there when it returns.
+		// Evict only an offline instance without channels: it holds
+		// nothing a returning xAgent would miss (a hello without
+		// channel.open, or a probe). One with channels keeps its full
+		// grace, and its channels must be there when it returns.
+		if len(s.instances) >= s.cfg.MaxConnectors {
+			s.evictEmptyLocked()
+		}
 		if len(s.instances) >= s.cfg.MaxConnectors {
 			return nil, imv2.Errorf(protocol.CodeConnectorIDMismatch, "this Connector serves %d connector_ids, online or within their offline grace; try later", s.cfg.MaxConnectors)
 		}
@@ -572,6 +581,26 @@ func (s *Server) attach(ss *session, connectorID string, adopt bool) (*instance,
 		inst.grace = nil
 	}
 	return inst, nil
+}
+
+// evictEmptyLocked drops the offline instance without channels that was
+// seen least recently, if any. A channel, even closed and even with no
+// pending entry, may carry completed records that answer a resend
+// duplicate, or the author's auth state: its instance is never taken.
+func (s *Server) evictEmptyLocked() {
+	var victim *instance
+	for _, inst := range s.instances {
+		if inst.live > 0 || len(inst.channels) > 0 {
+			continue
+		}
+		if victim == nil || inst.offline.Before(victim.offline) {
+			victim = inst
+		}
+	}
+	if victim != nil {
+		s.log.Info("dataplane: connector_id cap reached; evicting an offline connector_id without channels", "connector_id", victim.id)
+		s.dropInstanceLocked(victim)
+	}
 }
 
 // detach unbinds a session that ended: its channels lose their transport

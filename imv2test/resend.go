@@ -26,9 +26,11 @@ const (
 	DefaultRetryMin      = 100 * time.Millisecond
 )
 
-// maxTrackedFinals bounds the finals one connection remembers for
-// resending; beyond it a final is sent but not resent (a check sends a
-// few dozen, a flood is not resent).
+// maxTrackedFinals bounds the transmissions (a script's final or a
+// resend of it) one connection remembers; beyond it a final is sent but
+// not resent (a check sends a few dozen, a flood is not resent). A final's
+// entries go on its terminal answer, so only finals still unanswered or
+// being resent hold the map.
 const maxTrackedFinals = 10_000
 
 // resender is the resend state of one connection.
@@ -49,6 +51,7 @@ type resender struct {
 type final struct {
 	pkt     imv2.Packet // the script's packet, the template of resends
 	orig    string      // its packet_id, the one the script names
+	ids     []string    // every transmission's packet_id, orig first: its keys in finals
 	first   time.Time   // the first retryable rejection
 	resends int
 	waiting bool // a resend is scheduled
@@ -75,7 +78,18 @@ func (rs *resender) track(p *imv2.Packet) {
 	if len(rs.finals) >= maxTrackedFinals {
 		return
 	}
-	rs.finals[p.PacketID] = &final{pkt: *p, orig: p.PacketID}
+	rs.finals[p.PacketID] = &final{pkt: *p, orig: p.PacketID, ids: []string{p.PacketID}}
+}
+
+// forgetLocked removes every transmission of f: its answer was terminal
+// (the script already has its origin, looked up before onAck).
+func (rs *resender) forgetLocked(f *final) {
+	for _, id := range f.ids {
+		if rs.finals[id] == f {
+			delete(rs.finals, id)
+		}
+	}
+	f.ids = nil
 }
 
 // origin returns the script's packet_id behind a transmission's, or "".
@@ -123,8 +137,13 @@ func (rs *resender) onAck(fr *frame, send func(*imv2.Packet) error, release func
 	if status == string(imv2.AckRejected) {
 		line += fmt.Sprintf(" code=%v retryable=%v", code, retry)
 	}
-	if f == nil || status != string(imv2.AckRejected) || retry != true || rs.closed {
+	if f == nil || rs.closed {
 		rs.logf("%s", line)
+		return false
+	}
+	if status != string(imv2.AckRejected) || retry != true {
+		rs.logf("%s", line)
+		rs.forgetLocked(f) // accepted, duplicate or rejected for good
 		return false
 	}
 	now := time.Now()
@@ -134,8 +153,20 @@ func (rs *resender) onAck(fr *frame, send func(*imv2.Packet) error, release func
 	delay := rs.min << min(f.resends, 20)
 	if f.resends >= rs.attempts || now.Add(delay).Sub(f.first) > rs.budget {
 		rs.logf("%s: gave up after %d resend(s) in %v", line, f.resends, now.Sub(f.first).Round(time.Millisecond))
+		rs.forgetLocked(f)
 		return false
 	}
+	if len(rs.finals) >= maxTrackedFinals {
+		// A resend is one more entry: it counts against the cap.
+		rs.logf("%s: not resent, %d transmissions tracked", line, len(rs.finals))
+		rs.forgetLocked(f)
+		return false
+	}
+	// The resend's packet_id is taken now, so the cap counts it while it
+	// waits for its backoff.
+	resendID := imv2.NewPacketID()
+	rs.finals[resendID] = f
+	f.ids = append(f.ids, resendID)
 	f.resends++
 	f.waiting = true
 	rs.logf("%s: resend %d in %v", line, f.resends, delay)
@@ -151,9 +182,8 @@ func (rs *resender) onAck(fr *frame, send func(*imv2.Packet) error, release func
 			return
 		}
 		p := f.pkt
-		p.PacketID = imv2.NewPacketID()
+		p.PacketID = resendID
 		p.Time = time.Now().UnixMilli()
-		rs.finals[p.PacketID] = f
 		rs.mu.Unlock()
 		if err := send(&p); err != nil {
 			rs.logf("    resend of message_id=%v failed: %v", mid, err)

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -22,6 +20,7 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/dataplane"
+	"github.com/xagentkit/imv2/internal/apikey"
 	"github.com/xagentkit/imv2/protocol"
 	"github.com/xagentkit/imv2/xfiles"
 )
@@ -124,6 +123,7 @@ type xagentRun struct {
 	agent  *Recorder
 	cardID string
 	apiKey string
+	key    apikey.Key // apiKey, checked by the one parser the SDK uses
 	srv    *httptest.Server
 	conns  chan *websocket.Conn
 	ctx    context.Context
@@ -149,6 +149,7 @@ func newXAgentRun(parent context.Context, cfg *Config, start StartXAgent) *xagen
 		started: make(chan struct{}),
 		uploads: map[string]upload{},
 	}
+	x.key = apikey.New(x.apiKey)
 	x.ctx, x.cancel = context.WithCancel(parent)
 	x.srv = httptest.NewServer(http.HandlerFunc(x.serveHTTP))
 	env := XAgentEnv{URL: x.srv.URL, APIKey: x.apiKey, CardID: x.cardID, Agent: x.agent}
@@ -200,10 +201,11 @@ func (x *xagentRun) replyErr() error {
 	return nil
 }
 
+// keyOK checks the Authorization header as the SDK's Connector does
+// (internal/apikey: scheme case-insensitive, one or more spaces), so the
+// suite's Connector refuses no header a real one accepts.
 func (x *xagentRun) keyOK(r *http.Request) bool {
-	got := sha256.Sum256([]byte(r.Header.Get("Authorization")))
-	want := sha256.Sum256([]byte("Bearer " + x.apiKey))
-	return subtle.ConstantTimeCompare(got[:], want[:]) == 1
+	return x.key.Allow(r.Header.Get("Authorization"))
 }
 
 func (x *xagentRun) card() *protocol.Card {
