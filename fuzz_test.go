@@ -6,10 +6,8 @@ import (
 	"reflect"
 	"testing"
 
-	jsonv2 "github.com/go-json-experiment/json"
-
 	"github.com/xagentkit/imv2"
-	"github.com/xagentkit/imv2/protocol"
+	"github.com/xagentkit/imv2/internal/vectortest"
 )
 
 // Fuzz targets: no input may panic a decoder, every failure is an *Error,
@@ -22,38 +20,13 @@ import (
 // envelope type is typ (any type when typ is ""), as args(data).
 func seedVectors(f *testing.F, kind, typ string, args func(data []byte, v vector) []any) {
 	f.Helper()
-	n := 0
-	for _, v := range loadManifest(f) {
-		if v.Kind != kind {
-			continue
-		}
-		data := readVector(f, v.File)
-		if typ != "" {
-			var head struct {
-				Type string `json:"type"`
-			}
-			if jsonv2.Unmarshal(data, &head) != nil || head.Type != typ {
-				continue
-			}
-		}
-		f.Add(args(data, v)...)
-		n++
-	}
-	if n == 0 {
-		f.Fatalf("no %s seed of type %q", kind, typ)
-	}
+	vectortest.Seeds(f, vectorDir, kind, typ, args)
 }
 
-func dataOnly(data []byte, _ vector) []any { return []any{data} }
-
-// mustBeSDKError fails unless err is an *imv2.Error with a code and message.
-func mustBeSDKError(t *testing.T, err error) {
-	t.Helper()
-	var e *imv2.Error
-	if !errors.As(err, &e) || e.Code == "" || e.Message == "" {
-		t.Fatalf("error %v (%T) is not an *imv2.Error with code and message", err, err)
-	}
-}
+var (
+	dataOnly       = vectortest.DataOnly
+	mustBeSDKError = vectortest.MustBeSDKError
+)
 
 // reencode puts payload into a copy of p's envelope, encodes it and decodes
 // the envelope again.
@@ -211,35 +184,6 @@ func FuzzDecodeChatActivity(f *testing.F) {
 		}
 		if *a != *a2 {
 			t.Fatalf("unstable:\n%+v\n%+v", a, a2)
-		}
-	})
-}
-
-func FuzzCardValidate(f *testing.F) {
-	seedVectors(f, "card", "", dataOnly)
-	f.Fuzz(func(t *testing.T, data []byte) {
-		c := new(protocol.Card)
-		if jsonv2.Unmarshal(data, c) != nil {
-			return
-		}
-		if err := c.Validate(); err != nil {
-			if !errors.Is(err, imv2.ErrInvalidPacket) {
-				t.Fatalf("card error %v is not invalid_packet", err)
-			}
-			mustBeSDKError(t, err)
-			return
-		}
-		b, err := jsonv2.Marshal(c)
-		if err != nil {
-			t.Fatalf("Marshal of a valid card: %v", err)
-		}
-		c2, err := protocol.DecodeCard(b)
-		if err != nil {
-			t.Fatalf("re-encoded card refused: %v\n%s", err, b)
-		}
-		b2, err := jsonv2.Marshal(c2)
-		if err != nil || !bytes.Equal(b, b2) {
-			t.Fatalf("unstable:\n%s\n%s (%v)", b, b2, err)
 		}
 	})
 }

@@ -3,73 +3,34 @@ package imv2_test
 import (
 	"bytes"
 	"errors"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"reflect"
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
 
-	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/xagentkit/imv2"
-	"github.com/xagentkit/imv2/protocol"
+	"github.com/xagentkit/imv2/internal/vectortest"
 )
 
-// The golden vectors live in testdata/vectors, one packet, Card or
-// Descriptor per file, described by testdata/vectors/manifest.json. One
-// table test runs them all through the SDK's decoders and, for the IM v2
-// payloads, through the JSON Schemas in schemas/.
+// The golden vectors of the envelope and the four IM v2 payloads live in
+// testdata/vectors, one packet per file, described by
+// testdata/vectors/manifest.json (read by internal/vectortest). One table
+// test runs them all through the SDK's decoders and, for the IM v2
+// payloads, through the JSON Schemas in schemas/. The Card, Descriptor and
+// Common Protocol payload vectors are package protocol's
+// (protocol/testdata/vectors).
 
 const vectorDir = "testdata/vectors"
 
-// vector is one manifest entry.
-type vector struct {
-	File string `json:"file"`
-	// Kind is packet, card or descriptor.
-	Kind string `json:"kind"`
-	// Direction is to_connector or to_xagent; IM v2 packets only.
-	Direction string `json:"direction,omitempty"`
-	// Expect is "ok", "dropped" (the negotiated catalog refuses the
-	// packet's direction: P6) or the expected error code.
-	Expect string `json:"expect"`
-	// Rules are the requirement IDs the vector exercises.
-	Rules []string `json:"rules"`
-	// Schema false marks an invalid IM vector whose payload the JSON
-	// Schema cannot judge (the rule lives in the envelope, the direction,
-	// or needs unique-by-member); its payload must then pass the schema.
-	Schema *bool `json:"schema,omitempty"`
-	// Card is the Card file a descriptor's cross rules are checked against.
-	Card string `json:"card,omitempty"`
-	Note string `json:"note"`
-}
+type vector = vectortest.Vector
 
-func loadManifest(tb testing.TB) []vector {
-	tb.Helper()
-	data, err := os.ReadFile(filepath.Join(vectorDir, "manifest.json"))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	var m struct {
-		Vectors []vector `json:"vectors"`
-	}
-	if err := jsonv2.Unmarshal(data, &m, jsonv2.RejectUnknownMembers(true)); err != nil {
-		tb.Fatalf("manifest: %v", err)
-	}
-	return m.Vectors
-}
+func loadManifest(tb testing.TB) []vector { return vectortest.Load(tb, vectorDir) }
 
-func readVector(tb testing.TB, file string) []byte {
-	tb.Helper()
-	data, err := os.ReadFile(filepath.Join(vectorDir, filepath.FromSlash(file)))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return data
-}
+func readVector(tb testing.TB, file string) []byte { return vectortest.Read(tb, vectorDir, file) }
 
 func parseDirection(s string) imv2.Direction {
 	switch s {
@@ -83,49 +44,11 @@ func parseDirection(s string) imv2.Direction {
 
 var imTypes = []string{imv2.TypeChatMessage, imv2.TypeChatMessageDelta, imv2.TypeChatMessageAck, imv2.TypeChatActivity}
 
-// cpPayloads maps each Common Protocol packet type to a fresh value of
-// its payload struct from commonprotocol.go.
-var cpPayloads = map[string]func() any{
-	protocol.TypeConnectorHello:    func() any { return new(protocol.ConnectorHello) },
-	protocol.TypeConnectorHelloAck: func() any { return new(protocol.ConnectorHelloAck) },
-	protocol.TypeChannelOpen:       func() any { return new(protocol.ChannelOpen) },
-	protocol.TypeChannelOpenAck:    func() any { return new(protocol.ChannelOpenAck) },
-	protocol.TypeChannelClose:      func() any { return new(struct{}) },
-	protocol.TypeChannelCloseAck:   func() any { return new(protocol.StatusOK) },
-	protocol.TypeDescriptorGet:     func() any { return new(struct{}) },
-	protocol.TypeDescriptorGetAck:  func() any { return new(protocol.DescriptorPayload) },
-	protocol.TypeDescriptorPush:    func() any { return new(protocol.DescriptorPayload) },
-	protocol.TypePing:              func() any { return new(struct{}) },
-	protocol.TypePong:              func() any { return new(struct{}) },
-	imv2.TypeError:                 func() any { return new(struct{}) },
-	protocol.TypeToolInvoke:        func() any { return new(protocol.ToolInvoke) },
-	protocol.TypeToolInvokeAck:     func() any { return new(protocol.ToolInvokeAck) },
-	protocol.TypeAuthStart:         func() any { return new(protocol.AuthStart) },
-	protocol.TypeAuthStartAck:      func() any { return new(protocol.AuthAck) },
-	protocol.TypeAuthStatus:        func() any { return new(protocol.AuthStatusRequest) },
-	protocol.TypeAuthStatusAck:     func() any { return new(protocol.AuthAck) },
-	protocol.TypeAuthCancel:        func() any { return new(protocol.AuthCancel) },
-	protocol.TypeAuthCancelAck:     func() any { return new(protocol.AuthCancelAck) },
-	protocol.TypeAuthLogout:        func() any { return new(struct{}) },
-	protocol.TypeAuthLogoutAck:     func() any { return new(protocol.StatusOK) },
-}
-
-// embeddedDescriptor returns the connection_descriptor a CP payload carries, if any.
-func embeddedDescriptor(v any) *protocol.Descriptor {
-	switch p := v.(type) {
-	case *protocol.ChannelOpenAck:
-		return p.ConnectionDescriptor
-	case *protocol.DescriptorPayload:
-		return p.ConnectionDescriptor
-	case *protocol.StatusOK:
-		return p.ConnectionDescriptor
-	case *protocol.AuthAck:
-		return p.ConnectionDescriptor
-	case *protocol.AuthCancelAck:
-		return p.ConnectionDescriptor
-	}
-	return nil
-}
+// envelopeTypes are the packet types whose vectors here check only the
+// envelope: error (W10, the root's) and the empty-payload ping and pong
+// the envelope vectors use. Their payloads, like every other Common
+// Protocol payload, are package protocol's vectors.
+var envelopeTypes = []string{imv2.TypeError, "ping", "pong"}
 
 // negotiatedIMv2 is what a channel gets when both sides offer xagent.im.v2.
 func negotiatedIMv2() *imv2.Negotiated {
@@ -149,27 +72,11 @@ func decodeIM(p *imv2.Packet, dir imv2.Direction) (any, error) {
 
 // runVector decodes one vector the way a peer would. It returns
 // "dropped" for a packet the negotiated catalog refuses (P6), the decoded
-// packet (nil for cards and descriptors or when the envelope fails), and
-// the decoder's error.
+// packet (nil when the envelope fails), and the decoder's error.
 func runVector(t *testing.T, v vector, data []byte) (dropped bool, p *imv2.Packet, err error) {
 	t.Helper()
-	switch v.Kind {
-	case "card":
-		_, err = protocol.DecodeCard(data)
-		return false, nil, err
-	case "descriptor":
-		var card *protocol.Card
-		if v.Card != "" {
-			card, err = protocol.DecodeCard(readVector(t, v.Card))
-			if err != nil {
-				t.Fatalf("card %s of a descriptor vector: %v", v.Card, err)
-			}
-		}
-		_, err = protocol.DecodeDescriptor(data, card)
-		return false, nil, err
-	case "packet":
-	default:
-		t.Fatalf("unknown kind %q", v.Kind)
+	if v.Kind != "packet" {
+		t.Fatalf("kind %q: only packet vectors live here (Cards and Descriptors are package protocol's)", v.Kind)
 	}
 	p, err = imv2.DecodePacket(data)
 	if err != nil {
@@ -187,20 +94,12 @@ func runVector(t *testing.T, v vector, data []byte) (dropped bool, p *imv2.Packe
 		return false, p, err
 	}
 	if v.Direction != "" {
-		t.Fatalf("direction %q on a Common Protocol packet", v.Direction)
+		t.Fatalf("direction %q on a packet that is not IM v2", v.Direction)
 	}
-	mk, ok := cpPayloads[p.Type]
-	if !ok {
-		t.Fatalf("no payload struct for packet type %q", p.Type)
+	if !slices.Contains(envelopeTypes, p.Type) {
+		t.Fatalf("packet type %q: a Common Protocol payload vector belongs in protocol/testdata/vectors", p.Type)
 	}
-	payload := mk()
-	if err = p.DecodePayload(payload); err != nil {
-		return false, p, err
-	}
-	if d := embeddedDescriptor(payload); d != nil {
-		err = d.Validate(nil)
-	}
-	return false, p, err
+	return false, p, nil
 }
 
 // compileIMSchemas compiles schemas/xagent.im.v2.<type>.schema.json for
@@ -244,17 +143,13 @@ func validatePayload(s *jsonschema.Schema, payload []byte) error {
 }
 
 // TestVectors runs every golden vector: decode with DecodePacket and the
-// typed IM decoder (or DecodePayload for Common Protocol packets, or
-// DecodeCard / DecodeDescriptor), compare with the expected result, check
-// IM payloads against schemas/, and re-encode every valid packet.
+// typed IM decoder, compare with the expected result, check IM payloads
+// against schemas/, and re-encode every valid packet.
 func TestVectors(t *testing.T) {
 	vectors := loadManifest(t)
 	schemas := compileIMSchemas(t)
 	for _, v := range vectors {
-		// The name carries the rule IDs, then the file without slashes
-		// (a slash would nest subtests and confuse -run).
-		name := strings.Join(v.Rules, "_") + "__" + strings.ReplaceAll(strings.TrimSuffix(v.File, ".json"), "/", "_")
-		t.Run(name, func(t *testing.T) {
+		t.Run(v.Name(), func(t *testing.T) {
 			data := readVector(t, v.File)
 			dropped, p, err := runVector(t, v, data)
 			switch {
@@ -270,16 +165,7 @@ func TestVectors(t *testing.T) {
 				if dropped {
 					t.Fatalf("want %s, the packet was dropped instead (%s)", v.Expect, v.Note)
 				}
-				if err == nil {
-					t.Fatalf("want error %s, got none (%s)", v.Expect, v.Note)
-				}
-				if !errors.Is(err, &imv2.Error{Code: imv2.Code(v.Expect)}) {
-					t.Fatalf("want error %s, got %v (%s)", v.Expect, err, v.Note)
-				}
-				var e *imv2.Error
-				if !errors.As(err, &e) || e.Message == "" {
-					t.Fatalf("error %v has no message", err)
-				}
+				vectortest.CheckRefused(t, v, err)
 			}
 			if p != nil && slices.Contains(imTypes, p.Type) {
 				checkSchema(t, schemas[p.Type], v, p.Payload)
@@ -329,54 +215,16 @@ func checkReencode(t *testing.T, p *imv2.Packet) {
 // TestVectors_ManifestMatchesFiles fails when a vector file is not in the
 // manifest, a manifest entry has no file, or an entry is malformed.
 func TestVectors_ManifestMatchesFiles(t *testing.T) {
-	vectors := loadManifest(t)
-	listed := map[string]bool{}
-	ruleID := regexp.MustCompile(`^[PIEMDACSXWHTK][1-9][0-9]*$`)
-	for _, v := range vectors {
-		if listed[v.File] {
-			t.Errorf("%s: listed twice", v.File)
-		}
-		listed[v.File] = true
-		if _, err := os.Stat(filepath.Join(vectorDir, filepath.FromSlash(v.File))); err != nil {
-			t.Errorf("%s: manifest entry without a file: %v", v.File, err)
-		}
-		if len(v.Rules) == 0 {
-			t.Errorf("%s: no rule IDs", v.File)
-		}
-		for _, r := range v.Rules {
-			if !ruleID.MatchString(r) {
-				t.Errorf("%s: %q is not a rule ID", v.File, r)
-			}
-		}
-		if v.Expect == "" || v.Note == "" {
-			t.Errorf("%s: expect and note are required", v.File)
-		}
-		if v.Kind == "descriptor" && v.Card != "" && !slices.ContainsFunc(vectors, func(c vector) bool { return c.File == v.Card && c.Kind == "card" && c.Expect == "ok" }) {
-			t.Errorf("%s: card %s is not a valid card vector", v.File, v.Card)
-		}
-	}
-	err := filepath.WalkDir(vectorDir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		rel := filepath.ToSlash(strings.TrimPrefix(path, vectorDir+string(filepath.Separator)))
-		if rel != "manifest.json" && !listed[rel] {
-			t.Errorf("%s: vector file not in the manifest", rel)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	vectortest.CheckManifest(t, vectorDir, loadManifest(t))
 }
 
 // TestVectors_Coverage fails when the vectors stop covering a rule ID of
-// the Foundation issue, an IM v2 packet type (valid and invalid), or a
-// Common Protocol packet type.
+// the Foundation issue, an IM v2 packet type (valid and invalid), or an
+// envelope-only packet type.
 func TestVectors_Coverage(t *testing.T) {
 	vectors := loadManifest(t)
-	if len(vectors) < 90 {
-		t.Errorf("%d vectors, want at least 90", len(vectors))
+	if len(vectors) < 140 {
+		t.Errorf("%d vectors, want at least 140", len(vectors))
 	}
 	rules := map[string]bool{}
 	for _, v := range vectors {
@@ -384,7 +232,7 @@ func TestVectors_Coverage(t *testing.T) {
 			rules[r] = true
 		}
 	}
-	want := strings.Fields("I1 I2 I3 I4 E1 E2 E3 M1 M2 M3 M4 M5 M6 M7 M8 D2 D7 A1 A2 A3 C2 C3 C4 P1 P2 P8 H1 H2 H5")
+	want := strings.Fields("I1 I2 I3 I4 E1 E2 E3 M1 M2 M3 M4 M5 M6 M7 M8 D2 D7 A1 A2 A3 C2 C3 C4 P6 W10")
 	for _, r := range want {
 		if !rules[r] {
 			t.Errorf("rule %s is exercised by no vector", r)
@@ -416,7 +264,7 @@ func TestVectors_Coverage(t *testing.T) {
 			t.Errorf("%s: want valid and invalid vectors", typ)
 		}
 	}
-	for typ := range cpPayloads {
+	for _, typ := range envelopeTypes {
 		if s := types[typ]; s == nil || !s.ok {
 			t.Errorf("%s: no valid vector", typ)
 		}
