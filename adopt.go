@@ -73,21 +73,11 @@ func (c *Channel) resolvedElsewhere(o *outgoing) bool {
 
 // forget stops tracking o without touching the store or reporting it.
 func (c *Channel) forget(o *outgoing) {
-	id := o.entry.Message.MessageID
-	c.mu.Lock()
-	if c.out[id] != o {
-		c.mu.Unlock()
+	next, ok := c.untrack(o)
+	if !ok {
 		return
 	}
-	delete(c.out, id)
-	c.unscheduleLocked(o)
-	var next *outgoing
-	if o.inWindow {
-		c.unacked--
-		next = c.nextWaitingLocked()
-	}
-	c.mu.Unlock()
-	c.log.Debug("pending message resolved by another replica; forgotten here", "message_id", id)
+	c.log.Debug("pending message resolved by another replica; forgotten here", "message_id", o.entry.Message.MessageID)
 	if next != nil {
 		c.transmit(next)
 	}

@@ -291,19 +291,10 @@ func (c *Channel) receiveAck(ctx context.Context, p *Packet) error {
 // failed (rejected for good, expired). Only this removes it (S1, S3).
 func (c *Channel) finish(o *outgoing, a *ChatMessageAck, fail *Error) {
 	id := o.entry.Message.MessageID
-	c.mu.Lock()
-	if c.out[id] != o {
-		c.mu.Unlock()
+	next, ok := c.untrack(o)
+	if !ok {
 		return
 	}
-	delete(c.out, id)
-	c.unscheduleLocked(o)
-	var next *outgoing
-	if o.inWindow {
-		c.unacked--
-		next = c.nextWaitingLocked()
-	}
-	c.mu.Unlock()
 	if next != nil {
 		defer c.transmit(next)
 	}
@@ -324,6 +315,25 @@ func (c *Channel) finish(o *outgoing, a *ChatMessageAck, fail *Error) {
 	if c.o.OnFailed != nil {
 		c.o.OnFailed(c.id, o.entry.Message, fail)
 	}
+}
+
+// untrack stops tracking o: it leaves the channel's map, its deadline and
+// the send window, and the message waiting next for the window is
+// returned to be transmitted. ok is false when o was tracked no more.
+func (c *Channel) untrack(o *outgoing) (next *outgoing, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	id := o.entry.Message.MessageID
+	if c.out[id] != o {
+		return nil, false
+	}
+	delete(c.out, id)
+	c.unscheduleLocked(o)
+	if o.inWindow {
+		c.unacked--
+		next = c.nextWaitingLocked()
+	}
+	return next, true
 }
 
 // sortOutgoing orders resends oldest first, keeping the sender's order.
