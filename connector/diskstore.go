@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
@@ -38,6 +39,15 @@ type DiskStore struct {
 	opts DiskStoreOptions
 	dir  string
 
+	// remove and open are os.Remove and os.Open; tests replace them to
+	// show that neither runs under mu.
+	remove func(path string) error
+	open   func(path string) (*os.File, error)
+
+	// mu guards the metadata only: files are created, opened and unlinked
+	// outside it, so a slow disk delays the caller doing the I/O, not every
+	// other Put, Open and Delete (Close alone removes the directory under
+	// it, being the last call).
 	mu     sync.Mutex
 	files  map[string]*diskFile
 	total  int64
@@ -76,10 +86,12 @@ func NewDiskStore(opts DiskStoreOptions) (*DiskStore, error) {
 		return nil, errors.New("connector: disk store: " + err.Error())
 	}
 	return &DiskStore{
-		opts:  opts,
-		dir:   dir,
-		files: make(map[string]*diskFile),
-		q:     quota{maxBytes: opts.MaxTotalBytes, maxFiles: opts.MaxFiles},
+		opts:   opts,
+		dir:    dir,
+		remove: os.Remove,
+		open:   os.Open,
+		files:  make(map[string]*diskFile),
+		q:      quota{maxBytes: opts.MaxTotalBytes, maxFiles: opts.MaxFiles},
 	}, nil
 }
 
@@ -119,20 +131,26 @@ func (s *DiskStore) Reserve(_ context.Context, channelID string, bytes int64) (R
 	}
 	bytes = max(0, min(bytes, s.opts.MaxFileBytes))
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.closed {
+		s.mu.Unlock()
 		return nil, imv2.ErrClosed
 	}
-	s.sweepLocked(s.opts.Clock.Now())
+	expired := s.sweepLocked(s.opts.Clock.Now())
 	if !s.q.take(bytes) {
+		s.mu.Unlock()
+		s.unlink(expired)
 		return nil, ErrStoreFull
 	}
 	// The ref is drawn now so the file can be written under its final
 	// name; it is not in the map, so not visible, until Put completes.
+	// 128 random bits: it is not the name of a file whose unlink is
+	// still to come.
 	ref := newFileRef()
 	for s.files[ref] != nil {
 		ref = newFileRef()
 	}
+	s.mu.Unlock()
+	s.unlink(expired)
 	return &diskReservation{s: s, channel: channelID, ref: ref, h: hold{mu: &s.mu, q: &s.q, held: bytes, maxFile: s.opts.MaxFileBytes}}, nil
 }
 
@@ -196,73 +214,107 @@ func (d *diskReservation) Put(ctx context.Context, filename, mimeType string, r 
 // Release implements Reservation.
 func (d *diskReservation) Release() { d.h.release() }
 
-// Open implements FileStore.
+// Open implements FileStore. The file is opened after the lookup, outside
+// the lock: if it is deleted or expires in between, its name is gone and
+// Open reports ErrFileNotFound; once open, the reader keeps its bytes (on
+// Unix an open file outlives its unlink).
 func (s *DiskStore) Open(_ context.Context, channelID, fileRef string) (io.ReadCloser, FileInfo, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	f, err := s.lookupLocked(channelID, fileRef)
+	f, expired, err := s.lookupLocked(channelID, fileRef)
+	var info FileInfo
+	if f != nil {
+		info = f.info
+	}
+	s.mu.Unlock()
+	s.unlink(expired)
 	if err != nil {
 		return nil, FileInfo{}, err
 	}
-	rc, err := os.Open(filepath.Join(s.dir, fileRef))
+	rc, err := s.open(filepath.Join(s.dir, fileRef))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, FileInfo{}, ErrFileNotFound
+	}
 	if err != nil {
 		return nil, FileInfo{}, err
 	}
-	return rc, f.info, nil
+	return rc, info, nil
 }
 
 // Delete implements FileStore.
 func (s *DiskStore) Delete(_ context.Context, channelID, fileRef string) error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	_, err := s.lookupLocked(channelID, fileRef)
+	_, expired, err := s.lookupLocked(channelID, fileRef)
+	var gone []string
+	if err == nil {
+		gone = s.removeLocked(fileRef, nil)
+	}
+	s.mu.Unlock()
+	s.unlink(expired)
+	s.unlink(gone)
 	if errors.Is(err, ErrFileNotFound) {
 		return nil
 	}
-	if err != nil {
-		return err
-	}
-	s.removeLocked(fileRef)
-	return nil
+	return err
 }
 
 // Len returns the number of live files and their total bytes.
 func (s *DiskStore) Len() (files int, total int64) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.sweepLocked(s.opts.Clock.Now())
-	return len(s.files), s.total
+	expired := s.sweepLocked(s.opts.Clock.Now())
+	files, total = len(s.files), s.total
+	s.mu.Unlock()
+	s.unlink(expired)
+	return files, total
 }
 
-func (s *DiskStore) lookupLocked(channelID, fileRef string) (*diskFile, error) {
+// lookupLocked returns the live file fileRef of channelID. An expired one
+// is forgotten and its path returned, to be unlinked after unlocking.
+func (s *DiskStore) lookupLocked(channelID, fileRef string) (*diskFile, []string, error) {
 	f := s.files[fileRef]
 	if f == nil {
-		return nil, ErrFileNotFound
+		return nil, nil, ErrFileNotFound
 	}
 	if !s.opts.Clock.Now().Before(f.info.ExpiresAt) {
-		s.removeLocked(fileRef)
-		return nil, ErrFileNotFound
+		return nil, s.removeLocked(fileRef, nil), ErrFileNotFound
 	}
 	if f.channel != channelID {
-		return nil, ErrWrongChannel
+		return nil, nil, ErrWrongChannel
 	}
-	return f, nil
+	return f, nil, nil
 }
 
-func (s *DiskStore) sweepLocked(now time.Time) {
+// sweepLocked forgets every expired file and returns their paths, to be
+// unlinked after unlocking.
+func (s *DiskStore) sweepLocked(now time.Time) []string {
+	var paths []string
 	for ref, f := range s.files {
 		if !now.Before(f.info.ExpiresAt) {
-			s.removeLocked(ref)
+			paths = s.removeLocked(ref, paths)
 		}
 	}
+	return paths
 }
 
-func (s *DiskStore) removeLocked(ref string) {
+// removeLocked forgets file ref, frees its quota and appends its path to
+// paths: the unlink is the caller's, after unlocking. Its name is not
+// reused meanwhile (refs are random), and an Open that looks it up later
+// finds it unknown.
+func (s *DiskStore) removeLocked(ref string, paths []string) []string {
 	if f := s.files[ref]; f != nil {
 		s.total -= f.info.ByteSize
 		s.q.bytes -= f.info.ByteSize
 		s.q.files--
 		delete(s.files, ref)
-		_ = os.Remove(filepath.Join(s.dir, ref))
+		paths = append(paths, filepath.Join(s.dir, ref))
+	}
+	return paths
+}
+
+// unlink removes the files removeLocked forgot; it runs without the lock.
+// A file already gone (Close removed the directory) is no error worth
+// reporting: its bytes are gone either way.
+func (s *DiskStore) unlink(paths []string) {
+	for _, p := range paths {
+		_ = s.remove(p)
 	}
 }

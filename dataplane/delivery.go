@@ -13,6 +13,13 @@ import (
 type Delivery struct {
 	messageID string
 	done      chan struct{}
+	// Guarded by deliveries.mu while the handle is registered: the
+	// channel it is keyed under, the sends of it in flight, and whether
+	// one of them succeeded (then the final is pending and the handle
+	// stays until its outcome).
+	at      string
+	sending int
+	sent    bool
 	// Set before done is closed.
 	channelID string
 	status    imv2.AckStatus
@@ -65,34 +72,46 @@ type deliveries struct {
 	closed bool
 }
 
-// add returns the handle of a final about to be sent, and whether it is
-// new (a final resent while pending shares the first one's handle).
-func (ds *deliveries) add(channelID, messageID string) (*Delivery, bool) {
+// add returns the handle of a final about to be sent and counts the send
+// as in flight until finish. Sends of a message_id already registered
+// share its handle: a resend while pending, or a concurrent Send of the
+// same final.
+func (ds *deliveries) add(channelID, messageID string) *Delivery {
 	ds.mu.Lock()
 	defer ds.mu.Unlock()
 	k := deliveryKey{channelID, messageID}
 	if d := ds.open[k]; d != nil {
-		return d, false
+		d.sending++
+		return d
 	}
 	d := &Delivery{messageID: messageID, done: make(chan struct{})}
 	if ds.closed {
 		d.err = imv2.ErrClosed
 		close(d.done)
-		return d, false
+		return d
 	}
 	if ds.open == nil {
 		ds.open = map[deliveryKey]*Delivery{}
 	}
+	d.at, d.sending = channelID, 1
 	ds.open[k] = d
-	return d, true
+	return d
 }
 
-// drop forgets a handle whose send failed before anything was pending.
-func (ds *deliveries) drop(channelID string, d *Delivery) {
+// finish ends a send add counted. The handle is forgotten only when no
+// send of it is still in flight and none succeeded, so nothing is pending
+// and no caller holds it: a failed send must not take away the handle of
+// a concurrent one that succeeded or may still succeed.
+func (ds *deliveries) finish(d *Delivery, sent bool) {
 	ds.mu.Lock()
 	defer ds.mu.Unlock()
-	k := deliveryKey{channelID, d.messageID}
-	if ds.open[k] == d {
+	k := deliveryKey{d.at, d.messageID}
+	if ds.open[k] != d {
+		return // resolved, closed, or never registered
+	}
+	d.sending--
+	d.sent = d.sent || sent
+	if d.sending == 0 && !d.sent {
 		delete(ds.open, k)
 	}
 }
@@ -106,6 +125,7 @@ func (ds *deliveries) move(from, to, messageID string) {
 		return
 	}
 	delete(ds.open, deliveryKey{from, messageID})
+	d.at = to
 	ds.open[deliveryKey{to, messageID}] = d
 }
 
@@ -174,13 +194,13 @@ func (c *Client) Send(ctx context.Context, channelID string, m imv2.ChatMessage)
 }
 
 // track registers the handle before send, so an ack that beats send's
-// return is not missed, and forgets it when send fails.
+// return is not missed, and forgets it when send fails unless another
+// send of the same final holds it.
 func (c *Client) track(channelID, messageID string, send func() error) (*Delivery, error) {
-	d, fresh := c.deliveries.add(channelID, messageID)
-	if err := send(); err != nil {
-		if fresh {
-			c.deliveries.drop(channelID, d)
-		}
+	d := c.deliveries.add(channelID, messageID)
+	err := send()
+	c.deliveries.finish(d, err == nil)
+	if err != nil {
 		return nil, err
 	}
 	return d, nil

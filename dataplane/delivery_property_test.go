@@ -10,7 +10,7 @@ import (
 )
 
 // The Delivery registry as a state machine: whatever the order of sends,
-// failed sends, handovers, outcomes (also duplicate and late ones) and
+// their returns (concurrent sends of one final among them), failed sends, handovers, outcomes (also duplicate and late ones) and
 // Close, every handle resolves exactly once with the outcome of its final
 // on the channel it last moved to, and nothing resolved stays registered.
 func TestDelivery_S1_S3_RegistryProperty(t *testing.T) {
@@ -22,8 +22,12 @@ func TestDelivery_S1_S3_RegistryProperty(t *testing.T) {
 			status  imv2.AckStatus
 			err     error
 			done    bool
+			sending int  // its sends in flight
+			sent    bool // one of them succeeded: the final is pending
+			held    bool // a caller got the handle back
 		}
-		var all []*model
+		var all []*model      // the handles callers hold
+		var inflight []*model // sends that have not returned (nil: sent after Close)
 		open := map[deliveryKey]*model{}
 		chans := []string{"c1", "c2", "c3"}
 		mids := []string{"m1", "m2", "m3", "m4"}
@@ -31,29 +35,51 @@ func TestDelivery_S1_S3_RegistryProperty(t *testing.T) {
 		t.Repeat(map[string]func(*rapid.T){
 			"send": func(t *rapid.T) {
 				ch, mid := rapid.SampledFrom(chans).Draw(t, "ch"), rapid.SampledFrom(mids).Draw(t, "mid")
-				d, fresh := ds.add(ch, mid)
+				d := ds.add(ch, mid)
 				k := deliveryKey{ch, mid}
 				switch {
 				case closed:
-					if fresh || !errors.Is(d.err, imv2.ErrClosed) {
+					if !errors.Is(d.err, imv2.ErrClosed) || ds.open[k] == d {
 						t.Fatalf("a send after Close got a live handle")
 					}
+					inflight = append(inflight, nil)
 				case open[k] != nil:
-					if fresh || open[k].d != d {
-						t.Fatalf("a final resent while pending must share its handle")
+					if open[k].d != d {
+						t.Fatalf("a final resent while pending, or sent twice at once, must share its handle")
 					}
+					open[k].sending++
+					inflight = append(inflight, open[k])
 				default:
-					if !fresh {
-						t.Fatalf("a new final got an old handle")
+					if d.Done() == nil || ds.open[k] != d {
+						t.Fatalf("a new final got no registered handle")
 					}
-					m := &model{d: d, channel: ch}
+					m := &model{d: d, channel: ch, sending: 1}
 					open[k] = m
-					all = append(all, m)
-					if rapid.Bool().Draw(t, "sendFails") {
-						ds.drop(ch, d)
+					inflight = append(inflight, m)
+				}
+			},
+			"sendReturns": func(t *rapid.T) {
+				if len(inflight) == 0 {
+					return
+				}
+				i := rapid.IntRange(0, len(inflight)-1).Draw(t, "which")
+				m := inflight[i]
+				inflight = append(inflight[:i], inflight[i+1:]...)
+				fails := rapid.Bool().Draw(t, "sendFails")
+				if m == nil {
+					return // sent after Close: the handle was never registered
+				}
+				ds.finish(m.d, !fails)
+				if k := (deliveryKey{m.channel, m.d.MessageID()}); open[k] == m {
+					m.sending--
+					m.sent = m.sent || !fails
+					if m.sending == 0 && !m.sent {
 						delete(open, k)
-						all = all[:len(all)-1]
 					}
+				}
+				if !fails && !m.held {
+					m.held = true // the caller holds the handle now
+					all = append(all, m)
 				}
 			},
 			"handover": func(t *rapid.T) {

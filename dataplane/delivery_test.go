@@ -175,3 +175,98 @@ func TestDelivery_S2_WaitEndsWithContextOrClose(t *testing.T) {
 	_, err = c.Send(ctxWait(t), ch.ID(), imv2.ChatMessage{Text: "after close"})
 	require.Error(t, err)
 }
+
+// Two Sends of one message_id at once share one handle. When one of them
+// fails, the handle must stay for the other (its final is pending, or may
+// be): its Wait ends with the outcome, not only at Close. The sends are
+// ordered by channels, so every interleaving in the table is exact.
+func TestDelivery_S1_ConcurrentSendOfOneMessageIDWhereOneFails(t *testing.T) {
+	boom := errors.New("queue full")
+	for _, tc := range []struct {
+		name         string
+		firstFails   bool // the send that created the handle
+		secondFails  bool
+		firstEndsFst bool // the first send returns before the second
+	}{
+		{"first fails after the second is pending", true, false, false},
+		{"first fails before the second returns", true, false, true},
+		{"second fails while the first is pending", false, true, true},
+		{"second fails before the first returns", false, true, false},
+		{"both fail", true, true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var c Client
+			outcome := func(fails bool) error {
+				if fails {
+					return boom
+				}
+				return nil
+			}
+			type result struct {
+				d   *Delivery
+				err error
+			}
+			firstIn, firstGo := make(chan struct{}), make(chan struct{})
+			firstRes := make(chan result, 1)
+			go func() {
+				d, err := c.track("c1", "m1", func() error {
+					close(firstIn) // registered: the handle exists
+					<-firstGo
+					return outcome(tc.firstFails)
+				})
+				firstRes <- result{d, err}
+			}()
+			<-firstIn
+			var second result
+			secondIn, secondGo := make(chan struct{}), make(chan struct{})
+			secondRes := make(chan result, 1)
+			go func() {
+				d, err := c.track("c1", "m1", func() error {
+					close(secondIn)
+					<-secondGo
+					return outcome(tc.secondFails)
+				})
+				secondRes <- result{d, err}
+			}()
+			<-secondIn
+			var first result
+			if tc.firstEndsFst {
+				close(firstGo)
+				first = <-firstRes
+				close(secondGo)
+				second = <-secondRes
+			} else {
+				close(secondGo)
+				second = <-secondRes
+				close(firstGo)
+				first = <-firstRes
+			}
+			require.Equal(t, tc.firstFails, first.err != nil)
+			require.Equal(t, tc.secondFails, second.err != nil)
+			var held []*Delivery
+			for _, r := range []result{first, second} {
+				if r.err == nil {
+					held = append(held, r.d)
+				}
+			}
+			if len(held) == 2 {
+				require.Same(t, held[0], held[1], "sends of one final share its handle")
+			}
+
+			c.deliveries.resolve("c1", "m1", imv2.AckAccepted, nil)
+			for _, d := range held {
+				select {
+				case <-d.Done():
+				default:
+					t.Fatal("the outcome came but the holder's Wait would block: the failed send took the handle away")
+				}
+				st, err := d.Wait(context.Background())
+				require.NoError(t, err)
+				require.Equal(t, imv2.AckAccepted, st)
+			}
+			c.deliveries.mu.Lock()
+			defer c.deliveries.mu.Unlock()
+			require.Empty(t, c.deliveries.open, "nothing stays registered")
+		})
+	}
+}
