@@ -44,9 +44,11 @@
 //     them).
 //
 //   - The kit's conversation bindings are shared (Bind, Unbind,
-//     Channels): an inbound event received by any replica finds every
-//     channel bound to its conversation, and a sign-in on one replica is
-//     seen by all. Each key's reference count (imv2_binding_keys) changes
+//     Channels): any replica finds every channel bound to a conversation,
+//     and a sign-in on one replica is seen by all. (The kit's
+//     connector.Receive still sends only through a channel open on its own
+//     replica; on the others it answers ErrNoChannel — use Relay.Send there
+//     until the kit takes a Relay.) Each key's reference count (imv2_binding_keys) changes
 //     in the transaction that changes the binding, with the channel's row
 //     locked first, so concurrent Binds and Unbinds on several replicas
 //     keep it exact and one Unbind of many finds the binding.
@@ -67,7 +69,7 @@
 // The one window where a platform without its own dedup can be affected:
 // a replica that dies after the platform showed a final and before its
 // Record committed leaves an orphaned claim; the resend (to any replica,
-// after the claim's lease of 2×TargetTimeout) is posted again with the
+// after the claim's lease of 3×TargetTimeout) is posted again with the
 // same idempotency key to an imv2.IdempotentTarget (the platform shows it
 // once), and otherwise not posted and answered delivery_outcome_unknown,
 // retryable=false: shown once, and the sender told the outcome is
