@@ -31,6 +31,12 @@ func decodeEnvelopeFast(data []byte) (p *Packet, hasTime, ok bool) {
 	var seen uint
 	var unknown unknownNames
 	var payload []byte
+	// The ID strings are made at the end in one array of their exact size.
+	var ids [4]struct {
+		dst *string
+		raw []byte
+		esc bool
+	}
 	s.ws()
 	if s.peek() == '}' {
 		s.i++
@@ -56,16 +62,24 @@ func decodeEnvelopeFast(data []byte) (p *Packet, hasTime, ok bool) {
 			}
 		case "packet_id":
 			bit = envPacketID
-			p.PacketID, ok = s.text()
+			ids[0].dst = &p.PacketID
+			s.ws()
+			ids[0].raw, ids[0].esc, ok = s.str()
 		case "request_id":
 			bit = envRequestID
-			p.RequestID, ok = s.text()
+			ids[1].dst = &p.RequestID
+			s.ws()
+			ids[1].raw, ids[1].esc, ok = s.str()
 		case "reply_to":
 			bit = envReplyTo
-			p.ReplyTo, ok = s.text()
+			ids[2].dst = &p.ReplyTo
+			s.ws()
+			ids[2].raw, ids[2].esc, ok = s.str()
 		case "connector_channel_id":
 			bit = envChannel
-			p.ConnectorChannelID, ok = s.text()
+			ids[3].dst = &p.ConnectorChannelID
+			s.ws()
+			ids[3].raw, ids[3].esc, ok = s.str()
 		case "type":
 			bit = envType
 			raw, esc, ok := s.str()
@@ -109,6 +123,18 @@ func decodeEnvelopeFast(data []byte) (p *Packet, hasTime, ok bool) {
 	if !s.end() {
 		return nil, false, false
 	}
+	n := 0
+	for _, id := range ids {
+		if len(id.raw) <= arenaMaxString {
+			n += len(id.raw)
+		}
+	}
+	s.strs.reserve(n)
+	for _, id := range ids {
+		if id.dst != nil {
+			*id.dst = s.strs.str(id.raw, id.esc, 0)
+		}
+	}
 	if payload != nil {
 		p.Payload = json.RawMessage(append(make([]byte, 0, len(payload)), payload...))
 	}
@@ -116,22 +142,22 @@ func decodeEnvelopeFast(data []byte) (p *Packet, hasTime, ok bool) {
 }
 
 // textOf reads a string value and returns the matching constant of known
-// without an allocation when there is one.
+// without an allocation when there is one, else the string in s.strs.
 func (s *scanner) textOf(known ...string) (string, bool) {
 	s.ws()
+	rest := len(s.b) - s.i
 	raw, esc, ok := s.str()
 	if !ok {
 		return "", false
 	}
-	if esc {
-		return unescape(raw), true
-	}
-	for _, k := range known {
-		if string(raw) == k {
-			return k, true
+	if !esc {
+		for _, k := range known {
+			if string(raw) == k {
+				return k, true
+			}
 		}
 	}
-	return string(raw), true
+	return s.strs.str(raw, esc, rest), true
 }
 
 // internType returns the constant for a known packet type, so routing

@@ -3,6 +3,7 @@ package imv2
 import (
 	"math"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // scanner is the hot path's strict JSON reader. The codec
@@ -20,6 +21,8 @@ type scanner struct {
 	// forbid makes object refuse a member name an IM v2 payload may not
 	// carry at any depth (forbidden.go): the codec path words the error.
 	forbid bool
+	// strs holds the short strings text reads, one backing array for many.
+	strs strArena
 }
 
 // maxScanDepth and maxScanMembers bound what the generic validator takes on;
@@ -150,51 +153,103 @@ func hex4(b []byte, i int) (rune, bool) {
 	return r, true
 }
 
-// text reads a string value and returns it as a Go string.
+// text reads a string value and returns it as a Go string in s.strs.
 func (s *scanner) text() (string, bool) {
 	s.ws()
+	rest := len(s.b) - s.i
 	raw, esc, ok := s.str()
 	if !ok {
 		return "", false
 	}
-	if !esc {
-		return string(raw), true
-	}
-	return unescape(raw), true
+	return s.strs.str(raw, esc, rest), true
 }
 
-// unescape decodes the escapes of raw content that str accepted.
-func unescape(raw []byte) string {
-	out := make([]byte, 0, len(raw))
+// appendUnescape appends the decoded content of raw, content that str
+// accepted, to dst; it is never longer than raw.
+func appendUnescape(dst, raw []byte) []byte {
 	for i := 0; i < len(raw); {
 		c := raw[i]
 		if c != '\\' {
-			out = append(out, c)
+			dst = append(dst, c)
 			i++
 			continue
 		}
 		switch raw[i+1] {
 		case 'b':
-			out = append(out, '\b')
+			dst = append(dst, '\b')
 		case 'f':
-			out = append(out, '\f')
+			dst = append(dst, '\f')
 		case 'n':
-			out = append(out, '\n')
+			dst = append(dst, '\n')
 		case 'r':
-			out = append(out, '\r')
+			dst = append(dst, '\r')
 		case 't':
-			out = append(out, '\t')
+			dst = append(dst, '\t')
 		case 'u':
 			r, _ := hex4(raw, i+2)
-			out = utf8.AppendRune(out, r)
+			dst = utf8.AppendRune(dst, r)
 			i += 6
 			continue
 		default: // '"', '\\', '/'
-			out = append(out, raw[i+1])
+			dst = append(dst, raw[i+1])
 		}
 		i += 2
 	}
-	return string(out)
+	return dst
+}
+
+// Short strings of one decode share a backing array (strArena), so a
+// packet costs one allocation for its IDs and names instead of one per
+// field. A retained string keeps its whole array alive, so the array is
+// small and private: never the frame or the payload (a kept message_id
+// would pin up to a MiB), and never a slice handed to the caller (a
+// string's bytes must not change).
+const (
+	// arenaMaxString is the longest string an arena takes; a longer one
+	// is allocated on its own.
+	arenaMaxString = 256
+	// arenaMaxChunk bounds one backing array, and so what one retained
+	// short string keeps alive.
+	arenaMaxChunk = 1024
+)
+
+// strArena makes strings over an append-only byte array that nothing else
+// references and that is never written again where a string lies.
+type strArena struct {
+	buf []byte // len is what the strings use, cap the array
+}
+
+// reserve starts a new array of n bytes, the exact need of a caller that
+// knows it (decodeEnvelopeFast).
+func (a *strArena) reserve(n int) {
+	if n > 0 {
+		a.buf = make([]byte, 0, n)
+	}
+}
+
+// str returns the content of raw (unescaped if esc) as a string. rest is
+// the length of the input from raw on: no decode of that input asks for
+// more string bytes, so a new array is min(rest, arenaMaxChunk) long.
+func (a *strArena) str(raw []byte, esc bool, rest int) string {
+	switch {
+	case len(raw) == 0:
+		return ""
+	case len(raw) > arenaMaxString:
+		if esc {
+			return string(appendUnescape(make([]byte, 0, len(raw)), raw))
+		}
+		return string(raw)
+	case cap(a.buf)-len(a.buf) < len(raw): // unescaping only shortens
+		a.buf = make([]byte, 0, min(max(rest, len(raw)), arenaMaxChunk))
+	}
+	start := len(a.buf)
+	if esc {
+		a.buf = appendUnescape(a.buf, raw)
+	} else {
+		a.buf = append(a.buf, raw...)
+	}
+	b := a.buf[start:]
+	return unsafe.String(unsafe.SliceData(b), len(b))
 }
 
 // name reads a member name and the colon after it. Escaped names are left
