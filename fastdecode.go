@@ -180,10 +180,12 @@ func internType(raw []byte) string {
 	return string(raw)
 }
 
-// decodeChatMessageFast decodes a chat.message payload.
+// decodeChatMessageFast decodes a chat.message payload. Its strings are
+// made at the end, in one array of their exact size (deferredStrs).
 func decodeChatMessageFast(b []byte) (*ChatMessage, bool) {
 	s := scanner{b: b, forbid: true}
 	m := new(ChatMessage)
+	var d deferredStrs
 	const (
 		fID = 1 << iota
 		fText
@@ -196,13 +198,13 @@ func decodeChatMessageFast(b []byte) (*ChatMessage, bool) {
 		switch string(name) {
 		case "message_id":
 			bit = fID
-			m.MessageID, ok = s.text()
+			ok = s.deferText(&d, &m.MessageID, -1, strMessageID)
 		case "text":
 			bit = fText
-			m.Text, ok = s.text()
+			ok = s.deferText(&d, &m.Text, -1, strText)
 		case "files":
 			bit = fFiles
-			m.Files, ok = s.files()
+			m.Files, ok = s.files(&d)
 		case "created_at":
 			bit = fCreated
 			m.CreatedAt, ok = s.int()
@@ -214,21 +216,95 @@ func decodeChatMessageFast(b []byte) (*ChatMessage, bool) {
 	if !ok || !s.end() {
 		return nil, false
 	}
+	s.strs.reserve(d.size)
+	for _, e := range d.e[:d.n] {
+		*e.dst(m) = s.strs.str(e.raw, e.esc, 0)
+	}
 	return m, true
 }
 
+// The string fields of a chat.message and its files, for deferredStrs.
+const (
+	strMessageID = iota
+	strText
+	strFileRef
+	strFilename
+	strMimeType
+	strDownloadURL
+)
+
+// maxDeferredStrs bounds the strings of one payload made at its end; the
+// rest are made as they are read, in arrays of their own.
+const maxDeferredStrs = 24
+
+// deferredStrs holds the raw strings of one chat.message until its end, so
+// that one array of their exact size holds them all. A string is named by
+// its file and field, not by a pointer: the files slice may still grow.
+type deferredStrs struct {
+	n, size int
+	e       [maxDeferredStrs]deferredStr
+}
+
+type deferredStr struct {
+	file  int // index in Files, or -1 for the message's own fields
+	field int
+	raw   []byte
+	esc   bool
+}
+
+// dst returns the field of m that e names.
+func (e *deferredStr) dst(m *ChatMessage) *string {
+	if e.file < 0 {
+		if e.field == strMessageID {
+			return &m.MessageID
+		}
+		return &m.Text
+	}
+	f := &m.Files[e.file]
+	switch e.field {
+	case strFileRef:
+		return &f.FileRef
+	case strFilename:
+		return &f.Filename
+	case strMimeType:
+		return &f.MimeType
+	}
+	return &f.DownloadURL
+}
+
+// deferText reads a string value for the field (file, field), whose
+// storage now is dst: an empty one is left "", a short one is deferred to
+// d, and a long one, or one past maxDeferredStrs, is made now.
+func (s *scanner) deferText(d *deferredStrs, dst *string, file, field int) bool {
+	s.ws()
+	rest := len(s.b) - s.i
+	raw, esc, ok := s.str()
+	switch {
+	case !ok:
+		return false
+	case len(raw) == 0:
+		*dst = ""
+	case len(raw) <= arenaMaxString && d.n < maxDeferredStrs:
+		d.e[d.n] = deferredStr{file: file, field: field, raw: raw, esc: esc}
+		d.n++
+		d.size += len(raw) // unescaping only shortens
+	default:
+		*dst = s.strs.str(raw, esc, rest)
+	}
+	return true
+}
+
 // files reads a non-empty array of file objects.
-func (s *scanner) files() ([]File, bool) {
+func (s *scanner) files(d *deferredStrs) ([]File, bool) {
 	if !s.eat('[') {
 		return nil, false
 	}
 	files := make([]File, 0, 2)
 	for {
-		var f File
-		if !s.file(&f) {
+		files = append(files, File{})
+		if !s.file(&files[len(files)-1], len(files)-1, d) {
 			return nil, false
 		}
-		files = append(files, f)
 		more, ok := s.next(']')
 		if !ok {
 			return nil, false
@@ -239,7 +315,7 @@ func (s *scanner) files() ([]File, bool) {
 	}
 }
 
-func (s *scanner) file(f *File) bool {
+func (s *scanner) file(f *File, i int, d *deferredStrs) bool {
 	const (
 		fType = 1 << iota
 		fRef
@@ -260,13 +336,13 @@ func (s *scanner) file(f *File) bool {
 			f.Type = FileType(t)
 		case "file_ref":
 			bit = fRef
-			f.FileRef, ok = s.text()
+			ok = s.deferText(d, &f.FileRef, i, strFileRef)
 		case "filename":
 			bit = fName
-			f.Filename, ok = s.text()
+			ok = s.deferText(d, &f.Filename, i, strFilename)
 		case "mime_type":
 			bit = fMime
-			f.MimeType, ok = s.text()
+			ok = s.deferText(d, &f.MimeType, i, strMimeType)
 		case "byte_size":
 			bit = fSize
 			f.ByteSize, ok = s.int()
@@ -275,7 +351,7 @@ func (s *scanner) file(f *File) bool {
 			f.ExpiresAt, ok = s.int()
 		case "download_url":
 			bit = fURL
-			f.DownloadURL, ok = s.text()
+			ok = s.deferText(d, &f.DownloadURL, i, strDownloadURL)
 		default:
 			return 0, true // unknown: members skips it
 		}

@@ -76,6 +76,8 @@ func readTestdata(path string) ([][]byte, error) {
 const env = `"schema":"xagent.connector.packet/v1","packet_id":"p1","connector_channel_id":"c1","time":1,`
 
 var codecEdgeCases = []string{
+	// More strings than maxDeferredStrs: the ones past it are made as read.
+	`{` + env + `"type":"chat.message","payload":{"message_id":"m","text":"t","files":[` + strings.TrimSuffix(strings.Repeat(`{"type":"file","file_ref":"f","filename":"n","mime_type":"text/plain","download_url":"/x"},`, 7), ",") + `]}}`,
 	// The string arena (strArena): escaped IDs in the envelope, and strings
 	// past arenaMaxString beside short ones in the payload and a file.
 	`{"schema":"xagent.connector.packet/v1","packet_id":"p\u00e9\n1","request_id":"","reply_to":"r\"","connector_channel_id":"c\/1","time":1,"type":"chat.message","payload":{"message_id":"m\t","text":"` + strings.Repeat("long ", 60) + `","files":[{"type":"file","file_ref":"f","filename":"` + strings.Repeat("n\u4e2d", 50) + `","mime_type":"","download_url":"/x"}]}}`,
