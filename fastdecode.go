@@ -136,7 +136,9 @@ func decodeEnvelopeFast(data []byte) (p *Packet, hasTime, ok bool) {
 		}
 	}
 	if payload != nil {
-		p.Payload = json.RawMessage(append(make([]byte, 0, len(payload)), payload...))
+		// A copy: the frame's buffer is the transport's. append does not
+		// zero the new array first, as make would.
+		p.Payload = json.RawMessage(append([]byte(nil), payload...))
 	}
 	return p, seen&envTime != 0, true
 }

@@ -2,8 +2,8 @@ package imv2
 
 import (
 	"math"
+	"strings"
 	"unicode/utf8"
-	"unsafe"
 )
 
 // scanner is the hot path's strict JSON reader. The codec
@@ -33,6 +33,9 @@ const (
 )
 
 func (s *scanner) ws() {
+	if s.i < len(s.b) && s.b[s.i] > ' ' {
+		return // compact JSON: no whitespace, one test
+	}
 	for s.i < len(s.b) {
 		switch s.b[s.i] {
 		case ' ', '\t', '\n', '\r':
@@ -213,17 +216,19 @@ const (
 	arenaMaxChunk = 1024
 )
 
-// strArena makes strings over an append-only byte array that nothing else
-// references and that is never written again where a string lies.
+// strArena makes strings over an append-only array that nothing else
+// references: a strings.Builder, which never changes a byte once written
+// (and does not zero an array it grows, which is all written over).
 type strArena struct {
-	buf []byte // len is what the strings use, cap the array
+	b strings.Builder
 }
 
 // reserve starts a new array of n bytes, the exact need of a caller that
-// knows it (decodeEnvelopeFast).
+// knows it (decodeEnvelopeFast, decodeChatMessageFast).
 func (a *strArena) reserve(n int) {
 	if n > 0 {
-		a.buf = make([]byte, 0, n)
+		a.b = strings.Builder{}
+		a.b.Grow(n)
 	}
 }
 
@@ -239,17 +244,18 @@ func (a *strArena) str(raw []byte, esc bool, rest int) string {
 			return string(appendUnescape(make([]byte, 0, len(raw)), raw))
 		}
 		return string(raw)
-	case cap(a.buf)-len(a.buf) < len(raw): // unescaping only shortens
-		a.buf = make([]byte, 0, min(max(rest, len(raw)), arenaMaxChunk))
+	case a.b.Cap()-a.b.Len() < len(raw): // unescaping only shortens
+		a.b = strings.Builder{} // the strings made keep the old array
+		a.b.Grow(min(max(rest, len(raw)), arenaMaxChunk))
 	}
-	start := len(a.buf)
+	start := a.b.Len()
 	if esc {
-		a.buf = appendUnescape(a.buf, raw)
+		var tmp [arenaMaxString]byte
+		a.b.Write(appendUnescape(tmp[:0], raw))
 	} else {
-		a.buf = append(a.buf, raw...)
+		a.b.Write(raw)
 	}
-	b := a.buf[start:]
-	return unsafe.String(unsafe.SliceData(b), len(b))
+	return a.b.String()[start:]
 }
 
 // name reads a member name and the colon after it. Escaped names are left
