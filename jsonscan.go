@@ -82,6 +82,17 @@ func (s *scanner) str() (raw []byte, esc, ok bool) {
 	i := start
 	b := s.b
 	for i < len(b) {
+		// Four plain bytes at a time, then one.
+		for i+4 <= len(b) {
+			q := b[i : i+4 : i+4]
+			if !plainByte[q[0]] || !plainByte[q[1]] || !plainByte[q[2]] || !plainByte[q[3]] {
+				break
+			}
+			i += 4
+		}
+		if i == len(b) {
+			break
+		}
 		c := b[i]
 		if plainByte[c] {
 			i++
