@@ -276,7 +276,8 @@ func (e *deferredStr) dst(m *ChatMessage) *string {
 
 // deferText reads a string value for the field (file, field), whose
 // storage now is dst: an empty one is left "", a short one is deferred to
-// d, and a long one, or one past maxDeferredStrs, is made now.
+// d while d stays within maxDeferredStrs and arenaMaxChunk bytes, and any
+// other is made now.
 func (s *scanner) deferText(d *deferredStrs, dst *string, file, field int) bool {
 	s.ws()
 	rest := len(s.b) - s.i
@@ -286,7 +287,7 @@ func (s *scanner) deferText(d *deferredStrs, dst *string, file, field int) bool 
 		return false
 	case len(raw) == 0:
 		*dst = ""
-	case len(raw) <= arenaMaxString && d.n < maxDeferredStrs:
+	case len(raw) <= arenaMaxString && d.n < maxDeferredStrs && d.size+len(raw) <= arenaMaxChunk:
 		d.e[d.n] = deferredStr{file: file, field: field, raw: raw, esc: esc}
 		d.n++
 		d.size += len(raw) // unescaping only shortens

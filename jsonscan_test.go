@@ -76,6 +76,8 @@ func readTestdata(path string) ([][]byte, error) {
 const env = `"schema":"xagent.connector.packet/v1","packet_id":"p1","connector_channel_id":"c1","time":1,`
 
 var codecEdgeCases = []string{
+	// More deferred bytes than arenaMaxChunk: the ones past it are made as read.
+	`{` + env + `"type":"chat.message","payload":{"message_id":"m","text":"t","files":[` + strings.TrimSuffix(strings.Repeat(`{"type":"file","file_ref":"f`+strings.Repeat("r", 250)+`","filename":"n","download_url":"/x"},`, 6), ",") + `]}}`,
 	// More strings than maxDeferredStrs: the ones past it are made as read.
 	`{` + env + `"type":"chat.message","payload":{"message_id":"m","text":"t","files":[` + strings.TrimSuffix(strings.Repeat(`{"type":"file","file_ref":"f","filename":"n","mime_type":"text/plain","download_url":"/x"},`, 7), ",") + `]}}`,
 	// The string arena (strArena): escaped IDs in the envelope, and strings
