@@ -35,7 +35,7 @@ var benchMessage = ChatMessage{
 	CreatedAt: 1790000000000,
 }
 
-func benchPacket(b *testing.B) (*Packet, []byte) {
+func benchPacket(b testing.TB) (*Packet, []byte) {
 	b.Helper()
 	payload, err := jsonv2.Marshal(&benchMessage)
 	if err != nil {

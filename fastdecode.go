@@ -31,6 +31,12 @@ func decodeEnvelopeFast(data []byte) (p *Packet, hasTime, ok bool) {
 	var seen uint
 	var unknown unknownNames
 	var payload []byte
+	// The ID strings are made at the end in one array of their exact size.
+	var ids [4]struct {
+		dst *string
+		raw []byte
+		esc bool
+	}
 	s.ws()
 	if s.peek() == '}' {
 		s.i++
@@ -56,16 +62,24 @@ func decodeEnvelopeFast(data []byte) (p *Packet, hasTime, ok bool) {
 			}
 		case "packet_id":
 			bit = envPacketID
-			p.PacketID, ok = s.text()
+			ids[0].dst = &p.PacketID
+			s.ws()
+			ids[0].raw, ids[0].esc, ok = s.str()
 		case "request_id":
 			bit = envRequestID
-			p.RequestID, ok = s.text()
+			ids[1].dst = &p.RequestID
+			s.ws()
+			ids[1].raw, ids[1].esc, ok = s.str()
 		case "reply_to":
 			bit = envReplyTo
-			p.ReplyTo, ok = s.text()
+			ids[2].dst = &p.ReplyTo
+			s.ws()
+			ids[2].raw, ids[2].esc, ok = s.str()
 		case "connector_channel_id":
 			bit = envChannel
-			p.ConnectorChannelID, ok = s.text()
+			ids[3].dst = &p.ConnectorChannelID
+			s.ws()
+			ids[3].raw, ids[3].esc, ok = s.str()
 		case "type":
 			bit = envType
 			raw, esc, ok := s.str()
@@ -109,29 +123,43 @@ func decodeEnvelopeFast(data []byte) (p *Packet, hasTime, ok bool) {
 	if !s.end() {
 		return nil, false, false
 	}
+	n := 0
+	for _, id := range ids {
+		if len(id.raw) <= arenaMaxString {
+			n += len(id.raw)
+		}
+	}
+	s.strs.reserve(n)
+	for _, id := range ids {
+		if id.dst != nil {
+			*id.dst = s.strs.str(id.raw, id.esc, 0)
+		}
+	}
 	if payload != nil {
-		p.Payload = json.RawMessage(append(make([]byte, 0, len(payload)), payload...))
+		// A copy: the frame's buffer is the transport's. append does not
+		// zero the new array first, as make would.
+		p.Payload = json.RawMessage(append([]byte(nil), payload...))
 	}
 	return p, seen&envTime != 0, true
 }
 
 // textOf reads a string value and returns the matching constant of known
-// without an allocation when there is one.
+// without an allocation when there is one, else the string in s.strs.
 func (s *scanner) textOf(known ...string) (string, bool) {
 	s.ws()
+	rest := len(s.b) - s.i
 	raw, esc, ok := s.str()
 	if !ok {
 		return "", false
 	}
-	if esc {
-		return unescape(raw), true
-	}
-	for _, k := range known {
-		if string(raw) == k {
-			return k, true
+	if !esc {
+		for _, k := range known {
+			if string(raw) == k {
+				return k, true
+			}
 		}
 	}
-	return string(raw), true
+	return s.strs.str(raw, esc, rest), true
 }
 
 // internType returns the constant for a known packet type, so routing
@@ -154,10 +182,12 @@ func internType(raw []byte) string {
 	return string(raw)
 }
 
-// decodeChatMessageFast decodes a chat.message payload.
+// decodeChatMessageFast decodes a chat.message payload. Its strings are
+// made at the end, in one array of their exact size (deferredStrs).
 func decodeChatMessageFast(b []byte) (*ChatMessage, bool) {
 	s := scanner{b: b, forbid: true}
 	m := new(ChatMessage)
+	var d deferredStrs
 	const (
 		fID = 1 << iota
 		fText
@@ -170,13 +200,13 @@ func decodeChatMessageFast(b []byte) (*ChatMessage, bool) {
 		switch string(name) {
 		case "message_id":
 			bit = fID
-			m.MessageID, ok = s.text()
+			ok = s.deferText(&d, &m.MessageID, -1, strMessageID)
 		case "text":
 			bit = fText
-			m.Text, ok = s.text()
+			ok = s.deferText(&d, &m.Text, -1, strText)
 		case "files":
 			bit = fFiles
-			m.Files, ok = s.files()
+			m.Files, ok = s.files(&d)
 		case "created_at":
 			bit = fCreated
 			m.CreatedAt, ok = s.int()
@@ -188,21 +218,96 @@ func decodeChatMessageFast(b []byte) (*ChatMessage, bool) {
 	if !ok || !s.end() {
 		return nil, false
 	}
+	s.strs.reserve(d.size)
+	for _, e := range d.e[:d.n] {
+		*e.dst(m) = s.strs.str(e.raw, e.esc, 0)
+	}
 	return m, true
 }
 
+// The string fields of a chat.message and its files, for deferredStrs.
+const (
+	strMessageID = iota
+	strText
+	strFileRef
+	strFilename
+	strMimeType
+	strDownloadURL
+)
+
+// maxDeferredStrs bounds the strings of one payload made at its end; the
+// rest are made as they are read, in arrays of their own.
+const maxDeferredStrs = 24
+
+// deferredStrs holds the raw strings of one chat.message until its end, so
+// that one array of their exact size holds them all. A string is named by
+// its file and field, not by a pointer: the files slice may still grow.
+type deferredStrs struct {
+	n, size int
+	e       [maxDeferredStrs]deferredStr
+}
+
+type deferredStr struct {
+	file  int // index in Files, or -1 for the message's own fields
+	field int
+	raw   []byte
+	esc   bool
+}
+
+// dst returns the field of m that e names.
+func (e *deferredStr) dst(m *ChatMessage) *string {
+	if e.file < 0 {
+		if e.field == strMessageID {
+			return &m.MessageID
+		}
+		return &m.Text
+	}
+	f := &m.Files[e.file]
+	switch e.field {
+	case strFileRef:
+		return &f.FileRef
+	case strFilename:
+		return &f.Filename
+	case strMimeType:
+		return &f.MimeType
+	}
+	return &f.DownloadURL
+}
+
+// deferText reads a string value for the field (file, field), whose
+// storage now is dst: an empty one is left "", a short one is deferred to
+// d while d stays within maxDeferredStrs and arenaMaxChunk bytes, and any
+// other is made now.
+func (s *scanner) deferText(d *deferredStrs, dst *string, file, field int) bool {
+	s.ws()
+	rest := len(s.b) - s.i
+	raw, esc, ok := s.str()
+	switch {
+	case !ok:
+		return false
+	case len(raw) == 0:
+		*dst = ""
+	case len(raw) <= arenaMaxString && d.n < maxDeferredStrs && d.size+len(raw) <= arenaMaxChunk:
+		d.e[d.n] = deferredStr{file: file, field: field, raw: raw, esc: esc}
+		d.n++
+		d.size += len(raw) // unescaping only shortens
+	default:
+		*dst = s.strs.str(raw, esc, rest)
+	}
+	return true
+}
+
 // files reads a non-empty array of file objects.
-func (s *scanner) files() ([]File, bool) {
+func (s *scanner) files(d *deferredStrs) ([]File, bool) {
 	if !s.eat('[') {
 		return nil, false
 	}
 	files := make([]File, 0, 2)
 	for {
-		var f File
-		if !s.file(&f) {
+		files = append(files, File{})
+		if !s.file(&files[len(files)-1], len(files)-1, d) {
 			return nil, false
 		}
-		files = append(files, f)
 		more, ok := s.next(']')
 		if !ok {
 			return nil, false
@@ -213,7 +318,7 @@ func (s *scanner) files() ([]File, bool) {
 	}
 }
 
-func (s *scanner) file(f *File) bool {
+func (s *scanner) file(f *File, i int, d *deferredStrs) bool {
 	const (
 		fType = 1 << iota
 		fRef
@@ -234,13 +339,13 @@ func (s *scanner) file(f *File) bool {
 			f.Type = FileType(t)
 		case "file_ref":
 			bit = fRef
-			f.FileRef, ok = s.text()
+			ok = s.deferText(d, &f.FileRef, i, strFileRef)
 		case "filename":
 			bit = fName
-			f.Filename, ok = s.text()
+			ok = s.deferText(d, &f.Filename, i, strFilename)
 		case "mime_type":
 			bit = fMime
-			f.MimeType, ok = s.text()
+			ok = s.deferText(d, &f.MimeType, i, strMimeType)
 		case "byte_size":
 			bit = fSize
 			f.ByteSize, ok = s.int()
@@ -249,7 +354,7 @@ func (s *scanner) file(f *File) bool {
 			f.ExpiresAt, ok = s.int()
 		case "download_url":
 			bit = fURL
-			f.DownloadURL, ok = s.text()
+			ok = s.deferText(d, &f.DownloadURL, i, strDownloadURL)
 		default:
 			return 0, true // unknown: members skips it
 		}

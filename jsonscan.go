@@ -2,6 +2,7 @@ package imv2
 
 import (
 	"math"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -20,6 +21,8 @@ type scanner struct {
 	// forbid makes object refuse a member name an IM v2 payload may not
 	// carry at any depth (forbidden.go): the codec path words the error.
 	forbid bool
+	// strs holds the short strings text reads, one backing array for many.
+	strs strArena
 }
 
 // maxScanDepth and maxScanMembers bound what the generic validator takes on;
@@ -30,6 +33,9 @@ const (
 )
 
 func (s *scanner) ws() {
+	if s.i < len(s.b) && s.b[s.i] > ' ' {
+		return // compact JSON: no whitespace, one test
+	}
 	for s.i < len(s.b) {
 		switch s.b[s.i] {
 		case ' ', '\t', '\n', '\r':
@@ -76,6 +82,17 @@ func (s *scanner) str() (raw []byte, esc, ok bool) {
 	i := start
 	b := s.b
 	for i < len(b) {
+		// Four plain bytes at a time, then one.
+		for i+4 <= len(b) {
+			q := b[i : i+4 : i+4]
+			if !plainByte[q[0]] || !plainByte[q[1]] || !plainByte[q[2]] || !plainByte[q[3]] {
+				break
+			}
+			i += 4
+		}
+		if i == len(b) {
+			break
+		}
 		c := b[i]
 		if plainByte[c] {
 			i++
@@ -150,51 +167,106 @@ func hex4(b []byte, i int) (rune, bool) {
 	return r, true
 }
 
-// text reads a string value and returns it as a Go string.
+// text reads a string value and returns it as a Go string in s.strs.
 func (s *scanner) text() (string, bool) {
 	s.ws()
+	rest := len(s.b) - s.i
 	raw, esc, ok := s.str()
 	if !ok {
 		return "", false
 	}
-	if !esc {
-		return string(raw), true
-	}
-	return unescape(raw), true
+	return s.strs.str(raw, esc, rest), true
 }
 
-// unescape decodes the escapes of raw content that str accepted.
-func unescape(raw []byte) string {
-	out := make([]byte, 0, len(raw))
+// appendUnescape appends the decoded content of raw, content that str
+// accepted, to dst; it is never longer than raw.
+func appendUnescape(dst, raw []byte) []byte {
 	for i := 0; i < len(raw); {
 		c := raw[i]
 		if c != '\\' {
-			out = append(out, c)
+			dst = append(dst, c)
 			i++
 			continue
 		}
 		switch raw[i+1] {
 		case 'b':
-			out = append(out, '\b')
+			dst = append(dst, '\b')
 		case 'f':
-			out = append(out, '\f')
+			dst = append(dst, '\f')
 		case 'n':
-			out = append(out, '\n')
+			dst = append(dst, '\n')
 		case 'r':
-			out = append(out, '\r')
+			dst = append(dst, '\r')
 		case 't':
-			out = append(out, '\t')
+			dst = append(dst, '\t')
 		case 'u':
 			r, _ := hex4(raw, i+2)
-			out = utf8.AppendRune(out, r)
+			dst = utf8.AppendRune(dst, r)
 			i += 6
 			continue
 		default: // '"', '\\', '/'
-			out = append(out, raw[i+1])
+			dst = append(dst, raw[i+1])
 		}
 		i += 2
 	}
-	return string(out)
+	return dst
+}
+
+// Short strings of one decode share a backing array (strArena), so a
+// packet costs one allocation for its IDs and names instead of one per
+// field. A retained string keeps its whole array alive, so the array is
+// small and private: never the frame or the payload (a kept message_id
+// would pin up to a MiB), and never a slice handed to the caller (a
+// string's bytes must not change).
+const (
+	// arenaMaxString is the longest string an arena takes; a longer one
+	// is allocated on its own.
+	arenaMaxString = 256
+	// arenaMaxChunk bounds one backing array, and so what one retained
+	// short string keeps alive.
+	arenaMaxChunk = 1024
+)
+
+// strArena makes strings over an append-only array that nothing else
+// references: a strings.Builder, which never changes a byte once written
+// (and does not zero an array it grows, which is all written over).
+type strArena struct {
+	b strings.Builder
+}
+
+// reserve starts a new array of n bytes, the exact need of a caller that
+// knows it (decodeEnvelopeFast, decodeChatMessageFast).
+func (a *strArena) reserve(n int) {
+	if n > 0 {
+		a.b = strings.Builder{}
+		a.b.Grow(n)
+	}
+}
+
+// str returns the content of raw (unescaped if esc) as a string. rest is
+// the length of the input from raw on: no decode of that input asks for
+// more string bytes, so a new array is min(rest, arenaMaxChunk) long.
+func (a *strArena) str(raw []byte, esc bool, rest int) string {
+	switch {
+	case len(raw) == 0:
+		return ""
+	case len(raw) > arenaMaxString:
+		if esc {
+			return string(appendUnescape(make([]byte, 0, len(raw)), raw))
+		}
+		return string(raw)
+	case a.b.Cap()-a.b.Len() < len(raw): // unescaping only shortens
+		a.b = strings.Builder{} // the strings made keep the old array
+		a.b.Grow(min(max(rest, len(raw)), arenaMaxChunk))
+	}
+	start := a.b.Len()
+	if esc {
+		var tmp [arenaMaxString]byte
+		a.b.Write(appendUnescape(tmp[:0], raw))
+	} else {
+		a.b.Write(raw)
+	}
+	return a.b.String()[start:]
 }
 
 // name reads a member name and the colon after it. Escaped names are left

@@ -9,9 +9,11 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"unsafe"
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -74,6 +76,13 @@ func readTestdata(path string) ([][]byte, error) {
 const env = `"schema":"xagent.connector.packet/v1","packet_id":"p1","connector_channel_id":"c1","time":1,`
 
 var codecEdgeCases = []string{
+	// More deferred bytes than arenaMaxChunk: the ones past it are made as read.
+	`{` + env + `"type":"chat.message","payload":{"message_id":"m","text":"t","files":[` + strings.TrimSuffix(strings.Repeat(`{"type":"file","file_ref":"f`+strings.Repeat("r", 250)+`","filename":"n","download_url":"/x"},`, 6), ",") + `]}}`,
+	// More strings than maxDeferredStrs: the ones past it are made as read.
+	`{` + env + `"type":"chat.message","payload":{"message_id":"m","text":"t","files":[` + strings.TrimSuffix(strings.Repeat(`{"type":"file","file_ref":"f","filename":"n","mime_type":"text/plain","download_url":"/x"},`, 7), ",") + `]}}`,
+	// The string arena (strArena): escaped IDs in the envelope, and strings
+	// past arenaMaxString beside short ones in the payload and a file.
+	`{"schema":"xagent.connector.packet/v1","packet_id":"p\u00e9\n1","request_id":"","reply_to":"r\"","connector_channel_id":"c\/1","time":1,"type":"chat.message","payload":{"message_id":"m\t","text":"` + strings.Repeat("long ", 60) + `","files":[{"type":"file","file_ref":"f","filename":"` + strings.Repeat("n\u4e2d", 50) + `","mime_type":"","download_url":"/x"}]}}`,
 	`{` + env + `"type":"chat.message","payload":{"message_id":"m","text":"a\"b\\c\/d\b\f\n\r\t\u00e9\u4e2d\u0000"}}`,
 	`{` + env + `"type":"chat.message","payload":{"message_id":"m","text":"\ud83d\ude00"}}`,
 	`{` + env + `"type":"chat.message","payload":{"message_id":"m","text":"\ud800"}}`,
@@ -541,4 +550,62 @@ func FuzzIntegralNumber(f *testing.F) {
 			t.Fatalf("integralNumber(%s) = %d, %v; want %d, %v", s, got, gok, want, wok)
 		}
 	})
+}
+
+// TestStrArena_StringsOwnTheirBytes: the strings a decode returns lie in
+// none of the input's bytes (a kept message_id must not keep a frame of up
+// to 1 MiB alive, and a write into Raw or the frame must not change a
+// string), and one array never exceeds arenaMaxChunk.
+func TestStrArena_StringsOwnTheirBytes(t *testing.T) {
+	_, frame := benchPacket(t)
+	p, err := DecodePacket(frame)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := DecodeChatMessage(p, ToXAgent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	strs := []string{p.PacketID, p.ConnectorChannelID, m.MessageID, m.Text}
+	for _, f := range m.Files {
+		strs = append(strs, f.FileRef, f.Filename, f.MimeType, f.DownloadURL)
+	}
+	within := func(s string, b []byte) bool {
+		if len(s) == 0 || len(b) == 0 {
+			return false
+		}
+		sp, bp := uintptr(unsafe.Pointer(unsafe.StringData(s))), uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+		return sp >= bp && sp < bp+uintptr(cap(b))
+	}
+	want := slices.Clone(strs)
+	for i, s := range strs {
+		if within(s, frame) || within(s, p.Payload) {
+			t.Fatalf("string %d (%q) lies in the frame or the payload", i, s)
+		}
+	}
+	for i := range frame {
+		frame[i] = 'x'
+	}
+	for i := range p.Payload {
+		p.Payload[i] = 'x'
+	}
+	if !slices.Equal(strs, want) {
+		t.Fatalf("writing the frame and Raw changed the strings: %q", strs)
+	}
+
+	var a strArena
+	big := bytes.Repeat([]byte("a"), arenaMaxString)
+	for range 10 {
+		if s := a.str(big, false, 1<<20); s != string(big) {
+			t.Fatalf("str = %q", s)
+		}
+		if a.b.Cap() > arenaMaxChunk {
+			t.Fatalf("an array of %d bytes, more than arenaMaxChunk", a.b.Cap())
+		}
+	}
+	long := append(big, 'b')
+	used := a.b.Len()
+	if s := a.str(long, false, 1<<20); a.b.Len() != used || s != string(long) {
+		t.Fatal("a string past arenaMaxString went into the arena")
+	}
 }
