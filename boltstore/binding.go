@@ -74,7 +74,14 @@ func (s *Store) Bind(ctx context.Context, b connector.Binding) error {
 		bs, keys := tx.Bucket(bucketBindings), tx.Bucket(bucketBindingKeys)
 		if old, ok, err := decodeBinding(b.ChannelID, bs.Get([]byte(b.ChannelID))); err != nil {
 			return err
-		} else if ok {
+		} else if !ok {
+			// A new channel: the count is a walk of the bucket, paid only
+			// by a new binding, so a file written before the cap needs no
+			// migrated counter.
+			if n := bs.Stats().KeyN; n >= s.bindingCap {
+				return imv2.Errorf(imv2.CodeChannelUnavailable, "boltstore: %d bindings, the cap", s.bindingCap)
+			}
+		} else {
 			if err := keys.Delete(bindingKeyEntry(old.Key, b.ChannelID)); err != nil {
 				return err
 			}

@@ -16,3 +16,10 @@ func TestStore_S8_W6_BindingContract(t *testing.T) {
 		return o.reopen(t, s.(*boltstore.Store))
 	})
 }
+
+func TestStore_W6_BindingCap(t *testing.T) {
+	o := newOpener()
+	storetest.TestBindingCap(t, func(t *testing.T, capacity int) connector.BindingStore {
+		return o.open(t, tempPath(t), boltstore.Options{BindingCap: capacity})
+	})
+}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/clock"
+	"github.com/xagentkit/imv2/connector"
 )
 
 // Defaults of Options.
@@ -40,6 +41,11 @@ type Options struct {
 	// CompletedTTL is how long a completed record is kept. Default
 	// imv2.DefaultCompletedTTL (24h).
 	CompletedTTL time.Duration
+	// BindingCap bounds the kit's conversation bindings; Bind of a new
+	// channel beyond it fails with code connector_channel_unavailable, as
+	// connector.MemoryBindingStore does. Default
+	// connector.DefaultMaxBindings (100,000).
+	BindingCap int
 	// SweepInterval, when positive, starts a sweeper that calls Sweep
 	// that often on Clock until Close. Default 0: no sweeper (Record still
 	// trims a few expired records each time, and CompletedCap bounds the
@@ -87,6 +93,7 @@ type Store struct {
 	clock        clock.Clock
 	pendingCap   uint64
 	completedCap uint64
+	bindingCap   int
 	ttl          time.Duration
 	interval     time.Duration
 	onSweep      func(int, error)
@@ -118,6 +125,9 @@ func Open(path string, opts Options) (*Store, error) {
 	}
 	if opts.CompletedCap <= 0 {
 		opts.CompletedCap = imv2.DefaultCompletedCap
+	}
+	if opts.BindingCap <= 0 {
+		opts.BindingCap = connector.DefaultMaxBindings
 	}
 	if opts.CompletedTTL <= 0 {
 		opts.CompletedTTL = imv2.DefaultCompletedTTL
@@ -159,6 +169,7 @@ func Open(path string, opts Options) (*Store, error) {
 		clock:        opts.Clock,
 		pendingCap:   uint64(opts.PendingCap),
 		completedCap: uint64(opts.CompletedCap),
+		bindingCap:   opts.BindingCap,
 		ttl:          opts.CompletedTTL,
 		interval:     opts.SweepInterval,
 		onSweep:      opts.OnSweep,

@@ -26,3 +26,9 @@ func TestMemoryBindingStore_Cap(t *testing.T) {
 		t.Fatal("a binding beyond the cap was stored")
 	}
 }
+
+func TestMemoryBindingStore_W6_Cap(t *testing.T) {
+	storetest.TestBindingCap(t, func(_ *testing.T, capacity int) connector.BindingStore {
+		return connector.NewMemoryBindingStore(capacity)
+	})
+}

@@ -324,3 +324,45 @@ func TestKit_Unbinder_ToldPerChannelBeforeRelease(t *testing.T) {
 		t.Fatalf("calls %q; want %q", got, want)
 	}
 }
+
+// filesRefused is an editor whose platform refuses every post with files.
+type filesRefused struct{ editor }
+
+func (e *filesRefused) Post(ctx context.Context, to Conversation, m *Message) error {
+	if len(m.Files) > 0 {
+		e.log("post refused")
+		return imv2.Permanent(errors.New("files refused"))
+	}
+	return e.editor.Post(ctx, to, m)
+}
+
+// TestKit_M11_FinalFilesFailAfterTextShownIsRetryable: on a plain Editor
+// whose file post fails after the final text was edited in, the final is
+// rejected retryable (the text is on screen; a resend posts the files) and
+// the handle is forgotten, so the shown map does not grow.
+func TestKit_M11_FinalFilesFailAfterTextShownIsRetryable(t *testing.T) {
+	e := &filesRefused{}
+	k, _ := newUnit(t, e, false, Options{Display: &display.Options{Interval: time.Second}})
+	ctx := context.Background()
+	if err := k.display.UpdateDraft(ctx, "ch_1", "m1", "Hi"); err != nil {
+		t.Fatal(err)
+	}
+	ref, err := k.handler.Files().Put(ctx, "ch_1", "a.txt", "text/plain", strings.NewReader("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = k.display.PostMessage(ctx, "ch_1", &imv2.ChatMessage{MessageID: "m1", Text: "Hi there",
+		Files: []imv2.File{{Type: imv2.FileFile, FileRef: ref.FileRef, Filename: "a.txt"}}})
+	if err == nil || !imv2.IsRetryable(err) {
+		t.Fatalf("final with refused files = %v; want a retryable error", err)
+	}
+	if got, want := e.got(), []string{"draft Hi", "edit h-m1 Hi there", "post refused"}; !slices.Equal(got, want) {
+		t.Fatalf("calls %q; want %q", got, want)
+	}
+	k.out.mu.Lock()
+	n := len(k.out.shown)
+	k.out.mu.Unlock()
+	if n != 0 {
+		t.Fatalf("%d handles still recorded as shown after the final; want 0", n)
+	}
+}

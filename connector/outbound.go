@@ -167,7 +167,10 @@ func (o *outbound) Finish(ctx context.Context, channelID, handle string, m *imv2
 		return err
 	}
 	// The final is the temporary message edited to the final text; when
-	// the last coalesced edit already shows it, that edit is skipped.
+	// the last coalesced edit already shows it, that edit is skipped. The
+	// handle is forgotten however the final ends, so the map never keeps
+	// a finished message.
+	defer o.setShown(handle, "")
 	o.mu.Lock()
 	shown, known := o.shown[handle]
 	o.mu.Unlock()
@@ -180,10 +183,12 @@ func (o *outbound) Finish(ctx context.Context, channelID, handle string, m *imv2
 		files := *m
 		files.Text = ""
 		if err := o.final(ctx, channelID, &files, o.p.Post); err != nil {
-			return err
+			// The text is shown, so rejecting the final for good would
+			// leave it half delivered: a resend edits the same text again
+			// (a no-op on screen) and posts the files.
+			return imv2.Retryable(err)
 		}
 	}
-	o.setShown(handle, "")
 	return nil
 }
 

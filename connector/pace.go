@@ -31,9 +31,14 @@ const (
 // tried again by the kit, after the delay a RetryAfter error names or else
 // an exponential backoff from Backoff up to MaxBackoff, at most MaxAttempts
 // times and only while the call's context (the Channel's Target timeout)
-// leaves room for the wait. Meanwhile the channel's later messages wait: a
-// rate-limited final is never overtaken. When the budget is spent the final
-// is rejected retryable and xAgent sends it again (A8).
+// leaves room for the wait. Meanwhile the channel's later messages wait, so
+// order holds within the retry budget: a final is not overtaken while the
+// kit still retries it. When the budget is spent the final is rejected
+// retryable and xAgent sends it again (A8), but the Channel goes on to the
+// next final meanwhile, so a final that outlasts its budget may be shown
+// after later ones (A, B, C shown as B, C, A). A platform that must keep
+// order under long outages needs a budget (MaxAttempts, MaxBackoff, the
+// Target timeout) that covers them.
 //
 // Zero values take the defaults: no rate limit (rate.Inf), burst 1, 8
 // attempts, 250 ms doubling to 10 s. The per-conversation limiters live in

@@ -119,13 +119,17 @@ func (s *Server) knownElsewhere(ctx context.Context, connectorID string) bool {
 // seen tells the shared registry that connectorID connected, or lost its
 // last connection, here at t. A disconnect passes the instance's offline
 // time itself, so that its own record never counts as "connected
-// elsewhere since" at the grace expiry.
+// elsewhere since" at the grace expiry. The write is bounded by the
+// heartbeat interval: a hung store must not hold the heartbeat, and so
+// Close, which waits for it; a record missed is written by the next beat.
 func (s *Server) seen(connectorID string, t time.Time) {
 	cr := s.sharedConnectors()
 	if cr == nil {
 		return
 	}
-	if err := cr.SeenConnector(context.Background(), connectorID, t); err != nil {
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.OfflineGrace/heartbeatsPerGrace)
+	defer cancel()
+	if err := cr.SeenConnector(ctx, connectorID, t); err != nil {
 		s.log.Warn("dataplane: connector_id not recorded in the shared registry", "connector_id", connectorID, "err", err)
 	}
 }

@@ -182,3 +182,49 @@ func TestConnectorRegistry_W5_HeartbeatKeepsAConnectorLiveElsewhere(t *testing.T
 	default:
 	}
 }
+
+// hungRegistry is a shared registry whose SeenConnector hangs until its
+// context ends, as a store that stopped answering.
+type hungRegistry struct {
+	*sharedRegistry
+	entered chan struct{}
+}
+
+func (r *hungRegistry) SeenConnector(ctx context.Context, _ string, _ time.Time) error {
+	select {
+	case r.entered <- struct{}{}:
+	default:
+	}
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// TestConnectorRegistry_W5_HungStoreDoesNotHoldClose: the heartbeat's
+// write to a hung shared registry is bounded by the heartbeat interval, so
+// Close, which waits for a running heartbeat, returns.
+func TestConnectorRegistry_W5_HungStoreDoesNotHoldClose(t *testing.T) {
+	clk := fakeclock.New(t0)
+	reg := &hungRegistry{sharedRegistry: newSharedRegistry(), entered: make(chan struct{}, 1)}
+	const grace = 40 * time.Millisecond // the bound is grace/heartbeatsPerGrace of real time
+	srv, err := NewServer(ServerConfig{
+		Card:         testCard(),
+		NewTarget:    func(string) imv2.Target { return newRecTarget() },
+		Clock:        clk,
+		Registry:     reg,
+		OfflineGrace: grace,
+	})
+	require.NoError(t, err)
+	p, _ := pipeSession(t, srv)
+	p.hello("") // its SeenConnector hangs until the bound too
+	<-reg.entered
+	clk.Advance(grace / heartbeatsPerGrace) // a heartbeat starts and hangs in the store
+	<-reg.entered
+	closed := make(chan error, 1)
+	go func() { closed <- srv.Close() }()
+	select {
+	case err := <-closed:
+		require.NoError(t, err)
+	case <-time.After(wait):
+		t.Fatal("Close still waits for a heartbeat hung in the store")
+	}
+}

@@ -2,12 +2,14 @@ package storetest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/connector"
 	"github.com/xagentkit/imv2/protocol"
 )
@@ -181,4 +183,37 @@ func bindingReopen(t *testing.T, newStore BindingFactory, reopen BindingReopener
 	wantBinding(t, s, b)
 	wantChannels(t, s, "room-a", "ch_1", "ch_2")
 	wantChannels(t, s, "room-c")
+}
+
+// CappedBindingFactory returns a new, empty BindingStore of at most
+// capacity bindings. It registers its own cleanup with t.Cleanup.
+type CappedBindingFactory func(t *testing.T, capacity int) connector.BindingStore
+
+// TestBindingCap runs the cap part of the BindingStore contract against
+// stores made by newStore with a small cap: Bind of a new channel beyond
+// it fails with code connector_channel_unavailable and stores nothing,
+// while a rebind of a bound channel and a Bind after an Unbind still
+// succeed (W6; every map keyed by remote input is bounded).
+func TestBindingCap(t *testing.T, newStore CappedBindingFactory) {
+	t.Run("W6_CapRefusesNewChannel", func(t *testing.T) {
+		ctx := context.Background()
+		s := newStore(t, 2)
+		mustBind(t, s, sampleBinding("ch_1", "k"))
+		mustBind(t, s, sampleBinding("ch_2", "k"))
+		var e *imv2.Error
+		if err := s.Bind(ctx, sampleBinding("ch_3", "k")); !errors.As(err, &e) || e.Code != imv2.CodeChannelUnavailable {
+			t.Fatalf("Bind beyond the cap = %v; want code %s", err, imv2.CodeChannelUnavailable)
+		}
+		if _, ok, err := s.Binding(ctx, "ch_3"); ok || err != nil {
+			t.Fatalf("Binding(ch_3) after a refused Bind = %v, %v; want nothing", ok, err)
+		}
+		wantChannels(t, s, "k", "ch_1", "ch_2")
+		mustBind(t, s, sampleBinding("ch_2", "k2")) // a rebind is no new channel
+		wantChannels(t, s, "k2", "ch_2")
+		if _, ok, err := s.Unbind(ctx, "ch_1"); !ok || err != nil {
+			t.Fatalf("Unbind(ch_1) = %v, %v", ok, err)
+		}
+		mustBind(t, s, sampleBinding("ch_3", "k"))
+		wantChannels(t, s, "k", "ch_3")
+	})
 }
