@@ -116,12 +116,7 @@ func (s *DiskStore) Close() error {
 // Put implements FileStore: Reserve for nothing, then Reservation.Put, so
 // the caps are checked as the bytes arrive.
 func (s *DiskStore) Put(ctx context.Context, channelID, filename, mimeType string, r io.Reader) (FileInfo, error) {
-	res, err := s.Reserve(ctx, channelID, 0)
-	if err != nil {
-		return FileInfo{}, err
-	}
-	defer res.Release()
-	return res.Put(ctx, filename, mimeType, r)
+	return putReserved(ctx, s, channelID, filename, mimeType, r)
 }
 
 // Reserve implements Reserver.

@@ -139,3 +139,14 @@ func fill(ctx context.Context, h *hold, r io.Reader, buf []byte, put func([]byte
 		}
 	}
 }
+
+// putReserved is FileStore.Put for a store that reserves: a reservation of
+// nothing, then Reservation.Put, so the caps are checked as bytes arrive.
+func putReserved(ctx context.Context, s Reserver, channelID, filename, mimeType string, r io.Reader) (FileInfo, error) {
+	res, err := s.Reserve(ctx, channelID, 0)
+	if err != nil {
+		return FileInfo{}, err
+	}
+	defer res.Release()
+	return res.Put(ctx, filename, mimeType, r)
+}
