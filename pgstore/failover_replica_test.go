@@ -32,7 +32,7 @@ const (
 // of a tuned deployment and its wall time stays small.
 const (
 	replicaAckTimeout    = 500 * time.Millisecond
-	replicaTargetTimeout = time.Second // the claim lease is twice this
+	replicaTargetTimeout = time.Second // the claim lease is three times this
 	replicaPendingCap    = 128
 )
 

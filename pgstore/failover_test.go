@@ -597,7 +597,7 @@ func TestFailover_S8_A6_KillHolderMidStreamMidBurstMidPost(t *testing.T) {
 	t.Logf("kill 2 (mid-burst, %d of %d handed over): in flight %d user, %d finals, %d claims; reconnected after %v, first user message from the survivor after %v, first accepted ack after %v",
 		foBurst/2-1, foBurst, in2.users, in2.finals, in2.claims, conn2.Round(time.Millisecond), arrive2.Round(time.Millisecond), ackAfter2.Round(time.Millisecond))
 	t.Logf("kill 3 (between a final's post and its Record): in flight %d user, %d finals, %d claims; reconnected after %v, first accepted ack after %v, the orphaned final posted again (same key) after %v (its claim's lease: %v)",
-		in3.users, in3.finals, in3.claims, conn3.Round(time.Millisecond), ackAfter3.Round(time.Millisecond), plat.again.Sub(kill3).Round(time.Millisecond), 2*replicaTargetTimeout)
+		in3.users, in3.finals, in3.claims, conn3.Round(time.Millisecond), ackAfter3.Round(time.Millisecond), plat.again.Sub(kill3).Round(time.Millisecond), 3*replicaTargetTimeout)
 	t.Logf("outcome: lost %d+%d, user messages twice %d, finals shown twice (deduplicating platform: posted under a second key) %d, posted twice (what a platform without dedup shows) %d, failed %d+%d, claims left %d",
 		lost, lostFinals, dup, len(plat.badKey), twice, len(plat.failed), len(ak.failed), claimsLeft)
 	t.Logf("routing: %v; faults: conns %d frames %d dropped %d duplicated %d delayed %d; pending peak %d (cap %d)",
@@ -624,8 +624,10 @@ func TestFailover_S8_A6_KillHolderMidStreamMidBurstMidPost(t *testing.T) {
 	if peakPending.Load() > replicaPendingCap {
 		t.Errorf("pending peak %d passed the cap %d", peakPending.Load(), replicaPendingCap)
 	}
-	if twice != 1 || plat.posts["r-u-9000"] != 2 {
-		t.Errorf("the kill between post and Record: r-u-9000 posted %d times, %d posted twice in all; want it posted again once (the orphan taken over), the only one", plat.posts["r-u-9000"], twice)
+	// Only a final whose claim was live at a kill can be posted again (the
+	// orphan taken over after its lease, same key); the aimed one must be.
+	if orphans := in1.claims + in2.claims + in3.claims; plat.posts["r-u-9000"] != 2 || twice > orphans {
+		t.Errorf("the kill between post and Record: r-u-9000 posted %d times, %d posted twice in all; want it posted again once (the orphan taken over), and no more finals posted twice than the %d claims live at the kills", plat.posts["r-u-9000"], twice, orphans)
 	}
 	if finalConnectorID != connectorID {
 		t.Errorf("connector_id changed across the failovers: %q, then %q", connectorID, finalConnectorID)
