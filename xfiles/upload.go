@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"mime"
 	"mime/multipart"
 	"net/http"
@@ -70,6 +71,17 @@ var errUploadDone = errors.New("xfiles: upload finished")
 // BaseURL. Do returns once its form-writing goroutine has stopped, unless
 // ctx ends first while Body blocks in Read; the goroutine then ends with
 // that Read.
+//
+// The request carries "Expect: 100-continue", and a Content-Length when
+// Body's size is known (a Len method, as bytes.Reader, strings.Reader and
+// bytes.Buffer have, or a regular *os.File). So the Connector's
+// refusals on the headers (a wrong key, too many uploads, a full store, a
+// declared size over its cap) arrive before any byte of the file is read
+// or sent, and no write into a connection the Connector has closed can
+// take their place (net/http returns that write's error, not the answer,
+// when the write fails first). The client's transport must wait for the
+// go-ahead: http.DefaultTransport waits up to 1 s; an *http.Transport with
+// a zero ExpectContinueTimeout sends the body at once.
 func (q *UploadRequest) Do(ctx context.Context, client *http.Client) (UploadResult, error) {
 	base, err := ParseBaseURL(q.BaseURL)
 	if err != nil {
@@ -86,10 +98,11 @@ func (q *UploadRequest) Do(ctx context.Context, client *http.Client) (UploadResu
 
 	pr, pw := io.Pipe()
 	mw := multipart.NewWriter(pw)
+	length := q.formLength(mw.Boundary())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		pw.CloseWithError(q.writeForm(mw)) // nil closes with EOF
+		pw.CloseWithError(q.writeForm(mw, q.Body)) // nil closes with EOF
 	}()
 	defer func() {
 		pr.CloseWithError(errUploadDone) // unblocks a writer the transport left behind
@@ -104,6 +117,10 @@ func (q *UploadRequest) Do(ctx context.Context, client *http.Client) (UploadResu
 	if err != nil {
 		return UploadResult{}, imv2.Permanent(fmt.Errorf("%w: %w", ErrRefusedURL, err))
 	}
+	if length >= 0 {
+		req.ContentLength = length
+	} // else chunked
+	req.Header.Set("Expect", "100-continue")
 	req.Header.Set("Content-Type", mw.FormDataContentType())
 	req.Header.Set(HeaderChannelID, q.ChannelID)
 	if q.APIKey != "" {
@@ -131,8 +148,58 @@ func (q *UploadRequest) Do(ctx context.Context, client *http.Client) (UploadResu
 	return res, nil
 }
 
-// writeForm writes the small fields first, then the file.
-func (q *UploadRequest) writeForm(mw *multipart.Writer) error {
+// formLength is the exact size of the form writeForm writes with
+// boundary, or -1 when Body's size is unknown.
+func (q *UploadRequest) formLength(boundary string) int64 {
+	n := bodySize(q.Body)
+	if n < 0 {
+		return -1
+	}
+	var c countingWriter
+	mw := multipart.NewWriter(&c)
+	if mw.SetBoundary(boundary) != nil || q.writeForm(mw, eofReader{}) != nil {
+		return -1
+	}
+	return int64(c) + n
+}
+
+// bodySize is the number of bytes r has left, or -1 when it cannot tell
+// without moving r: a Len method, or a regular file's size past its
+// offset.
+func bodySize(r io.Reader) int64 {
+	switch v := r.(type) {
+	case interface{ Len() int }:
+		return int64(v.Len())
+	case interface {
+		io.Seeker
+		Stat() (fs.FileInfo, error)
+	}:
+		fi, err := v.Stat()
+		if err != nil || !fi.Mode().IsRegular() {
+			return -1
+		}
+		cur, err := v.Seek(0, io.SeekCurrent)
+		if err != nil || cur > fi.Size() {
+			return -1
+		}
+		return fi.Size() - cur
+	}
+	return -1
+}
+
+type countingWriter int64
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	*c += countingWriter(len(p))
+	return len(p), nil
+}
+
+type eofReader struct{}
+
+func (eofReader) Read([]byte) (int, error) { return 0, io.EOF }
+
+// writeForm writes the small fields first, then the file read from body.
+func (q *UploadRequest) writeForm(mw *multipart.Writer, body io.Reader) error {
 	for _, f := range []struct{ name, v string }{{"recipient_ref", q.RecipientRef}, {"reply_token", q.ReplyToken}} {
 		if f.v == "" {
 			continue
@@ -155,7 +222,7 @@ func (q *UploadRequest) writeForm(mw *multipart.Writer) error {
 	if err != nil {
 		return err
 	}
-	if _, err := io.Copy(part, q.Body); err != nil {
+	if _, err := io.Copy(part, body); err != nil {
 		return err
 	}
 	return mw.Close()

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -111,28 +112,124 @@ func TestUpload_T1_OptionalFieldsReachHook(t *testing.T) {
 	assert.Equal(t, "rt-1", hooked.ReplyToken)
 }
 
+// waitingClient is srv's client with a transport that waits for the
+// Connector's go-ahead on "Expect: 100-continue" (srv.Client's sends the
+// body at once). The minute is a bound for a stuck server, never reached.
+func waitingClient(t *testing.T, srv *httptest.Server) *http.Client {
+	tr := srv.Client().Transport.(*http.Transport).Clone()
+	tr.ExpectContinueTimeout = time.Minute
+	t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr}
+}
+
+// watchedBody is a body of known size (Len) that counts the Reads reaching
+// it; it has no WriteTo, so every byte goes through Read.
+type watchedBody struct {
+	r     *bytes.Reader
+	reads atomic.Int64
+}
+
+func newWatchedBody(b []byte) *watchedBody { return &watchedBody{r: bytes.NewReader(b)} }
+
+func (w *watchedBody) Len() int { return w.r.Len() }
+
+func (w *watchedBody) Read(p []byte) (int, error) {
+	w.reads.Add(1)
+	return w.r.Read(p)
+}
+
+// TestUpload_T1_Errors also pins that a refusal on the headers costs no
+// byte of the file: the body is never read, so no write into the
+// connection the Connector closes after its answer can take the answer's
+// place (it did about 1 run in 4 under -race, as a broken pipe).
 func TestUpload_T1_Errors(t *testing.T) {
 	ctx := context.Background()
 	_, srv, base := connectorServer(t, "", func(c *connector.Config) { c.MaxUploadBytes = 1 << 20 })
+	client := waitingClient(t, srv)
 
-	_, err := xfiles.Upload(ctx, srv.Client(), base, "sk-wrong", "cch_1", "a.txt", strings.NewReader("x"))
+	body := newWatchedBody([]byte("x"))
+	_, err := xfiles.Upload(ctx, client, base, "sk-wrong", "cch_1", "a.txt", body)
 	var he *xfiles.HTTPError
 	require.ErrorAs(t, err, &he)
 	assert.Equal(t, http.StatusUnauthorized, he.StatusCode)
 	assert.Equal(t, string(connector.CodeUnauthorized), he.Code)
 	assert.False(t, imv2.IsRetryable(err))
 	assert.NotContains(t, err.Error(), "sk-wrong")
+	assert.Zero(t, body.reads.Load(), "the file was read before the Connector's go-ahead")
 
-	_, err = xfiles.Upload(ctx, srv.Client(), base, apiKey, "cch_1", "big.bin", bytes.NewReader(make([]byte, 1<<20+1)))
+	body = newWatchedBody(make([]byte, 2<<20))
+	_, err = xfiles.Upload(ctx, client, base, apiKey, "cch_1", "big.bin", body)
 	assert.ErrorIs(t, err, xfiles.ErrTooLarge)
 	assert.False(t, imv2.IsRetryable(err))
+	assert.Zero(t, body.reads.Load(), "a declared size over the cap was sent anyway")
 
-	_, err = xfiles.Upload(ctx, srv.Client(), base, apiKey, "", "a.txt", strings.NewReader("x"))
+	_, err = xfiles.Upload(ctx, client, base, apiKey, "", "a.txt", strings.NewReader("x"))
 	assert.ErrorIs(t, err, &imv2.Error{Code: imv2.CodeChannelIDRequired})
 
 	for _, bad := range []string{"ftp://h/", "file:///tmp", "http://user:pw@h/", "http://h/?q=1", "http://h/#f", "/relative", ""} {
-		_, err = xfiles.Upload(ctx, srv.Client(), bad, apiKey, "cch_1", "a.txt", strings.NewReader("x"))
+		_, err = xfiles.Upload(ctx, client, bad, apiKey, "cch_1", "a.txt", strings.NewReader("x"))
 		assert.ErrorIs(t, err, xfiles.ErrRefusedURL, bad)
+	}
+}
+
+// TestUpload_T1_DeclaresKnownSizes: a body of known size is sent with its
+// exact Content-Length (so the Connector can refuse it on the headers), one
+// of unknown size chunked; both arrive whole.
+func TestUpload_T1_DeclaresKnownSizes(t *testing.T) {
+	data := random(t, 100<<10)
+	f, err := os.CreateTemp(t.TempDir(), "up")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = f.Close() })
+	_, err = f.Write(data)
+	require.NoError(t, err)
+	_, err = f.Seek(1000, io.SeekStart) // the upload sends what is left past the offset
+	require.NoError(t, err)
+
+	type got struct {
+		declared int64
+		file     []byte
+	}
+	gots := make(chan got, 1)
+	s := newHitServer(t, func(w http.ResponseWriter, r *http.Request) {
+		g := got{declared: r.ContentLength}
+		mr, err := r.MultipartReader()
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		for {
+			p, err := mr.NextPart()
+			if err != nil {
+				break
+			}
+			if b, _ := io.ReadAll(p); p.FormName() == "file" {
+				g.file = b
+			}
+		}
+		gots <- g
+		_, _ = io.WriteString(w, `{"file_ref":"f1","file_type":"file","filename":"a","byte_size":1,"expires_at":1}`)
+	})
+	for _, c := range []struct {
+		name  string
+		body  io.Reader
+		want  []byte
+		known bool
+	}{
+		{"bytes.Reader", bytes.NewReader(data), data, true},
+		{"strings.Reader", strings.NewReader(string(data)), data, true},
+		{"os.File past offset", f, data[1000:], true},
+		{"plain reader", struct{ io.Reader }{bytes.NewReader(data)}, data, false},
+	} {
+		q := xfiles.UploadRequest{BaseURL: s.URL, ChannelID: "cch_1", Filename: "a.bin", RecipientRef: "r1", ReplyToken: "tok", Body: c.body}
+		_, err := q.Do(context.Background(), s.Client())
+		require.NoError(t, err, c.name)
+		g := <-gots
+		assert.True(t, bytes.Equal(c.want, g.file), c.name)
+		if c.known { // a wrong length fails the request in net/http
+			assert.Positive(t, g.declared, c.name)
+		} else {
+			assert.Equal(t, int64(-1), g.declared, c.name)
+		}
 	}
 }
 
