@@ -56,7 +56,8 @@
 //
 // Bucket layout and value encodings carry a version (LayoutVersion, in the
 // meta bucket); layout.go describes both and how a migration plugs in.
-// Pending values are a small length-prefixed binary encoding (encoding.go),
-// less than half the size of the same entry in JSON; completed values are a
-// fixed 48 bytes.
+// Pending values are a small length-prefixed binary encoding (the SDK's
+// internal/pendingcodec, version 1, which pgstore shares), less than half
+// the size of the same entry in JSON; completed values are a fixed 48
+// bytes.
 package boltstore

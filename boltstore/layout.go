@@ -31,7 +31,7 @@ const LayoutVersion = 1
 //
 //	meta            "layout_version"  → uint64
 //	                "completed_count" → uint64, records in "completed"
-//	pending         ch 0x00 seq       → entry (encoding.go); seq gives Add order
+//	pending         ch 0x00 seq       → entry (internal/pendingcodec v1); seq gives Add order
 //	pending_ids     key(ch, id)       → seq ‖ fingerprint (32)
 //	pending_count   ch                → uint64, entries of the channel
 //	completed       key(ch, id)       → t ‖ seq ‖ fingerprint (32)

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"fmt"
 
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/internal/pendingcodec"
 )
 
 // Add implements imv2.PendingStore: the entry is on disk, fsynced, before
@@ -21,7 +23,7 @@ func (s *Store) Add(ctx context.Context, e imv2.PendingEntry) error {
 		return err
 	}
 	fp := imv2.FingerprintOf(&e.Message)
-	value := appendEntry(nil, &e)
+	value := pendingcodec.Append(nil, &e)
 	return s.update(ctx, func(tx *bolt.Tx) error {
 		ids := tx.Bucket(bucketPendingIDs)
 		if old := ids.Get(idKey); old != nil {
@@ -86,9 +88,9 @@ func (s *Store) List(ctx context.Context, channelID string) ([]imv2.PendingEntry
 		prefix := channelPrefix(channelID)
 		c := tx.Bucket(bucketPending).Cursor()
 		for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
-			e, err := decodeEntry(channelID, v)
+			e, err := pendingcodec.Decode(channelID, v)
 			if err != nil {
-				return err
+				return fmt.Errorf("boltstore: %w", err)
 			}
 			out = append(out, e)
 		}

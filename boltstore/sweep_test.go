@@ -2,6 +2,7 @@ package boltstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"sync"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/fakeclock"
+	"github.com/xagentkit/imv2/internal/pendingcodec"
 )
 
 var t0 = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -199,8 +201,8 @@ func TestList_CorruptValueIsAnError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.List(ctx, "a"); err != errCorrupt {
-		t.Fatalf("List of a truncated value: %v, want errCorrupt", err)
+	if _, err := s.List(ctx, "a"); !errors.Is(err, pendingcodec.ErrCorrupt) {
+		t.Fatalf("List of a truncated value: %v, want ErrCorrupt", err)
 	}
 }
 

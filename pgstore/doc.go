@@ -130,5 +130,7 @@
 // start at once migrate once. A database of a newer version is refused.
 // Version 3 added the bindings (imv2_bindings, imv2_binding_keys); a
 // database of version 2 gains them, empty, when this build opens it.
-// Pending messages are stored gob-encoded, exactly as given.
+// Pending messages are stored exactly as given, in the SDK's versioned
+// pending-entry encoding that boltstore keeps too (pendingcodec.go); rows
+// of builds that stored them gob-encoded are still read.
 package pgstore

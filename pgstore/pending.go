@@ -3,11 +3,9 @@ package pgstore
 import (
 	"bytes"
 	"context"
-	"encoding/gob"
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -25,10 +23,7 @@ func (s *Store) Add(ctx context.Context, e imv2.PendingEntry) error {
 		return err
 	}
 	fp := imv2.FingerprintOf(&e.Message)
-	var msg bytes.Buffer
-	if err := gob.NewEncoder(&msg).Encode(&e.Message); err != nil {
-		return fmt.Errorf("pgstore: encode message: %w", err)
-	}
+	msg := appendPending(nil, &e)
 	ch, id := []byte(e.ChannelID), []byte(e.Message.MessageID)
 	return s.tx(ctx, func(tx pgx.Tx) error {
 		if err := lockChannel(ctx, tx, e.ChannelID); err != nil {
@@ -53,7 +48,7 @@ func (s *Store) Add(ctx context.Context, e imv2.PendingEntry) error {
 			return imv2.Errorf(imv2.CodePendingFull, "channel %q has %d pending messages, the cap", e.ChannelID, n)
 		}
 		if _, err = tx.Exec(ctx, `INSERT INTO imv2_pending (channel_id, message_id, fingerprint, created_s, created_ns, message)
-			VALUES ($1, $2, $3, $4, $5, $6)`, ch, id, fp[:], e.Created.Unix(), e.Created.Nanosecond(), msg.Bytes()); err != nil {
+			VALUES ($1, $2, $3, $4, $5, $6)`, ch, id, fp[:], e.Created.Unix(), e.Created.Nanosecond(), msg); err != nil {
 			return err
 		}
 		// Delivered to listening replicas when the Add commits (relay.go).
@@ -89,8 +84,8 @@ func (s *Store) List(ctx context.Context, channelID string) ([]imv2.PendingEntry
 	var nsec int32
 	var msg []byte
 	_, err = pgx.ForEachRow(rows, []any{&sec, &nsec, &msg}, func() error {
-		e := imv2.PendingEntry{ChannelID: channelID, Created: time.Unix(sec, int64(nsec))}
-		if err := gob.NewDecoder(bytes.NewReader(msg)).Decode(&e.Message); err != nil {
+		e, err := decodePending(channelID, sec, nsec, msg)
+		if err != nil {
 			return fmt.Errorf("decode pending entry of channel %q: %w", channelID, err)
 		}
 		out = append(out, e)

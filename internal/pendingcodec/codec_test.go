@@ -1,4 +1,4 @@
-package boltstore
+package pendingcodec
 
 import (
 	"encoding/json"
@@ -10,6 +10,8 @@ import (
 
 	"github.com/xagentkit/imv2"
 )
+
+var t0 = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 
 func genEntry() *rapid.Generator[imv2.PendingEntry] {
 	str := rapid.StringN(0, 40, -1)
@@ -37,8 +39,8 @@ func genEntry() *rapid.Generator[imv2.PendingEntry] {
 func TestEncoding_RoundTrip(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		e := genEntry().Draw(t, "entry")
-		b := appendEntry(nil, &e)
-		got, err := decodeEntry("ch", b)
+		b := Append(nil, &e)
+		got, err := Decode("ch", b)
 		if err != nil {
 			t.Fatalf("decode: %v", err)
 		}
@@ -47,26 +49,26 @@ func TestEncoding_RoundTrip(t *testing.T) {
 		}
 		// Any strict prefix, and any trailing byte, is corrupt.
 		cut := rapid.IntRange(0, len(b)-1).Draw(t, "cut")
-		if _, err := decodeEntry("ch", b[:cut]); err != errCorrupt {
-			t.Fatalf("decode of %d of %d bytes: %v, want errCorrupt", cut, len(b), err)
+		if _, err := Decode("ch", b[:cut]); err != ErrCorrupt {
+			t.Fatalf("decode of %d of %d bytes: %v, want ErrCorrupt", cut, len(b), err)
 		}
-		if _, err := decodeEntry("ch", append(b, 0)); err != errCorrupt {
-			t.Fatalf("decode with a trailing byte: %v, want errCorrupt", err)
+		if _, err := Decode("ch", append(b, 0)); err != ErrCorrupt {
+			t.Fatalf("decode with a trailing byte: %v, want ErrCorrupt", err)
 		}
 	})
 }
 
-func FuzzDecodeEntry(f *testing.F) {
+func FuzzDecode(f *testing.F) {
 	e := imv2.PendingEntry{Message: imv2.ChatMessage{MessageID: "m", Text: "hi", Files: []imv2.File{{Type: imv2.FileImage, FileRef: "r"}}}, Created: t0}
-	f.Add(appendEntry(nil, &e))
+	f.Add(Append(nil, &e))
 	f.Add([]byte{})
 	f.Add([]byte{1, 'm', 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0x0f}) // a huge file count
 	f.Fuzz(func(t *testing.T, b []byte) {
-		e, err := decodeEntry("ch", b) // must not panic
+		e, err := Decode("ch", b) // must not panic
 		if err != nil {
 			return
 		}
-		again, err := decodeEntry("ch", appendEntry(nil, &e))
+		again, err := Decode("ch", Append(nil, &e))
 		if err != nil || !reflect.DeepEqual(again, e) {
 			t.Fatalf("re-encoding a decoded entry does not round trip: %v", err)
 		}
@@ -83,7 +85,7 @@ func TestEncoding_SmallerThanJSON(t *testing.T) {
 			MimeType: "application/pdf", ByteSize: 48213, ExpiresAt: 1_893_553_445_000,
 			DownloadURL: "/files/refs/f_01J2ZK8Q"}},
 	}}
-	bin := appendEntry(nil, &e)
+	bin := Append(nil, &e)
 	js, err := json.Marshal(e)
 	if err != nil {
 		t.Fatal(err)

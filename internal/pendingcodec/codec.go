@@ -1,4 +1,10 @@
-package boltstore
+// Package pendingcodec is the binary encoding of a pending entry
+// (imv2.PendingEntry) that the SDK's durable stores keep: boltstore as the
+// value of its pending bucket (the file's layout_version says which
+// encoding), pgstore in the message column behind a version prefix of its
+// own. One codec, so the stores agree byte for byte and a change is made,
+// and tested against testdata/vectors.json, once.
+package pendingcodec
 
 import (
 	"encoding/binary"
@@ -8,8 +14,15 @@ import (
 	"github.com/xagentkit/imv2"
 )
 
-// A pending entry's value, layout 1. Every string is a uvarint length and
-// its bytes; every integer a (zig-zag) varint. The channel ID is in the key.
+// Version is the version of the encoding Append writes and Decode reads.
+// A change to the layout below is a new version, and a new vector file;
+// the stores record the version they wrote (boltstore's layout_version,
+// pgstore's row prefix).
+const Version = 1
+
+// An entry, version 1. Every string is a uvarint length and its bytes;
+// every integer a (zig-zag) varint. The channel ID is not in it: the
+// stores keep it in the key.
 //
 //	message_id
 //	created seconds (varint), created nanoseconds (uvarint)
@@ -25,15 +38,16 @@ import (
 // and the on-disk format stays ours, versioned by layout_version, instead of
 // following the wire format's tags.
 
-// errCorrupt reports a value that does not decode; the file was damaged or
+// ErrCorrupt reports bytes that do not decode: the store was damaged or
 // written by something else.
-var errCorrupt = errors.New("boltstore: corrupt pending entry")
+var ErrCorrupt = errors.New("corrupt pending entry")
 
 // minFileBytes is the shortest encoding of one file: four empty strings,
 // two one-byte varints and one more empty string.
 const minFileBytes = 7
 
-func appendEntry(b []byte, e *imv2.PendingEntry) []byte {
+// Append appends the encoding of e, without its ChannelID, to b.
+func Append(b []byte, e *imv2.PendingEntry) []byte {
 	m := &e.Message
 	b = appendString(b, m.MessageID)
 	b = binary.AppendVarint(b, e.Created.Unix())
@@ -59,10 +73,11 @@ func appendString(b []byte, s string) []byte {
 	return append(b, s...)
 }
 
-// decodeEntry decodes a value written by appendEntry. It copies every
-// string out of b, which bbolt owns only for the transaction. It never
-// panics: damaged input is errCorrupt.
-func decodeEntry(channelID string, b []byte) (imv2.PendingEntry, error) {
+// Decode decodes bytes written by Append, as the entry of channelID. It
+// copies every string out of b (bbolt owns b only for its transaction),
+// and reads strictly: a short, long or damaged input is ErrCorrupt, never
+// a panic.
+func Decode(channelID string, b []byte) (imv2.PendingEntry, error) {
 	d := decoder{b: b}
 	var e imv2.PendingEntry
 	e.ChannelID = channelID
@@ -70,14 +85,14 @@ func decodeEntry(channelID string, b []byte) (imv2.PendingEntry, error) {
 	m.MessageID = d.str()
 	sec, nsec := d.varint(), d.uvarint()
 	if nsec >= uint64(time.Second) {
-		return imv2.PendingEntry{}, errCorrupt
+		return imv2.PendingEntry{}, ErrCorrupt
 	}
 	e.Created = time.Unix(sec, int64(nsec)).UTC()
 	m.CreatedAt = d.varint()
 	m.Text = d.str()
 	n := d.uvarint()
 	if n > uint64(len(d.b)/minFileBytes) {
-		return imv2.PendingEntry{}, errCorrupt
+		return imv2.PendingEntry{}, ErrCorrupt
 	}
 	if n > 0 {
 		m.Files = make([]imv2.File, n)
@@ -93,7 +108,7 @@ func decodeEntry(channelID string, b []byte) (imv2.PendingEntry, error) {
 		f.DownloadURL = d.str()
 	}
 	if d.bad || len(d.b) != 0 {
-		return imv2.PendingEntry{}, errCorrupt
+		return imv2.PendingEntry{}, ErrCorrupt
 	}
 	return e, nil
 }
