@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -41,6 +42,10 @@ func (s *armedStore) Lookup(ctx context.Context, ch, id string) (imv2.Fingerprin
 func TestCollector_ConversationScrapedOverHTTP(t *testing.T) {
 	ctx := context.Background()
 	mx, mc := metrics.New(), metrics.New()
+	// The two events the Channels observe on their own goroutines after
+	// the call that caused them, each signalled once its Collector has it.
+	ox := newSignal(mx, imv2.EventAckUnmatched)
+	oc := newSignal(mc, imv2.EventDeltaRejected)
 	// The Connector's clock is fake: the Target moves it 250ms per call,
 	// so the latency histogram has exact values.
 	clock := fakeclock.New(time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC))
@@ -68,14 +73,14 @@ func TestCollector_ConversationScrapedOverHTTP(t *testing.T) {
 	neg := imv2.DefaultCatalog().Negotiate([]string{imv2.ProfileIMv2}, []string{imv2.ProfileIMv2})
 	a, b := imv2test.NewInMemoryTransports()
 	conn, err := imv2.NewChannel("cch_1", imv2.RoleConnector, neg, a, target,
-		&imv2.Options{Observer: mc, Clock: clock, Completed: mc.Completed(store), Pending: mc.Pending(imv2.NewMemoryPendingStore(0))})
+		&imv2.Options{Observer: oc, Clock: clock, Completed: mc.Completed(store), Pending: mc.Pending(imv2.NewMemoryPendingStore(0))})
 	if err != nil {
 		t.Fatal(err)
 	}
 	agent, err := imv2.NewChannel("cch_1", imv2.RoleXAgent, neg, b,
 		imv2.TargetFunc(func(context.Context, string, *imv2.ChatMessage) error { return nil }),
 		&imv2.Options{
-			Observer: mx, RetryMin: 2 * time.Millisecond, RetryMax: 4 * time.Millisecond, AckTimeout: time.Minute,
+			Observer: ox, RetryMin: 2 * time.Millisecond, RetryMax: 4 * time.Millisecond, AckTimeout: time.Minute,
 			OnDelivered: func(_ string, _ imv2.ChatMessage, s imv2.AckStatus) { delivered <- s },
 			OnFailed:    func(_ string, _ imv2.ChatMessage, e *imv2.Error) { failed <- e.Code },
 		})
@@ -157,8 +162,11 @@ func TestCollector_ConversationScrapedOverHTTP(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = conn.Receive(ctx, gap) // the rejection is the point
-	waitFor(t, sx.URL, "imv2_events_total{kind=\"ack_unmatched\"}", 1)
-	waitFor(t, sc.URL, "imv2_deltas_rejected_total{code=\"delta_sequence_gap\"}", 1)
+	ox.wait(t, imv2.EventAckUnmatched)
+	oc.wait(t, imv2.EventDeltaRejected)
+	if got := scrape(t, sx.URL)[`imv2_events_total{kind="ack_unmatched"}`]; got != 1 {
+		t.Errorf("imv2_events_total{kind=\"ack_unmatched\"} = %v after the ack of the duplicate, want 1", got)
+	}
 
 	// The sender: five messages, two resends, four accepted, one failed.
 	if err := testutil.ScrapeAndCompare(sx.URL, strings.NewReader(`
@@ -259,19 +267,38 @@ func scrape(t *testing.T, url string) map[string]float64 {
 	return out
 }
 
-// waitFor scrapes until sample reaches want: the event it counts is
-// observed on the Channel's goroutine after the call that caused it.
-func waitFor(t *testing.T, url, sample string, want float64) {
+// signal is an Observer that hands every event to its Collector and
+// then, the first time an event of one of its kinds arrives, closes that
+// kind's channel: once it is closed the Collector has counted the event,
+// so a scrape sees it, with no polling.
+type signal struct {
+	next imv2.Observer
+	seen map[imv2.EventKind]chan struct{} // fixed at construction
+	once map[imv2.EventKind]*sync.Once
+}
+
+func newSignal(next imv2.Observer, kinds ...imv2.EventKind) *signal {
+	s := &signal{next: next, seen: map[imv2.EventKind]chan struct{}{}, once: map[imv2.EventKind]*sync.Once{}}
+	for _, k := range kinds {
+		s.seen[k], s.once[k] = make(chan struct{}), new(sync.Once)
+	}
+	return s
+}
+
+func (s *signal) Observe(e imv2.Event) {
+	s.next.Observe(e)
+	if ch, ok := s.seen[e.Kind]; ok {
+		s.once[e.Kind].Do(func() { close(ch) })
+	}
+}
+
+// wait returns once an event of kind was observed. The bound only keeps
+// a broken build from hanging the test run.
+func (s *signal) wait(t *testing.T, kind imv2.EventKind) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		got := scrape(t, url)[sample]
-		if got == want {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s = %v, want %v", sample, got, want)
-		}
-		time.Sleep(5 * time.Millisecond)
+	select {
+	case <-s.seen[kind]:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("no %s event", kind)
 	}
 }
