@@ -81,7 +81,11 @@ var errUploadDone = errors.New("xfiles: upload finished")
 // take their place (net/http returns that write's error, not the answer,
 // when the write fails first). The client's transport must wait for the
 // go-ahead: http.DefaultTransport waits up to 1 s; an *http.Transport with
-// a zero ExpectContinueTimeout sends the body at once.
+// a zero ExpectContinueTimeout sends the body at once. A body of unknown
+// size over the Connector's cap is refused mid-stream: its 413 comes while
+// the body is still being sent, and a client that keeps sending past the
+// Connector's short linger may see the connection reset instead (a
+// Retryable error); give Body a Len to have it refused on the headers.
 func (q *UploadRequest) Do(ctx context.Context, client *http.Client) (UploadResult, error) {
 	base, err := ParseBaseURL(q.BaseURL)
 	if err != nil {

@@ -174,7 +174,7 @@ func TestUpload_T1_Errors(t *testing.T) {
 
 // TestUpload_T1_DeclaresKnownSizes: a body of known size is sent with its
 // exact Content-Length (so the Connector can refuse it on the headers), one
-// of unknown size chunked; both arrive whole.
+// of unknown size chunked; both arrive whole, after the server's go-ahead.
 func TestUpload_T1_DeclaresKnownSizes(t *testing.T) {
 	data := random(t, 100<<10)
 	f, err := os.CreateTemp(t.TempDir(), "up")
@@ -221,7 +221,7 @@ func TestUpload_T1_DeclaresKnownSizes(t *testing.T) {
 		{"plain reader", struct{ io.Reader }{bytes.NewReader(data)}, data, false},
 	} {
 		q := xfiles.UploadRequest{BaseURL: s.URL, ChannelID: "cch_1", Filename: "a.bin", RecipientRef: "r1", ReplyToken: "tok", Body: c.body}
-		_, err := q.Do(context.Background(), s.Client())
+		_, err := q.Do(context.Background(), waitingClient(t, s.Server))
 		require.NoError(t, err, c.name)
 		g := <-gots
 		assert.True(t, bytes.Equal(c.want, g.file), c.name)
