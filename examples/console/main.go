@@ -67,9 +67,7 @@ func run() error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := b.Run(ctx, os.Stdin); err != nil && ctx.Err() == nil {
-		return err
-	}
-	<-ctx.Done() // stdin closed: keep serving until told to stop
+	go b.Run(ctx, os.Stdin) // the end of stdin does not stop serving; a signal does
+	<-ctx.Done()
 	return nil
 }
