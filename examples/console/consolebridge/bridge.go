@@ -13,19 +13,16 @@ import (
 	"context"
 	_ "embed"
 	"io"
-	"log/slog"
 	"mime"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/boltstore"
 	"github.com/xagentkit/imv2/connector"
-	"github.com/xagentkit/imv2/display"
 	"github.com/xagentkit/imv2/protocol"
 )
 
@@ -56,25 +53,24 @@ func Card() *protocol.Card {
 
 // Config configures a Bridge. Zero values take the command's defaults.
 type Config struct {
+	// Options are the kit's (connector.New): the API key guarding /ws,
+	// /health and /files/uploads, the Mode (display.Stream by default,
+	// display.Edit or display.Buffer), Channel.AckTimeout (how long to wait
+	// for xAgent's ack before resending a user message, default 10 s), the
+	// Logger for diagnostics and the rest. New sets what the console
+	// decides: Tools, Skill, Store (with StoreDir), DefaultConversation,
+	// OnChannelOpen and the Channel's OnDelivered and OnFailed.
+	connector.Options
 	// Addr is the listen address (default 127.0.0.1:8787); "127.0.0.1:0"
 	// picks a free port.
 	Addr string
-	// APIKey, when set, guards /ws, /health and /files/uploads.
-	APIKey string
-	// Mode is the delta display: display.Stream (the default),
-	// display.Edit or display.Buffer.
-	Mode display.Mode
 	// JSON prints every target side effect as one JSON object per line.
 	JSON bool
-	// AckTimeout is how long to wait for xAgent's ack before resending a
-	// user message (default 10 s).
-	AckTimeout time.Duration
 	// StoreDir keeps pending, completed and binding state durably there;
 	// "" keeps it in memory.
 	StoreDir string
-	// Out receives the chat (default stdout); Logger the diagnostics.
-	Out    io.Writer
-	Logger *slog.Logger
+	// Out receives the chat; default stdout.
+	Out io.Writer
 }
 
 // Bridge is a running console Connector: the kit's Connector around the
@@ -92,13 +88,14 @@ type Bridge struct {
 func New(cfg Config) (*Bridge, error) {
 	b := &Bridge{cfg: cfg, opened: make(chan struct{})}
 	p := &printer{out: cmp.Or[io.Writer](cfg.Out, os.Stdout), json: cfg.JSON, credit: draftSlack}
-	opts := &connector.Options{
-		APIKey: cfg.APIKey, Mode: cfg.Mode, Logger: cfg.Logger, Tools: p, Skill: skill,
-		Channel: &imv2.Options{AckTimeout: cfg.AckTimeout, OnDelivered: p.delivered, OnFailed: p.failed},
-		// Each channel is its own conversation; typed lines go to the newest.
-		DefaultConversation: func(id string) string { return id },
-		OnChannelOpen:       b.channelOpened,
+	opts, ch := cfg.Options, imv2.Options{}
+	if opts.Channel != nil {
+		ch = *opts.Channel
 	}
+	ch.OnDelivered, ch.OnFailed = p.delivered, p.failed
+	opts.Channel, opts.Tools, opts.Skill, opts.OnChannelOpen = &ch, p, skill, b.channelOpened
+	// Each channel is its own conversation; typed lines go to the newest.
+	opts.DefaultConversation = func(id string) string { return id }
 	if cfg.StoreDir != "" {
 		if err := os.MkdirAll(cfg.StoreDir, 0o700); err != nil {
 			return nil, err
@@ -110,7 +107,7 @@ func New(cfg Config) (*Bridge, error) {
 		b.store, opts.Store = st, st
 	}
 	var err error
-	if b.Connector, err = connector.New(Card(), p, opts); err != nil {
+	if b.Connector, err = connector.New(Card(), p, &opts); err != nil {
 		b.Close()
 		return nil, err
 	}
