@@ -21,6 +21,8 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/connector"
 	"github.com/xagentkit/imv2/display"
 	"github.com/xagentkit/imv2/examples/console/consolebridge"
 )
@@ -52,8 +54,8 @@ func run() error {
 		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	b, err := consolebridge.New(consolebridge.Config{
-		Addr: *addr, APIKey: *apiKey, Mode: m, JSON: *jsonOut, AckTimeout: *ackTimeout,
-		StoreDir: *store, Out: os.Stdout, Logger: logger,
+		Addr: *addr, JSON: *jsonOut, StoreDir: *store, Out: os.Stdout,
+		Options: connector.Options{APIKey: *apiKey, Mode: m, Logger: logger, Channel: &imv2.Options{AckTimeout: *ackTimeout}},
 	})
 	if err != nil {
 		return err
@@ -67,9 +69,7 @@ func run() error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := b.Run(ctx, os.Stdin); err != nil && ctx.Err() == nil {
-		return err
-	}
-	<-ctx.Done() // stdin closed: keep serving until told to stop
+	go b.Run(ctx, os.Stdin) // the end of stdin does not stop serving; a signal does
+	<-ctx.Done()
 	return nil
 }

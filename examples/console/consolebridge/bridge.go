@@ -9,70 +9,68 @@ package consolebridge
 
 import (
 	"bufio"
+	"cmp"
 	"context"
-	"encoding/json"
+	_ "embed"
 	"io"
-	"log/slog"
 	"mime"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
-	"time"
+	"sync/atomic"
 
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/boltstore"
 	"github.com/xagentkit/imv2/connector"
-	"github.com/xagentkit/imv2/display"
 	"github.com/xagentkit/imv2/protocol"
 )
 
-// CardID is the console Connector's connector_card_id.
-const CardID = "im.console"
+// Identity of the console Connector; the rest of its Card is card.json.
+const (
+	// CardID is the connector_card_id.
+	CardID = "im.console"
+	// ToolSend is the console's one tool.
+	ToolSend = "console_message_send"
+)
 
-// ToolSend is the console's one tool.
-const ToolSend = "console_message_send"
+//go:embed card.json
+var cardJSON []byte
+
+// skill is the primary Skill served at /skill.md (H3).
+//
+//go:embed skill.md
+var skill []byte
+
+// Card returns the console Connector's Card (card.json).
+func Card() *protocol.Card {
+	c, err := protocol.DecodeCard(cardJSON)
+	if err != nil {
+		panic(err) // an embedded constant, checked by TestCard_H1_AsServedBefore
+	}
+	return c
+}
 
 // Config configures a Bridge. Zero values take the command's defaults.
 type Config struct {
-	// Addr is the listen address; "127.0.0.1:0" picks a free port.
+	// Options are the kit's (connector.New): the API key guarding /ws,
+	// /health and /files/uploads, the Mode (display.Stream by default,
+	// display.Edit or display.Buffer), Channel.AckTimeout (how long to wait
+	// for xAgent's ack before resending a user message, default 10 s), the
+	// Logger for diagnostics and the rest. New sets what the console
+	// decides: Tools, Skill, Store (with StoreDir), DefaultConversation,
+	// OnChannelOpen and the Channel's OnDelivered and OnFailed.
+	connector.Options
+	// Addr is the listen address (default 127.0.0.1:8787); "127.0.0.1:0"
+	// picks a free port.
 	Addr string
-	// APIKey, when set, guards /ws, /health and /files/uploads.
-	APIKey string
-	// Mode is the delta display: display.Stream, display.Edit or display.Buffer.
-	Mode display.Mode
 	// JSON prints every target side effect as one JSON object per line.
 	JSON bool
-	// AckTimeout is how long to wait for xAgent's ack before resending a
-	// user message (default 10 s).
-	AckTimeout time.Duration
 	// StoreDir keeps pending, completed and binding state durably there;
 	// "" keeps it in memory.
 	StoreDir string
-	// Out receives the chat (stdout); Logger the diagnostics.
-	Out    io.Writer
-	Logger *slog.Logger
-}
-
-// Card returns the console Connector's Card.
-func Card() *protocol.Card {
-	schema, err := protocol.ToolInputSchema(map[string]json.RawMessage{
-		"text": json.RawMessage(`{"type":"string","description":"Text to print on the console."}`),
-	}, "text")
-	if err != nil {
-		panic(err) // a constant schema: cannot fail
-	}
-	return &protocol.Card{
-		Schema: protocol.CardSchema, ProtocolVersion: protocol.ProtocolVersion, ConnectorCardID: CardID,
-		Build:     protocol.Build{Version: "0.1.0", BuildTime: "2026-11-30T00:00:00Z"},
-		Connector: protocol.CardInfo{Name: "Console Connector", Version: "0.1.0", Description: "An IM Connector whose chat is the terminal."},
-		Supports: protocol.Supports{
-			TargetTypes: []string{imv2.TargetTypeIM},
-			Targets:     []protocol.SupportedTarget{{TargetType: imv2.TargetTypeIM, Provider: "console", Label: "Console"}},
-			Profiles:    []string{imv2.ProfileIMv2},
-		},
-		Tools: []protocol.Tool{{ToolID: ToolSend, Profile: imv2.ProfileIMv2, Title: "Print a message on the console", InputSchema: schema}},
-	}
+	// Out receives the chat; default stdout.
+	Out io.Writer
 }
 
 // Bridge is a running console Connector: the kit's Connector around the
@@ -81,33 +79,23 @@ type Bridge struct {
 	*connector.Connector
 	cfg     Config
 	store   *boltstore.Store
-	mu      sync.Mutex
-	current string
-	opened  chan struct{}
+	current atomic.Pointer[string] // the newest open channel
+	opened  chan struct{}          // closed when the first channel opens
 	once    sync.Once
 }
 
 // New builds a Bridge; Start makes it listen.
 func New(cfg Config) (*Bridge, error) {
-	if cfg.Addr == "" {
-		cfg.Addr = "127.0.0.1:8787"
-	}
-	if cfg.Out == nil {
-		cfg.Out = os.Stdout
-	}
-	if cfg.Mode == display.Auto {
-		cfg.Mode = display.Stream
-	}
 	b := &Bridge{cfg: cfg, opened: make(chan struct{})}
-	p := &printer{out: cfg.Out, json: cfg.JSON}
-	opts := &connector.Options{
-		APIKey: cfg.APIKey, Mode: cfg.Mode, Logger: cfg.Logger, Tools: p,
-		Skill:   []byte("---\nname: " + protocol.SkillName(CardID) + "\ndescription: Chat with a person at a terminal.\n---\n\n# Console Connector\n\nSends and receives chat messages on a terminal.\n"),
-		Channel: &imv2.Options{AckTimeout: cfg.AckTimeout, OnDelivered: p.delivered, OnFailed: p.failed},
-		// Each channel is its own conversation; typed lines go to the newest.
-		DefaultConversation: func(id string) string { return id },
-		OnChannelOpen:       b.channelOpened,
+	p := &printer{out: cmp.Or[io.Writer](cfg.Out, os.Stdout), json: cfg.JSON, credit: draftSlack}
+	opts, ch := cfg.Options, imv2.Options{}
+	if opts.Channel != nil {
+		ch = *opts.Channel
 	}
+	ch.OnDelivered, ch.OnFailed = p.delivered, p.failed
+	opts.Channel, opts.Tools, opts.Skill, opts.OnChannelOpen = &ch, p, skill, b.channelOpened
+	// Each channel is its own conversation; typed lines go to the newest.
+	opts.DefaultConversation = func(id string) string { return id }
 	if cfg.StoreDir != "" {
 		if err := os.MkdirAll(cfg.StoreDir, 0o700); err != nil {
 			return nil, err
@@ -118,45 +106,36 @@ func New(cfg Config) (*Bridge, error) {
 		}
 		b.store, opts.Store = st, st
 	}
-	var platform connector.Platform = p
-	switch cfg.Mode {
-	case display.Stream:
-		platform = streamPlatform{p}
-	case display.Edit:
-		platform = editPlatform{p}
-	}
-	c, err := connector.New(Card(), platform, opts)
-	if err != nil {
+	var err error
+	if b.Connector, err = connector.New(Card(), p, &opts); err != nil {
 		b.Close()
 		return nil, err
 	}
-	b.Connector = c
 	return b, nil
 }
 
 // Start listens on Config.Addr and serves in the background until Close.
 // It returns the base URL (http://host:port with the real port).
-func (b *Bridge) Start() (string, error) { return b.Connector.Start(b.cfg.Addr) }
+func (b *Bridge) Start() (string, error) {
+	return b.Connector.Start(cmp.Or(b.cfg.Addr, "127.0.0.1:8787"))
+}
 
 func (b *Bridge) channelOpened(id string) {
-	b.mu.Lock()
-	b.current = id
-	b.mu.Unlock()
+	b.current.Store(&id)
 	b.once.Do(func() { close(b.opened) })
 }
 
-// Say sends one line as a user message to the newest open channel: text,
-// or "/file PATH" for a file-only message whose signed download_url points
-// at this Connector. It returns the message_id once the message is pending.
+// Say sends one line as a user message to the newest open channel, once
+// one is open: text, or "/file PATH" for a file-only message whose signed
+// download_url points at this Connector. It returns the message_id once
+// the message is pending.
 func (b *Bridge) Say(ctx context.Context, line string) (string, error) {
 	select {
 	case <-b.opened:
 	case <-ctx.Done():
 		return "", ctx.Err()
 	}
-	b.mu.Lock()
-	ev := connector.Event{Conversation: b.current, EventID: imv2.NewMessageID(), Text: line}
-	b.mu.Unlock()
+	ev := connector.Event{Conversation: *b.current.Load(), EventID: imv2.NewMessageID(), Text: line}
 	if path, ok := strings.CutPrefix(line, "/file "); ok {
 		path = strings.TrimSpace(path)
 		open := func() (io.ReadCloser, error) { return os.Open(path) }
@@ -165,29 +144,22 @@ func (b *Bridge) Say(ctx context.Context, line string) (string, error) {
 	return connector.EventMessageID(ev.Conversation, ev.EventID), b.Receive(ctx, ev)
 }
 
-// Run reads lines from in until EOF or ctx ends, sending each as a user
-// message. Errors on one line are logged and the loop goes on.
+// Run reads lines from in until it ends or fails, sending each but blank
+// ones as a user message; a line that cannot be sent is logged. ctx is
+// checked between lines: a read of in cannot be cancelled, so Run may
+// outlive ctx until the next line or the end of in.
 func (b *Bridge) Run(ctx context.Context, in io.Reader) error {
-	done := make(chan struct{})
-	go func() { // a read of in cannot be cancelled: Run returns at ctx's end without it
-		defer close(done)
-		sc := bufio.NewScanner(in)
-		sc.Buffer(make([]byte, 64*1024), imv2.MaxTextBytes)
-		for sc.Scan() && ctx.Err() == nil {
-			if strings.TrimSpace(sc.Text()) == "" {
-				continue
-			}
-			if _, err := b.Say(ctx, sc.Text()); err != nil && b.cfg.Logger != nil {
-				b.cfg.Logger.Warn("message not sent", "err", err)
-			}
+	sc := bufio.NewScanner(in)
+	sc.Buffer(make([]byte, 64<<10), imv2.MaxTextBytes)
+	for sc.Scan() && ctx.Err() == nil {
+		if strings.TrimSpace(sc.Text()) == "" {
+			continue
 		}
-	}()
-	select {
-	case <-done:
-		return ctx.Err()
-	case <-ctx.Done():
-		return ctx.Err()
+		if _, err := b.Say(ctx, sc.Text()); err != nil && b.cfg.Logger != nil {
+			b.cfg.Logger.Warn("message not sent", "err", err)
+		}
 	}
+	return cmp.Or(sc.Err(), ctx.Err())
 }
 
 // Close stops serving and releases the store.
