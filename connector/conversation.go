@@ -82,11 +82,17 @@ func (c *Connector) bind(ctx context.Context, b Binding) error {
 	if err != nil {
 		return err
 	}
+	if had {
+		c.stopListening(b.ChannelID) // it reads with the old binding
+	}
 	if err := c.store.Bind(ctx, b); err != nil {
 		return err
 	}
 	if had && old.Key != b.Key {
 		c.releaseIfLast(ctx, old.Key)
+	}
+	if b.State == BindingConnected && c.server.IsOpen(b.ChannelID) {
+		c.listen(b.ChannelID)
 	}
 	return nil
 }
@@ -106,6 +112,7 @@ func (c *Connector) Expire(ctx context.Context, channelID string) error {
 	if err := c.store.Bind(ctx, b); err != nil {
 		return err
 	}
+	c.stopListening(channelID)
 	c.push(ctx, channelID)
 	return nil
 }
@@ -126,6 +133,7 @@ func (c *Connector) unbind(ctx context.Context, channelID string) error {
 	if err != nil || !ok {
 		return err
 	}
+	c.stopListening(channelID)
 	if u, ok := c.platform.(Unbinder); ok {
 		if err := u.Unbound(ctx, b); err != nil {
 			c.log.Warn("connector: platform not told of an unbinding", "connector_channel_id", channelID, "err", err)

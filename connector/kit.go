@@ -106,9 +106,13 @@ type Connector struct {
 	server   *dataplane.Server
 	handler  *Handler
 
+	listener Listener // nil without one
+	readWG   sync.WaitGroup
+
 	mu      sync.Mutex
 	closed  bool
 	servers map[*http.Server]struct{}
+	readers map[string]*reader // by channel: the running Listen
 }
 
 // New assembles a Connector around platform: display.New, the data-plane
@@ -131,8 +135,9 @@ func New(card *protocol.Card, platform Platform, opts *Options) (*Connector, err
 	}
 	c := &Connector{
 		card: card, platform: platform, store: o.Store, clock: o.Clock, log: o.Logger,
-		metrics: o.Metrics, servers: map[*http.Server]struct{}{},
+		metrics: o.Metrics, servers: map[*http.Server]struct{}{}, readers: map[string]*reader{},
 	}
+	c.listener, _ = platform.(Listener)
 	if card != nil && len(card.AuthFlows) == 0 {
 		c.defConv = o.DefaultConversation
 		if c.defConv == nil {
@@ -186,7 +191,12 @@ func New(card *protocol.Card, platform Platform, opts *Options) (*Connector, err
 		Logger:        o.Logger,
 		Clock:         o.Clock,
 		Registry:      registry,
-		OnChannelOpen: o.OnChannelOpen,
+		OnChannelOpen: func(id string) {
+			c.listen(id)
+			if o.OnChannelOpen != nil {
+				o.OnChannelOpen(id)
+			}
+		},
 		OnChannelDrop: c.dropped,
 		OfflineGrace:  o.OfflineGrace,
 	}
@@ -288,6 +298,7 @@ func (c *Connector) Close() error {
 	for _, hs := range servers {
 		c.shutdown(hs)
 	}
+	c.closeReaders()
 	err := c.server.Close()
 	c.display.Close()
 	return err

@@ -1,0 +1,111 @@
+package connector
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/protocol"
+)
+
+// formSignIn has Start only: its form flow finishes within auth.start.
+type formSignIn struct{ *editor }
+
+func (formSignIn) Start(_ context.Context, _ string, req protocol.AuthStart) (SignInResult, error) {
+	return SignInResult{Bind: &Binding{Key: req.Input["chat_id"]}}, nil
+}
+
+// TestKit_W12_StatusFromTheBindingWithoutSignInStatus: a SignIn without
+// Status gets auth.status answered by the kit: auth_session_not_found
+// before a sign-in (no session outlives Start, Common Protocol §8.9), then
+// authenticated, expired, and not found again after logout.
+func TestKit_W12_StatusFromTheBindingWithoutSignInStatus(t *testing.T) {
+	p := formSignIn{&editor{}}
+	k, _ := newUnit(t, p, true, Options{})
+	ctx := context.Background()
+	ah := authHandler{k, p}
+	status := func() (protocol.AuthState, error) {
+		ack, err := ah.Status(ctx, "ch_1", protocol.AuthStatusRequest{AuthSessionID: "auth_1"})
+		if err != nil {
+			return "", err
+		}
+		return ack.Status, nil
+	}
+	notFound := func(when string) {
+		t.Helper()
+		if _, err := status(); !errors.Is(err, &imv2.Error{Code: protocol.CodeAuthSessionNotFound}) {
+			t.Fatalf("auth.status %s: %v; want auth_session_not_found", when, err)
+		}
+	}
+	notFound("before a sign-in")
+	if _, err := ah.Start(ctx, "ch_1", protocol.AuthStart{FlowID: "bot", Input: map[string]string{"chat_id": "-100"}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range []struct {
+		do   func() error
+		want protocol.AuthState
+	}{
+		{func() error { return nil }, protocol.AuthAuthenticated},
+		{func() error { return k.Expire(ctx, "ch_1") }, protocol.AuthExpired},
+	} {
+		if err := step.do(); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := status(); err != nil || got != step.want {
+			t.Fatalf("auth.status = %q, %v; want %q", got, err, step.want)
+		}
+	}
+	if _, err := ah.Logout(ctx, "ch_1"); err != nil {
+		t.Fatal(err)
+	}
+	notFound("after logout")
+}
+
+// TestKit_W12_CancelFromTheBindingWithoutSignInCanceler: auth.cancel of a
+// SignIn without Cancel is not_found (unauthenticated) on an unbound
+// channel; on a bound one it is ignored (§8.11: the finished sign-in is
+// kept) with auth_status authenticated, and the binding stays.
+func TestKit_W12_CancelFromTheBindingWithoutSignInCanceler(t *testing.T) {
+	p := formSignIn{&editor{}}
+	k, _ := newUnit(t, p, true, Options{})
+	ctx := context.Background()
+	ah := authHandler{k, p}
+	ack, err := ah.Cancel(ctx, "ch_1", protocol.AuthCancel{AuthSessionID: "auth_1"})
+	if err != nil || ack.Status != "not_found" || ack.AuthStatus != protocol.AuthUnauthenticated {
+		t.Fatalf("cancel unbound = %+v, %v; want not_found, unauthenticated", ack, err)
+	}
+	if err := k.bind(ctx, Binding{ChannelID: "ch_1", Key: "-100"}); err != nil {
+		t.Fatal(err)
+	}
+	// The channel is unknown to the data plane here: the Descriptor cannot
+	// be had, which the ack says as an error rather than a wrong answer.
+	if _, err := ah.Cancel(ctx, "ch_1", protocol.AuthCancel{}); !errors.Is(err, &imv2.Error{Code: protocol.CodeConnectionNotFound}) {
+		t.Fatalf("cancel of a channel the Server does not know: %v; want connection_not_found", err)
+	}
+}
+
+// canceler has its own Status and Cancel: the kit defers to them.
+type canceler struct{ formSignIn }
+
+func (canceler) Status(context.Context, string, protocol.AuthStatusRequest) (SignInResult, error) {
+	return SignInResult{Ack: &protocol.AuthAck{Status: protocol.AuthScanned}}, nil
+}
+
+func (canceler) Cancel(context.Context, string, protocol.AuthCancel) (*protocol.AuthCancelAck, error) {
+	return &protocol.AuthCancelAck{Status: "canceled"}, nil
+}
+
+func TestKit_W12_OwnStatusAndCancelAreUsed(t *testing.T) {
+	p := canceler{formSignIn{&editor{}}}
+	k, _ := newUnit(t, p, true, Options{})
+	ah := authHandler{k, p}
+	ack, err := ah.Status(context.Background(), "ch_1", protocol.AuthStatusRequest{AuthSessionID: "a"})
+	if err != nil || ack.Status != protocol.AuthScanned {
+		t.Fatalf("Status = %+v, %v; want the platform's scanned", ack, err)
+	}
+	cack, err := ah.Cancel(context.Background(), "ch_1", protocol.AuthCancel{AuthSessionID: "a"})
+	if err != nil || cack.Status != "canceled" {
+		t.Fatalf("Cancel = %+v, %v; want the platform's canceled", cack, err)
+	}
+}
