@@ -183,14 +183,14 @@ func New(card *protocol.Card, platform Platform, opts *Options) (*Connector, err
 	}
 	copts.Pending, copts.Completed, registry = c.store, c.store, c.store
 	cfg := dataplane.ServerConfig{
-		Card:          card,
-		NewTarget:     func(string) imv2.Target { return c.display },
-		Describe:      c.describe,
-		Tools:         o.Tools,
-		Options:       &copts,
-		Logger:        o.Logger,
-		Clock:         o.Clock,
-		Registry:      registry,
+		Card:      card,
+		NewTarget: func(string) imv2.Target { return c.display },
+		Describe:  c.describe,
+		Tools:     o.Tools,
+		Options:   &copts,
+		Logger:    o.Logger,
+		Clock:     o.Clock,
+		Registry:  registry,
 		OnChannelOpen: func(id string) {
 			c.listen(id)
 			if o.OnChannelOpen != nil {
