@@ -105,6 +105,7 @@ type Connector struct {
 	display  *display.Target
 	server   *dataplane.Server
 	handler  *Handler
+	chLocks  *channelLocks // serialises binding changes per channel
 
 	mu      sync.Mutex
 	closed  bool
@@ -131,7 +132,7 @@ func New(card *protocol.Card, platform Platform, opts *Options) (*Connector, err
 	}
 	c := &Connector{
 		card: card, platform: platform, store: o.Store, clock: o.Clock, log: o.Logger,
-		metrics: o.Metrics, servers: map[*http.Server]struct{}{},
+		metrics: o.Metrics, servers: map[*http.Server]struct{}{}, chLocks: newChannelLocks(),
 	}
 	if card != nil && len(card.AuthFlows) == 0 {
 		c.defConv = o.DefaultConversation
