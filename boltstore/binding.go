@@ -40,6 +40,16 @@ type bindingRecord struct {
 	AccountHint string `json:"account_hint,omitempty"`
 	State       string `json:"state"`
 	Created     int64  `json:"created_ms"`
+	// Data and Drafts came later: a record without them decodes to none.
+	// Bytes are base64 in JSON, so any bytes survive exactly.
+	Data   []byte        `json:"data,omitempty"`
+	Drafts []draftRecord `json:"drafts,omitempty"`
+}
+
+// draftRecord is the stored form of a connector.DraftHandle.
+type draftRecord struct {
+	MessageID []byte `json:"message_id"`
+	Handle    []byte `json:"handle"`
 }
 
 // openBindings makes the binding buckets if the file lacks them, in Open's
@@ -63,10 +73,14 @@ func (s *Store) Bind(ctx context.Context, b connector.Binding) error {
 	if err := connector.CheckBinding(b); err != nil {
 		return err
 	}
-	v, err := json.Marshal(bindingRecord{
+	r := bindingRecord{
 		Key: b.Key, Provider: b.Target.Provider, Label: b.Target.Label, DisplayName: b.Target.DisplayName,
-		AccountHint: b.Target.AccountHint, State: string(b.State), Created: b.Created.UnixMilli(),
-	})
+		AccountHint: b.Target.AccountHint, State: string(b.State), Created: b.Created.UnixMilli(), Data: b.Data,
+	}
+	for _, d := range b.Drafts {
+		r.Drafts = append(r.Drafts, draftRecord{MessageID: []byte(d.MessageID), Handle: []byte(d.Handle)})
+	}
+	v, err := json.Marshal(r)
 	if err != nil {
 		return err
 	}
@@ -156,6 +170,10 @@ func decodeBinding(channelID string, v []byte) (connector.Binding, bool, error) 
 	b := connector.Binding{
 		ChannelID: channelID, Key: r.Key, State: connector.BindingState(r.State), Created: time.UnixMilli(r.Created),
 		Target: protocol.DescriptorTarget{Provider: r.Provider, Label: r.Label, DisplayName: r.DisplayName, AccountHint: r.AccountHint},
+		Data:   r.Data,
+	}
+	for _, d := range r.Drafts {
+		b.Drafts = append(b.Drafts, connector.DraftHandle{MessageID: string(d.MessageID), Handle: string(d.Handle)})
 	}
 	if err := connector.CheckBinding(b); err != nil {
 		return connector.Binding{}, false, fmt.Errorf("boltstore: stored binding of %q: %w", channelID, err)

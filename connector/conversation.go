@@ -21,6 +21,11 @@ func (c *Connector) binding(ctx context.Context, channelID string) (Binding, boo
 	if err != nil || ok || c.defConv == nil {
 		return b, ok, err
 	}
+	unlock := c.chLocks.lock(channelID)
+	defer unlock()
+	if b, ok, err = c.store.Binding(ctx, channelID); err != nil || ok {
+		return b, ok, err
+	}
 	b = Binding{ChannelID: channelID, Key: c.defConv(channelID), State: BindingConnected, Created: c.clock.Now()}
 	if err := c.store.Bind(ctx, b); err != nil {
 		return Binding{}, false, err
@@ -78,6 +83,8 @@ func (c *Connector) bind(ctx context.Context, b Binding) error {
 	if b.Created.IsZero() {
 		b.Created = c.clock.Now()
 	}
+	unlock := c.chLocks.lock(b.ChannelID)
+	defer unlock()
 	old, had, err := c.store.Binding(ctx, b.ChannelID)
 	if err != nil {
 		return err
@@ -97,24 +104,76 @@ func (c *Connector) bind(ctx context.Context, b Binding) error {
 	return nil
 }
 
+// UpdateBinding changes the channel's binding in place: f gets a copy of
+// it, and what f leaves is stored (checked as by CheckBinding). It is how
+// a platform keeps its Data (a refreshed token, a sync cursor) or turns
+// the State. f runs under the kit's lock of that channel, so it is
+// serialised with the kit's own Bind, Unbind, Expire, Revoke and drop of
+// the channel in this process (replicas sharing a store are not ordered
+// by it); f must not call those for the same channel. f may not change
+// ChannelID or Key (rebind with Bind): UpdateBinding then fails and
+// stores nothing, as it does when f returns an error. The Descriptor is
+// pushed only when State or Target changed. A channel without a binding
+// fails with ErrNotBound.
+func (c *Connector) UpdateBinding(ctx context.Context, channelID string, f func(*Binding) error) error {
+	changed, err := c.update(ctx, channelID, f)
+	if err != nil {
+		return err
+	}
+	if changed {
+		c.push(ctx, channelID)
+	}
+	return nil
+}
+
+// update is UpdateBinding without the push; changed reports whether the
+// Descriptor's fields (State, Target) changed.
+func (c *Connector) update(ctx context.Context, channelID string, f func(*Binding) error) (changed bool, err error) {
+	unlock := c.chLocks.lock(channelID)
+	defer unlock()
+	old, ok, err := c.store.Binding(ctx, channelID)
+	if err != nil {
+		return false, err
+	}
+	if !ok {
+		return false, fmt.Errorf("channel %s: %w", channelID, ErrNotBound)
+	}
+	b := old.clone()
+	if err := f(&b); err != nil {
+		return false, err
+	}
+	if b.ChannelID != old.ChannelID || b.Key != old.Key {
+		return false, fmt.Errorf("connector: UpdateBinding of channel %s changed its channel ID or key; rebind with Bind", channelID)
+	}
+	if err := c.store.Bind(ctx, b); err != nil {
+		return false, err
+	}
+	if b.State != BindingConnected {
+		c.stopListening(channelID) // expired or revoked: nothing to read
+	}
+	return b.State != old.State || b.Target != old.Target, nil
+}
+
 // Expire marks the channel's binding expired (the platform credentials
 // ran out): its Descriptor says expired, finals are refused and inbound
 // events no longer reach it until it signs in again.
 func (c *Connector) Expire(ctx context.Context, channelID string) error {
-	b, ok, err := c.store.Binding(ctx, channelID)
-	if err != nil {
-		return err
-	}
-	if !ok {
-		return fmt.Errorf("channel %s: %w", channelID, ErrNotBound)
-	}
-	b.State = BindingExpired
-	if err := c.store.Bind(ctx, b); err != nil {
-		return err
-	}
-	c.stopListening(channelID)
-	c.push(ctx, channelID)
-	return nil
+	return c.setState(ctx, channelID, BindingExpired)
+}
+
+// Revoke marks the channel's binding revoked (the platform revoked the
+// access, e.g. the bot was removed from the conversation): its
+// Descriptor says revoked, finals are refused and inbound events no
+// longer reach it until it signs in again.
+func (c *Connector) Revoke(ctx context.Context, channelID string) error {
+	return c.setState(ctx, channelID, BindingRevoked)
+}
+
+func (c *Connector) setState(ctx context.Context, channelID string, st BindingState) error {
+	return c.UpdateBinding(ctx, channelID, func(b *Binding) error {
+		b.State = st
+		return nil
+	})
 }
 
 // Unbind removes the channel's binding (a sign-out) and, when it was the
@@ -129,6 +188,8 @@ func (c *Connector) Unbind(ctx context.Context, channelID string) error {
 }
 
 func (c *Connector) unbind(ctx context.Context, channelID string) error {
+	unlock := c.chLocks.lock(channelID)
+	defer unlock()
 	b, ok, err := c.store.Unbind(ctx, channelID)
 	if err != nil || !ok {
 		return err

@@ -105,6 +105,7 @@ type Connector struct {
 	display  *display.Target
 	server   *dataplane.Server
 	handler  *Handler
+	chLocks  *channelLocks // serialises binding changes per channel
 
 	listener Listener // nil without one
 	readWG   sync.WaitGroup
@@ -135,7 +136,7 @@ func New(card *protocol.Card, platform Platform, opts *Options) (*Connector, err
 	}
 	c := &Connector{
 		card: card, platform: platform, store: o.Store, clock: o.Clock, log: o.Logger,
-		metrics: o.Metrics, servers: map[*http.Server]struct{}{}, readers: map[string]*reader{},
+		metrics: o.Metrics, servers: map[*http.Server]struct{}{}, readers: map[string]*reader{}, chLocks: newChannelLocks(),
 	}
 	c.listener, _ = platform.(Listener)
 	if card != nil && len(card.AuthFlows) == 0 {

@@ -14,9 +14,10 @@ import (
 // the binding goes (Unbind, auth.logout, the channel's drop), expires or is
 // revoked, or the Connector closes; Close waits for it.
 //
-// Listen hands what it reads to in.Receive. Returning an error matching
-// ErrBindingExpired marks the binding expired and ends the reader; nil ends
-// it too. Any other error is logged and Listen is called again, with the
+// Listen hands what it reads to in.Receive and keeps its cursor in the
+// binding's Data with in.Update. Returning an error matching
+// ErrBindingExpired (ErrBindingRevoked) marks the binding expired (revoked)
+// and ends the reader; nil ends it too. Any other error is logged and Listen is called again, with the
 // binding read afresh, after a backoff from ListenBackoffMin doubling to
 // ListenBackoffMax on the kit's clock (reset once a call ran that long).
 type Listener interface {
@@ -27,6 +28,9 @@ type Listener interface {
 type Inbox interface {
 	// Receive hands an inbound event to the kit (Connector.Receive).
 	Receive(ctx context.Context, ev Event) error
+	// Update changes the channel's binding (Connector.UpdateBinding): a
+	// sync cursor or a refreshed token in its Data.
+	Update(ctx context.Context, f func(*Binding) error) error
 }
 
 // Backoff of a failing Listener.
@@ -40,6 +44,12 @@ const (
 // expired (Expire) and does not restart the reader.
 var ErrBindingExpired = errors.New("connector: the binding's credentials expired")
 
+// ErrBindingRevoked is matched by a Listener's error that says the
+// platform revoked the access (the bot was removed from the conversation):
+// the kit marks the binding revoked (Revoke) and does not restart the
+// reader.
+var ErrBindingRevoked = errors.New("connector: the platform revoked the binding")
+
 // reader is one running Listen of a channel.
 type reader struct {
 	cancel  context.CancelFunc
@@ -48,9 +58,16 @@ type reader struct {
 }
 
 // inbox is the kit's Inbox for one channel.
-type inbox struct{ c *Connector }
+type inbox struct {
+	c         *Connector
+	channelID string
+}
 
 func (in inbox) Receive(ctx context.Context, ev Event) error { return in.c.Receive(ctx, ev) }
+
+func (in inbox) Update(ctx context.Context, f func(*Binding) error) error {
+	return in.c.UpdateBinding(ctx, in.channelID, f)
+}
 
 // listen starts the channel's reader unless one runs. The binding is read
 // in the reader's goroutine, so callers on the data plane's path (channel
@@ -109,14 +126,18 @@ func (c *Connector) read(ctx context.Context, channelID string, r, old *reader) 
 		}
 		started := c.clock.Now()
 		if err == nil {
-			err = c.listener.Listen(ctx, b, inbox{c})
+			err = c.listener.Listen(ctx, b, inbox{c, channelID})
 		}
 		switch {
 		case ctx.Err() != nil || err == nil:
 			return
-		case errors.Is(err, ErrBindingExpired):
-			if err := c.Expire(context.WithoutCancel(ctx), channelID); err != nil {
-				c.log.Warn("connector: binding not expired", "connector_channel_id", channelID, "err", err)
+		case errors.Is(err, ErrBindingExpired), errors.Is(err, ErrBindingRevoked):
+			st := BindingExpired
+			if errors.Is(err, ErrBindingRevoked) {
+				st = BindingRevoked
+			}
+			if err := c.setState(context.WithoutCancel(ctx), channelID, st); err != nil {
+				c.log.Warn("connector: binding state not changed", "connector_channel_id", channelID, "state", st, "err", err)
 			}
 			return
 		}

@@ -3,6 +3,8 @@ package connector
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"runtime"
 	"sync"
 	"testing"
@@ -147,22 +149,63 @@ func TestListen_OnePerChannelStoppedWithItsBinding(t *testing.T) {
 	}
 }
 
-// TestListen_ExpiredErrorExpiresTheBinding: a Listener that returns
-// ErrBindingExpired turns the binding expired and is not restarted.
-func TestListen_ExpiredErrorExpiresTheBinding(t *testing.T) {
-	l := newListener(ErrBindingExpired)
-	k, clock := newUnit(t, l, false, Options{})
+// TestListen_GoneErrorsEndTheBinding: a Listener that returns
+// ErrBindingExpired (ErrBindingRevoked, wrapped) turns the binding expired
+// (revoked) and is not restarted.
+func TestListen_GoneErrorsEndTheBinding(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want BindingState
+	}{
+		{ErrBindingExpired, BindingExpired},
+		{fmt.Errorf("bot kicked: %w", ErrBindingRevoked), BindingRevoked},
+	} {
+		l := newListener(c.err)
+		k, clock := newUnit(t, l, false, Options{})
+		k.listen("ch_1")
+		testwait.Recv(t, l.calls, within)
+		k.readWG.Wait()
+		b, ok, err := k.store.Binding(context.Background(), "ch_1")
+		if err != nil || !ok || b.State != c.want {
+			t.Fatalf("binding %+v, %v, %v; want %s", b, ok, err, c.want)
+		}
+		clock.Advance(time.Hour)
+		if clock.Pending() != 0 {
+			t.Fatalf("Listen is to restart after it said the binding is %s", c.want)
+		}
+	}
+}
+
+// TestListen_UpdateKeepsTheCursorInData: what a reader saves with Update
+// is in the binding the next Listen gets.
+func TestListen_UpdateKeepsTheCursorInData(t *testing.T) {
+	var calls []string
+	p := &cursorListener{editor: &editor{}, seen: &calls}
+	k, clock := newUnit(t, p, false, Options{})
+	base := clock.Pending()
 	k.listen("ch_1")
-	testwait.Recv(t, l.calls, within)
-	k.readWG.Wait()
-	b, ok, err := k.store.Binding(context.Background(), "ch_1")
-	if err != nil || !ok || b.State != BindingExpired {
-		t.Fatalf("binding %+v, %v, %v; want expired", b, ok, err)
+	waitTimers(t, clock, base+1)
+	clock.Advance(ListenBackoffMin)
+	k.Close()
+	if want := []string{"", "batch-1"}; !slices.Equal(calls, want) {
+		t.Fatalf("Listen saw cursors %q; want %q", calls, want)
 	}
-	clock.Advance(time.Hour)
-	select {
-	case <-l.calls:
-		t.Fatal("Listen restarted after it said the binding expired")
-	default:
+}
+
+// cursorListener saves "batch-1" and fails, so it is called again.
+type cursorListener struct {
+	*editor
+	seen *[]string
+}
+
+func (p *cursorListener) Listen(ctx context.Context, b Binding, in Inbox) error {
+	*p.seen = append(*p.seen, string(b.Data))
+	if len(*p.seen) > 1 {
+		<-ctx.Done()
+		return nil
 	}
+	if err := in.Update(ctx, func(b *Binding) error { b.Data = []byte("batch-1"); return nil }); err != nil {
+		return err
+	}
+	return errors.New("connection reset")
 }

@@ -61,13 +61,16 @@ func (s *Store) Bind(ctx context.Context, b connector.Binding) error {
 				return imv2.Errorf(imv2.CodeChannelUnavailable, "pgstore: %d bindings, the cap", s.bindingCap)
 			}
 		}
+		ids, handles := draftColumns(b.Drafts)
 		if _, err := tx.Exec(ctx, `INSERT INTO imv2_bindings
-			(channel_id, key, provider, label, display_name, account_hint, state, created_ms)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+			(channel_id, key, provider, label, display_name, account_hint, state, created_ms, data, draft_ids, draft_handles)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
 			ON CONFLICT (channel_id) DO UPDATE SET key = $2, provider = $3, label = $4,
-				display_name = $5, account_hint = $6, state = $7, created_ms = $8`,
+				display_name = $5, account_hint = $6, state = $7, created_ms = $8,
+				data = $9, draft_ids = $10, draft_handles = $11`,
 			ch, key, []byte(b.Target.Provider), []byte(b.Target.Label), []byte(b.Target.DisplayName),
-			[]byte(b.Target.AccountHint), string(b.State), b.Created.UnixMilli()); err != nil {
+			[]byte(b.Target.AccountHint), string(b.State), b.Created.UnixMilli(),
+			append([]byte{}, b.Data...), ids, handles); err != nil {
 			return err
 		}
 		switch {
@@ -130,7 +133,7 @@ func countKey(ctx context.Context, tx pgx.Tx, key []byte, delta int) error {
 // Binding implements connector.BindingStore.
 func (s *Store) Binding(ctx context.Context, channelID string) (connector.Binding, bool, error) {
 	var r bindingRow
-	err := s.pool.QueryRow(ctx, `SELECT key, provider, label, display_name, account_hint, state, created_ms
+	err := s.pool.QueryRow(ctx, `SELECT `+bindingColumns+`
 		FROM imv2_bindings WHERE channel_id = $1`, []byte(channelID)).Scan(r.fields()...)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return connector.Binding{}, false, nil
@@ -153,7 +156,7 @@ func (s *Store) Unbind(ctx context.Context, channelID string) (connector.Binding
 	err := s.tx(ctx, func(tx pgx.Tx) error {
 		var r bindingRow
 		err := tx.QueryRow(ctx, `DELETE FROM imv2_bindings WHERE channel_id = $1
-			RETURNING key, provider, label, display_name, account_hint, state, created_ms`,
+			RETURNING `+bindingColumns,
 			[]byte(channelID)).Scan(r.fields()...)
 		if errors.Is(err, pgx.ErrNoRows) {
 			found = false
@@ -194,15 +197,30 @@ func (s *Store) Channels(ctx context.Context, key string) ([]string, error) {
 	return ids, nil
 }
 
+// bindingColumns are the columns of imv2_bindings a bindingRow scans, in
+// the order of its fields.
+const bindingColumns = "key, provider, label, display_name, account_hint, state, created_ms, data, draft_ids, draft_handles"
+
 // bindingRow is a row of imv2_bindings as scanned.
 type bindingRow struct {
-	key, provider, label, displayName, accountHint []byte
-	state                                          string
-	createdMS                                      int64
+	key, provider, label, displayName, accountHint, data []byte
+	state                                                string
+	createdMS                                            int64
+	draftIDs, draftHandles                               [][]byte
 }
 
 func (r *bindingRow) fields() []any {
-	return []any{&r.key, &r.provider, &r.label, &r.displayName, &r.accountHint, &r.state, &r.createdMS}
+	return []any{&r.key, &r.provider, &r.label, &r.displayName, &r.accountHint, &r.state, &r.createdMS,
+		&r.data, &r.draftIDs, &r.draftHandles}
+}
+
+// draftColumns splits draft handles into the two array columns.
+func draftColumns(ds []connector.DraftHandle) (ids, handles [][]byte) {
+	ids, handles = make([][]byte, len(ds)), make([][]byte, len(ds))
+	for i, d := range ds {
+		ids[i], handles[i] = []byte(d.MessageID), []byte(d.Handle)
+	}
+	return ids, handles
 }
 
 // binding is the row as a connector.Binding, checked as Bind checked it:
@@ -213,6 +231,15 @@ func (r *bindingRow) binding(channelID string) (connector.Binding, error) {
 		Target: protocol.DescriptorTarget{
 			Provider: string(r.provider), Label: string(r.label), DisplayName: string(r.displayName), AccountHint: string(r.accountHint),
 		},
+	}
+	if len(r.data) > 0 {
+		b.Data = r.data
+	}
+	if len(r.draftIDs) != len(r.draftHandles) {
+		return connector.Binding{}, fmt.Errorf("pgstore: stored binding of %q has %d draft IDs for %d handles", channelID, len(r.draftIDs), len(r.draftHandles))
+	}
+	for i, id := range r.draftIDs {
+		b.Drafts = append(b.Drafts, connector.DraftHandle{MessageID: string(id), Handle: string(r.draftHandles[i])})
 	}
 	if err := connector.CheckBinding(b); err != nil {
 		return connector.Binding{}, fmt.Errorf("pgstore: stored binding of %q: %w", channelID, err)

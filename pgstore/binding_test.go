@@ -187,8 +187,8 @@ func TestBinding_CapAcrossReplicas(t *testing.T) {
 }
 
 // TestBinding_SchemaUpgradeFromVersion2KeepsData: a database a build of
-// schema version 2 wrote (no binding tables) is migrated to version 3 when
-// opened: its registered channels stay, and bindings work.
+// schema version 2 wrote (no binding tables) is migrated to the current
+// version when opened: its registered channels stay, and bindings work.
 func TestBinding_SchemaUpgradeFromVersion2KeepsData(t *testing.T) {
 	ctx := context.Background()
 	url := srv.NewDatabase(t)
@@ -202,7 +202,7 @@ func TestBinding_SchemaUpgradeFromVersion2KeepsData(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close(ctx)
-	if _, err := c.Exec(ctx, "DROP TABLE imv2_bindings, imv2_binding_keys; DELETE FROM imv2_schema_version WHERE version = 3"); err != nil {
+	if _, err := c.Exec(ctx, "DROP TABLE imv2_bindings, imv2_binding_keys; DELETE FROM imv2_schema_version WHERE version >= 3"); err != nil {
 		t.Fatal(err)
 	}
 	s = openStore(t, url, pgstore.Options{})
@@ -213,7 +213,42 @@ func TestBinding_SchemaUpgradeFromVersion2KeepsData(t *testing.T) {
 		t.Fatalf("Bind after the upgrade: %v", err)
 	}
 	var v int
-	if err := c.QueryRow(ctx, "SELECT max(version) FROM imv2_schema_version").Scan(&v); err != nil || v != 3 {
-		t.Fatalf("schema version %d, %v; want 3", v, err)
+	if err := c.QueryRow(ctx, "SELECT max(version) FROM imv2_schema_version").Scan(&v); err != nil || v != pgstore.SchemaVersion {
+		t.Fatalf("schema version %d, %v; want %d", v, err, pgstore.SchemaVersion)
+	}
+}
+
+// TestBinding_W5_SchemaUpgradeFromVersion3KeepsBindings: a binding a build
+// of schema version 3 wrote (no data or draft columns) survives the
+// migration to version 4 with no Data and no Drafts, and takes both after.
+func TestBinding_W5_SchemaUpgradeFromVersion3KeepsBindings(t *testing.T) {
+	ctx := context.Background()
+	url := srv.NewDatabase(t)
+	s := openStore(t, url, pgstore.Options{})
+	_ = s.Close()
+	c, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	if _, err := c.Exec(ctx, `ALTER TABLE imv2_bindings DROP COLUMN data, DROP COLUMN draft_ids, DROP COLUMN draft_handles;
+		DELETE FROM imv2_schema_version WHERE version >= 4;
+		INSERT INTO imv2_bindings (channel_id, key, provider, label, display_name, account_hint, state, created_ms)
+			VALUES ('ch_old', 'room', '', '', 'Room', '', 'connected', 1790000000123);
+		INSERT INTO imv2_binding_keys (key, n) VALUES ('room', 1)`); err != nil {
+		t.Fatal(err)
+	}
+	s = openStore(t, url, pgstore.Options{})
+	b, ok, err := s.Binding(ctx, "ch_old")
+	if err != nil || !ok || b.Key != "room" || b.Target.DisplayName != "Room" || b.Data != nil || b.Drafts != nil {
+		t.Fatalf("binding of version 3 = %+v, %v, %v", b, ok, err)
+	}
+	b.Data, b.Drafts = []byte{0, 0xff}, []connector.DraftHandle{{MessageID: "m1", Handle: "$1"}}
+	if err := s.Bind(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	got, _, err := s.Binding(ctx, "ch_old")
+	if err != nil || string(got.Data) != "\x00\xff" || len(got.Drafts) != 1 || got.Drafts[0] != b.Drafts[0] {
+		t.Fatalf("binding after the upgrade = %+v, %v", got, err)
 	}
 }

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -26,7 +27,8 @@ type BindingReopener func(t *testing.T, s connector.BindingStore) connector.Bind
 // newStore: one binding per channel, replaced by a new Bind; many channels
 // per conversation key, listed sorted; Unbind returns what it removed; a
 // binding is kept whole (key, target, state, creation time to the
-// millisecond). reopen may be nil for a store that is not durable; a
+// millisecond, Data and Drafts byte for byte, up to MaxBindingData and
+// MaxBindingDrafts; beyond them Bind fails). reopen may be nil for a store that is not durable; a
 // durable one must keep every binding across it (S8, W5, W6).
 func TestBindingStore(t *testing.T, newStore BindingFactory, reopen BindingReopener) {
 	t.Run("W6_BindReadUnbind", func(t *testing.T) { bindingRoundTrip(t, newStore) })
@@ -34,6 +36,7 @@ func TestBindingStore(t *testing.T, newStore BindingFactory, reopen BindingReope
 	t.Run("W6_ChannelsOfAKey", func(t *testing.T) { bindingChannels(t, newStore) })
 	t.Run("W6_UnbindUnknownIsNoop", func(t *testing.T) { bindingUnknown(t, newStore) })
 	t.Run("W6_InvalidRefused", func(t *testing.T) { bindingInvalid(t, newStore) })
+	t.Run("W6_DataAndDraftsKept", func(t *testing.T) { bindingDataKept(t, newStore) })
 	t.Run("W6_ConcurrentBinds", func(t *testing.T) { bindingConcurrent(t, newStore) })
 	if reopen != nil {
 		t.Run("S8_W5_Reopen", func(t *testing.T) { bindingReopen(t, newStore, reopen) })
@@ -46,6 +49,9 @@ func sampleBinding(ch, key string) connector.Binding {
 	return connector.Binding{
 		ChannelID: ch, Key: key, State: connector.BindingConnected, Created: bindingEpoch,
 		Target: protocol.DescriptorTarget{Provider: "pretend", Label: "Pretend", DisplayName: "Room " + key, AccountHint: "bot@" + key},
+		// Any bytes: a token, a cursor, a 0x00, an invalid UTF-8 byte.
+		Data:   []byte("token=" + key + "\x00\xff"),
+		Drafts: []connector.DraftHandle{{MessageID: "m_1", Handle: "$ev1:" + key}, {MessageID: "m_2", Handle: "$ev2\x00\xfe"}},
 	}
 }
 
@@ -59,9 +65,16 @@ func wantBinding(t *testing.T, s connector.BindingStore, want connector.Binding)
 		t.Fatalf("Binding(%q).Created = %v; want %v", want.ChannelID, got.Created, want.Created)
 	}
 	got.Created = want.Created
-	if got != want {
+	if !sameBinding(got, want) {
 		t.Fatalf("Binding(%q) = %+v; want %+v", want.ChannelID, got, want)
 	}
+}
+
+// sameBinding compares two bindings, an empty Data or Drafts equal to a
+// nil one.
+func sameBinding(a, b connector.Binding) bool {
+	return a.ChannelID == b.ChannelID && a.Key == b.Key && a.Target == b.Target && a.State == b.State &&
+		a.Created.Equal(b.Created) && bytes.Equal(a.Data, b.Data) && slices.Equal(a.Drafts, b.Drafts)
 }
 
 func wantChannels(t *testing.T, s connector.BindingStore, key string, want ...string) {
@@ -91,8 +104,11 @@ func bindingRoundTrip(t *testing.T, newStore BindingFactory) {
 	b.State = connector.BindingExpired
 	mustBind(t, s, b)
 	wantBinding(t, s, b)
+	b.State = connector.BindingRevoked
+	mustBind(t, s, b)
+	wantBinding(t, s, b)
 	got, ok, err := s.Unbind(ctx, "ch_1")
-	if err != nil || !ok || got.Key != "room-a" || got.State != connector.BindingExpired {
+	if err != nil || !ok || got.Key != "room-a" || got.State != connector.BindingRevoked {
 		t.Fatalf("Unbind = %+v, %v, %v; want the removed binding", got, ok, err)
 	}
 	if _, ok, err := s.Binding(ctx, "ch_1"); ok || err != nil {
@@ -141,12 +157,56 @@ func bindingInvalid(t *testing.T, newStore BindingFactory) {
 		{ChannelID: "ch", Key: "", State: connector.BindingConnected},
 		{ChannelID: "ch", Key: "a\x00b", State: connector.BindingConnected},
 		{ChannelID: "ch", Key: "k", State: "maybe"},
+		{ChannelID: "ch", Key: "k", State: connector.BindingConnected, Data: make([]byte, connector.MaxBindingData+1)},
+		{ChannelID: "ch", Key: "k", State: connector.BindingConnected, Drafts: drafts(connector.MaxBindingDrafts+1, 8)},
+		{ChannelID: "ch", Key: "k", State: connector.BindingConnected, Drafts: drafts(1, connector.MaxDraftHandleBytes+1)},
+		{ChannelID: "ch", Key: "k", State: connector.BindingConnected, Drafts: []connector.DraftHandle{{MessageID: "m", Handle: ""}}},
+		{ChannelID: "ch", Key: "k", State: connector.BindingConnected, Drafts: []connector.DraftHandle{{MessageID: "", Handle: "h"}}},
 	} {
 		if err := s.Bind(context.Background(), b); err == nil {
 			t.Errorf("Bind(%q) succeeded; want it refused", fmt.Sprintf("%+v", b))
 		}
 	}
 	wantChannels(t, s, "k")
+}
+
+// drafts returns n draft handles of handleLen bytes each.
+func drafts(n, handleLen int) []connector.DraftHandle {
+	d := make([]connector.DraftHandle, n)
+	for i := range d {
+		h := []byte(fmt.Sprintf("h%03d", i))
+		h = append(h, bytes.Repeat([]byte{'x'}, max(handleLen-len(h), 0))...)
+		d[i] = connector.DraftHandle{MessageID: fmt.Sprintf("m_%03d", i), Handle: string(h[:handleLen])}
+	}
+	return d
+}
+
+// bindingDataKept: Data and Drafts at their bounds come back whole, in
+// order; the store keeps its own copy (a caller changing its slices
+// after Bind, or those Binding returned, changes nothing stored); a
+// rebind without them clears them.
+func bindingDataKept(t *testing.T, newStore BindingFactory) {
+	s := newStore(t)
+	b := sampleBinding("ch_1", "room-a")
+	b.Data = bytes.Repeat([]byte{0, 1, 0xff, 'x'}, connector.MaxBindingData/4)
+	b.Drafts = drafts(connector.MaxBindingDrafts, connector.MaxDraftHandleBytes)
+	mustBind(t, s, b)
+	want := b
+	want.Data, want.Drafts = bytes.Clone(b.Data), slices.Clone(b.Drafts)
+	b.Data[0], b.Drafts[0].Handle = 'Z', "changed"
+	wantBinding(t, s, want)
+	got, _, err := s.Binding(context.Background(), "ch_1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Data) > 0 && len(got.Drafts) > 0 {
+		got.Data[0], got.Drafts[0].Handle = 'Z', "changed"
+	}
+	wantBinding(t, s, want)
+	bare := sampleBinding("ch_1", "room-a")
+	bare.Data, bare.Drafts = nil, nil
+	mustBind(t, s, bare)
+	wantBinding(t, s, bare)
 }
 
 func bindingConcurrent(t *testing.T, newStore BindingFactory) {

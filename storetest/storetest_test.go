@@ -87,6 +87,8 @@ var mutants = []mutant{
 		binding: func(s *connector.MemoryBindingStore) connector.BindingStore { return stickyKey{s, map[string]string{}} }},
 	{name: "binding-channels-unsorted", wantFail: []string{"Binding/W6_ChannelsOfAKey", "Binding/W6_ConcurrentBinds"},
 		binding: func(s *connector.MemoryBindingStore) connector.BindingStore { return unsortedChannels{s} }},
+	{name: "binding-drops-data", wantFail: []string{"Binding/W6_BindReadUnbind", "Binding/W6_DataAndDraftsKept", "Binding/S8_W5_Reopen"},
+		binding: func(s *connector.MemoryBindingStore) connector.BindingStore { return dropsData{s} }},
 	{name: "coupled-stores", coupled: true, wantFail: []string{"Independent"}},
 	{name: "claim-never-held", wantFail: []string{"Claim/A6_HeldByAnotherOwner", "Claim/A6_ConcurrentOwnersOneAcquires"},
 		claim: func(s imv2.ClaimStore) imv2.ClaimStore { return neverHeld{s} }},
@@ -241,6 +243,14 @@ func (s stickyKey) Bind(ctx context.Context, b connector.Binding) error {
 	if old, ok, _ := s.MemoryBindingStore.Binding(ctx, b.ChannelID); ok {
 		s.old[b.ChannelID] = old.Key
 	}
+	return s.MemoryBindingStore.Bind(ctx, b)
+}
+
+// dropsData keeps everything of a binding but its Data.
+type dropsData struct{ *connector.MemoryBindingStore }
+
+func (s dropsData) Bind(ctx context.Context, b connector.Binding) error {
+	b.Data = nil
 	return s.MemoryBindingStore.Bind(ctx, b)
 }
 
