@@ -46,7 +46,13 @@ func (c *Connector) conversation(ctx context.Context, channelID string) (Convers
 	case b.State != BindingConnected:
 		return Conversation{}, imv2.Permanent(fmt.Errorf("channel %s: binding is %s; sign in again", channelID, b.State))
 	}
-	return Conversation{ChannelID: channelID, Key: b.Key, Target: b.Target}, nil
+	return Conversation{ChannelID: channelID, Key: b.Key, Target: b.Target, Data: b.Data}, nil
+}
+
+// Binding returns the channel's binding; found is false without one. For
+// a Card without auth flows an open channel always has one.
+func (c *Connector) Binding(ctx context.Context, channelID string) (b Binding, found bool, err error) {
+	return c.binding(ctx, channelID)
 }
 
 // describe is the Server's Describe: the Descriptor's status follows the
@@ -94,6 +100,9 @@ func (c *Connector) bind(ctx context.Context, b Binding) error {
 	}
 	if err := c.store.Bind(ctx, b); err != nil {
 		return err
+	}
+	if had {
+		c.unbound(ctx, old)
 	}
 	if had && old.Key != b.Key {
 		c.releaseIfLast(ctx, old.Key)
@@ -195,13 +204,18 @@ func (c *Connector) unbind(ctx context.Context, channelID string) error {
 		return err
 	}
 	c.stopListening(channelID)
-	if u, ok := c.platform.(Unbinder); ok {
-		if err := u.Unbound(ctx, b); err != nil {
-			c.log.Warn("connector: platform not told of an unbinding", "connector_channel_id", channelID, "err", err)
-		}
-	}
+	c.unbound(ctx, b)
 	c.releaseIfLast(ctx, b.Key)
 	return nil
+}
+
+// unbound tells an Unbinder platform that b went.
+func (c *Connector) unbound(ctx context.Context, b Binding) {
+	if u, ok := c.platform.(Unbinder); ok {
+		if err := u.Unbound(ctx, b); err != nil {
+			c.log.Warn("connector: platform not told of an unbinding", "connector_channel_id", b.ChannelID, "err", err)
+		}
+	}
 }
 
 // releaseIfLast calls the Releaser when no channel is bound to key any

@@ -33,6 +33,9 @@ type Conversation struct {
 	Key string
 	// Target is what the binding said about the conversation.
 	Target protocol.DescriptorTarget
+	// Data is the binding's private platform data (Binding.Data): the
+	// credentials to post with. Do not modify it.
+	Data []byte
 }
 
 // Message is what Platform.Post receives: the final and its files, opened.
@@ -119,8 +122,9 @@ type Releaser interface {
 	Release(ctx context.Context, key string) error
 }
 
-// Unbinder is told of every binding that went (auth.logout, a channel
-// dropped at the end of its offline grace, an evicted channel), one call per
+// Unbinder is told of every binding that went (auth.logout, a sign-in
+// that replaced it, a channel dropped at the end of its offline grace, an
+// evicted channel), one call per
 // channel, after the store forgot it and before a Releaser hears of its key:
 // the place to drop what the platform keeps per channel, such as its
 // credentials. Errors are logged.

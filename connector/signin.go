@@ -2,6 +2,9 @@ package connector
 
 import (
 	"context"
+	"errors"
+
+	"github.com/google/uuid"
 
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/protocol"
@@ -40,6 +43,16 @@ type SignInCanceler interface {
 	Cancel(ctx context.Context, channelID string, req protocol.AuthCancel) (*protocol.AuthCancelAck, error)
 }
 
+// SignInError is a sign-in refused for a reason the user can fix (a wrong
+// password, a chat the bot cannot see). Start returns it, and the kit
+// answers auth.start with status failed and Reason as the message; any
+// other error of Start is sent as the ack's envelope error, an
+// *imv2.Error with its code, anything else generic (its text may carry
+// tokens). Reason must hold no secret.
+type SignInError struct{ Reason string }
+
+func (e *SignInError) Error() string { return "sign-in failed: " + e.Reason }
+
 // SignInResult is one step of a sign-in flow.
 type SignInResult struct {
 	// Ack is sent as the auth.start.ack or auth.status.ack; nil with Bind
@@ -56,12 +69,21 @@ type authHandler struct {
 	si SignIn
 }
 
+// Start runs the flow; an ack without an auth_session_id gets a new one.
 func (a authHandler) Start(ctx context.Context, channelID string, req protocol.AuthStart) (*protocol.AuthAck, error) {
 	res, err := a.si.Start(ctx, channelID, req)
+	var se *SignInError
+	if errors.As(err, &se) {
+		res, err = SignInResult{Ack: &protocol.AuthAck{Status: protocol.AuthFailed, Message: se.Reason}}, nil
+	}
 	if err != nil {
 		return nil, err
 	}
-	return a.settle(ctx, channelID, res)
+	ack, err := a.settle(ctx, channelID, res)
+	if err == nil && ack.AuthSessionID == "" {
+		ack.AuthSessionID = "auth_" + uuid.NewString()
+	}
+	return ack, err
 }
 
 func (a authHandler) Status(ctx context.Context, channelID string, req protocol.AuthStatusRequest) (*protocol.AuthAck, error) {

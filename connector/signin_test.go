@@ -3,6 +3,7 @@ package connector
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/xagentkit/imv2"
@@ -107,5 +108,59 @@ func TestKit_W12_OwnStatusAndCancelAreUsed(t *testing.T) {
 	cack, err := ah.Cancel(context.Background(), "ch_1", protocol.AuthCancel{AuthSessionID: "a"})
 	if err != nil || cack.Status != "canceled" {
 		t.Fatalf("Cancel = %+v, %v; want the platform's canceled", cack, err)
+	}
+}
+
+// refusing refuses a wrong password with a reason, binds with Data
+// otherwise, and is told of every binding that went.
+type refusing struct {
+	*editor
+	posted chan Conversation
+}
+
+func (r refusing) Start(_ context.Context, _ string, req protocol.AuthStart) (SignInResult, error) {
+	if req.Input["password"] != "right" {
+		return SignInResult{}, &SignInError{Reason: "wrong password"}
+	}
+	return SignInResult{Bind: &Binding{Key: req.Input["chat_id"], Data: []byte("token-" + req.Input["chat_id"])}}, nil
+}
+
+func (r refusing) Unbound(_ context.Context, b Binding) error {
+	r.log("unbound " + b.Key + " " + string(b.Data))
+	return nil
+}
+
+func (r refusing) Post(_ context.Context, to Conversation, _ *Message) error {
+	r.posted <- to
+	return nil
+}
+
+// TestKit_W12_SignInErrorIsStatusFailed: a *SignInError of Start is
+// answered status failed with its reason (no envelope error); every ack of
+// Start carries an auth_session_id; signing in again tells the platform
+// the replaced binding went; the platform posts with the binding's Data.
+func TestKit_W12_SignInErrorIsStatusFailed(t *testing.T) {
+	p := refusing{&editor{}, make(chan Conversation, 1)}
+	k, _ := newUnit(t, p, true, Options{})
+	ctx := context.Background()
+	ah := authHandler{k, p}
+	ack, err := ah.Start(ctx, "ch_1", protocol.AuthStart{FlowID: "bot", Input: map[string]string{"password": "wrong"}})
+	if err != nil || ack.Status != protocol.AuthFailed || ack.Message != "wrong password" || ack.AuthSessionID == "" {
+		t.Fatalf("Start = %+v, %v; want failed, the reason, a session ID", ack, err)
+	}
+	for _, chat := range []string{"-100", "-200"} {
+		ack, err = ah.Start(ctx, "ch_1", protocol.AuthStart{FlowID: "bot", Input: map[string]string{"password": "right", "chat_id": chat}})
+		if err != nil || ack.Status != protocol.AuthAuthenticated || ack.AuthSessionID == "" {
+			t.Fatalf("Start = %+v, %v; want authenticated with a session ID", ack, err)
+		}
+	}
+	if got, want := p.got(), []string{"unbound -100 token--100", "release -100"}; !slices.Equal(got, want) {
+		t.Fatalf("calls %q; want %q", got, want)
+	}
+	if err := k.display.PostMessage(ctx, "ch_1", &imv2.ChatMessage{MessageID: "m1", Text: "hi"}); err != nil {
+		t.Fatal(err)
+	}
+	if to := <-p.posted; to.Key != "-200" || string(to.Data) != "token--200" {
+		t.Fatalf("posted to %+v; want -200 with its Data", to)
 	}
 }
