@@ -68,10 +68,11 @@ func bindingKeyEntry(key, channelID string) []byte {
 }
 
 // Bind implements connector.BindingStore; the binding is durable when Bind
-// returns.
-func (s *Store) Bind(ctx context.Context, b connector.Binding) error {
+// returns. Released is decided in the write transaction that moves the
+// channel off its old key.
+func (s *Store) Bind(ctx context.Context, b connector.Binding) (connector.BindingChange, error) {
 	if err := connector.CheckBinding(b); err != nil {
-		return err
+		return connector.BindingChange{}, err
 	}
 	r := bindingRecord{
 		Key: b.Key, Provider: b.Target.Provider, Label: b.Target.Label, DisplayName: b.Target.DisplayName,
@@ -82,11 +83,14 @@ func (s *Store) Bind(ctx context.Context, b connector.Binding) error {
 	}
 	v, err := json.Marshal(r)
 	if err != nil {
-		return err
+		return connector.BindingChange{}, err
 	}
-	return s.update(ctx, func(tx *bolt.Tx) error {
+	var ch connector.BindingChange
+	err = s.update(ctx, func(tx *bolt.Tx) error {
 		bs, keys := tx.Bucket(bucketBindings), tx.Bucket(bucketBindingKeys)
-		if old, ok, err := decodeBinding(b.ChannelID, bs.Get([]byte(b.ChannelID))); err != nil {
+		old, ok, err := decodeBinding(b.ChannelID, bs.Get([]byte(b.ChannelID)))
+		ch = connector.BindingChange{Old: old, Had: ok}
+		if err != nil {
 			return err
 		} else if !ok {
 			// A new channel: the count is a walk of the bucket, paid only
@@ -99,12 +103,25 @@ func (s *Store) Bind(ctx context.Context, b connector.Binding) error {
 			if err := keys.Delete(bindingKeyEntry(old.Key, b.ChannelID)); err != nil {
 				return err
 			}
+			ch.Released = old.Key != b.Key && !keyBound(keys, old.Key)
 		}
 		if err := keys.Put(bindingKeyEntry(b.Key, b.ChannelID), []byte{}); err != nil {
 			return err
 		}
 		return bs.Put([]byte(b.ChannelID), v)
 	})
+	if err != nil {
+		return connector.BindingChange{}, err
+	}
+	return ch, nil
+}
+
+// keyBound reports whether any channel is bound to key, in the
+// transaction of keys.
+func keyBound(keys *bolt.Bucket, key string) bool {
+	prefix := append([]byte(key), 0)
+	k, _ := keys.Cursor().Seek(prefix)
+	return k != nil && bytes.HasPrefix(k, prefix)
 }
 
 // Binding implements connector.BindingStore.
@@ -121,27 +138,29 @@ func (s *Store) Binding(ctx context.Context, channelID string) (connector.Bindin
 	return b, ok, err
 }
 
-// Unbind implements connector.BindingStore.
-func (s *Store) Unbind(ctx context.Context, channelID string) (connector.Binding, bool, error) {
-	var (
-		b  connector.Binding
-		ok bool
-	)
+// Unbind implements connector.BindingStore. Released is decided in the
+// write transaction that removes the binding.
+func (s *Store) Unbind(ctx context.Context, channelID string) (connector.BindingChange, error) {
+	var ch connector.BindingChange
 	err := s.update(ctx, func(tx *bolt.Tx) error {
-		bs := tx.Bucket(bucketBindings)
-		var err error
-		if b, ok, err = decodeBinding(channelID, bs.Get([]byte(channelID))); err != nil || !ok {
+		bs, keys := tx.Bucket(bucketBindings), tx.Bucket(bucketBindingKeys)
+		b, ok, err := decodeBinding(channelID, bs.Get([]byte(channelID)))
+		if err != nil || !ok {
 			if err == nil {
 				err = errNoChange
 			}
 			return err
 		}
-		if err := tx.Bucket(bucketBindingKeys).Delete(bindingKeyEntry(b.Key, channelID)); err != nil {
+		if err := keys.Delete(bindingKeyEntry(b.Key, channelID)); err != nil {
 			return err
 		}
+		ch = connector.BindingChange{Old: b, Had: true, Released: !keyBound(keys, b.Key)}
 		return bs.Delete([]byte(channelID))
 	})
-	return b, ok, err
+	if err != nil {
+		return connector.BindingChange{}, err
+	}
+	return ch, nil
 }
 
 // Channels implements connector.BindingStore.

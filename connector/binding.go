@@ -89,15 +89,34 @@ const (
 // channels. Implementations are safe for concurrent use and pass
 // storetest.TestBindingStore.
 type BindingStore interface {
-	// Bind creates or replaces the binding of b.ChannelID.
-	Bind(ctx context.Context, b Binding) error
+	// Bind creates or replaces the binding of b.ChannelID and says what it
+	// replaced; Released is true when the channel left a key that no
+	// channel is bound to any more.
+	Bind(ctx context.Context, b Binding) (BindingChange, error)
 	// Binding returns the channel's binding; found is false without one.
 	Binding(ctx context.Context, channelID string) (b Binding, found bool, err error)
-	// Unbind removes the channel's binding and returns it; found is false
-	// when there was none (not an error).
-	Unbind(ctx context.Context, channelID string) (b Binding, found bool, err error)
+	// Unbind removes the channel's binding and says what it removed;
+	// Had is false when there was none (not an error). Released is true
+	// when it was the last binding of its key.
+	Unbind(ctx context.Context, channelID string) (BindingChange, error)
 	// Channels returns the IDs of the channels bound to key, sorted.
 	Channels(ctx context.Context, key string) ([]string, error)
+}
+
+// BindingChange is what a Bind or Unbind changed.
+type BindingChange struct {
+	// Old is the channel's binding before the change; zero without one.
+	Old Binding
+	// Had reports whether the channel had a binding before.
+	Had bool
+	// Released reports that Old.Key has no binding left after the change:
+	// the channel left it (an Unbind, or a Bind to another key) and was
+	// its last. The store decides it in the transaction (or under the
+	// lock) that makes the change, never from a separate read, so of any
+	// number of concurrent changes exactly one releases a key each time
+	// its count of bindings goes to zero, and the kit tells the Releaser
+	// exactly then.
+	Released bool
 }
 
 // DefaultMaxBindings bounds a MemoryBindingStore.
@@ -158,18 +177,19 @@ func NewMemoryBindingStore(capacity int) *MemoryBindingStore {
 }
 
 // Bind implements BindingStore.
-func (s *MemoryBindingStore) Bind(_ context.Context, b Binding) error {
+func (s *MemoryBindingStore) Bind(_ context.Context, b Binding) (BindingChange, error) {
 	if err := CheckBinding(b); err != nil {
-		return err
+		return BindingChange{}, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	old, had := s.byCh[b.ChannelID]
 	if !had && len(s.byCh) >= s.capacity {
-		return imv2.Errorf(imv2.CodeChannelUnavailable, "connector: %d bindings, the cap", s.capacity)
+		return BindingChange{}, imv2.Errorf(imv2.CodeChannelUnavailable, "connector: %d bindings, the cap", s.capacity)
 	}
+	ch := BindingChange{Old: old, Had: had}
 	if had {
-		s.dropKeyLocked(old)
+		ch.Released = s.dropKeyLocked(old) && old.Key != b.Key
 	}
 	s.byCh[b.ChannelID] = b.clone()
 	chans := s.byKey[b.Key]
@@ -178,7 +198,7 @@ func (s *MemoryBindingStore) Bind(_ context.Context, b Binding) error {
 		s.byKey[b.Key] = chans
 	}
 	chans[b.ChannelID] = struct{}{}
-	return nil
+	return ch, nil
 }
 
 // Binding implements BindingStore.
@@ -190,15 +210,15 @@ func (s *MemoryBindingStore) Binding(_ context.Context, channelID string) (Bindi
 }
 
 // Unbind implements BindingStore.
-func (s *MemoryBindingStore) Unbind(_ context.Context, channelID string) (Binding, bool, error) {
+func (s *MemoryBindingStore) Unbind(_ context.Context, channelID string) (BindingChange, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	b, ok := s.byCh[channelID]
-	if ok {
-		delete(s.byCh, channelID)
-		s.dropKeyLocked(b)
+	if !ok {
+		return BindingChange{}, nil
 	}
-	return b, ok, nil
+	delete(s.byCh, channelID)
+	return BindingChange{Old: b, Had: true, Released: s.dropKeyLocked(b)}, nil
 }
 
 // Channels implements BindingStore.
@@ -213,11 +233,14 @@ func (s *MemoryBindingStore) Channels(_ context.Context, key string) ([]string, 
 	return ids, nil
 }
 
-func (s *MemoryBindingStore) dropKeyLocked(b Binding) {
-	if chans := s.byKey[b.Key]; chans != nil {
-		delete(chans, b.ChannelID)
-		if len(chans) == 0 {
-			delete(s.byKey, b.Key)
-		}
+// dropKeyLocked removes b's channel from its key's set and reports
+// whether the set is empty now.
+func (s *MemoryBindingStore) dropKeyLocked(b Binding) (last bool) {
+	chans := s.byKey[b.Key]
+	delete(chans, b.ChannelID)
+	if len(chans) == 0 {
+		delete(s.byKey, b.Key)
+		return true
 	}
+	return false
 }

@@ -27,7 +27,7 @@ func (c *Connector) binding(ctx context.Context, channelID string) (Binding, boo
 		return b, ok, err
 	}
 	b = Binding{ChannelID: channelID, Key: c.defConv(channelID), State: BindingConnected, Created: c.clock.Now()}
-	if err := c.store.Bind(ctx, b); err != nil {
+	if _, err := c.store.Bind(ctx, b); err != nil {
 		return Binding{}, false, err
 	}
 	return b, true, nil
@@ -91,21 +91,16 @@ func (c *Connector) bind(ctx context.Context, b Binding) error {
 	}
 	unlock := c.chLocks.lock(b.ChannelID)
 	defer unlock()
-	old, had, err := c.store.Binding(ctx, b.ChannelID)
+	ch, err := c.store.Bind(ctx, b)
 	if err != nil {
 		return err
 	}
-	if had {
+	if ch.Had {
 		c.stopListening(b.ChannelID) // it reads with the old binding
+		c.unbound(ctx, ch.Old)
 	}
-	if err := c.store.Bind(ctx, b); err != nil {
-		return err
-	}
-	if had {
-		c.unbound(ctx, old)
-	}
-	if had && old.Key != b.Key {
-		c.releaseIfLast(ctx, old.Key)
+	if ch.Released {
+		c.release(ctx, ch.Old.Key)
 	}
 	if b.State == BindingConnected && c.server.IsOpen(b.ChannelID) {
 		c.listen(b.ChannelID)
@@ -154,7 +149,7 @@ func (c *Connector) update(ctx context.Context, channelID string, f func(*Bindin
 	if b.ChannelID != old.ChannelID || b.Key != old.Key {
 		return false, fmt.Errorf("connector: UpdateBinding of channel %s changed its channel ID or key; rebind with Bind", channelID)
 	}
-	if err := c.store.Bind(ctx, b); err != nil {
+	if _, err := c.store.Bind(ctx, b); err != nil {
 		return false, err
 	}
 	if b.State != BindingConnected {
@@ -199,13 +194,15 @@ func (c *Connector) Unbind(ctx context.Context, channelID string) error {
 func (c *Connector) unbind(ctx context.Context, channelID string) error {
 	unlock := c.chLocks.lock(channelID)
 	defer unlock()
-	b, ok, err := c.store.Unbind(ctx, channelID)
-	if err != nil || !ok {
+	ch, err := c.store.Unbind(ctx, channelID)
+	if err != nil || !ch.Had {
 		return err
 	}
 	c.stopListening(channelID)
-	c.unbound(ctx, b)
-	c.releaseIfLast(ctx, b.Key)
+	c.unbound(ctx, ch.Old)
+	if ch.Released {
+		c.release(ctx, ch.Old.Key)
+	}
 	return nil
 }
 
@@ -218,20 +215,12 @@ func (c *Connector) unbound(ctx context.Context, b Binding) {
 	}
 }
 
-// releaseIfLast calls the Releaser when no channel is bound to key any
-// more: bindings are reference-counted per key by the store itself, so
-// the count survives restarts.
-func (c *Connector) releaseIfLast(ctx context.Context, key string) {
+// release tells a Releaser platform that no channel is bound to key any
+// more: the store decided it (BindingChange.Released) in the change that
+// removed the key's last binding, so it is told once each time.
+func (c *Connector) release(ctx context.Context, key string) {
 	r, ok := c.platform.(Releaser)
 	if !ok {
-		return
-	}
-	left, err := c.store.Channels(ctx, key)
-	if err != nil {
-		c.log.Warn("connector: bindings not read; conversation not released", "err", err)
-		return
-	}
-	if len(left) > 0 {
 		return
 	}
 	if err := r.Release(ctx, key); err != nil {

@@ -46,7 +46,7 @@ type bindCounter struct {
 	binds atomic.Int32
 }
 
-func (s *bindCounter) Bind(ctx context.Context, b connector.Binding) error {
+func (s *bindCounter) Bind(ctx context.Context, b connector.Binding) (connector.BindingChange, error) {
 	s.binds.Add(1)
 	return s.Store.Bind(ctx, b)
 }

@@ -115,9 +115,15 @@ type Discarder interface {
 }
 
 // Releaser is told when the last binding of a conversation key went
-// (unbinding, channel drop, offline-grace expiry): the place to stop a
-// shared platform consumer. Bindings are reference-counted per key, so it
-// is called once per key, after its last channel.
+// (unbinding, rebinding elsewhere, channel drop, offline-grace expiry):
+// the place to stop a shared platform consumer. Bindings are
+// reference-counted per key by the store, which decides in the same
+// transaction that a change removed the key's last binding
+// (BindingChange.Released), so Release is called exactly once each time a
+// key's count goes to zero, concurrent rebinds included. Another channel
+// binding the same key again may be stored before that call arrives; a
+// platform that starts its consumer when a sign-in binds a key starts it
+// again then.
 type Releaser interface {
 	Release(ctx context.Context, key string) error
 }

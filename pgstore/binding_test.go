@@ -52,10 +52,10 @@ func TestBinding_W6_ReplicasKeepReferenceCountsExact(t *testing.T) {
 				ch := channels[rnd.IntN(len(channels))]
 				var err error
 				if rnd.IntN(4) == 0 {
-					_, _, err = s.Unbind(ctx, ch)
+					_, err = s.Unbind(ctx, ch)
 				} else {
 					b := connector.Binding{ChannelID: ch, Key: keys[rnd.IntN(len(keys))], State: connector.BindingConnected, Created: time.UnixMilli(1)}
-					err = s.Bind(ctx, b)
+					_, err = s.Bind(ctx, b)
 				}
 				if err != nil {
 					t.Error(err)
@@ -115,14 +115,14 @@ func bindingTables(t *testing.T, url string) (counts, bound map[string]int) {
 
 // TestBinding_W6_UnbindFoundOnceAcrossReplicas: of many Unbinds of one
 // channel on two replicas at once, exactly one returns the binding, so
-// the kit releases its conversation once.
+// the kit releases its conversation once (that one says Released).
 func TestBinding_W6_UnbindFoundOnceAcrossReplicas(t *testing.T) {
 	ctx := context.Background()
 	url := srv.NewDatabase(t)
 	stores := []*pgstore.Store{openStore(t, url, pgstore.Options{}), openStore(t, url, pgstore.Options{})}
 	for round := range 5 {
 		ch := fmt.Sprintf("ch_%d", round)
-		if err := stores[0].Bind(ctx, connector.Binding{ChannelID: ch, Key: "room", State: connector.BindingConnected}); err != nil {
+		if _, err := stores[0].Bind(ctx, connector.Binding{ChannelID: ch, Key: "room", State: connector.BindingConnected}); err != nil {
 			t.Fatal(err)
 		}
 		var (
@@ -134,13 +134,13 @@ func TestBinding_W6_UnbindFoundOnceAcrossReplicas(t *testing.T) {
 		for g := range 8 {
 			wg.Go(func() {
 				<-gate
-				b, ok, err := stores[g%2].Unbind(ctx, ch)
+				c, err := stores[g%2].Unbind(ctx, ch)
 				if err != nil {
 					t.Error(err)
 				}
-				if ok {
-					if b.Key != "room" {
-						t.Errorf("Unbind returned %+v", b)
+				if c.Had {
+					if c.Old.Key != "room" || !c.Released {
+						t.Errorf("Unbind returned %+v; want room, released", c)
 					}
 					mu.Lock()
 					found++
@@ -167,7 +167,8 @@ func TestBinding_CapAcrossReplicas(t *testing.T) {
 	a := openStore(t, url, pgstore.Options{BindingCap: 2})
 	b := openStore(t, url, pgstore.Options{BindingCap: 2})
 	bind := func(s *pgstore.Store, ch, key string) error {
-		return s.Bind(ctx, connector.Binding{ChannelID: ch, Key: key, State: connector.BindingConnected})
+		_, err := s.Bind(ctx, connector.Binding{ChannelID: ch, Key: key, State: connector.BindingConnected})
+		return err
 	}
 	for _, err := range []error{bind(a, "one", "k"), bind(b, "two", "k"), bind(a, "two", "k2")} {
 		if err != nil {
@@ -178,7 +179,7 @@ func TestBinding_CapAcrossReplicas(t *testing.T) {
 	if err := bind(b, "three", "k"); !errors.As(err, &e) || e.Code != imv2.CodeChannelUnavailable {
 		t.Fatalf("Bind beyond the cap: %v; want code %s", err, imv2.CodeChannelUnavailable)
 	}
-	if _, _, err := a.Unbind(ctx, "one"); err != nil {
+	if _, err := a.Unbind(ctx, "one"); err != nil {
 		t.Fatal(err)
 	}
 	if err := bind(b, "three", "k"); err != nil {
@@ -209,7 +210,7 @@ func TestBinding_SchemaUpgradeFromVersion2KeepsData(t *testing.T) {
 	if known, err := s.Known(ctx, "ch_old"); err != nil || !known {
 		t.Fatalf("channel registered at version 2: known %v, %v", known, err)
 	}
-	if err := s.Bind(ctx, connector.Binding{ChannelID: "ch_old", Key: "room", State: connector.BindingConnected}); err != nil {
+	if _, err := s.Bind(ctx, connector.Binding{ChannelID: "ch_old", Key: "room", State: connector.BindingConnected}); err != nil {
 		t.Fatalf("Bind after the upgrade: %v", err)
 	}
 	var v int
@@ -244,11 +245,61 @@ func TestBinding_W5_SchemaUpgradeFromVersion3KeepsBindings(t *testing.T) {
 		t.Fatalf("binding of version 3 = %+v, %v, %v", b, ok, err)
 	}
 	b.Data, b.Drafts = []byte{0, 0xff}, []connector.DraftHandle{{MessageID: "m1", Handle: "$1"}}
-	if err := s.Bind(ctx, b); err != nil {
+	if _, err := s.Bind(ctx, b); err != nil {
 		t.Fatal(err)
 	}
 	got, _, err := s.Binding(ctx, "ch_old")
 	if err != nil || string(got.Data) != "\x00\xff" || len(got.Drafts) != 1 || got.Drafts[0] != b.Drafts[0] {
 		t.Fatalf("binding after the upgrade = %+v, %v", got, err)
+	}
+}
+
+// TestBinding_W6_ReleaseOnceAcrossReplicas: channels on two replicas
+// move from key to key at once, in rounds, so each key's count falls to
+// zero exactly once; exactly one change releases each key, whichever
+// replica made it (Released is decided under the key row's lock).
+func TestBinding_W6_ReleaseOnceAcrossReplicas(t *testing.T) {
+	ctx := context.Background()
+	url := srv.NewDatabase(t)
+	stores := []*pgstore.Store{openStore(t, url, pgstore.Options{}), openStore(t, url, pgstore.Options{})}
+	const channels, rounds = 8, 6
+	key := func(r int) string { return fmt.Sprintf("room-%d", r) }
+	var (
+		mu       sync.Mutex
+		released = map[string]int{}
+	)
+	run := func(op func(s *pgstore.Store, ch string) (connector.BindingChange, error)) {
+		gate := make(chan struct{})
+		var wg sync.WaitGroup
+		for i := range channels {
+			wg.Go(func() {
+				<-gate
+				c, err := op(stores[i%2], fmt.Sprintf("ch_%d", i))
+				if err != nil {
+					t.Error(err)
+				}
+				if c.Released {
+					mu.Lock()
+					released[c.Old.Key]++
+					mu.Unlock()
+				}
+			})
+		}
+		close(gate)
+		wg.Wait()
+	}
+	for r := range rounds {
+		run(func(s *pgstore.Store, ch string) (connector.BindingChange, error) {
+			return s.Bind(ctx, connector.Binding{ChannelID: ch, Key: key(r), State: connector.BindingConnected})
+		})
+	}
+	run(func(s *pgstore.Store, ch string) (connector.BindingChange, error) { return s.Unbind(ctx, ch) })
+	for r := range rounds {
+		if released[key(r)] != 1 {
+			t.Errorf("key %s released %d times; want 1", key(r), released[key(r)])
+		}
+	}
+	if counts, _ := bindingTables(t, url); len(counts) != 0 {
+		t.Fatalf("reference counts after every channel unbound: %v; want none", counts)
 	}
 }
