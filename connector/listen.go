@@ -12,7 +12,9 @@ import (
 // when xAgent opens or reopens the channel (after a restart too), and right
 // after a sign-in or Bind — at most one per channel. Its context ends when
 // the binding goes (Unbind, auth.logout, the channel's drop), expires or is
-// revoked, or the Connector closes; Close waits for it.
+// revoked, or the Connector closes; Close waits for it. A channel.close
+// does not stop it: what it receives then waits pending until xAgent
+// reopens the channel (W6).
 //
 // Listen hands what it reads to in.Receive and keeps its cursor in the
 // binding's Data with in.Update. Returning an error matching
