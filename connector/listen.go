@@ -59,16 +59,30 @@ type reader struct {
 	stopped bool // cancelled; a new reader waits for done
 }
 
-// inbox is the kit's Inbox for one channel.
+// inbox is the kit's Inbox for one reader; live is the reader's context.
 type inbox struct {
 	c         *Connector
 	channelID string
+	live      context.Context
 }
 
 func (in inbox) Receive(ctx context.Context, ev Event) error { return in.c.Receive(ctx, ev) }
 
 func (in inbox) Update(ctx context.Context, f func(*Binding) error) error {
-	return in.c.UpdateBinding(ctx, in.channelID, f)
+	return in.c.UpdateBinding(ctx, in.channelID, in.guard(f))
+}
+
+// guard makes f fail once the reader was stopped. A new binding of the
+// channel stops the reader under the channel's lock, which f runs under
+// too, so a stale reader never writes its Data or State over the new
+// binding.
+func (in inbox) guard(f func(*Binding) error) func(*Binding) error {
+	return func(b *Binding) error {
+		if err := in.live.Err(); err != nil {
+			return err
+		}
+		return f(b)
+	}
 }
 
 // listen starts the channel's reader unless one runs. The binding is read
@@ -128,7 +142,7 @@ func (c *Connector) read(ctx context.Context, channelID string, r, old *reader) 
 		}
 		started := c.clock.Now()
 		if err == nil {
-			err = c.listener.Listen(ctx, b, inbox{c, channelID})
+			err = c.listener.Listen(ctx, b, inbox{c, channelID, ctx})
 		}
 		switch {
 		case ctx.Err() != nil || err == nil:
@@ -138,7 +152,8 @@ func (c *Connector) read(ctx context.Context, channelID string, r, old *reader) 
 			if errors.Is(err, ErrBindingRevoked) {
 				st = BindingRevoked
 			}
-			if err := c.setState(context.WithoutCancel(ctx), channelID, st); err != nil {
+			in := inbox{c, channelID, ctx}
+			if err := in.Update(context.WithoutCancel(ctx), func(b *Binding) error { b.State = st; return nil }); err != nil {
 				c.log.Warn("connector: binding state not changed", "connector_channel_id", channelID, "state", st, "err", err)
 			}
 			return

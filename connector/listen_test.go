@@ -209,3 +209,39 @@ func (p *cursorListener) Listen(ctx context.Context, b Binding, in Inbox) error 
 	}
 	return errors.New("connection reset")
 }
+
+// inboxKeeper hands out its Inbox and waits for its context.
+type inboxKeeper struct {
+	*editor
+	inboxes chan Inbox
+}
+
+func (p inboxKeeper) Listen(ctx context.Context, _ Binding, in Inbox) error {
+	p.inboxes <- in
+	<-ctx.Done()
+	return nil
+}
+
+// TestListen_StaleReaderWritesNothing: once a new binding replaced the one
+// a reader started with, that reader's Update fails and leaves the new
+// binding's Data as it is.
+func TestListen_StaleReaderWritesNothing(t *testing.T) {
+	p := inboxKeeper{&editor{}, make(chan Inbox, 2)}
+	k, _ := newUnit(t, p, false, Options{})
+	ctx := context.Background()
+	if err := k.bind(ctx, Binding{ChannelID: "ch_1", Key: "room", Data: []byte("old token")}); err != nil {
+		t.Fatal(err)
+	}
+	k.listen("ch_1")
+	stale := testwait.Recv(t, p.inboxes, within)
+	if err := k.bind(ctx, Binding{ChannelID: "ch_1", Key: "room", Data: []byte("new token")}); err != nil {
+		t.Fatal(err)
+	}
+	err := stale.Update(ctx, func(b *Binding) error { b.Data = []byte("old token, cursor 7"); return nil })
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("a stale reader's Update = %v; want context.Canceled", err)
+	}
+	if b, _, _ := k.store.Binding(ctx, "ch_1"); string(b.Data) != "new token" {
+		t.Fatalf("Data %q after a stale Update; want the new binding's", b.Data)
+	}
+}
