@@ -130,7 +130,7 @@ type Releaser interface {
 
 // Unbinder is told of every binding that went (auth.logout, a sign-in
 // that replaced it, a channel dropped at the end of its offline grace, an
-// evicted channel), one call per
+// evicted channel, a sign-in's binding the store refused), one call per
 // channel, after the store forgot it and before a Releaser hears of its key:
 // the place to drop what the platform keeps per channel, such as its
 // credentials. Errors are logged.

@@ -156,6 +156,7 @@ func (a authHandler) settle(ctx context.Context, channelID string, res SignInRes
 		b := *res.Bind
 		b.ChannelID = channelID
 		if err := a.c.bind(ctx, b); err != nil {
+			a.c.unbound(context.WithoutCancel(ctx), b) // never stored: the platform drops its credentials
 			return nil, err
 		}
 		ack.Status = protocol.AuthAuthenticated

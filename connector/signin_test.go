@@ -5,8 +5,10 @@ import (
 	"errors"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/fakeclock"
 	"github.com/xagentkit/imv2/protocol"
 )
 
@@ -162,5 +164,30 @@ func TestKit_W12_SignInErrorIsStatusFailed(t *testing.T) {
 	}
 	if to := <-p.posted; to.Key != "-200" || string(to.Data) != "token--200" {
 		t.Fatalf("posted to %+v; want -200 with its Data", to)
+	}
+}
+
+// TestKit_W12_RefusedBindingIsToldToTheUnbinder: when the store cannot
+// keep a sign-in's binding (full), auth.start fails and the platform is
+// told the binding went, so it drops the credentials it made for it.
+func TestKit_W12_RefusedBindingIsToldToTheUnbinder(t *testing.T) {
+	p := refusing{&editor{}, make(chan Conversation, 1)}
+	clk := fakeclock.New(time.Unix(1_790_000_000, 0))
+	st := newMemoryStore(clk)
+	st.MemoryBindingStore = NewMemoryBindingStore(1)
+	k, _ := newUnit(t, p, true, Options{Store: st})
+	ctx := context.Background()
+	ah := authHandler{k, p}
+	in := func(chat string) protocol.AuthStart {
+		return protocol.AuthStart{FlowID: "bot", Input: map[string]string{"password": "right", "chat_id": chat}}
+	}
+	if _, err := ah.Start(ctx, "ch_1", in("-100")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ah.Start(ctx, "ch_2", in("-200")); err == nil {
+		t.Fatal("a binding beyond the store's cap was accepted")
+	}
+	if got, want := p.got(), []string{"unbound -200 token--200"}; !slices.Equal(got, want) {
+		t.Fatalf("calls %q; want %q", got, want)
 	}
 }

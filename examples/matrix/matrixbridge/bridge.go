@@ -180,8 +180,9 @@ func (br *Bridge) Start(ctx context.Context, channelID string, req protocol.Auth
 }
 
 // Unbound implements connector.Unbinder (auth.logout, a sign-in that
-// replaced it, a channel dropped at the end of its offline grace): log out
-// the device the Connector created; the kit forgot the token already.
+// replaced it or could not be stored, a channel dropped at the end of its
+// offline grace): log out the device the Connector created; the kit has
+// forgotten the token already.
 func (br *Bridge) Unbound(ctx context.Context, b connector.Binding) error {
 	acc, err := AccountOf(b.Data)
 	if err != nil {
