@@ -40,6 +40,16 @@ type bindingRecord struct {
 	AccountHint string `json:"account_hint,omitempty"`
 	State       string `json:"state"`
 	Created     int64  `json:"created_ms"`
+	// Data and Drafts came later: a record without them decodes to none.
+	// Bytes are base64 in JSON, so any bytes survive exactly.
+	Data   []byte        `json:"data,omitempty"`
+	Drafts []draftRecord `json:"drafts,omitempty"`
+}
+
+// draftRecord is the stored form of a connector.DraftHandle.
+type draftRecord struct {
+	MessageID []byte `json:"message_id"`
+	Handle    []byte `json:"handle"`
 }
 
 // openBindings makes the binding buckets if the file lacks them, in Open's
@@ -58,21 +68,29 @@ func bindingKeyEntry(key, channelID string) []byte {
 }
 
 // Bind implements connector.BindingStore; the binding is durable when Bind
-// returns.
-func (s *Store) Bind(ctx context.Context, b connector.Binding) error {
+// returns. Released is decided in the write transaction that moves the
+// channel off its old key.
+func (s *Store) Bind(ctx context.Context, b connector.Binding) (connector.BindingChange, error) {
 	if err := connector.CheckBinding(b); err != nil {
-		return err
+		return connector.BindingChange{}, err
 	}
-	v, err := json.Marshal(bindingRecord{
+	r := bindingRecord{
 		Key: b.Key, Provider: b.Target.Provider, Label: b.Target.Label, DisplayName: b.Target.DisplayName,
-		AccountHint: b.Target.AccountHint, State: string(b.State), Created: b.Created.UnixMilli(),
-	})
-	if err != nil {
-		return err
+		AccountHint: b.Target.AccountHint, State: string(b.State), Created: b.Created.UnixMilli(), Data: b.Data,
 	}
-	return s.update(ctx, func(tx *bolt.Tx) error {
+	for _, d := range b.Drafts {
+		r.Drafts = append(r.Drafts, draftRecord{MessageID: []byte(d.MessageID), Handle: []byte(d.Handle)})
+	}
+	v, err := json.Marshal(r)
+	if err != nil {
+		return connector.BindingChange{}, err
+	}
+	var ch connector.BindingChange
+	err = s.update(ctx, func(tx *bolt.Tx) error {
 		bs, keys := tx.Bucket(bucketBindings), tx.Bucket(bucketBindingKeys)
-		if old, ok, err := decodeBinding(b.ChannelID, bs.Get([]byte(b.ChannelID))); err != nil {
+		old, ok, err := decodeBinding(b.ChannelID, bs.Get([]byte(b.ChannelID)))
+		ch = connector.BindingChange{Old: old, Had: ok}
+		if err != nil {
 			return err
 		} else if !ok {
 			// A new channel: the count is a walk of the bucket, paid only
@@ -85,12 +103,25 @@ func (s *Store) Bind(ctx context.Context, b connector.Binding) error {
 			if err := keys.Delete(bindingKeyEntry(old.Key, b.ChannelID)); err != nil {
 				return err
 			}
+			ch.Released = old.Key != b.Key && !keyBound(keys, old.Key)
 		}
 		if err := keys.Put(bindingKeyEntry(b.Key, b.ChannelID), []byte{}); err != nil {
 			return err
 		}
 		return bs.Put([]byte(b.ChannelID), v)
 	})
+	if err != nil {
+		return connector.BindingChange{}, err
+	}
+	return ch, nil
+}
+
+// keyBound reports whether any channel is bound to key, in the
+// transaction of keys.
+func keyBound(keys *bolt.Bucket, key string) bool {
+	prefix := append([]byte(key), 0)
+	k, _ := keys.Cursor().Seek(prefix)
+	return k != nil && bytes.HasPrefix(k, prefix)
 }
 
 // Binding implements connector.BindingStore.
@@ -107,27 +138,29 @@ func (s *Store) Binding(ctx context.Context, channelID string) (connector.Bindin
 	return b, ok, err
 }
 
-// Unbind implements connector.BindingStore.
-func (s *Store) Unbind(ctx context.Context, channelID string) (connector.Binding, bool, error) {
-	var (
-		b  connector.Binding
-		ok bool
-	)
+// Unbind implements connector.BindingStore. Released is decided in the
+// write transaction that removes the binding.
+func (s *Store) Unbind(ctx context.Context, channelID string) (connector.BindingChange, error) {
+	var ch connector.BindingChange
 	err := s.update(ctx, func(tx *bolt.Tx) error {
-		bs := tx.Bucket(bucketBindings)
-		var err error
-		if b, ok, err = decodeBinding(channelID, bs.Get([]byte(channelID))); err != nil || !ok {
+		bs, keys := tx.Bucket(bucketBindings), tx.Bucket(bucketBindingKeys)
+		b, ok, err := decodeBinding(channelID, bs.Get([]byte(channelID)))
+		if err != nil || !ok {
 			if err == nil {
 				err = errNoChange
 			}
 			return err
 		}
-		if err := tx.Bucket(bucketBindingKeys).Delete(bindingKeyEntry(b.Key, channelID)); err != nil {
+		if err := keys.Delete(bindingKeyEntry(b.Key, channelID)); err != nil {
 			return err
 		}
+		ch = connector.BindingChange{Old: b, Had: true, Released: !keyBound(keys, b.Key)}
 		return bs.Delete([]byte(channelID))
 	})
-	return b, ok, err
+	if err != nil {
+		return connector.BindingChange{}, err
+	}
+	return ch, nil
 }
 
 // Channels implements connector.BindingStore.
@@ -156,6 +189,10 @@ func decodeBinding(channelID string, v []byte) (connector.Binding, bool, error) 
 	b := connector.Binding{
 		ChannelID: channelID, Key: r.Key, State: connector.BindingState(r.State), Created: time.UnixMilli(r.Created),
 		Target: protocol.DescriptorTarget{Provider: r.Provider, Label: r.Label, DisplayName: r.DisplayName, AccountHint: r.AccountHint},
+		Data:   r.Data,
+	}
+	for _, d := range r.Drafts {
+		b.Drafts = append(b.Drafts, connector.DraftHandle{MessageID: string(d.MessageID), Handle: string(d.Handle)})
 	}
 	if err := connector.CheckBinding(b); err != nil {
 		return connector.Binding{}, false, fmt.Errorf("boltstore: stored binding of %q: %w", channelID, err)

@@ -13,6 +13,7 @@ func FuzzDecodeBinding(f *testing.F) {
 	f.Add([]byte(`{"key":"","state":"connected"}`))
 	f.Add([]byte(`{"key":"a\u0000b","state":"expired"}`))
 	f.Add([]byte(`{"key":"room","state":"maybe","future_field":[1,2]}`))
+	f.Add([]byte(`{"key":"room","state":"revoked","data":"AP8=","drafts":[{"message_id":"bTE=","handle":""}]}`))
 	f.Add([]byte(`not json`))
 	f.Fuzz(func(t *testing.T, v []byte) {
 		b, ok, err := decodeBinding("ch_1", v)

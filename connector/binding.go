@@ -28,6 +28,42 @@ type Binding struct {
 	State BindingState
 	// Created is when the binding was made.
 	Created time.Time
+	// Data is private to the platform (its tokens, a sync cursor): the
+	// store keeps it with the binding; the kit never sends it to xAgent
+	// and never logs it. At most MaxBindingData bytes.
+	Data []byte
+	// Drafts are the handles of drafts the kit shows for messages not
+	// final yet, oldest first, so a restarted kit edits or removes them
+	// instead of leaving them behind. At most MaxBindingDrafts.
+	Drafts []DraftHandle
+}
+
+// DraftHandle is the platform's handle of a draft shown for one message
+// not final yet (a platform message ID to edit or delete).
+type DraftHandle struct {
+	// MessageID is the xAgent message_id: 1 to imv2.MaxIDBytes bytes.
+	MessageID string
+	// Handle is the platform's own: 1 to MaxDraftHandleBytes bytes.
+	Handle string
+}
+
+// Bounds of a Binding, checked by CheckBinding: what a store keeps per
+// channel stays small whatever the platform hands the kit.
+const (
+	// MaxBindingData bounds Binding.Data: 16 KiB.
+	MaxBindingData = 16 << 10
+	// MaxBindingDrafts bounds Binding.Drafts: 64 handles.
+	MaxBindingDrafts = 64
+	// MaxDraftHandleBytes bounds DraftHandle.Handle: 1 KiB.
+	MaxDraftHandleBytes = 1 << 10
+)
+
+// clone returns b with its own copies of Data and Drafts, so a store
+// and its caller never share them.
+func (b Binding) clone() Binding {
+	b.Data = slices.Clone(b.Data)
+	b.Drafts = slices.Clone(b.Drafts)
+	return b
 }
 
 // BindingState is the state of a binding, reported as the Descriptor's
@@ -41,6 +77,10 @@ const (
 	// BindingExpired: the platform credentials expired; the channel must
 	// sign in again (status expired). Finals are refused for good.
 	BindingExpired BindingState = protocol.StatusExpired
+	// BindingRevoked: the platform revoked the access (the bot was
+	// removed from the conversation); the channel must sign in again
+	// (status revoked). Finals are refused for good.
+	BindingRevoked BindingState = protocol.StatusRevoked
 )
 
 // BindingStore keeps the bindings, durably for a Connector that restarts:
@@ -49,15 +89,34 @@ const (
 // channels. Implementations are safe for concurrent use and pass
 // storetest.TestBindingStore.
 type BindingStore interface {
-	// Bind creates or replaces the binding of b.ChannelID.
-	Bind(ctx context.Context, b Binding) error
+	// Bind creates or replaces the binding of b.ChannelID and says what it
+	// replaced; Released is true when the channel left a key that no
+	// channel is bound to any more.
+	Bind(ctx context.Context, b Binding) (BindingChange, error)
 	// Binding returns the channel's binding; found is false without one.
 	Binding(ctx context.Context, channelID string) (b Binding, found bool, err error)
-	// Unbind removes the channel's binding and returns it; found is false
-	// when there was none (not an error).
-	Unbind(ctx context.Context, channelID string) (b Binding, found bool, err error)
+	// Unbind removes the channel's binding and says what it removed;
+	// Had is false when there was none (not an error). Released is true
+	// when it was the last binding of its key.
+	Unbind(ctx context.Context, channelID string) (BindingChange, error)
 	// Channels returns the IDs of the channels bound to key, sorted.
 	Channels(ctx context.Context, key string) ([]string, error)
+}
+
+// BindingChange is what a Bind or Unbind changed.
+type BindingChange struct {
+	// Old is the channel's binding before the change; zero without one.
+	Old Binding
+	// Had reports whether the channel had a binding before.
+	Had bool
+	// Released reports that Old.Key has no binding left after the change:
+	// the channel left it (an Unbind, or a Bind to another key) and was
+	// its last. The store decides it in the transaction (or under the
+	// lock) that makes the change, never from a separate read, so of any
+	// number of concurrent changes exactly one releases a key each time
+	// its count of bindings goes to zero, and the kit tells the Releaser
+	// exactly then.
+	Released bool
 }
 
 // DefaultMaxBindings bounds a MemoryBindingStore.
@@ -65,15 +124,33 @@ const DefaultMaxBindings = 100_000
 
 // CheckBinding reports whether b may be stored: channel ID and key
 // non-empty, at most imv2.MaxIDBytes, without 0x00 (stores use it as a
-// separator); a known State.
+// separator); a known State; Data of at most MaxBindingData bytes; at
+// most MaxBindingDrafts drafts, each with a message ID of 1 to
+// imv2.MaxIDBytes bytes and a handle of 1 to MaxDraftHandleBytes.
 func CheckBinding(b Binding) error {
 	for _, f := range [...]struct{ name, v string }{{"channel ID", b.ChannelID}, {"conversation key", b.Key}} {
 		if f.v == "" || len(f.v) > imv2.MaxIDBytes || strings.IndexByte(f.v, 0) >= 0 {
 			return imv2.Errorf(imv2.CodeInvalidPacket, "connector: binding %s must be 1 to %d bytes without 0x00", f.name, imv2.MaxIDBytes)
 		}
 	}
-	if b.State != BindingConnected && b.State != BindingExpired {
-		return imv2.Errorf(imv2.CodeInvalidPacket, "connector: binding state %q is not connected or expired", b.State)
+	switch b.State {
+	case BindingConnected, BindingExpired, BindingRevoked:
+	default:
+		return imv2.Errorf(imv2.CodeInvalidPacket, "connector: binding state %q is not connected, expired or revoked", b.State)
+	}
+	if len(b.Data) > MaxBindingData {
+		return imv2.Errorf(imv2.CodeInvalidPacket, "connector: binding data of %d bytes; at most %d", len(b.Data), MaxBindingData)
+	}
+	if len(b.Drafts) > MaxBindingDrafts {
+		return imv2.Errorf(imv2.CodeInvalidPacket, "connector: %d draft handles; at most %d", len(b.Drafts), MaxBindingDrafts)
+	}
+	for _, d := range b.Drafts {
+		if d.MessageID == "" || len(d.MessageID) > imv2.MaxIDBytes {
+			return imv2.Errorf(imv2.CodeInvalidPacket, "connector: draft message ID must be 1 to %d bytes", imv2.MaxIDBytes)
+		}
+		if d.Handle == "" || len(d.Handle) > MaxDraftHandleBytes {
+			return imv2.Errorf(imv2.CodeInvalidPacket, "connector: draft handle must be 1 to %d bytes", MaxDraftHandleBytes)
+		}
 	}
 	return nil
 }
@@ -100,27 +177,28 @@ func NewMemoryBindingStore(capacity int) *MemoryBindingStore {
 }
 
 // Bind implements BindingStore.
-func (s *MemoryBindingStore) Bind(_ context.Context, b Binding) error {
+func (s *MemoryBindingStore) Bind(_ context.Context, b Binding) (BindingChange, error) {
 	if err := CheckBinding(b); err != nil {
-		return err
+		return BindingChange{}, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	old, had := s.byCh[b.ChannelID]
 	if !had && len(s.byCh) >= s.capacity {
-		return imv2.Errorf(imv2.CodeChannelUnavailable, "connector: %d bindings, the cap", s.capacity)
+		return BindingChange{}, imv2.Errorf(imv2.CodeChannelUnavailable, "connector: %d bindings, the cap", s.capacity)
 	}
+	ch := BindingChange{Old: old, Had: had}
 	if had {
-		s.dropKeyLocked(old)
+		ch.Released = s.dropKeyLocked(old) && old.Key != b.Key
 	}
-	s.byCh[b.ChannelID] = b
+	s.byCh[b.ChannelID] = b.clone()
 	chans := s.byKey[b.Key]
 	if chans == nil {
 		chans = map[string]struct{}{}
 		s.byKey[b.Key] = chans
 	}
 	chans[b.ChannelID] = struct{}{}
-	return nil
+	return ch, nil
 }
 
 // Binding implements BindingStore.
@@ -128,19 +206,19 @@ func (s *MemoryBindingStore) Binding(_ context.Context, channelID string) (Bindi
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	b, ok := s.byCh[channelID]
-	return b, ok, nil
+	return b.clone(), ok, nil
 }
 
 // Unbind implements BindingStore.
-func (s *MemoryBindingStore) Unbind(_ context.Context, channelID string) (Binding, bool, error) {
+func (s *MemoryBindingStore) Unbind(_ context.Context, channelID string) (BindingChange, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	b, ok := s.byCh[channelID]
-	if ok {
-		delete(s.byCh, channelID)
-		s.dropKeyLocked(b)
+	if !ok {
+		return BindingChange{}, nil
 	}
-	return b, ok, nil
+	delete(s.byCh, channelID)
+	return BindingChange{Old: b, Had: true, Released: s.dropKeyLocked(b)}, nil
 }
 
 // Channels implements BindingStore.
@@ -155,11 +233,14 @@ func (s *MemoryBindingStore) Channels(_ context.Context, key string) ([]string, 
 	return ids, nil
 }
 
-func (s *MemoryBindingStore) dropKeyLocked(b Binding) {
-	if chans := s.byKey[b.Key]; chans != nil {
-		delete(chans, b.ChannelID)
-		if len(chans) == 0 {
-			delete(s.byKey, b.Key)
-		}
+// dropKeyLocked removes b's channel from its key's set and reports
+// whether the set is empty now.
+func (s *MemoryBindingStore) dropKeyLocked(b Binding) (last bool) {
+	chans := s.byKey[b.Key]
+	delete(chans, b.ChannelID)
+	if len(chans) == 0 {
+		delete(s.byKey, b.Key)
+		return true
 	}
+	return false
 }

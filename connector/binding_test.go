@@ -15,14 +15,14 @@ func TestMemoryBindingStore_Cap(t *testing.T) {
 	s := connector.NewMemoryBindingStore(1)
 	ctx := t.Context()
 	b := connector.Binding{ChannelID: "ch_1", Key: "k", State: connector.BindingConnected}
-	if err := s.Bind(ctx, b); err != nil {
+	if _, err := s.Bind(ctx, b); err != nil {
 		t.Fatal(err)
 	}
 	b.Key = "k2"
-	if err := s.Bind(ctx, b); err != nil {
+	if _, err := s.Bind(ctx, b); err != nil {
 		t.Fatalf("rebinding within the cap: %v", err)
 	}
-	if err := s.Bind(ctx, connector.Binding{ChannelID: "ch_2", Key: "k", State: connector.BindingConnected}); err == nil {
+	if _, err := s.Bind(ctx, connector.Binding{ChannelID: "ch_2", Key: "k", State: connector.BindingConnected}); err == nil {
 		t.Fatal("a binding beyond the cap was stored")
 	}
 }

@@ -21,8 +21,13 @@ func (c *Connector) binding(ctx context.Context, channelID string) (Binding, boo
 	if err != nil || ok || c.defConv == nil {
 		return b, ok, err
 	}
+	unlock := c.chLocks.lock(channelID)
+	defer unlock()
+	if b, ok, err = c.store.Binding(ctx, channelID); err != nil || ok {
+		return b, ok, err
+	}
 	b = Binding{ChannelID: channelID, Key: c.defConv(channelID), State: BindingConnected, Created: c.clock.Now()}
-	if err := c.store.Bind(ctx, b); err != nil {
+	if _, err := c.store.Bind(ctx, b); err != nil {
 		return Binding{}, false, err
 	}
 	return b, true, nil
@@ -41,7 +46,13 @@ func (c *Connector) conversation(ctx context.Context, channelID string) (Convers
 	case b.State != BindingConnected:
 		return Conversation{}, imv2.Permanent(fmt.Errorf("channel %s: binding is %s; sign in again", channelID, b.State))
 	}
-	return Conversation{ChannelID: channelID, Key: b.Key, Target: b.Target}, nil
+	return Conversation{ChannelID: channelID, Key: b.Key, Target: b.Target, Data: b.Data}, nil
+}
+
+// Binding returns the channel's binding; found is false without one. For
+// a Card without auth flows an open channel always has one.
+func (c *Connector) Binding(ctx context.Context, channelID string) (b Binding, found bool, err error) {
+	return c.binding(ctx, channelID)
 }
 
 // describe is the Server's Describe: the Descriptor's status follows the
@@ -78,36 +89,95 @@ func (c *Connector) bind(ctx context.Context, b Binding) error {
 	if b.Created.IsZero() {
 		b.Created = c.clock.Now()
 	}
-	old, had, err := c.store.Binding(ctx, b.ChannelID)
+	unlock := c.chLocks.lock(b.ChannelID)
+	defer unlock()
+	ch, err := c.store.Bind(ctx, b)
 	if err != nil {
 		return err
 	}
-	if err := c.store.Bind(ctx, b); err != nil {
-		return err
+	if ch.Had {
+		c.stopListening(b.ChannelID) // it reads with the old binding
+		c.unbound(ctx, ch.Old)
 	}
-	if had && old.Key != b.Key {
-		c.releaseIfLast(ctx, old.Key)
+	if ch.Released {
+		c.release(ctx, ch.Old.Key)
+	}
+	if b.State == BindingConnected && c.server.IsOpen(b.ChannelID) {
+		c.listen(b.ChannelID)
 	}
 	return nil
+}
+
+// UpdateBinding changes the channel's binding in place: f gets a copy of
+// it, and what f leaves is stored (checked as by CheckBinding). It is how
+// a platform keeps its Data (a refreshed token, a sync cursor) or turns
+// the State. f runs under the kit's lock of that channel, so it is
+// serialised with the kit's own Bind, Unbind, Expire, Revoke and drop of
+// the channel in this process (replicas sharing a store are not ordered
+// by it); f must not call those for the same channel. f may not change
+// ChannelID or Key (rebind with Bind): UpdateBinding then fails and
+// stores nothing, as it does when f returns an error. The Descriptor is
+// pushed only when State or Target changed. A channel without a binding
+// fails with ErrNotBound.
+func (c *Connector) UpdateBinding(ctx context.Context, channelID string, f func(*Binding) error) error {
+	changed, err := c.update(ctx, channelID, f)
+	if err != nil {
+		return err
+	}
+	if changed {
+		c.push(ctx, channelID)
+	}
+	return nil
+}
+
+// update is UpdateBinding without the push; changed reports whether the
+// Descriptor's fields (State, Target) changed.
+func (c *Connector) update(ctx context.Context, channelID string, f func(*Binding) error) (changed bool, err error) {
+	unlock := c.chLocks.lock(channelID)
+	defer unlock()
+	old, ok, err := c.store.Binding(ctx, channelID)
+	if err != nil {
+		return false, err
+	}
+	if !ok {
+		return false, fmt.Errorf("channel %s: %w", channelID, ErrNotBound)
+	}
+	b := old.clone()
+	if err := f(&b); err != nil {
+		return false, err
+	}
+	if b.ChannelID != old.ChannelID || b.Key != old.Key {
+		return false, fmt.Errorf("connector: UpdateBinding of channel %s changed its channel ID or key; rebind with Bind", channelID)
+	}
+	if _, err := c.store.Bind(ctx, b); err != nil {
+		return false, err
+	}
+	if b.State != BindingConnected {
+		c.stopListening(channelID) // expired or revoked: nothing to read
+	}
+	return b.State != old.State || b.Target != old.Target, nil
 }
 
 // Expire marks the channel's binding expired (the platform credentials
 // ran out): its Descriptor says expired, finals are refused and inbound
 // events no longer reach it until it signs in again.
 func (c *Connector) Expire(ctx context.Context, channelID string) error {
-	b, ok, err := c.store.Binding(ctx, channelID)
-	if err != nil {
-		return err
-	}
-	if !ok {
-		return fmt.Errorf("channel %s: %w", channelID, ErrNotBound)
-	}
-	b.State = BindingExpired
-	if err := c.store.Bind(ctx, b); err != nil {
-		return err
-	}
-	c.push(ctx, channelID)
-	return nil
+	return c.setState(ctx, channelID, BindingExpired)
+}
+
+// Revoke marks the channel's binding revoked (the platform revoked the
+// access, e.g. the bot was removed from the conversation): its
+// Descriptor says revoked, finals are refused and inbound events no
+// longer reach it until it signs in again.
+func (c *Connector) Revoke(ctx context.Context, channelID string) error {
+	return c.setState(ctx, channelID, BindingRevoked)
+}
+
+func (c *Connector) setState(ctx context.Context, channelID string, st BindingState) error {
+	return c.UpdateBinding(ctx, channelID, func(b *Binding) error {
+		b.State = st
+		return nil
+	})
 }
 
 // Unbind removes the channel's binding (a sign-out) and, when it was the
@@ -122,33 +192,35 @@ func (c *Connector) Unbind(ctx context.Context, channelID string) error {
 }
 
 func (c *Connector) unbind(ctx context.Context, channelID string) error {
-	b, ok, err := c.store.Unbind(ctx, channelID)
-	if err != nil || !ok {
+	unlock := c.chLocks.lock(channelID)
+	defer unlock()
+	ch, err := c.store.Unbind(ctx, channelID)
+	if err != nil || !ch.Had {
 		return err
 	}
-	if u, ok := c.platform.(Unbinder); ok {
-		if err := u.Unbound(ctx, b); err != nil {
-			c.log.Warn("connector: platform not told of an unbinding", "connector_channel_id", channelID, "err", err)
-		}
+	c.stopListening(channelID)
+	c.unbound(ctx, ch.Old)
+	if ch.Released {
+		c.release(ctx, ch.Old.Key)
 	}
-	c.releaseIfLast(ctx, b.Key)
 	return nil
 }
 
-// releaseIfLast calls the Releaser when no channel is bound to key any
-// more: bindings are reference-counted per key by the store itself, so
-// the count survives restarts.
-func (c *Connector) releaseIfLast(ctx context.Context, key string) {
+// unbound tells an Unbinder platform that b went.
+func (c *Connector) unbound(ctx context.Context, b Binding) {
+	if u, ok := c.platform.(Unbinder); ok {
+		if err := u.Unbound(ctx, b); err != nil {
+			c.log.Warn("connector: platform not told of an unbinding", "connector_channel_id", b.ChannelID, "err", err)
+		}
+	}
+}
+
+// release tells a Releaser platform that no channel is bound to key any
+// more: the store decided it (BindingChange.Released) in the change that
+// removed the key's last binding, so it is told once each time.
+func (c *Connector) release(ctx context.Context, key string) {
 	r, ok := c.platform.(Releaser)
 	if !ok {
-		return
-	}
-	left, err := c.store.Channels(ctx, key)
-	if err != nil {
-		c.log.Warn("connector: bindings not read; conversation not released", "err", err)
-		return
-	}
-	if len(left) > 0 {
 		return
 	}
 	if err := r.Release(ctx, key); err != nil {

@@ -105,10 +105,15 @@ type Connector struct {
 	display  *display.Target
 	server   *dataplane.Server
 	handler  *Handler
+	chLocks  *channelLocks // serialises binding changes per channel
+
+	listener Listener // nil without one
+	readWG   sync.WaitGroup
 
 	mu      sync.Mutex
 	closed  bool
 	servers map[*http.Server]struct{}
+	readers map[string]*reader // by channel: the running Listen
 }
 
 // New assembles a Connector around platform: display.New, the data-plane
@@ -131,8 +136,9 @@ func New(card *protocol.Card, platform Platform, opts *Options) (*Connector, err
 	}
 	c := &Connector{
 		card: card, platform: platform, store: o.Store, clock: o.Clock, log: o.Logger,
-		metrics: o.Metrics, servers: map[*http.Server]struct{}{},
+		metrics: o.Metrics, servers: map[*http.Server]struct{}{}, readers: map[string]*reader{}, chLocks: newChannelLocks(),
 	}
+	c.listener, _ = platform.(Listener)
 	if card != nil && len(card.AuthFlows) == 0 {
 		c.defConv = o.DefaultConversation
 		if c.defConv == nil {
@@ -178,15 +184,20 @@ func New(card *protocol.Card, platform Platform, opts *Options) (*Connector, err
 	}
 	copts.Pending, copts.Completed, registry = c.store, c.store, c.store
 	cfg := dataplane.ServerConfig{
-		Card:          card,
-		NewTarget:     func(string) imv2.Target { return c.display },
-		Describe:      c.describe,
-		Tools:         o.Tools,
-		Options:       &copts,
-		Logger:        o.Logger,
-		Clock:         o.Clock,
-		Registry:      registry,
-		OnChannelOpen: o.OnChannelOpen,
+		Card:      card,
+		NewTarget: func(string) imv2.Target { return c.display },
+		Describe:  c.describe,
+		Tools:     o.Tools,
+		Options:   &copts,
+		Logger:    o.Logger,
+		Clock:     o.Clock,
+		Registry:  registry,
+		OnChannelOpen: func(id string) {
+			c.listen(id)
+			if o.OnChannelOpen != nil {
+				o.OnChannelOpen(id)
+			}
+		},
 		OnChannelDrop: c.dropped,
 		OfflineGrace:  o.OfflineGrace,
 	}
@@ -288,6 +299,7 @@ func (c *Connector) Close() error {
 	for _, hs := range servers {
 		c.shutdown(hs)
 	}
+	c.closeReaders()
 	err := c.server.Close()
 	c.display.Close()
 	return err

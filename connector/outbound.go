@@ -110,8 +110,14 @@ func (o *outbound) open(ctx context.Context, channelID string, m *imv2.ChatMessa
 	return msg, closeAll, nil
 }
 
-// Send implements display.Platform: a final without a draft.
+// Send implements display.Platform: a final without a draft — or with one
+// shown before a restart, whose recorded handle it finishes (M11).
 func (o *outbound) Send(ctx context.Context, channelID string, m *imv2.ChatMessage) error {
+	if o.drafter != nil || o.editor != nil {
+		if h, ok := o.recordedDraft(ctx, channelID, m.MessageID); ok {
+			return o.Finish(ctx, channelID, h, m)
+		}
+	}
 	return o.final(ctx, channelID, m, o.p.Post)
 }
 
@@ -122,6 +128,9 @@ func (o *outbound) Draft(ctx context.Context, channelID string, d display.Draft)
 		h, err = o.drafter.Draft(ctx, to, d)
 		return err
 	})
+	if err == nil && d.Handle == "" {
+		o.rememberDraft(ctx, channelID, d.MessageID, h)
+	}
 	return h, err
 }
 
@@ -134,6 +143,7 @@ func (o *outbound) Post(ctx context.Context, channelID, messageID, text string) 
 	})
 	if err == nil {
 		o.setShown(h, text)
+		o.rememberDraft(ctx, channelID, messageID, h)
 	}
 	return h, err
 }
@@ -150,8 +160,16 @@ func (o *outbound) Edit(ctx context.Context, channelID, handle, text string) err
 }
 
 // Finish implements display.Drafter and display.Editor: the final of a
-// message whose draft was shown.
+// message whose draft was shown. Once it is shown the draft's record goes.
 func (o *outbound) Finish(ctx context.Context, channelID, handle string, m *imv2.ChatMessage) error {
+	err := o.finish(ctx, channelID, handle, m)
+	if err == nil {
+		o.forgetDraft(ctx, channelID, func(d DraftHandle) bool { return d.MessageID == m.MessageID })
+	}
+	return err
+}
+
+func (o *outbound) finish(ctx context.Context, channelID, handle string, m *imv2.ChatMessage) error {
 	if o.finisher == nil && o.k.display.Mode() == display.Stream {
 		return o.final(ctx, channelID, m, func(ctx context.Context, to Conversation, msg *Message) error {
 			msg.Draft = handle
@@ -209,12 +227,16 @@ func (o *outbound) setShown(handle, text string) {
 // Discard implements display.Discarder: a draft whose final never came.
 func (o *outbound) Discard(ctx context.Context, channelID, handle string) error {
 	o.setShown(handle, "")
-	if o.discarder == nil {
-		return nil
+	var err error
+	if o.discarder != nil {
+		err = o.call(ctx, channelID, func(ctx context.Context, to Conversation) error {
+			return o.discarder.Discard(ctx, to, handle)
+		})
 	}
-	return o.call(ctx, channelID, func(ctx context.Context, to Conversation) error {
-		return o.discarder.Discard(ctx, to, handle)
-	})
+	if err == nil {
+		o.forgetDraft(ctx, channelID, func(d DraftHandle) bool { return d.Handle == handle })
+	}
+	return err
 }
 
 // Typing implements display.Typer: thinking, tool with its name, or idle.

@@ -33,6 +33,9 @@ type Conversation struct {
 	Key string
 	// Target is what the binding said about the conversation.
 	Target protocol.DescriptorTarget
+	// Data is the binding's private platform data (Binding.Data): the
+	// credentials to post with. Do not modify it.
+	Data []byte
 }
 
 // Message is what Platform.Post receives: the final and its files, opened.
@@ -112,15 +115,22 @@ type Discarder interface {
 }
 
 // Releaser is told when the last binding of a conversation key went
-// (unbinding, channel drop, offline-grace expiry): the place to stop a
-// shared platform consumer. Bindings are reference-counted per key, so it
-// is called once per key, after its last channel.
+// (unbinding, rebinding elsewhere, channel drop, offline-grace expiry):
+// the place to stop a shared platform consumer. Bindings are
+// reference-counted per key by the store, which decides in the same
+// transaction that a change removed the key's last binding
+// (BindingChange.Released), so Release is called exactly once each time a
+// key's count goes to zero, concurrent rebinds included. Another channel
+// binding the same key again may be stored before that call arrives; a
+// platform that starts its consumer when a sign-in binds a key starts it
+// again then.
 type Releaser interface {
 	Release(ctx context.Context, key string) error
 }
 
-// Unbinder is told of every binding that went (auth.logout, a channel
-// dropped at the end of its offline grace, an evicted channel), one call per
+// Unbinder is told of every binding that went (auth.logout, a sign-in
+// that replaced it, a channel dropped at the end of its offline grace, an
+// evicted channel, a sign-in's binding the store refused), one call per
 // channel, after the store forgot it and before a Releaser hears of its key:
 // the place to drop what the platform keeps per channel, such as its
 // credentials. Errors are logged.

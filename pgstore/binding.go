@@ -30,14 +30,17 @@ const bindingLock = 0x696d76325f62696e // "imv2_bin"
 // channel's row is locked first (FOR UPDATE), so two replicas rebinding
 // one channel at once count its old key down once. A new channel beyond
 // Options.BindingCap bindings fails with code
-// connector_channel_unavailable.
-func (s *Store) Bind(ctx context.Context, b connector.Binding) error {
+// connector_channel_unavailable. Released is decided on the old key's
+// count row, locked in the same transaction.
+func (s *Store) Bind(ctx context.Context, b connector.Binding) (connector.BindingChange, error) {
 	if err := connector.CheckBinding(b); err != nil {
-		return err
+		return connector.BindingChange{}, err
 	}
 	ch, key := []byte(b.ChannelID), []byte(b.Key)
-	return s.tx(ctx, func(tx pgx.Tx) error {
-		old, had, err := lockBinding(ctx, tx, ch)
+	var change connector.BindingChange
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		change = connector.BindingChange{}
+		oldRow, had, err := lockBinding(ctx, tx, ch)
 		if err != nil {
 			return err
 		}
@@ -48,9 +51,16 @@ func (s *Store) Bind(ctx context.Context, b connector.Binding) error {
 			if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", int64(bindingLock)); err != nil {
 				return err
 			}
-			if old, had, err = lockBinding(ctx, tx, ch); err != nil {
+			if oldRow, had, err = lockBinding(ctx, tx, ch); err != nil {
 				return err
 			}
+		}
+		var old []byte
+		if had {
+			old = oldRow.key
+			// A corrupt old row is replaced all the same; its key counts.
+			change.Old, _ = oldRow.binding(b.ChannelID)
+			change.Old.ChannelID, change.Old.Key, change.Had = b.ChannelID, string(old), true
 		}
 		if !had {
 			var n int
@@ -61,76 +71,88 @@ func (s *Store) Bind(ctx context.Context, b connector.Binding) error {
 				return imv2.Errorf(imv2.CodeChannelUnavailable, "pgstore: %d bindings, the cap", s.bindingCap)
 			}
 		}
+		ids, handles := draftColumns(b.Drafts)
 		if _, err := tx.Exec(ctx, `INSERT INTO imv2_bindings
-			(channel_id, key, provider, label, display_name, account_hint, state, created_ms)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+			(channel_id, key, provider, label, display_name, account_hint, state, created_ms, data, draft_ids, draft_handles)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
 			ON CONFLICT (channel_id) DO UPDATE SET key = $2, provider = $3, label = $4,
-				display_name = $5, account_hint = $6, state = $7, created_ms = $8`,
+				display_name = $5, account_hint = $6, state = $7, created_ms = $8,
+				data = $9, draft_ids = $10, draft_handles = $11`,
 			ch, key, []byte(b.Target.Provider), []byte(b.Target.Label), []byte(b.Target.DisplayName),
-			[]byte(b.Target.AccountHint), string(b.State), b.Created.UnixMilli()); err != nil {
+			[]byte(b.Target.AccountHint), string(b.State), b.Created.UnixMilli(),
+			append([]byte{}, b.Data...), ids, handles); err != nil {
 			return err
 		}
 		switch {
 		case !had:
-			return countKey(ctx, tx, key, +1)
+			_, err := countKey(ctx, tx, key, +1)
+			return err
 		case bytes.Equal(old, key):
 			return nil
 		}
 		// Two key rows, locked in byte order so that two rebinds in
 		// opposite directions cannot deadlock.
 		if bytes.Compare(old, key) < 0 {
-			if err := countKey(ctx, tx, old, -1); err != nil {
+			if change.Released, err = countKey(ctx, tx, old, -1); err != nil {
 				return err
 			}
-			return countKey(ctx, tx, key, +1)
-		}
-		if err := countKey(ctx, tx, key, +1); err != nil {
+			_, err = countKey(ctx, tx, key, +1)
 			return err
 		}
-		return countKey(ctx, tx, old, -1)
+		if _, err := countKey(ctx, tx, key, +1); err != nil {
+			return err
+		}
+		change.Released, err = countKey(ctx, tx, old, -1)
+		return err
 	})
+	if err != nil {
+		return connector.BindingChange{}, err
+	}
+	return change, nil
 }
 
-// lockBinding returns the key a channel is bound to, locking its row for
-// the rest of the transaction.
-func lockBinding(ctx context.Context, tx pgx.Tx, ch []byte) (key []byte, found bool, err error) {
-	err = tx.QueryRow(ctx, "SELECT key FROM imv2_bindings WHERE channel_id = $1 FOR UPDATE", ch).Scan(&key)
+// lockBinding returns the channel's row, locking it for the rest of the
+// transaction.
+func lockBinding(ctx context.Context, tx pgx.Tx, ch []byte) (r bindingRow, found bool, err error) {
+	err = tx.QueryRow(ctx, "SELECT "+bindingColumns+" FROM imv2_bindings WHERE channel_id = $1 FOR UPDATE", ch).Scan(r.fields()...)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, false, nil
+		return bindingRow{}, false, nil
 	}
-	return key, err == nil, err
+	return r, err == nil, err
 }
 
 // countKey adds delta (±1) to the reference count of key; a count that
-// reaches zero is deleted, so the table holds only keys in use.
-func countKey(ctx context.Context, tx pgx.Tx, key []byte, delta int) error {
+// reaches zero is deleted, so the table holds only keys in use, and
+// zero reports it: the row is locked, so of concurrent transactions
+// exactly one takes a count to zero.
+func countKey(ctx context.Context, tx pgx.Tx, key []byte, delta int) (zero bool, err error) {
 	if delta > 0 {
 		_, err := tx.Exec(ctx, `INSERT INTO imv2_binding_keys (key, n) VALUES ($1, 1)
 			ON CONFLICT (key) DO UPDATE SET n = imv2_binding_keys.n + 1`, key)
-		return err
+		return false, err
 	}
 	// The row is locked before it is read: a conditional UPDATE would
 	// skip a row whose count a concurrent Bind raised but not committed.
 	var n int64
-	err := tx.QueryRow(ctx, "SELECT n FROM imv2_binding_keys WHERE key = $1 FOR UPDATE", key).Scan(&n)
+	err = tx.QueryRow(ctx, "SELECT n FROM imv2_binding_keys WHERE key = $1 FOR UPDATE", key).Scan(&n)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("reference count of conversation key %q is missing", key)
+		return false, fmt.Errorf("reference count of conversation key %q is missing", key)
 	}
 	if err != nil {
-		return err
+		return false, err
 	}
 	if n > 1 {
 		_, err = tx.Exec(ctx, "UPDATE imv2_binding_keys SET n = n - 1 WHERE key = $1", key)
-	} else {
-		_, err = tx.Exec(ctx, "DELETE FROM imv2_binding_keys WHERE key = $1", key)
+		return false, err
 	}
-	return err
+	_, err = tx.Exec(ctx, "DELETE FROM imv2_binding_keys WHERE key = $1", key)
+	return err == nil, err
 }
 
 // Binding implements connector.BindingStore.
 func (s *Store) Binding(ctx context.Context, channelID string) (connector.Binding, bool, error) {
 	var r bindingRow
-	err := s.pool.QueryRow(ctx, `SELECT key, provider, label, display_name, account_hint, state, created_ms
+	err := s.pool.QueryRow(ctx, `SELECT `+bindingColumns+`
 		FROM imv2_bindings WHERE channel_id = $1`, []byte(channelID)).Scan(r.fields()...)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return connector.Binding{}, false, nil
@@ -143,37 +165,37 @@ func (s *Store) Binding(ctx context.Context, channelID string) (connector.Bindin
 }
 
 // Unbind implements connector.BindingStore: the row goes and its key's
-// reference count drops in one transaction; of two replicas unbinding one
-// channel at once, exactly one finds the binding.
-func (s *Store) Unbind(ctx context.Context, channelID string) (connector.Binding, bool, error) {
-	var (
-		b     connector.Binding
-		found bool
-	)
+// reference count drops in one transaction, which decides Released; of
+// two replicas unbinding one channel at once, exactly one finds the
+// binding.
+func (s *Store) Unbind(ctx context.Context, channelID string) (connector.BindingChange, error) {
+	var change connector.BindingChange
 	err := s.tx(ctx, func(tx pgx.Tx) error {
+		change = connector.BindingChange{}
 		var r bindingRow
 		err := tx.QueryRow(ctx, `DELETE FROM imv2_bindings WHERE channel_id = $1
-			RETURNING key, provider, label, display_name, account_hint, state, created_ms`,
+			RETURNING `+bindingColumns,
 			[]byte(channelID)).Scan(r.fields()...)
 		if errors.Is(err, pgx.ErrNoRows) {
-			found = false
 			return nil
 		}
 		if err != nil {
 			return err
 		}
-		if err := countKey(ctx, tx, r.key, -1); err != nil {
+		released, err := countKey(ctx, tx, r.key, -1)
+		if err != nil {
 			return err
 		}
 		// A corrupt row is removed all the same: Unbind is how it goes.
-		b, _ = r.binding(channelID)
-		b.Key, found = string(r.key), true
+		change.Old, _ = r.binding(channelID)
+		change.Old.ChannelID, change.Old.Key = channelID, string(r.key)
+		change.Had, change.Released = true, released
 		return nil
 	})
 	if err != nil {
-		return connector.Binding{}, false, err
+		return connector.BindingChange{}, err
 	}
-	return b, found, nil
+	return change, nil
 }
 
 // Channels implements connector.BindingStore: the channels bound to key,
@@ -194,15 +216,30 @@ func (s *Store) Channels(ctx context.Context, key string) ([]string, error) {
 	return ids, nil
 }
 
+// bindingColumns are the columns of imv2_bindings a bindingRow scans, in
+// the order of its fields.
+const bindingColumns = "key, provider, label, display_name, account_hint, state, created_ms, data, draft_ids, draft_handles"
+
 // bindingRow is a row of imv2_bindings as scanned.
 type bindingRow struct {
-	key, provider, label, displayName, accountHint []byte
-	state                                          string
-	createdMS                                      int64
+	key, provider, label, displayName, accountHint, data []byte
+	state                                                string
+	createdMS                                            int64
+	draftIDs, draftHandles                               [][]byte
 }
 
 func (r *bindingRow) fields() []any {
-	return []any{&r.key, &r.provider, &r.label, &r.displayName, &r.accountHint, &r.state, &r.createdMS}
+	return []any{&r.key, &r.provider, &r.label, &r.displayName, &r.accountHint, &r.state, &r.createdMS,
+		&r.data, &r.draftIDs, &r.draftHandles}
+}
+
+// draftColumns splits draft handles into the two array columns.
+func draftColumns(ds []connector.DraftHandle) (ids, handles [][]byte) {
+	ids, handles = make([][]byte, len(ds)), make([][]byte, len(ds))
+	for i, d := range ds {
+		ids[i], handles[i] = []byte(d.MessageID), []byte(d.Handle)
+	}
+	return ids, handles
 }
 
 // binding is the row as a connector.Binding, checked as Bind checked it:
@@ -213,6 +250,15 @@ func (r *bindingRow) binding(channelID string) (connector.Binding, error) {
 		Target: protocol.DescriptorTarget{
 			Provider: string(r.provider), Label: string(r.label), DisplayName: string(r.displayName), AccountHint: string(r.accountHint),
 		},
+	}
+	if len(r.data) > 0 {
+		b.Data = r.data
+	}
+	if len(r.draftIDs) != len(r.draftHandles) {
+		return connector.Binding{}, fmt.Errorf("pgstore: stored binding of %q has %d draft IDs for %d handles", channelID, len(r.draftIDs), len(r.draftHandles))
+	}
+	for i, id := range r.draftIDs {
+		b.Drafts = append(b.Drafts, connector.DraftHandle{MessageID: string(id), Handle: string(r.draftHandles[i])})
 	}
 	if err := connector.CheckBinding(b); err != nil {
 		return connector.Binding{}, fmt.Errorf("pgstore: stored binding of %q: %w", channelID, err)

@@ -52,10 +52,10 @@ func TestBinding_W6_ReplicasKeepReferenceCountsExact(t *testing.T) {
 				ch := channels[rnd.IntN(len(channels))]
 				var err error
 				if rnd.IntN(4) == 0 {
-					_, _, err = s.Unbind(ctx, ch)
+					_, err = s.Unbind(ctx, ch)
 				} else {
 					b := connector.Binding{ChannelID: ch, Key: keys[rnd.IntN(len(keys))], State: connector.BindingConnected, Created: time.UnixMilli(1)}
-					err = s.Bind(ctx, b)
+					_, err = s.Bind(ctx, b)
 				}
 				if err != nil {
 					t.Error(err)
@@ -115,14 +115,14 @@ func bindingTables(t *testing.T, url string) (counts, bound map[string]int) {
 
 // TestBinding_W6_UnbindFoundOnceAcrossReplicas: of many Unbinds of one
 // channel on two replicas at once, exactly one returns the binding, so
-// the kit releases its conversation once.
+// the kit releases its conversation once (that one says Released).
 func TestBinding_W6_UnbindFoundOnceAcrossReplicas(t *testing.T) {
 	ctx := context.Background()
 	url := srv.NewDatabase(t)
 	stores := []*pgstore.Store{openStore(t, url, pgstore.Options{}), openStore(t, url, pgstore.Options{})}
 	for round := range 5 {
 		ch := fmt.Sprintf("ch_%d", round)
-		if err := stores[0].Bind(ctx, connector.Binding{ChannelID: ch, Key: "room", State: connector.BindingConnected}); err != nil {
+		if _, err := stores[0].Bind(ctx, connector.Binding{ChannelID: ch, Key: "room", State: connector.BindingConnected}); err != nil {
 			t.Fatal(err)
 		}
 		var (
@@ -134,13 +134,13 @@ func TestBinding_W6_UnbindFoundOnceAcrossReplicas(t *testing.T) {
 		for g := range 8 {
 			wg.Go(func() {
 				<-gate
-				b, ok, err := stores[g%2].Unbind(ctx, ch)
+				c, err := stores[g%2].Unbind(ctx, ch)
 				if err != nil {
 					t.Error(err)
 				}
-				if ok {
-					if b.Key != "room" {
-						t.Errorf("Unbind returned %+v", b)
+				if c.Had {
+					if c.Old.Key != "room" || !c.Released {
+						t.Errorf("Unbind returned %+v; want room, released", c)
 					}
 					mu.Lock()
 					found++
@@ -167,7 +167,8 @@ func TestBinding_CapAcrossReplicas(t *testing.T) {
 	a := openStore(t, url, pgstore.Options{BindingCap: 2})
 	b := openStore(t, url, pgstore.Options{BindingCap: 2})
 	bind := func(s *pgstore.Store, ch, key string) error {
-		return s.Bind(ctx, connector.Binding{ChannelID: ch, Key: key, State: connector.BindingConnected})
+		_, err := s.Bind(ctx, connector.Binding{ChannelID: ch, Key: key, State: connector.BindingConnected})
+		return err
 	}
 	for _, err := range []error{bind(a, "one", "k"), bind(b, "two", "k"), bind(a, "two", "k2")} {
 		if err != nil {
@@ -178,7 +179,7 @@ func TestBinding_CapAcrossReplicas(t *testing.T) {
 	if err := bind(b, "three", "k"); !errors.As(err, &e) || e.Code != imv2.CodeChannelUnavailable {
 		t.Fatalf("Bind beyond the cap: %v; want code %s", err, imv2.CodeChannelUnavailable)
 	}
-	if _, _, err := a.Unbind(ctx, "one"); err != nil {
+	if _, err := a.Unbind(ctx, "one"); err != nil {
 		t.Fatal(err)
 	}
 	if err := bind(b, "three", "k"); err != nil {
@@ -187,8 +188,8 @@ func TestBinding_CapAcrossReplicas(t *testing.T) {
 }
 
 // TestBinding_SchemaUpgradeFromVersion2KeepsData: a database a build of
-// schema version 2 wrote (no binding tables) is migrated to version 3 when
-// opened: its registered channels stay, and bindings work.
+// schema version 2 wrote (no binding tables) is migrated to the current
+// version when opened: its registered channels stay, and bindings work.
 func TestBinding_SchemaUpgradeFromVersion2KeepsData(t *testing.T) {
 	ctx := context.Background()
 	url := srv.NewDatabase(t)
@@ -202,18 +203,103 @@ func TestBinding_SchemaUpgradeFromVersion2KeepsData(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close(ctx)
-	if _, err := c.Exec(ctx, "DROP TABLE imv2_bindings, imv2_binding_keys; DELETE FROM imv2_schema_version WHERE version = 3"); err != nil {
+	if _, err := c.Exec(ctx, "DROP TABLE imv2_bindings, imv2_binding_keys; DELETE FROM imv2_schema_version WHERE version >= 3"); err != nil {
 		t.Fatal(err)
 	}
 	s = openStore(t, url, pgstore.Options{})
 	if known, err := s.Known(ctx, "ch_old"); err != nil || !known {
 		t.Fatalf("channel registered at version 2: known %v, %v", known, err)
 	}
-	if err := s.Bind(ctx, connector.Binding{ChannelID: "ch_old", Key: "room", State: connector.BindingConnected}); err != nil {
+	if _, err := s.Bind(ctx, connector.Binding{ChannelID: "ch_old", Key: "room", State: connector.BindingConnected}); err != nil {
 		t.Fatalf("Bind after the upgrade: %v", err)
 	}
 	var v int
-	if err := c.QueryRow(ctx, "SELECT max(version) FROM imv2_schema_version").Scan(&v); err != nil || v != 3 {
-		t.Fatalf("schema version %d, %v; want 3", v, err)
+	if err := c.QueryRow(ctx, "SELECT max(version) FROM imv2_schema_version").Scan(&v); err != nil || v != pgstore.SchemaVersion {
+		t.Fatalf("schema version %d, %v; want %d", v, err, pgstore.SchemaVersion)
+	}
+}
+
+// TestBinding_W5_SchemaUpgradeFromVersion3KeepsBindings: a binding a build
+// of schema version 3 wrote (no data or draft columns) survives the
+// migration to version 4 with no Data and no Drafts, and takes both after.
+func TestBinding_W5_SchemaUpgradeFromVersion3KeepsBindings(t *testing.T) {
+	ctx := context.Background()
+	url := srv.NewDatabase(t)
+	s := openStore(t, url, pgstore.Options{})
+	_ = s.Close()
+	c, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	if _, err := c.Exec(ctx, `ALTER TABLE imv2_bindings DROP COLUMN data, DROP COLUMN draft_ids, DROP COLUMN draft_handles;
+		DELETE FROM imv2_schema_version WHERE version >= 4;
+		INSERT INTO imv2_bindings (channel_id, key, provider, label, display_name, account_hint, state, created_ms)
+			VALUES ('ch_old', 'room', '', '', 'Room', '', 'connected', 1790000000123);
+		INSERT INTO imv2_binding_keys (key, n) VALUES ('room', 1)`); err != nil {
+		t.Fatal(err)
+	}
+	s = openStore(t, url, pgstore.Options{})
+	b, ok, err := s.Binding(ctx, "ch_old")
+	if err != nil || !ok || b.Key != "room" || b.Target.DisplayName != "Room" || b.Data != nil || b.Drafts != nil {
+		t.Fatalf("binding of version 3 = %+v, %v, %v", b, ok, err)
+	}
+	b.Data, b.Drafts = []byte{0, 0xff}, []connector.DraftHandle{{MessageID: "m1", Handle: "$1"}}
+	if _, err := s.Bind(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	got, _, err := s.Binding(ctx, "ch_old")
+	if err != nil || string(got.Data) != "\x00\xff" || len(got.Drafts) != 1 || got.Drafts[0] != b.Drafts[0] {
+		t.Fatalf("binding after the upgrade = %+v, %v", got, err)
+	}
+}
+
+// TestBinding_W6_ReleaseOnceAcrossReplicas: channels on two replicas
+// move from key to key at once, in rounds, so each key's count falls to
+// zero exactly once; exactly one change releases each key, whichever
+// replica made it (Released is decided under the key row's lock).
+func TestBinding_W6_ReleaseOnceAcrossReplicas(t *testing.T) {
+	ctx := context.Background()
+	url := srv.NewDatabase(t)
+	stores := []*pgstore.Store{openStore(t, url, pgstore.Options{}), openStore(t, url, pgstore.Options{})}
+	const channels, rounds = 8, 6
+	key := func(r int) string { return fmt.Sprintf("room-%d", r) }
+	var (
+		mu       sync.Mutex
+		released = map[string]int{}
+	)
+	run := func(op func(s *pgstore.Store, ch string) (connector.BindingChange, error)) {
+		gate := make(chan struct{})
+		var wg sync.WaitGroup
+		for i := range channels {
+			wg.Go(func() {
+				<-gate
+				c, err := op(stores[i%2], fmt.Sprintf("ch_%d", i))
+				if err != nil {
+					t.Error(err)
+				}
+				if c.Released {
+					mu.Lock()
+					released[c.Old.Key]++
+					mu.Unlock()
+				}
+			})
+		}
+		close(gate)
+		wg.Wait()
+	}
+	for r := range rounds {
+		run(func(s *pgstore.Store, ch string) (connector.BindingChange, error) {
+			return s.Bind(ctx, connector.Binding{ChannelID: ch, Key: key(r), State: connector.BindingConnected})
+		})
+	}
+	run(func(s *pgstore.Store, ch string) (connector.BindingChange, error) { return s.Unbind(ctx, ch) })
+	for r := range rounds {
+		if released[key(r)] != 1 {
+			t.Errorf("key %s released %d times; want 1", key(r), released[key(r)])
+		}
+	}
+	if counts, _ := bindingTables(t, url); len(counts) != 0 {
+		t.Fatalf("reference counts after every channel unbound: %v; want none", counts)
 	}
 }

@@ -92,6 +92,15 @@ CREATE TABLE imv2_binding_keys (
 	n   bigint NOT NULL CHECK (n > 0)
 );
 `,
+	// 4: a binding's platform-private data and its draft handles (message
+	// IDs and handles as two arrays of one length, oldest first); rows of
+	// version 3 get none.
+	`
+ALTER TABLE imv2_bindings
+	ADD COLUMN data          bytea   NOT NULL DEFAULT '\x',
+	ADD COLUMN draft_ids     bytea[] NOT NULL DEFAULT '{}',
+	ADD COLUMN draft_handles bytea[] NOT NULL DEFAULT '{}';
+`,
 }
 
 // SchemaVersion is the schema version this build writes and reads.

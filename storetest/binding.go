@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -26,7 +27,8 @@ type BindingReopener func(t *testing.T, s connector.BindingStore) connector.Bind
 // newStore: one binding per channel, replaced by a new Bind; many channels
 // per conversation key, listed sorted; Unbind returns what it removed; a
 // binding is kept whole (key, target, state, creation time to the
-// millisecond). reopen may be nil for a store that is not durable; a
+// millisecond, Data and Drafts byte for byte, up to MaxBindingData and
+// MaxBindingDrafts; beyond them Bind fails). reopen may be nil for a store that is not durable; a
 // durable one must keep every binding across it (S8, W5, W6).
 func TestBindingStore(t *testing.T, newStore BindingFactory, reopen BindingReopener) {
 	t.Run("W6_BindReadUnbind", func(t *testing.T) { bindingRoundTrip(t, newStore) })
@@ -34,7 +36,9 @@ func TestBindingStore(t *testing.T, newStore BindingFactory, reopen BindingReope
 	t.Run("W6_ChannelsOfAKey", func(t *testing.T) { bindingChannels(t, newStore) })
 	t.Run("W6_UnbindUnknownIsNoop", func(t *testing.T) { bindingUnknown(t, newStore) })
 	t.Run("W6_InvalidRefused", func(t *testing.T) { bindingInvalid(t, newStore) })
+	t.Run("W6_DataAndDraftsKept", func(t *testing.T) { bindingDataKept(t, newStore) })
 	t.Run("W6_ConcurrentBinds", func(t *testing.T) { bindingConcurrent(t, newStore) })
+	t.Run("W6_ConcurrentRebindsReleaseOnce", func(t *testing.T) { bindingReleaseOnce(t, newStore) })
 	if reopen != nil {
 		t.Run("S8_W5_Reopen", func(t *testing.T) { bindingReopen(t, newStore, reopen) })
 	}
@@ -46,6 +50,9 @@ func sampleBinding(ch, key string) connector.Binding {
 	return connector.Binding{
 		ChannelID: ch, Key: key, State: connector.BindingConnected, Created: bindingEpoch,
 		Target: protocol.DescriptorTarget{Provider: "pretend", Label: "Pretend", DisplayName: "Room " + key, AccountHint: "bot@" + key},
+		// Any bytes: a token, a cursor, a 0x00, an invalid UTF-8 byte.
+		Data:   []byte("token=" + key + "\x00\xff"),
+		Drafts: []connector.DraftHandle{{MessageID: "m_1", Handle: "$ev1:" + key}, {MessageID: "m_2", Handle: "$ev2\x00\xfe"}},
 	}
 }
 
@@ -59,9 +66,16 @@ func wantBinding(t *testing.T, s connector.BindingStore, want connector.Binding)
 		t.Fatalf("Binding(%q).Created = %v; want %v", want.ChannelID, got.Created, want.Created)
 	}
 	got.Created = want.Created
-	if got != want {
+	if !sameBinding(got, want) {
 		t.Fatalf("Binding(%q) = %+v; want %+v", want.ChannelID, got, want)
 	}
+}
+
+// sameBinding compares two bindings, an empty Data or Drafts equal to a
+// nil one.
+func sameBinding(a, b connector.Binding) bool {
+	return a.ChannelID == b.ChannelID && a.Key == b.Key && a.Target == b.Target && a.State == b.State &&
+		a.Created.Equal(b.Created) && bytes.Equal(a.Data, b.Data) && slices.Equal(a.Drafts, b.Drafts)
 }
 
 func wantChannels(t *testing.T, s connector.BindingStore, key string, want ...string) {
@@ -78,10 +92,30 @@ func wantChannels(t *testing.T, s connector.BindingStore, key string, want ...st
 	}
 }
 
-func mustBind(t *testing.T, s connector.BindingStore, b connector.Binding) {
+func mustBind(t *testing.T, s connector.BindingStore, b connector.Binding) connector.BindingChange {
 	t.Helper()
-	if err := s.Bind(context.Background(), b); err != nil {
+	ch, err := s.Bind(context.Background(), b)
+	if err != nil {
 		t.Fatalf("Bind(%+v): %v", b, err)
+	}
+	return ch
+}
+
+func mustUnbind(t *testing.T, s connector.BindingStore, channelID string) connector.BindingChange {
+	t.Helper()
+	ch, err := s.Unbind(context.Background(), channelID)
+	if err != nil {
+		t.Fatalf("Unbind(%q): %v", channelID, err)
+	}
+	return ch
+}
+
+// wantChange checks a BindingChange: had and released as given, and Old
+// the binding replaced when had.
+func wantChange(t *testing.T, what string, got connector.BindingChange, had bool, old connector.Binding, released bool) {
+	t.Helper()
+	if got.Had != had || got.Released != released || (had && !sameBinding(got.Old, old)) || (!had && got.Old.Key != "") {
+		t.Fatalf("%s = %+v; want had %v, released %v, old %+v", what, got, had, released, old)
 	}
 }
 
@@ -89,12 +123,13 @@ func bindingRoundTrip(t *testing.T, newStore BindingFactory) {
 	s, ctx := newStore(t), context.Background()
 	b := sampleBinding("ch_1", "room-a")
 	b.State = connector.BindingExpired
-	mustBind(t, s, b)
+	wantChange(t, "first Bind", mustBind(t, s, b), false, connector.Binding{}, false)
 	wantBinding(t, s, b)
-	got, ok, err := s.Unbind(ctx, "ch_1")
-	if err != nil || !ok || got.Key != "room-a" || got.State != connector.BindingExpired {
-		t.Fatalf("Unbind = %+v, %v, %v; want the removed binding", got, ok, err)
-	}
+	revoked := b
+	revoked.State = connector.BindingRevoked
+	wantChange(t, "Bind to the same key", mustBind(t, s, revoked), true, b, false)
+	wantBinding(t, s, revoked)
+	wantChange(t, "Unbind of the key's last channel", mustUnbind(t, s, "ch_1"), true, revoked, true)
 	if _, ok, err := s.Binding(ctx, "ch_1"); ok || err != nil {
 		t.Fatalf("Binding after Unbind = found %v, %v", ok, err)
 	}
@@ -103,16 +138,22 @@ func bindingRoundTrip(t *testing.T, newStore BindingFactory) {
 
 func bindingReplace(t *testing.T, newStore BindingFactory) {
 	s := newStore(t)
-	mustBind(t, s, sampleBinding("ch_1", "room-a"))
+	a := sampleBinding("ch_1", "room-a")
+	mustBind(t, s, a)
+	mustBind(t, s, sampleBinding("ch_2", "room-a"))
 	b := sampleBinding("ch_1", "room-b")
-	mustBind(t, s, b)
+	wantChange(t, "rebind off a key still bound", mustBind(t, s, b), true, a, false)
 	wantBinding(t, s, b)
-	wantChannels(t, s, "room-a")
+	wantChannels(t, s, "room-a", "ch_2")
 	wantChannels(t, s, "room-b", "ch_1")
+	a2 := sampleBinding("ch_2", "room-a")
+	wantChange(t, "rebind off the key's last channel", mustBind(t, s, sampleBinding("ch_2", "room-b")), true, a2, true)
+	wantChannels(t, s, "room-a")
+	wantChange(t, "Unbind with the key still bound", mustUnbind(t, s, "ch_1"), true, b, false)
 }
 
 func bindingChannels(t *testing.T, newStore BindingFactory) {
-	s, ctx := newStore(t), context.Background()
+	s := newStore(t)
 	for _, ch := range []string{"ch_3", "ch_1", "ch_2"} {
 		mustBind(t, s, sampleBinding(ch, "room-a"))
 	}
@@ -120,17 +161,19 @@ func bindingChannels(t *testing.T, newStore BindingFactory) {
 	mustBind(t, s, sampleBinding("ch_8", "room"))    // and one another extends
 	wantChannels(t, s, "room-a", "ch_1", "ch_2", "ch_3")
 	wantChannels(t, s, "room", "ch_8")
-	if _, _, err := s.Unbind(ctx, "ch_2"); err != nil {
-		t.Fatal(err)
-	}
+	mustUnbind(t, s, "ch_2")
 	wantChannels(t, s, "room-a", "ch_1", "ch_3")
+	// "room" is released though keys it prefixes are still bound.
+	if ch := mustUnbind(t, s, "ch_8"); !ch.Released {
+		t.Fatalf("Unbind of the only channel of %q = %+v; want released", "room", ch)
+	}
 	wantChannels(t, s, "nobody")
 }
 
 func bindingUnknown(t *testing.T, newStore BindingFactory) {
 	s := newStore(t)
-	if b, ok, err := s.Unbind(context.Background(), "ch_none"); ok || err != nil || b.Key != "" {
-		t.Fatalf("Unbind of an unbound channel = %+v, %v, %v; want nothing", b, ok, err)
+	if ch, err := s.Unbind(context.Background(), "ch_none"); ch.Had || ch.Released || err != nil || ch.Old.Key != "" {
+		t.Fatalf("Unbind of an unbound channel = %+v, %v; want nothing", ch, err)
 	}
 }
 
@@ -141,12 +184,56 @@ func bindingInvalid(t *testing.T, newStore BindingFactory) {
 		{ChannelID: "ch", Key: "", State: connector.BindingConnected},
 		{ChannelID: "ch", Key: "a\x00b", State: connector.BindingConnected},
 		{ChannelID: "ch", Key: "k", State: "maybe"},
+		{ChannelID: "ch", Key: "k", State: connector.BindingConnected, Data: make([]byte, connector.MaxBindingData+1)},
+		{ChannelID: "ch", Key: "k", State: connector.BindingConnected, Drafts: drafts(connector.MaxBindingDrafts+1, 8)},
+		{ChannelID: "ch", Key: "k", State: connector.BindingConnected, Drafts: drafts(1, connector.MaxDraftHandleBytes+1)},
+		{ChannelID: "ch", Key: "k", State: connector.BindingConnected, Drafts: []connector.DraftHandle{{MessageID: "m", Handle: ""}}},
+		{ChannelID: "ch", Key: "k", State: connector.BindingConnected, Drafts: []connector.DraftHandle{{MessageID: "", Handle: "h"}}},
 	} {
-		if err := s.Bind(context.Background(), b); err == nil {
+		if _, err := s.Bind(context.Background(), b); err == nil {
 			t.Errorf("Bind(%q) succeeded; want it refused", fmt.Sprintf("%+v", b))
 		}
 	}
 	wantChannels(t, s, "k")
+}
+
+// drafts returns n draft handles of handleLen bytes each.
+func drafts(n, handleLen int) []connector.DraftHandle {
+	d := make([]connector.DraftHandle, n)
+	for i := range d {
+		h := []byte(fmt.Sprintf("h%03d", i))
+		h = append(h, bytes.Repeat([]byte{'x'}, max(handleLen-len(h), 0))...)
+		d[i] = connector.DraftHandle{MessageID: fmt.Sprintf("m_%03d", i), Handle: string(h[:handleLen])}
+	}
+	return d
+}
+
+// bindingDataKept: Data and Drafts at their bounds come back whole, in
+// order; the store keeps its own copy (a caller changing its slices
+// after Bind, or those Binding returned, changes nothing stored); a
+// rebind without them clears them.
+func bindingDataKept(t *testing.T, newStore BindingFactory) {
+	s := newStore(t)
+	b := sampleBinding("ch_1", "room-a")
+	b.Data = bytes.Repeat([]byte{0, 1, 0xff, 'x'}, connector.MaxBindingData/4)
+	b.Drafts = drafts(connector.MaxBindingDrafts, connector.MaxDraftHandleBytes)
+	mustBind(t, s, b)
+	want := b
+	want.Data, want.Drafts = bytes.Clone(b.Data), slices.Clone(b.Drafts)
+	b.Data[0], b.Drafts[0].Handle = 'Z', "changed"
+	wantBinding(t, s, want)
+	got, _, err := s.Binding(context.Background(), "ch_1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Data) > 0 && len(got.Drafts) > 0 {
+		got.Data[0], got.Drafts[0].Handle = 'Z', "changed"
+	}
+	wantBinding(t, s, want)
+	bare := sampleBinding("ch_1", "room-a")
+	bare.Data, bare.Drafts = nil, nil
+	mustBind(t, s, bare)
+	wantBinding(t, s, bare)
 }
 
 func bindingConcurrent(t *testing.T, newStore BindingFactory) {
@@ -156,7 +243,7 @@ func bindingConcurrent(t *testing.T, newStore BindingFactory) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := s.Bind(context.Background(), sampleBinding(fmt.Sprintf("ch_%02d", i), "room")); err != nil {
+			if _, err := s.Bind(context.Background(), sampleBinding(fmt.Sprintf("ch_%02d", i), "room")); err != nil {
 				t.Error(err)
 			}
 		}()
@@ -169,15 +256,83 @@ func bindingConcurrent(t *testing.T, newStore BindingFactory) {
 	wantChannels(t, s, "room", want...)
 }
 
+// bindingReleaseOnce: many goroutines move their channels from key to key
+// at once, in rounds: in round r every channel leaves key r-1 for key r
+// (beside a rebind that stays on its key), so key r-1's count falls from
+// the number of channels to zero exactly once, in that round, while key
+// r's rises. Exactly one change of the round must report Released for key
+// r-1, and none for any other key; at the end the channels unbind at
+// once and exactly one releases the last key. A store that decides
+// Released from a read separate from its change releases a key twice (or
+// never) here.
+func bindingReleaseOnce(t *testing.T, newStore BindingFactory) {
+	const channels, rounds = 12, 12
+	s, ctx := newStore(t), context.Background()
+	key := func(r int) string { return fmt.Sprintf("room-%02d", r) }
+	chID := func(i int) string { return fmt.Sprintf("ch_%02d", i) }
+	released := map[string]int{}
+	var mu sync.Mutex
+	note := func(ch connector.BindingChange, err error) {
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		if ch.Released {
+			mu.Lock()
+			released[ch.Old.Key]++
+			mu.Unlock()
+		}
+	}
+	for i := range channels {
+		mustBind(t, s, sampleBinding(chID(i), key(0)))
+	}
+	for r := 1; r <= rounds; r++ {
+		var wg sync.WaitGroup
+		gate := make(chan struct{})
+		for i := range channels {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-gate
+				note(s.Bind(ctx, sampleBinding(chID(i), key(r))))
+				b := sampleBinding(chID(i), key(r))
+				b.State = connector.BindingExpired
+				note(s.Bind(ctx, b))
+			}()
+		}
+		close(gate)
+		wg.Wait()
+		wantChannels(t, s, key(r-1))
+	}
+	var wg sync.WaitGroup
+	gate := make(chan struct{})
+	for i := range channels {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-gate
+			note(s.Unbind(ctx, chID(i)))
+		}()
+	}
+	close(gate)
+	wg.Wait()
+	for r := 0; r <= rounds; r++ {
+		if n := released[key(r)]; n != 1 {
+			t.Errorf("key %s went to zero once and was released %d times", key(r), n)
+		}
+	}
+	if len(released) != rounds+1 {
+		t.Errorf("released keys %v; want exactly %s to %s", released, key(0), key(rounds))
+	}
+}
+
 func bindingReopen(t *testing.T, newStore BindingFactory, reopen BindingReopener) {
 	s := newStore(t)
 	a, b := sampleBinding("ch_1", "room-a"), sampleBinding("ch_2", "room-a")
 	mustBind(t, s, a)
 	mustBind(t, s, b)
 	mustBind(t, s, sampleBinding("ch_3", "room-c"))
-	if _, _, err := s.Unbind(context.Background(), "ch_3"); err != nil {
-		t.Fatal(err)
-	}
+	mustUnbind(t, s, "ch_3")
 	s = reopen(t, s)
 	wantBinding(t, s, a)
 	wantBinding(t, s, b)
@@ -201,7 +356,7 @@ func TestBindingCap(t *testing.T, newStore CappedBindingFactory) {
 		mustBind(t, s, sampleBinding("ch_1", "k"))
 		mustBind(t, s, sampleBinding("ch_2", "k"))
 		var e *imv2.Error
-		if err := s.Bind(ctx, sampleBinding("ch_3", "k")); !errors.As(err, &e) || e.Code != imv2.CodeChannelUnavailable {
+		if _, err := s.Bind(ctx, sampleBinding("ch_3", "k")); !errors.As(err, &e) || e.Code != imv2.CodeChannelUnavailable {
 			t.Fatalf("Bind beyond the cap = %v; want code %s", err, imv2.CodeChannelUnavailable)
 		}
 		if _, ok, err := s.Binding(ctx, "ch_3"); ok || err != nil {
@@ -210,8 +365,8 @@ func TestBindingCap(t *testing.T, newStore CappedBindingFactory) {
 		wantChannels(t, s, "k", "ch_1", "ch_2")
 		mustBind(t, s, sampleBinding("ch_2", "k2")) // a rebind is no new channel
 		wantChannels(t, s, "k2", "ch_2")
-		if _, ok, err := s.Unbind(ctx, "ch_1"); !ok || err != nil {
-			t.Fatalf("Unbind(ch_1) = %v, %v", ok, err)
+		if ch, err := s.Unbind(ctx, "ch_1"); !ch.Had || err != nil {
+			t.Fatalf("Unbind(ch_1) = %+v, %v", ch, err)
 		}
 		mustBind(t, s, sampleBinding("ch_3", "k"))
 		wantChannels(t, s, "k", "ch_3")

@@ -87,6 +87,10 @@ var mutants = []mutant{
 		binding: func(s *connector.MemoryBindingStore) connector.BindingStore { return stickyKey{s, map[string]string{}} }},
 	{name: "binding-channels-unsorted", wantFail: []string{"Binding/W6_ChannelsOfAKey", "Binding/W6_ConcurrentBinds"},
 		binding: func(s *connector.MemoryBindingStore) connector.BindingStore { return unsortedChannels{s} }},
+	{name: "binding-drops-data", wantFail: []string{"Binding/W6_BindReadUnbind", "Binding/W6_DataAndDraftsKept", "Binding/S8_W5_Reopen"},
+		binding: func(s *connector.MemoryBindingStore) connector.BindingStore { return dropsData{s} }},
+	{name: "binding-release-by-separate-read", wantFail: []string{"Binding/W6_ConcurrentRebindsReleaseOnce"},
+		binding: func(s *connector.MemoryBindingStore) connector.BindingStore { return releaseByRead{s} }},
 	{name: "coupled-stores", coupled: true, wantFail: []string{"Independent"}},
 	{name: "claim-never-held", wantFail: []string{"Claim/A6_HeldByAnotherOwner", "Claim/A6_ConcurrentOwnersOneAcquires"},
 		claim: func(s imv2.ClaimStore) imv2.ClaimStore { return neverHeld{s} }},
@@ -237,11 +241,46 @@ func (s stickyKey) Channels(ctx context.Context, key string) ([]string, error) {
 	return ids, err
 }
 
-func (s stickyKey) Bind(ctx context.Context, b connector.Binding) error {
+func (s stickyKey) Bind(ctx context.Context, b connector.Binding) (connector.BindingChange, error) {
 	if old, ok, _ := s.MemoryBindingStore.Binding(ctx, b.ChannelID); ok {
 		s.old[b.ChannelID] = old.Key
 	}
 	return s.MemoryBindingStore.Bind(ctx, b)
+}
+
+// dropsData keeps everything of a binding but its Data.
+type dropsData struct{ *connector.MemoryBindingStore }
+
+func (s dropsData) Bind(ctx context.Context, b connector.Binding) (connector.BindingChange, error) {
+	b.Data = nil
+	return s.MemoryBindingStore.Bind(ctx, b)
+}
+
+// releaseByRead decides Released from a Channels read after its change,
+// as the kit once did: right when the changes come one at a time, wrong
+// when two last channels of a key leave at once (both read none left) or
+// a channel joins between the change and the read.
+type releaseByRead struct{ *connector.MemoryBindingStore }
+
+func (s releaseByRead) decide(ctx context.Context, ch connector.BindingChange, err error, moved bool) (connector.BindingChange, error) {
+	if err != nil || !ch.Had || !moved {
+		ch.Released = false
+		return ch, err
+	}
+	time.Sleep(200 * time.Microsecond) // the window a real store's round trip opens
+	left, err := s.MemoryBindingStore.Channels(ctx, ch.Old.Key)
+	ch.Released = len(left) == 0
+	return ch, err
+}
+
+func (s releaseByRead) Bind(ctx context.Context, b connector.Binding) (connector.BindingChange, error) {
+	ch, err := s.MemoryBindingStore.Bind(ctx, b)
+	return s.decide(ctx, ch, err, ch.Old.Key != b.Key)
+}
+
+func (s releaseByRead) Unbind(ctx context.Context, channelID string) (connector.BindingChange, error) {
+	ch, err := s.MemoryBindingStore.Unbind(ctx, channelID)
+	return s.decide(ctx, ch, err, true)
 }
 
 // unsortedChannels lists a key's channels in reverse order.

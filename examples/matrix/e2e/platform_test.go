@@ -69,13 +69,16 @@ func TestPlatform_RealHomeserver(t *testing.T) {
 	p := newBridge()
 	form, err := matrixbridge.ParseForm(w.form())
 	require.NoError(t, err)
-	b, err := p.SignIn(ctx, "ch1", form)
+	b, err := p.SignIn(ctx, form)
 	require.NoError(t, err)
-	require.Equal(t, w.room.String(), b.RoomID)
-	require.True(t, b.OwnDevice)
-	require.NoError(t, p.Store().Put(ctx, b))
+	require.Equal(t, w.room.String(), b.Key)
+	acc, err := matrixbridge.AccountOf(b.Data)
+	require.NoError(t, err)
+	require.True(t, acc.OwnDevice)
+	b.ChannelID = "ch1"
+	require.NoError(t, p.Connector().Bind(ctx, b))
 	bot := id.UserID(w.botID)
-	to := connector.Conversation{ChannelID: "ch1", Key: b.RoomID}
+	to := connector.Conversation{ChannelID: "ch1", Key: b.Key, Data: b.Data}
 	msg := func(p *matrixbridge.Bridge, m *imv2.ChatMessage) *connector.Message {
 		out := &connector.Message{ChatMessage: m, IdempotencyKey: imv2.IdempotencyKeyOf("ch1", m.MessageID)}
 		for _, f := range m.Files {
@@ -114,7 +117,7 @@ func TestPlatform_RealHomeserver(t *testing.T) {
 	// A resend of the same final on a fresh Bridge (a restart that lost
 	// the completed record) is deduplicated by the homeserver.
 	p2 := newBridge()
-	require.NoError(t, p2.Store().Put(ctx, b))
+	require.NoError(t, p2.Connector().Bind(ctx, b))
 	before := len(w.alice.messagesFrom(bot))
 	require.NoError(t, p2.Post(ctx, to, msg(p2, &imv2.ChatMessage{MessageID: "r9", Text: "only once"})))
 	require.NoError(t, p2.Post(ctx, to, msg(p2, &imv2.ChatMessage{MessageID: "r9", Text: "only once"})))
@@ -146,7 +149,7 @@ func TestPlatform_RealHomeserver(t *testing.T) {
 	syncCtx, stopSync := context.WithCancel(context.Background())
 	syncDone := make(chan error, 1)
 	go func() {
-		syncDone <- p2.RunSync(syncCtx, "ch1", func(_ context.Context, ev connector.Event) error {
+		syncDone <- p2.Listen(syncCtx, b, inbox(func(_ context.Context, ev connector.Event) error {
 			mu.Lock()
 			_, dup := got2[ev.EventID]
 			got2[ev.EventID] = ev
@@ -157,7 +160,7 @@ func TestPlatform_RealHomeserver(t *testing.T) {
 			require.Equal(t, w.room.String(), ev.Conversation)
 			arrived <- ev.EventID
 			return nil
-		})
+		}))
 	}()
 	defer func() { stopSync(); <-syncDone }()
 	evID := w.alice.say("hello bot")
@@ -194,6 +197,14 @@ func TestPlatform_RealHomeserver(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, bytes.Equal(img, fetched))
 }
+
+// inbox is the kit's side of a Listener, by hand: events go to the
+// function, binding updates (the /sync position) are dropped.
+type inbox func(context.Context, connector.Event) error
+
+func (in inbox) Receive(ctx context.Context, ev connector.Event) error { return in(ctx, ev) }
+
+func (inbox) Update(context.Context, func(*connector.Binding) error) error { return nil }
 
 func typingHas(snaps [][]id.UserID, u id.UserID) bool {
 	for _, s := range snaps {

@@ -3,16 +3,15 @@ package matrixbridge
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
-	"github.com/google/uuid"
 	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/boltstore"
@@ -44,10 +43,10 @@ type Config struct {
 	Build protocol.Build
 	// APIKey guards /health, /ws and /files/uploads.
 	APIKey string
-	// StateDir keeps the sign-ins (bindings.json, mode 0600: it holds
-	// access tokens) and the kit's pending, completed and binding state
-	// (imv2.db), so a restart loses no user message and posts no final
-	// twice (S8). Empty keeps everything in memory.
+	// StateDir keeps the kit's state in imv2.db (mode 0600: the bindings'
+	// Data holds access tokens): channel IDs, bindings with their Account,
+	// pending and completed messages, so a restart loses no user message
+	// and posts no final twice (S8). Empty keeps everything in memory.
 	StateDir string
 	// Files stores uploads and offered media; default in memory.
 	Files connector.FileStore
@@ -70,25 +69,47 @@ type Config struct {
 type Bridge struct {
 	cfg     Config
 	kit     *connector.Connector
-	store   *Store
 	bolt    *boltstore.Store
 	http    *http.Client
 	log     *slog.Logger
 	uploads *lru.Cache[string, id.ContentURI]
-
-	ctx    context.Context // ends at Close; parent of the sync loops
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	mu     sync.Mutex
-	loops  map[string]*loop // by channel
 }
 
-type loop struct {
-	cancel context.CancelFunc
-	done   chan struct{}
+// Account is the Matrix side of a channel's binding, kept as JSON in its
+// connector.Binding.Data (the binding's Key is the room ID): the account
+// the Connector acts as and the /sync position. The kit stores it and
+// never sends or logs it; the access token is a secret and goes nowhere
+// else either.
+type Account struct {
+	Homeserver  string `json:"homeserver"`
+	UserID      string `json:"user_id"`
+	DeviceID    string `json:"device_id,omitempty"`
+	AccessToken string `json:"access_token"`
+	// OwnDevice: the Connector created the device by a password login, so
+	// a sign-out logs it out; a pasted token is never invalidated.
+	OwnDevice bool `json:"own_device,omitempty"`
+	// Since is the next_batch of the last /sync whose messages were all
+	// handed to the kit; the next /sync starts there.
+	Since string `json:"since,omitempty"`
 }
 
-// New builds a Bridge with the sign-ins found in StateDir. Serve Handler()
+// AccountOf reads the Account of a binding's Data.
+func AccountOf(data []byte) (Account, error) {
+	var a Account
+	if err := json.Unmarshal(data, &a); err != nil || a.AccessToken == "" {
+		e := imv2.Errorf(protocol.CodeConnectionNotAuthenticated, "matrixbridge: channel is not bound to a Matrix room")
+		return Account{}, imv2.Permanent(e)
+	}
+	return a, nil
+}
+
+// Data is a's JSON, for connector.Binding.Data.
+func (a Account) Data() []byte {
+	data, _ := json.Marshal(a) // strings and a bool: never fails
+	return data
+}
+
+// New builds a Bridge with the bindings found in StateDir. Serve Handler()
 // at the Connector's base URL; Close it to stop.
 func New(cfg Config) (*Bridge, error) {
 	if cfg.APIKey == "" {
@@ -98,27 +119,21 @@ func New(cfg Config) (*Bridge, error) {
 	cfg.Clock = cmp.Or[clock.Clock](cfg.Clock, clock.System{})
 	cfg.HTTPClient = cmp.Or(cfg.HTTPClient, &http.Client{Timeout: DefaultHTTPTimeout, Transport: http.DefaultTransport.(*http.Transport).Clone()})
 	cfg.TypingTimeout, cfg.SyncTimeout = cmp.Or(cfg.TypingTimeout, DefaultTypingTimeout), cmp.Or(cfg.SyncTimeout, DefaultSyncTimeout)
-	br := &Bridge{cfg: cfg, http: cfg.HTTPClient, log: cfg.Logger, store: NewMemoryStore(), loops: map[string]*loop{}}
+	br := &Bridge{cfg: cfg, http: cfg.HTTPClient, log: cfg.Logger}
 	br.uploads, _ = lru.New[string, id.ContentURI](cmp.Or(cfg.UploadCache, DefaultUploadCache))
-	br.ctx, br.cancel = context.WithCancel(context.Background())
 	opts := &connector.Options{APIKey: cfg.APIKey, Skill: []byte(Skill), Files: cfg.Files, Mode: display.Edit,
-		Display: &cfg.Display, Channel: &cfg.Channel, OnChannelOpen: br.startSync, Clock: cfg.Clock, Logger: cfg.Logger}
+		Display: &cfg.Display, Channel: &cfg.Channel, Clock: cfg.Clock, Logger: cfg.Logger}
+	var err error
 	if cfg.StateDir != "" {
-		var err error
 		if err = os.MkdirAll(cfg.StateDir, 0o700); err == nil {
-			br.store, err = OpenFileStore(filepath.Join(cfg.StateDir, "bindings.json"))
-		}
-		if err == nil {
 			br.bolt, err = boltstore.Open(filepath.Join(cfg.StateDir, "imv2.db"), boltstore.Options{Clock: cfg.Clock})
-			opts.Store = br.bolt // channel IDs, bindings and delivery state survive a restart
-		}
-		if err != nil {
-			br.Close()
-			return nil, err
+			opts.Store = br.bolt
 		}
 	}
-	var err error
-	if br.kit, err = connector.New(NewCard(cfg.Build), br, opts); err != nil {
+	if err == nil {
+		br.kit, err = connector.New(NewCard(cfg.Build), br, opts)
+	}
+	if err != nil {
 		br.Close()
 		return nil, err
 	}
@@ -128,17 +143,12 @@ func New(cfg Config) (*Bridge, error) {
 // Handler is the Connector's http.Handler: serve it at the base URL.
 func (br *Bridge) Handler() http.Handler { return br.kit }
 
-// Store returns the sign-ins.
-func (br *Bridge) Store() *Store { return br.store }
-
 // Connector returns the kit's Connector, for what the Bridge does not wrap.
 func (br *Bridge) Connector() *connector.Connector { return br.kit }
 
-// Close stops the sync loops, the kit (every connection and Channel;
-// pending messages stay in the store) and the state store.
+// Close stops the kit (every connection, room reader and Channel; pending
+// messages stay in the store) and the state store.
 func (br *Bridge) Close() error {
-	br.cancel()
-	br.wg.Wait()
 	var err error
 	if br.kit != nil {
 		err = br.kit.Close()
@@ -150,123 +160,37 @@ func (br *Bridge) Close() error {
 	return err
 }
 
-// startSync starts reading the channel's room — when xAgent (re)opens a
-// bound channel, after a restart too, and after a sign-in — unless it is
-// read already. Channels bound to one room each read it; the kit makes the
-// second hand-over of an event a duplicate.
-func (br *Bridge) startSync(channelID string) {
-	b, ok := br.store.Get(channelID)
-	br.mu.Lock()
-	defer br.mu.Unlock()
-	if !ok || b.Expired || br.ctx.Err() != nil || br.loops[channelID] != nil {
-		return
-	}
-	ctx, cancel := context.WithCancel(br.ctx)
-	l := &loop{cancel: cancel, done: make(chan struct{})}
-	br.loops[channelID] = l
-	br.wg.Add(1)
-	go func() {
-		defer br.wg.Done()
-		defer close(l.done)
-		// A channel not reopened since a restart, or not bound yet, makes
-		// Receive fail: the batch comes again.
-		err := br.RunSync(ctx, channelID, br.kit.Receive)
-		br.mu.Lock()
-		if br.loops[channelID] == l {
-			delete(br.loops, channelID)
-		}
-		br.mu.Unlock()
-		if cancel(); err != nil && ctx.Err() == nil {
-			br.log.Warn("matrixbridge: room reading stopped", "channel", channelID, "err", err)
-		}
-	}()
-}
-
-// stopSync stops reading the channel's room and waits.
-func (br *Bridge) stopSync(channelID string) {
-	br.mu.Lock()
-	l := br.loops[channelID]
-	delete(br.loops, channelID)
-	br.mu.Unlock()
-	if l != nil {
-		l.cancel()
-		<-l.done
-	}
-}
-
 // Start implements connector.SignIn for the form flow: sign in, join the
-// room, bind the channel to it and read it. A refusal the user can fix is
-// status failed with its reason; the token never leaves the Connector.
+// room and bind the channel to it; the kit then reads it (Listen). A
+// refusal the user can fix is status failed with its reason; the token
+// never leaves the Connector.
 func (br *Bridge) Start(ctx context.Context, channelID string, req protocol.AuthStart) (connector.SignInResult, error) {
-	ack := &protocol.AuthAck{FlowID: req.FlowID, AuthSessionID: "auth_" + uuid.NewString(), Status: protocol.AuthFailed}
 	form, err := ParseForm(req.Input)
-	var b Binding
+	var b connector.Binding
 	if err == nil {
-		b, err = br.SignIn(ctx, channelID, form)
+		b, err = br.SignIn(ctx, form)
 	}
-	var se *SignInError
-	if errors.As(err, &se) {
-		ack.Message = se.Reason
-		return connector.SignInResult{Ack: ack}, nil
-	} else if err != nil {
+	var se *connector.SignInError
+	if err != nil && !errors.As(err, &se) {
 		br.log.Warn("matrixbridge: sign-in failed", "channel", channelID, "err", err)
-		ack.Message = "the homeserver could not be reached; try again"
-		return connector.SignInResult{Ack: ack}, nil
+		err = signInErr("the homeserver could not be reached; try again")
 	}
-	if old, ok := br.store.Get(channelID); ok {
-		br.stopSync(channelID)
-		if old.AccessToken != b.AccessToken {
-			_ = br.SignOut(ctx, old)
-		}
-	}
-	b.Session = ack.AuthSessionID
-	if err := br.store.Put(ctx, b); err != nil {
-		_ = br.SignOut(context.WithoutCancel(ctx), b)
-		return connector.SignInResult{}, err
-	}
-	ack.Status, ack.Message = protocol.AuthAuthenticated, "Bound to the Matrix room"
-	target := protocol.DescriptorTarget{Provider: Provider, DisplayName: "Matrix room", AccountHint: redactUser(b.UserID)}
-	defer br.startSync(channelID) // after the kit stored the binding
-	return connector.SignInResult{Ack: ack, Bind: &connector.Binding{Key: b.RoomID, Target: target}}, nil
+	ack := &protocol.AuthAck{Message: "Bound to the Matrix room"}
+	return connector.SignInResult{Ack: ack, Bind: &b}, err
 }
 
-// Status implements connector.SignIn: the form flow finishes within
-// auth.start, so this reports the channel's state.
-func (br *Bridge) Status(_ context.Context, channelID string, req protocol.AuthStatusRequest) (connector.SignInResult, error) {
-	b, ok := br.store.Get(channelID)
-	if req.AuthSessionID != "" && req.AuthSessionID != b.Session {
-		return connector.SignInResult{}, imv2.Errorf(protocol.CodeAuthSessionNotFound, "unknown auth_session_id")
-	}
-	ack := &protocol.AuthAck{FlowID: FlowID, AuthSessionID: req.AuthSessionID, Status: protocol.AuthUnauthenticated}
-	if ok && b.Expired {
-		ack.Status = protocol.AuthExpired
-	} else if ok {
-		ack.Status = protocol.AuthAuthenticated
-	}
-	return connector.SignInResult{Ack: ack}, nil
-}
-
-// Cancel implements connector.SignIn: nothing is ever left unfinished.
-func (br *Bridge) Cancel(_ context.Context, channelID string, _ protocol.AuthCancel) (*protocol.AuthCancelAck, error) {
-	if _, ok := br.store.Get(channelID); ok {
-		return &protocol.AuthCancelAck{Status: "ignored", AuthStatus: protocol.AuthAuthenticated, Message: "already signed in"}, nil
-	}
-	return &protocol.AuthCancelAck{Status: "not_found", AuthStatus: protocol.AuthUnauthenticated}, nil
-}
-
-// Unbound implements connector.Unbinder (auth.logout, a channel dropped at
-// the end of its offline grace): stop reading the room for the channel,
-// forget its token and log out the device the Connector created.
-func (br *Bridge) Unbound(ctx context.Context, kb connector.Binding) error {
-	b, ok := br.store.Get(kb.ChannelID)
-	if !ok {
+// Unbound implements connector.Unbinder (auth.logout, a sign-in that
+// replaced it or could not be stored, a channel dropped at the end of its
+// offline grace): log out the device the Connector created; the kit has
+// forgotten the token already.
+func (br *Bridge) Unbound(ctx context.Context, b connector.Binding) error {
+	acc, err := AccountOf(b.Data)
+	if err != nil {
 		return nil
 	}
-	br.stopSync(b.ChannelID)
-	err := br.store.Delete(ctx, b.ChannelID)
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	return errors.Join(err, br.SignOut(sctx, b))
+	return br.SignOut(sctx, acc)
 }
 
 // redactUser keeps the first two characters of the localpart and the

@@ -33,6 +33,7 @@ type fakeHS struct {
 	fail    []fakeFail // answered in order, before any success
 	n       int        // requests seen
 	failAt  map[int]int
+	sent    chan string // the ID of every event accepted, as it is
 }
 
 type fakeEvent struct {
@@ -49,6 +50,7 @@ type fakeFail struct {
 
 func newFakeHS(t *testing.T) *fakeHS {
 	f := &fakeHS{t: t, byTxn: map[string]string{}}
+	f.sent = make(chan string, 64)
 	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
 	t.Cleanup(f.srv.Close)
 	return f
@@ -107,6 +109,10 @@ func (f *fakeHS) serve(w http.ResponseWriter, r *http.Request) {
 		_ = json.Unmarshal(body, &content)
 		f.byTxn[txn] = ev
 		f.events = append(f.events, fakeEvent{Txn: txn, ID: ev, Content: content})
+		select {
+		case f.sent <- ev:
+		default:
+		}
 		reply(map[string]string{"event_id": ev})
 	case strings.HasSuffix(p, "/typing/@bot:fake"):
 		var req struct {
@@ -141,14 +147,22 @@ func (f *fakeHS) bound(t *testing.T) (*Bridge, *connector.Handler) {
 	return b, b.Connector().Handler()
 }
 
-func (f *fakeHS) bind(t *testing.T, b *Bridge) {
-	require.NoError(t, b.store.Put(context.Background(), Binding{
-		ChannelID: "ch", Homeserver: f.srv.URL, UserID: "@bot:fake", AccessToken: "tok-SECRET", RoomID: "!room:fake",
+// bind binds channel "ch" (or the one given) to the room on f, as a
+// sign-in does.
+func (f *fakeHS) bind(t *testing.T, b *Bridge, ch ...string) {
+	acc := Account{Homeserver: f.srv.URL, UserID: "@bot:fake", AccessToken: "tok-SECRET", Since: "s0"}
+	require.NoError(t, b.Connector().Bind(context.Background(), connector.Binding{
+		ChannelID: append(ch, "ch")[0], Key: "!room:fake", Data: acc.Data(),
 	}))
 }
 
-func conv(ch string) connector.Conversation {
-	return connector.Conversation{ChannelID: ch, Key: "!room:fake"}
+// conv is the Conversation the kit hands the platform for ch: its
+// binding's key and Data, none when it is unbound.
+func conv(t *testing.T, br *Bridge, ch string) connector.Conversation {
+	t.Helper()
+	b, _, err := br.Connector().Binding(context.Background(), ch)
+	require.NoError(t, err)
+	return connector.Conversation{ChannelID: ch, Key: b.Key, Target: b.Target, Data: b.Data}
 }
 
 // message is what the kit hands the platform for m: its files opened from
@@ -167,5 +181,5 @@ func message(t *testing.T, b *Bridge, ch string, m *imv2.ChatMessage) *connector
 
 // send posts m to ch as the kit does.
 func send(t *testing.T, b *Bridge, ch string, m *imv2.ChatMessage) error {
-	return b.Post(context.Background(), conv(ch), message(t, b, ch, m))
+	return b.Post(context.Background(), conv(t, b, ch), message(t, b, ch, m))
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -14,6 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/connector"
+	"github.com/xagentkit/imv2/dataplane"
+	"github.com/xagentkit/imv2/internal/testwait"
 	"github.com/xagentkit/imv2/protocol"
 	"go.uber.org/goleak"
 )
@@ -131,10 +134,10 @@ func TestFinish_M11_TextTxnSharedWithSend(t *testing.T) {
 	hs := newFakeHS(t)
 	p, _ := hs.bound(t)
 	ctx := context.Background()
-	h, err := p.PostDraft(ctx, conv("ch"), "r1", "Hel")
+	h, err := p.PostDraft(ctx, conv(t, p, "ch"), "r1", "Hel")
 	require.NoError(t, err)
-	require.NoError(t, p.Edit(ctx, conv("ch"), h, "Hello"))
-	require.NoError(t, p.Finish(ctx, conv("ch"), h, message(t, p, "ch", &imv2.ChatMessage{MessageID: "r1", Text: "Hello!"})))
+	require.NoError(t, p.Edit(ctx, conv(t, p, "ch"), h, "Hello"))
+	require.NoError(t, p.Finish(ctx, conv(t, p, "ch"), h, message(t, p, "ch", &imv2.ChatMessage{MessageID: "r1", Text: "Hello!"})))
 	require.NoError(t, send(t, p, "ch", &imv2.ChatMessage{MessageID: "r1", Text: "Hello!"}))
 
 	events, puts, _ := hs.snapshot()
@@ -150,31 +153,76 @@ func TestFinish_M11_TextTxnSharedWithSend(t *testing.T) {
 }
 
 // TestSend_M11_DraftSurvivesRestart: a draft posted before a restart is
-// finished by the final's Send, not posted anew.
+// finished by the final, not posted anew, and its handle is forgotten
+// (the kit keeps it in the binding, in imv2.db).
 func TestSend_M11_DraftSurvivesRestart(t *testing.T) {
 	hs := newFakeHS(t)
-	dir := t.TempDir()
-	cfg := Config{Build: protocol.Build{BuildTime: "1"}, APIKey: "k", StateDir: dir}
-	p1, err := New(cfg)
+	cfg := Config{Build: protocol.Build{BuildTime: "1"}, APIKey: "k", StateDir: t.TempDir()}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	hs.bind(t, p1)
-	ctx := context.Background()
-	h, err := p1.PostDraft(ctx, conv("ch"), "r1", "partial")
+	addr := ln.Addr().String()
+	serve := func(ln net.Listener) (*Bridge, chan error) {
+		p, err := New(cfg)
+		require.NoError(t, err)
+		done := make(chan error, 1)
+		go func() { done <- p.Connector().Serve(context.Background(), ln) }()
+		return p, done
+	}
+	stop := func(p *Bridge, done chan error) {
+		require.NoError(t, p.Close())
+		require.NoError(t, <-done)
+	}
+	p1, done := serve(ln)
+	acked := make(chan imv2.AckStatus, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cli, err := dataplane.Dial(ctx, dataplane.ClientConfig{URL: "http://" + addr, APIKey: "k", Target: nopTarget{},
+		ReconnectMin: 10 * time.Millisecond, ReconnectMax: 100 * time.Millisecond,
+		Options: &imv2.Options{OnDelivered: func(_ string, _ imv2.ChatMessage, s imv2.AckStatus) { acked <- s }}})
 	require.NoError(t, err)
-	require.NoError(t, p1.Close())
+	defer cli.Close()
+	ch, err := cli.OpenChannel(ctx, "")
+	require.NoError(t, err)
+	hs.bind(t, p1, ch.ID())
+	r := ch.NewReply("")
+	require.NoError(t, r.Delta(ctx, "partial"))
+	h := testwait.Recv(t, hs.sent, 30*time.Second)
+	for { // the kit records the handle once the homeserver answered
+		b, _, err := p1.Connector().Binding(ctx, ch.ID())
+		require.NoError(t, err)
+		if len(b.Drafts) == 1 {
+			require.Equal(t, h, b.Drafts[0].Handle)
+			break
+		}
+		require.NoError(t, ctx.Err(), "the draft handle was not recorded")
+		time.Sleep(5 * time.Millisecond)
+	}
+	stop(p1, done)
 
-	p2, err := New(cfg)
+	ln, err = net.Listen("tcp", addr)
 	require.NoError(t, err)
-	defer p2.Close()
-	require.NoError(t, send(t, p2, "ch", &imv2.ChatMessage{MessageID: "r1", Text: "complete"}))
+	p2, done := serve(ln)
+	defer stop(p2, done)
+	for !cli.Connected() || !p2.Connector().Server().IsOpen(ch.ID()) {
+		require.NoError(t, ctx.Err(), "xAgent did not reconnect")
+		time.Sleep(5 * time.Millisecond)
+	}
+	require.NoError(t, r.Final(ctx, imv2.ChatMessage{Text: "complete"}))
+	require.Equal(t, imv2.AckAccepted, testwait.Recv(t, acked, 30*time.Second))
 
 	events, _, _ := hs.snapshot()
 	require.Len(t, events, 2)
 	rel := events[1].Content["m.relates_to"].(map[string]any)
 	require.Equal(t, h, rel["event_id"], "the final edits the draft")
-	b, _ := p2.store.Get("ch")
+	b, _, err := p2.Connector().Binding(ctx, ch.ID())
+	require.NoError(t, err)
 	require.Empty(t, b.Drafts, "D10: the finished draft is forgotten")
 }
+
+// nopTarget is an xAgent side that takes every user message.
+type nopTarget struct{}
+
+func (nopTarget) PostMessage(context.Context, string, *imv2.ChatMessage) error { return nil }
 
 // TestFinish_M11_EmptyTextRedactsDraft: a file-only final removes the
 // partial text rather than leaving it beside the file.
@@ -182,11 +230,11 @@ func TestFinish_M11_EmptyTextRedactsDraft(t *testing.T) {
 	hs := newFakeHS(t)
 	p, files := hs.bound(t)
 	ctx := context.Background()
-	h, err := p.PostDraft(ctx, conv("ch"), "r1", "partial")
+	h, err := p.PostDraft(ctx, conv(t, p, "ch"), "r1", "partial")
 	require.NoError(t, err)
 	f, err := files.OfferFile(ctx, "ch", "a.txt", "text/plain", strings.NewReader("A"))
 	require.NoError(t, err)
-	require.NoError(t, p.Finish(ctx, conv("ch"), h, message(t, p, "ch", &imv2.ChatMessage{MessageID: "r1", Files: []imv2.File{{Type: imv2.FileFile, FileRef: f.FileRef}}})))
+	require.NoError(t, p.Finish(ctx, conv(t, p, "ch"), h, message(t, p, "ch", &imv2.ChatMessage{MessageID: "r1", Files: []imv2.File{{Type: imv2.FileFile, FileRef: f.FileRef}}})))
 	_, puts, _ := hs.snapshot()
 	require.Len(t, puts, 3)
 	require.Contains(t, puts[1], "/redact/"+h+"/")
@@ -196,43 +244,50 @@ func TestTyping_C5_OnAndOff(t *testing.T) {
 	hs := newFakeHS(t)
 	p, _ := hs.bound(t)
 	ctx := context.Background()
-	require.NoError(t, p.Typing(ctx, conv("ch"), imv2.ChatActivity{Status: imv2.ActivityTool, ToolName: "web_search"}))
-	require.NoError(t, p.Typing(ctx, conv("ch"), imv2.ChatActivity{Status: imv2.ActivityIdle}))
+	require.NoError(t, p.Typing(ctx, conv(t, p, "ch"), imv2.ChatActivity{Status: imv2.ActivityTool, ToolName: "web_search"}))
+	require.NoError(t, p.Typing(ctx, conv(t, p, "ch"), imv2.ChatActivity{Status: imv2.ActivityIdle}))
 	hs.mu.Lock()
 	defer hs.mu.Unlock()
 	require.Equal(t, []bool{true, false}, hs.typing)
 }
 
-func TestFileStore_TokensPrivateAndDurable(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "state.json")
-	st, err := OpenFileStore(path)
-	require.NoError(t, err)
+// TestState_TokensPrivateAndDurable: the Account (token, /sync position)
+// is kept in the kit's binding in imv2.db, mode 0600, across a restart,
+// and gone after the unbinding; a torn state file is an error.
+func TestState_TokensPrivateAndDurable(t *testing.T) {
+	dir := t.TempDir()
+	cfg := Config{Build: protocol.Build{BuildTime: "1"}, APIKey: "k", StateDir: dir}
 	ctx := context.Background()
-	b := Binding{ChannelID: "c1", Homeserver: "https://hs", UserID: "@a:hs", AccessToken: "secret", RoomID: "!r:hs", Since: "s1"}
-	for i := 0; i < MaxDraftsPerBinding+5; i++ {
-		b.addDraft(string(rune('a'+i%26))+strings.Repeat("x", i), "$e")
-	}
-	require.Len(t, b.Drafts, MaxDraftsPerBinding, "the draft handles are capped")
-	require.NoError(t, st.Put(ctx, b))
+	acc := Account{Homeserver: "https://hs", UserID: "@a:hs", AccessToken: "secret", Since: "s1"}
+	p, err := New(cfg)
+	require.NoError(t, err)
+	require.NoError(t, p.Connector().Bind(ctx, connector.Binding{ChannelID: "c1", Key: "!r:hs", Data: acc.Data()}))
+	require.NoError(t, p.Close())
+	path := filepath.Join(dir, "imv2.db")
 	fi, err := os.Stat(path)
 	require.NoError(t, err)
 	require.Equal(t, os.FileMode(0o600), fi.Mode().Perm(), "the file holds access tokens")
 
-	st2, err := OpenFileStore(path)
+	p, err = New(cfg)
 	require.NoError(t, err)
-	got, err := st2.Load(ctx)
+	b, ok, err := p.Connector().Binding(ctx, "c1")
 	require.NoError(t, err)
-	require.Len(t, got, 1)
-	require.Equal(t, "secret", got[0].AccessToken)
-	require.Equal(t, "s1", got[0].Since)
-	require.NoError(t, st2.Delete(ctx, "c1"))
-	st3, err := OpenFileStore(path)
+	require.True(t, ok)
+	got, err := AccountOf(b.Data)
 	require.NoError(t, err)
-	got, _ = st3.Load(ctx)
-	require.Empty(t, got)
+	require.Equal(t, "secret", got.AccessToken)
+	require.Equal(t, "s1", got.Since)
+	require.NoError(t, p.Connector().Unbind(ctx, "c1"))
+	require.NoError(t, p.Close())
+	p, err = New(cfg)
+	require.NoError(t, err)
+	_, ok, err = p.Connector().Binding(ctx, "c1")
+	require.NoError(t, err)
+	require.False(t, ok)
+	require.NoError(t, p.Close())
 
 	require.NoError(t, os.WriteFile(path, []byte("{torn"), 0o600))
-	_, err = OpenFileStore(path)
+	_, err = New(cfg)
 	require.Error(t, err)
 }
 
@@ -267,7 +322,7 @@ func TestParseForm(t *testing.T) {
 		}
 		mod(in)
 		_, err := ParseForm(in)
-		var se *SignInError
+		var se *connector.SignInError
 		require.ErrorAs(t, err, &se, name)
 		require.NotContains(t, err.Error(), "pw", name)
 	}

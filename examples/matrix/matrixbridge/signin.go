@@ -6,6 +6,8 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/xagentkit/imv2/connector"
+	"github.com/xagentkit/imv2/protocol"
 	"maunium.net/go/mautrix"
 	"maunium.net/go/mautrix/id"
 )
@@ -19,13 +21,10 @@ type Form struct {
 	Room        string // room ID (!…) or alias (#…)
 }
 
-// SignInError is a sign-in refused for a reason the user can fix. Its text
-// names the reason only: no token, password or homeserver response.
-type SignInError struct{ Reason string }
-
-func (e *SignInError) Error() string { return "matrixbridge: sign-in failed: " + e.Reason }
-
-func signInErr(reason string) error { return &SignInError{Reason: reason} }
+// signInErr is a sign-in refused for a reason the user can fix: the kit
+// answers status failed with it. It names the reason only: no token,
+// password or homeserver response.
+func signInErr(reason string) error { return &connector.SignInError{Reason: reason} }
 
 // ParseForm reads auth.start input into a Form and checks its shape.
 func ParseForm(input map[string]string) (Form, error) {
@@ -60,21 +59,22 @@ const DeviceName = "xAgent Connector"
 
 // SignIn checks the account, joins the room and takes the /sync position
 // (every message after the sign-in is forwarded, none from before), and
-// returns the Binding of channelID; it does not store it. With an access
-// token it asks /whoami; with a password it logs in once, creating a device
-// of its own that SignOut removes again. A refused credential or room is a
-// *SignInError; an unreachable homeserver another error.
-func (br *Bridge) SignIn(ctx context.Context, channelID string, f Form) (Binding, error) {
-	cli := br.client(Binding{Homeserver: f.Homeserver, UserID: f.UserID, AccessToken: f.AccessToken})
-	b := Binding{ChannelID: channelID, Homeserver: f.Homeserver, UserID: f.UserID, AccessToken: f.AccessToken}
+// returns the binding to the room with its Account as Data; it does not
+// store it. With an access token it asks /whoami; with a password it logs
+// in once, creating a device of its own that SignOut removes again. A
+// refused credential or room is a *connector.SignInError; an unreachable
+// homeserver another error.
+func (br *Bridge) SignIn(ctx context.Context, f Form) (connector.Binding, error) {
+	acc := Account{Homeserver: f.Homeserver, UserID: f.UserID, AccessToken: f.AccessToken}
+	cli := br.client(acc)
 	if f.AccessToken != "" {
 		who, err := cli.Whoami(ctx)
 		if err != nil {
-			return Binding{}, refused(classify("whoami", err), "the homeserver refused the access token")
+			return connector.Binding{}, refused(classify("whoami", err), "the homeserver refused the access token")
 		} else if who.UserID.String() != f.UserID {
-			return Binding{}, signInErr("the access token belongs to another user")
+			return connector.Binding{}, signInErr("the access token belongs to another user")
 		}
-		b.DeviceID = who.DeviceID.String()
+		acc.DeviceID = who.DeviceID.String()
 	} else {
 		resp, err := cli.Login(ctx, &mautrix.ReqLogin{
 			Type:       mautrix.AuthTypePassword,
@@ -82,34 +82,34 @@ func (br *Bridge) SignIn(ctx context.Context, channelID string, f Form) (Binding
 			Password:   f.Password, InitialDeviceDisplayName: DeviceName, StoreCredentials: true,
 		})
 		if err != nil {
-			return Binding{}, refused(classify("login", err), "the homeserver refused the user ID or password")
+			return connector.Binding{}, refused(classify("login", err), "the homeserver refused the user ID or password")
 		}
-		b.AccessToken, b.DeviceID, b.OwnDevice = resp.AccessToken, resp.DeviceID.String(), true
+		acc.AccessToken, acc.DeviceID, acc.OwnDevice = resp.AccessToken, resp.DeviceID.String(), true
 	}
-	undo := func(err error) (Binding, error) {
-		_ = br.SignOut(context.WithoutCancel(ctx), b) // do not leave a device behind
-		return Binding{}, err
+	undo := func(err error) (connector.Binding, error) {
+		_ = br.SignOut(context.WithoutCancel(ctx), acc) // do not leave a device behind
+		return connector.Binding{}, err
 	}
 	joined, err := cli.JoinRoom(ctx, f.Room, nil)
 	if err != nil {
 		return undo(refused(classify("join", err), "the account cannot join the room (invite it first, or check the room ID)"))
 	}
-	b.RoomID = joined.RoomID.String()
 	resp, err := cli.FullSyncRequest(ctx, mautrix.ReqSync{FilterID: roomFilter(joined.RoomID)})
 	if err != nil {
 		return undo(classify("sync", err))
 	}
-	b.Since = resp.NextBatch
-	return b, nil
+	acc.Since = resp.NextBatch
+	target := protocol.DescriptorTarget{Provider: Provider, DisplayName: "Matrix room", AccountHint: redactUser(acc.UserID)}
+	return connector.Binding{Key: joined.RoomID.String(), Target: target, Data: acc.Data()}, nil
 }
 
 // SignOut logs out the device the Connector created (OwnDevice); a token
 // the user gave is left valid.
-func (br *Bridge) SignOut(ctx context.Context, b Binding) error {
-	if !b.OwnDevice {
+func (br *Bridge) SignOut(ctx context.Context, acc Account) error {
+	if !acc.OwnDevice {
 		return nil
 	}
-	if _, err := br.client(b).Logout(ctx); err != nil && !isAuthGone(classify("logout", err)) {
+	if _, err := br.client(acc).Logout(ctx); err != nil && !isAuthGone(classify("logout", err)) {
 		return classify("logout", err)
 	}
 	return nil

@@ -1,0 +1,148 @@
+package connector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"testing"
+
+	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/protocol"
+)
+
+// TestKit_W7_UpdateBindingKeepsDataAndPushesOnlyOnChange: UpdateBinding
+// stores what f leaves (Data, Drafts, State, Target); it reports a
+// Descriptor change only for State or Target; it refuses an unbound
+// channel (ErrNotBound), a changed channel ID or key, an error of f and a
+// binding beyond the bounds, storing nothing in each case.
+func TestKit_W7_UpdateBindingKeepsDataAndPushesOnlyOnChange(t *testing.T) {
+	k, _ := newUnit(t, &editor{}, true, Options{})
+	ctx := context.Background()
+	if err := k.UpdateBinding(ctx, "ch_1", func(*Binding) error { return nil }); !errors.Is(err, ErrNotBound) {
+		t.Fatalf("UpdateBinding of an unbound channel = %v; want ErrNotBound", err)
+	}
+	if err := k.Bind(ctx, Binding{ChannelID: "ch_1", Key: "room", Data: []byte("v1")}); err != nil {
+		t.Fatal(err)
+	}
+	stored := func() Binding {
+		t.Helper()
+		b, ok, err := k.store.Binding(ctx, "ch_1")
+		if err != nil || !ok {
+			t.Fatalf("Binding = %v, %v", ok, err)
+		}
+		return b
+	}
+	for _, c := range []struct {
+		name    string
+		f       func(*Binding) error
+		changed bool
+		data    string
+	}{
+		{"data", func(b *Binding) error {
+			b.Data = append(b.Data, "+v2"...)
+			b.Drafts = []DraftHandle{{MessageID: "m1", Handle: "$1"}}
+			return nil
+		}, false, "v1+v2"},
+		{"target", func(b *Binding) error { b.Target.DisplayName = "Room"; return nil }, true, "v1+v2"},
+		{"state", func(b *Binding) error { b.State = BindingExpired; return nil }, true, "v1+v2"},
+		{"same state", func(b *Binding) error { b.State = BindingExpired; return nil }, false, "v1+v2"},
+	} {
+		changed, err := k.update(ctx, "ch_1", c.f)
+		if err != nil || changed != c.changed {
+			t.Fatalf("%s: update = %v, %v; want changed %v", c.name, changed, err, c.changed)
+		}
+		if b := stored(); string(b.Data) != c.data || len(b.Drafts) != 1 {
+			t.Fatalf("%s: stored %q with %d drafts; want %q with 1", c.name, b.Data, len(b.Drafts), c.data)
+		}
+	}
+	boom := errors.New("boom")
+	for _, c := range []struct {
+		name string
+		f    func(*Binding) error
+		want func(error) bool
+	}{
+		{"key changed", func(b *Binding) error { b.Key = "other"; b.Data = nil; return nil }, func(err error) bool { return err != nil }},
+		{"channel changed", func(b *Binding) error { b.ChannelID = "ch_2"; b.Data = nil; return nil }, func(err error) bool { return err != nil }},
+		{"f fails", func(b *Binding) error { b.Data = nil; return boom }, func(err error) bool { return errors.Is(err, boom) }},
+		{"too much data", func(b *Binding) error { b.Data = make([]byte, MaxBindingData+1); return nil }, func(err error) bool {
+			var e *imv2.Error
+			return errors.As(err, &e) && e.Code == imv2.CodeInvalidPacket
+		}},
+	} {
+		if err := k.UpdateBinding(ctx, "ch_1", c.f); !c.want(err) {
+			t.Fatalf("%s: UpdateBinding = %v", c.name, err)
+		}
+		if b := stored(); string(b.Data) != "v1+v2" || b.Key != "room" {
+			t.Fatalf("%s: stored %q under %q; want it unchanged", c.name, b.Data, b.Key)
+		}
+	}
+	if _, ok, _ := k.store.Binding(ctx, "ch_2"); ok {
+		t.Fatal("a refused UpdateBinding bound ch_2")
+	}
+}
+
+// TestKit_W7_RevokeRefusesFinalsAndInbound: a revoked binding's Descriptor
+// says revoked, its finals are refused for good and inbound events of its
+// conversation no longer reach it.
+func TestKit_W7_RevokeRefusesFinalsAndInbound(t *testing.T) {
+	k, _ := newUnit(t, &editor{}, true, Options{})
+	ctx := context.Background()
+	if err := k.Revoke(ctx, "ch_1"); !errors.Is(err, ErrNotBound) {
+		t.Fatalf("Revoke of an unbound channel = %v; want ErrNotBound", err)
+	}
+	if err := k.Bind(ctx, Binding{ChannelID: "ch_1", Key: "room"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := k.Revoke(ctx, "ch_1"); err != nil {
+		t.Fatal(err)
+	}
+	if s := k.describe(ctx, "ch_1").Status; s != protocol.StatusRevoked {
+		t.Fatalf("revoked channel is %q; want revoked", s)
+	}
+	if _, err := k.conversation(ctx, "ch_1"); err == nil || imv2.IsRetryable(err) {
+		t.Fatalf("a final to a revoked binding: %v; want a permanent refusal", err)
+	}
+	if err := k.Receive(ctx, Event{Conversation: "room", EventID: "1", Text: "x"}); !errors.Is(err, ErrNotBound) {
+		t.Fatalf("Receive for a revoked conversation = %v; want ErrNotBound", err)
+	}
+}
+
+// TestKit_UpdateBindingSerialised: concurrent UpdateBindings of one
+// channel, interleaved with Expire, lose no update (each appends to Data
+// under the kit's channel lock; a lost read-modify-write shows as a short
+// count).
+func TestKit_UpdateBindingSerialised(t *testing.T) {
+	k, _ := newUnit(t, &editor{}, true, Options{})
+	ctx := context.Background()
+	if err := k.Bind(ctx, Binding{ChannelID: "ch_1", Key: "room"}); err != nil {
+		t.Fatal(err)
+	}
+	const n = 200
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			if err := k.UpdateBinding(ctx, "ch_1", func(b *Binding) error {
+				c, _ := strconv.Atoi(string(b.Data))
+				b.Data = []byte(strconv.Itoa(c + 1))
+				return nil
+			}); err != nil {
+				t.Error(err)
+			}
+			if i%10 == 0 {
+				if err := k.Expire(ctx, "ch_1"); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	b, _, err := k.store.Binding(ctx, "ch_1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(b.Data); got != fmt.Sprint(n) {
+		t.Fatalf("Data after %d increments = %q", n, got)
+	}
+}

@@ -1,0 +1,123 @@
+package connector_test
+
+import (
+	"context"
+	"net"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/boltstore"
+	"github.com/xagentkit/imv2/connector"
+	"github.com/xagentkit/imv2/display"
+	"github.com/xagentkit/imv2/internal/testwait"
+)
+
+// finisher is an Editor and Finisher that reports every call.
+type finisher chan string
+
+func (f finisher) Post(_ context.Context, _ connector.Conversation, m *connector.Message) error {
+	f <- "post " + m.Text
+	return nil
+}
+
+func (f finisher) PostDraft(_ context.Context, _ connector.Conversation, messageID, text string) (string, error) {
+	f <- "draft " + text
+	return "ev-" + messageID, nil
+}
+
+func (f finisher) Edit(_ context.Context, _ connector.Conversation, handle, text string) error {
+	f <- "edit " + handle + " " + text
+	return nil
+}
+
+func (f finisher) Finish(_ context.Context, _ connector.Conversation, handle string, m *connector.Message) error {
+	f <- "finish " + handle + " " + m.Text
+	return nil
+}
+
+// bindCounter counts the binding writes.
+type bindCounter struct {
+	*boltstore.Store
+	binds atomic.Int32
+}
+
+func (s *bindCounter) Bind(ctx context.Context, b connector.Binding) (connector.BindingChange, error) {
+	s.binds.Add(1)
+	return s.Store.Bind(ctx, b)
+}
+
+// TestKit_M11_DraftHandleSurvivesRestart: the handle of a streamed
+// reply's draft is written to the binding once (not per delta); after a
+// restart on the same boltstore file, when the display has forgotten the
+// draft, the final finishes that draft instead of posting a second
+// message, and the record goes.
+func TestKit_M11_DraftHandleSurvivesRestart(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "kit.db")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	calls := make(finisher, 64)
+	next := func() string { return testwait.Recv(t, (<-chan string)(calls), 20*time.Second) }
+	start := func(ln net.Listener) (*connector.Connector, *bindCounter, chan error) {
+		bolt, err := boltstore.Open(path, boltstore.Options{})
+		require.NoError(t, err)
+		st := &bindCounter{Store: bolt}
+		k, err := connector.New(kitCard(""), calls, &connector.Options{
+			Store: st, Mode: display.Edit, Display: &display.Options{Interval: 10 * time.Millisecond},
+			DefaultConversation: func(string) string { return "room-1" },
+		})
+		require.NoError(t, err)
+		done := make(chan error, 1)
+		go func() { done <- k.Serve(context.Background(), ln) }()
+		return k, st, done
+	}
+	stop := func(k *connector.Connector, st *bindCounter, done chan error) {
+		require.NoError(t, k.Close())
+		require.NoError(t, <-done)
+		require.NoError(t, st.Close())
+	}
+	k, st, done := start(ln)
+	a := newAgent()
+	c, ch := a.dial(t, "http://"+addr)
+	ctx := context.Background()
+	_, _, err = st.Binding(ctx, ch.ID()) // the default binding exists once the channel is open
+	require.NoError(t, err)
+	before := st.binds.Load()
+	r := ch.NewReply("")
+	require.NoError(t, r.Delta(ctx, "Hel"))
+	require.Equal(t, "draft Hel", next())
+	require.NoError(t, r.Delta(ctx, "lo"))
+	require.Equal(t, "edit ev-"+r.MessageID()+" Hello", next())
+	require.NoError(t, r.Delta(ctx, " there"))
+	require.Equal(t, "edit ev-"+r.MessageID()+" Hello there", next())
+	require.Equal(t, int32(1), st.binds.Load()-before, "one binding write for the message, not one per delta")
+	b, ok, err := st.Binding(ctx, ch.ID())
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, []connector.DraftHandle{{MessageID: r.MessageID(), Handle: "ev-" + r.MessageID()}}, b.Drafts)
+	stop(k, st, done)
+
+	ln, err = net.Listen("tcp", addr)
+	require.NoError(t, err)
+	k, st, done = start(ln)
+	defer stop(k, st, done)
+	waitFor(t, func() bool { return c.Connected() && k.Server().IsOpen(ch.ID()) })
+	require.NoError(t, r.Final(ctx, imv2.ChatMessage{Text: "Hello there!"}))
+	o := a.next(t)
+	require.Nil(t, o.err)
+	require.Equal(t, imv2.AckAccepted, o.status)
+	require.Equal(t, "finish ev-"+r.MessageID()+" Hello there!", next(), "the final finishes the draft shown before the restart")
+	b, _, err = st.Binding(ctx, ch.ID())
+	require.NoError(t, err)
+	require.Empty(t, b.Drafts, "the record goes with the final")
+	select {
+	case extra := <-calls:
+		t.Fatalf("a further platform call: %q", extra)
+	default:
+	}
+}

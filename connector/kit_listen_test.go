@@ -1,0 +1,65 @@
+package connector_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/connector"
+	"github.com/xagentkit/imv2/dataplane"
+	"github.com/xagentkit/imv2/internal/testwait"
+)
+
+// reading is a pretend platform that reads its conversations itself: each
+// Listen hands one event and waits for its context.
+type reading struct {
+	*pretend
+	started chan connector.Binding
+	ended   chan struct{}
+}
+
+func (r *reading) Listen(ctx context.Context, b connector.Binding, in connector.Inbox) error {
+	r.started <- b
+	err := in.Receive(ctx, connector.Event{Conversation: b.Key, EventID: "ev-1", Text: "hi from " + b.Key})
+	if err != nil {
+		return err
+	}
+	<-ctx.Done()
+	r.ended <- struct{}{}
+	return nil
+}
+
+// TestKit_M9_ListenerRunsWhileTheChannelIsBound: opening a channel starts
+// the platform's reader for its binding; what it receives reaches xAgent
+// as a user message; Unbind stops it; the goroutines are gone after Close
+// (goleak in TestMain).
+func TestKit_M9_ListenerRunsWhileTheChannelIsBound(t *testing.T) {
+	p := &reading{pretend: newPretend(0), started: make(chan connector.Binding, 4), ended: make(chan struct{}, 4)}
+	k, url := startKit(t, p, "", connector.Options{})
+	got := make(chan imv2.ChatMessage, 4)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cli, err := dataplane.Dial(ctx, dataplane.ClientConfig{URL: url, Target: inbound(got)})
+	require.NoError(t, err)
+	defer cli.Close()
+	ch, err := cli.OpenChannel(ctx, "")
+	require.NoError(t, err)
+	b := testwait.Recv(t, p.started, 10*time.Second)
+	require.Equal(t, ch.ID(), b.Key, "Listen gets the channel's binding")
+	m := testwait.Recv(t, got, 10*time.Second)
+	require.Equal(t, connector.EventMessageID(ch.ID(), "ev-1"), m.MessageID)
+	require.Equal(t, "hi from "+ch.ID(), m.Text)
+	require.NoError(t, k.Unbind(context.Background(), ch.ID()))
+	testwait.Recv(t, p.ended, 10*time.Second)
+}
+
+// inbound is the xAgent side's Target: it passes each user message on.
+type inbound chan imv2.ChatMessage
+
+func (in inbound) PostMessage(_ context.Context, _ string, m *imv2.ChatMessage) error {
+	in <- *m
+	return nil
+}

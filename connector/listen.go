@@ -1,0 +1,182 @@
+package connector
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Listener is a Platform that reads each bound conversation itself (a long
+// poll, a websocket, a Matrix /sync loop). The kit runs Listen in a
+// goroutine of its own for every connected binding whose channel is open —
+// when xAgent opens or reopens the channel (after a restart too), and right
+// after a sign-in or Bind — at most one per channel. Its context ends when
+// the binding goes (Unbind, auth.logout, the channel's drop), expires or is
+// revoked, or the Connector closes; Close waits for it. A channel.close
+// does not stop it: what it receives then waits pending until xAgent
+// reopens the channel (W6).
+//
+// Listen hands what it reads to in.Receive and keeps its cursor in the
+// binding's Data with in.Update. Returning an error matching
+// ErrBindingExpired (ErrBindingRevoked) marks the binding expired (revoked)
+// and ends the reader; nil ends it too. Any other error is logged and Listen is called again, with the
+// binding read afresh, after a backoff from ListenBackoffMin doubling to
+// ListenBackoffMax on the kit's clock (reset once a call ran that long).
+type Listener interface {
+	Listen(ctx context.Context, b Binding, in Inbox) error
+}
+
+// Inbox is what a Listener's reader gets besides its binding.
+type Inbox interface {
+	// Receive hands an inbound event to the kit (Connector.Receive).
+	Receive(ctx context.Context, ev Event) error
+	// Update changes the channel's binding (Connector.UpdateBinding): a
+	// sync cursor or a refreshed token in its Data.
+	Update(ctx context.Context, f func(*Binding) error) error
+}
+
+// Backoff of a failing Listener.
+const (
+	ListenBackoffMin = time.Second
+	ListenBackoffMax = 30 * time.Second
+)
+
+// ErrBindingExpired is matched (errors.Is) by a Listener's error that says
+// the platform credentials stopped working: the kit marks the binding
+// expired (Expire) and does not restart the reader.
+var ErrBindingExpired = errors.New("connector: the binding's credentials expired")
+
+// ErrBindingRevoked is matched by a Listener's error that says the
+// platform revoked the access (the bot was removed from the conversation):
+// the kit marks the binding revoked (Revoke) and does not restart the
+// reader.
+var ErrBindingRevoked = errors.New("connector: the platform revoked the binding")
+
+// reader is one running Listen of a channel.
+type reader struct {
+	cancel  context.CancelFunc
+	done    chan struct{}
+	stopped bool // cancelled; a new reader waits for done
+}
+
+// inbox is the kit's Inbox for one reader; live is the reader's context.
+type inbox struct {
+	c         *Connector
+	channelID string
+	live      context.Context
+}
+
+func (in inbox) Receive(ctx context.Context, ev Event) error { return in.c.Receive(ctx, ev) }
+
+func (in inbox) Update(ctx context.Context, f func(*Binding) error) error {
+	return in.c.UpdateBinding(ctx, in.channelID, in.guard(f))
+}
+
+// guard makes f fail once the reader was stopped. A new binding of the
+// channel stops the reader under the channel's lock, which f runs under
+// too, so a stale reader never writes its Data or State over the new
+// binding.
+func (in inbox) guard(f func(*Binding) error) func(*Binding) error {
+	return func(b *Binding) error {
+		if err := in.live.Err(); err != nil {
+			return err
+		}
+		return f(b)
+	}
+}
+
+// listen starts the channel's reader unless one runs. The binding is read
+// in the reader's goroutine, so callers on the data plane's path (channel
+// open) never wait for the store.
+func (c *Connector) listen(channelID string) {
+	if c.listener == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old := c.readers[channelID]
+	if c.closed || (old != nil && !old.stopped) {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &reader{cancel: cancel, done: make(chan struct{})}
+	c.readers[channelID] = r
+	c.readWG.Add(1)
+	go c.read(ctx, channelID, r, old)
+}
+
+// stopListening cancels the channel's reader without waiting for it: it
+// may be the reader itself that asks (an expiry it noticed).
+func (c *Connector) stopListening(channelID string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if r := c.readers[channelID]; r != nil {
+		r.stopped = true
+		r.cancel()
+	}
+}
+
+// read runs Listen for the channel until it ends for good.
+func (c *Connector) read(ctx context.Context, channelID string, r, old *reader) {
+	defer func() {
+		r.cancel()
+		c.mu.Lock()
+		if c.readers[channelID] == r {
+			delete(c.readers, channelID)
+		}
+		c.mu.Unlock()
+		close(r.done)
+		c.readWG.Done()
+	}()
+	if old != nil { // at most one Listen per channel at any time
+		select {
+		case <-old.done:
+		case <-ctx.Done():
+			return
+		}
+	}
+	for fails := 0; ; {
+		b, ok, err := c.binding(ctx, channelID)
+		if err == nil && (!ok || b.State != BindingConnected) {
+			return
+		}
+		started := c.clock.Now()
+		if err == nil {
+			err = c.listener.Listen(ctx, b, inbox{c, channelID, ctx})
+		}
+		switch {
+		case ctx.Err() != nil || err == nil:
+			return
+		case errors.Is(err, ErrBindingExpired), errors.Is(err, ErrBindingRevoked):
+			st := BindingExpired
+			if errors.Is(err, ErrBindingRevoked) {
+				st = BindingRevoked
+			}
+			in := inbox{c, channelID, ctx}
+			if err := in.Update(context.WithoutCancel(ctx), func(b *Binding) error { b.State = st; return nil }); err != nil {
+				c.log.Warn("connector: binding state not changed", "connector_channel_id", channelID, "state", st, "err", err)
+			}
+			return
+		}
+		if c.clock.Now().Sub(started) >= ListenBackoffMax {
+			fails = 0
+		}
+		fails++
+		d := min(ListenBackoffMin<<min(fails-1, 8), ListenBackoffMax)
+		c.log.Warn("connector: listener failed; restarting", "connector_channel_id", channelID, "err", err, "in", d)
+		if sleep(ctx, c.clock, d) != nil {
+			return
+		}
+	}
+}
+
+// closeReaders stops every reader and waits for them (Close).
+func (c *Connector) closeReaders() {
+	c.mu.Lock()
+	for _, r := range c.readers {
+		r.stopped = true
+		r.cancel()
+	}
+	c.mu.Unlock()
+	c.readWG.Wait()
+}
