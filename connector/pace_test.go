@@ -30,7 +30,7 @@ func runPaced(ctx context.Context, pc *pacer, key string, fail ...error) *paced 
 				return fail[n-1]
 			}
 			return nil
-		})
+		}, nil)
 	}()
 	return p
 }
