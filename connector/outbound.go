@@ -25,7 +25,7 @@ type outbound struct {
 	typer     Typer
 	discarder Discarder
 
-	order     *finalOrder
+	order *finalOrder
 
 	mu    sync.Mutex
 	shown map[string]string // Editor handle → text it shows, for the final-edit skip
