@@ -15,10 +15,19 @@ import (
 // type assertion, the way net/http finds http.Flusher.
 //
 // Post returns only after the platform accepted the text and every file
-// (M12). Mark a refusal that can never succeed with imv2.Permanent; wrap a
-// rate limit with RetryAfter; any other error is retried by the kit with
-// backoff within the Target timeout (see Pace) and, when that is spent,
-// rejected retryable so xAgent sends it again (A8).
+// (M12). Its error says what the platform did:
+//   - imv2.Permanent: a refusal that can never succeed; rejected for good.
+//   - RetryAfter (a rate limit) or NotPosted (an error answer, a request
+//     that never left): not applied; the kit posts again with backoff
+//     within the Target timeout (Pace) and, when that is spent, rejects
+//     the final retryable so xAgent sends it again (A8), holding the
+//     channel's later finals until it is shown.
+//   - Any other error may have been applied (a lost response). The kit
+//     posts again only when that cannot show it twice: to a PostChecker
+//     that answers "not posted" (posted: accepted), or to an
+//     IdempotentPlatform. Otherwise it answers delivery_outcome_unknown,
+//     retryable=false: the final may be lost and is reported, but never
+//     shown twice — the rule imv2.ClaimStore follows after a crash.
 type Platform interface {
 	Post(ctx context.Context, to Conversation, m *Message) error
 }
