@@ -76,6 +76,10 @@ type Options struct {
 	// OnChannelOpen is called for every channel.open answered with
 	// success. Do not block in it.
 	OnChannelOpen func(channelID string)
+	// Relay, for replicas on one shared Store, carries Receive's user
+	// messages to the replica that holds a channel (pgstore.Relay; see
+	// Relay). Default: only channels open here are reached (ErrNoChannel).
+	Relay Relay
 	// OfflineGrace is how long channels outlive their last connection
 	// (dataplane.DefaultOfflineGrace); at its end their bindings are
 	// released.
@@ -100,6 +104,7 @@ type Connector struct {
 	log      *slog.Logger
 	metrics  http.Handler
 	defConv  func(string) string // nil for a Card with auth flows
+	relay    Relay
 	out      *outbound
 	pace     *pacer
 	display  *display.Target
@@ -131,7 +136,7 @@ func New(card *protocol.Card, platform Platform, opts *Options) (*Connector, err
 	}
 	c := &Connector{
 		card: card, platform: platform, store: o.Store, clock: o.Clock, log: o.Logger,
-		metrics: o.Metrics, servers: map[*http.Server]struct{}{},
+		metrics: o.Metrics, relay: o.Relay, servers: map[*http.Server]struct{}{},
 	}
 	if card != nil && len(card.AuthFlows) == 0 {
 		c.defConv = o.DefaultConversation
@@ -186,7 +191,7 @@ func New(card *protocol.Card, platform Platform, opts *Options) (*Connector, err
 		Logger:        o.Logger,
 		Clock:         o.Clock,
 		Registry:      registry,
-		OnChannelOpen: o.OnChannelOpen,
+		OnChannelOpen: relayOpened(o.Relay, o.OnChannelOpen),
 		OnChannelDrop: c.dropped,
 		OfflineGrace:  o.OfflineGrace,
 	}
@@ -196,6 +201,9 @@ func New(card *protocol.Card, platform Platform, opts *Options) (*Connector, err
 	if c.server, err = dataplane.NewServer(cfg); err != nil {
 		c.display.Close()
 		return nil, err
+	}
+	if rs, ok := o.Relay.(interface{ Serve(*dataplane.Server) }); ok {
+		rs.Serve(c.server)
 	}
 	return c, nil
 }

@@ -16,7 +16,6 @@ import (
 // (shown) and then answered with an error, as a lost HTTP response is.
 type lossy struct {
 	lose    int
-	checks  bool // a PostChecker
 	idem    bool // deduplicates by the idempotency key
 	notDone bool // the failures are not applied and say so (NotPosted)
 
