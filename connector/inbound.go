@@ -146,6 +146,9 @@ func (c *Connector) receiveOn(ctx context.Context, chID, id string, ev Event) er
 	}
 	if _, err := send(ctx, chID, m); err != nil {
 		c.forget(chID, m.Files)
+		if seen, serr := c.received(ctx, chID, id); serr == nil && seen {
+			return nil // a concurrent Receive of the same event got there first
+		}
 		return err
 	}
 	if err := c.store.Record(ctx, chID, id, imv2.FingerprintOf(&m)); err != nil {
