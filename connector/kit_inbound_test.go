@@ -216,3 +216,36 @@ func TestKit_M9_ReceiveOnAReplicaGoesThroughTheRelay(t *testing.T) {
 	defer replica.mu.Unlock()
 	require.Equal(t, 2, replica.sends, "the replica sent both events through its Relay, no replay")
 }
+
+// TestKit_M6_S6_ConcurrentReplaysStoreOneCopy: the same file event
+// received by 8 goroutines at once is one message with one stored file;
+// no Receive fails with message_id_conflict.
+func TestKit_M6_S6_ConcurrentReplaysStoreOneCopy(t *testing.T) {
+	t.Parallel()
+	files := connector.NewMemoryStore(connector.MemoryStoreOptions{})
+	k, url := startKit(t, newPretend(0), "", connector.Options{Files: files, DefaultConversation: func(string) string { return "room-1" }})
+	a := newAgent()
+	_, ch := a.dial(t, url)
+	waitFor(t, func() bool { return k.Server().IsOpen(ch.ID()) })
+	ev := fileEvent("update-1")
+	var barrier sync.WaitGroup // every Receive is past its replay check before any sends
+	barrier.Add(8)
+	ev.Files[0].Open = func() (io.ReadCloser, error) {
+		barrier.Done()
+		barrier.Wait()
+		return io.NopCloser(bytes.NewReader([]byte("a photo"))), nil
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for range 8 {
+		wg.Go(func() { errs <- k.Receive(context.Background(), ev) })
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	waitFor(t, func() bool { return a.count(connector.EventMessageID("room-1", "update-1")) == 1 })
+	n, _ := files.Len()
+	require.Equal(t, 1, n, "one stored file")
+}
