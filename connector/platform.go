@@ -139,14 +139,18 @@ type Unbinder interface {
 
 // IdempotentPlatform is a Platform that deduplicates posts by
 // Message.IdempotencyKey: posting the same final again shows nothing new,
-// so after a crash the kit may post an interrupted final again (S8).
+// so after a crash the kit may post an interrupted final again (S8), and
+// after a failed post it posts again at once (Pace).
 type IdempotentPlatform interface {
 	PostsIdempotently() bool
 }
 
 // PostChecker is a Platform that can tell whether a message with an
 // idempotency key was posted to a conversation (a Matrix transaction ID, a
-// Discord nonce), so an interrupted final is neither lost nor shown twice.
+// Discord nonce), so an interrupted final is neither lost nor shown twice:
+// the kit asks it after a failed post that may have been applied, and
+// before posting the resend of a final whose outcome it could not learn
+// (Pace).
 type PostChecker interface {
 	WasPosted(ctx context.Context, to Conversation, key string) (bool, error)
 }
