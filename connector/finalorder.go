@@ -1,6 +1,7 @@
 package connector
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"sync"
@@ -103,4 +104,58 @@ func (fo *finalOrder) settle(channelID, id string, err error, unknown bool) {
 		q = slices.Delete(q, i, i+1)
 	}
 	fo.chans.Add(channelID, slices.Insert(q, 0, f))
+}
+
+// orderedOutbound is the display.Platform the kit gives display.New: the
+// outbound calls, with every final — Send, Finish — run under the
+// channel's order. Embedding passes every display capability on.
+type orderedOutbound struct {
+	*outbound
+	order *finalOrder
+}
+
+func newOrderedOutbound(o *outbound, p Pace, clk clock.Clock) *orderedOutbound {
+	return &orderedOutbound{outbound: o, order: newFinalOrder(p, clk)}
+}
+
+// Send implements display.Platform under the channel's order.
+func (oo *orderedOutbound) Send(ctx context.Context, channelID string, m *imv2.ChatMessage) error {
+	return oo.ordered(ctx, channelID, m, func(ctx context.Context) error { return oo.outbound.Send(ctx, channelID, m) })
+}
+
+// Finish implements display.Drafter and display.Editor under the
+// channel's order.
+func (oo *orderedOutbound) Finish(ctx context.Context, channelID, handle string, m *imv2.ChatMessage) error {
+	return oo.ordered(ctx, channelID, m, func(ctx context.Context) error { return oo.outbound.Finish(ctx, channelID, handle, m) })
+}
+
+// ordered runs one delivery of final m: a later final waits, rejected
+// busy, while an earlier one is unresolved; the delivery's finalRun goes
+// down in ctx to outbound.final.
+func (oo *orderedOutbound) ordered(ctx context.Context, channelID string, m *imv2.ChatMessage, run func(context.Context) error) error {
+	unknown, err := oo.order.admit(channelID, m.MessageID)
+	if err != nil {
+		return err
+	}
+	r := &finalRun{unknown: unknown}
+	err = run(context.WithValue(ctx, finalRunKey{}, r))
+	oo.order.settle(channelID, m.MessageID, err, r.unknown)
+	return err
+}
+
+// finalRun is the state of one delivery of a final.
+type finalRun struct {
+	// unknown: the last post may have been applied; a resend asks the
+	// PostChecker before posting.
+	unknown bool
+}
+
+type finalRunKey struct{}
+
+// runOf returns the delivery state ordered put in ctx, or a fresh one.
+func runOf(ctx context.Context) *finalRun {
+	if r, ok := ctx.Value(finalRunKey{}).(*finalRun); ok {
+		return r
+	}
+	return &finalRun{}
 }

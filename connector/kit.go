@@ -134,9 +134,10 @@ func New(card *protocol.Card, platform Platform, opts *Options) (*Connector, err
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	o.OnChannelOpen = relayOpened(o.Relay, o.OnChannelOpen)
 	c := &Connector{
 		card: card, platform: platform, store: o.Store, clock: o.Clock, log: o.Logger,
-		metrics: o.Metrics, relay: o.Relay, servers: map[*http.Server]struct{}{},
+		metrics: o.Metrics, servers: map[*http.Server]struct{}{},
 	}
 	if card != nil && len(card.AuthFlows) == 0 {
 		c.defConv = o.DefaultConversation
@@ -169,7 +170,7 @@ func New(card *protocol.Card, platform Platform, opts *Options) (*Connector, err
 	case dopts.Mode == display.Edit && c.out.editor == nil:
 		return nil, fmt.Errorf("connector: mode edit needs an Editor, %T is none", platform)
 	}
-	if c.display, err = display.New(c.out, &dopts); err != nil {
+	if c.display, err = display.New(newOrderedOutbound(c.out, c.pace.p, c.clock), &dopts); err != nil {
 		return nil, err
 	}
 	var copts imv2.Options
@@ -191,7 +192,7 @@ func New(card *protocol.Card, platform Platform, opts *Options) (*Connector, err
 		Logger:        o.Logger,
 		Clock:         o.Clock,
 		Registry:      registry,
-		OnChannelOpen: relayOpened(o.Relay, o.OnChannelOpen),
+		OnChannelOpen: o.OnChannelOpen,
 		OnChannelDrop: c.dropped,
 		OfflineGrace:  o.OfflineGrace,
 	}
@@ -202,6 +203,7 @@ func New(card *protocol.Card, platform Platform, opts *Options) (*Connector, err
 		c.display.Close()
 		return nil, err
 	}
+	c.relay = o.Relay
 	if rs, ok := o.Relay.(interface{ Serve(*dataplane.Server) }); ok {
 		rs.Serve(c.server)
 	}

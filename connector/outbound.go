@@ -25,14 +25,12 @@ type outbound struct {
 	typer     Typer
 	discarder Discarder
 
-	order *finalOrder
-
 	mu    sync.Mutex
 	shown map[string]string // Editor handle → text it shows, for the final-edit skip
 }
 
 func newOutbound(k *Connector, p Platform) *outbound {
-	o := &outbound{k: k, p: p, order: newFinalOrder(k.pace.p, k.clock), shown: map[string]string{}}
+	o := &outbound{k: k, p: p, shown: map[string]string{}}
 	o.drafter, _ = p.(Drafter)
 	o.editor, _ = p.(Editor)
 	o.finisher, _ = p.(Finisher)
@@ -63,33 +61,12 @@ func (o *outbound) call(ctx context.Context, channelID string, f func(context.Co
 	return o.k.pace.do(ctx, to.Key, func(ctx context.Context) error { return f(ctx, to) }, nil)
 }
 
-// finalRun is the state of one delivery of a final.
-type finalRun struct {
-	// unknown: the last post may have been applied; a resend asks the
-	// PostChecker before posting.
-	unknown bool
-}
-
-// ordered runs one delivery of final m under the channel's order
-// (finalOrder): a later final waits, rejected busy, while an earlier one
-// is unresolved.
-func (o *outbound) ordered(channelID string, m *imv2.ChatMessage, run func(*finalRun) error) error {
-	unknown, err := o.order.admit(channelID, m.MessageID)
-	if err != nil {
-		return err
-	}
-	r := &finalRun{unknown: unknown}
-	err = run(r)
-	o.order.settle(channelID, m.MessageID, err, r.unknown)
-	return err
-}
-
 // final runs post with m's files opened afresh for every attempt. The refs
 // are checked before the first attempt, so a final naming a file that is
 // unknown, expired or another channel's is rejected invalid_packet,
 // retryable=false, and the platform is never called (M7, M12). A failed
 // post is made again only when that cannot show it twice (Pace).
-func (o *outbound) final(ctx context.Context, channelID string, m *imv2.ChatMessage, r *finalRun, post func(context.Context, Conversation, *Message) error) error {
+func (o *outbound) final(ctx context.Context, channelID string, m *imv2.ChatMessage, post func(context.Context, Conversation, *Message) error) error {
 	if err := o.checkFiles(ctx, channelID, m); err != nil {
 		return err
 	}
@@ -97,6 +74,7 @@ func (o *outbound) final(ctx context.Context, channelID string, m *imv2.ChatMess
 	if err != nil {
 		return err
 	}
+	r := runOf(ctx)
 	key := imv2.IdempotencyKeyOf(channelID, m.MessageID)
 	if r.unknown {
 		if done, err := o.askPosted(ctx, to, key, r); done {
@@ -193,7 +171,7 @@ func (o *outbound) open(ctx context.Context, channelID string, m *imv2.ChatMessa
 
 // Send implements display.Platform: a final without a draft.
 func (o *outbound) Send(ctx context.Context, channelID string, m *imv2.ChatMessage) error {
-	return o.ordered(channelID, m, func(r *finalRun) error { return o.final(ctx, channelID, m, r, o.p.Post) })
+	return o.final(ctx, channelID, m, o.p.Post)
 }
 
 // Draft implements display.Drafter.
@@ -233,18 +211,14 @@ func (o *outbound) Edit(ctx context.Context, channelID, handle, text string) err
 // Finish implements display.Drafter and display.Editor: the final of a
 // message whose draft was shown.
 func (o *outbound) Finish(ctx context.Context, channelID, handle string, m *imv2.ChatMessage) error {
-	return o.ordered(channelID, m, func(r *finalRun) error { return o.finish(ctx, channelID, handle, m, r) })
-}
-
-func (o *outbound) finish(ctx context.Context, channelID, handle string, m *imv2.ChatMessage, r *finalRun) error {
 	if o.finisher == nil && o.k.display.Mode() == display.Stream {
-		return o.final(ctx, channelID, m, r, func(ctx context.Context, to Conversation, msg *Message) error {
+		return o.final(ctx, channelID, m, func(ctx context.Context, to Conversation, msg *Message) error {
 			msg.Draft = handle
 			return o.p.Post(ctx, to, msg)
 		})
 	}
 	if o.finisher != nil {
-		return o.final(ctx, channelID, m, r, func(ctx context.Context, to Conversation, msg *Message) error {
+		return o.final(ctx, channelID, m, func(ctx context.Context, to Conversation, msg *Message) error {
 			return o.finisher.Finish(ctx, to, handle, msg)
 		})
 	}
@@ -267,7 +241,7 @@ func (o *outbound) finish(ctx context.Context, channelID, handle string, m *imv2
 	if len(m.Files) > 0 {
 		files := *m
 		files.Text = ""
-		if err := o.final(ctx, channelID, &files, r, o.p.Post); err != nil {
+		if err := o.final(ctx, channelID, &files, o.p.Post); err != nil {
 			// The text is shown, so rejecting the final for good would
 			// leave it half delivered: a resend edits the same text again
 			// (a no-op on screen) and posts the files — unless the files
