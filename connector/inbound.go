@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 
 	"github.com/google/uuid"
@@ -125,9 +126,19 @@ func (c *Connector) Receive(ctx context.Context, ev Event) error {
 	return errors.Join(errs...)
 }
 
+// receiveStripes is the number of locks Receive's events hash to.
+const receiveStripes = 64
+
 // receiveOn hands the event's message id to one channel, unless it did so
 // before.
 func (c *Connector) receiveOn(ctx context.Context, chID, id string, ev Event) error {
+	// One Receive of an event per channel at a time: a concurrent replay
+	// then finds the message pending or recorded instead of racing it.
+	h := fnv.New32a()
+	h.Write([]byte(chID + "\x00" + id))
+	mu := &c.recv[h.Sum32()%receiveStripes]
+	mu.Lock()
+	defer mu.Unlock()
 	if seen, err := c.received(ctx, chID, id); err != nil || seen {
 		return err
 	}
@@ -146,9 +157,6 @@ func (c *Connector) receiveOn(ctx context.Context, chID, id string, ev Event) er
 	}
 	if _, err := send(ctx, chID, m); err != nil {
 		c.forget(chID, m.Files)
-		if seen, serr := c.received(ctx, chID, id); serr == nil && seen {
-			return nil // a concurrent Receive of the same event got there first
-		}
 		return err
 	}
 	if err := c.store.Record(ctx, chID, id, imv2.FingerprintOf(&m)); err != nil {

@@ -105,6 +105,7 @@ type Connector struct {
 	metrics  http.Handler
 	defConv  func(string) string // nil for a Card with auth flows
 	relay    Relay
+	recv     [receiveStripes]sync.Mutex // serialise Receive per channel and event (inbound.go)
 	out      *outbound
 	pace     *pacer
 	display  *display.Target
