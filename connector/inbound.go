@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 
 	"github.com/google/uuid"
@@ -45,18 +46,54 @@ func EventMessageID(conversation, eventID string) string {
 	return "msg_" + uuid.NewSHA1(eventSpace, []byte(conversation+"\x00"+eventID)).String()
 }
 
-// ErrNoChannel is matched by Receive's error when a bound channel has not
-// been reopened since a restart: the event is not sent to it, and
+// ErrNoChannel is matched by Receive's error when a bound channel is not
+// open on this Connector (not reopened since a restart, or open on another
+// replica) and no Options.Relay is set: the event is not sent to it, and
 // receiving it again later is safe (the message_id is the same).
-var ErrNoChannel = errors.New("connector: bound channel is not open since the restart")
+var ErrNoChannel = errors.New("connector: bound channel is not open here")
+
+// Relay hands a user message to whichever replica holds the channel's
+// connection, for Connector replicas on one shared Store; pgstore.Relay is
+// one. Send delivers through the channel when it is open here, otherwise
+// through the shared pending store. When the Relay also has
+// Serve(*dataplane.Server) and ChannelOpened(channelID string), as
+// pgstore.Relay does, New calls Serve with its Server and ChannelOpened
+// for every channel opened (before Options.OnChannelOpen); running it
+// (pgstore.Relay.Run) is the caller's. Files offered with an event are
+// stored in this replica's FileStore: replicas need a shared one for
+// xAgent to download them from any.
+type Relay interface {
+	Send(ctx context.Context, channelID string, m imv2.ChatMessage) (string, error)
+}
+
+// relayOpened tells a Relay that has ChannelOpened of every channel
+// opened, then calls next.
+func relayOpened(r Relay, next func(string)) func(string) {
+	ro, ok := r.(interface{ ChannelOpened(string) })
+	switch {
+	case !ok:
+		return next
+	case next == nil:
+		return ro.ChannelOpened
+	}
+	return func(id string) {
+		ro.ChannelOpened(id)
+		next(id)
+	}
+}
 
 // Receive hands an inbound platform event to every channel bound to its
 // conversation (connected bindings only), as a user message whose
 // message_id is EventMessageID: pending until xAgent acks it, resent as the
-// Channel does, and a duplicate — never a second message — when the event
-// is received again, also across a restart with a durable Store. It
-// returns once the message is pending on every channel; an error names the
-// channels it did not reach (ErrNotBound when none is bound).
+// Channel does, and never a second message when the event is received
+// again, also across a restart with a durable Store: a replay whose
+// message is still pending, or was handed over before, is skipped before
+// any of its files is stored again (the kit records every handed-over
+// event in the Store's completed records, under the channel and the
+// event's message_id, with their TTL and cap). It returns once the message
+// is pending on every channel; an error joins what failed per channel (a
+// channel's failure does not stop the others), ErrNotBound when none is
+// bound. With Options.Relay, a channel not open here goes through it.
 func (c *Connector) Receive(ctx context.Context, ev Event) error {
 	if ev.EventID == "" || len(ev.EventID) > imv2.MaxIDBytes {
 		return imv2.Errorf(imv2.CodeInvalidPacket, "connector: Event.EventID must be 1 to %d bytes", imv2.MaxIDBytes)
@@ -77,20 +114,7 @@ func (c *Connector) Receive(ctx context.Context, ev Event) error {
 		if !ok || b.State != BindingConnected {
 			continue
 		}
-		ch := c.server.Channel(chID)
-		if ch == nil {
-			errs = append(errs, fmt.Errorf("channel %s: %w", chID, ErrNoChannel))
-			continue
-		}
-		m := imv2.ChatMessage{MessageID: id, Text: ev.Text}
-		for _, f := range ev.Files {
-			file, err := c.offer(ctx, chID, f)
-			if err != nil {
-				return fmt.Errorf("connector: offering %q: %w", f.Filename, err)
-			}
-			m.Files = append(m.Files, file)
-		}
-		if _, err := ch.Send(ctx, m); err != nil {
+		if err := c.receiveOn(ctx, chID, id, ev); err != nil {
 			errs = append(errs, fmt.Errorf("channel %s: %w", chID, err))
 			continue
 		}
@@ -100,6 +124,87 @@ func (c *Connector) Receive(ctx context.Context, ev Event) error {
 		return fmt.Errorf("conversation %q: %w", ev.Conversation, ErrNotBound)
 	}
 	return errors.Join(errs...)
+}
+
+// receiveStripes is the number of locks Receive's events hash to.
+const receiveStripes = 64
+
+// receiveOn hands the event's message id to one channel, unless it did so
+// before.
+func (c *Connector) receiveOn(ctx context.Context, chID, id string, ev Event) error {
+	// One Receive of an event per channel at a time: a concurrent replay
+	// then finds the message pending or recorded instead of racing it.
+	h := fnv.New32a()
+	h.Write([]byte(chID + "\x00" + id))
+	mu := &c.recv[h.Sum32()%receiveStripes]
+	mu.Lock()
+	defer mu.Unlock()
+	if seen, err := c.received(ctx, chID, id); err != nil || seen {
+		return err
+	}
+	send := c.sendFunc(chID)
+	if send == nil {
+		return ErrNoChannel
+	}
+	m := imv2.ChatMessage{MessageID: id, Text: ev.Text}
+	for _, f := range ev.Files {
+		file, err := c.offer(ctx, chID, f)
+		if err != nil {
+			c.forget(chID, m.Files)
+			return fmt.Errorf("offering %q: %w", f.Filename, err)
+		}
+		m.Files = append(m.Files, file)
+	}
+	if _, err := send(ctx, chID, m); err != nil {
+		c.forget(chID, m.Files)
+		return err
+	}
+	if err := c.store.Record(ctx, chID, id, imv2.FingerprintOf(&m)); err != nil {
+		// Pending now, so a replay is still skipped until the ack; after
+		// it a replay would be offered again (xAgent answers it).
+		c.log.Warn("connector: inbound event not recorded; a replay after its ack is sent again", "channel", chID, "message_id", id, "err", err)
+	}
+	return nil
+}
+
+// received reports whether message id was handed to channel chID before:
+// recorded as handed over, or still pending.
+func (c *Connector) received(ctx context.Context, chID, id string) (bool, error) {
+	if _, ok, err := c.store.Lookup(ctx, chID, id); err != nil || ok {
+		return ok, err
+	}
+	pending, err := c.store.List(ctx, chID)
+	if err != nil {
+		return false, err
+	}
+	for _, e := range pending {
+		if e.Message.MessageID == id {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// sendFunc is how a user message reaches channel chID: the Relay, or the
+// Channel open here; nil when neither can.
+func (c *Connector) sendFunc(chID string) func(context.Context, string, imv2.ChatMessage) (string, error) {
+	if c.relay != nil {
+		return c.relay.Send
+	}
+	ch := c.server.Channel(chID)
+	if ch == nil {
+		return nil
+	}
+	return func(ctx context.Context, _ string, m imv2.ChatMessage) (string, error) { return ch.Send(ctx, m) }
+}
+
+// forget deletes the files offered for a message that was not sent.
+func (c *Connector) forget(chID string, files []imv2.File) {
+	for _, f := range files {
+		if err := c.handler.Files().Delete(context.Background(), chID, f.FileRef); err != nil {
+			c.log.Warn("connector: offered file not deleted", "file_ref", f.FileRef, "err", err)
+		}
+	}
 }
 
 func (c *Connector) offer(ctx context.Context, channelID string, f InboundFile) (imv2.File, error) {

@@ -76,6 +76,10 @@ type Options struct {
 	// OnChannelOpen is called for every channel.open answered with
 	// success. Do not block in it.
 	OnChannelOpen func(channelID string)
+	// Relay, for replicas on one shared Store, carries Receive's user
+	// messages to the replica that holds a channel (pgstore.Relay; see
+	// Relay). Default: only channels open here are reached (ErrNoChannel).
+	Relay Relay
 	// OfflineGrace is how long channels outlive their last connection
 	// (dataplane.DefaultOfflineGrace); at its end their bindings are
 	// released.
@@ -100,6 +104,8 @@ type Connector struct {
 	log      *slog.Logger
 	metrics  http.Handler
 	defConv  func(string) string // nil for a Card with auth flows
+	relay    Relay
+	recv     [receiveStripes]sync.Mutex // serialise Receive per channel and event (inbound.go)
 	out      *outbound
 	pace     *pacer
 	display  *display.Target
@@ -134,6 +140,7 @@ func New(card *protocol.Card, platform Platform, opts *Options) (*Connector, err
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	o.OnChannelOpen = relayOpened(o.Relay, o.OnChannelOpen)
 	c := &Connector{
 		card: card, platform: platform, store: o.Store, clock: o.Clock, log: o.Logger,
 		metrics: o.Metrics, servers: map[*http.Server]struct{}{}, readers: map[string]*reader{}, chLocks: newChannelLocks(),
@@ -170,7 +177,7 @@ func New(card *protocol.Card, platform Platform, opts *Options) (*Connector, err
 	case dopts.Mode == display.Edit && c.out.editor == nil:
 		return nil, fmt.Errorf("connector: mode edit needs an Editor, %T is none", platform)
 	}
-	if c.display, err = display.New(c.out, &dopts); err != nil {
+	if c.display, err = display.New(newOrderedOutbound(c.out, c.pace.p, c.clock), &dopts); err != nil {
 		return nil, err
 	}
 	var copts imv2.Options
@@ -207,6 +214,10 @@ func New(card *protocol.Card, platform Platform, opts *Options) (*Connector, err
 	if c.server, err = dataplane.NewServer(cfg); err != nil {
 		c.display.Close()
 		return nil, err
+	}
+	c.relay = o.Relay
+	if rs, ok := o.Relay.(interface{ Serve(*dataplane.Server) }); ok {
+		rs.Serve(c.server)
 	}
 	return c, nil
 }

@@ -50,31 +50,90 @@ func (o *outbound) mode() display.Mode {
 	return display.Buffer
 }
 
-// call runs f for the channel's conversation under the pacer.
+// call runs f for the channel's conversation under the pacer, retried
+// blindly: for drafts, edits, typing, discards, which show nothing new when
+// made again.
 func (o *outbound) call(ctx context.Context, channelID string, f func(context.Context, Conversation) error) error {
 	to, err := o.k.conversation(ctx, channelID)
 	if err != nil {
 		return err
 	}
-	return o.k.pace.do(ctx, to.Key, func(ctx context.Context) error { return f(ctx, to) })
+	return o.k.pace.do(ctx, to.Key, func(ctx context.Context) error { return f(ctx, to) }, nil)
 }
 
 // final runs post with m's files opened afresh for every attempt. The refs
 // are checked before the first attempt, so a final naming a file that is
 // unknown, expired or another channel's is rejected invalid_packet,
-// retryable=false, and the platform is never called (M7, M12).
+// retryable=false, and the platform is never called (M7, M12). A failed
+// post is made again only when that cannot show it twice (Pace).
 func (o *outbound) final(ctx context.Context, channelID string, m *imv2.ChatMessage, post func(context.Context, Conversation, *Message) error) error {
 	if err := o.checkFiles(ctx, channelID, m); err != nil {
 		return err
 	}
-	return o.call(ctx, channelID, func(ctx context.Context, to Conversation) error {
+	to, err := o.k.conversation(ctx, channelID)
+	if err != nil {
+		return err
+	}
+	r := runOf(ctx)
+	key := imv2.IdempotencyKeyOf(channelID, m.MessageID)
+	if r.unknown {
+		if done, err := o.askPosted(ctx, to, key, r); done {
+			return err
+		}
+	}
+	return o.k.pace.do(ctx, to.Key, func(ctx context.Context) error {
 		msg, closeAll, err := o.open(ctx, channelID, m)
 		if err != nil {
-			return err
+			return NotPosted(err) // nothing reached the platform
 		}
 		defer closeAll()
 		return post(ctx, to, msg)
-	})
+	}, func(ctx context.Context, err error) error { return o.afterFailedPost(ctx, to, key, r, err) })
+}
+
+// afterFailedPost decides what follows a post that failed and may have
+// been applied (a lost response): post again to an IdempotentPlatform; ask
+// a PostChecker (posted: done; not posted: post again; no answer: rejected
+// retryable, and the resend asks first); otherwise never post again and
+// answer delivery_outcome_unknown, retryable=false, as imv2's claims do.
+func (o *outbound) afterFailedPost(ctx context.Context, to Conversation, key string, r *finalRun, err error) error {
+	if o.PostsIdempotently() {
+		return errRepost
+	}
+	pc, ok := o.p.(PostChecker)
+	if !ok {
+		return imv2.Errorf(imv2.CodeDeliveryOutcomeUnknown, "the post failed and may have been applied, so it is not made again (a platform marks a post it did not apply with connector.NotPosted): %w", err)
+	}
+	r.unknown = true
+	if ctx.Err() == nil {
+		posted, cerr := pc.WasPosted(ctx, to, key)
+		if cerr == nil {
+			r.unknown = false
+			if posted {
+				return nil
+			}
+			return errRepost
+		}
+		err = fmt.Errorf("%w; asking whether it was posted: %v", err, cerr)
+	}
+	return imv2.Retryable(fmt.Errorf("%w (whether it was posted is not known; a resend asks first)", err))
+}
+
+// askPosted asks the PostChecker whether an earlier post of a final whose
+// outcome was unknown was applied: done with nil when it was, done with a
+// retryable error when the platform cannot tell yet, not done when it was
+// not posted.
+func (o *outbound) askPosted(ctx context.Context, to Conversation, key string, r *finalRun) (bool, error) {
+	pc, ok := o.p.(PostChecker)
+	if !ok {
+		return false, nil
+	}
+	posted, err := pc.WasPosted(ctx, to, key)
+	if err != nil {
+		return true, imv2.Retryable(fmt.Errorf("connector: asking whether an earlier post was applied: %w", err))
+	}
+	r.unknown = false
+	return posted, nil
 }
 
 func (o *outbound) checkFiles(ctx context.Context, channelID string, m *imv2.ChatMessage) error {
@@ -203,7 +262,11 @@ func (o *outbound) finish(ctx context.Context, channelID, handle string, m *imv2
 		if err := o.final(ctx, channelID, &files, o.p.Post); err != nil {
 			// The text is shown, so rejecting the final for good would
 			// leave it half delivered: a resend edits the same text again
-			// (a no-op on screen) and posts the files.
+			// (a no-op on screen) and posts the files — unless the files
+			// may be shown already.
+			if errors.Is(err, &imv2.Error{Code: imv2.CodeDeliveryOutcomeUnknown}) {
+				return err
+			}
 			return imv2.Retryable(err)
 		}
 	}

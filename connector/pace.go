@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"time"
 
@@ -20,6 +21,11 @@ const (
 	DefaultBackoff          = 250 * time.Millisecond
 	DefaultMaxBackoff       = 10 * time.Second
 	DefaultMaxConversations = 10_000
+	// DefaultOrderTTL is how long an unresolved final holds its channel's
+	// later finals without being resent (OrderTTL).
+	DefaultOrderTTL = 2 * time.Minute
+	// DefaultMaxOrderChannels bounds the channels with an unresolved final.
+	DefaultMaxOrderChannels = 10_000
 )
 
 // Pace is how the kit calls the platform: at most PerConversation calls a
@@ -27,23 +33,45 @@ const (
 // of golang.org/x/time/rate), every call — final, draft, edit, typing — in
 // the order the Channel makes them.
 //
-// A call that fails retryable (any error not marked imv2.Permanent) is
-// tried again by the kit, after the delay a RetryAfter error names or else
-// an exponential backoff from Backoff up to MaxBackoff, at most MaxAttempts
-// times and only while the call's context (the Channel's Target timeout)
-// leaves room for the wait. Meanwhile the channel's later messages wait, so
-// order holds within the retry budget: a final is not overtaken while the
-// kit still retries it. When the budget is spent the final is rejected
-// retryable and xAgent sends it again (A8), but the Channel goes on to the
-// next final meanwhile, so a final that outlasts its budget may be shown
-// after later ones (A, B, C shown as B, C, A). A platform that must keep
-// order under long outages needs a budget (MaxAttempts, MaxBackoff, the
-// Target timeout) that covers them.
+// Retries. A call that fails with an error not marked imv2.Permanent may
+// be made again by the kit, after the delay a RetryAfter error names or
+// else an exponential backoff from Backoff up to MaxBackoff, at most
+// MaxAttempts times and only while the call's context (the Channel's
+// Target timeout) leaves room for the wait. Drafts, edits, typing and
+// discards are retried so: making one again shows nothing new. A final is
+// posted again only when that cannot show it twice (Platform):
+//   - the error says the platform did not apply the post: RetryAfter,
+//     NotPosted, or a dial error (the request never left);
+//   - else, for a PostChecker, WasPosted says it was not posted (posted:
+//     the final is done, accepted);
+//   - else, for an IdempotentPlatform, always (same idempotency key).
+//
+// Any other failed post may have been applied (a lost response): the kit
+// does not post it again and answers delivery_outcome_unknown,
+// retryable=false, as the Channel does for an interrupted delivery after a
+// crash (imv2.ClaimStore): the sender sees the failure, nothing is shown
+// twice.
+//
+// Order. While the kit retries a final, the channel's later messages wait.
+// When its budget is spent (or a PostChecker could not answer) the final is
+// rejected retryable and xAgent sends it again (A8); until then it is the
+// channel's unresolved final, and every later final of the channel is
+// rejected channel_busy, retryable, in the order they came (at most 64
+// queued per channel), so xAgent sends them again too and they are shown
+// after it: A, B, C stay A, B, C. The hold ends when the final is shown or
+// rejected for good, or when it was not sent again for OrderTTL (default 2
+// minutes, four times xAgent's longest resend backoff): then the next
+// queued final is the unresolved one. At most MaxOrderChannels channels
+// (default 10,000) hold one; beyond it the least recently used hold is
+// forgotten. Holds live in the process: a final resent to another replica
+// or after a restart is not held back.
 //
 // Zero values take the defaults: no rate limit (rate.Inf), burst 1, 8
 // attempts, 250 ms doubling to 10 s. The per-conversation limiters live in
 // an LRU of MaxConversations (default 10,000) keys; an evicted key starts
-// with a full bucket again.
+// with a full bucket again, but a Retry-After still running is kept apart
+// (at most MaxConversations of them; when all are running, the one ending
+// first is dropped for a new one).
 type Pace struct {
 	PerConversation   rate.Limit
 	ConversationBurst int
@@ -53,6 +81,36 @@ type Pace struct {
 	Backoff           time.Duration
 	MaxBackoff        time.Duration
 	MaxConversations  int
+	OrderTTL          time.Duration
+	MaxOrderChannels  int
+}
+
+// NotPosted wraps err, a failed post, to say the platform did not apply
+// it (it answered with an error status, the request was refused before it
+// was sent): the kit may post the final again at once. A post error
+// without it — and without RetryAfter — may have been applied, so the kit
+// posts it again only to a PostChecker or IdempotentPlatform (Pace).
+// NotPosted(nil) is nil.
+func NotPosted(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &notPostedError{err}
+}
+
+type notPostedError struct{ err error }
+
+func (e *notPostedError) Error() string { return e.err.Error() }
+func (e *notPostedError) Unwrap() error { return e.err }
+
+// notApplied reports whether err says the platform did not apply the call:
+// a rate limit, NotPosted, or a dial or name-resolution failure.
+func notApplied(err error) bool {
+	var np *notPostedError
+	var op *net.OpError
+	var dns *net.DNSError
+	_, limited := RetryAfterOf(err)
+	return limited || errors.As(err, &np) || (errors.As(err, &op) && op.Op == "dial") || errors.As(err, &dns)
 }
 
 // RetryAfter wraps err, a platform's rate-limit answer, with the delay the
@@ -90,18 +148,15 @@ type pacer struct {
 	p     Pace
 	clock clock.Clock
 	all   *rate.Limiter
-	convs *lru.Cache[string, *convPace]
-}
+	convs *lru.Cache[string, *rate.Limiter]
 
-// convPace is one conversation's limiter and the end of its Retry-After.
-type convPace struct {
-	lim   *rate.Limiter
 	mu    sync.Mutex
-	until time.Time
+	until map[string]time.Time // running Retry-Afters, apart from convs so eviction keeps them
 }
 
 func newPacer(p Pace, clk clock.Clock) (*pacer, error) {
-	if p.PerConversation < 0 || p.PerPlatform < 0 || p.MaxAttempts < 0 || p.Backoff < 0 || p.MaxBackoff < 0 || p.MaxConversations < 0 {
+	if p.PerConversation < 0 || p.PerPlatform < 0 || p.MaxAttempts < 0 || p.Backoff < 0 || p.MaxBackoff < 0 ||
+		p.MaxConversations < 0 || p.OrderTTL < 0 || p.MaxOrderChannels < 0 {
 		return nil, errors.New("connector: negative Pace value")
 	}
 	if p.PerConversation == 0 {
@@ -124,20 +179,35 @@ func newPacer(p Pace, clk clock.Clock) (*pacer, error) {
 	if p.MaxConversations == 0 {
 		p.MaxConversations = DefaultMaxConversations
 	}
-	convs, err := lru.New[string, *convPace](p.MaxConversations)
+	if p.OrderTTL == 0 {
+		p.OrderTTL = DefaultOrderTTL
+	}
+	if p.MaxOrderChannels == 0 {
+		p.MaxOrderChannels = DefaultMaxOrderChannels
+	}
+	convs, err := lru.New[string, *rate.Limiter](p.MaxConversations)
 	if err != nil {
 		return nil, err
 	}
-	return &pacer{p: p, clock: clk, all: rate.NewLimiter(p.PerPlatform, p.PlatformBurst), convs: convs}, nil
+	return &pacer{p: p, clock: clk, all: rate.NewLimiter(p.PerPlatform, p.PlatformBurst), convs: convs, until: map[string]time.Time{}}, nil
 }
 
 // errBudget says a call was not made: its wait would overrun the budget.
 var errBudget = errors.New("connector: platform rate limit: no time left to wait within the Target timeout")
 
+// errRepost is what a settle returns to have the call made again.
+var errRepost = errors.New("connector: post again")
+
+// settle decides what follows a final's post that failed with err, an
+// error that does not say the post was not applied (notApplied): errRepost
+// to post again, nil when the platform shows the final, any other error to
+// end with it. nil settle (drafts, edits, typing) always posts again.
+type settle func(ctx context.Context, err error) error
+
 // do calls f for the conversation key under the limits, retrying as Pace
 // says. The error is f's last, or errBudget's wrap, marked retryable
-// unless f said permanent.
-func (pc *pacer) do(ctx context.Context, key string, f func(context.Context) error) error {
+// unless f said permanent, or what s answered.
+func (pc *pacer) do(ctx context.Context, key string, f func(context.Context) error, s settle) error {
 	var last error
 	for attempt := 1; ; attempt++ {
 		if err := pc.wait(ctx, key); err != nil {
@@ -147,7 +217,15 @@ func (pc *pacer) do(ctx context.Context, key string, f func(context.Context) err
 			return imv2.Retryable(err)
 		}
 		err := f(ctx)
-		if err == nil || !imv2.IsRetryable(err) || ctx.Err() != nil {
+		if err == nil || !imv2.IsRetryable(err) {
+			return err
+		}
+		if s != nil && !notApplied(err) {
+			if serr := s(ctx, err); serr != errRepost {
+				return serr
+			}
+		}
+		if ctx.Err() != nil {
 			return err
 		}
 		last = err
@@ -168,21 +246,57 @@ func (pc *pacer) do(ctx context.Context, key string, f func(context.Context) err
 	}
 }
 
-// block holds every call to key for d.
+// block holds every call to key for d. The deadline is kept apart from
+// the key's limiter, so an LRU eviction of the limiter does not forget it;
+// at most MaxConversations are kept: when all are running, the one ending
+// first gives way.
 func (pc *pacer) block(key string, d time.Duration) {
-	c := pc.conv(key)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if until := pc.clock.Now().Add(d); until.After(c.until) {
-		c.until = until
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	now := pc.clock.Now()
+	until := now.Add(d)
+	if old, ok := pc.until[key]; ok {
+		if until.After(old) {
+			pc.until[key] = until
+		}
+		return
 	}
+	if len(pc.until) >= pc.p.MaxConversations {
+		first, firstAt := "", time.Time{}
+		for k, t := range pc.until {
+			if !t.After(now) {
+				delete(pc.until, k)
+			} else if first == "" || t.Before(firstAt) {
+				first, firstAt = k, t
+			}
+		}
+		if len(pc.until) >= pc.p.MaxConversations {
+			delete(pc.until, first)
+		}
+	}
+	pc.until[key] = until
 }
 
-func (pc *pacer) conv(key string) *convPace {
+// blocked returns how long key is still held by a Retry-After.
+func (pc *pacer) blocked(key string, now time.Time) time.Duration {
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	until, ok := pc.until[key]
+	if !ok {
+		return 0
+	}
+	if !until.After(now) {
+		delete(pc.until, key)
+		return 0
+	}
+	return until.Sub(now)
+}
+
+func (pc *pacer) conv(key string) *rate.Limiter {
 	if c, ok := pc.convs.Get(key); ok {
 		return c
 	}
-	c := &convPace{lim: rate.NewLimiter(pc.p.PerConversation, pc.p.ConversationBurst)}
+	c := rate.NewLimiter(pc.p.PerConversation, pc.p.ConversationBurst)
 	if prev, ok, _ := pc.convs.PeekOrAdd(key, c); ok {
 		return prev
 	}
@@ -193,16 +307,11 @@ func (pc *pacer) conv(key string) *convPace {
 // buckets gave a token. It fails without waiting when the wait would
 // overrun ctx's deadline, and gives the tokens back then.
 func (pc *pacer) wait(ctx context.Context, key string) error {
-	c := pc.conv(key)
+	lim := pc.conv(key)
 	now := pc.clock.Now()
-	var d time.Duration
-	c.mu.Lock()
-	if c.until.After(now) {
-		d = c.until.Sub(now)
-	}
-	c.mu.Unlock()
+	d := pc.blocked(key, now)
 	at := now.Add(d)
-	r1 := c.lim.ReserveN(at, 1)
+	r1 := lim.ReserveN(at, 1)
 	r2 := pc.all.ReserveN(at, 1)
 	d += max(r1.DelayFrom(at), r2.DelayFrom(at))
 	if !r1.OK() || !r2.OK() || !fits(ctx, d) {

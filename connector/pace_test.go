@@ -30,7 +30,7 @@ func runPaced(ctx context.Context, pc *pacer, key string, fail ...error) *paced 
 				return fail[n-1]
 			}
 			return nil
-		})
+		}, nil)
 	}()
 	return p
 }
@@ -184,5 +184,48 @@ func TestPace_RateLimitsPerConversationAndPlatform(t *testing.T) {
 func TestPace_NegativeRefused(t *testing.T) {
 	if _, err := newPacer(Pace{MaxAttempts: -1}, clock.System{}); err == nil {
 		t.Fatal("a negative Pace was accepted")
+	}
+}
+
+// TestPace_A8_RetryAfterOutlivesLimiterEviction: past MaxConversations the
+// LRU evicts a conversation's limiter, but its running Retry-After still
+// holds its calls.
+func TestPace_A8_RetryAfterOutlivesLimiterEviction(t *testing.T) {
+	pc, clock := newTestPacer(t, Pace{MaxConversations: 2})
+	pc.block("a", time.Second)
+	pc.conv("b")
+	pc.conv("c") // evicts a's limiter
+	p := runPaced(t.Context(), pc, "a")
+	for clock.Pending() == 0 {
+		if p.calls.Load() > 0 {
+			t.Fatal("a conversation under Retry-After was called at once after its limiter was evicted")
+		}
+		time.Sleep(time.Millisecond) // yields to the pacer's goroutine; no timed assertion
+	}
+	clock.Advance(999 * time.Millisecond)
+	if p.calls.Load() != 0 {
+		t.Fatal("called before the Retry-After was over")
+	}
+	clock.Advance(time.Millisecond)
+	if err := <-p.done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestPace_RetryAfterDeadlinesBounded: at most MaxConversations running
+// Retry-Afters are kept; the one ending first gives way.
+func TestPace_RetryAfterDeadlinesBounded(t *testing.T) {
+	pc, clock := newTestPacer(t, Pace{MaxConversations: 2})
+	pc.block("a", time.Second)
+	pc.block("b", 2*time.Second)
+	pc.block("c", 3*time.Second)
+	if n := len(pc.until); n != 2 {
+		t.Fatalf("%d deadlines kept; want 2", n)
+	}
+	if d := pc.blocked("a", clock.Now()); d != 0 {
+		t.Fatalf("a still held %v; want it dropped first", d)
+	}
+	if d := pc.blocked("b", clock.Now()); d != 2*time.Second {
+		t.Fatalf("b held %v; want 2s", d)
 	}
 }

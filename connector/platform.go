@@ -15,10 +15,19 @@ import (
 // type assertion, the way net/http finds http.Flusher.
 //
 // Post returns only after the platform accepted the text and every file
-// (M12). Mark a refusal that can never succeed with imv2.Permanent; wrap a
-// rate limit with RetryAfter; any other error is retried by the kit with
-// backoff within the Target timeout (see Pace) and, when that is spent,
-// rejected retryable so xAgent sends it again (A8).
+// (M12). Its error says what the platform did:
+//   - imv2.Permanent: a refusal that can never succeed; rejected for good.
+//   - RetryAfter (a rate limit) or NotPosted (an error answer, a request
+//     that never left): not applied; the kit posts again with backoff
+//     within the Target timeout (Pace) and, when that is spent, rejects
+//     the final retryable so xAgent sends it again (A8), holding the
+//     channel's later finals until it is shown.
+//   - Any other error may have been applied (a lost response). The kit
+//     posts again only when that cannot show it twice: to a PostChecker
+//     that answers "not posted" (posted: accepted), or to an
+//     IdempotentPlatform. Otherwise it answers delivery_outcome_unknown,
+//     retryable=false: the final may be lost and is reported, but never
+//     shown twice — the rule imv2.ClaimStore follows after a crash.
 type Platform interface {
 	Post(ctx context.Context, to Conversation, m *Message) error
 }
@@ -140,14 +149,18 @@ type Unbinder interface {
 
 // IdempotentPlatform is a Platform that deduplicates posts by
 // Message.IdempotencyKey: posting the same final again shows nothing new,
-// so after a crash the kit may post an interrupted final again (S8).
+// so after a crash the kit may post an interrupted final again (S8), and
+// after a failed post it posts again at once (Pace).
 type IdempotentPlatform interface {
 	PostsIdempotently() bool
 }
 
 // PostChecker is a Platform that can tell whether a message with an
 // idempotency key was posted to a conversation (a Matrix transaction ID, a
-// Discord nonce), so an interrupted final is neither lost nor shown twice.
+// Discord nonce), so an interrupted final is neither lost nor shown twice:
+// the kit asks it after a failed post that may have been applied, and
+// before posting the resend of a final whose outcome it could not learn
+// (Pace).
 type PostChecker interface {
 	WasPosted(ctx context.Context, to Conversation, key string) (bool, error)
 }

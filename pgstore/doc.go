@@ -45,10 +45,10 @@
 //
 //   - The kit's conversation bindings are shared (Bind, Unbind,
 //     Channels): any replica finds every channel bound to a conversation,
-//     and a sign-in on one replica is seen by all. (The kit's
-//     connector.Receive still sends only through a channel open on its own
-//     replica; on the others it answers ErrNoChannel — use Relay.Send there
-//     until the kit takes a Relay.) Each key's reference count (imv2_binding_keys) changes
+//     and a sign-in on one replica is seen by all. (Give the kit the
+//     Relay as connector.Options.Relay: its Receive on a replica without
+//     the channel then goes through Relay.Send; without it, Receive
+//     answers connector.ErrNoChannel there.) Each key's reference count (imv2_binding_keys) changes
 //     in the transaction that changes the binding, with the channel's row
 //     locked first, so concurrent Binds and Unbinds on several replicas
 //     keep it exact and one Unbind of many finds the binding.

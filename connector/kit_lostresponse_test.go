@@ -1,0 +1,186 @@
+package connector
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/fakeclock"
+)
+
+// lossy is a chat service without dedup whose first n posts are applied
+// (shown) and then answered with an error, as a lost HTTP response is.
+type lossy struct {
+	lose    int
+	idem    bool // deduplicates by the idempotency key
+	notDone bool // the failures are not applied and say so (NotPosted)
+
+	mu    sync.Mutex
+	posts int      // Post calls
+	shown []string // message IDs on screen, in order
+	keys  map[string]bool
+}
+
+var errLost = errors.New("read tcp: connection reset by peer") // after the request went out
+
+func (p *lossy) Post(_ context.Context, _ Conversation, m *Message) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.posts++
+	if p.notDone && p.posts <= p.lose {
+		return NotPosted(errors.New("503 Service Unavailable"))
+	}
+	if !p.idem || !p.keys[m.IdempotencyKey] {
+		p.shown = append(p.shown, m.MessageID)
+	}
+	if p.keys == nil {
+		p.keys = map[string]bool{}
+	}
+	p.keys[m.IdempotencyKey] = true
+	if p.posts <= p.lose {
+		return errLost
+	}
+	return nil
+}
+
+func (p *lossy) got() (int, []string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.posts, slices.Clone(p.shown)
+}
+
+// lossyChecker can tell whether a key was posted.
+type lossyChecker struct{ *lossy }
+
+func (p lossyChecker) WasPosted(_ context.Context, _ Conversation, key string) (bool, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.keys[key], nil
+}
+
+// lossyIdem deduplicates by the idempotency key.
+type lossyIdem struct{ *lossy }
+
+func (p lossyIdem) PostsIdempotently() bool { return true }
+
+// drive runs f, advancing clock past every timer f's goroutine arms (the
+// kit's backoff), and returns f's error.
+func drive(t *testing.T, clock *fakeclock.Clock, f func() error) error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- f() }()
+	for {
+		select {
+		case err := <-done:
+			return err
+		case <-t.Context().Done():
+			t.Fatal("the call did not end")
+		default:
+			if clock.Pending() > 0 {
+				clock.Advance(time.Second)
+			} else {
+				time.Sleep(time.Millisecond) // yields to f's goroutine; no timed assertion
+			}
+		}
+	}
+}
+
+// TestKit_S8_A8_LostResponseIsNotPostedTwice: a post the platform applied
+// whose response was lost is not posted blindly again by the kit. A
+// PostChecker is asked and the final is accepted, shown once; an
+// IdempotentPlatform gets the same key again and shows it once; a platform
+// with neither is not posted again and the final is answered
+// delivery_outcome_unknown, retryable=false (imv2's claim rule: may be
+// lost and reported, never shown twice).
+func TestKit_S8_A8_LostResponseIsNotPostedTwice(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		platform  func(*lossy) Platform
+		wantPosts int
+		wantCode  imv2.Code // "" for accepted
+	}{
+		{"no dedup", func(p *lossy) Platform { return p }, 1, imv2.CodeDeliveryOutcomeUnknown},
+		{"PostChecker", func(p *lossy) Platform { return lossyChecker{p} }, 1, ""},
+		{"IdempotentPlatform", func(p *lossy) Platform { p.idem = true; return lossyIdem{p} }, 2, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := &lossy{lose: 1}
+			k, clock := newUnit(t, tc.platform(p), false, Options{})
+			err := drive(t, clock, func() error {
+				return k.display.PostMessage(context.Background(), "ch_1", &imv2.ChatMessage{MessageID: "m1", Text: "Hi"})
+			})
+			posts, shown := p.got()
+			if !slices.Equal(shown, []string{"m1"}) {
+				t.Fatalf("shown %q after a lost response; want m1 once", shown)
+			}
+			if posts != tc.wantPosts {
+				t.Fatalf("%d posts; want %d", posts, tc.wantPosts)
+			}
+			var e *imv2.Error
+			switch {
+			case tc.wantCode == "" && err != nil:
+				t.Fatalf("final = %v; want accepted", err)
+			case tc.wantCode != "" && (!errors.As(err, &e) || e.Code != tc.wantCode || imv2.IsRetryable(err)):
+				t.Fatalf("final = %v; want %s, retryable=false", err, tc.wantCode)
+			}
+		})
+	}
+}
+
+// TestKit_A8_NotPostedIsRetriedInProcess: a failure the platform marks
+// NotPosted is retried by the kit with backoff and shown once.
+func TestKit_A8_NotPostedIsRetriedInProcess(t *testing.T) {
+	p := &lossy{lose: 2, notDone: true}
+	k, clock := newUnit(t, p, false, Options{})
+	err := drive(t, clock, func() error {
+		return k.display.PostMessage(context.Background(), "ch_1", &imv2.ChatMessage{MessageID: "m1", Text: "Hi"})
+	})
+	if posts, shown := p.got(); err != nil || posts != 3 || !slices.Equal(shown, []string{"m1"}) {
+		t.Fatalf("final = %v after %d posts, shown %q; want accepted after 3, shown once", err, posts, shown)
+	}
+}
+
+// flakyChecker is a PostChecker whose check fails while down is set.
+type flakyChecker struct {
+	*lossy
+	down bool
+}
+
+func (p *flakyChecker) WasPosted(_ context.Context, _ Conversation, key string) (bool, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.down {
+		return false, errors.New("search unavailable")
+	}
+	return p.keys[key], nil
+}
+
+// TestKit_S8_UnknownOutcomeResendAsksFirst: when a PostChecker cannot
+// answer after a lost response, the final is rejected retryable and its
+// resend asks the platform before posting: it was shown, so it is
+// accepted without a second post.
+func TestKit_S8_UnknownOutcomeResendAsksFirst(t *testing.T) {
+	p := &flakyChecker{lossy: &lossy{lose: 1}, down: true}
+	k, clock := newUnit(t, p, false, Options{})
+	post := func() error {
+		return drive(t, clock, func() error {
+			return k.display.PostMessage(context.Background(), "ch_1", &imv2.ChatMessage{MessageID: "m1", Text: "Hi"})
+		})
+	}
+	if err := post(); err == nil || !imv2.IsRetryable(err) {
+		t.Fatalf("final = %v; want a retryable rejection while the check is down", err)
+	}
+	p.mu.Lock()
+	p.down = false
+	p.mu.Unlock()
+	if err := post(); err != nil {
+		t.Fatalf("resend = %v; want accepted (it was posted)", err)
+	}
+	if posts, shown := p.got(); posts != 1 || !slices.Equal(shown, []string{"m1"}) {
+		t.Fatalf("%d posts, shown %q; want 1, m1 once", posts, shown)
+	}
+}
