@@ -36,11 +36,15 @@
 //
 //	/files/refs/{file_ref}?ch={channel}&exp={unix seconds}&sig={HMAC-SHA256}
 //
-// signed with a 256-bit key drawn from crypto/rand when the Handler is built.
-// A signature is stateless: it needs no server-side token table (one map
-// keyed by remote input fewer to bound), it binds the file, the channel and
-// the expiry together, and it is checked with hmac.Equal. A restart makes old
-// URLs invalid, which matches the in-memory store losing its files. A bad or
+// signed with a 256-bit key derived with HKDF-SHA256 (info URLKeyInfo) from
+// Config.URLKey or, without one, from the API key: a restarted Connector
+// and its replicas verify each other's URLs (a pending user message is
+// resent after a restart with the URL it was stored with), and rotating the
+// key invalidates outstanding URLs. Without either the key is drawn from
+// crypto/rand when the Handler is built, and a restart makes old URLs
+// invalid. A signature is stateless: it needs no server-side token table
+// (one map keyed by remote input fewer to bound), it binds the file, the
+// channel and the expiry together, and it is checked with hmac.Equal. A bad or
 // missing signature gets 403; an expired URL, an unknown or expired file
 // gets 404; a file of another channel gets 403. A file_ref outside
 // [A-Za-z0-9_-]{16,128} gets 404 before storage is touched, so "..", "/" or

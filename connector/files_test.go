@@ -268,7 +268,8 @@ func TestFiles_T3_TamperedURLIs403(t *testing.T) {
 		}
 		return string(b)
 	}
-	otherHandler := newEnv(t, nil).h // another signing key
+	// Another signing key: the key follows the API key (URLKeyInfo).
+	otherHandler := newEnv(t, func(c *connector.Config) { c.APIKey = testKey + "-other" }).h
 	cases := map[string]string{
 		"sig flipped":      with(func(v url.Values) { v.Set("sig", flip(v.Get("sig"))) }, u.FileRef),
 		"sig missing":      with(func(v url.Values) { v.Del("sig") }, u.FileRef),

@@ -42,6 +42,16 @@ type Config struct {
 	// /health, /ws and /files/uploads. A Card with
 	// security.api_key_required=true needs one.
 	APIKey string
+	// URLKey, when set, is the secret download URLs are signed with (T3):
+	// at least MinURLKeyBytes bytes, else NewHandler fails. Unset, the
+	// secret is APIKey, so a restarted Connector and its replicas sharing
+	// the API key verify each other's URLs without configuration; rotating
+	// the API key then invalidates every outstanding URL (a pending user
+	// message resent afterwards carries a dead download_url). With neither
+	// set, the key is random per Handler and URLs do not survive a
+	// restart. Either way the signing key is HKDF-SHA256 of the secret with
+	// info URLKeyInfo, never the secret itself.
+	URLKey []byte
 	// WS serves /ws after the API key check (W1); nil means 404.
 	WS http.Handler
 	// Files stores uploads and offered files; default a MemoryStore with
@@ -105,8 +115,8 @@ const formOverhead = 64 << 10
 const maxFieldBytes = 1024
 
 // NewHandler checks cfg and returns a Handler. It fails on a missing or
-// invalid Card (H1), and on a Card that requires an API key when cfg.APIKey
-// is empty.
+// invalid Card (H1), on a Card that requires an API key when cfg.APIKey
+// is empty, and on a URLKey shorter than MinURLKeyBytes.
 func NewHandler(cfg Config) (*Handler, error) {
 	if cfg.Card == nil {
 		return nil, errors.New("connector: Config.Card is required")
@@ -168,18 +178,22 @@ func NewHandler(cfg Config) (*Handler, error) {
 	if err != nil {
 		return nil, errors.New("connector: encode health: " + err.Error())
 	}
+	signer, err := newSigner(cfg.URLKey, cfg.APIKey)
+	if err != nil {
+		return nil, err
+	}
 	h := &Handler{
 		cfg:     cfg,
 		card:    card,
 		health:  health,
 		key:     apikey.New(cfg.APIKey),
-		signer:  newSigner(),
+		signer:  signer,
 		files:   cfg.Files,
 		uploads: make(chan struct{}, cfg.MaxConcurrentUploads),
 		maxBody: cfg.MaxUploadBytes + formOverhead,
 		log:     cfg.Logger,
 	}
-	h.cfg.APIKey = "" // only the digest is kept
+	h.cfg.APIKey, h.cfg.URLKey = "", nil // only the digest and the derived key are kept
 	if !h.key.Set() {
 		h.log.Warn("connector: no API key configured; /health, /ws and /files/uploads are open")
 	}

@@ -1,27 +1,58 @@
 package connector
 
 import (
+	"crypto/hkdf"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
+	"fmt"
 	"net/url"
 	"strconv"
 	"time"
 )
 
+// MinURLKeyBytes is the shortest Config.URLKey accepted: 256 bits, the
+// strength of the HMAC-SHA256 signature.
+const MinURLKeyBytes = 32
+
+// URLKeyInfo is the HKDF-SHA256 info string (no salt) that derives the
+// download-URL signing key from the API key when Config.URLKey is unset.
+// It is fixed so that every process holding the same API key — a
+// restarted Connector, its replicas — signs the same way; changing it
+// would invalidate every outstanding URL.
+const URLKeyInfo = "xagent.im.v2 connector download-url signing key v1"
+
 // signer makes and checks the signed download URLs of T3: HMAC-SHA256 over
-// the file_ref, the channel and the expiry under a 256-bit key drawn at
-// construction. See the package doc for why a signature and not a token table.
+// the file_ref, the channel and the expiry under a 256-bit key. See the
+// package doc for why a signature and not a token table, and newSigner for
+// where the key comes from.
 type signer struct {
 	key [32]byte
 }
 
-func newSigner() *signer {
+// newSigner returns the signer whose key is HKDF-SHA256 (no salt, info
+// URLKeyInfo) of the explicit key (at least MinURLKeyBytes), else of
+// apiKey; with neither, the key is random and URLs die with the process.
+func newSigner(key []byte, apiKey string) (*signer, error) {
 	s := new(signer)
-	_, _ = rand.Read(s.key[:]) // crypto/rand.Read never fails (Go 1.24+)
-	return s
+	secret := key
+	switch {
+	case key != nil && len(key) < MinURLKeyBytes:
+		return nil, fmt.Errorf("connector: Config.URLKey is %d bytes, at least %d are needed", len(key), MinURLKeyBytes)
+	case key == nil && apiKey == "":
+		_, _ = rand.Read(s.key[:]) // crypto/rand.Read never fails (Go 1.24+)
+		return s, nil
+	case key == nil:
+		secret = []byte(apiKey)
+	}
+	k, err := hkdf.Key(sha256.New, secret, nil, URLKeyInfo, len(s.key))
+	if err != nil {
+		return nil, fmt.Errorf("connector: derive the URL signing key: %w", err)
+	}
+	copy(s.key[:], k)
+	return s, nil
 }
 
 // sigLen is the length of an unpadded base64url HMAC-SHA256.

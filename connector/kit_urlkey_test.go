@@ -1,0 +1,132 @@
+package connector_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/boltstore"
+	"github.com/xagentkit/imv2/connector"
+	"github.com/xagentkit/imv2/dataplane"
+)
+
+// holdingAgent is an xAgent that refuses (retryable) every user message
+// until accept is set, and reports each delivery it saw.
+type holdingAgent struct {
+	accept atomic.Bool
+	seen   chan imv2.ChatMessage
+}
+
+func (a *holdingAgent) PostMessage(_ context.Context, _ string, m *imv2.ChatMessage) error {
+	a.seen <- *m
+	if !a.accept.Load() {
+		return errors.New("not yet")
+	}
+	return nil
+}
+
+// TestKit_T3_M6_PendingDownloadURLSurvivesRestart: a user message with a
+// file, still pending when the Connector restarts on the same boltstore
+// file, is resent after the restart with the download_url it was stored
+// with — and that URL downloads from the restarted process, whose signing
+// key is derived from the same API key.
+func TestKit_T3_M6_PendingDownloadURLSurvivesRestart(t *testing.T) {
+	t.Parallel()
+	const apiKey = "sk-kit-restart-0123456789abcdef"
+	path := filepath.Join(t.TempDir(), "kit.db")
+	files := connector.NewMemoryStore(connector.MemoryStoreOptions{}) // the files outlive the process, as a DiskStore's do
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	delivered := make(chan string, 16)
+	start := func(ln net.Listener) (*connector.Connector, *boltstore.Store, chan error) {
+		st, err := boltstore.Open(path, boltstore.Options{})
+		require.NoError(t, err)
+		k, err := connector.New(kitCard(apiKey), newPretend(0), &connector.Options{
+			APIKey: apiKey, Store: st, Files: files, DefaultConversation: func(string) string { return "room-1" },
+			Channel: &imv2.Options{OnDelivered: func(_ string, m imv2.ChatMessage, _ imv2.AckStatus) { delivered <- m.MessageID }},
+		})
+		require.NoError(t, err)
+		done := make(chan error, 1)
+		go func() { done <- k.Serve(context.Background(), ln) }()
+		return k, st, done
+	}
+	stop := func(k *connector.Connector, st *boltstore.Store, done chan error) {
+		require.NoError(t, k.Close())
+		require.NoError(t, <-done)
+		require.NoError(t, st.Close())
+	}
+	next := func(ch <-chan imv2.ChatMessage) imv2.ChatMessage {
+		t.Helper()
+		select {
+		case m := <-ch:
+			return m
+		case <-time.After(30 * time.Second):
+			t.Fatal("no user message within 30 s")
+			return imv2.ChatMessage{}
+		}
+	}
+
+	k, st, done := start(ln)
+	a := &holdingAgent{seen: make(chan imv2.ChatMessage, 256)}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := dataplane.Dial(ctx, dataplane.ClientConfig{
+		URL: "http://" + addr, APIKey: apiKey, Target: a,
+		ReconnectMin: 20 * time.Millisecond, ReconnectMax: 200 * time.Millisecond,
+	})
+	require.NoError(t, err)
+	defer c.Close()
+	ch, err := c.OpenChannel(ctx, "")
+	require.NoError(t, err)
+	ev := fileEvent("update-1")
+	id := connector.EventMessageID(ev.Conversation, ev.EventID)
+	require.NoError(t, k.Receive(ctx, ev))
+	first := next(a.seen)
+	require.Equal(t, id, first.MessageID)
+	require.Len(t, first.Files, 1)
+	url := first.Files[0].DownloadURL
+	stop(k, st, done)
+
+	st, err = boltstore.Open(path, boltstore.Options{})
+	require.NoError(t, err)
+	pending, err := st.List(ctx, ch.ID())
+	require.NoError(t, err)
+	require.NoError(t, st.Close())
+	require.Len(t, pending, 1, "the refused message is pending across the restart")
+	require.Equal(t, url, pending[0].Message.Files[0].DownloadURL)
+
+	a.accept.Store(true)
+	ln, err = net.Listen("tcp", addr)
+	require.NoError(t, err)
+	k, st, done = start(ln)
+	defer stop(k, st, done)
+	select {
+	case got := <-delivered:
+		require.Equal(t, id, got)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the pending message was not resent and acked within 30 s")
+	}
+	for len(a.seen) > 0 { // every delivery, before and after the restart
+		m := <-a.seen
+		require.Equal(t, id, m.MessageID)
+		require.Equal(t, url, m.Files[0].DownloadURL, "resent with the stored URL")
+	}
+
+	res, err := http.Get("http://" + addr + url)
+	require.NoError(t, err)
+	defer res.Body.Close()
+	body, err := io.ReadAll(res.Body)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, res.StatusCode, "the pending message's download_url after the restart")
+	require.Equal(t, "a photo", string(body))
+}
