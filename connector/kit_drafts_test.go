@@ -2,6 +2,7 @@ package connector_test
 
 import (
 	"context"
+	"errors"
 	"net"
 	"path/filepath"
 	"sync/atomic"
@@ -117,6 +118,71 @@ func TestKit_M11_DraftHandleSurvivesRestart(t *testing.T) {
 	require.Empty(t, b.Drafts, "the record goes with the final")
 	select {
 	case extra := <-calls:
+		t.Fatalf("a further platform call: %q", extra)
+	default:
+	}
+}
+
+// lostDraft is an Editor whose first PostDraft shows the temporary message
+// and then loses the response (a plain error: it may have been applied).
+type lostDraft struct {
+	calls chan string
+	lost  atomic.Bool
+}
+
+func (p *lostDraft) Post(_ context.Context, _ connector.Conversation, m *connector.Message) error {
+	p.calls <- "post " + m.Text
+	return nil
+}
+
+func (p *lostDraft) PostDraft(_ context.Context, _ connector.Conversation, messageID, text string) (string, error) {
+	p.calls <- "draft " + text
+	if p.lost.CompareAndSwap(false, true) {
+		return "", errors.New("read tcp: connection reset by peer")
+	}
+	return "ev-" + messageID, nil
+}
+
+func (p *lostDraft) Edit(_ context.Context, _ connector.Conversation, handle, text string) error {
+	p.calls <- "edit " + handle + " " + text
+	return nil
+}
+
+// TestKit_D8_M11_LostPostDraftIsNotPostedAgain: a PostDraft whose outcome
+// is unknown is not made again — neither by the kit's retry nor by the
+// next coalesced edit — so no second temporary message appears; the
+// message shows no more drafts and its final is posted whole with Post.
+// The next message gets its draft as usual.
+func TestKit_D8_M11_LostPostDraftIsNotPostedAgain(t *testing.T) {
+	t.Parallel()
+	p := &lostDraft{calls: make(chan string, 64)}
+	next := func() string { return testwait.Recv(t, (<-chan string)(p.calls), 20*time.Second) }
+	_, url := startKit(t, p, "", connector.Options{
+		Mode: display.Edit, Display: &display.Options{Interval: time.Millisecond},
+		Pace: connector.Pace{Backoff: time.Millisecond},
+	})
+	a := newAgent()
+	_, ch := a.dial(t, url)
+	ctx := context.Background()
+	r := ch.NewReply("")
+	require.NoError(t, r.Delta(ctx, "Hel"))
+	require.Equal(t, "draft Hel", next())
+	require.NoError(t, r.Delta(ctx, "lo"))
+	require.NoError(t, r.Delta(ctx, " there"))
+	require.NoError(t, r.Final(ctx, imv2.ChatMessage{Text: "Hello there!"}))
+	o := a.next(t)
+	require.Nil(t, o.err)
+	require.Equal(t, imv2.AckAccepted, o.status)
+	require.Equal(t, "post Hello there!", next(), "the final posted whole, after no second temporary message")
+
+	r = ch.NewReply("")
+	require.NoError(t, r.Delta(ctx, "Next"))
+	require.Equal(t, "draft Next", next())
+	require.NoError(t, r.Final(ctx, imv2.ChatMessage{Text: "Next one"}))
+	require.Nil(t, a.next(t).err)
+	require.Equal(t, "edit ev-"+r.MessageID()+" Next one", next())
+	select {
+	case extra := <-p.calls:
 		t.Fatalf("a further platform call: %q", extra)
 	default:
 	}

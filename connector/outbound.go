@@ -193,11 +193,21 @@ func (o *outbound) Draft(ctx context.Context, channelID string, d display.Draft)
 	return h, err
 }
 
-// Post implements display.Editor: the temporary message.
+// Post implements display.Editor: the temporary message. Like a final's
+// post it is made again only when the platform did not apply it
+// (RetryAfter, NotPosted, a dial error); any other failure may have shown
+// it (a lost response), and a second PostDraft would leave a second
+// temporary message. A draft is not a final: the kit then gives up on it
+// (display.ErrSkipDraft, permanent) and the final is posted whole with
+// Post, without asking a PostChecker or relying on IdempotentPlatform,
+// whose keys are a final's.
 func (o *outbound) Post(ctx context.Context, channelID, messageID, text string) (string, error) {
 	var h string
 	err := o.call(ctx, channelID, func(ctx context.Context, to Conversation) (err error) {
 		h, err = o.editor.PostDraft(ctx, to, messageID, text)
+		if err != nil && !notApplied(err) {
+			return imv2.Permanent(fmt.Errorf("connector: %w: %w", display.ErrSkipDraft, err))
+		}
 		return err
 	})
 	if err == nil {

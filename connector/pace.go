@@ -38,7 +38,9 @@ const (
 // else an exponential backoff from Backoff up to MaxBackoff, at most
 // MaxAttempts times and only while the call's context (the Channel's
 // Target timeout) leaves room for the wait. Drafts, edits, typing and
-// discards are retried so: making one again shows nothing new. A final is
+// discards are retried so: making one again shows nothing new. An Editor's
+// PostDraft (a new temporary message) follows the first rule below only,
+// and is given up otherwise (Editor). A final is
 // posted again only when that cannot show it twice (Platform):
 //   - the error says the platform did not apply the post: RetryAfter,
 //     NotPosted, or a dial error (the request never left);

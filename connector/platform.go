@@ -95,7 +95,11 @@ type Drafter interface {
 // message of files and no text.
 type Editor interface {
 	// PostDraft shows text as a new temporary message and returns its
-	// handle; messageID may serve as a nonce.
+	// handle; messageID may serve as a nonce. A failure is retried only
+	// when it says the platform did not apply it (RetryAfter, NotPosted, a
+	// dial error); after any other the kit shows no draft of the message
+	// and posts its final with Post, so a lost response never leaves a
+	// second temporary message.
 	PostDraft(ctx context.Context, to Conversation, messageID, text string) (handle string, err error)
 	// Edit replaces the text of the temporary message handle.
 	Edit(ctx context.Context, to Conversation, handle, text string) error

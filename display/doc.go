@@ -67,6 +67,9 @@
 //
 // PostMessage returns the platform's error unchanged, so the platform marks
 // it with imv2.Retryable or imv2.Permanent (A8). A failed final keeps its
-// draft, and the Channel's retry finishes the same temporary message.
+// draft, and the Channel's retry finishes the same temporary message. An
+// Editor.Post error matching ErrSkipDraft (outcome unknown) ends that
+// message's drafts instead of posting the temporary message again; its
+// final is sent with Platform.Send.
 // UpdateDraft and SetActivity errors are for the Channel's log only.
 package display

@@ -2,6 +2,7 @@ package display
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"time"
@@ -29,6 +30,7 @@ type draft struct {
 	edit      slot      // mode Edit: the pending coalesced edit
 	expiry    slot
 	finishing bool // PostMessage holds it; no more drafts are shown
+	skipped   bool // Post failed with ErrSkipDraft: no more drafts; the final is sent
 	gone      bool // out of t.drafts: finished, expired or closed
 }
 
@@ -137,7 +139,7 @@ func (t *Target) stream(ctx context.Context, d *draft, text string) error {
 // Edit). d.call is held.
 func (t *Target) show(ctx context.Context, d *draft) error {
 	t.mu.Lock()
-	if d.finishing || d.gone || d.latest == "" || (d.posted && d.latest == d.accepted) {
+	if d.finishing || d.gone || d.skipped || d.latest == "" || (d.posted && d.latest == d.accepted) {
 		t.mu.Unlock()
 		return nil
 	}
@@ -150,6 +152,11 @@ func (t *Target) show(ctx context.Context, d *draft) error {
 		err = t.editor.Edit(ctx, d.key.channel, handle, text)
 	}
 	if err != nil {
+		if first && errors.Is(err, ErrSkipDraft) {
+			t.mu.Lock()
+			d.skipped = true
+			t.mu.Unlock()
+		}
 		return err
 	}
 	t.mu.Lock()

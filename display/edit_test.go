@@ -3,6 +3,7 @@ package display_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -153,6 +154,30 @@ func TestEdit_D8_FailedPostRetriedThenSendIfNeverShown(t *testing.T) {
 	require.ErrorIs(t, tg.UpdateDraft(ctx, "ch", "m2", "x"), boom)
 	require.NoError(t, tg.PostMessage(ctx, "ch", msg("m2", "xy", 0)))
 	require.Equal(t, []string{"post:x", "send:xy"}, opsText(r.all()[3:]))
+}
+
+// A first post failing with ErrSkipDraft (it may be shown) is not posted
+// again: later drafts of the message show nothing, no edit is armed, and
+// the final is one plain send. Another message still gets its draft.
+func TestEdit_D8_M11_PostWithUnknownOutcomeSkipsTheDraft(t *testing.T) {
+	ctx := context.Background()
+	tg, r, clk := editTarget(t, display.Options{})
+	lost := fmt.Errorf("%w: response lost", display.ErrSkipDraft)
+	r.fail("post", lost, nil)
+
+	require.ErrorIs(t, tg.UpdateDraft(ctx, "ch", "m1", "a"), display.ErrSkipDraft)
+	require.NoError(t, tg.UpdateDraft(ctx, "ch", "m1", "ab"))
+	clk.Advance(time.Minute)
+	require.NoError(t, tg.UpdateDraft(ctx, "ch", "m1", "abc"))
+	clk.Advance(time.Minute)
+	require.Equal(t, []string{"post:a"}, opsText(r.all()), "no second temporary message")
+	require.NoError(t, tg.PostMessage(ctx, "ch", msg("m1", "abcd", 0)))
+	require.Equal(t, []string{"post:a", "send:abcd"}, opsText(r.all()))
+	require.Zero(t, tg.OpenDrafts())
+
+	require.NoError(t, tg.UpdateDraft(ctx, "ch", "m2", "x"))
+	require.NoError(t, tg.PostMessage(ctx, "ch", msg("m2", "xy", 0)))
+	require.Equal(t, []string{"post:x", "finish:xy"}, opsText(r.all()[2:]))
 }
 
 // Messages of different channels and ids have their own drafts.

@@ -63,7 +63,9 @@ type Editor interface {
 	Platform
 	// Post shows text as a new temporary message and returns its handle
 	// (a message or event ID), which Edit and Finish receive. messageID may
-	// serve as an idempotency nonce.
+	// serve as an idempotency nonce. An error matching ErrSkipDraft (the
+	// message may be shown) ends the drafts of messageID: the final goes
+	// to Send. Any other error is retried with the next draft.
 	Post(ctx context.Context, channelID, messageID, text string) (handle string, err error)
 	// Edit replaces the text of the temporary message handle.
 	Edit(ctx context.Context, channelID, handle, text string) error
