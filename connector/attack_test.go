@@ -2,10 +2,12 @@ package connector_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/http/httptrace"
 	"strings"
 	"testing"
@@ -19,6 +21,7 @@ import (
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/connector"
 	"github.com/xagentkit/imv2/dataplane"
+	"github.com/xagentkit/imv2/internal/testwait"
 	"github.com/xagentkit/imv2/protocol"
 )
 
@@ -186,21 +189,71 @@ func TestAttack_ConnectionCapsKeepTheKeyHolderIn(t *testing.T) {
 	assert.True(t, health(), "the keyed keep-alive connection survived the flood")
 }
 
+// deadlineConn records the read deadlines set on a connection.
+type deadlineConn struct {
+	net.Conn
+	set chan<- time.Time
+}
+
+func (c deadlineConn) SetReadDeadline(d time.Time) error {
+	if !d.IsZero() {
+		c.set <- d
+	}
+	return c.Conn.SetReadDeadline(d)
+}
+
+// deadlineListener wraps every accepted connection in a deadlineConn.
+type deadlineListener struct {
+	net.Listener
+	set chan<- time.Time
+}
+
+func (l deadlineListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return deadlineConn{c, l.set}, nil
+}
+
 // TestAttack_SmallStalledUploadCutInProportion (finding 4): an upload's
 // read deadline is in proportion to its declared size, so a 1 KB body that
-// stalls is cut after the share of a 1 MiB body (here about 2 s of a 64 s
-// UploadTimeout, inside waitClosed's 5 s), not after the whole timeout.
+// stalls is cut after the share of a 1 MiB body (about 2 s of a 64 s
+// UploadTimeout), not after the whole timeout. No wall time is measured:
+// the Handler's network clock is pinned an hour back, so the deadline it
+// sets on the connection is seen exactly, lies in the past, and the real
+// connection's read fails at once — the stalled upload is cut and nothing
+// is stored.
 func TestAttack_SmallStalledUploadCutInProportion(t *testing.T) {
 	e := newEnv(t, func(c *connector.Config) { c.UploadTimeout = 64 * time.Second })
-	addr := strings.TrimPrefix(e.srv.URL, "http://")
-	c, err := net.Dial("tcp", addr)
+	pinned := time.Now().Add(-time.Hour)
+	connector.SetNetNow(e.h, func() time.Time { return pinned })
+	set := make(chan time.Time, 16)
+	srv := httptest.NewUnstartedServer(e.h)
+	srv.Listener = deadlineListener{srv.Listener, set}
+	srv.Start()
+	t.Cleanup(srv.Close)
+
+	c, err := net.Dial("tcp", srv.Listener.Addr().String())
 	require.NoError(t, err)
 	defer c.Close()
 	_, err = io.WriteString(c, "POST /files/uploads HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "+testKey+"\r\n"+
 		connector.HeaderChannelID+": cch_1\r\nContent-Type: multipart/form-data; boundary=b\r\nContent-Length: 1000\r\n\r\n"+
 		"--b\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a\"\r\n\r\nthen silence")
 	require.NoError(t, err)
-	waitClosed(t, c)
+	share := testwait.Recv(t, (<-chan time.Time)(set), 20*time.Second).Sub(pinned)
+	// 1 MiB of 32 MiB + 64 KiB form overhead, of 64 s: 1.996 s.
+	assert.Greater(t, share, 1990*time.Millisecond, "at least 1 MiB's share")
+	assert.Less(t, share, 2*time.Second, "in proportion, not the whole UploadTimeout")
+	// The deadline passed: the connection ends (the guard only stops a hang).
+	require.NoError(t, c.SetReadDeadline(time.Now().Add(time.Minute)))
+	out, err := io.ReadAll(c)
+	require.NoError(t, err, "the connection was not closed")
+	if len(out) > 0 { // the handler may answer before the connection goes
+		res, err := http.ReadResponse(bufio.NewReader(bytes.NewReader(out)), nil)
+		require.NoError(t, err)
+		assert.Equal(t, http.StatusBadRequest, res.StatusCode)
+	}
 	n, _ := e.store.FileStore.(*connector.MemoryStore).Len()
-	assert.Zero(t, n)
+	assert.Zero(t, n, "a cut upload stores nothing")
 }

@@ -71,7 +71,7 @@ func (h *Handler) serveUpload(w http.ResponseWriter, r *http.Request) {
 			return res.Put(ctx, name, mt, body)
 		}
 	}
-	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(h.uploadDeadline(r.ContentLength))) // network time, not Config.Clock
+	_ = http.NewResponseController(w).SetReadDeadline(h.netNow().Add(h.uploadDeadline(r.ContentLength)))
 	bodyCap := &phasedReader{r: http.MaxBytesReader(w, r.Body, h.maxBody), left: formOverhead}
 	r.Body = struct {
 		io.Reader
@@ -278,7 +278,7 @@ func (h *Handler) serveRef(w http.ResponseWriter, r *http.Request, ref string) {
 		return
 	}
 	defer rc.Close()
-	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(h.cfg.DownloadTimeout)) // network time, not Config.Clock
+	_ = http.NewResponseController(w).SetWriteDeadline(h.netNow().Add(h.cfg.DownloadTimeout))
 	hd := w.Header()
 	mt := info.MimeType
 	if mt == "" {

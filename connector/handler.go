@@ -105,6 +105,10 @@ type Handler struct {
 	uploads chan struct{} // a slot per upload being read
 	maxBody int64
 	log     *slog.Logger
+	// netNow reads the wall time connection deadlines are set from: they
+	// bind the network, so never Config.Clock. A test replaces it to see
+	// a deadline exactly and to make one pass at once.
+	netNow func() time.Time
 }
 
 // formOverhead is the room a multipart body gets above MaxUploadBytes for
@@ -192,6 +196,7 @@ func NewHandler(cfg Config) (*Handler, error) {
 		uploads: make(chan struct{}, cfg.MaxConcurrentUploads),
 		maxBody: cfg.MaxUploadBytes + formOverhead,
 		log:     cfg.Logger,
+		netNow:  time.Now,
 	}
 	h.cfg.APIKey, h.cfg.URLKey = "", nil // only the digest and the derived key are kept
 	if !h.key.Set() {
