@@ -6,7 +6,6 @@ import (
 	"net"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,10 +18,11 @@ import (
 )
 
 // agent is the xAgent side: it counts the user messages that reach it and
-// reports the terminal outcome of every final it sent.
+// the channels every connect reopened, and reports the terminal outcome of
+// every final it sent.
 type agent struct {
-	mu      sync.Mutex
-	users   map[string]int // message_id → times the agent got it
+	users   *seen // message_id → times the agent got it
+	opened  *seen // channel ID → connects (Dial's first, every reconnect) that reopened it
 	outcome chan outcome
 }
 
@@ -32,20 +32,20 @@ type outcome struct {
 	err    *imv2.Error
 }
 
-func newAgent() *agent { return &agent{users: map[string]int{}, outcome: make(chan outcome, 256)} }
+func newAgent() *agent {
+	return &agent{users: newSeen(), opened: newSeen(), outcome: make(chan outcome, 256)}
+}
 
 func (a *agent) PostMessage(_ context.Context, _ string, m *imv2.ChatMessage) error {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.users[m.MessageID]++
+	a.users.add(m.MessageID)
 	return nil
 }
 
-func (a *agent) count(id string) int {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.users[id]
-}
+func (a *agent) count(id string) int { return a.users.count(id) }
+
+// reopened waits until a connect (after a Connector restart) reopened the
+// channel n times: both sides then hold it open.
+func (a *agent) reopened(t *testing.T, channelID string, n int) { a.opened.wait(t, channelID, n) }
 
 func (a *agent) dial(t *testing.T, url string) (*dataplane.Client, *imv2.Channel) {
 	t.Helper()
@@ -54,6 +54,11 @@ func (a *agent) dial(t *testing.T, url string) (*dataplane.Client, *imv2.Channel
 	c, err := dataplane.Dial(ctx, dataplane.ClientConfig{
 		URL: url, Target: a,
 		ReconnectMin: 20 * time.Millisecond, ReconnectMax: 200 * time.Millisecond,
+		OnConnected: func(_ string, ids []string) {
+			for _, id := range ids {
+				a.opened.add(id)
+			}
+		},
 		Options: &imv2.Options{
 			OnDelivered: func(_ string, m imv2.ChatMessage, s imv2.AckStatus) { a.outcome <- outcome{id: m.MessageID, status: s} },
 			OnFailed:    func(_ string, m imv2.ChatMessage, err *imv2.Error) { a.outcome <- outcome{id: m.MessageID, err: err} },
@@ -153,11 +158,13 @@ func TestKit_M9_S8_ReplayedEventIsNoSecondMessageAcrossRestart(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	addr := ln.Addr().String()
+	acked := newSeen()
 	start := func(ln net.Listener) (*connector.Connector, *boltstore.Store, chan error) {
 		st, err := boltstore.Open(path, boltstore.Options{})
 		require.NoError(t, err)
 		k, err := connector.New(kitCard(""), newPretend(0), &connector.Options{
 			Store: st, DefaultConversation: func(string) string { return "room-1" },
+			Channel: &imv2.Options{OnDelivered: acked.delivered},
 		})
 		require.NoError(t, err)
 		done := make(chan error, 1)
@@ -171,25 +178,26 @@ func TestKit_M9_S8_ReplayedEventIsNoSecondMessageAcrossRestart(t *testing.T) {
 	}
 	k, st, done := start(ln)
 	a := newAgent()
-	c, ch := a.dial(t, "http://"+addr)
+	_, ch := a.dial(t, "http://"+addr)
 	ev := connector.Event{Conversation: "room-1", EventID: "update-4711", Text: "hello"}
 	id := connector.EventMessageID(ev.Conversation, ev.EventID)
 	require.NoError(t, k.Receive(context.Background(), ev))
-	waitFor(t, func() bool { return a.count(id) == 1 })
+	a.users.wait(t, id, 1)
 	require.NoError(t, k.Receive(context.Background(), ev), "a replay")
-	waitFor(t, func() bool { return pendingEmpty(t, st, ch.ID()) })
+	acked.wait(t, id, 1)
+	require.True(t, pendingEmpty(t, st, ch.ID()))
 	stop(k, st, done)
 
 	ln, err = net.Listen("tcp", addr)
 	require.NoError(t, err)
 	k, st, done = start(ln)
 	defer stop(k, st, done)
-	waitFor(t, func() bool { return c.Connected() && k.Server().IsOpen(ch.ID()) })
+	a.reopened(t, ch.ID(), 1)
 	require.NoError(t, k.Receive(context.Background(), ev), "a replay after the restart")
-	waitFor(t, func() bool { return pendingEmpty(t, st, ch.ID()) })
+	require.True(t, pendingEmpty(t, st, ch.ID()), "the replay was not sent again")
 	other := connector.Event{Conversation: "room-1", EventID: "update-4712", Text: "a new one"}
 	require.NoError(t, k.Receive(context.Background(), other))
-	waitFor(t, func() bool { return a.count(connector.EventMessageID(other.Conversation, other.EventID)) == 1 })
+	a.users.wait(t, connector.EventMessageID(other.Conversation, other.EventID), 1)
 	require.Equal(t, 1, a.count(id), "the replayed event reached the agent once")
 }
 
@@ -197,15 +205,4 @@ func pendingEmpty(t *testing.T, st *boltstore.Store, channelID string) bool {
 	es, err := st.List(context.Background(), channelID)
 	require.NoError(t, err)
 	return len(es) == 0
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 20 s")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }

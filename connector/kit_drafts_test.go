@@ -84,7 +84,7 @@ func TestKit_M11_DraftHandleSurvivesRestart(t *testing.T) {
 	}
 	k, st, done := start(ln)
 	a := newAgent()
-	c, ch := a.dial(t, "http://"+addr)
+	_, ch := a.dial(t, "http://"+addr)
 	ctx := context.Background()
 	_, _, err = st.Binding(ctx, ch.ID()) // the default binding exists once the channel is open
 	require.NoError(t, err)
@@ -107,7 +107,7 @@ func TestKit_M11_DraftHandleSurvivesRestart(t *testing.T) {
 	require.NoError(t, err)
 	k, st, done = start(ln)
 	defer stop(k, st, done)
-	waitFor(t, func() bool { return c.Connected() && k.Server().IsOpen(ch.ID()) })
+	a.reopened(t, ch.ID(), 1)
 	require.NoError(t, r.Final(ctx, imv2.ChatMessage{Text: "Hello there!"}))
 	o := a.next(t)
 	require.Nil(t, o.err)

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -63,13 +64,17 @@ func TestKit_ListenAndServeEndsWithItsContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- k.ListenAndServe(ctx, addr) }()
-	waitFor(t, func() bool {
+	// ListenAndServe tells no one when it listens, so a refused dial is
+	// tried again: the one wait in the kit's tests that has no event.
+	for guard := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		res, err := http.Get("http://" + addr + "/connector-card.json")
 		if err == nil {
 			res.Body.Close()
+			require.Equal(t, http.StatusOK, res.StatusCode)
+			break
 		}
-		return err == nil && res.StatusCode == 200
-	})
+		require.True(t, time.Now().Before(guard), "not listening within 20 s: %v", err)
+	}
 	cancel()
 	require.NoError(t, <-done)
 }

@@ -53,6 +53,7 @@ func TestKit_M6_S1_S6_ReplayedFileEventIsNoConflictAcrossRestart(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "kit.db")
 	files := connector.NewMemoryStore(connector.MemoryStoreOptions{})
 	var failed failures
+	acked := newSeen()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	addr := ln.Addr().String()
@@ -61,7 +62,7 @@ func TestKit_M6_S1_S6_ReplayedFileEventIsNoConflictAcrossRestart(t *testing.T) {
 		require.NoError(t, err)
 		k, err := connector.New(kitCard(""), newPretend(0), &connector.Options{
 			Store: st, Files: files, DefaultConversation: func(string) string { return "room-1" },
-			Channel: &imv2.Options{OnFailed: failed.record},
+			Channel: &imv2.Options{OnFailed: failed.record, OnDelivered: acked.delivered},
 		})
 		require.NoError(t, err)
 		done := make(chan error, 1)
@@ -76,18 +77,19 @@ func TestKit_M6_S1_S6_ReplayedFileEventIsNoConflictAcrossRestart(t *testing.T) {
 	stored := func() int { n, _ := files.Len(); return n }
 	k, st, done := start(ln)
 	a := newAgent()
-	c, ch := a.dial(t, "http://"+addr)
+	_, ch := a.dial(t, "http://"+addr)
 	ev := fileEvent("update-1")
 	id := connector.EventMessageID(ev.Conversation, ev.EventID)
 	require.NoError(t, k.Receive(context.Background(), ev))
 	require.NoError(t, k.Receive(context.Background(), ev), "a replay while pending")
-	waitFor(t, func() bool { return a.count(id) == 1 && pendingEmpty(t, st, ch.ID()) })
+	acked.wait(t, id, 1)
+	require.Equal(t, 1, a.count(id))
+	require.True(t, pendingEmpty(t, st, ch.ID()))
 	require.NoError(t, k.Receive(context.Background(), ev), "a replay after the ack")
 	next := fileEvent("update-2")
 	require.NoError(t, k.Receive(context.Background(), next))
-	waitFor(t, func() bool {
-		return pendingEmpty(t, st, ch.ID()) && a.count(connector.EventMessageID("room-1", "update-2")) == 1
-	})
+	acked.wait(t, connector.EventMessageID("room-1", "update-2"), 1)
+	require.True(t, pendingEmpty(t, st, ch.ID()))
 	require.Equal(t, 2, stored(), "one stored file per event, none per replay")
 	stop(k, st, done)
 
@@ -95,13 +97,12 @@ func TestKit_M6_S1_S6_ReplayedFileEventIsNoConflictAcrossRestart(t *testing.T) {
 	require.NoError(t, err)
 	k, st, done = start(ln)
 	defer stop(k, st, done)
-	waitFor(t, func() bool { return c.Connected() && k.Server().IsOpen(ch.ID()) })
+	a.reopened(t, ch.ID(), 1)
 	require.NoError(t, k.Receive(context.Background(), ev), "a replay after the restart")
 	last := fileEvent("update-3")
 	require.NoError(t, k.Receive(context.Background(), last))
-	waitFor(t, func() bool {
-		return pendingEmpty(t, st, ch.ID()) && a.count(connector.EventMessageID("room-1", "update-3")) == 1
-	})
+	acked.wait(t, connector.EventMessageID("room-1", "update-3"), 1)
+	require.True(t, pendingEmpty(t, st, ch.ID()))
 	require.Equal(t, 3, stored(), "one stored file per event, none per replay")
 	require.Empty(t, failed.got(), "a replay was answered as a failure")
 	require.Equal(t, 1, a.count(id), "xAgent got the replayed event once")
@@ -119,7 +120,7 @@ func TestKit_M6_FailedOfferDoesNotStopOtherChannels(t *testing.T) {
 	c, ch := a.dial(t, url)
 	other, err := c.OpenChannel(context.Background(), "")
 	require.NoError(t, err)
-	waitFor(t, func() bool { return k.Server().IsOpen(ch.ID()) && k.Server().IsOpen(other.ID()) })
+	require.True(t, k.Server().IsOpen(ch.ID()) && k.Server().IsOpen(other.ID()), "open once OpenChannel returned")
 	var opens atomic.Int32
 	ev := fileEvent("update-1")
 	ev.Files[0].Open = func() (io.ReadCloser, error) {
@@ -131,9 +132,9 @@ func TestKit_M6_FailedOfferDoesNotStopOtherChannels(t *testing.T) {
 	id := connector.EventMessageID(ev.Conversation, ev.EventID)
 	err = k.Receive(context.Background(), ev)
 	require.Error(t, err, "a channel's failed offer is reported")
-	waitFor(t, func() bool { return a.count(id) == 1 })
+	a.users.wait(t, id, 1)
 	require.NoError(t, k.Receive(context.Background(), ev), "the event again")
-	waitFor(t, func() bool { return a.count(id) == 2 })
+	a.users.wait(t, id, 2)
 	n, _ := files.Len()
 	require.Equal(t, 2, n, "one stored file per channel")
 	require.Equal(t, int32(3), opens.Load(), "the channel reached first is skipped the second time")
@@ -191,13 +192,15 @@ func TestKit_M9_ReceiveOnAReplicaGoesThroughTheRelay(t *testing.T) {
 	holder, replica := &memRelay{}, &memRelay{}
 	holder.peer, replica.peer = replica, holder
 	conv := func(string) string { return "room-1" }
-	k1, url := startKit(t, newPretend(0), "", connector.Options{Store: st, Relay: holder, DefaultConversation: conv})
+	acked := newSeen()
+	k1, url := startKit(t, newPretend(0), "", connector.Options{Store: st, Relay: holder, DefaultConversation: conv,
+		Channel: &imv2.Options{OnDelivered: acked.delivered}})
 	k2, _ := startKit(t, newPretend(0), "", connector.Options{Store: st, Relay: replica, DefaultConversation: conv})
 	require.Same(t, k1.Server(), holder.server(), "Relay.Serve got the Server")
 	require.Same(t, k2.Server(), replica.server())
 	a := newAgent()
 	_, ch := a.dial(t, url)
-	waitFor(t, func() bool { return k1.Server().IsOpen(ch.ID()) })
+	require.True(t, k1.Server().IsOpen(ch.ID()), "open once OpenChannel returned")
 	holder.mu.Lock()
 	require.Equal(t, []string{ch.ID()}, holder.opened, "Relay.ChannelOpened told")
 	holder.mu.Unlock()
@@ -205,12 +208,14 @@ func TestKit_M9_ReceiveOnAReplicaGoesThroughTheRelay(t *testing.T) {
 	ev := connector.Event{Conversation: "room-1", EventID: "update-1", Text: "hello from the other replica"}
 	id := connector.EventMessageID(ev.Conversation, ev.EventID)
 	require.NoError(t, k2.Receive(context.Background(), ev))
-	waitFor(t, func() bool { return a.count(id) == 1 && pendingEmpty(t, st, ch.ID()) })
+	acked.wait(t, id, 1)
+	require.Equal(t, 1, a.count(id))
+	require.True(t, pendingEmpty(t, st, ch.ID()))
 	require.NoError(t, k2.Receive(context.Background(), ev), "a replay on the replica")
 	require.NoError(t, k1.Receive(context.Background(), ev), "a replay on the holder")
 	next := connector.Event{Conversation: "room-1", EventID: "update-2", Text: "next"}
 	require.NoError(t, k2.Receive(context.Background(), next))
-	waitFor(t, func() bool { return a.count(connector.EventMessageID("room-1", "update-2")) == 1 })
+	a.users.wait(t, connector.EventMessageID("room-1", "update-2"), 1)
 	require.Equal(t, 1, a.count(id), "xAgent got the event once")
 	replica.mu.Lock()
 	defer replica.mu.Unlock()
@@ -226,7 +231,7 @@ func TestKit_M6_S6_ConcurrentReplaysStoreOneCopy(t *testing.T) {
 	k, url := startKit(t, newPretend(0), "", connector.Options{Files: files, DefaultConversation: func(string) string { return "room-1" }})
 	a := newAgent()
 	_, ch := a.dial(t, url)
-	waitFor(t, func() bool { return k.Server().IsOpen(ch.ID()) })
+	require.True(t, k.Server().IsOpen(ch.ID()), "open once OpenChannel returned")
 	ev := fileEvent("update-1")
 	var opens atomic.Int32
 	ev.Files[0].Open = func() (io.ReadCloser, error) {
@@ -243,7 +248,7 @@ func TestKit_M6_S6_ConcurrentReplaysStoreOneCopy(t *testing.T) {
 	for err := range errs {
 		require.NoError(t, err)
 	}
-	waitFor(t, func() bool { return a.count(connector.EventMessageID("room-1", "update-1")) == 1 })
+	a.users.wait(t, connector.EventMessageID("room-1", "update-1"), 1)
 	n, _ := files.Len()
 	require.Equal(t, 1, n, "one stored file")
 	require.Equal(t, int32(1), opens.Load(), "the file was read once")

@@ -17,6 +17,7 @@ import (
 	"github.com/xagentkit/imv2/boltstore"
 	"github.com/xagentkit/imv2/connector"
 	"github.com/xagentkit/imv2/dataplane"
+	"github.com/xagentkit/imv2/internal/testwait"
 )
 
 // holdingAgent is an xAgent that refuses (retryable) every user message
@@ -65,17 +66,6 @@ func TestKit_T3_M6_PendingDownloadURLSurvivesRestart(t *testing.T) {
 		require.NoError(t, <-done)
 		require.NoError(t, st.Close())
 	}
-	next := func(ch <-chan imv2.ChatMessage) imv2.ChatMessage {
-		t.Helper()
-		select {
-		case m := <-ch:
-			return m
-		case <-time.After(30 * time.Second):
-			t.Fatal("no user message within 30 s")
-			return imv2.ChatMessage{}
-		}
-	}
-
 	k, st, done := start(ln)
 	a := &holdingAgent{seen: make(chan imv2.ChatMessage, 256)}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -91,7 +81,7 @@ func TestKit_T3_M6_PendingDownloadURLSurvivesRestart(t *testing.T) {
 	ev := fileEvent("update-1")
 	id := connector.EventMessageID(ev.Conversation, ev.EventID)
 	require.NoError(t, k.Receive(ctx, ev))
-	first := next(a.seen)
+	first := testwait.Recv(t, (<-chan imv2.ChatMessage)(a.seen), 20*time.Second)
 	require.Equal(t, id, first.MessageID)
 	require.Len(t, first.Files, 1)
 	url := first.Files[0].DownloadURL
@@ -110,12 +100,7 @@ func TestKit_T3_M6_PendingDownloadURLSurvivesRestart(t *testing.T) {
 	require.NoError(t, err)
 	k, st, done = start(ln)
 	defer stop(k, st, done)
-	select {
-	case got := <-delivered:
-		require.Equal(t, id, got)
-	case <-time.After(30 * time.Second):
-		t.Fatal("the pending message was not resent and acked within 30 s")
-	}
+	require.Equal(t, id, testwait.Recv(t, (<-chan string)(delivered), 20*time.Second), "the pending message resent and acked")
 	for len(a.seen) > 0 { // every delivery, before and after the restart
 		m := <-a.seen
 		require.Equal(t, id, m.MessageID)
