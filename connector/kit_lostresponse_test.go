@@ -68,23 +68,27 @@ type lossyIdem struct{ *lossy }
 func (p lossyIdem) PostsIdempotently() bool { return true }
 
 // drive runs f, advancing clock past every timer f's goroutine arms (the
-// kit's backoff), and returns f's error.
+// kit's backoff), and returns f's error. It advances only once a timer is
+// armed (fakeclock's BlockUntil), so it never sleeps.
 func drive(t *testing.T, clock *fakeclock.Clock, f func() error) error {
 	t.Helper()
 	done := make(chan error, 1)
 	go func() { done <- f() }()
 	for {
+		ctx, cancel := context.WithCancel(t.Context())
+		armed := make(chan error, 1)
+		go func() { armed <- clock.BlockUntil(ctx, 1) }()
 		select {
 		case err := <-done:
+			cancel()
+			<-armed
 			return err
-		case <-t.Context().Done():
-			t.Fatal("the call did not end")
-		default:
-			if clock.Pending() > 0 {
-				clock.Advance(time.Second)
-			} else {
-				time.Sleep(time.Millisecond) // yields to f's goroutine; no timed assertion
+		case err := <-armed:
+			cancel()
+			if err != nil {
+				t.Fatal("the call did not end")
 			}
+			clock.Advance(time.Second)
 		}
 	}
 }

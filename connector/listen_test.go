@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"slices"
 	"sync"
 	"testing"
@@ -55,14 +54,14 @@ func (l *listener) Listen(ctx context.Context, b Binding, _ Inbox) error {
 	return ctx.Err()
 }
 
-// waitTimers yields until the clock holds n live timers: the reader has
+// waitTimers blocks until the clock holds n live timers: the reader has
 // gone to sleep on its backoff.
 func waitTimers(t *testing.T, c *fakeclock.Clock, n int) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); c.Pending() < n; runtime.Gosched() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d timers pending; want %d", c.Pending(), n)
-		}
+	ctx, cancel := context.WithTimeout(t.Context(), within) // a hang guard, not a measured time
+	defer cancel()
+	if err := c.BlockUntil(ctx, n); err != nil {
+		t.Fatalf("%d timers pending; want %d", c.Pending(), n)
 	}
 }
 

@@ -38,13 +38,8 @@ func runPaced(ctx context.Context, pc *pacer, key string, fail ...error) *paced 
 // waitTimer blocks until the pacer armed a timer on clock.
 func waitTimer(t *testing.T, clock *fakeclock.Clock) {
 	t.Helper()
-	for clock.Pending() == 0 {
-		select {
-		case <-t.Context().Done():
-			t.Fatal("no timer armed")
-		default:
-			time.Sleep(time.Millisecond) // yields to the pacer's goroutine; no timed assertion
-		}
+	if err := clock.BlockUntil(t.Context(), 1); err != nil {
+		t.Fatal("no timer armed")
 	}
 }
 
@@ -196,11 +191,12 @@ func TestPace_A8_RetryAfterOutlivesLimiterEviction(t *testing.T) {
 	pc.conv("b")
 	pc.conv("c") // evicts a's limiter
 	p := runPaced(t.Context(), pc, "a")
-	for clock.Pending() == 0 {
-		if p.calls.Load() > 0 {
-			t.Fatal("a conversation under Retry-After was called at once after its limiter was evicted")
-		}
-		time.Sleep(time.Millisecond) // yields to the pacer's goroutine; no timed assertion
+	armed := make(chan error, 1)
+	go func() { armed <- clock.BlockUntil(t.Context(), 1) }()
+	select {
+	case <-armed: // the call waits on the Retry-After's timer
+	case <-p.done:
+		t.Fatal("a conversation under Retry-After was called at once after its limiter was evicted")
 	}
 	clock.Advance(999 * time.Millisecond)
 	if p.calls.Load() != 0 {

@@ -4,6 +4,7 @@
 package fakeclock
 
 import (
+	"context"
 	"sort"
 	"sync"
 	"time"
@@ -17,6 +18,7 @@ type Clock struct {
 	now    time.Time
 	seq    uint64
 	timers []*timer
+	armed  chan struct{} // closed by the next AfterFunc; nil until BlockUntil waits
 }
 
 type timer struct {
@@ -45,6 +47,10 @@ func (c *Clock) AfterFunc(d time.Duration, f func()) clock.Timer {
 	c.seq++
 	t := &timer{c: c, at: c.now.Add(d), seq: c.seq, f: f}
 	c.timers = append(c.timers, t)
+	if c.armed != nil {
+		close(c.armed)
+		c.armed = nil
+	}
 	return t
 }
 
@@ -111,6 +117,10 @@ func (c *Clock) nextDue(end time.Time) *timer {
 func (c *Clock) Pending() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.pendingLocked()
+}
+
+func (c *Clock) pendingLocked() int {
 	n := 0
 	for _, t := range c.timers {
 		if !t.done {
@@ -118,4 +128,29 @@ func (c *Clock) Pending() int {
 		}
 	}
 	return n
+}
+
+// BlockUntil returns once at least n timers are pending (armed, not yet
+// fired or stopped), or with ctx's error when ctx ends first. A test calls
+// it to advance the clock right after another goroutine armed its timer,
+// instead of sleeping to let that goroutine run. It is woken by AfterFunc,
+// never by polling.
+func (c *Clock) BlockUntil(ctx context.Context, n int) error {
+	for {
+		c.mu.Lock()
+		if c.pendingLocked() >= n {
+			c.mu.Unlock()
+			return nil
+		}
+		if c.armed == nil {
+			c.armed = make(chan struct{})
+		}
+		armed := c.armed
+		c.mu.Unlock()
+		select {
+		case <-armed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
