@@ -198,7 +198,7 @@ func mutations(data []byte, r *rand.Rand, n int) [][]byte {
 
 // hits counts inputs the fast paths took, so the tests can show they are
 // not vacuous.
-type hits struct{ envelope, message, delta, ack, activity, valid int }
+type hits struct{ envelope, onePass, message, delta, ack, activity, valid int }
 
 func TestFastCodec_MatchesCodec(t *testing.T) {
 	t.Parallel()
@@ -211,7 +211,7 @@ func TestFastCodec_MatchesCodec(t *testing.T) {
 		}
 	}
 	t.Logf("fast path taken: %+v", h)
-	if h.envelope < 100 || h.message < 20 || h.delta < 5 || h.ack < 5 || h.activity < 5 || h.valid < 100 {
+	if h.envelope < 100 || h.onePass < 50 || h.message < 20 || h.delta < 5 || h.ack < 5 || h.activity < 5 || h.valid < 100 {
 		t.Fatalf("the fast paths took too few inputs: %+v", h)
 	}
 }
@@ -226,8 +226,12 @@ func checkFastDecode(t *testing.T, data []byte, h *hits) {
 		if err != nil {
 			t.Fatalf("fast envelope took what the codec refuses (%v):\n%s", err, data)
 		}
-		if !reflect.DeepEqual(fp, cp) || fTime != cTime {
+		if fw := WireFields(fp); !reflect.DeepEqual(&fw, cp) || fTime != cTime {
 			t.Fatalf("envelopes differ:\nfast  %+v %v\ncodec %+v %v\n%s", fp, fTime, cp, cTime, data)
+		}
+		if fp.decoded != nil {
+			h.onePass++
+			checkOnePass(t, fp, data)
 		}
 	}
 	if validObject(data) {
@@ -264,6 +268,53 @@ func checkFastDecode(t *testing.T, data []byte, h *hits) {
 			sameAsCodec(t, TypeChatActivity, b, a, new(ChatActivity))
 		}
 		checkFastEncode(t, b)
+	}
+}
+
+// checkOnePass holds the payload the envelope scan of data decoded (p's)
+// to the reference decoder and to its own fast reader, and the typed
+// decoder's verdict on it (both directions) to the verdict on the same
+// payload decoded apart, as before the single pass: same value or same
+// error.
+func checkOnePass(t *testing.T, p *Packet, data []byte) {
+	t.Helper()
+	apart := func() *Packet { q := WireFields(p); return &q }
+	switch v := p.decoded.v.(type) {
+	case *ChatMessage:
+		sameAsCodec(t, p.Type, p.Payload, v, new(ChatMessage))
+		if f, ok := decodeChatMessageFast(p.Payload); !ok || !reflect.DeepEqual(f, v) {
+			t.Fatalf("one pass and the payload reader differ (%v):\n%+v\n%+v\n%s", ok, v, f, data)
+		}
+		for _, dir := range []Direction{ToXAgent, ToConnector} {
+			got, gerr := DecodeChatMessage(p, dir)
+			want, werr := DecodeChatMessage(apart(), dir)
+			sameVerdict(t, data, got, gerr, want, werr)
+		}
+	case *ChatMessageDelta:
+		sameAsCodec(t, p.Type, p.Payload, v, new(ChatMessageDelta))
+		got, gerr := DecodeChatMessageDelta(p)
+		want, werr := DecodeChatMessageDelta(apart())
+		sameVerdict(t, data, got, gerr, want, werr)
+	case *ackWire:
+		sameAsCodec(t, p.Type, p.Payload, v, new(ackWire))
+		got, gerr := DecodeChatMessageAck(p)
+		want, werr := DecodeChatMessageAck(apart())
+		sameVerdict(t, data, got, gerr, want, werr)
+	case *ChatActivity:
+		sameAsCodec(t, p.Type, p.Payload, v, new(ChatActivity))
+		got, gerr := DecodeChatActivity(p)
+		want, werr := DecodeChatActivity(apart())
+		sameVerdict(t, data, got, gerr, want, werr)
+	default:
+		t.Fatalf("decoded payload of type %T", v)
+	}
+}
+
+// sameVerdict fails unless two decodes gave equal values or equal errors.
+func sameVerdict(t *testing.T, data []byte, got any, gerr error, want any, werr error) {
+	t.Helper()
+	if (gerr == nil) != (werr == nil) || (gerr != nil && gerr.Error() != werr.Error()) || (gerr == nil && !reflect.DeepEqual(got, want)) {
+		t.Fatalf("one pass and two passes differ:\none  %+v (%v)\ntwo  %+v (%v)\n%s", got, gerr, want, werr, data)
 	}
 }
 

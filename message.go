@@ -250,11 +250,14 @@ func DecodeChatMessage(p *Packet, dir Direction) (*ChatMessage, error) {
 	if err := checkRoute(p); err != nil {
 		return nil, err
 	}
-	m, ok := decodeChatMessageFast(p.Payload)
-	if !ok {
-		m = new(ChatMessage)
-		if err := decodeIMPayload(p, m); err != nil {
-			return nil, err
+	m := takeDecoded[ChatMessage](p)
+	if m == nil {
+		var ok bool
+		if m, ok = decodeChatMessageFast(p.Payload); !ok {
+			m = new(ChatMessage)
+			if err := decodeIMPayload(p, m); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if err := m.Validate(dir); err != nil {

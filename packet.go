@@ -49,6 +49,10 @@ type Packet struct {
 	Time               int64           `json:"time"`
 	Payload            json.RawMessage `json:"payload,omitempty"`
 	Error              *PacketError    `json:"error,omitempty"`
+
+	// decoded is the IM v2 payload DecodePacket decoded with the
+	// envelope, for the packet's typed decoder (decodedpayload.go).
+	decoded *decodedPayload
 }
 
 // PacketError is the envelope's `error` member: a stable code and a message.
