@@ -46,81 +46,40 @@ func takeDecoded[T any](p *Packet) *T {
 	return v
 }
 
-// payloadValues holds, on decodeEnvelopeFast's stack, the payload it
-// decoded: kind says which one, if any.
-type payloadValues struct {
-	kind  byte
-	msg   ChatMessage
-	delta ChatMessageDelta
-	ack   ackWire
-	act   ChatActivity
-}
-
-// The kinds of payloadValues.
-const (
-	kindNone byte = iota
-	kindMessage
-	kindDelta
-	kindAck
-	kindActivity
-)
-
 // payload reads the payload object at the cursor with the reader of typ,
-// one of the four IM v2 types, into v (a chat.message's short strings
-// deferred to d). It reports false, with the cursor and d as they were,
-// for any other type or a payload that reader does not take: the caller
-// then only checks it.
-func (s *scanner) payload(typ string, v *payloadValues, d *deferredStrs) bool {
+// one of the four IM v2 types, straight into a boxed packet (a
+// chat.message's short strings deferred to d), and returns that packet,
+// whose envelope the caller fills, and the message, if it is one. It
+// returns p = nil, with the cursor and d as they were, for any other type
+// or a payload that reader does not take: the caller then only checks it.
+func (s *scanner) payload(typ string, d *deferredStrs) (p *Packet, m *ChatMessage) {
 	start, n, size := s.i, d.n, d.size
 	s.forbid = true // the rules of an IM v2 payload, at every depth
-	var kind byte
+	var dec *decodedPayload
 	var ok bool
 	switch typ {
 	case TypeChatMessage:
-		kind, ok = kindMessage, s.chatMessage(&v.msg, d)
+		b := new(boxed[ChatMessage])
+		p, dec, m = &b.p, &b.d, &b.v
+		dec.v, ok = m, s.chatMessage(m, d)
 	case TypeChatMessageDelta:
-		kind, ok = kindDelta, s.delta(&v.delta)
+		b := new(boxed[ChatMessageDelta])
+		p, dec = &b.p, &b.d
+		dec.v, ok = &b.v, s.delta(&b.v)
 	case TypeChatMessageAck:
-		kind, ok = kindAck, s.ack(&v.ack)
+		b := new(boxed[ackWire])
+		p, dec = &b.p, &b.d
+		dec.v, ok = &b.v, s.ack(&b.v)
 	case TypeChatActivity:
-		kind, ok = kindActivity, s.activity(&v.act)
+		b := new(boxed[ChatActivity])
+		p, dec = &b.p, &b.d
+		dec.v, ok = &b.v, s.activity(&b.v)
 	}
 	s.forbid = false
 	if !ok {
 		s.i, d.n, d.size = start, n, size
-		*v = payloadValues{}
-		return false
+		return nil, nil
 	}
-	v.kind = kind
-	return true
-}
-
-// box returns the heap packet for pk, in one allocation with the payload
-// v holds, if any (the message too, for the deferred strings).
-func (v *payloadValues) box(pk *Packet) (*Packet, *ChatMessage) {
-	switch v.kind {
-	case kindMessage:
-		b := &boxed[ChatMessage]{p: *pk, v: v.msg}
-		b.d.v = &b.v
-		b.p.decoded = &b.d
-		return &b.p, &b.v
-	case kindDelta:
-		b := &boxed[ChatMessageDelta]{p: *pk, v: v.delta}
-		b.d.v = &b.v
-		b.p.decoded = &b.d
-		return &b.p, nil
-	case kindAck:
-		b := &boxed[ackWire]{p: *pk, v: v.ack}
-		b.d.v = &b.v
-		b.p.decoded = &b.d
-		return &b.p, nil
-	case kindActivity:
-		b := &boxed[ChatActivity]{p: *pk, v: v.act}
-		b.d.v = &b.v
-		b.p.decoded = &b.d
-		return &b.p, nil
-	}
-	p := new(Packet)
-	*p = *pk
-	return p, nil
+	p.decoded = dec
+	return p, m
 }

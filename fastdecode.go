@@ -33,7 +33,7 @@ const (
 // instead of one to check it here and one to decode it there. When that
 // reader gives up, the payload is only checked, as any other, and the
 // typed decoder later decides.
-func decodeEnvelopeFast(data []byte) (p *Packet, hasTime, ok bool) {
+func decodeEnvelopeFast(data []byte) (_ *Packet, hasTime, ok bool) {
 	s := scanner{b: data}
 	if !s.eat('{') {
 		return nil, false, false
@@ -42,7 +42,9 @@ func decodeEnvelopeFast(data []byte) (p *Packet, hasTime, ok bool) {
 	var seen uint
 	var unknown unknownNames
 	var payload []byte
-	var pre payloadValues
+	// A payload decoded in this pass comes with the packet to fill.
+	var p *Packet
+	var m *ChatMessage
 	// The short strings, the envelope's and the payload's, are made at the
 	// end in one array of their exact size.
 	var d deferredStrs
@@ -99,10 +101,11 @@ func decodeEnvelopeFast(data []byte) (p *Packet, hasTime, ok bool) {
 			if s.peek() != '{' || seen&envPayload != 0 {
 				return nil, false, false
 			}
-			if seen&envType == 0 || !s.payload(pk.Type, &pre, &d) {
-				if !s.value(0) {
-					return nil, false, false
-				}
+			if seen&envType != 0 {
+				p, m = s.payload(pk.Type, &d)
+			}
+			if p == nil && !s.value(0) {
+				return nil, false, false
 			}
 			payload = data[start:s.i]
 		case "error":
@@ -129,7 +132,11 @@ func decodeEnvelopeFast(data []byte) (p *Packet, hasTime, ok bool) {
 	if !s.end() {
 		return nil, false, false
 	}
-	p, m := pre.box(&pk)
+	if p == nil {
+		p = new(Packet)
+	}
+	pk.decoded = p.decoded
+	*p = pk
 	s.strs.reserve(d.size)
 	for _, e := range d.e[:d.n] {
 		*e.dst(p, m) = s.strs.str(e.raw, e.esc, 0)

@@ -2,6 +2,7 @@ package imv2
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"io/fs"
 	"math/big"
@@ -658,5 +659,47 @@ func TestStrArena_StringsOwnTheirBytes(t *testing.T) {
 	used := a.b.Len()
 	if s := a.str(long, false, 1<<20); a.b.Len() != used || s != string(long) {
 		t.Fatal("a string past arenaMaxString went into the arena")
+	}
+}
+
+// TestPlain8_MatchesTable: the eight-byte test of str agrees with the
+// byte table on every byte value at every position, and on random words.
+func TestPlain8_MatchesTable(t *testing.T) {
+	want := func(w [8]byte) bool {
+		for _, c := range w {
+			if !plainByte[c] {
+				return false
+			}
+		}
+		return true
+	}
+	check := func(w [8]byte) {
+		if got := plain8(binary.LittleEndian.Uint64(w[:])); got != want(w) {
+			t.Fatalf("plain8(%q) = %v, want %v", w, got, !got)
+		}
+	}
+	for pos := range 8 {
+		for c := range 256 {
+			for _, fill := range []byte{'a', ' ', '~', '!', '#', '[', ']', 0x7f} {
+				var w [8]byte
+				for i := range w {
+					w[i] = fill
+				}
+				w[pos] = byte(c)
+				check(w)
+			}
+		}
+	}
+	r := rand.New(rand.NewPCG(7, 8))
+	for range 200000 {
+		var w [8]byte
+		binary.LittleEndian.PutUint64(w[:], r.Uint64())
+		check(w)
+		for i := range w { // mostly plain words, where a miss would hide
+			if r.IntN(8) != 0 {
+				w[i] = byte(0x20 + r.IntN(0x60))
+			}
+		}
+		check(w)
 	}
 }

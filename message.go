@@ -111,7 +111,7 @@ func (f *File) validate(dir Direction) error {
 	if len(f.Filename) > MaxFilenameBytes {
 		return Errorf(CodeInvalidPacket, "chat.message: filename is %d bytes, over %d", len(f.Filename), MaxFilenameBytes)
 	}
-	if strings.ContainsAny(f.Filename, "/\\\x00") {
+	if pathLike(f.Filename) {
 		return Errorf(CodeForbiddenField, "chat.message: filename %q looks like a path (M8)", f.Filename)
 	}
 	if f.ByteSize < 0 || f.ExpiresAt < 0 {
@@ -219,6 +219,19 @@ func pathByte(c byte) bool {
 	switch c {
 	case '_', '~', '/', '?', '=', '&', '!', '$', '\'', '(', ')', '*', '+', ',', ';':
 		return true
+	}
+	return false
+}
+
+// pathLike reports a '/', '\\' or NUL in a filename (M8). A byte loop:
+// strings.ContainsAny builds its set on every call, and no byte of a
+// multi-byte UTF-8 rune is ASCII.
+func pathLike(name string) bool {
+	for i := 0; i < len(name); i++ {
+		switch name[i] {
+		case '/', '\\', 0:
+			return true
+		}
 	}
 	return false
 }
