@@ -256,6 +256,9 @@ func checkRoute(p *Packet) error {
 
 // DecodeChatMessage decodes and validates the payload of a chat.message
 // travelling in dir. The packet must carry connector_channel_id (I1).
+// The first call on a packet from DecodePacket takes the message decoded
+// with the envelope (one read of the payload on receive); later calls
+// decode a message of their own.
 func DecodeChatMessage(p *Packet, dir Direction) (*ChatMessage, error) {
 	if p.Type != TypeChatMessage {
 		return nil, Errorf(CodeInvalidPacket, "packet type is %q, not %s", p.Type, TypeChatMessage)
