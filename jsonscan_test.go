@@ -30,7 +30,7 @@ import (
 
 // codecCorpus returns the frames of testdata (vectors and fuzz seeds) and
 // the edge cases below.
-func codecCorpus(t *testing.T) [][]byte {
+func codecCorpus(t testing.TB) [][]byte {
 	t.Helper()
 	var out [][]byte
 	err := filepath.WalkDir("testdata", func(path string, d fs.DirEntry, err error) error {
@@ -506,6 +506,25 @@ func FuzzFastCodec(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		checkFastDecode(t, data, &hits{})
+	})
+}
+
+// FuzzOnePass holds the payload DecodePacket decodes with the envelope
+// (decodedpayload.go) to the reference decoder, and the typed decoders'
+// verdict on it to their verdict on the payload decoded apart, on
+// mutations of every vector, fuzz seed and edge case:
+//
+//	go test -run '^$' -fuzz FuzzOnePass -fuzztime 30s .
+func FuzzOnePass(f *testing.F) {
+	for _, data := range codecCorpus(f) {
+		f.Add(data)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		p, err := DecodePacket(data)
+		if err != nil || p.decoded == nil {
+			return
+		}
+		checkOnePass(t, p, data)
 	})
 }
 
