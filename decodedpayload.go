@@ -65,15 +65,15 @@ func (s *scanner) payload(typ string, d *deferredStrs) (p *Packet, m *ChatMessag
 	case TypeChatMessageDelta:
 		b := new(boxed[ChatMessageDelta])
 		p, dec = &b.p, &b.d
-		dec.v, ok = &b.v, s.delta(&b.v)
+		dec.v, ok = &b.v, s.delta(&b.v, d)
 	case TypeChatMessageAck:
 		b := new(boxed[ackWire])
 		p, dec = &b.p, &b.d
-		dec.v, ok = &b.v, s.ack(&b.v)
+		dec.v, ok = &b.v, s.ack(&b.v, d)
 	case TypeChatActivity:
 		b := new(boxed[ChatActivity])
 		p, dec = &b.p, &b.d
-		dec.v, ok = &b.v, s.activity(&b.v)
+		dec.v, ok = &b.v, s.activity(&b.v, d)
 	}
 	s.forbid = false
 	if !ok {

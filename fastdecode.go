@@ -258,6 +258,7 @@ const (
 const (
 	fileNone     = -1 // the message's own fields
 	fileEnvelope = -2 // the envelope's
+	fileFixed    = -3 // a field that stays where it is (deferredStr.to)
 )
 
 // maxDeferredStrs bounds the strings of one frame made at its end; the
@@ -274,8 +275,9 @@ type deferredStrs struct {
 }
 
 type deferredStr struct {
-	file  int // index in Files, fileNone or fileEnvelope
+	file  int // index in Files, fileNone, fileEnvelope or fileFixed
 	field int
+	to    *string // the field, for fileFixed
 	raw   []byte
 	esc   bool
 }
@@ -283,6 +285,8 @@ type deferredStr struct {
 // dst returns the field of p or m that e names.
 func (e *deferredStr) dst(p *Packet, m *ChatMessage) *string {
 	switch e.file {
+	case fileFixed:
+		return e.to
 	case fileEnvelope:
 		switch e.field {
 		case strPacketID:
@@ -309,6 +313,28 @@ func (e *deferredStr) dst(p *Packet, m *ChatMessage) *string {
 		return &f.MimeType
 	}
 	return &f.DownloadURL
+}
+
+// makeDeferred makes the strings deferred to d, all of them fileFixed,
+// in one array of their exact size.
+func (s *scanner) makeDeferred(d *deferredStrs) {
+	s.strs.reserve(d.size)
+	for _, e := range d.e[:d.n] {
+		*e.to = s.strs.str(e.raw, e.esc, 0)
+	}
+}
+
+// deferFixed is deferText for a field that stays where it is until the
+// strings are made (in a heap value, not on the stack).
+func (s *scanner) deferFixed(d *deferredStrs, dst *string) bool {
+	n := d.n
+	if !s.deferText(d, dst, fileFixed, 0) {
+		return false
+	}
+	if d.n > n {
+		d.e[n].to = dst
+	}
+	return true
 }
 
 // deferText reads a string value for the field (file, field), whose
@@ -442,14 +468,16 @@ func (s *scanner) members(member func(name []byte) (bit uint, ok bool)) bool {
 func decodeDeltaFast(b []byte) (*ChatMessageDelta, bool) {
 	s := scanner{b: b, forbid: true}
 	d := new(ChatMessageDelta)
-	if !s.delta(d) || !s.end() {
+	var strs deferredStrs
+	if !s.delta(d, &strs) || !s.end() {
 		return nil, false
 	}
+	s.makeDeferred(&strs)
 	return d, true
 }
 
 // delta reads a chat.message.delta payload at the cursor into d.
-func (s *scanner) delta(d *ChatMessageDelta) bool {
+func (s *scanner) delta(d *ChatMessageDelta, strs *deferredStrs) bool {
 	const (
 		fID = 1 << iota
 		fSeq
@@ -461,7 +489,7 @@ func (s *scanner) delta(d *ChatMessageDelta) bool {
 		switch string(name) {
 		case "message_id":
 			bit = fID
-			d.MessageID, ok = s.text()
+			ok = s.deferFixed(strs, &d.MessageID)
 		case "sequence":
 			bit = fSeq
 			d.Sequence, ok = s.int()
@@ -469,7 +497,7 @@ func (s *scanner) delta(d *ChatMessageDelta) bool {
 			return 0, false // D7: the codec words the rejection
 		case "text":
 			bit = fText
-			d.Text, ok = s.text()
+			ok = s.deferFixed(strs, &d.Text)
 		default:
 			return 0, true // unknown: members skips it
 		}
@@ -481,14 +509,16 @@ func (s *scanner) delta(d *ChatMessageDelta) bool {
 func decodeAckFast(b []byte) (*ackWire, bool) {
 	s := scanner{b: b, forbid: true}
 	w := new(ackWire)
-	if !s.ack(w) || !s.end() {
+	var d deferredStrs
+	if !s.ack(w, &d) || !s.end() {
 		return nil, false
 	}
+	s.makeDeferred(&d)
 	return w, true
 }
 
 // ack reads a chat.message.ack payload at the cursor into w.
-func (s *scanner) ack(w *ackWire) bool {
+func (s *scanner) ack(w *ackWire, d *deferredStrs) bool {
 	const (
 		fID = 1 << iota
 		fStatus
@@ -502,7 +532,7 @@ func (s *scanner) ack(w *ackWire) bool {
 		switch string(name) {
 		case "message_id":
 			bit = fID
-			w.MessageID, ok = s.text()
+			ok = s.deferFixed(d, &w.MessageID)
 		case "status":
 			bit = fStatus
 			var st string
@@ -510,12 +540,10 @@ func (s *scanner) ack(w *ackWire) bool {
 			w.Status = AckStatus(st)
 		case "code":
 			bit = fCode
-			var c string
-			c, ok = s.text()
-			w.Code = Code(c)
+			ok = s.deferFixed(d, (*string)(&w.Code))
 		case "message":
 			bit = fMessage
-			w.Message, ok = s.text()
+			ok = s.deferFixed(d, &w.Message)
 		case "retryable":
 			bit = fRetryable
 			var r bool
@@ -537,14 +565,16 @@ func (s *scanner) ack(w *ackWire) bool {
 func decodeActivityFast(b []byte) (*ChatActivity, bool) {
 	s := scanner{b: b, forbid: true}
 	a := new(ChatActivity)
-	if !s.activity(a) || !s.end() {
+	var d deferredStrs
+	if !s.activity(a, &d) || !s.end() {
 		return nil, false
 	}
+	s.makeDeferred(&d)
 	return a, true
 }
 
 // activity reads a chat.activity payload at the cursor into a.
-func (s *scanner) activity(a *ChatActivity) bool {
+func (s *scanner) activity(a *ChatActivity, d *deferredStrs) bool {
 	const (
 		fStatus = 1 << iota
 		fTool
@@ -560,7 +590,7 @@ func (s *scanner) activity(a *ChatActivity) bool {
 			a.Status = ActivityStatus(st)
 		case "tool_name":
 			bit = fTool
-			a.ToolName, ok = s.text()
+			ok = s.deferFixed(d, &a.ToolName)
 		default:
 			return 0, true // unknown: members skips it
 		}

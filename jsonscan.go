@@ -22,7 +22,7 @@ type scanner struct {
 	// forbid makes object refuse a member name an IM v2 payload may not
 	// carry at any depth (forbidden.go): the codec path words the error.
 	forbid bool
-	// strs holds the short strings text reads, one backing array for many.
+	// strs holds the short strings a decode makes, one backing array for many.
 	strs strArena
 }
 
@@ -175,17 +175,6 @@ func hex4(b []byte, i int) (rune, bool) {
 		r = r<<4 | rune(c)
 	}
 	return r, true
-}
-
-// text reads a string value and returns it as a Go string in s.strs.
-func (s *scanner) text() (string, bool) {
-	s.ws()
-	rest := len(s.b) - s.i
-	raw, esc, ok := s.str()
-	if !ok {
-		return "", false
-	}
-	return s.strs.str(raw, esc, rest), true
 }
 
 // appendUnescape appends the decoded content of raw, content that str
