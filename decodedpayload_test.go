@@ -2,6 +2,7 @@ package imv2
 
 import (
 	"context"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -72,6 +73,24 @@ func TestDecodedPayload_TakenOnce(t *testing.T) {
 	require.NotSame(t, m1, m3)
 	require.Equal(t, m1, m2)
 	require.Equal(t, m1, m3)
+
+	// Two goroutines decoding one packet: one takes the value, the other
+	// decodes its own (run with -race).
+	c := onWire(t, finalPacket(t, "a1", "hello"))
+	var got [2]*ChatMessage
+	var wg sync.WaitGroup
+	for i := range got {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got[i], _ = DecodeChatMessage(c, ToConnector)
+		}()
+	}
+	wg.Wait()
+	require.NotNil(t, got[0])
+	require.NotNil(t, got[1])
+	require.NotSame(t, got[0], got[1])
+	require.Equal(t, got[0], got[1])
 
 	q := onWire(t, finalPacket(t, "a1", "hello"))
 	other := onWire(t, finalPacket(t, "a2", "other"))
