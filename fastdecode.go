@@ -138,7 +138,8 @@ func decodeEnvelopeFast(data []byte) (_ *Packet, hasTime, ok bool) {
 	pk.decoded = p.decoded
 	*p = pk
 	s.strs.reserve(d.size)
-	for _, e := range d.e[:d.n] {
+	for i := range d.e[:d.n] {
+		e := &d.e[i]
 		*e.dst(p, m) = s.strs.str(e.raw, e.esc, 0)
 	}
 	if payload != nil {
@@ -201,7 +202,8 @@ func decodeChatMessageFast(b []byte) (*ChatMessage, bool) {
 		return nil, false
 	}
 	s.strs.reserve(d.size)
-	for _, e := range d.e[:d.n] {
+	for i := range d.e[:d.n] {
+		e := &d.e[i]
 		*e.dst(nil, m) = s.strs.str(e.raw, e.esc, 0)
 	}
 	return m, true
@@ -319,7 +321,8 @@ func (e *deferredStr) dst(p *Packet, m *ChatMessage) *string {
 // in one array of their exact size.
 func (s *scanner) makeDeferred(d *deferredStrs) {
 	s.strs.reserve(d.size)
-	for _, e := range d.e[:d.n] {
+	for i := range d.e[:d.n] {
+		e := &d.e[i]
 		*e.to = s.strs.str(e.raw, e.esc, 0)
 	}
 }
