@@ -25,7 +25,9 @@ type decodedPayload struct {
 	v  any // *ChatMessage, *ChatMessageDelta, *ackWire or *ChatActivity
 }
 
-// boxed is a decoded packet with its payload in one allocation.
+// boxed is a decoded packet and its decoded payload in one allocation:
+// the packet keeps the value alive (a Channel's Budget counts it, see
+// queuedCost), and taking the value costs no allocation of its own.
 type boxed[T any] struct {
 	p Packet
 	d decodedPayload
@@ -47,8 +49,8 @@ func takeDecoded[T any](p *Packet) *T {
 }
 
 // payload reads the payload object at the cursor with the reader of typ,
-// one of the four IM v2 types, straight into a boxed packet (a
-// chat.message's short strings deferred to d), and returns that packet,
+// one of the four IM v2 types, straight into a boxed packet (its short
+// strings deferred to d), and returns that packet,
 // whose envelope the caller fills, and the message, if it is one. It
 // returns p = nil, with the cursor and d as they were, for any other type
 // or a payload that reader does not take: the caller then only checks it.
