@@ -92,11 +92,14 @@ func DecodeChatMessageAck(p *Packet) (*ChatMessageAck, error) {
 	if p.ReplyTo == "" {
 		return nil, Errorf(CodeInvalidPacket, "chat.message.ack: reply_to is required (A1)")
 	}
-	w, ok := decodeAckFast(p.Payload)
-	if !ok {
-		w = new(ackWire)
-		if err := decodeIMPayload(p, w); err != nil {
-			return nil, err
+	w := takeDecoded[ackWire](p)
+	if w == nil {
+		var ok bool
+		if w, ok = decodeAckFast(p.Payload); !ok {
+			w = new(ackWire)
+			if err := decodeIMPayload(p, w); err != nil {
+				return nil, err
+			}
 		}
 	}
 	a := &ChatMessageAck{MessageID: w.MessageID, Status: w.Status, Code: w.Code, Message: w.Message}

@@ -49,6 +49,10 @@ type Packet struct {
 	Time               int64           `json:"time"`
 	Payload            json.RawMessage `json:"payload,omitempty"`
 	Error              *PacketError    `json:"error,omitempty"`
+
+	// decoded is the IM v2 payload DecodePacket decoded with the
+	// envelope, for the packet's typed decoder (decodedpayload.go).
+	decoded *decodedPayload
 }
 
 // PacketError is the envelope's `error` member: a stable code and a message.
@@ -178,7 +182,15 @@ type packetWire struct {
 // any notation JSON allows, wireTime), an object payload and a
 // well-formed error. Duplicate member names and invalid UTF-8 are errors;
 // unknown envelope members are ignored (E5). Every failure is
-// an *Error with code invalid_packet (E2); the payload is not decoded.
+// an *Error with code invalid_packet (E2).
+//
+// The payload is judged here as JSON only. But DecodePacket reads an IM
+// v2 payload (chat.message, its delta and ack, chat.activity) that
+// follows its type member, as peers write it, in the same pass into its
+// typed value and keeps that with the packet: the packet's typed decoder
+// (DecodeChatMessage and friends, which a Channel's Receive calls) then
+// checks that value instead of reading the bytes again. To change a
+// decoded packet's payload, assign Payload; its bytes are not read again.
 func DecodePacket(data []byte) (*Packet, error) {
 	p, hasTime, ok := decodeEnvelopeFast(data)
 	if !ok {

@@ -60,11 +60,11 @@ func (c *Channel) receiveMessage(ctx context.Context, p *Packet) error {
 		case len(d.waiters) >= c.o.MaxWaiters:
 			c.mu.Unlock()
 			return c.reject(p, id, &Error{Code: CodeChannelBusy, Message: "too many resends waiting", Retryable: true})
-		case !c.reserveLocked(int64(len(p.Payload)) + 256):
+		case !c.reserveLocked(queuedCost(p)):
 			c.mu.Unlock()
 			return c.reject(p, id, &Error{Code: CodeChannelBusy, Message: "memory budget spent; try later", Retryable: true})
 		}
-		d.held += int64(len(p.Payload)) + 256
+		d.held += queuedCost(p) // the packet keeps the message decoded with it (decodedpayload.go)
 		d.waiters = append(d.waiters, p)
 		c.mu.Unlock()
 		return nil
