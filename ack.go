@@ -37,8 +37,8 @@ type ackWire struct {
 	Retryable *bool     `json:"retryable,omitempty"`
 }
 
-func (a *ChatMessageAck) wire() *ackWire {
-	w := &ackWire{MessageID: a.MessageID, Status: a.Status, Code: a.Code, Message: a.Message}
+func (a *ChatMessageAck) wire() ackWire {
+	w := ackWire{MessageID: a.MessageID, Status: a.Status, Code: a.Code, Message: a.Message}
 	if a.Status == AckRejected {
 		r := a.Retryable
 		w.Retryable = &r
@@ -140,7 +140,8 @@ func NewAck(orig *Packet, messageID string, status AckStatus, rej *Error) (*Pack
 	if orig.ConnectorChannelID == "" {
 		return nil, Errorf(CodeChannelIDRequired, "chat.message.ack: the original has no connector_channel_id (I1)")
 	}
-	raw, err := marshalAck(a.wire())
+	w := a.wire()
+	raw, err := marshalAck(&w)
 	if err != nil {
 		return nil, Errorf(CodeInvalidPacket, "chat.message.ack: %s", jsonErrText(err))
 	}

@@ -89,7 +89,8 @@ func marshalChatMessage(m *ChatMessage) ([]byte, error) {
 	if b, ok := appendChatMessage(make([]byte, 0, chatMessageSize(m)), m); ok {
 		return b, nil
 	}
-	return jsonv2.Marshal(m)
+	fallback := *m // only this copy escapes, so m can live on its caller's stack
+	return jsonv2.Marshal(&fallback)
 }
 
 // marshalDelta returns what jsonv2.Marshal(d) returns.
@@ -135,7 +136,8 @@ func marshalAck(w *ackWire) ([]byte, error) {
 	if ok {
 		return append(b, '}'), nil
 	}
-	return jsonv2.Marshal(w)
+	fallback := *w // only this copy escapes, so w can live on its caller's stack
+	return jsonv2.Marshal(&fallback)
 }
 
 // marshalActivity returns what jsonv2.Marshal(a) returns.

@@ -122,27 +122,43 @@ type memoryCompletedStore struct {
 }
 
 // channelIndex maps a channel to the message IDs it holds in a store.
-type channelIndex map[string]map[string]struct{}
+// The set of a channel that empties is kept as spare for the next channel
+// that needs one: a channel's claims come and go with every message, and
+// a new set each time would cost two allocations per message.
+type channelIndex struct {
+	m     map[string]map[string]struct{}
+	spare map[string]struct{} // empty
+}
 
 func (x *channelIndex) add(k completedKey) {
-	if *x == nil {
-		*x = channelIndex{}
+	if x.m == nil {
+		x.m = map[string]map[string]struct{}{}
 	}
-	ids := (*x)[k.channel]
+	ids := x.m[k.channel]
 	if ids == nil {
-		ids = map[string]struct{}{}
-		(*x)[k.channel] = ids
+		ids, x.spare = x.spare, nil
+		if ids == nil {
+			ids = map[string]struct{}{}
+		}
+		x.m[k.channel] = ids
 	}
 	ids[k.message] = struct{}{}
 }
 
-func (x channelIndex) remove(k completedKey) {
-	ids := x[k.channel]
+func (x *channelIndex) remove(k completedKey) {
+	ids := x.m[k.channel]
 	delete(ids, k.message)
 	if len(ids) == 0 {
-		delete(x, k.channel)
+		delete(x.m, k.channel)
+		if ids != nil {
+			x.spare = ids // one spare per index: what it holds is bounded
+		}
 	}
 }
+
+// of returns the message IDs of channel (read only).
+func (x *channelIndex) of(channel string) map[string]struct{} { return x.m[channel] }
+
 
 type completedKey struct{ channel, message string }
 
@@ -218,10 +234,10 @@ func (s *memoryCompletedStore) addRecord(k completedKey, r completedRecord) {
 func (s *memoryCompletedStore) DropChannel(_ context.Context, channelID string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for id := range s.claimIndex[channelID] {
+	for id := range s.claimIndex.of(channelID) {
 		s.deleteClaim(completedKey{channelID, id})
 	}
-	for id := range s.records[channelID] {
+	for id := range s.records.of(channelID) {
 		s.lru.Remove(completedKey{channelID, id}) // the callback unindexes it
 	}
 	return nil
@@ -240,7 +256,7 @@ func (s *memoryCompletedStore) Handover(_ context.Context, from, to string) erro
 	}
 	now := s.clock.Now()
 	s.handoverClaims(now, from, to)
-	ids := s.records[from]
+	ids := s.records.of(from)
 	if len(ids) == 0 {
 		return nil
 	}

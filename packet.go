@@ -146,9 +146,11 @@ func marshalPayload(payload any) (json.RawMessage, error) {
 	case json.RawMessage:
 		return v, nil
 	case *ChatMessageAck:
-		return marshalPayload(v.wire())
+		w := v.wire()
+		return marshalPayload(&w)
 	case ChatMessageAck:
-		return marshalPayload(v.wire())
+		w := v.wire()
+		return marshalPayload(&w)
 	case []byte:
 		return json.RawMessage(v), nil
 	}

@@ -32,9 +32,21 @@ type storeContext struct {
 
 // newStoreContext is context.WithTimeout(context.WithoutCancel(parent), d),
 // lazily: a store call must finish even while the channel closes.
+//
+// A store context is reused after release (storeContexts) unless the
+// call asked for Done: a store that selected on Done may still hold the
+// channel, one that never did has no use for the context after returning
+// (CompletedStore and PendingStore calls take ctx for the call only). A
+// Target context is never reused: a Target may keep its context.
 func newStoreContext(parent context.Context, d time.Duration) *storeContext {
-	return &storeContext{parent: parent, deadline: time.Now().Add(d), detached: true}
+	c := storeContexts.Get().(*storeContext)
+	c.parent, c.deadline, c.detached = parent, time.Now().Add(d), true
+	return c
 }
+
+// storeContexts holds released store contexts for reuse: a received
+// message makes two or three store calls, each would cost an allocation.
+var storeContexts = sync.Pool{New: func() any { return new(storeContext) }}
 
 // newTargetContext is context.WithTimeout(WithIdempotencyKey(parent,
 // IdempotencyKeyOf(channelID, messageID)), d), lazily.
@@ -113,7 +125,16 @@ func (c *storeContext) expireLocked() bool {
 
 // release ends the context (context.Canceled), as the CancelFunc of
 // context.WithTimeout does; call it when the call returned.
-func (c *storeContext) release() { c.end(context.Canceled) }
+func (c *storeContext) release() {
+	c.end(context.Canceled)
+	c.mu.Lock()
+	reuse := c.detached && c.done == nil
+	c.mu.Unlock()
+	if reuse {
+		*c = storeContext{}
+		storeContexts.Put(c)
+	}
+}
 
 func (c *storeContext) end(err error) {
 	c.mu.Lock()
