@@ -159,7 +159,6 @@ func (x *channelIndex) remove(k completedKey) {
 // of returns the message IDs of channel (read only).
 func (x *channelIndex) of(channel string) map[string]struct{} { return x.m[channel] }
 
-
 type completedKey struct{ channel, message string }
 
 type completedRecord struct {

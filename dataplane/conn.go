@@ -121,14 +121,14 @@ type wsConn struct {
 	bc  *batchConn // nil: frames leave one write(2) each
 	cfg ConnConfig
 
-	in      chan readItem // reader → Read
+	in      chan readItem                  // reader → Read
 	handoff chan func(*imv2.Packet, error) // serve → reader: the handler that replaces Read
 	hmu     sync.Mutex                     // held by the reader while the handler runs
 	hoff    bool                           // guarded by hmu: serve returned, the handler is not to run again
-	pings   chan struct{} // keepalive tick → writer, capacity 1
-	kick    chan struct{} // capacity 1: frames queued, the writer goroutine is to write them
-	closing chan struct{} // closed when Close starts: no new writes
-	done    chan struct{} // closed at shutdown: everything stops
+	pings   chan struct{}                  // keepalive tick → writer, capacity 1
+	kick    chan struct{}                  // capacity 1: frames queued, the writer goroutine is to write them
+	closing chan struct{}                  // closed when Close starts: no new writes
+	done    chan struct{}                  // closed at shutdown: everything stops
 
 	qmu       sync.Mutex
 	pend      []byte        // guarded by qmu: the queued frames' payloads, back to back
