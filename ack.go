@@ -1,6 +1,7 @@
 package imv2
 
 import (
+	"time"
 	"unicode/utf8"
 )
 
@@ -145,13 +146,18 @@ func NewAck(orig *Packet, messageID string, status AckStatus, rej *Error) (*Pack
 	if err != nil {
 		return nil, Errorf(CodeInvalidPacket, "chat.message.ack: %s", jsonErrText(err))
 	}
-	p, err := NewPacket(TypeChatMessageAck, orig.ConnectorChannelID, jsonRaw(raw))
-	if err != nil {
-		return nil, err
-	}
-	p.ReplyTo = orig.PacketID
-	p.RequestID = orig.RequestID
-	return p, nil
+	// As NewReply, without boxing the payload in an interface (one
+	// allocation per ack).
+	return &Packet{
+		Schema:             PacketSchema,
+		PacketID:           NewPacketID(),
+		ConnectorChannelID: orig.ConnectorChannelID,
+		Type:               TypeChatMessageAck,
+		Time:               time.Now().UnixMilli(),
+		Payload:            raw,
+		ReplyTo:            orig.PacketID,
+		RequestID:          orig.RequestID,
+	}, nil
 }
 
 // matchesAck reports whether ack (already decoded from ackPkt) answers the

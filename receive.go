@@ -16,6 +16,9 @@ type delivery struct {
 	stream  *deltaStream
 	waiters []*Packet
 	held    int64 // Budget bytes of the message and its waiters
+	// tctx is the Target call's context, here to save an allocation; a
+	// Target may keep it (never reused).
+	tctx storeContext
 }
 
 // queuedCost is what a queued copy of a message costs the Budget: its raw
@@ -142,7 +145,7 @@ func (c *Channel) deliverQueue() {
 func (c *Channel) deliver(d *delivery) {
 	p, m, fp := d.p, d.m, d.fp
 	id := m.MessageID
-	status, rej := c.runTarget(m, fp, d.stream)
+	status, rej := c.runTarget(m, fp, d.stream, &d.tctx)
 
 	c.mu.Lock()
 	delete(c.inflight, id)
@@ -173,7 +176,7 @@ func (c *Channel) deliver(d *delivery) {
 // claim, so the final still follows them (M11, C6) and the claim's lease
 // only has to cover what runs after it: at most a WasPosted check and the
 // PostMessage, each bounded by TargetTimeout (Options.ClaimLease).
-func (c *Channel) runTarget(m *ChatMessage, fp Fingerprint, stream *deltaStream) (AckStatus, *Error) {
+func (c *Channel) runTarget(m *ChatMessage, fp Fingerprint, stream *deltaStream, tctx *storeContext) (AckStatus, *Error) {
 	id := m.MessageID
 	if stream != nil {
 		stream.waitDrafts()
@@ -221,10 +224,10 @@ func (c *Channel) runTarget(m *ChatMessage, fp Fingerprint, stream *deltaStream)
 			return status, rej
 		}
 	}
-	// One allocation, where WithTimeout(WithIdempotencyKey(...)) costs
-	// seven and a SHA-256: the key and the timer are made only if the
-	// Target asks (storectx.go).
-	tctx := newTargetContext(c.ctx, c.o.TargetTimeout, c.id, id)
+	// No allocation (it lives in the delivery), where
+	// WithTimeout(WithIdempotencyKey(...)) costs seven and a SHA-256: the
+	// key and the timer are made only if the Target asks (storectx.go).
+	tctx.initTarget(c.ctx, c.o.TargetTimeout, c.id, id)
 	began := c.o.Clock.Now()
 	err = c.target.PostMessage(tctx, c.id, m)
 	took := c.o.Clock.Now().Sub(began)

@@ -51,7 +51,15 @@ var storeContexts = sync.Pool{New: func() any { return new(storeContext) }}
 // newTargetContext is context.WithTimeout(WithIdempotencyKey(parent,
 // IdempotencyKeyOf(channelID, messageID)), d), lazily.
 func newTargetContext(parent context.Context, d time.Duration, channelID, messageID string) *storeContext {
-	return &storeContext{parent: parent, deadline: time.Now().Add(d), channelID: channelID, messageID: messageID}
+	c := new(storeContext)
+	c.initTarget(parent, d, channelID, messageID)
+	return c
+}
+
+// initTarget makes the zero c what newTargetContext returns, in place (a
+// delivery holds its Target context: one allocation for both).
+func (c *storeContext) initTarget(parent context.Context, d time.Duration, channelID, messageID string) {
+	c.parent, c.deadline, c.channelID, c.messageID = parent, time.Now().Add(d), channelID, messageID
 }
 
 // Deadline implements context.Context.
