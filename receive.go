@@ -134,8 +134,11 @@ func (c *Channel) deliverQueue() {
 			return
 		}
 		d := c.queue[0]
-		c.queue[0] = nil
-		c.queue = c.queue[1:]
+		// Shift rather than reslice: the array is reused by the next
+		// message instead of a new one per message (at most MaxInflight).
+		n := copy(c.queue, c.queue[1:])
+		c.queue[n] = nil
+		c.queue = c.queue[:n]
 		c.mu.Unlock()
 		c.deliver(d)
 	}
