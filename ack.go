@@ -122,33 +122,43 @@ func DecodeChatMessageAck(p *Packet) (*ChatMessageAck, error) {
 //
 // Use AckFor when you do not hold the decoded message.
 func NewAck(orig *Packet, messageID string, status AckStatus, rej *Error) (*Packet, error) {
+	p := new(Packet)
+	if err := newAckInto(p, orig, messageID, status, rej); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// newAckInto is NewAck writing the ack into dst (a delivery holds the
+// packet of its ack: one allocation fewer per message).
+func newAckInto(dst *Packet, orig *Packet, messageID string, status AckStatus, rej *Error) error {
 	if orig == nil || orig.Type != TypeChatMessage {
-		return nil, Errorf(CodeInvalidPacket, "chat.message.ack: acknowledges chat.message packets only")
+		return Errorf(CodeInvalidPacket, "chat.message.ack: acknowledges chat.message packets only")
 	}
 	if orig.PacketID == "" {
-		return nil, Errorf(CodeInvalidPacket, "chat.message.ack: the original has no packet_id")
+		return Errorf(CodeInvalidPacket, "chat.message.ack: the original has no packet_id")
 	}
 	a := ChatMessageAck{MessageID: messageID, Status: status}
 	if status == AckRejected {
 		if rej == nil {
-			return nil, Errorf(CodeInvalidPacket, "chat.message.ack: a rejection needs an *Error")
+			return Errorf(CodeInvalidPacket, "chat.message.ack: a rejection needs an *Error")
 		}
 		a.Code, a.Message, a.Retryable = rej.Code, truncate(rej.Message, maxAckMessageBytes), rej.Retryable
 	}
 	if err := a.Validate(); err != nil {
-		return nil, err
+		return err
 	}
 	if orig.ConnectorChannelID == "" {
-		return nil, Errorf(CodeChannelIDRequired, "chat.message.ack: the original has no connector_channel_id (I1)")
+		return Errorf(CodeChannelIDRequired, "chat.message.ack: the original has no connector_channel_id (I1)")
 	}
 	w := a.wire()
 	raw, err := marshalAck(&w)
 	if err != nil {
-		return nil, Errorf(CodeInvalidPacket, "chat.message.ack: %s", jsonErrText(err))
+		return Errorf(CodeInvalidPacket, "chat.message.ack: %s", jsonErrText(err))
 	}
 	// As NewReply, without boxing the payload in an interface (one
 	// allocation per ack).
-	return &Packet{
+	*dst = Packet{
 		Schema:             PacketSchema,
 		PacketID:           NewPacketID(),
 		ConnectorChannelID: orig.ConnectorChannelID,
@@ -157,7 +167,8 @@ func NewAck(orig *Packet, messageID string, status AckStatus, rej *Error) (*Pack
 		Payload:            raw,
 		ReplyTo:            orig.PacketID,
 		RequestID:          orig.RequestID,
-	}, nil
+	}
+	return nil
 }
 
 // matchesAck reports whether ack (already decoded from ackPkt) answers the

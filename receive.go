@@ -16,9 +16,11 @@ type delivery struct {
 	stream  *deltaStream
 	waiters []*Packet
 	held    int64 // Budget bytes of the message and its waiters
-	// tctx is the Target call's context, here to save an allocation; a
-	// Target may keep it (never reused).
+	// tctx is the Target call's context and ack the packet of the first
+	// copy's ack, here to save two allocations; a Target may keep its
+	// context and a Transport the packet (neither is reused).
 	tctx storeContext
+	ack  Packet
 }
 
 // queuedCost is what a queued copy of a message costs the Budget: its raw
@@ -156,7 +158,7 @@ func (c *Channel) deliver(d *delivery) {
 	c.releaseLocked(d.held)
 	c.mu.Unlock()
 
-	c.answer(p, id, status, rej)
+	c.answerInto(&d.ack, p, id, status, rej)
 	for _, w := range waiters {
 		if status == AckAccepted {
 			c.answer(w, id, AckDuplicate, nil) // it was accepted once; this copy is a resend (A6)
@@ -310,11 +312,15 @@ func (c *Channel) complete(id string, fp Fingerprint, kind EventKind, status Ack
 
 // answer sends the ack of one received copy of a message.
 func (c *Channel) answer(p *Packet, id string, status AckStatus, rej *Error) {
+	c.answerInto(new(Packet), p, id, status, rej)
+}
+
+// answerInto is answer building the ack in ack.
+func (c *Channel) answerInto(ack, p *Packet, id string, status AckStatus, rej *Error) {
 	if status == AckRejected {
 		c.observe(Event{Kind: EventRejected, MessageID: id, Code: rej.Code, Status: status})
 	}
-	ack, err := NewAck(p, id, status, rej)
-	if err != nil {
+	if err := newAckInto(ack, p, id, status, rej); err != nil {
 		c.log.Error("ack not built", "message_id", id, "err", err)
 		return
 	}

@@ -18,6 +18,7 @@ type outgoing struct {
 	attempt   int
 	inWindow  bool      // admitted to the send window: transmitted and retried
 	ids       [2]string // packetIDs' first backing array: no allocation for the usual one or two
+	first     Packet    // the first transmission's packet: no allocation for it
 
 	// The next step, in the channel's deadlines (deadlines.go).
 	due     time.Time
@@ -187,7 +188,13 @@ func (c *Channel) transmit(o *outgoing) *Error {
 		c.mu.Unlock()
 		return nil
 	}
-	p := &Packet{
+	// A resend gets a packet of its own: a Transport may still hold the
+	// first (an in-memory one hands it to the peer).
+	p := &o.first
+	if o.attempt > 0 {
+		p = new(Packet)
+	}
+	*p = Packet{
 		Schema:             PacketSchema,
 		PacketID:           NewPacketID(),
 		ConnectorChannelID: c.id,
