@@ -110,7 +110,15 @@ func marshalDelta(d *ChatMessageDelta) ([]byte, error) {
 
 // marshalAck returns what jsonv2.Marshal(w) returns.
 func marshalAck(w *ackWire) ([]byte, error) {
-	b := make([]byte, 0, 64+len(w.MessageID)+len(w.Code)+len(w.Message))
+	return appendAck(make([]byte, 0, ackSize(w)), w)
+}
+
+// ackSize is the capacity an ack's payload fits in.
+func ackSize(w *ackWire) int { return 64 + len(w.MessageID) + len(w.Code) + len(w.Message) }
+
+// appendAck appends what jsonv2.Marshal(w) returns to b.
+func appendAck(b []byte, w *ackWire) ([]byte, error) {
+	start := len(b)
 	ok := true
 	q := func(s string) {
 		var good bool
@@ -137,7 +145,8 @@ func marshalAck(w *ackWire) ([]byte, error) {
 		return append(b, '}'), nil
 	}
 	fallback := *w // only this copy escapes, so w can live on its caller's stack
-	return jsonv2.Marshal(&fallback)
+	out, err := jsonv2.Marshal(&fallback)
+	return append(b[:start], out...), err
 }
 
 // marshalActivity returns what jsonv2.Marshal(a) returns.

@@ -19,9 +19,15 @@ type delivery struct {
 	// tctx is the Target call's context and ack the packet of the first
 	// copy's ack, here to save two allocations; a Target may keep its
 	// context and a Transport the packet (neither is reused).
-	tctx storeContext
-	ack  Packet
+	tctx   storeContext
+	ack    Packet
+	ackBuf [ackBufSize]byte // the ack's payload, if it fits
 }
+
+// ackBufSize is room for an accepted or duplicate ack's payload with a
+// message_id of up to 64 bytes (ackSize: 64 bytes of slack for the
+// names); anything longer is allocated.
+const ackBufSize = 128
 
 // queuedCost is what a queued copy of a message costs the Budget: its raw
 // payload, the decoded message (no larger than the payload) and the
@@ -158,7 +164,7 @@ func (c *Channel) deliver(d *delivery) {
 	c.releaseLocked(d.held)
 	c.mu.Unlock()
 
-	c.answerInto(&d.ack, p, id, status, rej)
+	c.answerInto(&d.ack, d.ackBuf[:0], p, id, status, rej)
 	for _, w := range waiters {
 		if status == AckAccepted {
 			c.answer(w, id, AckDuplicate, nil) // it was accepted once; this copy is a resend (A6)
@@ -312,15 +318,15 @@ func (c *Channel) complete(id string, fp Fingerprint, kind EventKind, status Ack
 
 // answer sends the ack of one received copy of a message.
 func (c *Channel) answer(p *Packet, id string, status AckStatus, rej *Error) {
-	c.answerInto(new(Packet), p, id, status, rej)
+	c.answerInto(new(Packet), nil, p, id, status, rej)
 }
 
-// answerInto is answer building the ack in ack.
-func (c *Channel) answerInto(ack, p *Packet, id string, status AckStatus, rej *Error) {
+// answerInto is answer building the ack in ack, its payload in buf.
+func (c *Channel) answerInto(ack *Packet, buf []byte, p *Packet, id string, status AckStatus, rej *Error) {
 	if status == AckRejected {
 		c.observe(Event{Kind: EventRejected, MessageID: id, Code: rej.Code, Status: status})
 	}
-	if err := newAckInto(ack, p, id, status, rej); err != nil {
+	if err := newAckInto(ack, buf, p, id, status, rej); err != nil {
 		c.log.Error("ack not built", "message_id", id, "err", err)
 		return
 	}
