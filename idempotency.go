@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hashicorp/golang-lru/v2/simplelru"
 	"github.com/xagentkit/imv2/clock"
 )
 
@@ -107,10 +106,10 @@ type memoryCompletedStore struct {
 	capacity int
 	ttl      time.Duration
 	clock    clock.Clock
-	// lru is used as a FIFO (Peek never promotes), so its oldest entry is
-	// also the one that expires first. It is made by the first Record, so
-	// the store of an idle channel costs a few words.
-	lru *simplelru.LRU[completedKey, completedRecord]
+	// lru is the records in recording order (completedfifo.go), so its
+	// oldest entry is also the one that expires first. It is made by the
+	// first Record, so the store of an idle channel costs a few words.
+	lru *recordFIFO
 	// records indexes lru by channel: channel → message IDs. lru's evict
 	// callback keeps it in step with every removal.
 	records channelIndex
@@ -212,7 +211,7 @@ func (s *memoryCompletedStore) Record(_ context.Context, channelID, messageID st
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.lru == nil {
-		s.lru, _ = simplelru.NewLRU(s.capacity, func(k completedKey, _ completedRecord) { s.records.remove(k) }) // capacity > 0: no error
+		s.lru = newRecordFIFO(s.capacity, s.records.remove)
 	}
 	now := s.clock.Now()
 	s.sweep(now)
