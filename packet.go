@@ -75,12 +75,17 @@ func NewMessageID() string { return prefixedUUID("msg_") }
 // random bits come from crypto/rand, which draws them from the kernel's
 // generator without a system call per ID where the vDSO offers one.
 func prefixedUUID(prefix string) string {
+	var buf [8 + 36]byte
+	return string(appendPrefixedUUID(buf[:0], prefix))
+}
+
+// appendPrefixedUUID appends prefix and a random UUID to b.
+func appendPrefixedUUID(b []byte, prefix string) []byte {
 	var u [16]byte
 	_, _ = rand.Read(u[:])  // never fails (crypto/rand.Read crashes the program instead)
 	u[6] = u[6]&0x0f | 0x40 // version 4
 	u[8] = u[8]&0x3f | 0x80 // variant RFC 4122
-	var buf [8 + 36]byte
-	b := append(buf[:0], prefix...)
+	b = append(b, prefix...)
 	b = hex.AppendEncode(b, u[0:4])
 	b = append(b, '-')
 	b = hex.AppendEncode(b, u[4:6])
@@ -90,7 +95,15 @@ func prefixedUUID(prefix string) string {
 	b = hex.AppendEncode(b, u[8:10])
 	b = append(b, '-')
 	b = hex.AppendEncode(b, u[10:16])
-	return string(b)
+	return b
+}
+
+// newMessageAndPacketID returns NewMessageID() and NewPacketID() made
+// with one allocation (a message sent with a generated ID).
+func newMessageAndPacketID() (messageID, packetID string) {
+	var buf [2 * (4 + 36)]byte
+	s := string(appendPrefixedUUID(appendPrefixedUUID(buf[:0], "msg_"), "pkt_"))
+	return s[:4+36], s[4+36:]
 }
 
 // NewPacket returns a packet of type typ for channel (empty for
@@ -150,9 +163,11 @@ func marshalPayload(payload any) (json.RawMessage, error) {
 	case json.RawMessage:
 		return v, nil
 	case *ChatMessageAck:
-		return marshalPayload(v.wire())
+		w := v.wire()
+		return marshalPayload(&w)
 	case ChatMessageAck:
-		return marshalPayload(v.wire())
+		w := v.wire()
+		return marshalPayload(&w)
 	case []byte:
 		return json.RawMessage(v), nil
 	}

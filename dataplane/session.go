@@ -14,7 +14,8 @@ import (
 )
 
 // session is one data-plane connection on the Connector side. Its read loop
-// is the only goroutine that dispatches packets; auth and tool handlers run
+// (the connection's reader goroutine, see readEach) is the only goroutine
+// that dispatches packets; auth and tool handlers run
 // in goroutines of their own, bounded by sem.
 type session struct {
 	srv    *Server
@@ -80,19 +81,15 @@ func (ss *session) run() error {
 			_ = ss.conn.Close()
 		}
 	})
-	var err error
-	for {
-		p, rerr := ss.conn.Read(ss.ctx)
-		if rerr != nil {
-			if isInvalidFrame(rerr) {
-				ss.answerInvalid(p, rerr)
-				continue
-			}
-			err = rerr
-			break
+	// Packets are dispatched on the connection's reader goroutine where
+	// the Conn allows (readEach): no hand-off between socket and Channel.
+	err := readEach(ss.ctx, ss.conn, func(p *imv2.Packet, err error) {
+		if err != nil {
+			ss.answerInvalid(p, err)
+			return
 		}
 		ss.dispatch(p)
-	}
+	})
 	hello.Stop()
 	ss.cancel()
 	_ = ss.conn.Close()
