@@ -207,11 +207,15 @@ func (c *Connector) release(ctx context.Context, key string) {
 }
 
 // dropped is the Server's OnChannelDrop: a channel gone for good (offline
-// grace over, or evicted) releases its binding.
-func (c *Connector) dropped(channelID string) {
+// grace over, or evicted) releases its binding. The Server calls it
+// before its Registry forgets the channel, and keeps the channel
+// registered when it fails, so no binding outlives its channel's ID.
+func (c *Connector) dropped(channelID string) error {
 	if err := c.unbind(context.Background(), channelID); err != nil {
 		c.log.Warn("connector: binding of a dropped channel not removed", "connector_channel_id", channelID, "err", err)
+		return err
 	}
+	return nil
 }
 
 // push sends the channel's Descriptor if it is open (W7).

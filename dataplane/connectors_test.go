@@ -64,7 +64,7 @@ func replicaPair(t *testing.T) (a, b *Server, reg *sharedRegistry, clk *fakecloc
 			NewTarget:     func(string) imv2.Target { return newRecTarget() },
 			Clock:         clk,
 			Registry:      reg,
-			OnChannelDrop: func(id string) { dropped <- id },
+			OnChannelDrop: func(id string) error { dropped <- id; return nil },
 		})
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = srv.Close() })

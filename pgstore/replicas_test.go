@@ -453,7 +453,7 @@ func TestReplicas_W5_GraceExpiryWithoutReconnectForgets(t *testing.T) {
 	dropped := make(chan string, 1)
 	a := startReplica(t, url, newKeyPlatform(false), imv2.Options{}, func(c *dataplane.ServerConfig) {
 		c.OfflineGrace = 200 * time.Millisecond
-		c.OnChannelDrop = func(id string) { dropped <- id }
+		c.OnChannelDrop = func(id string) error { dropped <- id; return nil }
 	})
 	x := xagent(t, a.hs.URL, newKeyPlatform(false))
 	ch, err := x.OpenChannel(ctx, "")
