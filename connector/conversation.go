@@ -14,23 +14,19 @@ import (
 // channel's binding when it has none.
 var ErrNotBound = errors.New("connector: not bound to a conversation")
 
-// binding returns the channel's binding, making the default one for a
-// Card without auth flows.
+// created is the Server's OnChannelCreate for a Card without auth
+// flows: a channel the Server issued is bound to its default
+// conversation once, before its channel.open is answered (so the ack's
+// Descriptor says connected). Lookups and reopens never bind, so an
+// explicit Unbind stays unbound across pushes and restarts.
+func (c *Connector) created(ctx context.Context, channelID string) error {
+	return c.bind(ctx, Binding{ChannelID: channelID, Key: c.defConv(channelID)})
+}
+
+// binding returns the channel's binding as stored: lookups never make
+// one (see created).
 func (c *Connector) binding(ctx context.Context, channelID string) (Binding, bool, error) {
-	b, ok, err := c.store.Binding(ctx, channelID)
-	if err != nil || ok || c.defConv == nil {
-		return b, ok, err
-	}
-	unlock := c.chLocks.lock(channelID)
-	defer unlock()
-	if b, ok, err = c.store.Binding(ctx, channelID); err != nil || ok {
-		return b, ok, err
-	}
-	b = Binding{ChannelID: channelID, Key: c.defConv(channelID), State: BindingConnected, Created: c.clock.Now()}
-	if _, err := c.store.Bind(ctx, b); err != nil {
-		return Binding{}, false, err
-	}
-	return b, true, nil
+	return c.store.Binding(ctx, channelID)
 }
 
 // conversation is where the channel's finals go. A channel without a

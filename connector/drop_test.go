@@ -17,6 +17,9 @@ type pipeXAgent struct {
 	t    *testing.T
 	c    dataplane.Conn
 	done chan struct{}
+	// connID is the connector_id of the last hello; open says hello with
+	// it, so a new pipe given it resumes.
+	connID string
 }
 
 func connectPipe(t *testing.T, k *Connector) *pipeXAgent {
@@ -60,15 +63,18 @@ func (x *pipeXAgent) call(typ, channelID string, payload any) *imv2.Packet {
 	}
 }
 
-// open says hello and opens id ("" for a new channel); it returns the
-// channel's ID and its Descriptor's status.
+// open says hello (with connID) and opens id ("" for a new channel); it
+// returns the channel's ID and its Descriptor's status.
 func (x *pipeXAgent) open(id string) (string, string) {
 	x.t.Helper()
-	if ans := x.call(protocol.TypeConnectorHello, "", protocol.ConnectorHello{ConnectorCardID: "im.unit",
-		ProtocolVersion: protocol.ProtocolVersion, SupportedProfiles: []string{imv2.ProfileIMv2}}); ans.Type != protocol.TypeConnectorHelloAck {
+	ans := x.call(protocol.TypeConnectorHello, "", protocol.ConnectorHello{ConnectorCardID: "im.unit", ConnectorID: x.connID,
+		ProtocolVersion: protocol.ProtocolVersion, SupportedProfiles: []string{imv2.ProfileIMv2}})
+	var hello protocol.ConnectorHelloAck
+	if ans.Type != protocol.TypeConnectorHelloAck || ans.DecodePayload(&hello) != nil {
 		x.t.Fatalf("hello answered %s %+v", ans.Type, ans.Error)
 	}
-	ans := x.call(protocol.TypeChannelOpen, id, nil)
+	x.connID = hello.ConnectorID
+	ans = x.call(protocol.TypeChannelOpen, id, nil)
 	var ack protocol.ChannelOpenAck
 	if ans.Type != protocol.TypeChannelOpenAck || ans.DecodePayload(&ack) != nil || ack.ConnectionDescriptor == nil {
 		x.t.Fatalf("channel.open answered %s %+v", ans.Type, ans.Error)

@@ -143,3 +143,33 @@ func TestServer_W5_SlowForgetStallsNoHello(t *testing.T) {
 		require.Equal(t, want, known, "Known(%s)", id)
 	}
 }
+
+// TestServer_W5_OnChannelCreateOncePerIssuedID: OnChannelCreate is called
+// for each ID the Server issues (a channel.open without an ID, or with an
+// unknown one), never for a reopen; its error refuses the channel.open.
+func TestServer_W5_OnChannelCreateOncePerIssuedID(t *testing.T) {
+	var l callLog
+	refuse := false
+	srv, err := NewServer(ServerConfig{
+		Card: testCard(), NewTarget: func(string) imv2.Target { return newRecTarget() },
+		OnChannelCreate: func(_ context.Context, id string) error {
+			l.log(id)
+			if refuse {
+				return imv2.Errorf(imv2.CodeChannelUnavailable, "refused")
+			}
+			return nil
+		},
+	})
+	require.NoError(t, err)
+	defer srv.Close()
+	p, _ := pipeSession(t, srv)
+	p.hello("")
+	a := p.open("")
+	require.Equal(t, a, p.open(a), "a reopen")
+	b := p.open("cch_unknown")
+	require.NotEqual(t, "cch_unknown", b)
+	require.Equal(t, []string{a, b}, l.got())
+	refuse = true
+	expectError(t, p.call("channel.open", "", nil), imv2.CodeChannelUnavailable)
+	require.Equal(t, a, p.open(a), "a reopen is not refused")
+}

@@ -138,6 +138,13 @@ type ServerConfig struct {
 	// OnChannelOpen is called for every channel.open about to be answered
 	// with success, with the channel's ID. Do not block in it.
 	OnChannelOpen func(channelID string)
+	// OnChannelCreate is called once per channel ID the Server issues (a
+	// channel.open without an ID, or with one it does not know), before
+	// that channel.open is answered and before OnChannelOpen; a reopen of
+	// the ID, also after a restart, does not call it. An error refuses
+	// the channel.open with it; the channel stays, unused, until it is
+	// dropped like any closed channel.
+	OnChannelCreate func(ctx context.Context, channelID string) error
 
 	// OnChannelDrop is called after a channel was closed because its
 	// connector_id stayed offline past OfflineGrace (or it was evicted),

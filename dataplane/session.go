@@ -295,6 +295,12 @@ func (ss *session) openChannel(p *imv2.Packet) {
 				srv.handoverCompleted(ss.ctx, p.ConnectorChannelID, e.id)
 			}
 		}
+		if reuse == "" && srv.cfg.OnChannelCreate != nil {
+			if err := srv.cfg.OnChannelCreate(ss.ctx, e.id); err != nil {
+				ss.failErr(p, err)
+				return
+			}
+		}
 		srv.mu.Lock()
 	} else if !neg.Equal(e.neg) {
 		e.neg = neg
