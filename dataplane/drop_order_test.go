@@ -173,3 +173,60 @@ func TestServer_W5_OnChannelCreateOncePerIssuedID(t *testing.T) {
 	expectError(t, p.call("channel.open", "", nil), imv2.CodeChannelUnavailable)
 	require.Equal(t, a, p.open(a), "a reopen is not refused")
 }
+
+// knownGate is a MemoryRegistry whose first Known of one ID waits until
+// released, and which counts the Known calls of that ID.
+type knownGate struct {
+	*MemoryRegistry
+	id      string
+	entered chan struct{}
+	hold    chan struct{}
+	mu      sync.Mutex
+	calls   int
+}
+
+func (r *knownGate) Known(ctx context.Context, id string) (bool, error) {
+	if id == r.id {
+		r.mu.Lock()
+		r.calls++
+		first := r.calls == 1
+		r.mu.Unlock()
+		if first {
+			close(r.entered)
+			<-r.hold
+		}
+	}
+	return r.MemoryRegistry.Known(ctx, id)
+}
+
+// TestServer_W5_ReopenAsksAgainAfterADropMeanwhile: a drop that begins
+// while a reopen asks the Registry about its ID may make the answer stale
+// (its Forget), so the reopen asks again before it reuses the ID.
+func TestServer_W5_ReopenAsksAgainAfterADropMeanwhile(t *testing.T) {
+	clk := fakeclock.New(t0)
+	reg := &knownGate{MemoryRegistry: NewMemoryRegistry(0), id: "cch_old", entered: make(chan struct{}), hold: make(chan struct{})}
+	require.NoError(t, reg.Register(context.Background(), "cch_old")) // issued before a restart
+	srv, err := NewServer(ServerConfig{Card: testCard(), NewTarget: func(string) imv2.Target { return newRecTarget() }, Clock: clk, Registry: reg})
+	require.NoError(t, err)
+	defer srv.Close()
+	release := sync.OnceFunc(func() { close(reg.hold) })
+	defer release()
+
+	other, done := pipeSession(t, srv) // a connector_id whose channel will drop
+	other.hello("")
+	other.open("")
+	require.NoError(t, other.c.Close())
+	<-done
+
+	p, _ := pipeSession(t, srv)
+	p.hello("")
+	reopened := make(chan string, 1)
+	go func() { reopened <- p.open("cch_old") }()
+	recv(t, reg.entered)
+	clk.Advance(DefaultOfflineGrace) // the other channel drops meanwhile
+	release()
+	require.Equal(t, "cch_old", recv(t, reopened), "still registered: reused")
+	reg.mu.Lock()
+	defer reg.mu.Unlock()
+	require.Equal(t, 2, reg.calls, "the reopen asked again after the drop")
+}
