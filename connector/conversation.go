@@ -97,7 +97,9 @@ func (c *Connector) bind(ctx context.Context, b Binding) error {
 // the State. f runs under the kit's lock of that channel, so it is
 // serialised with the kit's own Bind, Unbind, Expire, Revoke and drop of
 // the channel in this process (replicas sharing a store are not ordered
-// by it); f must not call those for the same channel. f may not change
+// by it). The locks are striped (a fixed set shared by all channels), so
+// f must not call any of those methods, for any channel: it would wait
+// for itself. f may not change
 // ChannelID or Key (rebind with Bind): UpdateBinding then fails and
 // stores nothing, as it does when f returns an error. The Descriptor is
 // pushed only when State or Target changed. A channel without a binding
