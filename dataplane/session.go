@@ -258,17 +258,31 @@ func (ss *session) openChannel(p *imv2.Packet) {
 	}
 	renegotiate := false
 	if e == nil {
-		_, elsewhere := srv.channels[p.ConnectorChannelID]
 		srv.mu.Unlock()
-		reuse := ""
-		if p.ConnectorChannelID != "" && !elsewhere {
-			// Issued before a restart: reuse it with its durable state.
-			if known, err := srv.cfg.Registry.Known(ss.ctx, p.ConnectorChannelID); err == nil && known {
-				reuse = p.ConnectorChannelID
+		var (
+			reuse     string
+			elsewhere bool
+			err       error
+		)
+		for try := 1; ; try++ {
+			srv.mu.Lock()
+			_, elsewhere = srv.channels[p.ConnectorChannelID]
+			_, dropping := srv.dropping[p.ConnectorChannelID]
+			drops := srv.drops
+			srv.mu.Unlock()
+			reuse = ""
+			if p.ConnectorChannelID != "" && !elsewhere && !dropping {
+				// Issued before a restart: reuse it with its durable state.
+				if known, err := srv.cfg.Registry.Known(ss.ctx, p.ConnectorChannelID); err == nil && known {
+					reuse = p.ConnectorChannelID
+				}
+			}
+			e, err = ss.newChannel(inst, neg, reuse, drops)
+			if !errors.Is(err, errStaleKnown) || try == 3 {
+				break
 			}
 		}
-		var err error
-		if e, err = ss.newChannel(inst, neg, reuse); err != nil {
+		if err != nil {
 			ss.failErr(p, err)
 			return
 		}
@@ -276,6 +290,12 @@ func (ss *session) openChannel(p *imv2.Packet) {
 			ss.log.Info("dataplane: channel.open for an unknown channel; issued a new ID", "old", short(p.ConnectorChannelID), "new", e.id)
 			if !elsewhere {
 				srv.handoverCompleted(ss.ctx, p.ConnectorChannelID, e.id)
+			}
+		}
+		if reuse == "" && srv.cfg.OnChannelCreate != nil {
+			if err := srv.cfg.OnChannelCreate(ss.ctx, e.id); err != nil {
+				ss.failErr(p, err)
+				return
 			}
 		}
 		srv.mu.Lock()
@@ -314,11 +334,17 @@ func (ss *session) openChannel(p *imv2.Packet) {
 	e.syncTransport(srv)
 }
 
+// errStaleKnown: a drop began while a reopen asked the Registry, so its
+// answer may predate that drop's Forget; the reopen asks again.
+var errStaleKnown = imv2.Errorf(imv2.CodeChannelUnavailable, "channels were dropped while this channel.open ran; try again")
+
 // newChannel creates a channel of inst, evicting the least recently used
 // closed channel when the instance is at MaxChannels. id is a registered
-// ID to reuse, or "" for a new one.
-func (ss *session) newChannel(inst *instance, neg *imv2.Negotiated, id string) (*channelEntry, error) {
+// ID to reuse, or "" for a new one; drops is Server.drops when the
+// Registry said id was registered (errStaleKnown if a drop began since).
+func (ss *session) newChannel(inst *instance, neg *imv2.Negotiated, id string, drops uint64) (*channelEntry, error) {
 	srv := ss.srv
+	reuse := id != ""
 	if id == "" {
 		id = "cch_" + uuid.NewString()
 		if err := srv.cfg.Registry.Register(ss.ctx, id); err != nil {
@@ -340,6 +366,10 @@ func (ss *session) newChannel(inst *instance, neg *imv2.Negotiated, id string) (
 	if srv.closed || srv.instances[inst.id] != inst {
 		go func() { _ = ch.Close() }()
 		return nil, imv2.Errorf(imv2.CodeChannelUnavailable, "connector_id %q is gone", inst.id)
+	}
+	if reuse && srv.drops != drops && srv.channels[id] == nil {
+		go func() { _ = ch.Close() }()
+		return nil, errStaleKnown
 	}
 	if len(inst.channels) >= srv.cfg.MaxChannels {
 		var victim *channelEntry
