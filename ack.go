@@ -1,6 +1,7 @@
 package imv2
 
 import (
+	"time"
 	"unicode/utf8"
 )
 
@@ -37,8 +38,8 @@ type ackWire struct {
 	Retryable *bool     `json:"retryable,omitempty"`
 }
 
-func (a *ChatMessageAck) wire() *ackWire {
-	w := &ackWire{MessageID: a.MessageID, Status: a.Status, Code: a.Code, Message: a.Message}
+func (a *ChatMessageAck) wire() ackWire {
+	w := ackWire{MessageID: a.MessageID, Status: a.Status, Code: a.Code, Message: a.Message}
 	if a.Status == AckRejected {
 		r := a.Retryable
 		w.Retryable = &r
@@ -92,11 +93,14 @@ func DecodeChatMessageAck(p *Packet) (*ChatMessageAck, error) {
 	if p.ReplyTo == "" {
 		return nil, Errorf(CodeInvalidPacket, "chat.message.ack: reply_to is required (A1)")
 	}
-	w, ok := decodeAckFast(p.Payload)
-	if !ok {
-		w = new(ackWire)
-		if err := decodeIMPayload(p, w); err != nil {
-			return nil, err
+	w := takeDecoded[ackWire](p)
+	if w == nil {
+		var ok bool
+		if w, ok = decodeAckFast(p.Payload); !ok {
+			w = new(ackWire)
+			if err := decodeIMPayload(p, w); err != nil {
+				return nil, err
+			}
 		}
 	}
 	a := &ChatMessageAck{MessageID: w.MessageID, Status: w.Status, Code: w.Code, Message: w.Message}
@@ -121,36 +125,57 @@ func DecodeChatMessageAck(p *Packet) (*ChatMessageAck, error) {
 //
 // Use AckFor when you do not hold the decoded message.
 func NewAck(orig *Packet, messageID string, status AckStatus, rej *Error) (*Packet, error) {
+	p := new(Packet)
+	if err := newAckInto(p, nil, orig, messageID, status, rej); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// newAckInto is NewAck writing the ack into dst, its payload appended to
+// buf[:0] (a delivery holds the packet of its ack and room for the
+// payload: two allocations fewer per message).
+func newAckInto(dst *Packet, buf []byte, orig *Packet, messageID string, status AckStatus, rej *Error) error {
 	if orig == nil || orig.Type != TypeChatMessage {
-		return nil, Errorf(CodeInvalidPacket, "chat.message.ack: acknowledges chat.message packets only")
+		return Errorf(CodeInvalidPacket, "chat.message.ack: acknowledges chat.message packets only")
 	}
 	if orig.PacketID == "" {
-		return nil, Errorf(CodeInvalidPacket, "chat.message.ack: the original has no packet_id")
+		return Errorf(CodeInvalidPacket, "chat.message.ack: the original has no packet_id")
 	}
 	a := ChatMessageAck{MessageID: messageID, Status: status}
 	if status == AckRejected {
 		if rej == nil {
-			return nil, Errorf(CodeInvalidPacket, "chat.message.ack: a rejection needs an *Error")
+			return Errorf(CodeInvalidPacket, "chat.message.ack: a rejection needs an *Error")
 		}
 		a.Code, a.Message, a.Retryable = rej.Code, truncate(rej.Message, maxAckMessageBytes), rej.Retryable
 	}
 	if err := a.Validate(); err != nil {
-		return nil, err
+		return err
 	}
 	if orig.ConnectorChannelID == "" {
-		return nil, Errorf(CodeChannelIDRequired, "chat.message.ack: the original has no connector_channel_id (I1)")
+		return Errorf(CodeChannelIDRequired, "chat.message.ack: the original has no connector_channel_id (I1)")
 	}
-	raw, err := marshalAck(a.wire())
+	w := a.wire()
+	if cap(buf) < ackSize(&w) {
+		buf = make([]byte, 0, ackSize(&w))
+	}
+	raw, err := appendAck(buf[:0], &w)
 	if err != nil {
-		return nil, Errorf(CodeInvalidPacket, "chat.message.ack: %s", jsonErrText(err))
+		return Errorf(CodeInvalidPacket, "chat.message.ack: %s", jsonErrText(err))
 	}
-	p, err := NewPacket(TypeChatMessageAck, orig.ConnectorChannelID, jsonRaw(raw))
-	if err != nil {
-		return nil, err
+	// As NewReply, without boxing the payload in an interface (one
+	// allocation per ack).
+	*dst = Packet{
+		Schema:             PacketSchema,
+		PacketID:           NewPacketID(),
+		ConnectorChannelID: orig.ConnectorChannelID,
+		Type:               TypeChatMessageAck,
+		Time:               time.Now().UnixMilli(),
+		Payload:            raw,
+		ReplyTo:            orig.PacketID,
+		RequestID:          orig.RequestID,
 	}
-	p.ReplyTo = orig.PacketID
-	p.RequestID = orig.RequestID
-	return p, nil
+	return nil
 }
 
 // matchesAck reports whether ack (already decoded from ackPkt) answers the

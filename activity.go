@@ -76,11 +76,14 @@ func DecodeChatActivity(p *Packet) (*ChatActivity, error) {
 	if err := checkRoute(p); err != nil {
 		return nil, err
 	}
-	a, ok := decodeActivityFast(p.Payload)
-	if !ok {
-		a = new(ChatActivity)
-		if err := decodeIMPayload(p, a); err != nil {
-			return nil, err
+	a := takeDecoded[ChatActivity](p)
+	if a == nil {
+		var ok bool
+		if a, ok = decodeActivityFast(p.Payload); !ok {
+			a = new(ChatActivity)
+			if err := decodeIMPayload(p, a); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if err := a.Validate(ToConnector); err != nil {

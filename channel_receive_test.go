@@ -3,7 +3,9 @@ package imv2
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -231,4 +233,43 @@ func TestChannel_M14_FinalsPostedInArrivalOrder(t *testing.T) {
 	require.Equal(t, "a2", recv(t, target.posted))
 	ackOf(t, first, w.next(t))
 	ackOf(t, second, w.next(t))
+}
+
+// TestChannel_A2_AckPayloadForEveryIDLength: the ack a delivery builds in
+// its own room is the ack NewAck builds, for message IDs that fit the
+// room and IDs that do not; an ack packet a Transport keeps (this one
+// keeps the pointers, no copy) stays as sent when later messages are
+// acknowledged.
+func TestChannel_A2_AckPayloadForEveryIDLength(t *testing.T) {
+	c, _, _ := newConnector(t, newRecTarget(), nil)
+	kept := make(chan *Packet, 16)
+	c.SetTransport(TransportFunc(func(_ context.Context, p *Packet) error { kept <- p; return nil }))
+	var sent []*Packet
+	var want []string
+	for _, n := range []int{1, 40, 64, 65, 100, MaxIDBytes} {
+		id := strings.Repeat("m", n)
+		p := finalPacket(t, id, "hello")
+		require.NoError(t, c.Receive(context.Background(), p))
+		ack := recvPacket(t, kept)
+		a := ackOf(t, p, ack)
+		require.Equal(t, id, a.MessageID, "A2: message_id of %d bytes", n)
+		ref, err := NewAck(p, id, AckAccepted, nil)
+		require.NoError(t, err)
+		require.Equal(t, string(ref.Payload), string(ack.Payload), "as NewAck builds it (%d bytes)", n)
+		sent, want = append(sent, ack), append(want, string(ack.Payload))
+	}
+	for i, ack := range sent {
+		require.Equal(t, want[i], string(ack.Payload), "ack %d unchanged by the later ones", i)
+	}
+}
+
+func recvPacket(t *testing.T, ch <-chan *Packet) *Packet {
+	t.Helper()
+	select {
+	case p := <-ch:
+		return p
+	case <-time.After(wait):
+		t.Fatal("no packet sent")
+		return nil
+	}
 }

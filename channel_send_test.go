@@ -383,3 +383,32 @@ func TestSend_S3_WaitingMessageStillExpires(t *testing.T) {
 	clk.Advance(time.Minute)
 	require.Contains(t, failed, waiting)
 }
+
+// TestChannel_S2_ResendLeavesTheFirstPacketAlone: the first transmission's
+// packet lives in the pending entry; a resend gets a packet of its own, so
+// a Transport that keeps the first (this one keeps the pointers, no copy)
+// sees it unchanged, and the resend has a new packet_id and the same
+// message (I4).
+func TestChannel_S2_ResendLeavesTheFirstPacketAlone(t *testing.T) {
+	c, _, clk := newConnector(t, newRecTarget(), &Options{AckTimeout: time.Second, RetryMin: time.Second, RetryMax: time.Second})
+	kept := make(chan *Packet, 16)
+	c.SetTransport(TransportFunc(func(_ context.Context, p *Packet) error { kept <- p; return nil }))
+	id, err := c.Send(context.Background(), ChatMessage{Text: "hello"})
+	require.NoError(t, err)
+	first := recvPacket(t, kept)
+	firstID, firstPayload := first.PacketID, string(first.Payload)
+	var resend *Packet
+	for i := 0; resend == nil && i < 10; i++ {
+		clk.Advance(time.Second)
+		select {
+		case resend = <-kept:
+		default:
+		}
+	}
+	require.NotNil(t, resend, "resent after the ack timeout")
+	require.NotSame(t, first, resend)
+	require.Equal(t, firstID, first.PacketID, "the first packet is unchanged")
+	require.NotEqual(t, firstID, resend.PacketID, "a new packet_id per transmission")
+	require.Equal(t, firstPayload, string(resend.Payload), "the same message (I4)")
+	require.Equal(t, id, mustMessageID(t, resend))
+}

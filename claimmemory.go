@@ -79,7 +79,7 @@ func (s *memoryCompletedStore) deleteClaim(k completedKey) {
 // to MaxHandoverRecords and while Cap has room.
 func (s *memoryCompletedStore) handoverClaims(now time.Time, from, to string) {
 	n := 0
-	for id := range s.claimIndex[from] {
+	for id := range s.claimIndex.of(from) {
 		c := s.claims[completedKey{from, id}]
 		nk := completedKey{to, id}
 		if _, ok := s.claims[nk]; ok || !now.Before(c.until.Add(s.ttl)) {

@@ -44,11 +44,14 @@ func DecodeChatMessageDelta(p *Packet) (*ChatMessageDelta, error) {
 	if err := checkRoute(p); err != nil {
 		return nil, err
 	}
-	d, ok := decodeDeltaFast(p.Payload)
-	if !ok {
-		d = new(ChatMessageDelta)
-		if err := decodeIMPayload(p, d); err != nil {
-			return nil, err
+	d := takeDecoded[ChatMessageDelta](p)
+	if d == nil {
+		var ok bool
+		if d, ok = decodeDeltaFast(p.Payload); !ok {
+			d = new(ChatMessageDelta)
+			if err := decodeIMPayload(p, d); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if err := d.Validate(ToConnector); err != nil {

@@ -9,7 +9,9 @@
 // deltas (ChatMessageDelta), receipts (ChatMessageAck) and redacted
 // activity snapshots (ChatActivity). DecodePacket checks the envelope
 // once; DecodeChatMessage and friends decode and validate a payload for
-// its direction. Reading is tolerant (E5): a member this version does not
+// its direction (on a packet from DecodePacket they take the payload
+// DecodePacket already read in its pass, so a frame's bytes are walked
+// once). Reading is tolerant (E5): a member this version does not
 // define — in the envelope, in any payload, in a files[] item, at any
 // depth — is ignored, as Common Protocol §12 lets a peer add optional
 // members; ChatMessage.Raw keeps the payload as received for a Connector

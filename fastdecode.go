@@ -1,6 +1,9 @@
 package imv2
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"unsafe"
+)
 
 // Fast decoders for the envelope and the four IM v2 payloads: one pass of
 // the scanner straight into the Go values, with no reflection. Each returns
@@ -22,25 +25,33 @@ const (
 // decodeEnvelopeFast decodes a frame whose envelope has no error member and
 // whose payload, if any, is an object; unknown members are skipped (E5).
 // hasTime reports a time member.
-func decodeEnvelopeFast(data []byte) (p *Packet, hasTime, ok bool) {
+//
+// A payload of one of the four IM v2 types that follows its type member
+// is decoded in the same pass, by the reader its typed decoder runs
+// (DecodeChatMessage and friends), and the packet carries the result
+// (decodedPayload): one walk of the payload's bytes on the receive path
+// instead of one to check it here and one to decode it there. When that
+// reader gives up, the payload is only checked, as any other, and the
+// typed decoder later decides.
+func decodeEnvelopeFast(data []byte) (_ *Packet, hasTime, ok bool) {
 	s := scanner{b: data}
 	if !s.eat('{') {
 		return nil, false, false
 	}
-	p = new(Packet)
+	var pk Packet
 	var seen uint
 	var unknown unknownNames
 	var payload []byte
-	// The ID strings are made at the end in one array of their exact size.
-	var ids [4]struct {
-		dst *string
-		raw []byte
-		esc bool
-	}
+	// A payload decoded in this pass comes with the packet to fill.
+	var p *Packet
+	var m *ChatMessage
+	// The short strings, the envelope's and the payload's, are made at the
+	// end in one array of their exact size.
+	var d deferredStrs
 	s.ws()
 	if s.peek() == '}' {
 		s.i++
-		return p, false, s.end()
+		return new(Packet), false, s.end()
 	}
 	for {
 		name, ok := s.name()
@@ -56,46 +67,44 @@ func decodeEnvelopeFast(data []byte) (p *Packet, hasTime, ok bool) {
 				return nil, false, false
 			}
 			if string(raw) == PacketSchema {
-				p.Schema = PacketSchema
+				pk.Schema = PacketSchema
 			} else {
-				p.Schema = string(raw)
+				pk.Schema = string(raw)
 			}
 		case "packet_id":
 			bit = envPacketID
-			ids[0].dst = &p.PacketID
-			s.ws()
-			ids[0].raw, ids[0].esc, ok = s.str()
+			ok = s.deferText(&d, &pk.PacketID, fileEnvelope, strPacketID)
 		case "request_id":
 			bit = envRequestID
-			ids[1].dst = &p.RequestID
-			s.ws()
-			ids[1].raw, ids[1].esc, ok = s.str()
+			ok = s.deferText(&d, &pk.RequestID, fileEnvelope, strRequestID)
 		case "reply_to":
 			bit = envReplyTo
-			ids[2].dst = &p.ReplyTo
-			s.ws()
-			ids[2].raw, ids[2].esc, ok = s.str()
+			ok = s.deferText(&d, &pk.ReplyTo, fileEnvelope, strReplyTo)
 		case "connector_channel_id":
 			bit = envChannel
-			ids[3].dst = &p.ConnectorChannelID
-			s.ws()
-			ids[3].raw, ids[3].esc, ok = s.str()
+			ok = s.deferText(&d, &pk.ConnectorChannelID, fileEnvelope, strChannel)
 		case "type":
 			bit = envType
 			raw, esc, ok := s.str()
 			if !ok || esc {
 				return nil, false, false
 			}
-			p.Type = internType(raw)
+			pk.Type = internType(raw)
 		case "time":
 			bit = envTime
-			if p.Time, ok = s.int(); !ok { // the common case, read once
-				p.Time, ok = s.integral()
+			if pk.Time, ok = s.int(); !ok { // the common case, read once
+				pk.Time, ok = s.integral()
 			}
 		case "payload":
 			bit = envPayload
 			start := s.i
-			if s.peek() != '{' || !s.value(0) {
+			if s.peek() != '{' || seen&envPayload != 0 {
+				return nil, false, false
+			}
+			if seen&envType != 0 {
+				p, m = s.payload(pk.Type, &d)
+			}
+			if p == nil && !s.value(0) {
 				return nil, false, false
 			}
 			payload = data[start:s.i]
@@ -123,22 +132,23 @@ func decodeEnvelopeFast(data []byte) (p *Packet, hasTime, ok bool) {
 	if !s.end() {
 		return nil, false, false
 	}
-	n := 0
-	for _, id := range ids {
-		if len(id.raw) <= arenaMaxString {
-			n += len(id.raw)
-		}
+	if p == nil {
+		p = new(Packet)
 	}
-	s.strs.reserve(n)
-	for _, id := range ids {
-		if id.dst != nil {
-			*id.dst = s.strs.str(id.raw, id.esc, 0)
-		}
+	pk.decoded = p.decoded
+	*p = pk
+	s.strs.reserve(d.size)
+	for i := range d.e[:d.n] {
+		e := &d.e[i]
+		*e.dst(p, m) = s.strs.str(e.raw, e.esc, 0)
 	}
 	if payload != nil {
 		// A copy: the frame's buffer is the transport's. append does not
 		// zero the new array first, as make would.
 		p.Payload = json.RawMessage(append([]byte(nil), payload...))
+		if p.decoded != nil {
+			p.decoded.of, p.decoded.n = unsafe.SliceData(p.Payload), len(p.Payload)
+		}
 	}
 	return p, seen&envTime != 0, true
 }
@@ -188,25 +198,39 @@ func decodeChatMessageFast(b []byte) (*ChatMessage, bool) {
 	s := scanner{b: b, forbid: true}
 	m := new(ChatMessage)
 	var d deferredStrs
+	if !s.chatMessage(m, &d) || !s.end() {
+		return nil, false
+	}
+	s.strs.reserve(d.size)
+	for i := range d.e[:d.n] {
+		e := &d.e[i]
+		*e.dst(nil, m) = s.strs.str(e.raw, e.esc, 0)
+	}
+	return m, true
+}
+
+// chatMessage reads a chat.message payload at the cursor into m and
+// defers its short strings to d.
+func (s *scanner) chatMessage(m *ChatMessage, d *deferredStrs) bool {
 	const (
 		fID = 1 << iota
 		fText
 		fFiles
 		fCreated
 	)
-	ok := s.members(func(name []byte) (uint, bool) {
+	return s.members(func(name []byte) (uint, bool) {
 		var bit uint
 		var ok bool
 		switch string(name) {
 		case "message_id":
 			bit = fID
-			ok = s.deferText(&d, &m.MessageID, -1, strMessageID)
+			ok = s.deferText(d, &m.MessageID, fileNone, strMessageID)
 		case "text":
 			bit = fText
-			ok = s.deferText(&d, &m.Text, -1, strText)
+			ok = s.deferText(d, &m.Text, fileNone, strText)
 		case "files":
 			bit = fFiles
-			m.Files, ok = s.files(&d)
+			m.Files, ok = s.files(d)
 		case "created_at":
 			bit = fCreated
 			m.CreatedAt, ok = s.int()
@@ -215,17 +239,10 @@ func decodeChatMessageFast(b []byte) (*ChatMessage, bool) {
 		}
 		return bit, ok
 	})
-	if !ok || !s.end() {
-		return nil, false
-	}
-	s.strs.reserve(d.size)
-	for _, e := range d.e[:d.n] {
-		*e.dst(m) = s.strs.str(e.raw, e.esc, 0)
-	}
-	return m, true
 }
 
-// The string fields of a chat.message and its files, for deferredStrs.
+// The string fields of an envelope, a chat.message and its files, for
+// deferredStrs.
 const (
 	strMessageID = iota
 	strText
@@ -233,30 +250,56 @@ const (
 	strFilename
 	strMimeType
 	strDownloadURL
+	strPacketID
+	strRequestID
+	strReplyTo
+	strChannel
 )
 
-// maxDeferredStrs bounds the strings of one payload made at its end; the
+// What a deferredStr's file names besides an index in Files.
+const (
+	fileNone     = -1 // the message's own fields
+	fileEnvelope = -2 // the envelope's
+	fileFixed    = -3 // a field that stays where it is (deferredStr.to)
+)
+
+// maxDeferredStrs bounds the strings of one frame made at its end; the
 // rest are made as they are read, in arrays of their own.
 const maxDeferredStrs = 24
 
-// deferredStrs holds the raw strings of one chat.message until its end, so
-// that one array of their exact size holds them all. A string is named by
-// its file and field, not by a pointer: the files slice may still grow.
+// deferredStrs holds the raw strings of one frame or payload until its
+// end, so that one array of their exact size holds them all. A string is
+// named by its place, not by a pointer: the files slice may still grow,
+// and the envelope and the message are still on the stack.
 type deferredStrs struct {
 	n, size int
 	e       [maxDeferredStrs]deferredStr
 }
 
 type deferredStr struct {
-	file  int // index in Files, or -1 for the message's own fields
+	file  int // index in Files, fileNone, fileEnvelope or fileFixed
 	field int
+	to    *string // the field, for fileFixed
 	raw   []byte
 	esc   bool
 }
 
-// dst returns the field of m that e names.
-func (e *deferredStr) dst(m *ChatMessage) *string {
-	if e.file < 0 {
+// dst returns the field of p or m that e names.
+func (e *deferredStr) dst(p *Packet, m *ChatMessage) *string {
+	switch e.file {
+	case fileFixed:
+		return e.to
+	case fileEnvelope:
+		switch e.field {
+		case strPacketID:
+			return &p.PacketID
+		case strRequestID:
+			return &p.RequestID
+		case strReplyTo:
+			return &p.ReplyTo
+		}
+		return &p.ConnectorChannelID
+	case fileNone:
 		if e.field == strMessageID {
 			return &m.MessageID
 		}
@@ -272,6 +315,29 @@ func (e *deferredStr) dst(m *ChatMessage) *string {
 		return &f.MimeType
 	}
 	return &f.DownloadURL
+}
+
+// makeDeferred makes the strings deferred to d, all of them fileFixed,
+// in one array of their exact size.
+func (s *scanner) makeDeferred(d *deferredStrs) {
+	s.strs.reserve(d.size)
+	for i := range d.e[:d.n] {
+		e := &d.e[i]
+		*e.to = s.strs.str(e.raw, e.esc, 0)
+	}
+}
+
+// deferFixed is deferText for a field that stays where it is until the
+// strings are made (in a heap value, not on the stack).
+func (s *scanner) deferFixed(d *deferredStrs, dst *string) bool {
+	n := d.n
+	if !s.deferText(d, dst, fileFixed, 0) {
+		return false
+	}
+	if d.n > n {
+		d.e[n].to = dst
+	}
+	return true
 }
 
 // deferText reads a string value for the field (file, field), whose
@@ -405,18 +471,28 @@ func (s *scanner) members(member func(name []byte) (bit uint, ok bool)) bool {
 func decodeDeltaFast(b []byte) (*ChatMessageDelta, bool) {
 	s := scanner{b: b, forbid: true}
 	d := new(ChatMessageDelta)
+	var strs deferredStrs
+	if !s.delta(d, &strs) || !s.end() {
+		return nil, false
+	}
+	s.makeDeferred(&strs)
+	return d, true
+}
+
+// delta reads a chat.message.delta payload at the cursor into d.
+func (s *scanner) delta(d *ChatMessageDelta, strs *deferredStrs) bool {
 	const (
 		fID = 1 << iota
 		fSeq
 		fText
 	)
-	ok := s.members(func(name []byte) (uint, bool) {
+	return s.members(func(name []byte) (uint, bool) {
 		var bit uint
 		var ok bool
 		switch string(name) {
 		case "message_id":
 			bit = fID
-			d.MessageID, ok = s.text()
+			ok = s.deferFixed(strs, &d.MessageID)
 		case "sequence":
 			bit = fSeq
 			d.Sequence, ok = s.int()
@@ -424,22 +500,28 @@ func decodeDeltaFast(b []byte) (*ChatMessageDelta, bool) {
 			return 0, false // D7: the codec words the rejection
 		case "text":
 			bit = fText
-			d.Text, ok = s.text()
+			ok = s.deferFixed(strs, &d.Text)
 		default:
 			return 0, true // unknown: members skips it
 		}
 		return bit, ok
 	})
-	if !ok || !s.end() {
-		return nil, false
-	}
-	return d, true
 }
 
 // decodeAckFast decodes a chat.message.ack payload.
 func decodeAckFast(b []byte) (*ackWire, bool) {
 	s := scanner{b: b, forbid: true}
 	w := new(ackWire)
+	var d deferredStrs
+	if !s.ack(w, &d) || !s.end() {
+		return nil, false
+	}
+	s.makeDeferred(&d)
+	return w, true
+}
+
+// ack reads a chat.message.ack payload at the cursor into w.
+func (s *scanner) ack(w *ackWire, d *deferredStrs) bool {
 	const (
 		fID = 1 << iota
 		fStatus
@@ -447,13 +529,13 @@ func decodeAckFast(b []byte) (*ackWire, bool) {
 		fMessage
 		fRetryable
 	)
-	ok := s.members(func(name []byte) (uint, bool) {
+	return s.members(func(name []byte) (uint, bool) {
 		var bit uint
 		var ok bool
 		switch string(name) {
 		case "message_id":
 			bit = fID
-			w.MessageID, ok = s.text()
+			ok = s.deferFixed(d, &w.MessageID)
 		case "status":
 			bit = fStatus
 			var st string
@@ -461,12 +543,10 @@ func decodeAckFast(b []byte) (*ackWire, bool) {
 			w.Status = AckStatus(st)
 		case "code":
 			bit = fCode
-			var c string
-			c, ok = s.text()
-			w.Code = Code(c)
+			ok = s.deferFixed(d, (*string)(&w.Code))
 		case "message":
 			bit = fMessage
-			w.Message, ok = s.text()
+			ok = s.deferFixed(d, &w.Message)
 		case "retryable":
 			bit = fRetryable
 			var r bool
@@ -482,21 +562,27 @@ func decodeAckFast(b []byte) (*ackWire, bool) {
 		}
 		return bit, ok
 	})
-	if !ok || !s.end() {
-		return nil, false
-	}
-	return w, true
 }
 
 // decodeActivityFast decodes a chat.activity payload.
 func decodeActivityFast(b []byte) (*ChatActivity, bool) {
 	s := scanner{b: b, forbid: true}
 	a := new(ChatActivity)
+	var d deferredStrs
+	if !s.activity(a, &d) || !s.end() {
+		return nil, false
+	}
+	s.makeDeferred(&d)
+	return a, true
+}
+
+// activity reads a chat.activity payload at the cursor into a.
+func (s *scanner) activity(a *ChatActivity, d *deferredStrs) bool {
 	const (
 		fStatus = 1 << iota
 		fTool
 	)
-	ok := s.members(func(name []byte) (uint, bool) {
+	return s.members(func(name []byte) (uint, bool) {
 		var bit uint
 		var ok bool
 		switch string(name) {
@@ -507,16 +593,12 @@ func decodeActivityFast(b []byte) (*ChatActivity, bool) {
 			a.Status = ActivityStatus(st)
 		case "tool_name":
 			bit = fTool
-			a.ToolName, ok = s.text()
+			ok = s.deferFixed(d, &a.ToolName)
 		default:
 			return 0, true // unknown: members skips it
 		}
 		return bit, ok
 	})
-	if !ok || !s.end() {
-		return nil, false
-	}
-	return a, true
 }
 
 // maxUnknownNames bounds the unknown members one object of the fast path

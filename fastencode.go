@@ -89,7 +89,8 @@ func marshalChatMessage(m *ChatMessage) ([]byte, error) {
 	if b, ok := appendChatMessage(make([]byte, 0, chatMessageSize(m)), m); ok {
 		return b, nil
 	}
-	return jsonv2.Marshal(m)
+	fallback := *m // only this copy escapes, so m can live on its caller's stack
+	return jsonv2.Marshal(&fallback)
 }
 
 // marshalDelta returns what jsonv2.Marshal(d) returns.
@@ -109,7 +110,15 @@ func marshalDelta(d *ChatMessageDelta) ([]byte, error) {
 
 // marshalAck returns what jsonv2.Marshal(w) returns.
 func marshalAck(w *ackWire) ([]byte, error) {
-	b := make([]byte, 0, 64+len(w.MessageID)+len(w.Code)+len(w.Message))
+	return appendAck(make([]byte, 0, ackSize(w)), w)
+}
+
+// ackSize is the capacity an ack's payload fits in.
+func ackSize(w *ackWire) int { return 64 + len(w.MessageID) + len(w.Code) + len(w.Message) }
+
+// appendAck appends what jsonv2.Marshal(w) returns to b.
+func appendAck(b []byte, w *ackWire) ([]byte, error) {
+	start := len(b)
 	ok := true
 	q := func(s string) {
 		var good bool
@@ -135,7 +144,9 @@ func marshalAck(w *ackWire) ([]byte, error) {
 	if ok {
 		return append(b, '}'), nil
 	}
-	return jsonv2.Marshal(w)
+	fallback := *w // only this copy escapes, so w can live on its caller's stack
+	out, err := jsonv2.Marshal(&fallback)
+	return append(b[:start], out...), err
 }
 
 // marshalActivity returns what jsonv2.Marshal(a) returns.

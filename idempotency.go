@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hashicorp/golang-lru/v2/simplelru"
 	"github.com/xagentkit/imv2/clock"
 )
 
@@ -107,10 +106,10 @@ type memoryCompletedStore struct {
 	capacity int
 	ttl      time.Duration
 	clock    clock.Clock
-	// lru is used as a FIFO (Peek never promotes), so its oldest entry is
-	// also the one that expires first. It is made by the first Record, so
-	// the store of an idle channel costs a few words.
-	lru *simplelru.LRU[completedKey, completedRecord]
+	// lru is the records in recording order (completedfifo.go), so its
+	// oldest entry is also the one that expires first. It is made by the
+	// first Record, so the store of an idle channel costs a few words.
+	lru *recordFIFO
 	// records indexes lru by channel: channel → message IDs. lru's evict
 	// callback keeps it in step with every removal.
 	records channelIndex
@@ -122,27 +121,42 @@ type memoryCompletedStore struct {
 }
 
 // channelIndex maps a channel to the message IDs it holds in a store.
-type channelIndex map[string]map[string]struct{}
+// The set of a channel that empties is kept as spare for the next channel
+// that needs one: a channel's claims come and go with every message, and
+// a new set each time would cost two allocations per message.
+type channelIndex struct {
+	m     map[string]map[string]struct{}
+	spare map[string]struct{} // empty
+}
 
 func (x *channelIndex) add(k completedKey) {
-	if *x == nil {
-		*x = channelIndex{}
+	if x.m == nil {
+		x.m = map[string]map[string]struct{}{}
 	}
-	ids := (*x)[k.channel]
+	ids := x.m[k.channel]
 	if ids == nil {
-		ids = map[string]struct{}{}
-		(*x)[k.channel] = ids
+		ids, x.spare = x.spare, nil
+		if ids == nil {
+			ids = map[string]struct{}{}
+		}
+		x.m[k.channel] = ids
 	}
 	ids[k.message] = struct{}{}
 }
 
-func (x channelIndex) remove(k completedKey) {
-	ids := x[k.channel]
+func (x *channelIndex) remove(k completedKey) {
+	ids := x.m[k.channel]
 	delete(ids, k.message)
 	if len(ids) == 0 {
-		delete(x, k.channel)
+		delete(x.m, k.channel)
+		if ids != nil {
+			x.spare = ids // one spare per index: what it holds is bounded
+		}
 	}
 }
+
+// of returns the message IDs of channel (read only).
+func (x *channelIndex) of(channel string) map[string]struct{} { return x.m[channel] }
 
 type completedKey struct{ channel, message string }
 
@@ -197,7 +211,7 @@ func (s *memoryCompletedStore) Record(_ context.Context, channelID, messageID st
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.lru == nil {
-		s.lru, _ = simplelru.NewLRU(s.capacity, func(k completedKey, _ completedRecord) { s.records.remove(k) }) // capacity > 0: no error
+		s.lru = newRecordFIFO(s.capacity, s.records.remove)
 	}
 	now := s.clock.Now()
 	s.sweep(now)
@@ -218,10 +232,10 @@ func (s *memoryCompletedStore) addRecord(k completedKey, r completedRecord) {
 func (s *memoryCompletedStore) DropChannel(_ context.Context, channelID string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for id := range s.claimIndex[channelID] {
+	for id := range s.claimIndex.of(channelID) {
 		s.deleteClaim(completedKey{channelID, id})
 	}
-	for id := range s.records[channelID] {
+	for id := range s.records.of(channelID) {
 		s.lru.Remove(completedKey{channelID, id}) // the callback unindexes it
 	}
 	return nil
@@ -240,7 +254,7 @@ func (s *memoryCompletedStore) Handover(_ context.Context, from, to string) erro
 	}
 	now := s.clock.Now()
 	s.handoverClaims(now, from, to)
-	ids := s.records[from]
+	ids := s.records.of(from)
 	if len(ids) == 0 {
 		return nil
 	}

@@ -2,6 +2,7 @@ package imv2
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"io/fs"
 	"math/big"
@@ -29,7 +30,7 @@ import (
 
 // codecCorpus returns the frames of testdata (vectors and fuzz seeds) and
 // the edge cases below.
-func codecCorpus(t *testing.T) [][]byte {
+func codecCorpus(t testing.TB) [][]byte {
 	t.Helper()
 	var out [][]byte
 	err := filepath.WalkDir("testdata", func(path string, d fs.DirEntry, err error) error {
@@ -198,7 +199,7 @@ func mutations(data []byte, r *rand.Rand, n int) [][]byte {
 
 // hits counts inputs the fast paths took, so the tests can show they are
 // not vacuous.
-type hits struct{ envelope, message, delta, ack, activity, valid int }
+type hits struct{ envelope, onePass, message, delta, ack, activity, valid int }
 
 func TestFastCodec_MatchesCodec(t *testing.T) {
 	t.Parallel()
@@ -211,7 +212,7 @@ func TestFastCodec_MatchesCodec(t *testing.T) {
 		}
 	}
 	t.Logf("fast path taken: %+v", h)
-	if h.envelope < 100 || h.message < 20 || h.delta < 5 || h.ack < 5 || h.activity < 5 || h.valid < 100 {
+	if h.envelope < 100 || h.onePass < 50 || h.message < 20 || h.delta < 5 || h.ack < 5 || h.activity < 5 || h.valid < 100 {
 		t.Fatalf("the fast paths took too few inputs: %+v", h)
 	}
 }
@@ -226,8 +227,12 @@ func checkFastDecode(t *testing.T, data []byte, h *hits) {
 		if err != nil {
 			t.Fatalf("fast envelope took what the codec refuses (%v):\n%s", err, data)
 		}
-		if !reflect.DeepEqual(fp, cp) || fTime != cTime {
+		if fw := WireFields(fp); !reflect.DeepEqual(&fw, cp) || fTime != cTime {
 			t.Fatalf("envelopes differ:\nfast  %+v %v\ncodec %+v %v\n%s", fp, fTime, cp, cTime, data)
+		}
+		if fp.decoded != nil {
+			h.onePass++
+			checkOnePass(t, fp, data)
 		}
 	}
 	if validObject(data) {
@@ -264,6 +269,53 @@ func checkFastDecode(t *testing.T, data []byte, h *hits) {
 			sameAsCodec(t, TypeChatActivity, b, a, new(ChatActivity))
 		}
 		checkFastEncode(t, b)
+	}
+}
+
+// checkOnePass holds the payload the envelope scan of data decoded (p's)
+// to the reference decoder and to its own fast reader, and the typed
+// decoder's verdict on it (both directions) to the verdict on the same
+// payload decoded apart, as before the single pass: same value or same
+// error.
+func checkOnePass(t *testing.T, p *Packet, data []byte) {
+	t.Helper()
+	apart := func() *Packet { q := WireFields(p); return &q }
+	switch v := p.decoded.v.(type) {
+	case *ChatMessage:
+		sameAsCodec(t, p.Type, p.Payload, v, new(ChatMessage))
+		if f, ok := decodeChatMessageFast(p.Payload); !ok || !reflect.DeepEqual(f, v) {
+			t.Fatalf("one pass and the payload reader differ (%v):\n%+v\n%+v\n%s", ok, v, f, data)
+		}
+		for _, dir := range []Direction{ToXAgent, ToConnector} {
+			got, gerr := DecodeChatMessage(p, dir)
+			want, werr := DecodeChatMessage(apart(), dir)
+			sameVerdict(t, data, got, gerr, want, werr)
+		}
+	case *ChatMessageDelta:
+		sameAsCodec(t, p.Type, p.Payload, v, new(ChatMessageDelta))
+		got, gerr := DecodeChatMessageDelta(p)
+		want, werr := DecodeChatMessageDelta(apart())
+		sameVerdict(t, data, got, gerr, want, werr)
+	case *ackWire:
+		sameAsCodec(t, p.Type, p.Payload, v, new(ackWire))
+		got, gerr := DecodeChatMessageAck(p)
+		want, werr := DecodeChatMessageAck(apart())
+		sameVerdict(t, data, got, gerr, want, werr)
+	case *ChatActivity:
+		sameAsCodec(t, p.Type, p.Payload, v, new(ChatActivity))
+		got, gerr := DecodeChatActivity(p)
+		want, werr := DecodeChatActivity(apart())
+		sameVerdict(t, data, got, gerr, want, werr)
+	default:
+		t.Fatalf("decoded payload of type %T", v)
+	}
+}
+
+// sameVerdict fails unless two decodes gave equal values or equal errors.
+func sameVerdict(t *testing.T, data []byte, got any, gerr error, want any, werr error) {
+	t.Helper()
+	if (gerr == nil) != (werr == nil) || (gerr != nil && gerr.Error() != werr.Error()) || (gerr == nil && !reflect.DeepEqual(got, want)) {
+		t.Fatalf("one pass and two passes differ:\none  %+v (%v)\ntwo  %+v (%v)\n%s", got, gerr, want, werr, data)
 	}
 }
 
@@ -457,6 +509,25 @@ func FuzzFastCodec(f *testing.F) {
 	})
 }
 
+// FuzzOnePass holds the payload DecodePacket decodes with the envelope
+// (decodedpayload.go) to the reference decoder, and the typed decoders'
+// verdict on it to their verdict on the payload decoded apart, on
+// mutations of every vector, fuzz seed and edge case:
+//
+//	go test -run '^$' -fuzz FuzzOnePass -fuzztime 30s .
+func FuzzOnePass(f *testing.F) {
+	for _, data := range codecCorpus(f) {
+		f.Add(data)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		p, err := DecodePacket(data)
+		if err != nil || p.decoded == nil {
+			return
+		}
+		checkOnePass(t, p, data)
+	})
+}
+
 // integralOracle is integralNumber's independent reference: exact rational
 // arithmetic.
 func integralOracle(b string) (int64, bool) {
@@ -607,5 +678,47 @@ func TestStrArena_StringsOwnTheirBytes(t *testing.T) {
 	used := a.b.Len()
 	if s := a.str(long, false, 1<<20); a.b.Len() != used || s != string(long) {
 		t.Fatal("a string past arenaMaxString went into the arena")
+	}
+}
+
+// TestPlain8_MatchesTable: the eight-byte test of str agrees with the
+// byte table on every byte value at every position, and on random words.
+func TestPlain8_MatchesTable(t *testing.T) {
+	want := func(w [8]byte) bool {
+		for _, c := range w {
+			if !plainByte[c] {
+				return false
+			}
+		}
+		return true
+	}
+	check := func(w [8]byte) {
+		if got := plain8(binary.LittleEndian.Uint64(w[:])); got != want(w) {
+			t.Fatalf("plain8(%q) = %v, want %v", w, got, !got)
+		}
+	}
+	for pos := range 8 {
+		for c := range 256 {
+			for _, fill := range []byte{'a', ' ', '~', '!', '#', '[', ']', 0x7f} {
+				var w [8]byte
+				for i := range w {
+					w[i] = fill
+				}
+				w[pos] = byte(c)
+				check(w)
+			}
+		}
+	}
+	r := rand.New(rand.NewPCG(7, 8))
+	for range 200000 {
+		var w [8]byte
+		binary.LittleEndian.PutUint64(w[:], r.Uint64())
+		check(w)
+		for i := range w { // mostly plain words, where a miss would hide
+			if r.IntN(8) != 0 {
+				w[i] = byte(0x20 + r.IntN(0x60))
+			}
+		}
+		check(w)
 	}
 }

@@ -111,7 +111,7 @@ func (f *File) validate(dir Direction) error {
 	if len(f.Filename) > MaxFilenameBytes {
 		return Errorf(CodeInvalidPacket, "chat.message: filename is %d bytes, over %d", len(f.Filename), MaxFilenameBytes)
 	}
-	if strings.ContainsAny(f.Filename, "/\\\x00") {
+	if pathLike(f.Filename) {
 		return Errorf(CodeForbiddenField, "chat.message: filename %q looks like a path (M8)", f.Filename)
 	}
 	if f.ByteSize < 0 || f.ExpiresAt < 0 {
@@ -223,6 +223,19 @@ func pathByte(c byte) bool {
 	return false
 }
 
+// pathLike reports a '/', '\\' or NUL in a filename (M8). A byte loop:
+// strings.ContainsAny builds its set on every call, and no byte of a
+// multi-byte UTF-8 rune is ASCII.
+func pathLike(name string) bool {
+	for i := 0; i < len(name); i++ {
+		switch name[i] {
+		case '/', '\\', 0:
+			return true
+		}
+	}
+	return false
+}
+
 func checkID(what, id string) error {
 	if id == "" {
 		return Errorf(CodeInvalidPacket, "%s is empty", what)
@@ -243,6 +256,9 @@ func checkRoute(p *Packet) error {
 
 // DecodeChatMessage decodes and validates the payload of a chat.message
 // travelling in dir. The packet must carry connector_channel_id (I1).
+// The first call on a packet from DecodePacket takes the message decoded
+// with the envelope (one read of the payload on receive); later calls
+// decode a message of their own.
 func DecodeChatMessage(p *Packet, dir Direction) (*ChatMessage, error) {
 	if p.Type != TypeChatMessage {
 		return nil, Errorf(CodeInvalidPacket, "packet type is %q, not %s", p.Type, TypeChatMessage)
@@ -250,11 +266,14 @@ func DecodeChatMessage(p *Packet, dir Direction) (*ChatMessage, error) {
 	if err := checkRoute(p); err != nil {
 		return nil, err
 	}
-	m, ok := decodeChatMessageFast(p.Payload)
-	if !ok {
-		m = new(ChatMessage)
-		if err := decodeIMPayload(p, m); err != nil {
-			return nil, err
+	m := takeDecoded[ChatMessage](p)
+	if m == nil {
+		var ok bool
+		if m, ok = decodeChatMessageFast(p.Payload); !ok {
+			m = new(ChatMessage)
+			if err := decodeIMPayload(p, m); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if err := m.Validate(dir); err != nil {

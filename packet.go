@@ -49,6 +49,10 @@ type Packet struct {
 	Time               int64           `json:"time"`
 	Payload            json.RawMessage `json:"payload,omitempty"`
 	Error              *PacketError    `json:"error,omitempty"`
+
+	// decoded is the IM v2 payload DecodePacket decoded with the
+	// envelope, for the packet's typed decoder (decodedpayload.go).
+	decoded *decodedPayload
 }
 
 // PacketError is the envelope's `error` member: a stable code and a message.
@@ -71,12 +75,17 @@ func NewMessageID() string { return prefixedUUID("msg_") }
 // random bits come from crypto/rand, which draws them from the kernel's
 // generator without a system call per ID where the vDSO offers one.
 func prefixedUUID(prefix string) string {
+	var buf [8 + 36]byte
+	return string(appendPrefixedUUID(buf[:0], prefix))
+}
+
+// appendPrefixedUUID appends prefix and a random UUID to b.
+func appendPrefixedUUID(b []byte, prefix string) []byte {
 	var u [16]byte
 	_, _ = rand.Read(u[:])  // never fails (crypto/rand.Read crashes the program instead)
 	u[6] = u[6]&0x0f | 0x40 // version 4
 	u[8] = u[8]&0x3f | 0x80 // variant RFC 4122
-	var buf [8 + 36]byte
-	b := append(buf[:0], prefix...)
+	b = append(b, prefix...)
 	b = hex.AppendEncode(b, u[0:4])
 	b = append(b, '-')
 	b = hex.AppendEncode(b, u[4:6])
@@ -86,7 +95,15 @@ func prefixedUUID(prefix string) string {
 	b = hex.AppendEncode(b, u[8:10])
 	b = append(b, '-')
 	b = hex.AppendEncode(b, u[10:16])
-	return string(b)
+	return b
+}
+
+// newMessageAndPacketID returns NewMessageID() and NewPacketID() made
+// with one allocation (a message sent with a generated ID).
+func newMessageAndPacketID() (messageID, packetID string) {
+	var buf [2 * (4 + 36)]byte
+	s := string(appendPrefixedUUID(appendPrefixedUUID(buf[:0], "msg_"), "pkt_"))
+	return s[:4+36], s[4+36:]
 }
 
 // NewPacket returns a packet of type typ for channel (empty for
@@ -146,9 +163,11 @@ func marshalPayload(payload any) (json.RawMessage, error) {
 	case json.RawMessage:
 		return v, nil
 	case *ChatMessageAck:
-		return marshalPayload(v.wire())
+		w := v.wire()
+		return marshalPayload(&w)
 	case ChatMessageAck:
-		return marshalPayload(v.wire())
+		w := v.wire()
+		return marshalPayload(&w)
 	case []byte:
 		return json.RawMessage(v), nil
 	}
@@ -178,7 +197,15 @@ type packetWire struct {
 // any notation JSON allows, wireTime), an object payload and a
 // well-formed error. Duplicate member names and invalid UTF-8 are errors;
 // unknown envelope members are ignored (E5). Every failure is
-// an *Error with code invalid_packet (E2); the payload is not decoded.
+// an *Error with code invalid_packet (E2).
+//
+// The payload is judged here as JSON only. But DecodePacket reads an IM
+// v2 payload (chat.message, its delta and ack, chat.activity) that
+// follows its type member, as peers write it, in the same pass into its
+// typed value and keeps that with the packet: the packet's typed decoder
+// (DecodeChatMessage and friends, which a Channel's Receive calls) then
+// checks that value instead of reading the bytes again. To change a
+// decoded packet's payload, assign Payload; its bytes are not read again.
 func DecodePacket(data []byte) (*Packet, error) {
 	p, hasTime, ok := decodeEnvelopeFast(data)
 	if !ok {

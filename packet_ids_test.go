@@ -15,7 +15,12 @@ func TestIDs_M2_CanonicalUUIDv4(t *testing.T) {
 	for _, c := range []struct {
 		prefix string
 		id     func() string
-	}{{"pkt_", NewPacketID}, {"msg_", NewMessageID}} {
+	}{
+		{"pkt_", NewPacketID},
+		{"msg_", NewMessageID},
+		{"msg_", func() string { m, _ := newMessageAndPacketID(); return m }},
+		{"pkt_", func() string { _, p := newMessageAndPacketID(); return p }},
+	} {
 		for range 100 {
 			id := c.id()
 			rest, ok := strings.CutPrefix(id, c.prefix)

@@ -53,7 +53,15 @@ type memoryPendingStore struct {
 	mu       sync.Mutex
 	capacity int
 	channels map[string]*pendingList
+	// spare is the list of a channel that emptied, cleared, for the next
+	// channel that needs one: a channel with one message at a time
+	// empties its list on every ack. One spare per store: bounded.
+	spare *pendingList
 }
+
+// maxSparePending bounds the list kept as spare: one that held more
+// entries (a large map) is dropped with its channel.
+const maxSparePending = 128
 
 type pendingList struct {
 	order []string // message IDs, oldest first
@@ -82,7 +90,9 @@ func (s *memoryPendingStore) Add(_ context.Context, e PendingEntry) error {
 		if s.channels == nil { // made on first use: an idle channel's store holds no map
 			s.channels = map[string]*pendingList{}
 		}
-		l = &pendingList{byID: map[string]PendingEntry{}}
+		if l, s.spare = s.spare, nil; l == nil {
+			l = &pendingList{byID: map[string]PendingEntry{}}
+		}
 		s.channels[e.ChannelID] = l
 	}
 	if old, ok := l.byID[e.Message.MessageID]; ok {
@@ -120,6 +130,11 @@ func (s *memoryPendingStore) Remove(_ context.Context, channelID, messageID stri
 	}
 	if len(l.order) == 0 {
 		delete(s.channels, channelID)
+		if cap(l.order) <= maxSparePending { // a list that held many is dropped: its map stays large
+			clear(l.order[:cap(l.order)]) // no IDs kept alive
+			l.order = l.order[:0]
+			s.spare = l
+		}
 	}
 	return nil
 }

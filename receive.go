@@ -16,7 +16,18 @@ type delivery struct {
 	stream  *deltaStream
 	waiters []*Packet
 	held    int64 // Budget bytes of the message and its waiters
+	// tctx is the Target call's context and ack the packet of the first
+	// copy's ack, here to save two allocations; a Target may keep its
+	// context and a Transport the packet (neither is reused).
+	tctx   storeContext
+	ack    Packet
+	ackBuf [ackBufSize]byte // the ack's payload, if it fits
 }
+
+// ackBufSize is room for an accepted or duplicate ack's payload with a
+// message_id of up to 64 bytes (ackSize: 64 bytes of slack for the
+// names); anything longer is allocated.
+const ackBufSize = 128
 
 // queuedCost is what a queued copy of a message costs the Budget: its raw
 // payload, the decoded message (no larger than the payload) and the
@@ -60,11 +71,11 @@ func (c *Channel) receiveMessage(ctx context.Context, p *Packet) error {
 		case len(d.waiters) >= c.o.MaxWaiters:
 			c.mu.Unlock()
 			return c.reject(p, id, &Error{Code: CodeChannelBusy, Message: "too many resends waiting", Retryable: true})
-		case !c.reserveLocked(int64(len(p.Payload)) + 256):
+		case !c.reserveLocked(queuedCost(p)):
 			c.mu.Unlock()
 			return c.reject(p, id, &Error{Code: CodeChannelBusy, Message: "memory budget spent; try later", Retryable: true})
 		}
-		d.held += int64(len(p.Payload)) + 256
+		d.held += queuedCost(p) // the packet keeps the message decoded with it (decodedpayload.go)
 		d.waiters = append(d.waiters, p)
 		c.mu.Unlock()
 		return nil
@@ -131,8 +142,11 @@ func (c *Channel) deliverQueue() {
 			return
 		}
 		d := c.queue[0]
-		c.queue[0] = nil
-		c.queue = c.queue[1:]
+		// Shift rather than reslice: the array is reused by the next
+		// message instead of a new one per message (at most MaxInflight).
+		n := copy(c.queue, c.queue[1:])
+		c.queue[n] = nil
+		c.queue = c.queue[:n]
 		c.mu.Unlock()
 		c.deliver(d)
 	}
@@ -142,7 +156,7 @@ func (c *Channel) deliverQueue() {
 func (c *Channel) deliver(d *delivery) {
 	p, m, fp := d.p, d.m, d.fp
 	id := m.MessageID
-	status, rej := c.runTarget(m, fp, d.stream)
+	status, rej := c.runTarget(m, fp, d.stream, &d.tctx)
 
 	c.mu.Lock()
 	delete(c.inflight, id)
@@ -150,7 +164,7 @@ func (c *Channel) deliver(d *delivery) {
 	c.releaseLocked(d.held)
 	c.mu.Unlock()
 
-	c.answer(p, id, status, rej)
+	c.answerInto(&d.ack, d.ackBuf[:0], p, id, status, rej)
 	for _, w := range waiters {
 		if status == AckAccepted {
 			c.answer(w, id, AckDuplicate, nil) // it was accepted once; this copy is a resend (A6)
@@ -173,7 +187,7 @@ func (c *Channel) deliver(d *delivery) {
 // claim, so the final still follows them (M11, C6) and the claim's lease
 // only has to cover what runs after it: at most a WasPosted check and the
 // PostMessage, each bounded by TargetTimeout (Options.ClaimLease).
-func (c *Channel) runTarget(m *ChatMessage, fp Fingerprint, stream *deltaStream) (AckStatus, *Error) {
+func (c *Channel) runTarget(m *ChatMessage, fp Fingerprint, stream *deltaStream, tctx *storeContext) (AckStatus, *Error) {
 	id := m.MessageID
 	if stream != nil {
 		stream.waitDrafts()
@@ -221,10 +235,10 @@ func (c *Channel) runTarget(m *ChatMessage, fp Fingerprint, stream *deltaStream)
 			return status, rej
 		}
 	}
-	// One allocation, where WithTimeout(WithIdempotencyKey(...)) costs
-	// seven and a SHA-256: the key and the timer are made only if the
-	// Target asks (storectx.go).
-	tctx := newTargetContext(c.ctx, c.o.TargetTimeout, c.id, id)
+	// No allocation (it lives in the delivery), where
+	// WithTimeout(WithIdempotencyKey(...)) costs seven and a SHA-256: the
+	// key and the timer are made only if the Target asks (storectx.go).
+	tctx.initTarget(c.ctx, c.o.TargetTimeout, c.id, id)
 	began := c.o.Clock.Now()
 	err = c.target.PostMessage(tctx, c.id, m)
 	took := c.o.Clock.Now().Sub(began)
@@ -304,11 +318,15 @@ func (c *Channel) complete(id string, fp Fingerprint, kind EventKind, status Ack
 
 // answer sends the ack of one received copy of a message.
 func (c *Channel) answer(p *Packet, id string, status AckStatus, rej *Error) {
+	c.answerInto(new(Packet), nil, p, id, status, rej)
+}
+
+// answerInto is answer building the ack in ack, its payload in buf.
+func (c *Channel) answerInto(ack *Packet, buf []byte, p *Packet, id string, status AckStatus, rej *Error) {
 	if status == AckRejected {
 		c.observe(Event{Kind: EventRejected, MessageID: id, Code: rej.Code, Status: status})
 	}
-	ack, err := NewAck(p, id, status, rej)
-	if err != nil {
+	if err := newAckInto(ack, buf, p, id, status, rej); err != nil {
 		c.log.Error("ack not built", "message_id", id, "err", err)
 		return
 	}

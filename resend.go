@@ -18,6 +18,8 @@ type outgoing struct {
 	attempt   int
 	inWindow  bool      // admitted to the send window: transmitted and retried
 	ids       [2]string // packetIDs' first backing array: no allocation for the usual one or two
+	first     Packet    // the first transmission's packet: no allocation for it
+	firstID   string    // the first transmission's packet ID, if made with the message ID
 
 	// The next step, in the channel's deadlines (deadlines.go).
 	due     time.Time
@@ -48,8 +50,9 @@ func (c *Channel) Send(ctx context.Context, m ChatMessage) (string, error) {
 	if !c.neg.Load().Allows(TypeChatMessage, out) {
 		return "", Errorf(CodeUnsupportedPacket, "chat.message is not negotiated on channel %q", c.id)
 	}
+	firstPacketID := ""
 	if m.MessageID == "" {
-		m.MessageID = NewMessageID()
+		m.MessageID, firstPacketID = newMessageAndPacketID()
 	}
 	if err := m.Validate(out); err != nil {
 		return "", err
@@ -70,7 +73,7 @@ func (c *Channel) Send(ctx context.Context, m ChatMessage) (string, error) {
 		c.mu.Unlock()
 		return m.MessageID, nil // already pending with this content (the store checked)
 	}
-	o := &outgoing{entry: e, payload: payload}
+	o := &outgoing{entry: e, payload: payload, firstID: firstPacketID}
 	o.packetIDs = o.ids[:0]
 	if c.out == nil {
 		c.out = map[string]*outgoing{}
@@ -187,9 +190,18 @@ func (c *Channel) transmit(o *outgoing) *Error {
 		c.mu.Unlock()
 		return nil
 	}
-	p := &Packet{
+	// A resend gets a packet of its own: a Transport may still hold the
+	// first (an in-memory one hands it to the peer).
+	p, pid := &o.first, o.firstID
+	if o.attempt > 0 {
+		p, pid = new(Packet), ""
+	}
+	if pid == "" {
+		pid = NewPacketID()
+	}
+	*p = Packet{
 		Schema:             PacketSchema,
-		PacketID:           NewPacketID(),
+		PacketID:           pid,
 		ConnectorChannelID: c.id,
 		Type:               TypeChatMessage,
 		Time:               c.o.Clock.Now().UnixMilli(),

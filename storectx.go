@@ -32,14 +32,34 @@ type storeContext struct {
 
 // newStoreContext is context.WithTimeout(context.WithoutCancel(parent), d),
 // lazily: a store call must finish even while the channel closes.
+//
+// A store context is reused after release (storeContexts) unless the
+// call asked for Done: a store that selected on Done may still hold the
+// channel, one that never did has no use for the context after returning
+// (CompletedStore and PendingStore calls take ctx for the call only). A
+// Target context is never reused: a Target may keep its context.
 func newStoreContext(parent context.Context, d time.Duration) *storeContext {
-	return &storeContext{parent: parent, deadline: time.Now().Add(d), detached: true}
+	c := storeContexts.Get().(*storeContext)
+	c.parent, c.deadline, c.detached = parent, time.Now().Add(d), true
+	return c
 }
+
+// storeContexts holds released store contexts for reuse: a received
+// message makes two or three store calls, each would cost an allocation.
+var storeContexts = sync.Pool{New: func() any { return new(storeContext) }}
 
 // newTargetContext is context.WithTimeout(WithIdempotencyKey(parent,
 // IdempotencyKeyOf(channelID, messageID)), d), lazily.
 func newTargetContext(parent context.Context, d time.Duration, channelID, messageID string) *storeContext {
-	return &storeContext{parent: parent, deadline: time.Now().Add(d), channelID: channelID, messageID: messageID}
+	c := new(storeContext)
+	c.initTarget(parent, d, channelID, messageID)
+	return c
+}
+
+// initTarget makes the zero c what newTargetContext returns, in place (a
+// delivery holds its Target context: one allocation for both).
+func (c *storeContext) initTarget(parent context.Context, d time.Duration, channelID, messageID string) {
+	c.parent, c.deadline, c.channelID, c.messageID = parent, time.Now().Add(d), channelID, messageID
 }
 
 // Deadline implements context.Context.
@@ -113,7 +133,16 @@ func (c *storeContext) expireLocked() bool {
 
 // release ends the context (context.Canceled), as the CancelFunc of
 // context.WithTimeout does; call it when the call returned.
-func (c *storeContext) release() { c.end(context.Canceled) }
+func (c *storeContext) release() {
+	c.end(context.Canceled)
+	c.mu.Lock()
+	reuse := c.detached && c.done == nil
+	c.mu.Unlock()
+	if reuse {
+		*c = storeContext{}
+		storeContexts.Put(c)
+	}
+}
 
 func (c *storeContext) end(err error) {
 	c.mu.Lock()

@@ -117,3 +117,34 @@ func TestStoreContext_S8_OutlivesItsParent(t *testing.T) {
 	}
 	c.release()
 }
+
+// TestStoreContext_ReusedOnlyWhenDoneWasNeverAsked: a released store
+// context whose Done was asked (a store may still select on it) stays
+// ended and is never handed out again; one never asked for Done may be
+// reused, and comes back as new.
+func TestStoreContext_ReusedOnlyWhenDoneWasNeverAsked(t *testing.T) {
+	parent := context.Background()
+	for range 100 {
+		c := newStoreContext(parent, time.Hour)
+		done := c.Done()
+		c.release()
+		d := newStoreContext(parent, time.Hour)
+		if d == c {
+			t.Fatal("a context whose Done was asked was reused")
+		}
+		select {
+		case <-done:
+		default:
+			t.Fatal("released, Done stays closed")
+		}
+		if !errors.Is(c.Err(), context.Canceled) {
+			t.Fatalf("released: %v", c.Err())
+		}
+		d.release()
+		e := newStoreContext(parent, time.Hour) // d, perhaps: as new either way
+		if e.Err() != nil || e.done != nil {
+			t.Fatalf("a reused context is not new: err %v", e.Err())
+		}
+		e.release()
+	}
+}

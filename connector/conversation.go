@@ -14,23 +14,19 @@ import (
 // channel's binding when it has none.
 var ErrNotBound = errors.New("connector: not bound to a conversation")
 
-// binding returns the channel's binding, making the default one for a
-// Card without auth flows.
+// created is the Server's OnChannelCreate for a Card without auth
+// flows: a channel the Server issued is bound to its default
+// conversation once, before its channel.open is answered (so the ack's
+// Descriptor says connected). Lookups and reopens never bind, so an
+// explicit Unbind stays unbound across pushes and restarts.
+func (c *Connector) created(ctx context.Context, channelID string) error {
+	return c.bind(ctx, Binding{ChannelID: channelID, Key: c.defConv(channelID)})
+}
+
+// binding returns the channel's binding as stored: lookups never make
+// one (see created).
 func (c *Connector) binding(ctx context.Context, channelID string) (Binding, bool, error) {
-	b, ok, err := c.store.Binding(ctx, channelID)
-	if err != nil || ok || c.defConv == nil {
-		return b, ok, err
-	}
-	unlock := c.chLocks.lock(channelID)
-	defer unlock()
-	if b, ok, err = c.store.Binding(ctx, channelID); err != nil || ok {
-		return b, ok, err
-	}
-	b = Binding{ChannelID: channelID, Key: c.defConv(channelID), State: BindingConnected, Created: c.clock.Now()}
-	if _, err := c.store.Bind(ctx, b); err != nil {
-		return Binding{}, false, err
-	}
-	return b, true, nil
+	return c.store.Binding(ctx, channelID)
 }
 
 // conversation is where the channel's finals go. A channel without a
@@ -114,7 +110,9 @@ func (c *Connector) bind(ctx context.Context, b Binding) error {
 // the State. f runs under the kit's lock of that channel, so it is
 // serialised with the kit's own Bind, Unbind, Expire, Revoke and drop of
 // the channel in this process (replicas sharing a store are not ordered
-// by it); f must not call those for the same channel. f may not change
+// by it). The locks are striped (a fixed set shared by all channels), so
+// f must not call any of those methods, for any channel: it would wait
+// for itself. f may not change
 // ChannelID or Key (rebind with Bind): UpdateBinding then fails and
 // stores nothing, as it does when f returns an error. The Descriptor is
 // pushed only when State or Target changed. A channel without a binding
@@ -229,11 +227,15 @@ func (c *Connector) release(ctx context.Context, key string) {
 }
 
 // dropped is the Server's OnChannelDrop: a channel gone for good (offline
-// grace over, or evicted) releases its binding.
-func (c *Connector) dropped(channelID string) {
+// grace over, or evicted) releases its binding. The Server calls it
+// before its Registry forgets the channel, and keeps the channel
+// registered when it fails, so no binding outlives its channel's ID.
+func (c *Connector) dropped(channelID string) error {
 	if err := c.unbind(context.Background(), channelID); err != nil {
 		c.log.Warn("connector: binding of a dropped channel not removed", "connector_channel_id", channelID, "err", err)
+		return err
 	}
+	return nil
 }
 
 // push sends the channel's Descriptor if it is open (W7).

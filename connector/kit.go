@@ -69,9 +69,10 @@ type Options struct {
 	// unsupported_packet.
 	Tools dataplane.ToolHandler
 	// DefaultConversation names the conversation a channel is bound to
-	// when it opens, for a Card without auth flows (a Card with them binds
-	// by sign-in, see SignIn). Default: every channel to
-	// DefaultConversationKey.
+	// when the Server issues it, for a Card without auth flows (a Card
+	// with them binds by sign-in, see SignIn). It is bound once: a reopen
+	// or a restart does not bind it again, so an explicit Unbind stays.
+	// Default: every channel to DefaultConversationKey.
 	DefaultConversation func(channelID string) string
 	// OnChannelOpen is called for every channel.open answered with
 	// success. Do not block in it.
@@ -210,6 +211,9 @@ func New(card *protocol.Card, platform Platform, opts *Options) (*Connector, err
 	}
 	if si, ok := platform.(SignIn); ok {
 		cfg.Auth = authHandler{c, si}
+	}
+	if c.defConv != nil {
+		cfg.OnChannelCreate = c.created
 	}
 	if c.server, err = dataplane.NewServer(cfg); err != nil {
 		c.display.Close()

@@ -74,6 +74,8 @@ func (e *editor) Release(_ context.Context, key string) error {
 	return nil
 }
 
+// newUnit is a Connector on p with a fake clock; without flows, ch_1 and
+// ch_2 are bound to the default conversation.
 func newUnit(t *testing.T, p Platform, flows bool, o Options) (*Connector, *fakeclock.Clock) {
 	t.Helper()
 	clock := fakeclock.New(time.Unix(1_790_000_000, 0))
@@ -83,6 +85,15 @@ func newUnit(t *testing.T, p Platform, flows bool, o Options) (*Connector, *fake
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { k.Close() })
+	if !flows {
+		// ch_1 and ch_2 stand for channels the Server issued: bound to
+		// the default conversation once, as OnChannelCreate does.
+		for _, ch := range []string{"ch_1", "ch_2"} {
+			if err := k.created(context.Background(), ch); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 	return k, clock
 }
 

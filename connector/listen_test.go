@@ -117,7 +117,12 @@ func TestListen_OnePerChannelStoppedWithItsBinding(t *testing.T) {
 		t.Fatalf("Listen ended with %v; want its context cancelled", err)
 	}
 
-	k.listen("ch_1") // the default binding is made again
+	// The default binding is made once, at the channel's creation: bind
+	// again explicitly.
+	if err := k.Bind(ctx, Binding{ChannelID: "ch_1", Key: DefaultConversationKey}); err != nil {
+		t.Fatal(err)
+	}
+	k.listen("ch_1")
 	testwait.Recv(t, l.calls, within)
 	if err := k.Expire(ctx, "ch_1"); err != nil {
 		t.Fatal(err)

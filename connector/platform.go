@@ -136,7 +136,9 @@ type Discarder interface {
 // key's count goes to zero, concurrent rebinds included. Another channel
 // binding the same key again may be stored before that call arrives; a
 // platform that starts its consumer when a sign-in binds a key starts it
-// again then.
+// again then. Release runs under the kit's lock of the channel whose
+// change released the key (see Connector.UpdateBinding): it must not call
+// the Connector's Bind, Unbind, Expire, Revoke or UpdateBinding.
 type Releaser interface {
 	Release(ctx context.Context, key string) error
 }
@@ -146,7 +148,10 @@ type Releaser interface {
 // evicted channel, a sign-in's binding the store refused), one call per
 // channel, after the store forgot it and before a Releaser hears of its key:
 // the place to drop what the platform keeps per channel, such as its
-// credentials. Errors are logged.
+// credentials. Errors are logged. It runs under the kit's lock of the
+// channel, so a new binding of the channel is stored only after it
+// returned; it must not call the Connector's Bind, Unbind, Expire, Revoke
+// or UpdateBinding.
 type Unbinder interface {
 	Unbound(ctx context.Context, b Binding) error
 }

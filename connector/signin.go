@@ -29,8 +29,8 @@ type SignIn interface {
 // auth.status for a session Start began. Without it the kit answers from
 // the channel's binding: authenticated when connected, expired when
 // expired, unauthenticated when revoked, and auth_session_not_found
-// without a binding, since no session outlives Start (Common Protocol
-// §8.9).
+// without a binding, since no session outlives Start
+// (Common Protocol §8.9).
 type SignInStatus interface {
 	Status(ctx context.Context, channelID string, req protocol.AuthStatusRequest) (SignInResult, error)
 }

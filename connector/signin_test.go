@@ -67,8 +67,8 @@ func TestKit_W12_StatusFromTheBindingWithoutSignInStatus(t *testing.T) {
 
 // TestKit_W12_CancelFromTheBindingWithoutSignInCanceler: auth.cancel of a
 // SignIn without Cancel is not_found (unauthenticated) on an unbound
-// channel; on a bound one it is ignored (§8.11: the finished sign-in is
-// kept) with auth_status authenticated, and the binding stays.
+// channel; on a bound one it is ignored (Common Protocol §8.11: the
+// finished sign-in is kept) with auth_status authenticated, and the binding stays.
 func TestKit_W12_CancelFromTheBindingWithoutSignInCanceler(t *testing.T) {
 	p := formSignIn{&editor{}}
 	k, _ := newUnit(t, p, true, Options{})

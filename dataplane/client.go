@@ -850,27 +850,25 @@ func (cc *clientConn) readLoop() {
 		cc.mu.Unlock()
 		close(cc.dead)
 	}()
-	for {
-		p, err := cc.conn.Read(c.ctx)
-		if err != nil {
-			if isInvalidFrame(err) {
-				if p == nil || p.Type != imv2.TypeError {
-					var req *imv2.Packet
-					if p != nil && p.PacketID != "" {
-						req = p
-					}
-					cc.send(imv2.NewErrorPacket(req, imv2.AsError(err, imv2.CodeInvalidPacket)))
-				}
-				continue
-			}
-			if c.ctx.Err() == nil {
-				c.log.Debug("dataplane: read ended", "err", err)
-			}
-			_ = cc.conn.Close()
+	// On the connection's reader goroutine where the Conn allows
+	// (readEach): no hand-off between socket and Channel.
+	err := readEach(c.ctx, cc.conn, func(p *imv2.Packet, err error) {
+		if err == nil {
+			cc.dispatch(p)
 			return
 		}
-		cc.dispatch(p)
+		if p == nil || p.Type != imv2.TypeError {
+			var req *imv2.Packet
+			if p != nil && p.PacketID != "" {
+				req = p
+			}
+			cc.send(imv2.NewErrorPacket(req, imv2.AsError(err, imv2.CodeInvalidPacket)))
+		}
+	})
+	if c.ctx.Err() == nil {
+		c.log.Debug("dataplane: read ended", "err", err)
 	}
+	_ = cc.conn.Close()
 }
 
 func (cc *clientConn) dispatch(p *imv2.Packet) {

@@ -121,11 +121,14 @@ type wsConn struct {
 	bc  *batchConn // nil: frames leave one write(2) each
 	cfg ConnConfig
 
-	in      chan readItem // reader → Read
-	pings   chan struct{} // keepalive tick → writer, capacity 1
-	kick    chan struct{} // capacity 1: frames queued, the writer goroutine is to write them
-	closing chan struct{} // closed when Close starts: no new writes
-	done    chan struct{} // closed at shutdown: everything stops
+	in      chan readItem                  // reader → Read
+	handoff chan func(*imv2.Packet, error) // serve → reader: the handler that replaces Read
+	hmu     sync.Mutex                     // held by the reader while the handler runs
+	hoff    bool                           // guarded by hmu: serve returned, the handler is not to run again
+	pings   chan struct{}                  // keepalive tick → writer, capacity 1
+	kick    chan struct{}                  // capacity 1: frames queued, the writer goroutine is to write them
+	closing chan struct{}                  // closed when Close starts: no new writes
+	done    chan struct{}                  // closed at shutdown: everything stops
 
 	qmu       sync.Mutex
 	pend      []byte        // guarded by qmu: the queued frames' payloads, back to back
@@ -176,6 +179,7 @@ func newBatchedWSConn(ws *websocket.Conn, bc *batchConn, cfg ConnConfig) *wsConn
 		bc:         bc,
 		cfg:        cfg,
 		in:         make(chan readItem),
+		handoff:    make(chan func(*imv2.Packet, error)),
 		pings:      make(chan struct{}, 1),
 		kick:       make(chan struct{}, 1),
 		closing:    make(chan struct{}),
@@ -206,6 +210,7 @@ func (c *wsConn) reader() {
 	// buffer grown by a large frame is dropped, not kept for the
 	// connection's life.
 	var buf bytes.Buffer
+	var handle func(*imv2.Packet, error) // from serve: frames are handled here, not passed to Read
 	for {
 		mt, r, err := c.ws.NextReader()
 		if err == nil {
@@ -230,14 +235,70 @@ func (c *wsConn) reader() {
 		} else {
 			it.p, it.err = imv2.DecodePacket(data)
 		}
+		if handle != nil {
+			c.handle(handle, it)
+			continue
+		}
 		select {
 		case c.in <- it:
+		case handle = <-c.handoff:
+			c.handle(handle, it)
 		case <-c.closing:
 			// Closing: keep reading only to see the peer's close frame.
 		case <-c.done:
 			return
 		}
 	}
+}
+
+// handle runs the handler serve handed over on one frame, on the reader
+// goroutine, unless serve has returned or the connection is closing
+// (then frames are read only to see the peer's close frame, as in Read).
+func (c *wsConn) handle(h func(*imv2.Packet, error), it readItem) {
+	c.hmu.Lock()
+	defer c.hmu.Unlock()
+	if c.hoff {
+		return
+	}
+	select {
+	case <-c.closing:
+		return
+	default:
+	}
+	h(it.p, it.err)
+}
+
+// serve implements servingConn: the reader goroutine runs h on each
+// frame itself, decoded, instead of handing it to Read, so a packet
+// costs no goroutine switch between the socket and its handler. The
+// reader reads the next frame only when h returned: a slow h holds the
+// connection's reading as a slow Read caller does (backpressure, never a
+// buffer). serve returns as Read would end (the connection ended, Close,
+// ctx), after the last call of h returned; h is not called again, and
+// the Conn is not to be read afterwards.
+func (c *wsConn) serve(ctx context.Context, h func(*imv2.Packet, error)) error {
+	var err error
+	select {
+	case c.handoff <- h:
+		select {
+		case <-c.done:
+			err = c.cause()
+		case <-c.closing:
+			err = closedErr()
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
+	case <-c.done:
+		err = c.cause()
+	case <-c.closing:
+		err = closedErr()
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	c.hmu.Lock()
+	c.hoff = true
+	c.hmu.Unlock()
+	return err
 }
 
 // readFailed ends the connection after a read error. After a frame over
@@ -352,3 +413,26 @@ func (c *wsConn) Close() error {
 }
 
 func closedErr() error { return imv2.Errorf(imv2.CodeClosed, "dataplane: connection closed") }
+
+// servingConn is a Conn whose reader can run a handler on each packet
+// itself (wsConn.serve), saving the goroutine switch of Read.
+type servingConn interface {
+	serve(ctx context.Context, h func(*imv2.Packet, error)) error
+}
+
+// readEach calls h on every packet conn reads, one at a time and in
+// order, until the connection ends, and returns why (an error of Read).
+// err given to h is an invalid frame (E2, p as far as it decoded): the
+// connection goes on. A Conn that can run h on its own reader does so.
+func readEach(ctx context.Context, conn Conn, h func(p *imv2.Packet, err error)) error {
+	if sc, ok := conn.(servingConn); ok {
+		return sc.serve(ctx, h)
+	}
+	for {
+		p, err := conn.Read(ctx)
+		if err != nil && !isInvalidFrame(err) {
+			return err
+		}
+		h(p, err)
+	}
+}

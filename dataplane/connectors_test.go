@@ -64,7 +64,7 @@ func replicaPair(t *testing.T) (a, b *Server, reg *sharedRegistry, clk *fakecloc
 			NewTarget:     func(string) imv2.Target { return newRecTarget() },
 			Clock:         clk,
 			Registry:      reg,
-			OnChannelDrop: func(id string) { dropped <- id },
+			OnChannelDrop: func(id string) error { dropped <- id; return nil },
 		})
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = srv.Close() })
@@ -126,8 +126,8 @@ func TestConnectorRegistry_W5_GraceExpiryForgetsNothingWhileConnectedElsewhere(t
 	clk.Advance(DefaultOfflineGrace)
 	require.Equal(t, ch, recv(t, dropped), "past the grace everywhere, the channel is dropped")
 	require.Eventually(t, func() bool { _, ok, _ := reg.ConnectorSeen(ctx, cid); return !ok }, wait, time.Millisecond)
-	known, _ = reg.Known(ctx, ch)
-	require.False(t, known)
+	// The registry forgets the channel after OnChannelDrop returned.
+	require.Eventually(t, func() bool { known, _ := reg.Known(ctx, ch); return !known }, wait, time.Millisecond)
 }
 
 // TestConnectorRegistry_GraceExpiryOnStoreErrorKeepsSharedState: when

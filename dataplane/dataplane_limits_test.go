@@ -62,33 +62,60 @@ func TestLimit_ConnectorIDsPerServer(t *testing.T) {
 
 // TestLimit_HandlerCallsPerConnection: past MaxHandlerCalls concurrent
 // tool calls the read loop waits; the extra call is delayed, not dropped.
+// Over a pipe the read loop reads with Read; over a WebSocket it is the
+// connection's reader itself (wsConn.serve), which then stops reading.
 func TestLimit_HandlerCallsPerConnection(t *testing.T) {
+	for _, ws := range []bool{false, true} {
+		name := "pipe"
+		if ws {
+			name = "websocket"
+		}
+		t.Run(name, func(t *testing.T) { testHandlerCallsBound(t, ws) })
+	}
+}
+
+func testHandlerCallsBound(t *testing.T, overWS bool) {
 	release := make(chan struct{})
 	started := make(chan struct{}, 4)
-	srv, err := NewServer(ServerConfig{
-		Card: testCard(), MaxHandlerCalls: 1,
-		NewTarget: func(string) imv2.Target { return newRecTarget() },
-		Tools: ToolFunc(func(ctx context.Context, _ string, _ protocol.ToolInvoke) (json.RawMessage, error) {
+	cfg := func(c *ServerConfig) {
+		c.MaxHandlerCalls = 1
+		c.Tools = ToolFunc(func(ctx context.Context, _ string, _ protocol.ToolInvoke) (json.RawMessage, error) {
 			started <- struct{}{}
 			select {
 			case <-release:
 			case <-ctx.Done():
 			}
 			return json.RawMessage(`{"ok":true}`), nil
-		}),
-	})
-	require.NoError(t, err)
-	defer srv.Close()
-	p, _ := pipeSession(t, srv)
-	p.hello("")
-	ch := p.open("")
+		})
+	}
+	var (
+		conn Conn
+		ch   string
+	)
+	if overWS {
+		_, url := startServer(t, cfg)
+		p := dialPeer(t, url, nil)
+		p.hello("")
+		ch, _ = p.open("")
+		conn = p.conn
+	} else {
+		c := ServerConfig{Card: testCard(), NewTarget: func(string) imv2.Target { return newRecTarget() }}
+		cfg(&c)
+		srv, err := NewServer(c)
+		require.NoError(t, err)
+		defer srv.Close()
+		p, _ := pipeSession(t, srv)
+		p.hello("")
+		ch = p.open("")
+		conn = p.c
+	}
 	ctx := ctxWait(t)
 	var reqs []*imv2.Packet
 	for range 2 {
 		req, err := imv2.NewPacket(protocol.TypeToolInvoke, ch, protocol.ToolInvoke{ToolID: "test_send", Arguments: json.RawMessage(`{"connector_channel_id":"` + ch + `"}`)})
 		require.NoError(t, err)
 		req.RequestID = "req_" + req.PacketID
-		require.NoError(t, p.c.Write(ctx, req))
+		require.NoError(t, conn.Write(ctx, req))
 		reqs = append(reqs, req)
 	}
 	recv(t, started)
@@ -97,7 +124,7 @@ func TestLimit_HandlerCallsPerConnection(t *testing.T) {
 	ping, err := imv2.NewPacket(protocol.TypePing, "", nil)
 	require.NoError(t, err)
 	ping.RequestID = "req_ping"
-	require.NoError(t, p.c.Write(ctx, ping))
+	require.NoError(t, conn.Write(ctx, ping))
 	// A short look for a second call running: it can only miss a broken
 	// bound, never fail a working one.
 	select {
@@ -108,7 +135,7 @@ func TestLimit_HandlerCallsPerConnection(t *testing.T) {
 	close(release)
 	var order []string
 	for range 3 {
-		ans, err := p.c.Read(ctx)
+		ans, err := conn.Read(ctx)
 		require.NoError(t, err)
 		require.NotEqual(t, imv2.TypeError, ans.Type, "%+v", ans.Error)
 		order = append(order, ans.ReplyTo)

@@ -82,7 +82,8 @@
 //     delta_limit_exceeded and a final channel_busy, retryable;
 //   - connector_id instances: DefaultMaxConnectors (64), each kept for
 //     DefaultOfflineGrace (1 h) after its last connection ends (its TTL),
-//     then its channels are closed and dropped (OnChannelDrop is called);
+//     then its channels are closed and dropped (OnChannelDrop is called,
+//     then the Registry forgets them, outside the Server's lock);
 //     at the cap a hello for a new connector_id is refused
 //     connector_id_mismatch, and no instance is evicted within its grace;
 //   - channels per connector_id (so per connection): DefaultMaxChannels

@@ -48,6 +48,11 @@ func envelopeAttrs(dir string, p *imv2.Packet) []any {
 // Read implements Conn.
 func (l *loggingConn) Read(ctx context.Context) (*imv2.Packet, error) {
 	p, err := l.c.Read(ctx)
+	l.logRead(ctx, p, err)
+	return p, err
+}
+
+func (l *loggingConn) logRead(ctx context.Context, p *imv2.Packet, err error) {
 	switch {
 	case err == nil:
 		if l.log.Enabled(ctx, slog.LevelDebug) { // skip building the attributes
@@ -58,7 +63,17 @@ func (l *loggingConn) Read(ctx context.Context) (*imv2.Packet, error) {
 	default:
 		l.log.DebugContext(ctx, "dataplane read ended", "err", err)
 	}
-	return p, err
+}
+
+// serve implements servingConn when the decorated Conn does: each frame
+// is logged as Read logs it, on the reader goroutine.
+func (l *loggingConn) serve(ctx context.Context, h func(*imv2.Packet, error)) error {
+	err := readEach(ctx, l.c, func(p *imv2.Packet, err error) {
+		l.logRead(ctx, p, err)
+		h(p, err)
+	})
+	l.logRead(ctx, nil, err)
+	return err
 }
 
 // Write implements Conn.

@@ -138,11 +138,24 @@ type ServerConfig struct {
 	// OnChannelOpen is called for every channel.open about to be answered
 	// with success, with the channel's ID. Do not block in it.
 	OnChannelOpen func(channelID string)
+	// OnChannelCreate is called once per channel ID the Server issues (a
+	// channel.open without an ID, or with one it does not know), before
+	// that channel.open is answered and before OnChannelOpen; a reopen of
+	// the ID, also after a restart, does not call it. An error refuses
+	// the channel.open with it; the channel stays, unused, until it is
+	// dropped like any closed channel.
+	OnChannelCreate func(ctx context.Context, channelID string) error
 
-	// OnChannelDrop is called after a channel was closed and forgotten
-	// because its connector_id stayed offline past OfflineGrace (or was
-	// evicted): the place to sign out of the target platform (Connector Architecture §3.4).
-	OnChannelDrop func(channelID string)
+	// OnChannelDrop is called after a channel was closed because its
+	// connector_id stayed offline past OfflineGrace (or it was evicted),
+	// and before the Registry forgets it: the place to sign out of the
+	// target platform (Connector Architecture §3.4). What it removes goes
+	// before the ID does, so a crash between leaves a registered channel
+	// without the author's state (dropped again after its next grace),
+	// never the author's state of a channel nobody knows. An error keeps
+	// the ID registered: a reopen with it then finds the channel again,
+	// with what OnChannelDrop could not remove.
+	OnChannelDrop func(channelID string) error
 }
 
 // Server is the Connector side of the data plane: an http.Handler for
@@ -174,10 +187,16 @@ type Server struct {
 	dropWG    sync.WaitGroup           // OnChannelDrop / Channel.Close after expiry
 	beat      clock.Timer              // shared-registry heartbeat (connectors.go)
 	beatWG    sync.WaitGroup
-	// dropping holds, per dropped channel ID whose Drop still runs, a
-	// channel closed when it returned: a handover from that ID waits for
-	// it (handoverCompleted). One entry per running drop goroutine.
+	// dropping holds, per dropped channel ID until the Registry forgot
+	// it, a channel closed when its Drop returned: a handover from that
+	// ID waits for it (handoverCompleted), and a channel.open of that ID
+	// gets a new one, as after the Forget. One entry per running drop
+	// goroutine.
 	dropping map[string]chan struct{}
+	// drops counts the drops begun: a reopen that asked the Registry
+	// about an ID reuses it only if no drop began meanwhile (that drop's
+	// Forget may have made the answer stale).
+	drops uint64
 }
 
 // instance is one connector_id: the channels it owns and its offline grace.
@@ -681,14 +700,15 @@ func (s *Server) dropInstanceLocked(inst *instance) {
 	}
 }
 
+// dropChannelLocked drops a channel for good (a rare path: grace expiry
+// or eviction). From here until the Registry forgot it, the ID is in
+// s.dropping, so a channel.open of it gets a new ID (W5) as it will
+// after the Forget; the store calls run in the drop's goroutine, never
+// under s.mu, so a slow store stalls no hello.
 func (s *Server) dropChannelLocked(e *channelEntry) {
 	delete(e.inst.channels, e.id)
 	delete(s.channels, e.id)
-	// Forget before anyone can reopen the ID (a rare path: grace expiry
-	// or eviction), so a later channel.open gets a new ID (W5).
-	if err := s.cfg.Registry.Forget(context.Background(), e.id); err != nil {
-		s.log.Warn("dataplane: dropped channel not forgotten by the registry", "connector_channel_id", e.id, "err", err)
-	}
+	s.drops++
 	done := make(chan struct{})
 	if old := s.dropping[e.id]; old == nil {
 		s.dropping[e.id] = done
@@ -700,15 +720,26 @@ func (s *Server) dropChannelLocked(e *channelEntry) {
 		// closes the Channel, which waits for a Target call in flight
 		// and its completion record.
 		_ = e.ch.Drop(context.Background())
+		close(done)
+		// The author's state (a binding) goes before the ID: see
+		// OnChannelDrop.
+		forget := true
+		if s.cfg.OnChannelDrop != nil {
+			if err := s.cfg.OnChannelDrop(e.id); err != nil {
+				s.log.Warn("dataplane: dropped channel kept in the registry, its OnChannelDrop failed", "connector_channel_id", e.id, "err", err)
+				forget = false
+			}
+		}
+		if forget {
+			if err := s.cfg.Registry.Forget(context.Background(), e.id); err != nil {
+				s.log.Warn("dataplane: dropped channel not forgotten by the registry", "connector_channel_id", e.id, "err", err)
+			}
+		}
 		s.mu.Lock()
 		if s.dropping[e.id] == done {
 			delete(s.dropping, e.id)
 		}
 		s.mu.Unlock()
-		close(done)
-		if s.cfg.OnChannelDrop != nil {
-			s.cfg.OnChannelDrop(e.id)
-		}
 	}()
 }
 

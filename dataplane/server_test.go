@@ -426,7 +426,7 @@ func TestServer_ConnectorIDOfflineGrace(t *testing.T) {
 		Card:          testCard(),
 		NewTarget:     func(string) imv2.Target { return newRecTarget() },
 		Clock:         clk,
-		OnChannelDrop: func(id string) { dropped <- id },
+		OnChannelDrop: func(id string) error { dropped <- id; return nil },
 	})
 	require.NoError(t, err)
 	defer srv.Close()
@@ -484,7 +484,7 @@ func TestServer_MaxChannelsEvictsClosed(t *testing.T) {
 	dropped := make(chan string, 4)
 	srv, err := NewServer(ServerConfig{
 		Card: testCard(), NewTarget: func(string) imv2.Target { return newRecTarget() },
-		MaxChannels: 2, OnChannelDrop: func(id string) { dropped <- id },
+		MaxChannels: 2, OnChannelDrop: func(id string) error { dropped <- id; return nil },
 	})
 	require.NoError(t, err)
 	defer srv.Close()

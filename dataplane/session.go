@@ -14,7 +14,8 @@ import (
 )
 
 // session is one data-plane connection on the Connector side. Its read loop
-// is the only goroutine that dispatches packets; auth and tool handlers run
+// (the connection's reader goroutine, see readEach) is the only goroutine
+// that dispatches packets; auth and tool handlers run
 // in goroutines of their own, bounded by sem.
 type session struct {
 	srv    *Server
@@ -80,19 +81,15 @@ func (ss *session) run() error {
 			_ = ss.conn.Close()
 		}
 	})
-	var err error
-	for {
-		p, rerr := ss.conn.Read(ss.ctx)
-		if rerr != nil {
-			if isInvalidFrame(rerr) {
-				ss.answerInvalid(p, rerr)
-				continue
-			}
-			err = rerr
-			break
+	// Packets are dispatched on the connection's reader goroutine where
+	// the Conn allows (readEach): no hand-off between socket and Channel.
+	err := readEach(ss.ctx, ss.conn, func(p *imv2.Packet, err error) {
+		if err != nil {
+			ss.answerInvalid(p, err)
+			return
 		}
 		ss.dispatch(p)
-	}
+	})
 	hello.Stop()
 	ss.cancel()
 	_ = ss.conn.Close()
@@ -261,17 +258,31 @@ func (ss *session) openChannel(p *imv2.Packet) {
 	}
 	renegotiate := false
 	if e == nil {
-		_, elsewhere := srv.channels[p.ConnectorChannelID]
 		srv.mu.Unlock()
-		reuse := ""
-		if p.ConnectorChannelID != "" && !elsewhere {
-			// Issued before a restart: reuse it with its durable state.
-			if known, err := srv.cfg.Registry.Known(ss.ctx, p.ConnectorChannelID); err == nil && known {
-				reuse = p.ConnectorChannelID
+		var (
+			reuse     string
+			elsewhere bool
+			err       error
+		)
+		for try := 1; ; try++ {
+			srv.mu.Lock()
+			_, elsewhere = srv.channels[p.ConnectorChannelID]
+			_, dropping := srv.dropping[p.ConnectorChannelID]
+			drops := srv.drops
+			srv.mu.Unlock()
+			reuse = ""
+			if p.ConnectorChannelID != "" && !elsewhere && !dropping {
+				// Issued before a restart: reuse it with its durable state.
+				if known, err := srv.cfg.Registry.Known(ss.ctx, p.ConnectorChannelID); err == nil && known {
+					reuse = p.ConnectorChannelID
+				}
+			}
+			e, err = ss.newChannel(inst, neg, reuse, drops)
+			if !errors.Is(err, errStaleKnown) || try == 3 {
+				break
 			}
 		}
-		var err error
-		if e, err = ss.newChannel(inst, neg, reuse); err != nil {
+		if err != nil {
 			ss.failErr(p, err)
 			return
 		}
@@ -279,6 +290,12 @@ func (ss *session) openChannel(p *imv2.Packet) {
 			ss.log.Info("dataplane: channel.open for an unknown channel; issued a new ID", "old", short(p.ConnectorChannelID), "new", e.id)
 			if !elsewhere {
 				srv.handoverCompleted(ss.ctx, p.ConnectorChannelID, e.id)
+			}
+		}
+		if reuse == "" && srv.cfg.OnChannelCreate != nil {
+			if err := srv.cfg.OnChannelCreate(ss.ctx, e.id); err != nil {
+				ss.failErr(p, err)
+				return
 			}
 		}
 		srv.mu.Lock()
@@ -317,11 +334,17 @@ func (ss *session) openChannel(p *imv2.Packet) {
 	e.syncTransport(srv)
 }
 
+// errStaleKnown: a drop began while a reopen asked the Registry, so its
+// answer may predate that drop's Forget; the reopen asks again.
+var errStaleKnown = imv2.Errorf(imv2.CodeChannelUnavailable, "channels were dropped while this channel.open ran; try again")
+
 // newChannel creates a channel of inst, evicting the least recently used
 // closed channel when the instance is at MaxChannels. id is a registered
-// ID to reuse, or "" for a new one.
-func (ss *session) newChannel(inst *instance, neg *imv2.Negotiated, id string) (*channelEntry, error) {
+// ID to reuse, or "" for a new one; drops is Server.drops when the
+// Registry said id was registered (errStaleKnown if a drop began since).
+func (ss *session) newChannel(inst *instance, neg *imv2.Negotiated, id string, drops uint64) (*channelEntry, error) {
 	srv := ss.srv
+	reuse := id != ""
 	if id == "" {
 		id = "cch_" + uuid.NewString()
 		if err := srv.cfg.Registry.Register(ss.ctx, id); err != nil {
@@ -343,6 +366,10 @@ func (ss *session) newChannel(inst *instance, neg *imv2.Negotiated, id string) (
 	if srv.closed || srv.instances[inst.id] != inst {
 		go func() { _ = ch.Close() }()
 		return nil, imv2.Errorf(imv2.CodeChannelUnavailable, "connector_id %q is gone", inst.id)
+	}
+	if reuse && srv.drops != drops && srv.channels[id] == nil {
+		go func() { _ = ch.Close() }()
+		return nil, errStaleKnown
 	}
 	if len(inst.channels) >= srv.cfg.MaxChannels {
 		var victim *channelEntry

@@ -51,7 +51,10 @@
 //     answers connector.ErrNoChannel there.) Each key's reference count (imv2_binding_keys) changes
 //     in the transaction that changes the binding, with the channel's row
 //     locked first, so concurrent Binds and Unbinds on several replicas
-//     keep it exact and one Unbind of many finds the binding.
+//     keep it exact and one Unbind of many finds the binding. The change
+//     that takes a count to zero says so (connector.BindingChange.Released,
+//     decided on the locked count row), so the kit releases a
+//     conversation exactly once each time its last binding goes.
 //
 //     st, _ := pgstore.Open(ctx, url, pgstore.Options{})
 //     relay := pgstore.NewRelay(st)
@@ -130,6 +133,8 @@
 // start at once migrate once. A database of a newer version is refused.
 // Version 3 added the bindings (imv2_bindings, imv2_binding_keys); a
 // database of version 2 gains them, empty, when this build opens it.
+// Version 4 added a binding's Data and Drafts (columns data, draft_ids,
+// draft_handles); bindings of version 3 keep everything and get none.
 // Pending messages are stored exactly as given, in the SDK's versioned
 // pending-entry encoding that boltstore keeps too (pendingcodec.go); rows
 // of builds that stored them gob-encoded are still read.

@@ -1,0 +1,108 @@
+package imv2
+
+import (
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+)
+
+// TestRecordFIFO_S6_LikeAnOrderedListOfCapacity: under any sequence of
+// adds (new keys and re-records), removals and removals of the oldest,
+// recordFIFO holds what a plain ordered list of at most capacity keys
+// holds, in the same order, tells every key that leaves exactly once,
+// and its buffer stays within four times the capacity (at least 16).
+func TestRecordFIFO_S6_LikeAnOrderedListOfCapacity(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		capacity := rapid.IntRange(1, 40).Draw(rt, "capacity")
+		var evicted []completedKey
+		f := newRecordFIFO(capacity, func(k completedKey) { evicted = append(evicted, k) })
+		var model []completedKey // oldest first
+		vals := map[completedKey]completedRecord{}
+		key := func(rt *rapid.T) completedKey {
+			return completedKey{"cch_" + strconv.Itoa(rapid.IntRange(0, 2).Draw(rt, "ch")), "m" + strconv.Itoa(rapid.IntRange(0, 60).Draw(rt, "msg"))}
+		}
+		gone := func(k completedKey) {
+			model = slices.DeleteFunc(model, func(x completedKey) bool { return x == k })
+			delete(vals, k)
+		}
+		for i := range rapid.IntRange(1, 400).Draw(rt, "steps") {
+			evicted = evicted[:0]
+			var wantEvicted []completedKey
+			switch rapid.IntRange(0, 9).Draw(rt, "op") {
+			case 0, 1: // remove a key, held or not
+				k := key(rt)
+				if _, ok := vals[k]; ok {
+					wantEvicted = append(wantEvicted, k)
+					gone(k)
+				}
+				f.Remove(k)
+			case 2: // remove the oldest
+				if len(model) > 0 {
+					wantEvicted = append(wantEvicted, model[0])
+					gone(model[0])
+				}
+				f.RemoveOldest()
+			default: // add, a re-record moves the key to the back
+				k := key(rt)
+				r := completedRecord{fp: Fingerprint{byte(i)}, expires: time.Unix(int64(i), 0)}
+				if _, ok := vals[k]; ok {
+					wantEvicted = append(wantEvicted, k)
+					gone(k)
+				}
+				model = append(model, k)
+				vals[k] = r
+				for len(model) > capacity {
+					wantEvicted = append(wantEvicted, model[0])
+					gone(model[0])
+				}
+				f.Add(k, r)
+			}
+			if !slices.Equal(evicted, wantEvicted) {
+				rt.Fatalf("step %d: evicted %v, want %v", i, evicted, wantEvicted)
+			}
+			if f.Len() != len(model) {
+				rt.Fatalf("step %d: Len %d, want %d", i, f.Len(), len(model))
+			}
+			for k, v := range vals {
+				if got, ok := f.Peek(k); !ok || got != v {
+					rt.Fatalf("step %d: Peek(%v) = %v %v, want %v", i, k, got, ok, v)
+				}
+			}
+			if k, _, ok := f.GetOldest(); ok != (len(model) > 0) || ok && k != model[0] {
+				rt.Fatalf("step %d: oldest %v %v, want %v", i, k, ok, model)
+			}
+			if n := len(f.ring); n > max(16, 4*capacity) {
+				rt.Fatalf("step %d: a buffer of %d slots for a capacity of %d", i, n, capacity)
+			}
+		}
+		// The order, oldest first, by draining.
+		var order []completedKey
+		for f.Len() > 0 {
+			k, _, _ := f.GetOldest()
+			order = append(order, k)
+			f.RemoveOldest()
+		}
+		if !slices.Equal(order, model) {
+			rt.Fatalf("order %v, want %v", order, model)
+		}
+	})
+}
+
+// TestRecordFIFO_S6_ReRecordsDoNotGrowTheRing: a key recorded again and
+// again (each time its old slot goes stale) and keys removed out of order
+// keep the buffer at its smallest.
+func TestRecordFIFO_S6_ReRecordsDoNotGrowTheRing(t *testing.T) {
+	f := newRecordFIFO(DefaultCompletedCap, func(completedKey) {})
+	k := completedKey{"cch_1", "m1"}
+	for i := range 10_000 {
+		f.Add(k, completedRecord{fp: Fingerprint{byte(i)}})
+		f.Add(completedKey{"cch_1", "x" + strconv.Itoa(i)}, completedRecord{})
+		f.Remove(completedKey{"cch_1", "x" + strconv.Itoa(i)})
+	}
+	if n := len(f.ring); f.Len() != 1 || n > 16 {
+		t.Fatalf("a buffer of %d slots for %d records", n, f.Len())
+	}
+}
