@@ -44,6 +44,10 @@ type Options struct {
 	// APIKey, when set, guards /health, /ws, /files/uploads and /metrics
 	// (W1). Given once: the kit hands it to every layer.
 	APIKey string
+	// URLKey signs the download URLs of offered files (Config.URLKey: at
+	// least MinURLKeyBytes); default derived from APIKey, so a restart or a
+	// replica with the same API key verifies them.
+	URLKey []byte
 	// Skill is served at /skill.md (H3); nil means 404.
 	Skill []byte
 	// Store keeps pending, completed, registry and bindings; default all
@@ -158,7 +162,7 @@ func New(card *protocol.Card, platform Platform, opts *Options) (*Connector, err
 		return nil, err
 	}
 	c.handler, err = NewHandler(Config{
-		Card: card, Markdown: o.Skill, APIKey: o.APIKey, Files: o.Files, Clock: o.Clock, Logger: o.Logger,
+		Card: card, Markdown: o.Skill, APIKey: o.APIKey, URLKey: o.URLKey, Files: o.Files, Clock: o.Clock, Logger: o.Logger,
 		WS: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { c.server.ServeHTTP(w, r) }),
 	})
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -114,4 +115,28 @@ func TestKit_T3_M6_PendingDownloadURLSurvivesRestart(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, res.StatusCode, "the pending message's download_url after the restart")
 	require.Equal(t, "a photo", string(body))
+}
+
+// TestKit_T3_URLKeyOptionSignsAcrossReplicas: Options.URLKey reaches the
+// Handler: two Connectors with different API keys and one URLKey verify
+// each other's URLs; without it they do not (each derives from its own
+// API key), and a short one fails New.
+func TestKit_T3_URLKeyOptionSignsAcrossReplicas(t *testing.T) {
+	t.Parallel()
+	key := []byte("a shared 32-byte download secret")
+	files := connector.NewMemoryStore(connector.MemoryStoreOptions{})
+	download := func(urlKey []byte) int {
+		k1, _ := startKit(t, newPretend(0), "sk-replica-one-0123456789", connector.Options{Files: files, URLKey: urlKey})
+		_, base2 := startKit(t, newPretend(0), "sk-replica-two-0123456789", connector.Options{Files: files, URLKey: urlKey})
+		f, err := k1.OfferFile(context.Background(), "cch_1", "a.txt", "text/plain", strings.NewReader("hello"))
+		require.NoError(t, err)
+		res, err := http.Get(base2 + f.DownloadURL)
+		require.NoError(t, err)
+		res.Body.Close()
+		return res.StatusCode
+	}
+	require.Equal(t, http.StatusOK, download(key), "one URLKey")
+	require.Equal(t, http.StatusForbidden, download(nil), "keys derived from two API keys")
+	_, err := connector.New(kitCard(""), newPretend(0), &connector.Options{URLKey: key[:31]})
+	require.ErrorContains(t, err, "URLKey")
 }
