@@ -61,7 +61,8 @@ var ErrNoChannel = errors.New("connector: bound channel is not open here")
 // for every channel opened (before Options.OnChannelOpen); running it
 // (pgstore.Relay.Run) is the caller's. Files offered with an event are
 // stored in this replica's FileStore: replicas need a shared one for
-// xAgent to download them from any.
+// xAgent to download them from any, and the same API key (or
+// Options.URLKey) so that any replica verifies the signed URL.
 type Relay interface {
 	Send(ctx context.Context, channelID string, m imv2.ChatMessage) (string, error)
 }
