@@ -42,6 +42,7 @@ func (s *memoryCompletedStore) Claim(_ context.Context, channelID, messageID str
 		return Claim{}, &Error{Code: CodeChannelBusy, Message: "too many deliveries claimed", Retryable: true}
 	}
 	s.addClaim(k, mine)
+	s.compact()
 	return Claim{State: ClaimAcquired}, nil
 }
 
@@ -70,6 +71,7 @@ func (s *memoryCompletedStore) addClaim(k completedKey, c claimRecord) {
 func (s *memoryCompletedStore) deleteClaim(k completedKey) {
 	if _, ok := s.claims[k]; ok {
 		delete(s.claims, k)
+		s.claimsRemoved++
 		s.claimIndex.remove(k)
 	}
 }

@@ -12,8 +12,9 @@ import (
 // TestRecordFIFO_S6_LikeAnOrderedListOfCapacity: under any sequence of
 // adds (new keys and re-records), removals and removals of the oldest,
 // recordFIFO holds what a plain ordered list of at most capacity keys
-// holds, in the same order, tells every key that leaves exactly once,
-// and its buffer stays within four times the capacity (at least 16).
+// holds, in the same order and by channel, tells every key that leaves
+// exactly once, and its buffer and table stay within four times the
+// capacity (at least 16).
 func TestRecordFIFO_S6_LikeAnOrderedListOfCapacity(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		capacity := rapid.IntRange(1, 40).Draw(rt, "capacity")
@@ -77,6 +78,24 @@ func TestRecordFIFO_S6_LikeAnOrderedListOfCapacity(t *testing.T) {
 			if n := len(f.ring); n > max(16, 4*capacity) {
 				rt.Fatalf("step %d: a buffer of %d slots for a capacity of %d", i, n, capacity)
 			}
+			if n, v := len(f.table), len(f.vals); n > max(16, 4*(capacity+1)) || v > capacity+1 {
+				rt.Fatalf("step %d: a table of %d and %d records for a capacity of %d", i, n, v, capacity)
+			}
+			for ch := range 3 {
+				c := "cch_" + strconv.Itoa(ch)
+				var want []string
+				for _, k := range model {
+					if k.channel == c {
+						want = append(want, k.message)
+					}
+				}
+				got := f.Of(c)
+				slices.Sort(want)
+				slices.Sort(got)
+				if !slices.Equal(got, want) {
+					rt.Fatalf("step %d: Of(%s) = %v, want %v", i, c, got, want)
+				}
+			}
 		}
 		// The order, oldest first, by draining.
 		var order []completedKey
@@ -104,5 +123,27 @@ func TestRecordFIFO_S6_ReRecordsDoNotGrowTheRing(t *testing.T) {
 	}
 	if n := len(f.ring); f.Len() != 1 || n > 16 {
 		t.Fatalf("a buffer of %d slots for %d records", n, f.Len())
+	}
+}
+
+// TestRecordFIFO_S6_FloodKeepsItsSize: a FIFO at its capacity that keeps
+// recording new keys on a few channels reuses its table, records and ring:
+// what it holds after 100 times its capacity is the size it reached at
+// its capacity (a Go map churned so keeps growing, mapcompact.go).
+func TestRecordFIFO_S6_FloodKeepsItsSize(t *testing.T) {
+	const capacity = 1000
+	f := newRecordFIFO(capacity, nil)
+	add := func(i int) {
+		f.Add(completedKey{"cch_" + strconv.Itoa(i%3), "m" + strconv.Itoa(i)}, completedRecord{})
+	}
+	for i := range 2 * capacity {
+		add(i)
+	}
+	table, vals, ring := cap(f.table), cap(f.vals), cap(f.ring)
+	for i := 2 * capacity; i < 100*capacity; i++ {
+		add(i)
+	}
+	if cap(f.table) != table || cap(f.vals) != vals || cap(f.ring) != ring || f.Len() != capacity {
+		t.Fatalf("table %d → %d, records %d → %d, ring %d → %d, %d held", table, cap(f.table), vals, cap(f.vals), ring, cap(f.ring), f.Len())
 	}
 }

@@ -107,17 +107,16 @@ type memoryCompletedStore struct {
 	ttl      time.Duration
 	clock    clock.Clock
 	// lru is the records in recording order (completedfifo.go), so its
-	// oldest entry is also the one that expires first. It is made by the
-	// first Record, so the store of an idle channel costs a few words.
+	// oldest entry is also the one that expires first, indexed by key and
+	// by channel. It is made by the first Record, so the store of an idle
+	// channel costs a few words.
 	lru *recordFIFO
-	// records indexes lru by channel: channel → message IDs. lru's evict
-	// callback keeps it in step with every removal.
-	records channelIndex
 	// claims are the messages whose side effect is running (ClaimStore,
 	// claimmemory.go); Record and DropChannel remove them. claimIndex
 	// indexes them by channel.
-	claims     map[completedKey]claimRecord
-	claimIndex channelIndex
+	claims        map[completedKey]claimRecord
+	claimsRemoved int // deletes from claims since it was made (mapcompact.go)
+	claimIndex    channelIndex
 }
 
 // channelIndex maps a channel to the message IDs it holds in a store.
@@ -125,8 +124,10 @@ type memoryCompletedStore struct {
 // that needs one: a channel's claims come and go with every message, and
 // a new set each time would cost two allocations per message.
 type channelIndex struct {
-	m     map[string]map[string]struct{}
-	spare map[string]struct{} // empty
+	m       map[string]map[string]struct{}
+	spare   map[string]struct{} // empty
+	n       int                 // message IDs held, over all channels
+	removed int                 // removals since the maps were made (mapcompact.go)
 }
 
 func (x *channelIndex) add(k completedKey) {
@@ -141,18 +142,38 @@ func (x *channelIndex) add(k completedKey) {
 		}
 		x.m[k.channel] = ids
 	}
-	ids[k.message] = struct{}{}
+	if _, ok := ids[k.message]; !ok {
+		ids[k.message] = struct{}{}
+		x.n++
+	}
 }
 
 func (x *channelIndex) remove(k completedKey) {
 	ids := x.m[k.channel]
-	delete(ids, k.message)
+	if _, ok := ids[k.message]; ok {
+		delete(ids, k.message)
+		x.n--
+		x.removed++
+	}
 	if len(ids) == 0 {
 		delete(x.m, k.channel)
 		if ids != nil {
 			x.spare = ids // one spare per index: what it holds is bounded
 		}
 	}
+}
+
+// compact rebuilds the maps once churn has grown them (mapcompact.go);
+// never call it while ranging over one of them.
+func (x *channelIndex) compact() {
+	if !churned(x.removed, x.n+len(x.m)) {
+		return
+	}
+	m := make(map[string]map[string]struct{}, len(x.m))
+	for ch, ids := range x.m {
+		m[ch] = rebuilt(ids)
+	}
+	x.m, x.spare, x.removed = m, nil, 0
 }
 
 // of returns the message IDs of channel (read only).
@@ -211,7 +232,7 @@ func (s *memoryCompletedStore) Record(_ context.Context, channelID, messageID st
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.lru == nil {
-		s.lru = newRecordFIFO(s.capacity, s.records.remove)
+		s.lru = newRecordFIFO(s.capacity, nil)
 	}
 	now := s.clock.Now()
 	s.sweep(now)
@@ -219,13 +240,26 @@ func (s *memoryCompletedStore) Record(_ context.Context, channelID, messageID st
 	s.lru.Remove(k) // a re-record moves to the back of the FIFO
 	s.addRecord(k, completedRecord{fp: fp, expires: now.Add(s.ttl)})
 	s.deleteClaim(k) // completes a claim, whoever holds it
+	s.compact()
 	return nil
+}
+
+// compact rebuilds the store's maps that churn has grown
+// (mapcompact.go). Record and Claim call it, as every message passes
+// through one of them; never while ranging over a map.
+func (s *memoryCompletedStore) compact() {
+	if s.lru != nil {
+		s.lru.compact()
+	}
+	s.claimIndex.compact()
+	if churned(s.claimsRemoved, len(s.claims)) {
+		s.claims, s.claimsRemoved = rebuilt(s.claims), 0
+	}
 }
 
 // addRecord adds a record that lru does not hold to the back of the FIFO.
 func (s *memoryCompletedStore) addRecord(k completedKey, r completedRecord) {
-	s.lru.Add(k, r) // may evict the oldest, which the callback unindexes
-	s.records.add(k)
+	s.lru.Add(k, r) // may evict the oldest
 }
 
 // DropChannel implements CompletedStore.
@@ -235,8 +269,10 @@ func (s *memoryCompletedStore) DropChannel(_ context.Context, channelID string) 
 	for id := range s.claimIndex.of(channelID) {
 		s.deleteClaim(completedKey{channelID, id})
 	}
-	for id := range s.records.of(channelID) {
-		s.lru.Remove(completedKey{channelID, id}) // the callback unindexes it
+	if s.lru != nil {
+		for _, id := range s.lru.Of(channelID) {
+			s.lru.Remove(completedKey{channelID, id})
+		}
 	}
 	return nil
 }
@@ -254,7 +290,10 @@ func (s *memoryCompletedStore) Handover(_ context.Context, from, to string) erro
 	}
 	now := s.clock.Now()
 	s.handoverClaims(now, from, to)
-	ids := s.records.of(from)
+	if s.lru == nil {
+		return nil
+	}
+	ids := s.lru.Of(from)
 	if len(ids) == 0 {
 		return nil
 	}
@@ -263,7 +302,7 @@ func (s *memoryCompletedStore) Handover(_ context.Context, from, to string) erro
 		r  completedRecord
 	}
 	live := make([]copied, 0, len(ids))
-	for id := range ids {
+	for _, id := range ids {
 		if r, ok := s.lru.Peek(completedKey{from, id}); ok && now.Before(r.expires) {
 			live = append(live, copied{id, r})
 		}

@@ -172,6 +172,12 @@ func TestLimit_FrameSize_MaxTextMessageEndToEnd(t *testing.T) {
 	require.NoError(t, err)
 	sc := srv.Channel(ch.ID())
 	require.NotNil(t, sc)
+	// The server gives its Channel the connection's transport after the
+	// open ack, so a Send right after OpenChannel may find none yet and
+	// queue the message. The server's reader serves channel.open (ack,
+	// then transport) before it reads the next packet, so a pong proves
+	// the transport is in place.
+	require.NoError(t, c.Ping(ctxWait(t)))
 	_, err = sc.Send(ctxWait(t), imv2.ChatMessage{MessageID: "max", Text: strings.Repeat("a", imv2.MaxTextBytes)})
 	require.ErrorIs(t, err, &imv2.Error{Code: imv2.CodeInvalidPacket})
 	require.Contains(t, err.Error(), "frame limit")
