@@ -26,7 +26,8 @@ type Binding struct {
 	Target protocol.DescriptorTarget
 	// State is what the Descriptor's connection.status reports.
 	State BindingState
-	// Created is when the binding was made.
+	// Created is when the binding was made; a zero Created is set by
+	// Bind to the kit's clock.
 	Created time.Time
 	// Data is private to the platform (its tokens, a sync cursor): the
 	// store keeps it with the binding; the kit never sends it to xAgent

@@ -89,7 +89,8 @@ type Pace struct {
 
 // NotPosted wraps err, a failed post, to say the platform did not apply
 // it (it answered with an error status, the request was refused before it
-// was sent): the kit may post the final again at once. A post error
+// was sent): the kit may post the final again, after the Pace backoff and
+// within its attempts, without asking the platform first. A post error
 // without it — and without RetryAfter — may have been applied, so the kit
 // posts it again only to a PostChecker or IdempotentPlatform (Pace).
 // NotPosted(nil) is nil.
