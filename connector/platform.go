@@ -21,7 +21,7 @@ import (
 //     that never left): not applied; the kit posts again with backoff
 //     within the Target timeout (Pace) and, when that is spent, rejects
 //     the final retryable so xAgent sends it again (A8), holding the
-//     channel's later finals until it is shown.
+//     channel's later finals until it is shown or given up (Pace).
 //   - Any other error may have been applied (a lost response). The kit
 //     posts again only when that cannot show it twice: to a PostChecker
 //     that answers "not posted" (posted: accepted), or to an
