@@ -17,6 +17,7 @@ import (
 // channel go to the conversation, and inbound events of the conversation
 // become user messages on the channel (Connector.Receive).
 type Binding struct {
+	// ChannelID is the connector_channel_id bound; required.
 	ChannelID string
 	// Key is the platform's conversation ID, opaque to the SDK: at most
 	// imv2.MaxIDBytes, no 0x00 byte.

@@ -68,8 +68,12 @@ type Draft = display.Draft
 
 // OutboundFile is one file of a final, opened from the channel's uploads.
 type OutboundFile struct {
+	// File is the final's entry as xAgent sent it.
 	imv2.File
+	// Info is what the store knows of the upload (size, type, expiry).
 	Info FileInfo
+	// Reader reads the bytes; opened afresh for every attempt of the
+	// post and closed by the kit after it.
 	io.Reader
 }
 
