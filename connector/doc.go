@@ -30,6 +30,12 @@
 //     event is a duplicate, across restarts too with a durable Store (M9). A Listener is a
 //     platform that reads each bound conversation itself: the kit runs,
 //     restarts and stops its reader per binding.
+//   - Files. Every file_ref of a final is resolved against the channel's
+//     uploads before the platform is called: unknown, expired or another
+//     channel's is rejected invalid_packet, retryable=false (M7, M12); the
+//     platform gets the files opened (Message.Files). An Event's files are
+//     stored and offered with signed download URLs (M6, T3), once per
+//     event: a replay is skipped before they are stored again.
 //   - Drafts across restarts. The handle of every draft shown is kept in
 //     Binding.Drafts until its final is shown, so a final arriving after a
 //     restart finishes its draft instead of posting a second message (M11).
@@ -37,7 +43,8 @@
 //     show it twice: marked RetryAfter or NotPosted, or to a PostChecker or
 //     IdempotentPlatform; otherwise the final is answered
 //     delivery_outcome_unknown (Platform).
-//   - Order. Retries wait in line: a final the kit gives up on retryable
+//   - Order. Retries wait in line (a RetryAfter is waited out while the
+//     channel's later messages wait): a final the kit gives up on retryable
 //     holds the channel's later finals (channel_busy, retryable) until xAgent
 //     resends it, bounded by Pace.OrderTTL and Pace.MaxOrderChannels (Pace).
 //   - Replicas. Replicas on one shared Store reach a channel open on another
