@@ -17,6 +17,7 @@ import (
 // channel go to the conversation, and inbound events of the conversation
 // become user messages on the channel (Connector.Receive).
 type Binding struct {
+	// ChannelID is the connector_channel_id bound; required.
 	ChannelID string
 	// Key is the platform's conversation ID, opaque to the SDK: at most
 	// imv2.MaxIDBytes, no 0x00 byte.
@@ -26,7 +27,8 @@ type Binding struct {
 	Target protocol.DescriptorTarget
 	// State is what the Descriptor's connection.status reports.
 	State BindingState
-	// Created is when the binding was made.
+	// Created is when the binding was made; a zero Created is set by
+	// Bind to the kit's clock.
 	Created time.Time
 	// Data is private to the platform (its tokens, a sync cursor): the
 	// store keeps it with the binding; the kit never sends it to xAgent

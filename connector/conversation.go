@@ -45,14 +45,16 @@ func (c *Connector) conversation(ctx context.Context, channelID string) (Convers
 	return Conversation{ChannelID: channelID, Key: b.Key, Target: b.Target, Data: b.Data}, nil
 }
 
-// Binding returns the channel's binding; found is false without one. For
-// a Card without auth flows an open channel always has one.
+// Binding returns the channel's binding, as the store keeps it (its Data
+// and Drafts too); found is false without one. For a Card without auth
+// flows a channel has one from its issue (Options.DefaultConversation)
+// until it is unbound.
 func (c *Connector) Binding(ctx context.Context, channelID string) (b Binding, found bool, err error) {
 	return c.binding(ctx, channelID)
 }
 
 // describe is the Server's Describe: the Descriptor's status follows the
-// binding (created without one, then connected or expired).
+// binding (created without one, then connected, expired or revoked).
 func (c *Connector) describe(ctx context.Context, channelID string) dataplane.ChannelInfo {
 	b, ok, err := c.binding(ctx, channelID)
 	if err != nil {
@@ -112,8 +114,7 @@ func (c *Connector) bind(ctx context.Context, b Binding) error {
 // the channel in this process (replicas sharing a store are not ordered
 // by it). The locks are striped (a fixed set shared by all channels), so
 // f must not call any of those methods, for any channel: it would wait
-// for itself. f may not change
-// ChannelID or Key (rebind with Bind): UpdateBinding then fails and
+// for itself. f may not change ChannelID or Key (rebind with Bind): UpdateBinding then fails and
 // stores nothing, as it does when f returns an error. The Descriptor is
 // pushed only when State or Target changed. A channel without a binding
 // fails with ErrNotBound.

@@ -9,6 +9,48 @@
 // Platform value — see New, Platform and Options. Handler, NewHandler and
 // NewServer stay the lower layer for an author who needs the control.
 //
+// # The kit in brief
+//
+// Each item names the type whose doc holds the details and the bounds.
+//
+//   - Bindings. A channel is bound to a platform conversation (Binding.Key,
+//     opaque) by a sign-in flow, by Bind, or, for a Card without auth flows,
+//     once at the channel's issue (Options.DefaultConversation). The
+//     Descriptor's status follows it: created, connected, expired (Expire),
+//     revoked (Revoke). Binding.Data keeps the platform's own tokens and
+//     cursor (UpdateBinding), never sent to xAgent. Bindings live in the
+//     Store beside pending and completed state, so they survive restarts;
+//     a Releaser hears when a conversation's last binding goes.
+//   - Sign-in. A SignIn runs auth.start; the kit binds on success and
+//     answers auth.logout, and answers auth.status and auth.cancel from the
+//     binding unless the platform is a SignInStatus or SignInCanceler.
+//     A SignInError is the user's to fix, sent as status failed.
+//   - Inbound. Receive turns a platform event into a user message whose
+//     message_id is EventMessageID(conversation, event ID), so a replayed
+//     event is a duplicate, across restarts too with a durable Store (M9). A Listener is a
+//     platform that reads each bound conversation itself: the kit runs,
+//     restarts and stops its reader per binding.
+//   - Files. Every file_ref of a final is resolved against the channel's
+//     uploads before the platform is called: unknown, expired or another
+//     channel's is rejected invalid_packet, retryable=false (M7, M12); the
+//     platform gets the files opened (Message.Files). An Event's files are
+//     stored and offered with signed download URLs (M6, T3), once per
+//     event: a replay is skipped before they are stored again.
+//   - Drafts across restarts. The handle of every draft shown is kept in
+//     Binding.Drafts until its final is shown, so a final arriving after a
+//     restart finishes its draft instead of posting a second message (M11).
+//   - Lost responses. A failed post is made again only when that cannot
+//     show it twice: marked RetryAfter or NotPosted, or to a PostChecker or
+//     IdempotentPlatform; otherwise the final is answered
+//     delivery_outcome_unknown (Platform).
+//   - Order. Retries wait in line (a RetryAfter is waited out while the
+//     channel's later messages wait): a final the kit gives up on retryable
+//     holds the channel's later finals (channel_busy, retryable) until xAgent
+//     resends it, bounded by Pace.OrderTTL and Pace.MaxOrderChannels (Pace).
+//   - Replicas. Replicas on one shared Store reach a channel open on another
+//     replica through Options.Relay; they need a shared FileStore and the
+//     same API key or Options.URLKey (see Download URLs below).
+//
 // Endpoints (paths are relative to the Connector base URL; mount the
 // Handler under a prefix with http.StripPrefix if the base URL has one):
 //

@@ -87,7 +87,9 @@ type Config struct {
 
 // Upload is what Config.OnUpload receives about one stored upload.
 type Upload struct {
-	ChannelID    string
+	// ChannelID is the channel the file was uploaded to.
+	ChannelID string
+	// File is the stored file.
 	File         FileInfo
 	RecipientRef string // optional target-system recipient reference
 	ReplyToken   string // optional reply-target reference, fallback for RecipientRef

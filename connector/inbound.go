@@ -30,6 +30,8 @@ type Event struct {
 // InboundFile is a user's file: the kit stores it for each bound channel
 // and offers it to xAgent with a signed download_url (M6, T2, T3).
 type InboundFile struct {
+	// Filename is the user's name for the file; the store cleans it
+	// (FileInfo.Filename).
 	Filename string
 	MimeType string // a hint; "" sniffs the bytes
 	// Open returns the bytes, once per bound channel.

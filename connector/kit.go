@@ -46,7 +46,9 @@ type Options struct {
 	APIKey string
 	// URLKey signs the download URLs of offered files (Config.URLKey: at
 	// least MinURLKeyBytes); default derived from APIKey, so a restart or a
-	// replica with the same API key verifies them.
+	// replica with the same API key verifies them. Without either the key
+	// is random per process: a restart invalidates the URLs of pending
+	// messages.
 	URLKey []byte
 	// Skill is served at /skill.md (H3); nil means 404.
 	Skill []byte

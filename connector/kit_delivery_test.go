@@ -3,8 +3,6 @@ package connector_test
 import (
 	"context"
 	"fmt"
-	"net"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -154,49 +152,31 @@ func TestKit_M7_M12_UnknownOrForeignFileRefRejectedWithoutPlatformCall(t *testin
 // where the channel keeps its ID (W5) and its binding.
 func TestKit_M9_S8_ReplayedEventIsNoSecondMessageAcrossRestart(t *testing.T) {
 	t.Parallel()
-	path := filepath.Join(t.TempDir(), "kit.db")
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
 	acked := newSeen()
-	start := func(ln net.Listener) (*connector.Connector, *boltstore.Store, chan error) {
-		st, err := boltstore.Open(path, boltstore.Options{})
-		require.NoError(t, err)
-		k, err := connector.New(kitCard(""), newPretend(0), &connector.Options{
+	r := startRestartable(t, func(st *boltstore.Store) (*connector.Connector, error) {
+		return connector.New(kitCard(""), newPretend(0), &connector.Options{
 			Store: st, DefaultConversation: func(string) string { return "room-1" },
 			Channel: &imv2.Options{OnDelivered: acked.delivered},
 		})
-		require.NoError(t, err)
-		done := make(chan error, 1)
-		go func() { done <- k.Serve(context.Background(), ln) }()
-		return k, st, done
-	}
-	stop := func(k *connector.Connector, st *boltstore.Store, done chan error) {
-		require.NoError(t, k.Close())
-		require.NoError(t, <-done)
-		require.NoError(t, st.Close())
-	}
-	k, st, done := start(ln)
+	})
 	a := newAgent()
-	_, ch := a.dial(t, "http://"+addr)
+	_, ch := a.dial(t, r.URL())
 	ev := connector.Event{Conversation: "room-1", EventID: "update-4711", Text: "hello"}
 	id := connector.EventMessageID(ev.Conversation, ev.EventID)
-	require.NoError(t, k.Receive(context.Background(), ev))
+	require.NoError(t, r.K.Receive(context.Background(), ev))
 	a.users.wait(t, id, 1)
-	require.NoError(t, k.Receive(context.Background(), ev), "a replay")
+	require.NoError(t, r.K.Receive(context.Background(), ev), "a replay")
 	acked.wait(t, id, 1)
-	require.True(t, pendingEmpty(t, st, ch.ID()))
-	stop(k, st, done)
+	require.True(t, pendingEmpty(t, r.Bolt, ch.ID()))
+	r.stop()
 
-	ln, err = net.Listen("tcp", addr)
-	require.NoError(t, err)
-	k, st, done = start(ln)
-	defer stop(k, st, done)
+	r.restart()
+	defer r.stop()
 	a.reopened(t, ch.ID(), 1)
-	require.NoError(t, k.Receive(context.Background(), ev), "a replay after the restart")
-	require.True(t, pendingEmpty(t, st, ch.ID()), "the replay was not sent again")
+	require.NoError(t, r.K.Receive(context.Background(), ev), "a replay after the restart")
+	require.True(t, pendingEmpty(t, r.Bolt, ch.ID()), "the replay was not sent again")
 	other := connector.Event{Conversation: "room-1", EventID: "update-4712", Text: "a new one"}
-	require.NoError(t, k.Receive(context.Background(), other))
+	require.NoError(t, r.K.Receive(context.Background(), other))
 	a.users.wait(t, connector.EventMessageID(other.Conversation, other.EventID), 1)
 	require.Equal(t, 1, a.count(id), "the replayed event reached the agent once")
 }

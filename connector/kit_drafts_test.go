@@ -3,8 +3,6 @@ package connector_test
 import (
 	"context"
 	"errors"
-	"net"
-	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -58,35 +56,20 @@ func (s *bindCounter) Bind(ctx context.Context, b connector.Binding) (connector.
 // draft, the final finishes that draft instead of posting a second
 // message, and the record goes.
 func TestKit_M11_DraftHandleSurvivesRestart(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "kit.db")
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
 	calls := make(finisher, 64)
 	next := func() string { return testwait.Recv(t, (<-chan string)(calls), 20*time.Second) }
-	start := func(ln net.Listener) (*connector.Connector, *bindCounter, chan error) {
-		bolt, err := boltstore.Open(path, boltstore.Options{})
-		require.NoError(t, err)
-		st := &bindCounter{Store: bolt}
-		k, err := connector.New(kitCard(""), calls, &connector.Options{
+	var st *bindCounter // the store of the Connector running now
+	rk := startRestartable(t, func(bolt *boltstore.Store) (*connector.Connector, error) {
+		st = &bindCounter{Store: bolt}
+		return connector.New(kitCard(""), calls, &connector.Options{
 			Store: st, Mode: display.Edit, Display: &display.Options{Interval: 10 * time.Millisecond},
 			DefaultConversation: func(string) string { return "room-1" },
 		})
-		require.NoError(t, err)
-		done := make(chan error, 1)
-		go func() { done <- k.Serve(context.Background(), ln) }()
-		return k, st, done
-	}
-	stop := func(k *connector.Connector, st *bindCounter, done chan error) {
-		require.NoError(t, k.Close())
-		require.NoError(t, <-done)
-		require.NoError(t, st.Close())
-	}
-	k, st, done := start(ln)
+	})
 	a := newAgent()
-	_, ch := a.dial(t, "http://"+addr)
+	_, ch := a.dial(t, rk.URL())
 	ctx := context.Background()
-	_, _, err = st.Binding(ctx, ch.ID()) // the default binding exists once the channel is open
+	_, _, err := st.Binding(ctx, ch.ID()) // the default binding exists once the channel is open
 	require.NoError(t, err)
 	before := st.binds.Load()
 	r := ch.NewReply("")
@@ -101,12 +84,10 @@ func TestKit_M11_DraftHandleSurvivesRestart(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, ok)
 	require.Equal(t, []connector.DraftHandle{{MessageID: r.MessageID(), Handle: "ev-" + r.MessageID()}}, b.Drafts)
-	stop(k, st, done)
+	rk.stop()
 
-	ln, err = net.Listen("tcp", addr)
-	require.NoError(t, err)
-	k, st, done = start(ln)
-	defer stop(k, st, done)
+	rk.restart()
+	defer rk.stop()
 	a.reopened(t, ch.ID(), 1)
 	require.NoError(t, r.Final(ctx, imv2.ChatMessage{Text: "Hello there!"}))
 	o := a.next(t)

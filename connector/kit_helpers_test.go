@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http/httptest"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/boltstore"
 	"github.com/xagentkit/imv2/connector"
 	"github.com/xagentkit/imv2/display"
 	"github.com/xagentkit/imv2/imv2test"
@@ -174,4 +177,59 @@ func startKit(t *testing.T, p connector.Platform, apiKey string, opts connector.
 		k.Close()
 	})
 	return k, hs.URL
+}
+
+// restartable is a kit Connector on a boltstore file, serving a loopback
+// address that outlives it: stop and restart it as a process restart
+// would, keeping only the file and the address.
+type restartable struct {
+	t    *testing.T
+	path string
+	addr string
+	// start builds the Connector on the opened store; called again by
+	// each restart, so every start gets fresh Options.
+	start func(st *boltstore.Store) (*connector.Connector, error)
+	K     *connector.Connector
+	Bolt  *boltstore.Store
+	done  chan error
+}
+
+// startRestartable opens a boltstore file in t.TempDir() and serves the
+// Connector start builds on it on a loopback address.
+func startRestartable(t *testing.T, start func(st *boltstore.Store) (*connector.Connector, error)) *restartable {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	r := &restartable{t: t, path: filepath.Join(t.TempDir(), "kit.db"), addr: ln.Addr().String(), start: start}
+	r.serve(ln)
+	return r
+}
+
+// URL is the Connector's base URL, the same across restarts.
+func (r *restartable) URL() string { return "http://" + r.addr }
+
+func (r *restartable) serve(ln net.Listener) {
+	r.t.Helper()
+	st, err := boltstore.Open(r.path, boltstore.Options{})
+	require.NoError(r.t, err)
+	k, err := r.start(st)
+	require.NoError(r.t, err)
+	r.K, r.Bolt, r.done = k, st, make(chan error, 1)
+	go func(done chan error) { done <- k.Serve(context.Background(), ln) }(r.done)
+}
+
+// stop closes the Connector, waits for Serve to return and closes the store.
+func (r *restartable) stop() {
+	r.t.Helper()
+	require.NoError(r.t, r.K.Close())
+	require.NoError(r.t, <-r.done)
+	require.NoError(r.t, r.Bolt.Close())
+}
+
+// restart serves a new Connector on the same file and address.
+func (r *restartable) restart() {
+	r.t.Helper()
+	ln, err := net.Listen("tcp", r.addr)
+	require.NoError(r.t, err)
+	r.serve(ln)
 }

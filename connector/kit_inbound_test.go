@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"net"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -50,59 +49,41 @@ func fileEvent(eventID string) connector.Event {
 // comes back, and xAgent got the message once.
 func TestKit_M6_S1_S6_ReplayedFileEventIsNoConflictAcrossRestart(t *testing.T) {
 	t.Parallel()
-	path := filepath.Join(t.TempDir(), "kit.db")
 	files := connector.NewMemoryStore(connector.MemoryStoreOptions{})
 	var failed failures
 	acked := newSeen()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	start := func(ln net.Listener) (*connector.Connector, *boltstore.Store, chan error) {
-		st, err := boltstore.Open(path, boltstore.Options{})
-		require.NoError(t, err)
-		k, err := connector.New(kitCard(""), newPretend(0), &connector.Options{
+	r := startRestartable(t, func(st *boltstore.Store) (*connector.Connector, error) {
+		return connector.New(kitCard(""), newPretend(0), &connector.Options{
 			Store: st, Files: files, DefaultConversation: func(string) string { return "room-1" },
 			Channel: &imv2.Options{OnFailed: failed.record, OnDelivered: acked.delivered},
 		})
-		require.NoError(t, err)
-		done := make(chan error, 1)
-		go func() { done <- k.Serve(context.Background(), ln) }()
-		return k, st, done
-	}
-	stop := func(k *connector.Connector, st *boltstore.Store, done chan error) {
-		require.NoError(t, k.Close())
-		require.NoError(t, <-done)
-		require.NoError(t, st.Close())
-	}
+	})
 	stored := func() int { n, _ := files.Len(); return n }
-	k, st, done := start(ln)
 	a := newAgent()
-	_, ch := a.dial(t, "http://"+addr)
+	_, ch := a.dial(t, r.URL())
 	ev := fileEvent("update-1")
 	id := connector.EventMessageID(ev.Conversation, ev.EventID)
-	require.NoError(t, k.Receive(context.Background(), ev))
-	require.NoError(t, k.Receive(context.Background(), ev), "a replay while pending")
+	require.NoError(t, r.K.Receive(context.Background(), ev))
+	require.NoError(t, r.K.Receive(context.Background(), ev), "a replay while pending")
 	acked.wait(t, id, 1)
 	require.Equal(t, 1, a.count(id))
-	require.True(t, pendingEmpty(t, st, ch.ID()))
-	require.NoError(t, k.Receive(context.Background(), ev), "a replay after the ack")
+	require.True(t, pendingEmpty(t, r.Bolt, ch.ID()))
+	require.NoError(t, r.K.Receive(context.Background(), ev), "a replay after the ack")
 	next := fileEvent("update-2")
-	require.NoError(t, k.Receive(context.Background(), next))
+	require.NoError(t, r.K.Receive(context.Background(), next))
 	acked.wait(t, connector.EventMessageID("room-1", "update-2"), 1)
-	require.True(t, pendingEmpty(t, st, ch.ID()))
+	require.True(t, pendingEmpty(t, r.Bolt, ch.ID()))
 	require.Equal(t, 2, stored(), "one stored file per event, none per replay")
-	stop(k, st, done)
+	r.stop()
 
-	ln, err = net.Listen("tcp", addr)
-	require.NoError(t, err)
-	k, st, done = start(ln)
-	defer stop(k, st, done)
+	r.restart()
+	defer r.stop()
 	a.reopened(t, ch.ID(), 1)
-	require.NoError(t, k.Receive(context.Background(), ev), "a replay after the restart")
+	require.NoError(t, r.K.Receive(context.Background(), ev), "a replay after the restart")
 	last := fileEvent("update-3")
-	require.NoError(t, k.Receive(context.Background(), last))
+	require.NoError(t, r.K.Receive(context.Background(), last))
 	acked.wait(t, connector.EventMessageID("room-1", "update-3"), 1)
-	require.True(t, pendingEmpty(t, st, ch.ID()))
+	require.True(t, pendingEmpty(t, r.Bolt, ch.ID()))
 	require.Equal(t, 3, stored(), "one stored file per event, none per replay")
 	require.Empty(t, failed.got(), "a replay was answered as a failure")
 	require.Equal(t, 1, a.count(id), "xAgent got the replayed event once")

@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
-	"net"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -44,35 +42,19 @@ func (a *holdingAgent) PostMessage(_ context.Context, _ string, m *imv2.ChatMess
 func TestKit_T3_M6_PendingDownloadURLSurvivesRestart(t *testing.T) {
 	t.Parallel()
 	const apiKey = "sk-kit-restart-0123456789abcdef"
-	path := filepath.Join(t.TempDir(), "kit.db")
 	files := connector.NewMemoryStore(connector.MemoryStoreOptions{}) // the files outlive the process, as a DiskStore's do
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
 	delivered := make(chan string, 16)
-	start := func(ln net.Listener) (*connector.Connector, *boltstore.Store, chan error) {
-		st, err := boltstore.Open(path, boltstore.Options{})
-		require.NoError(t, err)
-		k, err := connector.New(kitCard(apiKey), newPretend(0), &connector.Options{
+	r := startRestartable(t, func(st *boltstore.Store) (*connector.Connector, error) {
+		return connector.New(kitCard(apiKey), newPretend(0), &connector.Options{
 			APIKey: apiKey, Store: st, Files: files, DefaultConversation: func(string) string { return "room-1" },
 			Channel: &imv2.Options{OnDelivered: func(_ string, m imv2.ChatMessage, _ imv2.AckStatus) { delivered <- m.MessageID }},
 		})
-		require.NoError(t, err)
-		done := make(chan error, 1)
-		go func() { done <- k.Serve(context.Background(), ln) }()
-		return k, st, done
-	}
-	stop := func(k *connector.Connector, st *boltstore.Store, done chan error) {
-		require.NoError(t, k.Close())
-		require.NoError(t, <-done)
-		require.NoError(t, st.Close())
-	}
-	k, st, done := start(ln)
+	})
 	a := &holdingAgent{seen: make(chan imv2.ChatMessage, 256)}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	c, err := dataplane.Dial(ctx, dataplane.ClientConfig{
-		URL: "http://" + addr, APIKey: apiKey, Target: a,
+		URL: r.URL(), APIKey: apiKey, Target: a,
 		ReconnectMin: 20 * time.Millisecond, ReconnectMax: 200 * time.Millisecond,
 	})
 	require.NoError(t, err)
@@ -81,14 +63,14 @@ func TestKit_T3_M6_PendingDownloadURLSurvivesRestart(t *testing.T) {
 	require.NoError(t, err)
 	ev := fileEvent("update-1")
 	id := connector.EventMessageID(ev.Conversation, ev.EventID)
-	require.NoError(t, k.Receive(ctx, ev))
+	require.NoError(t, r.K.Receive(ctx, ev))
 	first := testwait.Recv(t, (<-chan imv2.ChatMessage)(a.seen), 20*time.Second)
 	require.Equal(t, id, first.MessageID)
 	require.Len(t, first.Files, 1)
 	url := first.Files[0].DownloadURL
-	stop(k, st, done)
+	r.stop()
 
-	st, err = boltstore.Open(path, boltstore.Options{})
+	st, err := boltstore.Open(r.path, boltstore.Options{})
 	require.NoError(t, err)
 	pending, err := st.List(ctx, ch.ID())
 	require.NoError(t, err)
@@ -97,10 +79,8 @@ func TestKit_T3_M6_PendingDownloadURLSurvivesRestart(t *testing.T) {
 	require.Equal(t, url, pending[0].Message.Files[0].DownloadURL)
 
 	a.accept.Store(true)
-	ln, err = net.Listen("tcp", addr)
-	require.NoError(t, err)
-	k, st, done = start(ln)
-	defer stop(k, st, done)
+	r.restart()
+	defer r.stop()
 	require.Equal(t, id, testwait.Recv(t, (<-chan string)(delivered), 20*time.Second), "the pending message resent and acked")
 	for len(a.seen) > 0 { // every delivery, before and after the restart
 		m := <-a.seen
@@ -108,7 +88,7 @@ func TestKit_T3_M6_PendingDownloadURLSurvivesRestart(t *testing.T) {
 		require.Equal(t, url, m.Files[0].DownloadURL, "resent with the stored URL")
 	}
 
-	res, err := http.Get("http://" + addr + url)
+	res, err := http.Get(r.URL() + url)
 	require.NoError(t, err)
 	defer res.Body.Close()
 	body, err := io.ReadAll(res.Body)

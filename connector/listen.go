@@ -19,8 +19,8 @@ import (
 // Listen hands what it reads to in.Receive and keeps its cursor in the
 // binding's Data with in.Update. Returning an error matching
 // ErrBindingExpired (ErrBindingRevoked) marks the binding expired (revoked)
-// and ends the reader; nil ends it too. Any other error is logged and Listen is called again, with the
-// binding read afresh, after a backoff from ListenBackoffMin doubling to
+// and ends the reader; nil ends it too. Any other error is logged and
+// Listen is called again, with the binding read afresh, after a backoff from ListenBackoffMin doubling to
 // ListenBackoffMax on the kit's clock (reset once a call ran that long).
 type Listener interface {
 	Listen(ctx context.Context, b Binding, in Inbox) error
@@ -35,7 +35,9 @@ type Inbox interface {
 	Update(ctx context.Context, f func(*Binding) error) error
 }
 
-// Backoff of a failing Listener.
+// Backoff of a failing Listener: the kit calls Listen again after
+// ListenBackoffMin, doubling per failure in a row up to ListenBackoffMax;
+// a call that ran ListenBackoffMax or longer starts the count again.
 const (
 	ListenBackoffMin = time.Second
 	ListenBackoffMax = 30 * time.Second

@@ -17,9 +17,13 @@ import (
 
 // Defaults of Pace.
 const (
-	DefaultMaxAttempts      = 8
-	DefaultBackoff          = 250 * time.Millisecond
-	DefaultMaxBackoff       = 10 * time.Second
+	// DefaultMaxAttempts bounds the calls for one final, draft or edit.
+	DefaultMaxAttempts = 8
+	// DefaultBackoff is the first wait after a failure, doubling up to
+	// DefaultMaxBackoff.
+	DefaultBackoff    = 250 * time.Millisecond
+	DefaultMaxBackoff = 10 * time.Second
+	// DefaultMaxConversations bounds the per-conversation limiters.
 	DefaultMaxConversations = 10_000
 	// DefaultOrderTTL is how long an unresolved final holds its channel's
 	// later finals without being resent (OrderTTL).
@@ -35,8 +39,8 @@ const (
 //
 // Retries. A call that fails with an error not marked imv2.Permanent may
 // be made again by the kit, after the delay a RetryAfter error names or
-// else an exponential backoff from Backoff up to MaxBackoff, at most
-// MaxAttempts times and only while the call's context (the Channel's
+// else an exponential backoff from Backoff up to MaxBackoff, up to
+// MaxAttempts calls in all and only while the call's context (the Channel's
 // Target timeout) leaves room for the wait. Drafts, edits, typing and
 // discards are retried so: making one again shows nothing new. An Editor's
 // PostDraft (a new temporary message) follows the first rule below only,
@@ -74,22 +78,39 @@ const (
 // with a full bucket again, but a Retry-After still running is kept apart
 // (at most MaxConversations of them; when all are running, the one ending
 // first is dropped for a new one).
+//
+// A negative value fails New.
 type Pace struct {
+	// PerConversation is the calls a second to one conversation; default
+	// rate.Inf. ConversationBurst is its bucket; default 1.
 	PerConversation   rate.Limit
 	ConversationBurst int
-	PerPlatform       rate.Limit
-	PlatformBurst     int
-	MaxAttempts       int
-	Backoff           time.Duration
-	MaxBackoff        time.Duration
-	MaxConversations  int
-	OrderTTL          time.Duration
-	MaxOrderChannels  int
+	// PerPlatform is the calls a second to all conversations together;
+	// default rate.Inf. PlatformBurst is its bucket; default 1.
+	PerPlatform   rate.Limit
+	PlatformBurst int
+	// MaxAttempts bounds the calls made for one final, draft or edit,
+	// the first included; default DefaultMaxAttempts.
+	MaxAttempts int
+	// Backoff is the first wait after a failure without a Retry-After,
+	// doubling to MaxBackoff; defaults DefaultBackoff, DefaultMaxBackoff.
+	Backoff    time.Duration
+	MaxBackoff time.Duration
+	// MaxConversations bounds the per-conversation limiters (an LRU) and
+	// the running Retry-Afters; default DefaultMaxConversations.
+	MaxConversations int
+	// OrderTTL ends a hold whose final was not sent again for that long;
+	// default DefaultOrderTTL.
+	OrderTTL time.Duration
+	// MaxOrderChannels bounds the channels holding an unresolved final
+	// (an LRU); default DefaultMaxOrderChannels.
+	MaxOrderChannels int
 }
 
 // NotPosted wraps err, a failed post, to say the platform did not apply
 // it (it answered with an error status, the request was refused before it
-// was sent): the kit may post the final again at once. A post error
+// was sent): the kit may post the final again, after the Pace backoff and
+// within its attempts, without asking the platform first. A post error
 // without it — and without RetryAfter — may have been applied, so the kit
 // posts it again only to a PostChecker or IdempotentPlatform (Pace).
 // NotPosted(nil) is nil.

@@ -21,7 +21,7 @@ import (
 //     that never left): not applied; the kit posts again with backoff
 //     within the Target timeout (Pace) and, when that is spent, rejects
 //     the final retryable so xAgent sends it again (A8), holding the
-//     channel's later finals until it is shown.
+//     channel's later finals until it is shown or given up (Pace).
 //   - Any other error may have been applied (a lost response). The kit
 //     posts again only when that cannot show it twice: to a PostChecker
 //     that answers "not posted" (posted: accepted), or to an
@@ -68,8 +68,12 @@ type Draft = display.Draft
 
 // OutboundFile is one file of a final, opened from the channel's uploads.
 type OutboundFile struct {
+	// File is the final's entry as xAgent sent it.
 	imv2.File
+	// Info is what the store knows of the upload (size, type, expiry).
 	Info FileInfo
+	// Reader reads the bytes; opened afresh for every attempt of the
+	// post and closed by the kit after it.
 	io.Reader
 }
 

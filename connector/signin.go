@@ -49,8 +49,12 @@ type SignInCanceler interface {
 // other error of Start is sent as the ack's envelope error, an
 // *imv2.Error with its code, anything else generic (its text may carry
 // tokens). Reason must hold no secret.
-type SignInError struct{ Reason string }
+type SignInError struct {
+	// Reason is shown to the user as the ack's message; no secret.
+	Reason string
+}
 
+// Error returns "sign-in failed: " and Reason.
 func (e *SignInError) Error() string { return "sign-in failed: " + e.Reason }
 
 // SignInResult is one step of a sign-in flow.

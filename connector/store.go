@@ -41,11 +41,20 @@ type FileStore interface {
 
 // FileInfo describes one stored file.
 type FileInfo struct {
-	FileRef   string
-	Type      imv2.FileType
-	Filename  string
-	MimeType  string
-	ByteSize  int64
+	// FileRef is the store's opaque ID of the file, the file_ref xAgent
+	// names it by.
+	FileRef string
+	// Type is the profile's file type, from MimeType (FileTypeOf).
+	Type imv2.FileType
+	// Filename is the name given, cleaned by the built-in stores (its last
+	// path element, no control or bidi characters, at most
+	// imv2.MaxFilenameBytes; "file" when nothing is left).
+	Filename string
+	// MimeType is the given or sniffed media type.
+	MimeType string
+	// ByteSize is the stored length in bytes.
+	ByteSize int64
+	// ExpiresAt is when the store forgets the file (FileTTL).
 	ExpiresAt time.Time
 }
 
