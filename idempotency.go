@@ -52,6 +52,10 @@ func FingerprintOf(m *ChatMessage) Fingerprint {
 // Record must make the record durable before it returns when the store is
 // durable, because the accepted ack leaves right after it (S8).
 // Implementations must be safe for concurrent use.
+//
+// A method may keep its ctx after it returned (a write-behind flush with
+// context.WithoutCancel(ctx), a trace span): the Channel assumes nothing
+// of what a store does with ctx, and a kept ctx stays that call's.
 type CompletedStore interface {
 	// Lookup returns the fingerprint recorded for the message, if any.
 	Lookup(ctx context.Context, channelID, messageID string) (Fingerprint, bool, error)
@@ -117,6 +121,7 @@ type memoryCompletedStore struct {
 	claims        map[completedKey]claimRecord
 	claimsRemoved int // deletes from claims since it was made (mapcompact.go)
 	claimIndex    channelIndex
+	ctxs          storeContextFree // the contexts of calls on this store (storectx.go)
 }
 
 // channelIndex maps a channel to the message IDs it holds in a store.
