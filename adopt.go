@@ -57,7 +57,7 @@ func (c *Channel) AdoptPending(ctx context.Context) (int, error) {
 // disconnected here, so a copy left behind by a failover is not reported
 // failed a second time. A store error counts as "still held".
 func (c *Channel) resolvedElsewhere(o *outgoing) bool {
-	sctx := c.storeCtx()
+	sctx := c.storeCtx(c.o.Pending)
 	defer sctx.release()
 	entries, err := c.o.Pending.List(sctx, c.id)
 	if err != nil {

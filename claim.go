@@ -43,6 +43,10 @@ import (
 // nobody can tell) and reported to the sender, but it is never shown
 // twice. The same holds for a crash between Claim and the post, where the
 // message was not shown.
+//
+// A method may keep its ctx after it returned (a write-behind flush with
+// context.WithoutCancel(ctx), a trace span): the Channel assumes nothing
+// of what a store does with ctx, and a kept ctx stays that call's.
 type ClaimStore interface {
 	CompletedStore
 	// Claim takes the message for owner until now+lease, unless it is

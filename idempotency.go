@@ -52,6 +52,10 @@ func FingerprintOf(m *ChatMessage) Fingerprint {
 // Record must make the record durable before it returns when the store is
 // durable, because the accepted ack leaves right after it (S8).
 // Implementations must be safe for concurrent use.
+//
+// A method may keep its ctx after it returned (a write-behind flush with
+// context.WithoutCancel(ctx), a trace span): the Channel assumes nothing
+// of what a store does with ctx, and a kept ctx stays that call's.
 type CompletedStore interface {
 	// Lookup returns the fingerprint recorded for the message, if any.
 	Lookup(ctx context.Context, channelID, messageID string) (Fingerprint, bool, error)
@@ -117,6 +121,7 @@ type memoryCompletedStore struct {
 	claims        map[completedKey]claimRecord
 	claimsRemoved int // deletes from claims since it was made (mapcompact.go)
 	claimIndex    channelIndex
+	ctxs          storeContextFree // the contexts of calls on this store (storectx.go)
 }
 
 // channelIndex maps a channel to the message IDs it holds in a store.
@@ -196,6 +201,18 @@ type completedRecord struct {
 // A record evicted by the cap or TTL can no longer stop a very late resend;
 // size capacity above the number of messages received in one TTL, or use a
 // durable store (boltstore).
+//
+// Memory: a record keeps the message_id string it was given, and so, for
+// its TTL, the backing array that string shares with the decoded
+// message's other short strings (text, filenames and the like of at most
+// 256 bytes each; DecodeChatMessage puts up to 1 KiB of them in one
+// array). A record costs about 180 B beside that array: measured at
+// 20,000 records, 184 B/record for a 2-byte text, 442 B for a 250-byte
+// one (the text shares the array), 178 B for a 300-byte one (a longer
+// string gets an array of its own), 1,050 B for a message whose short
+// strings come near 1 KiB. The bound is about 1.2 KiB per record, some
+// 120 MiB at DefaultCompletedCap. A store of one's own that keeps
+// strings.Clone(messageID) pays for the ID only.
 func NewMemoryCompletedStore(capacity int, ttl time.Duration, clk clock.Clock) ClaimStore {
 	return newMemoryCompletedStore(capacity, ttl, clk)
 }

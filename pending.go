@@ -27,6 +27,10 @@ type PendingEntry struct {
 // Implementations must be safe for concurrent use. A durable one writes
 // Add before returning, so a crash right after the first send still
 // resends after restart.
+//
+// A method may keep its ctx after it returned (a write-behind flush with
+// context.WithoutCancel(ctx), a trace span): the Channel assumes nothing
+// of what a store does with ctx, and a kept ctx stays that call's.
 type PendingStore interface {
 	// Add records e. It returns an *Error with code pending_full when the
 	// channel already holds its cap; nothing is dropped to make room.
@@ -57,6 +61,7 @@ type memoryPendingStore struct {
 	// channel that needs one: a channel with one message at a time
 	// empties its list on every ack. One spare per store: bounded.
 	spare *pendingList
+	ctxs  storeContextFree // the contexts of calls on this store (storectx.go)
 }
 
 // maxSparePending bounds the list kept as spare: one that held more

@@ -39,10 +39,11 @@ func queuedCost(p *Packet) int64 { return 2*int64(len(p.Payload)) + 1024 }
 // removal of an acknowledged pending entry (S8, S1).
 const storeTimeout = 10 * time.Second
 
-// storeCtx returns a context for such a call: not cancelled by Close.
-// Release it when the call returned.
-func (c *Channel) storeCtx() *storeContext {
-	return newStoreContext(c.ctx, storeTimeout)
+// storeCtx returns a context for such a call on store: not cancelled by
+// Close. Release it when the call returned. It is reused only for this
+// package's in-memory stores (storeContextsOf).
+func (c *Channel) storeCtx(store any) *storeContext {
+	return newStoreContext(c.ctx, storeTimeout, storeContextsOf(store))
 }
 
 // receiveMessage handles an inbound chat.message: a final on a Connector,
@@ -202,7 +203,7 @@ func (c *Channel) runTarget(m *ChatMessage, fp Fingerprint, stream *deltaStream,
 		cl    Claim
 		err   error
 	)
-	sctx := c.storeCtx()
+	sctx := c.storeCtx(c.o.Completed)
 	if claims != nil {
 		cl, err = claims.Claim(sctx, c.id, id, fp, c.o.ClaimOwner, c.o.ClaimLease)
 		old, found = cl.Fingerprint, cl.State == ClaimCompleted
@@ -245,7 +246,7 @@ func (c *Channel) runTarget(m *ChatMessage, fp Fingerprint, stream *deltaStream,
 	tctx.release()
 	if err != nil {
 		if claims != nil {
-			sctx := c.storeCtx()
+			sctx := c.storeCtx(claims)
 			if rerr := claims.Release(sctx, c.id, id, c.o.ClaimOwner); rerr != nil {
 				// The claim stays and turns orphaned: a resend is then
 				// refused as unknown, never posted twice.
@@ -303,7 +304,7 @@ func (c *Channel) orphan(id string, fp Fingerprint, key string) (AckStatus, *Err
 // complete records the message as completed and answers status; took is
 // how long the Target call took (0 when none ran).
 func (c *Channel) complete(id string, fp Fingerprint, kind EventKind, status AckStatus, took time.Duration) (AckStatus, *Error) {
-	sctx := c.storeCtx()
+	sctx := c.storeCtx(c.o.Completed)
 	defer sctx.release()
 	if err := c.o.Completed.Record(sctx, c.id, id, fp); err != nil {
 		// The side effect happened; a rejection would make the sender

@@ -310,7 +310,7 @@ func (c *Channel) finish(o *outgoing, a *ChatMessageAck, fail *Error) {
 	if next != nil {
 		defer c.transmit(next)
 	}
-	sctx := c.storeCtx()
+	sctx := c.storeCtx(c.o.Pending)
 	defer sctx.release()
 	if err := c.o.Pending.Remove(sctx, c.id, id); err != nil {
 		c.log.Error("pending entry not removed", "message_id", id, "err", err)

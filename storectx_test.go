@@ -3,6 +3,8 @@ package imv2
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 )
@@ -16,7 +18,7 @@ type ctxKey struct{}
 func TestStoreContext_LikeWithTimeout(t *testing.T) {
 	parent := context.WithoutCancel(context.WithValue(context.Background(), ctxKey{}, "v"))
 
-	c := newStoreContext(parent, time.Hour)
+	c := newStoreContext(parent, time.Hour, nil)
 	if d, ok := c.Deadline(); !ok || time.Until(d) < 59*time.Minute {
 		t.Fatalf("deadline %v %v", d, ok)
 	}
@@ -31,7 +33,7 @@ func TestStoreContext_LikeWithTimeout(t *testing.T) {
 	}
 
 	// The timer armed by Done ends the context at the deadline.
-	c = newStoreContext(parent, 10*time.Millisecond)
+	c = newStoreContext(parent, 10*time.Millisecond, nil)
 	select {
 	case <-c.Done():
 	case <-time.After(5 * time.Second):
@@ -46,7 +48,7 @@ func TestStoreContext_LikeWithTimeout(t *testing.T) {
 	}
 
 	// Without Done, Err alone sees the deadline; a later Done is closed.
-	c = newStoreContext(parent, -time.Second)
+	c = newStoreContext(parent, -time.Second, nil)
 	if !errors.Is(c.Err(), context.DeadlineExceeded) {
 		t.Fatalf("past deadline: %v", c.Err())
 	}
@@ -95,7 +97,7 @@ func TestTargetContext_LikeWithTimeoutAndKey(t *testing.T) {
 	c.release()
 
 	// A store context carries no key.
-	if _, ok := IdempotencyKey(newStoreContext(context.Background(), time.Hour)); ok {
+	if _, ok := IdempotencyKey(newStoreContext(context.Background(), time.Hour, nil)); ok {
 		t.Fatal("a store context has no idempotency key")
 	}
 }
@@ -106,7 +108,7 @@ func TestTargetContext_LikeWithTimeoutAndKey(t *testing.T) {
 func TestStoreContext_S8_OutlivesItsParent(t *testing.T) {
 	parent, cancel := context.WithCancel(context.WithValue(context.Background(), ctxKey{}, "v"))
 	cancel()
-	c := newStoreContext(parent, time.Hour)
+	c := newStoreContext(parent, time.Hour, nil)
 	if c.Err() != nil || c.Value(ctxKey{}) != "v" {
 		t.Fatalf("err %v value %v", c.Err(), c.Value(ctxKey{}))
 	}
@@ -124,11 +126,12 @@ func TestStoreContext_S8_OutlivesItsParent(t *testing.T) {
 // reused, and comes back as new.
 func TestStoreContext_ReusedOnlyWhenDoneWasNeverAsked(t *testing.T) {
 	parent := context.Background()
+	var free storeContextFree
 	for range 100 {
-		c := newStoreContext(parent, time.Hour)
+		c := newStoreContext(parent, time.Hour, &free)
 		done := c.Done()
 		c.release()
-		d := newStoreContext(parent, time.Hour)
+		d := newStoreContext(parent, time.Hour, &free)
 		if d == c {
 			t.Fatal("a context whose Done was asked was reused")
 		}
@@ -141,10 +144,105 @@ func TestStoreContext_ReusedOnlyWhenDoneWasNeverAsked(t *testing.T) {
 			t.Fatalf("released: %v", c.Err())
 		}
 		d.release()
-		e := newStoreContext(parent, time.Hour) // d, perhaps: as new either way
+		e := newStoreContext(parent, time.Hour, &free)
+		if e != d {
+			t.Fatal("a context never asked for Done was not reused")
+		}
 		if e.Err() != nil || e.done != nil {
 			t.Fatalf("a reused context is not new: err %v", e.Err())
 		}
 		e.release()
+	}
+}
+
+// keepingStore is a user's CompletedStore that keeps a value-only view of
+// each call's ctx past the call (as a write-behind or tracing wrapper
+// does, through context.WithoutCancel or WithValue), with the deadline it
+// had during the call.
+type keepingStore struct {
+	CompletedStore
+	mu        sync.Mutex
+	kept      []context.Context
+	deadlines []time.Time
+}
+
+func (k *keepingStore) keep(ctx context.Context) {
+	d, _ := ctx.Deadline()
+	k.mu.Lock()
+	k.kept = append(k.kept, ctx)
+	k.deadlines = append(k.deadlines, d)
+	k.mu.Unlock()
+}
+
+func (k *keepingStore) Lookup(ctx context.Context, ch, id string) (Fingerprint, bool, error) {
+	k.keep(ctx)
+	return k.CompletedStore.Lookup(ctx, ch, id)
+}
+
+func (k *keepingStore) Record(ctx context.Context, ch, id string, fp Fingerprint) error {
+	k.keep(ctx)
+	return k.CompletedStore.Record(ctx, ch, id, fp)
+}
+
+// TestStoreContext_KeptByAUserStoreStaysItsCalls: a user's store may keep
+// its ctx after the call returned (Go's context contract allows it); the
+// kept context still answers as during its call, after further calls on
+// the channel: never a panic on a released parent, never the next call's
+// deadline or values (a reused context would give both).
+func TestStoreContext_KeptByAUserStoreStaysItsCalls(t *testing.T) {
+	st := &keepingStore{CompletedStore: NewMemoryCompletedStore(0, 0, nil)}
+	c, w, _ := newConnector(t, newRecTarget(), &Options{Completed: st})
+	for i := range 3 {
+		if err := c.Receive(context.Background(), finalPacket(t, fmt.Sprintf("msg_%d", i), "hi")); err != nil {
+			t.Fatal(err)
+		}
+		w.next(t) // the ack: Record has returned
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if len(st.kept) != 6 {
+		t.Fatalf("%d store calls, want 6 (Lookup and Record per message)", len(st.kept))
+	}
+	for i, k := range st.kept {
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					t.Errorf("call %d: its kept ctx panics after the call returned: %v", i, r)
+				}
+			}()
+			_ = context.WithoutCancel(k).Value(ctxKey{})
+			if d, _ := k.Deadline(); !d.Equal(st.deadlines[i]) {
+				t.Errorf("call %d: its kept ctx now has deadline %v, had %v during the call", i, d, st.deadlines[i])
+			}
+		}()
+	}
+}
+
+// TestStoreContext_ReusedForTheMemoryStoresOnly: store contexts are
+// reused only for this package's in-memory stores, whose calls never keep
+// ctx; a store of the user's, even one wrapping a memory store, gets a
+// context per call.
+func TestStoreContext_ReusedForTheMemoryStoresOnly(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		store any
+		reuse bool
+	}{
+		{"memory completed", NewMemoryCompletedStore(0, 0, nil), true},
+		{"memory pending", NewMemoryPendingStore(0), true},
+		{"user completed", &keepingStore{CompletedStore: NewMemoryCompletedStore(0, 0, nil)}, false},
+		{"user pending", struct{ PendingStore }{NewMemoryPendingStore(0)}, false},
+		{"user claims", struct{ ClaimStore }{NewMemoryCompletedStore(0, 0, nil)}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			free := storeContextsOf(tc.store)
+			c := newStoreContext(context.Background(), time.Hour, free)
+			c.release()
+			d := newStoreContext(context.Background(), time.Hour, free)
+			d.release()
+			if got := c == d; got != tc.reuse {
+				t.Fatalf("reused %v, want %v", got, tc.reuse)
+			}
+		})
 	}
 }

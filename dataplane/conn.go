@@ -125,10 +125,17 @@ type wsConn struct {
 	handoff chan func(*imv2.Packet, error) // serve → reader: the handler that replaces Read
 	hmu     sync.Mutex                     // held by the reader while the handler runs
 	hoff    bool                           // guarded by hmu: serve returned, the handler is not to run again
-	pings   chan struct{}                  // keepalive tick → writer, capacity 1
-	kick    chan struct{}                  // capacity 1: frames queued, the writer goroutine is to write them
-	closing chan struct{}                  // closed when Close starts: no new writes
-	done    chan struct{}                  // closed at shutdown: everything stops
+	// rmu guards running and closeBegun: a handler call starts only
+	// before Close begins, and Close knows whether one is running (it may
+	// block, or be the caller of Close: Close does not wait for the reader
+	// then, serve's caller does).
+	rmu        sync.Mutex
+	running    bool          // guarded by rmu: the reader is in the handler
+	closeBegun bool          // guarded by rmu: no handler call starts
+	pings      chan struct{} // keepalive tick → writer, capacity 1
+	kick       chan struct{} // capacity 1: frames queued, the writer goroutine is to write them
+	closing    chan struct{} // closed when Close starts: no new writes
+	done       chan struct{} // closed at shutdown: everything stops
 
 	qmu       sync.Mutex
 	pend      []byte        // guarded by qmu: the queued frames' payloads, back to back
@@ -143,8 +150,8 @@ type wsConn struct {
 	spare     []byte        // owned by the writer goroutine: the next queue buffer
 	spareN    []int         // owned by the writer goroutine: the next lengths buffer
 
-	readerDone chan struct{}
-	wg         sync.WaitGroup
+	readerDone chan struct{} // closed when the reader goroutine ends
+	writerDone chan struct{} // closed when the writer goroutine ends
 
 	alive atomic.Uint64 // frames and pongs received: proof of life
 
@@ -185,6 +192,7 @@ func newBatchedWSConn(ws *websocket.Conn, bc *batchConn, cfg ConnConfig) *wsConn
 		closing:    make(chan struct{}),
 		done:       make(chan struct{}),
 		readerDone: make(chan struct{}),
+		writerDone: make(chan struct{}),
 		epoch:      time.Now(),
 		lastWrite:  -int64(busyWindow) - 1, // the first frame finds the connection quiet
 	}
@@ -196,7 +204,6 @@ func newBatchedWSConn(ws *websocket.Conn, bc *batchConn, cfg ConnConfig) *wsConn
 		}
 		return nil
 	})
-	c.wg.Add(2)
 	go c.reader()
 	go c.writer()
 	c.schedulePing()
@@ -204,7 +211,6 @@ func newBatchedWSConn(ws *websocket.Conn, bc *batchConn, cfg ConnConfig) *wsConn
 }
 
 func (c *wsConn) reader() {
-	defer c.wg.Done()
 	defer close(c.readerDone)
 	// One buffer for every frame: DecodePacket copies what it keeps. A
 	// buffer grown by a large frame is dropped, not kept for the
@@ -260,11 +266,18 @@ func (c *wsConn) handle(h func(*imv2.Packet, error), it readItem) {
 	if c.hoff {
 		return
 	}
-	select {
-	case <-c.closing:
+	c.rmu.Lock()
+	if c.closeBegun {
+		c.rmu.Unlock()
 		return
-	default:
 	}
+	c.running = true
+	c.rmu.Unlock()
+	defer func() {
+		c.rmu.Lock()
+		c.running = false
+		c.rmu.Unlock()
+	}()
 	h(it.p, it.err)
 }
 
@@ -275,7 +288,10 @@ func (c *wsConn) handle(h func(*imv2.Packet, error), it readItem) {
 // connection's reading as a slow Read caller does (backpressure, never a
 // buffer). serve returns as Read would end (the connection ended, Close,
 // ctx), after the last call of h returned; h is not called again, and
-// the Conn is not to be read afterwards.
+// the Conn is not to be read afterwards. When the connection has ended,
+// serve also waits for the reader goroutine to end: Close does not wait
+// for a reader that is running h (h may be what called Close), so the
+// reader's end is awaited here, by the goroutine that owns serve.
 func (c *wsConn) serve(ctx context.Context, h func(*imv2.Packet, error)) error {
 	var err error
 	select {
@@ -298,6 +314,15 @@ func (c *wsConn) serve(ctx context.Context, h func(*imv2.Packet, error)) error {
 	c.hmu.Lock()
 	c.hoff = true
 	c.hmu.Unlock()
+	select {
+	case <-c.done:
+		// The socket is closed: the reader, out of h, ends at its next
+		// read.
+		<-c.readerDone
+	default:
+		// Not ended (ctx, or Close still waiting for the peer's close
+		// frame): Close waits for the reader, which runs no h again.
+	}
 	return err
 }
 
@@ -395,19 +420,33 @@ const maxKeptBuffer = 64 << 10
 
 // Close implements Conn: it sends a normal close frame, waits up to
 // CloseTimeout for the peer's, closes the socket and waits for the reader
-// and writer goroutines.
+// and writer goroutines. While the reader runs serve's handler, which may
+// block or be the caller of Close, Close waits only for the close frame
+// to be written (at most CloseTimeout), not for the peer's (the reader
+// cannot read it meanwhile), and not for the reader: serve awaits it.
 func (c *wsConn) Close() error {
 	c.closeOnce.Do(func() {
+		c.rmu.Lock()
+		c.closeBegun = true
+		inHandler := c.running
+		c.rmu.Unlock()
 		close(c.closing)
+		sent := c.readerDone // the peer's close frame was read
+		if inHandler {
+			sent = c.writerDone // ours was written
+		}
 		t := time.NewTimer(c.cfg.CloseTimeout)
 		select {
-		case <-c.readerDone:
+		case <-sent:
 		case <-c.done:
 		case <-t.C:
 		}
 		t.Stop()
 		c.shutdown(closedErr())
-		c.wg.Wait()
+		<-c.writerDone
+		if !inHandler {
+			<-c.readerDone
+		}
 	})
 	return nil
 }

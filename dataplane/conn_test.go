@@ -155,6 +155,12 @@ func TestConn_E2_InvalidFramesKeepConnection(t *testing.T) {
 // and hands it to the test; the client side is a bare gorilla conn.
 func keepalivePair(t *testing.T, clk clock.Clock, answerPings bool, onPong func()) (*wsConn, *websocket.Conn) {
 	t.Helper()
+	return connPair(t, ConnConfig{Clock: clk, PingInterval: 30 * time.Second, PongTimeout: 10 * time.Second, onPong: onPong}, answerPings)
+}
+
+// connPair is keepalivePair with the wsConn's whole config.
+func connPair(t *testing.T, cfg ConnConfig, answerPings bool) (*wsConn, *websocket.Conn) {
+	t.Helper()
 	got := make(chan *wsConn, 1)
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		up := websocket.Upgrader{Subprotocols: []string{protocol.Subprotocol}}
@@ -162,7 +168,7 @@ func keepalivePair(t *testing.T, clk clock.Clock, answerPings bool, onPong func(
 		if err != nil {
 			return
 		}
-		got <- newWSConn(ws, ConnConfig{Clock: clk, PingInterval: 30 * time.Second, PongTimeout: 10 * time.Second, onPong: onPong})
+		got <- newWSConn(ws, cfg)
 	}))
 	t.Cleanup(hs.Close)
 	peer := dialRaw(t, "ws"+strings.TrimPrefix(hs.URL, "http"))

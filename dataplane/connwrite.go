@@ -281,7 +281,7 @@ func tooBig(p *imv2.Packet, n int, limit int64) error {
 // writer is the writer goroutine: keepalive pings, the queued frames, and
 // the close frame, after every accepted frame.
 func (c *wsConn) writer() {
-	defer c.wg.Done()
+	defer close(c.writerDone)
 	for {
 		select {
 		case <-c.pings:
