@@ -77,7 +77,9 @@ func (c *Connector) Bind(ctx context.Context, b Binding) error {
 }
 
 // bind stores b (State and Created defaulted) and releases the key the
-// channel was bound to before, if that was its last binding.
+// channel was bound to before, if that was its last binding. Only the
+// store change and the reader's stop and start run under the channel's
+// lock; the platform hears of the change after it (changed).
 func (c *Connector) bind(ctx context.Context, b Binding) error {
 	if b.State == "" {
 		b.State = BindingConnected
@@ -86,21 +88,19 @@ func (c *Connector) bind(ctx context.Context, b Binding) error {
 		b.Created = c.clock.Now()
 	}
 	unlock := c.chLocks.lock(b.ChannelID)
-	defer unlock()
 	ch, err := c.store.Bind(ctx, b)
 	if err != nil {
+		unlock()
 		return err
 	}
 	if ch.Had {
 		c.stopListening(b.ChannelID) // it reads with the old binding
-		c.unbound(ctx, ch.Old)
-	}
-	if ch.Released {
-		c.release(ctx, ch.Old.Key)
 	}
 	if b.State == BindingConnected && c.server.IsOpen(b.ChannelID) {
 		c.listen(b.ChannelID)
 	}
+	unlock()
+	c.changed(ctx, ch)
 	return nil
 }
 
@@ -191,25 +191,44 @@ func (c *Connector) Unbind(ctx context.Context, channelID string) error {
 
 func (c *Connector) unbind(ctx context.Context, channelID string) error {
 	unlock := c.chLocks.lock(channelID)
-	defer unlock()
 	ch, err := c.store.Unbind(ctx, channelID)
 	if err != nil || !ch.Had {
+		unlock()
 		return err
 	}
 	c.stopListening(channelID)
+	unlock()
+	c.changed(ctx, ch)
+	return nil
+}
+
+// changed tells the platform what a binding change removed: an Unbinder
+// the binding that went, then a Releaser the key whose last binding it
+// was. It runs after the channel's lock is released, so a slow or hung
+// platform call holds up no other channel's change (the locks are
+// striped) and no channel.open; each call gets ctx, without its
+// cancellation, bounded by the display's CallTimeout (a drop passes
+// context.Background()).
+func (c *Connector) changed(ctx context.Context, ch BindingChange) {
+	if !ch.Had {
+		return
+	}
 	c.unbound(ctx, ch.Old)
 	if ch.Released {
 		c.release(ctx, ch.Old.Key)
 	}
-	return nil
 }
 
 // unbound tells an Unbinder platform that b went.
 func (c *Connector) unbound(ctx context.Context, b Binding) {
-	if u, ok := c.platform.(Unbinder); ok {
-		if err := u.Unbound(ctx, b); err != nil {
-			c.log.Warn("connector: platform not told of an unbinding", "connector_channel_id", b.ChannelID, "err", err)
-		}
+	u, ok := c.platform.(Unbinder)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.callTimeout)
+	defer cancel()
+	if err := u.Unbound(ctx, b); err != nil {
+		c.log.Warn("connector: platform not told of an unbinding", "connector_channel_id", b.ChannelID, "err", err)
 	}
 }
 
@@ -221,6 +240,8 @@ func (c *Connector) release(ctx context.Context, key string) {
 	if !ok {
 		return
 	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.callTimeout)
+	defer cancel()
 	if err := r.Release(ctx, key); err != nil {
 		c.log.Warn("connector: releasing the conversation failed", "err", err)
 	}

@@ -59,7 +59,8 @@ type Options struct {
 	// display.Edit for an Editor, else display.Buffer.
 	Mode display.Mode
 	// Display tunes the display strategies (edit interval, draft and
-	// typing bounds); its Mode, Clock and Logger are the kit's.
+	// typing bounds); its Mode, Clock and Logger are the kit's. Its
+	// CallTimeout also bounds each Unbinder.Unbound and Releaser.Release.
 	Display *display.Options
 	// Channel configures every Channel (ack timeout, target timeout, delta
 	// bounds, OnDelivered, OnFailed); its stores, Clock and Logger are the
@@ -117,6 +118,8 @@ type Connector struct {
 	server   *dataplane.Server
 	handler  *Handler
 	chLocks  *channelLocks // serialises binding changes per channel
+	// callTimeout bounds Unbound and Release (Display.CallTimeout).
+	callTimeout time.Duration
 
 	listener Listener // nil without one
 	readWG   sync.WaitGroup
@@ -174,6 +177,10 @@ func New(card *protocol.Card, platform Platform, opts *Options) (*Connector, err
 		dopts = *o.Display
 	}
 	dopts.Mode, dopts.Clock, dopts.Logger = o.Mode, o.Clock, o.Logger
+	c.callTimeout = dopts.CallTimeout
+	if c.callTimeout <= 0 {
+		c.callTimeout = display.DefaultCallTimeout
+	}
 	switch {
 	case dopts.Mode == display.Auto:
 		dopts.Mode = c.out.mode()
