@@ -16,15 +16,45 @@ var ErrNotBound = errors.New("connector: not bound to a conversation")
 
 // created is the Server's OnChannelCreate for a Card without auth
 // flows: a channel the Server issued is bound to its default
-// conversation once, before its channel.open is answered (so the ack's
-// Descriptor says connected). Lookups and reopens never bind, so an
-// explicit Unbind stays unbound across pushes and restarts.
+// conversation before its channel.open is answered (so the ack's
+// Descriptor says connected).
 func (c *Connector) created(ctx context.Context, channelID string) error {
-	return c.bind(ctx, Binding{ChannelID: channelID, Key: c.defConv(channelID)})
+	return c.bindDefault(ctx, channelID, false)
+}
+
+// reopened is the Server's OnChannelReopen for a Card without auth
+// flows: a reopen of a channel that has no binding (an explicit Unbind,
+// or a drop that unbound it but could not forget its ID) binds the
+// default conversation again, since no sign-in could. So an Unbind lasts
+// until the channel's next channel.open; a Descriptor push or lookup
+// never binds.
+func (c *Connector) reopened(ctx context.Context, channelID string) error {
+	return c.bindDefault(ctx, channelID, true)
+}
+
+// bindDefault binds the channel to its default conversation (only when
+// it has no binding, if onlyUnbound). A failure refuses the channel.open
+// as connector_channel_unavailable: the packet was fine, the binding
+// could not be made (an invalid default key, a store error), and a later
+// open may succeed.
+func (c *Connector) bindDefault(ctx context.Context, channelID string, onlyUnbound bool) error {
+	if onlyUnbound {
+		_, ok, err := c.store.Binding(ctx, channelID)
+		if err != nil {
+			return imv2.Errorf(imv2.CodeChannelUnavailable, "channel %s: binding not read: %v", channelID, err)
+		}
+		if ok {
+			return nil
+		}
+	}
+	if err := c.bind(ctx, Binding{ChannelID: channelID, Key: c.defConv(channelID)}); err != nil {
+		return imv2.Errorf(imv2.CodeChannelUnavailable, "channel %s: default conversation not bound: %v", channelID, err)
+	}
+	return nil
 }
 
 // binding returns the channel's binding as stored: lookups never make
-// one (see created).
+// one (see reopened).
 func (c *Connector) binding(ctx context.Context, channelID string) (Binding, bool, error) {
 	return c.store.Binding(ctx, channelID)
 }
@@ -46,7 +76,8 @@ func (c *Connector) conversation(ctx context.Context, channelID string) (Convers
 }
 
 // Binding returns the channel's binding; found is false without one. For
-// a Card without auth flows an open channel always has one.
+// a Card without auth flows an open channel has one from each of its
+// channel.opens until an explicit Unbind.
 func (c *Connector) Binding(ctx context.Context, channelID string) (b Binding, found bool, err error) {
 	return c.binding(ctx, channelID)
 }

@@ -75,8 +75,10 @@ type Options struct {
 	Tools dataplane.ToolHandler
 	// DefaultConversation names the conversation a channel is bound to
 	// when the Server issues it, for a Card without auth flows (a Card
-	// with them binds by sign-in, see SignIn). It is bound once: a reopen
-	// or a restart does not bind it again, so an explicit Unbind stays.
+	// with them binds by sign-in, see SignIn). A channel.open of a
+	// channel without a binding binds it again, so an explicit Unbind
+	// lasts until the channel's next open (after a reconnect or a
+	// restart); a Descriptor push or lookup never binds.
 	// Default: every channel to DefaultConversationKey.
 	DefaultConversation func(channelID string) string
 	// OnChannelOpen is called for every channel.open answered with
@@ -224,7 +226,7 @@ func New(card *protocol.Card, platform Platform, opts *Options) (*Connector, err
 		cfg.Auth = authHandler{c, si}
 	}
 	if c.defConv != nil {
-		cfg.OnChannelCreate = c.created
+		cfg.OnChannelCreate, cfg.OnChannelReopen = c.created, c.reopened
 	}
 	if c.server, err = dataplane.NewServer(cfg); err != nil {
 		c.display.Close()
