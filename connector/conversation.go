@@ -282,8 +282,11 @@ func (c *Connector) release(ctx context.Context, key string) {
 // grace over, or evicted) releases its binding. The Server calls it
 // before its Registry forgets the channel, and keeps the channel
 // registered when it fails, so no binding outlives its channel's ID.
+// Its Listener stops whatever the unbind returns: the channel is gone,
+// so nothing it reads could be delivered.
 func (c *Connector) dropped(channelID string) error {
 	if err := c.unbind(context.Background(), channelID); err != nil {
+		c.stopListening(channelID)
 		c.log.Warn("connector: binding of a dropped channel not removed", "connector_channel_id", channelID, "err", err)
 		return err
 	}
