@@ -146,7 +146,9 @@ func (c *Connector) bind(ctx context.Context, b Binding) error {
 // for itself. f may not change
 // ChannelID or Key (rebind with Bind): UpdateBinding then fails and
 // stores nothing, as it does when f returns an error. The Descriptor is
-// pushed only when State or Target changed. A channel without a binding
+// pushed only when State or Target changed. Turning the State from
+// connected stops the channel's Listener; turning it back to connected
+// starts it again when the channel is open. A channel without a binding
 // fails with ErrNotBound.
 func (c *Connector) UpdateBinding(ctx context.Context, channelID string, f func(*Binding) error) error {
 	changed, err := c.update(ctx, channelID, f)
@@ -181,8 +183,11 @@ func (c *Connector) update(ctx context.Context, channelID string, f func(*Bindin
 	if _, err := c.store.Bind(ctx, b); err != nil {
 		return false, err
 	}
-	if b.State != BindingConnected {
+	switch {
+	case b.State != BindingConnected:
 		c.stopListening(channelID) // expired or revoked: nothing to read
+	case old.State != BindingConnected && c.server.IsOpen(channelID):
+		c.listen(channelID) // connected again (a refreshed sign-in): read
 	}
 	return b.State != old.State || b.Target != old.Target, nil
 }
