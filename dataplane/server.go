@@ -142,8 +142,9 @@ type ServerConfig struct {
 	// channel.open without an ID, or with one it does not know), before
 	// that channel.open is answered and before OnChannelOpen; a reopen of
 	// the ID, also after a restart, does not call it. An error refuses
-	// the channel.open with it; the channel stays, unused, until it is
-	// dropped like any closed channel.
+	// the channel.open with it and drops the new channel at once
+	// (OnChannelDrop, then the Registry forgets its ID), so refused opens
+	// take no MaxChannels slot.
 	OnChannelCreate func(ctx context.Context, channelID string) error
 	// OnChannelReopen is called, where OnChannelCreate is not, before a
 	// channel.open of a channel the Server already knew (held, or

@@ -298,6 +298,16 @@ func (ss *session) openChannel(p *imv2.Packet) {
 		}
 		if hook != nil {
 			if err := hook(ss.ctx, e.id); err != nil {
+				if reuse == "" {
+					// Refused at birth: drop the new entry at once, so
+					// failed opens hold no MaxChannels slot and evict no
+					// real channel.
+					srv.mu.Lock()
+					if srv.channels[e.id] == e {
+						srv.dropChannelLocked(e)
+					}
+					srv.mu.Unlock()
+				}
 				ss.failErr(p, err)
 				return
 			}
