@@ -4,8 +4,8 @@ import (
 	"context"
 	"strings"
 	"sync"
-	"time"
 	"testing"
+	"time"
 
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/fakeclock"
