@@ -16,15 +16,45 @@ var ErrNotBound = errors.New("connector: not bound to a conversation")
 
 // created is the Server's OnChannelCreate for a Card without auth
 // flows: a channel the Server issued is bound to its default
-// conversation once, before its channel.open is answered (so the ack's
-// Descriptor says connected). Lookups and reopens never bind, so an
-// explicit Unbind stays unbound across pushes and restarts.
+// conversation before its channel.open is answered (so the ack's
+// Descriptor says connected).
 func (c *Connector) created(ctx context.Context, channelID string) error {
-	return c.bind(ctx, Binding{ChannelID: channelID, Key: c.defConv(channelID)})
+	return c.bindDefault(ctx, channelID, false)
+}
+
+// reopened is the Server's OnChannelReopen for a Card without auth
+// flows: a reopen of a channel that has no binding (an explicit Unbind,
+// or a drop that unbound it but could not forget its ID) binds the
+// default conversation again, since no sign-in could. So an Unbind lasts
+// until the channel's next channel.open; a Descriptor push or lookup
+// never binds.
+func (c *Connector) reopened(ctx context.Context, channelID string) error {
+	return c.bindDefault(ctx, channelID, true)
+}
+
+// bindDefault binds the channel to its default conversation (only when
+// it has no binding, if onlyUnbound). A failure refuses the channel.open
+// as connector_channel_unavailable: the packet was fine, the binding
+// could not be made (an invalid default key, a store error), and a later
+// open may succeed.
+func (c *Connector) bindDefault(ctx context.Context, channelID string, onlyUnbound bool) error {
+	if onlyUnbound {
+		_, ok, err := c.store.Binding(ctx, channelID)
+		if err != nil {
+			return imv2.Errorf(imv2.CodeChannelUnavailable, "channel %s: binding not read: %v", channelID, err)
+		}
+		if ok {
+			return nil
+		}
+	}
+	if err := c.bind(ctx, Binding{ChannelID: channelID, Key: c.defConv(channelID)}); err != nil {
+		return imv2.Errorf(imv2.CodeChannelUnavailable, "channel %s: default conversation not bound: %v", channelID, err)
+	}
+	return nil
 }
 
 // binding returns the channel's binding as stored: lookups never make
-// one (see created).
+// one (see reopened).
 func (c *Connector) binding(ctx context.Context, channelID string) (Binding, bool, error) {
 	return c.store.Binding(ctx, channelID)
 }
@@ -47,8 +77,8 @@ func (c *Connector) conversation(ctx context.Context, channelID string) (Convers
 
 // Binding returns the channel's binding, as the store keeps it (its Data
 // and Drafts too); found is false without one. For a Card without auth
-// flows a channel has one from its issue (Options.DefaultConversation)
-// until it is unbound.
+// flows an open channel has one from each of its channel.opens
+// (Options.DefaultConversation) until an explicit Unbind.
 func (c *Connector) Binding(ctx context.Context, channelID string) (b Binding, found bool, err error) {
 	return c.binding(ctx, channelID)
 }
@@ -79,7 +109,9 @@ func (c *Connector) Bind(ctx context.Context, b Binding) error {
 }
 
 // bind stores b (State and Created defaulted) and releases the key the
-// channel was bound to before, if that was its last binding.
+// channel was bound to before, if that was its last binding. Only the
+// store change and the reader's stop and start run under the channel's
+// lock; the platform hears of the change after it (changed).
 func (c *Connector) bind(ctx context.Context, b Binding) error {
 	if b.State == "" {
 		b.State = BindingConnected
@@ -88,21 +120,19 @@ func (c *Connector) bind(ctx context.Context, b Binding) error {
 		b.Created = c.clock.Now()
 	}
 	unlock := c.chLocks.lock(b.ChannelID)
-	defer unlock()
 	ch, err := c.store.Bind(ctx, b)
 	if err != nil {
+		unlock()
 		return err
 	}
 	if ch.Had {
 		c.stopListening(b.ChannelID) // it reads with the old binding
-		c.unbound(ctx, ch.Old)
-	}
-	if ch.Released {
-		c.release(ctx, ch.Old.Key)
 	}
 	if b.State == BindingConnected && c.server.IsOpen(b.ChannelID) {
 		c.listen(b.ChannelID)
 	}
+	unlock()
+	c.changed(ctx, ch)
 	return nil
 }
 
@@ -116,7 +146,9 @@ func (c *Connector) bind(ctx context.Context, b Binding) error {
 // f must not call any of those methods, for any channel: it would wait
 // for itself. f may not change ChannelID or Key (rebind with Bind): UpdateBinding then fails and
 // stores nothing, as it does when f returns an error. The Descriptor is
-// pushed only when State or Target changed. A channel without a binding
+// pushed only when State or Target changed. Turning the State from
+// connected stops the channel's Listener; turning it back to connected
+// starts it again when the channel is open. A channel without a binding
 // fails with ErrNotBound.
 func (c *Connector) UpdateBinding(ctx context.Context, channelID string, f func(*Binding) error) error {
 	changed, err := c.update(ctx, channelID, f)
@@ -151,8 +183,11 @@ func (c *Connector) update(ctx context.Context, channelID string, f func(*Bindin
 	if _, err := c.store.Bind(ctx, b); err != nil {
 		return false, err
 	}
-	if b.State != BindingConnected {
+	switch {
+	case b.State != BindingConnected:
 		c.stopListening(channelID) // expired or revoked: nothing to read
+	case old.State != BindingConnected && c.server.IsOpen(channelID):
+		c.listen(channelID) // connected again (a refreshed sign-in): read
 	}
 	return b.State != old.State || b.Target != old.Target, nil
 }
@@ -192,25 +227,44 @@ func (c *Connector) Unbind(ctx context.Context, channelID string) error {
 
 func (c *Connector) unbind(ctx context.Context, channelID string) error {
 	unlock := c.chLocks.lock(channelID)
-	defer unlock()
 	ch, err := c.store.Unbind(ctx, channelID)
 	if err != nil || !ch.Had {
+		unlock()
 		return err
 	}
 	c.stopListening(channelID)
+	unlock()
+	c.changed(ctx, ch)
+	return nil
+}
+
+// changed tells the platform what a binding change removed: an Unbinder
+// the binding that went, then a Releaser the key whose last binding it
+// was. It runs after the channel's lock is released, so a slow or hung
+// platform call holds up no other channel's change (the locks are
+// striped) and no channel.open; each call gets ctx, without its
+// cancellation, bounded by the display's CallTimeout (a drop passes
+// context.Background()).
+func (c *Connector) changed(ctx context.Context, ch BindingChange) {
+	if !ch.Had {
+		return
+	}
 	c.unbound(ctx, ch.Old)
 	if ch.Released {
 		c.release(ctx, ch.Old.Key)
 	}
-	return nil
 }
 
 // unbound tells an Unbinder platform that b went.
 func (c *Connector) unbound(ctx context.Context, b Binding) {
-	if u, ok := c.platform.(Unbinder); ok {
-		if err := u.Unbound(ctx, b); err != nil {
-			c.log.Warn("connector: platform not told of an unbinding", "connector_channel_id", b.ChannelID, "err", err)
-		}
+	u, ok := c.platform.(Unbinder)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.callTimeout)
+	defer cancel()
+	if err := u.Unbound(ctx, b); err != nil {
+		c.log.Warn("connector: platform not told of an unbinding", "connector_channel_id", b.ChannelID, "err", err)
 	}
 }
 
@@ -222,6 +276,8 @@ func (c *Connector) release(ctx context.Context, key string) {
 	if !ok {
 		return
 	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.callTimeout)
+	defer cancel()
 	if err := r.Release(ctx, key); err != nil {
 		c.log.Warn("connector: releasing the conversation failed", "err", err)
 	}
@@ -231,8 +287,11 @@ func (c *Connector) release(ctx context.Context, key string) {
 // grace over, or evicted) releases its binding. The Server calls it
 // before its Registry forgets the channel, and keeps the channel
 // registered when it fails, so no binding outlives its channel's ID.
+// Its Listener stops whatever the unbind returns: the channel is gone,
+// so nothing it reads could be delivered.
 func (c *Connector) dropped(channelID string) error {
 	if err := c.unbind(context.Background(), channelID); err != nil {
+		c.stopListening(channelID)
 		c.log.Warn("connector: binding of a dropped channel not removed", "connector_channel_id", channelID, "err", err)
 		return err
 	}

@@ -22,13 +22,14 @@ func (x *pipeXAgent) status(channelID string) string {
 	return d.ConnectionDescriptor.Connection.Status
 }
 
-// TestKit_W7_DefaultConversationBoundOnceUnbindStays: with a Card
+// TestKit_W7_DefaultConversationUnbindLastsUntilNextOpen: with a Card
 // without sign-in flows, a channel the Server issues is bound to its
-// default conversation once (its channel.open ack says connected); an
-// explicit Unbind then stays: the pushed and the asked Descriptor say
-// created, finals are refused, and neither a reopen nor a restart on the
-// same store binds it again.
-func TestKit_W7_DefaultConversationBoundOnceUnbindStays(t *testing.T) {
+// default conversation (its channel.open ack says connected); an
+// explicit Unbind then lasts until the channel's next open: the pushed
+// and the asked Descriptor say created, finals are refused, and no
+// lookup binds it; a reopen (within the grace, or after a restart on the
+// same store) binds the default conversation again.
+func TestKit_W7_DefaultConversationUnbindLastsUntilNextOpen(t *testing.T) {
 	data := newMemoryStore(fakeclock.New(time.Unix(0, 0)))
 	k, _ := newUnit(t, &editor{}, false, Options{Store: data})
 	ctx := context.Background()
@@ -40,35 +41,40 @@ func TestKit_W7_DefaultConversationBoundOnceUnbindStays(t *testing.T) {
 	if b, ok, err := data.Binding(ctx, ch); err != nil || !ok || b.Key != DefaultConversationKey {
 		t.Fatalf("binding of the new channel = %+v, %v, %v; want the default conversation", b, ok, err)
 	}
-	if err := k.Unbind(ctx, ch); err != nil { // pushes the Descriptor
-		t.Fatal(err)
+	unbind := func(x *pipeXAgent) {
+		t.Helper()
+		if err := k.Unbind(ctx, ch); err != nil { // pushes the Descriptor
+			t.Fatal(err)
+		}
+		if s := x.status(ch); s != protocol.StatusCreated {
+			t.Fatalf("after Unbind and its push the channel is %q; want created", s)
+		}
+		if _, err := k.conversation(ctx, ch); !errors.Is(err, ErrNotBound) || imv2.IsRetryable(err) {
+			t.Fatalf("a final after Unbind: %v; want a permanent ErrNotBound", err)
+		}
+		if _, ok, _ := data.Binding(ctx, ch); ok {
+			t.Fatal("a push or lookup bound the channel again")
+		}
 	}
-	if s := x.status(ch); s != protocol.StatusCreated {
-		t.Fatalf("after Unbind and its push the channel is %q; want created", s)
-	}
-	if _, err := k.conversation(ctx, ch); !errors.Is(err, ErrNotBound) || imv2.IsRetryable(err) {
-		t.Fatalf("a final after Unbind: %v; want a permanent ErrNotBound", err)
-	}
+	unbind(x)
 	x.close()
 	connID := x.connID
 	x = connectPipe(t, k)
 	x.connID = connID // resumes within the grace
-	if got, s := x.open(ch); got != ch || s != protocol.StatusCreated {
-		t.Fatalf("reopen: %s %s; want %s created", got, s, ch)
+	if got, s := x.open(ch); got != ch || s != protocol.StatusConnected {
+		t.Fatalf("reopen: %s %s; want %s connected", got, s, ch)
 	}
+	unbind(x)
 	x.close()
 	k.Close()
 
 	k2, _ := newUnit(t, &editor{}, false, Options{Store: data})
 	x = connectPipe(t, k2)
-	if got, s := x.open(ch); got != ch || s != protocol.StatusCreated {
-		t.Fatalf("reopen after a restart: %s %s; want %s created", got, s, ch)
+	if got, s := x.open(ch); got != ch || s != protocol.StatusConnected {
+		t.Fatalf("reopen after a restart: %s %s; want %s connected", got, s, ch)
 	}
-	if s := x.status(ch); s != protocol.StatusCreated {
-		t.Fatalf("after the restart the channel is %q; want created", s)
-	}
-	if _, ok, _ := data.Binding(ctx, ch); ok {
-		t.Fatal("a lookup bound the channel again")
+	if b, ok, err := data.Binding(ctx, ch); err != nil || !ok || b.Key != DefaultConversationKey {
+		t.Fatalf("binding after the reopen = %+v, %v, %v; want the default conversation", b, ok, err)
 	}
 }
 

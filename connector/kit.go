@@ -61,7 +61,8 @@ type Options struct {
 	// display.Edit for an Editor, else display.Buffer.
 	Mode display.Mode
 	// Display tunes the display strategies (edit interval, draft and
-	// typing bounds); its Mode, Clock and Logger are the kit's.
+	// typing bounds); its Mode, Clock and Logger are the kit's. Its
+	// CallTimeout also bounds each Unbinder.Unbound and Releaser.Release.
 	Display *display.Options
 	// Channel configures every Channel (ack timeout, target timeout, delta
 	// bounds, OnDelivered, OnFailed); its stores, Clock and Logger are the
@@ -76,8 +77,10 @@ type Options struct {
 	Tools dataplane.ToolHandler
 	// DefaultConversation names the conversation a channel is bound to
 	// when the Server issues it, for a Card without auth flows (a Card
-	// with them binds by sign-in, see SignIn). It is bound once: a reopen
-	// or a restart does not bind it again, so an explicit Unbind stays.
+	// with them binds by sign-in, see SignIn). A channel.open of a
+	// channel without a binding binds it again, so an explicit Unbind
+	// lasts until the channel's next open (after a reconnect or a
+	// restart); a Descriptor push or lookup never binds.
 	// Default: every channel to DefaultConversationKey.
 	DefaultConversation func(channelID string) string
 	// OnChannelOpen is called for every channel.open answered with
@@ -119,6 +122,8 @@ type Connector struct {
 	server   *dataplane.Server
 	handler  *Handler
 	chLocks  *channelLocks // serialises binding changes per channel
+	// callTimeout bounds Unbound and Release (Display.CallTimeout).
+	callTimeout time.Duration
 
 	listener Listener // nil without one
 	readWG   sync.WaitGroup
@@ -176,6 +181,10 @@ func New(card *protocol.Card, platform Platform, opts *Options) (*Connector, err
 		dopts = *o.Display
 	}
 	dopts.Mode, dopts.Clock, dopts.Logger = o.Mode, o.Clock, o.Logger
+	c.callTimeout = dopts.CallTimeout
+	if c.callTimeout <= 0 {
+		c.callTimeout = display.DefaultCallTimeout
+	}
 	switch {
 	case dopts.Mode == display.Auto:
 		dopts.Mode = c.out.mode()
@@ -219,7 +228,7 @@ func New(card *protocol.Card, platform Platform, opts *Options) (*Connector, err
 		cfg.Auth = authHandler{c, si}
 	}
 	if c.defConv != nil {
-		cfg.OnChannelCreate = c.created
+		cfg.OnChannelCreate, cfg.OnChannelReopen = c.created, c.reopened
 	}
 	if c.server, err = dataplane.NewServer(cfg); err != nil {
 		c.display.Close()

@@ -76,7 +76,18 @@ func (o *outbound) final(ctx context.Context, channelID string, m *imv2.ChatMess
 	}
 	r := runOf(ctx)
 	key := imv2.IdempotencyKeyOf(channelID, m.MessageID)
+	if !r.unknown && !o.PostsIdempotently() {
+		// The order hold may be gone: the durable mark says it too.
+		marked, err := o.markedUnknown(ctx, channelID, m.MessageID)
+		if err != nil {
+			return imv2.Retryable(fmt.Errorf("connector: reading whether an earlier post may have been applied: %w", err))
+		}
+		r.unknown = marked
+	}
 	if r.unknown {
+		if _, ok := o.p.(PostChecker); !ok {
+			return imv2.Errorf(imv2.CodeDeliveryOutcomeUnknown, "an earlier post of this final may have been applied, so it is not made again")
+		}
 		if done, err := o.askPosted(ctx, to, key, r); done {
 			return err
 		}
@@ -88,7 +99,13 @@ func (o *outbound) final(ctx context.Context, channelID string, m *imv2.ChatMess
 		}
 		defer closeAll()
 		return post(ctx, to, msg)
-	}, func(ctx context.Context, err error) error { return o.afterFailedPost(ctx, to, key, r, err) })
+	}, func(ctx context.Context, err error) error {
+		err = o.afterFailedPost(ctx, to, key, r, err)
+		if r.unknown || errors.Is(err, &imv2.Error{Code: imv2.CodeDeliveryOutcomeUnknown}) {
+			o.markUnknown(ctx, channelID, m)
+		}
+		return err
+	})
 }
 
 // afterFailedPost decides what follows a post that failed and may have

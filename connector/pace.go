@@ -58,6 +58,17 @@ const (
 // crash (imv2.ClaimStore): the sender sees the failure, nothing is shown
 // twice.
 //
+// Outcome unknown. Such a final (its PostChecker could not answer, or
+// there is none) is marked "outcome unknown, ask before posting" in the
+// Store's completed records: one record per final, under its channel and
+// a message ID derived from its message_id, with the records' TTL and
+// cap, never removed before they expire. Every final posted by a
+// platform that is not an IdempotentPlatform first looks that record up
+// (one Store Lookup), so a resend of it, however late, after a restart
+// or on another replica on the same Store, asks WasPosted before posting
+// (rejected retryable while it cannot answer; the mark stays), or,
+// without a PostChecker, is answered delivery_outcome_unknown again.
+//
 // Order. While the kit retries a final, the channel's later messages wait.
 // When its budget is spent (or a PostChecker could not answer) the final is
 // rejected retryable and xAgent sends it again (A8); until then it is the
@@ -70,7 +81,8 @@ const (
 // queued final is the unresolved one. At most MaxOrderChannels channels
 // (default 10,000) hold one; beyond it the least recently used hold is
 // forgotten. Holds live in the process: a final resent to another replica
-// or after a restart is not held back.
+// or after a restart is not held back in order (its outcome-unknown mark,
+// above, is durable).
 //
 // Zero values take the defaults: no rate limit (rate.Inf), burst 1, 8
 // attempts, 250 ms doubling to 10 s. The per-conversation limiters live in

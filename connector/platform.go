@@ -140,9 +140,12 @@ type Discarder interface {
 // key's count goes to zero, concurrent rebinds included. Another channel
 // binding the same key again may be stored before that call arrives; a
 // platform that starts its consumer when a sign-in binds a key starts it
-// again then. Release runs under the kit's lock of the channel whose
-// change released the key (see Connector.UpdateBinding): it must not call
-// the Connector's Bind, Unbind, Expire, Revoke or UpdateBinding.
+// again then. Release runs after the change is stored and the kit's lock
+// of the channel is released, so a slow Release holds up no other
+// channel; its context is the changing call's, without its cancellation
+// (context.Background() for a drop), bounded by Options.Display's
+// CallTimeout (default 10 s), which Release must honour: a drop waits
+// for it, and Close waits for drops.
 type Releaser interface {
 	Release(ctx context.Context, key string) error
 }
@@ -152,10 +155,11 @@ type Releaser interface {
 // evicted channel, a sign-in's binding the store refused), one call per
 // channel, after the store forgot it and before a Releaser hears of its key:
 // the place to drop what the platform keeps per channel, such as its
-// credentials. Errors are logged. It runs under the kit's lock of the
-// channel, so a new binding of the channel is stored only after it
-// returned; it must not call the Connector's Bind, Unbind, Expire, Revoke
-// or UpdateBinding.
+// credentials. Errors are logged. It runs after the kit's lock of the
+// channel is released, with the context and bound Releaser.Release gets,
+// so a new binding of the channel may be stored before or while it runs:
+// a platform keeping state per channel compares b with what it holds (or
+// with Connector.Binding) before dropping it.
 type Unbinder interface {
 	Unbound(ctx context.Context, b Binding) error
 }

@@ -142,9 +142,16 @@ type ServerConfig struct {
 	// channel.open without an ID, or with one it does not know), before
 	// that channel.open is answered and before OnChannelOpen; a reopen of
 	// the ID, also after a restart, does not call it. An error refuses
-	// the channel.open with it; the channel stays, unused, until it is
-	// dropped like any closed channel.
+	// the channel.open with it and drops the new channel at once
+	// (OnChannelDrop, then the Registry forgets its ID), so refused opens
+	// take no MaxChannels slot.
 	OnChannelCreate func(ctx context.Context, channelID string) error
+	// OnChannelReopen is called, where OnChannelCreate is not, before a
+	// channel.open of a channel the Server already knew (held, or
+	// registered before a restart) is answered: the place to restore
+	// what a channel needs at each open. An error refuses the
+	// channel.open with it; the channel stays.
+	OnChannelReopen func(ctx context.Context, channelID string) error
 
 	// OnChannelDrop is called after a channel was closed because its
 	// connector_id stayed offline past OfflineGrace (or it was evicted),
@@ -700,6 +707,11 @@ func (s *Server) dropInstanceLocked(inst *instance) {
 	}
 }
 
+// forgetTries is how often a drop asks the Registry to forget the ID
+// before it gives up (logged): the ID then stays registered, and a reopen
+// of it finds the channel again (see OnChannelReopen).
+const forgetTries = 3
+
 // dropChannelLocked drops a channel for good (a rare path: grace expiry
 // or eviction). From here until the Registry forgot it, the ID is in
 // s.dropping, so a channel.open of it gets a new ID (W5) as it will
@@ -730,9 +742,14 @@ func (s *Server) dropChannelLocked(e *channelEntry) {
 				forget = false
 			}
 		}
-		if forget {
-			if err := s.cfg.Registry.Forget(context.Background(), e.id); err != nil {
-				s.log.Warn("dataplane: dropped channel not forgotten by the registry", "connector_channel_id", e.id, "err", err)
+		for try := 1; forget; try++ { // a transient store error must not keep the ID for good
+			err := s.cfg.Registry.Forget(context.Background(), e.id)
+			if err == nil {
+				break
+			}
+			if try == forgetTries {
+				s.log.Warn("dataplane: dropped channel not forgotten by the registry", "connector_channel_id", e.id, "tries", try, "err", err)
+				break
 			}
 		}
 		s.mu.Lock()

@@ -292,16 +292,40 @@ func (ss *session) openChannel(p *imv2.Packet) {
 				srv.handoverCompleted(ss.ctx, p.ConnectorChannelID, e.id)
 			}
 		}
-		if reuse == "" && srv.cfg.OnChannelCreate != nil {
-			if err := srv.cfg.OnChannelCreate(ss.ctx, e.id); err != nil {
+		hook := srv.cfg.OnChannelReopen
+		if reuse == "" {
+			hook = srv.cfg.OnChannelCreate
+		}
+		if hook != nil {
+			if err := hook(ss.ctx, e.id); err != nil {
+				if reuse == "" {
+					// Refused at birth: drop the new entry at once, so
+					// failed opens hold no MaxChannels slot and evict no
+					// real channel.
+					srv.mu.Lock()
+					if srv.channels[e.id] == e {
+						srv.dropChannelLocked(e)
+					}
+					srv.mu.Unlock()
+				}
 				ss.failErr(p, err)
 				return
 			}
 		}
 		srv.mu.Lock()
-	} else if !neg.Equal(e.neg) {
-		e.neg = neg
-		renegotiate = true
+	} else {
+		if !neg.Equal(e.neg) {
+			e.neg = neg
+			renegotiate = true
+		}
+		if srv.cfg.OnChannelReopen != nil {
+			srv.mu.Unlock()
+			if err := srv.cfg.OnChannelReopen(ss.ctx, e.id); err != nil {
+				ss.failErr(p, err)
+				return
+			}
+			srv.mu.Lock()
+		}
 	}
 	if srv.channels[e.id] != e {
 		srv.mu.Unlock() // dropped meanwhile (server closing, instance expired)
