@@ -35,8 +35,10 @@ type Binding struct {
 	// and never logs it. At most MaxBindingData bytes.
 	Data []byte
 	// Drafts are the handles of drafts the kit shows for messages not
-	// final yet, oldest first, so a restarted kit edits or removes them
-	// instead of leaving them behind. At most MaxBindingDrafts.
+	// final yet, oldest first, so a final arriving after a restart
+	// finishes its draft instead of posting a second message. A draft
+	// whose final never comes stays on the platform; its record goes when
+	// MaxBindingDrafts newer ones push it out.
 	Drafts []DraftHandle
 }
 
