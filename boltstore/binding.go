@@ -145,16 +145,24 @@ func (s *Store) Unbind(ctx context.Context, channelID string) (connector.Binding
 	err := s.update(ctx, func(tx *bolt.Tx) error {
 		bs, keys := tx.Bucket(bucketBindings), tx.Bucket(bucketBindingKeys)
 		b, ok, err := decodeBinding(channelID, bs.Get([]byte(channelID)))
-		if err != nil || !ok {
-			if err == nil {
-				err = errNoChange
+		switch {
+		case err != nil:
+			// A record that no longer decodes is removed all the same
+			// (Unbind is how it goes, as in pgstore), its key found
+			// from the key index.
+			if b.Key, err = keyOfChannel(keys, channelID); err != nil {
+				return err
 			}
-			return err
+			b.ChannelID = channelID
+		case !ok:
+			return errNoChange
 		}
-		if err := keys.Delete(bindingKeyEntry(b.Key, channelID)); err != nil {
-			return err
+		if b.Key != "" {
+			if err := keys.Delete(bindingKeyEntry(b.Key, channelID)); err != nil {
+				return err
+			}
 		}
-		ch = connector.BindingChange{Old: b, Had: true, Released: !keyBound(keys, b.Key)}
+		ch = connector.BindingChange{Old: b, Had: true, Released: b.Key != "" && !keyBound(keys, b.Key)}
 		return bs.Delete([]byte(channelID))
 	})
 	if err != nil {
@@ -176,6 +184,20 @@ func (s *Store) Channels(ctx context.Context, key string) ([]string, error) {
 	})
 	slices.Sort(ids)
 	return ids, err
+}
+
+// keyOfChannel finds the conversation key channelID is indexed under: a
+// scan of the key index, for a binding record that no longer decodes.
+func keyOfChannel(keys *bolt.Bucket, channelID string) (string, error) {
+	suffix := append([]byte{0}, channelID...)
+	var key string
+	err := keys.ForEach(func(k, _ []byte) error {
+		if bytes.HasSuffix(k, suffix) {
+			key = string(k[:len(k)-len(suffix)])
+		}
+		return nil
+	})
+	return key, err
 }
 
 func decodeBinding(channelID string, v []byte) (connector.Binding, bool, error) {
