@@ -191,7 +191,7 @@ type pacer struct {
 
 func newPacer(p Pace, clk clock.Clock) (*pacer, error) {
 	if p.PerConversation < 0 || p.PerPlatform < 0 || p.MaxAttempts < 0 || p.Backoff < 0 || p.MaxBackoff < 0 ||
-		p.MaxConversations < 0 || p.OrderTTL < 0 || p.MaxOrderChannels < 0 {
+		p.MaxConversations < 0 || p.OrderTTL < 0 || p.MaxOrderChannels < 0 || p.ConversationBurst < 0 || p.PlatformBurst < 0 {
 		return nil, errors.New("connector: negative Pace value")
 	}
 	if p.PerConversation == 0 {

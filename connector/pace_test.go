@@ -177,8 +177,10 @@ func TestPace_RateLimitsPerConversationAndPlatform(t *testing.T) {
 }
 
 func TestPace_NegativeRefused(t *testing.T) {
-	if _, err := newPacer(Pace{MaxAttempts: -1}, clock.System{}); err == nil {
-		t.Fatal("a negative Pace was accepted")
+	for _, p := range []Pace{{MaxAttempts: -1}, {ConversationBurst: -1}, {PlatformBurst: -1}} {
+		if _, err := newPacer(p, clock.System{}); err == nil {
+			t.Fatalf("a negative Pace was accepted: %+v", p)
+		}
 	}
 }
 
