@@ -168,3 +168,63 @@ func TestKit_D8_M11_LostPostDraftIsNotPostedAgain(t *testing.T) {
 	default:
 	}
 }
+
+// lostStream is a Drafter whose first Draft call creates the drafted
+// message and then loses its response.
+type lostStream struct {
+	calls chan string
+	lost  atomic.Bool
+}
+
+func (p *lostStream) Post(_ context.Context, _ connector.Conversation, m *connector.Message) error {
+	p.calls <- "post " + m.Text
+	return nil
+}
+
+func (p *lostStream) Draft(_ context.Context, _ connector.Conversation, d connector.Draft) (string, error) {
+	p.calls <- "draft " + d.Text
+	if p.lost.CompareAndSwap(false, true) {
+		return "", errors.New("read tcp: connection reset by peer")
+	}
+	return "st-" + d.MessageID, nil
+}
+
+func (p *lostStream) Finish(_ context.Context, _ connector.Conversation, handle string, m *connector.Message) error {
+	p.calls <- "finish " + handle + " " + m.Text
+	return nil
+}
+
+// TestKit_D8_M11_LostFirstDraftIsNotMadeAgain: as for PostDraft, a
+// Drafter's first Draft whose outcome is unknown is not made again (it may
+// have created the drafted message); the message shows no more drafts and
+// its final is posted whole. The next message streams as usual.
+func TestKit_D8_M11_LostFirstDraftIsNotMadeAgain(t *testing.T) {
+	t.Parallel()
+	p := &lostStream{calls: make(chan string, 64)}
+	next := func() string { return testwait.Recv(t, (<-chan string)(p.calls), 20*time.Second) }
+	_, url := startKit(t, p, "", connector.Options{Mode: display.Stream, Pace: connector.Pace{Backoff: time.Millisecond}})
+	a := newAgent()
+	_, ch := a.dial(t, url)
+	ctx := context.Background()
+	r := ch.NewReply("")
+	require.NoError(t, r.Delta(ctx, "Hel"))
+	require.Equal(t, "draft Hel", next())
+	require.NoError(t, r.Delta(ctx, "lo"))
+	require.NoError(t, r.Final(ctx, imv2.ChatMessage{Text: "Hello!"}))
+	o := a.next(t)
+	require.Nil(t, o.err)
+	require.Equal(t, imv2.AckAccepted, o.status)
+	require.Equal(t, "post Hello!", next(), "the final posted whole, after no second drafted message")
+
+	r = ch.NewReply("")
+	require.NoError(t, r.Delta(ctx, "Next"))
+	require.Equal(t, "draft Next", next())
+	require.NoError(t, r.Final(ctx, imv2.ChatMessage{Text: "Next one"}))
+	require.Nil(t, a.next(t).err)
+	require.Equal(t, "finish st-"+r.MessageID()+" Next one", next())
+	select {
+	case extra := <-p.calls:
+		t.Fatalf("a further platform call: %q", extra)
+	default:
+	}
+}

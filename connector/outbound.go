@@ -197,11 +197,16 @@ func (o *outbound) Send(ctx context.Context, channelID string, m *imv2.ChatMessa
 	return o.final(ctx, channelID, m, o.p.Post)
 }
 
-// Draft implements display.Drafter.
+// Draft implements display.Drafter. A later draft only replaces the
+// text of the one shown, so it is retried blindly; the first creates the
+// drafted message and follows Post's rule below (ErrSkipDraft).
 func (o *outbound) Draft(ctx context.Context, channelID string, d display.Draft) (string, error) {
 	var h string
 	err := o.call(ctx, channelID, func(ctx context.Context, to Conversation) (err error) {
 		h, err = o.drafter.Draft(ctx, to, d)
+		if err != nil && d.Handle == "" && !notApplied(err) {
+			return imv2.Permanent(fmt.Errorf("connector: %w: %w", display.ErrSkipDraft, err))
+		}
 		return err
 	})
 	if err == nil && d.Handle == "" {

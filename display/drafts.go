@@ -30,7 +30,7 @@ type draft struct {
 	edit      slot      // mode Edit: the pending coalesced edit
 	expiry    slot
 	finishing bool // PostMessage holds it; no more drafts are shown
-	skipped   bool // Post failed with ErrSkipDraft: no more drafts; the final is sent
+	skipped   bool // the first Post or Draft failed with ErrSkipDraft: no more drafts; the final is sent
 	gone      bool // out of t.drafts: finished, expired or closed
 }
 
@@ -102,7 +102,7 @@ func (t *Target) stream(ctx context.Context, d *draft, text string) error {
 	d.call.Lock()
 	defer d.call.Unlock()
 	t.mu.Lock()
-	if d.finishing || d.gone {
+	if d.finishing || d.gone || d.skipped {
 		t.mu.Unlock()
 		return nil
 	}
@@ -121,6 +121,11 @@ func (t *Target) stream(ctx context.Context, d *draft, text string) error {
 	}
 	h, err := t.drafter.Draft(ctx, d.key.channel, dr)
 	if err != nil {
+		if first && errors.Is(err, ErrSkipDraft) {
+			t.mu.Lock()
+			d.skipped = true
+			t.mu.Unlock()
+		}
 		return err
 	}
 	t.mu.Lock()

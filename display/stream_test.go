@@ -3,6 +3,7 @@ package display_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -84,4 +85,25 @@ func TestStream_D8_ResetAndNothingNew(t *testing.T) {
 	d := r.all("draft")
 	require.Len(t, d, 2)
 	require.Equal(t, call{Op: "draft", Channel: "ch", MessageID: "m1", Handle: "s-m1", Text: "xyz", Suffix: "xyz", Reset: true}, d[1])
+}
+
+// TestStream_D8_M11_FirstDraftWithUnknownOutcomeSkipsTheDraft: a first
+// Draft failing with ErrSkipDraft (it may have created the drafted message)
+// ends the message's drafts; its final goes to Send, and the next message
+// streams as usual.
+func TestStream_D8_M11_FirstDraftWithUnknownOutcomeSkipsTheDraft(t *testing.T) {
+	ctx := context.Background()
+	tg, r := streamTarget(t)
+	r.fail("draft", fmt.Errorf("%w: response lost", display.ErrSkipDraft), nil)
+
+	require.ErrorIs(t, tg.UpdateDraft(ctx, "ch", "m1", "a"), display.ErrSkipDraft)
+	require.NoError(t, tg.UpdateDraft(ctx, "ch", "m1", "ab"))
+	require.Equal(t, []string{"draft:a"}, opsText(r.all()), "no second drafted message")
+	require.NoError(t, tg.PostMessage(ctx, "ch", msg("m1", "abc", 0)))
+	require.Equal(t, []string{"draft:a", "send:abc"}, opsText(r.all()))
+	require.Zero(t, tg.OpenDrafts())
+
+	require.NoError(t, tg.UpdateDraft(ctx, "ch", "m2", "x"))
+	require.NoError(t, tg.PostMessage(ctx, "ch", msg("m2", "xy", 0)))
+	require.Equal(t, []string{"draft:x", "finish:xy"}, opsText(r.all()[2:]))
 }
