@@ -129,46 +129,6 @@ func (p *lostDraft) Edit(_ context.Context, _ connector.Conversation, handle, te
 	return nil
 }
 
-// TestKit_D8_M11_LostPostDraftIsNotPostedAgain: a PostDraft whose outcome
-// is unknown is not made again — neither by the kit's retry nor by the
-// next coalesced edit — so no second temporary message appears; the
-// message shows no more drafts and its final is posted whole with Post.
-// The next message gets its draft as usual.
-func TestKit_D8_M11_LostPostDraftIsNotPostedAgain(t *testing.T) {
-	t.Parallel()
-	p := &lostDraft{calls: make(chan string, 64)}
-	next := func() string { return testwait.Recv(t, (<-chan string)(p.calls), 20*time.Second) }
-	_, url := startKit(t, p, "", connector.Options{
-		Mode: display.Edit, Display: &display.Options{Interval: time.Millisecond},
-		Pace: connector.Pace{Backoff: time.Millisecond},
-	})
-	a := newAgent()
-	_, ch := a.dial(t, url)
-	ctx := context.Background()
-	r := ch.NewReply("")
-	require.NoError(t, r.Delta(ctx, "Hel"))
-	require.Equal(t, "draft Hel", next())
-	require.NoError(t, r.Delta(ctx, "lo"))
-	require.NoError(t, r.Delta(ctx, " there"))
-	require.NoError(t, r.Final(ctx, imv2.ChatMessage{Text: "Hello there!"}))
-	o := a.next(t)
-	require.Nil(t, o.err)
-	require.Equal(t, imv2.AckAccepted, o.status)
-	require.Equal(t, "post Hello there!", next(), "the final posted whole, after no second temporary message")
-
-	r = ch.NewReply("")
-	require.NoError(t, r.Delta(ctx, "Next"))
-	require.Equal(t, "draft Next", next())
-	require.NoError(t, r.Final(ctx, imv2.ChatMessage{Text: "Next one"}))
-	require.Nil(t, a.next(t).err)
-	require.Equal(t, "edit ev-"+r.MessageID()+" Next one", next())
-	select {
-	case extra := <-p.calls:
-		t.Fatalf("a further platform call: %q", extra)
-	default:
-	}
-}
-
 // lostStream is a Drafter whose first Draft call creates the drafted
 // message and then loses its response.
 type lostStream struct {
@@ -194,37 +154,57 @@ func (p *lostStream) Finish(_ context.Context, _ connector.Conversation, handle 
 	return nil
 }
 
-// TestKit_D8_M11_LostFirstDraftIsNotMadeAgain: as for PostDraft, a
-// Drafter's first Draft whose outcome is unknown is not made again (it may
-// have created the drafted message); the message shows no more drafts and
-// its final is posted whole. The next message streams as usual.
+// TestKit_D8_M11_LostFirstDraftIsNotMadeAgain: an Editor's PostDraft, or
+// a Drafter's first Draft, whose outcome is unknown is not made again —
+// neither by the kit's retry nor by the next draft or coalesced edit — so
+// no second temporary message appears; the message shows no more drafts
+// and its final is posted whole with Post. The next message gets its
+// draft as usual.
 func TestKit_D8_M11_LostFirstDraftIsNotMadeAgain(t *testing.T) {
 	t.Parallel()
-	p := &lostStream{calls: make(chan string, 64)}
-	next := func() string { return testwait.Recv(t, (<-chan string)(p.calls), 20*time.Second) }
-	_, url := startKit(t, p, "", connector.Options{Mode: display.Stream, Pace: connector.Pace{Backoff: time.Millisecond}})
-	a := newAgent()
-	_, ch := a.dial(t, url)
-	ctx := context.Background()
-	r := ch.NewReply("")
-	require.NoError(t, r.Delta(ctx, "Hel"))
-	require.Equal(t, "draft Hel", next())
-	require.NoError(t, r.Delta(ctx, "lo"))
-	require.NoError(t, r.Final(ctx, imv2.ChatMessage{Text: "Hello!"}))
-	o := a.next(t)
-	require.Nil(t, o.err)
-	require.Equal(t, imv2.AckAccepted, o.status)
-	require.Equal(t, "post Hello!", next(), "the final posted whole, after no second drafted message")
+	for _, tc := range []struct {
+		name string
+		opts connector.Options
+		last string // the final of the second message, after its handle
+	}{
+		{name: "edit PostDraft", opts: connector.Options{Mode: display.Edit, Display: &display.Options{Interval: time.Millisecond}}, last: "edit ev-"},
+		{name: "stream Draft", opts: connector.Options{Mode: display.Stream}, last: "finish st-"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			calls := make(chan string, 64)
+			var p connector.Platform = &lostDraft{calls: calls}
+			if tc.opts.Mode == display.Stream {
+				p = &lostStream{calls: calls}
+			}
+			next := func() string { return testwait.Recv(t, (<-chan string)(calls), 20*time.Second) }
+			tc.opts.Pace = connector.Pace{Backoff: time.Millisecond}
+			_, url := startKit(t, p, "", tc.opts)
+			a := newAgent()
+			_, ch := a.dial(t, url)
+			ctx := context.Background()
+			r := ch.NewReply("")
+			require.NoError(t, r.Delta(ctx, "Hel"))
+			require.Equal(t, "draft Hel", next())
+			require.NoError(t, r.Delta(ctx, "lo"))
+			require.NoError(t, r.Delta(ctx, " there"))
+			require.NoError(t, r.Final(ctx, imv2.ChatMessage{Text: "Hello there!"}))
+			o := a.next(t)
+			require.Nil(t, o.err)
+			require.Equal(t, imv2.AckAccepted, o.status)
+			require.Equal(t, "post Hello there!", next(), "the final posted whole, after no second temporary message")
 
-	r = ch.NewReply("")
-	require.NoError(t, r.Delta(ctx, "Next"))
-	require.Equal(t, "draft Next", next())
-	require.NoError(t, r.Final(ctx, imv2.ChatMessage{Text: "Next one"}))
-	require.Nil(t, a.next(t).err)
-	require.Equal(t, "finish st-"+r.MessageID()+" Next one", next())
-	select {
-	case extra := <-p.calls:
-		t.Fatalf("a further platform call: %q", extra)
-	default:
+			r = ch.NewReply("")
+			require.NoError(t, r.Delta(ctx, "Next"))
+			require.Equal(t, "draft Next", next())
+			require.NoError(t, r.Final(ctx, imv2.ChatMessage{Text: "Next one"}))
+			require.Nil(t, a.next(t).err)
+			require.Equal(t, tc.last+r.MessageID()+" Next one", next())
+			select {
+			case extra := <-calls:
+				t.Fatalf("a further platform call: %q", extra)
+			default:
+			}
+		})
 	}
 }
