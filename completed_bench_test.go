@@ -3,6 +3,7 @@ package imv2_test
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"testing"
 	"time"
 
@@ -48,6 +49,55 @@ func BenchmarkMemoryCompletedStore_Handover(b *testing.B) {
 			if err := s.Handover(ctx, "cch_500", "cch_new"); err != nil {
 				b.Fatal(err)
 			}
+		}
+	})
+}
+
+// BenchmarkMemoryCompletedStore_Deliver: what a delivered message costs a
+// full store (100,000 records): the Claim before the Target and the
+// Record after it, each evicting the oldest record; against a Go map with
+// a ring of keys doing the same lookups, inserts and evictions (no claims,
+// no index by channel), the store a first version would write.
+func BenchmarkMemoryCompletedStore_Deliver(b *testing.B) {
+	ctx := context.Background()
+	const ch = "cch_00000000-0000-4000-8000-000000000000"
+	ids := make([]string, 1<<16) // fresh message IDs, made before the timer
+	for i := range ids {
+		ids[i] = imv2.NewMessageID()
+	}
+	b.Run("sdk", func(b *testing.B) {
+		s := fullCompletedStore(b)
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			id := ids[i&(len(ids)-1)] + strconv.Itoa(i>>16) // unique, as every message's is
+			if _, err := s.Claim(ctx, ch, id, imv2.Fingerprint{1}, "owner", time.Minute); err != nil {
+				b.Fatal(err)
+			}
+			if err := s.Record(ctx, ch, id, imv2.Fingerprint{1}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("map", func(b *testing.B) {
+		type key struct{ ch, id string }
+		m := make(map[key]imv2.Fingerprint, 100_000)
+		ring := make([]key, 100_000)
+		for i := range ring {
+			ring[i] = key{fmt.Sprintf("cch_%d", i/100), fmt.Sprintf("msg_%d", i%100)}
+			m[ring[i]] = imv2.Fingerprint{}
+		}
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			k := key{ch, ids[i&(len(ids)-1)] + strconv.Itoa(i>>16)}
+			if _, ok := m[k]; ok {
+				b.Fatal("seen")
+			}
+			if _, ok := m[k]; ok {
+				b.Fatal("seen")
+			}
+			old := &ring[i%len(ring)]
+			delete(m, *old)
+			m[k], *old = imv2.Fingerprint{1}, k
 		}
 	})
 }

@@ -11,7 +11,11 @@ import "hash/maphash"
 // records that passed through: a Go map churned by inserts and deletes
 // keeps growing past its tombstones (mapcompact.go), so the key index is
 // an open-addressing table with backward-shift deletion, which leaves no
-// tombstones, and the index by channel a list through the records.
+// tombstones, and the index by channel a list through the records. A
+// table entry keeps the low 32 bits of its record's hash next to the
+// record's index, so probing past other records, and shifting them back
+// on a delete, reads the table alone: at 100,000 records each record
+// read is a cache miss.
 //
 // A record removed out of order (DropChannel, a re-record) leaves a stale
 // slot in the ring, skipped when it reaches the front and dropped when
@@ -24,7 +28,7 @@ type recordFIFO struct {
 	capacity int
 	onEvict  func(completedKey)
 	seed     maphash.Seed
-	table    []int32          // open addressing: 1 + an index of vals, 0 empty
+	table    []tableEntry     // open addressing; 0 empty
 	vals     []fifoRecord     // the records, reused through free
 	free     []int32          // indexes of vals not in use
 	chans    map[string]int32 // channel → its newest record in vals
@@ -36,6 +40,19 @@ type recordFIFO struct {
 	stale    int    // slots of the n whose record left out of order
 	seq      uint64 // counts the records added: a slot is live while its record has its seq
 }
+
+// tableEntry is a record's place in the key index: the low 32 bits of its
+// hash (its home slot and a check that spares most key comparisons) and
+// 1 + its index in vals.
+type tableEntry uint64
+
+func entryOf(h uint64, at int32) tableEntry { return tableEntry(uint64(uint32(h))<<32 | uint64(at+1)) }
+
+// at returns the record index of e, which is not empty.
+func (e tableEntry) at() int32 { return int32(uint32(e)) - 1 }
+
+// hash returns the low 32 bits of the record's hash.
+func (e tableEntry) hash() uint64 { return uint64(e >> 32) }
 
 // fifoSlot holds no pointer, so the GC never scans the ring.
 type fifoSlot struct {
@@ -66,13 +83,27 @@ func (f *recordFIFO) find(k completedKey, h uint64) (pos int, at int32) {
 		return -1, -1
 	}
 	mask := uint64(len(f.table) - 1)
+	low := uint64(uint32(h))
 	for i := h & mask; ; i = (i + 1) & mask {
 		e := f.table[i]
 		if e == 0 {
 			return -1, -1
 		}
-		if v := &f.vals[e-1]; v.hash == h && v.k == k {
-			return int(i), e - 1
+		if e.hash() == low {
+			if v := &f.vals[e.at()]; v.hash == h && v.k == k {
+				return int(i), e.at()
+			}
+		}
+	}
+}
+
+// position returns the table position of record at, which is in the
+// table: found by its index, with no key comparison.
+func (f *recordFIFO) position(at int32) int {
+	mask := uint64(len(f.table) - 1)
+	for i := f.vals[at].hash & mask; ; i = (i + 1) & mask {
+		if e := f.table[i]; e != 0 && e.at() == at {
+			return int(i)
 		}
 	}
 }
@@ -81,7 +112,7 @@ func (f *recordFIFO) find(k completedKey, h uint64) (pos int, at int32) {
 // doubling it first when it would be more than half full.
 func (f *recordFIFO) insert(at int32) {
 	if 2*(f.len+1) > len(f.table) {
-		f.table = make([]int32, max(16, 2*len(f.table)))
+		f.table = make([]tableEntry, max(16, 2*len(f.table)))
 		for i := range f.vals {
 			if f.vals[i].seq != 0 && int32(i) != at {
 				f.place(int32(i))
@@ -93,11 +124,12 @@ func (f *recordFIFO) insert(at int32) {
 
 func (f *recordFIFO) place(at int32) {
 	mask := uint64(len(f.table) - 1)
-	i := f.vals[at].hash & mask
+	h := f.vals[at].hash
+	i := h & mask
 	for f.table[i] != 0 {
 		i = (i + 1) & mask
 	}
-	f.table[i] = at + 1
+	f.table[i] = entryOf(h, at)
 }
 
 // unplace empties table position pos, moving back the entries after it
@@ -106,8 +138,8 @@ func (f *recordFIFO) unplace(pos int) {
 	mask := len(f.table) - 1
 	i := pos
 	for j := (i + 1) & mask; f.table[j] != 0; j = (j + 1) & mask {
-		home := int(f.vals[f.table[j]-1].hash) & mask
-		if (j-home)&mask >= (j-i)&mask { // i lies on its probe path
+		home := int(f.table[j].hash()) & mask // tables stay far below 2^32 slots
+		if (j-home)&mask >= (j-i)&mask {      // i lies on its probe path
 			f.table[i] = f.table[j]
 			i = j
 		}
@@ -282,12 +314,11 @@ func (f *recordFIFO) GetOldest() (completedKey, completedRecord, bool) {
 
 // RemoveOldest removes the oldest record, if any.
 func (f *recordFIFO) RemoveOldest() {
-	k, _, ok := f.GetOldest()
+	_, _, ok := f.GetOldest()
 	if !ok {
 		return
 	}
 	at := f.ring[f.head].at
 	f.popFront()
-	pos, _ := f.find(k, f.vals[at].hash)
-	f.drop(pos, at)
+	f.drop(f.position(at), at)
 }

@@ -121,7 +121,6 @@ type memoryCompletedStore struct {
 	claims        map[completedKey]claimRecord
 	claimsRemoved int // deletes from claims since it was made (mapcompact.go)
 	claimIndex    channelIndex
-	ctxs          storeContextFree // the contexts of calls on this store (storectx.go)
 }
 
 // channelIndex maps a channel to the message IDs it holds in a store.
@@ -254,9 +253,8 @@ func (s *memoryCompletedStore) Record(_ context.Context, channelID, messageID st
 	now := s.clock.Now()
 	s.sweep(now)
 	k := completedKey{channelID, messageID}
-	s.lru.Remove(k) // a re-record moves to the back of the FIFO
-	s.addRecord(k, completedRecord{fp: fp, expires: now.Add(s.ttl)})
-	s.deleteClaim(k) // completes a claim, whoever holds it
+	s.addRecord(k, completedRecord{fp: fp, expires: now.Add(s.ttl)}) // a re-record moves to the back of the FIFO
+	s.deleteClaim(k)                                                 // completes a claim, whoever holds it
 	s.compact()
 	return nil
 }

@@ -180,7 +180,7 @@ func (o *Options) withDefaults() Options {
 		r.Logger = slog.New(slog.DiscardHandler)
 	}
 	if r.Observer == nil {
-		r.Observer = ObserverFunc(func(Event) {})
+		r.Observer = noObserver{}
 	}
 	if r.Pending == nil {
 		r.Pending = NewMemoryPendingStore(DefaultPendingCap)

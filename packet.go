@@ -1,10 +1,11 @@
 package imv2
 
 import (
-	"crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"math/rand/v2"
 	"strconv"
 	"time"
 
@@ -72,8 +73,11 @@ func NewMessageID() string { return prefixedUUID("msg_") }
 // prefixedUUID returns prefix and a random (version 4) UUID in its
 // canonical form, as prefix + uuid.NewString() does, with one allocation
 // (the string) instead of four: it is minted for every packet. The 122
-// random bits come from crypto/rand, which draws them from the kernel's
-// generator without a system call per ID where the vDSO offers one.
+// random bits come from math/rand/v2's top-level generator: ChaCha8 state
+// per thread, seeded from the kernel, so an ID costs no system call, no
+// lock and a few nanoseconds (crypto/rand costs about ten times that
+// here, three times per round trip). Packet and message IDs must be
+// unique, not secret: nothing is authorised by knowing one.
 func prefixedUUID(prefix string) string {
 	var buf [8 + 36]byte
 	return string(appendPrefixedUUID(buf[:0], prefix))
@@ -82,7 +86,8 @@ func prefixedUUID(prefix string) string {
 // appendPrefixedUUID appends prefix and a random UUID to b.
 func appendPrefixedUUID(b []byte, prefix string) []byte {
 	var u [16]byte
-	_, _ = rand.Read(u[:])  // never fails (crypto/rand.Read crashes the program instead)
+	binary.LittleEndian.PutUint64(u[:8], rand.Uint64())
+	binary.LittleEndian.PutUint64(u[8:], rand.Uint64())
 	u[6] = u[6]&0x0f | 0x40 // version 4
 	u[8] = u[8]&0x3f | 0x80 // variant RFC 4122
 	b = append(b, prefix...)

@@ -35,3 +35,19 @@ func TestIDs_M2_CanonicalUUIDv4(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkNewPacketID: one ID, against the crypto/rand draw it used.
+func BenchmarkNewPacketID(b *testing.B) {
+	b.Run("sdk", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_ = NewPacketID()
+		}
+	})
+	b.Run("crypto-rand", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_ = "pkt_" + uuid.NewString()
+		}
+	})
+}

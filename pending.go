@@ -61,7 +61,6 @@ type memoryPendingStore struct {
 	// channel that needs one: a channel with one message at a time
 	// empties its list on every ack. One spare per store: bounded.
 	spare *pendingList
-	ctxs  storeContextFree // the contexts of calls on this store (storectx.go)
 }
 
 // maxSparePending bounds the list kept as spare: one that held more

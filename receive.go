@@ -39,11 +39,19 @@ func queuedCost(p *Packet) int64 { return 2*int64(len(p.Payload)) + 1024 }
 // removal of an acknowledged pending entry (S8, S1).
 const storeTimeout = 10 * time.Second
 
-// storeCtx returns a context for such a call on store: not cancelled by
-// Close. Release it when the call returned. It is reused only for this
-// package's in-memory stores (storeContextsOf).
+// storeCtx returns the context for such a call on store, not cancelled
+// by Close: pass sctx.call() and release it when the call returned. This
+// package's in-memory stores never read their ctx (a mutex, no I/O), so
+// their calls get context.Background() and cost nothing: no clock read,
+// no allocation (a nil *storeContext). The check is on the concrete type:
+// a user's store wrapping a memory store gets a context per call, which
+// it may keep (Go's context contract allows it).
 func (c *Channel) storeCtx(store any) *storeContext {
-	return newStoreContext(c.ctx, storeTimeout, storeContextsOf(store))
+	switch store.(type) {
+	case *memoryCompletedStore, *memoryPendingStore:
+		return nil
+	}
+	return newStoreContext(c.ctx, storeTimeout)
 }
 
 // receiveMessage handles an inbound chat.message: a final on a Connector,
@@ -205,10 +213,10 @@ func (c *Channel) runTarget(m *ChatMessage, fp Fingerprint, stream *deltaStream,
 	)
 	sctx := c.storeCtx(c.o.Completed)
 	if claims != nil {
-		cl, err = claims.Claim(sctx, c.id, id, fp, c.o.ClaimOwner, c.o.ClaimLease)
+		cl, err = claims.Claim(sctx.call(), c.id, id, fp, c.o.ClaimOwner, c.o.ClaimLease)
 		old, found = cl.Fingerprint, cl.State == ClaimCompleted
 	} else {
-		old, found, err = c.o.Completed.Lookup(sctx, c.id, id)
+		old, found, err = c.o.Completed.Lookup(sctx.call(), c.id, id)
 	}
 	sctx.release()
 	if err != nil {
@@ -240,14 +248,21 @@ func (c *Channel) runTarget(m *ChatMessage, fp Fingerprint, stream *deltaStream,
 	// WithTimeout(WithIdempotencyKey(...)) costs seven and a SHA-256: the
 	// key and the timer are made only if the Target asks (storectx.go).
 	tctx.initTarget(c.ctx, c.o.TargetTimeout, c.id, id)
-	began := c.o.Clock.Now()
+	_, untimed := c.o.Observer.(noObserver) // took only goes to the Observer
+	var began time.Time
+	if !untimed {
+		began = c.o.Clock.Now()
+	}
 	err = c.target.PostMessage(tctx, c.id, m)
-	took := c.o.Clock.Now().Sub(began)
+	var took time.Duration
+	if !untimed {
+		took = c.o.Clock.Now().Sub(began)
+	}
 	tctx.release()
 	if err != nil {
 		if claims != nil {
 			sctx := c.storeCtx(claims)
-			if rerr := claims.Release(sctx, c.id, id, c.o.ClaimOwner); rerr != nil {
+			if rerr := claims.Release(sctx.call(), c.id, id, c.o.ClaimOwner); rerr != nil {
 				// The claim stays and turns orphaned: a resend is then
 				// refused as unknown, never posted twice.
 				c.log.Warn("claim not released", "message_id", id, "err", rerr)
@@ -306,7 +321,7 @@ func (c *Channel) orphan(id string, fp Fingerprint, key string) (AckStatus, *Err
 func (c *Channel) complete(id string, fp Fingerprint, kind EventKind, status AckStatus, took time.Duration) (AckStatus, *Error) {
 	sctx := c.storeCtx(c.o.Completed)
 	defer sctx.release()
-	if err := c.o.Completed.Record(sctx, c.id, id, fp); err != nil {
+	if err := c.o.Completed.Record(sctx.call(), c.id, id, fp); err != nil {
 		// The side effect happened; a rejection would make the sender
 		// post it again. Accept, and say loudly that dedup is weakened
 		// (with a ClaimStore the claim stays: a resend is refused as

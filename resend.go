@@ -173,7 +173,8 @@ func (c *Channel) transmit(o *outgoing) *Error {
 		c.mu.Unlock()
 		return nil
 	}
-	if c.o.Clock.Now().Sub(o.entry.Created) >= c.o.PendingTTL {
+	now := c.o.Clock.Now()
+	if now.Sub(o.entry.Created) >= c.o.PendingTTL {
 		detached := c.transport == nil
 		c.mu.Unlock()
 		if detached && c.resolvedElsewhere(o) {
@@ -204,7 +205,7 @@ func (c *Channel) transmit(o *outgoing) *Error {
 		PacketID:           pid,
 		ConnectorChannelID: c.id,
 		Type:               TypeChatMessage,
-		Time:               c.o.Clock.Now().UnixMilli(),
+		Time:               now.UnixMilli(),
 		Payload:            o.payload,
 	}
 	if len(o.packetIDs) == maxTransmissions {
@@ -312,7 +313,7 @@ func (c *Channel) finish(o *outgoing, a *ChatMessageAck, fail *Error) {
 	}
 	sctx := c.storeCtx(c.o.Pending)
 	defer sctx.release()
-	if err := c.o.Pending.Remove(sctx, c.id, id); err != nil {
+	if err := c.o.Pending.Remove(sctx.call(), c.id, id); err != nil {
 		c.log.Error("pending entry not removed", "message_id", id, "err", err)
 	}
 	if fail == nil {

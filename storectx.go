@@ -8,18 +8,17 @@ import (
 
 // storeContext is context.WithTimeout(parent, d) for the store and Target
 // calls a Channel makes per message, with its timer started only when
-// Done is called: the in-memory stores and a Target that never selects on
-// Done cost no timer, no goroutine and one allocation each, where
-// context.WithTimeout costs four. A call that selects on Done gets the
-// same deadline and the parent's cancellation, as with
-// context.WithTimeout. It can also carry a message's idempotency key,
-// computed only if the call asks for it (IdempotencyKey).
+// Done is called: a store or Target that never selects on Done costs no
+// timer, no goroutine and one allocation, where context.WithTimeout costs
+// four. A call that selects on Done gets the same deadline and the
+// parent's cancellation, as with context.WithTimeout. It can also carry a
+// message's idempotency key, computed only if the call asks for it
+// (IdempotencyKey). This package's in-memory stores get none at all
+// (Channel.storeCtx).
 type storeContext struct {
 	parent   context.Context
 	deadline time.Time
 	detached bool // context.WithoutCancel(parent): its values only (store calls)
-	// free takes the context back on release (nil: never reused).
-	free *storeContextFree
 
 	// The message whose idempotency key Value answers (empty: none).
 	channelID, messageID string
@@ -33,69 +32,18 @@ type storeContext struct {
 }
 
 // newStoreContext is context.WithTimeout(context.WithoutCancel(parent), d),
-// lazily: a store call must finish even while the channel closes. It is
-// taken from free, and returned there by release, when free is not nil.
-func newStoreContext(parent context.Context, d time.Duration, free *storeContextFree) *storeContext {
-	c := free.get()
-	c.parent, c.deadline, c.detached, c.free = parent, time.Now().Add(d), true, free
+// lazily: a store call must finish even while the channel closes.
+func newStoreContext(parent context.Context, d time.Duration) *storeContext {
+	return &storeContext{parent: parent, deadline: time.Now().Add(d), detached: true}
+}
+
+// call returns c as the ctx of a store call, or context.Background() for
+// the nil c of an in-memory store (Channel.storeCtx).
+func (c *storeContext) call() context.Context {
+	if c == nil {
+		return context.Background()
+	}
 	return c
-}
-
-// storeContextFree is the free list of store contexts of one of this
-// package's in-memory stores (storeContextsOf): a received message makes
-// two or three store calls, each would cost an allocation. Only these
-// stores get one: they provably drop ctx when the call returns, where a
-// user's store may keep it (Go's context contract allows it: a
-// write-behind flush with context.WithoutCancel(ctx), a trace span), and
-// a reused context would then answer with the next call's values or
-// panic on a nil parent. The list belongs to its store, not to the
-// package (no global state), and holds at most maxFreeStoreContexts.
-type storeContextFree struct {
-	mu   sync.Mutex
-	free []*storeContext
-}
-
-// maxFreeStoreContexts bounds a store's free list: about the store calls
-// in flight at once on a busy connection; more are allocated and dropped.
-const maxFreeStoreContexts = 64
-
-// get returns a zero store context, reused if f has one; a nil f has none.
-func (f *storeContextFree) get() *storeContext {
-	if f == nil {
-		return new(storeContext)
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if n := len(f.free); n > 0 {
-		c := f.free[n-1]
-		f.free[n-1] = nil
-		f.free = f.free[:n-1]
-		return c
-	}
-	return new(storeContext)
-}
-
-// put keeps the zeroed c for the next get, unless the list is full.
-func (f *storeContextFree) put(c *storeContext) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if len(f.free) < maxFreeStoreContexts {
-		f.free = append(f.free, c)
-	}
-}
-
-// storeContextsOf returns the free list of store, if it is one of this
-// package's in-memory stores, nil otherwise (a context per call, never
-// reused). The check is on the concrete type: a user's store wrapping a
-// memory store is the user's store.
-func storeContextsOf(store any) *storeContextFree {
-	switch s := store.(type) {
-	case *memoryCompletedStore:
-		return &s.ctxs
-	case *memoryPendingStore:
-		return &s.ctxs
-	}
-	return nil
 }
 
 // newTargetContext is context.WithTimeout(WithIdempotencyKey(parent,
@@ -182,20 +130,11 @@ func (c *storeContext) expireLocked() bool {
 }
 
 // release ends the context (context.Canceled), as the CancelFunc of
-// context.WithTimeout does; call it when the call returned. The context
-// goes back to its free list if it has one (an in-memory store's) and
-// Done was never asked.
+// context.WithTimeout does; call it when the call returned. A nil c (an
+// in-memory store's call) has nothing to end.
 func (c *storeContext) release() {
-	c.end(context.Canceled)
-	c.mu.Lock()
-	// A call that selected on Done may still hold the channel: that
-	// context is left to the collector.
-	free := c.free
-	reuse := free != nil && c.done == nil
-	c.mu.Unlock()
-	if reuse {
-		*c = storeContext{}
-		free.put(c)
+	if c != nil {
+		c.end(context.Canceled)
 	}
 }
 

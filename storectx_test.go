@@ -18,7 +18,7 @@ type ctxKey struct{}
 func TestStoreContext_LikeWithTimeout(t *testing.T) {
 	parent := context.WithoutCancel(context.WithValue(context.Background(), ctxKey{}, "v"))
 
-	c := newStoreContext(parent, time.Hour, nil)
+	c := newStoreContext(parent, time.Hour)
 	if d, ok := c.Deadline(); !ok || time.Until(d) < 59*time.Minute {
 		t.Fatalf("deadline %v %v", d, ok)
 	}
@@ -33,7 +33,7 @@ func TestStoreContext_LikeWithTimeout(t *testing.T) {
 	}
 
 	// The timer armed by Done ends the context at the deadline.
-	c = newStoreContext(parent, 10*time.Millisecond, nil)
+	c = newStoreContext(parent, 10*time.Millisecond)
 	select {
 	case <-c.Done():
 	case <-time.After(5 * time.Second):
@@ -48,7 +48,7 @@ func TestStoreContext_LikeWithTimeout(t *testing.T) {
 	}
 
 	// Without Done, Err alone sees the deadline; a later Done is closed.
-	c = newStoreContext(parent, -time.Second, nil)
+	c = newStoreContext(parent, -time.Second)
 	if !errors.Is(c.Err(), context.DeadlineExceeded) {
 		t.Fatalf("past deadline: %v", c.Err())
 	}
@@ -97,7 +97,7 @@ func TestTargetContext_LikeWithTimeoutAndKey(t *testing.T) {
 	c.release()
 
 	// A store context carries no key.
-	if _, ok := IdempotencyKey(newStoreContext(context.Background(), time.Hour, nil)); ok {
+	if _, ok := IdempotencyKey(newStoreContext(context.Background(), time.Hour)); ok {
 		t.Fatal("a store context has no idempotency key")
 	}
 }
@@ -108,7 +108,7 @@ func TestTargetContext_LikeWithTimeoutAndKey(t *testing.T) {
 func TestStoreContext_S8_OutlivesItsParent(t *testing.T) {
 	parent, cancel := context.WithCancel(context.WithValue(context.Background(), ctxKey{}, "v"))
 	cancel()
-	c := newStoreContext(parent, time.Hour, nil)
+	c := newStoreContext(parent, time.Hour)
 	if c.Err() != nil || c.Value(ctxKey{}) != "v" {
 		t.Fatalf("err %v value %v", c.Err(), c.Value(ctxKey{}))
 	}
@@ -118,41 +118,6 @@ func TestStoreContext_S8_OutlivesItsParent(t *testing.T) {
 	default:
 	}
 	c.release()
-}
-
-// TestStoreContext_ReusedOnlyWhenDoneWasNeverAsked: a released store
-// context whose Done was asked (a store may still select on it) stays
-// ended and is never handed out again; one never asked for Done may be
-// reused, and comes back as new.
-func TestStoreContext_ReusedOnlyWhenDoneWasNeverAsked(t *testing.T) {
-	parent := context.Background()
-	var free storeContextFree
-	for range 100 {
-		c := newStoreContext(parent, time.Hour, &free)
-		done := c.Done()
-		c.release()
-		d := newStoreContext(parent, time.Hour, &free)
-		if d == c {
-			t.Fatal("a context whose Done was asked was reused")
-		}
-		select {
-		case <-done:
-		default:
-			t.Fatal("released, Done stays closed")
-		}
-		if !errors.Is(c.Err(), context.Canceled) {
-			t.Fatalf("released: %v", c.Err())
-		}
-		d.release()
-		e := newStoreContext(parent, time.Hour, &free)
-		if e != d {
-			t.Fatal("a context never asked for Done was not reused")
-		}
-		if e.Err() != nil || e.done != nil {
-			t.Fatalf("a reused context is not new: err %v", e.Err())
-		}
-		e.release()
-	}
 }
 
 // keepingStore is a user's CompletedStore that keeps a value-only view of
@@ -218,15 +183,16 @@ func TestStoreContext_KeptByAUserStoreStaysItsCalls(t *testing.T) {
 	}
 }
 
-// TestStoreContext_ReusedForTheMemoryStoresOnly: store contexts are
-// reused only for this package's in-memory stores, whose calls never keep
-// ctx; a store of the user's, even one wrapping a memory store, gets a
-// context per call.
-func TestStoreContext_ReusedForTheMemoryStoresOnly(t *testing.T) {
+// TestStoreContext_NoneForTheMemoryStores: this package's in-memory
+// stores, which never read ctx, get no store context (a call costs no
+// clock read and no allocation); a store of the user's, even one wrapping
+// a memory store, gets one per call, with the store timeout.
+func TestStoreContext_NoneForTheMemoryStores(t *testing.T) {
+	c, _, _ := newConnector(t, newRecTarget(), nil)
 	for _, tc := range []struct {
 		name  string
 		store any
-		reuse bool
+		none  bool
 	}{
 		{"memory completed", NewMemoryCompletedStore(0, 0, nil), true},
 		{"memory pending", NewMemoryPendingStore(0), true},
@@ -235,13 +201,20 @@ func TestStoreContext_ReusedForTheMemoryStoresOnly(t *testing.T) {
 		{"user claims", struct{ ClaimStore }{NewMemoryCompletedStore(0, 0, nil)}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			free := storeContextsOf(tc.store)
-			c := newStoreContext(context.Background(), time.Hour, free)
-			c.release()
-			d := newStoreContext(context.Background(), time.Hour, free)
-			d.release()
-			if got := c == d; got != tc.reuse {
-				t.Fatalf("reused %v, want %v", got, tc.reuse)
+			sctx := c.storeCtx(tc.store)
+			defer sctx.release()
+			if got := sctx == nil; got != tc.none {
+				t.Fatalf("no context %v, want %v", got, tc.none)
+			}
+			d, ok := sctx.call().Deadline()
+			if tc.none {
+				if ok || sctx.call() != context.Background() {
+					t.Fatalf("a memory store's call ctx is not context.Background(): deadline %v %v", d, ok)
+				}
+				return
+			}
+			if !ok || time.Until(d) < storeTimeout/2 {
+				t.Fatalf("a user store's call has deadline %v %v, want about %v from now", d, ok, storeTimeout)
 			}
 		})
 	}

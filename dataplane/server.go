@@ -325,8 +325,9 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	}
 	s.key = apikey.New(cfg.APIKey) // unset (allows all) when empty
 	s.upgrader = websocket.Upgrader{
-		Subprotocols: []string{protocol.Subprotocol},
-		CheckOrigin:  cfg.CheckOrigin,
+		Subprotocols:   []string{protocol.Subprotocol},
+		CheckOrigin:    cfg.CheckOrigin,
+		ReadBufferSize: readBufferSize,
 	}
 	return s, nil
 }
