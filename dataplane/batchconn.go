@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"time"
 
 	"github.com/gorilla/websocket"
 )
@@ -29,8 +30,37 @@ type batchConn struct {
 	net.Conn
 
 	mu       sync.Mutex
-	batching bool   // guarded by mu
-	buf      []byte // guarded by mu: the frames of the open batch
+	batching bool      // guarded by mu
+	buf      []byte    // guarded by mu: the frames of the open batch
+	wd       time.Time // guarded by mu: the write deadline last set
+}
+
+// SetWriteDeadline implements net.Conn. gorilla/websocket sets the write
+// deadline before every frame, the same one until the next
+// websocket.Conn.SetWriteDeadline (once per batch here); a repeat is not
+// passed down, as each costs the runtime a timer update.
+func (b *batchConn) SetWriteDeadline(t time.Time) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !t.IsZero() && t.Equal(b.wd) {
+		return nil
+	}
+	if err := b.Conn.SetWriteDeadline(t); err != nil {
+		return err
+	}
+	b.wd = t
+	return nil
+}
+
+// SetDeadline implements net.Conn.
+func (b *batchConn) SetDeadline(t time.Time) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err := b.Conn.SetDeadline(t); err != nil {
+		return err
+	}
+	b.wd = t
+	return nil
 }
 
 // Write implements net.Conn.
