@@ -15,8 +15,20 @@ import (
 
 // quote appends s as a JSON string; ok is false for invalid UTF-8.
 func quote(dst []byte, s string) ([]byte, bool) {
-	out, err := jsontext.AppendQuote(dst, s)
+	out, err := appendQuoted(dst, s)
 	return out, err == nil
+}
+
+// appendQuoted is jsontext.AppendQuote: a string with nothing to escape
+// (IDs, names, most text) is appended as it is between quotes, without
+// the codec's pass over each byte.
+func appendQuoted(dst []byte, s string) ([]byte, error) {
+	if plainString(s) {
+		dst = append(dst, '"')
+		dst = append(dst, s...)
+		return append(dst, '"'), nil
+	}
+	return jsontext.AppendQuote(dst, s)
 }
 
 func appendChatMessage(dst []byte, m *ChatMessage) ([]byte, bool) {

@@ -144,6 +144,24 @@ func plain8(x uint64) bool {
 	return ((x-ones*0x20)&^x|(q-ones)&^q|(b-ones)&^b|x)&highs == 0
 }
 
+// plainString reports whether every byte of s is plain (plainByte): JSON
+// holds s between quotes as it is.
+func plainString(s string) bool {
+	i := 0
+	for ; i+8 <= len(s); i += 8 {
+		if !plain8(uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
+			uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56) {
+			return false
+		}
+	}
+	for ; i < len(s); i++ {
+		if !plainByte[s[i]] {
+			return false
+		}
+	}
+	return true
+}
+
 // plainByte marks the bytes a string holds as they are: printable ASCII
 // but the quote and the backslash. It is a constant table.
 var plainByte = func() (t [256]bool) {

@@ -722,3 +722,22 @@ func TestPlain8_MatchesTable(t *testing.T) {
 		check(w)
 	}
 }
+
+// FuzzAppendString: appendString and quote write what jsontext.AppendQuote writes,
+// for every string, its plain fast path and the codec's alike.
+func FuzzAppendString(f *testing.F) {
+	for _, s := range []string{"", "msg_0f9c", "a\"b", "back\\slash", "tab\there", "\x00", "\x7f", "中文", "\xff", "12345678", "1234567\"", "<html>&amp;</html>", "\u2028"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		want, werr := jsontext.AppendQuote([]byte("x"), s)
+		var err error
+		got := appendString([]byte("x"), s, &err)
+		if (err == nil) != (werr == nil) || (werr == nil && !bytes.Equal(got, want)) {
+			t.Fatalf("appendString(%q) = %q, %v; jsontext.AppendQuote gives %q, %v", s, got, err, want, werr)
+		}
+		if got, ok := quote([]byte("x"), s); ok != (werr == nil) || (ok && !bytes.Equal(got, want)) {
+			t.Fatalf("quote(%q) = %q, %v; jsontext.AppendQuote gives %q, %v", s, got, ok, want, werr)
+		}
+	})
+}

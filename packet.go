@@ -363,7 +363,7 @@ func (p *Packet) AppendEncode(dst []byte) ([]byte, error) {
 }
 
 func appendString(dst []byte, s string, errp *error) []byte {
-	out, err := jsontext.AppendQuote(dst, s)
+	out, err := appendQuoted(dst, s)
 	if err != nil && *errp == nil {
 		*errp = err
 	}
