@@ -82,6 +82,24 @@ func BenchmarkRoundTripWS(b *testing.B) {
 	}
 }
 
+// BenchmarkRoundTripWSOneCore is BenchmarkRoundTripWS with GOMAXPROCS 1
+// for its duration: every goroutine of both ends on one core, so the time
+// per message is the CPU the path costs, with no core idle while a
+// hand-off wakes another (BENCHMARKS.md: on two cores the scheduler runs
+// either side's chain on one core at a time, and raw is no faster there).
+func BenchmarkRoundTripWSOneCore(b *testing.B) {
+	oneCore := func(f func(*testing.B, int), inflight int) func(*testing.B) {
+		return func(b *testing.B) {
+			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+			f(b, inflight)
+		}
+	}
+	for _, inflight := range []int{1, 64} {
+		b.Run("sdk-"+strconv.Itoa(inflight), oneCore(benchRoundTripSDK, inflight))
+		b.Run("raw-"+strconv.Itoa(inflight), oneCore(benchRoundTripRaw, inflight))
+	}
+}
+
 func benchRoundTripSDK(b *testing.B, inflight int) {
 	slots := make(chan struct{}, inflight)
 	var failed sync.Once

@@ -47,7 +47,7 @@ for i in $(seq "$COUNT"); do
 	{
 		bench . imv2.test '^Benchmark(DecodeChatMessage|EncodeChatMessage|DeltaStream|DeltaCost)$' "$BENCHTIME"
 		bench . imv2.test '^BenchmarkCompletedFlood$' 1x
-		bench dataplane dataplane.test '^Benchmark(RoundTripWS|ChannelsWS)$' "$BENCHTIME"
+		bench dataplane dataplane.test '^Benchmark(RoundTripWS|RoundTripWSOneCore|ChannelsWS)$' "$BENCHTIME"
 		bench dataplane dataplane.test '^BenchmarkLatencyWS$' "$LATENCY_MSGS"
 		bench dataplane dataplane.test '^BenchmarkIdleChannels$' 1x
 	} | tee -a "$tmp/bench.txt"
@@ -84,6 +84,12 @@ go run "$BENCHSTAT" -format csv "$tmp/bench.txt" 2>/dev/null | awk -F, '
 		r64n = v["allocs/op", "RoundTripWS/sdk-64"]
 		r1 = cmp("", "sec/op", "RoundTripWS/raw-1", "RoundTripWS/sdk-1")
 		r1c = cmp("", "cpu-sec/op", "RoundTripWS/raw-1", "RoundTripWS/sdk-1")
+		o64 = cmp("", "sec/op", "RoundTripWSOneCore/raw-64", "RoundTripWSOneCore/sdk-64")
+		o1 = cmp("", "sec/op", "RoundTripWSOneCore/raw-1", "RoundTripWSOneCore/sdk-1")
+		w64 = v["writes/op", "RoundTripWS/sdk-64"]
+		w64r = v["writes/op", "RoundTripWS/raw-64"]
+		rd64 = v["reads/op", "RoundTripWS/sdk-64"]
+		rd64r = v["reads/op", "RoundTripWS/raw-64"]
 		chs = cmp("", "sec/op", "ChannelsWS/ch-1000", "ChannelsWS/ch-1")
 		chc = cmp("", "cpu-sec/op", "ChannelsWS/ch-1000", "ChannelsWS/ch-1")
 		l50 = cmp("", "p50-sec", "LatencyWS/sdk", "LatencyWS/raw")
@@ -102,6 +108,10 @@ go run "$BENCHSTAT" -format csv "$tmp/bench.txt" 2>/dev/null | awk -F, '
 		row("round trip thrpt sdk/raw @64 (x)", r64, r64c, ">= 0.8", ge(r64, 0.8))
 		row("round trip thrpt sdk/raw @1 (x)", r1, r1c, ">= 0.75", ge(r1, 0.75))
 		row("round trip allocs sdk @64", r64n, "", "<= 15", r64n != "" && r64n + 0 <= 15)
+		printf "%-38s %8s %8s  %-16s %s\n", "one core: thrpt sdk/raw @64 (x)", o64, "", "(no goal)", "-"
+		printf "%-38s %8s %8s  %-16s %s\n", "one core: thrpt sdk/raw @1 (x)", o1, "", "(no goal)", "-"
+		printf "%-38s %8s %8s  %-16s %s\n", "write(2) per msg @64 sdk / raw", w64, w64r, "(no goal)", "-"
+		printf "%-38s %8s %8s  %-16s %s\n", "read(2) per msg @64 sdk / raw", rd64, rd64r, "(no goal)", "-"
 		printf "%-38s %8s %8s  %-16s %s\n", "1,000 vs 1 channel time/msg (x)", chs, chc, "(no goal)", "-"
 		printf "%-38s %8s %8s  %-16s %s\n", "latency sdk/raw p50 (x)", l50, "", "(no goal)", "-"
 		printf "%-38s %8s %8s  %-16s %s\n", "latency sdk/raw p99.9 (x)", l999, "", "(no goal)", "-"
