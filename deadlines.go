@@ -55,9 +55,9 @@ func (c *Channel) unscheduleLocked(o *outgoing) {
 	if o.heapIdx > 0 {
 		heap.Remove(&c.dl.due, o.heapIdx-1)
 	}
-	if len(c.dl.due) == 0 {
-		c.stopDeadlinesLocked()
-	}
+	// An empty heap keeps its timer: it fires once, finds nothing due and
+	// is not re-armed, where stopping it would cost a channel sending one
+	// message at a time a timer stopped and another made per message.
 }
 
 // stopDeadlinesLocked stops the timer (Close, or nothing scheduled).
