@@ -1,6 +1,9 @@
 package imv2
 
 import (
+	"context"
+	"runtime"
+	"runtime/metrics"
 	"slices"
 	"strconv"
 	"testing"
@@ -146,4 +149,39 @@ func TestRecordFIFO_S6_FloodKeepsItsSize(t *testing.T) {
 	if cap(f.table) != table || cap(f.vals) != vals || cap(f.ring) != ring || f.Len() != capacity {
 		t.Fatalf("table %d → %d, records %d → %d, ring %d → %d, %d held", table, cap(f.table), vals, cap(f.vals), ring, cap(f.ring), f.Len())
 	}
+}
+
+// BenchmarkMemoryCompletedStore_ScanHeap fills a store with 100,000
+// records (100 channels, SDK message IDs) and reports, per record, the
+// heap it adds that every GC cycle must scan (/gc/scan/heap:bytes) and
+// the live heap it adds, and how long a forced GC takes with it held.
+func BenchmarkMemoryCompletedStore_ScanHeap(b *testing.B) {
+	const records = 100_000
+	ctx := context.Background()
+	read := func() (scan, live uint64) {
+		m := []metrics.Sample{{Name: "/gc/scan/heap:bytes"}, {Name: "/gc/heap/live:bytes"}}
+		metrics.Read(m)
+		return m[0].Value.Uint64(), m[1].Value.Uint64()
+	}
+	var scan, live, gc float64
+	for range b.N {
+		runtime.GC()
+		scan0, live0 := read()
+		s := newMemoryCompletedStore(records, time.Hour, nil)
+		for i := range records {
+			ch := "cch_00000000-0000-4000-8000-0000000000" + strconv.Itoa(10+i%100)
+			_ = s.Record(ctx, ch, NewMessageID(), Fingerprint{byte(i)})
+		}
+		runtime.GC()
+		start := time.Now()
+		runtime.GC()
+		gc += float64(time.Since(start).Microseconds())
+		scan1, live1 := read()
+		scan += (float64(scan1) - float64(scan0)) / records
+		live += (float64(live1) - float64(live0)) / records
+		runtime.KeepAlive(s)
+	}
+	b.ReportMetric(scan/float64(b.N), "scan-B/record")
+	b.ReportMetric(live/float64(b.N), "live-B/record")
+	b.ReportMetric(gc/float64(b.N), "µs/GC")
 }
