@@ -2,22 +2,81 @@ package imv2
 
 import (
 	"context"
+	"math"
+	"reflect"
 	"runtime"
 	"runtime/metrics"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"pgregory.net/rapid"
 )
 
+// pointerIn returns the path to the first pointer a value of type t
+// holds (a pointer, string, slice, map, channel, func or interface), or
+// "" if it holds none.
+func pointerIn(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.Struct:
+		for i := range t.NumField() {
+			if p := pointerIn(t.Field(i).Type); p != "" {
+				return t.Name() + "." + t.Field(i).Name + p
+			}
+		}
+		return ""
+	case reflect.Array:
+		if t.Len() == 0 {
+			return ""
+		}
+		if p := pointerIn(t.Elem()); p != "" {
+			return "[]" + p
+		}
+		return ""
+	case reflect.Bool, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr,
+		reflect.Float32, reflect.Float64, reflect.Complex64, reflect.Complex128:
+		return ""
+	default:
+		return " (" + t.String() + ")"
+	}
+}
+
+// TestRecordFIFO_S6_TablesHoldNoPointer: the per-record memory of a
+// recordFIFO (records, key bytes, key index, ring) holds no pointer, so
+// the GC allocates it noscan and never marks through it: at
+// DefaultCompletedCap it is most of a busy process's live heap.
+func TestRecordFIFO_S6_TablesHoldNoPointer(t *testing.T) {
+	f := reflect.TypeFor[recordFIFO]()
+	for _, name := range []string{"vals", "table", "ring", "keys"} {
+		field, ok := f.FieldByName(name)
+		if !ok {
+			t.Errorf("recordFIFO has no field %s", name)
+			continue
+		}
+		if field.Type.Kind() != reflect.Slice {
+			t.Errorf("recordFIFO.%s is a %v, want a slice", name, field.Type)
+			continue
+		}
+		if p := pointerIn(field.Type.Elem()); p != "" {
+			t.Errorf("recordFIFO.%s holds a pointer: %s", name, p)
+		}
+	}
+	if p := pointerIn(reflect.TypeFor[completedRecord]().Field(0).Type); p != "" {
+		t.Errorf("a Fingerprint holds a pointer: %s", p)
+	}
+}
+
 // TestRecordFIFO_S6_LikeAnOrderedListOfCapacity: under any sequence of
 // adds (new keys and re-records), removals and removals of the oldest,
 // recordFIFO holds what a plain ordered list of at most capacity keys
 // holds, in the same order and by channel, tells every key that leaves
 // exactly once, and its buffer and table stay within four times the
-// capacity (at least 16).
+// capacity (at least 16) and its key bytes within four times the most
+// they held. Keys are empty, short, 40 and 300 bytes long, so that their
+// bytes wrap around the end of the buffer and get laid out anew.
 func TestRecordFIFO_S6_LikeAnOrderedListOfCapacity(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		capacity := rapid.IntRange(1, 40).Draw(rt, "capacity")
@@ -26,8 +85,17 @@ func TestRecordFIFO_S6_LikeAnOrderedListOfCapacity(t *testing.T) {
 		var model []completedKey // oldest first
 		vals := map[completedKey]completedRecord{}
 		key := func(rt *rapid.T) completedKey {
-			return completedKey{"cch_" + strconv.Itoa(rapid.IntRange(0, 2).Draw(rt, "ch")), "m" + strconv.Itoa(rapid.IntRange(0, 60).Draw(rt, "msg"))}
+			ch := testChannels[rapid.IntRange(0, len(testChannels)-1).Draw(rt, "ch")]
+			return completedKey{ch, testMessageID(rapid.IntRange(0, 60).Draw(rt, "msg"))}
 		}
+		span := func(k completedKey) int { return max(len(k.channel)+len(k.message), 1) }
+		spans := func() (n int) {
+			for _, k := range model {
+				n += span(k)
+			}
+			return n
+		}
+		mostKeyBytes := 0
 		gone := func(k completedKey) {
 			model = slices.DeleteFunc(model, func(x completedKey) bool { return x == k })
 			delete(vals, k)
@@ -56,6 +124,7 @@ func TestRecordFIFO_S6_LikeAnOrderedListOfCapacity(t *testing.T) {
 					wantEvicted = append(wantEvicted, k)
 					gone(k)
 				}
+				mostKeyBytes = max(mostKeyBytes, spans()+span(k))
 				model = append(model, k)
 				vals[k] = r
 				for len(model) > capacity {
@@ -78,14 +147,19 @@ func TestRecordFIFO_S6_LikeAnOrderedListOfCapacity(t *testing.T) {
 			if k, _, ok := f.GetOldest(); ok != (len(model) > 0) || ok && k != model[0] {
 				rt.Fatalf("step %d: oldest %v %v, want %v", i, k, ok, model)
 			}
+			if r, ok := f.Oldest(); ok != (len(model) > 0) || ok && r != vals[model[0]] {
+				rt.Fatalf("step %d: oldest record %v %v, want %v", i, r, ok, model)
+			}
 			if n := len(f.ring); n > max(16, 4*capacity) {
 				rt.Fatalf("step %d: a buffer of %d slots for a capacity of %d", i, n, capacity)
 			}
 			if n, v := len(f.table), len(f.vals); n > max(16, 4*(capacity+1)) || v > capacity+1 {
 				rt.Fatalf("step %d: a table of %d and %d records for a capacity of %d", i, n, v, capacity)
 			}
-			for ch := range 3 {
-				c := "cch_" + strconv.Itoa(ch)
+			if n := len(f.keys); n > max(64, 4*mostKeyBytes) || f.keyLive != spans() {
+				rt.Fatalf("step %d: key bytes %d for %d held (%d counted), at most %d", i, n, spans(), f.keyLive, mostKeyBytes)
+			}
+			for _, c := range testChannels {
 				var want []string
 				for _, k := range model {
 					if k.channel == c {
@@ -111,6 +185,43 @@ func TestRecordFIFO_S6_LikeAnOrderedListOfCapacity(t *testing.T) {
 			rt.Fatalf("order %v, want %v", order, model)
 		}
 	})
+}
+
+// TestRecordFIFO_S6_ExpiriesBeyondNanosecondsStayOnTheirSide: an expiry
+// a Unix nanosecond count cannot hold (the zero time, the year 3000) is
+// kept past, or to come, for any clock those counts can hold.
+func TestRecordFIFO_S6_ExpiriesBeyondNanosecondsStayOnTheirSide(t *testing.T) {
+	f := newRecordFIFO(10, nil)
+	past, future := completedKey{"cch_1", "past"}, completedKey{"cch_1", "future"}
+	f.Add(past, completedRecord{expires: time.Time{}})
+	f.Add(future, completedRecord{expires: time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC)})
+	for _, now := range []time.Time{time.Unix(0, math.MinInt64+1), time.Unix(0, 0), time.Unix(0, math.MaxInt64-1)} {
+		if r, _ := f.Peek(past); now.Before(r.expires) {
+			t.Errorf("at %v, the zero time expires at %v: to come", now, r.expires)
+		}
+		if r, _ := f.Peek(future); !now.Before(r.expires) {
+			t.Errorf("at %v, the year 3000 expires at %v: past", now, r.expires)
+		}
+	}
+}
+
+// testChannels are the channel IDs of the property test: an empty one,
+// short ones and a long one.
+var testChannels = []string{"", "cch_1", "cch_2", "cch_" + strings.Repeat("l", 96)}
+
+// testMessageID returns the i-th message ID of the property test: empty
+// for 0, 300 bytes for one in 13, 40 bytes for one in 3, else short.
+func testMessageID(i int) string {
+	id := "m" + strconv.Itoa(i)
+	switch {
+	case i == 0:
+		return ""
+	case i%13 == 0:
+		return id + strings.Repeat("x", 300-len(id))
+	case i%3 == 0:
+		return id + strings.Repeat("x", 40-len(id))
+	}
+	return id
 }
 
 // TestRecordFIFO_S6_ReRecordsDoNotGrowTheRing: a key recorded again and

@@ -351,7 +351,7 @@ func (s *memoryCompletedStore) Len() int {
 
 func (s *memoryCompletedStore) sweep(now time.Time) {
 	for {
-		_, r, ok := s.lru.GetOldest()
+		r, ok := s.lru.Oldest()
 		if !ok || now.Before(r.expires) {
 			return
 		}
