@@ -2,6 +2,7 @@ package imv2
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"reflect"
 	"runtime"
@@ -159,6 +160,9 @@ func TestRecordFIFO_S6_LikeAnOrderedListOfCapacity(t *testing.T) {
 			if n := len(f.keys); n > max(64, 4*mostKeyBytes) || f.keyLive != spans() {
 				rt.Fatalf("step %d: key bytes %d for %d held (%d counted), at most %d", i, n, spans(), f.keyLive, mostKeyBytes)
 			}
+			if err := keyLayoutError(f); err != "" {
+				rt.Fatalf("step %d: %s", i, err)
+			}
 			for _, c := range testChannels {
 				var want []string
 				for _, k := range model {
@@ -205,6 +209,35 @@ func TestRecordFIFO_S6_ExpiriesBeyondNanosecondsStayOnTheirSide(t *testing.T) {
 	}
 }
 
+// keyLayoutError returns what is wrong with the layout of f's key bytes:
+// the bounds out of order, or a record's key outside the bytes held or
+// overlapping another's.
+func keyLayoutError(f *recordFIFO) string {
+	h, t, w := f.keyHead, f.keyTail, f.keyWrap
+	if w == 0 && !(0 <= h && h <= t && t <= len(f.keys)) || w > 0 && !(0 <= t && t <= h && h <= w && w <= len(f.keys)) {
+		return fmt.Sprintf("head %d, tail %d, wrap %d in %d bytes", h, t, w, len(f.keys))
+	}
+	type span struct{ off, end int }
+	var spans []span
+	for i := range f.vals {
+		if v := &f.vals[i]; v.seq != 0 {
+			spans = append(spans, span{v.off, v.off + v.span()})
+		}
+	}
+	for _, s := range spans {
+		if in := w == 0 && h <= s.off && s.end <= t || w > 0 && (h <= s.off && s.end <= w || s.end <= t); !in {
+			return fmt.Sprintf("key at [%d, %d) outside head %d, tail %d, wrap %d", s.off, s.end, h, t, w)
+		}
+	}
+	slices.SortFunc(spans, func(a, b span) int { return a.off - b.off })
+	for i := 1; i < len(spans); i++ {
+		if spans[i].off < spans[i-1].end {
+			return fmt.Sprintf("keys at %v and %v overlap", spans[i-1], spans[i])
+		}
+	}
+	return ""
+}
+
 // testChannels are the channel IDs of the property test: an empty one,
 // short ones and a long one.
 var testChannels = []string{"", "cch_1", "cch_2", "cch_" + strings.Repeat("l", 96)}
@@ -241,9 +274,10 @@ func TestRecordFIFO_S6_ReRecordsDoNotGrowTheRing(t *testing.T) {
 }
 
 // TestRecordFIFO_S6_FloodKeepsItsSize: a FIFO at its capacity that keeps
-// recording new keys on a few channels reuses its table, records and ring:
-// what it holds after 100 times its capacity is the size it reached at
-// its capacity (a Go map churned so keeps growing, mapcompact.go).
+// recording new keys on a few channels reuses its table, records, ring
+// and key bytes: what it holds after 100 times its capacity is the size
+// it reached at its capacity (a Go map churned so keeps growing,
+// mapcompact.go), and its keys are never laid out anew.
 func TestRecordFIFO_S6_FloodKeepsItsSize(t *testing.T) {
 	const capacity = 1000
 	f := newRecordFIFO(capacity, nil)
@@ -253,12 +287,15 @@ func TestRecordFIFO_S6_FloodKeepsItsSize(t *testing.T) {
 	for i := range 2 * capacity {
 		add(i)
 	}
-	table, vals, ring := cap(f.table), cap(f.vals), cap(f.ring)
+	table, vals, ring, keys := cap(f.table), cap(f.vals), cap(f.ring), &f.keys[0]
 	for i := 2 * capacity; i < 100*capacity; i++ {
 		add(i)
 	}
 	if cap(f.table) != table || cap(f.vals) != vals || cap(f.ring) != ring || f.Len() != capacity {
 		t.Fatalf("table %d → %d, records %d → %d, ring %d → %d, %d held", table, cap(f.table), vals, cap(f.vals), ring, cap(f.ring), f.Len())
+	}
+	if &f.keys[0] != keys { // the oldest leave first: their bytes take the newest
+		t.Fatalf("key bytes laid out anew (%d of them)", len(f.keys))
 	}
 }
 
