@@ -24,7 +24,7 @@ func pointerIn(t reflect.Type) string {
 	case reflect.Struct:
 		for i := range t.NumField() {
 			if p := pointerIn(t.Field(i).Type); p != "" {
-				return t.Name() + "." + t.Field(i).Name + p
+				return "." + t.Field(i).Name + p
 			}
 		}
 		return ""
@@ -50,6 +50,12 @@ func pointerIn(t reflect.Type) string {
 // the GC allocates it noscan and never marks through it: at
 // DefaultCompletedCap it is most of a busy process's live heap.
 func TestRecordFIFO_S6_TablesHoldNoPointer(t *testing.T) {
+	// The walk finds the pointers of the layout before this one.
+	for _, held := range []reflect.Type{reflect.TypeFor[completedKey](), reflect.TypeFor[time.Time](), reflect.TypeFor[[1]map[int]int]()} {
+		if pointerIn(held) == "" {
+			t.Fatalf("pointerIn finds no pointer in %v", held)
+		}
+	}
 	f := reflect.TypeFor[recordFIFO]()
 	for _, name := range []string{"vals", "table", "ring", "keys"} {
 		field, ok := f.FieldByName(name)
@@ -62,7 +68,7 @@ func TestRecordFIFO_S6_TablesHoldNoPointer(t *testing.T) {
 			continue
 		}
 		if p := pointerIn(field.Type.Elem()); p != "" {
-			t.Errorf("recordFIFO.%s holds a pointer: %s", name, p)
+			t.Errorf("recordFIFO.%s holds a pointer: %v%s", name, field.Type.Elem(), p)
 		}
 	}
 	if p := pointerIn(reflect.TypeFor[completedRecord]().Field(0).Type); p != "" {
