@@ -349,12 +349,12 @@ func (f *recordFIFO) allot(n int) int {
 	return off
 }
 
-// relayout moves the keys of the records held to a buffer, oldest first,
-// with room for n more bytes and as much again as they hold: the bytes of
-// records that left out of order, and the gap a key that did not fit
-// before the end left, go. The buffer doubles when they were more than
-// half of it, so a relayout is paid for by the bytes added since the
-// last, and keys stays within four times the most bytes ever held.
+// relayout moves the keys of the records held to a fresh buffer, oldest
+// first, dropping the bytes of records that left out of order and the
+// gap a key that did not fit before the end left. The buffer is at least
+// twice the bytes held with n more (it doubles when they would be more
+// than half of it), so a relayout is paid for by the bytes added since
+// the last, and keys stays within four times the most bytes ever held.
 func (f *recordFIFO) relayout(n int) {
 	need := f.keyLive + n
 	size := len(f.keys)
