@@ -346,12 +346,4 @@ func (s *memoryCompletedStore) Len() int {
 	return s.lru.Len()
 }
 
-func (s *memoryCompletedStore) sweep(now time.Time) {
-	for {
-		r, ok := s.lru.Oldest()
-		if !ok || now.Before(r.expires) {
-			return
-		}
-		s.lru.RemoveOldest()
-	}
-}
+func (s *memoryCompletedStore) sweep(now time.Time) { s.lru.RemoveExpired(now) }
