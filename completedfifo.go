@@ -1,6 +1,11 @@
 package imv2
 
-import "hash/maphash"
+import (
+	"hash/maphash"
+	"math"
+	"strings"
+	"time"
+)
 
 // recordFIFO holds the completed records of a memoryCompletedStore in the
 // order they were recorded, at most capacity of them, and indexes them by
@@ -17,10 +22,18 @@ import "hash/maphash"
 // on a delete, reads the table alone: at 100,000 records each record
 // read is a cache miss.
 //
+// None of these slices holds a pointer, so the GC allocates them noscan
+// and never marks through them: at DefaultCompletedCap they are most of
+// a busy process's live heap, and a string per record (a record's key
+// used to be two) made every GC cycle mark 100,000 objects. A record's
+// key bytes live in keys instead, the channel ID then the message ID, in
+// recording order (see allot), and its expiry is in Unix nanoseconds.
+//
 // A record removed out of order (DropChannel, a re-record) leaves a stale
 // slot in the ring, skipped when it reaches the front and dropped when
 // the ring fills with a quarter or more of them, so the ring stays within
-// a constant factor of the records (see push).
+// a constant factor of the records (see push); its key bytes stay until
+// the oldest record passes them or keys runs out of room (see relayout).
 //
 // onEvict, if not nil, is called with every key that leaves, however it
 // leaves.
@@ -39,6 +52,14 @@ type recordFIFO struct {
 	len      int    // records held
 	stale    int    // slots of the n whose record left out of order
 	seq      uint64 // counts the records added: a slot is live while its record has its seq
+
+	// keys is a circular buffer of the records' key bytes, oldest first,
+	// each key in one piece: [keyHead, keyTail), or, once a key did not
+	// fit before the end and went to the start, [keyHead, keyWrap) then
+	// [0, keyTail). keyLive counts the bytes of the records held.
+	keys                      []byte
+	keyHead, keyTail, keyWrap int // keyWrap 0: not wrapped
+	keyLive                   int
 }
 
 // tableEntry is a record's place in the key index: the low 32 bits of its
@@ -60,13 +81,42 @@ type fifoSlot struct {
 	at  int32
 }
 
-// fifoRecord is a record with its key; seq 0 marks a free one.
+// fifoRecord is a record with the place of its key in keys; seq 0 marks
+// a free one.
 type fifoRecord struct {
-	k          completedKey
-	r          completedRecord
+	fp         Fingerprint
+	expires    int64 // Unix nanoseconds (see nanosOf)
 	seq        uint64
-	hash       uint64
-	prev, next int32 // the other records of its channel, newer and older; -1 none
+	off        int // the key: clen bytes of channel ID then mlen of message ID
+	clen, mlen int
+	hash       uint32 // the low bits of the key's hash: its home in the table
+	prev, next int32  // the other records of its channel, newer and older; -1 none
+}
+
+// span is the number of bytes a record's key takes in keys: at least one,
+// so keys always fills up with records and a relayout is paid for by the
+// records added since the last one.
+func (v *fifoRecord) span() int { return max(v.clen+v.mlen, 1) }
+
+// nanosOf returns t in Unix nanoseconds, clamped to the years 1678 to
+// 2262 that they can hold: an expiry outside them stays past or to come
+// for any clock within them. The monotonic reading goes, so expiry is
+// measured by the wall clock.
+func nanosOf(t time.Time) int64 {
+	// Compared in seconds: Time.Before and After cost tens of ns, on
+	// every Record.
+	switch sec := t.Unix(); {
+	case sec < math.MinInt64/int64(time.Second):
+		return math.MinInt64
+	case sec > math.MaxInt64/int64(time.Second)-1:
+		return math.MaxInt64
+	default:
+		return sec*int64(time.Second) + int64(t.Nanosecond())
+	}
+}
+
+func (v *fifoRecord) record() completedRecord {
+	return completedRecord{fp: v.fp, expires: time.Unix(0, v.expires)}
 }
 
 func newRecordFIFO(capacity int, onEvict func(completedKey)) *recordFIFO {
@@ -75,6 +125,18 @@ func newRecordFIFO(capacity int, onEvict func(completedKey)) *recordFIFO {
 
 func (f *recordFIFO) hash(k completedKey) uint64 {
 	return maphash.String(f.seed, k.message) ^ maphash.String(f.seed, k.channel)*0x9e3779b97f4a7c15
+}
+
+// channel and message return the bytes of record v's key.
+func (f *recordFIFO) channel(v *fifoRecord) []byte { return f.keys[v.off : v.off+v.clen] }
+func (f *recordFIFO) message(v *fifoRecord) []byte {
+	return f.keys[v.off+v.clen : v.off+v.clen+v.mlen]
+}
+
+// key returns the key of record v, in one allocation.
+func (f *recordFIFO) key(v *fifoRecord) completedKey {
+	s := string(f.keys[v.off : v.off+v.clen+v.mlen])
+	return completedKey{s[:v.clen], s[v.clen:]}
 }
 
 // find returns the table position and the record index of k, or -1.
@@ -90,7 +152,9 @@ func (f *recordFIFO) find(k completedKey, h uint64) (pos int, at int32) {
 			return -1, -1
 		}
 		if e.hash() == low {
-			if v := &f.vals[e.at()]; v.hash == h && v.k == k {
+			v := &f.vals[e.at()]
+			if v.mlen == len(k.message) && v.clen == len(k.channel) &&
+				string(f.message(v)) == k.message && string(f.channel(v)) == k.channel {
 				return int(i), e.at()
 			}
 		}
@@ -101,7 +165,7 @@ func (f *recordFIFO) find(k completedKey, h uint64) (pos int, at int32) {
 // table: found by its index, with no key comparison.
 func (f *recordFIFO) position(at int32) int {
 	mask := uint64(len(f.table) - 1)
-	for i := f.vals[at].hash & mask; ; i = (i + 1) & mask {
+	for i := uint64(f.vals[at].hash) & mask; ; i = (i + 1) & mask {
 		if e := f.table[i]; e != 0 && e.at() == at {
 			return int(i)
 		}
@@ -124,7 +188,7 @@ func (f *recordFIFO) insert(at int32) {
 
 func (f *recordFIFO) place(at int32) {
 	mask := uint64(len(f.table) - 1)
-	h := f.vals[at].hash
+	h := uint64(f.vals[at].hash)
 	i := h & mask
 	for f.table[i] != 0 {
 		i = (i + 1) & mask
@@ -150,8 +214,10 @@ func (f *recordFIFO) unplace(pos int) {
 // live reports whether slot s is the one of its key's record.
 func (f *recordFIFO) live(s fifoSlot) bool { return f.vals[s.at].seq == s.seq }
 
-// drop removes record at, found at table position pos.
-func (f *recordFIFO) drop(pos int, at int32) {
+// drop removes record at, found at table position pos; k is its key, or
+// nil when the caller has none, so that the channel's entry in chans and
+// onEvict cost no string unless they need one.
+func (f *recordFIFO) drop(pos int, at int32, k *completedKey) {
 	f.unplace(pos)
 	v := &f.vals[at]
 	if v.next >= 0 {
@@ -160,17 +226,33 @@ func (f *recordFIFO) drop(pos int, at int32) {
 	if v.prev >= 0 {
 		f.vals[v.prev].next = v.next
 	} else if v.next >= 0 {
-		f.chans[v.k.channel] = v.next
+		// Not from RemoveOldest: the oldest record is its channel's oldest.
+		if k != nil {
+			f.chans[k.channel] = v.next
+		} else {
+			f.chans[string(f.channel(v))] = v.next
+		}
 	} else {
-		delete(f.chans, v.k.channel)
+		delete(f.chans, string(f.channel(v)))
 		f.chanDel++
 	}
-	k := v.k
+	var key completedKey
+	if f.onEvict != nil {
+		if k != nil {
+			key = *k
+		} else {
+			key = f.key(v)
+		}
+	}
+	f.keyLive -= v.span()
 	*v = fifoRecord{}
 	f.free = append(f.free, at)
 	f.len--
+	if f.len == 0 { // what keys holds is dead: start again at its start
+		f.keyHead, f.keyTail, f.keyWrap = 0, 0, 0
+	}
 	if f.onEvict != nil {
-		f.onEvict(k)
+		f.onEvict(key)
 	}
 }
 
@@ -183,18 +265,27 @@ func (f *recordFIFO) Peek(k completedKey) (completedRecord, bool) {
 	if at < 0 {
 		return completedRecord{}, false
 	}
-	return f.vals[at].r, true
+	return f.vals[at].record(), true
 }
 
-// Of returns the message IDs of the records of channel.
+// Of returns the message IDs of the records of channel, in one string.
 func (f *recordFIFO) Of(channel string) []string {
-	at, ok := f.chans[channel]
+	first, ok := f.chans[channel]
 	if !ok {
 		return nil
 	}
-	var ids []string
-	for ; at >= 0; at = f.vals[at].next {
-		ids = append(ids, f.vals[at].k.message)
+	var b strings.Builder
+	n := 0
+	for at := first; at >= 0; at = f.vals[at].next {
+		b.Write(f.message(&f.vals[at]))
+		n++
+	}
+	all := b.String()
+	ids := make([]string, 0, n)
+	for at := first; at >= 0; at = f.vals[at].next {
+		m := f.vals[at].mlen
+		ids = append(ids, all[:m])
+		all = all[m:]
 	}
 	return ids
 }
@@ -204,9 +295,13 @@ func (f *recordFIFO) Of(channel string) []string {
 func (f *recordFIFO) Add(k completedKey, r completedRecord) {
 	h := f.hash(k)
 	if pos, at := f.find(k, h); at >= 0 {
-		f.drop(pos, at)
+		f.drop(pos, at, &k)
 		f.stale++
 	}
+	clen, mlen := len(k.channel), len(k.message)
+	off := f.allot(max(clen+mlen, 1))
+	copy(f.keys[off:], k.channel)
+	copy(f.keys[off+clen:], k.message)
 	f.seq++
 	var at int32
 	if n := len(f.free); n > 0 {
@@ -219,14 +314,76 @@ func (f *recordFIFO) Add(k completedKey, r completedRecord) {
 	if old, ok := f.chans[k.channel]; ok {
 		next = old
 		f.vals[old].prev = at
+		f.chans[k.channel] = at
+	} else {
+		f.chans[strings.Clone(k.channel)] = at // not the caller's string: it may share a message's buffer
 	}
-	f.chans[k.channel] = at
-	f.vals[at] = fifoRecord{k: k, r: r, seq: f.seq, hash: h, prev: -1, next: next}
+	f.vals[at] = fifoRecord{
+		fp: r.fp, expires: nanosOf(r.expires), seq: f.seq,
+		off: off, clen: clen, mlen: mlen,
+		hash: uint32(h), prev: -1, next: next,
+	}
 	f.insert(at)
 	f.len++
 	f.push(fifoSlot{seq: f.seq, at: at})
 	for f.len > f.capacity {
 		f.RemoveOldest()
+	}
+}
+
+// allot returns the offset in keys of n new bytes for the newest key,
+// after the newest or, when they do not fit before the end, at the start,
+// if the oldest left room there. Else it lays keys out anew.
+func (f *recordFIFO) allot(n int) int {
+	switch {
+	case f.keyWrap == 0 && f.keyTail+n <= len(f.keys):
+	case f.keyWrap == 0 && n <= f.keyHead:
+		f.keyWrap, f.keyTail = f.keyTail, 0
+	case f.keyWrap > 0 && f.keyTail+n <= f.keyHead:
+	default:
+		f.relayout(n)
+	}
+	off := f.keyTail
+	f.keyLive += n
+	f.keyTail += n
+	return off
+}
+
+// relayout moves the keys of the records held to a fresh buffer, oldest
+// first, dropping the bytes of records that left out of order and the
+// gap a key that did not fit before the end left. The buffer is at least
+// twice the bytes held with n more (it doubles when they would be more
+// than half of it), so a relayout is paid for by the bytes added since
+// the last, and keys stays within four times the most bytes ever held.
+func (f *recordFIFO) relayout(n int) {
+	need := f.keyLive + n
+	size := len(f.keys)
+	if 2*need > size {
+		size = max(2*size, 2*need, 64)
+	}
+	keys := make([]byte, size)
+	f.dropStale()
+	w := 0
+	for i := range f.n {
+		v := &f.vals[f.slot(i).at]
+		copy(keys[w:], f.keys[v.off:v.off+v.clen+v.mlen])
+		v.off = w
+		w += v.span()
+	}
+	f.keys, f.keyHead, f.keyTail, f.keyWrap = keys, 0, w, 0
+}
+
+// release frees the key bytes of the records older than the one at,
+// which left as the oldest, and its own.
+func (f *recordFIFO) release(at int32) {
+	v := &f.vals[at]
+	end := v.off + v.span()
+	if f.keyWrap > 0 && end <= f.keyTail { // it was past the wrap: all before it is free
+		f.keyWrap = 0
+	}
+	f.keyHead = end
+	if f.keyWrap > 0 && f.keyHead == f.keyWrap {
+		f.keyHead, f.keyWrap = 0, 0
 	}
 }
 
@@ -294,31 +451,55 @@ func (f *recordFIFO) Remove(k completedKey) {
 	if at < 0 {
 		return
 	}
-	f.drop(pos, at)
+	f.drop(pos, at, &k)
 	f.stale++
 }
 
-// GetOldest returns the oldest record.
-func (f *recordFIFO) GetOldest() (completedKey, completedRecord, bool) {
+// oldest returns the index of the oldest record, or -1, dropping the
+// stale slots before it.
+func (f *recordFIFO) oldest() int32 {
 	for f.n > 0 {
 		s := f.ring[f.head]
 		if f.live(s) {
-			v := &f.vals[s.at]
-			return v.k, v.r, true
+			return s.at
 		}
 		f.popFront() // stale: its record left out of order
 		f.stale--
 	}
-	return completedKey{}, completedRecord{}, false
+	return -1
+}
+
+// GetOldest returns the oldest record and its key.
+func (f *recordFIFO) GetOldest() (completedKey, completedRecord, bool) {
+	at := f.oldest()
+	if at < 0 {
+		return completedKey{}, completedRecord{}, false
+	}
+	v := &f.vals[at]
+	return f.key(v), v.record(), true
 }
 
 // RemoveOldest removes the oldest record, if any.
 func (f *recordFIFO) RemoveOldest() {
-	_, _, ok := f.GetOldest()
-	if !ok {
+	at := f.oldest()
+	if at < 0 {
 		return
 	}
-	at := f.ring[f.head].at
 	f.popFront()
-	f.drop(f.position(at), at)
+	f.release(at)
+	f.drop(f.position(at), at, nil)
+}
+
+// RemoveExpired removes the oldest records while now is not before their
+// expiry: in Unix nanoseconds, as converting each expiry back to a
+// time.Time to compare cost some 25 ns a Record.
+func (f *recordFIFO) RemoveExpired(now time.Time) {
+	n := nanosOf(now)
+	for {
+		at := f.oldest()
+		if at < 0 || n < f.vals[at].expires {
+			return
+		}
+		f.RemoveOldest()
+	}
 }
