@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -66,14 +65,11 @@ func TestDial_H1_H2_BadCardFailsDial(t *testing.T) {
 // the same (S1, A3, A6).
 func TestDelivery_S1_A3_WaitReportsAcceptedAndDuplicate(t *testing.T) {
 	_, url := startServer(t, nil)
-	var mu sync.Mutex
-	var told []imv2.AckStatus
+	// Told after the handle resolved: Wait may return before the
+	// callback ran, so the test receives what it was told.
+	told := make(chan imv2.AckStatus, 3)
 	c, _, _ := dialClient(t, url, func(cfg *ClientConfig) {
-		cfg.Options.OnDelivered = func(_ string, _ imv2.ChatMessage, st imv2.AckStatus) {
-			mu.Lock()
-			told = append(told, st)
-			mu.Unlock()
-		}
+		cfg.Options.OnDelivered = func(_ string, _ imv2.ChatMessage, st imv2.AckStatus) { told <- st }
 	})
 	ch, err := c.OpenChannel(ctxWait(t), "")
 	require.NoError(t, err)
@@ -102,9 +98,16 @@ func TestDelivery_S1_A3_WaitReportsAcceptedAndDuplicate(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, imv2.AckAccepted, st)
 
-	mu.Lock()
-	defer mu.Unlock()
-	require.Equal(t, []imv2.AckStatus{imv2.AckAccepted, imv2.AckDuplicate, imv2.AckAccepted}, told)
+	for _, want := range []imv2.AckStatus{imv2.AckAccepted, imv2.AckDuplicate, imv2.AckAccepted} {
+		select {
+		case got := <-told:
+			require.Equal(t, want, got)
+		case <-ctxWait(t).Done():
+			t.Fatalf("OnDelivered not told %s", want)
+		}
+	}
+	c.deliveries.mu.Lock()
+	defer c.deliveries.mu.Unlock()
 	require.Empty(t, c.deliveries.open, "resolved handles are forgotten")
 }
 
