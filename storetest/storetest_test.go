@@ -84,7 +84,7 @@ var mutants = []mutant{
 		}},
 	{name: "reopen-loses-everything", reopenLoses: true, wantFail: []string{"Pending/S1_S8_Reopen", "Completed/S8_Reopen", "Binding/S8_W5_Reopen"}},
 	{name: "binding-rebind-keeps-old-key", wantFail: []string{"Binding/W6_RebindReplaces"},
-		binding: func(s *connector.MemoryBindingStore) connector.BindingStore { return stickyKey{s, map[string]string{}} }},
+		binding: func(s *connector.MemoryBindingStore) connector.BindingStore { return stickyKey{s, new(sync.Mutex), map[string]string{}} }},
 	{name: "binding-channels-unsorted", wantFail: []string{"Binding/W6_ChannelsOfAKey", "Binding/W6_ConcurrentBinds"},
 		binding: func(s *connector.MemoryBindingStore) connector.BindingStore { return unsortedChannels{s} }},
 	{name: "binding-drops-data", wantFail: []string{"Binding/W6_BindReadUnbind", "Binding/W6_DataAndDraftsKept", "Binding/S8_W5_Reopen"},
@@ -226,13 +226,19 @@ func TestSuiteCatchesBrokenStores(t *testing.T) {
 }
 
 // stickyKey leaves a rebound channel listed under its old key too.
+// Its map has a lock of its own: the suite binds concurrently, and a
+// mutant that dies of concurrent map writes takes the failures of the
+// subtests before with it (the test binary's output ends at the crash).
 type stickyKey struct {
 	*connector.MemoryBindingStore
+	mu  *sync.Mutex
 	old map[string]string
 }
 
 func (s stickyKey) Channels(ctx context.Context, key string) ([]string, error) {
 	ids, err := s.MemoryBindingStore.Channels(ctx, key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	for ch, k := range s.old {
 		if k == key && !slices.Contains(ids, ch) {
 			ids = append(ids, ch)
@@ -243,7 +249,9 @@ func (s stickyKey) Channels(ctx context.Context, key string) ([]string, error) {
 
 func (s stickyKey) Bind(ctx context.Context, b connector.Binding) (connector.BindingChange, error) {
 	if old, ok, _ := s.MemoryBindingStore.Binding(ctx, b.ChannelID); ok {
+		s.mu.Lock()
 		s.old[b.ChannelID] = old.Key
+		s.mu.Unlock()
 	}
 	return s.MemoryBindingStore.Bind(ctx, b)
 }
