@@ -119,7 +119,7 @@ func benchRoundTripSDK(b *testing.B, inflight int) {
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
-	report := benchcpu.Measure(b)
+	report := benchcpu.MeasureSyscalls(b)
 	for range b.N {
 		slots <- struct{}{}
 		if _, err := ch.Send(ctx, benchFinal); err != nil {
@@ -214,7 +214,7 @@ func benchRoundTripRaw(b *testing.B, inflight int) {
 	}()
 	b.ReportAllocs()
 	b.ResetTimer()
-	report := benchcpu.Measure(b)
+	report := benchcpu.MeasureSyscalls(b)
 	for range b.N {
 		slots <- struct{}{}
 		if err := ws.WriteMessage(websocket.TextMessage, final); err != nil {

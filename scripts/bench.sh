@@ -59,6 +59,7 @@ go run "$BENCHSTAT" -format csv "$tmp/bench.txt" 2>/dev/null | awk -F, '
 	# one row per benchmark with its median. Names lose the -GOMAXPROCS.
 	$2 ~ /^[a-zA-Z0-9.\/-]+$/ && $1 == "" { unit = $2; next }
 	$1 != "" && $1 != "geomean" { name = $1; sub(/-[0-9]+$/, "", name); v[unit, name] = $2 }
+	function fmt3(x) { return (x == "") ? "n/a" : sprintf("%.3f", x) }
 	function ratio(a, b) { return (b == 0 || a == "" || b == "") ? "n/a" : sprintf("%.2f", a / b) }
 	function cmp(what, unit, num, den) { return ratio(v[unit, num], v[unit, den]) }
 	function ge(x, t) { return x != "n/a" && x + 0 >= t }
@@ -86,10 +87,10 @@ go run "$BENCHSTAT" -format csv "$tmp/bench.txt" 2>/dev/null | awk -F, '
 		r1c = cmp("", "cpu-sec/op", "RoundTripWS/raw-1", "RoundTripWS/sdk-1")
 		o64 = cmp("", "sec/op", "RoundTripWSOneCore/raw-64", "RoundTripWSOneCore/sdk-64")
 		o1 = cmp("", "sec/op", "RoundTripWSOneCore/raw-1", "RoundTripWSOneCore/sdk-1")
-		w64 = v["writes/op", "RoundTripWS/sdk-64"]
-		w64r = v["writes/op", "RoundTripWS/raw-64"]
-		rd64 = v["reads/op", "RoundTripWS/sdk-64"]
-		rd64r = v["reads/op", "RoundTripWS/raw-64"]
+		w64 = fmt3(v["writes/op", "RoundTripWS/sdk-64"])
+		w64r = fmt3(v["writes/op", "RoundTripWS/raw-64"])
+		rd64 = fmt3(v["reads/op", "RoundTripWS/sdk-64"])
+		rd64r = fmt3(v["reads/op", "RoundTripWS/raw-64"])
 		chs = cmp("", "sec/op", "ChannelsWS/ch-1000", "ChannelsWS/ch-1")
 		chc = cmp("", "cpu-sec/op", "ChannelsWS/ch-1000", "ChannelsWS/ch-1")
 		l50 = cmp("", "p50-sec", "LatencyWS/sdk", "LatencyWS/raw")
