@@ -84,7 +84,9 @@ var mutants = []mutant{
 		}},
 	{name: "reopen-loses-everything", reopenLoses: true, wantFail: []string{"Pending/S1_S8_Reopen", "Completed/S8_Reopen", "Binding/S8_W5_Reopen"}},
 	{name: "binding-rebind-keeps-old-key", wantFail: []string{"Binding/W6_RebindReplaces"},
-		binding: func(s *connector.MemoryBindingStore) connector.BindingStore { return stickyKey{s, new(sync.Mutex), map[string]string{}} }},
+		binding: func(s *connector.MemoryBindingStore) connector.BindingStore {
+			return stickyKey{s, new(sync.Mutex), map[string]string{}}
+		}},
 	{name: "binding-channels-unsorted", wantFail: []string{"Binding/W6_ChannelsOfAKey", "Binding/W6_ConcurrentBinds"},
 		binding: func(s *connector.MemoryBindingStore) connector.BindingStore { return unsortedChannels{s} }},
 	{name: "binding-drops-data", wantFail: []string{"Binding/W6_BindReadUnbind", "Binding/W6_DataAndDraftsKept", "Binding/S8_W5_Reopen"},
