@@ -150,6 +150,9 @@ type wsConn struct {
 	spare     []byte        // owned by the writer goroutine: the next queue buffer
 	spareN    []int         // owned by the writer goroutine: the next lengths buffer
 
+	gatherMiss int // owned by the writer goroutine: futile yields in a row (gather)
+	gatherSkip int // owned by the writer goroutine: batches left without gather
+
 	readerDone chan struct{} // closed when the reader goroutine ends
 	writerDone chan struct{} // closed when the writer goroutine ends
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -17,7 +18,8 @@ import (
 // encoded onto the queue (a buffer the connection reuses) and Write
 // returns; the writer goroutine writes the queue, up to maxBatchBytes per
 // write(2) (batchConn), until it is empty, so the caller goes on while
-// the write(2) runs and the frames that follow it join the next one.
+// the write(2) runs and the frames that follow it join the next one; a
+// writer that finds only a few frames yields once first (gather).
 // wsConn.writing is the writer role: held by a direct writer or by the
 // writer goroutine, never both.
 
@@ -219,6 +221,7 @@ func (c *wsConn) releaseLocked() {
 // batch, until it is empty.
 func (c *wsConn) flushQueue() {
 	for {
+		c.gather()
 		c.qmu.Lock()
 		if len(c.pendN) == 0 {
 			c.releaseLocked()
@@ -247,6 +250,46 @@ func (c *wsConn) flushQueue() {
 			c.qmu.Unlock()
 			return
 		}
+	}
+}
+
+// gatherFrames is the batch the writer goroutine waits for, once, before
+// it writes: with fewer queued frames it yields first.
+const gatherFrames = 4
+
+// gatherRetry is how many batches the writer skips gather after it found
+// gathering futile (see gather).
+const gatherRetry = 64
+
+// gather lets the goroutines already runnable on this P add their frames
+// to the batch when the queue holds fewer than gatherFrames: on a
+// connection whose frames come from many goroutines (a delivery goroutine
+// per channel), a writer that woke on an idle core would otherwise write
+// them one by one (ChannelsWS/ch-1000: 1.0 write(2) per message, 0.2 with
+// it). A yield that gained no frame three times running (one sender, one
+// message at a time) stops it for gatherRetry batches. Runs on the writer
+// goroutine, which owns gatherMiss and gatherSkip.
+func (c *wsConn) gather() {
+	if c.gatherSkip > 0 {
+		c.gatherSkip--
+		return
+	}
+	c.qmu.Lock()
+	n := len(c.pendN)
+	c.qmu.Unlock()
+	if n == 0 || n >= gatherFrames {
+		return
+	}
+	runtime.Gosched()
+	c.qmu.Lock()
+	gained := len(c.pendN) > n
+	c.qmu.Unlock()
+	if gained {
+		c.gatherMiss = 0
+		return
+	}
+	if c.gatherMiss++; c.gatherMiss >= 3 {
+		c.gatherMiss, c.gatherSkip = 0, gatherRetry
 	}
 }
 
