@@ -31,14 +31,14 @@ const (
 	stepAckTimeout                    // no ack within AckTimeout: retry
 )
 
-// scheduleLocked makes o take step after d, replacing what it had
+// scheduleLocked makes o take step at due, replacing what it had
 // scheduled. c.mu must be held.
-func (c *Channel) scheduleLocked(o *outgoing, d time.Duration, step dueStep) {
+func (c *Channel) scheduleLocked(o *outgoing, due time.Time, step dueStep) {
 	if c.dl == nil {
 		c.dl = &deadlines{}
 	}
 	c.dl.seq++
-	o.due, o.dueSeq, o.step = c.o.Clock.Now().Add(d), c.dl.seq, step
+	o.due, o.dueSeq, o.step = due, c.dl.seq, step
 	if o.heapIdx > 0 {
 		heap.Fix(&c.dl.due, o.heapIdx-1)
 	} else {

@@ -74,10 +74,11 @@ func NewMessageID() string { return prefixedUUID("msg_") }
 // canonical form, as prefix + uuid.NewString() does, with one allocation
 // (the string) instead of four: it is minted for every packet. The 122
 // random bits come from math/rand/v2's top-level generator: ChaCha8 state
-// per thread, seeded from the kernel, so an ID costs no system call, no
-// lock and a few nanoseconds (crypto/rand costs about ten times that
-// here, three times per round trip). Packet and message IDs must be
-// unique, not secret: nothing is authorised by knowing one.
+// per thread, seeded from the kernel, so an ID costs no system call and no
+// lock (BenchmarkNewPacketID: 2.6 times faster than prefix +
+// uuid.NewString() on crypto/rand, one allocation instead of three; three
+// IDs per round trip). Packet and message IDs must be unique, not secret:
+// nothing is authorised by knowing one.
 func prefixedUUID(prefix string) string {
 	var buf [8 + 36]byte
 	return string(appendPrefixedUUID(buf[:0], prefix))

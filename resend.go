@@ -214,7 +214,7 @@ func (c *Channel) transmit(o *outgoing) *Error {
 	o.packetIDs = append(o.packetIDs, p.PacketID)
 	o.attempt++
 	attempt := o.attempt
-	c.scheduleLocked(o, c.o.AckTimeout, stepAckTimeout)
+	c.scheduleLocked(o, now.Add(c.o.AckTimeout), stepAckTimeout)
 	c.mu.Unlock()
 
 	c.observe(Event{Kind: EventSent, MessageID: id, PacketType: p.Type, Attempt: attempt})
@@ -246,7 +246,7 @@ func (c *Channel) retry(o *outgoing, why string) {
 		return
 	}
 	d := c.backoff(o.attempt)
-	c.scheduleLocked(o, d, stepTransmit)
+	c.scheduleLocked(o, c.o.Clock.Now().Add(d), stepTransmit)
 	attempt := o.attempt
 	c.mu.Unlock()
 	c.observe(Event{Kind: EventRetry, MessageID: id, Attempt: attempt})
@@ -257,8 +257,7 @@ func (c *Channel) retry(o *outgoing, why string) {
 // transport can carry it, so a channel that never comes back still
 // reports its messages (S3) instead of keeping them silently.
 func (c *Channel) armExpiryLocked(o *outgoing) {
-	left := o.entry.Created.Add(c.o.PendingTTL).Sub(c.o.Clock.Now())
-	c.scheduleLocked(o, max(left, 0), stepTransmit)
+	c.scheduleLocked(o, o.entry.Created.Add(c.o.PendingTTL), stepTransmit) // past: at once
 }
 
 // backoff returns the delay before resend number attempt+1: RetryMin

@@ -125,17 +125,16 @@ type wsConn struct {
 	handoff chan func(*imv2.Packet, error) // serve → reader: the handler that replaces Read
 	hmu     sync.Mutex                     // held by the reader while the handler runs
 	hoff    bool                           // guarded by hmu: serve returned, the handler is not to run again
-	// rmu guards running and closeBegun: a handler call starts only
-	// before Close begins, and Close knows whether one is running (it may
-	// block, or be the caller of Close: Close does not wait for the reader
-	// then, serve's caller does).
-	rmu        sync.Mutex
-	running    bool          // guarded by rmu: the reader is in the handler
-	closeBegun bool          // guarded by rmu: no handler call starts
-	pings      chan struct{} // keepalive tick → writer, capacity 1
-	kick       chan struct{} // capacity 1: frames queued, the writer goroutine is to write them
-	closing    chan struct{} // closed when Close starts: no new writes
-	done       chan struct{} // closed at shutdown: everything stops
+	// hstate holds handlerRunning and handlerClosed, changed together
+	// atomically: a handler call starts only before Close begins, and
+	// Close knows whether one is running (it may block, or be the caller
+	// of Close: Close does not wait for the reader then, serve's caller
+	// does).
+	hstate  atomic.Uint32
+	pings   chan struct{} // keepalive tick → writer, capacity 1
+	kick    chan struct{} // capacity 1: frames queued, the writer goroutine is to write them
+	closing chan struct{} // closed when Close starts: no new writes
+	done    chan struct{} // closed at shutdown: everything stops
 
 	qmu       sync.Mutex
 	pend      []byte        // guarded by qmu: the queued frames' payloads, back to back
@@ -166,6 +165,12 @@ type wsConn struct {
 	pongTimer clock.Timer // guarded by mu
 	stopped   bool        // guarded by mu: no more timers
 }
+
+// The bits of wsConn.hstate.
+const (
+	handlerRunning = 1 << iota // the reader is in serve's handler
+	handlerClosed              // Close began: no handler call starts
+)
 
 type readItem struct {
 	p   *imv2.Packet
@@ -269,18 +274,16 @@ func (c *wsConn) handle(h func(*imv2.Packet, error), it readItem) {
 	if c.hoff {
 		return
 	}
-	c.rmu.Lock()
-	if c.closeBegun {
-		c.rmu.Unlock()
-		return
+	for {
+		s := c.hstate.Load()
+		if s&handlerClosed != 0 {
+			return
+		}
+		if c.hstate.CompareAndSwap(s, s|handlerRunning) {
+			break
+		}
 	}
-	c.running = true
-	c.rmu.Unlock()
-	defer func() {
-		c.rmu.Lock()
-		c.running = false
-		c.rmu.Unlock()
-	}()
+	defer c.hstate.And(^uint32(handlerRunning))
 	h(it.p, it.err)
 }
 
@@ -429,10 +432,7 @@ const maxKeptBuffer = 64 << 10
 // cannot read it meanwhile), and not for the reader: serve awaits it.
 func (c *wsConn) Close() error {
 	c.closeOnce.Do(func() {
-		c.rmu.Lock()
-		c.closeBegun = true
-		inHandler := c.running
-		c.rmu.Unlock()
+		inHandler := c.hstate.Or(handlerClosed)&handlerRunning != 0
 		close(c.closing)
 		sent := c.readerDone // the peer's close frame was read
 		if inHandler {
