@@ -2,7 +2,6 @@ package imv2
 
 import (
 	"hash/maphash"
-	"math"
 	"strings"
 	"time"
 )
@@ -41,17 +40,26 @@ type recordFIFO struct {
 	capacity int
 	onEvict  func(completedKey)
 	seed     maphash.Seed
-	table    []tableEntry     // open addressing; 0 empty
-	vals     []fifoRecord     // the records, reused through free
-	free     []int32          // indexes of vals not in use
-	chans    map[string]int32 // channel → its newest record in vals
-	chanDel  int              // deletes from chans since it was made (mapcompact.go)
-	ring     []fifoSlot       // a circular buffer: n slots from head, oldest first
-	head     int
-	n        int
-	len      int    // records held
-	stale    int    // slots of the n whose record left out of order
-	seq      uint64 // counts the records added: a slot is live while its record has its seq
+	base     time.Time // expiries are kept as the time since base (see since)
+	based    bool
+	table    []tableEntry // open addressing; 0 empty
+	vals     []fifoRecord // the records, reused through free
+	free     []int32      // indexes of vals not in use
+	// chans maps a channel to its slot in heads, which holds the
+	// channel's newest record in vals. The map is written only when a
+	// channel comes (with a copy of its name) or goes: assigning to an
+	// existing string key stores the new key string, which would keep
+	// the caller's (a packet's buffer) for the records' TTL.
+	chans     map[string]int32
+	heads     []int32    // by slot: the channel's newest record
+	freeHeads []int32    // slots of heads not in use
+	chanDel   int        // deletes from chans since it was made (mapcompact.go)
+	ring      []fifoSlot // a circular buffer: n slots from head, oldest first
+	head      int
+	n         int
+	len       int    // records held
+	stale     int    // slots of the n whose record left out of order
+	seq       uint64 // counts the records added: a slot is live while its record has its seq
 
 	// keys is a circular buffer of the records' key bytes, oldest first,
 	// each key in one piece: [keyHead, keyTail), or, once a key did not
@@ -85,7 +93,7 @@ type fifoSlot struct {
 // a free one.
 type fifoRecord struct {
 	fp         Fingerprint
-	expires    int64 // Unix nanoseconds (see nanosOf)
+	expires    int64 // time since the FIFO's base (see since)
 	seq        uint64
 	off        int // the key: clen bytes of channel ID then mlen of message ID
 	clen, mlen int
@@ -98,25 +106,20 @@ type fifoRecord struct {
 // records added since the last one.
 func (v *fifoRecord) span() int { return max(v.clen+v.mlen, 1) }
 
-// nanosOf returns t in Unix nanoseconds, clamped to the years 1678 to
-// 2262 that they can hold: an expiry outside them stays past or to come
-// for any clock within them. The monotonic reading goes, so expiry is
-// measured by the wall clock.
-func nanosOf(t time.Time) int64 {
-	// Compared in seconds: Time.Before and After cost tens of ns, on
-	// every Record.
-	switch sec := t.Unix(); {
-	case sec < math.MinInt64/int64(time.Second):
-		return math.MinInt64
-	case sec > math.MaxInt64/int64(time.Second)-1:
-		return math.MaxInt64
-	default:
-		return sec*int64(time.Second) + int64(t.Nanosecond())
+// since returns t as the time since f's base, the first time it is asked
+// for (saturated at about ±292 years, as time.Time.Sub is): by the
+// monotonic clock when both carry its reading, as Time.Before would
+// compare them, so a wall-clock step does not expire the records, and
+// for any clock, the zero time included.
+func (f *recordFIFO) since(t time.Time) int64 {
+	if !f.based {
+		f.base, f.based = t, true
 	}
+	return int64(t.Sub(f.base))
 }
 
-func (v *fifoRecord) record() completedRecord {
-	return completedRecord{fp: v.fp, expires: time.Unix(0, v.expires)}
+func (f *recordFIFO) record(v *fifoRecord) completedRecord {
+	return completedRecord{fp: v.fp, expires: f.base.Add(time.Duration(v.expires))}
 }
 
 func newRecordFIFO(capacity int, onEvict func(completedKey)) *recordFIFO {
@@ -227,13 +230,11 @@ func (f *recordFIFO) drop(pos int, at int32, k *completedKey) {
 		f.vals[v.prev].next = v.next
 	} else if v.next >= 0 {
 		// Not from RemoveOldest: the oldest record is its channel's oldest.
-		if k != nil {
-			f.chans[k.channel] = v.next
-		} else {
-			f.chans[string(f.channel(v))] = v.next
-		}
+		f.heads[f.chans[string(f.channel(v))]] = v.next
 	} else {
-		delete(f.chans, string(f.channel(v)))
+		ch := string(f.channel(v))
+		f.freeHeads = append(f.freeHeads, f.chans[ch])
+		delete(f.chans, ch)
 		f.chanDel++
 	}
 	var key completedKey
@@ -265,15 +266,16 @@ func (f *recordFIFO) Peek(k completedKey) (completedRecord, bool) {
 	if at < 0 {
 		return completedRecord{}, false
 	}
-	return f.vals[at].record(), true
+	return f.record(&f.vals[at]), true
 }
 
 // Of returns the message IDs of the records of channel, in one string.
 func (f *recordFIFO) Of(channel string) []string {
-	first, ok := f.chans[channel]
+	slot, ok := f.chans[channel]
 	if !ok {
 		return nil
 	}
+	first := f.heads[slot]
 	var b strings.Builder
 	n := 0
 	for at := first; at >= 0; at = f.vals[at].next {
@@ -311,15 +313,23 @@ func (f *recordFIFO) Add(k completedKey, r completedRecord) {
 		f.vals = append(f.vals, fifoRecord{})
 	}
 	next := int32(-1)
-	if old, ok := f.chans[k.channel]; ok {
-		next = old
-		f.vals[old].prev = at
-		f.chans[k.channel] = at
+	if slot, ok := f.chans[k.channel]; ok {
+		next = f.heads[slot]
+		f.vals[next].prev = at
+		f.heads[slot] = at
 	} else {
-		f.chans[strings.Clone(k.channel)] = at // not the caller's string: it may share a message's buffer
+		var slot int32
+		if n := len(f.freeHeads); n > 0 {
+			slot, f.freeHeads = f.freeHeads[n-1], f.freeHeads[:n-1]
+			f.heads[slot] = at
+		} else {
+			slot = int32(len(f.heads))
+			f.heads = append(f.heads, at)
+		}
+		f.chans[strings.Clone(k.channel)] = slot // not the caller's string: it may share a message's buffer
 	}
 	f.vals[at] = fifoRecord{
-		fp: r.fp, expires: nanosOf(r.expires), seq: f.seq,
+		fp: r.fp, expires: f.since(r.expires), seq: f.seq,
 		off: off, clen: clen, mlen: mlen,
 		hash: uint32(h), prev: -1, next: next,
 	}
@@ -476,7 +486,7 @@ func (f *recordFIFO) GetOldest() (completedKey, completedRecord, bool) {
 		return completedKey{}, completedRecord{}, false
 	}
 	v := &f.vals[at]
-	return f.key(v), v.record(), true
+	return f.key(v), f.record(v), true
 }
 
 // RemoveOldest removes the oldest record, if any.
@@ -494,7 +504,7 @@ func (f *recordFIFO) RemoveOldest() {
 // expiry: in Unix nanoseconds, as converting each expiry back to a
 // time.Time to compare cost some 25 ns a Record.
 func (f *recordFIFO) RemoveExpired(now time.Time) {
-	n := nanosOf(now)
+	n := f.since(now)
 	for {
 		at := f.oldest()
 		if at < 0 || n < f.vals[at].expires {

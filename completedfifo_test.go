@@ -3,7 +3,6 @@ package imv2
 import (
 	"context"
 	"fmt"
-	"math"
 	"reflect"
 	"runtime"
 	"runtime/metrics"
@@ -12,7 +11,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
+	"github.com/xagentkit/imv2/fakeclock"
 	"pgregory.net/rapid"
 )
 
@@ -202,20 +203,32 @@ func TestRecordFIFO_S6_LikeAnOrderedListOfCapacity(t *testing.T) {
 	})
 }
 
-// TestRecordFIFO_S6_ExpiriesBeyondNanosecondsStayOnTheirSide: an expiry
-// a Unix nanosecond count cannot hold (the zero time, the year 3000) is
-// kept past, or to come, for any clock those counts can hold.
-func TestRecordFIFO_S6_ExpiriesBeyondNanosecondsStayOnTheirSide(t *testing.T) {
-	f := newRecordFIFO(10, nil)
-	past, future := completedKey{"cch_1", "past"}, completedKey{"cch_1", "future"}
-	f.Add(past, completedRecord{expires: time.Time{}})
-	f.Add(future, completedRecord{expires: time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC)})
-	for _, now := range []time.Time{time.Unix(0, math.MinInt64+1), time.Unix(0, 0), time.Unix(0, math.MaxInt64-1)} {
-		if r, _ := f.Peek(past); now.Before(r.expires) {
-			t.Errorf("at %v, the zero time expires at %v: to come", now, r.expires)
+// TestCompletedStore_S6_AnyClockKeepsItsRecords: a record lives its TTL
+// whatever the clock reads, the zero time and years past 2262 (Unix
+// nanoseconds' range) included: expiries are kept relative to the
+// store's first time, not in Unix nanoseconds.
+func TestCompletedStore_S6_AnyClockKeepsItsRecords(t *testing.T) {
+	for _, at := range []time.Time{{}, time.Date(1600, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC), time.Date(2300, 1, 1, 0, 0, 0, 0, time.UTC)} {
+		clk := fakeclock.New(at)
+		s := NewMemoryCompletedStore(10, time.Hour, clk)
+		ctx := context.Background()
+		for _, id := range []string{"m1", "m2"} {
+			if err := s.Record(ctx, "cch_1", id, Fingerprint{1}); err != nil {
+				t.Fatal(err)
+			}
 		}
-		if r, _ := f.Peek(future); !now.Before(r.expires) {
-			t.Errorf("at %v, the year 3000 expires at %v: past", now, r.expires)
+		if _, ok, _ := s.Lookup(ctx, "cch_1", "m1"); !ok {
+			t.Errorf("clock at %v: m1, recorded a moment ago, is gone after the next Record", at)
+		}
+		clk.Advance(2 * time.Hour)
+		if err := s.Record(ctx, "cch_1", "m3", Fingerprint{1}); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok, _ := s.Lookup(ctx, "cch_1", "m1"); ok {
+			t.Errorf("clock at %v: m1 outlived its TTL", at)
+		}
+		if got := s.(*memoryCompletedStore).Len(); got != 1 {
+			t.Errorf("clock at %v: %d records after the sweep, want 1", at, got)
 		}
 	}
 }
@@ -375,4 +388,31 @@ func BenchmarkMemoryCompletedStore_DeliverWithGarbage(b *testing.B) {
 		}
 	}
 	runtime.KeepAlive(garbage)
+}
+
+// TestRecordFIFO_S6_KeepsNoCallerString: the FIFO holds no string its
+// caller passed (one may share a decoded packet's buffer, kept for the
+// records' TTL): neither as a record's key nor as the channel index's
+// key, also after more records of the channel and removals.
+func TestRecordFIFO_S6_KeepsNoCallerString(t *testing.T) {
+	f := newRecordFIFO(10, nil)
+	var given []*byte
+	give := func(s string) string {
+		c := strings.Clone(s)
+		given = append(given, unsafe.StringData(c))
+		return c
+	}
+	for i := range 4 {
+		f.Add(completedKey{give("cch_1"), give("m" + strconv.Itoa(i))}, completedRecord{})
+	}
+	f.Remove(completedKey{give("cch_1"), give("m3")}) // the channel's newest: its index moves
+	f.Remove(completedKey{give("cch_1"), give("m0")})
+	for ch := range f.chans {
+		if slices.Contains(given, unsafe.StringData(ch)) {
+			t.Fatalf("the channel index holds the caller's string %q", ch)
+		}
+	}
+	if got := f.Of("cch_1"); !slices.Equal(got, []string{"m2", "m1"}) {
+		t.Fatalf("Of = %v, want [m2 m1]", got)
+	}
 }

@@ -60,7 +60,7 @@ func (c *Channel) unscheduleLocked(o *outgoing) {
 	// message at a time a timer stopped and another made per message.
 }
 
-// stopDeadlinesLocked stops the timer (Close, or nothing scheduled).
+// stopDeadlinesLocked stops the timer (Close).
 func (c *Channel) stopDeadlinesLocked() {
 	stopTimer(&c.dl.timer)
 	c.dl.at = time.Time{}

@@ -15,11 +15,6 @@ import (
 // a batch larger than this leaves in several writes of about this size.
 const maxBatchBytes = 64 << 10
 
-// readBufferSize is the socket read buffer of a connection: a busy
-// peer's coalesced frames (up to maxBatchBytes a write) arrive in a few
-// read(2) calls instead of one per 4 KiB, gorilla/websocket's default.
-const readBufferSize = 32 << 10
-
 // batchConn is the net.Conn under a WebSocket whose frame writes can be
 // gathered: between begin and end, Write appends to a buffer, and end
 // sends the buffer in one write(2). Outside a batch Write goes straight

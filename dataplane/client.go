@@ -267,9 +267,6 @@ func (c *Client) connect(ctx context.Context) (*clientConn, error) {
 		d = *c.cfg.Dialer
 	}
 	d.Subprotocols = []string{protocol.Subprotocol}
-	if d.ReadBufferSize == 0 {
-		d.ReadBufferSize = readBufferSize
-	}
 	var slot batchSlot // the connection, for write coalescing
 	d = slot.dialer(d)
 	h := http.Header{}

@@ -325,9 +325,8 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	}
 	s.key = apikey.New(cfg.APIKey) // unset (allows all) when empty
 	s.upgrader = websocket.Upgrader{
-		Subprotocols:   []string{protocol.Subprotocol},
-		CheckOrigin:    cfg.CheckOrigin,
-		ReadBufferSize: readBufferSize,
+		Subprotocols: []string{protocol.Subprotocol},
+		CheckOrigin:  cfg.CheckOrigin,
 	}
 	return s, nil
 }
