@@ -26,7 +26,8 @@ import (
 // a busy process's live heap, and a string per record (a record's key
 // used to be two) made every GC cycle mark 100,000 objects. A record's
 // key bytes live in keys instead, the channel ID then the message ID, in
-// recording order (see allot), and its expiry is in Unix nanoseconds.
+// recording order (see allot), and its expiry is the time since the
+// FIFO's base (see since).
 //
 // A record removed out of order (DropChannel, a re-record) leaves a stale
 // slot in the ring, skipped when it reaches the front and dropped when
@@ -501,8 +502,8 @@ func (f *recordFIFO) RemoveOldest() {
 }
 
 // RemoveExpired removes the oldest records while now is not before their
-// expiry: in Unix nanoseconds, as converting each expiry back to a
-// time.Time to compare cost some 25 ns a Record.
+// expiry: compared as times since the base, as converting each expiry
+// back to a time.Time to compare cost some 25 ns a Record.
 func (f *recordFIFO) RemoveExpired(now time.Time) {
 	n := f.since(now)
 	for {
