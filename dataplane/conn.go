@@ -299,17 +299,14 @@ func (c *wsConn) handle(h func(*imv2.Packet, error), it readItem) {
 // for a reader that is running h (h may be what called Close), so the
 // reader's end is awaited here, by the goroutine that owns serve.
 func (c *wsConn) serve(ctx context.Context, h func(*imv2.Packet, error)) error {
+	select {
+	case c.handoff <- h: // the reader runs h until one of the ends below
+	case <-c.done:
+	case <-c.closing:
+	case <-ctx.Done():
+	}
 	var err error
 	select {
-	case c.handoff <- h:
-		select {
-		case <-c.done:
-			err = c.cause()
-		case <-c.closing:
-			err = closedErr()
-		case <-ctx.Done():
-			err = ctx.Err()
-		}
 	case <-c.done:
 		err = c.cause()
 	case <-c.closing:

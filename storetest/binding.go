@@ -238,17 +238,11 @@ func bindingDataKept(t *testing.T, newStore BindingFactory) {
 
 func bindingConcurrent(t *testing.T, newStore BindingFactory) {
 	s := newStore(t)
-	var wg sync.WaitGroup
-	for i := range 16 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if _, err := s.Bind(context.Background(), sampleBinding(fmt.Sprintf("ch_%02d", i), "room")); err != nil {
-				t.Error(err)
-			}
-		}()
-	}
-	wg.Wait()
+	together(16, func(i int) {
+		if _, err := s.Bind(context.Background(), sampleBinding(fmt.Sprintf("ch_%02d", i), "room")); err != nil {
+			t.Error(err)
+		}
+	})
 	want := make([]string, 16)
 	for i := range want {
 		want[i] = fmt.Sprintf("ch_%02d", i)
@@ -287,35 +281,15 @@ func bindingReleaseOnce(t *testing.T, newStore BindingFactory) {
 		mustBind(t, s, sampleBinding(chID(i), key(0)))
 	}
 	for r := 1; r <= rounds; r++ {
-		var wg sync.WaitGroup
-		gate := make(chan struct{})
-		for i := range channels {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				<-gate
-				note(s.Bind(ctx, sampleBinding(chID(i), key(r))))
-				b := sampleBinding(chID(i), key(r))
-				b.State = connector.BindingExpired
-				note(s.Bind(ctx, b))
-			}()
-		}
-		close(gate)
-		wg.Wait()
+		together(channels, func(i int) {
+			note(s.Bind(ctx, sampleBinding(chID(i), key(r))))
+			b := sampleBinding(chID(i), key(r))
+			b.State = connector.BindingExpired
+			note(s.Bind(ctx, b))
+		})
 		wantChannels(t, s, key(r-1))
 	}
-	var wg sync.WaitGroup
-	gate := make(chan struct{})
-	for i := range channels {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-gate
-			note(s.Unbind(ctx, chID(i)))
-		}()
-	}
-	close(gate)
-	wg.Wait()
+	together(channels, func(i int) { note(s.Unbind(ctx, chID(i))) })
 	for r := 0; r <= rounds; r++ {
 		if n := released[key(r)]; n != 1 {
 			t.Errorf("key %s went to zero once and was released %d times", key(r), n)

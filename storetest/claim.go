@@ -3,7 +3,6 @@ package storetest
 import (
 	"context"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -237,24 +236,18 @@ func claimDrop(t *testing.T, newStore ClaimFactory) {
 func claimConcurrent(t *testing.T, newStore ClaimFactory) {
 	s := newStore(t, time.Hour, fakeclock.New(start))
 	const owners, messages = 8, 4
-	var wg sync.WaitGroup
 	got := make([][messages]imv2.Claim, owners)
 	errs := make([]error, owners)
-	for o := range owners {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for m := range messages {
-				c, err := s.Claim(context.Background(), "ch", fmt.Sprintf("m%d", m), fpOf("x"), fmt.Sprintf("owner%d", o), lease)
-				if err != nil {
-					errs[o] = err
-					return
-				}
-				got[o][m] = c
+	together(owners, func(o int) {
+		for m := range messages {
+			c, err := s.Claim(context.Background(), "ch", fmt.Sprintf("m%d", m), fpOf("x"), fmt.Sprintf("owner%d", o), lease)
+			if err != nil {
+				errs[o] = err
+				return
 			}
-		}()
-	}
-	wg.Wait()
+			got[o][m] = c
+		}
+	})
 	for o, err := range errs {
 		if err != nil {
 			t.Fatalf("owner%d: %v", o, err)

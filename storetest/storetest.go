@@ -36,6 +36,7 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -748,4 +749,21 @@ func ids(l []imv2.PendingEntry) []string {
 // describe prints a message short enough for a failure line.
 func describe(m imv2.ChatMessage) string {
 	return fmt.Sprintf("{id=%.20q text(%d)=%.40q created_at=%d files=%+v}", m.MessageID, len(m.Text), m.Text, m.CreatedAt, m.Files)
+}
+
+// together runs f(0) to f(n-1) on n goroutines released at once, and
+// returns when all have returned.
+func together(n int, f func(i int)) {
+	var wg sync.WaitGroup
+	gate := make(chan struct{})
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-gate
+			f(i)
+		}()
+	}
+	close(gate)
+	wg.Wait()
 }
