@@ -42,6 +42,35 @@ func TestLimit_ChannelsPerConnection(t *testing.T) {
 	}
 }
 
+// TestLimit_RefusedOpenRegistersNoID: a channel.open refused at the
+// all-open cap leaves no ID in the Registry. It used to leave the ID it
+// had issued, so a peer retrying at the cap filled the Registry (durable
+// in boltstore and pgstore) and every later open was refused.
+func TestLimit_RefusedOpenRegistersNoID(t *testing.T) {
+	reg := NewMemoryRegistry(4)
+	srv, err := NewServer(ServerConfig{
+		Card: testCard(), MaxChannels: 2, Registry: reg,
+		NewTarget: func(string) imv2.Target { return newRecTarget() },
+	})
+	require.NoError(t, err)
+	defer srv.Close()
+	p, _ := pipeSession(t, srv)
+	p.hello("")
+	a, b := p.open(""), p.open("")
+	for range 10 {
+		ans := p.call(protocol.TypeChannelOpen, "", nil)
+		expectError(t, ans, imv2.CodeChannelUnavailable)
+		require.Contains(t, ans.Error.Message, "the limit")
+	}
+	reg.mu.Lock()
+	held := len(reg.ids)
+	reg.mu.Unlock()
+	require.Equal(t, 2, held, "the registry holds the two open channels only")
+	p.call(protocol.TypeChannelClose, a, nil)
+	c := p.open("") // room made by evicting a; the registry has room too
+	require.ElementsMatch(t, []string{b, c}, srv.ChannelIDs())
+}
+
 // TestLimit_ConnectorIDsPerServer: with every connector_id slot online, a
 // hello for a new one is refused with connector_id_mismatch; the online
 // connection is untouched.

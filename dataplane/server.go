@@ -712,6 +712,21 @@ func (s *Server) dropInstanceLocked(inst *instance) {
 // of it finds the channel again (see OnChannelReopen).
 const forgetTries = 3
 
+// forget removes id from the Registry, trying forgetTries times: a
+// transient store error must not keep the ID for good.
+func (s *Server) forget(id string) {
+	for try := 1; ; try++ {
+		err := s.cfg.Registry.Forget(context.Background(), id)
+		if err == nil {
+			return
+		}
+		if try == forgetTries {
+			s.log.Warn("dataplane: channel ID not forgotten by the registry", "connector_channel_id", id, "tries", try, "err", err)
+			return
+		}
+	}
+}
+
 // dropChannelLocked drops a channel for good (a rare path: grace expiry
 // or eviction). From here until the Registry forgot it, the ID is in
 // s.dropping, so a channel.open of it gets a new ID (W5) as it will
@@ -742,15 +757,8 @@ func (s *Server) dropChannelLocked(e *channelEntry) {
 				forget = false
 			}
 		}
-		for try := 1; forget; try++ { // a transient store error must not keep the ID for good
-			err := s.cfg.Registry.Forget(context.Background(), e.id)
-			if err == nil {
-				break
-			}
-			if try == forgetTries {
-				s.log.Warn("dataplane: dropped channel not forgotten by the registry", "connector_channel_id", e.id, "tries", try, "err", err)
-				break
-			}
+		if forget {
+			s.forget(e.id)
 		}
 		s.mu.Lock()
 		if s.dropping[e.id] == done {

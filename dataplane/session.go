@@ -366,7 +366,7 @@ var errStaleKnown = imv2.Errorf(imv2.CodeChannelUnavailable, "channels were drop
 // closed channel when the instance is at MaxChannels. id is a registered
 // ID to reuse, or "" for a new one; drops is Server.drops when the
 // Registry said id was registered (errStaleKnown if a drop began since).
-func (ss *session) newChannel(inst *instance, neg *imv2.Negotiated, id string, drops uint64) (*channelEntry, error) {
+func (ss *session) newChannel(inst *instance, neg *imv2.Negotiated, id string, drops uint64) (_ *channelEntry, err error) {
 	srv := ss.srv
 	reuse := id != ""
 	if id == "" {
@@ -374,6 +374,11 @@ func (ss *session) newChannel(inst *instance, neg *imv2.Negotiated, id string, d
 		if err := srv.cfg.Registry.Register(ss.ctx, id); err != nil {
 			return nil, err
 		}
+		defer func() {
+			if err != nil { // an ID issued for a channel that was never made
+				srv.forget(id)
+			}
+		}()
 	}
 	target := srv.cfg.NewTarget(id)
 	if target == nil {
