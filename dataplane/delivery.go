@@ -39,6 +39,11 @@ func (d *Delivery) Done() <-chan struct{} { return d.done }
 // Retryable rejections are not outcomes: the final is resent meanwhile
 // (A7). When the Client closes first it returns imv2.ErrClosed (the final
 // stays in the pending store), when ctx ends first ctx.Err().
+//
+// The handle is resolved before the client-wide callback of the same
+// outcome is called, so Wait may return while OnDelivered or OnFailed
+// still runs (and a callback may Wait on its own message without a
+// deadlock): code that needs a callback's effect waits for the callback.
 func (d *Delivery) Wait(ctx context.Context) (imv2.AckStatus, error) {
 	select {
 	case <-d.done:

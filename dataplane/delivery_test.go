@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/xagentkit/imv2"
@@ -109,6 +110,29 @@ func TestDelivery_S1_A3_WaitReportsAcceptedAndDuplicate(t *testing.T) {
 	c.deliveries.mu.Lock()
 	defer c.deliveries.mu.Unlock()
 	require.Empty(t, c.deliveries.open, "resolved handles are forgotten")
+}
+
+// The handle is resolved before the client-wide callback runs, so a
+// callback may Wait on its own message (Delivery.Wait's doc).
+func TestDelivery_S1_CallbackMayWaitOnItsOwnMessage(t *testing.T) {
+	_, url := startServer(t, nil)
+	handles := make(chan *Delivery, 1)
+	waited := make(chan error, 1)
+	c, _, _ := dialClient(t, url, func(cfg *ClientConfig) {
+		cfg.Options.OnDelivered = func(_ string, m imv2.ChatMessage, _ imv2.AckStatus) {
+			d := <-handles
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second) // a deadlock guard
+			defer cancel()
+			_, err := d.Wait(ctx)
+			waited <- err
+		}
+	})
+	ch, err := c.OpenChannel(ctxWait(t), "")
+	require.NoError(t, err)
+	d, err := c.Send(ctxWait(t), ch.ID(), imv2.ChatMessage{Text: "one"})
+	require.NoError(t, err)
+	handles <- d
+	require.NoError(t, recv(t, waited), "the callback's Wait saw the outcome")
 }
 
 // A rejection with retryable=false is the outcome, as an *imv2.Error; the
