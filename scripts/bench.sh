@@ -54,11 +54,15 @@ for i in $(seq "$COUNT"); do
 done
 
 go run "$BENCHSTAT" "$tmp/bench.txt" >&2
-go run "$BENCHSTAT" -format csv "$tmp/bench.txt" 2>/dev/null | awk -F, '
+# go test names a benchmark NAME-P when it runs with GOMAXPROCS P > 1, and
+# NAME alone at 1 (where a name such as RoundTripWS/sdk-64 must keep -64):
+# P is read off a name that ends in no number of its own.
+procs=$(awk '$1 ~ /^BenchmarkDeltaStream\/sdk(-[0-9]+)?$/ { n = $1; print sub(/^BenchmarkDeltaStream\/sdk-/, "", n) ? n : 1; exit }' "$tmp/bench.txt")
+go run "$BENCHSTAT" -format csv "$tmp/bench.txt" 2>/dev/null | awk -F, -v procs="$procs" '
 	# Sections of the CSV: a header row ",sec/op,CI" names the unit, then
 	# one row per benchmark with its median. Names lose the -GOMAXPROCS.
 	$2 ~ /^[a-zA-Z0-9.\/-]+$/ && $1 == "" { unit = $2; next }
-	$1 != "" && $1 != "geomean" { name = $1; sub(/-[0-9]+$/, "", name); v[unit, name] = $2 }
+	$1 != "" && $1 != "geomean" { name = $1; if (procs != 1) sub("-" procs "$", "", name); v[unit, name] = $2 }
 	function fmt3(x) { return (x == "") ? "n/a" : sprintf("%.3f", x) }
 	function ratio(a, b) { return (b == 0 || a == "" || b == "") ? "n/a" : sprintf("%.2f", a / b) }
 	function cmp(what, unit, num, den) { return ratio(v[unit, num], v[unit, den]) }
