@@ -28,7 +28,10 @@ var (
 	bucketBindingKeys = []byte("binding_keys")
 )
 
-var _ connector.BindingStore = (*Store)(nil)
+var (
+	_ connector.BindingStore   = (*Store)(nil)
+	_ connector.BindingUpdater = (*Store)(nil)
+)
 
 // bindingRecord is the stored form of a connector.Binding. Unknown fields
 // are ignored on read, so a later build may add some.
@@ -74,14 +77,7 @@ func (s *Store) Bind(ctx context.Context, b connector.Binding) (connector.Bindin
 	if err := connector.CheckBinding(b); err != nil {
 		return connector.BindingChange{}, err
 	}
-	r := bindingRecord{
-		Key: b.Key, Provider: b.Target.Provider, Label: b.Target.Label, DisplayName: b.Target.DisplayName,
-		AccountHint: b.Target.AccountHint, State: string(b.State), Created: b.Created.UnixMilli(), Data: b.Data,
-	}
-	for _, d := range b.Drafts {
-		r.Drafts = append(r.Drafts, draftRecord{MessageID: []byte(d.MessageID), Handle: []byte(d.Handle)})
-	}
-	v, err := json.Marshal(r)
+	v, err := encodeBinding(b)
 	if err != nil {
 		return connector.BindingChange{}, err
 	}
@@ -114,6 +110,52 @@ func (s *Store) Bind(ctx context.Context, b connector.Binding) (connector.Bindin
 		return connector.BindingChange{}, err
 	}
 	return ch, nil
+}
+
+// encodeBinding returns the stored form of b.
+func encodeBinding(b connector.Binding) ([]byte, error) {
+	r := bindingRecord{
+		Key: b.Key, Provider: b.Target.Provider, Label: b.Target.Label, DisplayName: b.Target.DisplayName,
+		AccountHint: b.Target.AccountHint, State: string(b.State), Created: b.Created.UnixMilli(), Data: b.Data,
+	}
+	for _, d := range b.Drafts {
+		r.Drafts = append(r.Drafts, draftRecord{MessageID: []byte(d.MessageID), Handle: []byte(d.Handle)})
+	}
+	return json.Marshal(r)
+}
+
+// Update implements connector.BindingUpdater: the read, f and the write
+// are one write transaction (f runs inside it, so it must not call the
+// Store), durable when Update returns. The key does not change, so the
+// key index does not either.
+func (s *Store) Update(ctx context.Context, channelID string, f func(*connector.Binding) error) (connector.Binding, bool, error) {
+	var (
+		old   connector.Binding
+		found bool
+	)
+	err := s.update(ctx, func(tx *bolt.Tx) error {
+		bs := tx.Bucket(bucketBindings)
+		var err error
+		if old, found, err = decodeBinding(channelID, bs.Get([]byte(channelID))); err != nil {
+			return err
+		} else if !found {
+			return errNoChange
+		}
+		b := old
+		b.Data, b.Drafts = slices.Clone(old.Data), slices.Clone(old.Drafts)
+		if err := f(&b); err != nil {
+			return err // rolled back: nothing stored
+		}
+		if err := connector.CheckBindingUpdate(old, b); err != nil {
+			return err
+		}
+		v, err := encodeBinding(b)
+		if err != nil {
+			return err
+		}
+		return bs.Put([]byte(channelID), v)
+	})
+	return old, found, err
 }
 
 // keyBound reports whether any channel is bound to key, in the

@@ -2,6 +2,7 @@ package connector
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"sync"
@@ -107,6 +108,38 @@ type BindingStore interface {
 	Channels(ctx context.Context, key string) ([]string, error)
 }
 
+// BindingUpdater is a BindingStore that changes one binding in place in
+// one step, its read and its write together, so that replicas sharing
+// the store cannot undo each other's changes: without it an
+// UpdateBinding racing an Unbind on another replica binds the channel
+// again, and of two racing UpdateBindings one change is lost (the kit's
+// lock orders them in one process only). Connector.UpdateBinding uses it
+// when the Store has it; MemoryBindingStore, boltstore.Store and
+// pgstore.Store implement it.
+type BindingUpdater interface {
+	// Update reads the binding of channelID, calls f with a copy of it and
+	// stores what f leaves, with no other change of that binding in
+	// between, and returns the binding as it was. found is false, and f
+	// is not called, when the channel has no binding. An error from f
+	// stores nothing and is returned as is; a result that changes
+	// ChannelID or Key (rebind with Bind) or that CheckBinding refuses
+	// stores nothing and fails. f runs inside the store's lock or
+	// transaction, so it must not call the store, and it may be called
+	// more than once (a transaction retried after losing a race): what
+	// its last call leaves is stored.
+	Update(ctx context.Context, channelID string, f func(*Binding) error) (old Binding, found bool, err error)
+}
+
+// CheckBindingUpdate reports whether b, what an Update's f left of old,
+// may be stored: the same ChannelID and Key, and CheckBinding's bounds.
+// BindingUpdater implementations call it.
+func CheckBindingUpdate(old, b Binding) error {
+	if b.ChannelID != old.ChannelID || b.Key != old.Key {
+		return errors.New("connector: an update changed the binding's channel ID or key; rebind with Bind")
+	}
+	return CheckBinding(b)
+}
+
 // BindingChange is what a Bind or Unbind changed.
 type BindingChange struct {
 	// Old is the channel's binding before the change; zero without one.
@@ -171,6 +204,8 @@ type MemoryBindingStore struct {
 	byKey    map[string]map[string]struct{}
 }
 
+var _ BindingUpdater = (*MemoryBindingStore)(nil)
+
 // NewMemoryBindingStore returns an empty store of at most capacity
 // bindings (DefaultMaxBindings when ≤ 0).
 func NewMemoryBindingStore(capacity int) *MemoryBindingStore {
@@ -211,6 +246,25 @@ func (s *MemoryBindingStore) Binding(_ context.Context, channelID string) (Bindi
 	defer s.mu.Unlock()
 	b, ok := s.byCh[channelID]
 	return b.clone(), ok, nil
+}
+
+// Update implements BindingUpdater; f runs under the store's lock.
+func (s *MemoryBindingStore) Update(_ context.Context, channelID string, f func(*Binding) error) (Binding, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old, ok := s.byCh[channelID]
+	if !ok {
+		return Binding{}, false, nil
+	}
+	b := old.clone()
+	if err := f(&b); err != nil {
+		return old.clone(), true, err
+	}
+	if err := CheckBindingUpdate(old, b); err != nil {
+		return old.clone(), true, err
+	}
+	s.byCh[channelID] = b.clone()
+	return old, true, nil // the stored old is no longer shared
 }
 
 // Unbind implements BindingStore.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"strconv"
 	"sync"
 	"testing"
@@ -144,5 +145,73 @@ func TestKit_UpdateBindingSerialised(t *testing.T) {
 	}
 	if got := string(b.Data); got != fmt.Sprint(n) {
 		t.Fatalf("Data after %d increments = %q", n, got)
+	}
+}
+
+// TestKit_UpdateBindingAcrossReplicas: two Connectors sharing one Store
+// (replicas) are not ordered by each other's locks, so the Store's Update
+// must order them: racing UpdateBindings on both lose no change, and an
+// UpdateBinding racing an Unbind on the other never binds the channel
+// again. Reading and then binding, as UpdateBinding did, loses both.
+func TestKit_UpdateBindingAcrossReplicas(t *testing.T) {
+	shared := newMemoryStore(nil)
+	var ks [2]*Connector
+	for i := range ks {
+		k, err := New(unitCard(true), &editor{}, &Options{Store: shared})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { k.Close() })
+		ks[i] = k
+	}
+	ctx := context.Background()
+	count := func(b *Binding) error {
+		c, err := strconv.Atoi(string(b.Data))
+		if err != nil {
+			return err
+		}
+		runtime.Gosched() // between the read and the write: where a replica comes in
+		b.Data = []byte(strconv.Itoa(c + 1))
+		return nil
+	}
+	if err := ks[0].Bind(ctx, Binding{ChannelID: "ch_1", Key: "room", Data: []byte("0")}); err != nil {
+		t.Fatal(err)
+	}
+	const n = 100
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			if err := ks[i%2].UpdateBinding(ctx, "ch_1", count); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if b, _, _ := shared.Binding(ctx, "ch_1"); string(b.Data) != fmt.Sprint(n) {
+		t.Fatalf("Data after %d increments on two replicas = %q", n, b.Data)
+	}
+
+	for round := range 20 {
+		ch := fmt.Sprintf("ch_%d", round+2)
+		if err := ks[0].Bind(ctx, Binding{ChannelID: ch, Key: "room", Data: []byte("0")}); err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			if err := ks[1].Unbind(ctx, ch); err != nil {
+				t.Error(err)
+			}
+		})
+		for range 3 {
+			wg.Go(func() {
+				if err := ks[0].UpdateBinding(ctx, ch, count); err != nil && !errors.Is(err, ErrNotBound) {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+		if _, ok, _ := shared.Binding(ctx, ch); ok {
+			t.Fatalf("round %d: %s unbound on one replica was bound again by an UpdateBinding on the other", round, ch)
+		}
 	}
 }

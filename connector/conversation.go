@@ -144,8 +144,13 @@ func (c *Connector) bind(ctx context.Context, b Binding) error {
 // the channel in this process (replicas sharing a store are not ordered
 // by it). The locks are striped (a fixed set shared by all channels), so
 // f must not call any of those methods, for any channel: it would wait
-// for itself. f may not change ChannelID or Key (rebind with Bind): UpdateBinding then fails and
-// stores nothing, as it does when f returns an error. The Descriptor is
+// for itself. With a Store that is a BindingUpdater (the SDK's stores
+// are) the read and the write are one step of the store, so replicas
+// sharing it do not undo each other's changes either; f then runs inside
+// that step and may run more than once (pgstore retries a transaction
+// that lost a race), so it should only change the Binding. f may not
+// change ChannelID or Key (rebind with Bind): UpdateBinding then fails
+// and stores nothing, as it does when f returns an error. The Descriptor is
 // pushed only when State or Target changed. Turning the State from
 // connected stops the channel's Listener; turning it back to connected
 // starts it again when the channel is open. A channel without a binding
@@ -166,22 +171,37 @@ func (c *Connector) UpdateBinding(ctx context.Context, channelID string, f func(
 func (c *Connector) update(ctx context.Context, channelID string, f func(*Binding) error) (changed bool, err error) {
 	unlock := c.chLocks.lock(channelID)
 	defer unlock()
-	old, ok, err := c.store.Binding(ctx, channelID)
+	var b Binding // what f left, to be stored
+	edit := func(nb *Binding) error {
+		id, key := nb.ChannelID, nb.Key
+		if err := f(nb); err != nil {
+			return err
+		}
+		if nb.ChannelID != id || nb.Key != key {
+			return fmt.Errorf("connector: UpdateBinding of channel %s changed its channel ID or key; rebind with Bind", channelID)
+		}
+		b = nb.clone()
+		return nil
+	}
+	var (
+		old Binding
+		ok  bool
+	)
+	if u, inPlace := c.store.(BindingUpdater); inPlace {
+		old, ok, err = u.Update(ctx, channelID, edit)
+	} else { // read, then write: ordered by the kit's lock, in this process only
+		if old, ok, err = c.store.Binding(ctx, channelID); err == nil && ok {
+			nb := old.clone()
+			if err = edit(&nb); err == nil {
+				_, err = c.store.Bind(ctx, b)
+			}
+		}
+	}
 	if err != nil {
 		return false, err
 	}
 	if !ok {
 		return false, fmt.Errorf("channel %s: %w", channelID, ErrNotBound)
-	}
-	b := old.clone()
-	if err := f(&b); err != nil {
-		return false, err
-	}
-	if b.ChannelID != old.ChannelID || b.Key != old.Key {
-		return false, fmt.Errorf("connector: UpdateBinding of channel %s changed its channel ID or key; rebind with Bind", channelID)
-	}
-	if _, err := c.store.Bind(ctx, b); err != nil {
-		return false, err
 	}
 	switch {
 	case b.State != BindingConnected:

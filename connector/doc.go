@@ -49,7 +49,9 @@
 //     resends it, bounded by Pace.OrderTTL and Pace.MaxOrderChannels (Pace).
 //   - Replicas. Replicas on one shared Store reach a channel open on another
 //     replica through Options.Relay; they need a shared FileStore and the
-//     same API key or Options.URLKey (see Download URLs below).
+//     same API key or Options.URLKey (see Download URLs below). A Store
+//     that is a BindingUpdater (the SDK's are) orders UpdateBinding
+//     across replicas; the kit's own lock orders it within one process.
 //
 // Endpoints (paths are relative to the Connector base URL; mount the
 // Handler under a prefix with http.StripPrefix if the base URL has one):

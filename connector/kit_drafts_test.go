@@ -39,7 +39,7 @@ func (f finisher) Finish(_ context.Context, _ connector.Conversation, handle str
 	return nil
 }
 
-// bindCounter counts the binding writes.
+// bindCounter counts the binding writes: Binds and Updates.
 type bindCounter struct {
 	*boltstore.Store
 	binds atomic.Int32
@@ -48,6 +48,11 @@ type bindCounter struct {
 func (s *bindCounter) Bind(ctx context.Context, b connector.Binding) (connector.BindingChange, error) {
 	s.binds.Add(1)
 	return s.Store.Bind(ctx, b)
+}
+
+func (s *bindCounter) Update(ctx context.Context, channelID string, f func(*connector.Binding) error) (connector.Binding, bool, error) {
+	s.binds.Add(1)
+	return s.Store.Update(ctx, channelID, f)
 }
 
 // TestKit_M11_DraftHandleSurvivesRestart: the handle of a streamed

@@ -61,11 +61,13 @@ type reader struct {
 	stopped bool // cancelled; a new reader waits for done
 }
 
-// inbox is the kit's Inbox for one reader; live is the reader's context.
+// inbox is the kit's Inbox for one reader; live is the reader's context,
+// of the binding it was given.
 type inbox struct {
 	c         *Connector
 	channelID string
 	live      context.Context
+	of        Binding
 }
 
 func (in inbox) Receive(ctx context.Context, ev Event) error { return in.c.Receive(ctx, ev) }
@@ -77,15 +79,24 @@ func (in inbox) Update(ctx context.Context, f func(*Binding) error) error {
 // guard makes f fail once the reader was stopped. A new binding of the
 // channel stops the reader under the channel's lock, which f runs under
 // too, so a stale reader never writes its Data or State over the new
-// binding.
+// binding. A binding made since by a replica sharing the store (another
+// key, or the same key signed in again: another Created) is not stopped
+// here, so f also fails when the stored binding is no longer the
+// reader's.
 func (in inbox) guard(f func(*Binding) error) func(*Binding) error {
 	return func(b *Binding) error {
 		if err := in.live.Err(); err != nil {
 			return err
 		}
+		if b.Key != in.of.Key || !b.Created.Equal(in.of.Created) {
+			return errStaleReader
+		}
 		return f(b)
 	}
 }
+
+// errStaleReader refuses an Update of a reader whose binding was replaced.
+var errStaleReader = errors.New("connector: the channel was bound again since this reader started")
 
 // listen starts the channel's reader unless one runs. The binding is read
 // in the reader's goroutine, so callers on the data plane's path (channel
@@ -144,7 +155,7 @@ func (c *Connector) read(ctx context.Context, channelID string, r, old *reader) 
 		}
 		started := c.clock.Now()
 		if err == nil {
-			err = c.listener.Listen(ctx, b, inbox{c, channelID, ctx})
+			err = c.listener.Listen(ctx, b, inbox{c, channelID, ctx, b})
 		}
 		switch {
 		case ctx.Err() != nil || err == nil:
@@ -154,7 +165,7 @@ func (c *Connector) read(ctx context.Context, channelID string, r, old *reader) 
 			if errors.Is(err, ErrBindingRevoked) {
 				st = BindingRevoked
 			}
-			in := inbox{c, channelID, ctx}
+			in := inbox{c, channelID, ctx, b}
 			if err := in.Update(context.WithoutCancel(ctx), func(b *Binding) error { b.State = st; return nil }); err != nil {
 				c.log.Warn("connector: binding state not changed", "connector_channel_id", channelID, "state", st, "err", err)
 			}

@@ -249,3 +249,39 @@ func TestListen_StaleReaderWritesNothing(t *testing.T) {
 		t.Fatalf("Data %q after a stale Update; want the new binding's", b.Data)
 	}
 }
+
+// TestListen_StaleReaderOfAReplicaWritesNothing: a replica sharing the
+// store binds the channel again (the same key signed in again, then
+// another key); the reader this process started with the old binding is
+// not stopped by that, and its Update fails all the same, leaving the
+// new binding's Data as it is.
+func TestListen_StaleReaderOfAReplicaWritesNothing(t *testing.T) {
+	p := inboxKeeper{&editor{}, make(chan Inbox, 2)}
+	k, clock := newUnit(t, p, false, Options{})
+	other, err := New(unitCard(false), &editor{}, &Options{Store: k.store, Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { other.Close() })
+	ctx := context.Background()
+	if err := k.bind(ctx, Binding{ChannelID: "ch_1", Key: "room", Data: []byte("old token")}); err != nil {
+		t.Fatal(err)
+	}
+	k.listen("ch_1")
+	stale := testwait.Recv(t, p.inboxes, within)
+	for _, again := range []Binding{
+		{ChannelID: "ch_1", Key: "room", Data: []byte("new token"), Created: clock.Now().Add(time.Minute)},
+		{ChannelID: "ch_1", Key: "hall", Data: []byte("new token")},
+	} {
+		if err := other.Bind(ctx, again); err != nil {
+			t.Fatal(err)
+		}
+		err := stale.Update(ctx, func(b *Binding) error { b.Data = []byte("old token, cursor 7"); return nil })
+		if !errors.Is(err, errStaleReader) {
+			t.Fatalf("a stale reader's Update after a replica bound %s = %v; want errStaleReader", again.Key, err)
+		}
+		if b, _, _ := k.store.Binding(ctx, "ch_1"); string(b.Data) != "new token" {
+			t.Fatalf("Data %q after a stale Update; want the new binding's", b.Data)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -16,8 +17,9 @@ import (
 
 // A Store is everything a kit Connector keeps (connector.Options.Store).
 var (
-	_ connector.BindingStore = (*Store)(nil)
-	_ connector.Store        = (*Store)(nil)
+	_ connector.BindingStore   = (*Store)(nil)
+	_ connector.BindingUpdater = (*Store)(nil)
+	_ connector.Store          = (*Store)(nil)
 )
 
 // bindingLock serialises the cap check of Binds that add a channel, across
@@ -162,6 +164,49 @@ func (s *Store) Binding(ctx context.Context, channelID string) (connector.Bindin
 	}
 	b, err := r.binding(channelID)
 	return b, err == nil, err
+}
+
+// Update implements connector.BindingUpdater: the channel's row is read
+// locked (FOR UPDATE) and rewritten in one transaction, so an Unbind or
+// Update of another replica waits for it and sees its result, and it
+// sees theirs: none undoes another's change. f runs inside the
+// transaction (it must not call the Store) and runs again if the
+// transaction is retried after a serialization failure or deadlock. The
+// key does not change, so its reference count does not either. A row
+// that no longer decodes fails Update (Unbind removes it).
+func (s *Store) Update(ctx context.Context, channelID string, f func(*connector.Binding) error) (connector.Binding, bool, error) {
+	var (
+		old   connector.Binding
+		found bool
+	)
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		old, found = connector.Binding{}, false
+		r, had, err := lockBinding(ctx, tx, []byte(channelID))
+		if err != nil || !had {
+			return err
+		}
+		if old, err = r.binding(channelID); err != nil {
+			return err
+		}
+		found = true
+		b := old
+		b.Data, b.Drafts = slices.Clone(old.Data), slices.Clone(old.Drafts)
+		if err := f(&b); err != nil {
+			return err // rolled back: nothing stored
+		}
+		if err := connector.CheckBindingUpdate(old, b); err != nil {
+			return err
+		}
+		ids, handles := draftColumns(b.Drafts)
+		_, err = tx.Exec(ctx, `UPDATE imv2_bindings SET provider = $2, label = $3, display_name = $4,
+			account_hint = $5, state = $6, created_ms = $7, data = $8, draft_ids = $9, draft_handles = $10
+			WHERE channel_id = $1`,
+			[]byte(channelID), []byte(b.Target.Provider), []byte(b.Target.Label), []byte(b.Target.DisplayName),
+			[]byte(b.Target.AccountHint), string(b.State), b.Created.UnixMilli(),
+			append([]byte{}, b.Data...), ids, handles)
+		return err
+	})
+	return old, found, err
 }
 
 // Unbind implements connector.BindingStore: the row goes and its key's

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -301,5 +302,63 @@ func TestBinding_W6_ReleaseOnceAcrossReplicas(t *testing.T) {
 	}
 	if counts, _ := bindingTables(t, url); len(counts) != 0 {
 		t.Fatalf("reference counts after every channel unbound: %v; want none", counts)
+	}
+}
+
+// TestBinding_W6_UpdateAcrossReplicas: Updates of one binding from two
+// replicas lose no change, and an Update racing an Unbind on the other
+// replica never binds the channel again (connector.BindingUpdater; the
+// kit's UpdateBinding and its draft records go through it).
+func TestBinding_W6_UpdateAcrossReplicas(t *testing.T) {
+	ctx := context.Background()
+	url := srv.NewDatabase(t)
+	stores := []*pgstore.Store{openStore(t, url, pgstore.Options{}), openStore(t, url, pgstore.Options{})}
+	count := func(b *connector.Binding) error {
+		n, err := strconv.Atoi(string(b.Data))
+		b.Data = []byte(strconv.Itoa(n + 1))
+		return err
+	}
+	if _, err := stores[0].Bind(ctx, connector.Binding{ChannelID: "ch_1", Key: "room", State: connector.BindingConnected, Data: []byte("0")}); err != nil {
+		t.Fatal(err)
+	}
+	const n = 40
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			if _, found, err := stores[i%2].Update(ctx, "ch_1", count); err != nil || !found {
+				t.Errorf("Update = found %v, %v", found, err)
+			}
+		})
+	}
+	wg.Wait()
+	if b, _, err := stores[1].Binding(ctx, "ch_1"); err != nil || string(b.Data) != strconv.Itoa(n) {
+		t.Fatalf("Data after %d Updates on two replicas = %q, %v", n, b.Data, err)
+	}
+
+	for round := range 8 {
+		ch := fmt.Sprintf("ch_u%d", round)
+		if _, err := stores[0].Bind(ctx, connector.Binding{ChannelID: ch, Key: "hall", State: connector.BindingConnected, Data: []byte("0")}); err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			if _, err := stores[1].Unbind(ctx, ch); err != nil {
+				t.Error(err)
+			}
+		})
+		for range 3 {
+			wg.Go(func() {
+				if _, _, err := stores[0].Update(ctx, ch, count); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+		if _, ok, err := stores[0].Binding(ctx, ch); err != nil || ok {
+			t.Fatalf("round %d: %s after an Unbind racing Updates on the other replica: found %v, %v; want unbound", round, ch, ok, err)
+		}
+	}
+	if counts, _ := bindingTables(t, url); counts["hall"] != 0 {
+		t.Fatalf("reference count of hall after its channels unbound: %d; want none", counts["hall"])
 	}
 }

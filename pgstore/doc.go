@@ -55,6 +55,11 @@
 //     that takes a count to zero says so (connector.BindingChange.Released,
 //     decided on the locked count row), so the kit releases a
 //     conversation exactly once each time its last binding goes.
+//     UpdateBinding (a refreshed token, a sync cursor, the draft records)
+//     reads and rewrites the locked row in one transaction
+//     (connector.BindingUpdater), so two replicas updating one binding
+//     lose neither change and an update never binds again a channel
+//     another replica unbound.
 //
 //     st, _ := pgstore.Open(ctx, url, pgstore.Options{})
 //     relay := pgstore.NewRelay(st)

@@ -29,7 +29,11 @@ type BindingReopener func(t *testing.T, s connector.BindingStore) connector.Bind
 // binding is kept whole (key, target, state, creation time to the
 // millisecond, Data and Drafts byte for byte, up to MaxBindingData and
 // MaxBindingDrafts; beyond them Bind fails). reopen may be nil for a store that is not durable; a
-// durable one must keep every binding across it (S8, W5, W6).
+// durable one must keep every binding across it (S8, W5, W6). A store
+// that is a connector.BindingUpdater must also update in one step: what
+// f leaves is stored, nothing when f or the result is refused, racing
+// Updates lose no change and an Update racing an Unbind never binds the
+// channel again.
 func TestBindingStore(t *testing.T, newStore BindingFactory, reopen BindingReopener) {
 	t.Run("W6_BindReadUnbind", func(t *testing.T) { bindingRoundTrip(t, newStore) })
 	t.Run("W6_RebindReplaces", func(t *testing.T) { bindingReplace(t, newStore) })
@@ -39,6 +43,7 @@ func TestBindingStore(t *testing.T, newStore BindingFactory, reopen BindingReope
 	t.Run("W6_DataAndDraftsKept", func(t *testing.T) { bindingDataKept(t, newStore) })
 	t.Run("W6_ConcurrentBinds", func(t *testing.T) { bindingConcurrent(t, newStore) })
 	t.Run("W6_ConcurrentRebindsReleaseOnce", func(t *testing.T) { bindingReleaseOnce(t, newStore) })
+	updaterSubtests(t, newStore)
 	if reopen != nil {
 		t.Run("S8_W5_Reopen", func(t *testing.T) { bindingReopen(t, newStore, reopen) })
 	}

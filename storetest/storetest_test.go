@@ -93,6 +93,10 @@ var mutants = []mutant{
 		binding: func(s *connector.MemoryBindingStore) connector.BindingStore { return dropsData{s} }},
 	{name: "binding-release-by-separate-read", wantFail: []string{"Binding/W6_ConcurrentRebindsReleaseOnce"},
 		binding: func(s *connector.MemoryBindingStore) connector.BindingStore { return releaseByRead{s} }},
+	{name: "binding-update-in-two-steps", wantFail: []string{"Binding/W6_ConcurrentUpdatesKeepAll", "Binding/W6_UpdateNeverUndoesUnbind"},
+		binding: func(s *connector.MemoryBindingStore) connector.BindingStore { return twoStepUpdate{s} }},
+	{name: "binding-update-unchecked", wantFail: []string{"Binding/W6_UpdateInPlace"},
+		binding: func(s *connector.MemoryBindingStore) connector.BindingStore { return uncheckedUpdate{s} }},
 	{name: "coupled-stores", coupled: true, wantFail: []string{"Independent"}},
 	{name: "claim-never-held", wantFail: []string{"Claim/A6_HeldByAnotherOwner", "Claim/A6_ConcurrentOwnersOneAcquires"},
 		claim: func(s imv2.ClaimStore) imv2.ClaimStore { return neverHeld{s} }},
@@ -291,6 +295,47 @@ func (s releaseByRead) Bind(ctx context.Context, b connector.Binding) (connector
 func (s releaseByRead) Unbind(ctx context.Context, channelID string) (connector.BindingChange, error) {
 	ch, err := s.MemoryBindingStore.Unbind(ctx, channelID)
 	return s.decide(ctx, ch, err, true)
+}
+
+// twoStepUpdate updates as the kit did before BindingUpdater: a read,
+// then f, then a Bind, each a step of its own, so a change between the
+// read and the Bind is undone.
+type twoStepUpdate struct{ *connector.MemoryBindingStore }
+
+func (s twoStepUpdate) Update(ctx context.Context, channelID string, f func(*connector.Binding) error) (connector.Binding, bool, error) {
+	old, ok, err := s.Binding(ctx, channelID)
+	if err != nil || !ok {
+		return old, ok, err
+	}
+	b := old
+	b.Data, b.Drafts = slices.Clone(old.Data), slices.Clone(old.Drafts)
+	if err := f(&b); err != nil {
+		return old, true, err
+	}
+	_, err = s.Bind(ctx, b)
+	return old, true, err
+}
+
+// uncheckedUpdate stores whatever f leaves, a moved key or channel too
+// (through Bind, which checks only CheckBinding).
+type uncheckedUpdate struct{ *connector.MemoryBindingStore }
+
+func (s uncheckedUpdate) Update(ctx context.Context, channelID string, f func(*connector.Binding) error) (connector.Binding, bool, error) {
+	var old connector.Binding
+	var found bool
+	_, _, err := s.MemoryBindingStore.Update(ctx, channelID, func(b *connector.Binding) error {
+		old, found = *b, true
+		return nil
+	})
+	if err != nil || !found {
+		return old, found, err
+	}
+	b := old
+	if err := f(&b); err != nil {
+		return old, true, err
+	}
+	_, err = s.Bind(ctx, b)
+	return old, true, err
 }
 
 // unsortedChannels lists a key's channels in reverse order.
