@@ -141,13 +141,9 @@ func (s *Store) Update(ctx context.Context, channelID string, f func(*connector.
 		} else if !found {
 			return errNoChange
 		}
-		b := old
-		b.Data, b.Drafts = slices.Clone(old.Data), slices.Clone(old.Drafts)
-		if err := f(&b); err != nil {
+		b, err := connector.ApplyBindingUpdate(old, f)
+		if err != nil {
 			return err // rolled back: nothing stored
-		}
-		if err := connector.CheckBindingUpdate(old, b); err != nil {
-			return err
 		}
 		v, err := encodeBinding(b)
 		if err != nil {

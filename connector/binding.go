@@ -130,14 +130,23 @@ type BindingUpdater interface {
 	Update(ctx context.Context, channelID string, f func(*Binding) error) (old Binding, found bool, err error)
 }
 
-// CheckBindingUpdate reports whether b, what an Update's f left of old,
-// may be stored: the same ChannelID and Key, and CheckBinding's bounds.
-// BindingUpdater implementations call it.
-func CheckBindingUpdate(old, b Binding) error {
-	if b.ChannelID != old.ChannelID || b.Key != old.Key {
-		return errors.New("connector: an update changed the binding's channel ID or key; rebind with Bind")
+// ApplyBindingUpdate is the step every BindingUpdater takes inside its
+// lock or transaction: it calls f with a copy of old (Data and Drafts of
+// its own) and returns what f left, if it may be stored: f's error
+// otherwise, or an error when f changed ChannelID or Key or left a
+// binding CheckBinding refuses.
+func ApplyBindingUpdate(old Binding, f func(*Binding) error) (Binding, error) {
+	b := old.clone()
+	if err := f(&b); err != nil {
+		return Binding{}, err
 	}
-	return CheckBinding(b)
+	if b.ChannelID != old.ChannelID || b.Key != old.Key {
+		return Binding{}, errors.New("connector: an update changed the binding's channel ID or key; rebind with Bind")
+	}
+	if err := CheckBinding(b); err != nil {
+		return Binding{}, err
+	}
+	return b, nil
 }
 
 // BindingChange is what a Bind or Unbind changed.
@@ -256,15 +265,12 @@ func (s *MemoryBindingStore) Update(_ context.Context, channelID string, f func(
 	if !ok {
 		return Binding{}, false, nil
 	}
-	b := old.clone()
-	if err := f(&b); err != nil {
+	b, err := ApplyBindingUpdate(old, f)
+	if err != nil {
 		return old.clone(), true, err
 	}
-	if err := CheckBindingUpdate(old, b); err != nil {
-		return old.clone(), true, err
-	}
-	s.byCh[channelID] = b.clone()
-	return old, true, nil // the stored old is no longer shared
+	s.byCh[channelID] = b // b's Data and Drafts are its own
+	return old, true, nil // and old's are no longer the store's
 }
 
 // Unbind implements BindingStore.

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -189,13 +188,9 @@ func (s *Store) Update(ctx context.Context, channelID string, f func(*connector.
 			return err
 		}
 		found = true
-		b := old
-		b.Data, b.Drafts = slices.Clone(old.Data), slices.Clone(old.Drafts)
-		if err := f(&b); err != nil {
+		b, err := connector.ApplyBindingUpdate(old, f)
+		if err != nil {
 			return err // rolled back: nothing stored
-		}
-		if err := connector.CheckBindingUpdate(old, b); err != nil {
-			return err
 		}
 		ids, handles := draftColumns(b.Drafts)
 		_, err = tx.Exec(ctx, `UPDATE imv2_bindings SET provider = $2, label = $3, display_name = $4,
