@@ -124,6 +124,27 @@ func ExampleConnector_UpdateBinding() {
 	// true
 }
 
+// A store that is a BindingUpdater changes a binding in one step, so two
+// replicas counting in the same binding lose no count; a channel without
+// a binding is not found, and f is not called.
+func ExampleBindingUpdater() {
+	ctx := context.Background()
+	var store kit.BindingStore = kit.NewMemoryBindingStore(0)
+	_, _ = store.Bind(ctx, kit.Binding{ChannelID: "cch_1", Key: "chat-42", State: kit.BindingConnected, Data: []byte("cursor=7")})
+	u := store.(kit.BindingUpdater)
+	old, found, err := u.Update(ctx, "cch_1", func(b *kit.Binding) error {
+		b.Data = []byte("cursor=8")
+		return nil
+	})
+	now, _, _ := store.Binding(ctx, "cch_1")
+	fmt.Println(string(old.Data), found, err, string(now.Data))
+	_, found, err = u.Update(ctx, "cch_2", func(*kit.Binding) error { panic("not called") })
+	fmt.Println(found, err)
+	// Output:
+	// cursor=7 true <nil> cursor=8
+	// false <nil>
+}
+
 // When the platform says the bot lost its access (it was removed from
 // the chat), Revoke turns the channel's Descriptor to revoked: finals are
 // refused and the conversation's events no longer reach xAgent until the
