@@ -1,6 +1,7 @@
 package connector
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"slices"
@@ -110,21 +111,27 @@ type BindingStore interface {
 
 // BindingUpdater is a BindingStore that changes one binding in place in
 // one step, its read and its write together, so that replicas sharing
-// the store cannot undo each other's changes: without it an
+// the store cannot undo each other's changes: Connector.UpdateBinding
+// uses it as a compare-and-swap when the Store has it (without it, an
 // UpdateBinding racing an Unbind on another replica binds the channel
-// again, and of two racing UpdateBindings one change is lost (the kit's
-// lock orders them in one process only). Connector.UpdateBinding uses it
-// when the Store has it; MemoryBindingStore, boltstore.Store and
-// pgstore.Store implement it.
+// again, and of two racing UpdateBindings one change is lost: the kit's
+// lock orders them in one process only). MemoryBindingStore,
+// boltstore.Store and pgstore.Store implement it.
+//
+// A Store that wraps one of these and changes how Bind stores (a cache,
+// an audit, an encryption of Data) must wrap Update as well, or hide it:
+// an embedded Update is found by the type assertion and writes past the
+// wrapper's Bind.
 type BindingUpdater interface {
 	// Update reads the binding of channelID, calls f with a copy of it and
 	// stores what f leaves, with no other change of that binding in
 	// between, and returns the binding as it was. found is false, and f
 	// is not called, when the channel has no binding. An error from f
-	// stores nothing and is returned as is; a result that changes
-	// ChannelID or Key (rebind with Bind) or that CheckBinding refuses
-	// stores nothing and fails. f runs inside the store's lock or
-	// transaction, so it must not call the store, and it may be called
+	// stores nothing and is returned (errors.Is finds it); a result that
+	// changes ChannelID, Key or Created (rebind with Bind) or that
+	// CheckBinding refuses stores nothing and fails (ApplyBindingUpdate
+	// decides both). f runs inside the store's lock or transaction: it
+	// must not call the store and must not block, and it may be called
 	// more than once (a transaction retried after losing a race): what
 	// its last call leaves is stored.
 	Update(ctx context.Context, channelID string, f func(*Binding) error) (old Binding, found bool, err error)
@@ -133,20 +140,27 @@ type BindingUpdater interface {
 // ApplyBindingUpdate is the step every BindingUpdater takes inside its
 // lock or transaction: it calls f with a copy of old (Data and Drafts of
 // its own) and returns what f left, if it may be stored: f's error
-// otherwise, or an error when f changed ChannelID or Key or left a
-// binding CheckBinding refuses.
+// otherwise, or an error when f changed ChannelID, Key or Created (what
+// identifies a binding) or left one CheckBinding refuses.
 func ApplyBindingUpdate(old Binding, f func(*Binding) error) (Binding, error) {
 	b := old.clone()
 	if err := f(&b); err != nil {
 		return Binding{}, err
 	}
-	if b.ChannelID != old.ChannelID || b.Key != old.Key {
-		return Binding{}, errors.New("connector: an update changed the binding's channel ID or key; rebind with Bind")
+	if b.ChannelID != old.ChannelID || b.Key != old.Key || !b.Created.Equal(old.Created) {
+		return Binding{}, errors.New("connector: an update changed the binding's channel ID, key or creation time; rebind with Bind")
 	}
 	if err := CheckBinding(b); err != nil {
 		return Binding{}, err
 	}
 	return b, nil
+}
+
+// same reports whether b and o are the same binding with the same
+// contents (an empty Data or Drafts the same as none).
+func (b Binding) same(o Binding) bool {
+	return b.ChannelID == o.ChannelID && b.Key == o.Key && b.Target == o.Target && b.State == o.State &&
+		b.Created.Equal(o.Created) && bytes.Equal(b.Data, o.Data) && slices.Equal(b.Drafts, o.Drafts)
 }
 
 // BindingChange is what a Bind or Unbind changed.

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/protocol"
@@ -213,5 +214,111 @@ func TestKit_UpdateBindingAcrossReplicas(t *testing.T) {
 		if _, ok, _ := shared.Binding(ctx, ch); ok {
 			t.Fatalf("round %d: %s unbound on one replica was bound again by an UpdateBinding on the other", round, ch)
 		}
+	}
+}
+
+// TestKit_UpdateBindingFMayUseTheKit: f runs outside the store's locks,
+// so it may read a binding or hand an event to Receive (a Listener that
+// moves its cursor only once the batch is handed over). Running f inside
+// the store's Update deadlocked on both (found in review).
+func TestKit_UpdateBindingFMayUseTheKit(t *testing.T) {
+	for name, inF := range map[string]func(k *Connector) error{
+		"Binding": func(k *Connector) error { _, _, err := k.Binding(context.Background(), "ch_2"); return err },
+		"Receive": func(k *Connector) error {
+			_ = k.Receive(context.Background(), Event{Conversation: "hall", EventID: "e1", Text: "hi"})
+			return nil
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			k, err := New(unitCard(true), &editor{}, &Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			if err := k.Bind(ctx, Binding{ChannelID: "ch_1", Key: "room"}); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() {
+				done <- k.UpdateBinding(ctx, "ch_1", func(b *Binding) error {
+					if err := inF(k); err != nil {
+						return err
+					}
+					b.Data = []byte("cursor 7")
+					return nil
+				})
+			}()
+			select {
+			case err := <-done:
+				k.Close() // not after a deadlock: it would wait for it
+				if err != nil {
+					t.Fatal(err)
+				}
+			case <-time.After(10 * time.Second): // a deadlock guard
+				t.Fatalf("UpdateBinding whose f calls Connector.%s deadlocked", name)
+			}
+		})
+	}
+}
+
+// meddler is a Store on which another replica changes the binding right
+// before each of the first Updates: what the kit read is stale by then.
+type meddler struct {
+	*memoryStore
+	before func(n int) // called before the nth Update (from 1)
+	n      int
+}
+
+func (m *meddler) Update(ctx context.Context, channelID string, f func(*Binding) error) (Binding, bool, error) {
+	m.n++
+	m.before(m.n)
+	return m.memoryStore.Update(ctx, channelID, f)
+}
+
+// TestKit_UpdateBindingComparesAndSwaps: a change another replica makes
+// between UpdateBinding's read and its write is not written over: f runs
+// again on it; a binding removed meanwhile is ErrNotBound, not a silent
+// success.
+func TestKit_UpdateBindingComparesAndSwaps(t *testing.T) {
+	ctx := context.Background()
+	store := &meddler{memoryStore: newMemoryStore(nil)}
+	k, err := New(unitCard(true), &editor{}, &Options{Store: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close()
+	if err := k.Bind(ctx, Binding{ChannelID: "ch_1", Key: "room", Data: []byte("a")}); err != nil {
+		t.Fatal(err)
+	}
+	store.before = func(n int) {
+		if n == 1 { // the other replica appends b first
+			b, _, _ := store.memoryStore.Binding(ctx, "ch_1")
+			b.Data = append(b.Data, 'b')
+			_, _ = store.memoryStore.Bind(ctx, b)
+		}
+	}
+	calls := 0
+	if err := k.UpdateBinding(ctx, "ch_1", func(b *Binding) error {
+		calls++
+		b.Data = append(b.Data, 'c')
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if b, _, _ := store.Binding(ctx, "ch_1"); string(b.Data) != "abc" || calls != 2 {
+		t.Fatalf("Data %q after f ran %d times; want abc after 2 (the other replica's b kept)", b.Data, calls)
+	}
+
+	store.n, store.before = 0, func(n int) {
+		if n == 1 {
+			_, _ = store.memoryStore.Unbind(ctx, "ch_1")
+		}
+	}
+	err = k.UpdateBinding(ctx, "ch_1", func(b *Binding) error { b.Data = []byte("late"); return nil })
+	if !errors.Is(err, ErrNotBound) {
+		t.Fatalf("UpdateBinding of a binding unbound meanwhile = %v; want ErrNotBound", err)
+	}
+	if _, ok, _ := store.Binding(ctx, "ch_1"); ok {
+		t.Fatal("the unbound channel was bound again")
 	}
 }

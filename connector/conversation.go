@@ -144,13 +144,15 @@ func (c *Connector) bind(ctx context.Context, b Binding) error {
 // the channel in this process (replicas sharing a store are not ordered
 // by it). The locks are striped (a fixed set shared by all channels), so
 // f must not call any of those methods, for any channel: it would wait
-// for itself. With a Store that is a BindingUpdater (the SDK's stores
-// are) the read and the write are one step of the store, so replicas
-// sharing it do not undo each other's changes either; f then runs inside
-// that step and may run more than once (pgstore retries a transaction
-// that lost a race), so it should only change the Binding. f may not
-// change ChannelID or Key (rebind with Bind): UpdateBinding then fails
-// and stores nothing, as it does when f returns an error. The Descriptor is
+// for itself. f runs outside the store's own locks, so it may read the
+// store or hand events to Receive. With a Store that is a BindingUpdater
+// (the SDK's stores are) the write is a compare-and-swap, so replicas
+// sharing the store do not undo each other's changes either: when
+// another replica changed the binding between the read and the write, f
+// runs again on what it left (at most 64 times; then UpdateBinding fails
+// with channel_busy, retryable). f may not change ChannelID, Key or
+// Created (rebind with Bind): UpdateBinding then fails and stores
+// nothing, as it does when f returns an error. The Descriptor is
 // pushed only when State or Target changed. Turning the State from
 // connected stops the channel's Listener; turning it back to connected
 // starts it again when the channel is open. A channel without a binding
@@ -168,49 +170,75 @@ func (c *Connector) UpdateBinding(ctx context.Context, channelID string, f func(
 
 // update is UpdateBinding without the push; changed reports whether the
 // Descriptor's fields (State, Target) changed.
+//
+// f runs on a copy read from the store, outside any store lock: it may
+// read the store, call Receive or take its time. With a BindingUpdater
+// the write is a compare-and-swap (the store's step only checks that the
+// binding is still the one read, and stores f's result), tried again,
+// f included, when another replica changed the binding in between.
 func (c *Connector) update(ctx context.Context, channelID string, f func(*Binding) error) (changed bool, err error) {
 	unlock := c.chLocks.lock(channelID)
 	defer unlock()
-	var b Binding // what f left, to be stored
-	edit := func(nb *Binding) error {
-		id, key := nb.ChannelID, nb.Key
-		if err := f(nb); err != nil {
-			return err
+	u, swaps := c.store.(BindingUpdater)
+	for try := 1; ; try++ {
+		old, ok, err := c.store.Binding(ctx, channelID)
+		if err != nil {
+			return false, err
 		}
-		if nb.ChannelID != id || nb.Key != key {
-			return fmt.Errorf("connector: UpdateBinding of channel %s changed its channel ID or key; rebind with Bind", channelID)
+		if !ok {
+			return false, fmt.Errorf("channel %s: %w", channelID, ErrNotBound)
 		}
-		b = nb.clone()
-		return nil
-	}
-	var (
-		old Binding
-		ok  bool
-	)
-	if u, inPlace := c.store.(BindingUpdater); inPlace {
-		old, ok, err = u.Update(ctx, channelID, edit)
-	} else { // read, then write: ordered by the kit's lock, in this process only
-		if old, ok, err = c.store.Binding(ctx, channelID); err == nil && ok {
-			nb := old.clone()
-			if err = edit(&nb); err == nil {
-				_, err = c.store.Bind(ctx, b)
+		b := old.clone()
+		if err := f(&b); err != nil {
+			return false, err
+		}
+		if b.ChannelID != old.ChannelID || b.Key != old.Key || !b.Created.Equal(old.Created) {
+			return false, fmt.Errorf("connector: UpdateBinding of channel %s changed its channel ID, key or creation time; rebind with Bind", channelID)
+		}
+		if !swaps { // ordered by the kit's lock, in this process only
+			_, err = c.store.Bind(ctx, b)
+		} else {
+			var found bool
+			_, found, err = u.Update(ctx, channelID, func(cur *Binding) error {
+				if !cur.same(old) {
+					return errBindingChanged
+				}
+				*cur = b.clone()
+				return nil
+			})
+			if err == nil && !found {
+				err = errBindingChanged // unbound meanwhile: the next read says so
+			}
+			if errors.Is(err, errBindingChanged) {
+				if try < maxUpdateTries {
+					continue // read again: changed, or gone (ErrNotBound)
+				}
+				return false, imv2.Errorf(imv2.CodeChannelBusy, "connector: the binding of channel %s changed %d times while UpdateBinding ran; try again", channelID, try)
 			}
 		}
+		if err != nil {
+			return false, err
+		}
+		switch {
+		case b.State != BindingConnected:
+			c.stopListening(channelID) // expired or revoked: nothing to read
+		case old.State != BindingConnected && c.server.IsOpen(channelID):
+			c.listen(channelID) // connected again (a refreshed sign-in): read
+		}
+		return b.State != old.State || b.Target != old.Target, nil
 	}
-	if err != nil {
-		return false, err
-	}
-	if !ok {
-		return false, fmt.Errorf("channel %s: %w", channelID, ErrNotBound)
-	}
-	switch {
-	case b.State != BindingConnected:
-		c.stopListening(channelID) // expired or revoked: nothing to read
-	case old.State != BindingConnected && c.server.IsOpen(channelID):
-		c.listen(channelID) // connected again (a refreshed sign-in): read
-	}
-	return b.State != old.State || b.Target != old.Target, nil
 }
+
+// maxUpdateTries bounds the compare-and-swap rounds of one UpdateBinding
+// that other replicas' changes of the same binding can cost. Each lost
+// round is another replica's write that went in, so the replicas
+// together always progress; one UpdateBinding fails only when other
+// replicas wrote the same binding 64 times while it ran.
+const maxUpdateTries = 64
+
+// errBindingChanged: the binding is no longer the one UpdateBinding read
+// (a store's Update found it changed, or gone).
+var errBindingChanged = errors.New("connector: the binding changed meanwhile")
 
 // Expire marks the channel's binding expired (the platform credentials
 // ran out): its Descriptor says expired, finals are refused and inbound

@@ -49,9 +49,10 @@
 //     resends it, bounded by Pace.OrderTTL and Pace.MaxOrderChannels (Pace).
 //   - Replicas. Replicas on one shared Store reach a channel open on another
 //     replica through Options.Relay; they need a shared FileStore and the
-//     same API key or Options.URLKey (see Download URLs below). A Store
-//     that is a BindingUpdater (the SDK's are) orders UpdateBinding
-//     across replicas; the kit's own lock orders it within one process.
+//     same API key or Options.URLKey (see Download URLs below). With a
+//     Store that is a BindingUpdater (the SDK's are) UpdateBinding is a
+//     compare-and-swap, so replicas do not undo each other's changes;
+//     the kit's own lock orders it within one process.
 //
 // Endpoints (paths are relative to the Connector base URL; mount the
 // Handler under a prefix with http.StripPrefix if the base URL has one):

@@ -712,11 +712,17 @@ func (s *Server) dropInstanceLocked(inst *instance) {
 // of it finds the channel again (see OnChannelReopen).
 const forgetTries = 3
 
+// forgetTimeout bounds one Registry.Forget of forget.
+const forgetTimeout = 5 * time.Second
+
 // forget removes id from the Registry, trying forgetTries times: a
-// transient store error must not keep the ID for good.
+// transient store error must not keep the ID for good. Each try gets
+// forgetTimeout, so an unreachable store holds no caller for long.
 func (s *Server) forget(id string) {
 	for try := 1; ; try++ {
-		err := s.cfg.Registry.Forget(context.Background(), id)
+		ctx, cancel := context.WithTimeout(context.Background(), forgetTimeout)
+		err := s.cfg.Registry.Forget(ctx, id)
+		cancel()
 		if err == nil {
 			return
 		}

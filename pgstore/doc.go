@@ -56,7 +56,7 @@
 //     decided on the locked count row), so the kit releases a
 //     conversation exactly once each time its last binding goes.
 //     UpdateBinding (a refreshed token, a sync cursor, the draft records)
-//     reads and rewrites the locked row in one transaction
+//     writes with a compare-and-swap on the locked row
 //     (connector.BindingUpdater), so two replicas updating one binding
 //     lose neither change and an update never binds again a channel
 //     another replica unbound.

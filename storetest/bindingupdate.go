@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/xagentkit/imv2/connector"
 )
@@ -17,8 +18,8 @@ import (
 
 // bindingUpdate: Update stores what f leaves and returns the binding as
 // it was; an unbound channel is not found and f is not called; an error
-// from f, a changed key or channel ID, or a binding CheckBinding refuses
-// stores nothing.
+// from f, a changed key, channel ID or creation time, or a binding
+// CheckBinding refuses stores nothing.
 func bindingUpdate(t *testing.T, u updater) {
 	ctx := context.Background()
 	_, found, err := u.Update(ctx, "ch_none", func(*connector.Binding) error {
@@ -52,6 +53,7 @@ func bindingUpdate(t *testing.T, u updater) {
 		"f's error":      func(b *connector.Binding) error { b.State = connector.BindingRevoked; return refused },
 		"a changed key":  func(b *connector.Binding) error { b.Key = "elsewhere"; return nil },
 		"a changed ID":   func(b *connector.Binding) error { b.ChannelID = "ch_2"; return nil },
+		"a new Created":  func(b *connector.Binding) error { b.Created = b.Created.Add(time.Hour); return nil },
 		"too much Data":  func(b *connector.Binding) error { b.Data = make([]byte, connector.MaxBindingData+1); return nil },
 		"a bad state":    func(b *connector.Binding) error { b.State = "maybe"; return nil },
 		"a draft no one": func(b *connector.Binding) error { b.Drafts = []connector.DraftHandle{{MessageID: "m"}}; return nil },
