@@ -123,9 +123,10 @@ type BindingStore interface {
 // an embedded Update is found by the type assertion and writes past the
 // wrapper's Bind.
 type BindingUpdater interface {
-	// Update reads the binding of channelID, calls f with a copy of it and
-	// stores what f leaves, with no other change of that binding in
-	// between, and returns the binding as it was. found is false, and f
+	// Update reads the binding of channelID, calls f with a copy of it (as
+	// Binding returns it: the kit compares the two) and stores what f
+	// leaves, with no other change of that binding in between, and
+	// returns the binding as it was. found is false, and f
 	// is not called, when the channel has no binding. An error from f
 	// stores nothing and is returned (errors.Is finds it); a result that
 	// changes ChannelID, Key or Created (rebind with Bind) or that
