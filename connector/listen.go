@@ -61,8 +61,8 @@ type reader struct {
 	stopped bool // cancelled; a new reader waits for done
 }
 
-// inbox is the kit's Inbox for one reader; live is the reader's context,
-// of the binding it was given.
+// inbox is the kit's Inbox for one reader: live is the reader's context,
+// of the binding it started with.
 type inbox struct {
 	c         *Connector
 	channelID string
