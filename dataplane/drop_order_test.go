@@ -44,6 +44,18 @@ func (l *callLog) log(s string) {
 	l.calls = append(l.calls, s)
 }
 
+// hook is a channel hook that logs each ID into l and refuses it
+// (channel_unavailable) while *refuse is set.
+func (l *callLog) hook(refuse *bool) func(context.Context, string) error {
+	return func(_ context.Context, id string) error {
+		l.log(id)
+		if *refuse {
+			return imv2.Errorf(imv2.CodeChannelUnavailable, "refused")
+		}
+		return nil
+	}
+}
+
 func (l *callLog) got() []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -152,13 +164,7 @@ func TestServer_W5_OnChannelCreateOncePerIssuedID(t *testing.T) {
 	refuse := false
 	srv, err := NewServer(ServerConfig{
 		Card: testCard(), NewTarget: func(string) imv2.Target { return newRecTarget() },
-		OnChannelCreate: func(_ context.Context, id string) error {
-			l.log(id)
-			if refuse {
-				return imv2.Errorf(imv2.CodeChannelUnavailable, "refused")
-			}
-			return nil
-		},
+		OnChannelCreate: l.hook(&refuse),
 	})
 	require.NoError(t, err)
 	defer srv.Close()

@@ -19,13 +19,7 @@ func TestServer_W5_OnChannelReopenOnEveryReopen(t *testing.T) {
 	srv, err := NewServer(ServerConfig{
 		Card: testCard(), NewTarget: func(string) imv2.Target { return newRecTarget() },
 		OnChannelCreate: func(_ context.Context, id string) error { created.log(id); return nil },
-		OnChannelReopen: func(_ context.Context, id string) error {
-			reopened.log(id)
-			if refuse {
-				return imv2.Errorf(imv2.CodeChannelUnavailable, "refused")
-			}
-			return nil
-		},
+		OnChannelReopen: reopened.hook(&refuse),
 	})
 	require.NoError(t, err)
 	defer srv.Close()
