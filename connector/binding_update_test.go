@@ -149,12 +149,12 @@ func TestKit_UpdateBindingSerialised(t *testing.T) {
 	}
 }
 
-// TestKit_UpdateBindingAcrossReplicas: two Connectors sharing one Store
+// TestKit_W6_UpdateBindingAcrossReplicas: two Connectors sharing one Store
 // (replicas) are not ordered by each other's locks, so the Store's Update
 // must order them: racing UpdateBindings on both lose no change, and an
 // UpdateBinding racing an Unbind on the other never binds the channel
 // again. Reading and then binding, as UpdateBinding did, loses both.
-func TestKit_UpdateBindingAcrossReplicas(t *testing.T) {
+func TestKit_W6_UpdateBindingAcrossReplicas(t *testing.T) {
 	shared := newMemoryStore(nil)
 	var ks [2]*Connector
 	for i := range ks {
@@ -217,11 +217,11 @@ func TestKit_UpdateBindingAcrossReplicas(t *testing.T) {
 	}
 }
 
-// TestKit_UpdateBindingFMayUseTheKit: f runs outside the store's locks,
+// TestKit_W6_UpdateBindingFMayUseTheKit: f runs outside the store's locks,
 // so it may read a binding or hand an event to Receive (a Listener that
 // moves its cursor only once the batch is handed over). Running f inside
 // the store's Update deadlocked on both (found in review).
-func TestKit_UpdateBindingFMayUseTheKit(t *testing.T) {
+func TestKit_W6_UpdateBindingFMayUseTheKit(t *testing.T) {
 	for name, inF := range map[string]func(k *Connector) error{
 		"Binding": func(k *Connector) error { _, _, err := k.Binding(context.Background(), "ch_2"); return err },
 		"Receive": func(k *Connector) error {
@@ -275,11 +275,11 @@ func (m *meddler) Update(ctx context.Context, channelID string, f func(*Binding)
 	return m.memoryStore.Update(ctx, channelID, f)
 }
 
-// TestKit_UpdateBindingComparesAndSwaps: a change another replica makes
+// TestKit_W6_UpdateBindingComparesAndSwaps: a change another replica makes
 // between UpdateBinding's read and its write is not written over: f runs
 // again on it; a binding removed meanwhile is ErrNotBound, not a silent
 // success.
-func TestKit_UpdateBindingComparesAndSwaps(t *testing.T) {
+func TestKit_W6_UpdateBindingComparesAndSwaps(t *testing.T) {
 	ctx := context.Background()
 	store := &meddler{memoryStore: newMemoryStore(nil)}
 	k, err := New(unitCard(true), &editor{}, &Options{Store: store})

@@ -42,11 +42,11 @@ func TestLimit_ChannelsPerConnection(t *testing.T) {
 	}
 }
 
-// TestLimit_RefusedOpenRegistersNoID: a channel.open refused at the
+// TestLimit_W5_RefusedOpenRegistersNoID: a channel.open refused at the
 // all-open cap leaves no ID in the Registry. It used to leave the ID it
 // had issued, so a peer retrying at the cap filled the Registry (durable
 // in boltstore and pgstore) and every later open was refused.
-func TestLimit_RefusedOpenRegistersNoID(t *testing.T) {
+func TestLimit_W5_RefusedOpenRegistersNoID(t *testing.T) {
 	reg := NewMemoryRegistry(4)
 	srv, err := NewServer(ServerConfig{
 		Card: testCard(), MaxChannels: 2, Registry: reg,
