@@ -59,6 +59,10 @@ type reader struct {
 	cancel  context.CancelFunc
 	done    chan struct{}
 	stopped bool // cancelled; a new reader waits for done
+	// again: a listen came while this reader ran, so before it ends for
+	// want of a connected binding it reads the binding once more (it
+	// may have read before the Bind that asked).
+	again bool
 }
 
 // inbox is the kit's Inbox for one reader: live is the reader's context,
@@ -108,7 +112,11 @@ func (c *Connector) listen(channelID string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	old := c.readers[channelID]
-	if c.closed || (old != nil && !old.stopped) {
+	if c.closed {
+		return
+	}
+	if old != nil && !old.stopped {
+		old.again = true
 		return
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -151,6 +159,9 @@ func (c *Connector) read(ctx context.Context, channelID string, r, old *reader) 
 	for fails := 0; ; {
 		b, ok, err := c.binding(ctx, channelID)
 		if err == nil && (!ok || b.State != BindingConnected) {
+			if c.readAgain(channelID, r) {
+				continue
+			}
 			return
 		}
 		started := c.clock.Now()
@@ -181,6 +192,22 @@ func (c *Connector) read(ctx context.Context, channelID string, r, old *reader) 
 			return
 		}
 	}
+}
+
+// readAgain reports whether r must read its binding once more (a listen
+// came since its last read); if not, r leaves the readers in the same
+// step, so the next listen starts a new reader instead of relying on it.
+func (c *Connector) readAgain(channelID string, r *reader) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if r.again && !r.stopped {
+		r.again = false
+		return true
+	}
+	if c.readers[channelID] == r {
+		delete(c.readers, channelID)
+	}
+	return false
 }
 
 // closeReaders stops every reader and waits for them (Close).
