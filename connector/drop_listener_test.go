@@ -29,7 +29,11 @@ func TestKit_W5_DroppedChannelStopsListenerWhenUnbindFails(t *testing.T) {
 	if err := k.Bind(context.Background(), Binding{ChannelID: ch, Key: "room"}); err != nil {
 		t.Fatal(err)
 	}
-	<-l.calls
+	select {
+	case <-l.calls:
+	case <-time.After(deadlockGuard):
+		t.Fatal("bound and open, but no Listen runs")
+	}
 	x.close()
 	clock.Advance(dataplane.DefaultOfflineGrace)
 	select {
