@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -69,6 +70,47 @@ func TestLimit_W5_RefusedOpenRegistersNoID(t *testing.T) {
 	p.call(protocol.TypeChannelClose, a, nil)
 	c := p.open("") // room made by evicting a; the registry has room too
 	require.ElementsMatch(t, []string{b, c}, srv.ChannelIDs())
+}
+
+// TestLimit_W5_RefusedOpenCallsNoStore: a channel.open refused at the
+// all-open cap is refused before the Registry or NewTarget is asked, so a
+// peer retrying at the cap costs no durable Register and Forget (and runs
+// no user code) per refused open. It used to cost both.
+func TestLimit_W5_RefusedOpenCallsNoStore(t *testing.T) {
+	reg := &countingRegistry{ChannelRegistry: NewMemoryRegistry(0)}
+	var targets atomic.Int32
+	srv, err := NewServer(ServerConfig{
+		Card: testCard(), MaxChannels: 2, Registry: reg,
+		NewTarget: func(string) imv2.Target { targets.Add(1); return newRecTarget() },
+	})
+	require.NoError(t, err)
+	defer srv.Close()
+	p, _ := pipeSession(t, srv)
+	p.hello("")
+	p.open("")
+	p.open("")
+	for range 10 {
+		expectError(t, p.call(protocol.TypeChannelOpen, "", nil), imv2.CodeChannelUnavailable)
+	}
+	require.EqualValues(t, 2, reg.registers.Load(), "Register calls")
+	require.EqualValues(t, 0, reg.forgets.Load(), "Forget calls")
+	require.EqualValues(t, 2, targets.Load(), "NewTarget calls")
+}
+
+// countingRegistry counts the Register and Forget calls it passes on.
+type countingRegistry struct {
+	ChannelRegistry
+	registers, forgets atomic.Int32
+}
+
+func (r *countingRegistry) Register(ctx context.Context, id string) error {
+	r.registers.Add(1)
+	return r.ChannelRegistry.Register(ctx, id)
+}
+
+func (r *countingRegistry) Forget(ctx context.Context, id string) error {
+	r.forgets.Add(1)
+	return r.ChannelRegistry.Forget(ctx, id)
 }
 
 // TestLimit_ConnectorIDsPerServer: with every connector_id slot online, a

@@ -358,6 +358,28 @@ func (ss *session) openChannel(p *imv2.Packet) {
 	e.syncTransport(srv)
 }
 
+// roomLocked reports whether inst may have one more channel: not when the
+// Server closes or inst is gone, nor at MaxChannels with every channel
+// open; at MaxChannels it returns the closed channel to drop to make
+// room, the least recently used. srv.mu is held.
+func (srv *Server) roomLocked(inst *instance) (victim *channelEntry, _ error) {
+	if srv.closed || srv.instances[inst.id] != inst {
+		return nil, imv2.Errorf(imv2.CodeChannelUnavailable, "connector_id %q is gone", inst.id)
+	}
+	if len(inst.channels) < srv.cfg.MaxChannels {
+		return nil, nil
+	}
+	for _, c := range inst.channels {
+		if c.owner == nil && (victim == nil || c.lastUsed.Before(victim.lastUsed)) {
+			victim = c
+		}
+	}
+	if victim == nil {
+		return nil, imv2.Errorf(imv2.CodeChannelUnavailable, "connector_id %q has %d open channels, the limit", inst.id, srv.cfg.MaxChannels)
+	}
+	return victim, nil
+}
+
 // errStaleKnown: a drop began while a reopen asked the Registry, so its
 // answer may predate that drop's Forget; the reopen asks again.
 var errStaleKnown = imv2.Errorf(imv2.CodeChannelUnavailable, "channels were dropped while this channel.open ran; try again")
@@ -368,6 +390,15 @@ var errStaleKnown = imv2.Errorf(imv2.CodeChannelUnavailable, "channels were drop
 // Registry said id was registered (errStaleKnown if a drop began since).
 func (ss *session) newChannel(inst *instance, neg *imv2.Negotiated, id string, drops uint64) (_ *channelEntry, err error) {
 	srv := ss.srv
+	// Refused before any store call or NewTarget when it would be refused
+	// after: a peer retrying at the cap costs no Register and Forget of a
+	// durable Registry (and runs no user code) per refused open.
+	srv.mu.Lock()
+	_, err = srv.roomLocked(inst)
+	srv.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
 	reuse := id != ""
 	if id == "" {
 		id = "cch_" + uuid.NewString()
@@ -392,25 +423,15 @@ func (ss *session) newChannel(inst *instance, neg *imv2.Negotiated, id string, d
 	}
 	srv.mu.Lock()
 	defer srv.mu.Unlock()
-	if srv.closed || srv.instances[inst.id] != inst {
-		go func() { _ = ch.Close() }()
-		return nil, imv2.Errorf(imv2.CodeChannelUnavailable, "connector_id %q is gone", inst.id)
+	victim, err := srv.roomLocked(inst)
+	if err == nil && reuse && srv.drops != drops && srv.channels[id] == nil {
+		err = errStaleKnown
 	}
-	if reuse && srv.drops != drops && srv.channels[id] == nil {
+	if err != nil {
 		go func() { _ = ch.Close() }()
-		return nil, errStaleKnown
+		return nil, err
 	}
-	if len(inst.channels) >= srv.cfg.MaxChannels {
-		var victim *channelEntry
-		for _, c := range inst.channels {
-			if c.owner == nil && (victim == nil || c.lastUsed.Before(victim.lastUsed)) {
-				victim = c
-			}
-		}
-		if victim == nil {
-			go func() { _ = ch.Close() }()
-			return nil, imv2.Errorf(imv2.CodeChannelUnavailable, "connector_id %q has %d open channels, the limit", inst.id, srv.cfg.MaxChannels)
-		}
+	if victim != nil {
 		srv.log.Warn("dataplane: channel limit reached; dropping the least recently used closed channel", "connector_channel_id", victim.id)
 		srv.dropChannelLocked(victim)
 	}
