@@ -97,6 +97,30 @@ func TestLimit_W5_RefusedOpenCallsNoStore(t *testing.T) {
 	require.EqualValues(t, 2, targets.Load(), "NewTarget calls")
 }
 
+// TestLimit_W5_RegistryRefusalIsAskedOnce: a channel.open the Registry
+// refuses (full) asks it once. The retry of a reopen that raced a drop
+// (errStaleKnown) matched every connector_channel_unavailable error, so
+// each refused open asked the Registry three times.
+func TestLimit_W5_RegistryRefusalIsAskedOnce(t *testing.T) {
+	reg := &countingRegistry{ChannelRegistry: NewMemoryRegistry(2)}
+	srv, err := NewServer(ServerConfig{
+		Card: testCard(), Registry: reg,
+		NewTarget: func(string) imv2.Target { return newRecTarget() },
+	})
+	require.NoError(t, err)
+	defer srv.Close()
+	p, _ := pipeSession(t, srv)
+	p.hello("")
+	p.open("")
+	p.open("")
+	for range 10 {
+		ans := p.call(protocol.TypeChannelOpen, "", nil)
+		expectError(t, ans, imv2.CodeChannelUnavailable)
+		require.Contains(t, ans.Error.Message, "registry")
+	}
+	require.EqualValues(t, 12, reg.registers.Load(), "Register calls")
+}
+
 // countingRegistry counts the Register and Forget calls it passes on.
 type countingRegistry struct {
 	ChannelRegistry

@@ -278,7 +278,7 @@ func (ss *session) openChannel(p *imv2.Packet) {
 				}
 			}
 			e, err = ss.newChannel(inst, neg, reuse, drops)
-			if !errors.Is(err, errStaleKnown) || try == 3 {
+			if err != errStaleKnown || try == 3 { // itself: errors.Is matches any channel_unavailable
 				break
 			}
 		}
