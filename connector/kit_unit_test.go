@@ -136,6 +136,42 @@ func TestKit_M11_FinalEditSkippedWhenTheLastEditShowsIt(t *testing.T) {
 	}
 }
 
+// TestKit_M11_FinalEditSkipIsPerChannel: two conversations may number
+// their messages alike (Telegram's message_id, Slack's ts are per chat),
+// so what a handle shows is kept per channel: ch_1's final edits its own
+// draft even though ch_2's draft, under the same handle, shows the final
+// text already. With one map for every channel the edit was skipped and
+// ch_1 showed "Ye" under an accepted final.
+func TestKit_M11_FinalEditSkipIsPerChannel(t *testing.T) {
+	e := &perChatEditor{}
+	k, _ := newUnit(t, e, false, Options{Display: &display.Options{Interval: time.Second}})
+	ctx := context.Background()
+	tg := k.display
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(tg.UpdateDraft(ctx, "ch_1", "m1", "Ye"))
+	must(tg.UpdateDraft(ctx, "ch_2", "m2", "Yes."))
+	must(tg.PostMessage(ctx, "ch_1", &imv2.ChatMessage{MessageID: "m1", Text: "Yes."}))
+	must(tg.PostMessage(ctx, "ch_2", &imv2.ChatMessage{MessageID: "m2", Text: "Yes. Done."}))
+	want := []string{"draft Ye", "draft Yes.", "edit 1 Yes.", "edit 1 Yes. Done."}
+	if got := e.got(); !slices.Equal(got, want) {
+		t.Fatalf("calls %q; want %q", got, want)
+	}
+}
+
+// perChatEditor is an editor whose every draft is message "1" of its
+// chat, as the first message of each of two chats would be.
+type perChatEditor struct{ editor }
+
+func (e *perChatEditor) PostDraft(_ context.Context, _ Conversation, _, text string) (string, error) {
+	e.log("draft " + text)
+	return "1", nil
+}
+
 // TestKit_C5_TypingGetsStatusAndToolName: the Typer sees thinking, then
 // the tool with its name as soon as it changes, then the clear.
 func TestKit_C5_TypingGetsStatusAndToolName(t *testing.T) {

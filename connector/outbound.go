@@ -25,12 +25,17 @@ type outbound struct {
 	typer     Typer
 	discarder Discarder
 
-	mu    sync.Mutex
-	shown map[string]string // Editor handle → text it shows, for the final-edit skip
+	mu sync.Mutex
+	// shown is the text each Editor handle shows, for the final-edit
+	// skip, by channel: platforms number messages per chat (Telegram's
+	// message_id, Slack's ts), so two conversations may both have "1".
+	shown map[shownKey]string
 }
 
+type shownKey struct{ channel, handle string }
+
 func newOutbound(k *Connector, p Platform) *outbound {
-	o := &outbound{k: k, p: p, shown: map[string]string{}}
+	o := &outbound{k: k, p: p, shown: map[shownKey]string{}}
 	o.drafter, _ = p.(Drafter)
 	o.editor, _ = p.(Editor)
 	o.finisher, _ = p.(Finisher)
@@ -233,7 +238,7 @@ func (o *outbound) Post(ctx context.Context, channelID, messageID, text string) 
 		return err
 	})
 	if err == nil {
-		o.setShown(h, text)
+		o.setShown(channelID, h, text)
 		o.rememberDraft(ctx, channelID, messageID, h)
 	}
 	return h, err
@@ -245,7 +250,7 @@ func (o *outbound) Edit(ctx context.Context, channelID, handle, text string) err
 		return o.editor.Edit(ctx, to, handle, text)
 	})
 	if err == nil {
-		o.setShown(handle, text)
+		o.setShown(channelID, handle, text)
 	}
 	return err
 }
@@ -279,9 +284,9 @@ func (o *outbound) finish(ctx context.Context, channelID, handle string, m *imv2
 	// the last coalesced edit already shows it, that edit is skipped. The
 	// handle is forgotten however the final ends, so the map never keeps
 	// a finished message.
-	defer o.setShown(handle, "")
+	defer o.setShown(channelID, handle, "")
 	o.mu.Lock()
-	shown, known := o.shown[handle]
+	shown, known := o.shown[shownKey{channelID, handle}]
 	o.mu.Unlock()
 	if !known || shown != m.Text {
 		if err := o.Edit(ctx, channelID, handle, m.Text); err != nil {
@@ -305,23 +310,25 @@ func (o *outbound) finish(ctx context.Context, channelID, handle string, m *imv2
 	return nil
 }
 
-// setShown records the text a handle shows; "" forgets the handle.
-func (o *outbound) setShown(handle, text string) {
+// setShown records the text a handle of the channel shows; "" forgets
+// the handle.
+func (o *outbound) setShown(channelID, handle, text string) {
 	if o.editor == nil || o.finisher != nil {
 		return
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	k := shownKey{channelID, handle}
 	if text == "" {
-		delete(o.shown, handle)
+		delete(o.shown, k)
 		return
 	}
-	o.shown[handle] = text
+	o.shown[k] = text
 }
 
 // Discard implements display.Discarder: a draft whose final never came.
 func (o *outbound) Discard(ctx context.Context, channelID, handle string) error {
-	o.setShown(handle, "")
+	o.setShown(channelID, handle, "")
 	var err error
 	if o.discarder != nil {
 		err = o.call(ctx, channelID, func(ctx context.Context, to Conversation) error {
