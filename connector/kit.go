@@ -265,8 +265,15 @@ func (c *Connector) ListenAndServe(ctx context.Context, addr string) error {
 }
 
 // Start listens on addr ("127.0.0.1:0" picks a free port) and serves in
-// the background until Close. It returns the base URL, http://host:port.
+// the background until Close. It returns the base URL, http://host:port;
+// after Close it fails with imv2.ErrClosed.
 func (c *Connector) Start(addr string) (string, error) {
+	c.mu.Lock()
+	closed := c.closed
+	c.mu.Unlock()
+	if closed { // Serve would refuse it: no URL that nothing answers
+		return "", imv2.ErrClosed
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return "", err

@@ -172,6 +172,16 @@ func (e *perChatEditor) PostDraft(_ context.Context, _ Conversation, _, text str
 	return "1", nil
 }
 
+// TestKit_StartAfterCloseFails: Start on a closed Connector fails with
+// ErrClosed; it used to return a URL that nothing answered.
+func TestKit_StartAfterCloseFails(t *testing.T) {
+	k, _ := newUnit(t, &editor{}, false, Options{})
+	k.Close()
+	if url, err := k.Start("127.0.0.1:0"); !errors.Is(err, imv2.ErrClosed) {
+		t.Fatalf("Start after Close: %q, %v; want ErrClosed", url, err)
+	}
+}
+
 // TestKit_C5_TypingGetsStatusAndToolName: the Typer sees thinking, then
 // the tool with its name as soon as it changes, then the clear.
 func TestKit_C5_TypingGetsStatusAndToolName(t *testing.T) {
