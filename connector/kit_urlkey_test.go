@@ -42,7 +42,10 @@ func (a *holdingAgent) PostMessage(_ context.Context, _ string, m *imv2.ChatMess
 func TestKit_T3_M6_PendingDownloadURLSurvivesRestart(t *testing.T) {
 	t.Parallel()
 	const apiKey = "sk-kit-restart-0123456789abcdef"
-	files := connector.NewMemoryStore(connector.MemoryStoreOptions{}) // the files outlive the process, as a DiskStore's do
+	// A FileStore that outlives the process (the author's own: the SDK's
+	// MemoryStore and DiskStore keep files for one process), stood for by
+	// one MemoryStore shared across the restart.
+	files := connector.NewMemoryStore(connector.MemoryStoreOptions{})
 	delivered := make(chan string, 16)
 	r := startRestartable(t, func(st *boltstore.Store) (*connector.Connector, error) {
 		return connector.New(kitCard(apiKey), newPretend(0), &connector.Options{
