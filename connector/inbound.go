@@ -51,7 +51,10 @@ func EventMessageID(conversation, eventID string) string {
 // ErrNoChannel is matched by Receive's error when a bound channel is not
 // open on this Connector (not reopened since a restart, or open on another
 // replica) and no Options.Relay is set: the event is not sent to it, and
-// receiving it again later is safe (the message_id is the same).
+// receiving it again later is safe (the message_id is the same). A
+// Listener's Inbox.Receive hands an event to the reader's own channel,
+// which this Connector holds, so other channels of its conversation never
+// fail it.
 var ErrNoChannel = errors.New("connector: bound channel is not open here")
 
 // Relay hands a user message to whichever replica holds the channel's
@@ -98,8 +101,8 @@ func relayOpened(r Relay, next func(string)) func(string) {
 // channel's failure does not stop the others), ErrNotBound when none is
 // bound. With Options.Relay, a channel not open here goes through it.
 func (c *Connector) Receive(ctx context.Context, ev Event) error {
-	if ev.EventID == "" || len(ev.EventID) > imv2.MaxIDBytes {
-		return imv2.Errorf(imv2.CodeInvalidPacket, "connector: Event.EventID must be 1 to %d bytes", imv2.MaxIDBytes)
+	if err := checkEvent(ev); err != nil {
+		return err
 	}
 	ids, err := c.store.Channels(ctx, ev.Conversation)
 	if err != nil {
@@ -127,6 +130,14 @@ func (c *Connector) Receive(ctx context.Context, ev Event) error {
 		return fmt.Errorf("conversation %q: %w", ev.Conversation, ErrNotBound)
 	}
 	return errors.Join(errs...)
+}
+
+// checkEvent refuses an event Receive cannot name a message after.
+func checkEvent(ev Event) error {
+	if ev.EventID == "" || len(ev.EventID) > imv2.MaxIDBytes {
+		return imv2.Errorf(imv2.CodeInvalidPacket, "connector: Event.EventID must be 1 to %d bytes", imv2.MaxIDBytes)
+	}
+	return nil
 }
 
 // receiveStripes is the number of locks Receive's events hash to.

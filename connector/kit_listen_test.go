@@ -2,6 +2,7 @@ package connector_test
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
@@ -61,5 +62,62 @@ type inbound chan imv2.ChatMessage
 
 func (in inbound) PostMessage(_ context.Context, _ string, m *imv2.ChatMessage) error {
 	in <- *m
+	return nil
+}
+
+// TestKit_M9_ListenerEventsReachItsChannelBesideOneNotOpen: another
+// channel bound to the reader's conversation is not open here, as one
+// xAgent did not reopen since a restart is. The reader's events reach its
+// own channel, one after the other, and Receive reports no error: the
+// other channel has a reader (and a cursor) of its own once it opens.
+// Receive used to fan every event out to both and fail with ErrNoChannel,
+// so a Listener returning that error read the first event for ever and
+// the open channel got nothing after it.
+func TestKit_M9_ListenerEventsReachItsChannelBesideOneNotOpen(t *testing.T) {
+	p := &cursorFeed{pretend: newPretend(0), events: 3, errs: make(chan error, 8)}
+	k, url := startKit(t, p, "", connector.Options{DefaultConversation: func(string) string { return "room" }})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, k.Bind(ctx, connector.Binding{ChannelID: "cch_not_open", Key: "room"}))
+	got := make(chan imv2.ChatMessage, 4)
+	cli, err := dataplane.Dial(ctx, dataplane.ClientConfig{URL: url, Target: inbound(got)})
+	require.NoError(t, err)
+	defer cli.Close()
+	_, err = cli.OpenChannel(ctx, "")
+	require.NoError(t, err)
+	for i := range p.events {
+		select {
+		case m := <-got:
+			require.Equal(t, connector.EventMessageID("room", "ev-"+strconv.Itoa(i)), m.MessageID)
+		case err := <-p.errs:
+			t.Fatalf("event %d: Receive: %v", i, err)
+		case <-ctx.Done():
+			t.Fatalf("event %d never reached xAgent", i)
+		}
+	}
+}
+
+// cursorFeed is a Listener reading events ev-0 … ev-(events-1) of its
+// conversation from the cursor in its binding's Data, as ExampleListener
+// does: an event Receive fails is returned (and read again after the
+// backoff); one received moves the cursor on.
+type cursorFeed struct {
+	*pretend
+	events int
+	errs   chan error
+}
+
+func (f *cursorFeed) Listen(ctx context.Context, b connector.Binding, in connector.Inbox) error {
+	next, _ := strconv.Atoi(string(b.Data))
+	for i := next; i < f.events; i++ {
+		if err := in.Receive(ctx, connector.Event{Conversation: b.Key, EventID: "ev-" + strconv.Itoa(i), Text: "hi"}); err != nil {
+			f.errs <- err
+			return err
+		}
+		if err := in.Update(ctx, func(b *connector.Binding) error { b.Data = []byte(strconv.Itoa(i + 1)); return nil }); err != nil {
+			return err
+		}
+	}
+	<-ctx.Done()
 	return nil
 }
