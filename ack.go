@@ -1,6 +1,7 @@
 package imv2
 
 import (
+	"strings"
 	"time"
 	"unicode/utf8"
 )
@@ -189,6 +190,30 @@ func matchesAck(orig *Packet, messageID string, ackPkt *Packet, ack *ChatMessage
 }
 
 // truncate cuts s to at most n bytes on a rune boundary.
+// ackable returns rej as an ack can carry it: a code that is no stable
+// code (empty, over MaxIDBytes, not UTF-8) becomes target_rejected, or
+// target_delivery_failed when retryable, and the message is made valid
+// UTF-8 and cut to maxAckMessageBytes. A rejection's text is often a
+// platform's (a GBK response body quoted into a Target's error): it must
+// never stop the ack, whose absence turns a refusal into a resend loop.
+func ackable(rej *Error) *Error {
+	code := rej.Code
+	if code == "" || len(code) > MaxIDBytes || !utf8.ValidString(string(code)) {
+		code = CodeTargetRejected
+		if rej.Retryable {
+			code = CodeTargetDeliveryFailed
+		}
+	}
+	msg := rej.Message
+	if !utf8.ValidString(msg) {
+		msg = strings.ToValidUTF8(msg, "\uFFFD") // before truncate: U+FFFD is 3 bytes
+	}
+	if code == rej.Code && msg == rej.Message && len(msg) <= maxAckMessageBytes {
+		return rej
+	}
+	return &Error{Code: code, Message: truncate(msg, maxAckMessageBytes), Retryable: rej.Retryable, cause: rej.cause}
+}
+
 func truncate(s string, n int) string {
 	if len(s) <= n {
 		return s

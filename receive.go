@@ -339,7 +339,8 @@ func (c *Channel) answer(p *Packet, id string, status AckStatus, rej *Error) {
 
 // answerInto is answer building the ack in ack, its payload in buf.
 func (c *Channel) answerInto(ack *Packet, buf []byte, p *Packet, id string, status AckStatus, rej *Error) {
-	if status == AckRejected {
+	if status == AckRejected && rej != nil {
+		rej = ackable(rej)
 		c.observe(Event{Kind: EventRejected, MessageID: id, Code: rej.Code, Status: status})
 	}
 	if err := newAckInto(ack, buf, p, id, status, rej); err != nil {
