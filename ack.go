@@ -198,20 +198,29 @@ func matchesAck(orig *Packet, messageID string, ackPkt *Packet, ack *ChatMessage
 // never stop the ack, whose absence turns a refusal into a resend loop.
 func ackable(rej *Error) *Error {
 	code := rej.Code
-	if code == "" || len(code) > MaxIDBytes || !utf8.ValidString(string(code)) {
+	if !stableCode(code) {
 		code = CodeTargetRejected
 		if rej.Retryable {
 			code = CodeTargetDeliveryFailed
 		}
 	}
-	msg := rej.Message
-	if !utf8.ValidString(msg) {
-		msg = strings.ToValidUTF8(msg, "\uFFFD") // before truncate: U+FFFD is 3 bytes
-	}
-	if code == rej.Code && msg == rej.Message && len(msg) <= maxAckMessageBytes {
+	msg := sendableText(rej.Message)
+	if code == rej.Code && msg == rej.Message {
 		return rej
 	}
-	return &Error{Code: code, Message: truncate(msg, maxAckMessageBytes), Retryable: rej.Retryable, cause: rej.cause}
+	return &Error{Code: code, Message: msg, Retryable: rej.Retryable, cause: rej.cause}
+}
+
+// stableCode reports whether c can travel as a code: 1 to MaxIDBytes
+// bytes of UTF-8.
+func stableCode(c Code) bool { return c != "" && len(c) <= MaxIDBytes && utf8.ValidString(string(c)) }
+
+// sendableText returns s made valid UTF-8 and cut to maxAckMessageBytes.
+func sendableText(s string) string {
+	if !utf8.ValidString(s) {
+		s = strings.ToValidUTF8(s, "\uFFFD") // before truncate: U+FFFD is 3 bytes
+	}
+	return truncate(s, maxAckMessageBytes)
 }
 
 func truncate(s string, n int) string {

@@ -46,3 +46,22 @@ func TestReceive_A3_TargetErrorTextNeverStopsTheAck(t *testing.T) {
 		})
 	}
 }
+
+// TestNewErrorPacket_W10_AlwaysEncodes: an error packet made of any
+// *Error encodes: no code becomes invalid_packet, text that is not UTF-8
+// is made valid and cut to 1,024 bytes.
+func TestNewErrorPacket_W10_AlwaysEncodes(t *testing.T) {
+	for _, e := range []*Error{
+		{Message: "no code"},
+		{Code: "tool_failed", Message: "GBK \xb4\xed"},
+		{Code: Code("\xff"), Message: strings.Repeat("\xff", 3000)},
+	} {
+		p := NewErrorPacket(nil, e)
+		if _, err := p.Encode(); err != nil {
+			t.Fatalf("error packet of %q: %v", e.Code, err)
+		}
+		if !stableCode(p.Error.Code) || len(p.Error.Message) > maxAckMessageBytes {
+			t.Fatalf("error %q %q", p.Error.Code, p.Error.Message)
+		}
+	}
+}

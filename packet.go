@@ -143,8 +143,11 @@ func NewReply(req *Packet, typ string, payload any) (*Packet, error) {
 	return p, nil
 }
 
-// NewErrorPacket returns a `type: "error"` packet for e. When req is not nil
-// the packet answers it (reply_to, request_id, channel copied, W9, D12).
+// NewErrorPacket returns a `type: "error"` packet for e, one that always
+// encodes: a code that is no stable code (empty, over MaxIDBytes, not
+// UTF-8) becomes invalid_packet, and the message is made valid UTF-8 and
+// cut to 1,024 bytes. When req is not nil the packet answers it
+// (reply_to, request_id, channel copied, W9, D12).
 func NewErrorPacket(req *Packet, e *Error) *Packet {
 	p := &Packet{
 		Schema:   PacketSchema,
@@ -152,7 +155,7 @@ func NewErrorPacket(req *Packet, e *Error) *Packet {
 		Type:     TypeError,
 		Time:     time.Now().UnixMilli(),
 		Payload:  json.RawMessage("{}"),
-		Error:    &PacketError{Code: e.Code, Message: e.Message},
+		Error:    e.packetError(CodeInvalidPacket),
 	}
 	if req != nil {
 		p.RequestID = req.RequestID
@@ -160,6 +163,19 @@ func NewErrorPacket(req *Packet, e *Error) *Packet {
 		p.ConnectorChannelID = req.ConnectorChannelID
 	}
 	return p
+}
+
+// packetError returns e as an envelope error that always encodes: a
+// code that is no stable code (empty, over MaxIDBytes, not UTF-8) becomes
+// fallback, and the message is made valid UTF-8 and cut to 1,024 bytes.
+// An error's text is often a platform's or a handler's; it must never
+// stop the answer, whose absence leaves the peer waiting for its timeout.
+func (e *Error) packetError(fallback Code) *PacketError {
+	code := e.Code
+	if !stableCode(code) {
+		code = fallback
+	}
+	return &PacketError{Code: code, Message: sendableText(e.Message)}
 }
 
 func marshalPayload(payload any) (json.RawMessage, error) {

@@ -990,6 +990,16 @@ func (cc *clientConn) transport(e *clientChannel) imv2.Transport {
 
 func (cc *clientConn) send(p *imv2.Packet) {
 	if err := cc.conn.Write(cc.c.ctx, p); err != nil && !errors.Is(err, context.Canceled) {
-		cc.c.log.Debug("dataplane: write", "type", p.Type, "err", err)
+		cc.c.log.Log(cc.c.ctx, writeLevel(err), "dataplane: write", "type", p.Type, "err", err)
 	}
+}
+
+// writeLevel is the log level of a failed packet write: a packet that
+// does not encode (or is over the frame limit) is this side's bug, worth a
+// warning; a connection going away is routine.
+func writeLevel(err error) slog.Level {
+	if errors.Is(err, imv2.ErrInvalidPacket) {
+		return slog.LevelWarn
+	}
+	return slog.LevelDebug
 }

@@ -3,6 +3,7 @@ package dataplane
 import (
 	"context"
 	"errors"
+	"unicode/utf8"
 
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/internal/defaults"
@@ -163,7 +164,11 @@ func (ss *session) ackError(req *imv2.Packet, typ string, err error, fallback im
 		ss.failErr(req, perr)
 		return
 	}
-	p.Error = &imv2.PacketError{Code: e.Code, Message: e.Message}
+	// A handler's code and text may be anything; the answer must encode.
+	if e.Code == "" || len(e.Code) > imv2.MaxIDBytes || !utf8.ValidString(string(e.Code)) {
+		e = &imv2.Error{Code: fallback, Message: e.Message}
+	}
+	p.Error = imv2.NewErrorPacket(nil, e).Error // the text made valid and cut
 	ss.send(p)
 }
 

@@ -548,7 +548,7 @@ func (ss *session) spawn(f func(ctx context.Context)) {
 
 func (ss *session) send(p *imv2.Packet) {
 	if err := ss.conn.Write(ss.ctx, p); err != nil {
-		ss.log.Debug("dataplane: write", "type", p.Type, "err", err)
+		ss.log.Log(ss.ctx, writeLevel(err), "dataplane: write", "type", p.Type, "err", err)
 	}
 }
 

@@ -1,0 +1,44 @@
+package dataplane
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/stretchr/testify/require"
+	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/protocol"
+)
+
+// TestHandler_E3_ErrorTextNeverStopsTheAnswer: a tool handler's error
+// whose text is not UTF-8 (a platform's GBK body) or whose code is empty
+// is still answered, with the fallback code and the text made valid. The
+// answer used to fail to encode, logged at Debug only, and xAgent's
+// request waited for its timeout.
+func TestHandler_E3_ErrorTextNeverStopsTheAnswer(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  *imv2.Error
+		code imv2.Code
+	}{
+		{"GBK text", &imv2.Error{Code: protocol.CodeToolInvokeFailed, Message: "platform: \xb4\xed\xce\xf3"}, protocol.CodeToolInvokeFailed},
+		{"empty code", &imv2.Error{Message: "no code"}, protocol.CodeToolInvokeFailed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, url := startServer(t, func(c *ServerConfig) {
+				c.Tools = ToolFunc(func(context.Context, string, protocol.ToolInvoke) (json.RawMessage, error) { return nil, tc.err })
+			})
+			c, _, _ := dialClient(t, url, nil)
+			ch, err := c.OpenChannel(ctxWait(t), "")
+			require.NoError(t, err)
+			req, err := imv2.NewPacket(protocol.TypeToolInvoke, ch.ID(), protocol.ToolInvoke{ToolID: "test_send"})
+			require.NoError(t, err)
+			_, err = c.Request(ctxWait(t), req) // an answer with an error is the error
+			var e *imv2.Error
+			require.ErrorAs(t, err, &e, "tool.invoke answered")
+			require.Equal(t, tc.code, e.Code)
+			require.True(t, utf8.ValidString(e.Message))
+		})
+	}
+}
