@@ -195,7 +195,7 @@ func internType(raw []byte) string {
 // decodeChatMessageFast decodes a chat.message payload. Its strings are
 // made at the end, in one array of their exact size (deferredStrs).
 func decodeChatMessageFast(b []byte) (*ChatMessage, bool) {
-	s := scanner{b: b, forbid: true}
+	s := scanner{b: b, forbid: rulesOf(TypeChatMessage)}
 	m := new(ChatMessage)
 	var d deferredStrs
 	if !s.chatMessage(m, &d) || !s.end() {
@@ -450,7 +450,7 @@ func (s *scanner) members(member func(name []byte) (bit uint, ok bool)) bool {
 		case !ok:
 			return false
 		case bit == 0:
-			if forbiddenName(name) || !unknown.add(name) || !s.value(1) {
+			if forbiddenName(name, s.forbid) || !unknown.add(name) || !s.value(1) {
 				return false
 			}
 		case seen&bit != 0:
@@ -469,7 +469,7 @@ func (s *scanner) members(member func(name []byte) (bit uint, ok bool)) bool {
 
 // decodeDeltaFast decodes a chat.message.delta payload.
 func decodeDeltaFast(b []byte) (*ChatMessageDelta, bool) {
-	s := scanner{b: b, forbid: true}
+	s := scanner{b: b, forbid: rulesOf(TypeChatMessageDelta)}
 	d := new(ChatMessageDelta)
 	var strs deferredStrs
 	if !s.delta(d, &strs) || !s.end() {
@@ -510,7 +510,7 @@ func (s *scanner) delta(d *ChatMessageDelta, strs *deferredStrs) bool {
 
 // decodeAckFast decodes a chat.message.ack payload.
 func decodeAckFast(b []byte) (*ackWire, bool) {
-	s := scanner{b: b, forbid: true}
+	s := scanner{b: b, forbid: rulesOf(TypeChatMessageAck)}
 	w := new(ackWire)
 	var d deferredStrs
 	if !s.ack(w, &d) || !s.end() {
@@ -566,7 +566,7 @@ func (s *scanner) ack(w *ackWire, d *deferredStrs) bool {
 
 // decodeActivityFast decodes a chat.activity payload.
 func decodeActivityFast(b []byte) (*ChatActivity, bool) {
-	s := scanner{b: b, forbid: true}
+	s := scanner{b: b, forbid: rulesOf(TypeChatActivity)}
 	a := new(ChatActivity)
 	var d deferredStrs
 	if !s.activity(a, &d) || !s.end() {

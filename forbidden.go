@@ -13,42 +13,69 @@ import (
 // does not define is ignored, as Common Protocol §12 makes adding an
 // optional member a compatible change (the profile's "extension profiles
 // cannot modify these packets' fields" binds extension profiles, not a
-// receiver). Members that I2, M8 or C4 name stay refused at any depth —
-// in the payload, in a files[] item, inside an unknown member — with the
-// specific code forbidden_field, so a peer learns which rule it broke.
-// Builders never write an unknown member: the payload structs have no
-// place for one.
+// receiver). Members a rule names stay refused at any depth — in the
+// payload, in a files[] item, inside an unknown member — with the specific
+// code forbidden_field, so a peer learns which rule it broke; each rule
+// only where it applies: I2 in every IM v2 payload, M8 in chat.message
+// (and its deltas, which carry its text only, D7), C4 in chat.activity.
+// A newer peer's ack with a "result" member is an ack. Builders never
+// write an unknown member: the payload structs have no place for one.
+
+// nameRules is a set of the rules that forbid member names.
+type nameRules uint8
+
+const (
+	ruleI2 nameRules = 1 << iota // identity: every IM v2 payload
+	ruleM8                       // transfer material: chat.message and its deltas
+	ruleC4                       // reasoning and tool detail: chat.activity
+)
 
 // identityFields are the payload members I2 forbids on every IM v2 packet:
 // identity is carried by the route and the direction, never by the payload.
 var identityFields = []string{"session_id", "user_connector_id", "user_id", "connector_id", "role"}
 
-// transferFields are member names that carry what M8 keeps out of a
-// chat.message (file bytes, base64, local paths, target tokens, CDN auth)
-// and what C4 keeps out of chat.activity (reasoning, arguments, results).
-var transferFields = []string{
+// m8Fields are member names that carry what M8 keeps out of a chat.message:
+// file bytes, base64, local paths, target tokens, CDN auth.
+var m8Fields = []string{
 	"data", "bytes", "base64", "content", "content_base64", "body",
 	"path", "local_path", "file_path",
 	"token", "access_token", "auth", "authorization", "cookie", "headers", "credentials", "secret",
-	"reasoning", "arguments", "args", "input", "result", "output", "error", "url",
 }
 
-// forbiddenKind classifies a member name: 0 allowed, 'I' identity (I2),
-// 'T' transfer (M8, C4). It is a constant table built from the lists.
-var forbiddenKind = func() map[string]byte {
-	m := make(map[string]byte, len(identityFields)+len(transferFields))
-	for _, n := range identityFields {
-		m[n] = 'I'
-	}
-	for _, n := range transferFields {
-		m[n] = 'T'
+// c4Fields are the names C4 adds for chat.activity: reasoning, tool
+// arguments and results, error details, URLs (its paths, keys and
+// identities are M8's and I2's names, which activity refuses too).
+var c4Fields = []string{"reasoning", "arguments", "args", "input", "result", "output", "error", "url"}
+
+// forbiddenRules maps a member name to the rules that name it. It is a
+// constant table built from the lists.
+var forbiddenRules = func() map[string]nameRules {
+	m := make(map[string]nameRules, len(identityFields)+len(m8Fields)+len(c4Fields))
+	for rule, names := range map[nameRules][]string{ruleI2: identityFields, ruleM8: m8Fields, ruleC4: c4Fields} {
+		for _, n := range names {
+			m[n] |= rule
+		}
 	}
 	return m
 }()
 
-// forbiddenName reports whether a member of that name is refused anywhere
-// in an IM v2 payload. The lookup does not allocate.
-func forbiddenName(name []byte) bool { return forbiddenKind[string(name)] != 0 }
+// rulesOf returns the rules whose names a payload of IM v2 type typ may
+// not carry.
+func rulesOf(typ string) nameRules {
+	switch typ {
+	case TypeChatMessage, TypeChatMessageDelta:
+		return ruleI2 | ruleM8
+	case TypeChatActivity:
+		return ruleI2 | ruleM8 | ruleC4
+	}
+	return ruleI2 // chat.message.ack
+}
+
+// forbiddenName reports whether one of rules refuses a member of that
+// name. The lookup does not allocate.
+func forbiddenName(name []byte, rules nameRules) bool {
+	return rules != 0 && forbiddenRules[string(name)]&rules != 0
+}
 
 // decodeIMPayload decodes p's payload into v: unknown members ignored,
 // forbidden ones refused (E5).
@@ -76,6 +103,7 @@ func decodeIMBytes(typ string, payload []byte, v any) error {
 
 // checkIMNames walks payload and refuses the first forbidden member name.
 func checkIMNames(typ string, payload []byte) error {
+	rules := rulesOf(typ)
 	dec := jsontext.NewDecoder(bytes.NewReader(payload))
 	for {
 		tok, err := dec.ReadToken()
@@ -100,11 +128,13 @@ func checkIMNames(typ string, payload []byte) error {
 		if typ == TypeChatMessageDelta && depth == 1 && name == "files" {
 			return Errorf(CodeInvalidPacket, "%s: a delta carries no files (D7)", typ)
 		}
-		switch forbiddenKind[name] {
-		case 'I':
+		switch r := forbiddenRules[name] & rules; {
+		case r&ruleI2 != 0:
 			return Errorf(CodeForbiddenField, "%s: member %q at %s is an identity field the profile forbids (I2)", typ, name, dec.StackPointer())
-		case 'T':
-			return Errorf(CodeForbiddenField, "%s: member %q at %s is not allowed in an IM v2 payload (M8, C4)", typ, name, dec.StackPointer())
+		case r&ruleM8 != 0:
+			return Errorf(CodeForbiddenField, "%s: member %q at %s is not allowed in a message (M8)", typ, name, dec.StackPointer())
+		case r != 0:
+			return Errorf(CodeForbiddenField, "%s: member %q at %s is not allowed in an activity (C4)", typ, name, dec.StackPointer())
 		}
 	}
 }

@@ -19,9 +19,10 @@ import (
 type scanner struct {
 	b []byte
 	i int
-	// forbid makes object refuse a member name an IM v2 payload may not
-	// carry at any depth (forbidden.go): the codec path words the error.
-	forbid bool
+	// forbid makes object refuse the member names these rules forbid an
+	// IM v2 payload at any depth (forbidden.go); 0 refuses none. The
+	// codec path words the error.
+	forbid nameRules
 	// strs holds the short strings a decode makes, one backing array for many.
 	strs strArena
 }
@@ -522,7 +523,7 @@ func (s *scanner) object(depth int) bool {
 		if !ok || n == maxScanMembers {
 			return false
 		}
-		if s.forbid && forbiddenName(name) {
+		if forbiddenName(name, s.forbid) {
 			return false
 		}
 		for _, prev := range names[:n] {
