@@ -128,7 +128,8 @@ func (f *File) validate(dir Direction) error {
 
 // CheckDownloadURL reports whether u may stand in files[].download_url (M6):
 // an absolute http or https URL without user info, or a relative Connector
-// URI (a path reference such as "/files/refs/abc"). Every other scheme
+// URI (a path reference such as "/files/refs/abc"), with no raw space.
+// Every other scheme
 // (file:, data:, ftp:, javascript: …) is rejected, as are user:password@
 // credentials, which M8 keeps out of a message.
 func CheckDownloadURL(u string) error {
@@ -144,6 +145,9 @@ func CheckDownloadURL(u string) error {
 // checkDownloadURLParse is CheckDownloadURL by url.Parse, the reference
 // for plainDownloadURL.
 func checkDownloadURLParse(u string) error {
+	if strings.ContainsRune(u, ' ') { // url.Parse takes it; no URI has one (RFC 3986)
+		return Errorf(CodeInvalidPacket, "chat.message: download_url has a space; escape it as %%20")
+	}
 	parsed, err := url.Parse(u)
 	if err != nil {
 		return Errorf(CodeInvalidPacket, "chat.message: download_url does not parse")
