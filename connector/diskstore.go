@@ -19,8 +19,15 @@ import (
 type DiskStoreOptions struct {
 	// Dir is where the store makes its own private directory (mode 0700);
 	// default os.TempDir(). The directory and every file in it are removed
-	// by Close.
-	Dir           string
+	// by Close. With Keep, Dir itself is the store's directory (required).
+	Dir string
+	// Keep makes the files outlive the process: each file's metadata is
+	// written beside it, NewDiskStore takes up the live files it finds in
+	// Dir (and removes expired and half-written ones), and Close leaves
+	// them. A restarted Connector then still serves the download_url of a
+	// user message resent after the restart. One process at a time may use
+	// a Dir.
+	Keep          bool
 	Clock         clock.Clock   // default clock.System{}
 	TTL           time.Duration // lifetime of a file from its Put; default 1 h
 	MaxFileBytes  int64         // per file; default 32 MiB
@@ -33,8 +40,8 @@ type DiskStoreOptions struct {
 // RAM: an upload in flight holds one copy buffer (diskCopyBuf bytes). It
 // has the MemoryStore's caps, counted as the bytes arrive, and its expiry;
 // like it, it starts no goroutine (expired files are removed on Put,
-// Reserve and Open). The files are temporary: Close removes them all, and a
-// new DiskStore never reads an old directory.
+// Reserve and Open). The files are temporary — Close removes them all, and
+// a new DiskStore never reads an old directory — unless Keep is set.
 type DiskStore struct {
 	opts DiskStoreOptions
 	dir  string
@@ -81,26 +88,42 @@ func NewDiskStore(opts DiskStoreOptions) (*DiskStore, error) {
 	if opts.MaxFiles <= 0 {
 		opts.MaxFiles = DefaultMaxFiles
 	}
-	dir, err := os.MkdirTemp(opts.Dir, "connector-files-") // mode 0700
+	dir := opts.Dir
+	var err error
+	switch {
+	case opts.Keep && dir == "":
+		return nil, errors.New("connector: disk store: Keep needs a Dir")
+	case opts.Keep:
+		err = os.MkdirAll(dir, 0o700)
+	default:
+		dir, err = os.MkdirTemp(opts.Dir, "connector-files-") // mode 0700
+	}
 	if err != nil {
 		return nil, errors.New("connector: disk store: " + err.Error())
 	}
-	return &DiskStore{
+	s := &DiskStore{
 		opts:   opts,
 		dir:    dir,
 		remove: os.Remove,
 		open:   os.Open,
 		files:  make(map[string]*diskFile),
 		q:      quota{maxBytes: opts.MaxTotalBytes, maxFiles: opts.MaxFiles},
-	}, nil
+	}
+	if opts.Keep {
+		if err := s.load(); err != nil {
+			return nil, errors.New("connector: disk store: " + err.Error())
+		}
+	}
+	return s, nil
 }
 
 // Dir returns the store's private directory.
 func (s *DiskStore) Dir() string { return s.dir }
 
-// Close removes every file and the directory; later calls fail with
-// imv2.ErrClosed. A download already open keeps reading its file (the
-// name goes, the open file stays until the reader is closed, on Unix).
+// Close removes every file and the directory, unless Keep is set; later
+// calls fail with imv2.ErrClosed. A download already open keeps reading
+// its file (the name goes, the open file stays until the reader is
+// closed, on Unix).
 func (s *DiskStore) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -110,6 +133,9 @@ func (s *DiskStore) Close() error {
 	s.closed = true
 	s.files = map[string]*diskFile{}
 	s.total = 0
+	if s.opts.Keep {
+		return nil
+	}
 	return os.RemoveAll(s.dir)
 }
 
@@ -174,6 +200,9 @@ func (d *diskReservation) Put(ctx context.Context, filename, mimeType string, r 
 			err = cerr
 		}
 		if err != nil {
+			if s.opts.Keep {
+				_ = os.Remove(path + metaSuffix)
+			}
 			_ = os.Remove(path)
 		}
 	}()
@@ -186,12 +215,6 @@ func (d *diskReservation) Put(ctx context.Context, filename, mimeType string, r 
 	}
 	name := cleanFilename(filename)
 	mt := detectMIME(mimeType, name, head)
-
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return FileInfo{}, imv2.ErrClosed
-	}
 	info := FileInfo{
 		FileRef:   d.ref,
 		Type:      FileTypeOf(mt),
@@ -199,6 +222,20 @@ func (d *diskReservation) Put(ctx context.Context, filename, mimeType string, r 
 		MimeType:  mt,
 		ByteSize:  size,
 		ExpiresAt: s.opts.Clock.Now().Add(s.opts.TTL),
+	}
+	if s.opts.Keep { // the bytes on disk first, then the record that names them
+		if err = f.Sync(); err == nil {
+			err = writeMeta(path, d.channel, info)
+		}
+		if err != nil {
+			return FileInfo{}, err
+		}
+	}
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return FileInfo{}, imv2.ErrClosed
 	}
 	s.files[d.ref] = &diskFile{channel: d.channel, info: info}
 	s.total += size
@@ -300,6 +337,9 @@ func (s *DiskStore) removeLocked(ref string, paths []string) []string {
 		s.q.bytes -= f.info.ByteSize
 		s.q.files--
 		delete(s.files, ref)
+		if s.opts.Keep { // the record first: a file left without one is removed by the next load
+			paths = append(paths, filepath.Join(s.dir, ref+metaSuffix))
+		}
 		paths = append(paths, filepath.Join(s.dir, ref))
 	}
 	return paths

@@ -87,10 +87,11 @@
 // resent after a restart with the URL it was stored with), and rotating the
 // key invalidates outstanding URLs. Without either the key is drawn from
 // crypto/rand when the Handler is built, and a restart makes old URLs
-// invalid. A URL that verifies still needs its file: the SDK's FileStores
-// (MemoryStore, DiskStore) keep files for one process, so after a restart,
-// or on a replica, it downloads only from a FileStore of your own that
-// outlives the process (Options.Files). A signature is stateless: it needs no server-side token table
+// invalid. A URL that verifies still needs its file: MemoryStore and a
+// plain DiskStore keep files for one process, so after a restart it
+// downloads only from a DiskStore with Keep (DiskStoreOptions.Keep) or a
+// FileStore of your own, and on a replica only from one on storage the
+// replicas share (Options.Files). A signature is stateless: it needs no server-side token table
 // (one map keyed by remote input fewer to bound), it binds the file, the
 // channel and the expiry together, and it is checked with hmac.Equal. A bad or
 // missing signature gets 403; an expired URL, an unknown or expired file

@@ -56,10 +56,11 @@ type Options struct {
 	// in memory (lost on restart). The caller closes it after Close.
 	Store Store
 	// Files stores uploads and offered files; default a MemoryStore.
-	// MemoryStore and DiskStore keep files for one process: with a
-	// durable Store, a user message resent after a restart carries a
+	// MemoryStore and a plain DiskStore keep files for one process: with
+	// a durable Store, a user message resent after a restart carries a
 	// download_url whose file is gone (404) unless Files outlives the
-	// process too (a FileStore of your own on shared storage).
+	// process too (DiskStoreOptions.Keep; for replicas, a FileStore of
+	// your own on shared storage).
 	Files FileStore
 	// Mode is the delta display; default display.Stream for a Drafter,
 	// display.Edit for an Editor, else display.Buffer.

@@ -42,12 +42,15 @@ func (a *holdingAgent) PostMessage(_ context.Context, _ string, m *imv2.ChatMess
 func TestKit_T3_M6_PendingDownloadURLSurvivesRestart(t *testing.T) {
 	t.Parallel()
 	const apiKey = "sk-kit-restart-0123456789abcdef"
-	// A FileStore that outlives the process (the author's own: the SDK's
-	// MemoryStore and DiskStore keep files for one process), stood for by
-	// one MemoryStore shared across the restart.
-	files := connector.NewMemoryStore(connector.MemoryStoreOptions{})
+	// The files outlive the process: a DiskStore with Keep, made anew on
+	// the same directory by each start, as a restarted process would.
+	dir := t.TempDir()
 	delivered := make(chan string, 16)
 	r := startRestartable(t, func(st *boltstore.Store) (*connector.Connector, error) {
+		files, err := connector.NewDiskStore(connector.DiskStoreOptions{Dir: dir, Keep: true})
+		if err != nil {
+			return nil, err
+		}
 		return connector.New(kitCard(apiKey), newPretend(0), &connector.Options{
 			APIKey: apiKey, Store: st, Files: files, DefaultConversation: func(string) string { return "room-1" },
 			Channel: &imv2.Options{OnDelivered: func(_ string, m imv2.ChatMessage, _ imv2.AckStatus) { delivered <- m.MessageID }},

@@ -35,6 +35,14 @@ var stores = map[string]func(t *testing.T, c storeCaps) connector.Reserver{
 			Clock: c.clock, TTL: c.ttl, MaxFileBytes: c.maxFile, MaxTotalBytes: c.maxTotal, MaxFiles: c.maxFiles,
 		})
 	},
+	"disk-keep": func(t *testing.T, c storeCaps) connector.Reserver {
+		s, err := connector.NewDiskStore(connector.DiskStoreOptions{
+			Dir: t.TempDir(), Keep: true, Clock: c.clock, TTL: c.ttl, MaxFileBytes: c.maxFile, MaxTotalBytes: c.maxTotal, MaxFiles: c.maxFiles,
+		})
+		require.NoError(t, err)
+		t.Cleanup(func() { require.NoError(t, s.Close()) })
+		return s
+	},
 	"disk": func(t *testing.T, c storeCaps) connector.Reserver {
 		s, err := connector.NewDiskStore(connector.DiskStoreOptions{
 			Dir: t.TempDir(), Clock: c.clock, TTL: c.ttl, MaxFileBytes: c.maxFile, MaxTotalBytes: c.maxTotal, MaxFiles: c.maxFiles,

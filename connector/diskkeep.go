@@ -1,0 +1,130 @@
+package connector
+
+import (
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// A DiskStore with Keep writes, beside each file's bytes (named by its
+// ref), a record of its metadata (ref + metaSuffix), written whole to a
+// temporary name and renamed, after the bytes were synced; NewDiskStore
+// takes up a file only when both are there and agree. Removing a file
+// unlinks its record first, so a crash in between leaves bytes without a
+// record, which the next load removes.
+
+// metaSuffix names a file's metadata record; no ref has a dot.
+const metaSuffix = ".meta"
+
+// diskMeta is a file's metadata record.
+type diskMeta struct {
+	Channel string   `json:"channel"`
+	Info    FileInfo `json:"info"`
+}
+
+// writeMeta writes the record of the file at path.
+func writeMeta(path, channelID string, info FileInfo) error {
+	b, err := json.Marshal(diskMeta{Channel: channelID, Info: info})
+	if err != nil {
+		return err
+	}
+	tmp := path + metaSuffix + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(b)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path+metaSuffix)
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+	}
+	return err
+}
+
+// load takes up the live files of s.dir, counted against the caps as
+// they were put (a lowered cap refuses new files until enough expire),
+// and removes what is expired or half-written. Names the store does not
+// make are left alone.
+func (s *DiskStore) load() error {
+	entries, err := os.ReadDir(s.dir)
+	if err != nil {
+		return err
+	}
+	now := s.opts.Clock.Now()
+	var stray []string
+	for _, e := range entries {
+		name := e.Name()
+		if e.IsDir() {
+			continue
+		}
+		if ref, ok := strings.CutSuffix(name, metaSuffix+".tmp"); ok && isStoreRef(ref) {
+			stray = append(stray, name) // the record of a write that crashed
+			continue
+		}
+		ref, ok := strings.CutSuffix(name, metaSuffix)
+		if !ok || !isStoreRef(ref) {
+			continue // bytes (kept if a record names them, below), or not the store's
+		}
+		m, ok := readMeta(filepath.Join(s.dir, name), ref)
+		if !ok || !now.Before(m.Info.ExpiresAt) || !s.sizeIs(ref, m.Info.ByteSize) {
+			stray = append(stray, name, ref)
+			continue
+		}
+		s.files[ref] = &diskFile{channel: m.Channel, info: m.Info}
+		s.total += m.Info.ByteSize
+		s.q.bytes += m.Info.ByteSize
+		s.q.files++
+	}
+	for _, e := range entries {
+		if name := e.Name(); !e.IsDir() && isStoreRef(name) && s.files[name] == nil {
+			stray = append(stray, name) // bytes without a record
+		}
+	}
+	for _, name := range stray {
+		if err := os.Remove(filepath.Join(s.dir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
+	return nil
+}
+
+// isStoreRef reports whether name is a ref newFileRef makes.
+func isStoreRef(name string) bool {
+	hexPart, ok := strings.CutPrefix(name, refPrefix)
+	if !ok || len(hexPart) != 32 {
+		return false
+	}
+	_, err := hex.DecodeString(hexPart)
+	return err == nil && strings.ToLower(hexPart) == hexPart
+}
+
+// readMeta reads the record at path of file ref; ok is false for one that
+// does not parse or names another file or an invalid channel.
+func readMeta(path, ref string) (diskMeta, bool) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return diskMeta{}, false
+	}
+	var m diskMeta
+	if json.Unmarshal(b, &m) != nil || m.Info.FileRef != ref || !validChannelID(m.Channel) || m.Info.ByteSize < 0 {
+		return diskMeta{}, false
+	}
+	return m, true
+}
+
+// sizeIs reports whether the bytes of file ref are on disk, size of them.
+func (s *DiskStore) sizeIs(ref string, size int64) bool {
+	fi, err := os.Stat(filepath.Join(s.dir, ref))
+	return err == nil && fi.Mode().IsRegular() && fi.Size() == size
+}
