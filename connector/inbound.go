@@ -52,9 +52,7 @@ func EventMessageID(conversation, eventID string) string {
 // open on this Connector (not reopened since a restart, or open on another
 // replica) and no Options.Relay is set: the event is not sent to it, and
 // receiving it again later is safe (the message_id is the same). A
-// Listener's Inbox.Receive hands an event to the reader's own channel,
-// which this Connector holds, so other channels of its conversation never
-// fail it.
+// Listener's Inbox.Receive reports it only when no channel took the event.
 var ErrNoChannel = errors.New("connector: bound channel is not open here")
 
 // Relay hands a user message to whichever replica holds the channel's
@@ -100,16 +98,20 @@ func relayOpened(r Relay, next func(string)) func(string) {
 // is pending on every channel; an error joins what failed per channel (a
 // channel's failure does not stop the others), ErrNotBound when none is
 // bound. With Options.Relay, a channel not open here goes through it.
-func (c *Connector) Receive(ctx context.Context, ev Event) error {
-	if err := checkEvent(ev); err != nil {
-		return err
+func (c *Connector) Receive(ctx context.Context, ev Event) error { return c.receive(ctx, ev, false) }
+
+// receive is Receive; with tolerateUnopened, a channel's ErrNoChannel
+// fails the event only when no channel took it (a Listener's Inbox).
+func (c *Connector) receive(ctx context.Context, ev Event, tolerateUnopened bool) error {
+	if ev.EventID == "" || len(ev.EventID) > imv2.MaxIDBytes {
+		return imv2.Errorf(imv2.CodeInvalidPacket, "connector: Event.EventID must be 1 to %d bytes", imv2.MaxIDBytes)
 	}
 	ids, err := c.store.Channels(ctx, ev.Conversation)
 	if err != nil {
 		return err
 	}
 	id := EventMessageID(ev.Conversation, ev.EventID)
-	var errs []error
+	var errs, unopened []error
 	sent := 0
 	for _, chID := range ids {
 		b, ok, err := c.store.Binding(ctx, chID)
@@ -121,23 +123,25 @@ func (c *Connector) Receive(ctx context.Context, ev Event) error {
 			continue
 		}
 		if err := c.receiveOn(ctx, chID, id, ev); err != nil {
-			errs = append(errs, fmt.Errorf("channel %s: %w", chID, err))
+			err = fmt.Errorf("channel %s: %w", chID, err)
+			if tolerateUnopened && errors.Is(err, ErrNoChannel) {
+				unopened = append(unopened, err)
+			} else {
+				errs = append(errs, err)
+			}
 			continue
 		}
 		sent++
+	}
+	if sent == 0 {
+		errs = append(errs, unopened...)
+	} else if len(unopened) > 0 {
+		c.log.Debug("connector: event not sent to channels not open here; their readers read it when they open", "message_id", id, "err", errors.Join(unopened...))
 	}
 	if sent == 0 && len(errs) == 0 {
 		return fmt.Errorf("conversation %q: %w", ev.Conversation, ErrNotBound)
 	}
 	return errors.Join(errs...)
-}
-
-// checkEvent refuses an event Receive cannot name a message after.
-func checkEvent(ev Event) error {
-	if ev.EventID == "" || len(ev.EventID) > imv2.MaxIDBytes {
-		return imv2.Errorf(imv2.CodeInvalidPacket, "connector: Event.EventID must be 1 to %d bytes", imv2.MaxIDBytes)
-	}
-	return nil
 }
 
 // receiveStripes is the number of locks Receive's events hash to.

@@ -121,3 +121,65 @@ func (f *cursorFeed) Listen(ctx context.Context, b connector.Binding, in connect
 	<-ctx.Done()
 	return nil
 }
+
+// TestKit_M9_SharedFeedReachesEveryBoundChannel: two channels bound to
+// one conversation, and a Listener whose readers take events from one
+// shared stream (a websocket or gateway connection, as ExampleListener's
+// feed): each event reaches both channels, whichever reader took it.
+func TestKit_M9_SharedFeedReachesEveryBoundChannel(t *testing.T) {
+	const events = 6
+	p := &sharedFeed{pretend: newPretend(0), events: make(chan connector.Event, events), reading: make(chan struct{}, 4)}
+	_, url := startKit(t, p, "", connector.Options{DefaultConversation: func(string) string { return "room" }})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	got := make(chan [2]string, 2*events)
+	cli, err := dataplane.Dial(ctx, dataplane.ClientConfig{URL: url, Target: channelLog(got)})
+	require.NoError(t, err)
+	defer cli.Close()
+	a, err := cli.OpenChannel(ctx, "")
+	require.NoError(t, err)
+	b, err := cli.OpenChannel(ctx, "")
+	require.NoError(t, err)
+	testwait.Recv(t, p.reading, 10*time.Second)
+	testwait.Recv(t, p.reading, 10*time.Second) // both readers run
+	for i := range events {
+		p.events <- connector.Event{Conversation: "room", EventID: "ev-" + strconv.Itoa(i), Text: "hi"}
+	}
+	seen := map[string]int{}
+	for range 2 * events {
+		m := testwait.Recv(t, (<-chan [2]string)(got), 10*time.Second)
+		seen[m[0]]++
+	}
+	require.Equal(t, map[string]int{a.ID(): events, b.ID(): events}, seen)
+}
+
+// sharedFeed is a Listener whose readers all take events from one Go
+// channel, each event taken by one of them.
+type sharedFeed struct {
+	*pretend
+	events  chan connector.Event
+	reading chan struct{}
+}
+
+func (f *sharedFeed) Listen(ctx context.Context, _ connector.Binding, in connector.Inbox) error {
+	f.reading <- struct{}{}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev := <-f.events:
+			if err := in.Receive(ctx, ev); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// channelLog is the xAgent side's Target: it passes on each user
+// message's channel and message_id.
+type channelLog chan [2]string
+
+func (l channelLog) PostMessage(_ context.Context, channelID string, m *imv2.ChatMessage) error {
+	l <- [2]string{channelID, m.MessageID}
+	return nil
+}

@@ -3,7 +3,6 @@ package connector
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 )
 
@@ -29,11 +28,9 @@ type Listener interface {
 
 // Inbox is what a Listener's reader gets besides its binding.
 type Inbox interface {
-	// Receive hands an inbound event to the kit: an event of the
-	// reader's conversation (Event.Conversation = the binding's Key) goes
-	// to the reader's channel, which Connector.Receive's rules then
-	// apply to; any other event is Connector.Receive's. Each channel
-	// bound to a conversation runs its own reader, so none is missed.
+	// Receive hands an inbound event to the kit (Connector.Receive); a
+	// channel of the conversation that is not open here fails it only
+	// when no channel took it.
 	Receive(ctx context.Context, ev Event) error
 	// Update changes the channel's binding (Connector.UpdateBinding): a
 	// sync cursor or a refreshed token in its Data.
@@ -79,33 +76,15 @@ type inbox struct {
 	of        Binding
 }
 
-// Receive hands an event of the reader's own conversation to the
-// reader's channel only: every channel bound to a conversation runs a
-// reader of its own, from a cursor of its own, so fanning out here added
-// nothing but the other channels' failures — a channel bound to the same
-// conversation and not reopened since a restart (ErrNoChannel) failed
-// every event, and a Listener that returns that error read the same event
-// for ever, the open channel getting nothing new. An event of another
-// conversation, or a reader whose channel is no longer bound to it this
-// way, is received as Connector.Receive does.
+// Receive is Connector.Receive, except that another channel of the
+// conversation not open here (ErrNoChannel: not reopened since a
+// restart) fails the event only when no channel took it: a Listener that
+// returns Receive's error (as ExampleListener does) would otherwise read
+// the same event for ever, and the open channels get nothing after it.
+// That channel's own reader reads its conversation once it opens, from
+// its own cursor where the platform keeps the history.
 func (in inbox) Receive(ctx context.Context, ev Event) error {
-	if ev.Conversation != in.of.Key {
-		return in.c.Receive(ctx, ev)
-	}
-	if err := checkEvent(ev); err != nil {
-		return err
-	}
-	b, ok, err := in.c.store.Binding(ctx, in.channelID)
-	if err != nil {
-		return err
-	}
-	if !ok || b.Key != ev.Conversation || b.State != BindingConnected {
-		return in.c.Receive(ctx, ev)
-	}
-	if err := in.c.receiveOn(ctx, in.channelID, EventMessageID(ev.Conversation, ev.EventID), ev); err != nil {
-		return fmt.Errorf("channel %s: %w", in.channelID, err)
-	}
-	return nil
+	return in.c.receive(ctx, ev, true)
 }
 
 func (in inbox) Update(ctx context.Context, f func(*Binding) error) error {
