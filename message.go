@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/url"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -145,8 +146,8 @@ func CheckDownloadURL(u string) error {
 // checkDownloadURLParse is CheckDownloadURL by url.Parse, the reference
 // for plainDownloadURL.
 func checkDownloadURLParse(u string) error {
-	if strings.ContainsRune(u, ' ') { // url.Parse takes it; no URI has one (RFC 3986)
-		return Errorf(CodeInvalidPacket, "chat.message: download_url has a space; escape it as %%20")
+	if strings.IndexFunc(u, isURLSpace) >= 0 { // url.Parse takes one; no URI has one (RFC 3986)
+		return Errorf(CodeInvalidPacket, "chat.message: download_url has a space; escape it (%%20)")
 	}
 	parsed, err := url.Parse(u)
 	if err != nil {
@@ -168,10 +169,23 @@ func checkDownloadURLParse(u string) error {
 		if parsed.Path == "" {
 			return Errorf(CodeInvalidPacket, "chat.message: download_url has no path")
 		}
+		rel := u
+		if i := strings.IndexAny(rel, "?#"); i >= 0 {
+			rel = rel[:i]
+		}
+		if !strings.HasPrefix(rel, "/") && strings.Contains(rel, ":") {
+			// A colon reads as a scheme's end (RFC 3986 §4.2); the schema's
+			// pattern refuses one anywhere in such a path.
+			return Errorf(CodeInvalidPacket, "chat.message: download_url is a relative path with a colon; start it with /")
+		}
 		return nil
 	}
 	return Errorf(CodeInvalidPacket, "chat.message: download_url scheme %q is not http or https (M6)", parsed.Scheme)
 }
+
+// isURLSpace reports a rune JSON Schema's \s matches (ECMA-262: Unicode
+// white space and U+FEFF), which readers of the profile's pattern refuse.
+func isURLSpace(r rune) bool { return unicode.IsSpace(r) || r == '\uFEFF' }
 
 // plainDownloadURL reports the common download_url shapes that
 // CheckDownloadURL accepts without parsing: a path reference "/…" (not
