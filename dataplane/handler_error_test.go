@@ -42,3 +42,35 @@ func TestHandler_E3_ErrorTextNeverStopsTheAnswer(t *testing.T) {
 		})
 	}
 }
+
+// TestHandler_E3_PlatformTextInAuthAndDescriptorEncodes: a sign-in's
+// failure reason and a channel's display name taken from a platform in GBK
+// still go out, made valid: the auth.start.ack says failed with the
+// reason, and channel.open is answered with its Descriptor. Both used to
+// fail to encode: the open and the sign-in were answered invalid_packet.
+func TestHandler_E3_PlatformTextInAuthAndDescriptorEncodes(t *testing.T) {
+	_, url := startServer(t, func(c *ServerConfig) {
+		c.Auth = gbkAuth{&recAuth{}}
+		c.Describe = func(context.Context, string) ChannelInfo {
+			return ChannelInfo{Status: protocol.StatusConnected, DisplayName: "\xb4\xed room", AccountHint: "\xce\xf3"}
+		}
+	})
+	p := dialPeer(t, url, nil)
+	p.hello("")
+	id, _ := p.open("")
+	ans := p.call(protocol.TypeAuthStart, id, protocol.AuthStart{FlowID: "test_qr"})
+	require.Equal(t, protocol.TypeAuthStartAck, ans.Type, "error: %+v", ans.Error)
+	var aa protocol.AuthAck
+	require.NoError(t, ans.DecodePayload(&aa))
+	require.Equal(t, protocol.AuthFailed, aa.Status)
+	require.Equal(t, "\uFFFD wrong code", aa.Message)
+	ans = p.call(protocol.TypeDescriptorGet, id, nil)
+	require.Equal(t, protocol.TypeDescriptorGetAck, ans.Type, "error: %+v", ans.Error)
+}
+
+// gbkAuth fails every sign-in with a reason in GBK.
+type gbkAuth struct{ *recAuth }
+
+func (gbkAuth) Start(context.Context, string, protocol.AuthStart) (*protocol.AuthAck, error) {
+	return &protocol.AuthAck{Status: protocol.AuthFailed, Message: "\xb4\xed wrong code"}, nil
+}

@@ -3,6 +3,7 @@ package dataplane
 import (
 	"context"
 	"errors"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/xagentkit/imv2"
@@ -103,6 +104,7 @@ func (ss *session) authAck(ctx context.Context, p *imv2.Packet, typ string, e *c
 		return
 	}
 	out := *ack
+	out.Message = validText(out.Message) // a platform's text (SignInError.Reason): it must encode
 	out.ConnectorChannelID = defaults.Or(out.ConnectorChannelID, e.id)
 	out.FlowID = defaults.Or(out.FlowID, flowID)
 	out.AuthSessionID = defaults.Or(out.AuthSessionID, sessionID)
@@ -170,6 +172,16 @@ func (ss *session) ackError(req *imv2.Packet, typ string, err error, fallback im
 	}
 	p.Error = imv2.NewErrorPacket(nil, e).Error // the text made valid and cut
 	ss.send(p)
+}
+
+// validText returns s as valid UTF-8: text a handler took from a
+// platform (a GBK body, a display name) must not stop the packet it goes
+// into from encoding.
+func validText(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	return strings.ToValidUTF8(s, "\uFFFD")
 }
 
 // signedOut makes a logout ack's Descriptor describe the state after

@@ -552,8 +552,8 @@ func (s *Server) describe(ctx context.Context, e *channelEntry) *protocol.Descri
 		Target: protocol.DescriptorTarget{
 			Provider:    s.cfg.Provider,
 			Label:       s.cfg.Label,
-			DisplayName: defaults.Or(info.DisplayName, s.cfg.DisplayName),
-			AccountHint: info.AccountHint,
+			DisplayName: validText(defaults.Or(info.DisplayName, s.cfg.DisplayName)),
+			AccountHint: validText(info.AccountHint),
 		},
 		Tools: tools,
 	}
