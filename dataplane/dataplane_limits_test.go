@@ -74,8 +74,8 @@ func TestLimit_W5_RefusedOpenRegistersNoID(t *testing.T) {
 
 // TestLimit_W5_RefusedOpenCallsNoStore: a channel.open refused at the
 // all-open cap is refused before the Registry or NewTarget is asked, so a
-// peer retrying at the cap costs no durable Register and Forget (and runs
-// no user code) per refused open. It used to cost both.
+// peer retrying at the cap costs no durable Known, Register or Forget (and
+// runs no user code) per refused open. It used to cost them all.
 func TestLimit_W5_RefusedOpenCallsNoStore(t *testing.T) {
 	reg := &countingRegistry{ChannelRegistry: NewMemoryRegistry(0)}
 	var targets atomic.Int32
@@ -89,9 +89,14 @@ func TestLimit_W5_RefusedOpenCallsNoStore(t *testing.T) {
 	p.hello("")
 	p.open("")
 	p.open("")
-	for range 10 {
-		expectError(t, p.call(protocol.TypeChannelOpen, "", nil), imv2.CodeChannelUnavailable)
+	for i := range 10 {
+		id := ""
+		if i%2 == 1 {
+			id = "cch_from_before_a_restart" // a reopen asks Known first
+		}
+		expectError(t, p.call(protocol.TypeChannelOpen, id, nil), imv2.CodeChannelUnavailable)
 	}
+	require.EqualValues(t, 0, reg.knowns.Load(), "Known calls")
 	require.EqualValues(t, 2, reg.registers.Load(), "Register calls")
 	require.EqualValues(t, 0, reg.forgets.Load(), "Forget calls")
 	require.EqualValues(t, 2, targets.Load(), "NewTarget calls")
@@ -121,10 +126,15 @@ func TestLimit_W5_RegistryRefusalIsAskedOnce(t *testing.T) {
 	require.EqualValues(t, 12, reg.registers.Load(), "Register calls")
 }
 
-// countingRegistry counts the Register and Forget calls it passes on.
+// countingRegistry counts the Known, Register and Forget calls it passes on.
 type countingRegistry struct {
 	ChannelRegistry
-	registers, forgets atomic.Int32
+	knowns, registers, forgets atomic.Int32
+}
+
+func (r *countingRegistry) Known(ctx context.Context, id string) (bool, error) {
+	r.knowns.Add(1)
+	return r.ChannelRegistry.Known(ctx, id)
 }
 
 func (r *countingRegistry) Register(ctx context.Context, id string) error {

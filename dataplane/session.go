@@ -266,10 +266,18 @@ func (ss *session) openChannel(p *imv2.Packet) {
 		)
 		for try := 1; ; try++ {
 			srv.mu.Lock()
+			// Refused before any store call or NewTarget when it would be
+			// refused after: a peer retrying at the cap costs no Known,
+			// Register or Forget of a durable Registry (and runs no user
+			// code) per refused open.
+			_, err = srv.roomLocked(inst)
 			_, elsewhere = srv.channels[p.ConnectorChannelID]
 			_, dropping := srv.dropping[p.ConnectorChannelID]
 			drops := srv.drops
 			srv.mu.Unlock()
+			if err != nil {
+				break
+			}
 			reuse = ""
 			if p.ConnectorChannelID != "" && !elsewhere && !dropping {
 				// Issued before a restart: reuse it with its durable state.
@@ -390,15 +398,6 @@ var errStaleKnown = imv2.Errorf(imv2.CodeChannelUnavailable, "channels were drop
 // Registry said id was registered (errStaleKnown if a drop began since).
 func (ss *session) newChannel(inst *instance, neg *imv2.Negotiated, id string, drops uint64) (_ *channelEntry, err error) {
 	srv := ss.srv
-	// Refused before any store call or NewTarget when it would be refused
-	// after: a peer retrying at the cap costs no Register and Forget of a
-	// durable Registry (and runs no user code) per refused open.
-	srv.mu.Lock()
-	_, err = srv.roomLocked(inst)
-	srv.mu.Unlock()
-	if err != nil {
-		return nil, err
-	}
 	reuse := id != ""
 	if id == "" {
 		id = "cch_" + uuid.NewString()
