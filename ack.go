@@ -189,7 +189,6 @@ func matchesAck(orig *Packet, messageID string, ackPkt *Packet, ack *ChatMessage
 		ack.MessageID == messageID
 }
 
-// truncate cuts s to at most n bytes on a rune boundary.
 // ackable returns rej as an ack can carry it: a code that is no stable
 // code (empty, over MaxIDBytes, not UTF-8) becomes target_rejected, or
 // target_delivery_failed when retryable, and the message is made valid
@@ -223,6 +222,7 @@ func sendableText(s string) string {
 	return truncate(s, maxAckMessageBytes)
 }
 
+// truncate cuts s to at most n bytes on a rune boundary.
 func truncate(s string, n int) string {
 	if len(s) <= n {
 		return s

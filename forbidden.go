@@ -131,10 +131,10 @@ func checkIMNames(typ string, payload []byte) error {
 		switch r := forbiddenRules[name] & rules; {
 		case r&ruleI2 != 0:
 			return Errorf(CodeForbiddenField, "%s: member %q at %s is an identity field the profile forbids (I2)", typ, name, dec.StackPointer())
-		case r&ruleM8 != 0:
-			return Errorf(CodeForbiddenField, "%s: member %q at %s is not allowed in a message (M8)", typ, name, dec.StackPointer())
-		case r != 0:
+		case r != 0 && typ == TypeChatActivity: // its paths and keys are C4's too
 			return Errorf(CodeForbiddenField, "%s: member %q at %s is not allowed in an activity (C4)", typ, name, dec.StackPointer())
+		case r != 0:
+			return Errorf(CodeForbiddenField, "%s: member %q at %s is not allowed in a message (M8)", typ, name, dec.StackPointer())
 		}
 	}
 }
