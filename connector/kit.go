@@ -273,18 +273,16 @@ func (c *Connector) ListenAndServe(ctx context.Context, addr string) error {
 // the background until Close. It returns the base URL, http://host:port;
 // after Close it fails with imv2.ErrClosed.
 func (c *Connector) Start(addr string) (string, error) {
-	c.mu.Lock()
-	closed := c.closed
-	c.mu.Unlock()
-	if closed { // Serve would refuse it: no URL that nothing answers
-		return "", imv2.ErrClosed
-	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return "", err
 	}
+	hs, err := c.register(ln) // before Start returns: a Close after it shuts this server down
+	if err != nil {
+		return "", err
+	}
 	go func() {
-		if err := c.Serve(context.Background(), ln); err != nil && !errors.Is(err, imv2.ErrClosed) {
+		if err := c.serve(context.Background(), hs, ln); err != nil {
 			c.log.Error("connector: serving failed", "err", err)
 		}
 	}()
@@ -294,15 +292,29 @@ func (c *Connector) Start(addr string) (string, error) {
 // Serve serves on ln (an http.Server with NewServer's timeouts) until ctx
 // ends or Close is called.
 func (c *Connector) Serve(ctx context.Context, ln net.Listener) error {
+	hs, err := c.register(ln)
+	if err != nil {
+		return err
+	}
+	return c.serve(ctx, hs, ln)
+}
+
+// register makes the http.Server of ln and adds it to those Close shuts
+// down; after Close it closes ln and fails with imv2.ErrClosed.
+func (c *Connector) register(ln net.Listener) (*http.Server, error) {
 	hs := NewServer(ln.Addr().String(), c)
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	if c.closed {
-		c.mu.Unlock()
 		ln.Close()
-		return imv2.ErrClosed
+		return nil, imv2.ErrClosed
 	}
 	c.servers[hs] = struct{}{}
-	c.mu.Unlock()
+	return hs, nil
+}
+
+// serve runs hs on ln until ctx ends or Close shut it down (then nil).
+func (c *Connector) serve(ctx context.Context, hs *http.Server, ln net.Listener) error {
 	stop := context.AfterFunc(ctx, func() { c.shutdown(hs) })
 	defer stop()
 	err := hs.Serve(ln)
