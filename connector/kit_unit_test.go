@@ -97,6 +97,16 @@ func newUnit(t *testing.T, p Platform, flows bool, o Options) (*Connector, *fake
 	return k, clock
 }
 
+// fatalOn returns a func that ends t on a non-nil error.
+func fatalOn(t *testing.T) func(error) {
+	return func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // TestKit_M11_FinalEditSkippedWhenTheLastEditShowsIt: on a plain Editor
 // the final is an edit of the temporary message, skipped when the last
 // coalesced edit already shows exactly the final text; a final with other
@@ -109,12 +119,7 @@ func TestKit_M11_FinalEditSkippedWhenTheLastEditShowsIt(t *testing.T) {
 	}
 	ctx := context.Background()
 	tg := k.display
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	must := fatalOn(t)
 	must(tg.UpdateDraft(ctx, "ch_1", "m1", "Hel"))
 	must(tg.UpdateDraft(ctx, "ch_1", "m1", "Hell")) // coalesced
 	must(tg.UpdateDraft(ctx, "ch_1", "m1", "Hello"))
@@ -147,12 +152,7 @@ func TestKit_M11_FinalEditSkipIsPerChannel(t *testing.T) {
 	k, _ := newUnit(t, e, false, Options{Display: &display.Options{Interval: time.Second}})
 	ctx := context.Background()
 	tg := k.display
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	must := fatalOn(t)
 	must(tg.UpdateDraft(ctx, "ch_1", "m1", "Ye"))
 	must(tg.UpdateDraft(ctx, "ch_2", "m2", "Yes."))
 	must(tg.PostMessage(ctx, "ch_1", &imv2.ChatMessage{MessageID: "m1", Text: "Yes."}))

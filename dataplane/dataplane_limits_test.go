@@ -78,17 +78,7 @@ func TestLimit_W5_RefusedOpenRegistersNoID(t *testing.T) {
 // runs no user code) per refused open. It used to cost them all.
 func TestLimit_W5_RefusedOpenCallsNoStore(t *testing.T) {
 	reg := &countingRegistry{ChannelRegistry: NewMemoryRegistry(0)}
-	var targets atomic.Int32
-	srv, err := NewServer(ServerConfig{
-		Card: testCard(), MaxChannels: 2, Registry: reg,
-		NewTarget: func(string) imv2.Target { targets.Add(1); return newRecTarget() },
-	})
-	require.NoError(t, err)
-	defer srv.Close()
-	p, _ := pipeSession(t, srv)
-	p.hello("")
-	p.open("")
-	p.open("")
+	p := twoOpen(t, reg, 2)
 	for i := range 10 {
 		id := ""
 		if i%2 == 1 {
@@ -99,7 +89,7 @@ func TestLimit_W5_RefusedOpenCallsNoStore(t *testing.T) {
 	require.EqualValues(t, 0, reg.knowns.Load(), "Known calls")
 	require.EqualValues(t, 2, reg.registers.Load(), "Register calls")
 	require.EqualValues(t, 0, reg.forgets.Load(), "Forget calls")
-	require.EqualValues(t, 2, targets.Load(), "NewTarget calls")
+	require.EqualValues(t, 2, reg.targets.Load(), "NewTarget calls")
 }
 
 // TestLimit_W5_RegistryRefusalIsAskedOnce: a channel.open the Registry
@@ -108,16 +98,7 @@ func TestLimit_W5_RefusedOpenCallsNoStore(t *testing.T) {
 // each refused open asked the Registry three times.
 func TestLimit_W5_RegistryRefusalIsAskedOnce(t *testing.T) {
 	reg := &countingRegistry{ChannelRegistry: NewMemoryRegistry(2)}
-	srv, err := NewServer(ServerConfig{
-		Card: testCard(), Registry: reg,
-		NewTarget: func(string) imv2.Target { return newRecTarget() },
-	})
-	require.NoError(t, err)
-	defer srv.Close()
-	p, _ := pipeSession(t, srv)
-	p.hello("")
-	p.open("")
-	p.open("")
+	p := twoOpen(t, reg, 0)
 	for range 10 {
 		ans := p.call(protocol.TypeChannelOpen, "", nil)
 		expectError(t, ans, imv2.CodeChannelUnavailable)
@@ -126,10 +107,28 @@ func TestLimit_W5_RegistryRefusalIsAskedOnce(t *testing.T) {
 	require.EqualValues(t, 12, reg.registers.Load(), "Register calls")
 }
 
-// countingRegistry counts the Known, Register and Forget calls it passes on.
+// twoOpen is a peer with two channels open on a Server with reg, which
+// also counts the Server's NewTarget calls, and maxChannels.
+func twoOpen(t *testing.T, reg *countingRegistry, maxChannels int) *pipePeer {
+	t.Helper()
+	srv, err := NewServer(ServerConfig{
+		Card: testCard(), MaxChannels: maxChannels, Registry: reg,
+		NewTarget: func(string) imv2.Target { reg.targets.Add(1); return newRecTarget() },
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = srv.Close() })
+	p, _ := pipeSession(t, srv)
+	p.hello("")
+	p.open("")
+	p.open("")
+	return p
+}
+
+// countingRegistry counts the Known, Register and Forget calls it passes
+// on, and (twoOpen) the Server's NewTarget calls.
 type countingRegistry struct {
 	ChannelRegistry
-	knowns, registers, forgets atomic.Int32
+	knowns, registers, forgets, targets atomic.Int32
 }
 
 func (r *countingRegistry) Known(ctx context.Context, id string) (bool, error) {
