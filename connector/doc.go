@@ -91,13 +91,14 @@
 // plain DiskStore keep files for one process, so after a restart it
 // downloads only from a DiskStore with Keep (DiskStoreOptions.Keep) or a
 // FileStore of your own, and on a replica only from one on storage the
-// replicas share (Options.Files). A signature is stateless: it needs no server-side token table
-// (one map keyed by remote input fewer to bound), it binds the file, the
-// channel and the expiry together, and it is checked with hmac.Equal. A bad or
-// missing signature gets 403; an expired URL, an unknown or expired file
-// gets 404; a file of another channel gets 403. A file_ref outside
-// [A-Za-z0-9_-]{16,128} gets 404 before storage is touched, so "..", "/" or
-// percent-encodings never reach a FileStore.
+// replicas share (Options.Files). A signature is stateless: it needs no
+// server-side token table (one map keyed by remote input fewer to bound),
+// it binds the file, the channel and the expiry together, and it is
+// checked with hmac.Equal. A bad or missing signature gets 403; an
+// expired URL, an unknown or expired file gets 404; a file of another
+// channel gets 403. A file_ref outside [A-Za-z0-9_-]{16,128} gets 404
+// before storage is touched, so "..", "/" or percent-encodings never reach
+// a FileStore.
 //
 // # Defaults
 //
