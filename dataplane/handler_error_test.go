@@ -44,9 +44,10 @@ func TestHandler_E3_ErrorTextNeverStopsTheAnswer(t *testing.T) {
 }
 
 // TestHandler_E3_PlatformTextInAuthAndDescriptorEncodes: a sign-in's
-// failure reason and a channel's display name taken from a platform in GBK
-// still go out, made valid: the auth.start.ack says failed with the
-// reason, and channel.open is answered with its Descriptor. Both used to
+// failure reason, a cancel's message and a channel's display name taken
+// from a platform in GBK still go out, made valid: the auth.start.ack says
+// failed with the reason, the cancel is answered, and channel.open is
+// answered with its Descriptor. Both used to
 // fail to encode: the open and the sign-in were answered invalid_packet.
 func TestHandler_E3_PlatformTextInAuthAndDescriptorEncodes(t *testing.T) {
 	_, url := startServer(t, func(c *ServerConfig) {
@@ -66,10 +67,16 @@ func TestHandler_E3_PlatformTextInAuthAndDescriptorEncodes(t *testing.T) {
 	require.Equal(t, "\uFFFD wrong code", aa.Message)
 	ans = p.call(protocol.TypeDescriptorGet, id, nil)
 	require.Equal(t, protocol.TypeDescriptorGetAck, ans.Type, "error: %+v", ans.Error)
+	ans = p.call(protocol.TypeAuthCancel, id, protocol.AuthCancel{AuthSessionID: "auth_1"})
+	require.Equal(t, protocol.TypeAuthCancelAck, ans.Type, "error: %+v", ans.Error)
 }
 
-// gbkAuth fails every sign-in with a reason in GBK.
+// gbkAuth fails every sign-in, and answers every cancel, with text in GBK.
 type gbkAuth struct{ *recAuth }
+
+func (gbkAuth) Cancel(context.Context, string, protocol.AuthCancel) (*protocol.AuthCancelAck, error) {
+	return &protocol.AuthCancelAck{Status: "ignored", Message: "\xb4\xed"}, nil
+}
 
 func (gbkAuth) Start(context.Context, string, protocol.AuthStart) (*protocol.AuthAck, error) {
 	return &protocol.AuthAck{Status: protocol.AuthFailed, Message: "\xb4\xed wrong code"}, nil

@@ -3,6 +3,7 @@ package dataplane
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -67,6 +68,8 @@ func (ss *session) auth(p *imv2.Packet) {
 				return
 			}
 			out := *ack
+			out.Message = validText(out.Message)
+			out.ConnectionDescriptor = validDescriptor(out.ConnectionDescriptor)
 			out.ConnectorChannelID = defaults.Or(out.ConnectorChannelID, id)
 			out.AuthSessionID = defaults.Or(out.AuthSessionID, req.AuthSessionID)
 			ss.reply(p, protocol.TypeAuthCancelAck, &out)
@@ -105,6 +108,7 @@ func (ss *session) authAck(ctx context.Context, p *imv2.Packet, typ string, e *c
 	}
 	out := *ack
 	out.Message = validText(out.Message) // a platform's text (SignInError.Reason): it must encode
+	out.ConnectionDescriptor = validDescriptor(out.ConnectionDescriptor)
 	out.ConnectorChannelID = defaults.Or(out.ConnectorChannelID, e.id)
 	out.FlowID = defaults.Or(out.FlowID, flowID)
 	out.AuthSessionID = defaults.Or(out.AuthSessionID, sessionID)
@@ -182,6 +186,24 @@ func validText(s string) string {
 		return s
 	}
 	return strings.ToValidUTF8(s, "\uFFFD")
+}
+
+// validDescriptor returns d with its free text (display name, account
+// hint, tool reasons) made valid UTF-8; d itself is left as it is.
+func validDescriptor(d *protocol.Descriptor) *protocol.Descriptor {
+	if d == nil {
+		return nil
+	}
+	out := *d
+	out.Target.DisplayName = validText(out.Target.DisplayName)
+	out.Target.AccountHint = validText(out.Target.AccountHint)
+	if len(out.Tools) > 0 {
+		out.Tools = slices.Clone(out.Tools)
+		for i := range out.Tools {
+			out.Tools[i].Reason = validText(out.Tools[i].Reason)
+		}
+	}
+	return &out
 }
 
 // signedOut makes a logout ack's Descriptor describe the state after

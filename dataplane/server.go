@@ -539,7 +539,7 @@ func (s *Server) describe(ctx context.Context, e *channelEntry) *protocol.Descri
 	s.mu.Lock()
 	neg := e.neg
 	s.mu.Unlock()
-	return &protocol.Descriptor{
+	return validDescriptor(&protocol.Descriptor{
 		Schema: protocol.DescriptorSchema,
 		Connection: protocol.Connection{
 			ConnectorCardID:    s.cfg.Card.ConnectorCardID,
@@ -552,11 +552,11 @@ func (s *Server) describe(ctx context.Context, e *channelEntry) *protocol.Descri
 		Target: protocol.DescriptorTarget{
 			Provider:    s.cfg.Provider,
 			Label:       s.cfg.Label,
-			DisplayName: validText(defaults.Or(info.DisplayName, s.cfg.DisplayName)),
-			AccountHint: validText(info.AccountHint),
+			DisplayName: defaults.Or(info.DisplayName, s.cfg.DisplayName),
+			AccountHint: info.AccountHint,
 		},
 		Tools: tools,
-	}
+	})
 }
 
 // attach binds a session to the connector_id of its hello: the known
