@@ -3,10 +3,12 @@ package connector
 import (
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
+
+	"github.com/xagentkit/imv2"
 )
 
 // A DiskStore with Keep writes, beside each file's bytes (named by its
@@ -19,15 +21,30 @@ import (
 // metaSuffix names a file's metadata record; no ref has a dot.
 const metaSuffix = ".meta"
 
-// diskMeta is a file's metadata record.
+// lockName is the lock file of a kept store's directory (lockDir).
+const lockName = ".lock"
+
+// diskMeta is a file's metadata record, with names of its own: renaming a
+// FileInfo field must not make a load forget every kept file.
 type diskMeta struct {
-	Channel string   `json:"channel"`
-	Info    FileInfo `json:"info"`
+	Channel   string        `json:"channel"`
+	FileRef   string        `json:"file_ref"`
+	Type      imv2.FileType `json:"type"`
+	Filename  string        `json:"filename"`
+	MimeType  string        `json:"mime_type"`
+	ByteSize  int64         `json:"byte_size"`
+	ExpiresAt time.Time     `json:"expires_at"`
 }
 
-// writeMeta writes the record of the file at path.
+func (m *diskMeta) info() FileInfo {
+	return FileInfo{FileRef: m.FileRef, Type: m.Type, Filename: m.Filename, MimeType: m.MimeType, ByteSize: m.ByteSize, ExpiresAt: m.ExpiresAt}
+}
+
+// writeMeta writes the record of the file at path, durably: whole under a
+// temporary name, synced, renamed, and the rename synced.
 func writeMeta(path, channelID string, info FileInfo) error {
-	b, err := json.Marshal(diskMeta{Channel: channelID, Info: info})
+	b, err := json.Marshal(diskMeta{Channel: channelID, FileRef: info.FileRef, Type: info.Type, Filename: info.Filename,
+		MimeType: info.MimeType, ByteSize: info.ByteSize, ExpiresAt: info.ExpiresAt})
 	if err != nil {
 		return err
 	}
@@ -46,6 +63,9 @@ func writeMeta(path, channelID string, info FileInfo) error {
 	if err == nil {
 		err = os.Rename(tmp, path+metaSuffix)
 	}
+	if err == nil {
+		err = syncDir(filepath.Dir(path))
+	}
 	if err != nil {
 		_ = os.Remove(tmp)
 	}
@@ -54,8 +74,9 @@ func writeMeta(path, channelID string, info FileInfo) error {
 
 // load takes up the live files of s.dir, counted against the caps as
 // they were put (a lowered cap refuses new files until enough expire),
-// and removes what is expired or half-written. Names the store does not
-// make are left alone.
+// and removes what is expired or half-written, as far as it can. Names
+// the store does not make, and anything but regular files (a symlink), are
+// left alone; an expiry beyond TTL from now is cut to it.
 func (s *DiskStore) load() error {
 	entries, err := os.ReadDir(s.dir)
 	if err != nil {
@@ -65,7 +86,7 @@ func (s *DiskStore) load() error {
 	var stray []string
 	for _, e := range entries {
 		name := e.Name()
-		if e.IsDir() {
+		if !e.Type().IsRegular() {
 			continue
 		}
 		if ref, ok := strings.CutSuffix(name, metaSuffix+".tmp"); ok && isStoreRef(ref) {
@@ -77,24 +98,26 @@ func (s *DiskStore) load() error {
 			continue // bytes (kept if a record names them, below), or not the store's
 		}
 		m, ok := readMeta(filepath.Join(s.dir, name), ref)
-		if !ok || !now.Before(m.Info.ExpiresAt) || !s.sizeIs(ref, m.Info.ByteSize) {
+		if !ok || !now.Before(m.ExpiresAt) || !s.sizeIs(ref, m.ByteSize) {
 			stray = append(stray, name, ref)
 			continue
 		}
-		s.files[ref] = &diskFile{channel: m.Channel, info: m.Info}
-		s.total += m.Info.ByteSize
-		s.q.bytes += m.Info.ByteSize
+		info := m.info()
+		if latest := now.Add(s.opts.TTL); info.ExpiresAt.After(latest) {
+			info.ExpiresAt = latest
+		}
+		s.files[ref] = &diskFile{channel: m.Channel, info: info}
+		s.total += info.ByteSize
+		s.q.bytes += info.ByteSize
 		s.q.files++
 	}
 	for _, e := range entries {
-		if name := e.Name(); !e.IsDir() && isStoreRef(name) && s.files[name] == nil {
+		if name := e.Name(); e.Type().IsRegular() && isStoreRef(name) && s.files[name] == nil {
 			stray = append(stray, name) // bytes without a record
 		}
 	}
 	for _, name := range stray {
-		if err := os.Remove(filepath.Join(s.dir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return err
-		}
+		_ = os.Remove(filepath.Join(s.dir, name)) // what stays is not taken up: no harm but its bytes
 	}
 	return nil
 }
@@ -117,7 +140,7 @@ func readMeta(path, ref string) (diskMeta, bool) {
 		return diskMeta{}, false
 	}
 	var m diskMeta
-	if json.Unmarshal(b, &m) != nil || m.Info.FileRef != ref || !validChannelID(m.Channel) || m.Info.ByteSize < 0 {
+	if json.Unmarshal(b, &m) != nil || m.FileRef != ref || !validChannelID(m.Channel) || m.ByteSize < 0 {
 		return diskMeta{}, false
 	}
 	return m, true
@@ -125,6 +148,6 @@ func readMeta(path, ref string) (diskMeta, bool) {
 
 // sizeIs reports whether the bytes of file ref are on disk, size of them.
 func (s *DiskStore) sizeIs(ref string, size int64) bool {
-	fi, err := os.Stat(filepath.Join(s.dir, ref))
+	fi, err := os.Lstat(filepath.Join(s.dir, ref))
 	return err == nil && fi.Mode().IsRegular() && fi.Size() == size
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -81,4 +82,60 @@ func TestDiskStore_T1_KeepOutlivesTheProcess(t *testing.T) {
 func TestDiskStore_T1_KeepNeedsADir(t *testing.T) {
 	_, err := connector.NewDiskStore(connector.DiskStoreOptions{Keep: true})
 	require.Error(t, err)
+}
+
+// TestDiskStore_T1_KeepOneStorePerDir: a second kept store on a Dir in use
+// fails (it would take up and remove the first one's files in flight);
+// after Close the Dir opens again.
+func TestDiskStore_T1_KeepOneStorePerDir(t *testing.T) {
+	dir := t.TempDir()
+	first, err := connector.NewDiskStore(connector.DiskStoreOptions{Dir: dir, Keep: true})
+	require.NoError(t, err)
+	_, err = connector.NewDiskStore(connector.DiskStoreOptions{Dir: dir, Keep: true})
+	require.ErrorContains(t, err, "in use")
+	require.NoError(t, first.Close())
+	again, err := connector.NewDiskStore(connector.DiskStoreOptions{Dir: dir, Keep: true})
+	require.NoError(t, err)
+	require.NoError(t, again.Close())
+}
+
+// TestDiskStore_T1_KeepLoadTrustsOnlyWhatItWrote: on load, a record
+// without its bytes and one whose size differs are removed, a symlink named
+// like a file is not taken up (nor its target touched), and an expiry
+// beyond TTL from now is cut to it.
+func TestDiskStore_T1_KeepLoadTrustsOnlyWhatItWrote(t *testing.T) {
+	ctx := context.Background()
+	clock := fakeclock.New(epoch)
+	dir := t.TempDir()
+	ref := func(c string) string { return "file_" + strings.Repeat(c, 32) }
+	record := func(r string, size int, expires time.Time) {
+		t.Helper()
+		meta := `{"channel":"cch_1","file_ref":"` + r + `","type":"file","filename":"x","mime_type":"text/plain","byte_size":` +
+			strconv.Itoa(size) + `,"expires_at":"` + expires.Format(time.RFC3339Nano) + `"}`
+		require.NoError(t, os.WriteFile(filepath.Join(dir, r+".meta"), []byte(meta), 0o600))
+	}
+	record(ref("a"), 3, epoch.Add(time.Minute)) // no bytes
+	record(ref("b"), 3, epoch.Add(time.Minute)) // 4 bytes
+	require.NoError(t, os.WriteFile(filepath.Join(dir, ref("b")), []byte("four"), 0o600))
+	record(ref("c"), 3, epoch.Add(100*365*24*time.Hour)) // a century
+	require.NoError(t, os.WriteFile(filepath.Join(dir, ref("c")), []byte("far"), 0o600))
+	outside := filepath.Join(t.TempDir(), "secret")
+	require.NoError(t, os.WriteFile(outside, []byte("abc"), 0o600))
+	require.NoError(t, os.Symlink(outside, filepath.Join(dir, ref("d"))))
+	record(ref("d"), 3, epoch.Add(time.Minute))
+
+	s, err := connector.NewDiskStore(connector.DiskStoreOptions{Dir: dir, Keep: true, Clock: clock, TTL: time.Minute})
+	require.NoError(t, err)
+	defer s.Close()
+	for _, r := range []string{ref("a"), ref("b"), ref("d")} {
+		_, _, err := s.Open(ctx, "cch_1", r)
+		require.ErrorIs(t, err, connector.ErrFileNotFound, r)
+	}
+	require.NoFileExists(t, filepath.Join(dir, ref("a")+".meta"))
+	require.NoFileExists(t, filepath.Join(dir, ref("b")))
+	require.FileExists(t, outside, "a symlink's target is never touched")
+	rc, info, err := s.Open(ctx, "cch_1", ref("c"))
+	require.NoError(t, err)
+	require.NoError(t, rc.Close())
+	require.True(t, info.ExpiresAt.Equal(epoch.Add(time.Minute)), "expiry cut to TTL: %v", info.ExpiresAt)
 }

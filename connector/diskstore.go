@@ -21,12 +21,13 @@ type DiskStoreOptions struct {
 	// default os.TempDir(). The directory and every file in it are removed
 	// by Close. With Keep, Dir itself is the store's directory (required).
 	Dir string
-	// Keep makes the files outlive the process: each file's metadata is
-	// written beside it, NewDiskStore takes up the live files it finds in
-	// Dir (and removes expired and half-written ones), and Close leaves
-	// them. A restarted Connector then still serves the download_url of a
-	// user message resent after the restart. One process at a time may use
-	// a Dir.
+	// Keep makes the files outlive the process, a crash and a power loss:
+	// each file's metadata is written beside its bytes, both synced before
+	// Put returns; NewDiskStore takes up the live files it finds in Dir
+	// (and removes expired and half-written ones), and Close leaves them.
+	// A restarted Connector then still serves the download_url of a user
+	// message resent after the restart. One store at a time may use a Dir:
+	// a second fails while the first is open (a lock, on Unix).
 	Keep          bool
 	Clock         clock.Clock   // default clock.System{}
 	TTL           time.Duration // lifetime of a file from its Put; default 1 h
@@ -45,6 +46,7 @@ type DiskStoreOptions struct {
 type DiskStore struct {
 	opts DiskStoreOptions
 	dir  string
+	lock *os.File // Keep: held until Close (lockDir)
 
 	// remove and open are os.Remove and os.Open; tests replace them to
 	// show that neither runs under mu.
@@ -110,7 +112,13 @@ func NewDiskStore(opts DiskStoreOptions) (*DiskStore, error) {
 		q:      quota{maxBytes: opts.MaxTotalBytes, maxFiles: opts.MaxFiles},
 	}
 	if opts.Keep {
-		if err := s.load(); err != nil {
+		if s.lock, err = lockDir(dir); err == nil {
+			err = s.load()
+		}
+		if err != nil {
+			if s.lock != nil {
+				s.lock.Close()
+			}
 			return nil, errors.New("connector: disk store: " + err.Error())
 		}
 	}
@@ -134,7 +142,10 @@ func (s *DiskStore) Close() error {
 	s.files = map[string]*diskFile{}
 	s.total = 0
 	if s.opts.Keep {
-		return nil
+		if s.lock == nil {
+			return nil
+		}
+		return s.lock.Close()
 	}
 	return os.RemoveAll(s.dir)
 }
@@ -196,8 +207,8 @@ func (d *diskReservation) Put(ctx context.Context, filename, mimeType string, r 
 		return FileInfo{}, err
 	}
 	defer func() {
-		if cerr := f.Close(); err == nil && cerr != nil {
-			err = cerr
+		if f != nil {
+			_ = f.Close()
 		}
 		if err != nil {
 			if s.opts.Keep {
@@ -223,13 +234,18 @@ func (d *diskReservation) Put(ctx context.Context, filename, mimeType string, r 
 		ByteSize:  size,
 		ExpiresAt: s.opts.Clock.Now().Add(s.opts.TTL),
 	}
-	if s.opts.Keep { // the bytes on disk first, then the record that names them
-		if err = f.Sync(); err == nil {
-			err = writeMeta(path, d.channel, info)
-		}
-		if err != nil {
-			return FileInfo{}, err
-		}
+	if s.opts.Keep {
+		err = f.Sync() // the bytes on disk first, then the record that names them
+	}
+	if cerr := f.Close(); err == nil { // before it is published: a failed close unpublishes nothing
+		err = cerr
+	}
+	f = nil
+	if err == nil && s.opts.Keep {
+		err = writeMeta(path, d.channel, info)
+	}
+	if err != nil {
+		return FileInfo{}, err
 	}
 
 	s.mu.Lock()

@@ -42,13 +42,18 @@ func (a *holdingAgent) PostMessage(_ context.Context, _ string, m *imv2.ChatMess
 func TestKit_T3_M6_PendingDownloadURLSurvivesRestart(t *testing.T) {
 	t.Parallel()
 	const apiKey = "sk-kit-restart-0123456789abcdef"
-	// The files outlive the process: a DiskStore with Keep, made anew on
-	// the same directory by each start, as a restarted process would.
+	// The files outlive the process: a DiskStore with Keep, closed and made
+	// anew on the same directory by each start, as a restarted process's.
 	dir := t.TempDir()
+	var files *connector.DiskStore
+	t.Cleanup(func() { files.Close() })
 	delivered := make(chan string, 16)
 	r := startRestartable(t, func(st *boltstore.Store) (*connector.Connector, error) {
-		files, err := connector.NewDiskStore(connector.DiskStoreOptions{Dir: dir, Keep: true})
-		if err != nil {
+		if files != nil {
+			files.Close()
+		}
+		var err error
+		if files, err = connector.NewDiskStore(connector.DiskStoreOptions{Dir: dir, Keep: true}); err != nil {
 			return nil, err
 		}
 		return connector.New(kitCard(apiKey), newPretend(0), &connector.Options{
