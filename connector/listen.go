@@ -82,7 +82,9 @@ type inbox struct {
 // returns Receive's error (as ExampleListener does) would otherwise read
 // the same event for ever, and the open channels get nothing after it.
 // That channel's own reader reads its conversation once it opens, from
-// its own cursor where the platform keeps the history.
+// its own cursor where the platform keeps the history; a stream that
+// keeps none (a gateway websocket) gives it nothing of what came while it
+// was not open.
 func (in inbox) Receive(ctx context.Context, ev Event) error {
 	return in.c.receive(ctx, ev, true)
 }
