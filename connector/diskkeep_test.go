@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/connector"
 	"github.com/xagentkit/imv2/fakeclock"
 )
@@ -138,4 +139,23 @@ func TestDiskStore_T1_KeepLoadTrustsOnlyWhatItWrote(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, rc.Close())
 	require.True(t, info.ExpiresAt.Equal(epoch.Add(time.Minute)), "expiry cut to TTL: %v", info.ExpiresAt)
+}
+
+// TestDiskStore_T1_PutAfterCloseWritesNothing: a reservation's Put after
+// the store closed fails with ErrClosed before it reads or writes a byte.
+func TestDiskStore_T1_PutAfterCloseWritesNothing(t *testing.T) {
+	dir := t.TempDir()
+	s, err := connector.NewDiskStore(connector.DiskStoreOptions{Dir: dir, Keep: true})
+	require.NoError(t, err)
+	res, err := s.Reserve(context.Background(), "cch_1", 4)
+	require.NoError(t, err)
+	defer res.Release()
+	require.NoError(t, s.Close())
+	_, err = res.Put(context.Background(), "a.txt", "", neverRead{t})
+	require.ErrorIs(t, err, imv2.ErrClosed)
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	for _, e := range entries {
+		require.Equal(t, ".lock", e.Name(), "only the lock file is left")
+	}
 }

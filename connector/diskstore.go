@@ -201,6 +201,12 @@ func (d *diskReservation) Put(ctx context.Context, filename, mimeType string, r 
 	}
 	d.used = true
 	s := d.s
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed { // no file written for nothing (checked again before it is published)
+		return FileInfo{}, imv2.ErrClosed
+	}
 	path := filepath.Join(s.dir, d.ref) // the ref alphabet has no separator or dot
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
