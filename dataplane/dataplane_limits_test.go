@@ -3,6 +3,7 @@ package dataplane
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -105,6 +106,46 @@ func TestLimit_W5_RegistryRefusalIsAskedOnce(t *testing.T) {
 		require.Contains(t, ans.Error.Message, "registry")
 	}
 	require.EqualValues(t, 12, reg.registers.Load(), "Register calls")
+}
+
+// TestLimit_W5_AmbiguousRegisterLeavesNoID: a Register that fails
+// otherwise than by a refusal may have committed (a connection lost during
+// COMMIT); the ID is forgotten again, so refused opens cannot fill the
+// registry with IDs of no channel. A refusal (the cap) is not followed by
+// a Forget.
+func TestLimit_W5_AmbiguousRegisterLeavesNoID(t *testing.T) {
+	mem := NewMemoryRegistry(4)
+	srv, err := NewServer(ServerConfig{
+		Card: testCard(), Registry: committedThenFailed{mem},
+		NewTarget: func(string) imv2.Target { return newRecTarget() },
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = srv.Close() })
+	p, _ := pipeSession(t, srv)
+	p.hello("")
+	for range 10 {
+		require.Equal(t, imv2.TypeError, p.call(protocol.TypeChannelOpen, "", nil).Type)
+	}
+	mem.mu.Lock()
+	held := len(mem.ids)
+	mem.mu.Unlock()
+	require.Zero(t, held, "IDs of no channel left in the registry")
+
+	full := &countingRegistry{ChannelRegistry: NewMemoryRegistry(2)}
+	p = twoOpen(t, full, 0)
+	expectError(t, p.call(protocol.TypeChannelOpen, "", nil), imv2.CodeChannelUnavailable)
+	require.Zero(t, full.forgets.Load(), "a refusal is not followed by a Forget")
+}
+
+// committedThenFailed registers every ID, then reports a failure, as a
+// store whose COMMIT went through and whose answer was lost does.
+type committedThenFailed struct{ *MemoryRegistry }
+
+func (r committedThenFailed) Register(ctx context.Context, id string) error {
+	if err := r.MemoryRegistry.Register(ctx, id); err != nil {
+		return err
+	}
+	return errors.New("connection reset during commit")
 }
 
 // twoOpen is a peer with two channels open on a Server with reg, which

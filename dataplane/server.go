@@ -733,6 +733,22 @@ func (s *Server) forget(id string) {
 	}
 }
 
+// ambiguousForgetTimeout bounds forgetAmbiguous.
+const ambiguousForgetTimeout = time.Second
+
+// forgetAmbiguous forgets an ID whose Register failed otherwise than by a
+// refusal: the store may have committed it all the same (a connection
+// lost during COMMIT), and an ID of no channel would hold a place under
+// the registry's cap for good. One short try, so that a failing store
+// holds the refused open no longer than that.
+func (s *Server) forgetAmbiguous(id string) {
+	ctx, cancel := context.WithTimeout(context.Background(), ambiguousForgetTimeout)
+	defer cancel()
+	if err := s.cfg.Registry.Forget(ctx, id); err != nil {
+		s.log.Warn("dataplane: a channel ID whose registration failed may stay registered", "connector_channel_id", id, "err", err)
+	}
+}
+
 // dropChannelLocked drops a channel for good (a rare path: grace expiry
 // or eviction). From here until the Registry forgot it, the ID is in
 // s.dropping, so a channel.open of it gets a new ID (W5) as it will

@@ -402,6 +402,9 @@ func (ss *session) newChannel(inst *instance, neg *imv2.Negotiated, id string, d
 	if id == "" {
 		id = "cch_" + uuid.NewString()
 		if err := srv.cfg.Registry.Register(ss.ctx, id); err != nil {
+			if !errors.Is(err, &imv2.Error{Code: imv2.CodeChannelUnavailable}) {
+				srv.forgetAmbiguous(id)
+			}
 			return nil, err
 		}
 		defer func() {
