@@ -1,9 +1,10 @@
 package imv2
 
 import (
-	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/xagentkit/imv2/internal/wiretext"
 )
 
 // AckStatus is chat.message.ack status (A3).
@@ -216,10 +217,7 @@ func stableCode(c Code) bool { return c != "" && len(c) <= MaxIDBytes && utf8.Va
 
 // sendableText returns s made valid UTF-8 and cut to maxAckMessageBytes.
 func sendableText(s string) string {
-	if !utf8.ValidString(s) {
-		s = strings.ToValidUTF8(s, "\uFFFD") // before truncate: U+FFFD is 3 bytes
-	}
-	return truncate(s, maxAckMessageBytes)
+	return truncate(wiretext.Valid(s), maxAckMessageBytes) // valid first: U+FFFD is 3 bytes
 }
 
 // truncate cuts s to at most n bytes on a rune boundary.

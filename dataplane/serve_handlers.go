@@ -4,11 +4,10 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"strings"
-	"unicode/utf8"
 
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/internal/defaults"
+	"github.com/xagentkit/imv2/internal/wiretext"
 	"github.com/xagentkit/imv2/protocol"
 )
 
@@ -68,7 +67,7 @@ func (ss *session) auth(p *imv2.Packet) {
 				return
 			}
 			out := *ack
-			out.Message = validText(out.Message)
+			out.Message = wiretext.Valid(out.Message)
 			out.ConnectionDescriptor = validDescriptor(out.ConnectionDescriptor)
 			out.ConnectorChannelID = defaults.Or(out.ConnectorChannelID, id)
 			out.AuthSessionID = defaults.Or(out.AuthSessionID, req.AuthSessionID)
@@ -107,7 +106,7 @@ func (ss *session) authAck(ctx context.Context, p *imv2.Packet, typ string, e *c
 		return
 	}
 	out := *ack
-	out.Message = validText(out.Message) // a platform's text (SignInError.Reason): it must encode
+	out.Message = wiretext.Valid(out.Message) // a platform's text (SignInError.Reason): it must encode
 	out.ConnectionDescriptor = validDescriptor(out.ConnectionDescriptor)
 	out.ConnectorChannelID = defaults.Or(out.ConnectorChannelID, e.id)
 	out.FlowID = defaults.Or(out.FlowID, flowID)
@@ -171,21 +170,11 @@ func (ss *session) ackError(req *imv2.Packet, typ string, err error, fallback im
 		return
 	}
 	// A handler's code and text may be anything; the answer must encode.
-	if e.Code == "" || len(e.Code) > imv2.MaxIDBytes || !utf8.ValidString(string(e.Code)) {
-		e = &imv2.Error{Code: fallback, Message: e.Message}
+	p.Error = imv2.NewErrorPacket(nil, e).Error // code and text made sendable
+	if p.Error.Code != e.Code {
+		p.Error.Code = fallback // no stable code: the operation's own
 	}
-	p.Error = imv2.NewErrorPacket(nil, e).Error // the text made valid and cut
 	ss.send(p)
-}
-
-// validText returns s as valid UTF-8: text a handler took from a
-// platform (a GBK body, a display name) must not stop the packet it goes
-// into from encoding.
-func validText(s string) string {
-	if utf8.ValidString(s) {
-		return s
-	}
-	return strings.ToValidUTF8(s, "\uFFFD")
 }
 
 // validDescriptor returns d with its free text (display name, account
@@ -195,12 +184,12 @@ func validDescriptor(d *protocol.Descriptor) *protocol.Descriptor {
 		return nil
 	}
 	out := *d
-	out.Target.DisplayName = validText(out.Target.DisplayName)
-	out.Target.AccountHint = validText(out.Target.AccountHint)
+	out.Target.DisplayName = wiretext.Valid(out.Target.DisplayName)
+	out.Target.AccountHint = wiretext.Valid(out.Target.AccountHint)
 	if len(out.Tools) > 0 {
 		out.Tools = slices.Clone(out.Tools)
 		for i := range out.Tools {
-			out.Tools[i].Reason = validText(out.Tools[i].Reason)
+			out.Tools[i].Reason = wiretext.Valid(out.Tools[i].Reason)
 		}
 	}
 	return &out
