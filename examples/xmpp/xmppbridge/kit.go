@@ -1,0 +1,244 @@
+package xmppbridge
+
+// kit.go is the one file that speaks the Connector kit's surface: New
+// builds the kit around the Bridge, and the Bridge's methods below are the
+// kit's Platform and its capabilities, each a thin call into the XMPP
+// side (platform.go, inbound.go, session.go).
+
+import (
+	"cmp"
+	"context"
+	"crypto/tls"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"os"
+	"path"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/boltstore"
+	"github.com/xagentkit/imv2/clock"
+	"github.com/xagentkit/imv2/connector"
+	"github.com/xagentkit/imv2/display"
+	"github.com/xagentkit/imv2/protocol"
+	"mellium.im/xmpp/jid"
+)
+
+// Defaults of Config.
+const (
+	DefaultDialTimeout = 30 * time.Second
+	DefaultHTTPTimeout = 2 * time.Minute
+)
+
+// Config configures a Bridge. APIKey, JID, Password, Conversation and
+// Build.BuildTime are required; zero fields take the defaults.
+type Config struct {
+	// Build identifies the build in the Card and /health (H4).
+	Build protocol.Build
+	// APIKey guards /health, /ws and /files/uploads.
+	APIKey string
+	// JID and Password are the bot account's: the Connector signs in as it
+	// and never forwards its own messages.
+	JID, Password string
+	// Server is the host:port of the server's client port; "" looks the
+	// JID's domain up in DNS (SRV records, else port 5222).
+	Server string
+	// TLS secures the stream (STARTTLS is required); default checks the
+	// server's certificate against the system roots for the JID's domain.
+	TLS *tls.Config
+	// Conversation is where every channel goes: a contact's bare JID
+	// ("alice@example.org", 1:1) or a room's joined with "?join"
+	// ("team@conference.example.org?join", XEP-0045).
+	Conversation string
+	// Nick is the bot's nickname in the room; default the JID's localpart.
+	Nick string
+	// UploadService is the JID of the XEP-0363 service files go to;
+	// default "upload." and the JID's domain (Prosody's mod_http_file_share).
+	UploadService string
+	// FileHosts are the host[:port]s inbound file URLs are fetched from
+	// (the upload service's); default the upload service's JID.
+	FileHosts []string
+	// StateDir keeps the kit's state in imv2.db: channel IDs, bindings
+	// with their draft handles, pending and completed messages, so a
+	// restart loses no user message and shows no final twice. Empty keeps
+	// everything in memory.
+	StateDir string
+	// Files stores uploads and offered files; default in memory.
+	Files connector.FileStore
+	// Display tunes the edit strategy (Interval, TypingRefresh …).
+	Display display.Options
+	// Channel tunes every Channel (AckTimeout …).
+	Channel imv2.Options
+	// HTTPClient uploads and downloads files; default one of
+	// DefaultHTTPTimeout.
+	HTTPClient  *http.Client
+	DialTimeout time.Duration
+	// Logger; default discards. Passwords and message text are never logged.
+	Logger *slog.Logger
+	Clock  clock.Clock
+}
+
+// Bridge is the XMPP Connector: the kit's Connector around one XMPP
+// session of the bot account, every channel bound to Config.Conversation.
+type Bridge struct {
+	cfg     Config
+	me      jid.JID
+	kit     *connector.Connector
+	bolt    *boltstore.Store
+	link    *link
+	readers *listeners
+	ctx     context.Context // ends at Close
+	cancel  context.CancelFunc
+}
+
+// New signs the bot in (in the background, again whenever the session
+// drops) and builds the kit around it. Serve Handler() at the Connector's
+// base URL; Close it to stop.
+func New(cfg Config) (*Bridge, error) {
+	me, err := jid.Parse(cfg.JID)
+	switch {
+	case cfg.APIKey == "":
+		return nil, errors.New("xmppbridge: Config.APIKey is required")
+	case err != nil || me.Localpart() == "":
+		return nil, errors.New("xmppbridge: Config.JID must be an account's JID, user@domain")
+	case cfg.Password == "":
+		return nil, errors.New("xmppbridge: Config.Password is required")
+	case cfg.Conversation == "":
+		return nil, errors.New("xmppbridge: Config.Conversation is required")
+	}
+	if to, err := jid.Parse(strings.TrimSuffix(cfg.Conversation, roomSuffix)); err != nil || to.Localpart() == "" || to.Resourcepart() != "" {
+		return nil, errors.New("xmppbridge: Config.Conversation must be a bare JID, with ?join for a room")
+	}
+	cfg.Logger = cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler))
+	cfg.Clock = cmp.Or[clock.Clock](cfg.Clock, clock.System{})
+	cfg.HTTPClient = cmp.Or(cfg.HTTPClient, &http.Client{Timeout: DefaultHTTPTimeout})
+	cfg.DialTimeout = cmp.Or(cfg.DialTimeout, DefaultDialTimeout)
+	cfg.Nick = cmp.Or(cfg.Nick, me.Localpart())
+	cfg.UploadService = cmp.Or(cfg.UploadService, "upload."+me.Domainpart())
+	if len(cfg.FileHosts) == 0 {
+		cfg.FileHosts = []string{cfg.UploadService}
+	}
+	cfg.TLS = tlsConfig(cfg.TLS)
+	br := &Bridge{cfg: cfg, me: me, readers: newListeners()}
+	br.ctx, br.cancel = context.WithCancel(context.Background())
+	opts := &connector.Options{APIKey: cfg.APIKey, Skill: []byte(Skill), Files: cfg.Files, Mode: display.Edit,
+		Display: &cfg.Display, Channel: &cfg.Channel, Clock: cfg.Clock, Logger: cfg.Logger,
+		DefaultConversation: func(string) string { return cfg.Conversation }}
+	if cfg.StateDir != "" {
+		if err = os.MkdirAll(cfg.StateDir, 0o700); err == nil {
+			br.bolt, err = boltstore.Open(filepath.Join(cfg.StateDir, "imv2.db"), boltstore.Options{Clock: cfg.Clock})
+			opts.Store = br.bolt
+		}
+	}
+	if err == nil {
+		br.kit, err = connector.New(NewCard(cfg.Build), br, opts)
+	}
+	if err != nil {
+		br.Close()
+		return nil, err
+	}
+	br.link = newLink(&br.cfg, me, br.route)
+	return br, nil
+}
+
+// Handler is the Connector's http.Handler: serve it at the base URL.
+func (br *Bridge) Handler() http.Handler { return br.kit }
+
+// Connector returns the kit's Connector, for what the Bridge does not wrap.
+func (br *Bridge) Connector() *connector.Connector { return br.kit }
+
+// Close stops the kit (connections, readers, Channels; pending messages
+// stay in the store), the XMPP session and the state store.
+func (br *Bridge) Close() error {
+	br.cancel()
+	var err error
+	if br.kit != nil {
+		err = br.kit.Close()
+	}
+	if br.link != nil {
+		br.link.close()
+	}
+	if br.bolt != nil {
+		err = errors.Join(err, br.bolt.Close())
+	}
+	br.cfg.HTTPClient.CloseIdleConnections()
+	return err
+}
+
+// Post implements connector.Platform: the text as one message, then each
+// file as a message with its uploaded URL.
+func (br *Bridge) Post(ctx context.Context, to connector.Conversation, m *connector.Message) error {
+	if m.Text != "" {
+		if err := br.say(ctx, to.Key, m.IdempotencyKey+"-t", m.Text); err != nil {
+			return err
+		}
+	}
+	for i, f := range m.Files {
+		name := cmp.Or(f.Info.Filename, f.Filename, "file")
+		if err := br.attach(ctx, to.Key, m.IdempotencyKey+"-f"+strconv.Itoa(i), name, f.Info.MimeType, f.Info.ByteSize, f.Reader); err != nil {
+			br.cfg.Logger.Warn("xmppbridge: file not shared", "err", err)
+			return err
+		}
+	}
+	return nil
+}
+
+// PostDraft implements connector.Editor: the first draft is a new message;
+// its stanza ID is the handle every correction names.
+func (br *Bridge) PostDraft(ctx context.Context, to connector.Conversation, _, text string) (string, error) {
+	id := newID()
+	return id, br.say(ctx, to.Key, id, text)
+}
+
+// Edit implements connector.Editor with an XEP-0308 correction; the
+// kit's final edit makes the draft the final text (M11).
+func (br *Bridge) Edit(ctx context.Context, to connector.Conversation, handle, text string) error {
+	return br.correct(ctx, to.Key, handle, text)
+}
+
+// Typing implements connector.Typer with XEP-0085 chat states.
+func (br *Bridge) Typing(ctx context.Context, to connector.Conversation, a imv2.ChatActivity) error {
+	if a.Status == imv2.ActivityIdle {
+		return br.chatState(ctx, to.Key, "active")
+	}
+	return br.chatState(ctx, to.Key, "composing")
+}
+
+// Listen implements connector.Listener: the kit runs it while the
+// channel is open; it hands the conversation's messages to the kit, whose
+// message_id of an event is the same on a redelivery.
+func (br *Bridge) Listen(ctx context.Context, b connector.Binding, in connector.Inbox) error {
+	return br.read(ctx, b.Key, b.Created, func(ctx context.Context, m incoming) error {
+		ev := connector.Event{Conversation: b.Key, EventID: m.id, Text: m.text}
+		if m.url != "" {
+			ev.Files = []connector.InboundFile{{Filename: fileName(m.url), Open: func() (io.ReadCloser, error) {
+				rc, _, err := br.fetch(ctx, m.url, connector.DefaultMaxFileBytes)
+				return rc, err
+			}}}
+		}
+		if ev.Text == "" && ev.Files == nil {
+			return nil
+		}
+		return in.Receive(ctx, ev)
+	})
+}
+
+// notPosted and permanent mark an error for the kit's retries.
+var (
+	notPosted = connector.NotPosted
+	permanent = imv2.Permanent
+)
+
+// fileName is the last segment of a file URL's path.
+func fileName(rawURL string) string {
+	if u, err := url.Parse(rawURL); err == nil && path.Base(u.Path) != "/" {
+		return path.Base(u.Path)
+	}
+	return "file"
+}
