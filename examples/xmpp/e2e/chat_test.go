@@ -29,7 +29,9 @@ func TestChat_D8_M11_StreamedReplyIsOneCorrectedMessage(t *testing.T) {
 	const content = "simulated attachment\n"
 	s, err := sim.Start(ctx, sim.Config{
 		Connector: "http://" + addr, APIKey: apiKey, CardID: xmppbridge.CardID, Attach: attachment(t, content),
-		Rate: 50, Duplicate: 30, Reply: func(text string) string { return "Echo: " + text + " — the moon has no weather to speak of, only a thin exosphere." },
+		Rate: 50, Duplicate: 30, Reply: func(text string) string {
+			return "Echo: " + text + " — the moon has no weather to speak of, only a thin exosphere."
+		},
 	})
 	require.NoError(t, err)
 	defer s.Close()

@@ -29,12 +29,12 @@ const waitTimeout = 60 * time.Second
 // seen is a message stanza as the user's client reads it, with the time
 // it arrived.
 type seen struct {
-	XMLName   xml.Name `xml:"jabber:client message"`
-	ID        string   `xml:"id,attr"`
-	From      string   `xml:"from,attr"`
-	Type      string   `xml:"type,attr"`
-	Body      *string  `xml:"body"`
-	Replace   *struct {
+	XMLName xml.Name `xml:"jabber:client message"`
+	ID      string   `xml:"id,attr"`
+	From    string   `xml:"from,attr"`
+	Type    string   `xml:"type,attr"`
+	Body    *string  `xml:"body"`
+	Replace *struct {
 		ID string `xml:"id,attr"`
 	} `xml:"urn:xmpp:message-correct:0 replace"`
 	Composing *struct{} `xml:"http://jabber.org/protocol/chatstates composing"`

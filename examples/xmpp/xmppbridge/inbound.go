@@ -109,6 +109,7 @@ func (br *Bridge) route(m message) {
 			in.text = "" // clients repeat the URL as the body
 		}
 	}
+	br.cfg.Logger.Debug("xmppbridge: message read", "conversation", key, "event", in.id, "delayed", m.Delay != nil)
 	readers := br.readers.of(key)
 	if len(readers) == 0 {
 		br.cfg.Logger.Debug("xmppbridge: message of a conversation no open channel is bound to; dropped", "conversation", key)
