@@ -34,7 +34,9 @@ func TestGroupChat_M9_RedeliveredStanzaIsOneUserMessage(t *testing.T) {
 	ctx := ctxFor(t)
 	s, err := sim.Start(ctx, sim.Config{
 		Connector: "http://" + addr, APIKey: apiKey, CardID: xmppbridge.CardID, Rate: 50,
-		Reply: func(text string) string { return "Room echo: " + text + " — said in the team room, answered in the team room." },
+		Reply: func(text string) string {
+			return "Room echo: " + text + " — said in the team room, answered in the team room."
+		},
 	})
 	require.NoError(t, err)
 	defer s.Close()
