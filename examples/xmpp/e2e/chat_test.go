@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"bytes"
 	"testing"
 	"time"
 
@@ -82,4 +83,36 @@ func lastChatState(msgs []seen) string {
 		}
 	}
 	return st
+}
+
+// TestChat_M6_SharedFileReachesXAgent: alice shares a file the way XMPP
+// clients do (an XEP-0363 upload to the server, then a message whose body
+// and XEP-0066 out-of-band data are its URL); the Connector downloads it
+// from the upload service and offers it to xAgent, which fetches the same
+// bytes through the signed download_url (M6, T3).
+func TestChat_M6_SharedFileReachesXAgent(t *testing.T) {
+	p := startProsody(t)
+	alice := newUser(t, p)
+	addr := freeAddr(t)
+	conn := startConnector(t, p, addr, aliceJID, "", nil)
+	defer conn.stop(t)
+	ctx := ctxFor(t)
+	s, err := sim.Start(ctx, sim.Config{Connector: "http://" + addr, APIKey: apiKey, CardID: xmppbridge.CardID})
+	require.NoError(t, err)
+	defer s.Close()
+	require.NoError(t, conn.b.Ready(ctx))
+
+	data := bytes.Repeat([]byte("moon dust "), 10_000)
+	url := alice.upload("dust.txt", "text/plain", data)
+	alice.share(botJID, url)
+	alice.waitFor("the reply to the file", func() bool { return len(thread(alice.from(botJID))) == 1 })
+	s.Wait()
+	users := s.UserMessages()
+	require.Len(t, users, 1)
+	require.Empty(t, users[0].Text, "the body repeating the URL is no text")
+	require.Len(t, users[0].Files, 1)
+	require.Equal(t, "dust.txt", users[0].Files[0].Filename)
+	got, err := s.Fetch(ctx, users[0].Files[0])
+	require.NoError(t, err)
+	require.True(t, bytes.Equal(data, got), "the offered file's bytes differ")
 }

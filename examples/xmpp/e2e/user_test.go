@@ -3,12 +3,14 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/xml"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,6 +23,7 @@ import (
 	"mellium.im/xmlstream"
 	"mellium.im/xmpp"
 	"mellium.im/xmpp/jid"
+	"mellium.im/xmpp/upload"
 )
 
 // waitTimeout bounds every wait for something to show up.
@@ -214,4 +217,34 @@ func thread(msgs []seen) []shown {
 		out = append(out, s)
 	}
 	return out
+}
+
+// upload puts data on the server's upload service (XEP-0363) and returns
+// its URL.
+func (u *client) upload(name, mime string, data []byte) string {
+	u.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	slot, err := upload.GetSlot(ctx, upload.File{Name: name, Size: len(data), Type: mime}, jid.MustParse(uploadJID), u.s)
+	require.NoError(u.t, err)
+	req, err := slot.Put(ctx, bytes.NewReader(data))
+	require.NoError(u.t, err)
+	req.ContentLength = int64(len(data))
+	req.Header.Set("Content-Type", mime)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(u.t, err)
+	_ = resp.Body.Close()
+	require.Equal(u.t, http.StatusCreated, resp.StatusCode)
+	return slot.GetURL.String()
+}
+
+// share sends a file's URL to a JID the way XMPP clients do.
+func (u *client) share(to, url string) {
+	u.t.Helper()
+	id := "alice-" + strconv.FormatInt(u.next.Add(1), 10)
+	m := out{ID: id, To: to, Type: "chat", Body: url, OOB: &struct {
+		URL string `xml:"url"`
+	}{url}}
+	m.OriginID.ID = id
+	u.send(m)
 }

@@ -6,6 +6,7 @@ package xmppbridge
 // side (platform.go, inbound.go, session.go).
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"crypto/tls"
@@ -212,18 +213,20 @@ func (br *Bridge) Typing(ctx context.Context, to connector.Conversation, a imv2.
 
 // Listen implements connector.Listener: the kit runs it while the
 // channel is open; it hands the conversation's messages to the kit, whose
-// message_id of an event is the same on a redelivery.
+// message_id of an event is the same on a redelivery. A shared file is
+// downloaded first; one that cannot be is forwarded as its URL.
 func (br *Bridge) Listen(ctx context.Context, b connector.Binding, in connector.Inbox) error {
 	return br.read(ctx, b.Key, b.Created, func(ctx context.Context, m incoming) error {
 		ev := connector.Event{Conversation: b.Key, EventID: m.id, Text: m.text}
 		if m.url != "" {
-			ev.Files = []connector.InboundFile{{Filename: fileName(m.url), Open: func() (io.ReadCloser, error) {
-				rc, _, err := br.fetch(ctx, m.url, connector.DefaultMaxFileBytes)
-				return rc, err
-			}}}
-		}
-		if ev.Text == "" && ev.Files == nil {
-			return nil
+			data, mime, err := br.fetch(ctx, m.url, connector.DefaultMaxFileBytes)
+			if err != nil {
+				br.cfg.Logger.Info("xmppbridge: shared file not downloaded; forwarded as its URL", "err", err)
+				ev.Text = cmp.Or(ev.Text, m.url)
+			} else {
+				ev.Files = []connector.InboundFile{{Filename: fileName(m.url), MimeType: mime,
+					Open: func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil }}}
+			}
 		}
 		return in.Receive(ctx, ev)
 	})

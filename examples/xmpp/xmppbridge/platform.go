@@ -79,10 +79,10 @@ func (br *Bridge) attach(ctx context.Context, key, id, name, mime string, size i
 	return br.link.send(ctx, true, message{ID: id, To: to, Type: typ, Body: url, OriginID: &idAttr{id}, OOB: &oob{URL: url}})
 }
 
-// fetch downloads an inbound file's URL, at most max bytes (one more, for the store to refuse), from a host
+// fetch downloads an inbound file's URL, at most max bytes, from a host
 // of Config.FileHosts only: a URL in a message is the sender's to choose,
 // and the Connector must not fetch whatever it names.
-func (br *Bridge) fetch(ctx context.Context, rawURL string, max int64) (io.ReadCloser, string, error) {
+func (br *Bridge) fetch(ctx context.Context, rawURL string, max int64) ([]byte, string, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, rawURL, nil)
 	if err != nil || !br.fileHost(req.URL.Host) || (req.URL.Scheme != "https" && req.URL.Scheme != "http") {
 		return nil, "", errors.New("xmppbridge: file URL not on an allowed host")
@@ -91,14 +91,17 @@ func (br *Bridge) fetch(ctx context.Context, rawURL string, max int64) (io.ReadC
 	if err != nil {
 		return nil, "", err
 	}
-	if resp.StatusCode != http.StatusOK || resp.ContentLength > max {
-		_ = resp.Body.Close()
-		return nil, "", fmt.Errorf("xmppbridge: file download: HTTP %d, %d bytes", resp.StatusCode, resp.ContentLength)
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, max+1))
+	switch {
+	case resp.StatusCode != http.StatusOK:
+		return nil, "", fmt.Errorf("xmppbridge: file download: HTTP %d", resp.StatusCode)
+	case err != nil:
+		return nil, "", err
+	case int64(len(data)) > max:
+		return nil, "", errors.New("xmppbridge: shared file larger than the file limit")
 	}
-	return struct {
-		io.Reader
-		io.Closer
-	}{io.LimitReader(resp.Body, max+1), resp.Body}, resp.Header.Get("Content-Type"), nil
+	return data, resp.Header.Get("Content-Type"), nil
 }
 
 func (br *Bridge) fileHost(host string) bool {
