@@ -11,15 +11,16 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"os"
 	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/xagentkit/imv2"
@@ -28,6 +29,7 @@ import (
 	"github.com/xagentkit/imv2/connector"
 	"github.com/xagentkit/imv2/display"
 	"github.com/xagentkit/imv2/protocol"
+	"mellium.im/xmpp"
 	"mellium.im/xmpp/jid"
 )
 
@@ -88,14 +90,22 @@ type Config struct {
 // Bridge is the XMPP Connector: the kit's Connector around one XMPP
 // session of the bot account, every channel bound to Config.Conversation.
 type Bridge struct {
-	cfg     Config
-	me      jid.JID
-	kit     *connector.Connector
-	bolt    *boltstore.Store
-	link    *link
-	readers *listeners
-	ctx     context.Context // ends at Close
-	cancel  context.CancelFunc
+	cfg    Config
+	me     jid.JID
+	kit    *connector.Connector
+	bolt   *boltstore.Store
+	upload jid.JID         // the XEP-0363 service
+	ctx    context.Context // ends at Close
+	cancel context.CancelFunc
+	done   chan struct{} // closed when the session loop (run) ended
+
+	mu        sync.Mutex
+	s         *xmpp.Session            // nil while offline
+	up        chan struct{}            // closed while s is set
+	gone      chan struct{}            // closed when s ends
+	readers   map[chan incoming]string // running Listens, by their conversation key
+	ready     chan struct{}            // closed once a reader runs (Ready)
+	readyOnce sync.Once
 }
 
 // New signs the bot in (in the background, again whenever the session
@@ -125,8 +135,13 @@ func New(cfg Config) (*Bridge, error) {
 	if len(cfg.FileHosts) == 0 {
 		cfg.FileHosts = []string{cfg.UploadService}
 	}
-	cfg.TLS = tlsConfig(cfg.TLS)
-	br := &Bridge{cfg: cfg, me: me, readers: newListeners()}
+	if cfg.TLS == nil {
+		cfg.TLS = &tls.Config{MinVersion: tls.VersionTLS12}
+	}
+	br := &Bridge{cfg: cfg, me: me, done: make(chan struct{}), up: make(chan struct{}), readers: map[chan incoming]string{}, ready: make(chan struct{})}
+	if br.upload, err = jid.Parse(cfg.UploadService); err != nil {
+		return nil, fmt.Errorf("xmppbridge: Config.UploadService: %w", err)
+	}
 	br.ctx, br.cancel = context.WithCancel(context.Background())
 	opts := &connector.Options{APIKey: cfg.APIKey, Skill: []byte(Skill), Files: cfg.Files, Mode: display.Edit,
 		Display: &cfg.Display, Channel: &cfg.Channel, Clock: cfg.Clock, Logger: cfg.Logger,
@@ -144,7 +159,7 @@ func New(cfg Config) (*Bridge, error) {
 		br.Close()
 		return nil, err
 	}
-	br.link = newLink(&br.cfg, me, br.route)
+	go br.run()
 	return br, nil
 }
 
@@ -162,8 +177,8 @@ func (br *Bridge) Close() error {
 	if br.kit != nil {
 		err = br.kit.Close()
 	}
-	if br.link != nil {
-		br.link.close()
+	if br.kit != nil {
+		<-br.done
 	}
 	if br.bolt != nil {
 		err = errors.Join(err, br.bolt.Close())
@@ -224,7 +239,7 @@ func (br *Bridge) Listen(ctx context.Context, b connector.Binding, in connector.
 				br.cfg.Logger.Info("xmppbridge: shared file not downloaded; forwarded as its URL", "err", err)
 				ev.Text = cmp.Or(ev.Text, m.url)
 			} else {
-				ev.Files = []connector.InboundFile{{Filename: fileName(m.url), MimeType: mime,
+				ev.Files = []connector.InboundFile{{Filename: path.Base(m.url), MimeType: mime,
 					Open: func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil }}}
 			}
 		}
@@ -232,16 +247,5 @@ func (br *Bridge) Listen(ctx context.Context, b connector.Binding, in connector.
 	})
 }
 
-// notPosted and permanent mark an error for the kit's retries.
-var (
-	notPosted = connector.NotPosted
-	permanent = imv2.Permanent
-)
-
-// fileName is the last segment of a file URL's path.
-func fileName(rawURL string) string {
-	if u, err := url.Parse(rawURL); err == nil && path.Base(u.Path) != "/" {
-		return path.Base(u.Path)
-	}
-	return "file"
-}
+// notPosted marks an error the XMPP side knows was not applied.
+var notPosted = connector.NotPosted
