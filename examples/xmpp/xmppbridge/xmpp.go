@@ -332,44 +332,46 @@ func eventID(m message, by string) string {
 	return "id:" + cmp.Or(m.ID, newID())
 }
 
-// read reads the conversation key until ctx ends or the session does,
-// handing each message to deliver. A group chat is joined first, with its
-// history since the binding was made: what was said since then and not
-// handed over yet reaches the kit, which knows what it had (a rejoin
-// after a restart or a lost session replays it with the same stanza-ids).
+// read reads the conversation key until ctx ends, handing each message to
+// deliver, across sessions: a session that drops is waited for again, so
+// the kit's reader never ends for it. A group chat is joined on every
+// session, with its history since the binding was made: what was said
+// since then and not handed over yet reaches the kit, which knows what it
+// had (a rejoin replays it with the same stanza-ids).
 func (br *Bridge) read(ctx context.Context, key string, since time.Time, deliver func(context.Context, incoming) error) error {
-	s, gone, err := br.session(ctx, true)
-	if err != nil {
-		return err
-	}
 	ch := make(chan incoming, 64)
 	br.mu.Lock()
 	br.readers[ch] = key
-	if len(br.readers) == 1 {
-		br.readyOnce.Do(func() { close(br.ready) })
-	}
 	br.mu.Unlock()
 	defer func() {
 		br.mu.Lock()
 		delete(br.readers, ch)
 		br.mu.Unlock()
 	}()
-	if room, typ := peer(key); typ == "groupchat" {
-		join := presence{To: room + "/" + br.cfg.Nick, MUC: &mucJoin{History: &history{Since: since.UTC().Format(time.RFC3339)}}}
-		if err := s.Encode(ctx, join); err != nil {
+	for {
+		s, gone, err := br.session(ctx, true)
+		if err != nil {
 			return err
 		}
-	}
-	for {
-		select {
-		case in := <-ch:
-			if err := deliver(ctx, in); err != nil {
-				br.cfg.Logger.Warn("xmppbridge: message not handed to xAgent", "conversation", key, "err", err)
+		if room, typ := peer(key); typ == "groupchat" {
+			join := presence{To: room + "/" + br.cfg.Nick, MUC: &mucJoin{History: &history{Since: since.UTC().Format(time.RFC3339)}}}
+			if err := s.Encode(ctx, join); err != nil {
+				return err
 			}
-		case <-gone:
-			return errOffline
-		case <-ctx.Done():
-			return ctx.Err()
+		}
+		br.readyOnce.Do(func() { close(br.ready) })
+	recv:
+		for {
+			select {
+			case in := <-ch:
+				if err := deliver(ctx, in); err != nil {
+					br.cfg.Logger.Warn("xmppbridge: message not handed to xAgent", "conversation", key, "err", err)
+				}
+			case <-gone:
+				break recv
+			case <-ctx.Done():
+				return ctx.Err()
+			}
 		}
 	}
 }
