@@ -76,8 +76,8 @@ type mucJoin struct {
 	History *history `xml:"history"`
 }
 
-// history asks a room for the messages since a time on join (XEP-0045
-// §7.2.14).
+// history asks a room for the messages since a time on join (XEP-0045,
+// section 7.2.14, "Managing Discussion History").
 type history struct {
 	Since string `xml:"since,attr"`
 }
