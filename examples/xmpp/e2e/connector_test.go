@@ -36,7 +36,7 @@ type runningConnector struct {
 
 // startConnector runs the bridge as botJID for conversation, its state in
 // stateDir ("" in memory), logging into logs when set.
-func startConnector(t *testing.T, p *prosody, addr, conversation, stateDir string, logs *lines) *runningConnector {
+func startConnector(t *testing.T, p *prosody, addr, conversation, stateDir string, logs *lines, opts ...func(*xmppbridge.Config)) *runningConnector {
 	t.Helper()
 	cfg := xmppbridge.Config{
 		Build:  protocol.Build{Version: "e2e", BuildTime: "2612020000"},
@@ -55,6 +55,9 @@ func startConnector(t *testing.T, p *prosody, addr, conversation, stateDir strin
 	}
 	{
 		cfg.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	for _, o := range opts {
+		o(&cfg)
 	}
 	b, err := xmppbridge.New(cfg)
 	require.NoError(t, err)

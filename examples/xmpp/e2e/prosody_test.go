@@ -61,7 +61,12 @@ func startProsody(t *testing.T) *prosody {
 	cred := credential(t)
 	dir, err := os.MkdirTemp("", "imv2-prosody-")
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	t.Cleanup(func() {
+		if log, _ := os.ReadFile(filepath.Join(dir, "prosody.log")); t.Failed() {
+			t.Logf("prosody log:\n%s", log)
+		}
+		_ = os.RemoveAll(dir)
+	})
 	p := &prosody{dir: dir, c2s: freeAddr(t), http: freeAddr(t)}
 	p.roots = writeCert(t, dir)
 	require.NoError(t, os.Mkdir(filepath.Join(dir, "data"), 0o700))

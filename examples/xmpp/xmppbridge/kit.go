@@ -37,6 +37,9 @@ import (
 const (
 	DefaultDialTimeout = 30 * time.Second
 	DefaultHTTPTimeout = 2 * time.Minute
+	// DefaultMaxStanzaBytes is ejabberd's usual c2s max_stanza_size;
+	// Prosody's c2s_stanza_size_limit is 256 KiB.
+	DefaultMaxStanzaBytes = 64 << 10
 )
 
 // Config configures a Bridge. APIKey, JID, Password, Conversation and
@@ -74,6 +77,10 @@ type Config struct {
 	StateDir string
 	// Files stores uploads and offered files; default in memory.
 	Files connector.FileStore
+	// Mode is how a streamed reply shows: display.Edit (default), one
+	// message corrected as the deltas arrive, or display.Buffer, the
+	// final only.
+	Mode display.Mode
 	// Display tunes the edit strategy (Interval, TypingRefresh …).
 	Display display.Options
 	// Channel tunes every Channel (AckTimeout …).
@@ -82,6 +89,10 @@ type Config struct {
 	// DefaultHTTPTimeout.
 	HTTPClient  *http.Client
 	DialTimeout time.Duration
+	// MaxStanzaBytes is the largest stanza the server takes: a longer
+	// text is refused for good (a server closes the stream of a client
+	// that sends one, and everything in flight with it).
+	MaxStanzaBytes int
 	// Logger; default discards. Passwords and message text are never logged.
 	Logger *slog.Logger
 	Clock  clock.Clock
@@ -130,6 +141,7 @@ func New(cfg Config) (*Bridge, error) {
 	cfg.Clock = cmp.Or[clock.Clock](cfg.Clock, clock.System{})
 	cfg.HTTPClient = cmp.Or(cfg.HTTPClient, &http.Client{Timeout: DefaultHTTPTimeout})
 	cfg.DialTimeout = cmp.Or(cfg.DialTimeout, DefaultDialTimeout)
+	cfg.MaxStanzaBytes = cmp.Or(cfg.MaxStanzaBytes, DefaultMaxStanzaBytes)
 	cfg.Nick = cmp.Or(cfg.Nick, me.Localpart())
 	cfg.UploadService = cmp.Or(cfg.UploadService, "upload."+me.Domainpart())
 	if len(cfg.FileHosts) == 0 {
@@ -146,7 +158,7 @@ func New(cfg Config) (*Bridge, error) {
 		return nil, fmt.Errorf("xmppbridge: Config.UploadService: %w", err)
 	}
 	br.ctx, br.cancel = context.WithCancel(context.Background())
-	opts := &connector.Options{APIKey: cfg.APIKey, Skill: []byte(Skill), Files: cfg.Files, Mode: display.Edit,
+	opts := &connector.Options{APIKey: cfg.APIKey, Skill: []byte(Skill), Files: cfg.Files, Mode: cmp.Or(cfg.Mode, display.Edit),
 		Display: &cfg.Display, Channel: &cfg.Channel, Clock: cfg.Clock, Logger: cfg.Logger,
 		DefaultConversation: func(string) string { return cfg.Conversation }}
 	if cfg.StateDir != "" {
@@ -250,5 +262,8 @@ func (br *Bridge) Listen(ctx context.Context, b connector.Binding, in connector.
 	})
 }
 
-// notPosted marks an error the XMPP side knows was not applied.
-var notPosted = connector.NotPosted
+// notPosted and permanent mark an error for the kit's retries.
+var (
+	notPosted = connector.NotPosted
+	permanent = imv2.Permanent
+)

@@ -158,7 +158,8 @@ func (br *Bridge) session(ctx context.Context, wait bool) (*xmpp.Session, <-chan
 	}
 }
 
-// send writes a stanza and, with confirm, waits for the server's answer
+// send writes a stanza — none larger than MaxStanzaBytes: a server closes
+// the stream of a client that sends one — and, with confirm, waits for the server's answer
 // to a ping sent after it: a server handles a stream's stanzas in order,
 // so the answer says it took the stanza. An error before it was written
 // is not posted; a later one may have been applied.
@@ -166,6 +167,9 @@ func (br *Bridge) send(ctx context.Context, confirm bool, v any) error {
 	s, _, err := br.session(ctx, false)
 	if err != nil {
 		return notPosted(err)
+	}
+	if b, err := xml.Marshal(v); err != nil || len(b) > br.cfg.MaxStanzaBytes {
+		return permanent(fmt.Errorf("xmpp: the message is larger than the server takes (%d bytes, MaxStanzaBytes %d) or not XML: %v", len(b), br.cfg.MaxStanzaBytes, err))
 	}
 	if err := s.Encode(ctx, v); err != nil {
 		return notPosted(fmt.Errorf("xmpp: send: %w", err))
