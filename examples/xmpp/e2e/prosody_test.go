@@ -45,6 +45,8 @@ type prosody struct {
 	c2s    string // host:port of the client port
 	http   string // host:port of the HTTP port (file uploads)
 	roots  *x509.CertPool
+	conf   string
+	cred   *syscall.Credential
 	cmd    *exec.Cmd
 	exited chan error
 }
@@ -90,7 +92,7 @@ https_ports = {}
 https_interfaces = {}
 http_external_url = "http://127.0.0.1:%[6]s/"
 http_default_host = %[11]q
-modules_enabled = { "roster", "saslauth", "tls", "disco", "ping", "mam", "carbons", "http" }
+modules_enabled = { "roster", "saslauth", "tls", "disco", "ping", "mam", "carbons", "offline", "http" }
 modules_disabled = { "s2s" }
 authentication = "internal_hashed"
 storage = "internal"
@@ -120,19 +122,27 @@ Component %[11]q "http_file_share"
 		out, err := reg.CombinedOutput()
 		require.NoError(t, err, "prosodyctl register %s: %s", acc[0], out)
 	}
-	p.cmd = exec.Command("prosody", "-F", "--config", conf)
-	p.prepare(p.cmd, cred)
+	p.conf, p.cred = conf, cred
+	p.start(t)
+	t.Cleanup(p.stop)
+	return p
+}
+
+// start runs the server and waits until it listens.
+func (p *prosody) start(t *testing.T) {
+	t.Helper()
+	p.cmd = exec.Command("prosody", "-F", "--config", p.conf)
+	p.prepare(p.cmd, p.cred)
 	// If the test binary dies without its cleanup, the kernel stops the
 	// server too. Go sets it after the credential change.
 	p.cmd.SysProcAttr.Pdeathsig = syscall.SIGTERM
-	out, err := os.Create(filepath.Join(dir, "stdout.log"))
+	out, err := os.OpenFile(filepath.Join(p.dir, "stdout.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	require.NoError(t, err)
 	defer out.Close()
 	p.cmd.Stdout, p.cmd.Stderr = out, out
 	require.NoError(t, p.cmd.Start())
 	p.exited = make(chan error, 1)
 	go func() { p.exited <- p.cmd.Wait() }()
-	t.Cleanup(p.stop)
 	deadline := time.Now().Add(30 * time.Second)
 	for _, addr := range []string{p.c2s, p.http} {
 		for {
@@ -143,7 +153,7 @@ Component %[11]q "http_file_share"
 			}
 			select {
 			case err := <-p.exited:
-				log, _ := os.ReadFile(filepath.Join(dir, "prosody.log"))
+				log, _ := os.ReadFile(filepath.Join(p.dir, "prosody.log"))
 				t.Fatalf("prosody exited: %v\n%s", err, log)
 			default:
 			}
@@ -151,7 +161,6 @@ Component %[11]q "http_file_share"
 			time.Sleep(20 * time.Millisecond) // polling a starting process, not a test assertion
 		}
 	}
-	return p
 }
 
 // tls is the client TLS config that trusts the server's certificate.
@@ -165,8 +174,13 @@ func (p *prosody) prepare(cmd *exec.Cmd, cred *syscall.Credential) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred} // nil: the caller's user
 }
 
-// stop stops the server by its PID (SIGTERM, SIGKILL if it lingers).
+// stop stops the server by its PID (SIGTERM, SIGKILL if it lingers); its
+// data stays for a start again.
 func (p *prosody) stop() {
+	if p.cmd == nil {
+		return
+	}
+	defer func() { p.cmd = nil }()
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-p.exited:
