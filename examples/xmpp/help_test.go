@@ -8,5 +8,5 @@ import (
 
 func TestHelp_PrintsUsageAndExitsZero(t *testing.T) {
 	cmd := cmdtest.Main(t, "xmpp-connector", main, "-h")
-	cmdtest.CheckHelp(t, cmd, "Usage of xmpp-connector", "-listen", "-state", "-jid", "-to", "-server")
+	cmdtest.CheckHelp(t, cmd, "Usage of xmpp-connector", "-listen", "-state", "-jid", "-to", "-server", "-ca")
 }

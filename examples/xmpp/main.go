@@ -7,6 +7,8 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -39,6 +41,7 @@ func run() error {
 	account := flag.String("jid", "", "the bot account's JID, user@domain (password in XMPP_PASSWORD)")
 	to := flag.String("to", "", "the conversation: a contact's JID, or a room's JID with ?join")
 	server := flag.String("server", "", "host:port of the XMPP server (default: the JID's domain, from DNS)")
+	ca := flag.String("ca", "", "PEM file of the CA (or self-signed certificate) to trust for the server; default the system's")
 	verbose := flag.Bool("v", false, "debug logging")
 	flag.Parse()
 
@@ -48,8 +51,17 @@ func run() error {
 	}
 	level := map[bool]slog.Level{true: slog.LevelDebug}[*verbose] // else LevelInfo, the zero value
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	var tc *tls.Config
+	if *ca != "" {
+		pem, err := os.ReadFile(*ca)
+		pool := x509.NewCertPool()
+		if err != nil || !pool.AppendCertsFromPEM(pem) {
+			return fmt.Errorf("-ca %s: no PEM certificate: %v", *ca, err)
+		}
+		tc = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	}
 	b, err := xmppbridge.New(xmppbridge.Config{Build: build(), APIKey: key, JID: *account, Password: os.Getenv("XMPP_PASSWORD"),
-		Server: *server, Conversation: *to, StateDir: *state, Logger: log})
+		Server: *server, TLS: tc, Conversation: *to, StateDir: *state, Logger: log})
 	if err != nil {
 		return err
 	}
