@@ -104,6 +104,7 @@ Component %[10]q "muc"
 	modules_enabled = { "muc_mam" }
 	muc_room_locking = false
 Component %[11]q "http_file_share"
+	http_file_share_size_limit = 1048576
 `, filepath.Join(dir, "prosody.pid"), filepath.Join(dir, "data"), dir, filepath.Join(dir, "prosody.log"),
 		c2sPort, httpPort, filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem"), domain, mucDomain, uploadJID)
 	conf := filepath.Join(dir, "prosody.cfg.lua")

@@ -189,10 +189,8 @@ func (br *Bridge) Connector() *connector.Connector { return br.kit }
 func (br *Bridge) Close() error {
 	br.cancel()
 	var err error
-	if br.kit != nil {
+	if br.kit != nil { // else run never started
 		err = br.kit.Close()
-	}
-	if br.kit != nil {
 		<-br.done
 	}
 	if br.bolt != nil {
@@ -203,19 +201,30 @@ func (br *Bridge) Close() error {
 }
 
 // Post implements connector.Platform: the text as one message, then each
-// file as a message with its uploaded URL.
+// file as a message with its uploaded URL. Once one of them was shown, a
+// failure is no longer "not posted": posting it all again would show the
+// shown part twice (XMPP does not deduplicate messages).
 func (br *Bridge) Post(ctx context.Context, to connector.Conversation, m *connector.Message) error {
+	shown := false
+	fail := func(err error) error {
+		br.cfg.Logger.Warn("xmppbridge: message not posted", "shown_in_part", shown, "err", err)
+		if shown {
+			return fmt.Errorf("xmppbridge: part of the message was shown: %v", err)
+		}
+		return err
+	}
 	if m.Text != "" {
 		if err := br.say(ctx, to.Key, m.IdempotencyKey+"-t", m.Text); err != nil {
-			return err
+			return fail(err)
 		}
+		shown = true
 	}
 	for i, f := range m.Files {
 		name := cmp.Or(f.Info.Filename, f.Filename, "file")
 		if err := br.attach(ctx, to.Key, m.IdempotencyKey+"-f"+strconv.Itoa(i), name, f.Info.MimeType, f.Info.ByteSize, f.Reader); err != nil {
-			br.cfg.Logger.Warn("xmppbridge: file not shared", "err", err)
-			return err
+			return fail(err)
 		}
+		shown = true
 	}
 	return nil
 }
