@@ -15,7 +15,8 @@ const room = "team@" + mucDomain
 // TestGroupChat_M9_RedeliveredStanzaIsOneUserMessage binds the Connector
 // to a room (XEP-0045) on a real Prosody: alice's message in the room
 // reaches the simulated xAgent, whose streamed reply shows in the room as
-// one message corrected in place to the final text. Then the Connector
+// the bot composing, then one message corrected in place to the final
+// text. Then the Connector
 // restarts on the same state: joining again, the bot gets the room's
 // history, alice's message again with the same XEP-0359 stanza-id, and
 // xAgent still has it once (M9); alice's next message reaches it as a
@@ -52,6 +53,8 @@ func TestGroupChat_M9_RedeliveredStanzaIsOneUserMessage(t *testing.T) {
 	s.Wait()
 	th := thread(alice.from(bot))
 	require.GreaterOrEqual(t, th[0].Corrections, 1, "the draft was corrected in place")
+	require.NotNil(t, alice.from(bot)[0].Composing, "the room saw the bot composing first")
+	require.Equal(t, "active", lastChatState(alice.from(bot)))
 	require.Len(t, s.UserMessages(), 1)
 
 	// Restart: the room's history replays alice's message to the bot.
