@@ -50,7 +50,7 @@
 //   - Replicas. Replicas on one shared Store reach a channel open on another
 //     replica through Options.Relay; they need a shared FileStore and the
 //     same API key or Options.URLKey (see Download URLs below). With a
-//     Store that is a BindingUpdater (the SDK's are) UpdateBinding is a
+//     Store that is a state.BindingUpdater (the SDK's are) UpdateBinding is a
 //     compare-and-swap, so replicas do not undo each other's changes;
 //     the kit's own lock orders it within one process.
 //

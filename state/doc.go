@@ -1,0 +1,30 @@
+// Package state holds the interfaces every store of the SDK implements
+// beyond the profile's own (imv2.PendingStore, imv2.CompletedStore,
+// imv2.ClaimStore), with their in-memory implementations: the channel
+// and connector registries of the data plane's Server, the channel store
+// of its Client, the kit's conversation bindings, and the kit's Store
+// that gathers them. It sits below the kit (connector) and the data plane
+// (dataplane), so that a store such as boltstore or pgstore imports it
+// and the root package without either of them, or their dependencies.
+//
+//	interface          implemented in memory by           default cap
+//	ChannelRegistry    MemoryRegistry                     DefaultRegistryCap (100,000 IDs)
+//	ConnectorRegistry  (none: only shared stores need it)
+//	ChannelStore       MemoryChannelStore                 DefaultChannelStoreCap (1,000 IDs)
+//	BindingStore       MemoryBindingStore                 DefaultMaxBindings (100,000)
+//	BindingUpdater     MemoryBindingStore
+//	Store              the kit's default: the memory ones above and the
+//	                   root's (imv2.DefaultPendingCap, imv2.DefaultCompletedCap)
+//
+// The memory implementations keep what they hold for the life of the
+// process; none has a TTL, since every ID they keep was issued by the SDK
+// (channel IDs, connector_ids) or bound by the kit, never taken from
+// remote input, and each is removed when its channel is dropped. Beyond
+// its cap a write of a new entry fails with code
+// connector_channel_unavailable.
+//
+// OpenChannels is the data plane Server's view of its open channels that a
+// relay between replicas needs (pgstore.Relay).
+//
+// storetest has the contract tests every implementation passes.
+package state
