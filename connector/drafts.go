@@ -8,7 +8,7 @@ import (
 )
 
 // The kit keeps the handle of every draft it shows in the channel's
-// Binding.Drafts (M11): written once, when a message's first draft is
+// state.Binding.Drafts (M11): written once, when a message's first draft is
 // shown, and removed once, when its final is shown or the draft discarded.
 // A final that arrives after a restart — the display package has forgotten
 // the draft then — finds the handle there and finishes that draft instead

@@ -34,7 +34,7 @@ type Platform interface {
 }
 
 // Conversation is where a channel's messages go: the channel and the
-// platform conversation it is bound to (Binding).
+// platform conversation it is bound to (state.Binding).
 type Conversation struct {
 	// ChannelID is the connector_channel_id.
 	ChannelID string
@@ -43,7 +43,7 @@ type Conversation struct {
 	Key string
 	// Target is what the binding said about the conversation.
 	Target protocol.DescriptorTarget
-	// Data is the binding's private platform data (Binding.Data): the
+	// Data is the binding's private platform data (state.Binding.Data): the
 	// credentials to post with. Do not modify it.
 	Data []byte
 }

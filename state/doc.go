@@ -26,5 +26,6 @@
 // OpenChannels is the data plane Server's view of its open channels that a
 // relay between replicas needs (pgstore.Relay).
 //
-// storetest has the contract tests every implementation passes.
+// storetest has the contract tests of the pending, completed, claim and
+// binding stores.
 package state

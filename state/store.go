@@ -6,7 +6,9 @@ import "github.com/xagentkit/imv2"
 // the sender's pending user messages, the receiver's completed finals
 // (with claims when it is an imv2.ClaimStore), the channel IDs it issued
 // and the bindings. It is four small interfaces, each of which can be
-// written and tested alone (storetest has a contract test for each):
+// written alone and joined with the memory versions of the others (see
+// the example); storetest has contract tests for the pending, completed,
+// claim and binding stores:
 //
 //	imv2.PendingStore    3 methods  Add, Remove, List
 //	imv2.CompletedStore  4 methods  Lookup, Record, DropChannel, Handover
