@@ -17,10 +17,10 @@
 //	                   root's (imv2.DefaultPendingCap, imv2.DefaultCompletedCap)
 //
 // The memory implementations keep what they hold for the life of the
-// process; none has a TTL, since every ID they keep was issued by the SDK
-// (channel IDs, connector_ids) or bound by the kit, never taken from
-// remote input, and each is removed when its channel is dropped. Beyond
-// its cap a write of a new entry fails with code
+// process. None has a TTL: every channel ID they keep was issued by the
+// data plane's Server, never taken from remote input, and goes when its
+// channel does (the Server's Forget, the kit's Unbind, the Client's
+// CloseChannel). Beyond its cap a write of a new entry fails with code
 // connector_channel_unavailable.
 //
 // OpenChannels is the data plane Server's view of its open channels that a
