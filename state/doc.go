@@ -17,11 +17,11 @@
 //	                   root's (imv2.DefaultPendingCap, imv2.DefaultCompletedCap)
 //
 // The memory implementations keep what they hold for the life of the
-// process. None has a TTL: every channel ID they keep was issued by the
-// data plane's Server, never taken from remote input, and goes when its
-// channel does (the Server's Forget, the kit's Unbind, the Client's
-// CloseChannel). Beyond its cap a write of a new entry fails with code
-// connector_channel_unavailable.
+// process. None has a TTL: every channel ID they keep is of a channel
+// the data plane issued (Server) or opened (Client), never one a peer
+// merely named, and goes when its channel does (the Server's Forget, the
+// kit's Unbind, the Client's CloseChannel). Beyond its cap a write of a
+// new entry fails with code connector_channel_unavailable.
 //
 // OpenChannels is the data plane Server's view of its open channels that a
 // relay between replicas needs (pgstore.Relay).
