@@ -94,7 +94,7 @@
 //     DefaultMaxHandlerCalls (32), then the read loop waits;
 //   - client: reconnect backoff DefaultReconnectMin..DefaultReconnectMax
 //     (500 ms..30 s, jittered), dial/hello/reopen timeout
-//     DefaultRequestTimeout (10 s), stored channel IDs DefaultStoreCap
+//     DefaultRequestTimeout (10 s), stored channel IDs state.DefaultChannelStoreCap
 //     (1,000, no TTL: they are the caller's bindings), outstanding
 //     requests are bounded by the callers waiting on them; the Card is
 //     read up to 1 MiB; an open Delivery lives from its send to the
