@@ -67,8 +67,15 @@ const (
 // Error is the one error type of the SDK. It carries a stable Code, a short
 // human message and whether the same request may succeed if sent again.
 //
-// Two *Error values match under errors.Is when their codes are equal, so
-// errors.Is(err, imv2.&Error{Code: CodeChannelNotOpen}) works on any wrapped *Error.
+// Two *Error values match under errors.Is when their codes are equal:
+//
+//	errors.Is(err, &imv2.Error{Code: imv2.CodeChannelNotOpen})
+//
+// reports whether err is or wraps an *Error with that code, whatever its
+// message. Where two failures share a code and a caller must tell them
+// apart, the failure wraps a sentinel of its own as its cause (Errorf
+// with %w) and the caller matches that sentinel, which no other error
+// with the same code matches; the wire still carries only the code.
 type Error struct {
 	Code      Code
 	Message   string
@@ -76,7 +83,7 @@ type Error struct {
 	cause     error
 }
 
-// Sentinels for errors.Is; compare by Code.
+// Sentinels for errors.Is; each matches any *Error with its code.
 var (
 	ErrInvalidPacket = &Error{Code: CodeInvalidPacket}
 	ErrClosed        = &Error{Code: CodeClosed}
