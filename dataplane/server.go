@@ -109,7 +109,9 @@ type ServerConfig struct {
 	APIKey string
 	// Logger receives connection events; nothing by default.
 	Logger *slog.Logger
-	// Clock drives the offline grace, hello timeout and keepalive.
+	// Clock drives the offline grace, hello timeout and keepalive. The
+	// bounds on socket and store I/O (write, close, store calls) are
+	// wall-clock deadlines, as the network and stores need.
 	Clock clock.Clock
 	// Conn tunes each WebSocket (read limit, keepalive, timeouts).
 	Conn ConnConfig
