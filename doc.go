@@ -38,15 +38,17 @@
 //
 // Every map keyed by remote input has a cap and a TTL:
 //
-//	pending messages per channel   DefaultPendingCap (1,000), Options.PendingTTL (1 h)
-//	messages awaiting an ack       Options.MaxUnacked (64) per channel; later ones wait, pending
-//	completed records              DefaultCompletedCap (100,000), DefaultCompletedTTL (24 h)
-//	messages queued for the Target Options.MaxInflight (64) per channel
-//	resends waiting on one message Options.MaxWaiters (16)
-//	open delta streams             Options.MaxOpenDeltas (256) per channel, Options.DeltaIdleTTL (5 min)
-//	assembled delta text           Options.MaxDeltaBytes (1 MiB)
+//	pending messages per channel   DefaultPendingCap, Options.PendingTTL
+//	messages awaiting an ack       Options.MaxUnacked per channel; later ones wait, pending
+//	completed records              DefaultCompletedCap, DefaultCompletedTTL
+//	messages queued for the Target Options.MaxInflight per channel
+//	resends waiting on one message Options.MaxWaiters
+//	open delta streams             Options.MaxOpenDeltas per channel, Options.DeltaIdleTTL
+//	assembled delta text           Options.MaxDeltaBytes
 //
-// What happens when each is hit is documented on its Options field.
+// Each Options field states its default and what happens when it is hit;
+// the README's "Default limits" table lists them all, checked against
+// these constants by a test.
 //
 // Time is read from a clock.Clock (package clock); tests inject package
 // fakeclock and never sleep.
