@@ -2,6 +2,9 @@ package imv2
 
 import (
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"os"
 	"regexp"
 	"slices"
@@ -113,4 +116,68 @@ func size(n int) string {
 		return fmt.Sprintf("%d MiB", n>>20)
 	}
 	return fmt.Sprintf("%d bytes", n)
+}
+
+// TestOptions_DocDefaultsMatchTheConstants: every "(default …)" in the
+// doc of an Options field gives the figures withDefaults sets.
+func TestOptions_DocDefaultsMatchTheConstants(t *testing.T) {
+	o := (&Options{}).withDefaults()
+	want := map[string][]string{
+		"AckTimeout":      {durMS(o.AckTimeout)},
+		"RetryMin":        {durMS(o.RetryMin), durMS(o.RetryMax)},
+		"PendingTTL":      {durMS(o.PendingTTL)},
+		"MaxUnacked":      {count(o.MaxUnacked)},
+		"TargetTimeout":   {durMS(o.TargetTimeout)},
+		"MaxInflight":     {count(o.MaxInflight), count(o.MaxWaiters)},
+		"DeltaIdleTTL":    {durMS(o.DeltaIdleTTL), durMS(o.DeltaSweep)},
+		"MaxOpenDeltas":   {count(o.MaxOpenDeltas), size(o.MaxDeltaBytes)},
+		"ActivityTimeout": {durMS(o.ActivityTimeout)},
+	}
+	f, err := parser.ParseFile(token.NewFileSet(), "options.go", nil, parser.ParseComments)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	ast.Inspect(f, func(n ast.Node) bool {
+		ts, ok := n.(*ast.TypeSpec)
+		if !ok || ts.Name.Name != "Options" {
+			return true
+		}
+		for _, field := range ts.Type.(*ast.StructType).Fields.List {
+			defaults := defaultNote.FindAllStringSubmatch(strings.Join(strings.Fields(field.Doc.Text()), " "), -1)
+			if len(defaults) == 0 {
+				continue
+			}
+			name := field.Names[0].Name
+			seen[name] = true
+			var got []string
+			for _, d := range defaults {
+				got = append(got, figure.FindAllString(d[1], -1)...)
+			}
+			w, ok := want[name]
+			switch {
+			case !ok:
+				t.Errorf("Options.%s's doc states a default; check it here", name)
+			case !slices.Equal(got, w):
+				t.Errorf("Options.%s's doc says default %q; withDefaults gives %q", name, got, w)
+			}
+		}
+		return false
+	})
+	for name := range want {
+		if !seen[name] {
+			t.Errorf("Options.%s's doc states no (default …)", name)
+		}
+	}
+}
+
+// defaultNote is a "(default …)" in a doc comment.
+var defaultNote = regexp.MustCompile(`\(default ([^)]*)\)`)
+
+// durMS writes d as the Options docs do: 1 h, 5 min, 60 s, 500 ms.
+func durMS(d time.Duration) string {
+	if d < time.Second {
+		return fmt.Sprintf("%d ms", d/time.Millisecond)
+	}
+	return dur(d)
 }
