@@ -14,7 +14,8 @@ var (
 	// docDefault is a constant named in doc.go with the figures it is
 	// given in parentheses: "DefaultReadLimit (1 MiB)",
 	// "DefaultReconnectMin..DefaultReconnectMax (500 ms..30 s, jittered)".
-	docDefault = regexp.MustCompile(`(Default\w+)(?:\.\.(Default\w+))? \(([^)]*)\)`)
+	// A name qualified by another package (state.X) is that package's.
+	docDefault = regexp.MustCompile(`(?:^|[^.\w])(Default\w+)(?:\.\.(Default\w+))? \(([^)]*)\)`)
 	docFigure  = regexp.MustCompile(`\d+(?:[.,]\d+)*(?: (?:MiB|KiB|bytes|min|ms|h|s)\b)?`)
 )
 

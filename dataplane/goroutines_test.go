@@ -110,7 +110,8 @@ func TestServer_W5_StaleKnownIsItsOwnError(t *testing.T) {
 // Server.Close no goroutine of it is left (goleak).
 func TestServer_W5_ReopenRaceLeavesNoGoroutine(t *testing.T) {
 	clk := fakeclock.New(t0)
-	reg := &knownGate{MemoryRegistry: NewMemoryRegistry(0), id: "cch_old", entered: make(chan struct{}), hold: make(chan struct{})}
+	reg := &knownGate{id: "cch_old", entered: make(chan struct{}), hold: make(chan struct{})}
+	setFrom(&reg.MemoryRegistry, defaultRegistry(t))
 	require.NoError(t, reg.Register(context.Background(), "cch_old"))
 	srv, err := NewServer(ServerConfig{Card: testCard(), NewTarget: func(string) imv2.Target { return newRecTarget() }, Clock: clk, Registry: reg})
 	require.NoError(t, err)
@@ -138,3 +139,15 @@ func TestServer_W5_ReopenRaceLeavesNoGoroutine(t *testing.T) {
 	defer reg.mu.Unlock()
 	require.Equal(t, 2, reg.calls, "the reopen raced the drop: a Channel was thrown away")
 }
+
+// defaultRegistry returns the Registry a Server makes when given none,
+// without naming its package.
+func defaultRegistry(t *testing.T) any {
+	srv, err := NewServer(ServerConfig{Card: testCard(), NewTarget: func(string) imv2.Target { return newRecTarget() }})
+	require.NoError(t, err)
+	require.NoError(t, srv.Close())
+	return srv.cfg.Registry
+}
+
+// setFrom stores v, which must be a T, in *dst.
+func setFrom[T any](dst *T, v any) { *dst = v.(T) }
