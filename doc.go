@@ -53,23 +53,24 @@
 // Time is read from a clock.Clock (package clock); tests inject package
 // fakeclock and never sleep.
 //
-// # What is not here
+// # What is here and what is not
 //
-// This package is the profile, not the Common Protocol around it. Of the
-// SDK it imports only package clock and one internal text helper, none
-// of which imports the Common Protocol. The Common Protocol 3.0 control
-// plane is package protocol: the Connector Card and Connection Descriptor
-// with their validation (including the profile's own Card rules P1, P2,
-// P8, which call this package's catalog), the hello, channel, Descriptor,
-// auth and tool payloads, the tool input schema helpers, Subprotocol,
-// ProtocolVersion, Version and ParseVersion, the control-plane packet
-// types (connector.hello … auth.logout.ack, ping, pong) and the error
-// codes only the control and data planes use (hello_required,
-// connector_id_mismatch, connection_*, …). The codes the Channel itself
-// answers with (invalid_packet, unsupported_packet, channel_not_open,
-// connector_channel_id_required, connector_channel_unavailable) and
-// TypeError are here. An in-memory transport for tests is in package
-// imv2test.
+// This package is the profile and the part of the Common Protocol a
+// Channel cannot do without: the envelope (Packet, DecodePacket), the
+// error packet (TypeError) and the codes the Channel answers with
+// (invalid_packet, unsupported_packet, channel_not_open,
+// connector_channel_id_required, connector_channel_unavailable). Of the
+// SDK it imports only package clock and an internal text helper. The
+// rest of the Common Protocol 3.0 control plane is package protocol: the
+// Connector Card and Connection Descriptor with their validation
+// (including the profile's own Card rules P1, P2, P8, which call this
+// package's catalog), the hello, channel, Descriptor, auth and tool
+// payloads, the tool input schema helpers, Subprotocol, ProtocolVersion,
+// Version and ParseVersion, the control-plane packet types
+// (connector.hello … auth.logout.ack, ping, pong) and the error codes
+// only the control and data planes use (hello_required,
+// connector_id_mismatch, connection_*, …). An in-memory transport for
+// tests is in package imv2test.
 //
 // # Common Protocol versions
 //
