@@ -69,7 +69,9 @@ type ClientConfig struct {
 	Store state.ChannelStore
 	// Logger receives connection events; nothing by default.
 	Logger *slog.Logger
-	// Clock drives the reconnect backoff and keepalive.
+	// Clock drives the reconnect backoff and keepalive. The bounds on
+	// socket I/O (RequestTimeout, write and close) are wall-clock
+	// deadlines, as the network needs.
 	Clock clock.Clock
 	// Conn tunes each WebSocket.
 	Conn ConnConfig

@@ -34,7 +34,7 @@
 //     own current protocol_version; a missing, unparsable (not
 //     major.minor) or older-than-3.0 one, or a hello without
 //     supported_profiles, gets an error packet invalid_packet naming both
-//     versions (no code is defined for either, W4, P3); the connection
+//     versions (no code is defined for either, P3); the connection
 //     stays open for another hello. 3.0 and every newer version (4.3 …)
 //     are admitted, and the ack always carries this side's 3.0. The
 //     Client admits an ack whose version lies in

@@ -111,7 +111,9 @@ type ServerConfig struct {
 	APIKey string
 	// Logger receives connection events; nothing by default.
 	Logger *slog.Logger
-	// Clock drives the offline grace, hello timeout and keepalive.
+	// Clock drives the offline grace, hello timeout and keepalive. The
+	// bounds on socket and store I/O (write, close, store calls) are
+	// wall-clock deadlines, as the network and stores need.
 	Clock clock.Clock
 	// Conn tunes each WebSocket (read limit, keepalive, timeouts).
 	Conn ConnConfig
@@ -809,14 +811,17 @@ func (s *Server) handoverCompleted(ctx context.Context, old, id string) {
 	done := s.dropping[old]
 	s.mu.Unlock()
 	if done != nil {
+		// On the Channels' clock, as the Target call it waits for is.
+		expired := make(chan struct{})
+		timer := s.opts.Clock.AfterFunc(s.dropWait(), func() { close(expired) })
 		s.log.Info("dataplane: waiting for the dropped channel's delivery to end before the handover", "old", short(old), "connector_channel_id", id)
-		wctx, cancel := context.WithTimeout(ctx, s.dropWait())
 		select {
 		case <-done:
-		case <-wctx.Done():
+		case <-expired:
 			s.log.Warn("dataplane: the dropped channel's delivery did not end in time; handing over what is recorded", "old", short(old), "connector_channel_id", id)
+		case <-ctx.Done():
 		}
-		cancel()
+		timer.Stop()
 	}
 	if err := s.opts.Completed.Handover(ctx, old, id); err != nil {
 		s.log.Warn("dataplane: completed records not handed over; a resend may be posted again", "old", short(old), "connector_channel_id", id, "err", err)
