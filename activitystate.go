@@ -94,11 +94,11 @@ func (c *Channel) showActivity() {
 			return
 		}
 		c.mu.Unlock()
-		tctx, cancel := context.WithTimeout(c.ctx, c.o.TargetTimeout)
+		tctx := c.targetCtx()
 		if err := c.target.(ActivityTarget).SetActivity(tctx, c.id, *a); err != nil {
 			c.observe(Event{Kind: EventActivityError})
 			c.log.Debug("activity not shown", "status", a.Status, "err", err)
 		}
-		cancel()
+		tctx.release()
 	}
 }

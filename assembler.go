@@ -211,11 +211,11 @@ func (c *Channel) showDrafts(id string, s *deltaStream) {
 		if first {
 			c.clearActivity() // the first displayed delta clears the status (C6)
 		}
-		tctx, cancel := context.WithTimeout(c.ctx, c.o.TargetTimeout)
+		tctx := c.targetCtx()
 		if err := c.target.(StreamingTarget).UpdateDraft(tctx, c.id, id, text); err != nil {
 			c.log.Warn("draft not shown; the final will carry the whole text", "message_id", id, "err", err)
 		}
-		cancel()
+		tctx.release()
 	}
 }
 

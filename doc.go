@@ -38,35 +38,39 @@
 //
 // Every map keyed by remote input has a cap and a TTL:
 //
-//	pending messages per channel   DefaultPendingCap (1,000), Options.PendingTTL (1 h)
-//	messages awaiting an ack       Options.MaxUnacked (64) per channel; later ones wait, pending
-//	completed records              DefaultCompletedCap (100,000), DefaultCompletedTTL (24 h)
-//	messages queued for the Target Options.MaxInflight (64) per channel
-//	resends waiting on one message Options.MaxWaiters (16)
-//	open delta streams             Options.MaxOpenDeltas (256) per channel, Options.DeltaIdleTTL (5 min)
-//	assembled delta text           Options.MaxDeltaBytes (1 MiB)
+//	pending messages per channel   DefaultPendingCap, Options.PendingTTL
+//	messages awaiting an ack       Options.MaxUnacked per channel; later ones wait, pending
+//	completed records              DefaultCompletedCap, DefaultCompletedTTL
+//	messages queued for the Target Options.MaxInflight per channel
+//	resends waiting on one message Options.MaxWaiters
+//	open delta streams             Options.MaxOpenDeltas per channel, Options.DeltaIdleTTL
+//	assembled delta text           Options.MaxDeltaBytes
 //
-// What happens when each is hit is documented on its Options field.
+// Each Options field states its default and what happens when it is hit;
+// the README's "Default limits" table lists them all, checked against
+// these constants by a test.
 //
 // Time is read from a clock.Clock (package clock); tests inject package
 // fakeclock and never sleep.
 //
-// # What is not here
+// # What is here and what is not
 //
-// This package is the profile, not the Common Protocol around it, and it
-// imports no other package of the SDK but clock. The Common Protocol 3.0
-// control plane moved to package protocol: the Connector Card and
-// Connection Descriptor with their validation (including the profile's
-// own Card rules P1, P2, P8, which call this package's catalog), the
-// hello, channel, Descriptor, auth and tool payloads, the tool input
-// schema helpers, Subprotocol, ProtocolVersion, Version and ParseVersion,
-// the control-plane packet types (connector.hello … auth.logout.ack, ping,
-// pong) and the error codes only the control and data planes use
-// (hello_required, connector_id_mismatch, connection_*, …). The codes
-// the Channel itself answers with (invalid_packet, unsupported_packet,
-// channel_not_open, connector_channel_id_required,
-// connector_channel_unavailable) and TypeError stay here. The in-memory
-// transport moved to package imv2test.
+// This package is the profile and the part of the Common Protocol a
+// Channel cannot do without: the envelope (Packet, DecodePacket), the
+// error packet (TypeError) and the codes the Channel answers with
+// (invalid_packet, unsupported_packet, channel_not_open,
+// connector_channel_id_required, connector_channel_unavailable). Of the
+// SDK it imports only package clock and an internal text helper. The
+// rest of the Common Protocol 3.0 control plane is package protocol: the
+// Connector Card and Connection Descriptor with their validation
+// (including the profile's own Card rules P1, P2, P8, which call this
+// package's catalog), the hello, channel, Descriptor, auth and tool
+// payloads, the tool input schema helpers, Subprotocol, ProtocolVersion,
+// Version and ParseVersion, the control-plane packet types
+// (connector.hello … auth.logout.ack, ping, pong) and the error codes
+// only the control and data planes use (hello_required,
+// connector_id_mismatch, connection_*, …). An in-memory transport for
+// tests is in package imv2test.
 //
 // # Common Protocol versions
 //

@@ -14,7 +14,7 @@ type Code string
 // of type "error".
 const (
 	// CodeInvalidPacket: the frame is not JSON, not a valid envelope, or its
-	// payload breaks a rule of its packet type (E2, X3).
+	// payload breaks a rule of its packet type (X3).
 	CodeInvalidPacket Code = "invalid_packet"
 	// CodeChannelNotOpen: the packet names a channel that is not open (X2).
 	CodeChannelNotOpen Code = "channel_not_open"
@@ -44,10 +44,10 @@ const (
 	// (file bytes, base64, paths, tokens) that the profile forbids (I2, M8, C4).
 	CodeForbiddenField Code = "forbidden_field"
 	// CodeTargetDeliveryFailed: the target platform failed to take the
-	// message (X5); Retryable says whether a resend may succeed (A8).
+	// message (X5); Retryable says whether a resend may succeed.
 	CodeTargetDeliveryFailed Code = "target_delivery_failed"
 	// CodeTargetRejected: the target platform refused the message for good
-	// (permission, payload, sign-in state; A8). Never retryable.
+	// (permission, payload, sign-in state). Never retryable.
 	CodeTargetRejected Code = "target_rejected"
 	// CodeDeliveryOutcomeUnknown: an earlier attempt to deliver this
 	// message_id began and never finished (its process crashed between the
@@ -55,7 +55,7 @@ const (
 	// it harmlessly (IdempotentTarget) nor tell whether it was posted
 	// (PostCheckTarget). It may have been shown once; it is not posted
 	// again, so it is never shown twice (S8). Rejected with retryable=false,
-	// so the sender reports it (S3) instead of resending.
+	// so the sender reports it instead of resending.
 	CodeDeliveryOutcomeUnknown Code = "delivery_outcome_unknown"
 	// CodePendingFull: the sender's pending queue is full; the caller gets
 	// this error and nothing is queued (S1 backpressure).
@@ -67,8 +67,15 @@ const (
 // Error is the one error type of the SDK. It carries a stable Code, a short
 // human message and whether the same request may succeed if sent again.
 //
-// Two *Error values match under errors.Is when their codes are equal, so
-// errors.Is(err, imv2.&Error{Code: CodeChannelNotOpen}) works on any wrapped *Error.
+// Two *Error values match under errors.Is when their codes are equal:
+//
+//	errors.Is(err, &imv2.Error{Code: imv2.CodeChannelNotOpen})
+//
+// reports whether err is or wraps an *Error with that code, whatever its
+// message. Where two failures share a code and a caller must tell them
+// apart, the failure wraps a sentinel of its own as its cause (Errorf
+// with %w) and the caller matches that sentinel, which no other error
+// with the same code matches; the wire still carries only the code.
 type Error struct {
 	Code      Code
 	Message   string
@@ -76,7 +83,7 @@ type Error struct {
 	cause     error
 }
 
-// Sentinels for errors.Is; compare by Code.
+// Sentinels for errors.Is; each matches any *Error with its code.
 var (
 	ErrInvalidPacket = &Error{Code: CodeInvalidPacket}
 	ErrClosed        = &Error{Code: CodeClosed}
@@ -135,7 +142,7 @@ func (k *kindError) Unwrap() error { return k.err }
 // Retryable marks err, a target platform failure, as transient: a network
 // break, a rate limit, a temporary busy. A Target returns it so the Connector
 // rejects the message with retryable=true and the sender tries again after
-// backoff (A7, A8). Retryable(nil) is nil.
+// backoff (A8). Retryable(nil) is nil.
 func Retryable(err error) error {
 	if err == nil {
 		return nil
@@ -145,8 +152,7 @@ func Retryable(err error) error {
 
 // Permanent marks err as deterministic: a bad payload, a permission or
 // sign-in problem, an explicit refusal by the platform. The message is
-// rejected with retryable=false and never retried (A8, S3). Permanent(nil)
-// is nil.
+// rejected with retryable=false and never retried. Permanent(nil) is nil.
 func Permanent(err error) error {
 	if err == nil {
 		return nil

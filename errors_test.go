@@ -92,3 +92,18 @@ func TestRetryable_A8_Classification(t *testing.T) {
 		t.Error("the mark must keep the original error and text")
 	}
 }
+
+// Two failures share a code; the one a caller must tell apart wraps a
+// sentinel of its own, which the other does not match.
+func ExampleError_sharedCode() {
+	errRaced := errors.New("channels were dropped meanwhile; try again")
+	raced := imv2.Errorf(imv2.CodeChannelUnavailable, "%w", errRaced)
+	full := imv2.Errorf(imv2.CodeChannelUnavailable, "at the channel limit")
+
+	unavailable := &imv2.Error{Code: imv2.CodeChannelUnavailable}
+	fmt.Println(errors.Is(raced, unavailable), errors.Is(full, unavailable))
+	fmt.Println(errors.Is(raced, errRaced), errors.Is(full, errRaced))
+	// Output:
+	// true true
+	// true false
+}

@@ -122,7 +122,7 @@ type Options struct {
 	// MaxUnacked bounds the messages in transmission awaiting an ack per
 	// channel; later ones wait, pending, for room (default 64).
 	MaxUnacked int
-	// TargetTimeout bounds each Target call (default 60 s).
+	// TargetTimeout bounds each Target call (default 60 s), on Clock.
 	TargetTimeout time.Duration
 	// MaxInflight bounds the messages queued for or in a Target call per
 	// channel (default 64); MaxWaiters the resends waiting on one

@@ -51,7 +51,14 @@ func (c *Channel) storeCtx(store any) *storeContext {
 	case *memoryCompletedStore, *memoryPendingStore:
 		return nil
 	}
-	return newStoreContext(c.ctx, storeTimeout)
+	return newStoreContext(c.o.Clock, c.ctx, storeTimeout)
+}
+
+// targetCtx returns the context of a Target call other than the post
+// (WasPosted, UpdateDraft, SetActivity): ended by Close or after
+// TargetTimeout on the Channel's clock. Release it when the call returned.
+func (c *Channel) targetCtx() *storeContext {
+	return newTargetContext(c.o.Clock, c.ctx, c.o.TargetTimeout, "", "")
 }
 
 // receiveMessage handles an inbound chat.message: a final on a Connector,
@@ -247,7 +254,7 @@ func (c *Channel) runTarget(m *ChatMessage, fp Fingerprint, stream *deltaStream,
 	// No allocation (it lives in the delivery), where
 	// WithTimeout(WithIdempotencyKey(...)) costs seven and a SHA-256: the
 	// key and the timer are made only if the Target asks (storectx.go).
-	tctx.initTarget(c.ctx, c.o.TargetTimeout, c.id, id)
+	tctx.initTarget(c.o.Clock, c.ctx, c.o.TargetTimeout, c.id, id)
 	_, untimed := c.o.Observer.(noObserver) // took only goes to the Observer
 	var began time.Time
 	if !untimed {
@@ -298,9 +305,9 @@ func (c *Channel) orphan(id string, fp Fingerprint, key string) (AckStatus, *Err
 		return "", nil, false
 	}
 	if pc, ok := c.target.(PostCheckTarget); ok {
-		tctx, cancel := context.WithTimeout(c.ctx, c.o.TargetTimeout)
+		tctx := c.targetCtx()
 		posted, err := pc.WasPosted(tctx, c.id, key)
-		cancel()
+		tctx.release()
 		switch {
 		case err == nil && posted:
 			status, rej := c.complete(id, fp, EventDuplicate, AckDuplicate, 0)

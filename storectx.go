@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/xagentkit/imv2/clock"
 )
 
 // storeContext is context.WithTimeout(parent, d) for the store and Target
@@ -14,9 +16,11 @@ import (
 // parent's cancellation, as with context.WithTimeout. It can also carry a
 // message's idempotency key, computed only if the call asks for it
 // (IdempotencyKey). This package's in-memory stores get none at all
-// (Channel.storeCtx).
+// (Channel.storeCtx). The deadline is on the Channel's clock
+// (Options.Clock), so a fake clock decides when a Target call times out.
 type storeContext struct {
 	parent   context.Context
+	clk      clock.Clock
 	deadline time.Time
 	detached bool // context.WithoutCancel(parent): its values only (store calls)
 
@@ -26,15 +30,15 @@ type storeContext struct {
 	mu         sync.Mutex
 	key        string        // computed by the first IdempotencyKey
 	done       chan struct{} // made by the first Done
-	timer      *time.Timer
+	timer      clock.Timer
 	stopParent func() bool // stops the parent watch armed by Done
 	err        error
 }
 
-// newStoreContext is context.WithTimeout(context.WithoutCancel(parent), d),
-// lazily: a store call must finish even while the channel closes.
-func newStoreContext(parent context.Context, d time.Duration) *storeContext {
-	return &storeContext{parent: parent, deadline: time.Now().Add(d), detached: true}
+// newStoreContext is context.WithTimeout(context.WithoutCancel(parent), d)
+// on clk, lazily: a store call must finish even while the channel closes.
+func newStoreContext(clk clock.Clock, parent context.Context, d time.Duration) *storeContext {
+	return &storeContext{parent: parent, clk: clk, deadline: clk.Now().Add(d), detached: true}
 }
 
 // call returns c as the ctx of a store call, or context.Background() for
@@ -47,17 +51,18 @@ func (c *storeContext) call() context.Context {
 }
 
 // newTargetContext is context.WithTimeout(WithIdempotencyKey(parent,
-// IdempotencyKeyOf(channelID, messageID)), d), lazily.
-func newTargetContext(parent context.Context, d time.Duration, channelID, messageID string) *storeContext {
+// IdempotencyKeyOf(channelID, messageID)), d) on clk, lazily; with an
+// empty messageID it carries no key.
+func newTargetContext(clk clock.Clock, parent context.Context, d time.Duration, channelID, messageID string) *storeContext {
 	c := new(storeContext)
-	c.initTarget(parent, d, channelID, messageID)
+	c.initTarget(clk, parent, d, channelID, messageID)
 	return c
 }
 
 // initTarget makes the zero c what newTargetContext returns, in place (a
 // delivery holds its Target context: one allocation for both).
-func (c *storeContext) initTarget(parent context.Context, d time.Duration, channelID, messageID string) {
-	c.parent, c.deadline, c.channelID, c.messageID = parent, time.Now().Add(d), channelID, messageID
+func (c *storeContext) initTarget(clk clock.Clock, parent context.Context, d time.Duration, channelID, messageID string) {
+	c.parent, c.clk, c.deadline, c.channelID, c.messageID = parent, clk, clk.Now().Add(d), channelID, messageID
 }
 
 // Deadline implements context.Context.
@@ -95,7 +100,7 @@ func (c *storeContext) Done() <-chan struct{} {
 		close(c.done)
 		return c.done
 	}
-	c.timer = time.AfterFunc(time.Until(c.deadline), func() { c.end(context.DeadlineExceeded) })
+	c.timer = c.clk.AfterFunc(c.deadline.Sub(c.clk.Now()), func() { c.end(context.DeadlineExceeded) })
 	if !c.detached && c.parent.Done() != nil {
 		c.stopParent = context.AfterFunc(c.parent, func() { c.end(c.parent.Err()) })
 	}
@@ -122,7 +127,7 @@ func (c *storeContext) expireLocked() bool {
 		c.err = err
 		return true
 	}
-	if !time.Now().Before(c.deadline) {
+	if !c.clk.Now().Before(c.deadline) {
 		c.err = context.DeadlineExceeded
 		return true
 	}

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/xagentkit/imv2/clock"
 )
 
 type ctxKey struct{}
@@ -18,7 +20,7 @@ type ctxKey struct{}
 func TestStoreContext_LikeWithTimeout(t *testing.T) {
 	parent := context.WithoutCancel(context.WithValue(context.Background(), ctxKey{}, "v"))
 
-	c := newStoreContext(parent, time.Hour)
+	c := newStoreContext(clock.System{}, parent, time.Hour)
 	if d, ok := c.Deadline(); !ok || time.Until(d) < 59*time.Minute {
 		t.Fatalf("deadline %v %v", d, ok)
 	}
@@ -33,7 +35,7 @@ func TestStoreContext_LikeWithTimeout(t *testing.T) {
 	}
 
 	// The timer armed by Done ends the context at the deadline.
-	c = newStoreContext(parent, 10*time.Millisecond)
+	c = newStoreContext(clock.System{}, parent, 10*time.Millisecond)
 	select {
 	case <-c.Done():
 	case <-time.After(5 * time.Second):
@@ -48,7 +50,7 @@ func TestStoreContext_LikeWithTimeout(t *testing.T) {
 	}
 
 	// Without Done, Err alone sees the deadline; a later Done is closed.
-	c = newStoreContext(parent, -time.Second)
+	c = newStoreContext(clock.System{}, parent, -time.Second)
 	if !errors.Is(c.Err(), context.DeadlineExceeded) {
 		t.Fatalf("past deadline: %v", c.Err())
 	}
@@ -61,7 +63,7 @@ func TestStoreContext_LikeWithTimeout(t *testing.T) {
 // was asked for before or after, and keeps the earlier deadline.
 func TestTargetContext_LikeWithTimeoutAndKey(t *testing.T) {
 	parent, cancel := context.WithCancel(context.WithValue(context.Background(), ctxKey{}, "v"))
-	c := newTargetContext(parent, time.Hour, "cch_1", "msg_1")
+	c := newTargetContext(clock.System{}, parent, time.Hour, "cch_1", "msg_1")
 	if k, ok := IdempotencyKey(c); !ok || k != IdempotencyKeyOf("cch_1", "msg_1") {
 		t.Fatalf("key %q %v", k, ok)
 	}
@@ -81,7 +83,7 @@ func TestTargetContext_LikeWithTimeoutAndKey(t *testing.T) {
 	c.release()
 
 	// Cancelled before Done is asked for: Err and Done see it at once.
-	c = newTargetContext(parent, time.Hour, "cch_1", "msg_1")
+	c = newTargetContext(clock.System{}, parent, time.Hour, "cch_1", "msg_1")
 	if !errors.Is(c.Err(), context.Canceled) {
 		t.Fatalf("cancelled parent: %v", c.Err())
 	}
@@ -90,14 +92,14 @@ func TestTargetContext_LikeWithTimeoutAndKey(t *testing.T) {
 	// The parent's earlier deadline wins.
 	short, cancelShort := context.WithTimeout(context.Background(), time.Minute)
 	defer cancelShort()
-	c = newTargetContext(short, time.Hour, "cch_1", "msg_1")
+	c = newTargetContext(clock.System{}, short, time.Hour, "cch_1", "msg_1")
 	if d, _ := c.Deadline(); time.Until(d) > 2*time.Minute {
 		t.Fatalf("deadline %v: not the parent's", d)
 	}
 	c.release()
 
 	// A store context carries no key.
-	if _, ok := IdempotencyKey(newStoreContext(context.Background(), time.Hour)); ok {
+	if _, ok := IdempotencyKey(newStoreContext(clock.System{}, context.Background(), time.Hour)); ok {
 		t.Fatal("a store context has no idempotency key")
 	}
 }
@@ -108,7 +110,7 @@ func TestTargetContext_LikeWithTimeoutAndKey(t *testing.T) {
 func TestStoreContext_S8_OutlivesItsParent(t *testing.T) {
 	parent, cancel := context.WithCancel(context.WithValue(context.Background(), ctxKey{}, "v"))
 	cancel()
-	c := newStoreContext(parent, time.Hour)
+	c := newStoreContext(clock.System{}, parent, time.Hour)
 	if c.Err() != nil || c.Value(ctxKey{}) != "v" {
 		t.Fatalf("err %v value %v", c.Err(), c.Value(ctxKey{}))
 	}
@@ -188,7 +190,7 @@ func TestStoreContext_KeptByAUserStoreStaysItsCalls(t *testing.T) {
 // clock read and no allocation); a store of the user's, even one wrapping
 // a memory store, gets one per call, with the store timeout.
 func TestStoreContext_NoneForTheMemoryStores(t *testing.T) {
-	c, _, _ := newConnector(t, newRecTarget(), nil)
+	c, _, clk := newConnector(t, newRecTarget(), nil)
 	for _, tc := range []struct {
 		name  string
 		store any
@@ -213,9 +215,79 @@ func TestStoreContext_NoneForTheMemoryStores(t *testing.T) {
 				}
 				return
 			}
-			if !ok || time.Until(d) < storeTimeout/2 {
-				t.Fatalf("a user store's call has deadline %v %v, want about %v from now", d, ok, storeTimeout)
+			if !ok || !d.Equal(clk.Now().Add(storeTimeout)) {
+				t.Fatalf("a user store's call has deadline %v %v, want %v on the channel's clock", d, ok, storeTimeout)
 			}
 		})
+	}
+}
+
+// timedTarget blocks each PostMessage until its ctx ends and reports that
+// ctx; drafts and activity record their ctx's deadline.
+type timedTarget struct {
+	posting   chan context.Context
+	deadlines chan time.Time
+}
+
+func (tt *timedTarget) PostMessage(ctx context.Context, _ string, _ *ChatMessage) error {
+	done := ctx.Done()
+	tt.posting <- ctx
+	<-done
+	return ctx.Err()
+}
+
+func (tt *timedTarget) UpdateDraft(ctx context.Context, _, _, _ string) error {
+	d, _ := ctx.Deadline()
+	tt.deadlines <- d
+	return nil
+}
+
+func (tt *timedTarget) SetActivity(ctx context.Context, _ string, _ ChatActivity) error {
+	d, _ := ctx.Deadline()
+	tt.deadlines <- d
+	return nil
+}
+
+// TestChannel_A5_TargetTimeoutFollowsTheClock: TargetTimeout is measured
+// on Options.Clock, as its doc says: the post's ctx ends when the fake
+// clock reaches the timeout, not a nanosecond before and not by the wall
+// clock, and the message is then rejected, never accepted (A5). Drafts
+// and activity get the same deadline on that clock.
+func TestChannel_A5_TargetTimeoutFollowsTheClock(t *testing.T) {
+	const timeout = time.Minute
+	tt := &timedTarget{posting: make(chan context.Context, 1), deadlines: make(chan time.Time, 4)}
+	c, w, clk := newConnector(t, tt, &Options{TargetTimeout: timeout, ActivityTimeout: time.Hour})
+
+	p := finalPacket(t, "m1", "hello")
+	if err := c.Receive(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	ctx := recv(t, tt.posting)
+	if d, ok := ctx.Deadline(); !ok || !d.Equal(t0.Add(timeout)) {
+		t.Fatalf("the post's deadline is %v %v, want %v on the channel's clock", d, ok, t0.Add(timeout))
+	}
+	clk.Advance(timeout - time.Nanosecond)
+	if err := ctx.Err(); err != nil {
+		t.Fatalf("the post's ctx ended before the clock reached the timeout: %v", err)
+	}
+	clk.Advance(time.Nanosecond)
+	if err := ctx.Err(); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("the clock reached the timeout; the post's ctx has %v", err)
+	}
+	if a := ackOf(t, p, w.next(t)); a.Status != AckRejected || !a.Retryable {
+		t.Fatalf("a timed-out post is answered %+v, want a retryable rejection (A5)", a)
+	}
+
+	now := clk.Now()
+	if err := c.Receive(context.Background(), activityPacket(t, ActivityThinking, "")); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Receive(context.Background(), deltaPacket(t, "m2", 1, "he")); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if d := recv(t, tt.deadlines); !d.Equal(now.Add(timeout)) {
+			t.Fatalf("a draft or activity call has deadline %v, want %v on the channel's clock", d, now.Add(timeout))
+		}
 	}
 }

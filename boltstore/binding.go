@@ -11,11 +11,11 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/xagentkit/imv2"
-	"github.com/xagentkit/imv2/connector"
 	"github.com/xagentkit/imv2/protocol"
+	"github.com/xagentkit/imv2/state"
 )
 
-// Bindings (connector.BindingStore) live in two buckets, added to a file
+// Bindings (state.BindingStore) live in two buckets, added to a file
 // of layout 1 at open like the claims: an older build ignores them.
 //
 //	bindings      ch          → JSON of the binding (bindingRecord)
@@ -29,11 +29,11 @@ var (
 )
 
 var (
-	_ connector.BindingStore   = (*Store)(nil)
-	_ connector.BindingUpdater = (*Store)(nil)
+	_ state.BindingStore   = (*Store)(nil)
+	_ state.BindingUpdater = (*Store)(nil)
 )
 
-// bindingRecord is the stored form of a connector.Binding. Unknown fields
+// bindingRecord is the stored form of a state.Binding. Unknown fields
 // are ignored on read, so a later build may add some.
 type bindingRecord struct {
 	Key         string `json:"key"`
@@ -49,7 +49,7 @@ type bindingRecord struct {
 	Drafts []draftRecord `json:"drafts,omitempty"`
 }
 
-// draftRecord is the stored form of a connector.DraftHandle.
+// draftRecord is the stored form of a state.DraftHandle.
 type draftRecord struct {
 	MessageID []byte `json:"message_id"`
 	Handle    []byte `json:"handle"`
@@ -70,22 +70,22 @@ func bindingKeyEntry(key, channelID string) []byte {
 	return append(append([]byte(key), 0), channelID...)
 }
 
-// Bind implements connector.BindingStore; the binding is durable when Bind
+// Bind implements state.BindingStore; the binding is durable when Bind
 // returns. Released is decided in the write transaction that moves the
 // channel off its old key.
-func (s *Store) Bind(ctx context.Context, b connector.Binding) (connector.BindingChange, error) {
-	if err := connector.CheckBinding(b); err != nil {
-		return connector.BindingChange{}, err
+func (s *Store) Bind(ctx context.Context, b state.Binding) (state.BindingChange, error) {
+	if err := state.CheckBinding(b); err != nil {
+		return state.BindingChange{}, err
 	}
 	v, err := encodeBinding(b)
 	if err != nil {
-		return connector.BindingChange{}, err
+		return state.BindingChange{}, err
 	}
-	var ch connector.BindingChange
+	var ch state.BindingChange
 	err = s.update(ctx, func(tx *bolt.Tx) error {
 		bs, keys := tx.Bucket(bucketBindings), tx.Bucket(bucketBindingKeys)
 		old, ok, err := decodeBinding(b.ChannelID, bs.Get([]byte(b.ChannelID)))
-		ch = connector.BindingChange{Old: old, Had: ok}
+		ch = state.BindingChange{Old: old, Had: ok}
 		if err != nil {
 			return err
 		} else if !ok {
@@ -107,13 +107,13 @@ func (s *Store) Bind(ctx context.Context, b connector.Binding) (connector.Bindin
 		return bs.Put([]byte(b.ChannelID), v)
 	})
 	if err != nil {
-		return connector.BindingChange{}, err
+		return state.BindingChange{}, err
 	}
 	return ch, nil
 }
 
 // encodeBinding returns the stored form of b.
-func encodeBinding(b connector.Binding) ([]byte, error) {
+func encodeBinding(b state.Binding) ([]byte, error) {
 	r := bindingRecord{
 		Key: b.Key, Provider: b.Target.Provider, Label: b.Target.Label, DisplayName: b.Target.DisplayName,
 		AccountHint: b.Target.AccountHint, State: string(b.State), Created: b.Created.UnixMilli(), Data: b.Data,
@@ -124,13 +124,13 @@ func encodeBinding(b connector.Binding) ([]byte, error) {
 	return json.Marshal(r)
 }
 
-// Update implements connector.BindingUpdater: the read, f and the write
+// Update implements state.BindingUpdater: the read, f and the write
 // are one write transaction (f runs inside it, so it must not call the
 // Store), durable when Update returns. The key does not change, so the
 // key index does not either.
-func (s *Store) Update(ctx context.Context, channelID string, f func(*connector.Binding) error) (connector.Binding, bool, error) {
+func (s *Store) Update(ctx context.Context, channelID string, f func(*state.Binding) error) (state.Binding, bool, error) {
 	var (
-		old   connector.Binding
+		old   state.Binding
 		found bool
 	)
 	err := s.update(ctx, func(tx *bolt.Tx) error {
@@ -141,7 +141,7 @@ func (s *Store) Update(ctx context.Context, channelID string, f func(*connector.
 		} else if !found {
 			return errNoChange
 		}
-		b, err := connector.ApplyBindingUpdate(old, f)
+		b, err := state.ApplyBindingUpdate(old, f)
 		if err != nil {
 			return err // rolled back: nothing stored
 		}
@@ -162,10 +162,10 @@ func keyBound(keys *bolt.Bucket, key string) bool {
 	return k != nil && bytes.HasPrefix(k, prefix)
 }
 
-// Binding implements connector.BindingStore.
-func (s *Store) Binding(ctx context.Context, channelID string) (connector.Binding, bool, error) {
+// Binding implements state.BindingStore.
+func (s *Store) Binding(ctx context.Context, channelID string) (state.Binding, bool, error) {
 	var (
-		b  connector.Binding
+		b  state.Binding
 		ok bool
 	)
 	err := s.view(ctx, func(tx *bolt.Tx) error {
@@ -176,10 +176,10 @@ func (s *Store) Binding(ctx context.Context, channelID string) (connector.Bindin
 	return b, ok, err
 }
 
-// Unbind implements connector.BindingStore. Released is decided in the
+// Unbind implements state.BindingStore. Released is decided in the
 // write transaction that removes the binding.
-func (s *Store) Unbind(ctx context.Context, channelID string) (connector.BindingChange, error) {
-	var ch connector.BindingChange
+func (s *Store) Unbind(ctx context.Context, channelID string) (state.BindingChange, error) {
+	var ch state.BindingChange
 	err := s.update(ctx, func(tx *bolt.Tx) error {
 		bs, keys := tx.Bucket(bucketBindings), tx.Bucket(bucketBindingKeys)
 		b, ok, err := decodeBinding(channelID, bs.Get([]byte(channelID)))
@@ -200,16 +200,16 @@ func (s *Store) Unbind(ctx context.Context, channelID string) (connector.Binding
 				return err
 			}
 		}
-		ch = connector.BindingChange{Old: b, Had: true, Released: b.Key != "" && !keyBound(keys, b.Key)}
+		ch = state.BindingChange{Old: b, Had: true, Released: b.Key != "" && !keyBound(keys, b.Key)}
 		return bs.Delete([]byte(channelID))
 	})
 	if err != nil {
-		return connector.BindingChange{}, err
+		return state.BindingChange{}, err
 	}
 	return ch, nil
 }
 
-// Channels implements connector.BindingStore.
+// Channels implements state.BindingStore.
 func (s *Store) Channels(ctx context.Context, key string) ([]string, error) {
 	var ids []string
 	err := s.view(ctx, func(tx *bolt.Tx) error {
@@ -238,24 +238,24 @@ func keyOfChannel(keys *bolt.Bucket, channelID string) (string, error) {
 	return key, err
 }
 
-func decodeBinding(channelID string, v []byte) (connector.Binding, bool, error) {
+func decodeBinding(channelID string, v []byte) (state.Binding, bool, error) {
 	if v == nil {
-		return connector.Binding{}, false, nil
+		return state.Binding{}, false, nil
 	}
 	var r bindingRecord
 	if err := json.Unmarshal(v, &r); err != nil {
-		return connector.Binding{}, false, imv2.Errorf(imv2.CodeInvalidPacket, "boltstore: binding of %q is corrupt: %s", channelID, err)
+		return state.Binding{}, false, imv2.Errorf(imv2.CodeInvalidPacket, "boltstore: binding of %q is corrupt: %s", channelID, err)
 	}
-	b := connector.Binding{
-		ChannelID: channelID, Key: r.Key, State: connector.BindingState(r.State), Created: time.UnixMilli(r.Created),
+	b := state.Binding{
+		ChannelID: channelID, Key: r.Key, State: state.BindingState(r.State), Created: time.UnixMilli(r.Created),
 		Target: protocol.DescriptorTarget{Provider: r.Provider, Label: r.Label, DisplayName: r.DisplayName, AccountHint: r.AccountHint},
 		Data:   r.Data,
 	}
 	for _, d := range r.Drafts {
-		b.Drafts = append(b.Drafts, connector.DraftHandle{MessageID: string(d.MessageID), Handle: string(d.Handle)})
+		b.Drafts = append(b.Drafts, state.DraftHandle{MessageID: string(d.MessageID), Handle: string(d.Handle)})
 	}
-	if err := connector.CheckBinding(b); err != nil {
-		return connector.Binding{}, false, fmt.Errorf("boltstore: stored binding of %q: %w", channelID, err)
+	if err := state.CheckBinding(b); err != nil {
+		return state.Binding{}, false, fmt.Errorf("boltstore: stored binding of %q: %w", channelID, err)
 	}
 	return b, true, nil
 }

@@ -4,8 +4,9 @@ import (
 	"context"
 	"testing"
 
-	"github.com/xagentkit/imv2/connector"
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/xagentkit/imv2/state"
 )
 
 // TestUnbind_W6_CorruptRecordIsRemoved: a binding record that no longer
@@ -16,7 +17,7 @@ func TestUnbind_W6_CorruptRecordIsRemoved(t *testing.T) {
 	ctx := context.Background()
 	s := openTest(t, Options{})
 	for _, id := range []string{"ch_a", "ch_b"} {
-		if _, err := s.Bind(ctx, connector.Binding{ChannelID: id, Key: "room", State: connector.BindingConnected}); err != nil {
+		if _, err := s.Bind(ctx, state.Binding{ChannelID: id, Key: "room", State: state.BindingConnected}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -3,11 +3,11 @@ package boltstore
 import (
 	"testing"
 
-	"github.com/xagentkit/imv2/connector"
+	"github.com/xagentkit/imv2/state"
 )
 
 // FuzzDecodeBinding: a stored binding value of any bytes decodes to a
-// binding that passes connector.CheckBinding, or to an error; never a panic.
+// binding that passes state.CheckBinding, or to an error; never a panic.
 func FuzzDecodeBinding(f *testing.F) {
 	f.Add([]byte(`{"key":"room","state":"connected","created_ms":1790000000123,"display_name":"Room"}`))
 	f.Add([]byte(`{"key":"","state":"connected"}`))
@@ -23,7 +23,7 @@ func FuzzDecodeBinding(f *testing.F) {
 		if !ok {
 			t.Fatal("a non-nil value decoded as absent")
 		}
-		if cerr := connector.CheckBinding(b); cerr != nil {
+		if cerr := state.CheckBinding(b); cerr != nil {
 			t.Fatalf("decoded an invalid binding %+v: %v", b, cerr)
 		}
 	})

@@ -42,7 +42,7 @@
 //     ended CompletedTTL ago by Sweep. At most one is left per channel per
 //     crash (a Channel posts one message at a time).
 //   - Bindings: at most Options.BindingCap (default
-//     connector.DefaultMaxBindings, 100,000); Bind of a new channel beyond
+//     state.DefaultMaxBindings, 100,000); Bind of a new channel beyond
 //     it fails with code connector_channel_unavailable, a rebind succeeds.
 //   - IDs: channel and message IDs of 1 to imv2.MaxIDBytes (256) bytes;
 //     a channel ID may not contain 0x00.

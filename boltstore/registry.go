@@ -7,11 +7,11 @@ import (
 )
 
 // bucketChannels holds the channel IDs a Connector issued (channel ID →
-// empty), so a restart reuses them (dataplane.ChannelRegistry). It is
+// empty), so a restart reuses them (state.ChannelRegistry). It is
 // created on first use, so version-1 files without it stay valid.
 var bucketChannels = []byte("channels")
 
-// Known reports whether channelID was registered (dataplane.ChannelRegistry).
+// Known reports whether channelID was registered (state.ChannelRegistry).
 func (s *Store) Known(ctx context.Context, channelID string) (bool, error) {
 	if err := checkChannel(channelID); err != nil {
 		return false, err

@@ -7,10 +7,10 @@ import (
 
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/boltstore"
-	"github.com/xagentkit/imv2/dataplane"
+	"github.com/xagentkit/imv2/state"
 )
 
-var _ dataplane.ChannelRegistry = (*boltstore.Store)(nil)
+var _ state.ChannelRegistry = (*boltstore.Store)(nil)
 
 // TestRegistry_W5_S8_SurvivesReopenAndForgetDropsState: a registered
 // channel ID is known after the file is reopened (a restart reuses it), and

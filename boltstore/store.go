@@ -13,7 +13,7 @@ import (
 
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/clock"
-	"github.com/xagentkit/imv2/connector"
+	"github.com/xagentkit/imv2/state"
 )
 
 // Defaults of Options.
@@ -43,8 +43,8 @@ type Options struct {
 	CompletedTTL time.Duration
 	// BindingCap bounds the kit's conversation bindings; Bind of a new
 	// channel beyond it fails with code connector_channel_unavailable, as
-	// connector.MemoryBindingStore does. Default
-	// connector.DefaultMaxBindings (100,000).
+	// state.MemoryBindingStore does. Default
+	// state.DefaultMaxBindings (100,000).
 	BindingCap int
 	// SweepInterval, when positive, starts a sweeper that calls Sweep
 	// that often on Clock until Close. Default 0: no sweeper (Record still
@@ -127,7 +127,7 @@ func Open(path string, opts Options) (*Store, error) {
 		opts.CompletedCap = imv2.DefaultCompletedCap
 	}
 	if opts.BindingCap <= 0 {
-		opts.BindingCap = connector.DefaultMaxBindings
+		opts.BindingCap = state.DefaultMaxBindings
 	}
 	if opts.CompletedTTL <= 0 {
 		opts.CompletedTTL = imv2.DefaultCompletedTTL

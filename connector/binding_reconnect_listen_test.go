@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/xagentkit/imv2/state"
 )
 
 // TestKit_W7_UpdateToConnectedRestartsListener: a binding turned expired
@@ -17,7 +19,7 @@ func TestKit_W7_UpdateToConnectedRestartsListener(t *testing.T) {
 	x := connectPipe(t, k)
 	ch, _ := x.open("")
 	ctx := context.Background()
-	if err := k.Bind(ctx, Binding{ChannelID: ch, Key: "room"}); err != nil {
+	if err := k.Bind(ctx, state.Binding{ChannelID: ch, Key: "room"}); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -31,7 +33,11 @@ func TestKit_W7_UpdateToConnectedRestartsListener(t *testing.T) {
 	if err := <-l.ends; !errors.Is(err, context.Canceled) {
 		t.Fatalf("Listen after Expire ended with %v; want cancelled", err)
 	}
-	if err := k.UpdateBinding(ctx, ch, func(b *Binding) error { b.State = BindingConnected; b.Data = []byte("new token"); return nil }); err != nil {
+	if err := k.UpdateBinding(ctx, ch, func(b *state.Binding) error {
+		b.State = state.BindingConnected
+		b.Data = []byte("new token")
+		return nil
+	}); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -55,7 +61,7 @@ type staleFirstRead struct {
 	reads atomic.Int32
 }
 
-func (s *staleFirstRead) Binding(ctx context.Context, channelID string) (Binding, bool, error) {
+func (s *staleFirstRead) Binding(ctx context.Context, channelID string) (state.Binding, bool, error) {
 	b, ok, err := s.memoryStore.Binding(ctx, channelID)
 	if s.reads.Add(1) == 2 {
 		close(s.read)
@@ -84,7 +90,7 @@ func TestKit_W6_BindWhileTheReaderReadsStartsListen(t *testing.T) {
 	case <-time.After(deadlockGuard):
 		t.Fatal("no reader started on open")
 	}
-	if err := k.Bind(context.Background(), Binding{ChannelID: ch, Key: "room"}); err != nil {
+	if err := k.Bind(context.Background(), state.Binding{ChannelID: ch, Key: "room"}); err != nil {
 		t.Fatal(err)
 	}
 	close(store.gate)

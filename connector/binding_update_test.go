@@ -12,6 +12,7 @@ import (
 
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/protocol"
+	"github.com/xagentkit/imv2/state"
 )
 
 // TestKit_W7_UpdateBindingKeepsDataAndPushesOnlyOnChange: UpdateBinding
@@ -22,13 +23,13 @@ import (
 func TestKit_W7_UpdateBindingKeepsDataAndPushesOnlyOnChange(t *testing.T) {
 	k, _ := newUnit(t, &editor{}, true, Options{})
 	ctx := context.Background()
-	if err := k.UpdateBinding(ctx, "ch_1", func(*Binding) error { return nil }); !errors.Is(err, ErrNotBound) {
+	if err := k.UpdateBinding(ctx, "ch_1", func(*state.Binding) error { return nil }); !errors.Is(err, ErrNotBound) {
 		t.Fatalf("UpdateBinding of an unbound channel = %v; want ErrNotBound", err)
 	}
-	if err := k.Bind(ctx, Binding{ChannelID: "ch_1", Key: "room", Data: []byte("v1")}); err != nil {
+	if err := k.Bind(ctx, state.Binding{ChannelID: "ch_1", Key: "room", Data: []byte("v1")}); err != nil {
 		t.Fatal(err)
 	}
-	stored := func() Binding {
+	stored := func() state.Binding {
 		t.Helper()
 		b, ok, err := k.store.Binding(ctx, "ch_1")
 		if err != nil || !ok {
@@ -38,18 +39,18 @@ func TestKit_W7_UpdateBindingKeepsDataAndPushesOnlyOnChange(t *testing.T) {
 	}
 	for _, c := range []struct {
 		name    string
-		f       func(*Binding) error
+		f       func(*state.Binding) error
 		changed bool
 		data    string
 	}{
-		{"data", func(b *Binding) error {
+		{"data", func(b *state.Binding) error {
 			b.Data = append(b.Data, "+v2"...)
-			b.Drafts = []DraftHandle{{MessageID: "m1", Handle: "$1"}}
+			b.Drafts = []state.DraftHandle{{MessageID: "m1", Handle: "$1"}}
 			return nil
 		}, false, "v1+v2"},
-		{"target", func(b *Binding) error { b.Target.DisplayName = "Room"; return nil }, true, "v1+v2"},
-		{"state", func(b *Binding) error { b.State = BindingExpired; return nil }, true, "v1+v2"},
-		{"same state", func(b *Binding) error { b.State = BindingExpired; return nil }, false, "v1+v2"},
+		{"target", func(b *state.Binding) error { b.Target.DisplayName = "Room"; return nil }, true, "v1+v2"},
+		{"state", func(b *state.Binding) error { b.State = state.BindingExpired; return nil }, true, "v1+v2"},
+		{"same state", func(b *state.Binding) error { b.State = state.BindingExpired; return nil }, false, "v1+v2"},
 	} {
 		changed, err := k.update(ctx, "ch_1", c.f)
 		if err != nil || changed != c.changed {
@@ -62,13 +63,13 @@ func TestKit_W7_UpdateBindingKeepsDataAndPushesOnlyOnChange(t *testing.T) {
 	boom := errors.New("boom")
 	for _, c := range []struct {
 		name string
-		f    func(*Binding) error
+		f    func(*state.Binding) error
 		want func(error) bool
 	}{
-		{"key changed", func(b *Binding) error { b.Key = "other"; b.Data = nil; return nil }, func(err error) bool { return err != nil }},
-		{"channel changed", func(b *Binding) error { b.ChannelID = "ch_2"; b.Data = nil; return nil }, func(err error) bool { return err != nil }},
-		{"f fails", func(b *Binding) error { b.Data = nil; return boom }, func(err error) bool { return errors.Is(err, boom) }},
-		{"too much data", func(b *Binding) error { b.Data = make([]byte, MaxBindingData+1); return nil }, func(err error) bool {
+		{"key changed", func(b *state.Binding) error { b.Key = "other"; b.Data = nil; return nil }, func(err error) bool { return err != nil }},
+		{"channel changed", func(b *state.Binding) error { b.ChannelID = "ch_2"; b.Data = nil; return nil }, func(err error) bool { return err != nil }},
+		{"f fails", func(b *state.Binding) error { b.Data = nil; return boom }, func(err error) bool { return errors.Is(err, boom) }},
+		{"too much data", func(b *state.Binding) error { b.Data = make([]byte, state.MaxBindingData+1); return nil }, func(err error) bool {
 			var e *imv2.Error
 			return errors.As(err, &e) && e.Code == imv2.CodeInvalidPacket
 		}},
@@ -94,7 +95,7 @@ func TestKit_W7_RevokeRefusesFinalsAndInbound(t *testing.T) {
 	if err := k.Revoke(ctx, "ch_1"); !errors.Is(err, ErrNotBound) {
 		t.Fatalf("Revoke of an unbound channel = %v; want ErrNotBound", err)
 	}
-	if err := k.Bind(ctx, Binding{ChannelID: "ch_1", Key: "room"}); err != nil {
+	if err := k.Bind(ctx, state.Binding{ChannelID: "ch_1", Key: "room"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := k.Revoke(ctx, "ch_1"); err != nil {
@@ -118,14 +119,14 @@ func TestKit_W7_RevokeRefusesFinalsAndInbound(t *testing.T) {
 func TestKit_UpdateBindingSerialised(t *testing.T) {
 	k, _ := newUnit(t, &editor{}, true, Options{})
 	ctx := context.Background()
-	if err := k.Bind(ctx, Binding{ChannelID: "ch_1", Key: "room"}); err != nil {
+	if err := k.Bind(ctx, state.Binding{ChannelID: "ch_1", Key: "room"}); err != nil {
 		t.Fatal(err)
 	}
 	const n = 200
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			if err := k.UpdateBinding(ctx, "ch_1", func(b *Binding) error {
+			if err := k.UpdateBinding(ctx, "ch_1", func(b *state.Binding) error {
 				c, _ := strconv.Atoi(string(b.Data))
 				b.Data = []byte(strconv.Itoa(c + 1))
 				return nil
@@ -166,7 +167,7 @@ func TestKit_W6_UpdateBindingAcrossReplicas(t *testing.T) {
 		ks[i] = k
 	}
 	ctx := context.Background()
-	count := func(b *Binding) error {
+	count := func(b *state.Binding) error {
 		c, err := strconv.Atoi(string(b.Data))
 		if err != nil {
 			return err
@@ -175,7 +176,7 @@ func TestKit_W6_UpdateBindingAcrossReplicas(t *testing.T) {
 		b.Data = []byte(strconv.Itoa(c + 1))
 		return nil
 	}
-	if err := ks[0].Bind(ctx, Binding{ChannelID: "ch_1", Key: "room", Data: []byte("0")}); err != nil {
+	if err := ks[0].Bind(ctx, state.Binding{ChannelID: "ch_1", Key: "room", Data: []byte("0")}); err != nil {
 		t.Fatal(err)
 	}
 	const n = 100
@@ -194,7 +195,7 @@ func TestKit_W6_UpdateBindingAcrossReplicas(t *testing.T) {
 
 	for round := range 20 {
 		ch := fmt.Sprintf("ch_%d", round+2)
-		if err := ks[0].Bind(ctx, Binding{ChannelID: ch, Key: "room", Data: []byte("0")}); err != nil {
+		if err := ks[0].Bind(ctx, state.Binding{ChannelID: ch, Key: "room", Data: []byte("0")}); err != nil {
 			t.Fatal(err)
 		}
 		var wg sync.WaitGroup
@@ -235,12 +236,12 @@ func TestKit_W6_UpdateBindingFMayUseTheKit(t *testing.T) {
 				t.Fatal(err)
 			}
 			ctx := context.Background()
-			if err := k.Bind(ctx, Binding{ChannelID: "ch_1", Key: "room"}); err != nil {
+			if err := k.Bind(ctx, state.Binding{ChannelID: "ch_1", Key: "room"}); err != nil {
 				t.Fatal(err)
 			}
 			done := make(chan error, 1)
 			go func() {
-				done <- k.UpdateBinding(ctx, "ch_1", func(b *Binding) error {
+				done <- k.UpdateBinding(ctx, "ch_1", func(b *state.Binding) error {
 					if err := inF(k); err != nil {
 						return err
 					}
@@ -269,7 +270,7 @@ type meddler struct {
 	n      int
 }
 
-func (m *meddler) Update(ctx context.Context, channelID string, f func(*Binding) error) (Binding, bool, error) {
+func (m *meddler) Update(ctx context.Context, channelID string, f func(*state.Binding) error) (state.Binding, bool, error) {
 	m.n++
 	m.before(m.n)
 	return m.memoryStore.Update(ctx, channelID, f)
@@ -287,7 +288,7 @@ func TestKit_W6_UpdateBindingComparesAndSwaps(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer k.Close()
-	if err := k.Bind(ctx, Binding{ChannelID: "ch_1", Key: "room", Data: []byte("a")}); err != nil {
+	if err := k.Bind(ctx, state.Binding{ChannelID: "ch_1", Key: "room", Data: []byte("a")}); err != nil {
 		t.Fatal(err)
 	}
 	store.before = func(n int) {
@@ -298,7 +299,7 @@ func TestKit_W6_UpdateBindingComparesAndSwaps(t *testing.T) {
 		}
 	}
 	calls := 0
-	if err := k.UpdateBinding(ctx, "ch_1", func(b *Binding) error {
+	if err := k.UpdateBinding(ctx, "ch_1", func(b *state.Binding) error {
 		calls++
 		b.Data = append(b.Data, 'c')
 		return nil
@@ -314,7 +315,7 @@ func TestKit_W6_UpdateBindingComparesAndSwaps(t *testing.T) {
 			_, _ = store.memoryStore.Unbind(ctx, "ch_1")
 		}
 	}
-	err = k.UpdateBinding(ctx, "ch_1", func(b *Binding) error { b.Data = []byte("late"); return nil })
+	err = k.UpdateBinding(ctx, "ch_1", func(b *state.Binding) error { b.Data = []byte("late"); return nil })
 	if !errors.Is(err, ErrNotBound) {
 		t.Fatalf("UpdateBinding of a binding unbound meanwhile = %v; want ErrNotBound", err)
 	}

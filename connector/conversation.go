@@ -8,6 +8,7 @@ import (
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/dataplane"
 	"github.com/xagentkit/imv2/protocol"
+	"github.com/xagentkit/imv2/state"
 )
 
 // ErrNotBound is matched (errors.Is) by the error of a call that needs a
@@ -47,7 +48,7 @@ func (c *Connector) bindDefault(ctx context.Context, channelID string, onlyUnbou
 			return nil
 		}
 	}
-	if err := c.bind(ctx, Binding{ChannelID: channelID, Key: c.defConv(channelID)}); err != nil {
+	if err := c.bind(ctx, state.Binding{ChannelID: channelID, Key: c.defConv(channelID)}); err != nil {
 		return imv2.Errorf(imv2.CodeChannelUnavailable, "channel %s: default conversation not bound: %v", channelID, err)
 	}
 	return nil
@@ -55,7 +56,7 @@ func (c *Connector) bindDefault(ctx context.Context, channelID string, onlyUnbou
 
 // binding returns the channel's binding as stored: lookups never make
 // one (see reopened).
-func (c *Connector) binding(ctx context.Context, channelID string) (Binding, bool, error) {
+func (c *Connector) binding(ctx context.Context, channelID string) (state.Binding, bool, error) {
 	return c.store.Binding(ctx, channelID)
 }
 
@@ -69,7 +70,7 @@ func (c *Connector) conversation(ctx context.Context, channelID string) (Convers
 		return Conversation{}, imv2.Retryable(err)
 	case !ok:
 		return Conversation{}, imv2.Permanent(fmt.Errorf("channel %s: %w", channelID, ErrNotBound))
-	case b.State != BindingConnected:
+	case b.State != state.BindingConnected:
 		return Conversation{}, imv2.Permanent(fmt.Errorf("channel %s: binding is %s; sign in again", channelID, b.State))
 	}
 	return Conversation{ChannelID: channelID, Key: b.Key, Target: b.Target, Data: b.Data}, nil
@@ -79,7 +80,7 @@ func (c *Connector) conversation(ctx context.Context, channelID string) (Convers
 // and Drafts too); found is false without one. For a Card without auth
 // flows an open channel has one from each of its channel.opens
 // (Options.DefaultConversation) until an explicit Unbind.
-func (c *Connector) Binding(ctx context.Context, channelID string) (b Binding, found bool, err error) {
+func (c *Connector) Binding(ctx context.Context, channelID string) (b state.Binding, found bool, err error) {
 	return c.binding(ctx, channelID)
 }
 
@@ -99,8 +100,8 @@ func (c *Connector) describe(ctx context.Context, channelID string) dataplane.Ch
 // Bind binds a channel to a conversation (replacing its binding) and
 // pushes the new Descriptor when the channel is open. SignIn flows bind
 // through it; call it directly for a binding made outside the data plane.
-// ChannelID and Key are required; a zero State is BindingConnected.
-func (c *Connector) Bind(ctx context.Context, b Binding) error {
+// ChannelID and Key are required; a zero State is state.BindingConnected.
+func (c *Connector) Bind(ctx context.Context, b state.Binding) error {
 	if err := c.bind(ctx, b); err != nil {
 		return err
 	}
@@ -112,9 +113,9 @@ func (c *Connector) Bind(ctx context.Context, b Binding) error {
 // channel was bound to before, if that was its last binding. Only the
 // store change and the reader's stop and start run under the channel's
 // lock; the platform hears of the change after it (changed).
-func (c *Connector) bind(ctx context.Context, b Binding) error {
+func (c *Connector) bind(ctx context.Context, b state.Binding) error {
 	if b.State == "" {
-		b.State = BindingConnected
+		b.State = state.BindingConnected
 	}
 	if b.Created.IsZero() {
 		b.Created = c.clock.Now()
@@ -128,7 +129,7 @@ func (c *Connector) bind(ctx context.Context, b Binding) error {
 	if ch.Had {
 		c.stopListening(b.ChannelID) // it reads with the old binding
 	}
-	if b.State == BindingConnected && c.server.IsOpen(b.ChannelID) {
+	if b.State == state.BindingConnected && c.server.IsOpen(b.ChannelID) {
 		c.listen(b.ChannelID)
 	}
 	unlock()
@@ -137,7 +138,7 @@ func (c *Connector) bind(ctx context.Context, b Binding) error {
 }
 
 // UpdateBinding changes the channel's binding in place: f gets a copy of
-// it, and what f leaves is stored (checked as by CheckBinding). It is how
+// it, and what f leaves is stored (checked as by state.CheckBinding). It is how
 // a platform keeps its Data (a refreshed token, a sync cursor) or turns
 // the State. f runs under the kit's lock of that channel, so it is
 // serialised with the kit's own Bind, Unbind, Expire, Revoke and drop of
@@ -145,7 +146,7 @@ func (c *Connector) bind(ctx context.Context, b Binding) error {
 // by it). The locks are striped (a fixed set shared by all channels), so
 // f must not call any of those methods, for any channel: it would wait
 // for itself. f runs outside the store's own locks, so it may read the
-// store or hand events to Receive. With a Store that is a BindingUpdater
+// store or hand events to Receive. With a Store that is a state.BindingUpdater
 // (the SDK's stores are) the write is a compare-and-swap, so replicas
 // sharing the store do not undo each other's changes either: when
 // another replica changed the binding between the read and the write, f
@@ -157,7 +158,7 @@ func (c *Connector) bind(ctx context.Context, b Binding) error {
 // connected stops the channel's Listener; turning it back to connected
 // starts it again when the channel is open. A channel without a binding
 // fails with ErrNotBound.
-func (c *Connector) UpdateBinding(ctx context.Context, channelID string, f func(*Binding) error) error {
+func (c *Connector) UpdateBinding(ctx context.Context, channelID string, f func(*state.Binding) error) error {
 	changed, err := c.update(ctx, channelID, f)
 	if err != nil {
 		return err
@@ -172,14 +173,14 @@ func (c *Connector) UpdateBinding(ctx context.Context, channelID string, f func(
 // Descriptor's fields (State, Target) changed.
 //
 // f runs on a copy read from the store, outside any store lock: it may
-// read the store, call Receive or take its time. With a BindingUpdater
+// read the store, call Receive or take its time. With a state.BindingUpdater
 // the write is a compare-and-swap (the store's step only checks that the
 // binding is still the one read, and stores f's result), tried again,
 // f included, when another replica changed the binding in between.
-func (c *Connector) update(ctx context.Context, channelID string, f func(*Binding) error) (changed bool, err error) {
+func (c *Connector) update(ctx context.Context, channelID string, f func(*state.Binding) error) (changed bool, err error) {
 	unlock := c.chLocks.lock(channelID)
 	defer unlock()
-	u, swaps := c.store.(BindingUpdater)
+	u, swaps := c.store.(state.BindingUpdater)
 	for try := 1; ; try++ {
 		old, ok, err := c.store.Binding(ctx, channelID)
 		if err != nil {
@@ -188,7 +189,7 @@ func (c *Connector) update(ctx context.Context, channelID string, f func(*Bindin
 		if !ok {
 			return false, fmt.Errorf("channel %s: %w", channelID, ErrNotBound)
 		}
-		b := old.clone()
+		b := old.Clone()
 		if err := f(&b); err != nil {
 			return false, err
 		}
@@ -199,11 +200,11 @@ func (c *Connector) update(ctx context.Context, channelID string, f func(*Bindin
 			_, err = c.store.Bind(ctx, b)
 		} else {
 			var found bool
-			_, found, err = u.Update(ctx, channelID, func(cur *Binding) error {
-				if !cur.same(old) {
+			_, found, err = u.Update(ctx, channelID, func(cur *state.Binding) error {
+				if !cur.Equal(old) {
 					return errBindingChanged
 				}
-				*cur = b.clone()
+				*cur = b.Clone()
 				return nil
 			})
 			if err == nil && !found {
@@ -220,9 +221,9 @@ func (c *Connector) update(ctx context.Context, channelID string, f func(*Bindin
 			return false, err
 		}
 		switch {
-		case b.State != BindingConnected:
+		case b.State != state.BindingConnected:
 			c.stopListening(channelID) // expired or revoked: nothing to read
-		case old.State != BindingConnected && c.server.IsOpen(channelID):
+		case old.State != state.BindingConnected && c.server.IsOpen(channelID):
 			c.listen(channelID) // connected again (a refreshed sign-in): read
 		}
 		return b.State != old.State || b.Target != old.Target, nil
@@ -244,7 +245,7 @@ var errBindingChanged = errors.New("connector: the binding changed meanwhile")
 // ran out): its Descriptor says expired, finals are refused and inbound
 // events no longer reach it until it signs in again.
 func (c *Connector) Expire(ctx context.Context, channelID string) error {
-	return c.setState(ctx, channelID, BindingExpired)
+	return c.setState(ctx, channelID, state.BindingExpired)
 }
 
 // Revoke marks the channel's binding revoked (the platform revoked the
@@ -252,11 +253,11 @@ func (c *Connector) Expire(ctx context.Context, channelID string) error {
 // Descriptor says revoked, finals are refused and inbound events no
 // longer reach it until it signs in again.
 func (c *Connector) Revoke(ctx context.Context, channelID string) error {
-	return c.setState(ctx, channelID, BindingRevoked)
+	return c.setState(ctx, channelID, state.BindingRevoked)
 }
 
-func (c *Connector) setState(ctx context.Context, channelID string, st BindingState) error {
-	return c.UpdateBinding(ctx, channelID, func(b *Binding) error {
+func (c *Connector) setState(ctx context.Context, channelID string, st state.BindingState) error {
+	return c.UpdateBinding(ctx, channelID, func(b *state.Binding) error {
 		b.State = st
 		return nil
 	})
@@ -293,7 +294,7 @@ func (c *Connector) unbind(ctx context.Context, channelID string) error {
 // striped) and no channel.open; each call gets ctx, without its
 // cancellation, bounded by the display's CallTimeout (a drop passes
 // context.Background()).
-func (c *Connector) changed(ctx context.Context, ch BindingChange) {
+func (c *Connector) changed(ctx context.Context, ch state.BindingChange) {
 	if !ch.Had {
 		return
 	}
@@ -304,7 +305,7 @@ func (c *Connector) changed(ctx context.Context, ch BindingChange) {
 }
 
 // unbound tells an Unbinder platform that b went.
-func (c *Connector) unbound(ctx context.Context, b Binding) {
+func (c *Connector) unbound(ctx context.Context, b state.Binding) {
 	u, ok := c.platform.(Unbinder)
 	if !ok {
 		return
@@ -317,7 +318,7 @@ func (c *Connector) unbound(ctx context.Context, b Binding) {
 }
 
 // release tells a Releaser platform that no channel is bound to key any
-// more: the store decided it (BindingChange.Released) in the change that
+// more: the store decided it (state.BindingChange.Released) in the change that
 // removed the key's last binding, so it is told once each time.
 func (c *Connector) release(ctx context.Context, key string) {
 	r, ok := c.platform.(Releaser)

@@ -9,6 +9,7 @@ import (
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/fakeclock"
 	"github.com/xagentkit/imv2/protocol"
+	"github.com/xagentkit/imv2/state"
 )
 
 // status asks for the channel's Descriptor and returns its status.
@@ -81,8 +82,8 @@ func TestKit_W7_DefaultConversationUnbindLastsUntilNextOpen(t *testing.T) {
 // refusingBinds is the kit's store with bindings refused.
 type refusingBinds struct{ *memoryStore }
 
-func (refusingBinds) Bind(context.Context, Binding) (BindingChange, error) {
-	return BindingChange{}, imv2.Errorf(imv2.CodeChannelUnavailable, "bindings full")
+func (refusingBinds) Bind(context.Context, state.Binding) (state.BindingChange, error) {
+	return state.BindingChange{}, imv2.Errorf(imv2.CodeChannelUnavailable, "bindings full")
 }
 
 // TestKit_W7_DefaultBindingRefusedRefusesTheOpen: when the default

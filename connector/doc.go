@@ -13,13 +13,13 @@
 //
 // Each item names the type whose doc holds the details and the bounds.
 //
-//   - Bindings. A channel is bound to a platform conversation (Binding.Key,
+//   - Bindings. A channel is bound to a platform conversation (state.Binding.Key,
 //     opaque) by a sign-in flow, by Bind, or, for a Card without auth flows,
 //     once at the channel's issue (Options.DefaultConversation). The
 //     Descriptor's status follows it: created, connected, expired (Expire),
-//     revoked (Revoke). Binding.Data keeps the platform's own tokens and
+//     revoked (Revoke). state.Binding.Data keeps the platform's own tokens and
 //     cursor (UpdateBinding), never sent to xAgent. Bindings live in the
-//     Store beside pending and completed state, so they survive restarts;
+//     state.Store beside pending and completed state, so they survive restarts;
 //     a Releaser hears when a conversation's last binding goes.
 //   - Sign-in. A SignIn runs auth.start; the kit binds on success and
 //     answers auth.logout, and answers auth.status and auth.cancel from the
@@ -37,7 +37,7 @@
 //     stored and offered with signed download URLs (M6, T3), once per
 //     event: a replay is skipped before they are stored again.
 //   - Drafts across restarts. The handle of every draft shown is kept in
-//     Binding.Drafts until its final is shown, so a final arriving after a
+//     state.Binding.Drafts until its final is shown, so a final arriving after a
 //     restart finishes its draft instead of posting a second message (M11).
 //   - Lost responses. A failed post is made again only when that cannot
 //     show it twice: marked RetryAfter or NotPosted, or to a PostChecker or
@@ -50,7 +50,7 @@
 //   - Replicas. Replicas on one shared Store reach a channel open on another
 //     replica through Options.Relay; they need a shared FileStore and the
 //     same API key or Options.URLKey (see Download URLs below). With a
-//     Store that is a BindingUpdater (the SDK's are) UpdateBinding is a
+//     Store that is a state.BindingUpdater (the SDK's are) UpdateBinding is a
 //     compare-and-swap, so replicas do not undo each other's changes;
 //     the kit's own lock orders it within one process.
 //

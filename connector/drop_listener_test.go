@@ -8,13 +8,14 @@ import (
 
 	"github.com/xagentkit/imv2/dataplane"
 	"github.com/xagentkit/imv2/fakeclock"
+	"github.com/xagentkit/imv2/state"
 )
 
 // unbindFailing is the kit's store with every Unbind failing.
 type unbindFailing struct{ *memoryStore }
 
-func (unbindFailing) Unbind(context.Context, string) (BindingChange, error) {
-	return BindingChange{}, errors.New("store down")
+func (unbindFailing) Unbind(context.Context, string) (state.BindingChange, error) {
+	return state.BindingChange{}, errors.New("store down")
 }
 
 // TestKit_W5_DroppedChannelStopsListenerWhenUnbindFails: a channel dropped
@@ -26,7 +27,7 @@ func TestKit_W5_DroppedChannelStopsListenerWhenUnbindFails(t *testing.T) {
 	k, clock := newUnit(t, l, true, Options{Store: unbindFailing{newMemoryStore(fakeclock.New(time.Unix(0, 0)))}})
 	x := connectPipe(t, k)
 	ch, _ := x.open("")
-	if err := k.Bind(context.Background(), Binding{ChannelID: ch, Key: "room"}); err != nil {
+	if err := k.Bind(context.Background(), state.Binding{ChannelID: ch, Key: "room"}); err != nil {
 		t.Fatal(err)
 	}
 	select {

@@ -10,6 +10,7 @@ import (
 	"github.com/xagentkit/imv2/dataplane"
 	"github.com/xagentkit/imv2/fakeclock"
 	"github.com/xagentkit/imv2/protocol"
+	"github.com/xagentkit/imv2/state"
 )
 
 // pipeXAgent is a bare xAgent on an in-memory pipe to a kit's Server.
@@ -119,7 +120,7 @@ func TestKit_W5_DropUnbindsBeforeTheRegistryForgets(t *testing.T) {
 	ctx := context.Background()
 	x := connectPipe(t, k)
 	ch, _ := x.open("")
-	if err := k.Bind(ctx, Binding{ChannelID: ch, Key: "room"}); err != nil {
+	if err := k.Bind(ctx, state.Binding{ChannelID: ch, Key: "room"}); err != nil {
 		t.Fatal(err)
 	}
 	x.close()

@@ -7,6 +7,7 @@ import (
 	kit "github.com/xagentkit/imv2/connector"
 	"github.com/xagentkit/imv2/protocol"
 	"github.com/xagentkit/imv2/sim"
+	"github.com/xagentkit/imv2/state"
 )
 
 // pretendCard is the Card of the examples' pretend IM service.
@@ -34,7 +35,7 @@ func (f feed) Post(_ context.Context, to kit.Conversation, m *kit.Message) error
 // Listen reads the conversation from the cursor kept in the binding's
 // Data, hands each event to the kit, then saves the cursor: a restart
 // reads from there, and an event handed twice is a duplicate (its EventID).
-func (f feed) Listen(ctx context.Context, b kit.Binding, in kit.Inbox) error {
+func (f feed) Listen(ctx context.Context, b state.Binding, in kit.Inbox) error {
 	for {
 		select {
 		case <-ctx.Done():
@@ -43,7 +44,7 @@ func (f feed) Listen(ctx context.Context, b kit.Binding, in kit.Inbox) error {
 			if err := in.Receive(ctx, ev); err != nil {
 				return err // logged; Listen is called again after a backoff
 			}
-			err := in.Update(ctx, func(b *kit.Binding) error { b.Data = []byte(ev.EventID); return nil })
+			err := in.Update(ctx, func(b *state.Binding) error { b.Data = []byte(ev.EventID); return nil })
 			if err != nil {
 				return err
 			}
@@ -111,14 +112,14 @@ func ExampleConnector_UpdateBinding() {
 	ctx := context.Background()
 	k, _ := kit.New(pretendCard(), quiet{}, nil)
 	defer k.Close()
-	_ = k.Bind(ctx, kit.Binding{ChannelID: "cch_1", Key: "chat-42", Data: []byte(`{"token":"t1"}`)})
-	err := k.UpdateBinding(ctx, "cch_1", func(b *kit.Binding) error {
+	_ = k.Bind(ctx, state.Binding{ChannelID: "cch_1", Key: "chat-42", Data: []byte(`{"token":"t1"}`)})
+	err := k.UpdateBinding(ctx, "cch_1", func(b *state.Binding) error {
 		b.Data = []byte(`{"token":"t2"}`) // refreshed
 		return nil
 	})
 	b, _, _ := k.Binding(ctx, "cch_1")
 	fmt.Println(err, b.Key, b.State, string(b.Data))
-	fmt.Println(k.UpdateBinding(ctx, "cch_1", func(b *kit.Binding) error { b.Key = "chat-43"; return nil }) != nil)
+	fmt.Println(k.UpdateBinding(ctx, "cch_1", func(b *state.Binding) error { b.Key = "chat-43"; return nil }) != nil)
 	// Output:
 	// <nil> chat-42 connected {"token":"t2"}
 	// true
@@ -129,16 +130,16 @@ func ExampleConnector_UpdateBinding() {
 // a binding is not found, and f is not called.
 func ExampleBindingUpdater() {
 	ctx := context.Background()
-	var store kit.BindingStore = kit.NewMemoryBindingStore(0)
-	_, _ = store.Bind(ctx, kit.Binding{ChannelID: "cch_1", Key: "chat-42", State: kit.BindingConnected, Data: []byte("cursor=7")})
-	u := store.(kit.BindingUpdater)
-	old, found, err := u.Update(ctx, "cch_1", func(b *kit.Binding) error {
+	var store state.BindingStore = state.NewMemoryBindingStore(0)
+	_, _ = store.Bind(ctx, state.Binding{ChannelID: "cch_1", Key: "chat-42", State: state.BindingConnected, Data: []byte("cursor=7")})
+	u := store.(state.BindingUpdater)
+	old, found, err := u.Update(ctx, "cch_1", func(b *state.Binding) error {
 		b.Data = []byte("cursor=8")
 		return nil
 	})
 	now, _, _ := store.Binding(ctx, "cch_1")
 	fmt.Println(string(old.Data), found, err, string(now.Data))
-	_, found, err = u.Update(ctx, "cch_2", func(*kit.Binding) error { panic("not called") })
+	_, found, err = u.Update(ctx, "cch_2", func(*state.Binding) error { panic("not called") })
 	fmt.Println(found, err)
 	// Output:
 	// cursor=7 true <nil> cursor=8
@@ -153,7 +154,7 @@ func ExampleConnector_Revoke() {
 	ctx := context.Background()
 	k, _ := kit.New(pretendCard(), quiet{}, nil)
 	defer k.Close()
-	_ = k.Bind(ctx, kit.Binding{ChannelID: "cch_1", Key: "chat-42"})
+	_ = k.Bind(ctx, state.Binding{ChannelID: "cch_1", Key: "chat-42"})
 	_ = k.Revoke(ctx, "cch_1")
 	b, _, _ := k.Binding(ctx, "cch_1")
 	fmt.Println(b.State)

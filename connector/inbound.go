@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/state"
 )
 
 // Event is an inbound platform event of a conversation: what a person
@@ -59,7 +60,7 @@ var ErrNoChannel = errors.New("connector: bound channel is not open here")
 // connection, for Connector replicas on one shared Store; pgstore.Relay is
 // one. Send delivers through the channel when it is open here, otherwise
 // through the shared pending store. When the Relay also has
-// Serve(*dataplane.Server) and ChannelOpened(channelID string), as
+// Serve(state.OpenChannels) and ChannelOpened(channelID string), as
 // pgstore.Relay does, New calls Serve with its Server and ChannelOpened
 // for every channel opened (before Options.OnChannelOpen); running it
 // (pgstore.Relay.Run) is the caller's. Files offered with an event are
@@ -119,7 +120,7 @@ func (c *Connector) receive(ctx context.Context, ev Event, tolerateUnopened bool
 			errs = append(errs, err)
 			continue
 		}
-		if !ok || b.State != BindingConnected {
+		if !ok || b.State != state.BindingConnected {
 			continue
 		}
 		if err := c.receiveOn(ctx, chID, id, ev); err != nil {

@@ -16,18 +16,8 @@ import (
 	"github.com/xagentkit/imv2/dataplane"
 	"github.com/xagentkit/imv2/display"
 	"github.com/xagentkit/imv2/protocol"
+	"github.com/xagentkit/imv2/state"
 )
-
-// Store is everything a Connector keeps: the sender's pending user
-// messages, the receiver's completed finals (with claims when it is an
-// imv2.ClaimStore), the channel IDs it issued and the bindings.
-// boltstore.Store is one, durable in one file.
-type Store interface {
-	imv2.PendingStore
-	imv2.CompletedStore
-	dataplane.ChannelRegistry
-	BindingStore
-}
 
 // DefaultConversationKey is the conversation every channel of a Card
 // without auth flows is bound to when Options.DefaultConversation is nil.
@@ -54,7 +44,7 @@ type Options struct {
 	Skill []byte
 	// Store keeps pending, completed, registry and bindings; default all
 	// in memory (lost on restart). The caller closes it after Close.
-	Store Store
+	Store state.Store
 	// Files stores uploads and offered files; default a MemoryStore.
 	// MemoryStore and a plain DiskStore keep files for one process: with
 	// a durable Store, a user message resent after a restart carries a
@@ -114,7 +104,7 @@ type Options struct {
 type Connector struct {
 	card     *protocol.Card
 	platform Platform
-	store    Store
+	store    state.Store
 	clock    clock.Clock
 	log      *slog.Logger
 	metrics  http.Handler
@@ -206,7 +196,7 @@ func New(card *protocol.Card, platform Platform, opts *Options) (*Connector, err
 		copts = *o.Channel
 	}
 	copts.Clock, copts.Logger = o.Clock, o.Logger
-	var registry dataplane.ChannelRegistry
+	var registry state.ChannelRegistry
 	if c.store == nil {
 		c.store = newMemoryStore(o.Clock)
 	}
@@ -240,7 +230,7 @@ func New(card *protocol.Card, platform Platform, opts *Options) (*Connector, err
 		return nil, err
 	}
 	c.relay = o.Relay
-	if rs, ok := o.Relay.(interface{ Serve(*dataplane.Server) }); ok {
+	if rs, ok := o.Relay.(interface{ Serve(state.OpenChannels) }); ok {
 		rs.Serve(c.server)
 	}
 	return c, nil

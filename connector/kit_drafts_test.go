@@ -14,6 +14,7 @@ import (
 	"github.com/xagentkit/imv2/connector"
 	"github.com/xagentkit/imv2/display"
 	"github.com/xagentkit/imv2/internal/testwait"
+	"github.com/xagentkit/imv2/state"
 )
 
 // finisher is an Editor and Finisher that reports every call.
@@ -45,12 +46,12 @@ type bindCounter struct {
 	binds atomic.Int32
 }
 
-func (s *bindCounter) Bind(ctx context.Context, b connector.Binding) (connector.BindingChange, error) {
+func (s *bindCounter) Bind(ctx context.Context, b state.Binding) (state.BindingChange, error) {
 	s.binds.Add(1)
 	return s.Store.Bind(ctx, b)
 }
 
-func (s *bindCounter) Update(ctx context.Context, channelID string, f func(*connector.Binding) error) (connector.Binding, bool, error) {
+func (s *bindCounter) Update(ctx context.Context, channelID string, f func(*state.Binding) error) (state.Binding, bool, error) {
 	s.binds.Add(1)
 	return s.Store.Update(ctx, channelID, f)
 }
@@ -88,7 +89,7 @@ func TestKit_M11_DraftHandleSurvivesRestart(t *testing.T) {
 	b, ok, err := st.Binding(ctx, ch.ID())
 	require.NoError(t, err)
 	require.True(t, ok)
-	require.Equal(t, []connector.DraftHandle{{MessageID: r.MessageID(), Handle: "ev-" + r.MessageID()}}, b.Drafts)
+	require.Equal(t, []state.DraftHandle{{MessageID: r.MessageID(), Handle: "ev-" + r.MessageID()}}, b.Drafts)
 	rk.stop()
 
 	rk.restart()

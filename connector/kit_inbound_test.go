@@ -15,7 +15,7 @@ import (
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/boltstore"
 	"github.com/xagentkit/imv2/connector"
-	"github.com/xagentkit/imv2/dataplane"
+	"github.com/xagentkit/imv2/state"
 )
 
 // failures collects the user messages whose delivery to xAgent failed.
@@ -126,12 +126,12 @@ func TestKit_M6_FailedOfferDoesNotStopOtherChannels(t *testing.T) {
 type memRelay struct {
 	peer   *memRelay
 	mu     sync.Mutex
-	srv    *dataplane.Server
+	srv    state.OpenChannels
 	opened []string
 	sends  int
 }
 
-func (r *memRelay) Serve(srv *dataplane.Server) {
+func (r *memRelay) Serve(srv state.OpenChannels) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.srv = srv
@@ -143,7 +143,7 @@ func (r *memRelay) ChannelOpened(id string) {
 	r.opened = append(r.opened, id)
 }
 
-func (r *memRelay) server() *dataplane.Server {
+func (r *memRelay) server() state.OpenChannels {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.srv
@@ -153,7 +153,7 @@ func (r *memRelay) Send(ctx context.Context, channelID string, m imv2.ChatMessag
 	r.mu.Lock()
 	r.sends++
 	r.mu.Unlock()
-	for _, srv := range []*dataplane.Server{r.server(), r.peer.server()} {
+	for _, srv := range []state.OpenChannels{r.server(), r.peer.server()} {
 		if srv != nil && srv.IsOpen(channelID) {
 			return srv.Channel(channelID).Send(ctx, m)
 		}

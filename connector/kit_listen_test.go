@@ -12,17 +12,18 @@ import (
 	"github.com/xagentkit/imv2/connector"
 	"github.com/xagentkit/imv2/dataplane"
 	"github.com/xagentkit/imv2/internal/testwait"
+	"github.com/xagentkit/imv2/state"
 )
 
 // reading is a pretend platform that reads its conversations itself: each
 // Listen hands one event and waits for its context.
 type reading struct {
 	*pretend
-	started chan connector.Binding
+	started chan state.Binding
 	ended   chan struct{}
 }
 
-func (r *reading) Listen(ctx context.Context, b connector.Binding, in connector.Inbox) error {
+func (r *reading) Listen(ctx context.Context, b state.Binding, in connector.Inbox) error {
 	r.started <- b
 	err := in.Receive(ctx, connector.Event{Conversation: b.Key, EventID: "ev-1", Text: "hi from " + b.Key})
 	if err != nil {
@@ -38,7 +39,7 @@ func (r *reading) Listen(ctx context.Context, b connector.Binding, in connector.
 // as a user message; Unbind stops it; the goroutines are gone after Close
 // (goleak in TestMain).
 func TestKit_M9_ListenerRunsWhileTheChannelIsBound(t *testing.T) {
-	p := &reading{pretend: newPretend(0), started: make(chan connector.Binding, 4), ended: make(chan struct{}, 4)}
+	p := &reading{pretend: newPretend(0), started: make(chan state.Binding, 4), ended: make(chan struct{}, 4)}
 	k, url := startKit(t, p, "", connector.Options{})
 	got := make(chan imv2.ChatMessage, 4)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -78,7 +79,7 @@ func TestKit_M9_ListenerEventsReachItsChannelBesideOneNotOpen(t *testing.T) {
 	k, url := startKit(t, p, "", connector.Options{DefaultConversation: func(string) string { return "room" }})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	require.NoError(t, k.Bind(ctx, connector.Binding{ChannelID: "cch_not_open", Key: "room"}))
+	require.NoError(t, k.Bind(ctx, state.Binding{ChannelID: "cch_not_open", Key: "room"}))
 	got := make(chan imv2.ChatMessage, 4)
 	cli, err := dataplane.Dial(ctx, dataplane.ClientConfig{URL: url, Target: inbound(got)})
 	require.NoError(t, err)
@@ -107,14 +108,14 @@ type cursorFeed struct {
 	errs   chan error
 }
 
-func (f *cursorFeed) Listen(ctx context.Context, b connector.Binding, in connector.Inbox) error {
+func (f *cursorFeed) Listen(ctx context.Context, b state.Binding, in connector.Inbox) error {
 	next, _ := strconv.Atoi(string(b.Data))
 	for i := next; i < f.events; i++ {
 		if err := in.Receive(ctx, connector.Event{Conversation: b.Key, EventID: "ev-" + strconv.Itoa(i), Text: "hi"}); err != nil {
 			f.errs <- err
 			return err
 		}
-		if err := in.Update(ctx, func(b *connector.Binding) error { b.Data = []byte(strconv.Itoa(i + 1)); return nil }); err != nil {
+		if err := in.Update(ctx, func(b *state.Binding) error { b.Data = []byte(strconv.Itoa(i + 1)); return nil }); err != nil {
 			return err
 		}
 	}
@@ -161,7 +162,7 @@ type sharedFeed struct {
 	reading chan struct{}
 }
 
-func (f *sharedFeed) Listen(ctx context.Context, _ connector.Binding, in connector.Inbox) error {
+func (f *sharedFeed) Listen(ctx context.Context, _ state.Binding, in connector.Inbox) error {
 	f.reading <- struct{}{}
 	for {
 		select {

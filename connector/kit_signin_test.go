@@ -12,6 +12,7 @@ import (
 	"github.com/xagentkit/imv2/connector"
 	"github.com/xagentkit/imv2/dataplane"
 	"github.com/xagentkit/imv2/protocol"
+	"github.com/xagentkit/imv2/state"
 )
 
 // formPlatform signs in by a form that finishes within auth.start; it has
@@ -22,7 +23,7 @@ func (formPlatform) Start(_ context.Context, _ string, req protocol.AuthStart) (
 	if req.Input["chat_id"] == "" {
 		return connector.SignInResult{}, &connector.SignInError{Reason: "chat_id is required"}
 	}
-	return connector.SignInResult{Bind: &connector.Binding{Key: req.Input["chat_id"]}}, nil
+	return connector.SignInResult{Bind: &state.Binding{Key: req.Input["chat_id"]}}, nil
 }
 
 // TestKit_W12_FormFlowWithoutStatusOrCancelOnTheWire: auth.start with a

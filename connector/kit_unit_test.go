@@ -13,6 +13,7 @@ import (
 	"github.com/xagentkit/imv2/display"
 	"github.com/xagentkit/imv2/fakeclock"
 	"github.com/xagentkit/imv2/protocol"
+	"github.com/xagentkit/imv2/state"
 )
 
 // unitCard is a valid Card; flows adds a sign-in form.
@@ -220,7 +221,7 @@ func TestKit_W7_DescriptorFollowsBindingAndReleaseIsCounted(t *testing.T) {
 		t.Fatalf("Receive for an unbound conversation = %v; want ErrNotBound", err)
 	}
 	for _, ch := range []string{"ch_1", "ch_2"} {
-		if err := k.Bind(ctx, Binding{ChannelID: ch, Key: "room"}); err != nil {
+		if err := k.Bind(ctx, state.Binding{ChannelID: ch, Key: "room"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -258,7 +259,7 @@ func (s *signInPlatform) Start(_ context.Context, _ string, req protocol.AuthSta
 	if req.Input["chat_id"] == "" {
 		return SignInResult{}, imv2.Errorf(imv2.CodeInvalidPacket, "chat_id required")
 	}
-	return SignInResult{Bind: &Binding{Key: req.Input["chat_id"], Target: protocol.DescriptorTarget{DisplayName: "Room"}}}, nil
+	return SignInResult{Bind: &state.Binding{Key: req.Input["chat_id"], Target: protocol.DescriptorTarget{DisplayName: "Room"}}}, nil
 }
 
 func (s *signInPlatform) Status(context.Context, string, protocol.AuthStatusRequest) (SignInResult, error) {
@@ -352,7 +353,7 @@ func TestKit_S8_DedupCapabilitiesPassThrough(t *testing.T) {
 // unbinder is an editor told of every binding that went.
 type unbinder struct{ *editor }
 
-func (u unbinder) Unbound(_ context.Context, b Binding) error {
+func (u unbinder) Unbound(_ context.Context, b state.Binding) error {
 	u.log("unbound " + b.ChannelID + " " + b.Key)
 	return nil
 }
@@ -365,7 +366,7 @@ func TestKit_Unbinder_ToldPerChannelBeforeRelease(t *testing.T) {
 	k, _ := newUnit(t, u, true, Options{})
 	ctx := context.Background()
 	for _, ch := range []string{"ch_1", "ch_2"} {
-		if err := k.Bind(ctx, Binding{ChannelID: ch, Key: "room"}); err != nil {
+		if err := k.Bind(ctx, state.Binding{ChannelID: ch, Key: "room"}); err != nil {
 			t.Fatal(err)
 		}
 	}

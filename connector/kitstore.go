@@ -3,7 +3,7 @@ package connector
 import (
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/clock"
-	"github.com/xagentkit/imv2/dataplane"
+	"github.com/xagentkit/imv2/state"
 )
 
 // memoryStore is the default Store: the SDK's in-memory stores with their
@@ -12,15 +12,15 @@ import (
 type memoryStore struct {
 	imv2.PendingStore
 	imv2.ClaimStore
-	dataplane.ChannelRegistry
-	*MemoryBindingStore
+	state.ChannelRegistry
+	*state.MemoryBindingStore
 }
 
 func newMemoryStore(clk clock.Clock) *memoryStore {
 	return &memoryStore{
 		imv2.NewMemoryPendingStore(0),
 		imv2.NewMemoryCompletedStore(0, 0, clk),
-		dataplane.NewMemoryRegistry(0),
-		NewMemoryBindingStore(0),
+		state.NewMemoryRegistry(0),
+		state.NewMemoryBindingStore(0),
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/xagentkit/imv2/state"
 )
 
 // Listener is a Platform that reads each bound conversation itself (a long
@@ -23,7 +25,7 @@ import (
 // Listen is called again, with the binding read afresh, after a backoff from ListenBackoffMin doubling to
 // ListenBackoffMax on the kit's clock (reset once a call ran that long).
 type Listener interface {
-	Listen(ctx context.Context, b Binding, in Inbox) error
+	Listen(ctx context.Context, b state.Binding, in Inbox) error
 }
 
 // Inbox is what a Listener's reader gets besides its binding.
@@ -34,7 +36,7 @@ type Inbox interface {
 	Receive(ctx context.Context, ev Event) error
 	// Update changes the channel's binding (Connector.UpdateBinding): a
 	// sync cursor or a refreshed token in its Data.
-	Update(ctx context.Context, f func(*Binding) error) error
+	Update(ctx context.Context, f func(*state.Binding) error) error
 }
 
 // Backoff of a failing Listener: the kit calls Listen again after
@@ -73,7 +75,7 @@ type inbox struct {
 	c         *Connector
 	channelID string
 	live      context.Context
-	of        Binding
+	of        state.Binding
 }
 
 // Receive is Connector.Receive, except that another channel of the
@@ -89,7 +91,7 @@ func (in inbox) Receive(ctx context.Context, ev Event) error {
 	return in.c.receive(ctx, ev, true)
 }
 
-func (in inbox) Update(ctx context.Context, f func(*Binding) error) error {
+func (in inbox) Update(ctx context.Context, f func(*state.Binding) error) error {
 	return in.c.UpdateBinding(ctx, in.channelID, in.guard(f))
 }
 
@@ -100,8 +102,8 @@ func (in inbox) Update(ctx context.Context, f func(*Binding) error) error {
 // key, or the same key signed in again: another Created) is not stopped
 // here, so f also fails when the stored binding is no longer the
 // reader's.
-func (in inbox) guard(f func(*Binding) error) func(*Binding) error {
-	return func(b *Binding) error {
+func (in inbox) guard(f func(*state.Binding) error) func(*state.Binding) error {
+	return func(b *state.Binding) error {
 		if err := in.live.Err(); err != nil {
 			return err
 		}
@@ -171,7 +173,7 @@ func (c *Connector) read(ctx context.Context, channelID string, r, old *reader) 
 	}
 	for fails := 0; ; {
 		b, ok, err := c.binding(ctx, channelID)
-		if err == nil && (!ok || b.State != BindingConnected) {
+		if err == nil && (!ok || b.State != state.BindingConnected) {
 			if c.readAgain(channelID, r) {
 				continue
 			}
@@ -185,12 +187,12 @@ func (c *Connector) read(ctx context.Context, channelID string, r, old *reader) 
 		case ctx.Err() != nil || err == nil:
 			return
 		case errors.Is(err, ErrBindingExpired), errors.Is(err, ErrBindingRevoked):
-			st := BindingExpired
+			st := state.BindingExpired
 			if errors.Is(err, ErrBindingRevoked) {
-				st = BindingRevoked
+				st = state.BindingRevoked
 			}
 			in := inbox{c, channelID, ctx, b}
-			if err := in.Update(context.WithoutCancel(ctx), func(b *Binding) error { b.State = st; return nil }); err != nil {
+			if err := in.Update(context.WithoutCancel(ctx), func(b *state.Binding) error { b.State = st; return nil }); err != nil {
 				c.log.Warn("connector: binding state not changed", "connector_channel_id", channelID, "state", st, "err", err)
 			}
 			return

@@ -11,6 +11,7 @@ import (
 
 	"github.com/xagentkit/imv2/fakeclock"
 	"github.com/xagentkit/imv2/internal/testwait"
+	"github.com/xagentkit/imv2/state"
 )
 
 // listener is an editor whose Listen reports each call and then does what
@@ -18,7 +19,7 @@ import (
 // ends.
 type listener struct {
 	*editor
-	calls chan Binding
+	calls chan state.Binding
 	ends  chan error // ctx.Err() of each call that blocked
 
 	mu      sync.Mutex
@@ -28,10 +29,10 @@ type listener struct {
 }
 
 func newListener(results ...error) *listener {
-	return &listener{editor: &editor{}, calls: make(chan Binding, 16), ends: make(chan error, 16), results: results}
+	return &listener{editor: &editor{}, calls: make(chan state.Binding, 16), ends: make(chan error, 16), results: results}
 }
 
-func (l *listener) Listen(ctx context.Context, b Binding, _ Inbox) error {
+func (l *listener) Listen(ctx context.Context, b state.Binding, _ Inbox) error {
 	l.mu.Lock()
 	l.running++
 	l.most = max(l.most, l.running)
@@ -119,7 +120,7 @@ func TestListen_OnePerChannelStoppedWithItsBinding(t *testing.T) {
 
 	// The default binding is made once, at the channel's creation: bind
 	// again explicitly.
-	if err := k.Bind(ctx, Binding{ChannelID: "ch_1", Key: DefaultConversationKey}); err != nil {
+	if err := k.Bind(ctx, state.Binding{ChannelID: "ch_1", Key: DefaultConversationKey}); err != nil {
 		t.Fatal(err)
 	}
 	k.listen("ch_1")
@@ -159,10 +160,10 @@ func TestListen_OnePerChannelStoppedWithItsBinding(t *testing.T) {
 func TestListen_GoneErrorsEndTheBinding(t *testing.T) {
 	for _, c := range []struct {
 		err  error
-		want BindingState
+		want state.BindingState
 	}{
-		{ErrBindingExpired, BindingExpired},
-		{fmt.Errorf("bot kicked: %w", ErrBindingRevoked), BindingRevoked},
+		{ErrBindingExpired, state.BindingExpired},
+		{fmt.Errorf("bot kicked: %w", ErrBindingRevoked), state.BindingRevoked},
 	} {
 		l := newListener(c.err)
 		k, clock := newUnit(t, l, false, Options{})
@@ -202,13 +203,13 @@ type cursorListener struct {
 	seen *[]string
 }
 
-func (p *cursorListener) Listen(ctx context.Context, b Binding, in Inbox) error {
+func (p *cursorListener) Listen(ctx context.Context, b state.Binding, in Inbox) error {
 	*p.seen = append(*p.seen, string(b.Data))
 	if len(*p.seen) > 1 {
 		<-ctx.Done()
 		return nil
 	}
-	if err := in.Update(ctx, func(b *Binding) error { b.Data = []byte("batch-1"); return nil }); err != nil {
+	if err := in.Update(ctx, func(b *state.Binding) error { b.Data = []byte("batch-1"); return nil }); err != nil {
 		return err
 	}
 	return errors.New("connection reset")
@@ -220,7 +221,7 @@ type inboxKeeper struct {
 	inboxes chan Inbox
 }
 
-func (p inboxKeeper) Listen(ctx context.Context, _ Binding, in Inbox) error {
+func (p inboxKeeper) Listen(ctx context.Context, _ state.Binding, in Inbox) error {
 	p.inboxes <- in
 	<-ctx.Done()
 	return nil
@@ -233,15 +234,15 @@ func TestListen_StaleReaderWritesNothing(t *testing.T) {
 	p := inboxKeeper{&editor{}, make(chan Inbox, 2)}
 	k, _ := newUnit(t, p, false, Options{})
 	ctx := context.Background()
-	if err := k.bind(ctx, Binding{ChannelID: "ch_1", Key: "room", Data: []byte("old token")}); err != nil {
+	if err := k.bind(ctx, state.Binding{ChannelID: "ch_1", Key: "room", Data: []byte("old token")}); err != nil {
 		t.Fatal(err)
 	}
 	k.listen("ch_1")
 	stale := testwait.Recv(t, p.inboxes, within)
-	if err := k.bind(ctx, Binding{ChannelID: "ch_1", Key: "room", Data: []byte("new token")}); err != nil {
+	if err := k.bind(ctx, state.Binding{ChannelID: "ch_1", Key: "room", Data: []byte("new token")}); err != nil {
 		t.Fatal(err)
 	}
-	err := stale.Update(ctx, func(b *Binding) error { b.Data = []byte("old token, cursor 7"); return nil })
+	err := stale.Update(ctx, func(b *state.Binding) error { b.Data = []byte("old token, cursor 7"); return nil })
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("a stale reader's Update = %v; want context.Canceled", err)
 	}
@@ -264,19 +265,19 @@ func TestListen_StaleReaderOfAReplicaWritesNothing(t *testing.T) {
 	}
 	t.Cleanup(func() { other.Close() })
 	ctx := context.Background()
-	if err := k.bind(ctx, Binding{ChannelID: "ch_1", Key: "room", Data: []byte("old token")}); err != nil {
+	if err := k.bind(ctx, state.Binding{ChannelID: "ch_1", Key: "room", Data: []byte("old token")}); err != nil {
 		t.Fatal(err)
 	}
 	k.listen("ch_1")
 	stale := testwait.Recv(t, p.inboxes, within)
-	for _, again := range []Binding{
+	for _, again := range []state.Binding{
 		{ChannelID: "ch_1", Key: "room", Data: []byte("new token"), Created: clock.Now().Add(time.Minute)},
 		{ChannelID: "ch_1", Key: "hall", Data: []byte("new token")},
 	} {
 		if err := other.Bind(ctx, again); err != nil {
 			t.Fatal(err)
 		}
-		err := stale.Update(ctx, func(b *Binding) error { b.Data = []byte("old token, cursor 7"); return nil })
+		err := stale.Update(ctx, func(b *state.Binding) error { b.Data = []byte("old token, cursor 7"); return nil })
 		if !errors.Is(err, errStaleReader) {
 			t.Fatalf("a stale reader's Update after a replica bound %s = %v; want errStaleReader", again.Key, err)
 		}

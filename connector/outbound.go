@@ -9,6 +9,7 @@ import (
 
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/display"
+	"github.com/xagentkit/imv2/state"
 )
 
 // outbound is the display.Platform the kit gives display.New: every call
@@ -260,7 +261,7 @@ func (o *outbound) Edit(ctx context.Context, channelID, handle, text string) err
 func (o *outbound) Finish(ctx context.Context, channelID, handle string, m *imv2.ChatMessage) error {
 	err := o.finish(ctx, channelID, handle, m)
 	if err == nil {
-		o.forgetDraft(ctx, channelID, func(d DraftHandle) bool { return d.MessageID == m.MessageID })
+		o.forgetDraft(ctx, channelID, func(d state.DraftHandle) bool { return d.MessageID == m.MessageID })
 	}
 	return err
 }
@@ -336,7 +337,7 @@ func (o *outbound) Discard(ctx context.Context, channelID, handle string) error 
 		})
 	}
 	if err == nil {
-		o.forgetDraft(ctx, channelID, func(d DraftHandle) bool { return d.Handle == handle })
+		o.forgetDraft(ctx, channelID, func(d state.DraftHandle) bool { return d.Handle == handle })
 	}
 	return err
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/display"
 	"github.com/xagentkit/imv2/protocol"
+	"github.com/xagentkit/imv2/state"
 )
 
 // Platform is the one call every IM platform has: post a complete assistant
@@ -33,7 +34,7 @@ type Platform interface {
 }
 
 // Conversation is where a channel's messages go: the channel and the
-// platform conversation it is bound to (Binding).
+// platform conversation it is bound to (state.Binding).
 type Conversation struct {
 	// ChannelID is the connector_channel_id.
 	ChannelID string
@@ -42,7 +43,7 @@ type Conversation struct {
 	Key string
 	// Target is what the binding said about the conversation.
 	Target protocol.DescriptorTarget
-	// Data is the binding's private platform data (Binding.Data): the
+	// Data is the binding's private platform data (state.Binding.Data): the
 	// credentials to post with. Do not modify it.
 	Data []byte
 }
@@ -138,7 +139,7 @@ type Discarder interface {
 // the place to stop a shared platform consumer. Bindings are
 // reference-counted per key by the store, which decides in the same
 // transaction that a change removed the key's last binding
-// (BindingChange.Released), so Release is called exactly once each time a
+// (state.BindingChange.Released), so Release is called exactly once each time a
 // key's count goes to zero, concurrent rebinds included. Another channel
 // binding the same key again may be stored before that call arrives; a
 // platform that starts its consumer when a sign-in binds a key starts it
@@ -163,7 +164,7 @@ type Releaser interface {
 // a platform keeping state per channel compares b with what it holds (or
 // with Connector.Binding) before dropping it.
 type Unbinder interface {
-	Unbound(ctx context.Context, b Binding) error
+	Unbound(ctx context.Context, b state.Binding) error
 }
 
 // IdempotentPlatform is a Platform that deduplicates posts by

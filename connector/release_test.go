@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/xagentkit/imv2/fakeclock"
+	"github.com/xagentkit/imv2/state"
 )
 
 // countingReleaser is an editor that counts Release calls per key.
@@ -29,12 +30,12 @@ func (r *countingReleaser) Release(_ context.Context, key string) error {
 // between a change and a decision taken on a separate read.
 type slowBindings struct{ *memoryStore }
 
-func (s slowBindings) Bind(ctx context.Context, b Binding) (BindingChange, error) {
+func (s slowBindings) Bind(ctx context.Context, b state.Binding) (state.BindingChange, error) {
 	time.Sleep(100 * time.Microsecond)
 	return s.memoryStore.Bind(ctx, b)
 }
 
-func (s slowBindings) Unbind(ctx context.Context, channelID string) (BindingChange, error) {
+func (s slowBindings) Unbind(ctx context.Context, channelID string) (state.BindingChange, error) {
 	time.Sleep(100 * time.Microsecond)
 	return s.memoryStore.Unbind(ctx, channelID)
 }
@@ -69,7 +70,7 @@ func TestKit_W6_ReleaserToldOncePerKeyUnderConcurrentRebinds(t *testing.T) {
 		wg.Wait()
 	}
 	for r := range rounds {
-		run(func(ch string) error { return k.Bind(ctx, Binding{ChannelID: ch, Key: key(r)}) })
+		run(func(ch string) error { return k.Bind(ctx, state.Binding{ChannelID: ch, Key: key(r)}) })
 	}
 	run(func(ch string) error {
 		if ch[len(ch)-1]%2 == 0 {

@@ -11,6 +11,7 @@ import (
 	"github.com/xagentkit/imv2/dataplane"
 	"github.com/xagentkit/imv2/display"
 	"github.com/xagentkit/imv2/protocol"
+	"github.com/xagentkit/imv2/state"
 )
 
 // hangingReleaser's Release reports its context and then waits until the
@@ -56,7 +57,7 @@ func TestKit_W6_SlowReleaseBlocksNoOtherChannel(t *testing.T) {
 	a := "ch_a"
 	b := sameStripe(k, a)
 	for _, id := range []string{a, b} {
-		if err := k.Bind(ctx, Binding{ChannelID: id, Key: "key-" + id}); err != nil {
+		if err := k.Bind(ctx, state.Binding{ChannelID: id, Key: "key-" + id}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -68,7 +69,7 @@ func TestKit_W6_SlowReleaseBlocksNoOtherChannel(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() {
-		done <- k.UpdateBinding(ctx, b, func(b *Binding) error { b.Data = []byte("cursor"); return nil })
+		done <- k.UpdateBinding(ctx, b, func(b *state.Binding) error { b.Data = []byte("cursor"); return nil })
 	}()
 	select {
 	case err := <-done:

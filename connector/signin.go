@@ -8,6 +8,7 @@ import (
 
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/protocol"
+	"github.com/xagentkit/imv2/state"
 )
 
 // SignIn is a Platform with sign-in flows (the Card's auth_flows): it runs
@@ -64,7 +65,7 @@ type SignInResult struct {
 	Ack *protocol.AuthAck
 	// Bind, when set, binds the channel: its Key is required, ChannelID
 	// is filled in. The ack's status becomes authenticated.
-	Bind *Binding
+	Bind *state.Binding
 }
 
 // authHandler is the Server's AuthHandler for a SignIn platform.
@@ -133,9 +134,9 @@ func (a authHandler) authState(ctx context.Context, channelID string) (protocol.
 		return "", false, err
 	}
 	switch b.State {
-	case BindingConnected:
+	case state.BindingConnected:
 		return protocol.AuthAuthenticated, true, nil
-	case BindingExpired:
+	case state.BindingExpired:
 		return protocol.AuthExpired, true, nil
 	}
 	return protocol.AuthUnauthenticated, true, nil

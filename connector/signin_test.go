@@ -10,13 +10,14 @@ import (
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/fakeclock"
 	"github.com/xagentkit/imv2/protocol"
+	"github.com/xagentkit/imv2/state"
 )
 
 // formSignIn has Start only: its form flow finishes within auth.start.
 type formSignIn struct{ *editor }
 
 func (formSignIn) Start(_ context.Context, _ string, req protocol.AuthStart) (SignInResult, error) {
-	return SignInResult{Bind: &Binding{Key: req.Input["chat_id"]}}, nil
+	return SignInResult{Bind: &state.Binding{Key: req.Input["chat_id"]}}, nil
 }
 
 // TestKit_W12_StatusFromTheBindingWithoutSignInStatus: a SignIn without
@@ -78,7 +79,7 @@ func TestKit_W12_CancelFromTheBindingWithoutSignInCanceler(t *testing.T) {
 	if err != nil || ack.Status != "not_found" || ack.AuthStatus != protocol.AuthUnauthenticated {
 		t.Fatalf("cancel unbound = %+v, %v; want not_found, unauthenticated", ack, err)
 	}
-	if err := k.bind(ctx, Binding{ChannelID: "ch_1", Key: "-100"}); err != nil {
+	if err := k.bind(ctx, state.Binding{ChannelID: "ch_1", Key: "-100"}); err != nil {
 		t.Fatal(err)
 	}
 	// The channel is unknown to the data plane here: the Descriptor cannot
@@ -124,10 +125,10 @@ func (r refusing) Start(_ context.Context, _ string, req protocol.AuthStart) (Si
 	if req.Input["password"] != "right" {
 		return SignInResult{}, &SignInError{Reason: "wrong password"}
 	}
-	return SignInResult{Bind: &Binding{Key: req.Input["chat_id"], Data: []byte("token-" + req.Input["chat_id"])}}, nil
+	return SignInResult{Bind: &state.Binding{Key: req.Input["chat_id"], Data: []byte("token-" + req.Input["chat_id"])}}, nil
 }
 
-func (r refusing) Unbound(_ context.Context, b Binding) error {
+func (r refusing) Unbound(_ context.Context, b state.Binding) error {
 	r.log("unbound " + b.Key + " " + string(b.Data))
 	return nil
 }
@@ -174,7 +175,7 @@ func TestKit_W12_RefusedBindingIsToldToTheUnbinder(t *testing.T) {
 	p := refusing{&editor{}, make(chan Conversation, 1)}
 	clk := fakeclock.New(time.Unix(1_790_000_000, 0))
 	st := newMemoryStore(clk)
-	st.MemoryBindingStore = NewMemoryBindingStore(1)
+	st.MemoryBindingStore = state.NewMemoryBindingStore(1)
 	k, _ := newUnit(t, p, true, Options{Store: st})
 	ctx := context.Background()
 	ah := authHandler{k, p}

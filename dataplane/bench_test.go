@@ -14,9 +14,11 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/internal/benchcpu"
 	"github.com/xagentkit/imv2/protocol"
+	"github.com/xagentkit/imv2/state"
 )
 
 // Benchmarks of the data plane against raw gorilla/websocket, in the same
@@ -51,7 +53,7 @@ func newBenchPair(b *testing.B, maxChannels int, opts *imv2.Options) *benchPair 
 		URL:         hs.URL,
 		Target:      noop,
 		Options:     opts,
-		Store:       NewMemoryChannelStore(maxChannels),
+		Store:       state.NewMemoryChannelStore(maxChannels),
 		MaxChannels: maxChannels,
 	})
 	if err != nil {

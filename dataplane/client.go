@@ -14,10 +14,12 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/gorilla/websocket"
+
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/clock"
 	"github.com/xagentkit/imv2/internal/defaults"
 	"github.com/xagentkit/imv2/protocol"
+	"github.com/xagentkit/imv2/state"
 )
 
 // Defaults of ClientConfig.
@@ -63,11 +65,13 @@ type ClientConfig struct {
 	// Options configure every Channel; nil Clock and Logger take the ones below.
 	Options *imv2.Options
 	// Store keeps the connector_id and the channel IDs to reopen; default
-	// a MemoryChannelStore.
-	Store ChannelStore
+	// a state.MemoryChannelStore.
+	Store state.ChannelStore
 	// Logger receives connection events; nothing by default.
 	Logger *slog.Logger
-	// Clock drives the reconnect backoff and keepalive.
+	// Clock drives the reconnect backoff and keepalive. The bounds on
+	// socket I/O (RequestTimeout, write and close) are wall-clock
+	// deadlines, as the network needs.
 	Clock clock.Clock
 	// Conn tunes each WebSocket.
 	Conn ConnConfig
@@ -193,7 +197,7 @@ func Dial(ctx context.Context, cfg ClientConfig) (*Client, error) {
 		slices.Sort(cfg.SupportedProfiles)
 	}
 	if cfg.Store == nil {
-		cfg.Store = NewMemoryChannelStore(0)
+		cfg.Store = state.NewMemoryChannelStore(0)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)

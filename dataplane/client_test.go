@@ -12,10 +12,12 @@ import (
 
 	"github.com/gorilla/websocket"
 	"github.com/stretchr/testify/require"
+
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/clock"
 	"github.com/xagentkit/imv2/fakeclock"
 	"github.com/xagentkit/imv2/protocol"
+	"github.com/xagentkit/imv2/state"
 )
 
 // armClock is a fake clock that reports every timer armed on it. Given to
@@ -117,7 +119,7 @@ func TestClient_W4_W8_HelloAndPing(t *testing.T) {
 
 func TestClient_W5_W11_ReconnectReopensStoredIDs(t *testing.T) {
 	srv, url := startServer(t, nil)
-	store := NewMemoryChannelStore(0)
+	store := state.NewMemoryChannelStore(0)
 	c, clk, events := dialClient(t, url, func(c *ClientConfig) { c.Store = store })
 	first := recv(t, events)
 	a, err := c.OpenChannel(ctxWait(t), "")
@@ -145,7 +147,7 @@ func TestClient_W5_W11_ReconnectReopensStoredIDs(t *testing.T) {
 
 func TestClient_W5_W11_UnknownStoredIDGetsNewOne(t *testing.T) {
 	srv, url := startServer(t, nil)
-	store := NewMemoryChannelStore(0)
+	store := state.NewMemoryChannelStore(0)
 	ctx := context.Background()
 	require.NoError(t, store.SetConnectorID(ctx, "conn_from_a_previous_life"))
 	require.NoError(t, store.AddChannel(ctx, "cch_from_a_previous_life"))

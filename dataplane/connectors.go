@@ -3,38 +3,12 @@ package dataplane
 import (
 	"context"
 	"time"
+
+	"github.com/xagentkit/imv2/state"
 )
 
-// ConnectorRegistry is an optional capability of a ChannelRegistry that
-// several Connector replicas share (found by type assertion; pgstore.Store
-// implements it). It keeps the connector_ids the replicas issued and when
-// each was last connected or disconnected anywhere, so that
-//   - a hello to any replica with a connector_id another replica issued
-//     keeps that connector_id (Common Protocol §8.1) instead of getting a
-//     new one, and the channels it reopens resume (W5);
-//   - a replica whose offline grace for a connector_id runs out, while
-//     the connector_id has been connected to another replica since (a
-//     live connection is recorded every quarter of the grace), closes its
-//     own copies of the channels and forgets nothing shared: no
-//     Registry.Forget, no Channel.Drop, no OnChannelDrop (the grace of
-//     Common Protocol §8.2 runs from the last connection on any replica).
-//
-// Implementations must be safe for concurrent use by goroutines and
-// processes, and bound what they keep (cap and TTL).
-type ConnectorRegistry interface {
-	ChannelRegistry
-	// SeenConnector records that connectorID connected, or lost its last
-	// connection, on this replica at t.
-	SeenConnector(ctx context.Context, connectorID string, t time.Time) error
-	// ConnectorSeen returns when connectorID was last seen by any replica;
-	// ok is false for an ID never recorded, forgotten or trimmed.
-	ConnectorSeen(ctx context.Context, connectorID string) (t time.Time, ok bool, err error)
-	// ForgetConnector removes connectorID: its grace ran out everywhere.
-	ForgetConnector(ctx context.Context, connectorID string) error
-}
-
 // heartbeatsPerGrace is how often, per OfflineGrace, a Server records its
-// live connector_ids in a shared ConnectorRegistry: a connector_id live on
+// live connector_ids in a shared state.ConnectorRegistry: a connector_id live on
 // one replica is then seen again within a quarter of the grace after
 // another replica saw it go offline, so that replica's expiry knows it
 // lives on (a cut the other replica noticed late included).
@@ -89,9 +63,9 @@ func (s *Server) stopHeartbeat() {
 	s.beatWG.Wait()
 }
 
-// sharedConnectors returns the Registry as a ConnectorRegistry, or nil.
-func (s *Server) sharedConnectors() ConnectorRegistry {
-	cr, _ := s.cfg.Registry.(ConnectorRegistry)
+// sharedConnectors returns the Registry as a state.ConnectorRegistry, or nil.
+func (s *Server) sharedConnectors() state.ConnectorRegistry {
+	cr, _ := s.cfg.Registry.(state.ConnectorRegistry)
 	return cr
 }
 

@@ -8,21 +8,23 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/fakeclock"
+	"github.com/xagentkit/imv2/state"
 )
 
 // sharedRegistry is a ConnectorRegistry two Servers of a test share, as
 // replicas share pgstore.
 type sharedRegistry struct {
-	*MemoryRegistry
+	*state.MemoryRegistry
 	mu   sync.Mutex
 	seen map[string]time.Time
 	fail bool // ConnectorSeen fails
 }
 
 func newSharedRegistry() *sharedRegistry {
-	return &sharedRegistry{MemoryRegistry: NewMemoryRegistry(0), seen: map[string]time.Time{}}
+	return &sharedRegistry{MemoryRegistry: state.NewMemoryRegistry(0), seen: map[string]time.Time{}}
 }
 
 func (r *sharedRegistry) SeenConnector(_ context.Context, id string, t time.Time) error {

@@ -10,8 +10,10 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/protocol"
+	"github.com/xagentkit/imv2/state"
 )
 
 // Limit tests of the data plane, named by what they bound. The frame size
@@ -49,7 +51,7 @@ func TestLimit_ChannelsPerConnection(t *testing.T) {
 // had issued, so a peer retrying at the cap filled the Registry (durable
 // in boltstore and pgstore) and every later open was refused.
 func TestLimit_W5_RefusedOpenRegistersNoID(t *testing.T) {
-	reg := NewMemoryRegistry(4)
+	reg := state.NewMemoryRegistry(4)
 	srv, err := NewServer(ServerConfig{
 		Card: testCard(), MaxChannels: 2, Registry: reg,
 		NewTarget: func(string) imv2.Target { return newRecTarget() },
@@ -64,9 +66,7 @@ func TestLimit_W5_RefusedOpenRegistersNoID(t *testing.T) {
 		expectError(t, ans, imv2.CodeChannelUnavailable)
 		require.Contains(t, ans.Error.Message, "the limit")
 	}
-	reg.mu.Lock()
-	held := len(reg.ids)
-	reg.mu.Unlock()
+	held := reg.Len()
 	require.Equal(t, 2, held, "the registry holds the two open channels only")
 	p.call(protocol.TypeChannelClose, a, nil)
 	c := p.open("") // room made by evicting a; the registry has room too
@@ -78,7 +78,7 @@ func TestLimit_W5_RefusedOpenRegistersNoID(t *testing.T) {
 // peer retrying at the cap costs no durable Known, Register or Forget (and
 // runs no user code) per refused open. It used to cost them all.
 func TestLimit_W5_RefusedOpenCallsNoStore(t *testing.T) {
-	reg := &countingRegistry{ChannelRegistry: NewMemoryRegistry(0)}
+	reg := &countingRegistry{ChannelRegistry: state.NewMemoryRegistry(0)}
 	p := twoOpen(t, reg, 2)
 	for i := range 10 {
 		id := ""
@@ -98,7 +98,7 @@ func TestLimit_W5_RefusedOpenCallsNoStore(t *testing.T) {
 // (errStaleKnown) matched every connector_channel_unavailable error, so
 // each refused open asked the Registry three times.
 func TestLimit_W5_RegistryRefusalIsAskedOnce(t *testing.T) {
-	reg := &countingRegistry{ChannelRegistry: NewMemoryRegistry(2)}
+	reg := &countingRegistry{ChannelRegistry: state.NewMemoryRegistry(2)}
 	p := twoOpen(t, reg, 0)
 	for range 10 {
 		ans := p.call(protocol.TypeChannelOpen, "", nil)
@@ -114,7 +114,7 @@ func TestLimit_W5_RegistryRefusalIsAskedOnce(t *testing.T) {
 // registry with IDs of no channel. A refusal (the cap) is not followed by
 // a Forget.
 func TestLimit_W5_AmbiguousRegisterLeavesNoID(t *testing.T) {
-	mem := NewMemoryRegistry(4)
+	mem := state.NewMemoryRegistry(4)
 	srv, err := NewServer(ServerConfig{
 		Card: testCard(), Registry: committedThenFailed{mem},
 		NewTarget: func(string) imv2.Target { return newRecTarget() },
@@ -126,12 +126,10 @@ func TestLimit_W5_AmbiguousRegisterLeavesNoID(t *testing.T) {
 	for range 10 {
 		require.Equal(t, imv2.TypeError, p.call(protocol.TypeChannelOpen, "", nil).Type)
 	}
-	mem.mu.Lock()
-	held := len(mem.ids)
-	mem.mu.Unlock()
+	held := mem.Len()
 	require.Zero(t, held, "IDs of no channel left in the registry")
 
-	full := &countingRegistry{ChannelRegistry: NewMemoryRegistry(2)}
+	full := &countingRegistry{ChannelRegistry: state.NewMemoryRegistry(2)}
 	p = twoOpen(t, full, 0)
 	expectError(t, p.call(protocol.TypeChannelOpen, "", nil), imv2.CodeChannelUnavailable)
 	require.Zero(t, full.forgets.Load(), "a refusal is not followed by a Forget")
@@ -139,7 +137,7 @@ func TestLimit_W5_AmbiguousRegisterLeavesNoID(t *testing.T) {
 
 // committedThenFailed registers every ID, then reports a failure, as a
 // store whose COMMIT went through and whose answer was lost does.
-type committedThenFailed struct{ *MemoryRegistry }
+type committedThenFailed struct{ *state.MemoryRegistry }
 
 func (r committedThenFailed) Register(ctx context.Context, id string) error {
 	if err := r.MemoryRegistry.Register(ctx, id); err != nil {
@@ -168,7 +166,7 @@ func twoOpen(t *testing.T, reg *countingRegistry, maxChannels int) *pipePeer {
 // countingRegistry counts the Known, Register and Forget calls it passes
 // on, and (twoOpen) the Server's NewTarget calls.
 type countingRegistry struct {
-	ChannelRegistry
+	state.ChannelRegistry
 	knowns, registers, forgets, targets atomic.Int32
 }
 

@@ -34,7 +34,7 @@
 //     own current protocol_version; a missing, unparsable (not
 //     major.minor) or older-than-3.0 one, or a hello without
 //     supported_profiles, gets an error packet invalid_packet naming both
-//     versions (no code is defined for either, W4, P3); the connection
+//     versions (no code is defined for either, P3); the connection
 //     stays open for another hello. 3.0 and every newer version (4.3 …)
 //     are admitted, and the ack always carries this side's 3.0. The
 //     Client admits an ack whose version lies in
@@ -94,7 +94,7 @@
 //     DefaultMaxHandlerCalls (32), then the read loop waits;
 //   - client: reconnect backoff DefaultReconnectMin..DefaultReconnectMax
 //     (500 ms..30 s, jittered), dial/hello/reopen timeout
-//     DefaultRequestTimeout (10 s), stored channel IDs DefaultStoreCap
+//     DefaultRequestTimeout (10 s), stored channel IDs state.DefaultChannelStoreCap
 //     (1,000, no TTL: they are the caller's bindings), outstanding
 //     requests are bounded by the callers waiting on them; the Card is
 //     read up to 1 MiB; an open Delivery lives from its send to the

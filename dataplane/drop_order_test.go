@@ -11,12 +11,13 @@ import (
 
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/fakeclock"
+	"github.com/xagentkit/imv2/state"
 )
 
 // orderRegistry is a MemoryRegistry that logs Forget into a shared log,
 // and can hold a Forget until released.
 type orderRegistry struct {
-	*MemoryRegistry
+	*state.MemoryRegistry
 	log     func(string)
 	entered chan string   // each Forget's ID, when it starts
 	hold    chan struct{} // when non-nil, Forget waits for it to close
@@ -71,7 +72,7 @@ func TestServer_W5_DropRunsOnChannelDropBeforeForget(t *testing.T) {
 	for _, fail := range []bool{false, true} {
 		clk := fakeclock.New(t0)
 		var l callLog
-		reg := &orderRegistry{MemoryRegistry: NewMemoryRegistry(0), log: l.log}
+		reg := &orderRegistry{MemoryRegistry: state.NewMemoryRegistry(0), log: l.log}
 		dropped := make(chan string, 1)
 		srv, err := NewServer(ServerConfig{
 			Card: testCard(), NewTarget: func(string) imv2.Target { return newRecTarget() }, Clock: clk, Registry: reg,
@@ -113,7 +114,7 @@ func TestServer_W5_DropRunsOnChannelDropBeforeForget(t *testing.T) {
 // is still registered.
 func TestServer_W5_SlowForgetStallsNoHello(t *testing.T) {
 	clk := fakeclock.New(t0)
-	reg := &orderRegistry{MemoryRegistry: NewMemoryRegistry(0), log: func(string) {},
+	reg := &orderRegistry{MemoryRegistry: state.NewMemoryRegistry(0), log: func(string) {},
 		entered: make(chan string, 1), hold: make(chan struct{})}
 	srv, err := NewServer(ServerConfig{
 		Card: testCard(), NewTarget: func(string) imv2.Target { return newRecTarget() }, Clock: clk, Registry: reg,
@@ -183,7 +184,7 @@ func TestServer_W5_OnChannelCreateOncePerIssuedID(t *testing.T) {
 // knownGate is a MemoryRegistry whose first Known of one ID waits until
 // released, and which counts the Known calls of that ID.
 type knownGate struct {
-	*MemoryRegistry
+	*state.MemoryRegistry
 	id      string
 	entered chan struct{}
 	hold    chan struct{}
@@ -210,7 +211,7 @@ func (r *knownGate) Known(ctx context.Context, id string) (bool, error) {
 // (its Forget), so the reopen asks again before it reuses the ID.
 func TestServer_W5_ReopenAsksAgainAfterADropMeanwhile(t *testing.T) {
 	clk := fakeclock.New(t0)
-	reg := &knownGate{MemoryRegistry: NewMemoryRegistry(0), id: "cch_old", entered: make(chan struct{}), hold: make(chan struct{})}
+	reg := &knownGate{MemoryRegistry: state.NewMemoryRegistry(0), id: "cch_old", entered: make(chan struct{}), hold: make(chan struct{})}
 	require.NoError(t, reg.Register(context.Background(), "cch_old")) // issued before a restart
 	srv, err := NewServer(ServerConfig{Card: testCard(), NewTarget: func(string) imv2.Target { return newRecTarget() }, Clock: clk, Registry: reg})
 	require.NoError(t, err)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/protocol"
+	"github.com/xagentkit/imv2/state"
 )
 
 // frameConn feeds raw frames to a Server session, as a WebSocket whose
@@ -94,7 +95,7 @@ func FuzzServerFrames(f *testing.F) {
 		if len(data) > 64<<10 {
 			return
 		}
-		reg := NewMemoryRegistry(0)
+		reg := state.NewMemoryRegistry(0)
 		_ = reg.Register(context.Background(), "cch_fuzz")
 		srv, err := NewServer(ServerConfig{Card: testCard(), NewTarget: func(string) imv2.Target { return quietTarget{} }, Registry: reg})
 		if err != nil {

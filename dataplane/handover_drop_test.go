@@ -5,9 +5,11 @@ import (
 	"log/slog"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/fakeclock"
 	"github.com/xagentkit/imv2/protocol"
 )
 
@@ -118,4 +120,47 @@ func TestServer_S8_HandoverWaitsForTheDroppedChannelsDelivery(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, imv2.AckDuplicate, a.Status, "S8: the resend was answered %s %s", a.Status, a.Code)
 	require.Equal(t, 1, target.count("a1"), "S8: shown once")
+}
+
+// TestServer_S8_HandoverWaitFollowsTheClock: the handover's wait for a
+// dropped channel's Target call is bounded on the Channels' clock, as that
+// call's TargetTimeout is: it ends when the fake clock passes
+// TargetTimeout plus the store's slack, not after 70 s of wall time.
+func TestServer_S8_HandoverWaitFollowsTheClock(t *testing.T) {
+	clk := fakeclock.New(t0)
+	target := &heldTarget{recTarget: newRecTarget(), entered: make(chan struct{}), release: make(chan struct{})}
+	waiting := make(chan struct{})
+	var once sync.Once
+	srv, url := startServer(t, func(c *ServerConfig) {
+		c.Clock = clk
+		c.Conn.PingInterval = 24 * time.Hour // no keepalive while the test advances the clock
+		c.MaxChannels = 1
+		c.NewTarget = func(string) imv2.Target { return target }
+		c.Options = &imv2.Options{TargetTimeout: time.Minute}
+		c.Logger = slog.New(onLog{msg: "dataplane: waiting for the dropped channel's delivery to end before the handover", f: func() { once.Do(func() { close(waiting) }) }})
+	})
+	t.Cleanup(func() { close(target.release) }) // before the Server's Close
+	p := dialPeer(t, url, nil)
+	p.hello("")
+	oldID, _ := p.open("")
+	p.write(finalMessage(oldID, "a1", "hello"))
+	recv(t, target.entered)
+	require.Equal(t, protocol.TypeChannelCloseAck, p.call(protocol.TypeChannelClose, oldID, nil).Type)
+	other, _ := p.open("") // evicts oldID, its post held past its timeout
+	require.Equal(t, protocol.TypeChannelCloseAck, p.call(protocol.TypeChannelClose, other, nil).Type)
+
+	opened := make(chan string, 1)
+	go func() {
+		id, _ := p.open(oldID)
+		opened <- id
+	}()
+	recv(t, waiting) // the wait's timer is armed before this log line
+	clk.Advance(srv.dropWait() - time.Nanosecond)
+	select {
+	case id := <-opened:
+		t.Fatalf("the handover stopped waiting before the clock reached its bound: opened %q", id)
+	default:
+	}
+	clk.Advance(time.Nanosecond)
+	require.NotEqual(t, oldID, recv(t, opened))
 }

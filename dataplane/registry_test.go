@@ -5,13 +5,15 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/xagentkit/imv2/state"
 )
 
 // TestServer_W5_RegistryReusesIDAfterRestart: a Connector restarted on the
 // same registry reuses a channel ID it issued before (xAgent reopens with
 // its stored ID), while an ID it never issued still gets a new one.
 func TestServer_W5_RegistryReusesIDAfterRestart(t *testing.T) {
-	reg := NewMemoryRegistry(0)
+	reg := state.NewMemoryRegistry(0)
 	var mu sync.Mutex
 	var opened []string
 	_, url := startServer(t, func(c *ServerConfig) { c.Registry = reg })
@@ -34,7 +36,7 @@ func TestServer_W5_RegistryReusesIDAfterRestart(t *testing.T) {
 	require.Equal(t, []string{id, other}, opened)
 	mu.Unlock()
 
-	full := NewMemoryRegistry(1)
+	full := state.NewMemoryRegistry(1)
 	_, url3 := startServer(t, func(c *ServerConfig) { c.Registry = full })
 	p3 := dialPeer(t, url3, nil)
 	p3.hello("")

@@ -10,11 +10,13 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/gorilla/websocket"
+
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/clock"
 	"github.com/xagentkit/imv2/internal/apikey"
 	"github.com/xagentkit/imv2/internal/defaults"
 	"github.com/xagentkit/imv2/protocol"
+	"github.com/xagentkit/imv2/state"
 )
 
 // Defaults of ServerConfig.
@@ -109,7 +111,9 @@ type ServerConfig struct {
 	APIKey string
 	// Logger receives connection events; nothing by default.
 	Logger *slog.Logger
-	// Clock drives the offline grace, hello timeout and keepalive.
+	// Clock drives the offline grace, hello timeout and keepalive. The
+	// bounds on socket and store I/O (write, close, store calls) are
+	// wall-clock deadlines, as the network and stores need.
 	Clock clock.Clock
 	// Conn tunes each WebSocket (read limit, keepalive, timeouts).
 	Conn ConnConfig
@@ -133,8 +137,8 @@ type ServerConfig struct {
 
 	// Registry remembers issued channel IDs across restarts, so a reopen
 	// with a stored ID finds the channel's durable state (W5, S8).
-	// Default: a MemoryRegistry, which forgets on restart.
-	Registry ChannelRegistry
+	// Default: a state.MemoryRegistry, which forgets on restart.
+	Registry state.ChannelRegistry
 	// OnChannelOpen is called for every channel.open about to be answered
 	// with success, with the channel's ID. Do not block in it.
 	OnChannelOpen func(channelID string)
@@ -279,7 +283,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	}
 	defaults.Set(&cfg.MaxChannels, DefaultMaxChannels)
 	if cfg.Registry == nil {
-		cfg.Registry = NewMemoryRegistry(0)
+		cfg.Registry = state.NewMemoryRegistry(0)
 	}
 	defaults.Set(&cfg.MaxConnectors, DefaultMaxConnectors)
 	defaults.Set(&cfg.MaxHandlerCalls, DefaultMaxHandlerCalls)
@@ -564,7 +568,7 @@ func (s *Server) describe(ctx context.Context, e *channelEntry) *protocol.Descri
 // connector_id this server does not know (expired, or a restart) gets a
 // new one, as Common Protocol §8.1 allows; xAgent then replaces its ConnectorClient.
 //
-// adopt (a shared ConnectorRegistry knows connectorID, connectors.go)
+// adopt (a shared state.ConnectorRegistry knows connectorID, connectors.go)
 // makes the new instance keep connectorID.
 func (s *Server) attach(ss *session, connectorID string, adopt bool) (*instance, error) {
 	s.mu.Lock()
@@ -669,7 +673,7 @@ func (s *Server) detach(ss *session) {
 }
 
 // expire unregisters an instance whose grace ran out without a hello.
-// With a shared ConnectorRegistry, an instance that connected to another
+// With a shared state.ConnectorRegistry, an instance that connected to another
 // replica since is only released here (connectors.go).
 func (s *Server) expire(inst *instance, gen uint64) {
 	s.mu.Lock()
@@ -807,14 +811,17 @@ func (s *Server) handoverCompleted(ctx context.Context, old, id string) {
 	done := s.dropping[old]
 	s.mu.Unlock()
 	if done != nil {
+		// On the Channels' clock, as the Target call it waits for is.
+		expired := make(chan struct{})
+		timer := s.opts.Clock.AfterFunc(s.dropWait(), func() { close(expired) })
 		s.log.Info("dataplane: waiting for the dropped channel's delivery to end before the handover", "old", short(old), "connector_channel_id", id)
-		wctx, cancel := context.WithTimeout(ctx, s.dropWait())
 		select {
 		case <-done:
-		case <-wctx.Done():
+		case <-expired:
 			s.log.Warn("dataplane: the dropped channel's delivery did not end in time; handing over what is recorded", "old", short(old), "connector_channel_id", id)
+		case <-ctx.Done():
 		}
-		cancel()
+		timer.Stop()
 	}
 	if err := s.opts.Completed.Handover(ctx, old, id); err != nil {
 		s.log.Warn("dataplane: completed records not handed over; a resend may be posted again", "old", short(old), "connector_channel_id", id, "err", err)

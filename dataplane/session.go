@@ -244,112 +244,158 @@ func (ss *session) hello(p *imv2.Packet) {
 // one gets a new ID. The ack goes out before the Channel gets its
 // transport, so the pending messages it resends follow the ack (S10).
 func (ss *session) openChannel(p *imv2.Packet) {
-	srv := ss.srv
 	neg := ss.neg
 	if len(neg.Profiles()) == 0 {
-		ss.fail(p, imv2.CodeChannelUnavailable, "no profile in common: the hello offered %q, the Card supports %q (P3)", ss.supported, srv.cfg.Card.Supports.Profiles)
+		ss.fail(p, imv2.CodeChannelUnavailable, "no profile in common: the hello offered %q, the Card supports %q (P3)", ss.supported, ss.srv.cfg.Card.Supports.Profiles)
 		return
 	}
-	srv.mu.Lock()
-	inst := ss.inst
-	var e *channelEntry
-	if p.ConnectorChannelID != "" {
-		e = inst.channels[p.ConnectorChannelID]
-	}
-	renegotiate := false
-	if e == nil {
-		srv.mu.Unlock()
-		var (
-			reuse     string
-			elsewhere bool
-			err       error
-		)
-		for try := 1; ; try++ {
-			srv.mu.Lock()
-			// Refused before any store call or NewTarget when it would be
-			// refused after: a peer retrying at the cap costs no Known,
-			// Register or Forget of a durable Registry (and runs no user
-			// code) per refused open.
-			_, err = srv.roomLocked(inst)
-			_, elsewhere = srv.channels[p.ConnectorChannelID]
-			_, dropping := srv.dropping[p.ConnectorChannelID]
-			drops := srv.drops
-			srv.mu.Unlock()
-			if err != nil {
-				break
-			}
-			reuse = ""
-			if p.ConnectorChannelID != "" && !elsewhere && !dropping {
-				// Issued before a restart: reuse it with its durable state.
-				if known, err := srv.cfg.Registry.Known(ss.ctx, p.ConnectorChannelID); err == nil && known {
-					reuse = p.ConnectorChannelID
-				}
-			}
-			e, err = ss.newChannel(inst, neg, reuse, drops)
-			if err != errStaleKnown || try == 3 { // itself: errors.Is matches any channel_unavailable
-				break
-			}
-		}
-		if err != nil {
-			ss.failErr(p, err)
-			return
-		}
-		if p.ConnectorChannelID != "" && reuse == "" {
-			ss.log.Info("dataplane: channel.open for an unknown channel; issued a new ID", "old", short(p.ConnectorChannelID), "new", e.id)
-			if !elsewhere {
-				srv.handoverCompleted(ss.ctx, p.ConnectorChannelID, e.id)
-			}
-		}
-		hook := srv.cfg.OnChannelReopen
-		if reuse == "" {
-			hook = srv.cfg.OnChannelCreate
-		}
-		if hook != nil {
-			if err := hook(ss.ctx, e.id); err != nil {
-				if reuse == "" {
-					// Refused at birth: drop the new entry at once, so
-					// failed opens hold no MaxChannels slot and evict no
-					// real channel.
-					srv.mu.Lock()
-					if srv.channels[e.id] == e {
-						srv.dropChannelLocked(e)
-					}
-					srv.mu.Unlock()
-				}
-				ss.failErr(p, err)
-				return
-			}
-		}
-		srv.mu.Lock()
+	e, renegotiate := ss.channelOf(p.ConnectorChannelID, neg)
+	var err error
+	if e != nil {
+		err = ss.reopenHook(e.id)
 	} else {
-		if !neg.Equal(e.neg) {
-			e.neg = neg
-			renegotiate = true
-		}
-		if srv.cfg.OnChannelReopen != nil {
-			srv.mu.Unlock()
-			if err := srv.cfg.OnChannelReopen(ss.ctx, e.id); err != nil {
-				ss.failErr(p, err)
-				return
-			}
-			srv.mu.Lock()
+		e, err = ss.openNew(p.ConnectorChannelID, neg)
+	}
+	if err == nil {
+		err = ss.hold(e)
+	}
+	if err != nil {
+		ss.failErr(p, err)
+		return
+	}
+	if renegotiate {
+		e.ch.Renegotiate(neg) // P5
+	}
+	ss.ackOpen(p, e)
+}
+
+// channelOf returns this connector_id's channel id, if it has one, with
+// neg as its negotiated set from now on; renegotiate reports a change.
+func (ss *session) channelOf(id string, neg *imv2.Negotiated) (e *channelEntry, renegotiate bool) {
+	if id == "" {
+		return nil, false
+	}
+	srv := ss.srv
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	e = ss.inst.channels[id]
+	if e != nil && !neg.Equal(e.neg) {
+		e.neg = neg
+		renegotiate = true
+	}
+	return e, renegotiate
+}
+
+// reopenHook runs OnChannelReopen, if set, for a channel of this
+// connector_id opened again.
+func (ss *session) reopenHook(id string) error {
+	if hook := ss.srv.cfg.OnChannelReopen; hook != nil {
+		return hook(ss.ctx, id)
+	}
+	return nil
+}
+
+// openNew makes the channel a channel.open of id gets when this
+// connector_id has none by that ID: id itself when the Registry knows it
+// (issued before a restart), else a new ID. It runs OnChannelCreate or
+// OnChannelReopen; a new channel the hook refuses is dropped at once, so
+// failed opens hold no MaxChannels slot and evict no real channel.
+func (ss *session) openNew(id string, neg *imv2.Negotiated) (*channelEntry, error) {
+	srv := ss.srv
+	e, reused, elsewhere, err := ss.makeChannel(id, neg)
+	if err != nil {
+		return nil, err
+	}
+	if id != "" && !reused {
+		ss.log.Info("dataplane: channel.open for an unknown channel; issued a new ID", "old", short(id), "new", e.id)
+		if !elsewhere {
+			srv.handoverCompleted(ss.ctx, id, e.id)
 		}
 	}
+	if reused {
+		return e, ss.reopenHook(e.id)
+	}
+	if srv.cfg.OnChannelCreate != nil {
+		if err := srv.cfg.OnChannelCreate(ss.ctx, e.id); err != nil {
+			srv.mu.Lock()
+			if srv.channels[e.id] == e {
+				srv.dropChannelLocked(e)
+			}
+			srv.mu.Unlock()
+			return nil, err
+		}
+	}
+	return e, nil
+}
+
+// makeChannel makes the channel for a channel.open of id (reused: id
+// itself), asking the Registry again (up to three times) when a drop
+// began meanwhile (errStaleKnown). elsewhere reports that another
+// connector_id holds id.
+func (ss *session) makeChannel(id string, neg *imv2.Negotiated) (e *channelEntry, reused, elsewhere bool, err error) {
+	for try := 1; ; try++ {
+		var (
+			reuse string
+			drops uint64
+		)
+		reuse, elsewhere, drops, err = ss.reusable(id)
+		if err != nil {
+			return nil, false, elsewhere, err
+		}
+		e, err = ss.newChannel(ss.inst, neg, reuse, drops)
+		if !errors.Is(err, errStaleKnown) || try == 3 {
+			return e, reuse != "", elsewhere, err
+		}
+	}
+}
+
+// reusable reports whether this connector_id has room for one more
+// channel, and returns id as reuse when a channel.open may reuse it: no
+// connector_id holds it, none is dropping it and the Registry knows it.
+// drops is Server.drops before the Registry was asked (newChannel).
+// The room is checked before any store call or NewTarget: a peer retrying
+// at the cap costs no Known, Register or Forget of a durable Registry
+// (and runs no user code) per refused open.
+func (ss *session) reusable(id string) (reuse string, elsewhere bool, drops uint64, err error) {
+	srv := ss.srv
+	srv.mu.Lock()
+	_, err = srv.roomLocked(ss.inst)
+	_, elsewhere = srv.channels[id]
+	_, dropping := srv.dropping[id]
+	drops = srv.drops
+	srv.mu.Unlock()
+	if err != nil || id == "" || elsewhere || dropping {
+		return "", elsewhere, drops, err
+	}
+	if known, err := srv.cfg.Registry.Known(ss.ctx, id); err == nil && known {
+		reuse = id
+	}
+	return reuse, elsewhere, drops, nil
+}
+
+// hold makes this connection the channel's owner, taking it over from an
+// older connection, unless the channel was dropped meanwhile (server
+// closing, instance expired).
+func (ss *session) hold(e *channelEntry) error {
+	srv := ss.srv
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
 	if srv.channels[e.id] != e {
-		srv.mu.Unlock() // dropped meanwhile (server closing, instance expired)
-		ss.fail(p, imv2.CodeChannelUnavailable, "channel %q was dropped", e.id)
-		return
+		return imv2.Errorf(imv2.CodeChannelUnavailable, "channel %q was dropped", e.id)
 	}
 	if e.owner != nil && e.owner != ss {
-		delete(e.owner.open, e.id) // a newer connection takes the channel over
+		delete(e.owner.open, e.id)
 	}
 	e.owner = ss
 	e.lastUsed = srv.clock.Now()
 	ss.open[e.id] = e
-	srv.mu.Unlock()
-	if renegotiate {
-		e.ch.Renegotiate(neg) // P5
-	}
+	return nil
+}
+
+// ackOpen answers channel.open with the channel's Descriptor, then hands
+// the Channel this connection as its transport.
+func (ss *session) ackOpen(p *imv2.Packet, e *channelEntry) {
+	srv := ss.srv
 	ack, err := imv2.NewReply(p, protocol.TypeChannelOpenAck, protocol.ChannelOpenAck{
 		ConnectorChannelID:   e.id,
 		ConnectionDescriptor: srv.describe(ss.ctx, e),
@@ -389,13 +435,18 @@ func (srv *Server) roomLocked(inst *instance) (victim *channelEntry, _ error) {
 }
 
 // errStaleKnown: a drop began while a reopen asked the Registry, so its
-// answer may predate that drop's Forget; the reopen asks again.
-var errStaleKnown = imv2.Errorf(imv2.CodeChannelUnavailable, "channels were dropped while this channel.open ran; try again")
+// answer may predate that drop's Forget; the reopen asks again. It is
+// the cause of a connector_channel_unavailable error (staleKnown), so
+// errors.Is tells it from the other refusals with that code.
+var errStaleKnown = errors.New("channels were dropped while this channel.open ran; try again")
+
+func staleKnown() error { return imv2.Errorf(imv2.CodeChannelUnavailable, "%w", errStaleKnown) }
 
 // newChannel creates a channel of inst, evicting the least recently used
 // closed channel when the instance is at MaxChannels. id is a registered
 // ID to reuse, or "" for a new one; drops is Server.drops when the
 // Registry said id was registered (errStaleKnown if a drop began since).
+// It returns the entry to open, possibly another connection's for id.
 func (ss *session) newChannel(inst *instance, neg *imv2.Negotiated, id string, drops uint64) (_ *channelEntry, err error) {
 	srv := ss.srv
 	reuse := id != ""
@@ -424,13 +475,25 @@ func (ss *session) newChannel(inst *instance, neg *imv2.Negotiated, id string, d
 		return nil, err
 	}
 	srv.mu.Lock()
-	defer srv.mu.Unlock()
+	e, err := srv.placeLocked(inst, id, ch, neg, reuse, drops)
+	srv.mu.Unlock()
+	if e == nil || e.ch != ch {
+		// Refused or lost to another connection's Channel: this one was
+		// never used, and closes at once (outside srv.mu: Close waits).
+		_ = ch.Close()
+	}
+	return e, err
+}
+
+// placeLocked enters ch as channel id of inst, evicting to make room; it
+// returns the entry already there when another connection reopened the
+// same registered ID meanwhile (one Channel per ID). srv.mu is held.
+func (srv *Server) placeLocked(inst *instance, id string, ch *imv2.Channel, neg *imv2.Negotiated, reuse bool, drops uint64) (*channelEntry, error) {
 	victim, err := srv.roomLocked(inst)
 	if err == nil && reuse && srv.drops != drops && srv.channels[id] == nil {
-		err = errStaleKnown
+		err = staleKnown()
 	}
 	if err != nil {
-		go func() { _ = ch.Close() }()
 		return nil, err
 	}
 	if victim != nil {
@@ -438,9 +501,6 @@ func (ss *session) newChannel(inst *instance, neg *imv2.Negotiated, id string, d
 		srv.dropChannelLocked(victim)
 	}
 	if old := srv.channels[id]; old != nil {
-		// Another connection reopened the same registered ID meanwhile:
-		// keep its Channel, there must be one per ID.
-		go func() { _ = ch.Close() }()
 		if old.inst != inst {
 			return nil, imv2.Errorf(imv2.CodeChannelUnavailable, "channel %q is open for another connector_id", id)
 		}

@@ -10,22 +10,22 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/xagentkit/imv2"
-	"github.com/xagentkit/imv2/connector"
 	"github.com/xagentkit/imv2/protocol"
+	"github.com/xagentkit/imv2/state"
 )
 
 // A Store is everything a kit Connector keeps (connector.Options.Store).
 var (
-	_ connector.BindingStore   = (*Store)(nil)
-	_ connector.BindingUpdater = (*Store)(nil)
-	_ connector.Store          = (*Store)(nil)
+	_ state.BindingStore   = (*Store)(nil)
+	_ state.BindingUpdater = (*Store)(nil)
+	_ state.Store          = (*Store)(nil)
 )
 
 // bindingLock serialises the cap check of Binds that add a channel, across
 // replicas; a rebind of a bound channel does not take it.
 const bindingLock = 0x696d76325f62696e // "imv2_bin"
 
-// Bind implements connector.BindingStore: it creates or replaces the
+// Bind implements state.BindingStore: it creates or replaces the
 // binding of b.ChannelID and keeps the reference count of the keys it
 // leaves and joins, in one transaction committed when Bind returns. The
 // channel's row is locked first (FOR UPDATE), so two replicas rebinding
@@ -33,14 +33,14 @@ const bindingLock = 0x696d76325f62696e // "imv2_bin"
 // Options.BindingCap bindings fails with code
 // connector_channel_unavailable. Released is decided on the old key's
 // count row, locked in the same transaction.
-func (s *Store) Bind(ctx context.Context, b connector.Binding) (connector.BindingChange, error) {
-	if err := connector.CheckBinding(b); err != nil {
-		return connector.BindingChange{}, err
+func (s *Store) Bind(ctx context.Context, b state.Binding) (state.BindingChange, error) {
+	if err := state.CheckBinding(b); err != nil {
+		return state.BindingChange{}, err
 	}
 	ch, key := []byte(b.ChannelID), []byte(b.Key)
-	var change connector.BindingChange
+	var change state.BindingChange
 	err := s.tx(ctx, func(tx pgx.Tx) error {
-		change = connector.BindingChange{}
+		change = state.BindingChange{}
 		oldRow, had, err := lockBinding(ctx, tx, ch)
 		if err != nil {
 			return err
@@ -107,7 +107,7 @@ func (s *Store) Bind(ctx context.Context, b connector.Binding) (connector.Bindin
 		return err
 	})
 	if err != nil {
-		return connector.BindingChange{}, err
+		return state.BindingChange{}, err
 	}
 	return change, nil
 }
@@ -150,22 +150,22 @@ func countKey(ctx context.Context, tx pgx.Tx, key []byte, delta int) (zero bool,
 	return err == nil, err
 }
 
-// Binding implements connector.BindingStore.
-func (s *Store) Binding(ctx context.Context, channelID string) (connector.Binding, bool, error) {
+// Binding implements state.BindingStore.
+func (s *Store) Binding(ctx context.Context, channelID string) (state.Binding, bool, error) {
 	var r bindingRow
 	err := s.pool.QueryRow(ctx, `SELECT `+bindingColumns+`
 		FROM imv2_bindings WHERE channel_id = $1`, []byte(channelID)).Scan(r.fields()...)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return connector.Binding{}, false, nil
+		return state.Binding{}, false, nil
 	}
 	if err != nil {
-		return connector.Binding{}, false, fmt.Errorf("pgstore: %w", err)
+		return state.Binding{}, false, fmt.Errorf("pgstore: %w", err)
 	}
 	b, err := r.binding(channelID)
 	return b, err == nil, err
 }
 
-// Update implements connector.BindingUpdater: the channel's row is read
+// Update implements state.BindingUpdater: the channel's row is read
 // locked (FOR UPDATE) and rewritten in one transaction, so an Unbind or
 // Update of another replica waits for it and sees its result, and it
 // sees theirs: none undoes another's change. f runs inside the
@@ -173,13 +173,13 @@ func (s *Store) Binding(ctx context.Context, channelID string) (connector.Bindin
 // transaction is retried after a serialization failure or deadlock. The
 // key does not change, so its reference count does not either. A row
 // that no longer decodes fails Update (Unbind removes it).
-func (s *Store) Update(ctx context.Context, channelID string, f func(*connector.Binding) error) (connector.Binding, bool, error) {
+func (s *Store) Update(ctx context.Context, channelID string, f func(*state.Binding) error) (state.Binding, bool, error) {
 	var (
-		old   connector.Binding
+		old   state.Binding
 		found bool
 	)
 	err := s.tx(ctx, func(tx pgx.Tx) error {
-		old, found = connector.Binding{}, false
+		old, found = state.Binding{}, false
 		r, had, err := lockBinding(ctx, tx, []byte(channelID))
 		if err != nil || !had {
 			return err
@@ -188,7 +188,7 @@ func (s *Store) Update(ctx context.Context, channelID string, f func(*connector.
 			return err
 		}
 		found = true
-		b, err := connector.ApplyBindingUpdate(old, f)
+		b, err := state.ApplyBindingUpdate(old, f)
 		if err != nil {
 			return err // rolled back: nothing stored
 		}
@@ -204,14 +204,14 @@ func (s *Store) Update(ctx context.Context, channelID string, f func(*connector.
 	return old, found, err
 }
 
-// Unbind implements connector.BindingStore: the row goes and its key's
+// Unbind implements state.BindingStore: the row goes and its key's
 // reference count drops in one transaction, which decides Released; of
 // two replicas unbinding one channel at once, exactly one finds the
 // binding.
-func (s *Store) Unbind(ctx context.Context, channelID string) (connector.BindingChange, error) {
-	var change connector.BindingChange
+func (s *Store) Unbind(ctx context.Context, channelID string) (state.BindingChange, error) {
+	var change state.BindingChange
 	err := s.tx(ctx, func(tx pgx.Tx) error {
-		change = connector.BindingChange{}
+		change = state.BindingChange{}
 		var r bindingRow
 		err := tx.QueryRow(ctx, `DELETE FROM imv2_bindings WHERE channel_id = $1
 			RETURNING `+bindingColumns,
@@ -233,12 +233,12 @@ func (s *Store) Unbind(ctx context.Context, channelID string) (connector.Binding
 		return nil
 	})
 	if err != nil {
-		return connector.BindingChange{}, err
+		return state.BindingChange{}, err
 	}
 	return change, nil
 }
 
-// Channels implements connector.BindingStore: the channels bound to key,
+// Channels implements state.BindingStore: the channels bound to key,
 // in byte order (Go's string order).
 func (s *Store) Channels(ctx context.Context, key string) ([]string, error) {
 	rows, err := s.pool.Query(ctx, "SELECT channel_id FROM imv2_bindings WHERE key = $1 ORDER BY channel_id", []byte(key))
@@ -274,7 +274,7 @@ func (r *bindingRow) fields() []any {
 }
 
 // draftColumns splits draft handles into the two array columns.
-func draftColumns(ds []connector.DraftHandle) (ids, handles [][]byte) {
+func draftColumns(ds []state.DraftHandle) (ids, handles [][]byte) {
 	ids, handles = make([][]byte, len(ds)), make([][]byte, len(ds))
 	for i, d := range ds {
 		ids[i], handles[i] = []byte(d.MessageID), []byte(d.Handle)
@@ -282,11 +282,11 @@ func draftColumns(ds []connector.DraftHandle) (ids, handles [][]byte) {
 	return ids, handles
 }
 
-// binding is the row as a connector.Binding, checked as Bind checked it:
+// binding is the row as a state.Binding, checked as Bind checked it:
 // a row no build of this package wrote is an error, never a binding.
-func (r *bindingRow) binding(channelID string) (connector.Binding, error) {
-	b := connector.Binding{
-		ChannelID: channelID, Key: string(r.key), State: connector.BindingState(r.state), Created: time.UnixMilli(r.createdMS),
+func (r *bindingRow) binding(channelID string) (state.Binding, error) {
+	b := state.Binding{
+		ChannelID: channelID, Key: string(r.key), State: state.BindingState(r.state), Created: time.UnixMilli(r.createdMS),
 		Target: protocol.DescriptorTarget{
 			Provider: string(r.provider), Label: string(r.label), DisplayName: string(r.displayName), AccountHint: string(r.accountHint),
 		},
@@ -295,13 +295,13 @@ func (r *bindingRow) binding(channelID string) (connector.Binding, error) {
 		b.Data = r.data
 	}
 	if len(r.draftIDs) != len(r.draftHandles) {
-		return connector.Binding{}, fmt.Errorf("pgstore: stored binding of %q has %d draft IDs for %d handles", channelID, len(r.draftIDs), len(r.draftHandles))
+		return state.Binding{}, fmt.Errorf("pgstore: stored binding of %q has %d draft IDs for %d handles", channelID, len(r.draftIDs), len(r.draftHandles))
 	}
 	for i, id := range r.draftIDs {
-		b.Drafts = append(b.Drafts, connector.DraftHandle{MessageID: string(id), Handle: string(r.draftHandles[i])})
+		b.Drafts = append(b.Drafts, state.DraftHandle{MessageID: string(id), Handle: string(r.draftHandles[i])})
 	}
-	if err := connector.CheckBinding(b); err != nil {
-		return connector.Binding{}, fmt.Errorf("pgstore: stored binding of %q: %w", channelID, err)
+	if err := state.CheckBinding(b); err != nil {
+		return state.Binding{}, fmt.Errorf("pgstore: stored binding of %q: %w", channelID, err)
 	}
 	return b, nil
 }

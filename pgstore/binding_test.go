@@ -13,21 +13,21 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/xagentkit/imv2"
-	"github.com/xagentkit/imv2/connector"
 	"github.com/xagentkit/imv2/pgstore"
+	"github.com/xagentkit/imv2/state"
 	"github.com/xagentkit/imv2/storetest"
 )
 
-var _ connector.Store = (*pgstore.Store)(nil)
+var _ state.Store = (*pgstore.Store)(nil)
 
 // TestBinding_S8_W5_W6_Contract: pgstore passes the BindingStore
 // contract, and a reopened store (a restarted replica) keeps every
 // binding.
 func TestBinding_S8_W5_W6_Contract(t *testing.T) {
 	o := newOpener()
-	storetest.TestBindingStore(t, func(t *testing.T) connector.BindingStore {
+	storetest.TestBindingStore(t, func(t *testing.T) state.BindingStore {
 		return o.open(t, srv.NewDatabase(t), pgstore.Options{})
-	}, func(t *testing.T, s connector.BindingStore) connector.BindingStore {
+	}, func(t *testing.T, s state.BindingStore) state.BindingStore {
 		return o.reopen(t, s.(*pgstore.Store))
 	})
 }
@@ -55,7 +55,7 @@ func TestBinding_W6_ReplicasKeepReferenceCountsExact(t *testing.T) {
 				if rnd.IntN(4) == 0 {
 					_, err = s.Unbind(ctx, ch)
 				} else {
-					b := connector.Binding{ChannelID: ch, Key: keys[rnd.IntN(len(keys))], State: connector.BindingConnected, Created: time.UnixMilli(1)}
+					b := state.Binding{ChannelID: ch, Key: keys[rnd.IntN(len(keys))], State: state.BindingConnected, Created: time.UnixMilli(1)}
 					_, err = s.Bind(ctx, b)
 				}
 				if err != nil {
@@ -123,7 +123,7 @@ func TestBinding_W6_UnbindFoundOnceAcrossReplicas(t *testing.T) {
 	stores := []*pgstore.Store{openStore(t, url, pgstore.Options{}), openStore(t, url, pgstore.Options{})}
 	for round := range 5 {
 		ch := fmt.Sprintf("ch_%d", round)
-		if _, err := stores[0].Bind(ctx, connector.Binding{ChannelID: ch, Key: "room", State: connector.BindingConnected}); err != nil {
+		if _, err := stores[0].Bind(ctx, state.Binding{ChannelID: ch, Key: "room", State: state.BindingConnected}); err != nil {
 			t.Fatal(err)
 		}
 		var (
@@ -168,7 +168,7 @@ func TestBinding_CapAcrossReplicas(t *testing.T) {
 	a := openStore(t, url, pgstore.Options{BindingCap: 2})
 	b := openStore(t, url, pgstore.Options{BindingCap: 2})
 	bind := func(s *pgstore.Store, ch, key string) error {
-		_, err := s.Bind(ctx, connector.Binding{ChannelID: ch, Key: key, State: connector.BindingConnected})
+		_, err := s.Bind(ctx, state.Binding{ChannelID: ch, Key: key, State: state.BindingConnected})
 		return err
 	}
 	for _, err := range []error{bind(a, "one", "k"), bind(b, "two", "k"), bind(a, "two", "k2")} {
@@ -211,7 +211,7 @@ func TestBinding_SchemaUpgradeFromVersion2KeepsData(t *testing.T) {
 	if known, err := s.Known(ctx, "ch_old"); err != nil || !known {
 		t.Fatalf("channel registered at version 2: known %v, %v", known, err)
 	}
-	if _, err := s.Bind(ctx, connector.Binding{ChannelID: "ch_old", Key: "room", State: connector.BindingConnected}); err != nil {
+	if _, err := s.Bind(ctx, state.Binding{ChannelID: "ch_old", Key: "room", State: state.BindingConnected}); err != nil {
 		t.Fatalf("Bind after the upgrade: %v", err)
 	}
 	var v int
@@ -245,7 +245,7 @@ func TestBinding_W5_SchemaUpgradeFromVersion3KeepsBindings(t *testing.T) {
 	if err != nil || !ok || b.Key != "room" || b.Target.DisplayName != "Room" || b.Data != nil || b.Drafts != nil {
 		t.Fatalf("binding of version 3 = %+v, %v, %v", b, ok, err)
 	}
-	b.Data, b.Drafts = []byte{0, 0xff}, []connector.DraftHandle{{MessageID: "m1", Handle: "$1"}}
+	b.Data, b.Drafts = []byte{0, 0xff}, []state.DraftHandle{{MessageID: "m1", Handle: "$1"}}
 	if _, err := s.Bind(ctx, b); err != nil {
 		t.Fatal(err)
 	}
@@ -269,7 +269,7 @@ func TestBinding_W6_ReleaseOnceAcrossReplicas(t *testing.T) {
 		mu       sync.Mutex
 		released = map[string]int{}
 	)
-	run := func(op func(s *pgstore.Store, ch string) (connector.BindingChange, error)) {
+	run := func(op func(s *pgstore.Store, ch string) (state.BindingChange, error)) {
 		gate := make(chan struct{})
 		var wg sync.WaitGroup
 		for i := range channels {
@@ -290,11 +290,11 @@ func TestBinding_W6_ReleaseOnceAcrossReplicas(t *testing.T) {
 		wg.Wait()
 	}
 	for r := range rounds {
-		run(func(s *pgstore.Store, ch string) (connector.BindingChange, error) {
-			return s.Bind(ctx, connector.Binding{ChannelID: ch, Key: key(r), State: connector.BindingConnected})
+		run(func(s *pgstore.Store, ch string) (state.BindingChange, error) {
+			return s.Bind(ctx, state.Binding{ChannelID: ch, Key: key(r), State: state.BindingConnected})
 		})
 	}
-	run(func(s *pgstore.Store, ch string) (connector.BindingChange, error) { return s.Unbind(ctx, ch) })
+	run(func(s *pgstore.Store, ch string) (state.BindingChange, error) { return s.Unbind(ctx, ch) })
 	for r := range rounds {
 		if released[key(r)] != 1 {
 			t.Errorf("key %s released %d times; want 1", key(r), released[key(r)])
@@ -307,18 +307,18 @@ func TestBinding_W6_ReleaseOnceAcrossReplicas(t *testing.T) {
 
 // TestBinding_W6_UpdateAcrossReplicas: Updates of one binding from two
 // replicas lose no change, and an Update racing an Unbind on the other
-// replica never binds the channel again (connector.BindingUpdater; the
+// replica never binds the channel again (state.BindingUpdater; the
 // kit's UpdateBinding and its draft records go through it).
 func TestBinding_W6_UpdateAcrossReplicas(t *testing.T) {
 	ctx := context.Background()
 	url := srv.NewDatabase(t)
 	stores := []*pgstore.Store{openStore(t, url, pgstore.Options{}), openStore(t, url, pgstore.Options{})}
-	count := func(b *connector.Binding) error {
+	count := func(b *state.Binding) error {
 		n, err := strconv.Atoi(string(b.Data))
 		b.Data = []byte(strconv.Itoa(n + 1))
 		return err
 	}
-	if _, err := stores[0].Bind(ctx, connector.Binding{ChannelID: "ch_1", Key: "room", State: connector.BindingConnected, Data: []byte("0")}); err != nil {
+	if _, err := stores[0].Bind(ctx, state.Binding{ChannelID: "ch_1", Key: "room", State: state.BindingConnected, Data: []byte("0")}); err != nil {
 		t.Fatal(err)
 	}
 	const n = 40
@@ -337,7 +337,7 @@ func TestBinding_W6_UpdateAcrossReplicas(t *testing.T) {
 
 	for round := range 8 {
 		ch := fmt.Sprintf("ch_u%d", round)
-		if _, err := stores[0].Bind(ctx, connector.Binding{ChannelID: ch, Key: "hall", State: connector.BindingConnected, Data: []byte("0")}); err != nil {
+		if _, err := stores[0].Bind(ctx, state.Binding{ChannelID: ch, Key: "hall", State: state.BindingConnected, Data: []byte("0")}); err != nil {
 			t.Fatal(err)
 		}
 		var wg sync.WaitGroup

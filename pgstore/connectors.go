@@ -9,10 +9,10 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/xagentkit/imv2"
-	"github.com/xagentkit/imv2/dataplane"
+	"github.com/xagentkit/imv2/state"
 )
 
-// SeenConnector implements dataplane.ConnectorRegistry: connectorID
+// SeenConnector implements state.ConnectorRegistry: connectorID
 // connected, or lost its last connection, on some replica at t. The table
 // holds at most RegistryCap connector_ids (the least recently seen go
 // first) and none seen longer ago than CompletedTTL (up to 16 removed per
@@ -39,7 +39,7 @@ func (s *Store) SeenConnector(ctx context.Context, connectorID string, t time.Ti
 	})
 }
 
-// ConnectorSeen implements dataplane.ConnectorRegistry.
+// ConnectorSeen implements state.ConnectorRegistry.
 func (s *Store) ConnectorSeen(ctx context.Context, connectorID string) (time.Time, bool, error) {
 	if connectorID == "" || len(connectorID) > imv2.MaxIDBytes {
 		return time.Time{}, false, nil // not one this store could hold
@@ -55,7 +55,7 @@ func (s *Store) ConnectorSeen(ctx context.Context, connectorID string) (time.Tim
 	return time.Unix(0, ns), true, nil
 }
 
-// ForgetConnector implements dataplane.ConnectorRegistry.
+// ForgetConnector implements state.ConnectorRegistry.
 func (s *Store) ForgetConnector(ctx context.Context, connectorID string) error {
 	if _, err := s.pool.Exec(ctx, "DELETE FROM imv2_connectors WHERE connector_id = $1", []byte(connectorID)); err != nil {
 		return fmt.Errorf("pgstore: %w", err)
@@ -64,4 +64,4 @@ func (s *Store) ForgetConnector(ctx context.Context, connectorID string) error {
 }
 
 // Store is the shared registry of channels and connector_ids.
-var _ dataplane.ConnectorRegistry = (*Store)(nil)
+var _ state.ConnectorRegistry = (*Store)(nil)

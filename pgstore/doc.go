@@ -10,9 +10,9 @@
 //	opts := &imv2.Options{Pending: st.Pending(), Completed: st.Completed()}
 //
 // *Store implements imv2.PendingStore, imv2.CompletedStore,
-// imv2.ClaimStore, dataplane.ChannelRegistry,
-// dataplane.ConnectorRegistry and connector.BindingStore, so it is a
-// connector.Store for a kit Connector:
+// imv2.ClaimStore, state.ChannelRegistry,
+// state.ConnectorRegistry and state.BindingStore, so it is a
+// state.Store for a kit Connector:
 //
 //	k, err := connector.New(card, platform, &connector.Options{Store: st})
 //
@@ -52,12 +52,12 @@
 //     in the transaction that changes the binding, with the channel's row
 //     locked first, so concurrent Binds and Unbinds on several replicas
 //     keep it exact and one Unbind of many finds the binding. The change
-//     that takes a count to zero says so (connector.BindingChange.Released,
+//     that takes a count to zero says so (state.BindingChange.Released,
 //     decided on the locked count row), so the kit releases a
 //     conversation exactly once each time its last binding goes.
 //     UpdateBinding (a refreshed token, a sync cursor, the draft records)
 //     writes with a compare-and-swap on the locked row
-//     (connector.BindingUpdater), so two replicas updating one binding
+//     (state.BindingUpdater), so two replicas updating one binding
 //     lose neither change and an update never binds again a channel
 //     another replica unbound.
 //
@@ -111,7 +111,7 @@
 //	connector_ids    Options.RegistryCap, all replicas;       DefaultRegistryCap (100,000)
 //	                 least recently seen evicted; none kept
 //	                 past CompletedTTL since last seen
-//	bindings         Options.BindingCap, all replicas; no     connector.DefaultMaxBindings (100,000)
+//	bindings         Options.BindingCap, all replicas; no     state.DefaultMaxBindings (100,000)
 //	                 TTL (the kit unbinds a channel it drops;
 //	                 channel IDs are issued, not remote input)
 //	binding keys     one reference-count row per key in use   (bounded by the bindings)

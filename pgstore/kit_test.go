@@ -14,6 +14,7 @@ import (
 	"github.com/xagentkit/imv2/dataplane"
 	"github.com/xagentkit/imv2/pgstore"
 	"github.com/xagentkit/imv2/protocol"
+	"github.com/xagentkit/imv2/state"
 )
 
 // kitPlatform is a chat service that records the finals it shows.
@@ -162,7 +163,7 @@ func TestKit_M9_S8_ConnectorOnPgstoreAcrossRestart(t *testing.T) {
 
 	// An explicit binding, not the default: after the restart only the
 	// database knows the channel belongs to room-9.
-	if err := r.k.Bind(ctx, connector.Binding{ChannelID: ch.ID(), Key: "room-9", Target: protocol.DescriptorTarget{DisplayName: "Room 9"}}); err != nil {
+	if err := r.k.Bind(ctx, state.Binding{ChannelID: ch.ID(), Key: "room-9", Target: protocol.DescriptorTarget{DisplayName: "Room 9"}}); err != nil {
 		t.Fatal(err)
 	}
 	ev := connector.Event{Conversation: "room-9", EventID: "update-4711", Text: "hello"}

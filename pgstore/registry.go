@@ -12,7 +12,7 @@ import (
 // registryLock serialises Register's cap check across replicas.
 const registryLock = 0x696d76325f726567 // "imv2_reg"
 
-// Known reports whether channelID was registered (dataplane.ChannelRegistry),
+// Known reports whether channelID was registered (state.ChannelRegistry),
 // by any replica.
 func (s *Store) Known(ctx context.Context, channelID string) (bool, error) {
 	if err := checkChannel(channelID); err != nil {

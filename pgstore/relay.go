@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/xagentkit/imv2"
-	"github.com/xagentkit/imv2/dataplane"
 	"github.com/xagentkit/imv2/protocol"
+	"github.com/xagentkit/imv2/state"
 )
 
 // pendingChannel is the LISTEN/NOTIFY channel on which every Add announces
@@ -73,7 +73,7 @@ type Relay struct {
 	catchup chan struct{} // one token: adopt for every open channel
 
 	mu  sync.Mutex
-	srv *dataplane.Server
+	srv state.OpenChannels
 }
 
 // NewRelay returns a Relay over st. Call Serve before Run.
@@ -81,14 +81,15 @@ func NewRelay(st *Store) *Relay {
 	return &Relay{st: st, kick: make(chan string, relayKicks), catchup: make(chan struct{}, 1)}
 }
 
-// Serve names the Server whose open channels the Relay feeds.
-func (r *Relay) Serve(srv *dataplane.Server) {
+// Serve names the Server whose open channels the Relay feeds (a
+// *dataplane.Server).
+func (r *Relay) Serve(srv state.OpenChannels) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.srv = srv
 }
 
-func (r *Relay) server() *dataplane.Server {
+func (r *Relay) server() state.OpenChannels {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.srv

@@ -19,6 +19,7 @@ import (
 	"github.com/xagentkit/imv2/examples/console/consolebridge"
 	"github.com/xagentkit/imv2/pgstore"
 	"github.com/xagentkit/imv2/protocol"
+	"github.com/xagentkit/imv2/state"
 )
 
 // keyPlatform is an IM platform shared by the replicas of a test: it
@@ -132,7 +133,7 @@ func xagentOpts(t *testing.T, url string, target imv2.Target, o imv2.Options, id
 func xagentAs(t *testing.T, url string, target imv2.Target, o imv2.Options, connectorID string, ids ...string) *dataplane.Client {
 	t.Helper()
 	o.AckTimeout, o.RetryMin, o.RetryMax = 500*time.Millisecond, 20*time.Millisecond, 200*time.Millisecond
-	store := dataplane.NewMemoryChannelStore(0)
+	store := state.NewMemoryChannelStore(0)
 	if err := store.SetConnectorID(context.Background(), connectorID); err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,7 @@ import (
 
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/clock"
-	"github.com/xagentkit/imv2/connector"
+	"github.com/xagentkit/imv2/state"
 )
 
 // Options configure a Store. The zero value is ready to use.
@@ -43,7 +43,7 @@ type Options struct {
 	RegistryCap int
 	// BindingCap bounds the kit's conversation bindings (all replicas);
 	// Bind of a new channel beyond it fails with code
-	// connector_channel_unavailable. Default connector.DefaultMaxBindings
+	// connector_channel_unavailable. Default state.DefaultMaxBindings
 	// (100,000).
 	BindingCap int
 	// Logger receives what the Store cannot report to a caller (a Relay
@@ -52,7 +52,7 @@ type Options struct {
 }
 
 // DefaultRegistryCap bounds the channel registry, as
-// dataplane.DefaultRegistryCap bounds the in-memory one.
+// state.DefaultRegistryCap bounds the in-memory one.
 const DefaultRegistryCap = 100_000
 
 // inlineSweep bounds the expired records and orphaned claims one Record
@@ -62,8 +62,8 @@ const inlineSweep = 16
 // Store keeps pending messages, completed records, claims and registered
 // channel IDs in one PostgreSQL database, shared by every replica that
 // opens it. It implements imv2.PendingStore, imv2.CompletedStore,
-// imv2.ClaimStore, dataplane.ChannelRegistry and connector.BindingStore:
-// it is a connector.Store. It is safe for concurrent
+// imv2.ClaimStore, state.ChannelRegistry and state.BindingStore:
+// it is a state.Store. It is safe for concurrent
 // use, by goroutines and by processes.
 type Store struct {
 	pool         *pgxpool.Pool
@@ -118,7 +118,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		s.registryCap = DefaultRegistryCap
 	}
 	if s.bindingCap <= 0 {
-		s.bindingCap = connector.DefaultMaxBindings
+		s.bindingCap = state.DefaultMaxBindings
 	}
 	if err := migrate(ctx, pool); err != nil {
 		pool.Close()

@@ -8,15 +8,15 @@ import (
 
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/clock"
-	"github.com/xagentkit/imv2/dataplane"
 	"github.com/xagentkit/imv2/pgstore"
+	"github.com/xagentkit/imv2/state"
 	"github.com/xagentkit/imv2/storetest"
 )
 
 var (
-	_ imv2.PendingStore         = (*pgstore.Store)(nil)
-	_ imv2.ClaimStore           = (*pgstore.Store)(nil)
-	_ dataplane.ChannelRegistry = (*pgstore.Store)(nil)
+	_ imv2.PendingStore     = (*pgstore.Store)(nil)
+	_ imv2.ClaimStore       = (*pgstore.Store)(nil)
+	_ state.ChannelRegistry = (*pgstore.Store)(nil)
 )
 
 // opener opens stores on per-test databases and reopens them with the

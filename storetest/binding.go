@@ -11,17 +11,17 @@ import (
 	"time"
 
 	"github.com/xagentkit/imv2"
-	"github.com/xagentkit/imv2/connector"
 	"github.com/xagentkit/imv2/protocol"
+	"github.com/xagentkit/imv2/state"
 )
 
 // BindingFactory returns a new, empty BindingStore. It registers its own
 // cleanup with t.Cleanup.
-type BindingFactory func(t *testing.T) connector.BindingStore
+type BindingFactory func(t *testing.T) state.BindingStore
 
 // BindingReopener closes s and returns a store on the same data, as after
 // a restart.
-type BindingReopener func(t *testing.T, s connector.BindingStore) connector.BindingStore
+type BindingReopener func(t *testing.T, s state.BindingStore) state.BindingStore
 
 // TestBindingStore runs the BindingStore contract against stores made by
 // newStore: one binding per channel, replaced by a new Bind; many channels
@@ -30,7 +30,7 @@ type BindingReopener func(t *testing.T, s connector.BindingStore) connector.Bind
 // millisecond, Data and Drafts byte for byte, up to MaxBindingData and
 // MaxBindingDrafts; beyond them Bind fails). reopen may be nil for a store that is not durable; a
 // durable one must keep every binding across it (S8, W5, W6). A store
-// that is a connector.BindingUpdater must also update in one step: what
+// that is a state.BindingUpdater must also update in one step: what
 // f leaves is stored, nothing when f or the result is refused, racing
 // Updates lose no change and an Update racing an Unbind never binds the
 // channel again.
@@ -51,17 +51,17 @@ func TestBindingStore(t *testing.T, newStore BindingFactory, reopen BindingReope
 
 var bindingEpoch = time.UnixMilli(1_790_000_000_123)
 
-func sampleBinding(ch, key string) connector.Binding {
-	return connector.Binding{
-		ChannelID: ch, Key: key, State: connector.BindingConnected, Created: bindingEpoch,
+func sampleBinding(ch, key string) state.Binding {
+	return state.Binding{
+		ChannelID: ch, Key: key, State: state.BindingConnected, Created: bindingEpoch,
 		Target: protocol.DescriptorTarget{Provider: "pretend", Label: "Pretend", DisplayName: "Room " + key, AccountHint: "bot@" + key},
 		// Any bytes: a token, a cursor, a 0x00, an invalid UTF-8 byte.
 		Data:   []byte("token=" + key + "\x00\xff"),
-		Drafts: []connector.DraftHandle{{MessageID: "m_1", Handle: "$ev1:" + key}, {MessageID: "m_2", Handle: "$ev2\x00\xfe"}},
+		Drafts: []state.DraftHandle{{MessageID: "m_1", Handle: "$ev1:" + key}, {MessageID: "m_2", Handle: "$ev2\x00\xfe"}},
 	}
 }
 
-func wantBinding(t *testing.T, s connector.BindingStore, want connector.Binding) {
+func wantBinding(t *testing.T, s state.BindingStore, want state.Binding) {
 	t.Helper()
 	got, ok, err := s.Binding(context.Background(), want.ChannelID)
 	if err != nil || !ok {
@@ -78,12 +78,12 @@ func wantBinding(t *testing.T, s connector.BindingStore, want connector.Binding)
 
 // sameBinding compares two bindings, an empty Data or Drafts equal to a
 // nil one.
-func sameBinding(a, b connector.Binding) bool {
+func sameBinding(a, b state.Binding) bool {
 	return a.ChannelID == b.ChannelID && a.Key == b.Key && a.Target == b.Target && a.State == b.State &&
 		a.Created.Equal(b.Created) && bytes.Equal(a.Data, b.Data) && slices.Equal(a.Drafts, b.Drafts)
 }
 
-func wantChannels(t *testing.T, s connector.BindingStore, key string, want ...string) {
+func wantChannels(t *testing.T, s state.BindingStore, key string, want ...string) {
 	t.Helper()
 	got, err := s.Channels(context.Background(), key)
 	if err != nil {
@@ -97,7 +97,7 @@ func wantChannels(t *testing.T, s connector.BindingStore, key string, want ...st
 	}
 }
 
-func mustBind(t *testing.T, s connector.BindingStore, b connector.Binding) connector.BindingChange {
+func mustBind(t *testing.T, s state.BindingStore, b state.Binding) state.BindingChange {
 	t.Helper()
 	ch, err := s.Bind(context.Background(), b)
 	if err != nil {
@@ -106,7 +106,7 @@ func mustBind(t *testing.T, s connector.BindingStore, b connector.Binding) conne
 	return ch
 }
 
-func mustUnbind(t *testing.T, s connector.BindingStore, channelID string) connector.BindingChange {
+func mustUnbind(t *testing.T, s state.BindingStore, channelID string) state.BindingChange {
 	t.Helper()
 	ch, err := s.Unbind(context.Background(), channelID)
 	if err != nil {
@@ -117,7 +117,7 @@ func mustUnbind(t *testing.T, s connector.BindingStore, channelID string) connec
 
 // wantChange checks a BindingChange: had and released as given, and Old
 // the binding replaced when had.
-func wantChange(t *testing.T, what string, got connector.BindingChange, had bool, old connector.Binding, released bool) {
+func wantChange(t *testing.T, what string, got state.BindingChange, had bool, old state.Binding, released bool) {
 	t.Helper()
 	if got.Had != had || got.Released != released || (had && !sameBinding(got.Old, old)) || (!had && got.Old.Key != "") {
 		t.Fatalf("%s = %+v; want had %v, released %v, old %+v", what, got, had, released, old)
@@ -127,11 +127,11 @@ func wantChange(t *testing.T, what string, got connector.BindingChange, had bool
 func bindingRoundTrip(t *testing.T, newStore BindingFactory) {
 	s, ctx := newStore(t), context.Background()
 	b := sampleBinding("ch_1", "room-a")
-	b.State = connector.BindingExpired
-	wantChange(t, "first Bind", mustBind(t, s, b), false, connector.Binding{}, false)
+	b.State = state.BindingExpired
+	wantChange(t, "first Bind", mustBind(t, s, b), false, state.Binding{}, false)
 	wantBinding(t, s, b)
 	revoked := b
-	revoked.State = connector.BindingRevoked
+	revoked.State = state.BindingRevoked
 	wantChange(t, "Bind to the same key", mustBind(t, s, revoked), true, b, false)
 	wantBinding(t, s, revoked)
 	wantChange(t, "Unbind of the key's last channel", mustUnbind(t, s, "ch_1"), true, revoked, true)
@@ -184,16 +184,16 @@ func bindingUnknown(t *testing.T, newStore BindingFactory) {
 
 func bindingInvalid(t *testing.T, newStore BindingFactory) {
 	s := newStore(t)
-	for _, b := range []connector.Binding{
-		{ChannelID: "", Key: "k", State: connector.BindingConnected},
-		{ChannelID: "ch", Key: "", State: connector.BindingConnected},
-		{ChannelID: "ch", Key: "a\x00b", State: connector.BindingConnected},
+	for _, b := range []state.Binding{
+		{ChannelID: "", Key: "k", State: state.BindingConnected},
+		{ChannelID: "ch", Key: "", State: state.BindingConnected},
+		{ChannelID: "ch", Key: "a\x00b", State: state.BindingConnected},
 		{ChannelID: "ch", Key: "k", State: "maybe"},
-		{ChannelID: "ch", Key: "k", State: connector.BindingConnected, Data: make([]byte, connector.MaxBindingData+1)},
-		{ChannelID: "ch", Key: "k", State: connector.BindingConnected, Drafts: drafts(connector.MaxBindingDrafts+1, 8)},
-		{ChannelID: "ch", Key: "k", State: connector.BindingConnected, Drafts: drafts(1, connector.MaxDraftHandleBytes+1)},
-		{ChannelID: "ch", Key: "k", State: connector.BindingConnected, Drafts: []connector.DraftHandle{{MessageID: "m", Handle: ""}}},
-		{ChannelID: "ch", Key: "k", State: connector.BindingConnected, Drafts: []connector.DraftHandle{{MessageID: "", Handle: "h"}}},
+		{ChannelID: "ch", Key: "k", State: state.BindingConnected, Data: make([]byte, state.MaxBindingData+1)},
+		{ChannelID: "ch", Key: "k", State: state.BindingConnected, Drafts: drafts(state.MaxBindingDrafts+1, 8)},
+		{ChannelID: "ch", Key: "k", State: state.BindingConnected, Drafts: drafts(1, state.MaxDraftHandleBytes+1)},
+		{ChannelID: "ch", Key: "k", State: state.BindingConnected, Drafts: []state.DraftHandle{{MessageID: "m", Handle: ""}}},
+		{ChannelID: "ch", Key: "k", State: state.BindingConnected, Drafts: []state.DraftHandle{{MessageID: "", Handle: "h"}}},
 	} {
 		if _, err := s.Bind(context.Background(), b); err == nil {
 			t.Errorf("Bind(%q) succeeded; want it refused", fmt.Sprintf("%+v", b))
@@ -203,12 +203,12 @@ func bindingInvalid(t *testing.T, newStore BindingFactory) {
 }
 
 // drafts returns n draft handles of handleLen bytes each.
-func drafts(n, handleLen int) []connector.DraftHandle {
-	d := make([]connector.DraftHandle, n)
+func drafts(n, handleLen int) []state.DraftHandle {
+	d := make([]state.DraftHandle, n)
 	for i := range d {
 		h := []byte(fmt.Sprintf("h%03d", i))
 		h = append(h, bytes.Repeat([]byte{'x'}, max(handleLen-len(h), 0))...)
-		d[i] = connector.DraftHandle{MessageID: fmt.Sprintf("m_%03d", i), Handle: string(h[:handleLen])}
+		d[i] = state.DraftHandle{MessageID: fmt.Sprintf("m_%03d", i), Handle: string(h[:handleLen])}
 	}
 	return d
 }
@@ -220,8 +220,8 @@ func drafts(n, handleLen int) []connector.DraftHandle {
 func bindingDataKept(t *testing.T, newStore BindingFactory) {
 	s := newStore(t)
 	b := sampleBinding("ch_1", "room-a")
-	b.Data = bytes.Repeat([]byte{0, 1, 0xff, 'x'}, connector.MaxBindingData/4)
-	b.Drafts = drafts(connector.MaxBindingDrafts, connector.MaxDraftHandleBytes)
+	b.Data = bytes.Repeat([]byte{0, 1, 0xff, 'x'}, state.MaxBindingData/4)
+	b.Drafts = drafts(state.MaxBindingDrafts, state.MaxDraftHandleBytes)
 	mustBind(t, s, b)
 	want := b
 	want.Data, want.Drafts = bytes.Clone(b.Data), slices.Clone(b.Drafts)
@@ -271,7 +271,7 @@ func bindingReleaseOnce(t *testing.T, newStore BindingFactory) {
 	chID := func(i int) string { return fmt.Sprintf("ch_%02d", i) }
 	released := map[string]int{}
 	var mu sync.Mutex
-	note := func(ch connector.BindingChange, err error) {
+	note := func(ch state.BindingChange, err error) {
 		if err != nil {
 			t.Error(err)
 			return
@@ -289,7 +289,7 @@ func bindingReleaseOnce(t *testing.T, newStore BindingFactory) {
 		together(channels, func(i int) {
 			note(s.Bind(ctx, sampleBinding(chID(i), key(r))))
 			b := sampleBinding(chID(i), key(r))
-			b.State = connector.BindingExpired
+			b.State = state.BindingExpired
 			note(s.Bind(ctx, b))
 		})
 		wantChannels(t, s, key(r-1))
@@ -321,7 +321,7 @@ func bindingReopen(t *testing.T, newStore BindingFactory, reopen BindingReopener
 
 // CappedBindingFactory returns a new, empty BindingStore of at most
 // capacity bindings. It registers its own cleanup with t.Cleanup.
-type CappedBindingFactory func(t *testing.T, capacity int) connector.BindingStore
+type CappedBindingFactory func(t *testing.T, capacity int) state.BindingStore
 
 // TestBindingCap runs the cap part of the BindingStore contract against
 // stores made by newStore with a small cap: Bind of a new channel beyond

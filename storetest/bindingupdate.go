@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/xagentkit/imv2/connector"
+	"github.com/xagentkit/imv2/state"
 )
 
-// The contract of a connector.BindingUpdater: an Update is one step of
+// The contract of a state.BindingUpdater: an Update is one step of
 // the store, its read and its write together.
 
 // bindingUpdate: Update stores what f leaves and returns the binding as
@@ -22,7 +22,7 @@ import (
 // CheckBinding refuses stores nothing.
 func bindingUpdate(t *testing.T, u updater) {
 	ctx := context.Background()
-	_, found, err := u.Update(ctx, "ch_none", func(*connector.Binding) error {
+	_, found, err := u.Update(ctx, "ch_none", func(*state.Binding) error {
 		t.Error("f called for a channel without a binding")
 		return nil
 	})
@@ -33,9 +33,9 @@ func bindingUpdate(t *testing.T, u updater) {
 	was := sampleBinding("ch_1", "room")
 	mustBind(t, u, was)
 	want := was
-	want.State, want.Data, want.Target.DisplayName = connector.BindingExpired, []byte("refreshed\x00"), "Renamed"
+	want.State, want.Data, want.Target.DisplayName = state.BindingExpired, []byte("refreshed\x00"), "Renamed"
 	want.Drafts = want.Drafts[:1]
-	old, found, err := u.Update(ctx, "ch_1", func(b *connector.Binding) error {
+	old, found, err := u.Update(ctx, "ch_1", func(b *state.Binding) error {
 		if !sameBinding(*b, was) {
 			t.Errorf("f got %+v; want the stored %+v", *b, was)
 		}
@@ -49,14 +49,14 @@ func bindingUpdate(t *testing.T, u updater) {
 	wantChannels(t, u, "room", "ch_1")
 
 	refused := errors.New("the platform refuses")
-	for name, f := range map[string]func(*connector.Binding) error{
-		"f's error":      func(b *connector.Binding) error { b.State = connector.BindingRevoked; return refused },
-		"a changed key":  func(b *connector.Binding) error { b.Key = "elsewhere"; return nil },
-		"a changed ID":   func(b *connector.Binding) error { b.ChannelID = "ch_2"; return nil },
-		"a new Created":  func(b *connector.Binding) error { b.Created = b.Created.Add(time.Hour); return nil },
-		"too much Data":  func(b *connector.Binding) error { b.Data = make([]byte, connector.MaxBindingData+1); return nil },
-		"a bad state":    func(b *connector.Binding) error { b.State = "maybe"; return nil },
-		"a draft no one": func(b *connector.Binding) error { b.Drafts = []connector.DraftHandle{{MessageID: "m"}}; return nil },
+	for name, f := range map[string]func(*state.Binding) error{
+		"f's error":      func(b *state.Binding) error { b.State = state.BindingRevoked; return refused },
+		"a changed key":  func(b *state.Binding) error { b.Key = "elsewhere"; return nil },
+		"a changed ID":   func(b *state.Binding) error { b.ChannelID = "ch_2"; return nil },
+		"a new Created":  func(b *state.Binding) error { b.Created = b.Created.Add(time.Hour); return nil },
+		"too much Data":  func(b *state.Binding) error { b.Data = make([]byte, state.MaxBindingData+1); return nil },
+		"a bad state":    func(b *state.Binding) error { b.State = "maybe"; return nil },
+		"a draft no one": func(b *state.Binding) error { b.Drafts = []state.DraftHandle{{MessageID: "m"}}; return nil },
 	} {
 		_, _, err := u.Update(ctx, "ch_1", f)
 		if err == nil {
@@ -86,7 +86,7 @@ func bindingUpdateConcurrent(t *testing.T, u updater) {
 	mustBind(t, u, b)
 	together(workers, func(int) {
 		for range each {
-			_, found, err := u.Update(ctx, "ch_1", func(b *connector.Binding) error {
+			_, found, err := u.Update(ctx, "ch_1", func(b *state.Binding) error {
 				n, err := strconv.Atoi(string(b.Data))
 				if err != nil {
 					return err
@@ -126,9 +126,9 @@ func bindingUpdateAfterUnbind(t *testing.T, u updater) {
 				}
 				return
 			}
-			if _, _, err := u.Update(ctx, ch, func(b *connector.Binding) error {
+			if _, _, err := u.Update(ctx, ch, func(b *state.Binding) error {
 				runtime.Gosched()
-				b.State = connector.BindingExpired
+				b.State = state.BindingExpired
 				return nil
 			}); err != nil {
 				t.Error(err)
@@ -148,8 +148,8 @@ func bindingUpdateAfterUnbind(t *testing.T, u updater) {
 
 // updater is a BindingStore that is a BindingUpdater.
 type updater interface {
-	connector.BindingStore
-	connector.BindingUpdater
+	state.BindingStore
+	state.BindingUpdater
 }
 
 // updaterSubtests runs the BindingUpdater contract when newStore's

@@ -13,8 +13,8 @@ import (
 
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/clock"
-	"github.com/xagentkit/imv2/connector"
 	"github.com/xagentkit/imv2/fakeclock"
+	"github.com/xagentkit/imv2/state"
 	"github.com/xagentkit/imv2/storetest"
 )
 
@@ -38,7 +38,7 @@ type mutant struct {
 	// claim wraps the claim store under test.
 	claim func(s imv2.ClaimStore) imv2.ClaimStore
 	// binding wraps the binding store under test.
-	binding func(s *connector.MemoryBindingStore) connector.BindingStore
+	binding func(s *state.MemoryBindingStore) state.BindingStore
 }
 
 var mutants = []mutant{
@@ -84,19 +84,19 @@ var mutants = []mutant{
 		}},
 	{name: "reopen-loses-everything", reopenLoses: true, wantFail: []string{"Pending/S1_S8_Reopen", "Completed/S8_Reopen", "Binding/S8_W5_Reopen"}},
 	{name: "binding-rebind-keeps-old-key", wantFail: []string{"Binding/W6_RebindReplaces"},
-		binding: func(s *connector.MemoryBindingStore) connector.BindingStore {
+		binding: func(s *state.MemoryBindingStore) state.BindingStore {
 			return stickyKey{s, new(sync.Mutex), map[string]string{}}
 		}},
 	{name: "binding-channels-unsorted", wantFail: []string{"Binding/W6_ChannelsOfAKey", "Binding/W6_ConcurrentBinds"},
-		binding: func(s *connector.MemoryBindingStore) connector.BindingStore { return unsortedChannels{s} }},
+		binding: func(s *state.MemoryBindingStore) state.BindingStore { return unsortedChannels{s} }},
 	{name: "binding-drops-data", wantFail: []string{"Binding/W6_BindReadUnbind", "Binding/W6_DataAndDraftsKept", "Binding/S8_W5_Reopen"},
-		binding: func(s *connector.MemoryBindingStore) connector.BindingStore { return dropsData{s} }},
+		binding: func(s *state.MemoryBindingStore) state.BindingStore { return dropsData{s} }},
 	{name: "binding-release-by-separate-read", wantFail: []string{"Binding/W6_ConcurrentRebindsReleaseOnce"},
-		binding: func(s *connector.MemoryBindingStore) connector.BindingStore { return releaseByRead{s} }},
+		binding: func(s *state.MemoryBindingStore) state.BindingStore { return releaseByRead{s} }},
 	{name: "binding-update-in-two-steps", wantFail: []string{"Binding/W6_ConcurrentUpdatesKeepAll", "Binding/W6_UpdateNeverUndoesUnbind"},
-		binding: func(s *connector.MemoryBindingStore) connector.BindingStore { return twoStepUpdate{s} }},
+		binding: func(s *state.MemoryBindingStore) state.BindingStore { return twoStepUpdate{s} }},
 	{name: "binding-update-unchecked", wantFail: []string{"Binding/W6_UpdateInPlace"},
-		binding: func(s *connector.MemoryBindingStore) connector.BindingStore { return uncheckedUpdate{s} }},
+		binding: func(s *state.MemoryBindingStore) state.BindingStore { return uncheckedUpdate{s} }},
 	{name: "coupled-stores", coupled: true, wantFail: []string{"Independent"}},
 	{name: "claim-never-held", wantFail: []string{"Claim/A6_HeldByAnotherOwner", "Claim/A6_ConcurrentOwnersOneAcquires"},
 		claim: func(s imv2.ClaimStore) imv2.ClaimStore { return neverHeld{s} }},
@@ -183,14 +183,14 @@ func TestSuiteSubject(t *testing.T) {
 		}, nil)
 	})
 	t.Run("Binding", func(t *testing.T) {
-		newBinding := func(*testing.T) connector.BindingStore {
-			s := connector.NewMemoryBindingStore(0)
+		newBinding := func(*testing.T) state.BindingStore {
+			s := state.NewMemoryBindingStore(0)
 			if m.binding != nil {
 				return m.binding(s)
 			}
 			return s
 		}
-		storetest.TestBindingStore(t, newBinding, func(t *testing.T, s connector.BindingStore) connector.BindingStore {
+		storetest.TestBindingStore(t, newBinding, func(t *testing.T, s state.BindingStore) state.BindingStore {
 			if m.reopenLoses {
 				return newBinding(t)
 			}
@@ -236,7 +236,7 @@ func TestSuiteCatchesBrokenStores(t *testing.T) {
 // mutant that dies of concurrent map writes takes the failures of the
 // subtests before with it (the test binary's output ends at the crash).
 type stickyKey struct {
-	*connector.MemoryBindingStore
+	*state.MemoryBindingStore
 	mu  *sync.Mutex
 	old map[string]string
 }
@@ -253,7 +253,7 @@ func (s stickyKey) Channels(ctx context.Context, key string) ([]string, error) {
 	return ids, err
 }
 
-func (s stickyKey) Bind(ctx context.Context, b connector.Binding) (connector.BindingChange, error) {
+func (s stickyKey) Bind(ctx context.Context, b state.Binding) (state.BindingChange, error) {
 	if old, ok, _ := s.MemoryBindingStore.Binding(ctx, b.ChannelID); ok {
 		s.mu.Lock()
 		s.old[b.ChannelID] = old.Key
@@ -263,9 +263,9 @@ func (s stickyKey) Bind(ctx context.Context, b connector.Binding) (connector.Bin
 }
 
 // dropsData keeps everything of a binding but its Data.
-type dropsData struct{ *connector.MemoryBindingStore }
+type dropsData struct{ *state.MemoryBindingStore }
 
-func (s dropsData) Bind(ctx context.Context, b connector.Binding) (connector.BindingChange, error) {
+func (s dropsData) Bind(ctx context.Context, b state.Binding) (state.BindingChange, error) {
 	b.Data = nil
 	return s.MemoryBindingStore.Bind(ctx, b)
 }
@@ -274,9 +274,9 @@ func (s dropsData) Bind(ctx context.Context, b connector.Binding) (connector.Bin
 // as the kit once did: right when the changes come one at a time, wrong
 // when two last channels of a key leave at once (both read none left) or
 // a channel joins between the change and the read.
-type releaseByRead struct{ *connector.MemoryBindingStore }
+type releaseByRead struct{ *state.MemoryBindingStore }
 
-func (s releaseByRead) decide(ctx context.Context, ch connector.BindingChange, err error, moved bool) (connector.BindingChange, error) {
+func (s releaseByRead) decide(ctx context.Context, ch state.BindingChange, err error, moved bool) (state.BindingChange, error) {
 	if err != nil || !ch.Had || !moved {
 		ch.Released = false
 		return ch, err
@@ -287,12 +287,12 @@ func (s releaseByRead) decide(ctx context.Context, ch connector.BindingChange, e
 	return ch, err
 }
 
-func (s releaseByRead) Bind(ctx context.Context, b connector.Binding) (connector.BindingChange, error) {
+func (s releaseByRead) Bind(ctx context.Context, b state.Binding) (state.BindingChange, error) {
 	ch, err := s.MemoryBindingStore.Bind(ctx, b)
 	return s.decide(ctx, ch, err, ch.Old.Key != b.Key)
 }
 
-func (s releaseByRead) Unbind(ctx context.Context, channelID string) (connector.BindingChange, error) {
+func (s releaseByRead) Unbind(ctx context.Context, channelID string) (state.BindingChange, error) {
 	ch, err := s.MemoryBindingStore.Unbind(ctx, channelID)
 	return s.decide(ctx, ch, err, true)
 }
@@ -300,9 +300,9 @@ func (s releaseByRead) Unbind(ctx context.Context, channelID string) (connector.
 // twoStepUpdate updates as the kit did before BindingUpdater: a read,
 // then f, then a Bind, each a step of its own, so a change between the
 // read and the Bind is undone.
-type twoStepUpdate struct{ *connector.MemoryBindingStore }
+type twoStepUpdate struct{ *state.MemoryBindingStore }
 
-func (s twoStepUpdate) Update(ctx context.Context, channelID string, f func(*connector.Binding) error) (connector.Binding, bool, error) {
+func (s twoStepUpdate) Update(ctx context.Context, channelID string, f func(*state.Binding) error) (state.Binding, bool, error) {
 	old, ok, err := s.Binding(ctx, channelID)
 	if err != nil || !ok {
 		return old, ok, err
@@ -318,12 +318,12 @@ func (s twoStepUpdate) Update(ctx context.Context, channelID string, f func(*con
 
 // uncheckedUpdate stores whatever f leaves, a moved key or channel too
 // (through Bind, which checks only CheckBinding).
-type uncheckedUpdate struct{ *connector.MemoryBindingStore }
+type uncheckedUpdate struct{ *state.MemoryBindingStore }
 
-func (s uncheckedUpdate) Update(ctx context.Context, channelID string, f func(*connector.Binding) error) (connector.Binding, bool, error) {
-	var old connector.Binding
+func (s uncheckedUpdate) Update(ctx context.Context, channelID string, f func(*state.Binding) error) (state.Binding, bool, error) {
+	var old state.Binding
 	var found bool
-	_, _, err := s.MemoryBindingStore.Update(ctx, channelID, func(b *connector.Binding) error {
+	_, _, err := s.MemoryBindingStore.Update(ctx, channelID, func(b *state.Binding) error {
 		old, found = *b, true
 		return nil
 	})
@@ -339,7 +339,7 @@ func (s uncheckedUpdate) Update(ctx context.Context, channelID string, f func(*c
 }
 
 // unsortedChannels lists a key's channels in reverse order.
-type unsortedChannels struct{ *connector.MemoryBindingStore }
+type unsortedChannels struct{ *state.MemoryBindingStore }
 
 func (s unsortedChannels) Channels(ctx context.Context, key string) ([]string, error) {
 	ids, err := s.MemoryBindingStore.Channels(ctx, key)

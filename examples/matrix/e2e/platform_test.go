@@ -16,6 +16,7 @@ import (
 	"github.com/xagentkit/imv2/connector"
 	"github.com/xagentkit/imv2/examples/matrix/matrixbridge"
 	"github.com/xagentkit/imv2/protocol"
+	"github.com/xagentkit/imv2/state"
 	"github.com/xagentkit/imv2/xfiles"
 	"maunium.net/go/mautrix"
 	"maunium.net/go/mautrix/event"
@@ -204,7 +205,7 @@ type inbox func(context.Context, connector.Event) error
 
 func (in inbox) Receive(ctx context.Context, ev connector.Event) error { return in(ctx, ev) }
 
-func (inbox) Update(context.Context, func(*connector.Binding) error) error { return nil }
+func (inbox) Update(context.Context, func(*state.Binding) error) error { return nil }
 
 func typingHas(snaps [][]id.UserID, u id.UserID) bool {
 	for _, s := range snaps {

@@ -19,6 +19,7 @@ import (
 	"github.com/xagentkit/imv2/connector"
 	"github.com/xagentkit/imv2/display"
 	"github.com/xagentkit/imv2/protocol"
+	"github.com/xagentkit/imv2/state"
 	"maunium.net/go/mautrix/id"
 )
 
@@ -76,7 +77,7 @@ type Bridge struct {
 }
 
 // Account is the Matrix side of a channel's binding, kept as JSON in its
-// connector.Binding.Data (the binding's Key is the room ID): the account
+// state.Binding.Data (the binding's Key is the room ID): the account
 // the Connector acts as and the /sync position. The kit stores it and
 // never sends or logs it; the access token is a secret and goes nowhere
 // else either.
@@ -103,7 +104,7 @@ func AccountOf(data []byte) (Account, error) {
 	return a, nil
 }
 
-// Data is a's JSON, for connector.Binding.Data.
+// Data is a's JSON, for state.Binding.Data.
 func (a Account) Data() []byte {
 	data, _ := json.Marshal(a) // strings and a bool: never fails
 	return data
@@ -166,7 +167,7 @@ func (br *Bridge) Close() error {
 // never leaves the Connector.
 func (br *Bridge) Start(ctx context.Context, channelID string, req protocol.AuthStart) (connector.SignInResult, error) {
 	form, err := ParseForm(req.Input)
-	var b connector.Binding
+	var b state.Binding
 	if err == nil {
 		b, err = br.SignIn(ctx, form)
 	}
@@ -183,7 +184,7 @@ func (br *Bridge) Start(ctx context.Context, channelID string, req protocol.Auth
 // replaced it or could not be stored, a channel dropped at the end of its
 // offline grace): log out the device the Connector created; the kit has
 // forgotten the token already.
-func (br *Bridge) Unbound(ctx context.Context, b connector.Binding) error {
+func (br *Bridge) Unbound(ctx context.Context, b state.Binding) error {
 	acc, err := AccountOf(b.Data)
 	if err != nil {
 		return nil

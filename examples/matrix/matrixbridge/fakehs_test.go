@@ -15,6 +15,7 @@ import (
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/connector"
 	"github.com/xagentkit/imv2/protocol"
+	"github.com/xagentkit/imv2/state"
 )
 
 // fakeHS is the part of a homeserver the Platform's outbound side uses:
@@ -151,7 +152,7 @@ func (f *fakeHS) bound(t *testing.T) (*Bridge, *connector.Handler) {
 // sign-in does.
 func (f *fakeHS) bind(t *testing.T, b *Bridge, ch ...string) {
 	acc := Account{Homeserver: f.srv.URL, UserID: "@bot:fake", AccessToken: "tok-SECRET", Since: "s0"}
-	require.NoError(t, b.Connector().Bind(context.Background(), connector.Binding{
+	require.NoError(t, b.Connector().Bind(context.Background(), state.Binding{
 		ChannelID: append(ch, "ch")[0], Key: "!room:fake", Data: acc.Data(),
 	}))
 }

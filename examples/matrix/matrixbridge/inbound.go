@@ -13,6 +13,7 @@ import (
 
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/connector"
+	"github.com/xagentkit/imv2/state"
 	"maunium.net/go/mautrix"
 	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
@@ -44,7 +45,7 @@ func MessageID(roomID, eventID string) string { return connector.EventMessageID(
 // working expires the binding (connector.ErrBindingExpired); the bot
 // leaving or being removed from the room revokes it
 // (connector.ErrBindingRevoked).
-func (br *Bridge) Listen(ctx context.Context, b connector.Binding, in connector.Inbox) error {
+func (br *Bridge) Listen(ctx context.Context, b state.Binding, in connector.Inbox) error {
 	acc, err := AccountOf(b.Data)
 	if err != nil {
 		return err
@@ -81,7 +82,7 @@ func (br *Bridge) Listen(ctx context.Context, b connector.Binding, in connector.
 		}
 		if acc.Since != resp.NextBatch {
 			acc.Since = resp.NextBatch
-			if err := in.Update(ctx, func(b *connector.Binding) error { b.Data = acc.Data(); return nil }); err != nil {
+			if err := in.Update(ctx, func(b *state.Binding) error { b.Data = acc.Data(); return nil }); err != nil {
 				return err
 			}
 		}

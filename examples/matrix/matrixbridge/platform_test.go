@@ -18,6 +18,7 @@ import (
 	"github.com/xagentkit/imv2/dataplane"
 	"github.com/xagentkit/imv2/internal/testwait"
 	"github.com/xagentkit/imv2/protocol"
+	"github.com/xagentkit/imv2/state"
 	"go.uber.org/goleak"
 )
 
@@ -261,7 +262,7 @@ func TestState_TokensPrivateAndDurable(t *testing.T) {
 	acc := Account{Homeserver: "https://hs", UserID: "@a:hs", AccessToken: "secret", Since: "s1"}
 	p, err := New(cfg)
 	require.NoError(t, err)
-	require.NoError(t, p.Connector().Bind(ctx, connector.Binding{ChannelID: "c1", Key: "!r:hs", Data: acc.Data()}))
+	require.NoError(t, p.Connector().Bind(ctx, state.Binding{ChannelID: "c1", Key: "!r:hs", Data: acc.Data()}))
 	require.NoError(t, p.Close())
 	path := filepath.Join(dir, "imv2.db")
 	fi, err := os.Stat(path)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/xagentkit/imv2/connector"
 	"github.com/xagentkit/imv2/protocol"
+	"github.com/xagentkit/imv2/state"
 	"maunium.net/go/mautrix"
 	"maunium.net/go/mautrix/id"
 )
@@ -64,15 +65,15 @@ const DeviceName = "xAgent Connector"
 // in once, creating a device of its own that SignOut removes again. A
 // refused credential or room is a *connector.SignInError; an unreachable
 // homeserver another error.
-func (br *Bridge) SignIn(ctx context.Context, f Form) (connector.Binding, error) {
+func (br *Bridge) SignIn(ctx context.Context, f Form) (state.Binding, error) {
 	acc := Account{Homeserver: f.Homeserver, UserID: f.UserID, AccessToken: f.AccessToken}
 	cli := br.client(acc)
 	if f.AccessToken != "" {
 		who, err := cli.Whoami(ctx)
 		if err != nil {
-			return connector.Binding{}, refused(classify("whoami", err), "the homeserver refused the access token")
+			return state.Binding{}, refused(classify("whoami", err), "the homeserver refused the access token")
 		} else if who.UserID.String() != f.UserID {
-			return connector.Binding{}, signInErr("the access token belongs to another user")
+			return state.Binding{}, signInErr("the access token belongs to another user")
 		}
 		acc.DeviceID = who.DeviceID.String()
 	} else {
@@ -82,13 +83,13 @@ func (br *Bridge) SignIn(ctx context.Context, f Form) (connector.Binding, error)
 			Password:   f.Password, InitialDeviceDisplayName: DeviceName, StoreCredentials: true,
 		})
 		if err != nil {
-			return connector.Binding{}, refused(classify("login", err), "the homeserver refused the user ID or password")
+			return state.Binding{}, refused(classify("login", err), "the homeserver refused the user ID or password")
 		}
 		acc.AccessToken, acc.DeviceID, acc.OwnDevice = resp.AccessToken, resp.DeviceID.String(), true
 	}
-	undo := func(err error) (connector.Binding, error) {
+	undo := func(err error) (state.Binding, error) {
 		_ = br.SignOut(context.WithoutCancel(ctx), acc) // do not leave a device behind
-		return connector.Binding{}, err
+		return state.Binding{}, err
 	}
 	joined, err := cli.JoinRoom(ctx, f.Room, nil)
 	if err != nil {
@@ -100,7 +101,7 @@ func (br *Bridge) SignIn(ctx context.Context, f Form) (connector.Binding, error)
 	}
 	acc.Since = resp.NextBatch
 	target := protocol.DescriptorTarget{Provider: Provider, DisplayName: "Matrix room", AccountHint: redactUser(acc.UserID)}
-	return connector.Binding{Key: joined.RoomID.String(), Target: target, Data: acc.Data()}, nil
+	return state.Binding{Key: joined.RoomID.String(), Target: target, Data: acc.Data()}, nil
 }
 
 // SignOut logs out the device the Connector created (OwnDevice); a token

@@ -29,6 +29,7 @@ import (
 	"github.com/xagentkit/imv2/connector"
 	"github.com/xagentkit/imv2/display"
 	"github.com/xagentkit/imv2/protocol"
+	"github.com/xagentkit/imv2/state"
 	"mellium.im/xmpp"
 	"mellium.im/xmpp/jid"
 )
@@ -254,7 +255,7 @@ func (br *Bridge) Typing(ctx context.Context, to connector.Conversation, a imv2.
 // channel is open; it hands the conversation's messages to the kit, whose
 // message_id of an event is the same on a redelivery. A shared file is
 // downloaded first; one that cannot be is forwarded as its URL.
-func (br *Bridge) Listen(ctx context.Context, b connector.Binding, in connector.Inbox) error {
+func (br *Bridge) Listen(ctx context.Context, b state.Binding, in connector.Inbox) error {
 	return br.read(ctx, b.Key, b.Created, func(ctx context.Context, m incoming) error {
 		ev := connector.Event{Conversation: b.Key, EventID: m.id, Text: m.text}
 		if m.url != "" {

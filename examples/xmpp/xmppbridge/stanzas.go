@@ -60,7 +60,7 @@ type chatState struct {
 	XMLName xml.Name
 }
 
-func state(name string) []chatState {
+func chatStateOf(name string) []chatState {
 	return []chatState{{XMLName: xml.Name{Space: nsChatStates, Local: name}}}
 }
 

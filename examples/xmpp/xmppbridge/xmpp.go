@@ -186,7 +186,7 @@ func (br *Bridge) send(ctx context.Context, confirm bool, v any) error {
 // id (also its XEP-0359 origin-id), with chat state active.
 func (br *Bridge) say(ctx context.Context, key, id, text string) error {
 	to, typ := peer(key)
-	return br.send(ctx, true, message{ID: id, To: to, Type: typ, Body: text, OriginID: &idAttr{id}, Other: state("active")})
+	return br.send(ctx, true, message{ID: id, To: to, Type: typ, Body: text, OriginID: &idAttr{id}, Other: chatStateOf("active")})
 }
 
 // correct replaces the text of the message whose stanza ID is orig
@@ -201,7 +201,7 @@ func (br *Bridge) correct(ctx context.Context, key, orig, text string) error {
 // chatState sends an XEP-0085 chat state (composing, active).
 func (br *Bridge) chatState(ctx context.Context, key, name string) error {
 	to, typ := peer(key)
-	return br.send(ctx, false, message{To: to, Type: typ, Other: state(name)})
+	return br.send(ctx, false, message{To: to, Type: typ, Other: chatStateOf(name)})
 }
 
 // attach uploads a file with XEP-0363 HTTP File Upload (a slot from the

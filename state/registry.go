@@ -1,8 +1,9 @@
-package dataplane
+package state
 
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/xagentkit/imv2"
 )
@@ -76,14 +77,37 @@ func (r *MemoryRegistry) Forget(_ context.Context, id string) error {
 	return nil
 }
 
-// sharedStores gives every Channel of one Server or Client the same
-// default stores, so the documented caps hold across channels instead of
-// multiplying per channel.
-func sharedStores(o *imv2.Options) {
-	if o.Pending == nil {
-		o.Pending = imv2.NewMemoryPendingStore(0)
-	}
-	if o.Completed == nil {
-		o.Completed = imv2.NewMemoryCompletedStore(0, 0, o.Clock) // nil: the system clock
-	}
+// Len returns the number of IDs registered.
+func (r *MemoryRegistry) Len() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.ids)
+}
+
+// ConnectorRegistry is an optional capability of a ChannelRegistry that
+// several Connector replicas share (the data plane's Server finds it by
+// type assertion; pgstore.Store implements it). It keeps the connector_ids the replicas issued and when
+// each was last connected or disconnected anywhere, so that
+//   - a hello to any replica with a connector_id another replica issued
+//     keeps that connector_id (Common Protocol §8.1) instead of getting a
+//     new one, and the channels it reopens resume (W5);
+//   - a replica whose offline grace for a connector_id runs out, while
+//     the connector_id has been connected to another replica since (a
+//     live connection is recorded every quarter of the grace), closes its
+//     own copies of the channels and forgets nothing shared: no
+//     Registry.Forget, no Channel.Drop, no OnChannelDrop (the grace of
+//     Common Protocol §8.2 runs from the last connection on any replica).
+//
+// Implementations must be safe for concurrent use by goroutines and
+// processes, and bound what they keep (cap and TTL).
+type ConnectorRegistry interface {
+	ChannelRegistry
+	// SeenConnector records that connectorID connected, or lost its last
+	// connection, on this replica at t.
+	SeenConnector(ctx context.Context, connectorID string, t time.Time) error
+	// ConnectorSeen returns when connectorID was last seen by any replica;
+	// ok is false for an ID never recorded, forgotten or trimmed.
+	ConnectorSeen(ctx context.Context, connectorID string) (t time.Time, ok bool, err error)
+	// ForgetConnector removes connectorID: its grace ran out everywhere.
+	ForgetConnector(ctx context.Context, connectorID string) error
 }

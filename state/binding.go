@@ -1,4 +1,4 @@
-package connector
+package state
 
 import (
 	"bytes"
@@ -14,10 +14,11 @@ import (
 )
 
 // Binding ties a connector_channel_id to a conversation on the platform:
-// the result of a sign-in flow (a bot token and a chat ID), or of
-// Options.DefaultConversation for a Card without auth flows. Finals of the
-// channel go to the conversation, and inbound events of the conversation
-// become user messages on the channel (Connector.Receive).
+// the result of a sign-in flow (a bot token and a chat ID), or of the
+// kit's connector.Options.DefaultConversation for a Card without auth
+// flows. Finals of the channel go to the conversation, and inbound events
+// of the conversation become user messages on the channel
+// (connector.Connector.Receive).
 type Binding struct {
 	// ChannelID is the connector_channel_id bound; required.
 	ChannelID string
@@ -30,7 +31,7 @@ type Binding struct {
 	// State is what the Descriptor's connection.status reports.
 	State BindingState
 	// Created is when the binding was made; a zero Created is set by
-	// Bind to the kit's clock.
+	// the kit's Connector.Bind to its clock.
 	Created time.Time
 	// Data is private to the platform (its tokens, a sync cursor): the
 	// store keeps it with the binding; the kit never sends it to xAgent
@@ -64,9 +65,9 @@ const (
 	MaxDraftHandleBytes = 1 << 10
 )
 
-// clone returns b with its own copies of Data and Drafts, so a store
+// Clone returns b with its own copies of Data and Drafts, so a store
 // and its caller never share them.
-func (b Binding) clone() Binding {
+func (b Binding) Clone() Binding {
 	b.Data = slices.Clone(b.Data)
 	b.Drafts = slices.Clone(b.Drafts)
 	return b
@@ -111,7 +112,7 @@ type BindingStore interface {
 
 // BindingUpdater is a BindingStore that changes one binding in place in
 // one step, its read and its write together, so that replicas sharing
-// the store cannot undo each other's changes: Connector.UpdateBinding
+// the store cannot undo each other's changes: connector.Connector.UpdateBinding
 // uses it as a compare-and-swap when the Store has it (without it, an
 // UpdateBinding racing an Unbind on another replica binds the channel
 // again, and of two racing UpdateBindings one change is lost: the kit's
@@ -144,12 +145,12 @@ type BindingUpdater interface {
 // otherwise, or an error when f changed ChannelID, Key or Created (what
 // identifies a binding) or left one CheckBinding refuses.
 func ApplyBindingUpdate(old Binding, f func(*Binding) error) (Binding, error) {
-	b := old.clone()
+	b := old.Clone()
 	if err := f(&b); err != nil {
 		return Binding{}, err
 	}
 	if b.ChannelID != old.ChannelID || b.Key != old.Key || !b.Created.Equal(old.Created) {
-		return Binding{}, errors.New("connector: an update changed the binding's channel ID, key or creation time; rebind with Bind")
+		return Binding{}, errors.New("state: an update changed the binding's channel ID, key or creation time; rebind with Bind")
 	}
 	if err := CheckBinding(b); err != nil {
 		return Binding{}, err
@@ -157,9 +158,9 @@ func ApplyBindingUpdate(old Binding, f func(*Binding) error) (Binding, error) {
 	return b, nil
 }
 
-// same reports whether b and o are the same binding with the same
+// Equal reports whether b and o are the same binding with the same
 // contents (an empty Data or Drafts the same as none).
-func (b Binding) same(o Binding) bool {
+func (b Binding) Equal(o Binding) bool {
 	return b.ChannelID == o.ChannelID && b.Key == o.Key && b.Target == o.Target && b.State == o.State &&
 		b.Created.Equal(o.Created) && bytes.Equal(b.Data, o.Data) && slices.Equal(b.Drafts, o.Drafts)
 }
@@ -191,26 +192,26 @@ const DefaultMaxBindings = 100_000
 func CheckBinding(b Binding) error {
 	for _, f := range [...]struct{ name, v string }{{"channel ID", b.ChannelID}, {"conversation key", b.Key}} {
 		if f.v == "" || len(f.v) > imv2.MaxIDBytes || strings.IndexByte(f.v, 0) >= 0 {
-			return imv2.Errorf(imv2.CodeInvalidPacket, "connector: binding %s must be 1 to %d bytes without 0x00", f.name, imv2.MaxIDBytes)
+			return imv2.Errorf(imv2.CodeInvalidPacket, "state: binding %s must be 1 to %d bytes without 0x00", f.name, imv2.MaxIDBytes)
 		}
 	}
 	switch b.State {
 	case BindingConnected, BindingExpired, BindingRevoked:
 	default:
-		return imv2.Errorf(imv2.CodeInvalidPacket, "connector: binding state %q is not connected, expired or revoked", b.State)
+		return imv2.Errorf(imv2.CodeInvalidPacket, "state: binding state %q is not connected, expired or revoked", b.State)
 	}
 	if len(b.Data) > MaxBindingData {
-		return imv2.Errorf(imv2.CodeInvalidPacket, "connector: binding data of %d bytes; at most %d", len(b.Data), MaxBindingData)
+		return imv2.Errorf(imv2.CodeInvalidPacket, "state: binding data of %d bytes; at most %d", len(b.Data), MaxBindingData)
 	}
 	if len(b.Drafts) > MaxBindingDrafts {
-		return imv2.Errorf(imv2.CodeInvalidPacket, "connector: %d draft handles; at most %d", len(b.Drafts), MaxBindingDrafts)
+		return imv2.Errorf(imv2.CodeInvalidPacket, "state: %d draft handles; at most %d", len(b.Drafts), MaxBindingDrafts)
 	}
 	for _, d := range b.Drafts {
 		if d.MessageID == "" || len(d.MessageID) > imv2.MaxIDBytes {
-			return imv2.Errorf(imv2.CodeInvalidPacket, "connector: draft message ID must be 1 to %d bytes", imv2.MaxIDBytes)
+			return imv2.Errorf(imv2.CodeInvalidPacket, "state: draft message ID must be 1 to %d bytes", imv2.MaxIDBytes)
 		}
 		if d.Handle == "" || len(d.Handle) > MaxDraftHandleBytes {
-			return imv2.Errorf(imv2.CodeInvalidPacket, "connector: draft handle must be 1 to %d bytes", MaxDraftHandleBytes)
+			return imv2.Errorf(imv2.CodeInvalidPacket, "state: draft handle must be 1 to %d bytes", MaxDraftHandleBytes)
 		}
 	}
 	return nil
@@ -248,13 +249,13 @@ func (s *MemoryBindingStore) Bind(_ context.Context, b Binding) (BindingChange, 
 	defer s.mu.Unlock()
 	old, had := s.byCh[b.ChannelID]
 	if !had && len(s.byCh) >= s.capacity {
-		return BindingChange{}, imv2.Errorf(imv2.CodeChannelUnavailable, "connector: %d bindings, the cap", s.capacity)
+		return BindingChange{}, imv2.Errorf(imv2.CodeChannelUnavailable, "state: %d bindings, the cap", s.capacity)
 	}
 	ch := BindingChange{Old: old, Had: had}
 	if had {
 		ch.Released = s.dropKeyLocked(old) && old.Key != b.Key
 	}
-	s.byCh[b.ChannelID] = b.clone()
+	s.byCh[b.ChannelID] = b.Clone()
 	chans := s.byKey[b.Key]
 	if chans == nil {
 		chans = map[string]struct{}{}
@@ -269,7 +270,7 @@ func (s *MemoryBindingStore) Binding(_ context.Context, channelID string) (Bindi
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	b, ok := s.byCh[channelID]
-	return b.clone(), ok, nil
+	return b.Clone(), ok, nil
 }
 
 // Update implements BindingUpdater; f runs under the store's lock.
@@ -282,7 +283,7 @@ func (s *MemoryBindingStore) Update(_ context.Context, channelID string, f func(
 	}
 	b, err := ApplyBindingUpdate(old, f)
 	if err != nil {
-		return old.clone(), true, err
+		return old.Clone(), true, err
 	}
 	s.byCh[channelID] = b // b's Data and Drafts are its own
 	return old, true, nil // and old's are no longer the store's

@@ -1,4 +1,4 @@
-package dataplane
+package state
 
 import (
 	"context"
@@ -22,12 +22,15 @@ type ChannelStore interface {
 	RemoveChannel(ctx context.Context, id string) error
 }
 
-// DefaultStoreCap bounds the channel IDs a MemoryChannelStore holds.
-const DefaultStoreCap = DefaultMaxChannels
+// DefaultChannelStoreCap bounds the channel IDs a MemoryChannelStore
+// holds: the Client's default bound on channels
+// (dataplane.DefaultMaxChannels, 1,000).
+const DefaultChannelStoreCap = 1000
 
 // MemoryChannelStore is the in-memory ChannelStore, the default. It holds
 // at most its cap of channel IDs; AddChannel beyond it fails. Entries have
-// no TTL: they are the caller's bindings, removed by Client.CloseChannel.
+// no TTL: they are the caller's bindings, removed by the
+// dataplane Client's CloseChannel.
 type MemoryChannelStore struct {
 	mu          sync.Mutex
 	capacity    int
@@ -37,10 +40,10 @@ type MemoryChannelStore struct {
 }
 
 // NewMemoryChannelStore returns an empty store holding at most capacity
-// channel IDs (DefaultStoreCap when capacity ≤ 0).
+// channel IDs (DefaultChannelStoreCap when capacity ≤ 0).
 func NewMemoryChannelStore(capacity int) *MemoryChannelStore {
 	if capacity <= 0 {
-		capacity = DefaultStoreCap
+		capacity = DefaultChannelStoreCap
 	}
 	return &MemoryChannelStore{capacity: capacity}
 }
