@@ -173,7 +173,7 @@ func (a *activityTarget) SetActivity(_ context.Context, _ string, act imv2.ChatA
 
 // TestIM_C3_ToolNameIsAnyTextUpTo256Bytes: chat.activity with tool_name
 // "Web Search" or "github/search_issues" is shown, no error packet: the
-// profile bounds tool_name by size only (§8). Before, each got a
+// profile bounds tool_name by size only (profile §8). Before, each got a
 // forbidden_field error packet.
 func TestIM_C3_ToolNameIsAnyTextUpTo256Bytes(t *testing.T) {
 	target := &activityTarget{recTarget: newRecTarget(), shownActivity: make(chan imv2.ChatActivity, 8)}
