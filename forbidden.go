@@ -102,8 +102,8 @@ func decodeIMPayload(p *Packet, v any) error {
 
 // decodeIMBytes is the reference decoder of an IM v2 payload of type typ,
 // the one the fast decoders (fastdecode.go) are held to: one pass over
-// every token refuses a forbidden name at any depth (and a delta's files,
-// D7) and checks the syntax, UTF-8 and duplicate names; then the codec
+// every token refuses a forbidden name where its rule applies (and a
+// delta's files, D7) and checks the syntax, UTF-8 and duplicate names; then the codec
 // fills v, ignoring unknown members.
 func decodeIMBytes(typ string, payload []byte, v any) error {
 	if err := checkIMNames(typ, payload); err != nil {
