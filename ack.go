@@ -84,7 +84,8 @@ func (a *ChatMessageAck) Validate() error {
 
 // DecodeChatMessageAck decodes and validates a chat.message.ack: reply_to
 // must be set (A1), the channel too (I1), and a rejection carries a code and
-// a boolean retryable (A3).
+// a boolean retryable (A3). A code over MaxIDBytes or a message over 1,024
+// bytes is cut, not refused (A3: the profile sets no size).
 func DecodeChatMessageAck(p *Packet) (*ChatMessageAck, error) {
 	if p.Type != TypeChatMessageAck {
 		return nil, Errorf(CodeInvalidPacket, "packet type is %q, not %s", p.Type, TypeChatMessageAck)
@@ -105,7 +106,11 @@ func DecodeChatMessageAck(p *Packet) (*ChatMessageAck, error) {
 			}
 		}
 	}
-	a := &ChatMessageAck{MessageID: w.MessageID, Status: w.Status, Code: w.Code, Message: w.Message}
+	// Profile §7 asks for a "short" message and a stable code and sets no size:
+	// a longer one is cut on read, never a reason to drop the ack, whose
+	// status is what the sender acts on (A3). Writers stay within the
+	// limits (Validate).
+	a := &ChatMessageAck{MessageID: w.MessageID, Status: w.Status, Code: readableCode(w.Code), Message: sendableText(w.Message)}
 	// retryable means something on a rejection only; elsewhere it is
 	// ignored, so an accepted ack never decodes as "retryable".
 	if w.Status == AckRejected {
@@ -214,6 +219,15 @@ func ackable(rej *Error) *Error {
 // stableCode reports whether c can travel as a code: 1 to MaxIDBytes
 // bytes of UTF-8.
 func stableCode(c Code) bool { return c != "" && len(c) <= MaxIDBytes && utf8.ValidString(string(c)) }
+
+// readableCode returns a received code cut to MaxIDBytes on a rune
+// boundary: the same code always reads the same.
+func readableCode(c Code) Code {
+	if len(c) <= MaxIDBytes {
+		return c
+	}
+	return Code(truncate(wiretext.Valid(string(c)), MaxIDBytes))
+}
 
 // sendableText returns s made valid UTF-8 and cut to maxAckMessageBytes.
 func sendableText(s string) string {

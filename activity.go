@@ -1,10 +1,5 @@
 package imv2
 
-import (
-	"strings"
-	"unicode"
-)
-
 // ActivityStatus is chat.activity status (C2).
 type ActivityStatus string
 
@@ -39,9 +34,6 @@ func (a *ChatActivity) Validate(dir Direction) error {
 		if len(a.ToolName) > maxToolNameBytes {
 			return Errorf(CodeInvalidPacket, "chat.activity: tool_name is %d bytes, over %d (C3)", len(a.ToolName), maxToolNameBytes)
 		}
-		if !plainToolName(a.ToolName) {
-			return Errorf(CodeForbiddenField, "chat.activity: tool_name must be a plain name, not a path, URL or text (C4)")
-		}
 	case ActivityThinking, ActivityIdle:
 		if a.ToolName != "" {
 			return Errorf(CodeInvalidPacket, "chat.activity: tool_name is forbidden for status %s (C3)", a.Status)
@@ -51,22 +43,6 @@ func (a *ChatActivity) Validate(dir Direction) error {
 	}
 	return nil
 }
-
-// plainToolName admits names such as "web_search", "mcp.fs.read" or
-// "天气": printable, no spaces, no path or URL shape (C4).
-func plainToolName(s string) bool {
-	if strings.Contains(s, "://") || strings.Contains(s, "..") || strings.HasPrefix(s, "~") {
-		return false
-	}
-	for _, r := range s {
-		if r == '/' || r == '\\' || r == utf8RuneError || unicode.IsSpace(r) || !unicode.IsPrint(r) {
-			return false
-		}
-	}
-	return true
-}
-
-const utf8RuneError = '\uFFFD'
 
 // DecodeChatActivity decodes and validates a chat.activity.
 func DecodeChatActivity(p *Packet) (*ChatActivity, error) {

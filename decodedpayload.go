@@ -56,7 +56,7 @@ func takeDecoded[T any](p *Packet) *T {
 // or a payload that reader does not take: the caller then only checks it.
 func (s *scanner) payload(typ string, d *deferredStrs) (p *Packet, m *ChatMessage) {
 	start, n, size := s.i, d.n, d.size
-	s.forbid = rulesOf(typ) // the rules of an IM v2 payload, at every depth
+	s.forbid, s.deep = rulesOf(typ), deepRulesOf(typ) // the rules of an IM v2 payload
 	var dec *decodedPayload
 	var ok bool
 	switch typ {
@@ -77,7 +77,7 @@ func (s *scanner) payload(typ string, d *deferredStrs) (p *Packet, m *ChatMessag
 		p, dec = &b.p, &b.d
 		dec.v, ok = &b.v, s.activity(&b.v, d)
 	}
-	s.forbid = 0
+	s.forbid, s.deep = 0, 0
 	if !ok {
 		s.i, d.n, d.size = start, n, size
 		return nil, nil

@@ -15,11 +15,11 @@
 // define — in the envelope, in any payload, in a files[] item, at any
 // depth — is ignored, as Common Protocol §12 lets a peer add optional
 // members; ChatMessage.Raw keeps the payload as received for a Connector
-// that needs one. The names a rule forbids stay forbidden_field at any
-// depth, each where its rule applies: identity fields (session_id,
-// user_id …, I2) in every payload, transfer material (base64, token …,
-// M8) in chat.message and its deltas, tool detail (result, url …, C4) in
-// chat.activity; duplicate names and invalid UTF-8 stay invalid_packet. Writing is
+// that needs one. The names a rule forbids stay forbidden_field, each
+// where its rule applies: identity fields (session_id, user_id …, I2) in
+// every payload at any depth, transfer material (base64, token …, M8) at
+// a chat.message's or a delta's top level and in a files[] item, tool
+// detail (result, url …, C4) anywhere in chat.activity; duplicate names and invalid UTF-8 stay invalid_packet. Writing is
 // strict: builders (NewChatMessage, NewAck, NewChatMessageDelta, and
 // Channel.SendActivity for activity) write only the members the profile
 // defines and cannot produce an invalid packet.

@@ -195,7 +195,7 @@ func internType(raw []byte) string {
 // decodeChatMessageFast decodes a chat.message payload. Its strings are
 // made at the end, in one array of their exact size (deferredStrs).
 func decodeChatMessageFast(b []byte) (*ChatMessage, bool) {
-	s := scanner{b: b, forbid: rulesOf(TypeChatMessage)}
+	s := scanner{b: b, forbid: rulesOf(TypeChatMessage), deep: deepRulesOf(TypeChatMessage)}
 	m := new(ChatMessage)
 	var d deferredStrs
 	if !s.chatMessage(m, &d) || !s.end() {
@@ -432,7 +432,7 @@ func (s *scanner) file(f *File, i int, d *deferredStrs) bool {
 // to member, which reads the value and returns the member's bit, or
 // ok = false for a value it does not take. Bit 0 is an unknown member
 // (E5): members skips its value, checked like any value and clear of
-// forbidden names at every depth. A duplicate or a forbidden member ends
+// the names forbidden inside it (scanner.deep). A duplicate or a forbidden member ends
 // the read too, and the codec decides.
 func (s *scanner) members(member func(name []byte) (bit uint, ok bool)) bool {
 	if !s.eat('{') {
@@ -469,7 +469,7 @@ func (s *scanner) members(member func(name []byte) (bit uint, ok bool)) bool {
 
 // decodeDeltaFast decodes a chat.message.delta payload.
 func decodeDeltaFast(b []byte) (*ChatMessageDelta, bool) {
-	s := scanner{b: b, forbid: rulesOf(TypeChatMessageDelta)}
+	s := scanner{b: b, forbid: rulesOf(TypeChatMessageDelta), deep: deepRulesOf(TypeChatMessageDelta)}
 	d := new(ChatMessageDelta)
 	var strs deferredStrs
 	if !s.delta(d, &strs) || !s.end() {
@@ -510,7 +510,7 @@ func (s *scanner) delta(d *ChatMessageDelta, strs *deferredStrs) bool {
 
 // decodeAckFast decodes a chat.message.ack payload.
 func decodeAckFast(b []byte) (*ackWire, bool) {
-	s := scanner{b: b, forbid: rulesOf(TypeChatMessageAck)}
+	s := scanner{b: b, forbid: rulesOf(TypeChatMessageAck), deep: deepRulesOf(TypeChatMessageAck)}
 	w := new(ackWire)
 	var d deferredStrs
 	if !s.ack(w, &d) || !s.end() {
@@ -566,7 +566,7 @@ func (s *scanner) ack(w *ackWire, d *deferredStrs) bool {
 
 // decodeActivityFast decodes a chat.activity payload.
 func decodeActivityFast(b []byte) (*ChatActivity, bool) {
-	s := scanner{b: b, forbid: rulesOf(TypeChatActivity)}
+	s := scanner{b: b, forbid: rulesOf(TypeChatActivity), deep: deepRulesOf(TypeChatActivity)}
 	a := new(ChatActivity)
 	var d deferredStrs
 	if !s.activity(a, &d) || !s.end() {

@@ -13,13 +13,18 @@ import (
 // does not define is ignored, as Common Protocol §12 makes adding an
 // optional member a compatible change (the profile's "extension profiles
 // cannot modify these packets' fields" binds extension profiles, not a
-// receiver). Members a rule names stay refused at any depth — in the
-// payload, in a files[] item, inside an unknown member — with the specific
-// code forbidden_field, so a peer learns which rule it broke; each rule
-// only where it applies: I2 in every IM v2 payload, M8 in chat.message
-// (and its deltas, which carry its text only, D7), C4 in chat.activity.
-// A newer peer's ack with a "result" member is an ack. Builders never
-// write an unknown member: the payload structs have no place for one.
+// receiver). Members a rule names are refused with the specific code
+// forbidden_field, so a peer learns which rule it broke, each rule where
+// the profile puts it: I2's identity names in every IM v2 payload at any
+// depth (profile §3: the payload carries no identity); M8's file-content
+// names (profile §5) at a chat.message's top level and in its files[]
+// items, and at a delta's top level (D7), but not inside a member the SDK
+// does not know (a quote's content, a reply's body, a file's
+// metadata.data), which is a newer peer's and not file material; C4's
+// names (with M8's) in chat.activity at any depth, as profile §8 bans
+// them from the whole snapshot. A newer peer's ack with a "result"
+// member is an ack. Builders never write an unknown member: the payload
+// structs have no place for one.
 
 // nameRules is a set of the rules that forbid member names.
 type nameRules uint8
@@ -60,7 +65,7 @@ var forbiddenRules = func() map[string]nameRules {
 }()
 
 // rulesOf returns the rules whose names a payload of IM v2 type typ may
-// not carry.
+// not carry at its top level or in a chat.message's files[] item.
 func rulesOf(typ string) nameRules {
 	switch typ {
 	case TypeChatMessage, TypeChatMessageDelta:
@@ -69,6 +74,15 @@ func rulesOf(typ string) nameRules {
 		return ruleI2 | ruleM8 | ruleC4
 	}
 	return ruleI2 // chat.message.ack
+}
+
+// deepRulesOf returns the rules whose names a payload of IM v2 type typ
+// may not carry anywhere else: inside a member the SDK does not know.
+func deepRulesOf(typ string) nameRules {
+	if typ == TypeChatActivity {
+		return ruleI2 | ruleM8 | ruleC4
+	}
+	return ruleI2
 }
 
 // forbiddenName reports whether one of rules refuses a member of that
@@ -88,8 +102,8 @@ func decodeIMPayload(p *Packet, v any) error {
 
 // decodeIMBytes is the reference decoder of an IM v2 payload of type typ,
 // the one the fast decoders (fastdecode.go) are held to: one pass over
-// every token refuses a forbidden name at any depth (and a delta's files,
-// D7) and checks the syntax, UTF-8 and duplicate names; then the codec
+// every token refuses a forbidden name where its rule applies (and a
+// delta's files, D7) and checks the syntax, UTF-8 and duplicate names; then the codec
 // fills v, ignoring unknown members.
 func decodeIMBytes(typ string, payload []byte, v any) error {
 	if err := checkIMNames(typ, payload); err != nil {
@@ -103,8 +117,9 @@ func decodeIMBytes(typ string, payload []byte, v any) error {
 
 // checkIMNames walks payload and refuses the first forbidden member name.
 func checkIMNames(typ string, payload []byte) error {
-	rules := rulesOf(typ)
+	rules, deep := rulesOf(typ), deepRulesOf(typ)
 	dec := jsontext.NewDecoder(bytes.NewReader(payload))
+	var top string // the payload member being read
 	for {
 		tok, err := dec.ReadToken()
 		if errors.Is(err, io.EOF) {
@@ -128,7 +143,16 @@ func checkIMNames(typ string, payload []byte) error {
 		if typ == TypeChatMessageDelta && depth == 1 && name == "files" {
 			return Errorf(CodeInvalidPacket, "%s: a delta carries no files (D7)", typ)
 		}
-		switch r := forbiddenRules[name] & rules; {
+		at := deep
+		switch {
+		case depth == 1:
+			top, at = name, rules
+		case depth == 3 && typ == TypeChatMessage && top == "files":
+			if k, _ := dec.StackIndex(2); k == '[' { // a files[] item
+				at = rules
+			}
+		}
+		switch r := forbiddenRules[name] & at; {
 		case r&ruleI2 != 0:
 			return Errorf(CodeForbiddenField, "%s: member %q at %s is an identity field the profile forbids (I2)", typ, name, dec.StackPointer())
 		case r != 0 && typ == TypeChatActivity: // its paths and keys are C4's too

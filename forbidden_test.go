@@ -9,17 +9,29 @@ import (
 
 // TestForbidden_E5_EachRuleWhereItApplies: every name of I2, M8 and C4 in
 // every IM v2 payload, at the top, inside an unknown member and (for a
-// message) inside a files[] item: the reference decoder refuses it with
-// forbidden_field exactly where its rule applies (I2 everywhere, M8 in
-// chat.message and its deltas, C4 in chat.activity), and the fast decoder
+// message) inside a files[] item and inside an unknown member of one: the
+// reference decoder refuses it with forbidden_field exactly where its rule
+// applies (I2 everywhere at any depth; M8 at a chat.message's or a delta's
+// top level and in a files[] item, not inside a member the SDK does not
+// know; C4, with M8, anywhere in chat.activity), and the fast decoder
 // takes exactly what the reference takes.
 func TestForbidden_E5_EachRuleWhereItApplies(t *testing.T) {
 	file := `{"type":"file","file_ref":"file_1","filename":"a","mime_type":"text/plain","byte_size":1,"expires_at":1,"download_url":"/a"%s}`
-	shapes := map[string][]string{ // %s: the member, with its leading comma
-		TypeChatMessage:      {`{"message_id":"m","text":"x"%s}`, `{"message_id":"m","text":"x","ext":{"k":1%s}}`, `{"message_id":"m","files":[` + file + `]}`},
-		TypeChatMessageDelta: {`{"message_id":"m","sequence":1,"text":"x"%s}`, `{"message_id":"m","sequence":1,"text":"x","ext":[{"k":1%s}]}`},
-		TypeChatMessageAck:   {`{"message_id":"m","status":"accepted"%s}`, `{"message_id":"m","status":"accepted","ext":{"k":1%s}}`},
-		TypeChatActivity:     {`{"status":"thinking"%s}`, `{"status":"thinking","ext":{"k":1%s}}`},
+	type form struct {
+		shape string // %s: the member, with its leading comma
+		deep  bool   // inside a member the SDK does not know
+	}
+	shapes := map[string][]form{
+		TypeChatMessage: {
+			{`{"message_id":"m","text":"x"%s}`, false},
+			{`{"message_id":"m","text":"x","ext":{"k":1%s}}`, true},
+			{`{"message_id":"m","files":[` + file + `]}`, false},
+			{`{"message_id":"m","files":[` + fmt.Sprintf(file, `,"metadata":{"k":1%s}`) + `]}`, true},
+			{`{"message_id":"m","text":"x","quote":{"message_id":"q"%s}}`, true},
+		},
+		TypeChatMessageDelta: {{`{"message_id":"m","sequence":1,"text":"x"%s}`, false}, {`{"message_id":"m","sequence":1,"text":"x","ext":[{"k":1%s}]}`, true}},
+		TypeChatMessageAck:   {{`{"message_id":"m","status":"accepted"%s}`, false}, {`{"message_id":"m","status":"accepted","ext":{"k":1%s}}`, true}},
+		TypeChatActivity:     {{`{"status":"thinking"%s}`, false}, {`{"status":"thinking","ext":{"k":1%s}}`, true}},
 	}
 	fast := map[string]func([]byte) bool{
 		TypeChatMessage:      func(b []byte) bool { _, ok := decodeChatMessageFast(b); return ok },
@@ -36,11 +48,12 @@ func TestForbidden_E5_EachRuleWhereItApplies(t *testing.T) {
 	names := slices.Concat(identityFields, m8Fields, c4Fields)
 	for typ, forms := range shapes {
 		for _, name := range names {
-			want := slices.Contains(identityFields, name) ||
-				slices.Contains(m8Fields, name) && typ != TypeChatMessageAck ||
-				slices.Contains(c4Fields, name) && typ == TypeChatActivity
-			for _, form := range forms {
-				payload := []byte(fmt.Sprintf(form, `,"`+name+`":1`))
+			for _, f := range forms {
+				i2, m8, c4 := slices.Contains(identityFields, name), slices.Contains(m8Fields, name), slices.Contains(c4Fields, name)
+				want := i2 ||
+					m8 && !f.deep && typ != TypeChatMessageAck ||
+					(m8 || c4) && typ == TypeChatActivity
+				payload := []byte(fmt.Sprintf(f.shape, `,"`+name+`":1`))
 				err := ref[typ](payload)
 				if got := err != nil && AsError(err, "").Code == CodeForbiddenField; got != want {
 					t.Errorf("%s %s: reference refuses %v (%v), want %v", typ, payload, got, err, want)

@@ -11,15 +11,34 @@ import (
 	"github.com/xagentkit/imv2/clock"
 )
 
-// Fingerprint identifies the full content of a message: its text and its
-// whole file list (S6). Two transmissions with one message_id and equal
-// fingerprints are the same message; unequal ones are a conflict.
+// Fingerprint identifies the content of a message as profile §9 names it:
+// its full text and its file list (S6). Two transmissions with one
+// message_id and equal fingerprints are the same message; unequal ones are
+// a conflict.
 type Fingerprint [32]byte
 
 // FingerprintOf returns the SHA-256 of an unambiguous, length-prefixed
-// encoding of m's text and every field of every file, in order.
-// CreatedAt is left out: a resend may stamp a new time but is the same message.
+// encoding of m's text and, per file in order, its type, file_ref,
+// filename, MIME type and byte size: the file as a message carries it.
+// CreatedAt, a file's download_url and its expires_at are left out: a
+// resend may stamp a new time or carry a freshly signed URL and is still
+// the same message (S6).
+//
+// The encoding starts with a version byte. Fingerprints stored by a
+// version before it (which also hashed download_url and expires_at)
+// differ from these for the same message; the Channel still takes them
+// (sameContent), so durable records stay valid across the change.
 func FingerprintOf(m *ChatMessage) Fingerprint {
+	return fingerprint(m, false)
+}
+
+// fingerprintVersion prefixes the encoding FingerprintOf hashes; the
+// encoding before it had no prefix.
+const fingerprintVersion = 2
+
+// fingerprint hashes m's content; legacy hashes the encoding stored
+// before fingerprintVersion: every field of every file, no prefix.
+func fingerprint(m *ChatMessage, legacy bool) Fingerprint {
 	// The encoding goes into one buffer hashed at once: on the stack for a
 	// message of a few hundred bytes, so hashing allocates nothing.
 	var stack [512]byte
@@ -29,6 +48,9 @@ func FingerprintOf(m *ChatMessage) Fingerprint {
 		b = append(b, s...)
 	}
 	num := func(v int64) { b = binary.BigEndian.AppendUint64(b, uint64(v)) }
+	if !legacy {
+		b = append(b, fingerprintVersion)
+	}
 	str(m.Text)
 	num(int64(len(m.Files)))
 	for i := range m.Files {
@@ -38,10 +60,20 @@ func FingerprintOf(m *ChatMessage) Fingerprint {
 		str(f.Filename)
 		str(f.MimeType)
 		num(f.ByteSize)
-		num(f.ExpiresAt)
-		str(f.DownloadURL)
+		if legacy {
+			num(f.ExpiresAt)
+			str(f.DownloadURL)
+		}
 	}
 	return Fingerprint(sha256.Sum256(b))
+}
+
+// sameContent reports whether fp, a fingerprint a store kept for a
+// message_id, names the content of m: FingerprintOf(m), or the fingerprint
+// a version before the current encoding stored for it. It is how stored
+// records are compared with a message received or sent again (S6).
+func sameContent(fp Fingerprint, m *ChatMessage) bool {
+	return fp == FingerprintOf(m) || fp == fingerprint(m, true)
 }
 
 // CompletedStore is the receiver's record of messages whose target side

@@ -21,7 +21,7 @@ func fpMessage() ChatMessage {
 	}
 }
 
-func TestFingerprintOf_S6(t *testing.T) {
+func TestFingerprintOf_S6_TextAndFileList(t *testing.T) {
 	base := fpMessage()
 	fp := FingerprintOf(&base)
 	same := fpMessage()
@@ -32,6 +32,13 @@ func TestFingerprintOf_S6(t *testing.T) {
 	if FingerprintOf(&same) != fp {
 		t.Error("created_at changed the fingerprint; a resend may stamp a new time")
 	}
+	// S6: profile §9 names the text and the file list; a freshly signed URL or a
+	// new expiry is the same message.
+	same.Files[0].ExpiresAt = 7
+	same.Files[0].DownloadURL = "/files/refs/resigned?sig=2"
+	if FingerprintOf(&same) != fp {
+		t.Error("download_url or expires_at changed the fingerprint; a resend with a freshly signed URL is the same message")
+	}
 	changes := map[string]func(m *ChatMessage){
 		"text":               func(m *ChatMessage) { m.Text = "hello!" },
 		"type":               func(m *ChatMessage) { m.Files[1].Type = FileVideo },
@@ -39,8 +46,6 @@ func TestFingerprintOf_S6(t *testing.T) {
 		"filename":           func(m *ChatMessage) { m.Files[0].Filename = "c.png" },
 		"mime_type":          func(m *ChatMessage) { m.Files[0].MimeType = "image/jpeg" },
 		"byte_size":          func(m *ChatMessage) { m.Files[0].ByteSize = 11 },
-		"expires_at":         func(m *ChatMessage) { m.Files[0].ExpiresAt = 7 },
-		"download_url":       func(m *ChatMessage) { m.Files[0].DownloadURL = "/files/refs/other" },
 		"file dropped":       func(m *ChatMessage) { m.Files = m.Files[:1] },
 		"files reordered":    func(m *ChatMessage) { m.Files[0], m.Files[1] = m.Files[1], m.Files[0] },
 		"text moved to file": func(m *ChatMessage) { m.Text = ""; m.Files[0].FileRef = "hellof1" },

@@ -19,10 +19,11 @@ import (
 type scanner struct {
 	b []byte
 	i int
-	// forbid makes object refuse the member names these rules forbid an
-	// IM v2 payload at any depth (forbidden.go); 0 refuses none. The
-	// codec path words the error.
-	forbid nameRules
+	// forbid makes members refuse the member names these rules forbid at
+	// an IM v2 payload's top level and in a files[] item, and deep makes
+	// object refuse those they forbid inside a member the SDK does not
+	// know (forbidden.go); 0 refuses none. The codec path words the error.
+	forbid, deep nameRules
 	// strs holds the short strings a decode makes, one backing array for many.
 	strs strArena
 }
@@ -523,7 +524,7 @@ func (s *scanner) object(depth int) bool {
 		if !ok || n == maxScanMembers {
 			return false
 		}
-		if forbiddenName(name, s.forbid) {
+		if forbiddenName(name, s.deep) {
 			return false
 		}
 		for _, prev := range names[:n] {

@@ -103,6 +103,15 @@ var codecEdgeCases = []string{
 	`{` + env + `"type":"chat.message","payload":{"message_id":"m","files":[{"type":"image","file_ref":"f","type":"file"}]}}`,
 	`{` + env + `"type":"chat.message","payload":{"message_id":"m","files":[{"type":"im\u0061ge","file_ref":"f"}]}}`,
 	`{` + env + `"type":"chat.message","payload":{"message_id":"m","files":[{"type":"image","file_ref":"f"},{"type":"pdf","file_ref":"g","byte_size":0}]}}`,
+	// M8's names where the profile puts file material and inside members
+	// the SDK does not know (E5): both decoders agree where each applies.
+	`{` + env + `"type":"chat.message","payload":{"message_id":"m","text":"t","quote":{"content":"q"},"reply":{"body":"b"}}}`,
+	`{` + env + `"type":"chat.message","payload":{"message_id":"m","files":[{"type":"file","file_ref":"f","metadata":{"data":1,"path":"/x"}}]}}`,
+	`{` + env + `"type":"chat.message","payload":{"message_id":"m","files":[{"type":"file","file_ref":"f","content":"aGk="}]}}`,
+	`{` + env + `"type":"chat.message","payload":{"message_id":"m","text":"t","token":"x"}}`,
+	`{` + env + `"type":"chat.message","payload":{"message_id":"m","text":"t","ext":[{"user_id":"u"}]}}`,
+	`{` + env + `"type":"chat.message.delta","payload":{"message_id":"m","sequence":1,"text":"t","ext":{"body":"b"}}}`,
+	`{` + env + `"type":"chat.activity","payload":{"status":"thinking","ext":{"path":"/x"}}}`,
 	`{` + env + `"type":"chat.message","payload":{ "message_id" : "m" , "text" : "t" } }`,
 	` {` + env + `"type":"chat.message","payload":{"message_id":"m","text":"t"}} `,
 	`{` + env + `"type":"chat.message","payload":{"message_id":"m","text":"t"}}x`,

@@ -117,7 +117,17 @@ type Options struct {
 	RetryMin time.Duration
 	RetryMax time.Duration
 	// PendingTTL: a message without a terminal ack fails with code expired
-	// after this long, connected or not (default 1 h).
+	// after this long, connected or not (default 1 h); a negative value
+	// turns the age limit off. The limit is an SDK choice that departs
+	// from profile §9, which removes a pending message only on accepted,
+	// duplicate or a retryable=false rejection (S1, S3): it exists so
+	// that a peer that never answers, or a channel that never comes back,
+	// ends in a reported failure instead of a message kept for ever, and
+	// so that no resend can outlive the receiver's completed record
+	// (DefaultCompletedTTL, 24 h). Turn it off to follow profile §9 exactly, with
+	// a durable PendingStore and a peer whose completed records last as
+	// long as messages may stay pending; the per-channel count cap
+	// (DefaultPendingCap, then Send returns pending_full) stays the bound.
 	PendingTTL time.Duration
 	// MaxUnacked bounds the messages in transmission awaiting an ack per
 	// channel; later ones wait, pending, for room (default 64).
@@ -191,7 +201,9 @@ func (o *Options) withDefaults() Options {
 	setDur(&r.AckTimeout, defaultAckTimeout)
 	setDur(&r.RetryMin, defaultRetryMin)
 	setDur(&r.RetryMax, defaultRetryMax)
-	setDur(&r.PendingTTL, defaultPendingTTL)
+	if r.PendingTTL == 0 { // negative: no age limit
+		r.PendingTTL = defaultPendingTTL
+	}
 	setDur(&r.TargetTimeout, defaultTargetTimeout)
 	setDur(&r.DeltaIdleTTL, defaultDeltaIdleTTL)
 	setDur(&r.DeltaSweep, defaultDeltaSweep)

@@ -14,14 +14,14 @@ type PendingEntry struct {
 	// Message is resent verbatim: same message_id, same content (S2, A7).
 	Message ChatMessage
 	// Created is when the message entered the queue; the entry expires
-	// Options.PendingTTL (or Options.PendingTTL) later.
+	// Options.PendingTTL later, unless that is negative (no age limit).
 	Created time.Time
 }
 
 // PendingStore keeps the sender's pending messages (S1). An entry is added
 // before the first send and removed only on a terminal ack (accepted,
-// duplicate, or rejected with retryable=false) or on expiry, which is
-// reported, never silent. It is a fact of its own, independent of the
+// duplicate, or rejected with retryable=false) or on expiry (Options.PendingTTL,
+// which can be turned off), which is reported, never silent. It is a fact of its own, independent of the
 // receiver's CompletedStore (S9).
 //
 // Implementations must be safe for concurrent use. A durable one writes

@@ -58,6 +58,19 @@ func imv2Entry() Profile {
 	}
 }
 
+// basePacketDirections returns the directions profile §4 fixes for the
+// four base packets, which an extension profile may not change: a catalog
+// entry that lists one of them gets these directions, whatever it says.
+func basePacketDirections(typ string) (Direction, bool) {
+	switch typ {
+	case TypeChatMessage, TypeChatMessageAck:
+		return dirBoth, true
+	case TypeChatMessageDelta, TypeChatActivity:
+		return ToConnector, true
+	}
+	return 0, false
+}
+
 // Catalog is a set of profile entries keyed by ID.
 type Catalog map[string]Profile
 
@@ -82,7 +95,8 @@ type Negotiated struct {
 // what the Card declares (declared) and loads the catalog entries of the
 // result (P3). Profiles missing from the catalog are dropped: a profile the
 // SDK does not implement is never enabled. A nil supported list enables
-// nothing (P3: never implicitly).
+// nothing (P3: never implicitly). An entry may list the four base packets
+// (P9) but never widens or narrows their directions (profile §4).
 func (c Catalog) Negotiate(supported, declared []string) *Negotiated {
 	n := &Negotiated{packets: map[string]Direction{}, kinds: map[string]string{}}
 	for _, id := range supported {
@@ -95,6 +109,9 @@ func (c Catalog) Negotiate(supported, declared []string) *Negotiated {
 		}
 		n.profiles = append(n.profiles, id)
 		for typ, dirs := range entry.Packets {
+			if base, ok := basePacketDirections(typ); ok {
+				dirs = base // profile §4: no profile changes the four packets' directions
+			}
 			n.packets[typ] |= dirs
 		}
 		for kind, typ := range entry.Projections {

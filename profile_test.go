@@ -168,3 +168,42 @@ func TestDirection_P4_SetHas(t *testing.T) {
 		t.Error("Direction helpers")
 	}
 }
+
+// TestNegotiate_P9_ExtensionKeepsBaseDirections: a catalog entry that
+// lists the four base packets in other directions (an extension profile
+// widening a delta or an activity to xAgent, or narrowing chat.message)
+// changes no direction, alone or next to xagent.im.v2 (profile §4). Before,
+// Negotiate took the union of every entry's directions.
+func TestNegotiate_P9_ExtensionKeepsBaseDirections(t *testing.T) {
+	const ext = "example.im-extras.v1"
+	cat := DefaultCatalog()
+	cat[ext] = Profile{
+		ID:          ext,
+		TargetTypes: []string{TargetTypeIM},
+		Packets: map[string]Direction{
+			TypeChatMessage:      ToXAgent,
+			TypeChatMessageDelta: dirBoth,
+			TypeChatMessageAck:   ToConnector,
+			TypeChatActivity:     dirBoth,
+			"chat.reaction":      dirBoth,
+		},
+		ChannelScoped: true,
+	}
+	want := map[string]Direction{
+		TypeChatMessage:      dirBoth,
+		TypeChatMessageDelta: ToConnector,
+		TypeChatMessageAck:   dirBoth,
+		TypeChatActivity:     ToConnector,
+		"chat.reaction":      dirBoth, // the extension's own packet keeps its directions
+	}
+	for _, offered := range [][]string{{ProfileIMv2, ext}, {ext, ProfileIMv2}, {ext}} {
+		n := cat.Negotiate(offered, offered)
+		for typ, dirs := range want {
+			for _, d := range []Direction{ToConnector, ToXAgent} {
+				if got := n.Allows(typ, d); got != dirs.has(d) {
+					t.Errorf("profiles %v: Allows(%s, %v) = %v, want %v", offered, typ, d, got, dirs.has(d))
+				}
+			}
+		}
+	}
+}

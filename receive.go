@@ -231,7 +231,7 @@ func (c *Channel) runTarget(m *ChatMessage, fp Fingerprint, stream *deltaStream,
 		return AckRejected, &Error{Code: CodeTargetDeliveryFailed, Message: "idempotency store unavailable", Retryable: true}
 	}
 	if found {
-		if old != fp {
+		if !sameContent(old, m) { // a record of an earlier encoding too
 			return AckRejected, Errorf(CodeMessageIDConflict, "message_id %q already completed with other content", id)
 		}
 		c.observe(Event{Kind: EventDuplicate, MessageID: id})
@@ -243,7 +243,7 @@ func (c *Channel) runTarget(m *ChatMessage, fp Fingerprint, stream *deltaStream,
 		// sender's earlier copy, and this one may be tried again.
 		return AckRejected, &Error{Code: CodeChannelBusy, Message: "message is being delivered by another owner", Retryable: true}
 	case ClaimOrphaned:
-		if cl.Fingerprint != fp {
+		if !sameContent(cl.Fingerprint, m) {
 			// An attempt with other content may have been posted (S6).
 			return AckRejected, Errorf(CodeMessageIDConflict, "message_id %q was being delivered with other content", id)
 		}

@@ -174,7 +174,7 @@ func (c *Channel) transmit(o *outgoing) *Error {
 		return nil
 	}
 	now := c.o.Clock.Now()
-	if now.Sub(o.entry.Created) >= c.o.PendingTTL {
+	if c.o.PendingTTL > 0 && now.Sub(o.entry.Created) >= c.o.PendingTTL {
 		detached := c.transport == nil
 		c.mu.Unlock()
 		if detached && c.resolvedElsewhere(o) {
@@ -257,6 +257,10 @@ func (c *Channel) retry(o *outgoing, why string) {
 // transport can carry it, so a channel that never comes back still
 // reports its messages (S3) instead of keeping them silently.
 func (c *Channel) armExpiryLocked(o *outgoing) {
+	if c.o.PendingTTL < 0 { // no age limit: it waits for a transport or room
+		c.unscheduleLocked(o)
+		return
+	}
 	c.scheduleLocked(o, o.entry.Created.Add(c.o.PendingTTL), stepTransmit) // past: at once
 }
 

@@ -27,7 +27,7 @@ func (s *Store) Add(ctx context.Context, e imv2.PendingEntry) error {
 	return s.update(ctx, func(tx *bolt.Tx) error {
 		ids := tx.Bucket(bucketPendingIDs)
 		if old := ids.Get(idKey); old != nil {
-			if len(old) != 8+len(fp) || !bytes.Equal(old[8:], fp[:]) {
+			if len(old) != 8+len(fp) || !bytes.Equal(old[8:], fp[:]) && !sameStored(tx, e.ChannelID, old[:8], fp) {
 				return imv2.Errorf(imv2.CodeMessageIDConflict, "message_id %q is pending with other content (M2)", e.Message.MessageID)
 			}
 			return errNoChange
@@ -137,3 +137,17 @@ func addPendingCount(tx *bolt.Tx, channelID string, delta int64) error {
 }
 
 func beUint64(b []byte) uint64 { return binary.BigEndian.Uint64(b) }
+
+// sameStored reports whether the pending entry of channelID stored under
+// sequence seq has the content fingerprint fp by the current encoding: the
+// ID record may hold an earlier encoding's (one that also hashed
+// download_url and expires_at), and a message added again with the same
+// content is no conflict (S6).
+func sameStored(tx *bolt.Tx, channelID string, seq []byte, fp imv2.Fingerprint) bool {
+	v := tx.Bucket(bucketPending).Get(append(channelPrefix(channelID), seq...))
+	if v == nil {
+		return false
+	}
+	e, err := pendingcodec.Decode(channelID, v)
+	return err == nil && imv2.FingerprintOf(&e.Message) == fp
+}

@@ -540,7 +540,7 @@ func (c *Client) applyOpen(cc *clientConn, requested string, r *imv2.Packet) (*c
 	}
 	neg := c.negotiate(d.Connection.Profiles)
 	if len(neg.Profiles()) == 0 {
-		return nil, imv2.Errorf(imv2.CodeChannelUnavailable, "channel.open.ack: no profile this client supports is enabled (P3)")
+		return nil, imv2.Errorf(imv2.CodeChannelUnavailable, "channel.open.ack: no profile this client supports and the Card declares is enabled (P2, P3)")
 	}
 
 	c.mu.Lock()
@@ -602,15 +602,25 @@ func (c *Client) applyOpen(cc *clientConn, requested string, r *imv2.Packet) (*c
 }
 
 // negotiate returns the negotiated set of a descriptor's profiles and
-// the client's. Descriptors of one Connector name the same profiles, so
-// the last result is reused: channels share one immutable Negotiated
-// instead of holding a copy each.
+// the client's. A profile the Card's supports.profiles does not declare is
+// never enabled, whatever the Descriptor says: a Descriptor may declare
+// only what its Card declares (P2, K1). Descriptors of one Connector name
+// the same profiles, so the last result is reused: channels share one
+// immutable Negotiated instead of holding a copy each.
 func (c *Client) negotiate(offered []string) *imv2.Negotiated {
 	c.negMu.Lock()
 	defer c.negMu.Unlock()
 	if c.lastNeg == nil || !slices.Equal(offered, c.lastOffer) {
 		c.lastOffer = slices.Clone(offered)
-		c.lastNeg = imv2.DefaultCatalog().Negotiate(offered, c.cfg.SupportedProfiles)
+		declared := make([]string, 0, len(offered))
+		for _, id := range offered {
+			if slices.Contains(c.card.Supports.Profiles, id) {
+				declared = append(declared, id)
+			} else {
+				c.log.Warn("dataplane: the descriptor enables a profile its Card does not declare; ignored (P2)", "profile", short(id))
+			}
+		}
+		c.lastNeg = imv2.DefaultCatalog().Negotiate(declared, c.cfg.SupportedProfiles)
 	}
 	return c.lastNeg
 }

@@ -56,6 +56,11 @@
 //   - channel.close of a channel not open on this connection gets
 //     channel_not_open; routing stops before the ack, the Channel keeps
 //     its pending and completed state for a reopen (W6).
+//   - A tool.invoke replayed with the same request_id (a reconnecting
+//     xAgent's) is answered with the first call's answer, its own
+//     reply_to, and the ToolHandler does not run again (W13;
+//     Common Protocol §8.19 asks side-effecting tools for repeated-call
+//     detection).
 //   - Handler failures go in the envelope error of the matching ack (E3):
 //     an *imv2.Error keeps its code; other errors become
 //     tool_invoke_failed (tool.invoke) or connector_channel_unavailable
@@ -92,6 +97,10 @@
 //     closed channels live as long as their connector_id (same TTL);
 //   - concurrent auth/tool handler calls per connection:
 //     DefaultMaxHandlerCalls (32), then the read loop waits;
+//   - tool.invoke answers kept for replays (W13: the same request_id,
+//     channel, tool_id and arguments get the first answer and run
+//     nothing): 10 min from the call, at most 256 per connector_id and
+//     4,096 or 16 MiB of results per Server, the oldest going first;
 //   - client: reconnect backoff DefaultReconnectMin..DefaultReconnectMax
 //     (500 ms..30 s, jittered), dial/hello/reopen timeout
 //     DefaultRequestTimeout (10 s), stored channel IDs state.DefaultChannelStoreCap

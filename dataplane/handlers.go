@@ -34,7 +34,10 @@ type AuthHandler interface {
 // copy inside the arguments is not consulted). result becomes
 // tool.invoke.ack's payload.result. An error becomes the ack's envelope
 // error: an *imv2.Error keeps its code and message, any other error is
-// sent as tool_invoke_failed with a generic message and logged.
+// sent as tool_invoke_failed with a generic message and logged. A replay
+// of a call (same request_id, channel, tool_id and arguments) within 10
+// minutes is answered from the first call without calling Invoke again
+// (W13); the bounds are in the package doc.
 type ToolHandler interface {
 	Invoke(ctx context.Context, channelID string, req protocol.ToolInvoke) (result json.RawMessage, err error)
 }

@@ -119,7 +119,9 @@ func (ss *session) authAck(ctx context.Context, p *imv2.Packet, typ string, e *c
 
 // tool routes tool.invoke of an open channel to the ToolHandler (W12). A
 // tool the Card does not declare, or a handler error, is answered in
-// tool.invoke.ack's envelope error (E3), tool_invoke_failed by default.
+// tool.invoke.ack's envelope error (E3), tool_invoke_failed by default. A
+// replay of a call already answered or still running gets that call's
+// answer and runs nothing (W13, toolreplay.go).
 func (ss *session) tool(p *imv2.Packet) {
 	h := ss.srv.cfg.Tools
 	if h == nil {
@@ -143,15 +145,39 @@ func (ss *session) tool(p *imv2.Packet) {
 		ss.ackError(p, protocol.TypeToolInvokeAck, imv2.Errorf(protocol.CodeToolInvokeFailed, "tool %q is not declared in the Card", short(req.ToolID)), protocol.CodeToolInvokeFailed)
 		return
 	}
-	id := e.id
+	id, peer := e.id, e.inst.id
+	sum := callSum(req.ToolID, req.Arguments)
 	ss.spawn(func(ctx context.Context) {
-		result, err := h.Invoke(ctx, id, req)
-		if err != nil {
-			ss.ackError(p, protocol.TypeToolInvokeAck, err, protocol.CodeToolInvokeFailed)
+		c, first := ss.srv.tools.begin(peer, id, p.RequestID, sum)
+		if !first {
+			select {
+			case <-c.done:
+			case <-ctx.Done():
+				return
+			}
+			ss.log.Debug("dataplane: tool.invoke replayed; sent the first call's answer", "connector_channel_id", id, "tool_id", short(req.ToolID))
+			ss.toolAck(p, c.ans)
 			return
 		}
-		ss.reply(p, protocol.TypeToolInvokeAck, protocol.ToolInvokeAck{ToolID: req.ToolID, Result: result})
+		ans := toolAnswer{toolID: req.ToolID}
+		result, err := h.Invoke(ctx, id, req)
+		if err != nil {
+			ans.err = ss.ackErrorBody(p, err, protocol.CodeToolInvokeFailed)
+		} else {
+			ans.result = slices.Clone(result) // kept for replays: not the handler's buffer
+		}
+		ss.srv.tools.finish(c, ans)
+		ss.toolAck(p, ans)
 	})
+}
+
+// toolAck sends ans as the tool.invoke.ack answering req.
+func (ss *session) toolAck(req *imv2.Packet, ans toolAnswer) {
+	if ans.err != nil {
+		ss.sendAckError(req, protocol.TypeToolInvokeAck, ans.err)
+		return
+	}
+	ss.reply(req, protocol.TypeToolInvokeAck, protocol.ToolInvokeAck{ToolID: ans.toolID, Result: ans.result})
 }
 
 // ackError sends the ack of a failed business operation with the failure in
@@ -159,21 +185,34 @@ func (ss *session) tool(p *imv2.Packet) {
 // other error may carry platform detail, so it is logged and replaced by
 // a generic message under the fallback code.
 func (ss *session) ackError(req *imv2.Packet, typ string, err error, fallback imv2.Code) {
+	ss.sendAckError(req, typ, ss.ackErrorBody(req, err, fallback))
+}
+
+// ackErrorBody returns the envelope error ackError sends for err.
+func (ss *session) ackErrorBody(req *imv2.Packet, err error, fallback imv2.Code) *imv2.PacketError {
 	var e *imv2.Error
 	if !errors.As(err, &e) {
 		ss.log.Warn("dataplane: handler failed", "type", req.Type, "connector_channel_id", req.ConnectorChannelID, "err", err)
 		e = imv2.Errorf(fallback, "%s failed", req.Type)
 	}
+	// A handler's code and text may be anything; the answer must encode.
+	body := imv2.NewErrorPacket(nil, e).Error // code and text made sendable
+	if body.Code != e.Code {
+		body.Code = fallback // no stable code: the operation's own
+	}
+	return body
+}
+
+// sendAckError sends the ack of type typ answering req with body in its
+// envelope error.
+func (ss *session) sendAckError(req *imv2.Packet, typ string, body *imv2.PacketError) {
 	p, perr := imv2.NewReply(req, typ, nil)
 	if perr != nil {
 		ss.failErr(req, perr)
 		return
 	}
-	// A handler's code and text may be anything; the answer must encode.
-	p.Error = imv2.NewErrorPacket(nil, e).Error // code and text made sendable
-	if p.Error.Code != e.Code {
-		p.Error.Code = fallback // no stable code: the operation's own
-	}
+	b := *body // each ack its own copy
+	p.Error = &b
 	ss.send(p)
 }
 

@@ -187,6 +187,7 @@ type Server struct {
 	cardFlow map[string]bool
 
 	budget *imv2.Budget // MaxMemory, parent of every instance's
+	tools  *toolReplays // answered tool.invoke calls, for replays (W13)
 
 	mu        sync.Mutex
 	closed    bool
@@ -308,6 +309,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		channels:  map[string]*channelEntry{},
 		sessions:  map[*session]struct{}{},
 		dropping:  map[string]chan struct{}{},
+		tools:     newToolReplays(cfg.Clock),
 	}
 	if cfg.Options != nil {
 		s.opts = *cfg.Options

@@ -36,10 +36,10 @@ var flawFails = map[bc.Flaw][]string{
 	bc.Placeholder:           {"K2.b"},
 	bc.StitchGaps:            {"K2.c", "K6.c"},
 	bc.NoDrafts:              {"K2.d"},
-	bc.NoDedup:               {"K3.a", "K3.b", "K3.c", "K11.a"},
+	bc.NoDedup:               {"K3.a", "K3.b", "K3.c", "K3.d", "K11.a"},
 	bc.AckReplyToMessageID:   {"K4.a"},
 	bc.AcceptUnknownFields:   {"K4.b", "K7.a", "K7.d"},
-	bc.RejectUnknownMembers:  {"K7.d"},
+	bc.RejectUnknownMembers:  {"K7.d", "K7.e"},
 	bc.NoRequestID:           {"K4.c"},
 	bc.SilentInvalid:         {"K4.d"},
 	bc.BufferTempText:        {"K5.a"},
@@ -53,13 +53,17 @@ var flawFails = map[bc.Flaw][]string{
 	bc.AcceptSync:            {"K10.a", "K10.b"},
 	bc.NewIDOnReconnect:      {"K11.a", "K11.b"},
 	bc.ResendHistory:         {"K11.b"},
-	bc.ActivityUnsupported:   {"K12.a", "K12.b", "K12.d"},
+	bc.ActivityUnsupported:   {"K12.a", "K12.b", "K12.d", "K12.e"},
 	bc.IgnoreBadActivity:     {"K12.c"},
 	bc.ActivityForever:       {"K12.d"},
+	bc.StrictAckText:         {"K4.e"},
+	bc.DeepFileNames:         {"K7.e"},
+	bc.PlainToolName:         {"K12.e"},
+	bc.FingerprintURL:        {"K3.d"},
 	// Every check that needs a final accepted: the suite resends each one
 	// with backoff and gives up when its bound is spent (A8, M12).
 	bc.RejectRetryable: {"K2.a", "K2.b", "K2.c", "K2.d", "K3.a", "K3.b", "K3.c", "K4.a", "K4.c", "K4.d",
-		"K6.c", "K7.b", "K7.d", "K8.b", "K8.c", "K9.b", "K10.a", "K11.a", "K12.b", "K12.c"},
+		"K3.d", "K6.c", "K7.b", "K7.d", "K7.e", "K8.b", "K8.c", "K9.b", "K10.a", "K11.a", "K12.b", "K12.c"},
 }
 
 // brokenRuns: the flawless fixture with a streaming and a buffering
@@ -71,11 +75,11 @@ var brokenRuns = []brokenRun{
 	{name: "no-flaw"},
 	{name: "no-flaw-buffered", buffered: true, apiKey: "fixture-key"},
 	{name: "group-a", flaws: []bc.Flaw{bc.ToolProfileUndeclared, bc.Placeholder, bc.NoDedup, bc.AckReplyToMessageID,
-		bc.UnboundedDeltas, bc.LeakSessionID, bc.DropFiles, bc.AcceptSync, bc.IgnoreBadActivity}},
+		bc.UnboundedDeltas, bc.LeakSessionID, bc.DropFiles, bc.AcceptSync, bc.IgnoreBadActivity, bc.DeepFileNames}},
 	{name: "group-b", flaws: []bc.Flaw{bc.HealthMismatch, bc.StitchGaps, bc.AcceptUnknownFields, bc.UnsignedDownload,
-		bc.AckBeforePost, bc.NewIDOnReconnect, bc.ActivityUnsupported}},
+		bc.AckBeforePost, bc.NewIDOnReconnect, bc.ActivityUnsupported, bc.StrictAckText, bc.FingerprintURL}},
 	{name: "group-c", flaws: []bc.Flaw{bc.DescriptorExtra, bc.FinalTwice, bc.SilentInvalid, bc.NoRequestID,
-		bc.AcceptUnknownFile, bc.LenientDelta, bc.ActivityForever}},
+		bc.AcceptUnknownFile, bc.LenientDelta, bc.ActivityForever, bc.PlainToolName}},
 	// It overlaps nearly every other flaw, so it runs alone.
 	{name: "group-f", flaws: []bc.Flaw{bc.RejectRetryable}},
 	{name: "group-d", flaws: []bc.Flaw{bc.LenientHello, bc.NoDrafts, bc.ResendHistory, bc.RejectUnknownMembers}},

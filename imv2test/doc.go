@@ -64,8 +64,10 @@
 //
 // A txtar file holds checks (sections named K<n>.<sub>) and data files
 // (any other section, for uploads and user files). A check starts with
-// directives — title TEXT, rules ID…, needs NEED… — then one command per
-// line; # starts a comment. The first failing command fails the check,
+// directives — title TEXT, rules ID…, needs NEED…, and on the xAgent side
+// card-profiles ID… (the supports.profiles of the Card the suite serves
+// for that check; an xAgent that then refuses its channel has started
+// correctly) — then one command per line; # starts a comment. The first failing command fails the check,
 // with its reason.
 //
 // Variables: $NAME or ${NAME} is a value; an unbound one gets a fresh

@@ -343,6 +343,13 @@ func sendRaw(binary bool) command {
 		if err != nil {
 			return err
 		}
+		// A final sent raw is resent after a retryable rejection like any
+		// other (A7): a rate-limited Connector may refuse it once. The
+		// resends carry its payload as written; the suite encodes their
+		// envelopes.
+		if p, err := imv2.DecodePacket([]byte(text)); err == nil && !binary && pr.rs != nil {
+			pr.rs.track(p)
+		}
 		return pr.send([]byte(text), binary)
 	}
 }

@@ -56,7 +56,11 @@ type Check struct {
 
 	line  int // of the section marker
 	steps []step
-	files map[string][]byte
+	// cardProfiles, when set (directive card-profiles, xAgent side), are
+	// the supports.profiles of the Card the suite's Connector serves for
+	// the check; default xagent.im.v2.
+	cardProfiles []string
+	files        map[string][]byte
 }
 
 type step struct {
@@ -145,7 +149,8 @@ func parseChecks(file string, data []byte, side Side) ([]*Check, error) {
 	return out, nil
 }
 
-// parseBody reads the directives (title, rules, needs) and the commands.
+// parseBody reads the directives (title, rules, needs, card-profiles) and
+// the commands.
 // Commands are checked for a known verb here, so a typo fails at load
 // time rather than in the middle of a run.
 func (c *Check) parseBody(first int, body string) error {
@@ -163,6 +168,12 @@ func (c *Check) parseBody(first int, body string) error {
 			continue
 		case "rules":
 			c.Rules = append(c.Rules, strings.Fields(rest)...)
+			continue
+		case "card-profiles":
+			if c.Side != SideXAgent {
+				return fmt.Errorf("%d: card-profiles is for xAgent-side checks", n)
+			}
+			c.cardProfiles = append(c.cardProfiles, strings.Fields(rest)...)
 			continue
 		case "needs":
 			for _, nd := range strings.Fields(rest) {

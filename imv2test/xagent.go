@@ -65,7 +65,10 @@ type XAgentEnv struct {
 
 // StartXAgent starts an XAgent against env: it dials, says hello and
 // opens one channel, and may block until that channel is open (the
-// suite answers concurrently). ctx bounds the start.
+// suite answers concurrently). ctx bounds the start. It may return an
+// XAgent with an error (it refused the channel but still runs, as K1.y
+// expects of an xAgent given a Card without xagent.im.v2); the suite
+// closes it either way.
 type StartXAgent func(ctx context.Context, env XAgentEnv) (XAgent, error)
 
 // UserRecorder returns an imv2.Target for the xAgent side that records
@@ -98,7 +101,7 @@ func CheckXAgent(ctx context.Context, start StartXAgent, cfg *Config) (*Report, 
 	for _, chk := range checks {
 		res := Result{Check: chk.Name, Title: chk.Title, Rules: chk.Rules}
 		began := time.Now()
-		xa := newXAgentRun(ctx, &o, start)
+		xa := newXAgentRun(ctx, &o, start, chk.cardProfiles)
 		res.Status, res.Reason = runCheck(ctx, chk, &o, nil, xa, retired)
 		res.Elapsed = time.Since(began)
 		rep.Results = append(rep.Results, res)
@@ -122,12 +125,14 @@ type xagentRun struct {
 	cfg    *Config
 	agent  *Recorder
 	cardID string
-	apiKey string
-	key    apikey.Key // apiKey, checked by the one parser the SDK uses
-	srv    *httptest.Server
-	conns  chan *websocket.Conn
-	ctx    context.Context
-	cancel context.CancelFunc
+	// profiles are the Card's supports.profiles (P2).
+	profiles []string
+	apiKey   string
+	key      apikey.Key // apiKey, checked by the one parser the SDK uses
+	srv      *httptest.Server
+	conns    chan *websocket.Conn
+	ctx      context.Context
+	cancel   context.CancelFunc
 
 	started  chan struct{} // closed when start returned
 	xa       XAgent
@@ -139,15 +144,19 @@ type xagentRun struct {
 	wg        sync.WaitGroup // start and reply goroutines
 }
 
-func newXAgentRun(parent context.Context, cfg *Config, start StartXAgent) *xagentRun {
+func newXAgentRun(parent context.Context, cfg *Config, start StartXAgent, profiles []string) *xagentRun {
+	if profiles == nil {
+		profiles = []string{imv2.ProfileIMv2}
+	}
 	x := &xagentRun{
-		cfg:     cfg,
-		agent:   &Recorder{},
-		cardID:  suiteCardID,
-		apiKey:  "imv2test-key-" + uuid.NewString(),
-		conns:   make(chan *websocket.Conn, 4),
-		started: make(chan struct{}),
-		uploads: map[string]upload{},
+		cfg:      cfg,
+		agent:    &Recorder{},
+		cardID:   suiteCardID,
+		profiles: profiles,
+		apiKey:   "imv2test-key-" + uuid.NewString(),
+		conns:    make(chan *websocket.Conn, 4),
+		started:  make(chan struct{}),
+		uploads:  map[string]upload{},
 	}
 	x.key = apikey.New(x.apiKey)
 	x.ctx, x.cancel = context.WithCancel(parent)
@@ -192,7 +201,8 @@ func (x *xagentRun) stop() {
 func (x *xagentRun) replyErr() error {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if x.startErr != nil {
+	if x.startErr != nil && slices.Contains(x.profiles, imv2.ProfileIMv2) {
+		// With a Card lacking xagent.im.v2, refusing the channel is right (P2).
 		return fmt.Errorf("the xAgent failed to start: %v", x.startErr)
 	}
 	if len(x.replyErrs) > 0 {
@@ -218,7 +228,7 @@ func (x *xagentRun) card() *protocol.Card {
 		Supports: protocol.Supports{
 			TargetTypes: []string{imv2.TargetTypeIM},
 			Targets:     []protocol.SupportedTarget{{TargetType: imv2.TargetTypeIM, Provider: "imv2test", Label: "imv2test"}},
-			Profiles:    []string{imv2.ProfileIMv2},
+			Profiles:    x.profiles,
 		},
 	}
 }
@@ -621,11 +631,11 @@ func SDKXAgent(cfg dataplane.ClientConfig) StartXAgent {
 		if err != nil {
 			return nil, err
 		}
+		x := &sdkXAgent{client: client, url: env.URL, key: env.APIKey}
 		if _, err := client.OpenChannel(ctx, ""); err != nil {
-			client.Close()
-			return nil, err
+			return x, err // still connected: a refusal is what K1.y checks
 		}
-		return &sdkXAgent{client: client, url: env.URL, key: env.APIKey}, nil
+		return x, nil
 	}
 }
 

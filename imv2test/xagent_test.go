@@ -1,8 +1,11 @@
 package imv2test_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"io"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -30,6 +33,7 @@ const (
 	xDeltaFiles      xagentFlaw = "delta-files"      // K7.x, K9.x: deltas carry files (D7)
 	xAnswerForbidden xagentFlaw = "answer-forbidden" // K10.x.a: a Connector's delta gets an error back (P6)
 	xAnswerSync      xagentFlaw = "answer-sync"      // K10.x.b: session sync / history packets get an error back (P6)
+	xTrustDescriptor xagentFlaw = "trust-descriptor" // K1.y: the Card's supports.profiles is not consulted: a Descriptor's xagent.im.v2 is enabled (P2)
 )
 
 // flawConn applies flaws to one connection; seen is shared by all the
@@ -104,6 +108,11 @@ func sdkXAgent(flaws ...xagentFlaw) imv2test.StartXAgent {
 			Options:      &imv2.Options{AckTimeout: time.Second, RetryMin: 100 * time.Millisecond, RetryMax: 200 * time.Millisecond},
 			ReconnectMin: 50 * time.Millisecond, ReconnectMax: 100 * time.Millisecond,
 		}
+		if slices.Contains(flaws, xTrustDescriptor) {
+			// The Client reads the Card as declaring xagent.im.v2 whatever
+			// it says: an xAgent that takes the Descriptor's word.
+			cfg.HTTPClient = &http.Client{Transport: cardWithIMv2{}}
+		}
 		if len(flaws) > 0 {
 			var mu sync.Mutex
 			seen := map[string]bool{}
@@ -113,6 +122,36 @@ func sdkXAgent(flaws ...xagentFlaw) imv2test.StartXAgent {
 		}
 		return imv2test.SDKXAgent(cfg)(ctx, env)
 	}
+}
+
+// cardWithIMv2 fetches like http.DefaultTransport and adds xagent.im.v2
+// to a Card's supports.profiles.
+type cardWithIMv2 struct{}
+
+func (cardWithIMv2) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := http.DefaultTransport.RoundTrip(req)
+	if err != nil || !strings.HasSuffix(req.URL.Path, "/connector-card.json") {
+		return resp, err
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	var card protocol.Card
+	if err := json.Unmarshal(body, &card); err != nil {
+		return nil, err
+	}
+	if !slices.Contains(card.Supports.Profiles, imv2.ProfileIMv2) {
+		card.Supports.Profiles = append(card.Supports.Profiles, imv2.ProfileIMv2)
+	}
+	if body, err = json.Marshal(&card); err != nil {
+		return nil, err
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	resp.ContentLength = int64(len(body))
+	resp.Header.Del("Content-Length")
+	return resp, nil
 }
 
 var xagentRuns = []struct {
@@ -125,6 +164,7 @@ var xagentRuns = []struct {
 		fail: []string{"K1.x", "K3.x", "K4.x", "K7.x", "K10.x.a", "K11.x.a", "K11.x.b"}},
 	{name: "seq-from-zero", flaws: []xagentFlaw{xSeqFromZero}, fail: []string{"K2.x", "K7.x", "K9.x"}},
 	{name: "delta-files", flaws: []xagentFlaw{xDeltaFiles, xAnswerSync}, fail: []string{"K7.x", "K9.x", "K10.x.b"}},
+	{name: "trust-descriptor", flaws: []xagentFlaw{xTrustDescriptor}, fail: []string{"K1.y"}},
 }
 
 // TestXAgent_K1_K12_SDKClient runs the xAgent-side checks — the suite

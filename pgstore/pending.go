@@ -29,11 +29,13 @@ func (s *Store) Add(ctx context.Context, e imv2.PendingEntry) error {
 		if err := lockChannel(ctx, tx, e.ChannelID); err != nil {
 			return err
 		}
-		var old []byte
-		err := tx.QueryRow(ctx, "SELECT fingerprint FROM imv2_pending WHERE channel_id = $1 AND message_id = $2", ch, id).Scan(&old)
+		var old, oldMsg []byte
+		var sec int64
+		var nsec int32
+		err := tx.QueryRow(ctx, "SELECT fingerprint, created_s, created_ns, message FROM imv2_pending WHERE channel_id = $1 AND message_id = $2", ch, id).Scan(&old, &sec, &nsec, &oldMsg)
 		switch {
 		case err == nil:
-			if !bytes.Equal(old, fp[:]) {
+			if !bytes.Equal(old, fp[:]) && !sameStored(e.ChannelID, sec, nsec, oldMsg, fp) {
 				return imv2.Errorf(imv2.CodeMessageIDConflict, "message_id %q is pending with other content (M2)", e.Message.MessageID)
 			}
 			return nil
@@ -118,4 +120,14 @@ func lockChannel(ctx context.Context, tx pgx.Tx, channelID string) error {
 	h.Write([]byte(channelID))
 	_, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", int64(h.Sum64()))
 	return err
+}
+
+// sameStored reports whether the entry stored as msg has the content
+// fingerprint fp by the current encoding: the row's fingerprint column may
+// hold an earlier encoding's (one that also hashed download_url and
+// expires_at), and a message added again with the same content is no
+// conflict (S6).
+func sameStored(channelID string, sec int64, nsec int32, msg []byte, fp imv2.Fingerprint) bool {
+	e, err := decodePending(channelID, sec, nsec, msg)
+	return err == nil && imv2.FingerprintOf(&e.Message) == fp
 }

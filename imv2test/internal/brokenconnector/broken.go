@@ -12,6 +12,7 @@ package brokenconnector
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -46,10 +47,10 @@ const (
 	Placeholder           Flaw = "placeholder"             // K2.b, K5.a: posts a "…" placeholder before every final
 	StitchGaps            Flaw = "stitch-gaps"             // K2.c, K6.c: appends deltas across gaps and conflicts (D4)
 	NoDrafts              Flaw = "no-drafts"               // K2.d: a streaming target that shows no deltas (D8)
-	NoDedup               Flaw = "no-dedup"                // K3, K11.a: posts every resend again (M9, A6)
+	NoDedup               Flaw = "no-dedup"                // K3 (K3.d too), K11.a: posts every resend again (M9, A6)
 	AckReplyToMessageID   Flaw = "ack-reply-to-message-id" // K4.a: the ack's reply_to is the message_id (A1, I4)
 	AcceptUnknownFields   Flaw = "accept-unknown-fields"   // K4.b, K7.a, K7.d: chat.message members are never checked, forbidden ones included (I2, M8)
-	RejectUnknownMembers  Flaw = "reject-unknown-members"  // K7.d: a chat.message member it does not know is a rejection (E5)
+	RejectUnknownMembers  Flaw = "reject-unknown-members"  // K7.d, K7.e: a chat.message member it does not know is a rejection (E5)
 	NoRequestID           Flaw = "no-request-id"           // K4.c: pong and chat acks drop request_id (W8, W9)
 	SilentInvalid         Flaw = "silent-invalid"          // K4.d: frames that are not packets get no error (E2)
 	BufferTempText        Flaw = "buffer-temp-text"        // K5.a: a target that cannot stream still gets the deltas (K5)
@@ -63,9 +64,13 @@ const (
 	AcceptSync            Flaw = "accept-sync"             // K10: shows and acks session sync / history packets (P6, P7)
 	NewIDOnReconnect      Flaw = "new-id-on-reconnect"     // K11: a reconnect forgets the channel (W5, S10)
 	ResendHistory         Flaw = "resend-history"          // K11.b: a reconnect resends every user message ever sent (S10)
-	ActivityUnsupported   Flaw = "activity-unsupported"    // K12.a, K12.b, K12.d: chat.activity is refused (C1, C5)
+	ActivityUnsupported   Flaw = "activity-unsupported"    // K12.a, K12.b, K12.d, K12.e: chat.activity is refused (C1, C5)
 	IgnoreBadActivity     Flaw = "ignore-bad-activity"     // K12.c: invalid activity is dropped silently (X3)
 	ActivityForever       Flaw = "activity-forever"        // K12.d: a shown status never times out (C7)
+	StrictAckText         Flaw = "strict-ack-text"         // K4.e: an ack whose message is over 1,024 bytes or code over 256 is invalid_packet, the rejection ignored (A3)
+	DeepFileNames         Flaw = "deep-file-names"         // K7.e: file-content names are refused at any depth, inside members it does not know too (M8, E5)
+	PlainToolName         Flaw = "plain-tool-name"         // K12.e: a tool_name with a space or a slash is refused (C3)
+	FingerprintURL        Flaw = "fingerprint-url"         // K3.d: a resend with a new download_url or expires_at is a conflict (S6)
 	RejectRetryable       Flaw = "reject-retryable"        // every check whose final must be accepted: every valid final is rejected retryable, however often it is resent (A8, M12)
 )
 
@@ -75,7 +80,8 @@ var Flaws = []Flaw{
 	FinalTwice, Placeholder, StitchGaps, NoDrafts, NoDedup, AckReplyToMessageID, AcceptUnknownFields, RejectUnknownMembers,
 	NoRequestID, SilentInvalid, BufferTempText, UnboundedDeltas, LeakSessionID, UnsignedDownload,
 	AcceptUnknownFile, DropFiles, LenientDelta, AckBeforePost, AcceptSync, NewIDOnReconnect,
-	ResendHistory, ActivityUnsupported, IgnoreBadActivity, ActivityForever, RejectRetryable,
+	ResendHistory, ActivityUnsupported, IgnoreBadActivity, ActivityForever, StrictAckText, DeepFileNames,
+	PlainToolName, FingerprintURL, RejectRetryable,
 }
 
 // CardID is the fixture's connector_card_id.
@@ -525,6 +531,15 @@ func (s *session) decodeMessage(p *imv2.Packet) (*imv2.ChatMessage, error) {
 			return nil, imv2.Errorf(imv2.CodeInvalidPacket, "unknown member")
 		}
 	}
+	if s.c.has(DeepFileNames) {
+		// The pre-reading walk: M8's names refused at every depth.
+		var v any
+		if err := json.Unmarshal(p.Payload, &v); err == nil {
+			if name := deepFileName(v); name != "" {
+				return nil, imv2.Errorf(imv2.CodeForbiddenField, "member %q is not allowed in a message", name)
+			}
+		}
+	}
 	if !s.c.has(AcceptUnknownFields) {
 		return imv2.DecodeChatMessage(p, imv2.ToConnector)
 	}
@@ -533,6 +548,31 @@ func (s *session) decodeMessage(p *imv2.Packet) (*imv2.ChatMessage, error) {
 		return nil, imv2.Errorf(imv2.CodeInvalidPacket, "bad payload")
 	}
 	return m, m.Validate(imv2.ToConnector)
+}
+
+// deepFileName returns the first file-content member name anywhere in v,
+// or "".
+func deepFileName(v any) string {
+	switch v := v.(type) {
+	case map[string]any:
+		for k, x := range v {
+			switch k {
+			case "data", "bytes", "base64", "content", "content_base64", "body", "path", "local_path", "file_path",
+				"token", "access_token", "auth", "authorization", "cookie", "headers", "credentials", "secret":
+				return k
+			}
+			if n := deepFileName(x); n != "" {
+				return n
+			}
+		}
+	case []any:
+		for _, x := range v {
+			if n := deepFileName(x); n != "" {
+				return n
+			}
+		}
+	}
+	return ""
 }
 
 // onMessage handles a final (c.mu held).
@@ -553,6 +593,14 @@ func (s *session) onMessage(ch *channel, p *imv2.Packet) {
 		return
 	}
 	fp := imv2.FingerprintOf(m)
+	if c.has(FingerprintURL) {
+		h := sha256.New()
+		h.Write(fp[:])
+		for _, f := range m.Files {
+			fmt.Fprintf(h, "%d:%s:%d", len(f.DownloadURL), f.DownloadURL, f.ExpiresAt)
+		}
+		h.Sum(fp[:0])
+	}
 	if old, done := ch.completed[m.MessageID]; done && !c.has(NoDedup) {
 		if old == fp {
 			s.ack(p, m.MessageID, imv2.AckDuplicate, nil)
@@ -726,6 +774,9 @@ func (s *session) onActivity(ch *channel, p *imv2.Packet) {
 		return
 	}
 	a, err := imv2.DecodeChatActivity(p)
+	if err == nil && c.has(PlainToolName) && strings.ContainsAny(a.ToolName, " /") {
+		err = imv2.Errorf(imv2.CodeForbiddenField, "tool_name must be a plain name")
+	}
 	if err != nil {
 		if !c.has(IgnoreBadActivity) {
 			s.send(imv2.NewErrorPacket(p, imv2.AsError(err, imv2.CodeInvalidPacket)))
@@ -779,6 +830,13 @@ func (s *session) onSync(ch *channel, p *imv2.Packet) {
 // ---- user messages -----------------------------------------------------------
 
 func (s *session) onAck(ch *channel, p *imv2.Packet) {
+	if s.c.has(StrictAckText) {
+		var w struct{ Code, Message string }
+		if json.Unmarshal(p.Payload, &w) == nil && (len(w.Message) > 1024 || len(w.Code) > 256) {
+			s.fail(p, imv2.CodeInvalidPacket, "ack message or code too long")
+			return
+		}
+	}
 	a, err := imv2.DecodeChatMessageAck(p)
 	if err != nil {
 		s.send(imv2.NewErrorPacket(p, imv2.AsError(err, imv2.CodeInvalidPacket)))

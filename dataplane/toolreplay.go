@@ -1,0 +1,171 @@
+package dataplane
+
+import (
+	"container/list"
+	"crypto/sha256"
+	"encoding/json"
+	"sync"
+	"time"
+
+	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/clock"
+)
+
+// A tool call is a side effect, and a reconnecting xAgent may send the
+// same tool.invoke again. Common Protocol §8.19 asks a side-effecting tool
+// to "support idempotency or repeated-call detection" and says no more,
+// so the Server detects the repeat itself: a tool.invoke whose
+// connector_channel_id, request_id, tool_id and arguments equal those of
+// one already answered (or still running) gets that answer, with its own
+// reply_to, and the handler does not run again. A request without a
+// request_id, or one reusing a request_id for another call, is a new call.
+// The answers are kept within these bounds (W13):
+const (
+	// toolReplayTTL is how long an answer is kept after its call began.
+	toolReplayTTL = 10 * time.Minute
+	// toolReplaysPerPeer bounds the calls kept per connector_id; the
+	// oldest of that peer goes first.
+	toolReplaysPerPeer = 256
+	// toolReplaysTotal and toolReplayBytes bound them per Server, by
+	// count and by the bytes of their results and error texts; the
+	// oldest goes first.
+	toolReplaysTotal = 4096
+	toolReplayBytes  = 16 << 20
+)
+
+// toolReplays is the Server's record of tool calls by request (W13).
+type toolReplays struct {
+	clock clock.Clock
+	mu    sync.Mutex
+	calls map[toolKey]*toolCall
+	order list.List // of *toolCall, oldest first
+	peers map[string]int
+	bytes int
+}
+
+type toolKey struct{ channel, requestID string }
+
+// toolCall is one tool.invoke: running until done is closed, answered
+// after.
+type toolCall struct {
+	key   toolKey
+	peer  string
+	sum   [sha256.Size]byte // tool_id and arguments
+	began time.Time
+	elem  *list.Element
+	done  chan struct{}
+	ans   toolAnswer // set before done is closed
+	size  int
+}
+
+// toolAnswer is what a tool.invoke.ack says: a result, or an envelope
+// error.
+type toolAnswer struct {
+	toolID string
+	result json.RawMessage
+	err    *imv2.PacketError
+}
+
+func newToolReplays(c clock.Clock) *toolReplays {
+	return &toolReplays{clock: c, calls: map[toolKey]*toolCall{}, peers: map[string]int{}}
+}
+
+// callSum identifies a call's content: the tool and its arguments as sent.
+func callSum(toolID string, args json.RawMessage) [sha256.Size]byte {
+	h := sha256.New()
+	h.Write([]byte(toolID))
+	h.Write([]byte{0})
+	h.Write(args)
+	var s [sha256.Size]byte
+	h.Sum(s[:0])
+	return s
+}
+
+// begin records a call of peer on channel under requestID. It returns the
+// recorded call and first = false when the same call is recorded already
+// (a replay: wait for its done and send its answer), else the new record
+// and first = true (run it, then finish). A call it cannot key (no
+// request_id, or a request_id reused for another call) is run unrecorded:
+// c = nil, first = true.
+func (r *toolReplays) begin(peer, channel, requestID string, sum [sha256.Size]byte) (c *toolCall, first bool) {
+	if requestID == "" {
+		return nil, true
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := r.clock.Now()
+	r.expireLocked(now)
+	key := toolKey{channel, requestID}
+	if old := r.calls[key]; old != nil {
+		if old.sum == sum {
+			return old, false
+		}
+		return nil, true
+	}
+	if r.peers[peer] >= toolReplaysPerPeer {
+		for e := r.order.Front(); e != nil; e = e.Next() {
+			if o := e.Value.(*toolCall); o.peer == peer {
+				r.removeLocked(o)
+				break
+			}
+		}
+	}
+	if r.order.Len() >= toolReplaysTotal {
+		r.removeLocked(r.order.Front().Value.(*toolCall))
+	}
+	c = &toolCall{key: key, peer: peer, sum: sum, began: now, done: make(chan struct{})}
+	c.elem = r.order.PushBack(c)
+	r.calls[key] = c
+	r.peers[peer]++
+	return c, true
+}
+
+// finish stores c's answer and wakes its replays. c may be nil (a call
+// run unrecorded).
+func (r *toolReplays) finish(c *toolCall, ans toolAnswer) {
+	if c == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c.ans = ans
+	close(c.done)
+	if r.calls[c.key] != c { // evicted while it ran: its waiters still get the answer
+		return
+	}
+	c.size = len(ans.result) + len(ans.toolID)
+	if ans.err != nil {
+		c.size += len(ans.err.Message) + len(ans.err.Code)
+	}
+	r.bytes += c.size
+	for r.bytes > toolReplayBytes && r.order.Len() > 0 {
+		r.removeLocked(r.order.Front().Value.(*toolCall))
+	}
+}
+
+// expireLocked drops the calls older than toolReplayTTL.
+func (r *toolReplays) expireLocked(now time.Time) {
+	for e := r.order.Front(); e != nil; e = r.order.Front() {
+		c := e.Value.(*toolCall)
+		if now.Sub(c.began) < toolReplayTTL {
+			return
+		}
+		r.removeLocked(c)
+	}
+}
+
+func (r *toolReplays) removeLocked(c *toolCall) {
+	r.order.Remove(c.elem)
+	delete(r.calls, c.key)
+	if r.peers[c.peer]--; r.peers[c.peer] <= 0 {
+		delete(r.peers, c.peer)
+	}
+	r.bytes -= c.size
+}
+
+// len returns the calls kept, for tests.
+func (r *toolReplays) len() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.order.Len()
+}
