@@ -71,7 +71,19 @@ const (
 	// replies streaming or queued at once, far more than one xAgent's
 	// tool loops produce.
 	DefaultMaxConnectorMemory = 16 << 20
+	// MaxHelloProfiles bounds the entries of a hello's
+	// supported_profiles, and MaxProfileIDBytes each entry: a hello
+	// beyond either is refused invalid_packet. The catalog has a handful
+	// of profiles; the session keeps the list (≤ 4 KiB) for its error
+	// messages and the negotiated set.
+	MaxHelloProfiles  = 32
+	MaxProfileIDBytes = 128
 )
+
+// helloReadLimit bounds each frame a connection reads before its hello
+// completes (a hello within the caps above is under 5 KiB), so the
+// MaxPreHello connections hold at most 16 MiB of frames between them.
+const helloReadLimit = 64 << 10
 
 // ServerConfig configures a Server. Card and NewTarget are required.
 type ServerConfig struct {
@@ -380,7 +392,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.log.Debug("dataplane: upgrade failed", "err", err)
 		return // the upgrader has answered
 	}
-	_ = s.serveConn(context.Background(), newBatchedWSConn(ws, slot.bc, s.cfg.Conn), true)
+	cc := s.cfg.Conn
+	cc.helloLimit = helloReadLimit
+	_ = s.serveConn(context.Background(), newBatchedWSConn(ws, slot.bc, cc), true)
 }
 
 // releasePreHello frees a slot ServeHTTP took for a connection that never
@@ -594,6 +608,13 @@ func (s *Server) attach(ss *session, connectorID string, adopt bool) (*instance,
 			channels: map[string]*channelEntry{},
 		}
 		s.instances[inst.id] = inst
+	} else if inst.live > 0 {
+		// One holder per connector_id: a second hello while the first
+		// connection is up is refused, not handed the channels (see the
+		// package doc). Retryable: a holder that died unnoticed is cut by
+		// its keepalive within PingInterval+PongTimeout, so the message
+		// says to try again.
+		return nil, imv2.Errorf(protocol.CodeConnectorIDMismatch, "connector_id %q is online on another connection, and one connection holds a connector_id; try again once it ended", inst.id)
 	}
 	if ss.preHello {
 		ss.preHello = false
