@@ -539,7 +539,8 @@ func completedHandover(t *testing.T, newStore CompletedFactory) {
 // channel again and again cannot make other channels' records go first.
 func completedHandoverRepeat(t *testing.T, newStore CompletedFactory) {
 	ctx := context.Background()
-	s := newStore(t, 11, time.Hour, fakeclock.New(start))
+	clock := fakeclock.New(start)
+	s := newStore(t, 11, 4*time.Hour, clock)
 	for i := range 5 {
 		mustRecord(t, s, "a", fmt.Sprintf("m%d", i), fpOf("a"))
 	}
@@ -553,7 +554,9 @@ func completedHandoverRepeat(t *testing.T, newStore CompletedFactory) {
 		}
 	}
 	// Ten new records push out the ten oldest: a's and b's copies, which
-	// came before x1.
+	// came before x1. (Past the resend horizon, an hour: the memory store
+	// protects younger records of a channel within its share.)
+	clock.Advance(2 * time.Hour)
 	for i := range 10 {
 		mustRecord(t, s, "new", fmt.Sprintf("n%d", i), fpOf("n"))
 	}
