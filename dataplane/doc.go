@@ -100,7 +100,12 @@
 //     for or waiting on a Target call): DefaultMaxConnectorMemory (16 MiB)
 //     per connector_id under DefaultMaxMemory (64 MiB) per Server
 //     (imv2.Budget); over it a delta that needs room gets
-//     delta_limit_exceeded and a final channel_busy, retryable;
+//     delta_limit_exceeded and a final channel_busy, retryable. Each
+//     connector_id held is guaranteed MaxMemory/(2·MaxConnectors) (512 KiB)
+//     of it that no set of other peers can take (imv2.NewPooledBudget); a
+//     connection's end drops its channels' delta streams at once, and a
+//     stream lives at most imv2.Options.DeltaMaxAge (30 min) however
+//     often it is extended;
 //   - connector_id instances: DefaultMaxConnectors (64), each kept for
 //     DefaultOfflineGrace (1 h) after its last connection ends (its TTL),
 //     then its channels are closed and dropped (OnChannelDrop is called,

@@ -70,6 +70,14 @@ const (
 	// state, so one peer cannot take the whole Server budget: 16 full-size
 	// replies streaming or queued at once, far more than one xAgent's
 	// tool loops produce.
+	//
+	// Beyond that cap, each connector_id held is guaranteed a floor of the
+	// Server budget no other can take: MaxMemory/(2·MaxConnectors) (512 KiB
+	// by default, hundreds of finals), at most MaxConnectorMemory. The
+	// floors of MaxConnectors are kept aside, and what connector_ids hold
+	// beyond their floors takes at most the rest (32 MiB by default), so
+	// any number of peers filling the budget leave every other its floor
+	// (imv2.NewPooledBudget).
 	DefaultMaxConnectorMemory = 16 << 20
 	// MaxHelloProfiles bounds the entries of a hello's
 	// supported_profiles, and MaxProfileIDBytes each entry: a hello
@@ -195,6 +203,7 @@ type Server struct {
 	cardFlow map[string]bool
 
 	budget *imv2.Budget // MaxMemory, parent of every instance's
+	floor  int64        // each instance's guaranteed part of budget
 
 	mu        sync.Mutex
 	closed    bool
@@ -327,7 +336,10 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		s.opts.Logger = cfg.Logger
 	}
 	sharedStores(&s.opts)
-	s.budget = imv2.NewBudget(cfg.MaxMemory, s.opts.Budget)
+	// Each connector_id held is guaranteed a floor of the budget (see
+	// connectorFloor); the floors of MaxConnectors are kept aside.
+	s.floor = min(cfg.MaxConnectorMemory, cfg.MaxMemory/int64(2*cfg.MaxConnectors))
+	s.budget = imv2.NewPooledBudget(cfg.MaxMemory, s.floor*int64(cfg.MaxConnectors), s.opts.Budget)
 	s.startHeartbeat()
 	for _, t := range cfg.Card.Tools {
 		s.cardTool[t.ToolID] = true
@@ -604,7 +616,7 @@ func (s *Server) attach(ss *session, connectorID string, adopt bool) (*instance,
 		}
 		inst = &instance{
 			id:       id,
-			budget:   imv2.NewBudget(s.cfg.MaxConnectorMemory, s.budget),
+			budget:   s.budget.Share(s.cfg.MaxConnectorMemory, s.floor),
 			channels: map[string]*channelEntry{},
 		}
 		s.instances[inst.id] = inst
@@ -719,6 +731,7 @@ func (s *Server) expire(inst *instance, gen uint64) {
 // background (Channel.Close waits for Target calls).
 func (s *Server) dropInstanceLocked(inst *instance) {
 	delete(s.instances, inst.id)
+	inst.budget.Retire()
 	if inst.grace != nil {
 		inst.grace.Stop()
 		inst.grace = nil
