@@ -18,56 +18,41 @@ import "sync/atomic"
 // a Channel reserves delta text when its buffer grows (amortised, not per
 // delta) and a final once when it is queued. A nil *Budget is unlimited.
 //
-// A pooled budget (NewPooledBudget) sets keep bytes aside for the floors
-// of its shares (Share): a share may always take up to its floor, and all
-// other use — a share's beyond its floor — takes at most limit-keep, so
-// no set of shares can take the whole budget while another is under its
-// floor.
+// A pooled budget (NewPooledBudget) guarantees each of its children a
+// floor: it sets the floors of its children aside, and all other use — a
+// child's beyond its floor — takes at most the rest, so no set of
+// children can take the whole budget while another is under its floor.
 type Budget struct {
-	limit  int64
-	keep   int64 // bytes of limit set aside for the floors of shares
-	floor  int64 // of a share: what its parent guarantees it
-	parent *Budget
-	used   atomic.Int64
-	above  atomic.Int64 // use not covered by a share's floor
-	floors atomic.Int64 // floors of the shares not retired
+	limit      int64
+	keep       int64 // bytes of limit set aside for the children's floors
+	childFloor int64 // what a pooled budget guarantees each child
+	floor      int64 // what the parent guarantees this budget
+	parent     *Budget
+	used       atomic.Int64
+	above      atomic.Int64 // use not covered by a child's floor
 }
 
 // NewBudget returns a budget of limit bytes under parent (nil for a root).
 // A limit ≤ 0 is no limit of its own: only the ancestors bound it, which
-// still counts its use.
+// still counts its use. Under a pooled parent it is guaranteed the
+// parent's floor.
 func NewBudget(limit int64, parent *Budget) *Budget {
-	return &Budget{limit: limit, parent: parent}
-}
-
-// NewPooledBudget returns a budget of limit bytes under parent that keeps
-// keep bytes for the floors of its shares (Share); every other use, a
-// share's beyond its floor included, takes at most limit-keep.
-func NewPooledBudget(limit, keep int64, parent *Budget) *Budget {
-	return &Budget{limit: limit, keep: min(max(keep, 0), max(limit, 0)), parent: parent}
-}
-
-// Share returns a budget of limit bytes under b that is guaranteed floor
-// bytes of b whatever b's other budgets hold, while the floors of b's
-// shares fit in b's keep; past that it is guaranteed nothing. Retire
-// returns the floor once the share is no longer used.
-func (b *Budget) Share(limit, floor int64) *Budget {
-	if floor <= 0 || b.floors.Add(floor) > b.keep {
-		if floor > 0 {
-			b.floors.Add(-floor)
-		}
-		floor = 0
+	b := &Budget{limit: limit, parent: parent}
+	if parent != nil {
+		b.floor = parent.childFloor
 	}
-	return &Budget{limit: limit, floor: floor, parent: b}
+	return b
 }
 
-// Retire gives a share's floor back to its parent, for a later Share.
-// Call it once, when the share is dropped; what the share still holds is
-// released as usual.
-func (b *Budget) Retire() {
-	if b != nil && b.floor > 0 && b.parent != nil {
-		b.parent.floors.Add(-b.floor)
-	}
+// NewPooledBudget returns a budget of limit bytes under parent that
+// guarantees each of its children (NewBudget with it as parent) floor
+// bytes, whatever the others hold, while at most children of them hold
+// bytes at once: it sets children×floor bytes aside, and what children
+// hold beyond their floors takes at most the rest of limit.
+func NewPooledBudget(limit, floor int64, children int, parent *Budget) *Budget {
+	floor = max(floor, 0)
+	keep := min(floor*int64(max(children, 0)), max(limit, 0))
+	return &Budget{limit: limit, keep: keep, childFloor: floor, parent: parent}
 }
 
 // reserve takes n bytes for b's own use (a Channel's) from b and its

@@ -8,43 +8,40 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestBudget_SharesKeepTheirFloors: in a pooled budget, shares beyond
-// their floors take at most limit-keep together, so another share can
-// always take its floor; a share past the keep gets no floor, and Retire
-// gives a floor back. Before pooled budgets, two children could take the
-// whole parent and the third got nothing.
-func TestBudget_SharesKeepTheirFloors(t *testing.T) {
-	root := NewPooledBudget(100, 40, nil)
-	a, b, c := root.Share(100, 10), root.Share(100, 10), root.Share(100, 10)
+// TestBudget_PooledChildrenKeepTheirFloors: under a pooled budget,
+// children beyond their floors take at most limit-keep together, so
+// another child can always take its floor. Under a plain NewBudget
+// parent (as before pooled budgets), a and b take the whole parent and c
+// gets nothing.
+func TestBudget_PooledChildrenKeepTheirFloors(t *testing.T) {
+	root := NewPooledBudget(100, 10, 4, nil) // keeps 40
+	a, b, c := NewBudget(100, root), NewBudget(100, root), NewBudget(100, root)
 	require.True(t, a.reserve(70), "its floor and the whole pool (60)")
 	require.False(t, a.reserve(1), "the pool is spent")
 	require.False(t, b.reserve(11), "b's floor, no more")
 	require.True(t, b.reserve(10))
 	require.True(t, c.reserve(10), "c's floor is there, whatever a and b took")
 	require.Equal(t, int64(90), root.Used())
-
-	d := root.Share(100, 20) // 30+20 > 40: no floor
-	require.False(t, d.reserve(1))
-	a.Retire()
-	e := root.Share(100, 20) // 20+20 ≤ 40
-	require.True(t, e.reserve(10), "a retired floor serves a new share (the budget has 10 left)")
+	grand := NewBudget(0, c) // a plain grandchild: c's bounds
+	require.False(t, grand.reserve(1), "c is at its floor and the pool is spent")
 
 	a.release(70)
+	require.True(t, grand.reserve(30))
+	grand.release(30)
 	b.release(10)
 	c.release(10)
-	e.release(10)
 	require.Zero(t, root.Used())
 	require.Zero(t, root.above.Load())
 }
 
-// TestBudget_SharesStayExactUnderConcurrency: shares reserving and
+// TestBudget_PooledStaysExactUnderConcurrency: children reserving and
 // releasing concurrently, many refused, leave the parent's accounting at
 // zero once everything is released (-race).
-func TestBudget_SharesStayExactUnderConcurrency(t *testing.T) {
-	root := NewPooledBudget(1000, 400, nil)
+func TestBudget_PooledStaysExactUnderConcurrency(t *testing.T) {
+	root := NewPooledBudget(1000, 50, 8, nil)
 	var wg sync.WaitGroup
 	for i := range 8 {
-		s := root.Share(300, 50)
+		s := NewBudget(300, root)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

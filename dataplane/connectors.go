@@ -166,7 +166,6 @@ func (s *Server) forgetShared(connectorID string) {
 // since the channels live on at another replica.
 func (s *Server) releaseInstanceLocked(inst *instance) {
 	delete(s.instances, inst.id)
-	inst.budget.Retire()
 	if inst.grace != nil {
 		inst.grace.Stop()
 		inst.grace = nil

@@ -203,7 +203,6 @@ type Server struct {
 	cardFlow map[string]bool
 
 	budget *imv2.Budget // MaxMemory, parent of every instance's
-	floor  int64        // each instance's guaranteed part of budget
 
 	mu        sync.Mutex
 	closed    bool
@@ -336,10 +335,11 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		s.opts.Logger = cfg.Logger
 	}
 	sharedStores(&s.opts)
-	// Each connector_id held is guaranteed a floor of the budget (see
-	// connectorFloor); the floors of MaxConnectors are kept aside.
-	s.floor = min(cfg.MaxConnectorMemory, cfg.MaxMemory/int64(2*cfg.MaxConnectors))
-	s.budget = imv2.NewPooledBudget(cfg.MaxMemory, s.floor*int64(cfg.MaxConnectors), s.opts.Budget)
+	// Each connector_id held (at most MaxConnectors) is guaranteed a
+	// floor of the budget (see DefaultMaxConnectorMemory): the instances'
+	// budgets are its children.
+	floor := min(cfg.MaxConnectorMemory, cfg.MaxMemory/int64(2*cfg.MaxConnectors))
+	s.budget = imv2.NewPooledBudget(cfg.MaxMemory, floor, cfg.MaxConnectors, s.opts.Budget)
 	s.startHeartbeat()
 	for _, t := range cfg.Card.Tools {
 		s.cardTool[t.ToolID] = true
@@ -616,7 +616,7 @@ func (s *Server) attach(ss *session, connectorID string, adopt bool) (*instance,
 		}
 		inst = &instance{
 			id:       id,
-			budget:   s.budget.Share(s.cfg.MaxConnectorMemory, s.floor),
+			budget:   imv2.NewBudget(s.cfg.MaxConnectorMemory, s.budget),
 			channels: map[string]*channelEntry{},
 		}
 		s.instances[inst.id] = inst
@@ -731,7 +731,6 @@ func (s *Server) expire(inst *instance, gen uint64) {
 // background (Channel.Close waits for Target calls).
 func (s *Server) dropInstanceLocked(inst *instance) {
 	delete(s.instances, inst.id)
-	inst.budget.Retire()
 	if inst.grace != nil {
 		inst.grace.Stop()
 		inst.grace = nil
