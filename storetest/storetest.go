@@ -653,9 +653,9 @@ func completedConcurrent(t *testing.T, newStore CompletedFactory) {
 
 func completedReopen(t *testing.T, newStore CompletedFactory, reopen CompletedReopener) {
 	clock := fakeclock.New(start)
-	s := newStore(t, 4, time.Hour, clock)
+	s := newStore(t, 4, 3*time.Hour, clock)
 	mustRecord(t, s, "x", "m1", fpOf("1"))
-	clock.Advance(10 * time.Minute)
+	clock.Advance(30 * time.Minute)
 	mustRecord(t, s, "y", "m2", fpOf("2"))
 	mustRecord(t, s, "x", "m3", fpOf("3"))
 	mustRecord(t, s, "a", "m4", fpOf("4"))
@@ -670,17 +670,19 @@ func completedReopen(t *testing.T, newStore CompletedFactory, reopen CompletedRe
 	wantLookup(t, s, "a", "m4", imv2.Fingerprint{}, false)
 
 	// The cap and the eviction order survive: 3 held, cap 4; two more
-	// records evict the oldest one, x/m1.
-	clock.Advance(30 * time.Minute)
+	// records evict the oldest one, x/m1. (Past the resend horizon, an
+	// hour: the memory store protects younger records of a channel within
+	// its share.)
+	clock.Advance(90 * time.Minute)
 	mustRecord(t, s, "y", "m5", fpOf("5"))
 	mustRecord(t, s, "y", "m6", fpOf("6"))
 	wantLookup(t, s, "x", "m1", imv2.Fingerprint{}, false)
 	wantLookup(t, s, "y", "m2", fpOf("2"), true)
 
 	// Record times survive: y/m2 and x/m3 expire one TTL after they were
-	// recorded (start+10m), not one TTL after a reopen.
+	// recorded (start+30m), not one TTL after a reopen.
 	s = reopen(t, s)
-	clock.Advance(30 * time.Minute)
+	clock.Advance(90 * time.Minute)
 	wantLookup(t, s, "y", "m2", imv2.Fingerprint{}, false)
 	wantLookup(t, s, "x", "m3", imv2.Fingerprint{}, false)
 	wantLookup(t, s, "y", "m5", fpOf("5"), true)
