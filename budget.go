@@ -61,7 +61,7 @@ func (b *Budget) reserve(n int64) bool {
 	if b == nil || n <= 0 {
 		return true
 	}
-	b.above.Add(n) // own use is covered by no share's floor
+	b.above.Add(n) // own use is covered by no child's floor
 	if !b.take(n, true) {
 		b.above.Add(-n)
 		return false
@@ -83,7 +83,7 @@ func (b *Budget) release(n int64) {
 
 // take adds n to b's use and its ancestors', or nothing and false when
 // that would pass a limit; grew says whether b.above (moved by the
-// caller) grew. Each change of a share's use moves its parent's above by
+// caller) grew. Each change of a child's use moves its parent's above by
 // the change of the part beyond its floor, rollbacks included, so above
 // stays exact under concurrent calls.
 func (b *Budget) take(n int64, grew bool) bool {

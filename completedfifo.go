@@ -56,6 +56,7 @@ type recordFIFO struct {
 	tails     []int32    // by slot: the channel's oldest record
 	counts    []int32    // by slot: the channel's records
 	hog       int32      // a slot with the most records, as far as known; -1 none (completedshare.go)
+	overs     []int32    // slots that held more than their share when last counted (completedshare.go)
 	freeHeads []int32    // slots of heads not in use
 	chanDel   int        // deletes from chans since it was made (mapcompact.go)
 	ring      []fifoSlot // a circular buffer: n slots from head, oldest first

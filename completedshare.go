@@ -74,21 +74,28 @@ func (f *recordFIFO) removeAt(at int32) {
 	f.stale++
 }
 
-// hogOver returns the slot of a channel with the most records if it
-// holds more than share, else -1. hog is kept on each Add; a removal may
-// leave it stale, and then the slots are counted again.
+// hogOver returns the slot of a channel holding more than share records,
+// the one with the most as far as known, else -1. hog is kept on each
+// Add; when it is no longer over share, the slots over it are collected
+// in one pass (overs) and taken one by one, so a full store of channels
+// at their share pays that pass once per channel, not per record.
 func (f *recordFIFO) hogOver(share int) int32 {
 	if f.hog >= 0 && int(f.counts[f.hog]) > share {
 		return f.hog
 	}
-	f.hog = -1
+	for n := len(f.overs); n > 0; n = len(f.overs) {
+		if h := f.overs[n-1]; int(f.counts[h]) > share { // a freed slot counts 0
+			return h
+		}
+		f.overs = f.overs[:n-1]
+	}
 	for _, slot := range f.chans {
-		if f.hog < 0 || f.counts[slot] > f.counts[f.hog] {
-			f.hog = slot
+		if int(f.counts[slot]) > share {
+			f.overs = append(f.overs, slot)
 		}
 	}
-	if f.hog >= 0 && int(f.counts[f.hog]) > share {
-		return f.hog
+	if n := len(f.overs); n > 0 {
+		return f.overs[n-1]
 	}
 	return -1
 }
