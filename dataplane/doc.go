@@ -56,6 +56,8 @@
 //     each other out in turn; refusing costs a holder whose connection
 //     died unnoticed a wait for its keepalive to cut it (at most
 //     PingInterval+PongTimeout, 45 s) before its reconnect is admitted.
+//     A hello first waits up to 2 s for the holding connection to end,
+//     so a client that closes and dials again at once is admitted.
 //   - ping and pong are allowed before the hello; every other packet but
 //     connector.hello gets hello_required until hello.ack (W3). Error
 //     packets are never answered.

@@ -642,6 +642,40 @@ func (s *Server) attach(ss *session, connectorID string, adopt bool) (*instance,
 	return inst, nil
 }
 
+// holderWait bounds how long a hello waits for the connection holding its
+// connector_id to end (see awaitHolder).
+const holderWait = 2 * time.Second
+
+// awaitHolder waits, at most holderWait, until no connection holds
+// connectorID: a client that closed its connection and dials again at
+// once may say hello before the Server has detached the old one, whose
+// end is then a matter of milliseconds. A holder that stays (another
+// peer, or a connection that died unnoticed) costs the hello this wait,
+// then attach refuses it.
+func (s *Server) awaitHolder(ctx context.Context, connectorID string) {
+	if connectorID == "" {
+		return
+	}
+	s.mu.Lock()
+	var holder *session
+	for ss := range s.sessions {
+		if ss.inst != nil && ss.inst.id == connectorID {
+			holder = ss
+			break
+		}
+	}
+	s.mu.Unlock()
+	if holder == nil {
+		return
+	}
+	wctx, cancel := context.WithTimeout(ctx, holderWait)
+	defer cancel()
+	select {
+	case <-holder.ended:
+	case <-wctx.Done():
+	}
+}
+
 // evictEmptyLocked drops the offline instance without channels that was
 // seen least recently, if any. A channel, even closed and even with no
 // pending entry, may carry completed records that answer a resend

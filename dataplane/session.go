@@ -225,6 +225,7 @@ func (ss *session) hello(p *imv2.Packet) {
 			return
 		}
 	}
+	ss.srv.awaitHolder(ss.ctx, h.ConnectorID)
 	inst, err := ss.srv.attach(ss, h.ConnectorID, ss.srv.knownElsewhere(ss.ctx, h.ConnectorID))
 	if err != nil {
 		ss.failErr(p, err)
