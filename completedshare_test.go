@@ -61,3 +61,25 @@ func TestMemoryCompletedStore_S6_FloodEvictsItsOwnRecords(t *testing.T) {
 	require.False(t, found)
 	require.Len(t, s.lru.Of("flood"), 9)
 }
+
+// TestChannel_S6_FullCompletedStoreAnswersChannelBusy: a final whose claim
+// a full store refuses (every candidate record protected) is answered
+// channel_busy, retryable, and not posted; before, a Claim error became
+// target_delivery_failed ("idempotency store unavailable").
+func TestChannel_S6_FullCompletedStoreAnswersChannelBusy(t *testing.T) {
+	ctx := context.Background()
+	store := newMemoryCompletedStore(3, 24*time.Hour, fakeclock.New(time.Unix(1_700_000_000, 0)))
+	require.NoError(t, store.Record(ctx, "a", "m1", Fingerprint{1}))
+	require.NoError(t, store.Record(ctx, "b", "m1", Fingerprint{2}))
+	_, err := store.Claim(ctx, "b", "x", Fingerprint{3}, "elsewhere", time.Hour)
+	require.NoError(t, err)
+	target := newRecTarget()
+	c, w, _ := newConnector(t, target, &Options{Completed: store})
+	p := finalPacket(t, "f1", "hello")
+	require.NoError(t, c.Receive(ctx, p)) // delivered in the background; the ack tells
+	a := ackOf(t, p, w.next(t))
+	require.Equal(t, AckRejected, a.Status)
+	require.Equal(t, CodeChannelBusy, a.Code)
+	require.True(t, a.Retryable)
+	require.Zero(t, target.postCount("f1"))
+}
