@@ -62,8 +62,10 @@ func TestAttack_HelloListsCapped(t *testing.T) {
 		big.SupportedProfiles[i] = "p"
 	}
 	p := dialPeer(t, url, authHeader())
-	p.send(protocol.TypeConnectorHello, "", big)
-	_, err := p.conn.Read(ctxWait(t))
+	pkt, err := imv2.NewPacket(protocol.TypeConnectorHello, "", big)
+	require.NoError(t, err)
+	_ = p.conn.Write(ctxWait(t), pkt) // may fail: the Server closes before the frame is all written
+	_, err = p.conn.Read(ctxWait(t))
 	code, ok := CloseCode(err)
 	require.True(t, ok, "the connection is closed, not answered: %v", err)
 	assert.Equal(t, websocket.CloseMessageTooBig, code)
