@@ -17,6 +17,7 @@ type deltaStream struct {
 	ends    []int  // ends[i] is where sequence i+1 ends in buf
 	held    int64  // Budget bytes reserved for this stream, guarded by Channel.mu
 	touched time.Time
+	started time.Time // its first delta: the stream ends DeltaMaxAge after it
 
 	// Draft lane (StreamingTarget only): the newest text not yet shown,
 	// and whether a goroutine is showing drafts. Guarded by Channel.mu.
@@ -158,7 +159,8 @@ func (c *Channel) receiveDelta(ctx context.Context, p *Packet) error {
 				c.mu.Unlock()
 				return c.rejectDelta(p, id, Errorf(CodeDeltaLimitExceeded, "the memory budget for delta text is spent; try later (D9)"))
 			}
-			s = &deltaStream{held: streamOverhead, touched: c.o.Clock.Now()}
+			now := c.o.Clock.Now()
+			s = &deltaStream{held: streamOverhead, touched: now, started: now}
 			if c.deltas == nil {
 				c.deltas = map[string]*deltaStream{}
 			}
@@ -235,21 +237,15 @@ func (c *Channel) armSweepLocked() {
 	c.sweep = c.afterLocked(c.o.DeltaSweep, c.sweepDeltas)
 }
 
-// sweepDeltas drops streams idle for longer than DeltaIdleTTL (D9).
+// sweepDeltas drops streams idle for longer than DeltaIdleTTL (D9) or
+// older than DeltaMaxAge.
 func (c *Channel) sweepDeltas() {
 	c.mu.Lock()
 	c.sweep = nil
 	now := c.o.Clock.Now()
-	var expired []string
-	for id, s := range c.deltas {
-		if now.Sub(s.touched) >= c.o.DeltaIdleTTL {
-			delete(c.deltas, id)
-			// A running UpdateDraft may still read the buffer (unsafe.String): at most one draft per stream over budget, for up to TargetTimeout.
-			c.releaseLocked(s.held)
-			s.final = true // stops its draft lane
-			expired = append(expired, id)
-		}
-	}
+	expired := c.dropDeltasLocked(func(s *deltaStream) bool {
+		return now.Sub(s.touched) >= c.o.DeltaIdleTTL || now.Sub(s.started) >= c.o.DeltaMaxAge
+	})
 	if len(c.deltas) > 0 {
 		c.armSweepLocked()
 	}
@@ -257,4 +253,21 @@ func (c *Channel) sweepDeltas() {
 	for _, id := range expired {
 		c.observe(Event{Kind: EventDeltaExpired, MessageID: id})
 	}
+}
+
+// dropDeltasLocked drops the streams drop picks, returning their budget,
+// and returns their message IDs. A final that follows is handled as a
+// final without deltas. c.mu is held.
+func (c *Channel) dropDeltasLocked(drop func(*deltaStream) bool) []string {
+	var ids []string
+	for id, s := range c.deltas {
+		if drop(s) {
+			delete(c.deltas, id)
+			// A running UpdateDraft may still read the buffer (unsafe.String): at most one draft per stream over budget, for up to TargetTimeout.
+			c.releaseLocked(s.held)
+			s.final = true // stops its draft lane
+			ids = append(ids, id)
+		}
+	}
+	return ids
 }

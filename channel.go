@@ -130,6 +130,12 @@ func (c *Channel) SetTransport(t Transport) {
 		return
 	}
 	c.transport = t
+	if t == nil {
+		// The peer's connection (or the channel) closed: nothing extends
+		// its streams there, so their budget goes back now, not after
+		// DeltaIdleTTL (its final, when resent, carries the whole text).
+		c.dropDeltasLocked(func(*deltaStream) bool { return true })
+	}
 	for _, o := range c.out {
 		c.unscheduleLocked(o)
 		if t == nil {

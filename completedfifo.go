@@ -53,6 +53,10 @@ type recordFIFO struct {
 	// the caller's (a packet's buffer) for the records' TTL.
 	chans     map[string]int32
 	heads     []int32    // by slot: the channel's newest record
+	tails     []int32    // by slot: the channel's oldest record
+	counts    []int32    // by slot: the channel's records
+	hog       int32      // a slot with the most records, as far as known; -1 none (completedshare.go)
+	overs     []int32    // slots that held more than their share when last counted (completedshare.go)
 	freeHeads []int32    // slots of heads not in use
 	chanDel   int        // deletes from chans since it was made (mapcompact.go)
 	ring      []fifoSlot // a circular buffer: n slots from head, oldest first
@@ -100,6 +104,7 @@ type fifoRecord struct {
 	clen, mlen int
 	hash       uint32 // the low bits of the key's hash: its home in the table
 	prev, next int32  // the other records of its channel, newer and older; -1 none
+	slot       int32  // its channel's slot in heads
 }
 
 // span is the number of bytes a record's key takes in keys: at least one,
@@ -124,7 +129,7 @@ func (f *recordFIFO) record(v *fifoRecord) completedRecord {
 }
 
 func newRecordFIFO(capacity int, onEvict func(completedKey)) *recordFIFO {
-	return &recordFIFO{capacity: capacity, onEvict: onEvict, seed: maphash.MakeSeed(), chans: map[string]int32{}}
+	return &recordFIFO{capacity: capacity, onEvict: onEvict, seed: maphash.MakeSeed(), chans: map[string]int32{}, hog: -1}
 }
 
 func (f *recordFIFO) hash(k completedKey) uint64 {
@@ -224,8 +229,11 @@ func (f *recordFIFO) live(s fifoSlot) bool { return f.vals[s.at].seq == s.seq }
 func (f *recordFIFO) drop(pos int, at int32, k *completedKey) {
 	f.unplace(pos)
 	v := &f.vals[at]
+	f.counts[v.slot]--
 	if v.next >= 0 {
 		f.vals[v.next].prev = v.prev
+	} else {
+		f.tails[v.slot] = v.prev // it was its channel's oldest
 	}
 	if v.prev >= 0 {
 		f.vals[v.prev].next = v.next
@@ -234,9 +242,12 @@ func (f *recordFIFO) drop(pos int, at int32, k *completedKey) {
 		f.heads[f.chans[string(f.channel(v))]] = v.next
 	} else {
 		ch := string(f.channel(v))
-		f.freeHeads = append(f.freeHeads, f.chans[ch])
+		f.freeHeads = append(f.freeHeads, v.slot)
 		delete(f.chans, ch)
 		f.chanDel++
+		if f.hog == v.slot {
+			f.hog = -1
+		}
 	}
 	var key completedKey
 	if f.onEvict != nil {
@@ -314,25 +325,31 @@ func (f *recordFIFO) Add(k completedKey, r completedRecord) {
 		f.vals = append(f.vals, fifoRecord{})
 	}
 	next := int32(-1)
-	if slot, ok := f.chans[k.channel]; ok {
+	slot, ok := f.chans[k.channel]
+	if ok {
 		next = f.heads[slot]
 		f.vals[next].prev = at
 		f.heads[slot] = at
+		f.counts[slot]++
 	} else {
-		var slot int32
 		if n := len(f.freeHeads); n > 0 {
 			slot, f.freeHeads = f.freeHeads[n-1], f.freeHeads[:n-1]
-			f.heads[slot] = at
+			f.heads[slot], f.tails[slot], f.counts[slot] = at, at, 1
 		} else {
 			slot = int32(len(f.heads))
 			f.heads = append(f.heads, at)
+			f.tails = append(f.tails, at)
+			f.counts = append(f.counts, 1)
 		}
 		f.chans[strings.Clone(k.channel)] = slot // not the caller's string: it may share a message's buffer
+	}
+	if f.hog < 0 || f.counts[slot] > f.counts[f.hog] {
+		f.hog = slot
 	}
 	f.vals[at] = fifoRecord{
 		fp: r.fp, expires: f.since(r.expires), seq: f.seq,
 		off: off, clen: clen, mlen: mlen,
-		hash: uint32(h), prev: -1, next: next,
+		hash: uint32(h), prev: -1, next: next, slot: slot,
 	}
 	f.insert(at)
 	f.len++

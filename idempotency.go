@@ -226,7 +226,11 @@ type completedRecord struct {
 // also a ClaimStore): at most capacity records across all channels, each
 // kept at most ttl, timed by clock; zero values take DefaultCompletedCap,
 // DefaultCompletedTTL and the system clock. When full, the oldest record
-// goes first. It starts no goroutine: expired records are swept on each
+// goes first, unless a sender may still resend it and its channel holds
+// no more than its share of capacity: then the recording channel's own
+// oldest record, or that of the channel holding the most, goes instead,
+// or a Claim is refused channel_busy (completedshare.go), so one peer's
+// flood cannot make another's final show twice. It starts no goroutine: expired records are swept on each
 // Record.
 //
 // A record evicted by the cap or TTL can no longer stop a very late resend;
@@ -301,9 +305,18 @@ func (s *memoryCompletedStore) compact() {
 	}
 }
 
-// addRecord adds a record that lru does not hold to the back of the FIFO.
+// addRecord adds a record to the back of the FIFO, making room by the
+// shares of completedshare.go when the store is full. A Claim made room
+// already; a Record without one, or a Handover, that finds every
+// candidate protected removes the oldest record all the same: the store
+// stays within its capacity.
 func (s *memoryCompletedStore) addRecord(k completedKey, r completedRecord) {
-	s.lru.Add(k, r) // may evict the oldest
+	if s.lru.Len() >= s.capacity {
+		if _, ok := s.lru.Peek(k); !ok && !s.makeRoom(s.clock.Now(), k.channel) {
+			s.lru.RemoveOldest()
+		}
+	}
+	s.lru.Add(k, r)
 }
 
 // DropChannel implements CompletedStore.

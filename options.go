@@ -65,6 +65,11 @@ const (
 	// this long (D9): a repeat of an earlier delta or an empty one does not
 	// keep it alive. Its final is still handled as a final without deltas.
 	defaultDeltaIdleTTL = 5 * time.Minute
+	// defaultDeltaMaxAge drops a delta stream that long after its first
+	// delta, however often it is extended: a peer appending a byte now and
+	// then would otherwise hold its buffer (and budget) for good. Half an
+	// hour is far beyond one reply's streaming; its final still comes.
+	defaultDeltaMaxAge = 30 * time.Minute
 	// defaultMaxOpenDeltas bounds open delta streams per channel; a delta
 	// for a new message beyond it is rejected with delta_limit_exceeded.
 	defaultMaxOpenDeltas = 256
@@ -139,9 +144,11 @@ type Options struct {
 	// of them (default 16).
 	MaxInflight int
 	MaxWaiters  int
-	// DeltaIdleTTL drops a delta stream idle that long, checked every
-	// DeltaSweep (default 5 min, 30 s).
+	// DeltaIdleTTL drops a delta stream idle that long, DeltaMaxAge one
+	// that old however active, checked every DeltaSweep (default 5 min,
+	// 30 min, 30 s).
 	DeltaIdleTTL time.Duration
+	DeltaMaxAge  time.Duration
 	DeltaSweep   time.Duration
 	// MaxOpenDeltas bounds open delta streams per channel and
 	// MaxDeltaBytes the bytes of one, text plus 8 per delta
@@ -206,6 +213,7 @@ func (o *Options) withDefaults() Options {
 	}
 	setDur(&r.TargetTimeout, defaultTargetTimeout)
 	setDur(&r.DeltaIdleTTL, defaultDeltaIdleTTL)
+	setDur(&r.DeltaMaxAge, defaultDeltaMaxAge)
 	setDur(&r.DeltaSweep, defaultDeltaSweep)
 	setDur(&r.ActivityTimeout, defaultActivityTimeout)
 	setDur(&r.ClaimLease, 3*r.TargetTimeout)

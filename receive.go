@@ -226,6 +226,9 @@ func (c *Channel) runTarget(m *ChatMessage, fp Fingerprint, stream *deltaStream,
 		old, found, err = c.o.Completed.Lookup(sctx.call(), c.id, id)
 	}
 	sctx.release()
+	if e := (*Error)(nil); errors.As(err, &e) && e.Code == CodeChannelBusy {
+		return AckRejected, e // a full store's refusal (completedshare.go): retry later
+	}
 	if err != nil {
 		c.log.Warn("completed store lookup failed", "message_id", id, "err", err)
 		return AckRejected, &Error{Code: CodeTargetDeliveryFailed, Message: "idempotency store unavailable", Retryable: true}

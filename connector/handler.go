@@ -48,8 +48,9 @@ type Config struct {
 	// the API key verify each other's URLs without configuration; rotating
 	// the API key then invalidates every outstanding URL (a pending user
 	// message resent afterwards carries a dead download_url). With neither
-	// set, the key is random per Handler and URLs do not survive a
-	// restart. Either way the signing key is HKDF-SHA256 of the secret with
+	// set, or an APIKey under 22 bytes (a URL's signature would let anyone
+	// who sees it guess a short key offline), the key is random per
+	// Handler and URLs do not survive a restart. Either way the signing key is HKDF-SHA256 of the secret with
 	// info URLKeyInfo, never the secret itself.
 	URLKey []byte
 	// WS serves /ws after the API key check (W1); nil means 404.

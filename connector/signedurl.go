@@ -32,16 +32,27 @@ type signer struct {
 	key [32]byte
 }
 
+// minDerivedAPIKey is the shortest API key the URL key is derived from
+// when Config.URLKey is unset: 22 characters, the shortest printable form
+// (base64) of 128 random bits. A URL carries every signed value, so its
+// signature lets anyone who sees it test API key guesses offline; a
+// shorter key is too few bits to stand that.
+const minDerivedAPIKey = 22
+
 // newSigner returns the signer whose key is HKDF-SHA256 (no salt, info
 // URLKeyInfo) of the explicit key (at least MinURLKeyBytes), else of
-// apiKey; with neither, the key is random and URLs die with the process.
+// apiKey if it has at least minDerivedAPIKey bytes; otherwise the key is
+// random and URLs die with the process (and do not verify on a replica):
+// a short API key is not refused, as Connectors run with one, but never
+// signs a URL. Length is no proof of randomness: with a guessable API key
+// of any length, set Config.URLKey.
 func newSigner(key []byte, apiKey string) (*signer, error) {
 	s := new(signer)
 	secret := key
 	switch {
 	case key != nil && len(key) < MinURLKeyBytes:
 		return nil, fmt.Errorf("connector: Config.URLKey is %d bytes, at least %d are needed", len(key), MinURLKeyBytes)
-	case key == nil && apiKey == "":
+	case key == nil && len(apiKey) < minDerivedAPIKey:
 		_, _ = rand.Read(s.key[:]) // crypto/rand.Read never fails (Go 1.24+)
 		return s, nil
 	case key == nil:

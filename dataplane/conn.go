@@ -71,7 +71,10 @@ type ConnConfig struct {
 	// Network deadlines always use real time.
 	Clock clock.Clock
 
-	onPong func() // test hook: a pong arrived
+	// helloLimit, when set, bounds inbound frames until raiseReadLimit:
+	// the Server's connections read at most a hello's worth before it.
+	helloLimit int64
+	onPong     func() // test hook: a pong arrived
 }
 
 func (c ConnConfig) withDefaults() ConnConfig {
@@ -98,6 +101,10 @@ func (c ConnConfig) withDefaults() ConnConfig {
 
 // errPongTimeout ends a connection whose peer stopped answering pings.
 var errPongTimeout = errors.New("dataplane: no pong within the pong timeout")
+
+// errSlowMessage ends a connection whose peer began a message before a
+// keepalive ping and had not finished it by that ping's pong check.
+var errSlowMessage = errors.New("dataplane: a message begun before a keepalive ping was not finished within the pong timeout")
 
 // CloseCode returns the WebSocket close code the peer sent, if err (from
 // Conn.Read or Conn.Write) carries one: 1000 for a normal close, 1009 when
@@ -156,6 +163,11 @@ type wsConn struct {
 	writerDone chan struct{} // closed when the writer goroutine ends
 
 	alive atomic.Uint64 // frames and pongs received: proof of life
+	// reading is odd while a message is being read (incremented as it
+	// begins and as it ends): a message begun before a keepalive ping
+	// must end before that ping's pong check.
+	reading atomic.Uint64
+	limit   int64 // owned by the reader: the read limit in force
 
 	closeOnce sync.Once
 	downOnce  sync.Once
@@ -204,7 +216,11 @@ func newBatchedWSConn(ws *websocket.Conn, bc *batchConn, cfg ConnConfig) *wsConn
 		epoch:      time.Now(),
 		lastWrite:  -int64(busyWindow) - 1, // the first frame finds the connection quiet
 	}
-	ws.SetReadLimit(cfg.ReadLimit)
+	c.limit = cfg.ReadLimit
+	if cfg.helloLimit > 0 {
+		c.limit = min(cfg.helloLimit, cfg.ReadLimit)
+	}
+	ws.SetReadLimit(c.limit)
 	ws.SetPongHandler(func(string) error {
 		c.alive.Add(1)
 		if cfg.onPong != nil {
@@ -232,7 +248,9 @@ func (c *wsConn) reader() {
 				buf = bytes.Buffer{}
 			}
 			buf.Reset()
+			c.reading.Add(1)
 			_, err = buf.ReadFrom(r)
+			c.reading.Add(1)
 		}
 		if err != nil {
 			c.readFailed(err)
@@ -338,7 +356,7 @@ func (c *wsConn) readFailed(err error) {
 		nc := c.ws.NetConn()
 		_ = nc.SetReadDeadline(time.Now().Add(c.cfg.CloseTimeout))
 		_, _ = io.Copy(io.Discard, nc)
-		err = fmt.Errorf("dataplane: inbound frame over the read limit of %d bytes (W2): %w", c.cfg.ReadLimit, err)
+		err = fmt.Errorf("dataplane: inbound frame over the read limit of %d bytes (W2): %w", c.limit, err)
 	} else {
 		err = fmt.Errorf("dataplane: read: %w", err)
 	}
@@ -362,6 +380,7 @@ func (c *wsConn) schedulePing() {
 
 func (c *wsConn) tick() {
 	seen := c.alive.Load()
+	msg := c.reading.Load()
 	select {
 	case c.pings <- struct{}{}:
 	default: // a ping is already queued
@@ -369,8 +388,14 @@ func (c *wsConn) tick() {
 	c.mu.Lock()
 	if !c.stopped {
 		c.pongTimer = c.cfg.Clock.AfterFunc(c.cfg.PongTimeout, func() {
-			if c.alive.Load() == seen {
+			switch {
+			case c.alive.Load() == seen:
 				c.shutdown(errPongTimeout)
+			case msg%2 == 1 && c.reading.Load() == msg:
+				// Pongs alone do not keep a message open: a peer that
+				// starts a large frame and never finishes it would hold
+				// its buffer for good.
+				c.shutdown(errSlowMessage)
 			}
 		})
 	}
@@ -414,6 +439,15 @@ func (c *wsConn) Read(ctx context.Context) (*imv2.Packet, error) {
 		return nil, closedErr()
 	case <-ctx.Done():
 		return nil, ctx.Err()
+	}
+}
+
+// raiseReadLimit lifts the hello's read limit to ReadLimit. It runs on
+// the reader goroutine (in serve's handler), the only one reading ws.
+func (c *wsConn) raiseReadLimit() {
+	if c.limit != c.cfg.ReadLimit {
+		c.limit = c.cfg.ReadLimit
+		c.ws.SetReadLimit(c.limit)
 	}
 }
 

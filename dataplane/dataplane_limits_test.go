@@ -192,7 +192,7 @@ func TestLimit_ConnectorIDsPerServer(t *testing.T) {
 	srv, err := NewServer(ServerConfig{Card: testCard(), MaxConnectors: 1, NewTarget: func(string) imv2.Target { return newRecTarget() }})
 	require.NoError(t, err)
 	defer srv.Close()
-	first, _ := pipeSession(t, srv)
+	first, firstDone := pipeSession(t, srv)
 	id := first.hello("")
 	ch := first.open("")
 	second, _ := pipeSession(t, srv)
@@ -200,7 +200,9 @@ func TestLimit_ConnectorIDsPerServer(t *testing.T) {
 	expectError(t, ans, protocol.CodeConnectorIDMismatch)
 	require.True(t, srv.IsOpen(ch))
 	require.Equal(t, protocol.TypePong, first.call(protocol.TypePing, "", nil).Type)
-	require.Equal(t, id, second.hello(id), "the same connector_id may connect again")
+	require.NoError(t, first.c.Close())
+	<-firstDone
+	require.Equal(t, id, second.hello(id), "the same connector_id may connect again once its holder left")
 }
 
 // TestLimit_HandlerCallsPerConnection: past MaxHandlerCalls concurrent

@@ -45,7 +45,19 @@
 //     connector_id in the ack, as Common Protocol §8.1 allows, rather than
 //     connector_id_mismatch; xAgent then replaces
 //     its ConnectorClient. connector_id_mismatch is used only when every
-//     connector_id slot is online.
+//     connector_id slot is taken, or for a connector_id online on another
+//     connection (below).
+//   - One holder per connector_id: a hello naming a connector_id that is
+//     online on another connection is refused connector_id_mismatch (the
+//     message says to try again once that connection ended); it is not
+//     handed the channels, and the first connection is not closed. Taking
+//     over would give an online peer's channels and user messages to any
+//     key holder that knows its connector_id, and two holders would throw
+//     each other out in turn; refusing costs a holder whose connection
+//     died unnoticed a wait for its keepalive to cut it (at most
+//     PingInterval+PongTimeout, 45 s) before its reconnect is admitted.
+//     A hello first waits up to 2 s for the holding connection to end,
+//     so a client that closes and dials again at once is admitted.
 //   - ping and pong are allowed before the hello; every other packet but
 //     connector.hello gets hello_required until hello.ack (W3). Error
 //     packets are never answered.
@@ -74,6 +86,17 @@
 // Every map keyed by remote input is bounded:
 //
 //   - frame size: DefaultReadLimit (1 MiB), per frame, both directions;
+//     64 KiB before the hello completed (a hello needs under 5 KiB);
+//   - a message being read: one begun before a keepalive ping must be
+//     complete at that ping's pong check (DefaultPongTimeout after it),
+//     or the connection closes; answering pings does not keep an
+//     unfinished message open;
+//   - the hello's supported_profiles: MaxHelloProfiles (32) entries of at
+//     most MaxProfileIDBytes (128) bytes, or invalid_packet; the session
+//     keeps that list and the negotiated set, nothing else of the hello;
+//   - connections per connector_id: one (see "One holder" above), so
+//     after the hello at most MaxConnectors connections, each reading at
+//     most one frame at a time;
 //   - write timeout DefaultWriteTimeout (10 s); keepalive ping every
 //     DefaultPingInterval (30 s), dropped after DefaultPongTimeout (15 s)
 //     without any frame or pong; graceful close waits DefaultCloseTimeout;
@@ -84,7 +107,12 @@
 //     for or waiting on a Target call): DefaultMaxConnectorMemory (16 MiB)
 //     per connector_id under DefaultMaxMemory (64 MiB) per Server
 //     (imv2.Budget); over it a delta that needs room gets
-//     delta_limit_exceeded and a final channel_busy, retryable;
+//     delta_limit_exceeded and a final channel_busy, retryable. Each
+//     connector_id held is guaranteed MaxMemory/(2·MaxConnectors) (512 KiB)
+//     of it that no set of other peers can take (imv2.NewPooledBudget); a
+//     connection's end drops its channels' delta streams at once, and a
+//     stream lives at most imv2.Options.DeltaMaxAge (30 min) however
+//     often it is extended;
 //   - connector_id instances: DefaultMaxConnectors (64), each kept for
 //     DefaultOfflineGrace (1 h) after its last connection ends (its TTL),
 //     then its channels are closed and dropped (OnChannelDrop is called,

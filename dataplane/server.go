@@ -72,8 +72,28 @@ const (
 	// state, so one peer cannot take the whole Server budget: 16 full-size
 	// replies streaming or queued at once, far more than one xAgent's
 	// tool loops produce.
+	//
+	// Beyond that cap, each connector_id held is guaranteed a floor of the
+	// Server budget no other can take: MaxMemory/(2·MaxConnectors) (512 KiB
+	// by default, hundreds of finals), at most MaxConnectorMemory. The
+	// floors of MaxConnectors are kept aside, and what connector_ids hold
+	// beyond their floors takes at most the rest (32 MiB by default), so
+	// any number of peers filling the budget leave every other its floor
+	// (imv2.NewPooledBudget).
 	DefaultMaxConnectorMemory = 16 << 20
+	// MaxHelloProfiles bounds the entries of a hello's
+	// supported_profiles, and MaxProfileIDBytes each entry: a hello
+	// beyond either is refused invalid_packet. The catalog has a handful
+	// of profiles; the session keeps the list (≤ 4 KiB) for its error
+	// messages and the negotiated set.
+	MaxHelloProfiles  = 32
+	MaxProfileIDBytes = 128
 )
+
+// helloReadLimit bounds each frame a connection reads before its hello
+// completes (a hello within the caps above is under 5 KiB), so the
+// MaxPreHello connections hold at most 16 MiB of frames between them.
+const helloReadLimit = 64 << 10
 
 // ServerConfig configures a Server. Card and NewTarget are required.
 type ServerConfig struct {
@@ -321,7 +341,11 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		s.opts.Logger = cfg.Logger
 	}
 	sharedStores(&s.opts)
-	s.budget = imv2.NewBudget(cfg.MaxMemory, s.opts.Budget)
+	// Each connector_id held (at most MaxConnectors) is guaranteed a
+	// floor of the budget (see DefaultMaxConnectorMemory): the instances'
+	// budgets are its children.
+	floor := min(cfg.MaxConnectorMemory, cfg.MaxMemory/int64(2*cfg.MaxConnectors))
+	s.budget = imv2.NewPooledBudget(cfg.MaxMemory, floor, cfg.MaxConnectors, s.opts.Budget)
 	s.startHeartbeat()
 	for _, t := range cfg.Card.Tools {
 		s.cardTool[t.ToolID] = true
@@ -386,7 +410,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.log.Debug("dataplane: upgrade failed", "err", err)
 		return // the upgrader has answered
 	}
-	_ = s.serveConn(context.Background(), newBatchedWSConn(ws, slot.bc, s.cfg.Conn), true)
+	cc := s.cfg.Conn
+	cc.helloLimit = helloReadLimit
+	_ = s.serveConn(context.Background(), newBatchedWSConn(ws, slot.bc, cc), true)
 }
 
 // releasePreHello frees a slot ServeHTTP took for a connection that never
@@ -600,6 +626,13 @@ func (s *Server) attach(ss *session, connectorID string, adopt bool) (*instance,
 			channels: map[string]*channelEntry{},
 		}
 		s.instances[inst.id] = inst
+	} else if inst.live > 0 {
+		// One holder per connector_id: a second hello while the first
+		// connection is up is refused, not handed the channels (see the
+		// package doc). Retryable: a holder that died unnoticed is cut by
+		// its keepalive within PingInterval+PongTimeout, so the message
+		// says to try again.
+		return nil, imv2.Errorf(protocol.CodeConnectorIDMismatch, "connector_id %q is online on another connection, and one connection holds a connector_id; try again once it ended", inst.id)
 	}
 	if ss.preHello {
 		ss.preHello = false
@@ -613,6 +646,40 @@ func (s *Server) attach(ss *session, connectorID string, adopt bool) (*instance,
 		inst.grace = nil
 	}
 	return inst, nil
+}
+
+// holderWait bounds how long a hello waits for the connection holding its
+// connector_id to end (see awaitHolder).
+const holderWait = 2 * time.Second
+
+// awaitHolder waits, at most holderWait, until no connection holds
+// connectorID: a client that closed its connection and dials again at
+// once may say hello before the Server has detached the old one, whose
+// end is then a matter of milliseconds. A holder that stays (another
+// peer, or a connection that died unnoticed) costs the hello this wait,
+// then attach refuses it.
+func (s *Server) awaitHolder(ctx context.Context, connectorID string) {
+	if connectorID == "" {
+		return
+	}
+	s.mu.Lock()
+	var holder *session
+	for ss := range s.sessions {
+		if ss.inst != nil && ss.inst.id == connectorID {
+			holder = ss
+			break
+		}
+	}
+	s.mu.Unlock()
+	if holder == nil {
+		return
+	}
+	wctx, cancel := context.WithTimeout(ctx, holderWait)
+	defer cancel()
+	select {
+	case <-holder.ended:
+	case <-wctx.Done():
+	}
 }
 
 // evictEmptyLocked drops the offline instance without channels that was

@@ -88,16 +88,18 @@ func TestServer_W4_HelloValidation(t *testing.T) {
 }
 
 func TestServer_W4_ConnectorIDIssuedAndReused(t *testing.T) {
-	_, url := startServer(t, nil)
+	srv, url := startServer(t, nil)
 	a := dialPeer(t, url, nil)
 	id := a.hello("")
-	b := dialPeer(t, url, nil)
-	require.Equal(t, id, b.hello(id), "a known connector_id is reused")
+	expectError(t, a.call(protocol.TypeConnectorHello, "", goodHello(id)), imv2.CodeInvalidPacket) // hello twice
 	c := dialPeer(t, url, nil)
 	other := c.hello("conn_unknown")
 	require.NotEqual(t, "conn_unknown", other, "an unknown connector_id gets a new one")
 	require.NotEqual(t, id, other)
-	expectError(t, a.call(protocol.TypeConnectorHello, "", goodHello(id)), imv2.CodeInvalidPacket) // hello twice
+	require.NoError(t, a.conn.Close()) // one holder per connector_id: reused once a's connection ended
+	waitDetached(t, srv, id)
+	b := dialPeer(t, url, nil)
+	require.Equal(t, id, b.hello(id), "a known connector_id is reused")
 }
 
 func TestServer_W5_OpenNewReuseUnknown(t *testing.T) {

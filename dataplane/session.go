@@ -215,7 +215,17 @@ func (ss *session) hello(p *imv2.Packet) {
 	case h.SupportedProfiles == nil:
 		ss.fail(p, imv2.CodeInvalidPacket, "connector.hello: supported_profiles is missing; no profile is enabled implicitly (P3)")
 		return
+	case len(h.SupportedProfiles) > MaxHelloProfiles:
+		ss.fail(p, imv2.CodeInvalidPacket, "connector.hello: %d supported_profiles, over the limit of %d", len(h.SupportedProfiles), MaxHelloProfiles)
+		return
 	}
+	for _, id := range h.SupportedProfiles {
+		if len(id) > MaxProfileIDBytes {
+			ss.fail(p, imv2.CodeInvalidPacket, "connector.hello: a supported_profiles entry of %d bytes, over the limit of %d", len(id), MaxProfileIDBytes)
+			return
+		}
+	}
+	ss.srv.awaitHolder(ss.ctx, h.ConnectorID)
 	inst, err := ss.srv.attach(ss, h.ConnectorID, ss.srv.knownElsewhere(ss.ctx, h.ConnectorID))
 	if err != nil {
 		ss.failErr(p, err)
@@ -232,6 +242,9 @@ func (ss *session) hello(p *imv2.Packet) {
 	ss.neg = imv2.DefaultCatalog().Negotiate(ss.supported, ss.srv.cfg.Card.Supports.Profiles)
 	ss.helloDone = true
 	ss.helloSeen.Store(true)
+	if wc, ok := ss.conn.(*wsConn); ok {
+		wc.raiseReadLimit() // on its reader goroutine: this handler runs there
+	}
 	ss.reply(p, protocol.TypeConnectorHelloAck, protocol.ConnectorHelloAck{
 		ConnectorCardID: card,
 		ConnectorID:     inst.id,

@@ -539,7 +539,8 @@ func completedHandover(t *testing.T, newStore CompletedFactory) {
 // channel again and again cannot make other channels' records go first.
 func completedHandoverRepeat(t *testing.T, newStore CompletedFactory) {
 	ctx := context.Background()
-	s := newStore(t, 11, time.Hour, fakeclock.New(start))
+	clock := fakeclock.New(start)
+	s := newStore(t, 11, 4*time.Hour, clock)
 	for i := range 5 {
 		mustRecord(t, s, "a", fmt.Sprintf("m%d", i), fpOf("a"))
 	}
@@ -553,7 +554,9 @@ func completedHandoverRepeat(t *testing.T, newStore CompletedFactory) {
 		}
 	}
 	// Ten new records push out the ten oldest: a's and b's copies, which
-	// came before x1.
+	// came before x1. (Past the resend horizon, an hour: the memory store
+	// protects younger records of a channel within its share.)
+	clock.Advance(2 * time.Hour)
 	for i := range 10 {
 		mustRecord(t, s, "new", fmt.Sprintf("n%d", i), fpOf("n"))
 	}
@@ -650,9 +653,9 @@ func completedConcurrent(t *testing.T, newStore CompletedFactory) {
 
 func completedReopen(t *testing.T, newStore CompletedFactory, reopen CompletedReopener) {
 	clock := fakeclock.New(start)
-	s := newStore(t, 4, time.Hour, clock)
+	s := newStore(t, 4, 3*time.Hour, clock)
 	mustRecord(t, s, "x", "m1", fpOf("1"))
-	clock.Advance(10 * time.Minute)
+	clock.Advance(30 * time.Minute)
 	mustRecord(t, s, "y", "m2", fpOf("2"))
 	mustRecord(t, s, "x", "m3", fpOf("3"))
 	mustRecord(t, s, "a", "m4", fpOf("4"))
@@ -667,17 +670,19 @@ func completedReopen(t *testing.T, newStore CompletedFactory, reopen CompletedRe
 	wantLookup(t, s, "a", "m4", imv2.Fingerprint{}, false)
 
 	// The cap and the eviction order survive: 3 held, cap 4; two more
-	// records evict the oldest one, x/m1.
-	clock.Advance(30 * time.Minute)
+	// records evict the oldest one, x/m1. (Past the resend horizon, an
+	// hour: the memory store protects younger records of a channel within
+	// its share.)
+	clock.Advance(90 * time.Minute)
 	mustRecord(t, s, "y", "m5", fpOf("5"))
 	mustRecord(t, s, "y", "m6", fpOf("6"))
 	wantLookup(t, s, "x", "m1", imv2.Fingerprint{}, false)
 	wantLookup(t, s, "y", "m2", fpOf("2"), true)
 
 	// Record times survive: y/m2 and x/m3 expire one TTL after they were
-	// recorded (start+10m), not one TTL after a reopen.
+	// recorded (start+30m), not one TTL after a reopen.
 	s = reopen(t, s)
-	clock.Advance(30 * time.Minute)
+	clock.Advance(90 * time.Minute)
 	wantLookup(t, s, "y", "m2", imv2.Fingerprint{}, false)
 	wantLookup(t, s, "x", "m3", imv2.Fingerprint{}, false)
 	wantLookup(t, s, "y", "m5", fpOf("5"), true)

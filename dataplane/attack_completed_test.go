@@ -1,0 +1,57 @@
+package dataplane
+
+import (
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/fakeclock"
+)
+
+// TestAttack_FinalsFloodCannotEvictAnotherChannelsRecord (issue 26,
+// attack 2): a victim's final is shown and its ack lost; then another
+// connector_id floods one and a half times the completed store's capacity
+// in tiny finals, over 1 and over 20 channels. The victim's resend is
+// still answered duplicate and the final shown once: the flood evicts the
+// attacker's own records, never a record of a channel within its share
+// younger than the resend horizon (completedshare.go). Before, the store
+// dropped its oldest record, the victim's, and the resend was accepted
+// and shown a second time. The store is sized 100 here; the mechanism is
+// the one DefaultCompletedCap (100,000) runs.
+func TestAttack_FinalsFloodCannotEvictAnotherChannelsRecord(t *testing.T) {
+	const capacity = 100
+	for _, channels := range []int{1, 20} {
+		t.Run(strconv.Itoa(channels)+" attacker channels", func(t *testing.T) {
+			clk := fakeclock.New(time.Unix(1_700_000_000, 0))
+			target := newRecTarget()
+			_, url := startServer(t, func(c *ServerConfig) {
+				c.APIKey = attackKey
+				c.NewTarget = func(string) imv2.Target { return target }
+				c.Options = &imv2.Options{Completed: imv2.NewMemoryCompletedStore(capacity, 0, clk)}
+			})
+			victim := dialPeer(t, url, authHeader())
+			victim.hello("")
+			vch, _ := victim.open("")
+			victim.write(finalMessage(vch, "v1", "shown once"))
+			require.Equal(t, imv2.AckAccepted, mustAck(t, victim.next()).Status) // the ack the sender will miss
+
+			attacker := dialPeer(t, url, authHeader())
+			attacker.hello("")
+			ids := make([]string, channels)
+			for i := range ids {
+				ids[i], _ = attacker.open("")
+			}
+			for i := range capacity * 3 / 2 {
+				attacker.write(finalMessage(ids[i%channels], "a"+strconv.Itoa(i), "x"))
+				require.Equal(t, imv2.AckAccepted, mustAck(t, attacker.next()).Status, "final %d", i)
+			}
+			clk.Advance(time.Minute) // well inside the resend horizon
+
+			victim.write(finalMessage(vch, "v1", "shown once")) // the resend
+			require.Equal(t, imv2.AckDuplicate, mustAck(t, victim.next()).Status)
+			require.Equal(t, 1, target.count("v1"), "shown once")
+		})
+	}
+}
