@@ -24,23 +24,23 @@ var figure = regexp.MustCompile(`\d+(?:[.,]\d+)*(?: (?:MiB|KiB|bytes|min|ms|h|s)
 func TestREADME_DefaultLimitsMatchTheConstants(t *testing.T) {
 	o := (&Options{}).withDefaults()
 	want := map[string][]string{
-		"pending messages per channel":              {count(DefaultPendingCap)},
-		"pending age, connected or not":             {dur(o.PendingTTL)},
-		"ack timeout / backoff":                     {dur(o.AckTimeout), dur(o.RetryMin), dur(o.RetryMax)},
-		"sent messages awaiting an ack per channel": {count(o.MaxUnacked)},
-		"Target call":                               {dur(o.TargetTimeout)},
+		"pending messages per channel":                                         {count(DefaultPendingCap)},
+		"pending age, connected or not (a negative `PendingTTL` turns it off)": {dur(o.PendingTTL)},
+		"ack timeout / backoff":                                                {dur(o.AckTimeout), dur(o.RetryMin), dur(o.RetryMax)},
+		"sent messages awaiting an ack per channel":                            {count(o.MaxUnacked)},
+		"Target call": {dur(o.TargetTimeout)},
 		"messages queued for the Target per channel (posted one at a time, in order)": {count(o.MaxInflight)},
 		"resends waiting on one in-flight message":                                    {count(o.MaxWaiters)},
 		"open delta streams per channel":                                              {count(o.MaxOpenDeltas)},
 		"assembled delta text (+8 bytes per delta)":                                   {size(deltaOverhead), size(o.MaxDeltaBytes)},
-		"idle delta stream":                                                           {dur(o.DeltaIdleTTL), dur(o.DeltaSweep)},
-		"completed records":                                                           {count(DefaultCompletedCap), dur(DefaultCompletedTTL)},
-		"records (and claims) copied by one handover to a new channel ID":             {count(MaxHandoverRecords)},
-		"claim of a message while its Target runs":                                    {count(int(o.ClaimLease / o.TargetTimeout))},
-		"activity shown without refresh":                                              {dur(o.ActivityTimeout)},
-		"`message_id`, `file_ref`":                                                    {size(MaxIDBytes)},
-		"message text":                                                                {size(MaxTextBytes)},
-		"files per message / filename":                                                {count(MaxFilesPerMessage), size(MaxFilenameBytes)},
+		"delta stream idle / age (`DeltaIdleTTL`, `DeltaMaxAge`)":                     {dur(o.DeltaIdleTTL), dur(o.DeltaMaxAge), dur(o.DeltaSweep)},
+		"completed records": {count(DefaultCompletedCap), dur(DefaultCompletedTTL)},
+		"records (and claims) copied by one handover to a new channel ID": {count(MaxHandoverRecords)},
+		"claim of a message while its Target runs":                        {count(int(o.ClaimLease / o.TargetTimeout))},
+		"activity shown without refresh":                                  {dur(o.ActivityTimeout)},
+		"`message_id`, `file_ref`":                                        {size(MaxIDBytes)},
+		"message text":                                                    {size(MaxTextBytes)},
+		"files per message / filename":                                    {count(MaxFilesPerMessage), size(MaxFilenameBytes)},
 	}
 	rows := readmeLimits(t)
 	for label, cells := range rows {
@@ -129,7 +129,7 @@ func TestOptions_DocDefaultsMatchTheConstants(t *testing.T) {
 		"MaxUnacked":      {count(o.MaxUnacked)},
 		"TargetTimeout":   {durMS(o.TargetTimeout)},
 		"MaxInflight":     {count(o.MaxInflight), count(o.MaxWaiters)},
-		"DeltaIdleTTL":    {durMS(o.DeltaIdleTTL), durMS(o.DeltaSweep)},
+		"DeltaIdleTTL":    {durMS(o.DeltaIdleTTL), durMS(o.DeltaMaxAge), durMS(o.DeltaSweep)},
 		"MaxOpenDeltas":   {count(o.MaxOpenDeltas), size(o.MaxDeltaBytes)},
 		"ActivityTimeout": {durMS(o.ActivityTimeout)},
 	}
