@@ -85,7 +85,8 @@ func (p *platform) Start(_ context.Context, _ string, req protocol.AuthStart) (c
 		QRCodeText: "xagent://scan-me", PollIntervalMillis: 1}}, nil
 }
 
-// Status answers scanned on the first poll and binds the room on the second.
+// Status answers qr_refresh_required on the first poll, scanned on the
+// second (which must ask for the refresh) and binds the room on the third.
 func (p *platform) Status(_ context.Context, _ string, req protocol.AuthStatusRequest) (connector.SignInResult, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -94,7 +95,12 @@ func (p *platform) Status(_ context.Context, _ string, req protocol.AuthStatusRe
 		return connector.SignInResult{}, imv2.Errorf(protocol.CodeAuthSessionNotFound, "no such session")
 	}
 	p.polls++
-	if p.polls == 1 {
+	switch {
+	case p.polls == 1:
+		return connector.SignInResult{Ack: &protocol.AuthAck{AuthSessionID: req.AuthSessionID, Status: protocol.AuthQRRefreshRequired, PollIntervalMillis: 1}}, nil
+	case !req.Refresh && p.polls == 2:
+		return connector.SignInResult{}, &connector.SignInError{Reason: "the QR code was not refreshed"}
+	case p.polls == 2:
 		return connector.SignInResult{Ack: &protocol.AuthAck{AuthSessionID: req.AuthSessionID, Status: protocol.AuthScanned, PollIntervalMillis: 1}}, nil
 	}
 	return connector.SignInResult{Bind: &state.Binding{Key: room}}, nil
@@ -257,7 +263,8 @@ func testCtx(t *testing.T) context.Context {
 
 // TestRun_W12_AuthSignsTheChannelIn: -auth sends auth.start with the
 // given input for the Card's only flow, follows a pending flow through
-// auth.status (scanned, then authenticated) and the scripted finals then
+// auth.status (qr_refresh_required answered with refresh, scanned, then
+// authenticated) and the scripted finals then
 // go to the conversation the sign-in bound; a refused sign-in ends the run
 // with the Connector's reason.
 func TestRun_W12_AuthSignsTheChannelIn(t *testing.T) {
@@ -273,6 +280,7 @@ func TestRun_W12_AuthSignsTheChannelIn(t *testing.T) {
 	require.Equal(t, []string{"Scripted message 1 of 2.", "Scripted message 2 of 2."}, p.postsTo("!lobby:example.org"))
 	require.Contains(t, r.out.String(), "auth room: pending")
 	require.Contains(t, r.out.String(), "qr_code_text=xagent://scan-me")
+	require.Contains(t, r.out.String(), "auth room: qr_refresh_required")
 	require.Contains(t, r.out.String(), "auth room: scanned")
 	require.Contains(t, r.out.String(), "auth room: authenticated")
 
