@@ -349,13 +349,15 @@ func TestRun_S1_StateKeepsAPendingFinalAcrossARestart(t *testing.T) {
 }
 
 // TestRun_S8_StateDoesNotRunAUserMessageTwice: imv2sim takes a user
-// message but its ack is lost (-drop 100 drops every chat packet it
-// sends); started again on the same -state file it reopens the channel,
-// and the Connector's resend of the message is acked duplicate without
-// running it (no second "user" line, no second reply).
+// message and replies, but every chat packet it sends is lost (-drop 100:
+// the ack and the final); started again on the same -state file it
+// reopens the channel, the Connector's resend of the user message is
+// acked duplicate without running it again (no second "user" line), and
+// the reply of the first run, still pending, is shown once.
 func TestRun_S8_StateDoesNotRunAUserMessageTwice(t *testing.T) {
 	ctx := testCtx(t)
 	p := newPlatform()
+	p.attempts = make(chan string, 1)
 	acks := make(chan imv2.AckStatus, 4)
 	k := plainKit(t, p, func() *connector.Options {
 		return &connector.Options{Channel: &imv2.Options{AckTimeout: 200 * time.Millisecond,
@@ -366,8 +368,9 @@ func TestRun_S8_StateDoesNotRunAUserMessageTwice(t *testing.T) {
 	r := startRun("-connector", k.url(), "-state", path, "-drop", "100", "-rate", "0")
 	r.out.waitFor(ctx, t, "open channel", 1)
 	require.NoError(t, k.k.Receive(ctx, connector.Event{Conversation: connector.DefaultConversationKey, EventID: "ev-1", Text: "hello"}))
-	r.out.waitFor(ctx, t, "user ", 1)
+	r.out.waitFor(ctx, t, "final ", 1) // the reply is pending
 	require.NoError(t, r.stop())
+	require.Empty(t, p.postsTo(connector.DefaultConversationKey))
 
 	r = startRun("-connector", k.url(), "-state", path, "-rate", "0")
 	select {
@@ -376,9 +379,17 @@ func TestRun_S8_StateDoesNotRunAUserMessageTwice(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatalf("the user message was not acked\n%s", r.out)
 	}
+	for len(p.postsTo(connector.DefaultConversationKey)) == 0 {
+		select {
+		case <-p.attempts:
+		case <-ctx.Done():
+			t.Fatalf("the first run's reply was not sent again\n%s", r.out)
+		}
+	}
+	r.out.waitFor(ctx, t, "reopen channel", 1) // the ack may come before Start returns
 	require.NoError(t, r.stop())
 	require.NotContains(t, r.out.String(), "user ", "the user message ran again")
-	require.Empty(t, p.postsTo(connector.DefaultConversationKey), "no second reply")
+	require.Equal(t, []string{"You said: hello"}, p.postsTo(connector.DefaultConversationKey))
 }
 
 // TestRun_Version: -version prints the module version and exits 0.
