@@ -84,6 +84,12 @@ const (
 // or after a restart is not held back in order (its outcome-unknown mark,
 // above, is durable).
 //
+// Drafts keep that order too: in modes stream and edit a message's first
+// draft is its place in the chat, so it waits until the channel's finals
+// sent before it were posted or rejected (the Channel holds it, at most
+// the Target timeout), and while one of them is unresolved the message
+// shows no draft and is shown by its final alone, behind the earlier one.
+//
 // Zero values take the defaults: no rate limit (rate.Inf), burst 1, 8
 // attempts, 250 ms doubling to 10 s. The per-conversation limiters live in
 // an LRU of MaxConversations (default 10,000) keys; an evicted key starts

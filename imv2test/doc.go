@@ -93,6 +93,8 @@
 //	observe KIND[|KIND] [message_id=V] [count=N | min=N max=N] [within=D] [JSON]
 //	        at least min events (default 1) within D; with a max, none beyond it for $QUIET
 //	observe-none KIND[|KIND] [message_id=V] [for=D] [JSON]
+//	observe-order ID ID… [within=D]   every message's final within D, and the messages
+//	        first shown (draft, post, edit or final) in the order listed
 //	sync                              ping → pong: the peer has read all sent before
 //	disconnect | sleep D | set NAME VALUE
 //

@@ -59,13 +59,14 @@ const (
 	AcceptUnknownFile     Flaw = "accept-unknown-file"     // K8.b: a final naming any file_ref is accepted (M7, M12)
 	DropFiles             Flaw = "drop-files"              // K8.c, K9.b: the final is shown without its files (M12)
 	LenientDelta          Flaw = "lenient-delta"           // K9.a, K7.a: delta members it does not know are ignored (D7)
-	AckBeforePost         Flaw = "ack-before-post"         // K9.b: acks accepted, posts a second later (M12)
+	AckBeforePost         Flaw = "ack-before-post"         // K2.e, K9.b: acks accepted, posts a second later (M12)
 	AcceptSync            Flaw = "accept-sync"             // K10: shows and acks session sync / history packets (P6, P7)
 	NewIDOnReconnect      Flaw = "new-id-on-reconnect"     // K11: a reconnect forgets the channel (W5, S10)
 	ResendHistory         Flaw = "resend-history"          // K11.b: a reconnect resends every user message ever sent (S10)
 	ActivityUnsupported   Flaw = "activity-unsupported"    // K12.a, K12.b, K12.d: chat.activity is refused (C1, C5)
 	IgnoreBadActivity     Flaw = "ignore-bad-activity"     // K12.c: invalid activity is dropped silently (X3)
 	ActivityForever       Flaw = "activity-forever"        // K12.d: a shown status never times out (C7)
+	DraftOvertakes        Flaw = "draft-overtakes"         // K2.e: a final-only message waits out a rate limit in the background while the next message's drafts show at once (M14)
 	RejectRetryable       Flaw = "reject-retryable"        // every check whose final must be accepted: every valid final is rejected retryable, however often it is resent (A8, M12)
 )
 
@@ -75,7 +76,7 @@ var Flaws = []Flaw{
 	FinalTwice, Placeholder, StitchGaps, NoDrafts, NoDedup, AckReplyToMessageID, AcceptUnknownFields, RejectUnknownMembers,
 	NoRequestID, SilentInvalid, BufferTempText, UnboundedDeltas, LeakSessionID, UnsignedDownload,
 	AcceptUnknownFile, DropFiles, LenientDelta, AckBeforePost, AcceptSync, NewIDOnReconnect,
-	ResendHistory, ActivityUnsupported, IgnoreBadActivity, ActivityForever, RejectRetryable,
+	ResendHistory, ActivityUnsupported, IgnoreBadActivity, ActivityForever, DraftOvertakes, RejectRetryable,
 }
 
 // CardID is the fixture's connector_card_id.
@@ -100,7 +101,8 @@ type Config struct {
 	Buffered bool
 	// Sink receives the target side effects; nil drops them.
 	Sink func(imv2test.Event)
-	// PostDelay is how late the post follows the ack with AckBeforePost.
+	// PostDelay is how late the post follows the ack with AckBeforePost,
+	// and the rate-limit wait of a final-only message with DraftOvertakes.
 	PostDelay time.Duration
 	// Bounds of delta state (each stream expires after DeltaIdleTTL idle).
 	DeltaIdleTTL  time.Duration
@@ -598,6 +600,20 @@ func (s *session) onMessage(ch *channel, p *imv2.Packet) {
 		}
 	}
 	posts = append(posts, final)
+	if c.has(DraftOvertakes) && st == nil && !c.cfg.Buffered {
+		// A rate-limited post retried in the background, holding nothing:
+		// the channel's next message streams its drafts meanwhile.
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			time.Sleep(c.cfg.PostDelay)
+			for _, e := range posts {
+				c.cfg.Sink(e)
+			}
+			s.ack(p, m.MessageID, imv2.AckAccepted, nil)
+		}()
+		return
+	}
 	if c.has(AckBeforePost) {
 		s.ack(p, m.MessageID, imv2.AckAccepted, nil)
 		c.wg.Add(1)
