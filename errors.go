@@ -160,17 +160,24 @@ func Permanent(err error) error {
 // is more often transient and the receiver's dedup makes a resend safe.
 // IsRetryable(nil) is false.
 func IsRetryable(err error) bool {
-	if err == nil {
-		return false
-	}
+	retryable, marked := RetryMark(err)
+	return retryable || (!marked && err != nil)
+}
+
+// RetryMark returns the verdict err carries: the first Retryable or
+// Permanent mark, or *Error, in its chain, and marked false when there is
+// none (IsRetryable reads such an error as retryable). A caller that must
+// tell "try again" from an unexplained failure — a post that may have
+// been applied — reads it here.
+func RetryMark(err error) (retryable, marked bool) {
 	for err != nil {
 		switch e := err.(type) {
 		case *kindError:
-			return e.retryable
+			return e.retryable, true
 		case *Error:
-			return e.Retryable
+			return e.Retryable, true
 		}
 		err = errors.Unwrap(err)
 	}
-	return true
+	return false, false
 }

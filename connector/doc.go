@@ -39,14 +39,17 @@
 //   - Drafts across restarts. The handle of every draft shown is kept in
 //     Binding.Drafts until its final is shown, so a final arriving after a
 //     restart finishes its draft instead of posting a second message (M11).
-//   - Lost responses. A failed post is made again only when that cannot
-//     show it twice: marked RetryAfter or NotPosted, or to a PostChecker or
-//     IdempotentPlatform; otherwise the final is answered
-//     delivery_outcome_unknown (Platform).
+//   - Errors. One contract for every platform call, in a table on
+//     Platform: imv2.Permanent never retried, imv2.Retryable and RetryAfter
+//     not posted (retried), any other error maybe posted (a final is then
+//     made again only to a PostChecker or IdempotentPlatform, otherwise
+//     answered delivery_outcome_unknown).
 //   - Order. Retries wait in line (a RetryAfter is waited out while the
 //     channel's later messages wait): a final the kit gives up on retryable
 //     holds the channel's later finals (channel_busy, retryable) until xAgent
 //     resends it, bounded by Pace.OrderTTL and Pace.MaxOrderChannels (Pace).
+//     A message's first draft waits behind the channel's earlier finals, so
+//     replies show in send order in every mode.
 //   - Replicas. Replicas on one shared Store reach a channel open on another
 //     replica through Options.Relay; they need a shared FileStore and the
 //     same API key or Options.URLKey (see Download URLs below). With a

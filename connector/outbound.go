@@ -100,7 +100,7 @@ func (o *outbound) final(ctx context.Context, channelID string, m *imv2.ChatMess
 	return o.k.pace.do(ctx, to.Key, func(ctx context.Context) error {
 		msg, closeAll, err := o.open(ctx, channelID, m)
 		if err != nil {
-			return NotPosted(err) // nothing reached the platform
+			return imv2.Retryable(err) // nothing reached the platform
 		}
 		defer closeAll()
 		return post(ctx, to, msg)
@@ -124,7 +124,7 @@ func (o *outbound) afterFailedPost(ctx context.Context, to Conversation, key str
 	}
 	pc, ok := o.p.(PostChecker)
 	if !ok {
-		return imv2.Errorf(imv2.CodeDeliveryOutcomeUnknown, "the post failed and may have been applied, so it is not made again (a platform marks a post it did not apply with connector.NotPosted): %w", err)
+		return imv2.Errorf(imv2.CodeDeliveryOutcomeUnknown, "the post failed and may have been applied, so it is not made again (a platform marks a post it did not apply with imv2.Retryable): %w", err)
 	}
 	r.unknown = true
 	if ctx.Err() == nil {
@@ -222,7 +222,7 @@ func (o *outbound) Draft(ctx context.Context, channelID string, d display.Draft)
 
 // Post implements display.Editor: the temporary message. Like a final's
 // post it is made again only when the platform did not apply it
-// (RetryAfter, NotPosted, a dial error); any other failure may have shown
+// (imv2.Retryable, RetryAfter, a dial error); any other failure may have shown
 // it (a lost response), and a second PostDraft would leave a second
 // temporary message. A draft is not a final: the kit then gives up on it
 // (display.ErrSkipDraft, permanent) and the final is posted whole with

@@ -46,8 +46,8 @@ const (
 // PostDraft (a new temporary message) follows the first rule below only,
 // and is given up otherwise (Editor). A final is
 // posted again only when that cannot show it twice (Platform):
-//   - the error says the platform did not apply the post: RetryAfter,
-//     NotPosted, or a dial error (the request never left);
+//   - the error says the platform did not apply the post: imv2.Retryable,
+//     RetryAfter, or a dial error (the request never left);
 //   - else, for a PostChecker, WasPosted says it was not posted (posted:
 //     the final is done, accepted);
 //   - else, for an IdempotentPlatform, always (same idempotency key).
@@ -125,39 +125,23 @@ type Pace struct {
 	MaxOrderChannels int
 }
 
-// NotPosted wraps err, a failed post, to say the platform did not apply
-// it (it answered with an error status, the request was refused before it
-// was sent): the kit may post the final again, after the Pace backoff and
-// within its attempts, without asking the platform first. A post error
-// without it — and without RetryAfter — may have been applied, so the kit
-// posts it again only to a PostChecker or IdempotentPlatform (Pace).
-// NotPosted(nil) is nil.
-func NotPosted(err error) error {
-	if err == nil {
-		return nil
-	}
-	return &notPostedError{err}
-}
-
-type notPostedError struct{ err error }
-
-func (e *notPostedError) Error() string { return e.err.Error() }
-func (e *notPostedError) Unwrap() error { return e.err }
-
-// notApplied reports whether err says the platform did not apply the call:
-// a rate limit, NotPosted, or a dial or name-resolution failure.
+// notApplied reports whether err, a platform call's failure, says the
+// platform did not apply the call: imv2.Retryable (or an *imv2.Error with
+// Retryable set), RetryAfter, or a dial or name-resolution failure (the
+// request never left). A plain error says nothing: the call may have been
+// applied (Platform).
 func notApplied(err error) bool {
-	var np *notPostedError
 	var op *net.OpError
 	var dns *net.DNSError
 	_, limited := RetryAfterOf(err)
-	return limited || errors.As(err, &np) || (errors.As(err, &op) && op.Op == "dial") || errors.As(err, &dns)
+	retryable, marked := imv2.RetryMark(err)
+	return limited || (marked && retryable) || (errors.As(err, &op) && op.Op == "dial") || errors.As(err, &dns)
 }
 
 // RetryAfter wraps err, a platform's rate-limit answer, with the delay the
-// platform asked for (HTTP 429 Retry-After, Telegram retry_after). The kit
-// waits that long before the next call to the conversation. RetryAfter(nil,
-// d) is nil.
+// platform asked for (HTTP 429 Retry-After, Telegram retry_after): not
+// applied, like imv2.Retryable, and the kit waits d before the next call
+// to the conversation. RetryAfter(nil, d) is nil.
 func RetryAfter(err error, d time.Duration) error {
 	if err == nil {
 		return nil

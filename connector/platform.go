@@ -15,19 +15,33 @@ import (
 // type assertion, the way net/http finds http.Flusher.
 //
 // Post returns only after the platform accepted the text and every file
-// (M12). Its error says what the platform did:
-//   - imv2.Permanent: a refusal that can never succeed; rejected for good.
-//   - RetryAfter (a rate limit) or NotPosted (an error answer, a request
-//     that never left): not applied; the kit posts again with backoff
-//     within the Target timeout (Pace) and, when that is spent, rejects
-//     the final retryable so xAgent sends it again (A8), holding the
-//     channel's later finals until it is shown or given up (Pace).
-//   - Any other error may have been applied (a lost response). The kit
-//     posts again only when that cannot show it twice: to a PostChecker
-//     that answers "not posted" (posted: accepted), or to an
-//     IdempotentPlatform. Otherwise it answers delivery_outcome_unknown,
-//     retryable=false: the final may be lost and is reported, but never
-//     shown twice — the rule imv2.ClaimStore follows after a crash.
+// (M12). Every platform call — Post, Finish, Draft, PostDraft, Edit,
+// Typing, Discard — says what the platform did with its error, one
+// contract for all:
+//
+//	returned                 meaning                the kit
+//	nil                      applied                a final is accepted
+//	imv2.Permanent(err)      refused for good       never calls again; the final is
+//	                                                rejected retryable=false
+//	imv2.Retryable(err)      not applied            calls again after a backoff
+//	RetryAfter(err, d)       not applied; wait d    calls again after d; the
+//	                         (a rate limit)         conversation's other calls wait too
+//	any other error          unknown: may have      a final: made again only to a
+//	                         been applied (a lost   PostChecker that answers "not
+//	                         response)              posted", or to an IdempotentPlatform;
+//	                                                else delivery_outcome_unknown,
+//	                                                retryable=false (never shown twice)
+//
+// A dial or name-resolution error counts as not applied (the request never
+// left). Retries stay within Pace (attempts, backoff) and the Target
+// timeout; when they are spent a final is rejected retryable so xAgent
+// sends it again (A8), holding the channel's later finals until it is
+// shown or given up (Pace). A draft's first call (Draft with no handle,
+// PostDraft) follows the table like a final, except that on "unknown" the
+// kit shows no more drafts of the message and posts its final whole, so a
+// lost response never leaves a second temporary message. Later drafts,
+// edits, typing and discards replace what is shown, so every error but
+// imv2.Permanent is retried.
 type Platform interface {
 	Post(ctx context.Context, to Conversation, m *Message) error
 }
@@ -99,11 +113,9 @@ type Drafter interface {
 // message of files and no text.
 type Editor interface {
 	// PostDraft shows text as a new temporary message and returns its
-	// handle; messageID may serve as a nonce. A failure is retried only
-	// when it says the platform did not apply it (RetryAfter, NotPosted, a
-	// dial error); after any other the kit shows no draft of the message
-	// and posts its final with Post, so a lost response never leaves a
-	// second temporary message.
+	// handle; messageID may serve as a nonce. Errors follow Platform's
+	// table: after an "unknown" one the kit shows no draft of the message
+	// and posts its final with Post.
 	PostDraft(ctx context.Context, to Conversation, messageID, text string) (handle string, err error)
 	// Edit replaces the text of the temporary message handle.
 	Edit(ctx context.Context, to Conversation, handle, text string) error
