@@ -4,9 +4,9 @@
 // same API key check, the /ws data plane written elsewhere (W1).
 //
 // New is the Connector kit on top: it assembles that Handler, the data
-// plane (dataplane.Server), the display strategies (display.Target),
-// conversation bindings, file resolution and platform pacing around one
-// Platform value — see New, Platform and Options. Handler, NewHandler and
+// plane (dataplane.Server), the display strategies (Mode: stream, edit,
+// buffer), conversation bindings, file resolution and platform pacing
+// around one Platform value — see New, Platform and Options. Handler, NewHandler and
 // NewServer stay the lower layer for an author who needs the control.
 //
 // # The kit in brief

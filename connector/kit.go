@@ -13,8 +13,8 @@ import (
 
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/clock"
+	"github.com/xagentkit/imv2/connector/internal/display"
 	"github.com/xagentkit/imv2/dataplane"
-	"github.com/xagentkit/imv2/display"
 	"github.com/xagentkit/imv2/protocol"
 )
 
@@ -62,13 +62,14 @@ type Options struct {
 	// process too (DiskStoreOptions.Keep; for replicas, a FileStore of
 	// your own on shared storage).
 	Files FileStore
-	// Mode is the delta display; default display.Stream for a Drafter,
-	// display.Edit for an Editor, else display.Buffer.
-	Mode display.Mode
-	// Display tunes the display strategies (edit interval, draft and
-	// typing bounds); its Mode, Clock and Logger are the kit's. Its
-	// CallTimeout also bounds each Unbinder.Unbound and Releaser.Release.
-	Display *display.Options
+	// Mode is how a streamed message is shown; default ModeAuto: ModeStream
+	// for a Drafter (an Editor too), ModeEdit for an Editor, else
+	// ModeBuffer.
+	Mode Mode
+	// Display tunes drafts and typing (edit interval, bounds, timeouts);
+	// see Display for the defaults. Typing clears after the Channel's
+	// ActivityTimeout, the one setting for it.
+	Display Display
 	// Channel configures every Channel (ack timeout, target timeout, delta
 	// bounds, OnDelivered, OnFailed); its stores, Clock and Logger are the
 	// kit's.
@@ -181,11 +182,15 @@ func New(card *protocol.Card, platform Platform, opts *Options) (*Connector, err
 		return nil, err
 	}
 	c.out = newOutbound(c, platform)
-	var dopts display.Options
-	if o.Display != nil {
-		dopts = *o.Display
+	d := o.Display
+	dopts := display.Options{
+		Mode: o.Mode.internal(), Interval: d.Interval, MaxDrafts: d.MaxDrafts, DraftTTL: d.DraftTTL,
+		TypingRefresh: d.TypingRefresh, MaxTyping: d.MaxTyping, CallTimeout: d.CallTimeout,
+		Clock: o.Clock, Logger: o.Logger,
 	}
-	dopts.Mode, dopts.Clock, dopts.Logger = o.Mode, o.Clock, o.Logger
+	if o.Channel != nil {
+		dopts.ActivityTimeout = o.Channel.ActivityTimeout
+	}
 	c.callTimeout = dopts.CallTimeout
 	if c.callTimeout <= 0 {
 		c.callTimeout = display.DefaultCallTimeout
@@ -366,7 +371,7 @@ func (c *Connector) Server() *dataplane.Server { return c.server }
 func (c *Connector) Handler() *Handler { return c.handler }
 
 // Mode returns the display mode in use.
-func (c *Connector) Mode() display.Mode { return c.display.Mode() }
+func (c *Connector) Mode() Mode { return Mode(c.display.Mode()) }
 
 // OfferFile stores a user's file for channelID and returns the imv2.File
 // to send to xAgent, with its signed download_url (M6, T2, T3).

@@ -13,7 +13,6 @@ import (
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/connector"
 	"github.com/xagentkit/imv2/dataplane"
-	"github.com/xagentkit/imv2/display"
 )
 
 // noticeFirst is a chat service that refuses the first post of every
@@ -62,7 +61,7 @@ func (p *noticeFirst) order() []string {
 // noticeFirstStream adds a native draft API (mode stream).
 type noticeFirstStream struct{ *noticeFirst }
 
-func (p noticeFirstStream) Draft(_ context.Context, _ connector.Conversation, d display.Draft) (string, error) {
+func (p noticeFirstStream) Draft(_ context.Context, _ connector.Conversation, d connector.Draft) (string, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.show(d.MessageID)
@@ -93,12 +92,12 @@ func (noticeFirstEdit) Edit(context.Context, connector.Conversation, string, str
 func TestKit_M14_D8_FirstDraftWaitsForEarlierFinals(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		mode     display.Mode
+		mode     connector.Mode
 		attempts int
 		runs     int
 	}{
-		{display.Stream, 0, 200}, {display.Edit, 0, 200},
-		{display.Stream, 1, 200}, {display.Edit, 1, 200},
+		{connector.ModeStream, 0, 200}, {connector.ModeEdit, 0, 200},
+		{connector.ModeStream, 1, 200}, {connector.ModeEdit, 1, 200},
 	} {
 		name := tc.mode.String() + "/retried"
 		if tc.attempts == 1 {
@@ -109,7 +108,7 @@ func TestKit_M14_D8_FirstDraftWaitsForEarlierFinals(t *testing.T) {
 			mode, runs := tc.mode, tc.runs
 			base := newNoticeFirst()
 			var p connector.Platform = noticeFirstStream{base}
-			if mode == display.Edit {
+			if mode == connector.ModeEdit {
 				p = noticeFirstEdit{base}
 			}
 			_, url := startKit(t, p, "", connector.Options{Mode: mode,

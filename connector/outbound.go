@@ -8,7 +8,7 @@ import (
 	"sync"
 
 	"github.com/xagentkit/imv2"
-	"github.com/xagentkit/imv2/display"
+	"github.com/xagentkit/imv2/connector/internal/display"
 )
 
 // outbound is the display.Platform the kit gives display.New: every call
@@ -186,7 +186,7 @@ func (o *outbound) open(ctx context.Context, channelID string, m *imv2.ChatMessa
 			return nil, nil, imv2.Retryable(fmt.Errorf("opening file_ref %q: %w", f.FileRef, err))
 		}
 		closers = append(closers, rc)
-		msg.Files = append(msg.Files, OutboundFile{File: f, Info: info, Reader: rc})
+		msg.Attachments = append(msg.Attachments, OutboundFile{File: f, Info: info, Reader: rc})
 	}
 	return msg, closeAll, nil
 }
@@ -208,7 +208,7 @@ func (o *outbound) Send(ctx context.Context, channelID string, m *imv2.ChatMessa
 func (o *outbound) Draft(ctx context.Context, channelID string, d display.Draft) (string, error) {
 	var h string
 	err := o.call(ctx, channelID, func(ctx context.Context, to Conversation) (err error) {
-		h, err = o.drafter.Draft(ctx, to, d)
+		h, err = o.drafter.Draft(ctx, to, Draft(d))
 		if err != nil && d.Handle == "" && !notApplied(err) {
 			return imv2.Permanent(fmt.Errorf("connector: %w: %w", display.ErrSkipDraft, err))
 		}

@@ -5,7 +5,6 @@ import (
 	"io"
 
 	"github.com/xagentkit/imv2"
-	"github.com/xagentkit/imv2/display"
 	"github.com/xagentkit/imv2/protocol"
 )
 
@@ -64,10 +63,11 @@ type Conversation struct {
 // Message is what Platform.Post receives: the final and its files, opened.
 type Message struct {
 	*imv2.ChatMessage
-	// Files holds one opened file per m.Files entry, in order: the kit
-	// resolved every file_ref against the channel's uploads before the
-	// platform is called (M7, M12) and closes them after Post returns.
-	Files []OutboundFile
+	// Attachments holds one opened file per ChatMessage.Files entry, in
+	// order: the kit resolved every file_ref against the channel's uploads
+	// before the platform is called (M7, M12) and closes them after Post
+	// returns.
+	Attachments []OutboundFile
 	// IdempotencyKey is stable per connector_channel_id and message_id
 	// (S8), for a platform that deduplicates posts by a client token.
 	IdempotencyKey string
@@ -76,9 +76,26 @@ type Message struct {
 	Draft string
 }
 
-// Draft is what Drafter.Draft receives: the whole text so far, and what is
-// new since the last draft the platform accepted (display.Draft).
-type Draft = display.Draft
+// Draft is what Drafter.Draft receives: the text so far of one assistant
+// message, and what is new since the last draft the platform accepted, so
+// both replace-style (Telegram sendMessageDraft) and append-style (Slack
+// chat.appendStream) APIs are served.
+type Draft struct {
+	// MessageID is the assistant message the draft belongs to.
+	MessageID string
+	// Handle is "" on the first draft of a message, and afterwards the
+	// handle the first successful Draft returned.
+	Handle string
+	// Text is the whole text so far.
+	Text string
+	// Suffix is Text minus the text of the last draft the platform
+	// accepted: the whole Text on the first draft or after Reset. A draft
+	// that failed is not counted, so the next Suffix carries its text too.
+	Suffix string
+	// Reset reports that Text does not extend the last accepted text; an
+	// append-only API should start the draft over.
+	Reset bool
+}
 
 // OutboundFile is one file of a final, opened from the channel's uploads.
 type OutboundFile struct {
@@ -93,7 +110,7 @@ type OutboundFile struct {
 
 // Drafter is a Platform with a native draft or stream API (Telegram
 // sendMessageDraft, Slack chat.appendStream): every draft goes to Draft
-// unthrottled (mode display.Stream). The final goes to Post with
+// unthrottled (ModeStream). The final goes to Post with
 // Message.Draft set (a draft API whose final is a plain post), or to
 // Finish for a Finisher (a stream that must be stopped).
 type Drafter interface {
@@ -105,12 +122,15 @@ type Drafter interface {
 
 // Editor is a Platform that can edit a message it posted (Discord, Teams,
 // Matrix): the first draft is posted with PostDraft, later drafts edit it
-// at most once per interval with the newest text (mode display.Edit).
+// at most once per interval with the newest text (ModeEdit).
 //
 // Without a Finisher the final edits the temporary message to the final
 // text — and skips that edit when the last edit already shows exactly the
 // final text — and, when the final has files, posts them with Post as a
-// message of files and no text.
+// message of files and no text. That last Edit is not told apart from a
+// draft's: a platform that must know the final (to stop a "typing…"
+// suffix, to un-mark a message as temporary) implements Finisher, whose
+// Finish gets the final instead.
 type Editor interface {
 	// PostDraft shows text as a new temporary message and returns its
 	// handle; messageID may serve as a nonce. Errors follow Platform's

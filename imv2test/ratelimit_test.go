@@ -15,7 +15,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/connector"
-	"github.com/xagentkit/imv2/display"
 	"github.com/xagentkit/imv2/imv2test"
 	"github.com/xagentkit/imv2/internal/testcard"
 )
@@ -99,12 +98,12 @@ func (u kitUser) SendFile(ctx context.Context, channelID, filename string, data 
 
 // startRateLimited starts a Connector on the kit whose platform
 // rate-limits every 5th final post, in the given display mode.
-func startRateLimited(t *testing.T, mode display.Mode, apiKey string) (imv2test.Connector, *rateLimited) {
+func startRateLimited(t *testing.T, mode connector.Mode, apiKey string) (imv2test.Connector, *rateLimited) {
 	p := &rateLimited{rec: &imv2test.Recorder{}}
 	k, err := connector.New(testcard.IM("ratelimited", "Rate-limited"), p, &connector.Options{
 		APIKey:  apiKey,
 		Mode:    mode,
-		Display: &display.Options{Interval: 20 * time.Millisecond},
+		Display: connector.Display{Interval: 20 * time.Millisecond},
 		Channel: &imv2.Options{DeltaIdleTTL: sdkDeltaTTL, DeltaSweep: sdkSweep, ActivityTimeout: sdkActivityTTL},
 		Pace:    connector.Pace{MaxAttempts: 1},
 		// Each channel its own conversation, keyed by its ID.
@@ -119,7 +118,7 @@ func startRateLimited(t *testing.T, mode display.Mode, apiKey string) (imv2test.
 	})
 	return imv2test.Connector{
 		URL: hs.URL, APIKey: apiKey, Observer: p.rec, User: kitUser{k},
-		Buffered:     mode == display.Buffer,
+		Buffered:     mode == connector.ModeBuffer,
 		DeltaIdleTTL: sdkDeltaTTL, DeltaSweep: sdkSweep, ActivityTimeout: sdkActivityTTL,
 	}, p
 }
@@ -127,7 +126,7 @@ func startRateLimited(t *testing.T, mode display.Mode, apiKey string) (imv2test.
 // rlRun is one run of the suite against the rate-limited Connector.
 type rlRun struct {
 	name  string
-	mode  display.Mode
+	mode  connector.Mode
 	key   string
 	cfg   imv2test.Config
 	skips []string
@@ -147,10 +146,10 @@ func TestRateLimited_A7_A8_K1_K12_PassesWithResends(t *testing.T) {
 	noResend := cfg
 	noResend.RetryBudget = time.Nanosecond
 	runs := []rlRun{
-		{"stream", display.Stream, "rl-key", cfg, []string{"K5.a"}},
-		{"edit", display.Edit, "", cfg, []string{"K1.c", "K5.a"}},
-		{"buffer", display.Buffer, "", cfg, []string{"K1.c", "K2.d"}},
-		{"stream-no-resend", display.Stream, "", noResend, nil},
+		{"stream", connector.ModeStream, "rl-key", cfg, []string{"K5.a"}},
+		{"edit", connector.ModeEdit, "", cfg, []string{"K1.c", "K5.a"}},
+		{"buffer", connector.ModeBuffer, "", cfg, []string{"K1.c", "K2.d"}},
+		{"stream-no-resend", connector.ModeStream, "", noResend, nil},
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

@@ -23,7 +23,6 @@ import (
 
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/connector"
-	"github.com/xagentkit/imv2/display"
 	"github.com/xagentkit/imv2/examples/console/consolebridge"
 )
 
@@ -44,7 +43,7 @@ func run() error {
 	verbose := flag.Bool("v", false, "log diagnostics to stderr")
 	flag.Parse()
 
-	modes := map[string]display.Mode{"stream": display.Stream, "edit": display.Edit, "buffer": display.Buffer}
+	modes := map[string]connector.Mode{"stream": connector.ModeStream, "edit": connector.ModeEdit, "buffer": connector.ModeBuffer}
 	m, ok := modes[*mode]
 	if !ok {
 		return fmt.Errorf("-mode %q: want stream, edit or buffer", *mode)

@@ -11,7 +11,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/xagentkit/imv2"
-	"github.com/xagentkit/imv2/display"
+	"github.com/xagentkit/imv2/connector/internal/display"
 	"github.com/xagentkit/imv2/fakeclock"
 )
 

@@ -1,14 +1,9 @@
-// Package display shows streamed assistant messages and agent activity on
-// an IM platform. A Connector author implements a small Platform (Send a
-// complete message) plus the capabilities the platform has, and New turns
-// it into an imv2.Target, imv2.StreamingTarget and imv2.ActivityTarget for
-// imv2.NewChannel:
-//
-//	tg, err := display.New(myPlatform, nil) // one Target may serve every channel
-//	...
-//	ch, err := imv2.NewChannel(channelID, imv2.RoleConnector, negotiated, transport, tg, nil)
-//	...
-//	defer tg.Close() // after the Channels
+// Package display is the kit's machinery for showing streamed assistant
+// messages and agent activity: connector turns an author's Platform and
+// capabilities into the Platform here (connector/outbound.go) and New
+// turns that into an imv2.Target, imv2.StreamingTarget and
+// imv2.ActivityTarget. It is internal: an author implements connector's
+// interfaces only, and picks a strategy with connector.Options.Mode.
 //
 // # Strategies (D8, M11, M13, K5)
 //
