@@ -51,8 +51,8 @@
 //     A message's first draft waits behind the channel's earlier finals, so
 //     replies show in send order in every mode.
 //   - Replicas. Replicas on one shared Store reach a channel open on another
-//     replica through Options.Relay; they need a shared FileStore and the
-//     same API key or Options.URLKey (see Download URLs below). With a
+//     replica through Options.Advanced.Relay; they need a shared FileStore and the
+//     same API key or Options.Advanced.URLKey (see Download URLs below). With a
 //     Store that is a BindingUpdater (the SDK's are) UpdateBinding is a
 //     compare-and-swap, so replicas do not undo each other's changes;
 //     the kit's own lock orders it within one process.

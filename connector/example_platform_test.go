@@ -56,7 +56,7 @@ func (f feed) Listen(ctx context.Context, b kit.Binding, in kit.Inbox) error {
 func ExampleListener() {
 	f := feed{make(chan kit.Event, 1), make(chan string, 1), make(chan string, 1)}
 	opened := make(chan string, 1)
-	k, _ := kit.New(pretendCard(), f, &kit.Options{OnChannelOpen: func(id string) { opened <- id }})
+	k, _ := kit.New(pretendCard(), f, &kit.Options{Advanced: kit.Advanced{OnChannelOpen: func(id string) { opened <- id }}})
 	url, _ := k.Start("127.0.0.1:0")
 	agent, _ := sim.Start(context.Background(), sim.Config{Connector: url}) // xAgent: echoes
 	defer func() { agent.Close(); k.Close() }()

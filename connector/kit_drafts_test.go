@@ -66,7 +66,7 @@ func TestKit_M11_DraftHandleSurvivesRestart(t *testing.T) {
 	rk := startRestartable(t, func(bolt *boltstore.Store) (*connector.Connector, error) {
 		st = &bindCounter{Store: bolt}
 		return connector.New(kitCard(""), calls, &connector.Options{
-			Store: st, Mode: connector.ModeEdit, Display: connector.Display{Interval: 10 * time.Millisecond},
+			Store: st, Mode: connector.ModeEdit, Advanced: connector.Advanced{Display: connector.Display{Interval: 10 * time.Millisecond}},
 			DefaultConversation: func(string) string { return "room-1" },
 		})
 	})
@@ -171,7 +171,7 @@ func TestKit_D8_M11_LostFirstDraftIsNotMadeAgain(t *testing.T) {
 		opts connector.Options
 		last string // the final of the second message, after its handle
 	}{
-		{name: "edit PostDraft", opts: connector.Options{Mode: connector.ModeEdit, Display: connector.Display{Interval: time.Millisecond}}, last: "edit ev-"},
+		{name: "edit PostDraft", opts: connector.Options{Mode: connector.ModeEdit, Advanced: connector.Advanced{Display: connector.Display{Interval: time.Millisecond}}}, last: "edit ev-"},
 		{name: "stream Draft", opts: connector.Options{Mode: connector.ModeStream}, last: "finish st-"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -162,8 +162,8 @@ func kitCard(apiKey string) *protocol.Card {
 func startKit(t *testing.T, p connector.Platform, apiKey string, opts connector.Options) (*connector.Connector, string) {
 	t.Helper()
 	opts.APIKey = apiKey
-	if opts.Channel == nil {
-		opts.Channel = &imv2.Options{DeltaIdleTTL: kitDeltaTTL, DeltaSweep: kitSweep, ActivityTimeout: kitActivityTTL}
+	if opts.Advanced.Channel == nil {
+		opts.Advanced.Channel = &imv2.Options{DeltaIdleTTL: kitDeltaTTL, DeltaSweep: kitSweep, ActivityTimeout: kitActivityTTL}
 	}
 	if opts.DefaultConversation == nil {
 		opts.DefaultConversation = func(id string) string { return id }

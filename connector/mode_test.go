@@ -2,7 +2,12 @@ package connector
 
 import (
 	"context"
+	"log/slog"
 	"testing"
+	"time"
+
+	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/clock"
 
 	"github.com/xagentkit/imv2/connector/internal/display"
 )
@@ -44,3 +49,22 @@ func (both) PostDraft(context.Context, Conversation, string, string) (string, er
 	return "h", nil
 }
 func (both) Edit(context.Context, Conversation, string, string) error { return nil }
+
+// TestOptions_ChannelFieldsTheKitOwnsAreRefused: the Channel options'
+// stores, clock and logger are the kit's; New fails when the author sets
+// one rather than overwriting it silently.
+func TestOptions_ChannelFieldsTheKitOwnsAreRefused(t *testing.T) {
+	for name, ch := range map[string]*imv2.Options{
+		"Clock":     {Clock: clock.System{}},
+		"Logger":    {Logger: slog.New(slog.DiscardHandler)},
+		"Pending":   {Pending: imv2.NewMemoryPendingStore(1)},
+		"Completed": {Completed: imv2.NewMemoryCompletedStore(1, time.Hour, clock.System{})},
+	} {
+		if _, err := New(unitCard(false), both{}, &Options{Advanced: Advanced{Channel: ch}}); err == nil {
+			t.Errorf("Advanced.Channel.%s set: New succeeded; want an error", name)
+		}
+	}
+	if _, err := New(unitCard(false), both{}, &Options{Advanced: Advanced{Channel: &imv2.Options{AckTimeout: time.Second}}}); err != nil {
+		t.Errorf("Advanced.Channel.AckTimeout set: %v", err)
+	}
+}

@@ -90,7 +90,7 @@ const (
 // the Target timeout), and while one of them is unresolved the message
 // shows no draft and is shown by its final alone, behind the earlier one.
 //
-// Zero values take the defaults: no rate limit (rate.Inf), burst 1, 8
+// Zero values take the defaults: no rate limit, burst 1, 8
 // attempts, 250 ms doubling to 10 s. The per-conversation limiters live in
 // an LRU of MaxConversations (default 10,000) keys; an evicted key starts
 // with a full bucket again, but a Retry-After still running is kept apart
@@ -99,13 +99,14 @@ const (
 //
 // A negative value fails New.
 type Pace struct {
-	// PerConversation is the calls a second to one conversation; default
-	// rate.Inf. ConversationBurst is its bucket; default 1.
-	PerConversation   rate.Limit
+	// PerConversation is the calls a second to one conversation (0.5:
+	// one every 2 s); default 0, no limit. ConversationBurst is its
+	// bucket; default 1.
+	PerConversation   float64
 	ConversationBurst int
 	// PerPlatform is the calls a second to all conversations together;
-	// default rate.Inf. PlatformBurst is its bucket; default 1.
-	PerPlatform   rate.Limit
+	// default 0, no limit. PlatformBurst is its bucket; default 1.
+	PerPlatform   float64
 	PlatformBurst int
 	// MaxAttempts bounds the calls made for one final, draft or edit,
 	// the first included; default DefaultMaxAttempts.
@@ -185,10 +186,10 @@ func newPacer(p Pace, clk clock.Clock) (*pacer, error) {
 		return nil, errors.New("connector: negative Pace value")
 	}
 	if p.PerConversation == 0 {
-		p.PerConversation = rate.Inf
+		p.PerConversation = float64(rate.Inf)
 	}
 	if p.PerPlatform == 0 {
-		p.PerPlatform = rate.Inf
+		p.PerPlatform = float64(rate.Inf)
 	}
 	p.ConversationBurst = max(p.ConversationBurst, 1)
 	p.PlatformBurst = max(p.PlatformBurst, 1)
@@ -214,7 +215,7 @@ func newPacer(p Pace, clk clock.Clock) (*pacer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &pacer{p: p, clock: clk, all: rate.NewLimiter(p.PerPlatform, p.PlatformBurst), convs: convs, until: map[string]time.Time{}}, nil
+	return &pacer{p: p, clock: clk, all: rate.NewLimiter(rate.Limit(p.PerPlatform), p.PlatformBurst), convs: convs, until: map[string]time.Time{}}, nil
 }
 
 // errBudget says a call was not made: its wait would overrun the budget.
@@ -321,7 +322,7 @@ func (pc *pacer) conv(key string) *rate.Limiter {
 	if c, ok := pc.convs.Get(key); ok {
 		return c
 	}
-	c := rate.NewLimiter(pc.p.PerConversation, pc.p.ConversationBurst)
+	c := rate.NewLimiter(rate.Limit(pc.p.PerConversation), pc.p.ConversationBurst)
 	if prev, ok, _ := pc.convs.PeekOrAdd(key, c); ok {
 		return prev
 	}

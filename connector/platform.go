@@ -177,7 +177,7 @@ type Discarder interface {
 // again then. Release runs after the change is stored and the kit's lock
 // of the channel is released, so a slow Release holds up no other
 // channel; its context is the changing call's, without its cancellation
-// (context.Background() for a drop), bounded by Options.Display's
+// (context.Background() for a drop), bounded by Options.Advanced.Display's
 // CallTimeout (default 10 s), which Release must honour: a drop waits
 // for it, and Close waits for drops.
 type Releaser interface {

@@ -101,11 +101,13 @@ func (u kitUser) SendFile(ctx context.Context, channelID, filename string, data 
 func startRateLimited(t *testing.T, mode connector.Mode, apiKey string) (imv2test.Connector, *rateLimited) {
 	p := &rateLimited{rec: &imv2test.Recorder{}}
 	k, err := connector.New(testcard.IM("ratelimited", "Rate-limited"), p, &connector.Options{
-		APIKey:  apiKey,
-		Mode:    mode,
-		Display: connector.Display{Interval: 20 * time.Millisecond},
-		Channel: &imv2.Options{DeltaIdleTTL: sdkDeltaTTL, DeltaSweep: sdkSweep, ActivityTimeout: sdkActivityTTL},
-		Pace:    connector.Pace{MaxAttempts: 1},
+		APIKey: apiKey,
+		Mode:   mode,
+		Pace:   connector.Pace{MaxAttempts: 1},
+		Advanced: connector.Advanced{
+			Display: connector.Display{Interval: 20 * time.Millisecond},
+			Channel: &imv2.Options{DeltaIdleTTL: sdkDeltaTTL, DeltaSweep: sdkSweep, ActivityTimeout: sdkActivityTTL},
+		},
 		// Each channel its own conversation, keyed by its ID.
 		DefaultConversation: func(id string) string { return id },
 	})

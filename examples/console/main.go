@@ -54,7 +54,7 @@ func run() error {
 	}
 	b, err := consolebridge.New(consolebridge.Config{
 		Addr: *addr, JSON: *jsonOut, StoreDir: *store, Out: os.Stdout,
-		Options: connector.Options{APIKey: *apiKey, Mode: m, Logger: logger, Channel: &imv2.Options{AckTimeout: *ackTimeout}},
+		Options: connector.Options{APIKey: *apiKey, Mode: m, Logger: logger, Advanced: connector.Advanced{Channel: &imv2.Options{AckTimeout: *ackTimeout}}},
 	})
 	if err != nil {
 		return err

@@ -89,11 +89,11 @@ func New(cfg Config) (*Bridge, error) {
 	b := &Bridge{cfg: cfg, opened: make(chan struct{})}
 	p := &printer{out: cmp.Or[io.Writer](cfg.Out, os.Stdout), json: cfg.JSON, credit: draftSlack}
 	opts, ch := cfg.Options, imv2.Options{}
-	if opts.Channel != nil {
-		ch = *opts.Channel
+	if opts.Advanced.Channel != nil {
+		ch = *opts.Advanced.Channel
 	}
 	ch.OnDelivered, ch.OnFailed = p.delivered, p.failed
-	opts.Channel, opts.Tools, opts.Skill, opts.OnChannelOpen = &ch, p, skill, b.channelOpened
+	opts.Advanced.Channel, opts.Tools, opts.Skill, opts.Advanced.OnChannelOpen = &ch, p, skill, b.channelOpened
 	// Each channel is its own conversation; typed lines go to the newest.
 	opts.DefaultConversation = func(id string) string { return id }
 	if cfg.StoreDir != "" {

@@ -121,7 +121,7 @@ func New(cfg Config) (*Bridge, error) {
 	br := &Bridge{cfg: cfg, http: cfg.HTTPClient, log: cfg.Logger}
 	br.uploads, _ = lru.New[string, id.ContentURI](cmp.Or(cfg.UploadCache, DefaultUploadCache))
 	opts := &connector.Options{APIKey: cfg.APIKey, Skill: []byte(Skill), Files: cfg.Files, Mode: connector.ModeEdit,
-		Display: cfg.Display, Channel: &cfg.Channel, Clock: cfg.Clock, Logger: cfg.Logger}
+		Logger: cfg.Logger, Advanced: connector.Advanced{Display: cfg.Display, Channel: &cfg.Channel, Clock: cfg.Clock}}
 	var err error
 	if cfg.StateDir != "" {
 		if err = os.MkdirAll(cfg.StateDir, 0o700); err == nil {
