@@ -54,7 +54,7 @@ func Card() *protocol.Card {
 // Config configures a Bridge. Zero values take the command's defaults.
 type Config struct {
 	// Options are the kit's (connector.New): the API key guarding /ws,
-	// /health and /files/uploads, the Mode (display.Stream by default,
+	// /health and /files/uploads, the Mode (ModeStream by default,
 	// display.Edit or display.Buffer), Channel.AckTimeout (how long to wait
 	// for xAgent's ack before resending a user message, default 10 s), the
 	// Logger for diagnostics and the rest. New sets what the console
