@@ -122,7 +122,7 @@ func (fo *finalOrder) holds(channelID string) bool {
 }
 
 // orderedOutbound is the display.Platform the kit gives display.New: the
-// outbound calls, with every final — Send, Finish — run under the
+// outbound calls, with every final — Post, Finish — run under the
 // channel's order, and every message's first draft behind the channel's
 // unfinished finals. Embedding passes every display capability on.
 type orderedOutbound struct {
@@ -163,19 +163,19 @@ func (oo *orderedOutbound) Draft(ctx context.Context, channelID string, d displa
 	return oo.outbound.Draft(ctx, channelID, d)
 }
 
-// Post implements display.Editor: the temporary message, the first draft
+// PostDraft implements display.Editor: the temporary message, the first draft
 // of its message, is skipped while an earlier final of the channel is
 // unresolved (firstDraft).
-func (oo *orderedOutbound) Post(ctx context.Context, channelID, messageID, text string) (string, error) {
+func (oo *orderedOutbound) PostDraft(ctx context.Context, channelID, messageID, text string) (string, error) {
 	if err := oo.firstDraft(channelID); err != nil {
 		return "", err
 	}
-	return oo.outbound.Post(ctx, channelID, messageID, text)
+	return oo.outbound.PostDraft(ctx, channelID, messageID, text)
 }
 
-// Send implements display.Platform under the channel's order.
-func (oo *orderedOutbound) Send(ctx context.Context, channelID string, m *imv2.ChatMessage) error {
-	return oo.ordered(ctx, channelID, m, func(ctx context.Context) error { return oo.outbound.Send(ctx, channelID, m) })
+// Post implements display.Platform under the channel's order.
+func (oo *orderedOutbound) Post(ctx context.Context, channelID string, m *imv2.ChatMessage) error {
+	return oo.ordered(ctx, channelID, m, func(ctx context.Context) error { return oo.outbound.Post(ctx, channelID, m) })
 }
 
 // Finish implements display.Drafter and display.Editor under the

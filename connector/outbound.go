@@ -191,9 +191,9 @@ func (o *outbound) open(ctx context.Context, channelID string, m *imv2.ChatMessa
 	return msg, closeAll, nil
 }
 
-// Send implements display.Platform: a final without a draft — or with one
+// Post implements display.Platform: a final without a draft — or with one
 // shown before a restart, whose recorded handle it finishes (M11).
-func (o *outbound) Send(ctx context.Context, channelID string, m *imv2.ChatMessage) error {
+func (o *outbound) Post(ctx context.Context, channelID string, m *imv2.ChatMessage) error {
 	if o.drafter != nil || o.editor != nil {
 		if h, ok := o.recordedDraft(ctx, channelID, m.MessageID); ok {
 			return o.Finish(ctx, channelID, h, m)
@@ -220,7 +220,7 @@ func (o *outbound) Draft(ctx context.Context, channelID string, d display.Draft)
 	return h, err
 }
 
-// Post implements display.Editor: the temporary message. Like a final's
+// PostDraft implements display.Editor: the temporary message. Like a final's
 // post it is made again only when the platform did not apply it
 // (imv2.Retryable, RetryAfter, a dial error); any other failure may have shown
 // it (a lost response), and a second PostDraft would leave a second
@@ -228,7 +228,7 @@ func (o *outbound) Draft(ctx context.Context, channelID string, d display.Draft)
 // (display.ErrSkipDraft, permanent) and the final is posted whole with
 // Post, without asking a PostChecker or relying on IdempotentPlatform,
 // whose keys are a final's.
-func (o *outbound) Post(ctx context.Context, channelID, messageID, text string) (string, error) {
+func (o *outbound) PostDraft(ctx context.Context, channelID, messageID, text string) (string, error) {
 	var h string
 	err := o.call(ctx, channelID, func(ctx context.Context, to Conversation) (err error) {
 		h, err = o.editor.PostDraft(ctx, to, messageID, text)

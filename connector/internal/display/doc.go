@@ -20,9 +20,9 @@
 //     newest text; the final edits that same message to exactly the final
 //     text and adds its files (Editor.Finish), never posting a second one.
 //   - Buffer, for any Platform (SMS, e-mail): no temporary text; one
-//     Platform.Send per message with the final's text and files.
+//     Platform.Post per message with the final's text and files.
 //
-// In every mode a final without deltas is sent with Platform.Send, and the
+// In every mode a final without deltas is sent with Platform.Post, and the
 // text the platform shows last is the final's text.
 //
 // # Activity (C5–C8)
@@ -63,8 +63,8 @@
 // PostMessage returns the platform's error unchanged, so the platform marks
 // it with imv2.Retryable or imv2.Permanent (A8). A failed final keeps its
 // draft, and the Channel's retry finishes the same temporary message. An
-// Editor.Post error matching ErrSkipDraft (outcome unknown) ends that
+// Editor.PostDraft error matching ErrSkipDraft (outcome unknown) ends that
 // message's drafts instead of posting the temporary message again; its
-// final is sent with Platform.Send.
+// final is sent with Platform.Post.
 // UpdateDraft and SetActivity errors are for the Channel's log only.
 package display
