@@ -152,7 +152,9 @@ type Finisher interface {
 // Typer is a Platform with a typing indicator, the degrade of
 // chat.activity (C5). a.Status is thinking or tool (with a.ToolName) to show
 // or refresh it, idle to clear it; a platform whose typing cannot be
-// cleared returns nil. Errors are logged and never fail a message (C8),
+// cleared returns nil. Typing gets the newest activity only: a status
+// superseded before the call is made (thinking sent just before tool, as
+// the simulator does) is never shown. Errors are logged and never fail a message (C8),
 // but a RetryAfter is the conversation's rate limit, as from any call: the
 // conversation's next calls, its drafts and finals too, wait it out.
 type Typer interface {
