@@ -132,6 +132,12 @@ type kindError struct {
 func (k *kindError) Error() string { return k.err.Error() }
 func (k *kindError) Unwrap() error { return k.err }
 
+// Retryable reports the mark's verdict, for a caller that must tell an
+// explicit mark from none, which IsRetryable reads as retryable too (the
+// connector kit: "not posted" from "may have been posted"). It finds it
+// in an error's chain with an interface{ Retryable() bool }.
+func (k *kindError) Retryable() bool { return k.retryable }
+
 // Retryable marks err, a target platform failure, as transient: a network
 // break, a rate limit, a temporary busy. A Target returns it so the Connector
 // rejects the message with retryable=true and the sender tries again after
@@ -160,24 +166,17 @@ func Permanent(err error) error {
 // is more often transient and the receiver's dedup makes a resend safe.
 // IsRetryable(nil) is false.
 func IsRetryable(err error) bool {
-	retryable, marked := RetryMark(err)
-	return retryable || (!marked && err != nil)
-}
-
-// RetryMark returns the verdict err carries: the first Retryable or
-// Permanent mark, or *Error, in its chain, and marked false when there is
-// none (IsRetryable reads such an error as retryable). A caller that must
-// tell "try again" from an unexplained failure — a post that may have
-// been applied — reads it here.
-func RetryMark(err error) (retryable, marked bool) {
+	if err == nil {
+		return false
+	}
 	for err != nil {
 		switch e := err.(type) {
 		case *kindError:
-			return e.retryable, true
+			return e.retryable
 		case *Error:
-			return e.Retryable, true
+			return e.Retryable
 		}
 		err = errors.Unwrap(err)
 	}
-	return false, false
+	return true
 }

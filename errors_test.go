@@ -92,24 +92,3 @@ func TestRetryable_A8_Classification(t *testing.T) {
 		t.Error("the mark must keep the original error and text")
 	}
 }
-
-func TestRetryMark_A8_TellsAMarkFromNone(t *testing.T) {
-	plain := errors.New("connection reset")
-	for _, tc := range []struct {
-		err               error
-		retryable, marked bool
-	}{
-		{plain, false, false},
-		{fmt.Errorf("post: %w", plain), false, false},
-		{imv2.Retryable(plain), true, true},
-		{fmt.Errorf("post: %w", imv2.Retryable(plain)), true, true},
-		{imv2.Permanent(plain), false, true},
-		{&imv2.Error{Code: imv2.CodeTargetDeliveryFailed, Retryable: true}, true, true},
-		{nil, false, false},
-	} {
-		r, m := imv2.RetryMark(tc.err)
-		if r != tc.retryable || m != tc.marked {
-			t.Errorf("RetryMark(%v) = %v, %v; want %v, %v", tc.err, r, m, tc.retryable, tc.marked)
-		}
-	}
-}

@@ -3,6 +3,7 @@ package connector
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"sync"
 	"testing"
@@ -88,5 +89,29 @@ func TestKit_A8_S8_ErrorContract(t *testing.T) {
 				t.Errorf("final = %v; want %s, retryable=false", err, tc.wantCode)
 			}
 		})
+	}
+}
+
+// TestMarkedRetryable_A8_FirstVerdictWins: the first mark in an error's
+// chain decides, as in imv2.IsRetryable; an error with none is not
+// "marked retryable" (it may have been applied).
+func TestMarkedRetryable_A8_FirstVerdictWins(t *testing.T) {
+	cause := errors.New("503")
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{cause, false},
+		{fmt.Errorf("post: %w", cause), false},
+		{imv2.Retryable(cause), true},
+		{fmt.Errorf("post: %w", imv2.Retryable(cause)), true},
+		{imv2.Permanent(imv2.Retryable(cause)), false},
+		{imv2.Retryable(imv2.Permanent(cause)), true},
+		{&imv2.Error{Code: imv2.CodeTargetDeliveryFailed, Retryable: true}, true},
+		{&imv2.Error{Code: imv2.CodeTargetRejected}, false},
+	} {
+		if got := markedRetryable(tc.err); got != tc.want {
+			t.Errorf("markedRetryable(%v) = %v; want %v", tc.err, got, tc.want)
+		}
 	}
 }

@@ -135,8 +135,23 @@ func notApplied(err error) bool {
 	var op *net.OpError
 	var dns *net.DNSError
 	_, limited := RetryAfterOf(err)
-	retryable, marked := imv2.RetryMark(err)
-	return limited || (marked && retryable) || (errors.As(err, &op) && op.Op == "dial") || errors.As(err, &dns)
+	return limited || markedRetryable(err) || (errors.As(err, &op) && op.Op == "dial") || errors.As(err, &dns)
+}
+
+// markedRetryable reports whether the first retry verdict in err's chain
+// — an imv2.Retryable or imv2.Permanent mark, or an *imv2.Error — says
+// retryable; an error with none says nothing (imv2.IsRetryable would read
+// it as retryable too).
+func markedRetryable(err error) bool {
+	for ; err != nil; err = errors.Unwrap(err) {
+		switch e := err.(type) {
+		case *imv2.Error:
+			return e.Retryable
+		case interface{ Retryable() bool }: // imv2.Retryable, imv2.Permanent
+			return e.Retryable()
+		}
+	}
+	return false
 }
 
 // RetryAfter wraps err, a platform's rate-limit answer, with the delay the
