@@ -26,6 +26,7 @@ type deltaStream struct {
 	drafting bool
 	idle     chan struct{} // closed when drafting stops
 	shown    bool          // a draft was displayed (clears activity, C6)
+	after    uint64        // Channel.queued at the first delta: the finals sent before it
 	final    bool          // the final arrived: no more drafts (D10)
 }
 
@@ -160,7 +161,7 @@ func (c *Channel) receiveDelta(ctx context.Context, p *Packet) error {
 				return c.rejectDelta(p, id, Errorf(CodeDeltaLimitExceeded, "the memory budget for delta text is spent; try later (D9)"))
 			}
 			now := c.o.Clock.Now()
-			s = &deltaStream{held: streamOverhead, touched: now, started: now}
+			s = &deltaStream{held: streamOverhead, touched: now, started: now, after: c.queued}
 			if c.deltas == nil {
 				c.deltas = map[string]*deltaStream{}
 			}
@@ -194,8 +195,13 @@ func (c *Channel) receiveDelta(ctx context.Context, p *Packet) error {
 }
 
 // showDrafts hands the newest text to the StreamingTarget until none is
-// left. Drafts that arrive during a slow call are coalesced into one.
+// left. Drafts that arrive during a slow call are coalesced into one. The
+// first draft is the message's place in the chat: it waits until the
+// finals that arrived before the message's first delta were delivered
+// (posted or rejected), at most TargetTimeout, so replies show in the
+// order they were sent (M14).
 func (c *Channel) showDrafts(id string, s *deltaStream) {
+	var waited bool
 	for {
 		c.mu.Lock()
 		if !s.hasDraft || s.final || c.closed {
@@ -203,6 +209,12 @@ func (c *Channel) showDrafts(id string, s *deltaStream) {
 			close(s.idle)
 			c.mu.Unlock()
 			return
+		}
+		if !s.shown && !waited && c.ended < s.after {
+			waited = true
+			c.mu.Unlock()
+			c.waitEnded(s.after)
+			continue
 		}
 		text := s.draft
 		s.draft, s.hasDraft = "", false
@@ -218,6 +230,33 @@ func (c *Channel) showDrafts(id string, s *deltaStream) {
 			c.log.Warn("draft not shown; the final will carry the whole text", "message_id", id, "err", err)
 		}
 		tctx.release()
+	}
+}
+
+// waitEnded waits until n deliveries ended, the channel closes or
+// TargetTimeout passes.
+func (c *Channel) waitEnded(n uint64) {
+	timeout := make(chan struct{})
+	t := c.o.Clock.AfterFunc(c.o.TargetTimeout, func() { close(timeout) })
+	defer t.Stop()
+	for {
+		c.mu.Lock()
+		if c.ended >= n || c.closed {
+			c.mu.Unlock()
+			return
+		}
+		if c.endedCh == nil {
+			c.endedCh = make(chan struct{})
+		}
+		ch := c.endedCh
+		c.mu.Unlock()
+		select {
+		case <-ch:
+		case <-timeout:
+			return
+		case <-c.ctx.Done():
+			return
+		}
 	}
 }
 

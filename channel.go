@@ -66,6 +66,13 @@ type Channel struct {
 	held     int64                   // bytes reserved from o.Budget (deltas, queued messages)
 	act      activityState
 	dl       *deadlines // sender: the next step of each pending message, made on first use
+
+	// queued and ended count the receiver's deliveries put in queue and
+	// ended, in arrival order; endedCh is closed when one ends (made on
+	// demand), so a message's first draft waits for the finals that came
+	// before it (showDrafts).
+	queued, ended uint64
+	endedCh       chan struct{}
 }
 
 // NewChannel returns a Channel serving channel id in role, with the

@@ -139,6 +139,12 @@ type kindError struct {
 func (k *kindError) Error() string { return k.err.Error() }
 func (k *kindError) Unwrap() error { return k.err }
 
+// Retryable reports the mark's verdict, for a caller that must tell an
+// explicit mark from none, which IsRetryable reads as retryable too (the
+// connector kit: "not posted" from "may have been posted"). It finds it
+// in an error's chain with an interface{ Retryable() bool }.
+func (k *kindError) Retryable() bool { return k.retryable }
+
 // Retryable marks err, a target platform failure, as transient: a network
 // break, a rate limit, a temporary busy. A Target returns it so the Connector
 // rejects the message with retryable=true and the sender tries again after

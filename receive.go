@@ -136,6 +136,7 @@ func (c *Channel) receiveMessage(ctx context.Context, p *Packet) error {
 		stream.buf, stream.ends, stream.draft = nil, nil, "" // a running draft call keeps only its own copy
 	}
 	c.queue = append(c.queue, d)
+	c.queued++
 	if !c.delivering {
 		c.delivering = true
 		c.spawnLocked(c.deliverQueue)
@@ -178,6 +179,11 @@ func (c *Channel) deliver(d *delivery) {
 	delete(c.inflight, id)
 	waiters := d.waiters
 	c.releaseLocked(d.held)
+	c.ended++
+	if c.endedCh != nil {
+		close(c.endedCh)
+		c.endedCh = nil
+	}
 	c.mu.Unlock()
 
 	c.answerInto(&d.ack, d.ackBuf[:0], p, id, status, rej)

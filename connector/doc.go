@@ -4,9 +4,9 @@
 // same API key check, the /ws data plane written elsewhere (W1).
 //
 // New is the Connector kit on top: it assembles that Handler, the data
-// plane (dataplane.Server), the display strategies (display.Target),
-// conversation bindings, file resolution and platform pacing around one
-// Platform value — see New, Platform and Options. Handler, NewHandler and
+// plane (dataplane.Server), the display strategies (Mode: stream, edit,
+// buffer), conversation bindings, file resolution and platform pacing
+// around one Platform value — see New, Platform and Options. Handler, NewHandler and
 // NewServer stay the lower layer for an author who needs the control.
 //
 // # The kit in brief
@@ -39,17 +39,20 @@
 //   - Drafts across restarts. The handle of every draft shown is kept in
 //     state.Binding.Drafts until its final is shown, so a final arriving after a
 //     restart finishes its draft instead of posting a second message (M11).
-//   - Lost responses. A failed post is made again only when that cannot
-//     show it twice: marked RetryAfter or NotPosted, or to a PostChecker or
-//     IdempotentPlatform; otherwise the final is answered
-//     delivery_outcome_unknown (Platform).
+//   - Errors. One contract for every platform call, in a table on
+//     Platform: imv2.Permanent never retried, imv2.Retryable and RetryAfter
+//     not posted (retried), any other error maybe posted (a final is then
+//     made again only to a PostChecker or IdempotentPlatform, otherwise
+//     answered delivery_outcome_unknown).
 //   - Order. Retries wait in line (a RetryAfter is waited out while the
 //     channel's later messages wait): a final the kit gives up on retryable
 //     holds the channel's later finals (channel_busy, retryable) until xAgent
 //     resends it, bounded by Pace.OrderTTL and Pace.MaxOrderChannels (Pace).
+//     A message's first draft waits behind the channel's earlier finals, so
+//     replies show in send order in every mode.
 //   - Replicas. Replicas on one shared Store reach a channel open on another
-//     replica through Options.Relay; they need a shared FileStore and the
-//     same API key or Options.URLKey (see Download URLs below). With a
+//     replica through Options.Advanced.Relay; they need a shared FileStore and the
+//     same API key or Options.Advanced.URLKey (see Download URLs below). With a
 //     Store that is a state.BindingUpdater (the SDK's are) UpdateBinding is a
 //     compare-and-swap, so replicas do not undo each other's changes;
 //     the kit's own lock orders it within one process.

@@ -15,7 +15,7 @@ func TestKit_M11_DraftRecordsCappedOldestFirstOut(t *testing.T) {
 	k, _ := newUnit(t, &editor{}, false, Options{})
 	ctx := context.Background()
 	for i := range state.MaxBindingDrafts + 3 {
-		if _, err := k.out.Post(ctx, "ch_1", fmt.Sprintf("m%d", i), "draft"); err != nil {
+		if _, err := k.out.PostDraft(ctx, "ch_1", fmt.Sprintf("m%d", i), "draft"); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -2,37 +2,88 @@ package connector_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log"
+	"time"
+
 	"github.com/xagentkit/imv2"
 	kit "github.com/xagentkit/imv2/connector"
 	"github.com/xagentkit/imv2/protocol"
 	"github.com/xagentkit/imv2/sim"
 )
 
+// pretendChatCard tells xAgent what the Connector is: one IM target.
+var pretendChatCard = &protocol.Card{
+	Schema:          protocol.CardSchema,
+	ProtocolVersion: protocol.ProtocolVersion,
+	Build:           protocol.Build{Version: "1.0.0", BuildTime: "2026-12-01T00:00:00Z"},
+	ConnectorCardID: "im.pretend",
+	Connector:       protocol.CardInfo{Name: "Pretend chat", Version: "1.0.0"},
+	Supports: protocol.Supports{
+		TargetTypes: []string{imv2.TargetTypeIM},
+		Targets: []protocol.SupportedTarget{
+			{TargetType: imv2.TargetTypeIM, Provider: "pretend", Label: "Pretend chat"},
+		},
+		Profiles: []string{imv2.ProfileIMv2},
+	},
+}
+
+// retryAfter is the wait the pretend chat asks for when it rate-limits.
+const retryAfter = 100 * time.Millisecond
+
+// chat is a pretend IM service: it shows drafts and a typing indicator,
+// and answers its first post with a rate limit.
 type chat struct{ posts, shown chan string }
 
-func (chat) Draft(context.Context, kit.Conversation, kit.Draft) (string, error) { return "d1", nil }
+// Draft shows the text so far of a streamed reply (mode stream).
+func (chat) Draft(context.Context, kit.Conversation, kit.Draft) (string, error) {
+	return "d1", nil
+}
+
+// Typing shows what the agent is doing.
 func (chat) Typing(_ context.Context, _ kit.Conversation, a imv2.ChatActivity) error {
 	if a.Status == imv2.ActivityTool {
 		fmt.Println("typing: using", a.ToolName)
 	}
 	return nil
 }
+
+// Post shows a final reply. The first is refused with a rate limit: not
+// posted, so the kit waits retryAfter and posts it again.
 func (c chat) Post(_ context.Context, to kit.Conversation, m *kit.Message) error {
-	if c.posts <- m.Text; len(c.posts) == 1 {
-		return kit.RetryAfter(fmt.Errorf("429 Too Many Requests"), 1e8) // Retry-After: 100 ms
+	c.posts <- m.Text
+	if len(c.posts) == 1 {
+		return kit.RetryAfter(errors.New("429 Too Many Requests"), retryAfter)
 	}
 	c.shown <- fmt.Sprintf("%s: %s (draft %s, try %d)", to.Key, m.Text, m.Draft, len(c.posts))
 	return nil
 }
-func Example() { // chat is a pretend IM service: it drafts, types, and rate-limits its first post
-	card, _ := protocol.DecodeCard([]byte(`{"schema":"xagent.connector/v1","protocol_version":"3.0","build":{"version":"1.0.0","build_time":"2026-12-01"},"connector_card_id":"im.pretend","connector":{"name":"Pretend","version":"1.0.0"},"supports":{"target_types":["im"],"targets":[{"target_type":"im","provider":"pretend","label":"Pretend"}],"profiles":["xagent.im.v2"]}}`))
-	c := chat{make(chan string, 2), make(chan string, 1)}
-	k, _ := kit.New(card, c, nil) // no API key, state in memory, mode stream (chat drafts)
-	url, _ := k.Start("127.0.0.1:0")
-	agent, _ := sim.Start(context.Background(), sim.Config{Connector: url, Rate: 10}) // xAgent: echoes, streamed
-	defer func() { agent.Close(); k.Close() }()
-	_ = k.Receive(context.Background(), kit.Event{Conversation: "default", EventID: "update-1", Text: "hi"})
+
+func Example() {
+	c := chat{posts: make(chan string, 2), shown: make(chan string, 1)}
+	// No API key, state in memory, mode stream (chat has Draft).
+	k, err := kit.New(pretendChatCard, c, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer k.Close()
+	url, err := k.Start("127.0.0.1:0")
+	if err != nil {
+		log.Fatal(err)
+	}
+	// xAgent, simulated: it answers every user message with a streamed echo.
+	agent, err := sim.Start(context.Background(), sim.Config{Connector: url, Rate: 10})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer agent.Close()
+
+	// A person says "hi" in the default conversation.
+	hi := kit.Event{Conversation: kit.DefaultConversationKey, EventID: "update-1", Text: "hi"}
+	if err := k.Receive(context.Background(), hi); err != nil {
+		log.Fatal(err)
+	}
 	fmt.Println(<-c.shown)
 	// Output:
 	// typing: using web_search

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/xagentkit/imv2"
 	kit "github.com/xagentkit/imv2/connector"
 	"github.com/xagentkit/imv2/protocol"
 	"github.com/xagentkit/imv2/sim"
@@ -56,7 +57,7 @@ func (f feed) Listen(ctx context.Context, b state.Binding, in kit.Inbox) error {
 func ExampleListener() {
 	f := feed{make(chan kit.Event, 1), make(chan string, 1), make(chan string, 1)}
 	opened := make(chan string, 1)
-	k, _ := kit.New(pretendCard(), f, &kit.Options{OnChannelOpen: func(id string) { opened <- id }})
+	k, _ := kit.New(pretendCard(), f, &kit.Options{Advanced: kit.Advanced{OnChannelOpen: func(id string) { opened <- id }}})
 	url, _ := k.Start("127.0.0.1:0")
 	agent, _ := sim.Start(context.Background(), sim.Config{Connector: url}) // xAgent: echoes
 	defer func() { agent.Close(); k.Close() }()
@@ -72,8 +73,8 @@ func ExampleListener() {
 }
 
 // flaky is a pretend platform whose first post answers 503: the request
-// was refused, nothing was shown, so the post is marked NotPosted and the
-// kit may make it again. Without the mark the kit could not know whether
+// was refused, nothing was shown, so the post is marked imv2.Retryable
+// (not posted) and the kit may make it again. Without the mark the kit could not know whether
 // the message is on screen and would not post it twice.
 type flaky struct {
 	tries *int
@@ -82,13 +83,13 @@ type flaky struct {
 
 func (f flaky) Post(_ context.Context, to kit.Conversation, m *kit.Message) error {
 	if *f.tries++; *f.tries == 1 {
-		return kit.NotPosted(fmt.Errorf("503 Service Unavailable"))
+		return imv2.Retryable(fmt.Errorf("503 Service Unavailable"))
 	}
 	f.shown <- fmt.Sprintf("%s (try %d)", m.Text, *f.tries)
 	return nil
 }
 
-func ExampleNotPosted() {
+func Example_notPosted() {
 	f := flaky{new(int), make(chan string, 1)}
 	k, _ := kit.New(pretendCard(), f, nil)
 	url, _ := k.Start("127.0.0.1:0")

@@ -2,6 +2,7 @@ package connector
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/clock"
+	"github.com/xagentkit/imv2/connector/internal/display"
 )
 
 // maxOrderQueue bounds the finals one channel queues behind its unresolved
@@ -106,9 +108,23 @@ func (fo *finalOrder) settle(channelID, id string, err error, unknown bool) {
 	fo.chans.Add(channelID, slices.Insert(q, 0, f))
 }
 
+// holds reports whether channelID has an unresolved final (rejected
+// retryable, not shown yet) younger than the TTL.
+func (fo *finalOrder) holds(channelID string) bool {
+	fo.mu.Lock()
+	defer fo.mu.Unlock()
+	q, ok := fo.chans.Peek(channelID)
+	if !ok {
+		return false
+	}
+	now := fo.clock.Now()
+	return slices.ContainsFunc(q, func(f heldFinal) bool { return now.Sub(f.seen) < fo.ttl })
+}
+
 // orderedOutbound is the display.Platform the kit gives display.New: the
-// outbound calls, with every final — Send, Finish — run under the
-// channel's order. Embedding passes every display capability on.
+// outbound calls, with every final — Post, Finish — run under the
+// channel's order, and every message's first draft behind the channel's
+// unfinished finals. Embedding passes every display capability on.
 type orderedOutbound struct {
 	*outbound
 	order *finalOrder
@@ -118,9 +134,48 @@ func newOrderedOutbound(o *outbound, p Pace, clk clock.Clock) *orderedOutbound {
 	return &orderedOutbound{outbound: o, order: newFinalOrder(p, clk)}
 }
 
-// Send implements display.Platform under the channel's order.
-func (oo *orderedOutbound) Send(ctx context.Context, channelID string, m *imv2.ChatMessage) error {
-	return oo.ordered(ctx, channelID, m, func(ctx context.Context) error { return oo.outbound.Send(ctx, channelID, m) })
+// errEarlierFinal is why a message's drafts are skipped: an earlier final
+// of the channel is not shown yet and cannot be waited for.
+var errEarlierFinal = errors.New("an earlier final of the channel is not shown yet; this message is shown by its final alone")
+
+// firstDraft decides whether a message's first draft (its place in the
+// chat, in modes stream and edit) may be shown now. The Channel already
+// held it until the finals sent before it were delivered or rejected
+// (imv2's showDrafts); when one was rejected retryable and waits for
+// xAgent's resend (unresolved), the message gets no draft
+// (display.ErrSkipDraft): its final, held behind the earlier one, shows
+// it, so replies show in send order.
+func (oo *orderedOutbound) firstDraft(channelID string) error {
+	if oo.order.holds(channelID) {
+		return imv2.Permanent(fmt.Errorf("connector: %w: %w", display.ErrSkipDraft, errEarlierFinal))
+	}
+	return nil
+}
+
+// Draft implements display.Drafter; a message's first draft is skipped
+// while an earlier final of the channel is unresolved (firstDraft).
+func (oo *orderedOutbound) Draft(ctx context.Context, channelID string, d display.Draft) (string, error) {
+	if d.Handle == "" {
+		if err := oo.firstDraft(channelID); err != nil {
+			return "", err
+		}
+	}
+	return oo.outbound.Draft(ctx, channelID, d)
+}
+
+// PostDraft implements display.Editor: the temporary message, the first draft
+// of its message, is skipped while an earlier final of the channel is
+// unresolved (firstDraft).
+func (oo *orderedOutbound) PostDraft(ctx context.Context, channelID, messageID, text string) (string, error) {
+	if err := oo.firstDraft(channelID); err != nil {
+		return "", err
+	}
+	return oo.outbound.PostDraft(ctx, channelID, messageID, text)
+}
+
+// Post implements display.Platform under the channel's order.
+func (oo *orderedOutbound) Post(ctx context.Context, channelID string, m *imv2.ChatMessage) error {
+	return oo.ordered(ctx, channelID, m, func(ctx context.Context) error { return oo.outbound.Post(ctx, channelID, m) })
 }
 
 // Finish implements display.Drafter and display.Editor under the

@@ -51,7 +51,7 @@ func EventMessageID(conversation, eventID string) string {
 
 // ErrNoChannel is matched by Receive's error when a bound channel is not
 // open on this Connector (not reopened since a restart, or open on another
-// replica) and no Options.Relay is set: the event is not sent to it, and
+// replica) and no Options.Advanced.Relay is set: the event is not sent to it, and
 // receiving it again later is safe (the message_id is the same). A
 // Listener's Inbox.Receive reports it only when no channel took the event.
 var ErrNoChannel = errors.New("connector: bound channel is not open here")
@@ -62,11 +62,11 @@ var ErrNoChannel = errors.New("connector: bound channel is not open here")
 // through the shared pending store. When the Relay also has
 // Serve(state.OpenChannels) and ChannelOpened(channelID string), as
 // pgstore.Relay does, New calls Serve with its Server and ChannelOpened
-// for every channel opened (before Options.OnChannelOpen); running it
+// for every channel opened (before Options.Advanced.OnChannelOpen); running it
 // (pgstore.Relay.Run) is the caller's. Files offered with an event are
 // stored in this replica's FileStore: replicas need a shared one for
 // xAgent to download them from any, and the same API key (or
-// Options.URLKey) so that any replica verifies the signed URL.
+// Options.Advanced.URLKey) so that any replica verifies the signed URL.
 type Relay interface {
 	Send(ctx context.Context, channelID string, m imv2.ChatMessage) (string, error)
 }
@@ -98,7 +98,7 @@ func relayOpened(r Relay, next func(string)) func(string) {
 // event's message_id, with their TTL and cap). It returns once the message
 // is pending on every channel; an error joins what failed per channel (a
 // channel's failure does not stop the others), ErrNotBound when none is
-// bound. With Options.Relay, a channel not open here goes through it.
+// bound. With Options.Advanced.Relay, a channel not open here goes through it.
 func (c *Connector) Receive(ctx context.Context, ev Event) error { return c.receive(ctx, ev, false) }
 
 // receive is Receive; with tolerateUnopened, a channel's ErrNoChannel

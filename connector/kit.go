@@ -13,8 +13,8 @@ import (
 
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/clock"
+	"github.com/xagentkit/imv2/connector/internal/display"
 	"github.com/xagentkit/imv2/dataplane"
-	"github.com/xagentkit/imv2/display"
 	"github.com/xagentkit/imv2/protocol"
 	"github.com/xagentkit/imv2/state"
 )
@@ -27,19 +27,14 @@ const DefaultConversationKey = "default"
 // requests in flight when their context ends.
 const ShutdownTimeout = 5 * time.Second
 
-// Options configure New. Every field is optional; the zero value is a
-// Connector with no API key, in-memory state, the display mode the
-// platform's capabilities allow, and no rate limit.
+// Options configure New: the settings most Connectors set, with the rest
+// in Advanced. Every field is optional; the zero value is a Connector with
+// no API key, in-memory state, the display mode the platform's
+// capabilities allow, and no rate limit.
 type Options struct {
 	// APIKey, when set, guards /health, /ws, /files/uploads and /metrics
 	// (W1). Given once: the kit hands it to every layer.
 	APIKey string
-	// URLKey signs the download URLs of offered files (Config.URLKey: at
-	// least MinURLKeyBytes); default derived from APIKey, so a restart or a
-	// replica with the same API key verifies them. Without either the key
-	// is random per process: a restart invalidates the URLs of pending
-	// messages.
-	URLKey []byte
 	// Skill is served at /skill.md (H3); nil means 404.
 	Skill []byte
 	// Store keeps pending, completed, registry and bindings; default all
@@ -52,21 +47,10 @@ type Options struct {
 	// process too (DiskStoreOptions.Keep; for replicas, a FileStore of
 	// your own on shared storage).
 	Files FileStore
-	// Mode is the delta display; default display.Stream for a Drafter,
-	// display.Edit for an Editor, else display.Buffer.
-	Mode display.Mode
-	// Display tunes the display strategies (edit interval, draft and
-	// typing bounds); its Mode, Clock and Logger are the kit's. Its
-	// CallTimeout also bounds each Unbinder.Unbound and Releaser.Release.
-	Display *display.Options
-	// Channel configures every Channel (ack timeout, target timeout, delta
-	// bounds, OnDelivered, OnFailed); its stores, Clock and Logger are the
-	// kit's.
-	Channel *imv2.Options
-	// Pace limits and retries platform calls; see Pace for its defaults.
-	Pace Pace
-	// Metrics, when set, is served at /metrics behind the API key.
-	Metrics http.Handler
+	// Mode is how a streamed message is shown; default ModeAuto: ModeStream
+	// for a Drafter (an Editor too), ModeEdit for an Editor, else
+	// ModeBuffer.
+	Mode Mode
 	// Tools serves the Card's tools (tool.invoke); nil answers
 	// unsupported_packet.
 	Tools dataplane.ToolHandler
@@ -78,22 +62,48 @@ type Options struct {
 	// restart); a Descriptor push or lookup never binds.
 	// Default: every channel to DefaultConversationKey.
 	DefaultConversation func(channelID string) string
-	// OnChannelOpen is called for every channel.open answered with
-	// success. Do not block in it.
-	OnChannelOpen func(channelID string)
+	// Logger receives diagnostics; default discards.
+	Logger *slog.Logger
+	// Pace limits and retries platform calls; see Pace for its defaults.
+	Pace Pace
+	// Advanced holds the settings most Connectors leave at their
+	// defaults: display tuning, Channel bounds, replicas, metrics, clock.
+	Advanced Advanced
+}
+
+// Advanced is the second screen of Options; every field is optional.
+type Advanced struct {
+	// Display tunes drafts and typing (edit interval, bounds, timeouts);
+	// see Display for the defaults.
+	Display Display
+	// Channel configures every Channel (ack timeout, target timeout, delta
+	// bounds, ActivityTimeout — which also clears typing —, OnDelivered,
+	// OnFailed); see imv2.Options for the defaults. Its Pending,
+	// Completed, Clock and Logger are the kit's (Options.Store,
+	// Advanced.Clock, Options.Logger): New fails when one is set here.
+	Channel *imv2.Options
+	// URLKey signs the download URLs of offered files (Config.URLKey: at
+	// least MinURLKeyBytes); default derived from APIKey, so a restart or a
+	// replica with the same API key verifies them. Without either the key
+	// is random per process: a restart invalidates the URLs of pending
+	// messages.
+	URLKey []byte
 	// Relay, for replicas on one shared Store, carries Receive's user
 	// messages to the replica that holds a channel (pgstore.Relay; see
 	// Relay). Default: only channels open here are reached (ErrNoChannel).
 	Relay Relay
-	// OfflineGrace is how long channels outlive their last connection
-	// (dataplane.DefaultOfflineGrace); at its end their bindings are
-	// released.
+	// Metrics, when set, is served at /metrics behind the API key.
+	Metrics http.Handler
+	// OnChannelOpen is called for every channel.open answered with
+	// success. Do not block in it.
+	OnChannelOpen func(channelID string)
+	// OfflineGrace is how long channels outlive their last connection;
+	// default dataplane.DefaultOfflineGrace. At its end their bindings
+	// are released.
 	OfflineGrace time.Duration
 	// Clock drives every timer (display, pacing, channels, files);
 	// default clock.System{}.
 	Clock clock.Clock
-	// Logger receives diagnostics; default discards.
-	Logger *slog.Logger
 }
 
 // Connector is a whole IM Connector Server: an http.Handler serving the
@@ -141,16 +151,20 @@ func New(card *protocol.Card, platform Platform, opts *Options) (*Connector, err
 	if opts != nil {
 		o = *opts
 	}
-	if o.Clock == nil {
-		o.Clock = clock.System{}
+	if ch := o.Advanced.Channel; ch != nil && (ch.Pending != nil || ch.Completed != nil || ch.Clock != nil || ch.Logger != nil) {
+		return nil, errors.New("connector: Advanced.Channel's Pending, Completed, Clock and Logger are the kit's: set Options.Store, Advanced.Clock or Options.Logger")
+	}
+	adv := &o.Advanced
+	if adv.Clock == nil {
+		adv.Clock = clock.System{}
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	o.OnChannelOpen = relayOpened(o.Relay, o.OnChannelOpen)
+	onOpen := relayOpened(adv.Relay, adv.OnChannelOpen)
 	c := &Connector{
-		card: card, platform: platform, store: o.Store, clock: o.Clock, log: o.Logger,
-		metrics: o.Metrics, servers: map[*http.Server]struct{}{}, readers: map[string]*reader{}, chLocks: newChannelLocks(),
+		card: card, platform: platform, store: o.Store, clock: adv.Clock, log: o.Logger,
+		metrics: adv.Metrics, servers: map[*http.Server]struct{}{}, readers: map[string]*reader{}, chLocks: newChannelLocks(),
 	}
 	c.listener, _ = platform.(Listener)
 	if card != nil && len(card.AuthFlows) == 0 {
@@ -160,22 +174,26 @@ func New(card *protocol.Card, platform Platform, opts *Options) (*Connector, err
 		}
 	}
 	var err error
-	if c.pace, err = newPacer(o.Pace, o.Clock); err != nil {
+	if c.pace, err = newPacer(o.Pace, adv.Clock); err != nil {
 		return nil, err
 	}
 	c.handler, err = NewHandler(Config{
-		Card: card, Markdown: o.Skill, APIKey: o.APIKey, URLKey: o.URLKey, Files: o.Files, Clock: o.Clock, Logger: o.Logger,
+		Card: card, Markdown: o.Skill, APIKey: o.APIKey, URLKey: adv.URLKey, Files: o.Files, Clock: adv.Clock, Logger: o.Logger,
 		WS: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { c.server.ServeHTTP(w, r) }),
 	})
 	if err != nil {
 		return nil, err
 	}
 	c.out = newOutbound(c, platform)
-	var dopts display.Options
-	if o.Display != nil {
-		dopts = *o.Display
+	d := adv.Display
+	dopts := display.Options{
+		Mode: o.Mode.internal(), Interval: d.Interval, MaxDrafts: d.MaxDrafts, DraftTTL: d.DraftTTL,
+		TypingRefresh: d.TypingRefresh, MaxTyping: d.MaxTyping, CallTimeout: d.CallTimeout,
+		Clock: adv.Clock, Logger: o.Logger,
 	}
-	dopts.Mode, dopts.Clock, dopts.Logger = o.Mode, o.Clock, o.Logger
+	if adv.Channel != nil {
+		dopts.ActivityTimeout = adv.Channel.ActivityTimeout
+	}
 	c.callTimeout = dopts.CallTimeout
 	if c.callTimeout <= 0 {
 		c.callTimeout = display.DefaultCallTimeout
@@ -192,13 +210,13 @@ func New(card *protocol.Card, platform Platform, opts *Options) (*Connector, err
 		return nil, err
 	}
 	var copts imv2.Options
-	if o.Channel != nil {
-		copts = *o.Channel
+	if adv.Channel != nil {
+		copts = *adv.Channel
 	}
-	copts.Clock, copts.Logger = o.Clock, o.Logger
+	copts.Clock, copts.Logger = adv.Clock, o.Logger
 	var registry state.ChannelRegistry
 	if c.store == nil {
-		c.store = newMemoryStore(o.Clock)
+		c.store = newMemoryStore(adv.Clock)
 	}
 	copts.Pending, copts.Completed, registry = c.store, c.store, c.store
 	cfg := dataplane.ServerConfig{
@@ -208,16 +226,16 @@ func New(card *protocol.Card, platform Platform, opts *Options) (*Connector, err
 		Tools:     o.Tools,
 		Options:   &copts,
 		Logger:    o.Logger,
-		Clock:     o.Clock,
+		Clock:     adv.Clock,
 		Registry:  registry,
 		OnChannelOpen: func(id string) {
 			c.listen(id)
-			if o.OnChannelOpen != nil {
-				o.OnChannelOpen(id)
+			if onOpen != nil {
+				onOpen(id)
 			}
 		},
 		OnChannelDrop: c.dropped,
-		OfflineGrace:  o.OfflineGrace,
+		OfflineGrace:  adv.OfflineGrace,
 	}
 	if si, ok := platform.(SignIn); ok {
 		cfg.Auth = authHandler{c, si}
@@ -229,15 +247,15 @@ func New(card *protocol.Card, platform Platform, opts *Options) (*Connector, err
 		c.display.Close()
 		return nil, err
 	}
-	c.relay = o.Relay
-	if rs, ok := o.Relay.(interface{ Serve(state.OpenChannels) }); ok {
+	c.relay = adv.Relay
+	if rs, ok := adv.Relay.(interface{ Serve(state.OpenChannels) }); ok {
 		rs.Serve(c.server)
 	}
 	return c, nil
 }
 
 // ServeHTTP serves every endpoint: those of Handler and, when
-// Options.Metrics is set, GET /metrics behind the API key.
+// Options.Advanced.Metrics is set, GET /metrics behind the API key.
 func (c *Connector) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path == "/metrics" && c.metrics != nil {
 		if c.handler.authorized(w, r) {
@@ -356,7 +374,7 @@ func (c *Connector) Server() *dataplane.Server { return c.server }
 func (c *Connector) Handler() *Handler { return c.handler }
 
 // Mode returns the display mode in use.
-func (c *Connector) Mode() display.Mode { return c.display.Mode() }
+func (c *Connector) Mode() Mode { return Mode(c.display.Mode()) }
 
 // OfferFile stores a user's file for channelID and returns the imv2.File
 // to send to xAgent, with its signed download_url (M6, T2, T3).

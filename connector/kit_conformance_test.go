@@ -8,7 +8,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/xagentkit/imv2/connector"
-	"github.com/xagentkit/imv2/display"
 	"github.com/xagentkit/imv2/imv2test"
 )
 
@@ -21,13 +20,13 @@ func TestKit_K1_K12_A8_RateLimitedPlatformPassesEveryMode(t *testing.T) {
 	t.Parallel()
 	modes := []struct {
 		name   string
-		mode   display.Mode
+		mode   connector.Mode
 		apiKey string
 		skips  []string
 	}{
-		{"stream", display.Stream, "", []string{"K1.c", "K5.a"}},
-		{"edit", display.Edit, testKey, []string{"K5.a"}},
-		{"buffer", display.Buffer, "", []string{"K1.c", "K2.d"}},
+		{"stream", connector.ModeStream, "", []string{"K1.c", "K5.a"}},
+		{"edit", connector.ModeEdit, testKey, []string{"K5.a"}},
+		{"buffer", connector.ModeBuffer, "", []string{"K1.c", "K2.d"}},
 	}
 	for _, m := range modes {
 		t.Run(m.name, func(t *testing.T) {
@@ -38,7 +37,7 @@ func TestKit_K1_K12_A8_RateLimitedPlatformPassesEveryMode(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			defer cancel()
 			rep, err := imv2test.CheckConnector(ctx, imv2test.Connector{
-				URL: url, APIKey: m.apiKey, Observer: p, User: kitUser{k}, Buffered: m.mode == display.Buffer,
+				URL: url, APIKey: m.apiKey, Observer: p, User: kitUser{k}, Buffered: m.mode == connector.ModeBuffer,
 				DeltaIdleTTL: kitDeltaTTL, DeltaSweep: kitSweep, ActivityTimeout: kitActivityTTL,
 			}, &imv2test.Config{DeltaStreams: 300})
 			require.NoError(t, err)

@@ -156,7 +156,7 @@ func TestKit_M9_S8_ReplayedEventIsNoSecondMessageAcrossRestart(t *testing.T) {
 	r := startRestartable(t, func(st *boltstore.Store) (*connector.Connector, error) {
 		return connector.New(kitCard(""), newPretend(0), &connector.Options{
 			Store: st, DefaultConversation: func(string) string { return "room-1" },
-			Channel: &imv2.Options{OnDelivered: acked.delivered},
+			Advanced: connector.Advanced{Channel: &imv2.Options{OnDelivered: acked.delivered}},
 		})
 	})
 	a := newAgent()

@@ -12,7 +12,6 @@ import (
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/boltstore"
 	"github.com/xagentkit/imv2/connector"
-	"github.com/xagentkit/imv2/display"
 	"github.com/xagentkit/imv2/internal/testwait"
 	"github.com/xagentkit/imv2/state"
 )
@@ -68,7 +67,7 @@ func TestKit_M11_DraftHandleSurvivesRestart(t *testing.T) {
 	rk := startRestartable(t, func(bolt *boltstore.Store) (*connector.Connector, error) {
 		st = &bindCounter{Store: bolt}
 		return connector.New(kitCard(""), calls, &connector.Options{
-			Store: st, Mode: display.Edit, Display: &display.Options{Interval: 10 * time.Millisecond},
+			Store: st, Mode: connector.ModeEdit, Advanced: connector.Advanced{Display: connector.Display{Interval: 10 * time.Millisecond}},
 			DefaultConversation: func(string) string { return "room-1" },
 		})
 	})
@@ -173,14 +172,14 @@ func TestKit_D8_M11_LostFirstDraftIsNotMadeAgain(t *testing.T) {
 		opts connector.Options
 		last string // the final of the second message, after its handle
 	}{
-		{name: "edit PostDraft", opts: connector.Options{Mode: display.Edit, Display: &display.Options{Interval: time.Millisecond}}, last: "edit ev-"},
-		{name: "stream Draft", opts: connector.Options{Mode: display.Stream}, last: "finish st-"},
+		{name: "edit PostDraft", opts: connector.Options{Mode: connector.ModeEdit, Advanced: connector.Advanced{Display: connector.Display{Interval: time.Millisecond}}}, last: "edit ev-"},
+		{name: "stream Draft", opts: connector.Options{Mode: connector.ModeStream}, last: "finish st-"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			calls := make(chan string, 64)
 			var p connector.Platform = &lostDraft{calls: calls}
-			if tc.opts.Mode == display.Stream {
+			if tc.opts.Mode == connector.ModeStream {
 				p = &lostStream{calls: calls}
 			}
 			next := func() string { return testwait.Recv(t, (<-chan string)(calls), 20*time.Second) }

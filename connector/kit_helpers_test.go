@@ -17,7 +17,6 @@ import (
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/boltstore"
 	"github.com/xagentkit/imv2/connector"
-	"github.com/xagentkit/imv2/display"
 	"github.com/xagentkit/imv2/imv2test"
 	"github.com/xagentkit/imv2/protocol"
 )
@@ -59,7 +58,7 @@ func (p *pretend) final(to connector.Conversation, m *connector.Message) error {
 		return err
 	}
 	e := imv2test.Event{Event: "final", MessageID: m.MessageID, Text: &m.Text}
-	for _, f := range m.Files {
+	for _, f := range m.Attachments {
 		if _, err := io.Copy(io.Discard, f); err != nil {
 			return err
 		}
@@ -86,7 +85,7 @@ func (p *pretend) Finish(_ context.Context, to connector.Conversation, _ string,
 	return p.final(to, m)
 }
 
-func (p *pretend) Draft(_ context.Context, _ connector.Conversation, d display.Draft) (string, error) {
+func (p *pretend) Draft(_ context.Context, _ connector.Conversation, d connector.Draft) (string, error) {
 	if err := p.call(); err != nil {
 		return "", err
 	}
@@ -163,8 +162,8 @@ func kitCard(apiKey string) *protocol.Card {
 func startKit(t *testing.T, p connector.Platform, apiKey string, opts connector.Options) (*connector.Connector, string) {
 	t.Helper()
 	opts.APIKey = apiKey
-	if opts.Channel == nil {
-		opts.Channel = &imv2.Options{DeltaIdleTTL: kitDeltaTTL, DeltaSweep: kitSweep, ActivityTimeout: kitActivityTTL}
+	if opts.Advanced.Channel == nil {
+		opts.Advanced.Channel = &imv2.Options{DeltaIdleTTL: kitDeltaTTL, DeltaSweep: kitSweep, ActivityTimeout: kitActivityTTL}
 	}
 	if opts.DefaultConversation == nil {
 		opts.DefaultConversation = func(id string) string { return id }

@@ -18,7 +18,7 @@ import (
 // serves card, health, skill and /metrics; /metrics and /health need the key.
 func TestKit_W1_H4_MetricsBehindTheKeyAndEveryEndpointServed(t *testing.T) {
 	metrics := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "calls 1\n") })
-	_, url := startKit(t, newPretend(0), testKey, connector.Options{Metrics: metrics, Skill: []byte("---\nname: " + protocol.SkillName(testCard().ConnectorCardID) + "\ndescription: a test skill\n---\n\n# skill\n")})
+	_, url := startKit(t, newPretend(0), testKey, connector.Options{Advanced: connector.Advanced{Metrics: metrics}, Skill: []byte("---\nname: " + protocol.SkillName(testCard().ConnectorCardID) + "\ndescription: a test skill\n---\n\n# skill\n")})
 	get := func(path, key string) (int, string) {
 		req, err := http.NewRequest(http.MethodGet, url+path, nil)
 		require.NoError(t, err)

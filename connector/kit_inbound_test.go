@@ -55,7 +55,7 @@ func TestKit_M6_S1_S6_ReplayedFileEventIsNoConflictAcrossRestart(t *testing.T) {
 	r := startRestartable(t, func(st *boltstore.Store) (*connector.Connector, error) {
 		return connector.New(kitCard(""), newPretend(0), &connector.Options{
 			Store: st, Files: files, DefaultConversation: func(string) string { return "room-1" },
-			Channel: &imv2.Options{OnFailed: failed.record, OnDelivered: acked.delivered},
+			Advanced: connector.Advanced{Channel: &imv2.Options{OnFailed: failed.record, OnDelivered: acked.delivered}},
 		})
 	})
 	stored := func() int { n, _ := files.Len(); return n }
@@ -163,7 +163,7 @@ func (r *memRelay) Send(ctx context.Context, channelID string, m imv2.ChatMessag
 
 // TestKit_M9_ReceiveOnAReplicaGoesThroughTheRelay: two Connectors share a
 // Store; xAgent's connection is on one. An event received on the other
-// reaches xAgent through Options.Relay, once: a replay on either replica is
+// reaches xAgent through Options.Advanced.Relay, once: a replay on either replica is
 // skipped. The kit wires the Relay's Serve and ChannelOpened.
 func TestKit_M9_ReceiveOnAReplicaGoesThroughTheRelay(t *testing.T) {
 	t.Parallel()
@@ -174,9 +174,9 @@ func TestKit_M9_ReceiveOnAReplicaGoesThroughTheRelay(t *testing.T) {
 	holder.peer, replica.peer = replica, holder
 	conv := func(string) string { return "room-1" }
 	acked := newSeen()
-	k1, url := startKit(t, newPretend(0), "", connector.Options{Store: st, Relay: holder, DefaultConversation: conv,
-		Channel: &imv2.Options{OnDelivered: acked.delivered}})
-	k2, _ := startKit(t, newPretend(0), "", connector.Options{Store: st, Relay: replica, DefaultConversation: conv})
+	k1, url := startKit(t, newPretend(0), "", connector.Options{Store: st, DefaultConversation: conv,
+		Advanced: connector.Advanced{Relay: holder, Channel: &imv2.Options{OnDelivered: acked.delivered}}})
+	k2, _ := startKit(t, newPretend(0), "", connector.Options{Store: st, Advanced: connector.Advanced{Relay: replica}, DefaultConversation: conv})
 	require.Same(t, k1.Server(), holder.server(), "Relay.Serve got the Server")
 	require.Same(t, k2.Server(), replica.server())
 	a := newAgent()

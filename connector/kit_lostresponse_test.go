@@ -17,7 +17,7 @@ import (
 type lossy struct {
 	lose    int
 	idem    bool // deduplicates by the idempotency key
-	notDone bool // the failures are not applied and say so (NotPosted)
+	notDone bool // the failures are not applied and say so (imv2.Retryable)
 
 	mu    sync.Mutex
 	posts int      // Post calls
@@ -32,7 +32,7 @@ func (p *lossy) Post(_ context.Context, _ Conversation, m *Message) error {
 	defer p.mu.Unlock()
 	p.posts++
 	if p.notDone && p.posts <= p.lose {
-		return NotPosted(errors.New("503 Service Unavailable"))
+		return imv2.Retryable(errors.New("503 Service Unavailable"))
 	}
 	if !p.idem || !p.keys[m.IdempotencyKey] {
 		p.shown = append(p.shown, m.MessageID)
@@ -135,9 +135,10 @@ func TestKit_S8_A8_LostResponseIsNotPostedTwice(t *testing.T) {
 	}
 }
 
-// TestKit_A8_NotPostedIsRetriedInProcess: a failure the platform marks
-// NotPosted is retried by the kit with backoff and shown once.
-func TestKit_A8_NotPostedIsRetriedInProcess(t *testing.T) {
+// TestKit_A8_RetryableIsRetriedInProcess: a failure the platform marks
+// imv2.Retryable (not posted) is retried by the kit with backoff and shown
+// once.
+func TestKit_A8_RetryableIsRetriedInProcess(t *testing.T) {
 	p := &lossy{lose: 2, notDone: true}
 	k, clock := newUnit(t, p, false, Options{})
 	err := drive(t, clock, func() error {

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/xagentkit/imv2"
-	"github.com/xagentkit/imv2/display"
 	"github.com/xagentkit/imv2/fakeclock"
 	"github.com/xagentkit/imv2/protocol"
 	"github.com/xagentkit/imv2/state"
@@ -80,7 +79,7 @@ func (e *editor) Release(_ context.Context, key string) error {
 func newUnit(t *testing.T, p Platform, flows bool, o Options) (*Connector, *fakeclock.Clock) {
 	t.Helper()
 	clock := fakeclock.New(time.Unix(1_790_000_000, 0))
-	o.Clock = clock
+	o.Advanced.Clock = clock
 	k, err := New(unitCard(flows), p, &o)
 	if err != nil {
 		t.Fatal(err)
@@ -114,8 +113,8 @@ func fatalOn(t *testing.T) func(error) {
 // text edits once, and its files are posted beside it.
 func TestKit_M11_FinalEditSkippedWhenTheLastEditShowsIt(t *testing.T) {
 	e := &editor{}
-	k, clock := newUnit(t, e, false, Options{Display: &display.Options{Interval: time.Second}})
-	if k.Mode() != display.Edit {
+	k, clock := newUnit(t, e, false, Options{Advanced: Advanced{Display: Display{Interval: time.Second}}})
+	if k.Mode() != ModeEdit {
 		t.Fatalf("mode %v; want edit for an Editor", k.Mode())
 	}
 	ctx := context.Background()
@@ -150,7 +149,7 @@ func TestKit_M11_FinalEditSkippedWhenTheLastEditShowsIt(t *testing.T) {
 // ch_1 showed "Ye" under an accepted final.
 func TestKit_M11_FinalEditSkipIsPerChannel(t *testing.T) {
 	e := &perChatEditor{}
-	k, _ := newUnit(t, e, false, Options{Display: &display.Options{Interval: time.Second}})
+	k, _ := newUnit(t, e, false, Options{Advanced: Advanced{Display: Display{Interval: time.Second}}})
 	ctx := context.Background()
 	tg := k.display
 	must := fatalOn(t)
@@ -301,7 +300,7 @@ func TestKit_W12_SignInBindsAndLogoutReleases(t *testing.T) {
 }
 
 func TestKit_InvalidInputRefused(t *testing.T) {
-	if _, err := New(unitCard(false), &editor{}, &Options{Mode: display.Stream}); err == nil {
+	if _, err := New(unitCard(false), &editor{}, &Options{Mode: ModeStream}); err == nil {
 		t.Fatal("mode stream accepted for a platform without Draft")
 	}
 	if _, err := New(unitCard(false), nil, nil); err == nil {
@@ -400,7 +399,7 @@ func (e *filesRefused) Post(ctx context.Context, to Conversation, m *Message) er
 // the handle is forgotten, so the shown map does not grow.
 func TestKit_M11_FinalFilesFailAfterTextShownIsRetryable(t *testing.T) {
 	e := &filesRefused{}
-	k, _ := newUnit(t, e, false, Options{Display: &display.Options{Interval: time.Second}})
+	k, _ := newUnit(t, e, false, Options{Advanced: Advanced{Display: Display{Interval: time.Second}}})
 	ctx := context.Background()
 	if err := k.display.UpdateDraft(ctx, "ch_1", "m1", "Hi"); err != nil {
 		t.Fatal(err)

@@ -58,7 +58,7 @@ func TestKit_T3_M6_PendingDownloadURLSurvivesRestart(t *testing.T) {
 		}
 		return connector.New(kitCard(apiKey), newPretend(0), &connector.Options{
 			APIKey: apiKey, Store: st, Files: files, DefaultConversation: func(string) string { return "room-1" },
-			Channel: &imv2.Options{OnDelivered: func(_ string, m imv2.ChatMessage, _ imv2.AckStatus) { delivered <- m.MessageID }},
+			Advanced: connector.Advanced{Channel: &imv2.Options{OnDelivered: func(_ string, m imv2.ChatMessage, _ imv2.AckStatus) { delivered <- m.MessageID }}},
 		})
 	})
 	a := &holdingAgent{seen: make(chan imv2.ChatMessage, 256)}
@@ -108,7 +108,7 @@ func TestKit_T3_M6_PendingDownloadURLSurvivesRestart(t *testing.T) {
 	require.Equal(t, "a photo", string(body))
 }
 
-// TestKit_T3_URLKeyOptionSignsAcrossReplicas: Options.URLKey reaches the
+// TestKit_T3_URLKeyOptionSignsAcrossReplicas: Options.Advanced.URLKey reaches the
 // Handler: two Connectors with different API keys and one URLKey verify
 // each other's URLs; without it they do not (each derives from its own
 // API key), and a short one fails New.
@@ -117,8 +117,8 @@ func TestKit_T3_URLKeyOptionSignsAcrossReplicas(t *testing.T) {
 	key := []byte("a shared 32-byte download secret")
 	files := connector.NewMemoryStore(connector.MemoryStoreOptions{})
 	download := func(urlKey []byte) int {
-		k1, _ := startKit(t, newPretend(0), "sk-replica-one-0123456789", connector.Options{Files: files, URLKey: urlKey})
-		_, base2 := startKit(t, newPretend(0), "sk-replica-two-0123456789", connector.Options{Files: files, URLKey: urlKey})
+		k1, _ := startKit(t, newPretend(0), "sk-replica-one-0123456789", connector.Options{Files: files, Advanced: connector.Advanced{URLKey: urlKey}})
+		_, base2 := startKit(t, newPretend(0), "sk-replica-two-0123456789", connector.Options{Files: files, Advanced: connector.Advanced{URLKey: urlKey}})
 		f, err := k1.OfferFile(context.Background(), "cch_1", "a.txt", "text/plain", strings.NewReader("hello"))
 		require.NoError(t, err)
 		res, err := http.Get(base2 + f.DownloadURL)
@@ -128,6 +128,6 @@ func TestKit_T3_URLKeyOptionSignsAcrossReplicas(t *testing.T) {
 	}
 	require.Equal(t, http.StatusOK, download(key), "one URLKey")
 	require.Equal(t, http.StatusForbidden, download(nil), "keys derived from two API keys")
-	_, err := connector.New(kitCard(""), newPretend(0), &connector.Options{URLKey: key[:31]})
+	_, err := connector.New(kitCard(""), newPretend(0), &connector.Options{Advanced: connector.Advanced{URLKey: key[:31]}})
 	require.ErrorContains(t, err, "URLKey")
 }

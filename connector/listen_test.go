@@ -259,7 +259,7 @@ func TestListen_StaleReaderWritesNothing(t *testing.T) {
 func TestListen_StaleReaderOfAReplicaWritesNothing(t *testing.T) {
 	p := inboxKeeper{&editor{}, make(chan Inbox, 2)}
 	k, clock := newUnit(t, p, false, Options{})
-	other, err := New(unitCard(false), &editor{}, &Options{Store: k.store, Clock: clock})
+	other, err := New(unitCard(false), &editor{}, &Options{Store: k.store, Advanced: Advanced{Clock: clock}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,7 @@ import (
 	"sync"
 
 	"github.com/xagentkit/imv2"
-	"github.com/xagentkit/imv2/display"
+	"github.com/xagentkit/imv2/connector/internal/display"
 	"github.com/xagentkit/imv2/state"
 )
 
@@ -101,7 +101,7 @@ func (o *outbound) final(ctx context.Context, channelID string, m *imv2.ChatMess
 	return o.k.pace.do(ctx, to.Key, func(ctx context.Context) error {
 		msg, closeAll, err := o.open(ctx, channelID, m)
 		if err != nil {
-			return NotPosted(err) // nothing reached the platform
+			return imv2.Retryable(err) // nothing reached the platform
 		}
 		defer closeAll()
 		return post(ctx, to, msg)
@@ -125,7 +125,7 @@ func (o *outbound) afterFailedPost(ctx context.Context, to Conversation, key str
 	}
 	pc, ok := o.p.(PostChecker)
 	if !ok {
-		return imv2.Errorf(imv2.CodeDeliveryOutcomeUnknown, "the post failed and may have been applied, so it is not made again (a platform marks a post it did not apply with connector.NotPosted): %w", err)
+		return imv2.Errorf(imv2.CodeDeliveryOutcomeUnknown, "the post failed and may have been applied, so it is not made again (a platform marks a post it did not apply with imv2.Retryable): %w", err)
 	}
 	r.unknown = true
 	if ctx.Err() == nil {
@@ -187,14 +187,14 @@ func (o *outbound) open(ctx context.Context, channelID string, m *imv2.ChatMessa
 			return nil, nil, imv2.Retryable(fmt.Errorf("opening file_ref %q: %w", f.FileRef, err))
 		}
 		closers = append(closers, rc)
-		msg.Files = append(msg.Files, OutboundFile{File: f, Info: info, Reader: rc})
+		msg.Attachments = append(msg.Attachments, OutboundFile{File: f, Info: info, Reader: rc})
 	}
 	return msg, closeAll, nil
 }
 
-// Send implements display.Platform: a final without a draft — or with one
+// Post implements display.Platform: a final without a draft — or with one
 // shown before a restart, whose recorded handle it finishes (M11).
-func (o *outbound) Send(ctx context.Context, channelID string, m *imv2.ChatMessage) error {
+func (o *outbound) Post(ctx context.Context, channelID string, m *imv2.ChatMessage) error {
 	if o.drafter != nil || o.editor != nil {
 		if h, ok := o.recordedDraft(ctx, channelID, m.MessageID); ok {
 			return o.Finish(ctx, channelID, h, m)
@@ -209,7 +209,7 @@ func (o *outbound) Send(ctx context.Context, channelID string, m *imv2.ChatMessa
 func (o *outbound) Draft(ctx context.Context, channelID string, d display.Draft) (string, error) {
 	var h string
 	err := o.call(ctx, channelID, func(ctx context.Context, to Conversation) (err error) {
-		h, err = o.drafter.Draft(ctx, to, d)
+		h, err = o.drafter.Draft(ctx, to, Draft(d))
 		if err != nil && d.Handle == "" && !notApplied(err) {
 			return imv2.Permanent(fmt.Errorf("connector: %w: %w", display.ErrSkipDraft, err))
 		}
@@ -221,15 +221,15 @@ func (o *outbound) Draft(ctx context.Context, channelID string, d display.Draft)
 	return h, err
 }
 
-// Post implements display.Editor: the temporary message. Like a final's
+// PostDraft implements display.Editor: the temporary message. Like a final's
 // post it is made again only when the platform did not apply it
-// (RetryAfter, NotPosted, a dial error); any other failure may have shown
+// (imv2.Retryable, RetryAfter, a dial error); any other failure may have shown
 // it (a lost response), and a second PostDraft would leave a second
 // temporary message. A draft is not a final: the kit then gives up on it
 // (display.ErrSkipDraft, permanent) and the final is posted whole with
 // Post, without asking a PostChecker or relying on IdempotentPlatform,
 // whose keys are a final's.
-func (o *outbound) Post(ctx context.Context, channelID, messageID, text string) (string, error) {
+func (o *outbound) PostDraft(ctx context.Context, channelID, messageID, text string) (string, error) {
 	var h string
 	err := o.call(ctx, channelID, func(ctx context.Context, to Conversation) (err error) {
 		h, err = o.editor.PostDraft(ctx, to, messageID, text)

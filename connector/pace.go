@@ -46,8 +46,8 @@ const (
 // PostDraft (a new temporary message) follows the first rule below only,
 // and is given up otherwise (Editor). A final is
 // posted again only when that cannot show it twice (Platform):
-//   - the error says the platform did not apply the post: RetryAfter,
-//     NotPosted, or a dial error (the request never left);
+//   - the error says the platform did not apply the post: imv2.Retryable,
+//     RetryAfter, or a dial error (the request never left);
 //   - else, for a PostChecker, WasPosted says it was not posted (posted:
 //     the final is done, accepted);
 //   - else, for an IdempotentPlatform, always (same idempotency key).
@@ -84,7 +84,13 @@ const (
 // or after a restart is not held back in order (its outcome-unknown mark,
 // above, is durable).
 //
-// Zero values take the defaults: no rate limit (rate.Inf), burst 1, 8
+// Drafts keep that order too: in modes stream and edit a message's first
+// draft is its place in the chat, so it waits until the channel's finals
+// sent before it were posted or rejected (the Channel holds it, at most
+// the Target timeout), and while one of them is unresolved the message
+// shows no draft and is shown by its final alone, behind the earlier one.
+//
+// Zero values take the defaults: no rate limit, burst 1, 8
 // attempts, 250 ms doubling to 10 s. The per-conversation limiters live in
 // an LRU of MaxConversations (default 10,000) keys; an evicted key starts
 // with a full bucket again, but a Retry-After still running is kept apart
@@ -93,13 +99,14 @@ const (
 //
 // A negative value fails New.
 type Pace struct {
-	// PerConversation is the calls a second to one conversation; default
-	// rate.Inf. ConversationBurst is its bucket; default 1.
-	PerConversation   rate.Limit
+	// PerConversation is the calls a second to one conversation (0.5:
+	// one every 2 s); default 0, no limit. ConversationBurst is its
+	// bucket; default 1.
+	PerConversation   float64
 	ConversationBurst int
 	// PerPlatform is the calls a second to all conversations together;
-	// default rate.Inf. PlatformBurst is its bucket; default 1.
-	PerPlatform   rate.Limit
+	// default 0, no limit. PlatformBurst is its bucket; default 1.
+	PerPlatform   float64
 	PlatformBurst int
 	// MaxAttempts bounds the calls made for one final, draft or edit,
 	// the first included; default DefaultMaxAttempts.
@@ -119,39 +126,38 @@ type Pace struct {
 	MaxOrderChannels int
 }
 
-// NotPosted wraps err, a failed post, to say the platform did not apply
-// it (it answered with an error status, the request was refused before it
-// was sent): the kit may post the final again, after the Pace backoff and
-// within its attempts, without asking the platform first. A post error
-// without it — and without RetryAfter — may have been applied, so the kit
-// posts it again only to a PostChecker or IdempotentPlatform (Pace).
-// NotPosted(nil) is nil.
-func NotPosted(err error) error {
-	if err == nil {
-		return nil
-	}
-	return &notPostedError{err}
-}
-
-type notPostedError struct{ err error }
-
-func (e *notPostedError) Error() string { return e.err.Error() }
-func (e *notPostedError) Unwrap() error { return e.err }
-
-// notApplied reports whether err says the platform did not apply the call:
-// a rate limit, NotPosted, or a dial or name-resolution failure.
+// notApplied reports whether err, a platform call's failure, says the
+// platform did not apply the call: imv2.Retryable (or an *imv2.Error with
+// Retryable set), RetryAfter, or a dial or name-resolution failure (the
+// request never left). A plain error says nothing: the call may have been
+// applied (Platform).
 func notApplied(err error) bool {
-	var np *notPostedError
 	var op *net.OpError
 	var dns *net.DNSError
 	_, limited := RetryAfterOf(err)
-	return limited || errors.As(err, &np) || (errors.As(err, &op) && op.Op == "dial") || errors.As(err, &dns)
+	return limited || markedRetryable(err) || (errors.As(err, &op) && op.Op == "dial") || errors.As(err, &dns)
+}
+
+// markedRetryable reports whether the first retry verdict in err's chain
+// — an imv2.Retryable or imv2.Permanent mark, or an *imv2.Error — says
+// retryable; an error with none says nothing (imv2.IsRetryable would read
+// it as retryable too).
+func markedRetryable(err error) bool {
+	for ; err != nil; err = errors.Unwrap(err) {
+		switch e := err.(type) {
+		case *imv2.Error:
+			return e.Retryable
+		case interface{ Retryable() bool }: // imv2.Retryable, imv2.Permanent
+			return e.Retryable()
+		}
+	}
+	return false
 }
 
 // RetryAfter wraps err, a platform's rate-limit answer, with the delay the
-// platform asked for (HTTP 429 Retry-After, Telegram retry_after). The kit
-// waits that long before the next call to the conversation. RetryAfter(nil,
-// d) is nil.
+// platform asked for (HTTP 429 Retry-After, Telegram retry_after): not
+// applied, like imv2.Retryable, and the kit waits d before the next call
+// to the conversation. RetryAfter(nil, d) is nil.
 func RetryAfter(err error, d time.Duration) error {
 	if err == nil {
 		return nil
@@ -195,10 +201,10 @@ func newPacer(p Pace, clk clock.Clock) (*pacer, error) {
 		return nil, errors.New("connector: negative Pace value")
 	}
 	if p.PerConversation == 0 {
-		p.PerConversation = rate.Inf
+		p.PerConversation = float64(rate.Inf)
 	}
 	if p.PerPlatform == 0 {
-		p.PerPlatform = rate.Inf
+		p.PerPlatform = float64(rate.Inf)
 	}
 	p.ConversationBurst = max(p.ConversationBurst, 1)
 	p.PlatformBurst = max(p.PlatformBurst, 1)
@@ -224,7 +230,7 @@ func newPacer(p Pace, clk clock.Clock) (*pacer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &pacer{p: p, clock: clk, all: rate.NewLimiter(p.PerPlatform, p.PlatformBurst), convs: convs, until: map[string]time.Time{}}, nil
+	return &pacer{p: p, clock: clk, all: rate.NewLimiter(rate.Limit(p.PerPlatform), p.PlatformBurst), convs: convs, until: map[string]time.Time{}}, nil
 }
 
 // errBudget says a call was not made: its wait would overrun the budget.
@@ -331,7 +337,7 @@ func (pc *pacer) conv(key string) *rate.Limiter {
 	if c, ok := pc.convs.Get(key); ok {
 		return c
 	}
-	c := rate.NewLimiter(pc.p.PerConversation, pc.p.ConversationBurst)
+	c := rate.NewLimiter(rate.Limit(pc.p.PerConversation), pc.p.ConversationBurst)
 	if prev, ok, _ := pc.convs.PeekOrAdd(key, c); ok {
 		return prev
 	}

@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/time/rate"
-
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/clock"
 	"github.com/xagentkit/imv2/fakeclock"
@@ -147,7 +145,7 @@ func TestPace_A8_AttemptsBounded(t *testing.T) {
 }
 
 func TestPace_RateLimitsPerConversationAndPlatform(t *testing.T) {
-	pc, clock := newTestPacer(t, Pace{PerConversation: rate.Every(time.Second), PerPlatform: rate.Every(100 * time.Millisecond)})
+	pc, clock := newTestPacer(t, Pace{PerConversation: 1, PerPlatform: 10})
 	if err := <-runPaced(t.Context(), pc, "a").done; err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,6 @@ import (
 	"io"
 
 	"github.com/xagentkit/imv2"
-	"github.com/xagentkit/imv2/display"
 	"github.com/xagentkit/imv2/protocol"
 	"github.com/xagentkit/imv2/state"
 )
@@ -16,19 +15,33 @@ import (
 // type assertion, the way net/http finds http.Flusher.
 //
 // Post returns only after the platform accepted the text and every file
-// (M12). Its error says what the platform did:
-//   - imv2.Permanent: a refusal that can never succeed; rejected for good.
-//   - RetryAfter (a rate limit) or NotPosted (an error answer, a request
-//     that never left): not applied; the kit posts again with backoff
-//     within the Target timeout (Pace) and, when that is spent, rejects
-//     the final retryable so xAgent sends it again (A8), holding the
-//     channel's later finals until it is shown or given up (Pace).
-//   - Any other error may have been applied (a lost response). The kit
-//     posts again only when that cannot show it twice: to a PostChecker
-//     that answers "not posted" (posted: accepted), or to an
-//     IdempotentPlatform. Otherwise it answers delivery_outcome_unknown,
-//     retryable=false: the final may be lost and is reported, but never
-//     shown twice — the rule imv2.ClaimStore follows after a crash.
+// (M12). Every platform call — Post, Finish, Draft, PostDraft, Edit,
+// Typing, Discard — says what the platform did with its error, one
+// contract for all:
+//
+//	returned                 meaning                the kit
+//	nil                      applied                a final is accepted
+//	imv2.Permanent(err)      refused for good       never calls again; the final is
+//	                                                rejected retryable=false
+//	imv2.Retryable(err)      not applied            calls again after a backoff
+//	RetryAfter(err, d)       not applied; wait d    calls again after d; the
+//	                         (a rate limit)         conversation's other calls wait too
+//	any other error          unknown: may have      a final: made again only to a
+//	                         been applied (a lost   PostChecker that answers "not
+//	                         response)              posted", or to an IdempotentPlatform;
+//	                                                else delivery_outcome_unknown,
+//	                                                retryable=false (never shown twice)
+//
+// A dial or name-resolution error counts as not applied (the request never
+// left). Retries stay within Pace (attempts, backoff) and the Target
+// timeout; when they are spent a final is rejected retryable so xAgent
+// sends it again (A8), holding the channel's later finals until it is
+// shown or given up (Pace). A draft's first call (Draft with no handle,
+// PostDraft) follows the table like a final, except that on "unknown" the
+// kit shows no more drafts of the message and posts its final whole, so a
+// lost response never leaves a second temporary message. Later drafts,
+// edits, typing and discards replace what is shown, so every error but
+// imv2.Permanent is retried.
 type Platform interface {
 	Post(ctx context.Context, to Conversation, m *Message) error
 }
@@ -51,10 +64,11 @@ type Conversation struct {
 // Message is what Platform.Post receives: the final and its files, opened.
 type Message struct {
 	*imv2.ChatMessage
-	// Files holds one opened file per m.Files entry, in order: the kit
-	// resolved every file_ref against the channel's uploads before the
-	// platform is called (M7, M12) and closes them after Post returns.
-	Files []OutboundFile
+	// Attachments holds one opened file per ChatMessage.Files entry, in
+	// order: the kit resolved every file_ref against the channel's uploads
+	// before the platform is called (M7, M12) and closes them after Post
+	// returns.
+	Attachments []OutboundFile
 	// IdempotencyKey is stable per connector_channel_id and message_id
 	// (S8), for a platform that deduplicates posts by a client token.
 	IdempotencyKey string
@@ -63,9 +77,26 @@ type Message struct {
 	Draft string
 }
 
-// Draft is what Drafter.Draft receives: the whole text so far, and what is
-// new since the last draft the platform accepted (display.Draft).
-type Draft = display.Draft
+// Draft is what Drafter.Draft receives: the text so far of one assistant
+// message, and what is new since the last draft the platform accepted, so
+// both replace-style (Telegram sendMessageDraft) and append-style (Slack
+// chat.appendStream) APIs are served.
+type Draft struct {
+	// MessageID is the assistant message the draft belongs to.
+	MessageID string
+	// Handle is "" on the first draft of a message, and afterwards the
+	// handle the first successful Draft returned.
+	Handle string
+	// Text is the whole text so far.
+	Text string
+	// Suffix is Text minus the text of the last draft the platform
+	// accepted: the whole Text on the first draft or after Reset. A draft
+	// that failed is not counted, so the next Suffix carries its text too.
+	Suffix string
+	// Reset reports that Text does not extend the last accepted text; an
+	// append-only API should start the draft over.
+	Reset bool
+}
 
 // OutboundFile is one file of a final, opened from the channel's uploads.
 type OutboundFile struct {
@@ -80,7 +111,7 @@ type OutboundFile struct {
 
 // Drafter is a Platform with a native draft or stream API (Telegram
 // sendMessageDraft, Slack chat.appendStream): every draft goes to Draft
-// unthrottled (mode display.Stream). The final goes to Post with
+// unthrottled (ModeStream). The final goes to Post with
 // Message.Draft set (a draft API whose final is a plain post), or to
 // Finish for a Finisher (a stream that must be stopped).
 type Drafter interface {
@@ -92,19 +123,20 @@ type Drafter interface {
 
 // Editor is a Platform that can edit a message it posted (Discord, Teams,
 // Matrix): the first draft is posted with PostDraft, later drafts edit it
-// at most once per interval with the newest text (mode display.Edit).
+// at most once per interval with the newest text (ModeEdit).
 //
 // Without a Finisher the final edits the temporary message to the final
 // text — and skips that edit when the last edit already shows exactly the
 // final text — and, when the final has files, posts them with Post as a
-// message of files and no text.
+// message of files and no text. That last Edit is not told apart from a
+// draft's: a platform that must know the final (to stop a "typing…"
+// suffix, to un-mark a message as temporary) implements Finisher, whose
+// Finish gets the final instead.
 type Editor interface {
 	// PostDraft shows text as a new temporary message and returns its
-	// handle; messageID may serve as a nonce. A failure is retried only
-	// when it says the platform did not apply it (RetryAfter, NotPosted, a
-	// dial error); after any other the kit shows no draft of the message
-	// and posts its final with Post, so a lost response never leaves a
-	// second temporary message.
+	// handle; messageID may serve as a nonce. Errors follow Platform's
+	// table: after an "unknown" one the kit shows no draft of the message
+	// and posts its final with Post.
 	PostDraft(ctx context.Context, to Conversation, messageID, text string) (handle string, err error)
 	// Edit replaces the text of the temporary message handle.
 	Edit(ctx context.Context, to Conversation, handle, text string) error
@@ -121,7 +153,9 @@ type Finisher interface {
 // Typer is a Platform with a typing indicator, the degrade of
 // chat.activity (C5). a.Status is thinking or tool (with a.ToolName) to show
 // or refresh it, idle to clear it; a platform whose typing cannot be
-// cleared returns nil. Errors are logged and never fail a message (C8),
+// cleared returns nil. Typing gets the newest activity only: a status
+// superseded before the call is made (thinking sent just before tool, as
+// the simulator does) is never shown. Errors are logged and never fail a message (C8),
 // but a RetryAfter is the conversation's rate limit, as from any call: the
 // conversation's next calls, its drafts and finals too, wait it out.
 type Typer interface {
@@ -146,7 +180,7 @@ type Discarder interface {
 // again then. Release runs after the change is stored and the kit's lock
 // of the channel is released, so a slow Release holds up no other
 // channel; its context is the changing call's, without its cancellation
-// (context.Background() for a drop), bounded by Options.Display's
+// (context.Background() for a drop), bounded by Options.Advanced.Display's
 // CallTimeout (default 10 s), which Release must honour: a drop waits
 // for it, and Close waits for drops.
 type Releaser interface {

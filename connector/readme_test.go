@@ -1,14 +1,17 @@
 package connector_test
 
 import (
+	"fmt"
+	"go/format"
 	"os"
 	"strings"
 	"testing"
 )
 
 // TestReadme_ExampleIsTheRealThing: the README's "A whole Connector" code
-// is example_kit_test.go to the byte, so the sketch readers copy is the
-// one go test compiles and runs, and it stays within 40 lines.
+// is example_kit_test.go to the byte, so the code readers copy is the one
+// go test compiles and runs; it is gofmt'd and no line is over 100
+// columns.
 func TestReadme_ExampleIsTheRealThing(t *testing.T) {
 	readme, err := os.ReadFile("../README.md")
 	if err != nil {
@@ -23,16 +26,21 @@ func TestReadme_ExampleIsTheRealThing(t *testing.T) {
 	}
 }
 
-// TestReadme_MismatchIsReported: the check fails on a README that drifted
-// and on an example that grew past 40 lines.
+// TestReadme_MismatchIsReported: the check fails on a README that
+// drifted, on an example gofmt would change and on a line over 100
+// columns.
 func TestReadme_MismatchIsReported(t *testing.T) {
 	example := "package connector_test\n\nfunc Example() {}\n"
 	if readmeMatches("```go\npackage connector_test\n\nfunc Example() { /* edited */ }\n```\n", example) == "" {
 		t.Error("a drifted README passed")
 	}
-	long := "package connector_test\n" + strings.Repeat("//\n", 40)
-	if readmeMatches("```go\n"+long+"```\n", long) == "" {
-		t.Error("a 41-line example passed")
+	for name, bad := range map[string]string{
+		"not gofmt'd": "package connector_test\n\nfunc  Example() {}\n",
+		"wide":        "package connector_test\n\n// " + strings.Repeat("x", 98) + "\n",
+	} {
+		if readmeMatches("```go\n"+bad+"```\n", bad) == "" {
+			t.Errorf("a %s example passed", name)
+		}
 	}
 }
 
@@ -50,8 +58,14 @@ func readmeMatches(readme, example string) string {
 	if block[:j] != example {
 		return "README.md's example differs from connector/example_kit_test.go: copy the file into the README"
 	}
-	if n := strings.Count(strings.TrimRight(example, "\n"), "\n") + 1; n > 40 {
-		return "the README example has more than 40 lines"
+	if formatted, err := format.Source([]byte(example)); err != nil || string(formatted) != example {
+		return "connector/example_kit_test.go is not gofmt'd"
+	}
+	for i, line := range strings.Split(example, "\n") {
+		// A tab counts four columns, as the README renders it.
+		if len([]rune(strings.ReplaceAll(line, "\t", "    "))) > 100 {
+			return fmt.Sprintf("the README example's line %d is over 100 columns", i+1)
+		}
 	}
 	return ""
 }

@@ -9,7 +9,6 @@ import (
 
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/dataplane"
-	"github.com/xagentkit/imv2/display"
 	"github.com/xagentkit/imv2/protocol"
 	"github.com/xagentkit/imv2/state"
 )
@@ -64,8 +63,8 @@ func TestKit_W6_SlowReleaseBlocksNoOtherChannel(t *testing.T) {
 	unbound := make(chan error, 1)
 	go func() { unbound <- k.Unbind(ctx, a) }()
 	rctx := <-p.in
-	if dl, ok := rctx.Deadline(); !ok || time.Until(dl) > display.DefaultCallTimeout {
-		t.Errorf("Release got deadline %v (set %v), want within %v", dl, ok, display.DefaultCallTimeout)
+	if dl, ok := rctx.Deadline(); !ok || time.Until(dl) > DefaultCallTimeout {
+		t.Errorf("Release got deadline %v (set %v), want within %v", dl, ok, DefaultCallTimeout)
 	}
 	done := make(chan error, 1)
 	go func() {

@@ -51,7 +51,7 @@ func TestKit_S8_UnknownOutcomeMarkOutlivesOrderHold(t *testing.T) {
 			oo := newOrderedOutbound(k.out, k.pace.p, clock)
 			ctx := context.Background()
 			m := &imv2.ChatMessage{MessageID: "m1", Text: "hi"}
-			if err := oo.Send(ctx, "ch_1", m); !imv2.IsRetryable(err) {
+			if err := oo.Post(ctx, "ch_1", m); !imv2.IsRetryable(err) {
 				t.Fatalf("first send: %v; want rejected retryable", err)
 			}
 			clock.Advance(tc.wait)
@@ -60,14 +60,14 @@ func TestKit_S8_UnknownOutcomeMarkOutlivesOrderHold(t *testing.T) {
 				k, clock = newUnit(t, p, false, Options{Store: store})
 				oo = newOrderedOutbound(k.out, k.pace.p, clock)
 			}
-			if err := oo.Send(ctx, "ch_1", m); !imv2.IsRetryable(err) { // the checker fails once more
+			if err := oo.Post(ctx, "ch_1", m); !imv2.IsRetryable(err) { // the checker fails once more
 				t.Fatalf("resend with the checker down: %v; want rejected retryable", err)
 			}
 			if posts, _ := p.got(); posts != 1 {
 				t.Fatalf("posts = %d with the outcome unknown; want 1", posts)
 			}
 			clock.Advance(DefaultOrderTTL)
-			if err := oo.Send(ctx, "ch_1", m); err != nil {
+			if err := oo.Post(ctx, "ch_1", m); err != nil {
 				t.Fatalf("resend with the checker back: %v", err)
 			}
 			if posts, shown := p.got(); posts != 1 || len(shown) != 1 {
@@ -88,11 +88,11 @@ func TestKit_S8_UnknownOutcomeMarkWithoutCheckerAnswersUnknown(t *testing.T) {
 	ctx := context.Background()
 	m := &imv2.ChatMessage{MessageID: "m1", Text: "hi"}
 	unknown := &imv2.Error{Code: imv2.CodeDeliveryOutcomeUnknown}
-	if err := oo.Send(ctx, "ch_1", m); !errors.Is(err, unknown) {
+	if err := oo.Post(ctx, "ch_1", m); !errors.Is(err, unknown) {
 		t.Fatalf("first send: %v; want delivery_outcome_unknown", err)
 	}
 	clock.Advance(DefaultOrderTTL)
-	if err := oo.Send(ctx, "ch_1", m); !errors.Is(err, unknown) || imv2.IsRetryable(err) {
+	if err := oo.Post(ctx, "ch_1", m); !errors.Is(err, unknown) || imv2.IsRetryable(err) {
 		t.Fatalf("resend: %v; want delivery_outcome_unknown, not retryable", err)
 	}
 	if posts, shown := p.got(); posts != 1 || len(shown) != 1 {

@@ -49,7 +49,7 @@ var flawFails = map[bc.Flaw][]string{
 	bc.AcceptUnknownFile:     {"K8.b"},
 	bc.DropFiles:             {"K8.c", "K9.b"},
 	bc.LenientDelta:          {"K7.a", "K9.a"},
-	bc.AckBeforePost:         {"K9.b"},
+	bc.AckBeforePost:         {"K2.e", "K9.b"},
 	bc.AcceptSync:            {"K10.a", "K10.b"},
 	bc.NewIDOnReconnect:      {"K11.a", "K11.b"},
 	bc.ResendHistory:         {"K11.b"},
@@ -60,9 +60,10 @@ var flawFails = map[bc.Flaw][]string{
 	bc.DeepFileNames:         {"K7.e"},
 	bc.PlainToolName:         {"K12.e"},
 	bc.FingerprintURL:        {"K3.d"},
+	bc.DraftOvertakes:        {"K2.e"},
 	// Every check that needs a final accepted: the suite resends each one
 	// with backoff and gives up when its bound is spent (A8, M12).
-	bc.RejectRetryable: {"K2.a", "K2.b", "K2.c", "K2.d", "K3.a", "K3.b", "K3.c", "K4.a", "K4.c", "K4.d",
+	bc.RejectRetryable: {"K2.a", "K2.b", "K2.c", "K2.d", "K2.e", "K3.a", "K3.b", "K3.c", "K4.a", "K4.c", "K4.d",
 		"K3.d", "K6.c", "K7.b", "K7.d", "K7.e", "K8.b", "K8.c", "K9.b", "K10.a", "K11.a", "K12.b", "K12.c"},
 }
 
@@ -82,7 +83,7 @@ var brokenRuns = []brokenRun{
 		bc.AcceptUnknownFile, bc.LenientDelta, bc.ActivityForever, bc.PlainToolName}},
 	// It overlaps nearly every other flaw, so it runs alone.
 	{name: "group-f", flaws: []bc.Flaw{bc.RejectRetryable}},
-	{name: "group-d", flaws: []bc.Flaw{bc.LenientHello, bc.NoDrafts, bc.ResendHistory, bc.RejectUnknownMembers}},
+	{name: "group-d", flaws: []bc.Flaw{bc.LenientHello, bc.NoDrafts, bc.ResendHistory, bc.RejectUnknownMembers, bc.DraftOvertakes}},
 	{name: "group-e-buffered", buffered: true, apiKey: "fixture-key", flaws: []bc.Flaw{bc.UploadsWithoutKey, bc.BufferTempText, bc.ExactVersion}},
 }
 

@@ -11,10 +11,11 @@
 //
 // The same from a shell: imv2sim conform -connector URL [-api-key KEY]
 // [-json], which exits non-zero on any failure; -exec "CMD" starts a
-// Connector under the console example's command-line contract and
-// observes it. A Connector author on this SDK calls RunConnector from a
-// test: the suite hands a RecordingTarget to the Connector and reports
-// one subtest per check. CheckXAgent (with SDKXAgent for this SDK's
+// Connector under the command-line contract `imv2sim conform -h` states
+// and observes it. A Connector built with connector.New is checked in
+// process with RunKit (its platform records what it shows in a
+// Recorder); one built on the lower layers calls RunConnector, which
+// hands it a RecordingTarget. Both report one subtest per check. CheckXAgent (with SDKXAgent for this SDK's
 // dataplane.Client) runs the xAgent-side checks.
 //
 // # Checks
@@ -95,6 +96,8 @@
 //	observe KIND[|KIND] [message_id=V] [count=N | min=N max=N] [within=D] [JSON]
 //	        at least min events (default 1) within D; with a max, none beyond it for $QUIET
 //	observe-none KIND[|KIND] [message_id=V] [for=D] [JSON]
+//	observe-order ID ID… [within=D]   every message's final within D, and the messages
+//	        first shown (draft, post, edit or final) in the order listed
 //	sync                              ping → pong: the peer has read all sent before
 //	disconnect | sleep D | set NAME VALUE
 //

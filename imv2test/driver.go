@@ -242,6 +242,7 @@ func init() {
 		"ack":             cmdAck,
 		"observe":         cmdObserve,
 		"observe-none":    cmdObserveNone,
+		"observe-order":   cmdObserveOrder,
 		"user":            cmdUser,
 		"user-file":       cmdUserFile,
 		"http":            cmdHTTP,
@@ -874,6 +875,66 @@ func (r *run) observe(a *args, none bool) error {
 			return nil
 		case <-r.ctx.Done():
 			return r.ctx.Err()
+		}
+	}
+}
+
+// cmdObserveOrder waits until every listed message has its final, then
+// checks that the messages first appeared in the chat (their first draft,
+// post, edit or final) in the order listed: in edit and stream mode a
+// message's first draft is its place in the chat (M14, D8).
+func cmdObserveOrder(r *run, a *args) error {
+	if r.obs == nil {
+		return errors.New("no observer")
+	}
+	ids, err := a.pos()
+	if err != nil {
+		return err
+	}
+	if len(ids) < 2 {
+		return errors.New("usage: observe-order ID ID… [within=D]")
+	}
+	window, err := a.dur("within", r.cfg.Wait)
+	if err != nil {
+		return err
+	}
+	shown := []string{"draft", "post", "edit", "final"}
+	deadline := time.NewTimer(window)
+	defer deadline.Stop()
+	for {
+		evs, wake := r.obs.Events()
+		evs = evs[min(r.mark, len(evs)):]
+		first := map[string]int{}
+		final := map[string]bool{}
+		for i, e := range evs {
+			if !slices.Contains(shown, e.Event) || !slices.Contains(ids, e.MessageID) {
+				continue
+			}
+			if _, ok := first[e.MessageID]; !ok {
+				first[e.MessageID] = i
+			}
+			final[e.MessageID] = final[e.MessageID] || e.Event == "final"
+		}
+		missing := slices.IndexFunc(ids, func(id string) bool { return !final[id] })
+		if missing < 0 {
+			for i := 1; i < len(ids); i++ {
+				if first[ids[i]] < first[ids[i-1]] {
+					e := evs[first[ids[i]]]
+					return fmt.Errorf("message %d of %d (%s) first shown (%s) above message %d (%s), sent before it",
+						i+1, len(ids), clip(ids[i], 24), e.Event, i, clip(ids[i-1], 24))
+				}
+			}
+			return nil
+		}
+		select {
+		case <-wake:
+		case <-deadline.C:
+			return fmt.Errorf("no final for message %d of %d (%s) within %v%s", missing+1, len(ids), clip(ids[missing], 24), window, lastEvents(evs))
+		case <-r.ctx.Done():
+			return r.ctx.Err()
+		}
+		if err := r.obs.Err(); err != nil {
+			return fmt.Errorf("observer: %v", err)
 		}
 	}
 }

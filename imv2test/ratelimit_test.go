@@ -1,9 +1,10 @@
 package imv2test_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
-	"fmt"
+	"io"
 	"net/http/httptest"
 	"strings"
 	"sync"
@@ -14,34 +15,34 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/connector"
-	"github.com/xagentkit/imv2/dataplane"
-	"github.com/xagentkit/imv2/display"
 	"github.com/xagentkit/imv2/imv2test"
 	"github.com/xagentkit/imv2/internal/testcard"
 )
 
-// rateLimited is a pretend IM platform behind display.Target, with every
-// capability (stream, edit, typing with status and tool name), that
+// rateLimited is a pretend IM platform on the kit (connector.New), with
+// every capability (stream, edit, typing with status and tool name), that
 // records what it shows as observer Events and refuses every 5th post of
-// a final as rate-limited, retryable — the way Telegram or Slack answer
-// 429 with a Retry-After.
+// a final as rate-limited — the way Telegram or Slack answer 429 with a
+// Retry-After. The kit makes one attempt (Pace.MaxAttempts 1), so the
+// refusal reaches the suite as a retryable rejection and the final is
+// shown only when the suite resends it, as xAgent does (A8).
 type rateLimited struct {
 	rec     *imv2test.Recorder
-	posts   atomic.Int64 // final posts tried (Send, Finish)
+	posts   atomic.Int64 // final posts tried (Post, Finish)
 	limited atomic.Int64 // of them refused
 }
 
-var errRateLimited = errors.New("platform: rate limited, retry after 200ms")
+var errRateLimited = errors.New("platform: 429 Too Many Requests")
 
 func (p *rateLimited) limit() error {
 	if p.posts.Add(1)%5 == 0 {
 		p.limited.Add(1)
-		return imv2.Retryable(errRateLimited)
+		return connector.RetryAfter(errRateLimited, time.Millisecond)
 	}
 	return nil
 }
 
-func (p *rateLimited) final(m *imv2.ChatMessage) error {
+func (p *rateLimited) Post(_ context.Context, _ connector.Conversation, m *connector.Message) error {
 	if err := p.limit(); err != nil {
 		return err
 	}
@@ -53,30 +54,26 @@ func (p *rateLimited) final(m *imv2.ChatMessage) error {
 	return nil
 }
 
-func (p *rateLimited) Send(_ context.Context, _ string, m *imv2.ChatMessage) error {
-	return p.final(m)
+func (p *rateLimited) Finish(ctx context.Context, to connector.Conversation, _ string, m *connector.Message) error {
+	return p.Post(ctx, to, m)
 }
 
-func (p *rateLimited) Finish(_ context.Context, _, _ string, m *imv2.ChatMessage) error {
-	return p.final(m)
-}
-
-func (p *rateLimited) Draft(_ context.Context, _ string, d display.Draft) (string, error) {
+func (p *rateLimited) Draft(_ context.Context, _ connector.Conversation, d connector.Draft) (string, error) {
 	p.rec.Record(imv2test.Event{Event: "draft", MessageID: d.MessageID, Text: &d.Text})
 	return "draft-" + d.MessageID, nil
 }
 
-func (p *rateLimited) Post(_ context.Context, _, messageID, text string) (string, error) {
+func (p *rateLimited) PostDraft(_ context.Context, _ connector.Conversation, messageID, text string) (string, error) {
 	p.rec.Record(imv2test.Event{Event: "post", MessageID: messageID, Text: &text})
 	return "post-" + messageID, nil
 }
 
-func (p *rateLimited) Edit(_ context.Context, _, handle, text string) error {
+func (p *rateLimited) Edit(_ context.Context, _ connector.Conversation, handle, text string) error {
 	p.rec.Record(imv2test.Event{Event: "edit", MessageID: strings.TrimPrefix(handle, "post-"), Text: &text})
 	return nil
 }
 
-func (p *rateLimited) Typing(_ context.Context, _ string, a imv2.ChatActivity) error {
+func (p *rateLimited) Typing(_ context.Context, _ connector.Conversation, a imv2.ChatActivity) error {
 	if a.Status == imv2.ActivityIdle {
 		p.rec.Record(imv2test.Event{Event: "typing_clear"})
 		return nil
@@ -85,80 +82,45 @@ func (p *rateLimited) Typing(_ context.Context, _ string, a imv2.ChatActivity) e
 	return nil
 }
 
-// The capability sets of the three display modes.
-type (
-	rlStream struct {
-		display.Drafter
-		display.Typer
-	}
-	rlEdit struct {
-		display.Editor
-		display.Typer
-	}
-	rlBuffer struct {
-		display.Platform
-		display.Typer
-	}
-)
+// kitUser makes the kit Connector send a user message, as a person typing
+// in the channel's conversation would.
+type kitUser struct{ k *connector.Connector }
 
-// checkedTarget resolves every file_ref of a final against the channel's
-// uploads before the platform sees it (M7): an unknown one is refused for
-// good, since resending the same ref cannot succeed.
-type checkedTarget struct {
-	*display.Target
-	files *connector.Handler
+func (u kitUser) Say(ctx context.Context, channelID, text string) error {
+	return u.k.Receive(ctx, connector.Event{Conversation: channelID, EventID: imv2.NewMessageID(), Text: text})
 }
 
-func (c checkedTarget) PostMessage(ctx context.Context, channelID string, m *imv2.ChatMessage) error {
-	for _, f := range m.Files {
-		rc, _, err := c.files.OpenFile(ctx, channelID, f.FileRef)
-		switch {
-		case errors.Is(err, connector.ErrFileNotFound), errors.Is(err, connector.ErrWrongChannel):
-			return imv2.Permanent(fmt.Errorf("file_ref %q was not uploaded to this channel (M7)", f.FileRef))
-		case err != nil:
-			return imv2.Retryable(err)
-		}
-		rc.Close()
-	}
-	return c.Target.PostMessage(ctx, channelID, m)
+func (u kitUser) SendFile(ctx context.Context, channelID, filename string, data []byte) error {
+	open := func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil }
+	return u.k.Receive(ctx, connector.Event{Conversation: channelID, EventID: imv2.NewMessageID(),
+		Files: []connector.InboundFile{{Filename: filename, Open: open}}})
 }
 
-// startRateLimited starts a Connector on the SDK (dataplane.Server,
-// connector.Handler, display.Target) whose platform rate-limits every 5th
-// final post, in the given display mode.
-func startRateLimited(t *testing.T, mode display.Mode, apiKey string) (imv2test.Connector, *rateLimited) {
+// startRateLimited starts a Connector on the kit whose platform
+// rate-limits every 5th final post, in the given display mode.
+func startRateLimited(t *testing.T, mode connector.Mode, apiKey string) (imv2test.Connector, *rateLimited) {
 	p := &rateLimited{rec: &imv2test.Recorder{}}
-	var platform display.Platform
-	switch mode {
-	case display.Stream:
-		platform = rlStream{p, p}
-	case display.Edit:
-		platform = rlEdit{p, p}
-	default:
-		platform = rlBuffer{p, p}
-	}
-	tg, err := display.New(platform, &display.Options{Mode: mode, Interval: 20 * time.Millisecond, ActivityTimeout: sdkActivityTTL})
-	require.NoError(t, err)
-	require.Equal(t, mode, tg.Mode())
-	card := testcard.IM("ratelimited", "Rate-limited")
-	var files *connector.Handler
-	srv, err := dataplane.NewServer(dataplane.ServerConfig{
-		Card:      card,
-		NewTarget: func(string) imv2.Target { return checkedTarget{tg, files} },
-		Options:   &imv2.Options{DeltaIdleTTL: sdkDeltaTTL, DeltaSweep: sdkSweep, ActivityTimeout: sdkActivityTTL},
+	k, err := connector.New(testcard.IM("ratelimited", "Rate-limited"), p, &connector.Options{
+		APIKey: apiKey,
+		Mode:   mode,
+		Pace:   connector.Pace{MaxAttempts: 1},
+		Advanced: connector.Advanced{
+			Display: connector.Display{Interval: 20 * time.Millisecond},
+			Channel: &imv2.Options{DeltaIdleTTL: sdkDeltaTTL, DeltaSweep: sdkSweep, ActivityTimeout: sdkActivityTTL},
+		},
+		// Each channel its own conversation, keyed by its ID.
+		DefaultConversation: func(id string) string { return id },
 	})
 	require.NoError(t, err)
-	files, err = connector.NewHandler(connector.Config{Card: card, APIKey: apiKey, WS: srv})
-	require.NoError(t, err)
-	hs := httptest.NewServer(files)
+	require.Equal(t, mode, k.Mode())
+	hs := httptest.NewServer(k)
 	t.Cleanup(func() {
-		srv.Close()
 		hs.Close()
-		tg.Close()
+		k.Close()
 	})
 	return imv2test.Connector{
-		URL: hs.URL, APIKey: apiKey, Observer: p.rec, User: imv2test.SDKUser{Server: srv, Files: files},
-		Buffered:     mode == display.Buffer,
+		URL: hs.URL, APIKey: apiKey, Observer: p.rec, User: kitUser{k},
+		Buffered:     mode == connector.ModeBuffer,
 		DeltaIdleTTL: sdkDeltaTTL, DeltaSweep: sdkSweep, ActivityTimeout: sdkActivityTTL,
 	}, p
 }
@@ -166,7 +128,7 @@ func startRateLimited(t *testing.T, mode display.Mode, apiKey string) (imv2test.
 // rlRun is one run of the suite against the rate-limited Connector.
 type rlRun struct {
 	name  string
-	mode  display.Mode
+	mode  connector.Mode
 	key   string
 	cfg   imv2test.Config
 	skips []string
@@ -186,10 +148,10 @@ func TestRateLimited_A7_A8_K1_K12_PassesWithResends(t *testing.T) {
 	noResend := cfg
 	noResend.RetryBudget = time.Nanosecond
 	runs := []rlRun{
-		{"stream", display.Stream, "rl-key", cfg, []string{"K5.a"}},
-		{"edit", display.Edit, "", cfg, []string{"K1.c", "K5.a"}},
-		{"buffer", display.Buffer, "", cfg, []string{"K1.c", "K2.d"}},
-		{"stream-no-resend", display.Stream, "", noResend, nil},
+		{"stream", connector.ModeStream, "rl-key", cfg, []string{"K5.a"}},
+		{"edit", connector.ModeEdit, "", cfg, []string{"K1.c", "K5.a"}},
+		{"buffer", connector.ModeBuffer, "", cfg, []string{"K1.c", "K2.d"}},
+		{"stream-no-resend", connector.ModeStream, "", noResend, nil},
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -47,6 +48,81 @@ func RunConnector(t *testing.T, streaming bool, start func(t *testing.T, target 
 	}
 	ReportTo(t, rep)
 	return rep
+}
+
+// RunKit runs the Connector-side checks against k, a Connector built
+// with connector.New, in process, one subtest per check. It serves k on a
+// loopback port (closed with t.Cleanup) and fills in c: the URL, the User
+// (k.Receive into the conversation each channel is bound to) and
+// Buffered (k's mode). c gives the rest: the APIKey k was built with, the
+// Observer — typically a Recorder the platform calls Record on for every
+// final, draft, post, edit, typing and typing_clear it shows — and the
+// bounds k declares (DeltaIdleTTL, ActivityTimeout), without which the
+// checks that observe them are skipped.
+//
+//	rec := &imv2test.Recorder{}
+//	k, _ := connector.New(card, myChat{rec}, nil)
+//	imv2test.RunKit(t, k, imv2test.Connector{Observer: rec}, nil)
+func RunKit(t *testing.T, k *connector.Connector, c Connector, cfg *Config) *Report {
+	t.Helper()
+	url, err := k.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { k.Close() })
+	c.URL, c.User, c.Buffered = url, kitUser{k}, k.Mode() == connector.ModeBuffer
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	if testing.Verbose() && (cfg == nil || cfg.Log == nil) {
+		var o Config
+		if cfg != nil {
+			o = *cfg
+		}
+		o.Log = testLog{t}
+		cfg = &o
+	}
+	rep, err := CheckConnector(ctx, c, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ReportTo(t, rep)
+	return rep
+}
+
+// kitUser is a person typing in the conversation a kit channel is bound
+// to: each user message is a platform event handed to Receive.
+type kitUser struct{ k *connector.Connector }
+
+func (u kitUser) key(ctx context.Context, channelID string) (string, error) {
+	b, found, err := u.k.Binding(ctx, channelID)
+	switch {
+	case err != nil:
+		return "", err
+	case !found:
+		return "", fmt.Errorf("imv2test: channel %s is bound to no conversation", channelID)
+	}
+	return b.Key, nil
+}
+
+// Say sends text as a user message of channelID's conversation.
+func (u kitUser) Say(ctx context.Context, channelID, text string) error {
+	key, err := u.key(ctx, channelID)
+	if err != nil {
+		return err
+	}
+	return u.k.Receive(ctx, connector.Event{Conversation: key, EventID: imv2.NewMessageID(), Text: text})
+}
+
+// SendFile sends data as a file-only user message of channelID's
+// conversation.
+func (u kitUser) SendFile(ctx context.Context, channelID, filename string, data []byte) error {
+	key, err := u.key(ctx, channelID)
+	if err != nil {
+		return err
+	}
+	open := func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil }
+	return u.k.Receive(ctx, connector.Event{Conversation: key, EventID: imv2.NewMessageID(),
+		Files: []connector.InboundFile{{Filename: filename, Open: open}}})
 }
 
 // testLog writes a transcript to t.Log, one call per line written.

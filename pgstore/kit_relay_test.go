@@ -32,7 +32,7 @@ func TestKit_M9_ReceiveOnAReplicaGoesThroughTheRelay(t *testing.T) {
 		t.Cleanup(func() { st.Close() })
 		relay := pgstore.NewRelay(st)
 		k, err := connector.New(kitCard(), &kitPlatform{shown: map[string][]string{}}, &connector.Options{
-			Store: st, Relay: relay, DefaultConversation: func(string) string { return "room-1" },
+			Store: st, Advanced: connector.Advanced{Relay: relay}, DefaultConversation: func(string) string { return "room-1" },
 		})
 		if err != nil {
 			t.Fatal(err)

@@ -13,7 +13,7 @@ import (
 var aboveStores = []string{
 	"github.com/xagentkit/imv2/connector",
 	"github.com/xagentkit/imv2/dataplane",
-	"github.com/xagentkit/imv2/display",
+	"github.com/xagentkit/imv2/connector/internal/display",
 	"github.com/gorilla/websocket",
 	"golang.org/x/time/rate",
 }

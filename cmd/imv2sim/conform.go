@@ -19,10 +19,25 @@ const conformUsage = `usage: imv2sim conform -connector URL [-api-key KEY] [-jso
 Runs the xagent.im.v2 conformance suite (checks K1–K12, package imv2test)
 against a Connector, prints one row per check (check, rule IDs, result,
 reason) and exits non-zero when a check fails. Checks that need to see the
-Connector's target side are skipped without an observer: with -exec the
-command is started under the console example's contract (it prints
-"listening on URL" on stderr, one JSON event per line on stdout with its
--json flag, and reads user lines on stdin), which provides one.
+Connector's target side are skipped without an observer: -exec starts a
+command that provides one, under this contract:
+
+  stderr   a line "listening on URL" (the Connector's base URL)
+  stdout   one JSON object per line for everything the platform shows:
+             {"event":"final","message_id":ID,"text":T,
+              "files":[{"file_ref":R,"type":"file","filename":N}]}
+             {"event":"draft"|"post"|"edit","message_id":ID,"text":T}
+                 draft: a native draft (mode stream); post: a temporary
+                 message (mode edit); edit: a later text of it
+             {"event":"typing","status":"thinking"|"tool","tool_name":N}
+             {"event":"typing_clear"}
+             {"event":"sent"|"failed","message_id":ID,"text":T,"code":C}
+                 a user message's fate (ack accepted, or given up)
+  stdin    one user message per line: its text, or "/file PATH" for a
+           file-only message
+  -buffer  tells the suite the command shows no temporary text
+
+examples/console -json is one such command:
 
   imv2sim conform -exec "go run ./examples/console -addr 127.0.0.1:0 -json -mode buffer" -buffer
 `

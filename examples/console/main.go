@@ -23,7 +23,6 @@ import (
 
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/connector"
-	"github.com/xagentkit/imv2/display"
 	"github.com/xagentkit/imv2/examples/console/consolebridge"
 )
 
@@ -44,7 +43,7 @@ func run() error {
 	verbose := flag.Bool("v", false, "log diagnostics to stderr")
 	flag.Parse()
 
-	modes := map[string]display.Mode{"stream": display.Stream, "edit": display.Edit, "buffer": display.Buffer}
+	modes := map[string]connector.Mode{"stream": connector.ModeStream, "edit": connector.ModeEdit, "buffer": connector.ModeBuffer}
 	m, ok := modes[*mode]
 	if !ok {
 		return fmt.Errorf("-mode %q: want stream, edit or buffer", *mode)
@@ -55,7 +54,7 @@ func run() error {
 	}
 	b, err := consolebridge.New(consolebridge.Config{
 		Addr: *addr, JSON: *jsonOut, StoreDir: *store, Out: os.Stdout,
-		Options: connector.Options{APIKey: *apiKey, Mode: m, Logger: logger, Channel: &imv2.Options{AckTimeout: *ackTimeout}},
+		Options: connector.Options{APIKey: *apiKey, Mode: m, Logger: logger, Advanced: connector.Advanced{Channel: &imv2.Options{AckTimeout: *ackTimeout}}},
 	})
 	if err != nil {
 		return err

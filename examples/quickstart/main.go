@@ -19,7 +19,6 @@ import (
 
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/connector"
-	"github.com/xagentkit/imv2/display"
 	"github.com/xagentkit/imv2/examples/console/consolebridge"
 	"github.com/xagentkit/imv2/sim"
 )
@@ -60,7 +59,7 @@ func run(ctx context.Context, stdout io.Writer) error {
 	say := func(format string, args ...any) { fmt.Fprintf(out, "\n── "+format+"\n", args...) }
 
 	// The Connector: the console bridge, its platform is this terminal.
-	bridge, err := consolebridge.New(consolebridge.Config{Addr: "127.0.0.1:0", Out: out, Options: connector.Options{Mode: display.Stream}})
+	bridge, err := consolebridge.New(consolebridge.Config{Addr: "127.0.0.1:0", Out: out, Options: connector.Options{Mode: connector.ModeStream}})
 	if err != nil {
 		return err
 	}

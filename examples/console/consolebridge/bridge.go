@@ -54,12 +54,12 @@ func Card() *protocol.Card {
 // Config configures a Bridge. Zero values take the command's defaults.
 type Config struct {
 	// Options are the kit's (connector.New): the API key guarding /ws,
-	// /health and /files/uploads, the Mode (display.Stream by default,
-	// display.Edit or display.Buffer), Channel.AckTimeout (how long to wait
-	// for xAgent's ack before resending a user message, default 10 s), the
-	// Logger for diagnostics and the rest. New sets what the console
-	// decides: Tools, Skill, Store (with StoreDir), DefaultConversation,
-	// OnChannelOpen and the Channel's OnDelivered and OnFailed.
+	// /health and /files/uploads, the Mode (ModeStream by default),
+	// Advanced.Channel.AckTimeout (how long to wait for xAgent's ack
+	// before resending a user message, default 10 s), the Logger and the
+	// rest. New sets what the console decides: Tools, Skill, Store (with
+	// StoreDir), DefaultConversation, Advanced.OnChannelOpen and the
+	// Channel's OnDelivered and OnFailed.
 	connector.Options
 	// Addr is the listen address (default 127.0.0.1:8787); "127.0.0.1:0"
 	// picks a free port.
@@ -89,11 +89,11 @@ func New(cfg Config) (*Bridge, error) {
 	b := &Bridge{cfg: cfg, opened: make(chan struct{})}
 	p := &printer{out: cmp.Or[io.Writer](cfg.Out, os.Stdout), json: cfg.JSON, credit: draftSlack}
 	opts, ch := cfg.Options, imv2.Options{}
-	if opts.Channel != nil {
-		ch = *opts.Channel
+	if opts.Advanced.Channel != nil {
+		ch = *opts.Advanced.Channel
 	}
 	ch.OnDelivered, ch.OnFailed = p.delivered, p.failed
-	opts.Channel, opts.Tools, opts.Skill, opts.OnChannelOpen = &ch, p, skill, b.channelOpened
+	opts.Advanced.Channel, opts.Tools, opts.Skill, opts.Advanced.OnChannelOpen = &ch, p, skill, b.channelOpened
 	// Each channel is its own conversation; typed lines go to the newest.
 	opts.DefaultConversation = func(id string) string { return id }
 	if cfg.StoreDir != "" {

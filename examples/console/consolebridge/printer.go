@@ -11,7 +11,6 @@ import (
 
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/connector"
-	"github.com/xagentkit/imv2/display"
 	"github.com/xagentkit/imv2/protocol"
 )
 
@@ -60,7 +59,7 @@ const draftSlack = 4 << 10
 
 // emit prints e: a JSON line, or for a person. d is the draft behind a
 // "draft" event.
-func (p *printer) emit(e Event, d *display.Draft) {
+func (p *printer) emit(e Event, d *connector.Draft) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	switch {
@@ -112,7 +111,7 @@ func (p *printer) emit(e Event, d *display.Draft) {
 // sequences: on the message's line, or on a new one ("agent › … " when
 // other lines came between). A draft's Suffix is that part, so a delta
 // costs no O(n) comparison; for an edit it is found by one.
-func (p *printer) grow(id, text string, d *display.Draft) {
+func (p *printer) grow(id, text string, d *connector.Draft) {
 	suffix, more := text, false // more: suffix extends the text shown
 	switch {
 	case d != nil:

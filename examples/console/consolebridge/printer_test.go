@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/connector"
-	"github.com/xagentkit/imv2/display"
 )
 
 // script drives a printer the way the kit does in mode stream or edit:
@@ -35,7 +34,7 @@ func (s *script) draft(id, text string) {
 	var err error
 	switch {
 	case !s.edit:
-		d := display.Draft{MessageID: id, Handle: h, Text: text, Suffix: strings.TrimPrefix(text, s.shown[id])}
+		d := connector.Draft{MessageID: id, Handle: h, Text: text, Suffix: strings.TrimPrefix(text, s.shown[id])}
 		d.Reset = !strings.HasPrefix(text, s.shown[id])
 		h, err = s.p.Draft(ctx, to, d)
 	case h == "":

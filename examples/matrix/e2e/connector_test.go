@@ -24,7 +24,6 @@ import (
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/connector"
 	"github.com/xagentkit/imv2/dataplane"
-	"github.com/xagentkit/imv2/display"
 	"github.com/xagentkit/imv2/examples/matrix/matrixbridge"
 	"github.com/xagentkit/imv2/protocol"
 	"github.com/xagentkit/imv2/xfiles"
@@ -109,8 +108,8 @@ func startConnector(t *testing.T, addr, stateDir string) *runningConnector {
 
 // displayOptions edit at most every 50 ms, so a streamed reply shows a
 // few edits within the test.
-func displayOptions() display.Options {
-	return display.Options{Interval: 50 * time.Millisecond}
+func displayOptions() connector.Display {
+	return connector.Display{Interval: 50 * time.Millisecond}
 }
 
 // stop is a crash as far as xAgent can tell: connections drop, nothing

@@ -88,7 +88,7 @@ func TestPlatform_RealHomeserver(t *testing.T) {
 			defer rc.Close()
 			data, err := io.ReadAll(rc)
 			require.NoError(t, err)
-			out.Files = append(out.Files, connector.OutboundFile{File: f, Info: info, Reader: bytes.NewReader(data)})
+			out.Attachments = append(out.Attachments, connector.OutboundFile{File: f, Info: info, Reader: bytes.NewReader(data)})
 		}
 		return out
 	}

@@ -17,7 +17,6 @@ import (
 	"github.com/xagentkit/imv2/boltstore"
 	"github.com/xagentkit/imv2/clock"
 	"github.com/xagentkit/imv2/connector"
-	"github.com/xagentkit/imv2/display"
 	"github.com/xagentkit/imv2/protocol"
 	"github.com/xagentkit/imv2/state"
 	"maunium.net/go/mautrix/id"
@@ -26,7 +25,7 @@ import (
 // Defaults of Config.
 const (
 	// DefaultTypingTimeout is sent with each typing notification; the kit
-	// refreshes typing every display.DefaultTypingRefresh (4 s).
+	// refreshes typing every Display.TypingRefresh (default 4 s).
 	DefaultTypingTimeout = 10 * time.Second
 	// DefaultUploadCache bounds the media uploads remembered (LRU, by
 	// transaction ID), so a retried final does not upload its files again.
@@ -52,7 +51,7 @@ type Config struct {
 	// Files stores uploads and offered media; default in memory.
 	Files connector.FileStore
 	// Display tunes the edit strategy (Interval, TypingRefresh …).
-	Display display.Options
+	Display connector.Display
 	// Channel tunes every Channel (AckTimeout …).
 	Channel imv2.Options
 	// HTTPClient talks to homeservers; default one of DefaultHTTPTimeout.
@@ -122,8 +121,8 @@ func New(cfg Config) (*Bridge, error) {
 	cfg.TypingTimeout, cfg.SyncTimeout = cmp.Or(cfg.TypingTimeout, DefaultTypingTimeout), cmp.Or(cfg.SyncTimeout, DefaultSyncTimeout)
 	br := &Bridge{cfg: cfg, http: cfg.HTTPClient, log: cfg.Logger}
 	br.uploads, _ = lru.New[string, id.ContentURI](cmp.Or(cfg.UploadCache, DefaultUploadCache))
-	opts := &connector.Options{APIKey: cfg.APIKey, Skill: []byte(Skill), Files: cfg.Files, Mode: display.Edit,
-		Display: &cfg.Display, Channel: &cfg.Channel, Clock: cfg.Clock, Logger: cfg.Logger}
+	opts := &connector.Options{APIKey: cfg.APIKey, Skill: []byte(Skill), Files: cfg.Files, Mode: connector.ModeEdit,
+		Logger: cfg.Logger, Advanced: connector.Advanced{Display: cfg.Display, Channel: &cfg.Channel, Clock: cfg.Clock}}
 	var err error
 	if cfg.StateDir != "" {
 		if err = os.MkdirAll(cfg.StateDir, 0o700); err == nil {

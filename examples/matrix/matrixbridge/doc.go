@@ -56,9 +56,9 @@
 // retryable — the kit retries them in order first; 400, 401, 403, 404, 413
 // permanent.
 //
-// Deltas are shown post-then-edit (display.Edit, an Editor and Finisher):
-// the first delta posts a message, later ones edit it with m.replace at most
-// once per display.Options.Interval (500 ms), and Finish edits it to exactly
+// Deltas are shown post-then-edit (connector.ModeEdit, an Editor and
+// Finisher): the first delta posts a message, later ones edit it with
+// m.replace at most once per connector.Display.Interval (500 ms), and Finish edits it to exactly
 // the final text (M11). The kit keeps the draft handles in the binding, so
 // a final arriving after a restart still edits its draft. Activity thinking
 // and tool show the bot typing with DefaultTypingTimeout, refreshed by the

@@ -175,7 +175,7 @@ func message(t *testing.T, b *Bridge, ch string, m *imv2.ChatMessage) *connector
 		rc, info, err := b.Connector().Handler().OpenFile(context.Background(), ch, f.FileRef)
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = rc.Close() })
-		msg.Files = append(msg.Files, connector.OutboundFile{File: f, Info: info, Reader: rc})
+		msg.Attachments = append(msg.Attachments, connector.OutboundFile{File: f, Info: info, Reader: rc})
 	}
 	return msg
 }

@@ -145,7 +145,7 @@ func (br *Bridge) Typing(ctx context.Context, to connector.Conversation, a imv2.
 // event. Uploads are remembered by transaction ID (UploadCache), so a retry
 // sends the events again, deduplicated, without a second upload.
 func (br *Bridge) sendFiles(ctx context.Context, cli *mautrix.Client, room string, m *connector.Message) error {
-	for i, f := range m.Files {
+	for i, f := range m.Attachments {
 		txn := m.IdempotencyKey + "_f" + strconv.Itoa(i)
 		name, mime := cmp.Or(f.Info.Filename, f.Filename, "file"), cmp.Or(f.Info.MimeType, "application/octet-stream")
 		mxc, ok := br.uploads.Get(txn)

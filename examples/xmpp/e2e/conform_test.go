@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-	"github.com/xagentkit/imv2/display"
+	"github.com/xagentkit/imv2/connector"
 	"github.com/xagentkit/imv2/examples/xmpp/xmppbridge"
 	"github.com/xagentkit/imv2/imv2test"
 )
@@ -21,14 +21,14 @@ import (
 // the bot's session (K6.b's 256 KiB draft, then K8.b timed out): the
 // bridge now refuses it (Config.MaxStanzaBytes).
 func TestConform_K1_K12_OverProsody(t *testing.T) {
-	for name, mode := range map[string]display.Mode{"edit": display.Edit, "buffer": display.Buffer} {
+	for name, mode := range map[string]connector.Mode{"edit": connector.ModeEdit, "buffer": connector.ModeBuffer} {
 		t.Run(name, func(t *testing.T) {
 			p := startProsody(t)
 			newUser(t, p)
 			addr := freeAddr(t)
 			conn := startConnector(t, p, addr, aliceJID, t.TempDir(), nil, func(c *xmppbridge.Config) { c.Mode = mode })
 			defer conn.stop(t)
-			c := imv2test.Connector{URL: "http://" + addr, APIKey: apiKey, Buffered: mode == display.Buffer}
+			c := imv2test.Connector{URL: "http://" + addr, APIKey: apiKey, Buffered: mode == connector.ModeBuffer}
 			rep, err := imv2test.CheckConnector(ctxFor(t), c, nil)
 			require.NoError(t, err)
 			var table strings.Builder

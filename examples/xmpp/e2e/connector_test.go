@@ -18,7 +18,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/xagentkit/imv2/connector"
-	"github.com/xagentkit/imv2/display"
 	"github.com/xagentkit/imv2/examples/xmpp/xmppbridge"
 	"github.com/xagentkit/imv2/protocol"
 )
@@ -43,7 +42,7 @@ func startConnector(t *testing.T, p *prosody, addr, conversation, stateDir strin
 		APIKey: apiKey, JID: botJID, Password: botPass, Server: p.c2s, TLS: p.tls(),
 		Conversation: conversation, FileHosts: []string{p.http}, StateDir: stateDir,
 		// Corrections at most every 50 ms, so a streamed reply shows a few.
-		Display: display.Options{Interval: 50 * time.Millisecond},
+		Display: connector.Display{Interval: 50 * time.Millisecond},
 	}
 	if logs == nil {
 		logs = &lines{}

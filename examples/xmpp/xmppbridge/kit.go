@@ -27,7 +27,6 @@ import (
 	"github.com/xagentkit/imv2/boltstore"
 	"github.com/xagentkit/imv2/clock"
 	"github.com/xagentkit/imv2/connector"
-	"github.com/xagentkit/imv2/display"
 	"github.com/xagentkit/imv2/protocol"
 	"github.com/xagentkit/imv2/state"
 	"mellium.im/xmpp"
@@ -78,12 +77,12 @@ type Config struct {
 	StateDir string
 	// Files stores uploads and offered files; default in memory.
 	Files connector.FileStore
-	// Mode is how a streamed reply shows: display.Edit (default), one
-	// message corrected as the deltas arrive, or display.Buffer, the
-	// final only.
-	Mode display.Mode
+	// Mode is how a streamed reply shows: connector.ModeEdit (default),
+	// one message corrected as the deltas arrive, or connector.ModeBuffer,
+	// the final only.
+	Mode connector.Mode
 	// Display tunes the edit strategy (Interval, TypingRefresh …).
-	Display display.Options
+	Display connector.Display
 	// Channel tunes every Channel (AckTimeout …).
 	Channel imv2.Options
 	// HTTPClient uploads and downloads files; default one of
@@ -159,9 +158,10 @@ func New(cfg Config) (*Bridge, error) {
 		return nil, fmt.Errorf("xmppbridge: Config.UploadService: %w", err)
 	}
 	br.ctx, br.cancel = context.WithCancel(context.Background())
-	opts := &connector.Options{APIKey: cfg.APIKey, Skill: []byte(Skill), Files: cfg.Files, Mode: cmp.Or(cfg.Mode, display.Edit),
-		Display: &cfg.Display, Channel: &cfg.Channel, Clock: cfg.Clock, Logger: cfg.Logger,
-		DefaultConversation: func(string) string { return cfg.Conversation }}
+	opts := &connector.Options{APIKey: cfg.APIKey, Skill: []byte(Skill), Files: cfg.Files,
+		Mode: cmp.Or(cfg.Mode, connector.ModeEdit), Logger: cfg.Logger,
+		DefaultConversation: func(string) string { return cfg.Conversation },
+		Advanced:            connector.Advanced{Display: cfg.Display, Channel: &cfg.Channel, Clock: cfg.Clock}}
 	if cfg.StateDir != "" {
 		if err = os.MkdirAll(cfg.StateDir, 0o700); err == nil {
 			br.bolt, err = boltstore.Open(filepath.Join(cfg.StateDir, "imv2.db"), boltstore.Options{Clock: cfg.Clock})
@@ -220,7 +220,7 @@ func (br *Bridge) Post(ctx context.Context, to connector.Conversation, m *connec
 		}
 		shown = true
 	}
-	for i, f := range m.Files {
+	for i, f := range m.Attachments {
 		name := cmp.Or(f.Info.Filename, f.Filename, "file")
 		if err := br.attach(ctx, to.Key, m.IdempotencyKey+"-f"+strconv.Itoa(i), name, f.Info.MimeType, f.Info.ByteSize, f.Reader); err != nil {
 			return fail(err)
@@ -274,6 +274,6 @@ func (br *Bridge) Listen(ctx context.Context, b state.Binding, in connector.Inbo
 
 // notPosted and permanent mark an error for the kit's retries.
 var (
-	notPosted = connector.NotPosted
+	notPosted = imv2.Retryable
 	permanent = imv2.Permanent
 )

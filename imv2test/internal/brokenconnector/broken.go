@@ -60,7 +60,7 @@ const (
 	AcceptUnknownFile     Flaw = "accept-unknown-file"     // K8.b: a final naming any file_ref is accepted (M7, M12)
 	DropFiles             Flaw = "drop-files"              // K8.c, K9.b: the final is shown without its files (M12)
 	LenientDelta          Flaw = "lenient-delta"           // K9.a, K7.a: delta members it does not know are ignored (D7)
-	AckBeforePost         Flaw = "ack-before-post"         // K9.b: acks accepted, posts a second later (M12)
+	AckBeforePost         Flaw = "ack-before-post"         // K2.e, K9.b: acks accepted, posts a second later (M12)
 	AcceptSync            Flaw = "accept-sync"             // K10: shows and acks session sync / history packets (P6, P7)
 	NewIDOnReconnect      Flaw = "new-id-on-reconnect"     // K11: a reconnect forgets the channel (W5, S10)
 	ResendHistory         Flaw = "resend-history"          // K11.b: a reconnect resends every user message ever sent (S10)
@@ -71,6 +71,7 @@ const (
 	DeepFileNames         Flaw = "deep-file-names"         // K7.e: file-content names are refused at any depth, inside members it does not know too (M8, E5)
 	PlainToolName         Flaw = "plain-tool-name"         // K12.e: a tool_name with a space or a slash is refused (C3)
 	FingerprintURL        Flaw = "fingerprint-url"         // K3.d: a resend with a new download_url or expires_at is a conflict (S6)
+	DraftOvertakes        Flaw = "draft-overtakes"         // K2.e: a final-only message waits out a rate limit in the background while the next message's drafts show at once (M14)
 	RejectRetryable       Flaw = "reject-retryable"        // every check whose final must be accepted: every valid final is rejected retryable, however often it is resent (A8, M12)
 )
 
@@ -81,7 +82,7 @@ var Flaws = []Flaw{
 	NoRequestID, SilentInvalid, BufferTempText, UnboundedDeltas, LeakSessionID, UnsignedDownload,
 	AcceptUnknownFile, DropFiles, LenientDelta, AckBeforePost, AcceptSync, NewIDOnReconnect,
 	ResendHistory, ActivityUnsupported, IgnoreBadActivity, ActivityForever, StrictAckText, DeepFileNames,
-	PlainToolName, FingerprintURL, RejectRetryable,
+	PlainToolName, FingerprintURL, DraftOvertakes, RejectRetryable,
 }
 
 // CardID is the fixture's connector_card_id.
@@ -106,7 +107,8 @@ type Config struct {
 	Buffered bool
 	// Sink receives the target side effects; nil drops them.
 	Sink func(imv2test.Event)
-	// PostDelay is how late the post follows the ack with AckBeforePost.
+	// PostDelay is how late the post follows the ack with AckBeforePost,
+	// and the rate-limit wait of a final-only message with DraftOvertakes.
 	PostDelay time.Duration
 	// Bounds of delta state (each stream expires after DeltaIdleTTL idle).
 	DeltaIdleTTL  time.Duration
@@ -646,6 +648,20 @@ func (s *session) onMessage(ch *channel, p *imv2.Packet) {
 		}
 	}
 	posts = append(posts, final)
+	if c.has(DraftOvertakes) && st == nil && !c.cfg.Buffered {
+		// A rate-limited post retried in the background, holding nothing:
+		// the channel's next message streams its drafts meanwhile.
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			time.Sleep(c.cfg.PostDelay)
+			for _, e := range posts {
+				c.cfg.Sink(e)
+			}
+			s.ack(p, m.MessageID, imv2.AckAccepted, nil)
+		}()
+		return
+	}
 	if c.has(AckBeforePost) {
 		s.ack(p, m.MessageID, imv2.AckAccepted, nil)
 		c.wg.Add(1)

@@ -28,12 +28,12 @@ const (
 // state cap is reached and the new draft or typing indicator is refused.
 var ErrFull = errors.New("display: state is full")
 
-// ErrSkipDraft is matched (errors.Is) by an Editor.Post error, or the
+// ErrSkipDraft is matched (errors.Is) by an Editor.PostDraft error, or the
 // error of a message's first Drafter.Draft, that leaves the temporary
 // message's outcome unknown: it may be shown (a lost response), so posting
 // it again could show a second one. The Target then
 // shows no more drafts of that message and its final goes to
-// Platform.Send, as if no draft had been shown. A draft is not a final:
+// Platform.Post, as if no draft had been shown. A draft is not a final:
 // one stale temporary message at most beats a second one, and the final
 // text is shown either way.
 var ErrSkipDraft = errors.New("display: the temporary message's outcome is unknown; skipping it")

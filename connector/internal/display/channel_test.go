@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/xagentkit/imv2"
-	"github.com/xagentkit/imv2/display"
+	"github.com/xagentkit/imv2/connector/internal/display"
 	"github.com/xagentkit/imv2/imv2test"
 )
 
@@ -18,14 +18,14 @@ type notify struct {
 	posts, finals chan call
 }
 
-func (n notify) Post(ctx context.Context, ch, id, text string) (string, error) {
-	h, err := n.rec.Post(ctx, ch, id, text)
+func (n notify) PostDraft(ctx context.Context, ch, id, text string) (string, error) {
+	h, err := n.rec.PostDraft(ctx, ch, id, text)
 	n.posts <- call{Op: "post", Channel: ch, MessageID: id, Handle: h, Text: text}
 	return h, err
 }
 
-func (n notify) Send(ctx context.Context, ch string, m *imv2.ChatMessage) error {
-	err := n.rec.Send(ctx, ch, m)
+func (n notify) Post(ctx context.Context, ch string, m *imv2.ChatMessage) error {
+	err := n.rec.Post(ctx, ch, m)
 	n.finals <- call{Op: "send", Channel: ch, MessageID: m.MessageID, Text: m.Text, Files: len(m.Files)}
 	return err
 }

@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/xagentkit/imv2/display"
+	"github.com/xagentkit/imv2/connector/internal/display"
 )
 
 func streamTarget(t *testing.T) (*display.Target, *rec) {
@@ -89,7 +89,7 @@ func TestStream_D8_ResetAndNothingNew(t *testing.T) {
 
 // TestStream_D8_M11_FirstDraftWithUnknownOutcomeSkipsTheDraft: a first
 // Draft failing with ErrSkipDraft (it may have created the drafted message)
-// ends the message's drafts; its final goes to Send, and the next message
+// ends the message's drafts; its final goes to Post, and the next message
 // streams as usual.
 func TestStream_D8_M11_FirstDraftWithUnknownOutcomeSkipsTheDraft(t *testing.T) {
 	ctx := context.Background()

@@ -12,12 +12,12 @@ import (
 // below the platform supports; New finds them by type assertion, the way
 // net/http finds http.Flusher.
 //
-// Send posts m as one new message: m.Text as the whole body and every file
+// Post posts m as one new message: m.Text as the whole body and every file
 // of m.Files. It returns only after the platform accepted all of it (M12).
 // Its error is handed back unchanged to the Channel, so mark it with
 // imv2.Retryable or imv2.Permanent to say whether a resend may succeed (A8).
 type Platform interface {
-	Send(ctx context.Context, channelID string, m *imv2.ChatMessage) error
+	Post(ctx context.Context, channelID string, m *imv2.ChatMessage) error
 }
 
 // Draft is what Drafter.Draft receives: the text so far of one assistant
@@ -52,7 +52,7 @@ type Drafter interface {
 	Draft(ctx context.Context, channelID string, d Draft) (handle string, err error)
 	// Finish turns the draft handle into the final message m: exactly
 	// m.Text as the body (M11) plus every file of m.Files (M12). The rules of
-	// Platform.Send apply to its return.
+	// Platform.Post apply to its return.
 	Finish(ctx context.Context, channelID, handle string, m *imv2.ChatMessage) error
 }
 
@@ -65,13 +65,13 @@ type Editor interface {
 	// (a message or event ID), which Edit and Finish receive. messageID may
 	// serve as an idempotency nonce. An error matching ErrSkipDraft (the
 	// message may be shown) ends the drafts of messageID: the final goes
-	// to Send. Any other error is retried with the next draft.
-	Post(ctx context.Context, channelID, messageID, text string) (handle string, err error)
+	// to Post. Any other error is retried with the next draft.
+	PostDraft(ctx context.Context, channelID, messageID, text string) (handle string, err error)
 	// Edit replaces the text of the temporary message handle.
 	Edit(ctx context.Context, channelID, handle, text string) error
 	// Finish turns the temporary message handle into the final message m:
 	// exactly m.Text as the body (M11) plus every file of m.Files (M12),
-	// without posting a second text message. The rules of Platform.Send
+	// without posting a second text message. The rules of Platform.Post
 	// apply to its return.
 	Finish(ctx context.Context, channelID, handle string, m *imv2.ChatMessage) error
 }
@@ -110,11 +110,11 @@ const (
 	// Stream hands every draft to Drafter.Draft and the final to
 	// Drafter.Finish (D8).
 	Stream
-	// Edit posts the first draft with Editor.Post, edits it at most once
+	// Edit posts the first draft with Editor.PostDraft, edits it at most once
 	// per Options.Interval with the latest text, and turns it into the final
 	// with Editor.Finish (D8, M11).
 	Edit
-	// Buffer shows no temporary text at all: one Platform.Send per message,
+	// Buffer shows no temporary text at all: one Platform.Post per message,
 	// with the final's text and files (K5).
 	Buffer
 )

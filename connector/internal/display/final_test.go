@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/xagentkit/imv2/display"
+	"github.com/xagentkit/imv2/connector/internal/display"
 )
 
 // In every mode the platform shows the final's text exactly once: a final

@@ -1,14 +1,9 @@
-// Package display shows streamed assistant messages and agent activity on
-// an IM platform. A Connector author implements a small Platform (Send a
-// complete message) plus the capabilities the platform has, and New turns
-// it into an imv2.Target, imv2.StreamingTarget and imv2.ActivityTarget for
-// imv2.NewChannel:
-//
-//	tg, err := display.New(myPlatform, nil) // one Target may serve every channel
-//	...
-//	ch, err := imv2.NewChannel(channelID, imv2.RoleConnector, negotiated, transport, tg, nil)
-//	...
-//	defer tg.Close() // after the Channels
+// Package display is the kit's machinery for showing streamed assistant
+// messages and agent activity: connector turns an author's Platform and
+// capabilities into the Platform here (connector/outbound.go) and New
+// turns that into an imv2.Target, imv2.StreamingTarget and
+// imv2.ActivityTarget. It is internal: an author implements connector's
+// interfaces only, and picks a strategy with connector.Options.Mode.
 //
 // # Strategies (D8, M11, M13, K5)
 //
@@ -25,9 +20,9 @@
 //     newest text; the final edits that same message to exactly the final
 //     text and adds its files (Editor.Finish), never posting a second one.
 //   - Buffer, for any Platform (SMS, e-mail): no temporary text; one
-//     Platform.Send per message with the final's text and files.
+//     Platform.Post per message with the final's text and files.
 //
-// In every mode a final without deltas is sent with Platform.Send, and the
+// In every mode a final without deltas is sent with Platform.Post, and the
 // text the platform shows last is the final's text.
 //
 // # Activity (C5–C8)
@@ -68,8 +63,8 @@
 // PostMessage returns the platform's error unchanged, so the platform marks
 // it with imv2.Retryable or imv2.Permanent (A8). A failed final keeps its
 // draft, and the Channel's retry finishes the same temporary message. An
-// Editor.Post error matching ErrSkipDraft (outcome unknown) ends that
+// Editor.PostDraft error matching ErrSkipDraft (outcome unknown) ends that
 // message's drafts instead of posting the temporary message again; its
-// final is sent with Platform.Send.
+// final is sent with Platform.Post.
 // UpdateDraft and SetActivity errors are for the Channel's log only.
 package display

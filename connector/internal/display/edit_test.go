@@ -10,7 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/xagentkit/imv2/display"
+	"github.com/xagentkit/imv2/connector/internal/display"
 	"github.com/xagentkit/imv2/fakeclock"
 )
 

@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/xagentkit/imv2"
-	"github.com/xagentkit/imv2/display"
+	"github.com/xagentkit/imv2/connector/internal/display"
 )
 
 // dedupPlatform deduplicates by the idempotency key and can be asked.
@@ -16,13 +16,13 @@ type dedupPlatform struct {
 	keys map[string]bool
 }
 
-func (d *dedupPlatform) Send(ctx context.Context, ch string, m *imv2.ChatMessage) error {
+func (d *dedupPlatform) Post(ctx context.Context, ch string, m *imv2.ChatMessage) error {
 	k, _ := imv2.IdempotencyKey(ctx)
 	if d.keys[k] {
 		return nil
 	}
 	d.keys[k] = true
-	return d.rec.Send(ctx, ch, m)
+	return d.rec.Post(ctx, ch, m)
 }
 
 func (d *dedupPlatform) PostsIdempotently() bool { return true }
@@ -47,7 +47,7 @@ func TestTarget_S8_PassesPlatformDedupThrough(t *testing.T) {
 	for range 2 { // a re-post after a crash carries the same key
 		require.NoError(t, tg.PostMessage(ctx, "c1", msg("m1", "hello", 0)))
 	}
-	require.Equal(t, 1, r.count("send"), "the key reached the platform's Send")
+	require.Equal(t, 1, r.count("send"), "the key reached the platform's Post")
 	posted, err = tg.WasPosted(context.Background(), "c1", key)
 	require.NoError(t, err)
 	require.True(t, posted)

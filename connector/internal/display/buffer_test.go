@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/xagentkit/imv2/display"
+	"github.com/xagentkit/imv2/connector/internal/display"
 )
 
 // Buffer mode shows no temporary text: one send per message with the

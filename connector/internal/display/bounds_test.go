@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/xagentkit/imv2"
-	"github.com/xagentkit/imv2/display"
+	"github.com/xagentkit/imv2/connector/internal/display"
 )
 
 // Beyond MaxDrafts a new message is refused a draft (delta_limit_exceeded,

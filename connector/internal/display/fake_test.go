@@ -11,7 +11,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/xagentkit/imv2"
-	"github.com/xagentkit/imv2/display"
+	"github.com/xagentkit/imv2/connector/internal/display"
 	"github.com/xagentkit/imv2/fakeclock"
 )
 
@@ -75,11 +75,11 @@ func (r *rec) add(c call) error {
 	return err
 }
 
-func (r *rec) Send(_ context.Context, ch string, m *imv2.ChatMessage) error {
+func (r *rec) Post(_ context.Context, ch string, m *imv2.ChatMessage) error {
 	return r.add(call{Op: "send", Channel: ch, MessageID: m.MessageID, Text: m.Text, Files: len(m.Files)})
 }
 
-func (r *rec) Post(_ context.Context, ch, id, text string) (string, error) {
+func (r *rec) PostDraft(_ context.Context, ch, id, text string) (string, error) {
 	r.mu.Lock()
 	r.n++
 	h := fmt.Sprintf("h%d", r.n)

@@ -10,7 +10,7 @@ import (
 
 // IdempotentPlatform is a Platform that deduplicates posts by the
 // idempotency key the Channel puts in the context of every call it makes
-// for a final (imv2.IdempotencyKey(ctx) in Send or Finish): posting the
+// for a final (imv2.IdempotencyKey(ctx) in Post or Finish): posting the
 // same final again shows nothing new. Target passes the answer on as
 // imv2.IdempotentTarget, so after a crash the Channel may post an
 // interrupted final again instead of reporting its outcome unknown.
@@ -35,7 +35,7 @@ var (
 
 // PostsIdempotently implements imv2.IdempotentTarget with the answer of
 // the platform: true only for an IdempotentPlatform that says so. A final
-// retried after a restart has no draft left, so it goes to Send with the
+// retried after a restart has no draft left, so it goes to Post with the
 // same key; one retried in the same process finishes its own draft, which
 // is an edit of one handle and shows nothing twice either.
 func (t *Target) PostsIdempotently() bool {

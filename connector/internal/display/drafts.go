@@ -152,7 +152,7 @@ func (t *Target) show(ctx context.Context, d *draft) error {
 	t.mu.Unlock()
 	var err error
 	if first {
-		handle, err = t.editor.Post(ctx, d.key.channel, d.key.message, text)
+		handle, err = t.editor.PostDraft(ctx, d.key.channel, d.key.message, text)
 	} else {
 		err = t.editor.Edit(ctx, d.key.channel, handle, text)
 	}
@@ -242,11 +242,11 @@ func (t *Target) removeLocked(d *draft) {
 }
 
 // final shows m as the one message of its message_id: Finish on the
-// displayed draft, else Send. d may be nil (no draft: M13, Buffer, or
+// displayed draft, else Post. d may be nil (no draft: M13, Buffer, or
 // refused by the cap); d.finishing is set.
 func (t *Target) final(ctx context.Context, d *draft, channelID string, m *imv2.ChatMessage) error {
 	if d == nil {
-		return t.p.Send(ctx, channelID, m)
+		return t.p.Post(ctx, channelID, m)
 	}
 	d.call.Lock()
 	defer d.call.Unlock()
@@ -257,7 +257,7 @@ func (t *Target) final(ctx context.Context, d *draft, channelID string, m *imv2.
 	if posted {
 		err = t.finish(ctx, channelID, handle, m)
 	} else {
-		err = t.p.Send(ctx, channelID, m)
+		err = t.p.Post(ctx, channelID, m)
 	}
 	t.mu.Lock()
 	if err == nil {

@@ -6,14 +6,14 @@ import (
 	"time"
 
 	"github.com/xagentkit/imv2"
-	"github.com/xagentkit/imv2/display"
+	"github.com/xagentkit/imv2/connector/internal/display"
 	"github.com/xagentkit/imv2/fakeclock"
 )
 
 // console is a toy platform that prints what it is asked to show.
 type console struct{}
 
-func (console) Send(_ context.Context, ch string, m *imv2.ChatMessage) error {
+func (console) Post(_ context.Context, ch string, m *imv2.ChatMessage) error {
 	fmt.Printf("send %s: %q (+%d files)\n", ch, m.Text, len(m.Files))
 	return nil
 }
@@ -34,7 +34,7 @@ func (console) Typing(_ context.Context, ch string, a imv2.ChatActivity) error {
 // consoleEditor can edit what it posted, like Discord, Teams or Matrix.
 type consoleEditor struct{ console }
 
-func (consoleEditor) Post(_ context.Context, ch, _, text string) (string, error) {
+func (consoleEditor) PostDraft(_ context.Context, ch, _, text string) (string, error) {
 	fmt.Printf("post %s: %q\n", ch, text)
 	return "msg-1", nil
 }
