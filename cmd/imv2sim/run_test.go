@@ -46,7 +46,7 @@ func (p *platform) Post(_ context.Context, to connector.Conversation, m *connect
 		}
 	}
 	if p.down {
-		return connector.NotPosted(errors.New("platform down"))
+		return imv2.Retryable(errors.New("platform down")) // not posted
 	}
 	p.posts[to.Key] = append(p.posts[to.Key], m.Text)
 	return nil
@@ -360,8 +360,8 @@ func TestRun_S8_StateDoesNotRunAUserMessageTwice(t *testing.T) {
 	p.attempts = make(chan string, 1)
 	acks := make(chan imv2.AckStatus, 4)
 	k := plainKit(t, p, func() *connector.Options {
-		return &connector.Options{Channel: &imv2.Options{AckTimeout: 200 * time.Millisecond,
-			OnDelivered: func(_ string, _ imv2.ChatMessage, st imv2.AckStatus) { acks <- st }}}
+		return &connector.Options{Advanced: connector.Advanced{Channel: &imv2.Options{AckTimeout: 200 * time.Millisecond,
+			OnDelivered: func(_ string, _ imv2.ChatMessage, st imv2.AckStatus) { acks <- st }}}}
 	})
 	path := filepath.Join(t.TempDir(), "sim.db")
 
