@@ -145,7 +145,9 @@ func TestGroupCommit_OneFailureLeavesTheOthers(t *testing.T) {
 	waitQueued(t, s, 2)
 	run(func() { fullErr = s.Add(ctx, entry("b")) }) // the cap is 1: "a" holds it
 	waitQueued(t, s, 3)
-	run(func() { addErrs[1] = s.Add(ctx, imv2.PendingEntry{ChannelID: "other", Created: time.Unix(1, 0), Message: imv2.ChatMessage{MessageID: "c", Text: "x"}}) })
+	run(func() {
+		addErrs[1] = s.Add(ctx, imv2.PendingEntry{ChannelID: "other", Created: time.Unix(1, 0), Message: imv2.ChatMessage{MessageID: "c", Text: "x"}})
+	})
 	waitQueued(t, s, 4)
 	release()
 	if err := <-held; err != nil {
