@@ -167,6 +167,25 @@ func retryable(err error) bool {
 	return errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01")
 }
 
+// batch sends the statements queue puts in a pgx.Batch in one round trip,
+// which PostgreSQL runs as one implicit transaction, committed before
+// batch returns; it retries as tx does. queue is called once per try.
+func (s *Store) batch(ctx context.Context, queue func(b *pgx.Batch)) error {
+	var err error
+	for range 3 {
+		b := &pgx.Batch{}
+		queue(b)
+		err = s.pool.SendBatch(ctx, b).Close()
+		if !retryable(err) {
+			break
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("pgstore: %w", err)
+	}
+	return nil
+}
+
 // nowNS is the Store clock's now in Unix nanoseconds, the unit of every
 // time column.
 func (s *Store) nowNS() int64 { return s.clock.Now().UnixNano() }
@@ -175,13 +194,18 @@ func (s *Store) nowNS() int64 { return s.clock.Now().UnixNano() }
 // which serialises Claim, Release and Record of that message across
 // replicas: each sees the others' committed result, never a half.
 func lockMessage(ctx context.Context, tx pgx.Tx, channelID, messageID string) error {
+	_, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", messageKey(channelID, messageID))
+	return err
+}
+
+// messageKey is the advisory lock key of one message.
+func messageKey(channelID, messageID string) int64 {
 	h := fnv.New64a()
 	h.Write([]byte("imv2 message\x00"))
 	h.Write([]byte(channelID))
 	h.Write([]byte{0})
 	h.Write([]byte(messageID))
-	_, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", int64(h.Sum64()))
-	return err
+	return int64(h.Sum64())
 }
 
 // checkIDs validates a channel and message ID the way boltstore does, so
