@@ -100,7 +100,9 @@ const completedShards = 64
 // as the count exceeds the cap $2, and takes them off count shard $4.
 //
 // seq order is Record order, hence time order up to the replicas' clock
-// skew, so only the oldest few are looked at, never the table. The count
+// skew, so only the oldest few are looked at, never the table, and only
+// when the count is over the cap or the oldest record expired: a row lock
+// is a write, which a Record below the cap should not pay. The count
 // it reads is the sum of the shards as this transaction sees them: the
 // records of concurrent Records not yet committed are not in it. So the
 // table holds at most CompletedCap records plus one per Record in flight
@@ -110,7 +112,10 @@ const completedShards = 64
 // exact cap would. Sweep removes the expired records this misses.
 const trimCompleted = `WITH oldest AS (
 		SELECT seq, recorded_ns, row_number() OVER (ORDER BY seq) AS i FROM (
-			SELECT seq, recorded_ns FROM imv2_completed ORDER BY seq LIMIT $3 FOR UPDATE SKIP LOCKED) o),
+			SELECT seq, recorded_ns FROM imv2_completed
+			WHERE (SELECT sum(n) FROM imv2_completed_counts) > $2
+				OR (SELECT recorded_ns FROM imv2_completed ORDER BY seq LIMIT 1) <= $1
+			ORDER BY seq LIMIT $3 FOR UPDATE SKIP LOCKED) o),
 	gone AS (
 		DELETE FROM imv2_completed c USING oldest WHERE c.seq = oldest.seq
 			AND (oldest.recorded_ns <= $1 OR oldest.i <= (SELECT sum(n) FROM imv2_completed_counts) - $2)

@@ -51,6 +51,12 @@ type Options struct {
 	Logger *slog.Logger
 }
 
+// DefaultMaxConns is the connections a Store opens at most when its
+// url sets no pool_max_conns (connections open as concurrent calls need
+// them). Each replica may open as many: the server's max_connections must
+// allow replicas × DefaultMaxConns.
+const DefaultMaxConns = 16
+
 // DefaultRegistryCap bounds the channel registry, as
 // state.DefaultRegistryCap bounds the in-memory one.
 const DefaultRegistryCap = 100_000
@@ -80,12 +86,21 @@ type Store struct {
 }
 
 // Open connects to the database named by url (a PostgreSQL connection
-// string or URL, as pgx reads it), creates or migrates its schema (see
+// string or URL, as pgx reads it; pool_max_conns in it overrides
+// DefaultMaxConns), creates or migrates its schema (see
 // schema.go) and returns the Store. Close releases its connections.
 func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: %w", err)
+	}
+	if !strings.Contains(url, "pool_max_conns") {
+		// pgx's default, max(4, CPUs), would let only that many calls of
+		// all channels wait on the server at once: with each commit's
+		// WAL flush a wait, throughput would stop at that many commits
+		// per flush. More connections let PostgreSQL flush many commits
+		// at once.
+		cfg.MaxConns = max(cfg.MaxConns, DefaultMaxConns)
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
