@@ -31,6 +31,10 @@ type groupCommit struct {
 	commits atomic.Int64  // transactions committed, for the tests
 }
 
+// errGroupPanic is the outcome of the calls whose group's transaction
+// was abandoned because another call's function panicked.
+var errGroupPanic = errors.New("boltstore: a write in the same commit panicked; nothing was written")
+
 // commitCall is one write call: its function, and its outcome once done.
 type commitCall struct {
 	fn  func(*bolt.Tx) error
@@ -64,19 +68,28 @@ func (g *groupCommit) update(db *bolt.DB, fn func(*bolt.Tx) error) error {
 	g.queue = g.queue[len(group):]
 	g.mu.Unlock()
 
+	// Whatever happens in the group, even a panic in an fn (which goes
+	// on up this caller's stack, as db.Update's would), the next group
+	// gets a leader and the others of this one their outcome.
+	committed := false
+	defer func() {
+		g.mu.Lock()
+		if len(g.queue) > 0 {
+			g.queue[0].lead <- true
+		} else {
+			g.leading = false
+			g.queue = nil // let the old backing array go
+		}
+		g.mu.Unlock()
+		for _, o := range group[1:] {
+			if !committed {
+				o.err = errGroupPanic
+			}
+			o.lead <- false
+		}
+	}()
 	g.commitGroup(db, group)
-
-	g.mu.Lock()
-	if len(g.queue) > 0 {
-		g.queue[0].lead <- true
-	} else {
-		g.leading = false
-		g.queue = nil // let the old backing array go
-	}
-	g.mu.Unlock()
-	for _, o := range group[1:] {
-		o.lead <- false
-	}
+	committed = true
 	return c.err
 }
 
@@ -92,6 +105,12 @@ func (g *groupCommit) commitGroup(db *bolt.DB, group []*commitCall) {
 			}
 			return
 		}
+		ended := false
+		defer func() {
+			if !ended {
+				_ = tx.Rollback() // an fn panicked: release the writer lock
+			}
+		}()
 		wrote := false
 		failed := -1
 		for i, c := range run {
@@ -110,12 +129,14 @@ func (g *groupCommit) commitGroup(db *bolt.DB, group []*commitCall) {
 			// The failed call's partial writes go with the rest; the
 			// others run again without it.
 			_ = tx.Rollback()
+			ended = true
 			run = append(run[:failed:failed], run[failed+1:]...)
 			if len(run) == 0 {
 				return
 			}
 			continue
 		}
+		ended = true
 		if !wrote {
 			_ = tx.Rollback()
 			return

@@ -178,3 +178,49 @@ func TestGroupCommit_OneFailureLeavesTheOthers(t *testing.T) {
 		}
 	}
 }
+
+// TestGroupCommit_APanicFailsItsGroupOnly: a function that panics inside
+// a group panics on its caller's stack, as db.Update's would; the other
+// calls of its group fail with nothing written, and later calls commit.
+func TestGroupCommit_APanicFailsItsGroupOnly(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(filepath.Join(t.TempDir(), "g.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	fp := imv2.FingerprintOf(&imv2.ChatMessage{Text: "hi"})
+	release, held := holdCommit(t, s)
+	panicked := make(chan any, 1)
+	go func() {
+		defer func() { panicked <- recover() }()
+		_ = s.update(ctx, func(*bolt.Tx) error { panic("boom") })
+	}()
+	waitQueued(t, s, 1)
+	other := make(chan error, 1)
+	go func() { other <- s.Record(ctx, "ch", "m1", fp) }()
+	waitQueued(t, s, 2)
+	release()
+	if err := <-held; err != nil {
+		t.Fatal(err)
+	}
+	if p := <-panicked; p != "boom" {
+		t.Fatalf("the panicking call recovered %v, want boom", p)
+	}
+	if err := <-other; !errors.Is(err, errGroupPanic) {
+		t.Fatalf("the other call of the group returned %v, want errGroupPanic", err)
+	}
+	if _, ok, _ := s.Lookup(ctx, "ch", "m1"); ok {
+		t.Fatal("the record of the abandoned group was written")
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.Record(ctx, "ch", "m2", fp) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second): // a guard against a hang
+		t.Fatal("a Record after the panic never returned: the group lost its leader or the writer lock")
+	}
+}
