@@ -87,13 +87,15 @@
 //
 // Every Add, Remove, Record, Claim, Release and Register is one
 // transaction, committed before the call returns (the server's defaults:
-// synchronous_commit on). Claim, Release and Record of one message are
+// synchronous_commit on); Add, Claim and Record send theirs as one pgx
+// batch, one round trip. Claim, Release and Record of one message are
 // serialised by a transaction-scoped advisory lock on the message, so
 // exactly one of many concurrent claimers acquires, across replicas. Adds
 // to one channel are serialised by an advisory lock on the channel, so the
-// per-channel cap holds across replicas. Records lock one row holding the
-// completed count, so the global cap is exact; that makes Records of all
-// replicas commit one at a time (bench_test.go measures it). Bind and
+// per-channel cap holds across replicas. The completed count is split
+// over 64 rows, a Record adding to the one of its message, so Records of
+// different messages on any replica wait on no common row; the global cap
+// is approximate in return (see Bounds). Bind and
 // Unbind lock the channel's binding row, then the reference-count rows of
 // its keys in byte order; a Bind of a new channel takes an advisory lock
 // so the binding cap holds across replicas.
@@ -123,8 +125,13 @@
 // Add beyond the pending cap fails with code pending_full and nothing is
 // dropped; pending entries never expire here (the Channel fails them with
 // code "expired" after its PendingTTL, and removes them). The oldest
-// completed record is evicted beyond the cap. Record removes up to 16
-// expired records and orphaned claims each time; Sweep removes all.
+// completed record is evicted beyond the cap, approximately: the table
+// holds at most CompletedCap records plus one per Record in flight over
+// all replicas (a Record's trim does not see the records of Records not
+// yet committed), and under contention a Record may evict up to 16
+// records earlier than an exact cap would (completed.go, trimCompleted).
+// Record removes up to 16 expired records and orphaned claims each time;
+// Sweep removes all.
 //
 // All time is Options.Clock's, stored as Unix nanoseconds, never the
 // server's now(): replicas must run NTP-synced clocks, and tests drive TTLs
