@@ -162,14 +162,18 @@ func (dr *drain) report() Drained {
 }
 
 // Shutdown stops the Connector gracefully: it stops taking new work (a
-// new channel.open or final is refused, retryable, and xAgent sends it
-// again after the restart), waits until the finals already in the
-// platform's hands are posted and acked or ctx ends, then Closes, which
-// closes every WebSocket with a close frame after the frames already
-// accepted (those acks). Requests other than /ws are still served
-// meanwhile. It returns what was drained and, when ctx ended first,
-// ctx's error (the finals cut off are cancelled as by Close). Give it
-// DefaultShutdownGrace on SIGTERM.
+// new final is refused retryable, its claim released, and a channel.open
+// is answered connector_channel_unavailable: xAgent sends both again after
+// the restart), waits until every final already in the platform's hands
+// has its outcome recorded, or ctx ends, then Closes, which closes every
+// WebSocket with a close frame after the frames already accepted. The ack
+// of a drained final is sent right after its record; the kit cannot yet
+// wait for the frame itself, so in rare races the close frame goes first,
+// and xAgent's resend after the restart is answered duplicate (S8) —
+// shown once either way, never delivery_outcome_unknown. Requests other
+// than /ws are served meanwhile. It returns what was drained and, when
+// ctx ended first, ctx's error (the finals still in flight are cancelled
+// as by Close). Give it DefaultShutdownGrace on SIGTERM.
 func (c *Connector) Shutdown(ctx context.Context) (Drained, error) {
 	var err error
 	select {

@@ -10,10 +10,14 @@
 //
 // At start it prints exactly one line "listening on http://HOST:PORT" to
 // stderr. Each stdin line is one user message; "/file PATH" sends a file.
+// SIGTERM or SIGINT stops it gracefully (connector.Connector.Shutdown):
+// no new work, the replies in progress finished within 25 s, then one
+// line "console: stopped: …" with what was drained, and exit 0.
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -70,5 +74,20 @@ func run() error {
 	defer stop()
 	go b.Run(ctx, os.Stdin) // the end of stdin does not stop serving; a signal does
 	<-ctx.Done()
-	return nil
+	return drain(b)
+}
+
+// drain stops b as a SIGTERM asks: no new work, the finals in the
+// platform's hands finished within connector.DefaultShutdownGrace, then
+// one line saying what was drained.
+func drain(b *consolebridge.Bridge) error {
+	fmt.Fprintf(os.Stderr, "console: stopping; finishing the replies in progress (up to %s)\n", connector.DefaultShutdownGrace)
+	ctx, cancel := context.WithTimeout(context.Background(), connector.DefaultShutdownGrace)
+	defer cancel()
+	d, err := b.Shutdown(ctx)
+	fmt.Fprintf(os.Stderr, "console: stopped: %s\n", d)
+	if errors.Is(err, context.DeadlineExceeded) {
+		return nil // the cut-off finals are counted in the line above
+	}
+	return err
 }
