@@ -7,6 +7,7 @@
 //	  -json              print every target side effect on stdout as one JSON object per line
 //	  -ack-timeout DUR   wait this long for xAgent's ack before resending a user message (default 10s)
 //	  -store DIR         keep pending and completed state durably in DIR
+//	  -version           print the version (module version, VCS revision) and exit
 //
 // At start it prints exactly one line "listening on http://HOST:PORT" to
 // stderr. Each stdin line is one user message; "/file PATH" sends a file.
@@ -45,7 +46,12 @@ func run() error {
 	ackTimeout := flag.Duration("ack-timeout", 0, "wait this long for xAgent's ack before resending a user message (default 10s)")
 	store := flag.String("store", "", "keep pending and completed state durably in DIR")
 	verbose := flag.Bool("v", false, "log diagnostics to stderr")
+	version := flag.Bool("version", false, "print the version (module version and VCS revision) and exit")
 	flag.Parse()
+	if *version {
+		fmt.Println(consolebridge.VersionLine())
+		return nil
+	}
 
 	modes := map[string]connector.Mode{"stream": connector.ModeStream, "edit": connector.ModeEdit, "buffer": connector.ModeBuffer}
 	m, ok := modes[*mode]
