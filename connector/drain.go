@@ -55,6 +55,13 @@ type drain struct {
 // finalKey names a final across channels.
 type finalKey struct{ channel, message string }
 
+// isStopping reports whether stop was called.
+func (dr *drain) isStopping() bool {
+	dr.mu.Lock()
+	defer dr.mu.Unlock()
+	return dr.stopping
+}
+
 // stopped returns a channel closed once stop has been called.
 func (dr *drain) stopped() <-chan struct{} {
 	dr.mu.Lock()

@@ -257,9 +257,13 @@ func New(card *protocol.Card, platform Platform, opts *Options) (*Connector, err
 	return c, nil
 }
 
-// ServeHTTP serves every endpoint: those of Handler and, when
-// Options.Advanced.Metrics is set, GET /metrics behind the API key.
+// ServeHTTP serves every endpoint: those of Handler, the probes /livez
+// and /readyz (probes.go) and, when Options.Advanced.Metrics is set,
+// GET /metrics behind the API key.
 func (c *Connector) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if c.serveProbe(w, r) {
+		return
+	}
 	if r.URL.Path == "/metrics" && c.metrics != nil {
 		if c.handler.authorized(w, r) {
 			c.metrics.ServeHTTP(w, r)
