@@ -66,6 +66,8 @@
 //	GET  /ws                    API key, then Config.WS (W1)
 //	POST /files/uploads         API key + X-XAgent-Connector-Channel-ID: multipart "file" (T1, M7)
 //	GET  /files/refs/{file_ref} signed URL from DownloadURL or OfferFile (T2, T3, M6)
+//	GET  /livez                 public, Connector only: 200 while the process serves HTTP
+//	GET  /readyz                public, Connector only: 200, or 503 and why (shutting down, store, ReadyChecker)
 //
 // # API key
 //

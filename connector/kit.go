@@ -132,6 +132,7 @@ type Connector struct {
 
 	listener Listener // nil without one
 	readWG   sync.WaitGroup
+	drain    drain // Shutdown's count of finals in the platform's hands
 
 	mu      sync.Mutex
 	closed  bool
@@ -214,6 +215,7 @@ func New(card *protocol.Card, platform Platform, opts *Options) (*Connector, err
 		copts = *adv.Channel
 	}
 	copts.Clock, copts.Logger = adv.Clock, o.Logger
+	copts.Observer = c.drain.observer(copts.Observer)
 	var registry state.ChannelRegistry
 	if c.store == nil {
 		c.store = newMemoryStore(adv.Clock)
@@ -221,7 +223,7 @@ func New(card *protocol.Card, platform Platform, opts *Options) (*Connector, err
 	copts.Pending, copts.Completed, registry = c.store, c.store, c.store
 	cfg := dataplane.ServerConfig{
 		Card:      card,
-		NewTarget: func(string) imv2.Target { return c.display },
+		NewTarget: func(string) imv2.Target { return drainTarget{c.display, c} },
 		Describe:  c.describe,
 		Tools:     o.Tools,
 		Options:   &copts,
@@ -243,6 +245,7 @@ func New(card *protocol.Card, platform Platform, opts *Options) (*Connector, err
 	if c.defConv != nil {
 		cfg.OnChannelCreate, cfg.OnChannelReopen = c.created, c.reopened
 	}
+	cfg.OnChannelCreate, cfg.OnChannelReopen = c.admitOpen(cfg.OnChannelCreate), c.admitOpen(cfg.OnChannelReopen)
 	if c.server, err = dataplane.NewServer(cfg); err != nil {
 		c.display.Close()
 		return nil, err
@@ -254,9 +257,13 @@ func New(card *protocol.Card, platform Platform, opts *Options) (*Connector, err
 	return c, nil
 }
 
-// ServeHTTP serves every endpoint: those of Handler and, when
-// Options.Advanced.Metrics is set, GET /metrics behind the API key.
+// ServeHTTP serves every endpoint: those of Handler, the probes /livez
+// and /readyz (probes.go) and, when Options.Advanced.Metrics is set,
+// GET /metrics behind the API key.
 func (c *Connector) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if c.serveProbe(w, r) {
+		return
+	}
 	if r.URL.Path == "/metrics" && c.metrics != nil {
 		if c.handler.authorized(w, r) {
 			c.metrics.ServeHTTP(w, r)
@@ -345,8 +352,10 @@ func (c *Connector) shutdown(hs *http.Server) {
 
 // Close stops serving, ends every connection, stops every timer and
 // closes every Channel; pending state stays in the Store, which the
-// caller closes afterwards.
+// caller closes afterwards. A platform call in flight is cancelled:
+// Shutdown lets them finish first.
 func (c *Connector) Close() error {
+	c.drain.stop()
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
