@@ -217,6 +217,7 @@ func New(card *protocol.Card, platform Platform, opts *Options) (*Connector, err
 	var registry state.ChannelRegistry
 	if c.store == nil {
 		c.store = newMemoryStore(adv.Clock)
+		o.Logger.Warn("connector: state is in memory (no Options.Store): after a restart xAgent's resend of a final whose ack was lost is posted a second time (S8), and pending user messages are lost; set Options.Store to a durable store (boltstore, pgstore) for a Connector that runs as a service")
 	}
 	copts.Pending, copts.Completed, registry = c.store, c.store, c.store
 	cfg := dataplane.ServerConfig{
