@@ -54,7 +54,7 @@ func (p streamOnly) Finish(_ context.Context, _ connector.Conversation, handle s
 // platform that cannot delete it stays on screen, so its late final
 // finishes that message (an edit, or the Drafter's Finish) instead of
 // posting a second one beside it: never both the assembled text and the
-// final (§5).
+// final (profile §5).
 func TestKit_M11_AgedDraftIsFinishedInPlace(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
