@@ -94,3 +94,32 @@ func TestKit_S10_ParkedMessageFailsAfterTheGrace(t *testing.T) {
 	default:
 	}
 }
+
+// TestKit_S10_CloseStopsTheParkedGrace: Close stops the grace timer of a
+// channel with parked messages; the messages stay in the store for the
+// next start.
+func TestKit_S10_CloseStopsTheParkedGrace(t *testing.T) {
+	t.Parallel()
+	clk := fakeclock.New(time.Now())
+	rk := startRestartable(t, func(st *boltstore.Store) (*connector.Connector, error) {
+		return connector.New(kitCard(""), editOnly(make(chan string, 64)), &connector.Options{
+			Store: st, DefaultConversation: func(string) string { return "room-1" },
+			Advanced: connector.Advanced{Clock: clk},
+		})
+	})
+	a := newAgent()
+	cl, ch := a.dial(t, rk.URL())
+	require.NoError(t, cl.Close())
+	rk.stop()
+	rk.restart()
+	ctx := context.Background()
+	before := clk.Pending()
+	require.NoError(t, rk.K.Receive(ctx, connector.Event{Conversation: "room-1", EventID: "ev-1", Text: "hello?"}))
+	require.Equal(t, before+1, clk.Pending(), "the parked message's grace runs")
+	require.NoError(t, rk.K.Close())
+	require.Zero(t, clk.Pending(), "Close stops every timer, the grace too")
+	pending, err := rk.Bolt.List(ctx, ch.ID())
+	require.NoError(t, err)
+	require.Len(t, pending, 1, "the parked message stays for the next start")
+	rk.stop()
+}
