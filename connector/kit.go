@@ -1,6 +1,7 @@
 package connector
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -121,6 +122,7 @@ type Connector struct {
 	defConv  func(string) string // nil for a Card with auth flows
 	relay    Relay
 	recv     [receiveStripes]sync.Mutex // serialise Receive per channel and event (inbound.go)
+	parked   *parking                   // grace timers of channels with parked user messages (inbound.go)
 	out      *outbound
 	pace     *pacer
 	display  *display.Target
@@ -219,8 +221,10 @@ func New(card *protocol.Card, platform Platform, opts *Options) (*Connector, err
 	var registry state.ChannelRegistry
 	if c.store == nil {
 		c.store = newMemoryStore(adv.Clock)
+		o.Logger.Warn("connector: state is in memory (no Options.Store): after a restart xAgent's resend of a final whose ack was lost is posted a second time (S8), and pending user messages are lost; set Options.Store to a durable store (boltstore, pgstore) for a Connector that runs as a service")
 	}
 	copts.Pending, copts.Completed, registry = c.store, c.store, c.store
+	c.parked = newParking(adv.Clock, cmp.Or(adv.OfflineGrace, dataplane.DefaultOfflineGrace), copts.OnFailed)
 	cfg := dataplane.ServerConfig{
 		Card:      card,
 		NewTarget: func(string) imv2.Target { return drainTarget{c.display, c} },
@@ -371,6 +375,7 @@ func (c *Connector) Close() error {
 		c.shutdown(hs)
 	}
 	c.closeReaders()
+	c.parked.close()
 	err := c.server.Close()
 	c.display.Close()
 	return err

@@ -12,10 +12,13 @@
 //	  -version           print the version (module version, VCS revision) and exit
 //
 // At start it prints exactly one line "listening on http://HOST:PORT" to
-// stderr. Each stdin line is one user message; "/file PATH" sends a file.
-// SIGTERM or SIGINT stops it gracefully (connector.Connector.Shutdown):
-// no new work, the replies in progress finished within 25 s, then one
-// line "console: stopped: …" with what was drained, and exit 0.
+// stderr, and without -store a second one warning that its state is in
+// memory: after a restart xAgent's resend of a final whose ack was lost is
+// printed a second time. Each stdin line is one user message; "/file PATH"
+// sends a file. SIGTERM or SIGINT stops it gracefully
+// (connector.Connector.Shutdown): no new work, the replies in progress
+// finished within 25 s, then one line "console: stopped: …" with what was
+// drained, and exit 0.
 package main
 
 import (
@@ -34,6 +37,9 @@ import (
 	"github.com/xagentkit/imv2/examples/console/consolebridge"
 )
 
+// memoryWarning is printed at start without -store (S8).
+const memoryWarning = "console: warning: state is in memory; after a restart a final whose ack was lost is shown a second time and pending messages are lost; run with -store DIR to keep it"
+
 func main() {
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "console:", err)
@@ -49,7 +55,7 @@ func run() error {
 	mode := flag.String("mode", "stream", "stream | edit | buffer")
 	jsonOut := flag.Bool("json", false, "print every target side effect on stdout as one JSON object per line")
 	ackTimeout := flag.Duration("ack-timeout", 0, "wait this long for xAgent's ack before resending a user message (default 10s)")
-	store := flag.String("store", "", "keep pending and completed state durably in DIR")
+	store := flag.String("store", "", "keep pending and completed state durably in DIR, one per console; without it state is in memory and a restart may show a final twice")
 	verbose := flag.Bool("v", false, "log diagnostics to stderr")
 	version := flag.Bool("version", false, "print the version (module version and VCS revision) and exit")
 	flag.Parse()
@@ -84,6 +90,9 @@ func run() error {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "listening on %s\n", url)
+	if *store == "" {
+		fmt.Fprintln(os.Stderr, memoryWarning)
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
