@@ -66,6 +66,7 @@ type Channel struct {
 	held     int64                   // bytes reserved from o.Budget (deltas, queued messages)
 	act      activityState
 	dl       *deadlines // sender: the next step of each pending message, made on first use
+	rm       *removals  // sender: pending-store Removes queued off the reader, made on first use
 }
 
 // NewChannel returns a Channel serving channel id in role, with the

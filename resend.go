@@ -65,6 +65,9 @@ func (c *Channel) Send(ctx context.Context, m ChatMessage) (string, error) {
 		return "", Errorf(CodeInvalidPacket, "chat.message: %s", jsonErrText(err))
 	}
 	e := PendingEntry{ChannelID: c.id, Message: m, Created: c.o.Clock.Now()}
+	if err := c.awaitRemoval(ctx, m.MessageID); err != nil {
+		return "", err
+	}
 	if err := c.o.Pending.Add(ctx, e); err != nil {
 		return "", err
 	}
@@ -310,11 +313,7 @@ func (c *Channel) finish(o *outgoing, a *ChatMessageAck, fail *Error) {
 	if next != nil {
 		defer c.transmit(next)
 	}
-	sctx := c.storeCtx(c.o.Pending)
-	defer sctx.release()
-	if err := c.o.Pending.Remove(sctx.call(), c.id, id); err != nil {
-		c.log.Error("pending entry not removed", "message_id", id, "err", err)
-	}
+	c.removePending(id) // off the reader for a store that does I/O (storeoffreader.go)
 	if fail == nil {
 		c.observe(Event{Kind: EventAcked, MessageID: id, Status: a.Status, Attempt: o.attempt})
 		if c.o.OnDelivered != nil {
