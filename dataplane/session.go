@@ -229,7 +229,7 @@ func (ss *session) hello(p *imv2.Packet) {
 		ss.failErr(p, err)
 		return
 	}
-	ss.srv.seen(inst.id, ss.srv.clock.Now())
+	ss.recordSeen(inst.id)
 	if h.ConnectorID != "" && h.ConnectorID != inst.id {
 		ss.log.Info("dataplane: unknown connector_id; issued a new one", "old", short(h.ConnectorID), "new", inst.id)
 	}

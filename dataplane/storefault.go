@@ -46,3 +46,21 @@ func storeUnavailable(what string, err error) error {
 func (ss *session) refuse(req *imv2.Packet, err error) {
 	ss.send(imv2.NewErrorPacket(req, imv2.AsError(err, imv2.CodeChannelUnavailable)))
 }
+
+// recordSeen tells the shared registry that connectorID connected here
+// now, before the hello is answered: a connector_id acknowledged is then
+// known to every replica, even if this one dies at once. It runs on the
+// connection's reader, so it is bounded by openStoreTimeout (or the
+// heartbeat interval, if shorter) rather than the heartbeat's bound alone;
+// a record that fails is logged and written by the next heartbeat.
+func (ss *session) recordSeen(connectorID string) {
+	cr := ss.srv.sharedConnectors()
+	if cr == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ss.ctx, min(openStoreTimeout, ss.srv.cfg.OfflineGrace/heartbeatsPerGrace))
+	defer cancel()
+	if err := cr.SeenConnector(ctx, connectorID, ss.srv.clock.Now()); err != nil {
+		ss.log.Warn("dataplane: connector_id not recorded in the shared registry", "connector_id", connectorID, "err", err)
+	}
+}
