@@ -92,7 +92,10 @@ type ClientConfig struct {
 	MaxChannels int
 	// OnConnected is called after every successful connect (the first in
 	// Dial and every reconnect) once the stored channels were reopened,
-	// with the connector_id and the IDs now open. Do not block in it.
+	// with the connector_id and the IDs now open. A reopen the Connector
+	// refused for now (connector_channel_unavailable) is not among them: it
+	// is retried on that connection with backoff, and not reported here.
+	// Do not block in it.
 	OnConnected func(connectorID string, channelIDs []string)
 	// OnDescriptor is called with every Descriptor received: in
 	// channel.open.ack and in connection.descriptor.push. Do not block.
