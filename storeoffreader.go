@@ -101,6 +101,17 @@ func (c *Channel) runRemovals() {
 	}
 }
 
+// removing reports whether a Remove of id is queued: the message was
+// acknowledged and its entry, still stored, is not to be adopted again
+// (AdoptPending). c.mu is held.
+func (c *Channel) removing(id string) bool {
+	if c.rm == nil {
+		return false
+	}
+	_, queued := c.rm.done[id]
+	return queued
+}
+
 // awaitRemoval waits until no Remove of id is queued, so a Send of a
 // message_id whose earlier entry is still being removed adds its entry
 // after that Remove.

@@ -94,3 +94,25 @@ func TestStoreOffReader_S1_ResendAfterQueuedRemoveKeepsEntry(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, entries, 1, "S1: the new f-1 stays pending until its own ack")
 }
+
+// TestStoreOffReader_S2_AckedEntryNotAdoptedAgain: an entry acknowledged
+// whose Remove is still queued is in the store but done; AdoptPending (a
+// Relay's notice) does not send it again.
+func TestStoreOffReader_S2_AckedEntryNotAdoptedAgain(t *testing.T) {
+	store := &heldPending{PendingStore: NewMemoryPendingStore(0), release: make(chan struct{}), entered: make(chan string, 4)}
+	c, w, _ := newConnector(t, newRecTarget(), &Options{Pending: store})
+	var once sync.Once
+	unhold := func() { once.Do(func() { store.hold.Store(false); close(store.release) }) }
+	t.Cleanup(unhold)
+	ctx := context.Background()
+	_, err := c.Send(ctx, ChatMessage{MessageID: "u-1", Text: "x"})
+	require.NoError(t, err)
+	p := w.next(t)
+	store.hold.Store(true)
+	require.NoError(t, c.Receive(ctx, ackFor(t, p, AckAccepted, nil)))
+	require.Equal(t, "u-1", recv(t, store.entered))
+	n, err := c.AdoptPending(ctx)
+	require.NoError(t, err)
+	require.Zero(t, n, "an acknowledged message is not adopted again")
+	w.none(t)
+}
