@@ -154,17 +154,22 @@ func (c *Channel) receiveDelta(ctx context.Context, p *Packet) error {
 				c.observe(Event{Kind: EventDeltaIgnored, MessageID: id})
 				return nil
 			}
-			if len(c.deltas) >= c.o.MaxOpenDeltas {
-				c.mu.Unlock()
-				return c.rejectDelta(p, id, Errorf(CodeDeltaLimitExceeded, "%d delta streams open on this channel (D9)", len(c.deltas)))
+			var rej *Error
+			switch {
+			case len(c.deltas) >= c.o.MaxOpenDeltas:
+				rej = Errorf(CodeDeltaLimitExceeded, "%d delta streams open on this channel (D9)", len(c.deltas))
+			case d.Sequence != 1: // never start a stream mid-way (D4)
+				rej = Errorf(CodeDeltaSequenceGap, "sequence %d starts a stream (D4)", d.Sequence)
+			case !c.reserveLocked(streamOverhead):
+				rej = Errorf(CodeDeltaLimitExceeded, "the memory budget for delta text is spent; try later (D9)")
 			}
-			if d.Sequence != 1 { // never start a stream mid-way (D4)
+			if rej != nil {
+				if inline || !c.refuseUnlessCompletedLocked(p, id, rej) {
+					c.mu.Unlock()
+					return c.rejectDelta(p, id, rej)
+				}
 				c.mu.Unlock()
-				return c.rejectDelta(p, id, Errorf(CodeDeltaSequenceGap, "sequence %d starts a stream (D4)", d.Sequence))
-			}
-			if !c.reserveLocked(streamOverhead) {
-				c.mu.Unlock()
-				return c.rejectDelta(p, id, Errorf(CodeDeltaLimitExceeded, "the memory budget for delta text is spent; try later (D9)"))
+				return nil
 			}
 			s = &deltaStream{held: streamOverhead, touched: c.o.Clock.Now(), checking: !inline}
 			if c.deltas == nil {

@@ -67,6 +67,7 @@ type Channel struct {
 	act      activityState
 	dl       *deadlines // sender: the next step of each pending message, made on first use
 	rm       *removals  // sender: pending-store Removes queued off the reader, made on first use
+	refusals int        // receiver: deltas waiting off the reader to be ignored or refused (refuseUnlessCompletedLocked)
 }
 
 // NewChannel returns a Channel serving channel id in role, with the

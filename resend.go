@@ -313,11 +313,30 @@ func (c *Channel) finish(o *outgoing, a *ChatMessageAck, fail *Error) {
 	if next != nil {
 		defer c.transmit(next)
 	}
-	c.removePending(id) // off the reader for a store that does I/O (storeoffreader.go)
+	var status AckStatus
+	if a != nil {
+		status = a.Status
+	}
+	if !inlineStore(c.o.Pending) {
+		// Off the reader; the outcome is told once the entry is gone,
+		// as it is here (storeoffreader.go).
+		c.queueRemoval(id, func() { c.ended(o, status, fail) })
+		return
+	}
+	if err := c.o.Pending.Remove(context.Background(), c.id, id); err != nil {
+		c.log.Error("pending entry not removed", "message_id", id, "err", err)
+	}
+	c.ended(o, status, fail)
+}
+
+// ended tells the outcome of a pending message whose entry was removed:
+// delivered with status, or failed with fail.
+func (c *Channel) ended(o *outgoing, status AckStatus, fail *Error) {
+	id := o.entry.Message.MessageID
 	if fail == nil {
-		c.observe(Event{Kind: EventAcked, MessageID: id, Status: a.Status, Attempt: o.attempt})
+		c.observe(Event{Kind: EventAcked, MessageID: id, Status: status, Attempt: o.attempt})
 		if c.o.OnDelivered != nil {
-			c.o.OnDelivered(c.id, o.entry.Message, a.Status)
+			c.o.OnDelivered(c.id, o.entry.Message, status)
 		}
 		return
 	}

@@ -17,17 +17,25 @@ import "context"
 // in-memory stores answer at once and keep running inline.
 
 // removals is a channel's queue of pending-store Removes of messages
-// already acknowledged, run one at a time off the reader. It is bounded
-// by the pending store itself: each queued Remove is an entry still
-// stored, and the store holds at most PendingCap of a channel's. Made on
-// first use: a channel with an in-memory store never has one.
+// that ended (acknowledged, or failed for good), run one at a time off
+// the reader, each followed by the message's outcome (OnDelivered or
+// OnFailed), so a caller told of the outcome finds the entry gone, as
+// with an in-memory store. The queue is bounded by the pending store
+// itself: each queued Remove is an entry still stored, and the store
+// holds at most PendingCap of a channel's. Made on first use: a channel
+// with an in-memory store never has one.
 type removals struct {
-	queue   []string
+	queue   []removal
 	running bool
 	// done holds, per message_id queued, a channel closed once its Remove
 	// returned: a Send of the same message_id waits for it, so the old
 	// Remove never deletes the new entry.
 	done map[string]chan struct{}
+}
+
+type removal struct {
+	id    string
+	ended func() // tells the outcome
 }
 
 // inlineStore reports whether store is one of this package's in-memory
@@ -40,64 +48,77 @@ func inlineStore(store any) bool {
 	return false
 }
 
-// removePending removes the pending entry of id, acknowledged or failed
-// for good: at once for an in-memory store, else queued for the channel's
-// remover goroutine. A Remove still queued when the channel closes is
-// not made: the entry is resent after a restart and answered duplicate
-// by the receiver's completed record (S2), as after a crash.
-func (c *Channel) removePending(id string) {
-	if inlineStore(c.o.Pending) {
-		if err := c.o.Pending.Remove(context.Background(), c.id, id); err != nil {
-			c.log.Error("pending entry not removed", "message_id", id, "err", err)
-		}
-		return
-	}
+// queueRemoval queues the Remove of id's entry, then ended, for the
+// channel's remover goroutine. Once the channel closed, Removes are no
+// longer made (Close would wait for each, up to the store timeout, with
+// the database away); the outcome is still told. The entry left behind
+// is resent after a restart and answered duplicate by the receiver's
+// completed record (S2), as after a crash.
+func (c *Channel) queueRemoval(id string, ended func()) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return
-	}
 	if c.rm == nil {
 		c.rm = &removals{done: map[string]chan struct{}{}}
 	}
-	if _, queued := c.rm.done[id]; !queued {
-		c.rm.done[id] = make(chan struct{})
-		c.rm.queue = append(c.rm.queue, id)
+	rm := c.rm
+	if _, queued := rm.done[id]; !queued {
+		rm.done[id] = make(chan struct{})
 	}
-	if !c.rm.running {
-		c.rm.running = c.spawnLocked(c.runRemovals)
+	rm.queue = append(rm.queue, removal{id, ended})
+	if !rm.running {
+		rm.running = c.spawnLocked(c.runRemovals)
+	}
+	if rm.running {
+		c.mu.Unlock()
+		return
+	}
+	// Closed: no goroutine may start; tell the outcomes here.
+	q := rm.queue
+	rm.queue = nil
+	for _, r := range q {
+		if done := rm.done[r.id]; done != nil {
+			close(done)
+			delete(rm.done, r.id)
+		}
+	}
+	c.mu.Unlock()
+	for _, r := range q {
+		r.ended()
 	}
 }
 
-// runRemovals makes the queued Removes, oldest first, until none is left
-// or the channel closes.
+// runRemovals makes the queued Removes, oldest first, each followed by
+// its outcome, until none is left.
 func (c *Channel) runRemovals() {
 	for {
 		c.mu.Lock()
 		rm := c.rm
-		if len(rm.queue) == 0 || c.closed {
+		if len(rm.queue) == 0 {
 			rm.running = false
+			rm.queue = nil // the array goes with the backlog
 			c.mu.Unlock()
 			return
 		}
-		id := rm.queue[0]
-		rm.queue[0] = ""
+		r := rm.queue[0]
+		rm.queue[0] = removal{}
 		rm.queue = rm.queue[1:]
+		closed := c.closed
 		c.mu.Unlock()
 
-		sctx := c.storeCtx(c.o.Pending)
-		if err := c.o.Pending.Remove(sctx.call(), c.id, id); err != nil {
-			c.log.Error("pending entry not removed", "message_id", id, "err", err)
+		if !closed {
+			sctx := c.storeCtx(c.o.Pending)
+			if err := c.o.Pending.Remove(sctx.call(), c.id, r.id); err != nil {
+				c.log.Error("pending entry not removed", "message_id", r.id, "err", err)
+			}
+			sctx.release()
 		}
-		sctx.release()
 
 		c.mu.Lock()
-		close(rm.done[id])
-		delete(rm.done, id)
-		if len(rm.queue) == 0 {
-			rm.queue = nil // the array goes with the backlog
+		if done := rm.done[r.id]; done != nil {
+			close(done)
+			delete(rm.done, r.id)
 		}
 		c.mu.Unlock()
+		r.ended()
 	}
 }
 
@@ -159,6 +180,41 @@ func (c *Channel) checkCompleted(id string, s *deltaStream) {
 	}
 	c.startDraftsLocked(id, s)
 	c.mu.Unlock()
+}
+
+// maxRefusalChecks bounds, per channel, the deltas waiting off the reader
+// for the completed store to say whether they are late (ignored) or
+// refused; beyond it a delta is refused at once.
+const maxRefusalChecks = 16
+
+// refuseUnlessCompletedLocked answers, off the reader, a delta that
+// would start no stream (rej: a gap, a limit): ignored if its message is
+// complete already (D11: a late delta after the final, a replayed stream),
+// else refused with rej, as the in-memory store's inline Lookup decides.
+// It reports false when too many such checks run: the caller refuses at
+// once. c.mu is held.
+func (c *Channel) refuseUnlessCompletedLocked(p *Packet, id string, rej *Error) bool {
+	if c.refusals >= maxRefusalChecks {
+		return false
+	}
+	c.refusals++
+	ok := c.spawnLocked(func() {
+		sctx := c.storeCtx(c.o.Completed)
+		_, done, err := c.o.Completed.Lookup(sctx.call(), c.id, id)
+		sctx.release()
+		c.mu.Lock()
+		c.refusals--
+		c.mu.Unlock()
+		if err == nil && done {
+			c.observe(Event{Kind: EventDeltaIgnored, MessageID: id})
+			return
+		}
+		_ = c.rejectDelta(p, id, rej)
+	})
+	if !ok {
+		c.refusals--
+	}
+	return ok
 }
 
 // startDraftsLocked starts the stream's draft lane if a draft waits and

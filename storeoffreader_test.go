@@ -53,6 +53,13 @@ func TestStoreOffReader_D11_CompletedMessageDeltasIgnored(t *testing.T) {
 	c.mu.Lock()
 	require.Empty(t, c.deltas, "D11: no stream kept for a completed message")
 	c.mu.Unlock()
+	// A late delta mid-stream (sequence 2, no stream) of a completed
+	// message is ignored too, not refused as a gap.
+	require.NoError(t, c.Receive(context.Background(), deltaPacket(t, "done-1", 2, "later")))
+	require.Equal(t, "done-1", recv(t, ignored))
+	// Of a message not complete, it is refused as a gap (D4).
+	require.NoError(t, c.Receive(context.Background(), deltaPacket(t, "open-0", 2, "x")))
+	require.Equal(t, CodeDeltaSequenceGap, w.next(t).Error.Code)
 	// A message not complete streams as before, once its check answered.
 	require.NoError(t, c.Receive(context.Background(), deltaPacket(t, "open-1", 1, "hel")))
 	require.Equal(t, "hel", recv(t, target.drafted))
