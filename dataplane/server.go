@@ -892,6 +892,10 @@ func (s *Server) handoverCompleted(ctx context.Context, old, id string) {
 		}
 		timer.Stop()
 	}
+	// Bounded: it runs on the connection's reader, and a database that
+	// stopped answering must not hold the connection (storefault.go).
+	ctx, cancel := context.WithTimeout(ctx, openStoreTimeout)
+	defer cancel()
 	if err := s.opts.Completed.Handover(ctx, old, id); err != nil {
 		s.log.Warn("dataplane: completed records not handed over; a resend may be posted again", "old", short(old), "connector_channel_id", id, "err", err)
 	}
