@@ -3,6 +3,8 @@ package connector
 import (
 	"encoding/hex"
 	"encoding/json"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -98,7 +100,11 @@ func (s *DiskStore) load() error {
 			continue // bytes (kept if a record names them, below), or not the store's
 		}
 		m, ok := readMeta(filepath.Join(s.dir, name), ref)
-		if !ok || !now.Before(m.ExpiresAt) || !s.sizeIs(ref, m.ByteSize) {
+		var st fs.FileInfo
+		if ok && now.Before(m.ExpiresAt) {
+			st, ok = s.sizeIs(ref, m.ByteSize)
+		}
+		if !ok || !now.Before(m.ExpiresAt) {
 			stray = append(stray, name, ref)
 			continue
 		}
@@ -106,7 +112,7 @@ func (s *DiskStore) load() error {
 		if latest := now.Add(s.opts.TTL); info.ExpiresAt.After(latest) {
 			info.ExpiresAt = latest
 		}
-		s.files[ref] = &diskFile{channel: m.Channel, info: info}
+		s.files[ref] = &diskFile{channel: m.Channel, info: info, stat: st}
 		s.total += info.ByteSize
 		s.q.bytes += info.ByteSize
 		s.q.files++
@@ -146,8 +152,34 @@ func readMeta(path, ref string) (diskMeta, bool) {
 	return m, true
 }
 
-// sizeIs reports whether the bytes of file ref are on disk, size of them.
-func (s *DiskStore) sizeIs(ref string, size int64) bool {
+// sizeIs reports whether the bytes of file ref are on disk, size of them,
+// and returns the file's stat (Open serves that file only).
+func (s *DiskStore) sizeIs(ref string, size int64) (fs.FileInfo, bool) {
 	fi, err := os.Lstat(filepath.Join(s.dir, ref))
-	return err == nil && fi.Mode().IsRegular() && fi.Size() == size
+	if err != nil || !fi.Mode().IsRegular() || fi.Size() != size {
+		return nil, false
+	}
+	return fi, true
+}
+
+// keepDir makes a kept store's directory, or takes up the one there: a
+// directory itself (not a symlink to one), made private (0700) if it was
+// open to others, so no other user reads the files or swaps them.
+func keepDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return err
+	}
+	if !fi.IsDir() {
+		return errors.New(dir + " is not a directory (a symlink is refused)")
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		if err := os.Chmod(dir, 0o700); err != nil {
+			return errors.New("cannot make " + dir + " private: " + err.Error())
+		}
+	}
+	return nil
 }

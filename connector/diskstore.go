@@ -19,7 +19,8 @@ import (
 type DiskStoreOptions struct {
 	// Dir is where the store makes its own private directory (mode 0700);
 	// default os.TempDir(). The directory and every file in it are removed
-	// by Close. With Keep, Dir itself is the store's directory (required).
+	// by Close. With Keep, Dir itself is the store's directory (required):
+	// made private (0700) if it was open to others; a symlink is refused.
 	Dir string
 	// Keep makes the files outlive the process, a crash and a power loss:
 	// each file's metadata is written beside its bytes, both synced before
@@ -48,8 +49,8 @@ type DiskStore struct {
 	dir  string
 	lock *os.File // Keep: held until Close (lockDir)
 
-	// remove and open are os.Remove and os.Open; tests replace them to
-	// show that neither runs under mu.
+	// remove and open are os.Remove and openNoFollow; tests replace them
+	// to show that neither runs under mu.
 	remove func(path string) error
 	open   func(path string) (*os.File, error)
 
@@ -67,6 +68,10 @@ type DiskStore struct {
 type diskFile struct {
 	channel string
 	info    FileInfo
+	// stat is the file as it was written (or found by load): Open serves
+	// only that same file, so one swapped in under its name (a symlink to
+	// /etc/passwd, another file) is not served through its signed URL.
+	stat fs.FileInfo
 }
 
 // diskCopyBuf is the buffer one upload into a DiskStore uses.
@@ -96,7 +101,7 @@ func NewDiskStore(opts DiskStoreOptions) (*DiskStore, error) {
 	case opts.Keep && dir == "":
 		return nil, errors.New("connector: disk store: Keep needs a Dir")
 	case opts.Keep:
-		err = os.MkdirAll(dir, 0o700)
+		err = keepDir(dir)
 	default:
 		dir, err = os.MkdirTemp(opts.Dir, "connector-files-") // mode 0700
 	}
@@ -107,7 +112,7 @@ func NewDiskStore(opts DiskStoreOptions) (*DiskStore, error) {
 		opts:   opts,
 		dir:    dir,
 		remove: os.Remove,
-		open:   os.Open,
+		open:   openNoFollow,
 		files:  make(map[string]*diskFile),
 		q:      quota{maxBytes: opts.MaxTotalBytes, maxFiles: opts.MaxFiles},
 	}
@@ -243,6 +248,10 @@ func (d *diskReservation) Put(ctx context.Context, filename, mimeType string, r 
 	if s.opts.Keep {
 		err = f.Sync() // the bytes on disk first, then the record that names them
 	}
+	var st fs.FileInfo
+	if err == nil {
+		st, err = f.Stat()
+	}
 	if cerr := f.Close(); err == nil { // before it is published: a failed close unpublishes nothing
 		err = cerr
 	}
@@ -259,7 +268,7 @@ func (d *diskReservation) Put(ctx context.Context, filename, mimeType string, r 
 	if s.closed {
 		return FileInfo{}, imv2.ErrClosed
 	}
-	s.files[d.ref] = &diskFile{channel: d.channel, info: info}
+	s.files[d.ref] = &diskFile{channel: d.channel, info: info, stat: st}
 	s.total += size
 	d.h.keepLocked(size)
 	return info, nil
@@ -271,13 +280,16 @@ func (d *diskReservation) Release() { d.h.release() }
 // Open implements FileStore. The file is opened after the lookup, outside
 // the lock: if it is deleted or expires in between, its name is gone and
 // Open reports ErrFileNotFound; once open, the reader keeps its bytes (on
-// Unix an open file outlives its unlink).
+// Unix an open file outlives its unlink). It is opened without following
+// a symlink and served only if it is the very file that was stored (same
+// file, same size): anything else under its name is ErrFileNotFound.
 func (s *DiskStore) Open(_ context.Context, channelID, fileRef string) (io.ReadCloser, FileInfo, error) {
 	s.mu.Lock()
 	f, expired, err := s.lookupLocked(channelID, fileRef)
 	var info FileInfo
+	var want fs.FileInfo
 	if f != nil {
-		info = f.info
+		info, want = f.info, f.stat
 	}
 	s.mu.Unlock()
 	s.unlink(expired)
@@ -285,13 +297,24 @@ func (s *DiskStore) Open(_ context.Context, channelID, fileRef string) (io.ReadC
 		return nil, FileInfo{}, err
 	}
 	rc, err := s.open(filepath.Join(s.dir, fileRef))
-	if errors.Is(err, fs.ErrNotExist) {
+	if errors.Is(err, fs.ErrNotExist) || isSymlinkErr(err) {
 		return nil, FileInfo{}, ErrFileNotFound
 	}
 	if err != nil {
 		return nil, FileInfo{}, err
 	}
+	if got, err := rc.Stat(); err != nil || !got.Mode().IsRegular() || got.Size() != info.ByteSize || !sameFile(want, got) {
+		_ = rc.Close()
+		return nil, FileInfo{}, ErrFileNotFound
+	}
 	return rc, info, nil
+}
+
+// sameFile reports whether got is the file want was stat'ed from: the same
+// inode and the same modification time (an inode number is reused once
+// the stored file is unlinked; a new file's time is not the old one's).
+func sameFile(want, got fs.FileInfo) bool {
+	return want == nil || (os.SameFile(want, got) && got.ModTime().Equal(want.ModTime()))
 }
 
 // Delete implements FileStore.
