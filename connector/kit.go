@@ -237,6 +237,7 @@ func New(card *protocol.Card, platform Platform, opts *Options) (*Connector, err
 		OnChannelDrop: c.dropped,
 		OfflineGrace:  adv.OfflineGrace,
 	}
+	cfg.OnChannelClose = c.channelClosed // the channel's reader stops with it
 	if si, ok := platform.(SignIn); ok {
 		cfg.Auth = authHandler{c, si}
 	}
