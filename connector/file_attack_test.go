@@ -1,18 +1,24 @@
 package connector_test
 
 import (
+	"context"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/connector"
+	"github.com/xagentkit/imv2/dataplane"
 	"github.com/xagentkit/imv2/fakeclock"
 )
 
@@ -87,4 +93,91 @@ func TestAttack_KeptDirMadePrivate(t *testing.T) {
 	_, err = connector.NewDiskStore(connector.DiskStoreOptions{Dir: link, Keep: true})
 	require.Error(t, err)
 	assert.True(t, strings.Contains(err.Error(), "symlink"), err.Error())
+}
+
+// kitUpload posts a one-byte file to channelID on the kit at url.
+func kitUpload(t *testing.T, url, channelID string) (int, string) {
+	t.Helper()
+	body, ct := form{filename: "a.txt", file: []byte("x")}.encode(t)
+	req, err := http.NewRequest(http.MethodPost, url+"/files/uploads", body)
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", ct)
+	req.Header.Set(connector.HeaderChannelID, channelID)
+	res, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res.StatusCode, string(b)
+}
+
+// TestAttack_UploadsOnlyToOpenChannels (issue 26, attack 5): 1,024
+// one-byte uploads to channel IDs never issued filled the kit's store, and
+// the Connector's own user files then failed file_store_full for an hour.
+// Over a real connection: an upload to a channel never issued, and to one
+// closed since, is answered 409 channel_not_open before its body is read
+// and stores nothing; to the open channel it is stored. Before the fix
+// the upload to "cch_never_issued" was stored (200).
+func TestAttack_UploadsOnlyToOpenChannels(t *testing.T) {
+	files := connector.NewMemoryStore(connector.MemoryStoreOptions{})
+	_, url := startKit(t, newPretend(0), "", connector.Options{Files: files})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cli, err := dataplane.Dial(ctx, dataplane.ClientConfig{URL: url, Target: inbound(make(chan imv2.ChatMessage, 1))})
+	require.NoError(t, err)
+	defer cli.Close()
+
+	for range 16 {
+		st, body := kitUpload(t, url, "cch_never_issued")
+		require.Equal(t, http.StatusConflict, st, body)
+		require.Contains(t, body, string(imv2.CodeChannelNotOpen))
+	}
+	n, _ := files.Len()
+	require.Zero(t, n, "nothing stored for a channel never issued")
+
+	ch, err := cli.OpenChannel(ctx, "")
+	require.NoError(t, err)
+	st, body := kitUpload(t, url, ch.ID())
+	require.Equal(t, http.StatusOK, st, body)
+	require.NoError(t, cli.CloseChannel(ctx, ch.ID()))
+	st, _ = kitUpload(t, url, ch.ID())
+	require.Equal(t, http.StatusConflict, st, "closed since")
+	n, _ = files.Len()
+	require.Equal(t, 1, n)
+}
+
+// TestAttack_TricklingUploadsFreeTheirSlots (issue 26, attack 5): eight
+// uploads declaring the largest size and then sending a byte now and then
+// held every upload slot for the whole UploadTimeout (5 min). A body must
+// keep up the slowest rate served after its first 1 MiB share (about 9 s
+// at the defaults), so they are cut and the next upload is served. No
+// wall time passes: the Handler's network clock is pinned 60 s back, past
+// the first share but within the 5 min the old code gave. Before the fix
+// the eight connections stayed open (waitClosed failed) and the ninth
+// upload was answered 503 uploads_busy.
+func TestAttack_TricklingUploadsFreeTheirSlots(t *testing.T) {
+	e := newEnv(t, nil)
+	var back atomic.Int64
+	back.Store(int64(60 * time.Second))
+	connector.SetNetNow(e.h, func() time.Time { return time.Now().Add(-time.Duration(back.Load())) })
+	addr := strings.TrimPrefix(e.srv.URL, "http://")
+	conns := make([]net.Conn, connector.DefaultMaxConcurrentUploads)
+	for i := range conns {
+		c, err := net.Dial("tcp", addr)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = c.Close() })
+		_, err = fmt.Fprintf(c, "POST /files/uploads HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n%s: cch_1\r\n"+
+			"Content-Type: multipart/form-data; boundary=b\r\nContent-Length: %d\r\n\r\n"+
+			"--b\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a\"\r\n\r\nx",
+			testKey, connector.HeaderChannelID, connector.DefaultMaxUploadBytes)
+		require.NoError(t, err)
+		conns[i] = c
+	}
+	for _, c := range conns {
+		waitClosed(t, c) // cut: the trickle did not earn its deadline
+	}
+	back.Store(0)
+	r := e.upload(t, "cch_1", form{filename: "b.txt", file: []byte("served")})
+	require.Equal(t, http.StatusOK, r.status, string(r.body))
+	n, _ := e.store.FileStore.(*connector.MemoryStore).Len()
+	assert.Equal(t, 1, n, "only the ninth upload was stored")
 }
