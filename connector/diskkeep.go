@@ -30,6 +30,7 @@ const lockName = ".lock"
 // FileInfo field must not make a load forget every kept file.
 type diskMeta struct {
 	Channel   string        `json:"channel"`
+	Own       bool          `json:"own,omitempty"` // the Connector's own file (Put), not an upload
 	FileRef   string        `json:"file_ref"`
 	Type      imv2.FileType `json:"type"`
 	Filename  string        `json:"filename"`
@@ -44,8 +45,8 @@ func (m *diskMeta) info() FileInfo {
 
 // writeMeta writes the record of the file at path, durably: whole under a
 // temporary name, synced, renamed, and the rename synced.
-func writeMeta(path, channelID string, info FileInfo) error {
-	b, err := json.Marshal(diskMeta{Channel: channelID, FileRef: info.FileRef, Type: info.Type, Filename: info.Filename,
+func writeMeta(path, channelID string, own bool, info FileInfo) error {
+	b, err := json.Marshal(diskMeta{Channel: channelID, Own: own, FileRef: info.FileRef, Type: info.Type, Filename: info.Filename,
 		MimeType: info.MimeType, ByteSize: info.ByteSize, ExpiresAt: info.ExpiresAt})
 	if err != nil {
 		return err
@@ -112,10 +113,9 @@ func (s *DiskStore) load() error {
 		if latest := now.Add(s.opts.TTL); info.ExpiresAt.After(latest) {
 			info.ExpiresAt = latest
 		}
-		s.files[ref] = &diskFile{channel: m.Channel, info: info, stat: st}
+		s.files[ref] = &diskFile{channel: m.Channel, own: m.Own, info: info, stat: st}
 		s.total += info.ByteSize
-		s.q.bytes += info.ByteSize
-		s.q.files++
+		s.q.add(m.Channel, m.Own, info.ByteSize, 1)
 	}
 	for _, e := range entries {
 		if name := e.Name(); e.Type().IsRegular() && isStoreRef(name) && s.files[name] == nil {

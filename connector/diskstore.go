@@ -35,6 +35,8 @@ type DiskStoreOptions struct {
 	MaxFileBytes  int64         // per file; default 32 MiB
 	MaxTotalBytes int64         // all live and reserved files; default 256 MiB
 	MaxFiles      int           // live and reserved files; default 1024
+	// The caps are shared between uploads and the Connector's own files
+	// as MemoryStoreOptions says.
 }
 
 // DiskStore is a FileStore and Reserver that keeps file bytes in files on
@@ -67,6 +69,7 @@ type DiskStore struct {
 
 type diskFile struct {
 	channel string
+	own     bool // Put's, not an upload's (quota)
 	info    FileInfo
 	// stat is the file as it was written (or found by load): Open serves
 	// only that same file, so one swapped in under its name (a symlink to
@@ -114,7 +117,7 @@ func NewDiskStore(opts DiskStoreOptions) (*DiskStore, error) {
 		remove: os.Remove,
 		open:   openNoFollow,
 		files:  make(map[string]*diskFile),
-		q:      quota{maxBytes: opts.MaxTotalBytes, maxFiles: opts.MaxFiles},
+		q:      newQuota(opts.MaxTotalBytes, opts.MaxFiles, opts.MaxFileBytes),
 	}
 	if opts.Keep {
 		if s.lock, err = lockDir(dir); err == nil {
@@ -158,11 +161,17 @@ func (s *DiskStore) Close() error {
 // Put implements FileStore: Reserve for nothing, then Reservation.Put, so
 // the caps are checked as the bytes arrive.
 func (s *DiskStore) Put(ctx context.Context, channelID, filename, mimeType string, r io.Reader) (FileInfo, error) {
-	return putReserved(ctx, s, channelID, filename, mimeType, r)
+	return putReserved(ctx, s.reserve, channelID, filename, mimeType, r)
 }
 
-// Reserve implements Reserver.
-func (s *DiskStore) Reserve(_ context.Context, channelID string, bytes int64) (Reservation, error) {
+// Reserve implements Reserver. It is the Handler's, for xAgent's uploads:
+// they get the upload shares of the caps (see the type's doc), the rest is
+// kept for Put, the Connector's own user files.
+func (s *DiskStore) Reserve(ctx context.Context, channelID string, bytes int64) (Reservation, error) {
+	return s.reserve(ctx, channelID, bytes, false)
+}
+
+func (s *DiskStore) reserve(_ context.Context, channelID string, bytes int64, own bool) (Reservation, error) {
 	if !validChannelID(channelID) {
 		return nil, imv2.Errorf(imv2.CodeChannelIDRequired, "file store: invalid connector_channel_id")
 	}
@@ -173,7 +182,7 @@ func (s *DiskStore) Reserve(_ context.Context, channelID string, bytes int64) (R
 		return nil, imv2.ErrClosed
 	}
 	expired := s.sweepLocked(s.opts.Clock.Now())
-	if !s.q.take(bytes) {
+	if !s.q.take(channelID, bytes, own) {
 		s.mu.Unlock()
 		s.unlink(expired)
 		return nil, ErrStoreFull
@@ -188,7 +197,7 @@ func (s *DiskStore) Reserve(_ context.Context, channelID string, bytes int64) (R
 	}
 	s.mu.Unlock()
 	s.unlink(expired)
-	return &diskReservation{s: s, channel: channelID, ref: ref, h: hold{mu: &s.mu, q: &s.q, held: bytes, maxFile: s.opts.MaxFileBytes}}, nil
+	return &diskReservation{s: s, channel: channelID, ref: ref, h: hold{mu: &s.mu, q: &s.q, ch: channelID, own: own, held: bytes, maxFile: s.opts.MaxFileBytes}}, nil
 }
 
 type diskReservation struct {
@@ -257,7 +266,7 @@ func (d *diskReservation) Put(ctx context.Context, filename, mimeType string, r 
 	}
 	f = nil
 	if err == nil && s.opts.Keep {
-		err = writeMeta(path, d.channel, info)
+		err = writeMeta(path, d.channel, d.h.own, info)
 	}
 	if err != nil {
 		return FileInfo{}, err
@@ -268,7 +277,7 @@ func (d *diskReservation) Put(ctx context.Context, filename, mimeType string, r 
 	if s.closed {
 		return FileInfo{}, imv2.ErrClosed
 	}
-	s.files[d.ref] = &diskFile{channel: d.channel, info: info, stat: st}
+	s.files[d.ref] = &diskFile{channel: d.channel, own: d.h.own, info: info, stat: st}
 	s.total += size
 	d.h.keepLocked(size)
 	return info, nil
@@ -379,8 +388,7 @@ func (s *DiskStore) sweepLocked(now time.Time) []string {
 func (s *DiskStore) removeLocked(ref string, paths []string) []string {
 	if f := s.files[ref]; f != nil {
 		s.total -= f.info.ByteSize
-		s.q.bytes -= f.info.ByteSize
-		s.q.files--
+		s.q.add(f.channel, f.own, -f.info.ByteSize, -1)
 		delete(s.files, ref)
 		if s.opts.Keep { // the record first: a file left without one is removed by the next load
 			paths = append(paths, filepath.Join(s.dir, ref+metaSuffix))

@@ -181,3 +181,40 @@ func TestAttack_TricklingUploadsFreeTheirSlots(t *testing.T) {
 	n, _ := e.store.FileStore.(*connector.MemoryStore).Len()
 	assert.Equal(t, 1, n, "only the ninth upload was stored")
 }
+
+// TestAttack_UploadFloodLeavesRoomForUserFiles (issue 26, attack 5): a
+// key holder's one-byte uploads filled the store's file slots, and the
+// Connector's own user files (OfferFile) then failed file_store_full until
+// the uploads expired an hour later. Over a real connection, into a store
+// of 64 files: one channel's uploads stop at its share (8), every
+// channel's at the uploads' share (56), answered 503 file_store_full, and
+// OfferFile still stores the users' files in the reserve kept for them.
+// Before the fix all 64 uploads went to one channel and OfferFile failed.
+func TestAttack_UploadFloodLeavesRoomForUserFiles(t *testing.T) {
+	e := newEnv(t, func(c *connector.Config) {
+		c.Files = connector.NewMemoryStore(connector.MemoryStoreOptions{MaxFiles: 64})
+	})
+	stored := func(ch string) bool {
+		r := e.upload(t, ch, form{filename: "a", file: []byte("x")})
+		if r.status == http.StatusOK {
+			return true
+		}
+		require.Equal(t, http.StatusServiceUnavailable, r.status, string(r.body))
+		require.Equal(t, string(connector.CodeStoreFull), errCode(t, r.body))
+		return false
+	}
+	n := 0
+	for n < 64 && stored("cch_attacker") {
+		n++
+	}
+	assert.Equal(t, 8, n, "one channel's share of 64 files")
+	for i := 0; n < 64 && stored(fmt.Sprintf("cch_a%d", i/8)); i++ {
+		n++
+	}
+	assert.Equal(t, 56, n, "the uploads' share of 64 files")
+	for i := range 8 {
+		f, err := e.h.OfferFile(context.Background(), "cch_user", fmt.Sprintf("photo%d.png", i), "image/png", strings.NewReader("png"))
+		require.NoError(t, err, "the user's file %d", i)
+		require.NotEmpty(t, f.DownloadURL)
+	}
+}
