@@ -20,6 +20,7 @@ import (
 	"github.com/xagentkit/imv2/connector"
 	"github.com/xagentkit/imv2/dataplane"
 	"github.com/xagentkit/imv2/fakeclock"
+	"github.com/xagentkit/imv2/state"
 )
 
 // TestAttack_DiskStoreServesOnlyTheFileItStored (issue 26, attack 5): a
@@ -217,4 +218,23 @@ func TestAttack_UploadFloodLeavesRoomForUserFiles(t *testing.T) {
 		require.NoError(t, err, "the user's file %d", i)
 		require.NotEmpty(t, f.DownloadURL)
 	}
+}
+
+// TestAttack_UploadsOnlyToOpenChannels_Replica: with a Relay (replicas on
+// one Store), xAgent may hold a channel open on one replica and upload to
+// another: the replica takes an upload to a channel issued in the shared
+// Store, and still refuses one never issued.
+func TestAttack_UploadsOnlyToOpenChannels_Replica(t *testing.T) {
+	st := &smallStore{imv2.NewMemoryPendingStore(0), imv2.NewMemoryCompletedStore(0, 0, nil),
+		state.NewMemoryRegistry(0), state.NewMemoryBindingStore(0)}
+	holder, replica := &memRelay{}, &memRelay{}
+	holder.peer, replica.peer = replica, holder
+	_, url := startKit(t, newPretend(0), "", connector.Options{Store: st, Advanced: connector.Advanced{Relay: holder}})
+	_, replicaURL := startKit(t, newPretend(0), "", connector.Options{Store: st, Advanced: connector.Advanced{Relay: replica}})
+	_, ch := newAgent().dial(t, url)
+
+	st2, body := kitUpload(t, replicaURL, ch.ID())
+	require.Equal(t, http.StatusOK, st2, body)
+	st2, body = kitUpload(t, replicaURL, "cch_never_issued")
+	require.Equal(t, http.StatusConflict, st2, body)
 }

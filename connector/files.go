@@ -41,7 +41,7 @@ func (h *Handler) serveUpload(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusBadRequest, CodeInvalidUpload, HeaderChannelID+" header is invalid")
 		return
 	}
-	if h.cfg.ChannelOpen != nil && !h.cfg.ChannelOpen(ch) {
+	if h.cfg.ChannelOpen != nil && !h.cfg.ChannelOpen(r.Context(), ch) {
 		h.fail(w, r, http.StatusConflict, imv2.CodeChannelNotOpen, "the channel is not open")
 		return
 	}
@@ -399,6 +399,20 @@ func (h *Handler) OpenFile(ctx context.Context, channelID, fileRef string) (io.R
 		return nil, FileInfo{}, ErrFileNotFound
 	}
 	return h.files.Open(ctx, channelID, fileRef)
+}
+
+// acceptsUploads is the kit's Config.ChannelOpen: the channel is open here
+// or, with a Relay (replicas on one Store), issued: xAgent may hold it
+// open on another replica and upload here. A Store error refuses.
+func (c *Connector) acceptsUploads(ctx context.Context, channelID string) bool {
+	if c.server.IsOpen(channelID) {
+		return true
+	}
+	if c.relay == nil {
+		return false
+	}
+	ok, err := c.store.Known(ctx, channelID)
+	return err == nil && ok
 }
 
 // Files returns the FileStore the Handler uses.

@@ -82,8 +82,10 @@ type Config struct {
 	// ChannelOpen, if set, reports whether a channel is issued and open
 	// now; an upload to any other channel is answered 409
 	// channel_not_open before its body is read, so channel IDs never
-	// issued cannot fill the store. The kit sets it to its data plane's.
-	ChannelOpen func(channelID string) bool
+	// issued cannot fill the store. The kit sets it: open on its data
+	// plane or, with a Relay, issued in the shared Store (open on another
+	// replica, perhaps).
+	ChannelOpen func(ctx context.Context, channelID string) bool
 	// OnUpload, if set, runs after an upload is stored and before it is
 	// answered. It receives the optional recipient_ref and reply_token form
 	// fields. An error deletes the file and fails the upload with 500.

@@ -180,8 +180,8 @@ func New(card *protocol.Card, platform Platform, opts *Options) (*Connector, err
 	c.handler, err = NewHandler(Config{
 		Card: card, Markdown: o.Skill, APIKey: o.APIKey, URLKey: adv.URLKey, Files: o.Files, Clock: adv.Clock, Logger: o.Logger,
 		WS: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { c.server.ServeHTTP(w, r) }),
-		// Uploads only to channels issued and open (xAgent opens a channel before it posts to it).
-		ChannelOpen: func(id string) bool { return c.server.IsOpen(id) },
+		// Uploads only to channels issued and open (Connector.acceptsUploads).
+		ChannelOpen: c.acceptsUploads,
 	})
 	if err != nil {
 		return nil, err
