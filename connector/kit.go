@@ -183,6 +183,8 @@ func New(card *protocol.Card, platform Platform, opts *Options) (*Connector, err
 	c.handler, err = NewHandler(Config{
 		Card: card, Markdown: o.Skill, APIKey: o.APIKey, URLKey: adv.URLKey, Files: o.Files, Clock: adv.Clock, Logger: o.Logger,
 		WS: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { c.server.ServeHTTP(w, r) }),
+		// Uploads only to channels issued and open (Connector.acceptsUploads).
+		ChannelOpen: c.acceptsUploads,
 	})
 	if err != nil {
 		return nil, err
@@ -243,6 +245,7 @@ func New(card *protocol.Card, platform Platform, opts *Options) (*Connector, err
 		OnChannelDrop: c.dropped,
 		OfflineGrace:  adv.OfflineGrace,
 	}
+	cfg.OnChannelClose = c.channelClosed // the channel's reader stops with it
 	if si, ok := platform.(SignIn); ok {
 		cfg.Auth = authHandler{c, si}
 	}

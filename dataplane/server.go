@@ -162,6 +162,11 @@ type ServerConfig struct {
 	// OnChannelOpen is called for every channel.open about to be answered
 	// with success, with the channel's ID. Do not block in it.
 	OnChannelOpen func(channelID string)
+	// OnChannelClose is called after a channel.close of a channel open on
+	// the connection that sent it was answered, with the channel's ID, and
+	// only while no other connection holds the channel open. Do not block
+	// in it.
+	OnChannelClose func(channelID string)
 	// OnChannelCreate is called once per channel ID the Server issues (a
 	// channel.open without an ID, or with one it does not know), before
 	// that channel.open is answered and before OnChannelOpen; a reopen of

@@ -563,6 +563,9 @@ func (ss *session) closeChannel(p *imv2.Packet) {
 	srv.mu.Unlock()
 	e.syncTransport(srv)
 	ss.reply(p, protocol.TypeChannelCloseAck, protocol.StatusOK{Status: "ok"})
+	if srv.cfg.OnChannelClose != nil && !srv.IsOpen(e.id) {
+		srv.cfg.OnChannelClose(e.id)
+	}
 }
 
 // descriptorGet serves connection.descriptor.get (W7).
