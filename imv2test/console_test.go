@@ -20,10 +20,10 @@ type consoleMode struct {
 // consoleModes: the three display modes, then the stream mode again driven
 // as today's xAgent, whose hello announces 4.3 (W4).
 var consoleModes = []consoleMode{
-	{"stream", "conformance-key", []string{"K5.a", "K6.c", "K12.d"}, ""},
+	{"stream", "conformance-key-of-128-bits", []string{"K5.a", "K6.c", "K12.d"}, ""},
 	{"edit", "", []string{"K1.c", "K5.a", "K6.c", "K12.d"}, ""},
 	{"buffer", "", []string{"K1.c", "K2.d", "K6.c", "K12.d"}, ""},
-	{"stream", "conformance-key", []string{"K5.a", "K6.c", "K12.d"}, "4.3"},
+	{"stream", "conformance-key-of-128-bits", []string{"K5.a", "K6.c", "K12.d"}, "4.3"},
 }
 
 // TestConsole_K1_K12_W4_AllModes runs the Connector suite against the
