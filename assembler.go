@@ -28,6 +28,12 @@ type deltaStream struct {
 	shown    bool          // a draft was displayed (clears activity, C6)
 	after    uint64        // Channel.queued at the first delta: the finals sent before it
 	final    bool          // the final arrived: no more drafts (D10)
+	// prevFirst is the first-draft turn of the channel's stream that began
+	// drafting before this one; firstDone, this stream's, is closed once
+	// its first draft was handed to the Target (or it stopped without
+	// one), so first drafts reach the Target in the order their streams
+	// began (M14). Made when the stream first starts drafting.
+	prevFirst, firstDone chan struct{}
 }
 
 // apply adds delta seq with text. It reports whether the text grew, or an
@@ -187,6 +193,10 @@ func (c *Channel) receiveDelta(ctx context.Context, p *Packet) error {
 		if !s.drafting {
 			s.drafting = true
 			s.idle = make(chan struct{})
+			if s.firstDone == nil {
+				s.prevFirst, s.firstDone = c.lastFirst, make(chan struct{})
+				c.lastFirst = s.firstDone
+			}
 			c.spawnLocked(func() { c.showDrafts(id, s) })
 		}
 	}
@@ -199,14 +209,24 @@ func (c *Channel) receiveDelta(ctx context.Context, p *Packet) error {
 // first draft is the message's place in the chat: it waits until the
 // finals that arrived before the message's first delta were delivered
 // (posted or rejected), at most TargetTimeout, so replies show in the
-// order they were sent (M14).
+// order they were sent (M14). It also waits until the first draft of the
+// stream that began drafting before it was handed to the Target and
+// returned, retries included, or — when that stream's final came first —
+// until that final was delivered, at most TargetTimeout: two replies
+// streamed at once keep the order of their first deltas.
 func (c *Channel) showDrafts(id string, s *deltaStream) {
-	var waited bool
+	var waited, waitedTurn bool
 	for {
 		c.mu.Lock()
 		if !s.hasDraft || s.final || c.closed {
 			s.drafting = false
 			close(s.idle)
+			if !s.final {
+				// A final ends the turn when it is delivered (deliver),
+				// so a message shown by its final alone keeps its place;
+				// a dropped stream's ends with the drop.
+				c.endTurnLocked(s)
+			}
 			c.mu.Unlock()
 			return
 		}
@@ -214,6 +234,13 @@ func (c *Channel) showDrafts(id string, s *deltaStream) {
 			waited = true
 			c.mu.Unlock()
 			c.waitEnded(s.after)
+			continue
+		}
+		if !s.shown && !waitedTurn && s.prevFirst != nil {
+			waitedTurn = true
+			prev := s.prevFirst
+			c.mu.Unlock()
+			c.waitClosed(prev)
 			continue
 		}
 		text := s.draft
@@ -230,6 +257,38 @@ func (c *Channel) showDrafts(id string, s *deltaStream) {
 			c.log.Warn("draft not shown; the final will carry the whole text", "message_id", id, "err", err)
 		}
 		tctx.release()
+		if first {
+			c.mu.Lock()
+			c.endTurnLocked(s)
+			c.mu.Unlock()
+		}
+	}
+}
+
+// endTurnLocked closes s's first-draft turn once: its first draft was
+// handed to the Target, or it stopped drafting before one.
+func (c *Channel) endTurnLocked(s *deltaStream) {
+	if s.firstDone == nil {
+		return
+	}
+	select {
+	case <-s.firstDone:
+	default:
+		close(s.firstDone)
+	}
+	s.prevFirst = nil // nothing older is kept alive through it
+}
+
+// waitClosed waits until ch is closed, the channel closes or
+// TargetTimeout passes.
+func (c *Channel) waitClosed(ch <-chan struct{}) {
+	timeout := make(chan struct{})
+	t := c.o.Clock.AfterFunc(c.o.TargetTimeout, func() { close(timeout) })
+	defer t.Stop()
+	select {
+	case <-ch:
+	case <-timeout:
+	case <-c.ctx.Done():
 	}
 }
 
@@ -305,6 +364,7 @@ func (c *Channel) dropDeltasLocked(drop func(*deltaStream) bool) []string {
 			// A running UpdateDraft may still read the buffer (unsafe.String): at most one draft per stream over budget, for up to TargetTimeout.
 			c.releaseLocked(s.held)
 			s.final = true // stops its draft lane
+			c.endTurnLocked(s)
 			ids = append(ids, id)
 		}
 	}
