@@ -25,8 +25,8 @@ func (c *Channel) AdoptPending(ctx context.Context) (int, error) {
 		if c.closed {
 			break
 		}
-		if c.out[e.Message.MessageID] != nil {
-			continue
+		if c.out[e.Message.MessageID] != nil || c.removing(e.Message.MessageID) {
+			continue // tracked, or acknowledged and its Remove queued
 		}
 		payload, err := marshalChatMessage(&e.Message)
 		if err != nil {

@@ -28,11 +28,15 @@ type deltaStream struct {
 	shown    bool          // a draft was displayed (clears activity, C6)
 	after    uint64        // Channel.queued at the first delta: the finals sent before it
 	final    bool          // the final arrived: no more drafts (D10)
-	// prevFirst is the first-draft turn of the channel's stream that began
-	// drafting before this one; firstDone, this stream's, is closed once
-	// its first draft was handed to the Target (or it stopped without
-	// one), so first drafts reach the Target in the order their streams
-	// began (M14). Made when the stream first starts drafting.
+	// checking: the completed store is being asked, off the reader,
+	// whether the message is complete (D11, checkCompleted); no draft is
+	// shown until it answered.
+	checking bool
+	// prevFirst is the first-draft turn of the channel's stream that
+	// began before this one; firstDone, this stream's, is closed once its
+	// first draft was handed to the Target, or its final delivered, or it
+	// was dropped, so first drafts reach the Target in the order their
+	// streams began (M14). Made with the stream, for a StreamingTarget.
 	prevFirst, firstDone chan struct{}
 }
 
@@ -136,14 +140,18 @@ func (c *Channel) receiveDelta(ctx context.Context, p *Packet) error {
 			c.observe(Event{Kind: EventDeltaIgnored, MessageID: id})
 			return nil
 		}
-		c.mu.Unlock()
-		// A new stream: is the message already complete (D11)? The store
-		// is asked outside the lock, since it may do I/O.
-		if _, done, err := c.o.Completed.Lookup(ctx, c.id, id); err == nil && done {
-			c.observe(Event{Kind: EventDeltaIgnored, MessageID: id})
-			return nil
+		// A new stream: is the message already complete (D11)? An
+		// in-memory store answers here; a store that does I/O is asked
+		// off this goroutine, the connection's reader (checkCompleted).
+		inline := inlineStore(c.o.Completed)
+		if inline {
+			c.mu.Unlock()
+			if _, done, err := c.o.Completed.Lookup(ctx, c.id, id); err == nil && done {
+				c.observe(Event{Kind: EventDeltaIgnored, MessageID: id})
+				return nil
+			}
+			c.mu.Lock()
 		}
-		c.mu.Lock()
 		if c.closed {
 			c.mu.Unlock()
 			return ErrClosed
@@ -154,25 +162,38 @@ func (c *Channel) receiveDelta(ctx context.Context, p *Packet) error {
 				c.observe(Event{Kind: EventDeltaIgnored, MessageID: id})
 				return nil
 			}
-			if len(c.deltas) >= c.o.MaxOpenDeltas {
-				c.mu.Unlock()
-				return c.rejectDelta(p, id, Errorf(CodeDeltaLimitExceeded, "%d delta streams open on this channel (D9)", len(c.deltas)))
+			var rej *Error
+			switch {
+			case len(c.deltas) >= c.o.MaxOpenDeltas:
+				rej = Errorf(CodeDeltaLimitExceeded, "%d delta streams open on this channel (D9)", len(c.deltas))
+			case d.Sequence != 1: // never start a stream mid-way (D4)
+				rej = Errorf(CodeDeltaSequenceGap, "sequence %d starts a stream (D4)", d.Sequence)
+			case !c.reserveLocked(streamOverhead):
+				rej = Errorf(CodeDeltaLimitExceeded, "the memory budget for delta text is spent; try later (D9)")
 			}
-			if d.Sequence != 1 { // never start a stream mid-way (D4)
+			if rej != nil {
+				if inline || !c.refuseUnlessCompletedLocked(p, id, rej) {
+					c.mu.Unlock()
+					return c.rejectDelta(p, id, rej)
+				}
 				c.mu.Unlock()
-				return c.rejectDelta(p, id, Errorf(CodeDeltaSequenceGap, "sequence %d starts a stream (D4)", d.Sequence))
-			}
-			if !c.reserveLocked(streamOverhead) {
-				c.mu.Unlock()
-				return c.rejectDelta(p, id, Errorf(CodeDeltaLimitExceeded, "the memory budget for delta text is spent; try later (D9)"))
+				return nil
 			}
 			now := c.o.Clock.Now()
-			s = &deltaStream{held: streamOverhead, touched: now, started: now, after: c.queued}
+			s = &deltaStream{held: streamOverhead, touched: now, started: now, after: c.queued, checking: !inline}
+			if _, ok := c.target.(StreamingTarget); ok {
+				// Taken here, on the reader, in the order streams begin.
+				s.prevFirst, s.firstDone = c.lastFirst, make(chan struct{})
+				c.lastFirst = s.firstDone
+			}
 			if c.deltas == nil {
 				c.deltas = map[string]*deltaStream{}
 			}
 			c.deltas[id] = s
 			c.armSweepLocked()
+			if s.checking {
+				c.spawnLocked(func() { c.checkCompleted(id, s) })
+			}
 		}
 	}
 	grew, rej := s.apply(d.Sequence, d.Text, c.o.MaxDeltaBytes, c)
@@ -190,15 +211,7 @@ func (c *Channel) receiveDelta(ctx context.Context, p *Packet) error {
 	s.touched = c.o.Clock.Now()
 	if _, ok := c.target.(StreamingTarget); ok { // D8: stream to the target; else buffer until the final
 		s.draft, s.hasDraft = s.text(), true
-		if !s.drafting {
-			s.drafting = true
-			s.idle = make(chan struct{})
-			if s.firstDone == nil {
-				s.prevFirst, s.firstDone = c.lastFirst, make(chan struct{})
-				c.lastFirst = s.firstDone
-			}
-			c.spawnLocked(func() { c.showDrafts(id, s) })
-		}
+		c.startDraftsLocked(id, s)
 	}
 	c.mu.Unlock()
 	return nil
@@ -212,8 +225,9 @@ func (c *Channel) receiveDelta(ctx context.Context, p *Packet) error {
 // order they were sent (M14). It also waits until the first draft of the
 // stream that began drafting before it was handed to the Target and
 // returned, retries included, or — when that stream's final came first —
-// until that final was delivered, at most TargetTimeout: two replies
-// streamed at once keep the order of their first deltas.
+// until that final was delivered, or that stream was dropped, at most
+// TargetTimeout: two replies streamed at once keep the order of their
+// first deltas.
 func (c *Channel) showDrafts(id string, s *deltaStream) {
 	var waited, waitedTurn bool
 	for {

@@ -66,6 +66,8 @@ type Channel struct {
 	held     int64                   // bytes reserved from o.Budget (deltas, queued messages)
 	act      activityState
 	dl       *deadlines // sender: the next step of each pending message, made on first use
+	rm       *removals  // sender: pending-store Removes queued off the reader, made on first use
+	refusals int        // receiver: deltas waiting off the reader to be ignored or refused (refuseUnlessCompletedLocked)
 
 	// queued and ended count the receiver's deliveries put in queue and
 	// ended, in arrival order; endedCh is closed when one ends (made on
@@ -73,7 +75,7 @@ type Channel struct {
 	// before it (showDrafts).
 	queued, ended uint64
 	endedCh       chan struct{}
-	// lastFirst is the first-draft turn of the stream that began drafting
+	// lastFirst is the first-draft turn of the stream that began
 	// last (deltaStream.firstDone).
 	lastFirst chan struct{}
 }

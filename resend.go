@@ -65,6 +65,9 @@ func (c *Channel) Send(ctx context.Context, m ChatMessage) (string, error) {
 		return "", Errorf(CodeInvalidPacket, "chat.message: %s", jsonErrText(err))
 	}
 	e := PendingEntry{ChannelID: c.id, Message: m, Created: c.o.Clock.Now()}
+	if err := c.awaitRemoval(ctx, m.MessageID); err != nil {
+		return "", err
+	}
 	if err := c.o.Pending.Add(ctx, e); err != nil {
 		return "", err
 	}
@@ -314,15 +317,30 @@ func (c *Channel) finish(o *outgoing, a *ChatMessageAck, fail *Error) {
 	if next != nil {
 		defer c.transmit(next)
 	}
-	sctx := c.storeCtx(c.o.Pending)
-	defer sctx.release()
-	if err := c.o.Pending.Remove(sctx.call(), c.id, id); err != nil {
+	var status AckStatus
+	if a != nil {
+		status = a.Status
+	}
+	if !inlineStore(c.o.Pending) {
+		// Off the reader; the outcome is told once the entry is gone,
+		// as it is here (storeoffreader.go).
+		c.queueRemoval(id, func() { c.tellOutcome(o, status, fail) })
+		return
+	}
+	if err := c.o.Pending.Remove(context.Background(), c.id, id); err != nil {
 		c.log.Error("pending entry not removed", "message_id", id, "err", err)
 	}
+	c.tellOutcome(o, status, fail)
+}
+
+// tellOutcome tells the outcome of a pending message whose entry was removed:
+// delivered with status, or failed with fail.
+func (c *Channel) tellOutcome(o *outgoing, status AckStatus, fail *Error) {
+	id := o.entry.Message.MessageID
 	if fail == nil {
-		c.observe(Event{Kind: EventAcked, MessageID: id, Status: a.Status, Attempt: o.attempt})
+		c.observe(Event{Kind: EventAcked, MessageID: id, Status: status, Attempt: o.attempt})
 		if c.o.OnDelivered != nil {
-			c.o.OnDelivered(c.id, o.entry.Message, a.Status)
+			c.o.OnDelivered(c.id, o.entry.Message, status)
 		}
 		return
 	}

@@ -133,7 +133,7 @@ func (s *Store) Update(ctx context.Context, channelID string, f func(*state.Bind
 		old   state.Binding
 		found bool
 	)
-	err := s.update(ctx, func(tx *bolt.Tx) error {
+	err := s.updateAlone(ctx, func(tx *bolt.Tx) error {
 		bs := tx.Bucket(bucketBindings)
 		var err error
 		if old, found, err = decodeBinding(channelID, bs.Get([]byte(channelID))); err != nil {
@@ -181,6 +181,7 @@ func (s *Store) Binding(ctx context.Context, channelID string) (state.Binding, b
 func (s *Store) Unbind(ctx context.Context, channelID string) (state.BindingChange, error) {
 	var ch state.BindingChange
 	err := s.update(ctx, func(tx *bolt.Tx) error {
+		ch = state.BindingChange{}
 		bs, keys := tx.Bucket(bucketBindings), tx.Bucket(bucketBindingKeys)
 		b, ok, err := decodeBinding(channelID, bs.Get([]byte(channelID)))
 		switch {

@@ -55,6 +55,7 @@ func (s *Store) Claim(ctx context.Context, channelID, messageID string, fp imv2.
 	var cl imv2.Claim
 	err = s.update(ctx, func(tx *bolt.Tx) error {
 		cl = imv2.Claim{}
+		fp := fp // a group that fails runs fn again, with the caller's fp
 		now := s.clock.Now()
 		if v := tx.Bucket(bucketCompleted).Get(key); len(v) == completedValueLen && beUint64(v[:8]) > s.expiredCutoff() {
 			cl.State = imv2.ClaimCompleted

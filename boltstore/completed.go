@@ -266,6 +266,7 @@ func (s *Store) Sweep(ctx context.Context) (int, error) {
 	for {
 		n := 0
 		err := s.update(ctx, func(tx *bolt.Tx) error {
+			n = 0 // a group that fails runs fn again
 			cutoff := s.expiredCutoff()
 			recs := tx.Bucket(bucketCompleted)
 			c := tx.Bucket(bucketCompletedOrder).Cursor()

@@ -20,9 +20,13 @@
 // post and its Record leaves an orphaned claim instead of nothing: every
 // claim made before the file was last opened is orphaned, and the resend
 // is not posted blindly a second time (claim.go). bbolt's NoSync
-// is never set. That costs one or two fsyncs per call, milliseconds on a
-// typical disk against microseconds in memory (bench_test.go), and bbolt's
-// single writer serialises the calls: size a Connector's throughput by it.
+// is never set. bbolt has one writer, and a commit costs two fsyncs,
+// milliseconds on a typical disk against microseconds in memory
+// (bench_test.go), so concurrent calls share commits (groupcommit.go): a
+// call that finds no commit under way commits at once, alone; calls that
+// arrive meanwhile go together in the next commit, up to 256, each
+// returning once that commit's fsync is done. One channel's calls, one
+// after another, pay a commit each; many channels share them.
 //
 // # Bounds and defaults
 //

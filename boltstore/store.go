@@ -99,6 +99,7 @@ type Store struct {
 	onSweep      func(int, error)
 	sweepBatch   int    // records per Sweep transaction; a field so tests can shrink it
 	epoch        uint64 // this open's open_epoch: claims of other epochs are orphaned (claim.go)
+	group        groupCommit
 
 	mu       sync.Mutex // guards closed, timer and wg.Add
 	closed   bool
@@ -273,10 +274,20 @@ func (s *Store) view(ctx context.Context, fn func(*bolt.Tx) error) error {
 	return s.wrap(s.db.View(fn))
 }
 
-// update runs fn in a write transaction, committed with fsync before it
-// returns. An fn that returns errNoChange rolls back, which spares the
-// fsync of an empty commit, and update returns nil.
+// update runs fn in a write transaction shared with concurrent calls
+// (groupcommit.go), committed with fsync before it returns. fn must leave
+// no trace when it fails and be safe to run again. An fn that returns
+// errNoChange wrote nothing, and update returns nil.
 func (s *Store) update(ctx context.Context, fn func(*bolt.Tx) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return s.wrap(s.group.update(s.db, fn))
+}
+
+// updateAlone is update in a transaction of its own, for an fn that runs
+// a caller's function, which must run once.
+func (s *Store) updateAlone(ctx context.Context, fn func(*bolt.Tx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}

@@ -95,6 +95,9 @@ func TestStore_S9_OneFileTwoFacts(t *testing.T) {
 const lockHolderEnv = "BOLTSTORE_HOLD_LOCK"
 
 func TestMain(m *testing.M) {
+	if path := os.Getenv(killChildEnv); path != "" {
+		os.Exit(killChildMain(path)) // TestGroupCommit_S8_KillMidBatch's child
+	}
 	if path := os.Getenv(lockHolderEnv); path != "" {
 		s, err := boltstore.Open(path, boltstore.Options{})
 		if err != nil {

@@ -3,6 +3,8 @@ package connector
 import (
 	"encoding/hex"
 	"encoding/json"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -28,6 +30,7 @@ const lockName = ".lock"
 // FileInfo field must not make a load forget every kept file.
 type diskMeta struct {
 	Channel   string        `json:"channel"`
+	Own       bool          `json:"own,omitempty"` // the Connector's own file (Put), not an upload
 	FileRef   string        `json:"file_ref"`
 	Type      imv2.FileType `json:"type"`
 	Filename  string        `json:"filename"`
@@ -42,8 +45,8 @@ func (m *diskMeta) info() FileInfo {
 
 // writeMeta writes the record of the file at path, durably: whole under a
 // temporary name, synced, renamed, and the rename synced.
-func writeMeta(path, channelID string, info FileInfo) error {
-	b, err := json.Marshal(diskMeta{Channel: channelID, FileRef: info.FileRef, Type: info.Type, Filename: info.Filename,
+func writeMeta(path, channelID string, own bool, info FileInfo) error {
+	b, err := json.Marshal(diskMeta{Channel: channelID, Own: own, FileRef: info.FileRef, Type: info.Type, Filename: info.Filename,
 		MimeType: info.MimeType, ByteSize: info.ByteSize, ExpiresAt: info.ExpiresAt})
 	if err != nil {
 		return err
@@ -98,7 +101,11 @@ func (s *DiskStore) load() error {
 			continue // bytes (kept if a record names them, below), or not the store's
 		}
 		m, ok := readMeta(filepath.Join(s.dir, name), ref)
-		if !ok || !now.Before(m.ExpiresAt) || !s.sizeIs(ref, m.ByteSize) {
+		var st fs.FileInfo
+		if ok && now.Before(m.ExpiresAt) {
+			st, ok = s.sizeIs(ref, m.ByteSize)
+		}
+		if !ok || !now.Before(m.ExpiresAt) {
 			stray = append(stray, name, ref)
 			continue
 		}
@@ -106,10 +113,9 @@ func (s *DiskStore) load() error {
 		if latest := now.Add(s.opts.TTL); info.ExpiresAt.After(latest) {
 			info.ExpiresAt = latest
 		}
-		s.files[ref] = &diskFile{channel: m.Channel, info: info}
+		s.files[ref] = &diskFile{channel: m.Channel, own: m.Own, info: info, stat: st}
 		s.total += info.ByteSize
-		s.q.bytes += info.ByteSize
-		s.q.files++
+		s.q.add(m.Channel, m.Own, info.ByteSize, 1)
 	}
 	for _, e := range entries {
 		if name := e.Name(); e.Type().IsRegular() && isStoreRef(name) && s.files[name] == nil {
@@ -146,8 +152,34 @@ func readMeta(path, ref string) (diskMeta, bool) {
 	return m, true
 }
 
-// sizeIs reports whether the bytes of file ref are on disk, size of them.
-func (s *DiskStore) sizeIs(ref string, size int64) bool {
+// sizeIs reports whether the bytes of file ref are on disk, size of them,
+// and returns the file's stat (Open serves that file only).
+func (s *DiskStore) sizeIs(ref string, size int64) (fs.FileInfo, bool) {
 	fi, err := os.Lstat(filepath.Join(s.dir, ref))
-	return err == nil && fi.Mode().IsRegular() && fi.Size() == size
+	if err != nil || !fi.Mode().IsRegular() || fi.Size() != size {
+		return nil, false
+	}
+	return fi, true
+}
+
+// keepDir makes a kept store's directory, or takes up the one there: a
+// directory itself (not a symlink to one), made private (0700) if it was
+// open to others, so no other user reads the files or swaps them.
+func keepDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return err
+	}
+	if !fi.IsDir() {
+		return errors.New(dir + " is not a directory (a symlink is refused)")
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		if err := os.Chmod(dir, 0o700); err != nil {
+			return errors.New("cannot make " + dir + " private: " + err.Error())
+		}
+	}
+	return nil
 }

@@ -40,3 +40,11 @@ func syncDir(dir string) error {
 	}
 	return err
 }
+
+// openNoFollow opens path for reading without following a symlink there.
+func openNoFollow(path string) (*os.File, error) {
+	return os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+}
+
+// isSymlinkErr reports whether openNoFollow failed on a symlink.
+func isSymlinkErr(err error) bool { return errors.Is(err, syscall.ELOOP) }

@@ -19,7 +19,8 @@ import (
 type DiskStoreOptions struct {
 	// Dir is where the store makes its own private directory (mode 0700);
 	// default os.TempDir(). The directory and every file in it are removed
-	// by Close. With Keep, Dir itself is the store's directory (required).
+	// by Close. With Keep, Dir itself is the store's directory (required):
+	// made private (0700) if it was open to others; a symlink is refused.
 	Dir string
 	// Keep makes the files outlive the process, a crash and a power loss:
 	// each file's metadata is written beside its bytes, both synced before
@@ -34,6 +35,8 @@ type DiskStoreOptions struct {
 	MaxFileBytes  int64         // per file; default 32 MiB
 	MaxTotalBytes int64         // all live and reserved files; default 256 MiB
 	MaxFiles      int           // live and reserved files; default 1024
+	// The caps are shared between uploads and the Connector's own files
+	// as MemoryStoreOptions says.
 }
 
 // DiskStore is a FileStore and Reserver that keeps file bytes in files on
@@ -48,8 +51,8 @@ type DiskStore struct {
 	dir  string
 	lock *os.File // Keep: held until Close (lockDir)
 
-	// remove and open are os.Remove and os.Open; tests replace them to
-	// show that neither runs under mu.
+	// remove and open are os.Remove and openNoFollow; tests replace them
+	// to show that neither runs under mu.
 	remove func(path string) error
 	open   func(path string) (*os.File, error)
 
@@ -66,7 +69,12 @@ type DiskStore struct {
 
 type diskFile struct {
 	channel string
+	own     bool // Put's, not an upload's (quota)
 	info    FileInfo
+	// stat is the file as it was written (or found by load): Open serves
+	// only that same file, so one swapped in under its name (a symlink to
+	// /etc/passwd, another file) is not served through its signed URL.
+	stat fs.FileInfo
 }
 
 // diskCopyBuf is the buffer one upload into a DiskStore uses.
@@ -96,7 +104,7 @@ func NewDiskStore(opts DiskStoreOptions) (*DiskStore, error) {
 	case opts.Keep && dir == "":
 		return nil, errors.New("connector: disk store: Keep needs a Dir")
 	case opts.Keep:
-		err = os.MkdirAll(dir, 0o700)
+		err = keepDir(dir)
 	default:
 		dir, err = os.MkdirTemp(opts.Dir, "connector-files-") // mode 0700
 	}
@@ -107,9 +115,9 @@ func NewDiskStore(opts DiskStoreOptions) (*DiskStore, error) {
 		opts:   opts,
 		dir:    dir,
 		remove: os.Remove,
-		open:   os.Open,
+		open:   openNoFollow,
 		files:  make(map[string]*diskFile),
-		q:      quota{maxBytes: opts.MaxTotalBytes, maxFiles: opts.MaxFiles},
+		q:      newQuota(opts.MaxTotalBytes, opts.MaxFiles, opts.MaxFileBytes),
 	}
 	if opts.Keep {
 		if s.lock, err = lockDir(dir); err == nil {
@@ -153,11 +161,17 @@ func (s *DiskStore) Close() error {
 // Put implements FileStore: Reserve for nothing, then Reservation.Put, so
 // the caps are checked as the bytes arrive.
 func (s *DiskStore) Put(ctx context.Context, channelID, filename, mimeType string, r io.Reader) (FileInfo, error) {
-	return putReserved(ctx, s, channelID, filename, mimeType, r)
+	return putReserved(ctx, s.reserve, channelID, filename, mimeType, r)
 }
 
-// Reserve implements Reserver.
-func (s *DiskStore) Reserve(_ context.Context, channelID string, bytes int64) (Reservation, error) {
+// Reserve implements Reserver. It is the Handler's, for xAgent's uploads:
+// they get the upload shares of the caps (see the type's doc), the rest is
+// kept for Put, the Connector's own user files.
+func (s *DiskStore) Reserve(ctx context.Context, channelID string, bytes int64) (Reservation, error) {
+	return s.reserve(ctx, channelID, bytes, false)
+}
+
+func (s *DiskStore) reserve(_ context.Context, channelID string, bytes int64, own bool) (Reservation, error) {
 	if !validChannelID(channelID) {
 		return nil, imv2.Errorf(imv2.CodeChannelIDRequired, "file store: invalid connector_channel_id")
 	}
@@ -168,7 +182,7 @@ func (s *DiskStore) Reserve(_ context.Context, channelID string, bytes int64) (R
 		return nil, imv2.ErrClosed
 	}
 	expired := s.sweepLocked(s.opts.Clock.Now())
-	if !s.q.take(bytes) {
+	if !s.q.take(channelID, bytes, own) {
 		s.mu.Unlock()
 		s.unlink(expired)
 		return nil, ErrStoreFull
@@ -183,7 +197,7 @@ func (s *DiskStore) Reserve(_ context.Context, channelID string, bytes int64) (R
 	}
 	s.mu.Unlock()
 	s.unlink(expired)
-	return &diskReservation{s: s, channel: channelID, ref: ref, h: hold{mu: &s.mu, q: &s.q, held: bytes, maxFile: s.opts.MaxFileBytes}}, nil
+	return &diskReservation{s: s, channel: channelID, ref: ref, h: hold{mu: &s.mu, q: &s.q, ch: channelID, own: own, held: bytes, maxFile: s.opts.MaxFileBytes}}, nil
 }
 
 type diskReservation struct {
@@ -243,12 +257,16 @@ func (d *diskReservation) Put(ctx context.Context, filename, mimeType string, r 
 	if s.opts.Keep {
 		err = f.Sync() // the bytes on disk first, then the record that names them
 	}
+	var st fs.FileInfo
+	if err == nil {
+		st, err = f.Stat()
+	}
 	if cerr := f.Close(); err == nil { // before it is published: a failed close unpublishes nothing
 		err = cerr
 	}
 	f = nil
 	if err == nil && s.opts.Keep {
-		err = writeMeta(path, d.channel, info)
+		err = writeMeta(path, d.channel, d.h.own, info)
 	}
 	if err != nil {
 		return FileInfo{}, err
@@ -259,7 +277,7 @@ func (d *diskReservation) Put(ctx context.Context, filename, mimeType string, r 
 	if s.closed {
 		return FileInfo{}, imv2.ErrClosed
 	}
-	s.files[d.ref] = &diskFile{channel: d.channel, info: info}
+	s.files[d.ref] = &diskFile{channel: d.channel, own: d.h.own, info: info, stat: st}
 	s.total += size
 	d.h.keepLocked(size)
 	return info, nil
@@ -271,13 +289,16 @@ func (d *diskReservation) Release() { d.h.release() }
 // Open implements FileStore. The file is opened after the lookup, outside
 // the lock: if it is deleted or expires in between, its name is gone and
 // Open reports ErrFileNotFound; once open, the reader keeps its bytes (on
-// Unix an open file outlives its unlink).
+// Unix an open file outlives its unlink). It is opened without following
+// a symlink and served only if it is the very file that was stored (same
+// file, same size): anything else under its name is ErrFileNotFound.
 func (s *DiskStore) Open(_ context.Context, channelID, fileRef string) (io.ReadCloser, FileInfo, error) {
 	s.mu.Lock()
 	f, expired, err := s.lookupLocked(channelID, fileRef)
 	var info FileInfo
+	var want fs.FileInfo
 	if f != nil {
-		info = f.info
+		info, want = f.info, f.stat
 	}
 	s.mu.Unlock()
 	s.unlink(expired)
@@ -285,13 +306,24 @@ func (s *DiskStore) Open(_ context.Context, channelID, fileRef string) (io.ReadC
 		return nil, FileInfo{}, err
 	}
 	rc, err := s.open(filepath.Join(s.dir, fileRef))
-	if errors.Is(err, fs.ErrNotExist) {
+	if errors.Is(err, fs.ErrNotExist) || isSymlinkErr(err) {
 		return nil, FileInfo{}, ErrFileNotFound
 	}
 	if err != nil {
 		return nil, FileInfo{}, err
 	}
+	if got, err := rc.Stat(); err != nil || !got.Mode().IsRegular() || got.Size() != info.ByteSize || !sameFile(want, got) {
+		_ = rc.Close()
+		return nil, FileInfo{}, ErrFileNotFound
+	}
 	return rc, info, nil
+}
+
+// sameFile reports whether got is the file want was stat'ed from: the same
+// inode and the same modification time (an inode number is reused once
+// the stored file is unlinked; a new file's time is not the old one's).
+func sameFile(want, got fs.FileInfo) bool {
+	return want == nil || (os.SameFile(want, got) && got.ModTime().Equal(want.ModTime()))
 }
 
 // Delete implements FileStore.
@@ -356,8 +388,7 @@ func (s *DiskStore) sweepLocked(now time.Time) []string {
 func (s *DiskStore) removeLocked(ref string, paths []string) []string {
 	if f := s.files[ref]; f != nil {
 		s.total -= f.info.ByteSize
-		s.q.bytes -= f.info.ByteSize
-		s.q.files--
+		s.q.add(f.channel, f.own, -f.info.ByteSize, -1)
 		delete(s.files, ref)
 		if s.opts.Keep { // the record first: a file left without one is removed by the next load
 			paths = append(paths, filepath.Join(s.dir, ref+metaSuffix))

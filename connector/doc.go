@@ -68,6 +68,8 @@
 //	GET  /ws                    API key, then Config.WS (W1)
 //	POST /files/uploads         API key + X-XAgent-Connector-Channel-ID: multipart "file" (T1, M7)
 //	GET  /files/refs/{file_ref} signed URL from DownloadURL or OfferFile (T2, T3, M6)
+//	GET  /livez                 public, Connector only: 200 while the process serves HTTP
+//	GET  /readyz                public, Connector only: 200, or 503 and why (shutting down, store, ReadyChecker)
 //
 // # API key
 //
@@ -115,7 +117,8 @@
 //	URLTTL                1 h  lifetime of a signed download URL
 //	UploadTimeout         5 min to read a body of the largest size; in proportion
 //	                      below (declared size, 1 MiB at least: about 9 s), so the
-//	                      slowest link served is about 110 KiB/s whatever the size
+//	                      slowest link served is about 110 KiB/s whatever the size,
+//	                      kept up as the body comes (a trickle is cut after ~9 s)
 //	DownloadTimeout       5 min to write one download
 //
 // The default FileStore is a MemoryStore: at most 1024 files and 256 MiB in
@@ -124,7 +127,12 @@
 // with the same caps, so large files do not live in RAM. Neither runs a
 // goroutine: expired files are swept on every Put and dropped when opened.
 // A full store answers 503 rather than evicting live files whose URLs may
-// still be in flight.
+// still be in flight. Uploads get seven eighths of a store, one channel's
+// uploads an eighth of its files and a quarter of its bytes; the rest is
+// kept for the Connector's own user files (OfferFile). Config.ChannelOpen
+// (the kit sets it) refuses an upload to a channel not open, 409
+// channel_not_open. A DiskStore opens a file without following a symlink
+// and serves it only if it is the file it wrote.
 //
 // # Slow and unauthenticated clients
 //

@@ -5,3 +5,7 @@ import "time"
 // SetNetNow replaces the wall clock h sets connection deadlines from.
 // Call it before h serves.
 func SetNetNow(h *Handler, now func() time.Time) { h.netNow = now }
+
+// ShutdownBegun returns a channel closed once k's Shutdown (or Close)
+// stops taking new work.
+func ShutdownBegun(k *Connector) <-chan struct{} { return k.drain.stopped() }

@@ -41,6 +41,10 @@ func (h *Handler) serveUpload(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusBadRequest, CodeInvalidUpload, HeaderChannelID+" header is invalid")
 		return
 	}
+	if h.cfg.ChannelOpen != nil && !h.cfg.ChannelOpen(r.Context(), ch) {
+		h.fail(w, r, http.StatusConflict, imv2.CodeChannelNotOpen, "the channel is not open")
+		return
+	}
 	if r.ContentLength > h.maxBody {
 		h.fail(w, r, http.StatusRequestEntityTooLarge, CodeFileTooLarge, "upload is over the size limit")
 		return
@@ -71,8 +75,8 @@ func (h *Handler) serveUpload(w http.ResponseWriter, r *http.Request) {
 			return res.Put(ctx, name, mt, body)
 		}
 	}
-	_ = http.NewResponseController(w).SetReadDeadline(h.netNow().Add(h.uploadDeadline(r.ContentLength)))
-	bodyCap := &phasedReader{r: http.MaxBytesReader(w, r.Body, h.maxBody), left: formOverhead}
+	paced := h.newPacedBody(w, r.Body, r.ContentLength)
+	bodyCap := &phasedReader{r: http.MaxBytesReader(w, paced, h.maxBody), left: formOverhead}
 	r.Body = struct {
 		io.Reader
 		io.Closer
@@ -174,6 +178,57 @@ func (h *Handler) uploadDeadline(size int64) time.Duration {
 	}
 	size = max(size, min(minDeadlineBytes, h.maxBody))
 	return time.Duration(float64(h.cfg.UploadTimeout) * float64(size) / float64(h.maxBody))
+}
+
+// pacedBody moves an upload's read deadline as its bytes arrive: the
+// share of minDeadlineBytes from the start, plus the share of every byte
+// read, never past uploadDeadline of the declared size. A body must so
+// keep up the slowest rate served (maxBody per UploadTimeout) on average;
+// a trickle that declared a large size is cut after the first share
+// instead of holding an upload slot for the whole UploadTimeout.
+type pacedBody struct {
+	io.ReadCloser
+	rc    *http.ResponseController
+	start time.Time
+	last  time.Time // deadline set last
+	limit time.Time // uploadDeadline of the declared size
+	read  int64
+	h     *Handler
+}
+
+func (h *Handler) newPacedBody(w http.ResponseWriter, body io.ReadCloser, size int64) *pacedBody {
+	now := h.netNow()
+	p := &pacedBody{ReadCloser: body, rc: http.NewResponseController(w), start: now, limit: now.Add(h.uploadDeadline(size)), h: h}
+	p.set()
+	return p
+}
+
+func (p *pacedBody) Read(b []byte) (int, error) {
+	n, err := p.ReadCloser.Read(b)
+	if n > 0 {
+		p.read += int64(n)
+		p.set()
+	}
+	return n, err
+}
+
+// set sets the deadline the bytes read so far earned; at most once per
+// 64 KiB or so it moves, as a change under a second is not worth a call.
+func (p *pacedBody) set() {
+	h := p.h
+	earned := time.Duration(float64(h.cfg.UploadTimeout) * float64(min(minDeadlineBytes, h.maxBody)+p.read) / float64(h.maxBody))
+	d := p.start.Add(earned)
+	if d.After(p.limit) {
+		d = p.limit
+	}
+	if !p.last.IsZero() && d.Sub(p.last) < time.Second && !d.Equal(p.limit) {
+		return
+	}
+	if d.Equal(p.last) {
+		return
+	}
+	p.last = d
+	_ = p.rc.SetReadDeadline(d)
 }
 
 // failUpload is fail with "Retry-After: 1" on a 503 (busy or full: both
@@ -344,6 +399,20 @@ func (h *Handler) OpenFile(ctx context.Context, channelID, fileRef string) (io.R
 		return nil, FileInfo{}, ErrFileNotFound
 	}
 	return h.files.Open(ctx, channelID, fileRef)
+}
+
+// acceptsUploads is the kit's Config.ChannelOpen: the channel is open here
+// or, with a Relay (replicas on one Store), issued: xAgent may hold it
+// open on another replica and upload here. A Store error refuses.
+func (c *Connector) acceptsUploads(ctx context.Context, channelID string) bool {
+	if c.server.IsOpen(channelID) {
+		return true
+	}
+	if c.relay == nil {
+		return false
+	}
+	ok, err := c.store.Known(ctx, channelID)
+	return err == nil && ok
 }
 
 // Files returns the FileStore the Handler uses.

@@ -67,7 +67,11 @@ type Config struct {
 	// UploadTimeout bounds reading an upload body of the largest size
 	// allowed; a smaller body gets a share in proportion to its declared
 	// size (Content-Length; a chunked body counts as the largest), at
-	// least that of 1 MiB. Default 5 min.
+	// least that of 1 MiB. It sets the slowest upload served, too: the
+	// body must keep coming at MaxUploadBytes per UploadTimeout on
+	// average (about 110 KiB/s at the defaults) after the 1 MiB share, or
+	// it is cut, so a trickle cannot hold an upload slot for long.
+	// Default 5 min.
 	UploadTimeout time.Duration
 	// DownloadTimeout bounds writing one download; default 5 min.
 	DownloadTimeout time.Duration
@@ -75,6 +79,13 @@ type Config struct {
 	// once; one more is answered 503 uploads_busy with Retry-After, before
 	// its body is read. Default 8.
 	MaxConcurrentUploads int
+	// ChannelOpen, if set, reports whether a channel is issued and open
+	// now; an upload to any other channel is answered 409
+	// channel_not_open before its body is read, so channel IDs never
+	// issued cannot fill the store. The kit sets it: open on its data
+	// plane or, with a Relay, issued in the shared Store (open on another
+	// replica, perhaps).
+	ChannelOpen func(ctx context.Context, channelID string) bool
 	// OnUpload, if set, runs after an upload is stored and before it is
 	// answered. It receives the optional recipient_ref and reply_token form
 	// fields. An error deletes the file and fails the upload with 500.

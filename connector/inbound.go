@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
+	"sync"
+	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/clock"
 	"github.com/xagentkit/imv2/state"
 )
 
@@ -50,10 +53,13 @@ func EventMessageID(conversation, eventID string) string {
 }
 
 // ErrNoChannel is matched by Receive's error when a bound channel is not
-// open on this Connector (not reopened since a restart, or open on another
-// replica) and no Options.Advanced.Relay is set: the event is not sent to it, and
+// open on this Connector, no Options.Advanced.Relay is set and the Store's
+// registry does not know the channel: the event is not sent to it, and
 // receiving it again later is safe (the message_id is the same). A
-// Listener's Inbox.Receive reports it only when no channel took the event.
+// registered channel not reopened since a restart takes the event
+// instead: it is kept in the pending store until xAgent reopens the
+// channel (see park). A Listener's Inbox.Receive reports it only when no
+// channel took the event.
 var ErrNoChannel = errors.New("connector: bound channel is not open here")
 
 // Relay hands a user message to whichever replica holds the channel's
@@ -163,6 +169,9 @@ func (c *Connector) receiveOn(ctx context.Context, chID, id string, ev Event) er
 	}
 	send := c.sendFunc(chID)
 	if send == nil {
+		send = c.parkFunc(ctx, chID)
+	}
+	if send == nil {
 		return ErrNoChannel
 	}
 	m := imv2.ChatMessage{MessageID: id, Text: ev.Text}
@@ -236,4 +245,114 @@ func (c *Connector) offer(ctx context.Context, channelID string, f InboundFile) 
 	}
 	defer rc.Close()
 	return c.handler.OfferFile(ctx, channelID, f.Filename, f.MimeType, rc)
+}
+
+// A bound channel that is not open here — not reopened since a restart,
+// whose registry cannot list the IDs it knows, so no offline grace runs
+// for it — still takes an event: its user message is added to the
+// channel's durable pending store, which the Channel lists when xAgent
+// reopens it and sends from (S10). A timer of one offline grace, started
+// by the first parked message, fails what the store still holds for the
+// channel if it was not reopened by then: removed, its files deleted,
+// reported to Options.Advanced.Channel.OnFailed with code expired and
+// logged. Never a Receive that fails for ever with ErrNoChannel. A
+// restart before the grace ends starts the timer again at the next
+// parked message.
+
+// parking holds the grace timers of channels with parked messages.
+type parking struct {
+	clock    clock.Clock
+	grace    time.Duration
+	onFailed func(channelID string, m imv2.ChatMessage, err *imv2.Error)
+
+	mu     sync.Mutex
+	closed bool
+	timers map[string]clock.Timer // by channel
+}
+
+func newParking(clk clock.Clock, grace time.Duration, onFailed func(string, imv2.ChatMessage, *imv2.Error)) *parking {
+	return &parking{clock: clk, grace: grace, onFailed: onFailed, timers: map[string]clock.Timer{}}
+}
+
+// close stops every grace timer; parked messages stay in the store.
+func (p *parking) close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.closed = true
+	for id, t := range p.timers {
+		t.Stop()
+		delete(p.timers, id)
+	}
+}
+
+// parkFunc returns how a user message is kept for channel chID, bound and
+// registered but not open here, until xAgent reopens it; nil when the
+// registry does not know the channel (or cannot say).
+func (c *Connector) parkFunc(ctx context.Context, chID string) func(context.Context, string, imv2.ChatMessage) (string, error) {
+	if known, err := c.store.Known(ctx, chID); err != nil || !known {
+		return nil
+	}
+	return c.park
+}
+
+// park adds m to channel chID's pending store and starts the channel's
+// grace timer if none runs.
+func (c *Connector) park(ctx context.Context, chID string, m imv2.ChatMessage) (string, error) {
+	if err := m.Validate(imv2.ToXAgent); err != nil {
+		return "", err
+	}
+	if err := c.store.Add(ctx, imv2.PendingEntry{ChannelID: chID, Message: m, Created: c.clock.Now()}); err != nil {
+		return "", err
+	}
+	// The channel may have opened since sendFunc looked, after its Channel
+	// listed the store: have it take the entry (a no-op if it has it).
+	if ch := c.server.Channel(chID); ch != nil {
+		if _, err := ch.AdoptPending(ctx); err != nil && !errors.Is(err, imv2.ErrClosed) {
+			c.log.Warn("connector: a channel opened meanwhile did not take a parked message; it sends it at its next open", "connector_channel_id", chID, "err", err)
+		}
+		return m.MessageID, nil
+	}
+	c.log.Info("connector: bound channel not open here; the user message is kept until xAgent reopens it", "connector_channel_id", chID, "message_id", m.MessageID, "grace", c.parked.grace)
+	p := c.parked
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.closed && p.timers[chID] == nil {
+		p.timers[chID] = p.clock.AfterFunc(p.grace, func() { c.parkedGraceOver(chID) })
+	}
+	return m.MessageID, nil
+}
+
+// parkedGraceOver fails what channel chID's pending store holds when the
+// channel was not reopened within the grace.
+func (c *Connector) parkedGraceOver(chID string) {
+	p := c.parked
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return
+	}
+	delete(p.timers, chID)
+	p.mu.Unlock()
+	if c.server.Channel(chID) != nil {
+		return // reopened: its Channel sends them, with its own expiry
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.callTimeout)
+	defer cancel()
+	entries, err := c.store.List(ctx, chID)
+	if err != nil {
+		c.log.Warn("connector: parked messages of a channel not reopened not listed; they stay until it opens", "connector_channel_id", chID, "err", err)
+		return
+	}
+	for _, e := range entries {
+		if err := c.store.Remove(ctx, chID, e.Message.MessageID); err != nil {
+			c.log.Warn("connector: parked message not removed", "connector_channel_id", chID, "message_id", e.Message.MessageID, "err", err)
+			continue
+		}
+		c.forget(chID, e.Message.Files)
+		fail := &imv2.Error{Code: imv2.CodeExpired, Message: fmt.Sprintf("channel %s was not reopened by xAgent within the offline grace (%v); the user message was not delivered", chID, p.grace)}
+		c.log.Warn("connector: user message failed: "+fail.Message, "connector_channel_id", chID, "message_id", e.Message.MessageID)
+		if p.onFailed != nil {
+			p.onFailed(chID, e.Message, fail)
+		}
+	}
 }

@@ -1,6 +1,7 @@
 package connector
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -121,6 +122,7 @@ type Connector struct {
 	defConv  func(string) string // nil for a Card with auth flows
 	relay    Relay
 	recv     [receiveStripes]sync.Mutex // serialise Receive per channel and event (inbound.go)
+	parked   *parking                   // grace timers of channels with parked user messages (inbound.go)
 	out      *outbound
 	pace     *pacer
 	display  *display.Target
@@ -132,6 +134,7 @@ type Connector struct {
 
 	listener Listener // nil without one
 	readWG   sync.WaitGroup
+	drain    drain // Shutdown's count of finals in the platform's hands
 
 	mu      sync.Mutex
 	closed  bool
@@ -180,6 +183,8 @@ func New(card *protocol.Card, platform Platform, opts *Options) (*Connector, err
 	c.handler, err = NewHandler(Config{
 		Card: card, Markdown: o.Skill, APIKey: o.APIKey, URLKey: adv.URLKey, Files: o.Files, Clock: adv.Clock, Logger: o.Logger,
 		WS: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { c.server.ServeHTTP(w, r) }),
+		// Uploads only to channels issued and open (Connector.acceptsUploads).
+		ChannelOpen: c.acceptsUploads,
 	})
 	if err != nil {
 		return nil, err
@@ -214,14 +219,17 @@ func New(card *protocol.Card, platform Platform, opts *Options) (*Connector, err
 		copts = *adv.Channel
 	}
 	copts.Clock, copts.Logger = adv.Clock, o.Logger
+	copts.Observer = c.drain.observer(copts.Observer)
 	var registry state.ChannelRegistry
 	if c.store == nil {
 		c.store = newMemoryStore(adv.Clock)
+		o.Logger.Warn("connector: state is in memory (no Options.Store): after a restart xAgent's resend of a final whose ack was lost is posted a second time (S8), and pending user messages are lost; set Options.Store to a durable store (boltstore, pgstore) for a Connector that runs as a service")
 	}
 	copts.Pending, copts.Completed, registry = c.store, c.store, c.store
+	c.parked = newParking(adv.Clock, cmp.Or(adv.OfflineGrace, dataplane.DefaultOfflineGrace), copts.OnFailed)
 	cfg := dataplane.ServerConfig{
 		Card:      card,
-		NewTarget: func(string) imv2.Target { return c.display },
+		NewTarget: func(string) imv2.Target { return drainTarget{c.display, c} },
 		Describe:  c.describe,
 		Tools:     o.Tools,
 		Options:   &copts,
@@ -237,12 +245,14 @@ func New(card *protocol.Card, platform Platform, opts *Options) (*Connector, err
 		OnChannelDrop: c.dropped,
 		OfflineGrace:  adv.OfflineGrace,
 	}
+	cfg.OnChannelClose = c.channelClosed // the channel's reader stops with it
 	if si, ok := platform.(SignIn); ok {
 		cfg.Auth = authHandler{c, si}
 	}
 	if c.defConv != nil {
 		cfg.OnChannelCreate, cfg.OnChannelReopen = c.created, c.reopened
 	}
+	cfg.OnChannelCreate, cfg.OnChannelReopen = c.admitOpen(cfg.OnChannelCreate), c.admitOpen(cfg.OnChannelReopen)
 	if c.server, err = dataplane.NewServer(cfg); err != nil {
 		c.display.Close()
 		return nil, err
@@ -254,9 +264,13 @@ func New(card *protocol.Card, platform Platform, opts *Options) (*Connector, err
 	return c, nil
 }
 
-// ServeHTTP serves every endpoint: those of Handler and, when
-// Options.Advanced.Metrics is set, GET /metrics behind the API key.
+// ServeHTTP serves every endpoint: those of Handler, the probes /livez
+// and /readyz (probes.go) and, when Options.Advanced.Metrics is set,
+// GET /metrics behind the API key.
 func (c *Connector) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if c.serveProbe(w, r) {
+		return
+	}
 	if r.URL.Path == "/metrics" && c.metrics != nil {
 		if c.handler.authorized(w, r) {
 			c.metrics.ServeHTTP(w, r)
@@ -345,8 +359,10 @@ func (c *Connector) shutdown(hs *http.Server) {
 
 // Close stops serving, ends every connection, stops every timer and
 // closes every Channel; pending state stays in the Store, which the
-// caller closes afterwards.
+// caller closes afterwards. A platform call in flight is cancelled:
+// Shutdown lets them finish first.
 func (c *Connector) Close() error {
+	c.drain.stop()
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -362,6 +378,7 @@ func (c *Connector) Close() error {
 		c.shutdown(hs)
 	}
 	c.closeReaders()
+	c.parked.close()
 	err := c.server.Close()
 	c.display.Close()
 	return err

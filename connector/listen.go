@@ -14,9 +14,13 @@ import (
 // when xAgent opens or reopens the channel (after a restart too), and right
 // after a sign-in or Bind — at most one per channel. Its context ends when
 // the binding goes (Unbind, auth.logout, the channel's drop), expires or is
-// revoked, or the Connector closes; Close waits for it. A channel.close
-// does not stop it: what it receives then waits pending until xAgent
-// reopens the channel (W6).
+// revoked, the channel is closed (channel.close), or the Connector closes;
+// Close waits for it. A closed channel's reader starts again when xAgent
+// reopens it, from the cursor it kept in the binding's Data: a platform
+// that keeps history hands over then what came while it was closed, one
+// that keeps none (a gateway websocket) does not (W6). A reader per
+// channel ever opened would otherwise run for good: xAgent's churn of
+// opens and closes left thousands of Listen calls running.
 //
 // Listen hands what it reads to in.Receive and keeps its cursor in the
 // binding's Data with in.Update. Returning an error matching
@@ -146,6 +150,22 @@ func (c *Connector) listen(channelID string) {
 func (c *Connector) stopListening(channelID string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if r := c.readers[channelID]; r != nil {
+		r.stopped = true
+		r.cancel()
+	}
+}
+
+// channelClosed stops the reader of a channel xAgent closed, unless it
+// was opened again meanwhile (on another connection): its reader then
+// stays. Under c.mu, so a listen of that reopen comes after and starts a
+// reader afresh.
+func (c *Connector) channelClosed(channelID string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.server.IsOpen(channelID) {
+		return
+	}
 	if r := c.readers[channelID]; r != nil {
 		r.stopped = true
 		r.cancel()

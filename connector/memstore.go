@@ -27,6 +27,11 @@ type MemoryStoreOptions struct {
 	MaxFileBytes  int64         // per file; default 32 MiB
 	MaxTotalBytes int64         // all live files; default 256 MiB
 	MaxFiles      int           // live files; default 1024
+	// Of MaxTotalBytes and MaxFiles, uploads (Reserve, xAgent's files)
+	// get seven eighths and one channel's uploads an eighth of the files
+	// (at least one) and a quarter of the bytes (at least one file of
+	// MaxFileBytes); the last eighth is kept for Put, the Connector's own
+	// user files, so a peer's uploads cannot make OfferFile fail.
 }
 
 // MemoryStore is a bounded in-memory FileStore and Reserver: a size cap
@@ -50,6 +55,7 @@ type MemoryStore struct {
 
 type memFile struct {
 	channel string
+	own     bool // Put's, not an upload's (quota)
 	info    FileInfo
 	data    [][]byte
 }
@@ -77,18 +83,24 @@ func NewMemoryStore(opts MemoryStoreOptions) *MemoryStore {
 	return &MemoryStore{
 		opts:  opts,
 		files: make(map[string]*memFile),
-		q:     quota{maxBytes: opts.MaxTotalBytes, maxFiles: opts.MaxFiles},
+		q:     newQuota(opts.MaxTotalBytes, opts.MaxFiles, opts.MaxFileBytes),
 	}
 }
 
 // Put implements FileStore: Reserve for nothing, then Reservation.Put, so
 // the caps are checked as the bytes arrive.
 func (s *MemoryStore) Put(ctx context.Context, channelID, filename, mimeType string, r io.Reader) (FileInfo, error) {
-	return putReserved(ctx, s, channelID, filename, mimeType, r)
+	return putReserved(ctx, s.reserve, channelID, filename, mimeType, r)
 }
 
-// Reserve implements Reserver.
-func (s *MemoryStore) Reserve(_ context.Context, channelID string, bytes int64) (Reservation, error) {
+// Reserve implements Reserver. It is the Handler's, for xAgent's uploads:
+// they get the upload shares of the caps (see the type's doc), the rest is
+// kept for Put, the Connector's own user files.
+func (s *MemoryStore) Reserve(ctx context.Context, channelID string, bytes int64) (Reservation, error) {
+	return s.reserve(ctx, channelID, bytes, false)
+}
+
+func (s *MemoryStore) reserve(_ context.Context, channelID string, bytes int64, own bool) (Reservation, error) {
 	if !validChannelID(channelID) {
 		return nil, imv2.Errorf(imv2.CodeChannelIDRequired, "file store: invalid connector_channel_id")
 	}
@@ -96,10 +108,10 @@ func (s *MemoryStore) Reserve(_ context.Context, channelID string, bytes int64) 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.sweepLocked(s.opts.Clock.Now())
-	if !s.q.take(bytes) {
+	if !s.q.take(channelID, bytes, own) {
 		return nil, ErrStoreFull
 	}
-	return &memReservation{s: s, channel: channelID, h: hold{mu: &s.mu, q: &s.q, held: bytes, maxFile: s.opts.MaxFileBytes}}, nil
+	return &memReservation{s: s, channel: channelID, h: hold{mu: &s.mu, q: &s.q, ch: channelID, own: own, held: bytes, maxFile: s.opts.MaxFileBytes}}, nil
 }
 
 type memReservation struct {
@@ -142,7 +154,7 @@ func (m *memReservation) Put(ctx context.Context, filename, mimeType string, r i
 		ByteSize:  size,
 		ExpiresAt: now.Add(s.opts.TTL),
 	}
-	s.files[ref] = &memFile{channel: m.channel, info: info, data: data}
+	s.files[ref] = &memFile{channel: m.channel, own: m.h.own, info: info, data: data}
 	s.total += size
 	m.h.keepLocked(size)
 	return info, nil
@@ -218,8 +230,7 @@ func (s *MemoryStore) sweepLocked(now time.Time) {
 func (s *MemoryStore) removeLocked(ref string) {
 	if f := s.files[ref]; f != nil {
 		s.total -= f.info.ByteSize
-		s.q.bytes -= f.info.ByteSize
-		s.q.files--
+		s.q.add(f.channel, f.own, -f.info.ByteSize, -1)
 		delete(s.files, ref)
 	}
 }

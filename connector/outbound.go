@@ -328,14 +328,18 @@ func (o *outbound) setShown(channelID, handle, text string) {
 }
 
 // Discard implements display.Discarder: a draft whose final never came.
+// Without the author's Discarder the message stays shown, so its record
+// stays too and the error says so (errors.ErrUnsupported): a late final
+// finishes that message in place, also after a restart, never posting a
+// second one beside it (M11).
 func (o *outbound) Discard(ctx context.Context, channelID, handle string) error {
 	o.setShown(channelID, handle, "")
-	var err error
-	if o.discarder != nil {
-		err = o.call(ctx, channelID, func(ctx context.Context, to Conversation) error {
-			return o.discarder.Discard(ctx, to, handle)
-		})
+	if o.discarder == nil {
+		return fmt.Errorf("connector: %T cannot remove a draft: %w", o.p, errors.ErrUnsupported)
 	}
+	err := o.call(ctx, channelID, func(ctx context.Context, to Conversation) error {
+		return o.discarder.Discard(ctx, to, handle)
+	})
 	if err == nil {
 		o.forgetDraft(ctx, channelID, func(d state.DraftHandle) bool { return d.Handle == handle })
 	}

@@ -16,7 +16,9 @@ type Reserver interface {
 	FileStore
 	// Reserve sets aside room for one file of channelID and at least
 	// bytes bytes (a file slot and the bytes), or fails with ErrStoreFull
-	// without reading anything. The file may still grow past bytes, up
+	// without reading anything. It is for uploads: the built-in stores
+	// give them a share of the caps per channel and keep a reserve for
+	// Put (MemoryStoreOptions). The file may still grow past bytes, up
 	// to the store's per-file cap, while the store has room.
 	Reserve(ctx context.Context, channelID string, bytes int64) (Reservation, error)
 }
@@ -42,21 +44,89 @@ const UploadOverheadBytes = 256 << 10
 
 // quota counts a store's files and bytes, stored or reserved, against its
 // caps. It is guarded by its store's mutex.
+//
+// Uploads (Reserve: xAgent's files, T1) and the Connector's own user files
+// (Put: OfferFile, M6) are told apart, so no peer holding the API key can
+// crowd out the users: uploads may take the caps less a reserve of an
+// eighth of the files and bytes, kept for Put, and one channel's uploads
+// at most an eighth of the files and a quarter of the bytes (at least one
+// file of the largest size), so one channel cannot take every other's
+// room either.
 type quota struct {
 	maxBytes int64
 	maxFiles int
+	maxFile  int64 // per file
 	bytes    int64 // stored plus reserved
 	files    int   // stored plus reserved
+	upBytes  int64 // of those, uploads'
+	upFiles  int
+	chans    map[string]*quotaUse // uploads per channel
 }
 
-// take sets aside a file slot and n bytes, or reports false.
-func (q *quota) take(n int64) bool {
+type quotaUse struct {
+	bytes int64
+	files int
+}
+
+func newQuota(maxBytes int64, maxFiles int, maxFile int64) quota {
+	return quota{maxBytes: maxBytes, maxFiles: maxFiles, maxFile: maxFile, chans: map[string]*quotaUse{}}
+}
+
+// Upload shares of a quota (see quota).
+func (q *quota) upMaxFiles() int     { return q.maxFiles - q.maxFiles/8 }
+func (q *quota) upMaxBytes() int64   { return q.maxBytes - q.maxBytes/8 }
+func (q *quota) chanMaxFiles() int   { return max(1, q.maxFiles/8) }
+func (q *quota) chanMaxBytes() int64 { return min(q.upMaxBytes(), max(q.maxBytes/4, q.maxFile)) }
+
+// take sets aside a file slot and n bytes for a file of channel ch (an
+// upload unless own), or reports false.
+func (q *quota) take(ch string, n int64, own bool) bool {
 	if q.files >= q.maxFiles || q.bytes+n > q.maxBytes {
 		return false
 	}
-	q.files++
-	q.bytes += n
+	if !own {
+		u := q.chans[ch]
+		if q.upFiles >= q.upMaxFiles() || q.upBytes+n > q.upMaxBytes() ||
+			(u != nil && (u.files >= q.chanMaxFiles() || u.bytes+n > q.chanMaxBytes())) || n > q.chanMaxBytes() {
+			return false
+		}
+	}
+	q.add(ch, own, n, 1)
 	return true
+}
+
+// room reports whether a file of channel ch can grow by n more bytes.
+func (q *quota) room(ch string, own bool, n int64) bool {
+	if q.bytes+n > q.maxBytes {
+		return false
+	}
+	if own {
+		return true
+	}
+	u := q.chans[ch]
+	return q.upBytes+n <= q.upMaxBytes() && (u == nil || u.bytes+n <= q.chanMaxBytes())
+}
+
+// add counts bytes and files (either may be negative) of channel ch; an
+// upload's are counted in the upload shares too.
+func (q *quota) add(ch string, own bool, bytes int64, files int) {
+	q.bytes += bytes
+	q.files += files
+	if own {
+		return
+	}
+	q.upBytes += bytes
+	q.upFiles += files
+	u := q.chans[ch]
+	if u == nil {
+		u = &quotaUse{}
+		q.chans[ch] = u
+	}
+	u.bytes += bytes
+	u.files += files
+	if u.files <= 0 {
+		delete(q.chans, ch)
+	}
 }
 
 // hold is the room of one file being written: a file slot and held bytes
@@ -65,13 +135,15 @@ func (q *quota) take(n int64) bool {
 type hold struct {
 	mu      *sync.Mutex // the store's
 	q       *quota
+	ch      string
+	own     bool // Put's, not an upload's
 	held    int64
 	maxFile int64
 	done    bool // the room went to a file or back to the quota
 }
 
 // grow makes the hold cover n bytes: ErrFileTooLarge past the per-file
-// cap, ErrStoreFull when the store has no room left.
+// cap, ErrStoreFull when the store (or the upload's share) has no room.
 func (h *hold) grow(n int64) error {
 	if n > h.maxFile {
 		return ErrFileTooLarge
@@ -81,10 +153,10 @@ func (h *hold) grow(n int64) error {
 	if n <= h.held {
 		return nil
 	}
-	if h.q.bytes+n-h.held > h.q.maxBytes {
+	if !h.q.room(h.ch, h.own, n-h.held) {
 		return ErrStoreFull
 	}
-	h.q.bytes += n - h.held
+	h.q.add(h.ch, h.own, n-h.held, 0)
 	h.held = n
 	return nil
 }
@@ -92,7 +164,7 @@ func (h *hold) grow(n int64) error {
 // keepLocked hands size bytes and the slot over to a stored file and gives
 // the rest back.
 func (h *hold) keepLocked(size int64) {
-	h.q.bytes -= h.held - size
+	h.q.add(h.ch, h.own, size-h.held, 0)
 	h.held, h.done = 0, true
 }
 
@@ -101,8 +173,7 @@ func (h *hold) release() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if !h.done {
-		h.q.bytes -= h.held
-		h.q.files--
+		h.q.add(h.ch, h.own, -h.held, -1)
 		h.held, h.done = 0, true
 	}
 }
@@ -142,8 +213,9 @@ func fill(ctx context.Context, h *hold, r io.Reader, buf []byte, put func([]byte
 
 // putReserved is FileStore.Put for a store that reserves: a reservation of
 // nothing, then Reservation.Put, so the caps are checked as bytes arrive.
-func putReserved(ctx context.Context, s Reserver, channelID, filename, mimeType string, r io.Reader) (FileInfo, error) {
-	res, err := s.Reserve(ctx, channelID, 0)
+// It is the Connector's own file (own: the reserve is open to it).
+func putReserved(ctx context.Context, reserve func(ctx context.Context, channelID string, bytes int64, own bool) (Reservation, error), channelID, filename, mimeType string, r io.Reader) (FileInfo, error) {
+	res, err := reserve(ctx, channelID, 0, true)
 	if err != nil {
 		return FileInfo{}, err
 	}

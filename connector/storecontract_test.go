@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -126,9 +127,9 @@ func TestFileStore_T1_T2_Contract(t *testing.T) {
 				s := mk(t, caps)
 				r1, err := s.Reserve(ctx, "cch_1", 300<<10) // clamped to the per-file cap
 				require.NoError(t, err)
-				r2, err := s.Reserve(ctx, "cch_1", 200<<10)
+				r2, err := s.Reserve(ctx, "cch_2", 200<<10)
 				require.NoError(t, err)
-				_, err = s.Reserve(ctx, "cch_1", 200<<10)
+				_, err = s.Reserve(ctx, "cch_3", 200<<10)
 				assert.ErrorIs(t, err, connector.ErrStoreFull, "400 KiB reserved of 500")
 				_, err = s.Put(ctx, "cch_1", "f", "", bytes.NewReader(make([]byte, 100<<10+1)))
 				assert.ErrorIs(t, err, connector.ErrStoreFull, "reserved room is taken")
@@ -141,13 +142,13 @@ func TestFileStore_T1_T2_Contract(t *testing.T) {
 				assert.Error(t, err, "a reservation stores one file")
 				r2.Release() // never used: all back
 				// 5 bytes stored, 2 of 4 slots free again.
-				r3, err := s.Reserve(ctx, "cch_1", 200<<10)
+				r3, err := s.Reserve(ctx, "cch_3", 200<<10)
 				require.NoError(t, err)
-				r4, err := s.Reserve(ctx, "cch_1", 200<<10)
+				r4, err := s.Reserve(ctx, "cch_4", 200<<10)
 				require.NoError(t, err)
-				_, err = s.Reserve(ctx, "cch_1", 0)
+				_, err = s.Reserve(ctx, "cch_5", 0)
 				require.NoError(t, err, "a fourth slot") // never released: the test ends with it
-				_, err = s.Reserve(ctx, "cch_1", 0)
+				_, err = s.Reserve(ctx, "cch_6", 0)
 				assert.ErrorIs(t, err, connector.ErrStoreFull, "count cap counts reservations")
 				r3.Release()
 				r4.Release()
@@ -156,12 +157,46 @@ func TestFileStore_T1_T2_Contract(t *testing.T) {
 				require.NoError(t, rc.Close())
 
 				// A reserved file may grow past its reservation while there is room.
-				r5, err := s.Reserve(ctx, "cch_1", 10)
+				r5, err := s.Reserve(ctx, "cch_7", 10)
 				require.NoError(t, err)
 				big, err := r5.Put(ctx, "b", "", bytes.NewReader(make([]byte, 150<<10)))
 				require.NoError(t, err)
 				assert.Equal(t, int64(150<<10), big.ByteSize)
 				r5.Release()
+			})
+
+			t.Run("upload_shares", func(t *testing.T) {
+				// 16 files: a channel's uploads (Reserve) get 2, all uploads
+				// 14; the last 2 are kept for the Connector's own files (Put).
+				s := mk(t, storeCaps{clock: clock, ttl: time.Minute, maxFile: 200 << 10, maxTotal: 1 << 20, maxFiles: 16})
+				upload := func(ch string) error {
+					r, err := s.Reserve(ctx, ch, 0)
+					if err != nil {
+						return err
+					}
+					defer r.Release()
+					_, err = r.Put(ctx, "f", "", strings.NewReader("x"))
+					return err
+				}
+				require.NoError(t, upload("cch_a"))
+				require.NoError(t, upload("cch_a"))
+				assert.ErrorIs(t, upload("cch_a"), connector.ErrStoreFull, "one channel's share")
+				for i := range 6 {
+					for range 2 {
+						require.NoError(t, upload("cch_"+strconv.Itoa(i)))
+					}
+				}
+				assert.ErrorIs(t, upload("cch_z"), connector.ErrStoreFull, "the uploads' share")
+				for range 2 {
+					_, err := s.Put(ctx, "cch_a", "own", "", strings.NewReader("x"))
+					require.NoError(t, err, "the reserve is the Connector's own")
+				}
+				_, err := s.Put(ctx, "cch_a", "own", "", strings.NewReader("x"))
+				assert.ErrorIs(t, err, connector.ErrStoreFull, "the count cap")
+				// A channel's share in bytes: a quarter of the store, or one file of the largest size.
+				r, err := s.Reserve(ctx, "cch_y", 200<<10)
+				require.Error(t, err, "no file slot left")
+				_ = r
 			})
 
 			t.Run("failed_put_gives_room_back", func(t *testing.T) {

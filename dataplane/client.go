@@ -92,7 +92,10 @@ type ClientConfig struct {
 	MaxChannels int
 	// OnConnected is called after every successful connect (the first in
 	// Dial and every reconnect) once the stored channels were reopened,
-	// with the connector_id and the IDs now open. Do not block in it.
+	// with the connector_id and the IDs now open. A reopen the Connector
+	// refused for now (connector_channel_unavailable) is not among them: it
+	// is retried on that connection with backoff, and not reported here.
+	// Do not block in it.
 	OnConnected func(connectorID string, channelIDs []string)
 	// OnDescriptor is called with every Descriptor received: in
 	// channel.open.ack and in connection.descriptor.push. Do not block.
@@ -461,22 +464,92 @@ func (c *Client) sleep(d time.Duration) bool {
 // reopenAll opens every stored channel with its stored ID (W11) and
 // returns the IDs now open (a Connector that no longer knows an ID
 // assigns a new one, W5), and whether a reopen timed out without answer.
+// A reopen the Connector refused for now (connector_channel_unavailable:
+// its store is away, the channel is busy elsewhere) is retried in the
+// background with backoff while cc lives (retryOpens); OnConnected does
+// not wait for it.
 func (c *Client) reopenAll(ctx context.Context, cc *clientConn) (open []string, unanswered bool) {
 	ids, err := c.cfg.Store.ChannelIDs(ctx)
 	if err != nil {
 		c.log.Warn("dataplane: channel store", "err", err)
 		return nil, false
 	}
+	var refused []string
 	for _, id := range ids {
-		e, err := c.open(ctx, cc, id)
+		e, retry, err := c.openOnce(ctx, cc, id)
 		if err != nil {
 			c.log.Warn("dataplane: reopen failed", "connector_channel_id", id, "err", err)
 			unanswered = unanswered || errors.Is(err, context.DeadlineExceeded)
+			if retry {
+				refused = append(refused, id)
+			}
 			continue
 		}
 		open = append(open, e.id)
 	}
+	if len(refused) > 0 && !unanswered { // else the reconnect reopens them
+		c.retryOpens(cc, refused)
+	}
 	return open, unanswered
+}
+
+// retryOpens reopens the stored channels ids, refused for now, on cc with
+// backoff on the client's clock (ReconnectMin doubling up to
+// ReconnectMax, with jitter) until each is open or refused otherwise, or
+// cc ends (the reconnect then reopens every stored channel). A channel
+// removed from the store meanwhile (CloseChannel) is not reopened. A
+// reopen that gets no answer closes cc, as in reconnect: the channel
+// must not stay detached on a live connection.
+func (c *Client) retryOpens(cc *clientConn, ids []string) {
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		for attempt := 1; len(ids) > 0; attempt++ {
+			if !c.sleepOn(cc, c.backoff(attempt)) {
+				return
+			}
+			stored, err := c.cfg.Store.ChannelIDs(c.ctx)
+			if err != nil {
+				c.log.Warn("dataplane: channel store", "err", err)
+				continue
+			}
+			var again []string
+			for _, id := range ids {
+				if !slices.Contains(stored, id) {
+					continue
+				}
+				e, retry, err := c.openOnce(c.ctx, cc, id)
+				switch {
+				case err == nil:
+					c.log.Info("dataplane: channel reopened after a refusal", "connector_channel_id", e.id, "attempt", attempt)
+				case errors.Is(err, context.DeadlineExceeded):
+					c.log.Info("dataplane: a reopen got no answer; reconnecting", "connector_channel_id", id)
+					_ = cc.conn.Close()
+					return
+				case retry:
+					again = append(again, id)
+				default:
+					c.log.Warn("dataplane: reopen failed", "connector_channel_id", id, "err", err)
+				}
+			}
+			ids = again
+		}
+	}()
+}
+
+// sleepOn waits d on the client's clock; false if the client closed or
+// cc ended first.
+func (c *Client) sleepOn(cc *clientConn, d time.Duration) bool {
+	fired := make(chan struct{})
+	t := c.clock.AfterFunc(d, func() { close(fired) })
+	select {
+	case <-fired:
+		return true
+	case <-cc.dead:
+	case <-c.ctx.Done():
+	}
+	t.Stop()
+	return false
 }
 
 // OpenChannel opens a channel: id "" asks the Connector for a new one, a
@@ -496,20 +569,31 @@ func (c *Client) OpenChannel(ctx context.Context, id string) (*imv2.Channel, err
 }
 
 func (c *Client) open(ctx context.Context, cc *clientConn, requested string) (*clientChannel, error) {
+	e, _, err := c.openOnce(ctx, cc, requested)
+	return e, err
+}
+
+// openOnce sends one channel.open; retry reports that the Connector
+// refused it with connector_channel_unavailable, a refusal for now that
+// the same request may overcome later (its store was away, the channel
+// was busy). Errors this side finds in an ack are never retried.
+func (c *Client) openOnce(ctx context.Context, cc *clientConn, requested string) (_ *clientChannel, retry bool, _ error) {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
 	defer cancel()
 	p, err := imv2.NewPacket(protocol.TypeChannelOpen, requested, nil)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	var (
 		e    *clientChannel
 		oerr error
 	)
-	if _, err := cc.request(ctx, p, func(r *imv2.Packet) { e, oerr = c.applyOpen(cc, requested, r) }); err != nil {
-		return nil, err
+	r, err := cc.request(ctx, p, func(r *imv2.Packet) { e, oerr = c.applyOpen(cc, requested, r) })
+	if err != nil {
+		refused := r != nil && r.Err() != nil && r.Err().Code == imv2.CodeChannelUnavailable
+		return nil, refused, err
 	}
-	return e, oerr
+	return e, false, oerr
 }
 
 // applyOpen runs on the read loop when channel.open.ack arrives, before

@@ -70,24 +70,30 @@ func (s *Server) sharedConnectors() state.ConnectorRegistry {
 }
 
 // knownElsewhere reports whether another replica issued connectorID and
-// has not forgotten it, so the hello keeps it. A store error counts as
-// unknown (the hello gets a new connector_id; channels still resume).
-func (s *Server) knownElsewhere(ctx context.Context, connectorID string) bool {
+// has not forgotten it, so the hello keeps it. A store error is returned
+// (storeUnavailable): the hello is refused for now and retried, where a
+// new connector_id would take the channels of the one it cannot confirm
+// away from xAgent for good.
+func (ss *session) knownElsewhere(connectorID string) (bool, error) {
+	s := ss.srv
 	cr := s.sharedConnectors()
 	if cr == nil || connectorID == "" {
-		return false
+		return false, nil
 	}
 	s.mu.Lock()
 	_, local := s.instances[connectorID]
 	s.mu.Unlock()
 	if local {
-		return false
+		return false, nil
 	}
+	ctx, cancel := ss.storeCall()
+	defer cancel()
 	_, ok, err := cr.ConnectorSeen(ctx, connectorID)
 	if err != nil {
-		s.log.Warn("dataplane: shared connector registry unreadable; issuing a new connector_id", "err", err)
+		s.log.Warn("dataplane: shared connector registry unreadable; hello refused for now", "connector_id", short(connectorID), "err", err)
+		return false, storeUnavailable("connector.hello", err)
 	}
-	return err == nil && ok
+	return ok, nil
 }
 
 // seen tells the shared registry that connectorID connected, or lost its

@@ -65,6 +65,14 @@
 //     Card gets an error packet connector_channel_unavailable (P3).
 //     Channels live in the namespace of their connector_id: an ID from
 //     another connector_id is unknown and gets a new ID (W5).
+//   - A hello or channel.open whose store call fails (the Registry, a
+//     shared registry's ConnectorSeen; each bounded to 5 s) is refused
+//     connector_channel_unavailable, never invalid_packet, and no new
+//     connector_id or channel ID replaces one the store could not
+//     confirm. The Client reconnects after a refused hello and retries a
+//     reopen refused connector_channel_unavailable on the same connection,
+//     both with its reconnect backoff, so channels resume by themselves
+//     once the store answers.
 //   - channel.close of a channel not open on this connection gets
 //     channel_not_open; routing stops before the ack, the Channel keeps
 //     its pending and completed state for a reopen (W6).

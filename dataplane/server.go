@@ -162,6 +162,11 @@ type ServerConfig struct {
 	// OnChannelOpen is called for every channel.open about to be answered
 	// with success, with the channel's ID. Do not block in it.
 	OnChannelOpen func(channelID string)
+	// OnChannelClose is called after a channel.close of a channel open on
+	// the connection that sent it was answered, with the channel's ID, and
+	// only while no other connection holds the channel open. Do not block
+	// in it.
+	OnChannelClose func(channelID string)
 	// OnChannelCreate is called once per channel ID the Server issues (a
 	// channel.open without an ID, or with one it does not know), before
 	// that channel.open is answered and before OnChannelOpen; a reopen of
@@ -892,6 +897,10 @@ func (s *Server) handoverCompleted(ctx context.Context, old, id string) {
 		}
 		timer.Stop()
 	}
+	// Bounded: it runs on the connection's reader, and a database that
+	// stopped answering must not hold the connection (storefault.go).
+	ctx, cancel := context.WithTimeout(ctx, openStoreTimeout)
+	defer cancel()
 	if err := s.opts.Completed.Handover(ctx, old, id); err != nil {
 		s.log.Warn("dataplane: completed records not handed over; a resend may be posted again", "old", short(old), "connector_channel_id", id, "err", err)
 	}

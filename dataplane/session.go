@@ -226,12 +226,20 @@ func (ss *session) hello(p *imv2.Packet) {
 		}
 	}
 	ss.srv.awaitHolder(ss.ctx, h.ConnectorID)
-	inst, err := ss.srv.attach(ss, h.ConnectorID, ss.srv.knownElsewhere(ss.ctx, h.ConnectorID))
+	// A connector_id the shared registry cannot be asked about is refused
+	// for now, not replaced: a new one would strand the channels it holds
+	// on every replica (storeUnavailable).
+	adopt, err := ss.knownElsewhere(h.ConnectorID)
+	if err != nil {
+		ss.refuse(p, err)
+		return
+	}
+	inst, err := ss.srv.attach(ss, h.ConnectorID, adopt)
 	if err != nil {
 		ss.failErr(p, err)
 		return
 	}
-	ss.srv.seen(inst.id, ss.srv.clock.Now())
+	ss.recordSeen(inst.id)
 	if h.ConnectorID != "" && h.ConnectorID != inst.id {
 		ss.log.Info("dataplane: unknown connector_id; issued a new one", "old", short(h.ConnectorID), "new", inst.id)
 	}
@@ -273,7 +281,7 @@ func (ss *session) openChannel(p *imv2.Packet) {
 		err = ss.hold(e)
 	}
 	if err != nil {
-		ss.failErr(p, err)
+		ss.refuse(p, err)
 		return
 	}
 	if renegotiate {
@@ -380,7 +388,16 @@ func (ss *session) reusable(id string) (reuse string, elsewhere bool, drops uint
 	if err != nil || id == "" || elsewhere || dropping {
 		return "", elsewhere, drops, err
 	}
-	if known, err := srv.cfg.Registry.Known(ss.ctx, id); err == nil && known {
+	// An ID the Registry cannot be asked about is refused for now, not
+	// replaced: a new ID would move the channel away from its pending and
+	// completed state for good.
+	ctx, cancel := ss.storeCall()
+	known, err := srv.cfg.Registry.Known(ctx, id)
+	cancel()
+	if err != nil {
+		return "", elsewhere, drops, storeUnavailable("channel.open", err)
+	}
+	if known {
 		reuse = id
 	}
 	return reuse, elsewhere, drops, nil
@@ -465,11 +482,14 @@ func (ss *session) newChannel(inst *instance, neg *imv2.Negotiated, id string, d
 	reuse := id != ""
 	if id == "" {
 		id = "cch_" + uuid.NewString()
-		if err := srv.cfg.Registry.Register(ss.ctx, id); err != nil {
+		ctx, cancel := ss.storeCall()
+		err := srv.cfg.Registry.Register(ctx, id)
+		cancel()
+		if err != nil {
 			if !errors.Is(err, &imv2.Error{Code: imv2.CodeChannelUnavailable}) {
 				srv.forgetAmbiguous(id)
 			}
-			return nil, err
+			return nil, storeUnavailable("channel.open", err)
 		}
 		defer func() {
 			if err != nil { // an ID issued for a channel that was never made
@@ -543,6 +563,9 @@ func (ss *session) closeChannel(p *imv2.Packet) {
 	srv.mu.Unlock()
 	e.syncTransport(srv)
 	ss.reply(p, protocol.TypeChannelCloseAck, protocol.StatusOK{Status: "ok"})
+	if srv.cfg.OnChannelClose != nil && !srv.IsOpen(e.id) {
+		srv.cfg.OnChannelClose(e.id)
+	}
 }
 
 // descriptorGet serves connection.descriptor.get (W7).

@@ -49,71 +49,89 @@ func lookup(ctx context.Context, q querier, ch, id []byte, cutoff int64) (imv2.F
 // Record returns, so the accepted ack that follows it survives a crash
 // (S8), and it ends the message's claim, whoever held it. Recording a
 // message again replaces its fingerprint and restarts its TTL. When
-// CompletedCap records are held the oldest goes; a few expired records
-// and orphaned claims go too.
+// CompletedCap records are held the oldest go; a few expired records and
+// orphaned claims go too.
 //
-// Every Record locks the one row holding the completed count, so Records
-// of all replicas commit one after another: the cap is exact, at the cost
-// of one commit at a time for the whole database.
+// Record is one round trip: its statements go as one pgx batch, which
+// PostgreSQL runs as one implicit transaction. It locks the message (as
+// Claim and Release do) and one of completedShards count rows, chosen by
+// the message, so Records of different messages, on any replica, wait on
+// no common row (see trimCompleted for the cap this allows).
 func (s *Store) Record(ctx context.Context, channelID, messageID string, fp imv2.Fingerprint) error {
 	if err := checkIDs(channelID, messageID); err != nil {
 		return err
 	}
 	ch, id := []byte(channelID), []byte(messageID)
-	return s.tx(ctx, func(tx pgx.Tx) error {
-		// Lock order, kept everywhere: the count row, then a message.
-		var count int64
-		if err := tx.QueryRow(ctx, "SELECT n FROM imv2_completed_count WHERE id = 1 FOR UPDATE").Scan(&count); err != nil {
-			return err
-		}
-		if err := lockMessage(ctx, tx, channelID, messageID); err != nil {
-			return err
-		}
+	key := messageKey(channelID, messageID)
+	shard := countShard(key)
+	return s.batch(ctx, func(b *pgx.Batch) {
 		now := s.nowNS()
-		tag, err := tx.Exec(ctx, `UPDATE imv2_completed SET fingerprint = $3, recorded_ns = $4, seq = nextval('imv2_completed_seq')
-			WHERE channel_id = $1 AND message_id = $2`, ch, id, fp[:], now)
-		if err != nil {
-			return err
-		}
-		if tag.RowsAffected() == 0 {
-			if _, err := tx.Exec(ctx, `INSERT INTO imv2_completed (channel_id, message_id, fingerprint, recorded_ns, seq)
-				VALUES ($1, $2, $3, $4, nextval('imv2_completed_seq'))`, ch, id, fp[:], now); err != nil {
-				return err
-			}
-			count++
-		}
-		if _, err := tx.Exec(ctx, "DELETE FROM imv2_claims WHERE channel_id = $1 AND message_id = $2", ch, id); err != nil {
-			return err
-		}
 		cutoff := now - s.ttl.Nanoseconds()
-		// Only the oldest few by seq are looked at, expired or not, so a
-		// Record never scans the table for expired records that are not
-		// there; seq order is Record order, hence time order up to the
-		// replicas' clock skew. Sweep removes whatever this misses.
-		tag, err = tx.Exec(ctx, `DELETE FROM imv2_completed WHERE seq IN (
-			SELECT seq FROM (SELECT seq, recorded_ns FROM imv2_completed ORDER BY seq LIMIT $2) oldest
-			WHERE recorded_ns <= $1)`, cutoff, inlineSweep)
-		if err != nil {
-			return err
-		}
-		count -= tag.RowsAffected()
-		if over := count - s.completedCap; over > 0 {
-			tag, err = tx.Exec(ctx, `DELETE FROM imv2_completed WHERE seq IN (
-				SELECT seq FROM imv2_completed ORDER BY seq LIMIT $1)`, over)
-			if err != nil {
-				return err
-			}
-			count -= tag.RowsAffected()
-		}
+		b.Queue("SELECT pg_advisory_xact_lock($1)", key)
+		// xmax = 0 marks a row the statement inserted rather than updated:
+		// only a new record counts. The count row is updated after the
+		// record's (the WITH is evaluated first), the one lock order of
+		// every statement here.
+		b.Queue(`WITH up AS (
+				INSERT INTO imv2_completed (channel_id, message_id, fingerprint, recorded_ns, seq)
+				VALUES ($1, $2, $3, $4, nextval('imv2_completed_seq'))
+				ON CONFLICT (channel_id, message_id) DO UPDATE
+				SET fingerprint = EXCLUDED.fingerprint, recorded_ns = EXCLUDED.recorded_ns, seq = EXCLUDED.seq
+				RETURNING xmax = 0 AS inserted)
+			UPDATE imv2_completed_counts SET n = n + 1 WHERE shard = $5 AND (SELECT inserted FROM up)`,
+			ch, id, fp[:], now, shard)
+		b.Queue("DELETE FROM imv2_claims WHERE channel_id = $1 AND message_id = $2", ch, id)
+		b.Queue(trimCompleted, cutoff, s.completedCap, inlineSweep, shard)
 		// An orphaned claim is kept one TTL past its lease, as long as the
-		// record its resend would have made.
-		if _, err := tx.Exec(ctx, `DELETE FROM imv2_claims WHERE (channel_id, message_id) IN (
-			SELECT channel_id, message_id FROM imv2_claims WHERE until_ns <= $1 LIMIT $2)`, cutoff, inlineSweep); err != nil {
-			return err
-		}
-		_, err = tx.Exec(ctx, "UPDATE imv2_completed_count SET n = $1 WHERE id = 1", max(count, 0))
-		return err
+		// record its resend would have made. SKIP LOCKED: a Record never
+		// waits for another's trim.
+		b.Queue(`DELETE FROM imv2_claims WHERE (channel_id, message_id) IN (
+			SELECT channel_id, message_id FROM imv2_claims WHERE until_ns <= $1 LIMIT $2 FOR UPDATE SKIP LOCKED)`, cutoff, inlineSweep)
 	})
+}
+
+// completedShards is the number of rows the completed count is split
+// over (imv2_completed_counts): a Record adds to one, chosen by its
+// message, so concurrent Records rarely wait on the same row.
+const completedShards = 64
+
+// trimCompleted removes, of the oldest $3 records by seq that no other
+// transaction has locked, those expired (recorded_ns <= $1) and as many
+// as the count exceeds the cap $2, and takes them off count shard $4.
+//
+// seq order is Record order, hence time order up to the replicas' clock
+// skew, so only the oldest few are looked at, never the table, and only
+// when the count is over the cap or the oldest record expired: a row lock
+// is a write, which a Record below the cap should not pay. The count
+// it reads is the sum of the shards as this transaction sees them: the
+// records of concurrent Records not yet committed are not in it. So the
+// table holds at most CompletedCap records plus one per Record in flight
+// (over all replicas) — or CompletedCap plus what a Handover copies, when
+// the Handover's copies fill it — and concurrent trims may each take up
+// to $3 records, evicting up to $3 per concurrent Record earlier than an
+// exact cap would. Sweep removes the expired records this misses.
+const trimCompleted = `WITH oldest AS (
+		SELECT seq, recorded_ns, row_number() OVER (ORDER BY seq) AS i FROM (
+			SELECT seq, recorded_ns FROM imv2_completed
+			WHERE (SELECT sum(n) FROM imv2_completed_counts) > $2
+				OR (SELECT recorded_ns FROM imv2_completed ORDER BY seq LIMIT 1) <= $1
+			ORDER BY seq LIMIT $3 FOR UPDATE SKIP LOCKED) o),
+	gone AS (
+		DELETE FROM imv2_completed c USING oldest WHERE c.seq = oldest.seq
+			AND (oldest.recorded_ns <= $1 OR oldest.i <= (SELECT sum(n) FROM imv2_completed_counts) - $2)
+		RETURNING 1)
+	UPDATE imv2_completed_counts SET n = n - (SELECT count(*) FROM gone) WHERE shard = $4`
+
+// countShard is the count row a message's or channel's changes go to.
+func countShard(key int64) int { return int(uint64(key) % completedShards) }
+
+// subCompleted takes n records off the count, in tx.
+func subCompleted(ctx context.Context, tx pgx.Tx, shard int, n int64) error {
+	if n == 0 {
+		return nil
+	}
+	_, err := tx.Exec(ctx, "UPDATE imv2_completed_counts SET n = n - $2 WHERE shard = $1", shard, n)
+	return err
 }
 
 // DropChannel implements imv2.CompletedStore: it forgets every completed
@@ -125,10 +143,6 @@ func (s *Store) DropChannel(ctx context.Context, channelID string) error {
 	}
 	ch := []byte(channelID)
 	return s.tx(ctx, func(tx pgx.Tx) error {
-		var count int64
-		if err := tx.QueryRow(ctx, "SELECT n FROM imv2_completed_count WHERE id = 1 FOR UPDATE").Scan(&count); err != nil {
-			return err
-		}
 		tag, err := tx.Exec(ctx, "DELETE FROM imv2_completed WHERE channel_id = $1", ch)
 		if err != nil {
 			return err
@@ -136,11 +150,7 @@ func (s *Store) DropChannel(ctx context.Context, channelID string) error {
 		if _, err := tx.Exec(ctx, "DELETE FROM imv2_claims WHERE channel_id = $1", ch); err != nil {
 			return err
 		}
-		if tag.RowsAffected() == 0 {
-			return nil
-		}
-		_, err = tx.Exec(ctx, "UPDATE imv2_completed_count SET n = $1 WHERE id = 1", max(count-tag.RowsAffected(), 0))
-		return err
+		return subCompleted(ctx, tx, countShard(messageKey(channelID, "")), tag.RowsAffected())
 	})
 }
 
@@ -151,10 +161,6 @@ func (s *Store) DropChannel(ctx context.Context, channelID string) error {
 func (s *Store) Sweep(ctx context.Context) (int, error) {
 	var n int64
 	err := s.tx(ctx, func(tx pgx.Tx) error {
-		var count int64
-		if err := tx.QueryRow(ctx, "SELECT n FROM imv2_completed_count WHERE id = 1 FOR UPDATE").Scan(&count); err != nil {
-			return err
-		}
 		cutoff := s.cutoff()
 		tag, err := tx.Exec(ctx, "DELETE FROM imv2_completed WHERE recorded_ns <= $1", cutoff)
 		if err != nil {
@@ -164,8 +170,7 @@ func (s *Store) Sweep(ctx context.Context) (int, error) {
 		if _, err := tx.Exec(ctx, "DELETE FROM imv2_claims WHERE until_ns <= $1", cutoff); err != nil {
 			return err
 		}
-		_, err = tx.Exec(ctx, "UPDATE imv2_completed_count SET n = $1 WHERE id = 1", max(count-n, 0))
-		return err
+		return subCompleted(ctx, tx, 0, n)
 	})
 	return int(n), err
 }

@@ -36,7 +36,8 @@
 //
 //   - Channel IDs and connector_ids are shared (Register, SeenConnector):
 //     a reconnect to any replica keeps its connector_id and resumes every
-//     channel, and a replica whose offline grace runs out forgets nothing
+//     channel (while the database is away it is refused for now and
+//     retried: see "When the database falters"), and a replica whose offline grace runs out forgets nothing
 //     while the connector_id is connected elsewhere (each Server records
 //     its live connector_ids every quarter of the grace). A connector_id
 //     whose last replica died is expired by none: its row goes after
@@ -83,17 +84,80 @@
 // retryable=false: shown once, and the sender told the outcome is
 // unknown. failover_test.go kills a replica in exactly that window.
 //
+// # When the database falters
+//
+// A replica serves nothing it cannot confirm in the database, refuses
+// what it cannot do for now with a retryable answer, and heals by itself
+// once the database answers again; no operator step is needed.
+//
+//   - A hello whose connector_id this replica does not hold, and a
+//     channel.open that must ask the registry, are refused with
+//     connector_channel_unavailable while the database is away (each store
+//     call bounded to 5 s, within xAgent's own 10 s wait). No new
+//     connector_id or channel ID is issued in place of one the registry
+//     could not confirm: that would take the channel's pending and
+//     completed state away from xAgent for good. The dataplane.Client
+//     reconnects after a refused hello and retries a refused channel.open
+//     on the same connection, both with backoff (ReconnectMin to
+//     ReconnectMax): the channel resumes under its ID within one backoff
+//     step of the database's return. TestOutage_W11_MoveDuringOutageSettles
+//     stops PostgreSQL ten times, each time moving xAgent to the other
+//     replica with finals pending; every round settles (same connector_id,
+//     the channel under its ID, finals posted once and acknowledged, a
+//     user message accepted after the return at xAgent) in 57–207 ms of
+//     the return, against the 5 s bound it checks.
+//
+//   - No store call runs on a connection's reader goroutine: the
+//     completed-store Lookup of a stream's first delta and the
+//     pending-store Remove after an ack run on the channel's own
+//     goroutines, each bounded by the Channel's store timeout (10 s). A
+//     locked or slow table holds the channels whose rows it holds, not
+//     the connection: the connection's other channels keep flowing.
+//
+//   - Relay.Send answers within SendTimeout (5 s) with *imv2.Error: a
+//     database failure is connector_channel_unavailable, retryable, and
+//     the message is not accepted (send it again with its message_id).
+//     Once Send accepted a message it reaches xAgent: an adopt that fails
+//     on the replica holding the connection is tried again (200 ms,
+//     doubling to 2 s) until it succeeds, and a channel that moves
+//     adopts what is pending when it opens.
+//
+//   - Finals: a Claim or Lookup that fails answers the final
+//     target_delivery_failed, retryable, and xAgent resends it; nothing
+//     is posted without a claim. A Record that fails after the post is
+//     logged and the final accepted (it was posted); its claim stays and
+//     expires, so a resend is the orphan case above (posted again only
+//     to an imv2.IdempotentTarget, else delivery_outcome_unknown).
+//
+// The lease bound. A claim keeps other replicas out for ClaimLease
+// (default 3×TargetTimeout), timed by each replica's Options.Clock. A
+// live delivery keeps its claim only if its WasPosted check, post and
+// Record together finish within the lease less the clock skew between
+// replicas; a Record slowed past that by the database (it may wait up to
+// the 10 s store timeout), or a replica whose clock runs ahead by more
+// than the lease minus that time, lets another replica take the claim
+// over while the first is still delivering: the same final is then
+// posted by both to an IdempotentTarget (shown once) or answered
+// delivery_outcome_unknown by a plain one. Claims are not renewed while
+// a delivery runs. So, with a database that may slow down, set
+// imv2.Options.ClaimLease to at least 2×TargetTimeout + 10 s + the
+// largest clock skew you allow (NTP keeps it to milliseconds); the cost
+// of a longer lease is only a longer wait before a dead replica's final
+// is taken over.
+//
 // # Durability and concurrency
 //
 // Every Add, Remove, Record, Claim, Release and Register is one
 // transaction, committed before the call returns (the server's defaults:
-// synchronous_commit on). Claim, Release and Record of one message are
+// synchronous_commit on); Add, Claim and Record send theirs as one pgx
+// batch, one round trip. Claim, Release and Record of one message are
 // serialised by a transaction-scoped advisory lock on the message, so
 // exactly one of many concurrent claimers acquires, across replicas. Adds
 // to one channel are serialised by an advisory lock on the channel, so the
-// per-channel cap holds across replicas. Records lock one row holding the
-// completed count, so the global cap is exact; that makes Records of all
-// replicas commit one at a time (bench_test.go measures it). Bind and
+// per-channel cap holds across replicas. The completed count is split
+// over 64 rows, a Record adding to the one of its message, so Records of
+// different messages on any replica wait on no common row; the global cap
+// is approximate in return (see Bounds). Bind and
 // Unbind lock the channel's binding row, then the reference-count rows of
 // its keys in byte order; a Bind of a new channel takes an advisory lock
 // so the binding cap holds across replicas.
@@ -123,8 +187,13 @@
 // Add beyond the pending cap fails with code pending_full and nothing is
 // dropped; pending entries never expire here (the Channel fails them with
 // code "expired" after its PendingTTL, and removes them). The oldest
-// completed record is evicted beyond the cap. Record removes up to 16
-// expired records and orphaned claims each time; Sweep removes all.
+// completed record is evicted beyond the cap, approximately: the table
+// holds at most CompletedCap records plus one per Record in flight over
+// all replicas (a Record's trim does not see the records of Records not
+// yet committed), and under contention a Record may evict up to 16
+// records earlier than an exact cap would (completed.go, trimCompleted).
+// Record removes up to 16 expired records and orphaned claims each time;
+// Sweep removes all.
 //
 // All time is Options.Clock's, stored as Unix nanoseconds, never the
 // server's now(): replicas must run NTP-synced clocks, and tests drive TTLs

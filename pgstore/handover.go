@@ -30,11 +30,7 @@ func (s *Store) Handover(ctx context.Context, from, to string) error {
 		return nil
 	}
 	return s.tx(ctx, func(tx pgx.Tx) error {
-		// Lock order as in Record: the count row first.
-		var count int64
-		if err := tx.QueryRow(ctx, "SELECT n FROM imv2_completed_count WHERE id = 1 FOR UPDATE").Scan(&count); err != nil {
-			return err
-		}
+		var count int64 // records added
 		// xmax = 0 marks a row this statement inserted rather than updated.
 		// The newest first chosen, then inserted oldest first: seq keeps
 		// the eviction order.
@@ -71,15 +67,13 @@ func (s *Store) Handover(ctx context.Context, from, to string) error {
 			ON CONFLICT (channel_id, message_id) DO NOTHING`, []byte(from), []byte(to), s.cutoff(), imv2.MaxHandoverRecords); err != nil {
 			return err
 		}
-		if over := count - s.completedCap; over > 0 {
-			tag, err := tx.Exec(ctx, `DELETE FROM imv2_completed WHERE seq IN (
-				SELECT seq FROM imv2_completed ORDER BY seq LIMIT $1)`, over)
-			if err != nil {
-				return err
-			}
-			count -= tag.RowsAffected()
+		// The copies count, then the cap holds as after a Record
+		// (trimCompleted), with room to evict as many as were copied.
+		shard := countShard(messageKey(to, ""))
+		if _, err := tx.Exec(ctx, "UPDATE imv2_completed_counts SET n = n + $2 WHERE shard = $1", shard, count); err != nil {
+			return err
 		}
-		_, err = tx.Exec(ctx, "UPDATE imv2_completed_count SET n = $1 WHERE id = 1", max(count, 0))
+		_, err = tx.Exec(ctx, trimCompleted, s.cutoff(), s.completedCap, count+inlineSweep, shard)
 		return err
 	})
 }

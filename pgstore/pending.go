@@ -3,7 +3,6 @@ package pgstore
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"hash/fnv"
 
@@ -25,38 +24,42 @@ func (s *Store) Add(ctx context.Context, e imv2.PendingEntry) error {
 	fp := imv2.FingerprintOf(&e.Message)
 	msg := appendPending(nil, &e)
 	ch, id := []byte(e.ChannelID), []byte(e.Message.MessageID)
-	return s.tx(ctx, func(tx pgx.Tx) error {
-		if err := lockChannel(ctx, tx, e.ChannelID); err != nil {
-			return err
-		}
-		var old, oldMsg []byte
-		var sec int64
-		var nsec int32
-		err := tx.QueryRow(ctx, "SELECT fingerprint, created_s, created_ns, message FROM imv2_pending WHERE channel_id = $1 AND message_id = $2", ch, id).Scan(&old, &sec, &nsec, &oldMsg)
-		switch {
-		case err == nil:
-			if !bytes.Equal(old, fp[:]) && !sameStored(e.ChannelID, sec, nsec, oldMsg, fp) {
-				return imv2.Errorf(imv2.CodeMessageIDConflict, "message_id %q is pending with other content (M2)", e.Message.MessageID)
-			}
-			return nil
-		case !errors.Is(err, pgx.ErrNoRows):
-			return err
-		}
-		var n int
-		if err := tx.QueryRow(ctx, "SELECT count(*) FROM imv2_pending WHERE channel_id = $1", ch).Scan(&n); err != nil {
-			return err
-		}
-		if n >= s.pendingCap {
-			return imv2.Errorf(imv2.CodePendingFull, "channel %q has %d pending messages, the cap", e.ChannelID, n)
-		}
-		if _, err = tx.Exec(ctx, `INSERT INTO imv2_pending (channel_id, message_id, fingerprint, created_s, created_ns, message)
-			VALUES ($1, $2, $3, $4, $5, $6)`, ch, id, fp[:], e.Created.Unix(), e.Created.Nanosecond(), msg); err != nil {
-			return err
-		}
-		// Delivered to listening replicas when the Add commits (relay.go).
-		_, err = tx.Exec(ctx, "SELECT pg_notify($1, $2)", pendingChannel, s.notice(e.ChannelID))
-		return err
+	var (
+		old, oldMsg []byte
+		sec         *int64
+		nsec        *int32
+		n           int
+		inserted    bool
+	)
+	err := s.batch(ctx, func(b *pgx.Batch) {
+		b.Queue("SELECT pg_advisory_xact_lock($1)", channelKey(e.ChannelID))
+		// One statement under the channel's lock: the entry goes in when
+		// the message_id is not pending and the channel is below the cap,
+		// and its notification with it, delivered to listening replicas
+		// when the batch commits (relay.go).
+		b.Queue(`WITH old AS (
+				SELECT fingerprint, created_s, created_ns, message FROM imv2_pending WHERE channel_id = $1 AND message_id = $2),
+			cnt AS (
+				SELECT count(*) AS n FROM imv2_pending WHERE channel_id = $1),
+			ins AS (
+				INSERT INTO imv2_pending (channel_id, message_id, fingerprint, created_s, created_ns, message)
+				SELECT $1, $2, $3, $4, $5, $6 WHERE NOT EXISTS (SELECT 1 FROM old) AND (SELECT n FROM cnt) < $7
+				RETURNING 1)
+			SELECT (SELECT fingerprint FROM old), (SELECT created_s FROM old), (SELECT created_ns FROM old),
+				(SELECT message FROM old), (SELECT n FROM cnt), EXISTS (SELECT 1 FROM ins),
+				CASE WHEN EXISTS (SELECT 1 FROM ins) THEN pg_notify($8, $9) END`,
+			ch, id, fp[:], e.Created.Unix(), e.Created.Nanosecond(), msg, s.pendingCap, pendingChannel, s.notice(e.ChannelID)).
+			QueryRow(func(row pgx.Row) error { return row.Scan(&old, &sec, &nsec, &oldMsg, &n, &inserted, nil) })
 	})
+	switch {
+	case err != nil:
+		return err
+	case old != nil && !bytes.Equal(old, fp[:]) && (sec == nil || nsec == nil || !sameStored(e.ChannelID, *sec, *nsec, oldMsg, fp)):
+		return imv2.Errorf(imv2.CodeMessageIDConflict, "message_id %q is pending with other content (M2)", e.Message.MessageID)
+	case old == nil && !inserted:
+		return imv2.Errorf(imv2.CodePendingFull, "channel %q has %d pending messages, the cap", e.ChannelID, n)
+	}
+	return nil
 }
 
 // Remove implements imv2.PendingStore. Removing a message that is not
@@ -112,14 +115,12 @@ func (s *Store) DropPending(ctx context.Context, channelID string) error {
 	return nil
 }
 
-// lockChannel takes the transaction-scoped advisory lock of one channel's
-// pending queue.
-func lockChannel(ctx context.Context, tx pgx.Tx, channelID string) error {
+// channelKey is the advisory lock key of one channel's pending queue.
+func channelKey(channelID string) int64 {
 	h := fnv.New64a()
 	h.Write([]byte("imv2 pending\x00"))
 	h.Write([]byte(channelID))
-	_, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", int64(h.Sum64()))
-	return err
+	return int64(h.Sum64())
 }
 
 // sameStored reports whether the entry stored as msg has the content

@@ -43,8 +43,20 @@ func parseNotice(payload string) (from, channelID string, ok bool) {
 const relayKicks = 1024
 
 // relayRetry is the pause before the listening connection is made again
-// after it broke.
+// after it broke, and the first pause before a failed adopt is tried
+// again; each further failure of an adopt doubles it up to relayRetryMax.
 const relayRetry = 200 * time.Millisecond
+
+// relayRetryMax bounds the pause between tries of a failed adopt: a
+// database back from an outage has its relayed messages sent within it.
+const relayRetryMax = 2 * time.Second
+
+// SendTimeout bounds a Relay.Send: the registry check, the pending Add and
+// the adopt that follows it. A database that stopped answering fails a
+// Send with a retryable connector_channel_unavailable within it, instead
+// of holding the caller (an HTTP handler of the platform's webhook) for
+// as long as the caller's own deadline allows.
+const SendTimeout = 5 * time.Second
 
 // Relay carries user messages between Connector replicas on one database.
 // A replica that does not hold xAgent's connection for a channel adds the
@@ -121,10 +133,20 @@ func (r *Relay) behind() {
 // sends it (or this one, when xAgent reconnects here). An empty MessageID
 // is generated. The channel must be registered (channel IDs are shared);
 // an unknown one fails with code connection_not_found.
+//
+// Send returns within SendTimeout, and its errors are *imv2.Error: a
+// database failure is connector_channel_unavailable with Retryable set
+// (the message was not accepted; send it again with the same
+// message_id). Once Send returned a message_id, the message is in the
+// shared store and reaches xAgent: an adopt that fails is retried by Run
+// until it succeeds or the message expires.
 func (r *Relay) Send(ctx context.Context, channelID string, m imv2.ChatMessage) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, SendTimeout)
+	defer cancel()
 	if srv := r.server(); srv != nil && srv.IsOpen(channelID) {
 		if ch := srv.Channel(channelID); ch != nil {
-			return ch.Send(ctx, m)
+			id, err := ch.Send(ctx, m)
+			return id, unavailable("relay: send", err)
 		}
 	}
 	if m.MessageID == "" {
@@ -135,21 +157,37 @@ func (r *Relay) Send(ctx context.Context, channelID string, m imv2.ChatMessage) 
 	}
 	known, err := r.st.Known(ctx, channelID)
 	if err != nil {
-		return "", err
+		return "", unavailable("relay: registry", err)
 	}
 	if !known {
 		return "", imv2.Errorf(protocol.CodeConnectionNotFound, "channel %q is not registered", channelID)
 	}
 	e := imv2.PendingEntry{ChannelID: channelID, Message: m, Created: r.st.clock.Now()}
 	if err := r.st.Add(ctx, e); err != nil {
-		return "", err
+		return "", unavailable("relay: pending store", err)
 	}
 	// The channel may have opened here since the check above, after its
 	// Channel listed the store, and this replica skips its own notices:
 	// look again now that the entry is committed. An open after this
-	// look lists the store (or is kicked) after the commit.
-	r.adopt(ctx, channelID)
+	// look lists the store (or is kicked) after the commit. If this
+	// adopt fails, Run tries again.
+	if r.adopt(ctx, channelID) != nil {
+		r.ChannelOpened(channelID)
+	}
 	return m.MessageID, nil
+}
+
+// unavailable returns err as an *imv2.Error: one already is kept (a
+// pending_full, a message_id_conflict); any other (the database's, a
+// deadline) is connector_channel_unavailable and retryable.
+func unavailable(what string, err error) error {
+	var e *imv2.Error
+	if err == nil || errors.As(err, &e) {
+		return err
+	}
+	e = imv2.Errorf(imv2.CodeChannelUnavailable, "pgstore: %s: %w", what, err)
+	e.Retryable = true
+	return e
 }
 
 // Run listens for pending notifications until ctx is done, and has every
@@ -163,24 +201,53 @@ func (r *Relay) Run(ctx context.Context) error {
 		r.listen(ctx, notes)
 	}()
 	defer func() { <-done }()
+	// Channels whose adopt failed (the database away or slow): tried
+	// again after a pause that doubles per failed round, so no relayed
+	// message waits for the next notification, which may never come.
+	failed := map[string]bool{}
+	pause := relayRetry
+	retry := time.NewTimer(time.Hour)
+	retry.Stop()
+	defer retry.Stop()
 	for {
+		var again map[string]bool
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-r.catchup: // listening again, or a queue overflowed
-			r.adoptAll(ctx)
+			again = r.adoptAll(ctx)
 		case id := <-notes:
-			r.adoptBatch(ctx, id, notes)
+			again = r.adoptBatch(ctx, id, notes)
 		case id := <-r.kick:
-			r.adoptBatch(ctx, id, r.kick)
+			again = r.adoptBatch(ctx, id, r.kick)
+		case <-retry.C:
+			ids := failed
+			failed = map[string]bool{}
+			again = map[string]bool{}
+			for id := range ids {
+				if r.adopt(ctx, id) != nil {
+					again[id] = true
+				}
+			}
+			if len(again) > 0 {
+				pause = min(2*pause, relayRetryMax)
+			} else {
+				pause = relayRetry
+			}
+		}
+		for id := range again {
+			if !failed[id] && len(failed) == 0 {
+				retry.Reset(pause)
+			}
+			failed[id] = true
 		}
 	}
 }
 
 // adoptBatch adopts for first and every other channel already queued on
 // q, each once: a burst of Adds on one channel costs one List, not one
-// per message.
-func (r *Relay) adoptBatch(ctx context.Context, first string, q <-chan string) {
+// per message. It returns the channels whose adopt failed.
+func (r *Relay) adoptBatch(ctx context.Context, first string, q <-chan string) map[string]bool {
 	ids := []string{first}
 	seen := map[string]bool{first: true}
 	for len(ids) < relayKicks {
@@ -195,9 +262,16 @@ func (r *Relay) adoptBatch(ctx context.Context, first string, q <-chan string) {
 		}
 		break
 	}
+	var failed map[string]bool
 	for _, id := range ids {
-		r.adopt(ctx, id)
+		if r.adopt(ctx, id) != nil {
+			if failed == nil {
+				failed = map[string]bool{}
+			}
+			failed[id] = true
+		}
 	}
+	return failed
 }
 
 // listen holds one pooled connection in LISTEN and forwards the channel
@@ -250,28 +324,49 @@ func (r *Relay) listenOnce(ctx context.Context, notes chan<- string) error {
 }
 
 // adopt has the channel adopt its new pending entries if it is open here.
-func (r *Relay) adopt(ctx context.Context, channelID string) {
+// It returns the error of an adopt to try again (the store failed); a
+// channel not open here, or closed meanwhile, has nothing to retry: the
+// replica it opens on next adopts its entries then.
+func (r *Relay) adopt(ctx context.Context, channelID string) error {
 	srv := r.server()
 	if srv == nil || !srv.IsOpen(channelID) {
-		return
+		return nil
 	}
 	ch := srv.Channel(channelID)
 	if ch == nil {
-		return
+		return nil
 	}
-	if _, err := ch.AdoptPending(ctx); err != nil && !errors.Is(err, imv2.ErrClosed) && ctx.Err() == nil {
-		r.st.logf("pgstore: relay: channel %q: %v", channelID, err)
+	// Bounded, so a database that stopped answering holds Run's loop
+	// (and every other channel's adopt) no longer than this.
+	actx, cancel := context.WithTimeout(ctx, SendTimeout)
+	defer cancel()
+	_, err := ch.AdoptPending(actx)
+	if err == nil || errors.Is(err, imv2.ErrClosed) {
+		return nil
 	}
+	if ctx.Err() == nil {
+		r.st.logf("pgstore: relay: channel %q: adopt failed; trying again: %v", channelID, err)
+	}
+	return err
 }
 
-func (r *Relay) adoptAll(ctx context.Context) {
+// adoptAll adopts for every channel open here and returns those whose
+// adopt failed.
+func (r *Relay) adoptAll(ctx context.Context) map[string]bool {
 	srv := r.server()
 	if srv == nil {
-		return
+		return nil
 	}
+	var failed map[string]bool
 	for _, id := range srv.ChannelIDs() {
-		r.adopt(ctx, id)
+		if r.adopt(ctx, id) != nil {
+			if failed == nil {
+				failed = map[string]bool{}
+			}
+			failed[id] = true
+		}
 	}
+	return failed
 }
 
 // logf reports a condition the caller cannot act on; the Store has no

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/pgstore"
 )
 
@@ -69,5 +70,46 @@ func TestSchema_NewerDatabaseRefused(t *testing.T) {
 	_, err = pgstore.Open(ctx, url, pgstore.Options{})
 	if err == nil || !strings.Contains(err.Error(), "schema version 99 is newer") {
 		t.Fatalf("Open of a newer schema: %v, want a version error", err)
+	}
+}
+
+// TestSchema_UpgradeFromVersion4KeepsCompletedCount: a database of schema
+// version 4 (one completed count row) migrates to the count split over
+// shards with its count kept, so the cap still counts the old records.
+func TestSchema_UpgradeFromVersion4KeepsCompletedCount(t *testing.T) {
+	ctx := context.Background()
+	url := srv.NewDatabase(t)
+	opts := pgstore.Options{CompletedCap: 3}
+	s := openStore(t, url, opts)
+	fp := imv2.FingerprintOf(&imv2.ChatMessage{Text: "hi"})
+	for _, id := range []string{"m1", "m2", "m3"} {
+		if err := s.Record(ctx, "ch", id, fp); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = s.Close()
+	c, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	if _, err := c.Exec(ctx, `DROP TABLE imv2_completed_counts;
+		CREATE TABLE imv2_completed_count (id int PRIMARY KEY CHECK (id = 1), n bigint NOT NULL);
+		INSERT INTO imv2_completed_count VALUES (1, 3);
+		DELETE FROM imv2_schema_version WHERE version >= 5`); err != nil {
+		t.Fatal(err)
+	}
+	s = openStore(t, url, opts)
+	if st, err := s.Stats(ctx); err != nil || st.Completed != 3 {
+		t.Fatalf("after the upgrade Stats = %+v, %v; want 3 completed", st, err)
+	}
+	if err := s.Record(ctx, "ch", "m4", fp); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := s.Lookup(ctx, "ch", "m1"); err != nil || ok {
+		t.Fatalf("the oldest record after a Record at the cap: found=%v, %v; want evicted", ok, err)
+	}
+	if st, err := s.Stats(ctx); err != nil || st.Completed != 3 {
+		t.Fatalf("Stats = %+v, %v; want 3 completed", st, err)
 	}
 }

@@ -19,7 +19,7 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 	var st Stats
 	err := s.pool.QueryRow(ctx, `SELECT
 		(SELECT count(*) FROM imv2_pending),
-		(SELECT n FROM imv2_completed_count WHERE id = 1),
+		(SELECT sum(n) FROM imv2_completed_counts),
 		(SELECT count(*) FROM imv2_claims)`).Scan(&st.Pending, &st.Completed, &st.Claims)
 	if err != nil {
 		return Stats{}, fmt.Errorf("pgstore: %w", err)

@@ -51,6 +51,12 @@ type Options struct {
 	Logger *slog.Logger
 }
 
+// DefaultMaxConns is the connections a Store opens at most when its
+// url sets no pool_max_conns (connections open as concurrent calls need
+// them). Each replica may open as many: the server's max_connections must
+// allow replicas × DefaultMaxConns.
+const DefaultMaxConns = 16
+
 // DefaultRegistryCap bounds the channel registry, as
 // state.DefaultRegistryCap bounds the in-memory one.
 const DefaultRegistryCap = 100_000
@@ -80,12 +86,21 @@ type Store struct {
 }
 
 // Open connects to the database named by url (a PostgreSQL connection
-// string or URL, as pgx reads it), creates or migrates its schema (see
+// string or URL, as pgx reads it; pool_max_conns in it overrides
+// DefaultMaxConns), creates or migrates its schema (see
 // schema.go) and returns the Store. Close releases its connections.
 func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: %w", err)
+	}
+	if !strings.Contains(url, "pool_max_conns") {
+		// pgx's default, max(4, CPUs), would let only that many calls of
+		// all channels wait on the server at once: with each commit's
+		// WAL flush a wait, throughput would stop at that many commits
+		// per flush. More connections let PostgreSQL flush many commits
+		// at once.
+		cfg.MaxConns = max(cfg.MaxConns, DefaultMaxConns)
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
@@ -167,6 +182,25 @@ func retryable(err error) bool {
 	return errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01")
 }
 
+// batch sends the statements queue puts in a pgx.Batch in one round trip,
+// which PostgreSQL runs as one implicit transaction, committed before
+// batch returns; it retries as tx does. queue is called once per try.
+func (s *Store) batch(ctx context.Context, queue func(b *pgx.Batch)) error {
+	var err error
+	for range 3 {
+		b := &pgx.Batch{}
+		queue(b)
+		err = s.pool.SendBatch(ctx, b).Close()
+		if !retryable(err) {
+			break
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("pgstore: %w", err)
+	}
+	return nil
+}
+
 // nowNS is the Store clock's now in Unix nanoseconds, the unit of every
 // time column.
 func (s *Store) nowNS() int64 { return s.clock.Now().UnixNano() }
@@ -175,13 +209,18 @@ func (s *Store) nowNS() int64 { return s.clock.Now().UnixNano() }
 // which serialises Claim, Release and Record of that message across
 // replicas: each sees the others' committed result, never a half.
 func lockMessage(ctx context.Context, tx pgx.Tx, channelID, messageID string) error {
+	_, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", messageKey(channelID, messageID))
+	return err
+}
+
+// messageKey is the advisory lock key of one message.
+func messageKey(channelID, messageID string) int64 {
 	h := fnv.New64a()
 	h.Write([]byte("imv2 message\x00"))
 	h.Write([]byte(channelID))
 	h.Write([]byte{0})
 	h.Write([]byte(messageID))
-	_, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", int64(h.Sum64()))
-	return err
+	return int64(h.Sum64())
 }
 
 // checkIDs validates a channel and message ID the way boltstore does, so

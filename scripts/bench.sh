@@ -13,7 +13,8 @@
 #
 # Environment: COUNT (rounds, >= 6 for benchstat's confidence intervals),
 # BENCHTIME (per timed benchmark, default 1s), LATENCY_MSGS (messages per
-# latency run, default 10000x: 2 s at 5,000 a second), BENCHSTAT (the
+# latency run, default 10000x: 2 s at 5,000 a second), STORE_MSGS
+# (messages per store benchmark, default 5000x), BENCHSTAT (the
 # benchstat module to `go run`). A round takes about 40 s on the 2-core
 # machine.
 set -euo pipefail
@@ -26,6 +27,7 @@ cd "$(dirname "$0")/.."
 COUNT=${COUNT:-6}
 BENCHTIME=${BENCHTIME:-1s}
 LATENCY_MSGS=${LATENCY_MSGS:-10000x} # messages per latency run, at 5,000 a second
+STORE_MSGS=${STORE_MSGS:-5000x}      # messages per store benchmark, over all its channels
 BENCHSTAT=${BENCHSTAT:-golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da}
 
 tmp=$(mktemp -d)
@@ -34,6 +36,7 @@ root=$PWD
 
 go test -c -o "$tmp/imv2.test" .
 go test -c -o "$tmp/dataplane.test" ./dataplane
+(cd pgstore && go test -c -o "$tmp/pgstore.test" .) # its own module; starts its own PostgreSQL
 go run "$BENCHSTAT" -h >/dev/null 2>&1 || true # fetch and build it before the timed part
 
 # bench PKGDIR BINARY PATTERN BENCHTIME
@@ -50,6 +53,7 @@ for i in $(seq "$COUNT"); do
 		bench dataplane dataplane.test '^Benchmark(RoundTripWS|RoundTripWSOneCore|ChannelsWS)$' "$BENCHTIME"
 		bench dataplane dataplane.test '^BenchmarkLatencyWS$' "$LATENCY_MSGS"
 		bench dataplane dataplane.test '^BenchmarkIdleChannels$' 1x
+		bench pgstore pgstore.test '^BenchmarkConnectorMessages$' "$STORE_MSGS"
 	} | tee -a "$tmp/bench.txt"
 done
 
@@ -65,6 +69,7 @@ go run "$BENCHSTAT" -format csv "$tmp/bench.txt" 2>/dev/null | awk -F, -v procs=
 	$1 != "" && $1 != "geomean" { name = $1; if (procs != 1) sub("-" procs "$", "", name); v[unit, name] = $2 }
 	function fmt3(x) { return (x == "") ? "n/a" : sprintf("%.3f", x) }
 	function ratio(a, b) { return (b == 0 || a == "" || b == "") ? "n/a" : sprintf("%.2f", a / b) }
+	function ratio3(a, b) { return (b == 0 || a == "" || b == "") ? "n/a" : sprintf("%.3f", a / b) }
 	function cmp(what, unit, num, den) { return ratio(v[unit, num], v[unit, den]) }
 	function ge(x, t) { return x != "n/a" && x + 0 >= t }
 	function le(x, t) { return x != "n/a" && x + 0 <= t }
@@ -124,6 +129,24 @@ go run "$BENCHSTAT" -format csv "$tmp/bench.txt" 2>/dev/null | awk -F, -v procs=
 		row("idle channel B/channel @100,000", idle, "", "<= 2048", idle != "" && idle + 0 <= 2048)
 		printf "%-38s %8s %8s  %-16s %s\n", "idle channel 100,000 vs 10,000 (x)", idleg, "", "(no goal)", "-"
 		row("completed peak 1M/100k IDs", fr, "", "flat: <= 1.25", le(fr, 1.25))
+		# Stores (BenchmarkConnectorMessages of pgstore): messages per
+		# second, a durable store over memory, the same channels.
+		for (d = 0; d < 2; d++) {
+			dir = d ? "receive" : "send"
+			for (c = 0; c < 3; c++) {
+				chs = c == 0 ? "ch-1" : (c == 1 ? "ch-100" : "ch-1000")
+				m = "ConnectorMessages/" dir "/memory/" chs
+				bo = ratio3(v["msgs/s", "ConnectorMessages/" dir "/bolt/" chs], v["msgs/s", m])
+				pg = ratio3(v["msgs/s", "ConnectorMessages/" dir "/postgres/" chs], v["msgs/s", m])
+				if (dir == "receive" && chs == "ch-100") {
+					row("stores: " dir " bolt/memory @" chs, bo, "", ">= 0.2", ge(bo, 0.2))
+					row("stores: " dir " postgres/memory @" chs, pg, "", ">= 0.1", ge(pg, 0.1))
+				} else {
+					printf "%-38s %8s %8s  %-16s %s\n", "stores: " dir " bolt/memory @" chs, bo, "", "(no goal)", "-"
+					printf "%-38s %8s %8s  %-16s %s\n", "stores: " dir " postgres/memory @" chs, pg, "", "(no goal)", "-"
+				}
+			}
+		}
 	}
 	function row(what, wall, cpu, target, ok) {
 		printf "%-38s %8s %8s  %-16s %s\n", what, wall, cpu, target, ok ? "yes" : "NO"

@@ -9,6 +9,7 @@ package sim
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -16,6 +17,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -23,6 +25,7 @@ import (
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/dataplane"
 	"github.com/xagentkit/imv2/protocol"
+	"github.com/xagentkit/imv2/state"
 	"github.com/xagentkit/imv2/xfiles"
 )
 
@@ -49,8 +52,16 @@ type Config struct {
 	Reply func(userText string) string
 	// Log receives one line per event the simulator sees; nil is quiet.
 	Log io.Writer
-	// Options configure the xAgent Channel (ack timeout, stores …).
+	// Options configure the xAgent Channel (ack timeout, stores …). With
+	// durable Pending and Completed stores (boltstore) and a durable
+	// Store, a restarted simulator resends the finals it had not seen
+	// acknowledged and does not run a user message it already took.
 	Options *imv2.Options
+	// Store keeps the connector_id and the channel to reopen
+	// (dataplane.ClientConfig.Store); with one that outlives the process,
+	// Start reopens the stored channel instead of opening a new one.
+	// Default: in memory.
+	Store state.ChannelStore
 	// HTTPClient is used for uploads; default http.DefaultClient.
 	HTTPClient *http.Client
 	// Logger receives data-plane debug lines.
@@ -61,18 +72,30 @@ type Config struct {
 type Simulator struct {
 	cfg    Config
 	client *dataplane.Client
-	ch     *imv2.Channel
 
-	mu     sync.Mutex
-	users  []imv2.ChatMessage // user messages received, in order
-	finals []imv2.ChatMessage // finals sent, newest last (at most maxFinals)
-	wg     sync.WaitGroup
-	ctx    context.Context
-	cancel context.CancelFunc
-	logMu  sync.Mutex
+	mu      sync.Mutex
+	ch      *imv2.Channel      // the Channel of chID last seen: Channel never returns nil
+	chID    string             // the simulator's channel: the first reopened or opened
+	dialing bool               // Dial has not returned: OnConnected is its first connect
+	closing bool               // Close began: user messages are refused, retryable
+	users   []imv2.ChatMessage // user messages received, in order
+	finals  []imv2.ChatMessage // finals sent, newest last (at most maxFinals)
+	wg      sync.WaitGroup
+	ctx     context.Context
+	cancel  context.CancelFunc
+	logMu   sync.Mutex
+
+	// room is signalled by every terminal ack of a final: a Final refused
+	// pending_full waits for it. connected is signalled by every
+	// (re)connect: an upload that failed while disconnected waits for it.
+	room, connected chan struct{}
+	// ready is closed when Start has set client: a user message the
+	// reopened channel receives during Dial waits for it to reply.
+	ready chan struct{}
 }
 
-// Start dials the Connector and opens one channel.
+// Start dials the Connector and opens one channel, or reopens the channel
+// Config.Store holds.
 func Start(ctx context.Context, cfg Config) (*Simulator, error) {
 	if cfg.Connector == "" {
 		return nil, fmt.Errorf("sim: Config.Connector is required")
@@ -84,34 +107,111 @@ func Start(ctx context.Context, cfg Config) (*Simulator, error) {
 	if cfg.Reply == nil {
 		cfg.Reply = func(s string) string { return "You said: " + s }
 	}
-	s := &Simulator{cfg: cfg}
+	s := &Simulator{cfg: cfg, room: make(chan struct{}, 1), connected: make(chan struct{}, 1), ready: make(chan struct{})}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	var reopened []string
 	dc := dataplane.ClientConfig{
 		URL:        cfg.Connector,
 		APIKey:     cfg.APIKey,
 		CardID:     cfg.CardID,
 		HTTPClient: cfg.HTTPClient,
 		Target:     imv2.TargetFunc(s.onUserMessage),
-		Options:    cfg.Options,
+		Options:    s.options(),
+		Store:      cfg.Store,
 		Logger:     cfg.Logger,
+		OnConnected: func(_ string, ids []string) {
+			s.mu.Lock()
+			dialing := s.dialing
+			if dialing {
+				reopened = ids
+			}
+			s.mu.Unlock()
+			if !dialing {
+				s.onReconnect(ids)
+			}
+		},
 	}
 	if cfg.Drop > 0 || cfg.Duplicate > 0 {
 		dc.WrapConn = func(c dataplane.Conn) dataplane.Conn { return &faultyConn{Conn: c, drop: cfg.Drop, dup: cfg.Duplicate} }
 	}
+	s.dialing = true
 	client, err := dataplane.Dial(ctx, dc)
+	s.mu.Lock()
+	s.dialing = false
+	s.mu.Unlock()
 	if err != nil {
 		s.cancel()
 		return nil, err
 	}
-	ch, err := client.OpenChannel(ctx, "")
-	if err != nil {
-		client.Close()
-		s.cancel()
-		return nil, err
+	var ch *imv2.Channel
+	if len(reopened) > 0 {
+		ch = client.Channel(reopened[0])
 	}
-	s.client, s.ch = client, ch
-	s.logf("open channel %s", ch.ID())
+	if ch == nil {
+		if ch, err = client.OpenChannel(ctx, ""); err != nil {
+			s.cancel()
+			client.Close()
+			s.wg.Wait()
+			return nil, err
+		}
+		s.logf("open channel %s", ch.ID())
+	} else {
+		s.logf("reopen channel %s", ch.ID())
+	}
+	s.mu.Lock()
+	s.client, s.ch, s.chID = client, ch, ch.ID()
+	s.mu.Unlock()
+	close(s.ready)
 	return s, nil
+}
+
+// options are Config.Options with OnDelivered and OnFailed also
+// signalling room for a final refused pending_full.
+func (s *Simulator) options() *imv2.Options {
+	var o imv2.Options
+	if s.cfg.Options != nil {
+		o = *s.cfg.Options
+	}
+	delivered, failed := o.OnDelivered, o.OnFailed
+	o.OnDelivered = func(channelID string, m imv2.ChatMessage, st imv2.AckStatus) {
+		if delivered != nil {
+			delivered(channelID, m, st)
+		}
+		signal(s.room)
+	}
+	o.OnFailed = func(channelID string, m imv2.ChatMessage, err *imv2.Error) {
+		if failed != nil {
+			failed(channelID, m, err)
+		}
+		signal(s.room)
+	}
+	return &o
+}
+
+// signal wakes one waiter on c without blocking; a waiter that comes
+// later still finds it.
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+// onReconnect follows the simulator's channel to the ID a restarted
+// Connector gave it (W5) and wakes an upload waiting for the connection.
+func (s *Simulator) onReconnect(ids []string) {
+	s.mu.Lock()
+	cur := s.chID
+	if len(ids) > 0 && !slices.Contains(ids, cur) {
+		s.chID = ids[0]
+	}
+	now := s.chID
+	s.mu.Unlock()
+	if now != cur {
+		s.logf("channel %s reopened as %s", cur, now)
+	}
+	s.logf("reconnected")
+	signal(s.connected)
 }
 
 // FetchCard reads and validates the Connector Card at
@@ -121,8 +221,16 @@ func FetchCard(ctx context.Context, client *http.Client, base string) (*protocol
 	return dataplane.FetchCard(ctx, client, base)
 }
 
-// Channel returns the simulator's xAgent channel.
-func (s *Simulator) Channel() *imv2.Channel { return s.ch }
+// Channel returns the simulator's xAgent channel; after a restarted
+// Connector gave it a new ID (W5), the channel under that ID.
+func (s *Simulator) Channel() *imv2.Channel {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ch := s.client.Channel(s.chID); ch != nil {
+		s.ch = ch
+	}
+	return s.ch
+}
 
 // Client returns the data-plane client.
 func (s *Simulator) Client() *dataplane.Client { return s.client }
@@ -139,6 +247,9 @@ func (s *Simulator) Wait() { s.wg.Wait() }
 
 // Close stops the replies in progress and the connection.
 func (s *Simulator) Close() error {
+	s.mu.Lock()
+	s.closing = true // no wg.Add after this: Add may not race Wait
+	s.mu.Unlock()
 	s.cancel()
 	s.wg.Wait()
 	return s.client.Close()
@@ -148,16 +259,26 @@ func (s *Simulator) Close() error {
 // accepted) and answers it on its own goroutine.
 func (s *Simulator) onUserMessage(_ context.Context, channelID string, m *imv2.ChatMessage) error {
 	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		// Not taken: the Connector sends it again, to the next run.
+		return imv2.Retryable(errors.New("sim: closing"))
+	}
 	s.users = append(s.users, *m)
+	s.wg.Add(1)
 	s.mu.Unlock()
 	names := make([]string, 0, len(m.Files))
 	for _, f := range m.Files {
 		names = append(names, f.Filename)
 	}
 	s.logf("user %s: %q files=%v", m.MessageID, m.Text, names)
-	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
+		select {
+		case <-s.ready:
+		case <-s.ctx.Done(): // Start failed or Close
+			return
+		}
 		text := m.Text
 		if text == "" && len(m.Files) > 0 {
 			text = "a file named " + m.Files[0].Filename
@@ -206,11 +327,22 @@ func (s *Simulator) Reply(ctx context.Context, channelID, text string) error {
 }
 
 // ReplyWith is Reply with these files uploaded and attached to the final.
+//
+// A Connector that drops mid-reply does not fail it: the deltas sent
+// into the gap are lost (the final carries the whole text, D5), an
+// upload waits for the reconnect and is tried again, and the final stays
+// pending until the reconnected Connector acks it (A5). A final refused
+// pending_full waits for an ack to make room.
 func (s *Simulator) ReplyWith(ctx context.Context, channelID, text string, attach ...string) error {
 	ch := s.client.Channel(channelID)
 	if ch == nil {
-		return fmt.Errorf("sim: channel %s is not open", channelID)
+		if channelID != s.channelID() {
+			return fmt.Errorf("sim: channel %s is not open", channelID)
+		}
+		ch = s.Channel() // reopened under a new ID (W5)
 	}
+	// Activity is a snapshot, not retried (C1): one lost to a drop is
+	// replaced by the next.
 	_ = ch.SendActivity(ctx, imv2.ChatActivity{Status: imv2.ActivityThinking})
 	_ = ch.SendActivity(ctx, imv2.ChatActivity{Status: imv2.ActivityTool, ToolName: "web_search"})
 	r := ch.NewReply("")
@@ -234,13 +366,13 @@ func (s *Simulator) ReplyWith(ctx context.Context, channelID, text string, attac
 	}
 	final := imv2.ChatMessage{Text: text}
 	for _, path := range attach {
-		f, err := s.upload(ctx, channelID, path)
+		f, err := s.uploadAcrossDrops(ctx, ch, path)
 		if err != nil {
 			return err
 		}
 		final.Files = append(final.Files, f)
 	}
-	if err := r.Final(ctx, final); err != nil {
+	if err := s.final(ctx, r, final); err != nil {
 		return err
 	}
 	final.MessageID = r.MessageID()
@@ -251,7 +383,45 @@ func (s *Simulator) ReplyWith(ctx context.Context, channelID, text string, attac
 	s.finals = append(s.finals, final)
 	s.mu.Unlock()
 	s.logf("final %s: %q files=%d", r.MessageID(), text, len(final.Files))
-	return ch.SendActivity(ctx, imv2.ChatActivity{Status: imv2.ActivityIdle})
+	_ = ch.SendActivity(ctx, imv2.ChatActivity{Status: imv2.ActivityIdle})
+	return nil
+}
+
+// final sends m as r's final, waiting for room while the channel's
+// pending store is full (pending_full): every terminal ack frees one.
+func (s *Simulator) final(ctx context.Context, r *imv2.Reply, m imv2.ChatMessage) error {
+	for {
+		err := r.Final(ctx, m)
+		if !errors.Is(err, &imv2.Error{Code: imv2.CodePendingFull}) {
+			return err
+		}
+		select {
+		case <-s.room:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-s.ctx.Done():
+			return imv2.ErrClosed
+		}
+	}
+}
+
+// uploadAcrossDrops uploads path; an upload that failed while the
+// connection was down is tried again after the reconnect.
+func (s *Simulator) uploadAcrossDrops(ctx context.Context, ch *imv2.Channel, path string) (imv2.File, error) {
+	for {
+		f, err := s.upload(ctx, ch.ID(), path)
+		if err == nil || s.client.Connected() {
+			return f, err
+		}
+		s.logf("upload failed while disconnected; waiting for the reconnect: %v", err)
+		select {
+		case <-s.connected:
+		case <-ctx.Done():
+			return imv2.File{}, ctx.Err()
+		case <-s.ctx.Done():
+			return imv2.File{}, imv2.ErrClosed
+		}
+	}
 }
 
 // upload sends path to the Connector (M7) and returns the file for a final.
@@ -266,6 +436,12 @@ func (s *Simulator) upload(ctx context.Context, channelID, path string) (imv2.Fi
 		return imv2.File{}, err
 	}
 	return res.File(), nil
+}
+
+func (s *Simulator) channelID() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.chID
 }
 
 // Fetch downloads an inbound file from the Connector (T4): its

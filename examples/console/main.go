@@ -3,28 +3,42 @@
 //	go run ./examples/console [flags]
 //	  -addr host:port    listen address (default 127.0.0.1:8787; port 0 picks a free one)
 //	  -api-key KEY       when set, /ws, /health and /files/uploads need "Authorization: Bearer KEY"
+//	  -api-key-file FILE the key from a file (a container secret); or set XAGENT_API_KEY
+//	  -allow-weak-key    for testing only: accept a key under 128 bits (22 characters)
 //	  -mode MODE         stream | edit | buffer (default stream)
 //	  -json              print every target side effect on stdout as one JSON object per line
 //	  -ack-timeout DUR   wait this long for xAgent's ack before resending a user message (default 10s)
 //	  -store DIR         keep pending and completed state durably in DIR
+//	  -version           print the version (module version, VCS revision) and exit
 //
 // At start it prints exactly one line "listening on http://HOST:PORT" to
-// stderr. Each stdin line is one user message; "/file PATH" sends a file.
+// stderr, and without -store a second one warning that its state is in
+// memory: after a restart xAgent's resend of a final whose ack was lost is
+// printed a second time. Each stdin line is one user message; "/file PATH"
+// sends a file. SIGTERM or SIGINT stops it gracefully
+// (connector.Connector.Shutdown): no new work, the replies in progress
+// finished within 25 s, then one line "console: stopped: …" with what was
+// drained, and exit 0.
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/connector"
 	"github.com/xagentkit/imv2/examples/console/consolebridge"
 )
+
+// memoryWarning is printed at start without -store (S8).
+const memoryWarning = "console: warning: state is in memory; after a restart a final whose ack was lost is shown a second time and pending messages are lost; run with -store DIR to keep it"
 
 func main() {
 	if err := run(); err != nil {
@@ -35,14 +49,25 @@ func main() {
 
 func run() error {
 	addr := flag.String("addr", "127.0.0.1:8787", "listen address; port 0 picks a free one")
-	apiKey := flag.String("api-key", "", `when set, /ws, /health and /files/uploads need "Authorization: Bearer KEY"`)
+	apiKey := flag.String("api-key", "", `when set, /ws, /health and /files/uploads need "Authorization: Bearer KEY" (visible in ps: prefer $`+keyEnv+` or -api-key-file)`)
+	apiKeyFile := flag.String("api-key-file", "", "read the API key from FILE (a container secret); without it or -api-key, $"+keyEnv)
+	weakKey := flag.Bool("allow-weak-key", false, "for testing only: accept an API key under 128 bits (22 characters)")
 	mode := flag.String("mode", "stream", "stream | edit | buffer")
 	jsonOut := flag.Bool("json", false, "print every target side effect on stdout as one JSON object per line")
 	ackTimeout := flag.Duration("ack-timeout", 0, "wait this long for xAgent's ack before resending a user message (default 10s)")
-	store := flag.String("store", "", "keep pending and completed state durably in DIR")
+	store := flag.String("store", "", "keep pending and completed state durably in DIR, one per console; without it state is in memory and a restart may show a final twice")
 	verbose := flag.Bool("v", false, "log diagnostics to stderr")
+	version := flag.Bool("version", false, "print the version (module version and VCS revision) and exit")
 	flag.Parse()
+	if *version {
+		fmt.Println(consolebridge.VersionLine())
+		return nil
+	}
 
+	key, err := readAPIKey(*apiKey, *apiKeyFile, *weakKey)
+	if err != nil {
+		return err
+	}
 	modes := map[string]connector.Mode{"stream": connector.ModeStream, "edit": connector.ModeEdit, "buffer": connector.ModeBuffer}
 	m, ok := modes[*mode]
 	if !ok {
@@ -54,7 +79,7 @@ func run() error {
 	}
 	b, err := consolebridge.New(consolebridge.Config{
 		Addr: *addr, JSON: *jsonOut, StoreDir: *store, Out: os.Stdout,
-		Options: connector.Options{APIKey: *apiKey, Mode: m, Logger: logger, Advanced: connector.Advanced{Channel: &imv2.Options{AckTimeout: *ackTimeout}}},
+		Options: connector.Options{APIKey: key, Mode: m, Logger: logger, Advanced: connector.Advanced{Channel: &imv2.Options{AckTimeout: *ackTimeout}}},
 	})
 	if err != nil {
 		return err
@@ -65,10 +90,60 @@ func run() error {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "listening on %s\n", url)
+	if *store == "" {
+		fmt.Fprintln(os.Stderr, memoryWarning)
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	go b.Run(ctx, os.Stdin) // the end of stdin does not stop serving; a signal does
 	<-ctx.Done()
-	return nil
+	return drain(b)
+}
+
+// keyEnv is the environment variable the API key may come from.
+const keyEnv = "XAGENT_API_KEY"
+
+// minKeyLen is 128 bits as base64 (22 characters), the floor for the
+// secret that guards the data plane.
+const minKeyLen = 22
+
+// readAPIKey picks the API key: -api-key-file or -api-key (not both),
+// else $XAGENT_API_KEY; none is fine (no key). A key under minKeyLen is refused
+// unless weakOK says the run is a test.
+func readAPIKey(flagKey, file string, weakOK bool) (string, error) {
+	key := flagKey
+	switch env := os.Getenv(keyEnv); {
+	case file != "" && flagKey != "":
+		return "", errors.New("-api-key and -api-key-file: give one")
+	case file != "":
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return "", fmt.Errorf("-api-key-file: %w", err)
+		}
+		if key = strings.TrimSpace(string(b)); key == "" {
+			return "", fmt.Errorf("-api-key-file %s is empty", file)
+		}
+	case env != "" && flagKey == "":
+		key = env
+	}
+	if key != "" && len(key) < minKeyLen && !weakOK {
+		return "", fmt.Errorf("the API key has %d characters, under 128 bits (%d base64 characters); use a longer one, or -allow-weak-key in tests", len(key), minKeyLen)
+	}
+	return key, nil
+}
+
+// drain stops b as a SIGTERM asks: no new work, the finals in the
+// platform's hands finished within connector.DefaultShutdownGrace, then
+// one line saying what was drained.
+func drain(b *consolebridge.Bridge) error {
+	fmt.Fprintf(os.Stderr, "console: stopping; finishing the replies in progress (up to %s)\n", connector.DefaultShutdownGrace)
+	ctx, cancel := context.WithTimeout(context.Background(), connector.DefaultShutdownGrace)
+	defer cancel()
+	d, err := b.Shutdown(ctx)
+	fmt.Fprintf(os.Stderr, "console: stopped: %s\n", d)
+	if errors.Is(err, context.DeadlineExceeded) {
+		return nil // the cut-off finals are counted in the line above
+	}
+	return err
 }

@@ -15,6 +15,7 @@ import (
 	"runtime/debug"
 	"syscall"
 
+	"github.com/xagentkit/imv2/connector"
 	"github.com/xagentkit/imv2/examples/matrix/matrixbridge"
 	"github.com/xagentkit/imv2/protocol"
 )
@@ -36,7 +37,12 @@ func run() error {
 	listen := flag.String("listen", "127.0.0.1:8080", "address to serve the Connector on")
 	state := flag.String("state", "matrix-state", "directory for bindings (access tokens, mode 0600) and delivery state")
 	verbose := flag.Bool("v", false, "debug logging")
+	version := flag.Bool("version", false, "print the version (module version and VCS revision) and exit")
 	flag.Parse()
+	if *version {
+		fmt.Println(versionLine())
+		return nil
+	}
 
 	key := os.Getenv("XAGENT_API_KEY")
 	if key == "" {
@@ -52,7 +58,38 @@ func run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	log.Info("matrix connector listening", "addr", *listen, "card", matrixbridge.CardID)
-	return b.Connector().ListenAndServe(ctx, *listen)
+	served := make(chan error, 1)
+	// Served without ctx: a signal drains first (Shutdown), and only its
+	// Close ends serving, so the acks of the drained finals still leave.
+	go func() { served <- b.Connector().ListenAndServe(context.Background(), *listen) }()
+	select {
+	case err := <-served:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), connector.DefaultShutdownGrace)
+	defer cancel()
+	d, err := b.Connector().Shutdown(sctx)
+	log.Info("matrix connector stopped", "finished", d.Finished, "cut_off", d.Cut, "refused_for_retry", d.Refused)
+	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return <-served
+}
+
+// versionLine is what -version prints: the bridge's version, the module
+// version and VCS revision the binary was built from, when recorded.
+func versionLine() string {
+	line := "matrix " + matrixbridge.Version
+	if info, ok := debug.ReadBuildInfo(); ok {
+		line += " module " + info.Main.Version
+		for _, s := range info.Settings {
+			if s.Key == "vcs.revision" || s.Key == "vcs.modified" {
+				line += " " + s.Key + "=" + s.Value
+			}
+		}
+	}
+	return line
 }
 
 // build fills the Card's build member from the linker flags and the

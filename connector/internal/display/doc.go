@@ -47,8 +47,11 @@
 //     temporary message and show the text twice (M11).
 //   - DraftTTL 5 min: a draft with no update for that long is dropped, and
 //     its temporary message removed if the platform is a Discarder; a final
-//     arriving later is sent as a new message. A draft is also dropped as
-//     soon as its final is accepted (D10).
+//     arriving later is then sent as a new message. Where the message
+//     cannot be removed (no Discarder, ErrUnsupported, or a failed
+//     Discard) its handle is kept (up to MaxDrafts) and a late final
+//     finishes it in place, never beside it (M11). A draft is also dropped
+//     as soon as its final is accepted (D10).
 //   - TypingRefresh 4 s, below Telegram's 5 s typing expiry.
 //   - ActivityTimeout 30 s after the last thinking/tool snapshot (C7).
 //   - MaxTyping 1024 channels showing typing at once; beyond it typing is

@@ -213,9 +213,6 @@ func (t *Target) expire(d *draft, gen uint64) {
 	}
 	t.removeLocked(d)
 	t.mu.Unlock()
-	if t.discarder == nil {
-		return
-	}
 	d.call.Lock() // wait for a Post in flight, to learn its handle
 	defer d.call.Unlock()
 	t.mu.Lock()
@@ -224,11 +221,47 @@ func (t *Target) expire(d *draft, gen uint64) {
 	if !posted {
 		return
 	}
-	ctx, cancel := t.callCtx()
-	defer cancel()
-	if err := t.discarder.Discard(ctx, d.key.channel, handle); err != nil {
-		t.log.Warn("display: discarding stale draft failed", "channel", d.key.channel, "message_id", d.key.message, "err", err)
+	var err error
+	if t.discarder == nil {
+		err = errors.ErrUnsupported
+	} else {
+		ctx, cancel := t.callCtx()
+		err = t.discarder.Discard(ctx, d.key.channel, handle)
+		cancel()
 	}
+	if err == nil {
+		return
+	}
+	if !errors.Is(err, errors.ErrUnsupported) {
+		t.log.Warn("display: discarding stale draft failed; its final finishes it", "channel", d.key.channel, "message_id", d.key.message, "err", err)
+	}
+	// The temporary message is still on screen: a late final must finish
+	// it in place, never post a second message beside it (M11).
+	t.mu.Lock()
+	t.keepShownLocked(d.key, handle)
+	t.mu.Unlock()
+}
+
+// keepShownLocked keeps the handle of an aged-out draft whose message is
+// still shown, for its final. At most MaxDrafts are kept; beyond, the
+// oldest goes (logged): its final, if it ever comes, is posted beside it.
+func (t *Target) keepShownLocked(k draftKey, handle string) {
+	if t.closed {
+		return
+	}
+	if len(t.shown) >= t.maxDrafts {
+		var oldest draftKey
+		var least uint64
+		for sk, s := range t.shown {
+			if least == 0 || s.seq < least {
+				oldest, least = sk, s.seq
+			}
+		}
+		delete(t.shown, oldest)
+		t.log.Warn("display: too many aged-out drafts still shown; the oldest is forgotten", "channel", oldest.channel, "message_id", oldest.message)
+	}
+	t.shownSeq++
+	t.shown[k] = shownDraft{handle: handle, seq: t.shownSeq}
 }
 
 // removeLocked takes d out of the map and stops its timers.
@@ -246,7 +279,23 @@ func (t *Target) removeLocked(d *draft) {
 // refused by the cap); d.finishing is set.
 func (t *Target) final(ctx context.Context, d *draft, channelID string, m *imv2.ChatMessage) error {
 	if d == nil {
-		return t.p.Post(ctx, channelID, m)
+		k := draftKey{channelID, m.MessageID}
+		t.mu.Lock()
+		s, aged := t.shown[k]
+		t.mu.Unlock()
+		if !aged {
+			return t.p.Post(ctx, channelID, m)
+		}
+		// Its draft aged out but could not be discarded: finish it.
+		err := t.finish(ctx, channelID, s.handle, m)
+		if err == nil {
+			t.mu.Lock()
+			if t.shown[k] == s {
+				delete(t.shown, k)
+			}
+			t.mu.Unlock()
+		}
+		return err
 	}
 	d.call.Lock()
 	defer d.call.Unlock()

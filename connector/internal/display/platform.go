@@ -79,6 +79,8 @@ type Editor interface {
 // Discarder is a Drafter or Editor that can remove a temporary message. It
 // is called when a draft is dropped before its final arrived (idle TTL), so
 // that a late final does not leave the stale partial text beside it (M11).
+// An error wrapping errors.ErrUnsupported says the message cannot be
+// removed: it stays shown, and the late final finishes it.
 type Discarder interface {
 	Discard(ctx context.Context, channelID, handle string) error
 }

@@ -100,6 +100,17 @@ type Target struct {
 	closed bool
 	drafts map[draftKey]*draft
 	typing map[string]*typingState
+	// shown holds the handles of drafts that aged out while their
+	// temporary message stayed on screen (no Discarder, or its Discard
+	// failed), for the final that finishes them (M11).
+	shown    map[draftKey]shownDraft
+	shownSeq uint64
+}
+
+// shownDraft is an aged-out draft's handle; seq orders them by age.
+type shownDraft struct {
+	handle string
+	seq    uint64
 }
 
 var (
@@ -136,6 +147,7 @@ func New(p Platform, opts *Options) (*Target, error) {
 		callTimeout: defaults.Or(o.CallTimeout, DefaultCallTimeout),
 		drafts:      make(map[draftKey]*draft),
 		typing:      make(map[string]*typingState),
+		shown:       make(map[draftKey]shownDraft),
 	}
 	if t.clock == nil {
 		t.clock = clock.System{}
@@ -241,6 +253,7 @@ func (t *Target) Close() error {
 		t.stopLocked(&s.timer)
 	}
 	clear(t.typing)
+	clear(t.shown)
 	t.mu.Unlock()
 	t.cancel()
 	t.wg.Wait()

@@ -16,6 +16,7 @@ import (
 	"mime"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -42,12 +43,16 @@ var cardJSON []byte
 //go:embed skill.md
 var skill []byte
 
-// Card returns the console Connector's Card (card.json).
+// Card returns the console Connector's Card (card.json), its build
+// member stamped with the module version and VCS revision the binary was
+// built from, when recorded (debug.ReadBuildInfo).
 func Card() *protocol.Card {
 	c, err := protocol.DecodeCard(cardJSON)
 	if err != nil {
 		panic(err) // an embedded constant, checked by TestCard_H1_AsServedBefore
 	}
+	info, ok := debug.ReadBuildInfo()
+	c.Build = stamped(c.Build, info, ok)
 	return c
 }
 

@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"github.com/xagentkit/imv2"
-	"github.com/xagentkit/imv2/examples/matrix/matrixbridge"
 	"github.com/xagentkit/imv2/protocol"
 	"github.com/xagentkit/imv2/sim"
 	"maunium.net/go/mautrix/event"
@@ -41,12 +39,10 @@ func TestConnector_Simulator(t *testing.T) {
 	})
 	require.NoError(t, err)
 	defer s.Close()
-	req, err := imv2.NewPacket(protocol.TypeAuthStart, s.Channel().ID(), protocol.AuthStart{FlowID: matrixbridge.FlowID, Input: w.form()})
+	// The room is bound the way imv2sim -auth binds it: auth.start with the
+	// form, the Card's only flow.
+	a, err := s.SignIn(ctx, "", w.form())
 	require.NoError(t, err)
-	ans, err := s.Client().Request(ctx, req)
-	require.NoError(t, err)
-	var a protocol.AuthAck
-	require.NoError(t, ans.DecodePayload(&a))
 	require.Equal(t, protocol.AuthAuthenticated, a.Status, a.Message)
 
 	bot := id.UserID(w.botID)

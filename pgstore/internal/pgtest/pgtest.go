@@ -58,6 +58,11 @@ type Server struct {
 	waited chan error // cmd.Wait's result
 	logs   string     // the server's log file
 	next   atomic.Int64
+
+	// How run started the postmaster, for Resume.
+	cred       *syscall.Credential
+	data, sock string
+	port       int
 }
 
 // Main starts the server (or connects to IMV2_PG_URL), stores it in *srv,
@@ -90,6 +95,40 @@ func Start(ctx context.Context) (*Server, error) {
 		return s, s.ping(ctx)
 	}
 	return startLocal(ctx)
+}
+
+// StartOwn starts a server of the caller's own, even when IMV2_PG_URL
+// is set: a test that stops and restarts the database (Halt, Resume)
+// must not take the shared one away from the others. Stop it when done.
+func StartOwn(ctx context.Context) (*Server, error) {
+	return startLocal(ctx)
+}
+
+// Halt stops a server StartOwn started, as an operator's
+// "pg_ctl stop -m fast" does: every session is aborted and new
+// connections are refused until Resume.
+func (s *Server) Halt() error {
+	if s.cmd == nil {
+		return errors.New("pgtest: Halt of a server that is not running here")
+	}
+	_ = s.cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case <-s.waited:
+	case <-time.After(30 * time.Second):
+		_ = s.cmd.Process.Kill()
+		<-s.waited
+	}
+	s.cmd = nil
+	return nil
+}
+
+// Resume starts a halted server again on the same port and data, and
+// returns once it answers.
+func (s *Server) Resume(ctx context.Context) error {
+	if s.cmd != nil || s.dir == "" {
+		return errors.New("pgtest: Resume of a server that is not halted")
+	}
+	return s.run(ctx, s.cred, s.data, s.sock, s.port)
 }
 
 func startLocal(ctx context.Context) (*Server, error) {
@@ -152,6 +191,7 @@ func startLocal(ctx context.Context) (*Server, error) {
 
 // run starts the postmaster on port and waits until it answers.
 func (s *Server) run(ctx context.Context, cred *syscall.Credential, data, sock string, port int) error {
+	s.cred, s.data, s.sock, s.port = cred, data, sock, port
 	logf, err := os.OpenFile(s.logs, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
 	if err != nil {
 		return err
@@ -221,6 +261,9 @@ func (s *Server) ping(ctx context.Context) error {
 // nothing.
 func (s *Server) Stop() error {
 	if s.cmd == nil {
+		if s.dir != "" { // halted
+			return os.RemoveAll(s.dir)
+		}
 		return nil
 	}
 	_ = s.cmd.Process.Signal(syscall.SIGINT) // fast shutdown: abort sessions, checkpoint

@@ -1,0 +1,230 @@
+package connector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/connector/internal/display"
+)
+
+// DefaultShutdownGrace is the grace the reference commands give Shutdown
+// on SIGTERM: under Kubernetes' default terminationGracePeriodSeconds
+// (30 s), so the process exits by itself before it is killed.
+const DefaultShutdownGrace = 25 * time.Second
+
+// Drained is what a Shutdown let finish and what it turned away.
+type Drained struct {
+	// Finished counts the finals whose platform call was in flight when
+	// Shutdown began and ended within the grace: their acks were sent.
+	Finished int
+	// Cut counts the finals still in flight when the grace ended: Close
+	// cancelled them, as it cancels everything.
+	Cut int
+	// Refused counts the finals and channel.opens answered with a
+	// retryable refusal meanwhile: xAgent sends them again after the
+	// restart.
+	Refused int
+}
+
+// String is the one line the commands log at exit.
+func (d Drained) String() string {
+	return fmt.Sprintf("%d finals finished, %d cut off, %d refused for retry", d.Finished, d.Cut, d.Refused)
+}
+
+// errShuttingDown refuses new work while draining: retryable, and marked
+// "not posted", so the Channel releases the final's claim and xAgent's
+// resend after the restart is posted (not delivery_outcome_unknown).
+var errShuttingDown = imv2.Retryable(errors.New("connector: shutting down; send it again after the restart"))
+
+// drain counts the finals in the platform's hands and, once stopping,
+// refuses new ones, so Shutdown can wait for exactly those it let in.
+type drain struct {
+	mu       sync.Mutex
+	stopping bool
+	inflight map[finalKey]int // finals admitted and not yet answered
+	n        int              // their sum
+	idle     chan struct{}    // closed when n reaches 0 while stopping
+	begun    chan struct{}    // closed by stop; made on demand (tests wait on it)
+	d        Drained
+}
+
+// finalKey names a final across channels.
+type finalKey struct{ channel, message string }
+
+// isStopping reports whether stop was called.
+func (dr *drain) isStopping() bool {
+	dr.mu.Lock()
+	defer dr.mu.Unlock()
+	return dr.stopping
+}
+
+// stopped returns a channel closed once stop has been called.
+func (dr *drain) stopped() <-chan struct{} {
+	dr.mu.Lock()
+	defer dr.mu.Unlock()
+	if dr.begun == nil {
+		dr.begun = make(chan struct{})
+		if dr.stopping {
+			close(dr.begun)
+		}
+	}
+	return dr.begun
+}
+
+// begin admits a final's platform call, or refuses it while stopping.
+// It stays counted until answered sees the Channel's verdict on it.
+func (dr *drain) begin(k finalKey) error {
+	dr.mu.Lock()
+	defer dr.mu.Unlock()
+	if dr.stopping {
+		dr.d.Refused++
+		return errShuttingDown
+	}
+	if dr.inflight == nil {
+		dr.inflight = map[finalKey]int{}
+	}
+	dr.inflight[k]++
+	dr.n++
+	return nil
+}
+
+// answered ends the count of an admitted final: the Channel recorded its
+// outcome (EventDelivered after the completed record, EventTargetFailed
+// after the claim's release) and sends its ack next.
+func (dr *drain) answered(k finalKey) {
+	dr.mu.Lock()
+	defer dr.mu.Unlock()
+	if dr.inflight[k] == 0 {
+		return // not admitted here: refused, or answered without a Target call
+	}
+	if dr.inflight[k]--; dr.inflight[k] == 0 {
+		delete(dr.inflight, k)
+	}
+	dr.n--
+	if !dr.stopping {
+		return
+	}
+	dr.d.Finished++
+	if dr.n == 0 && dr.idle != nil {
+		close(dr.idle)
+		dr.idle = nil
+	}
+}
+
+// observer ends the count of a final when its Channel reports the outcome,
+// then tells next (the author's Observer, or nil).
+func (dr *drain) observer(next imv2.Observer) imv2.Observer {
+	return imv2.ObserverFunc(func(e imv2.Event) {
+		switch e.Kind {
+		case imv2.EventDelivered, imv2.EventTargetFailed:
+			dr.answered(finalKey{e.ChannelID, e.MessageID})
+		}
+		if next != nil {
+			next.Observe(e)
+		}
+	})
+}
+
+// open refuses a channel.open while stopping: retryable, so xAgent opens
+// it again on the next process.
+func (dr *drain) open() error {
+	dr.mu.Lock()
+	defer dr.mu.Unlock()
+	if !dr.stopping {
+		return nil
+	}
+	dr.d.Refused++
+	return &imv2.Error{Code: imv2.CodeChannelUnavailable, Message: "connector shutting down; open it again after the restart", Retryable: true}
+}
+
+// stop begins refusing and returns a channel closed once no final is in
+// the platform's hands.
+func (dr *drain) stop() <-chan struct{} {
+	dr.mu.Lock()
+	defer dr.mu.Unlock()
+	if !dr.stopping && dr.begun != nil {
+		close(dr.begun)
+	}
+	dr.stopping = true
+	idle := make(chan struct{})
+	if dr.n == 0 {
+		close(idle)
+	} else {
+		dr.idle = idle
+	}
+	return idle
+}
+
+// report is the count so far, with what is still in flight as cut.
+func (dr *drain) report() Drained {
+	dr.mu.Lock()
+	defer dr.mu.Unlock()
+	d := dr.d
+	d.Cut = dr.n
+	return d
+}
+
+// Shutdown stops the Connector gracefully: it stops taking new work (a
+// new final is refused retryable, its claim released, and a channel.open
+// is answered connector_channel_unavailable: xAgent sends both again after
+// the restart), waits until every final already in the platform's hands
+// has its outcome recorded, or ctx ends, then Closes, which closes every
+// WebSocket with a close frame after the frames already accepted. The ack
+// of a drained final is sent right after its record; the kit cannot yet
+// wait for the frame itself, so in rare races the close frame goes first,
+// and xAgent's resend after the restart is answered duplicate (S8) —
+// shown once either way, never delivery_outcome_unknown. Requests other
+// than /ws are served meanwhile. It returns what was drained and, when
+// ctx ended first, ctx's error (the finals still in flight are cancelled
+// as by Close). Give it DefaultShutdownGrace on SIGTERM.
+func (c *Connector) Shutdown(ctx context.Context) (Drained, error) {
+	var err error
+	select {
+	case <-c.drain.stop():
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	d := c.drain.report()
+	return d, errors.Join(err, c.Close())
+}
+
+// drainTarget is the Target every Channel gets: the display Target, whose
+// finals Shutdown admits and counts. Its other capabilities (drafts,
+// activity, dedup) are the display Target's, promoted.
+type drainTarget struct {
+	*display.Target
+	c *Connector
+}
+
+// PostMessage is the display Target's, unless the Connector is shutting
+// down.
+func (t drainTarget) PostMessage(ctx context.Context, channelID string, m *imv2.ChatMessage) error {
+	return t.c.admitFinal(finalKey{channelID, m.MessageID}, func() error { return t.Target.PostMessage(ctx, channelID, m) })
+}
+
+// admitFinal runs post, a final's platform call, unless the Connector is
+// shutting down, counting it for Shutdown until its outcome is recorded.
+func (c *Connector) admitFinal(k finalKey, post func() error) error {
+	if err := c.drain.begin(k); err != nil {
+		return err
+	}
+	return post()
+}
+
+// admitOpen chains the shutdown refusal before hook, a channel.open
+// hook (nil: none).
+func (c *Connector) admitOpen(hook func(context.Context, string) error) func(context.Context, string) error {
+	return func(ctx context.Context, id string) error {
+		if err := c.drain.open(); err != nil {
+			return err
+		}
+		if hook == nil {
+			return nil
+		}
+		return hook(ctx, id)
+	}
+}

@@ -1,0 +1,69 @@
+package connector_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/clock"
+	"github.com/xagentkit/imv2/connector"
+	"github.com/xagentkit/imv2/state"
+)
+
+// smallStore is the kit's default Store with a completed store of 16
+// records, so a flood fills it in a few dozen finals.
+type smallStore struct {
+	imv2.PendingStore
+	imv2.ClaimStore
+	state.ChannelRegistry
+	*state.MemoryBindingStore
+}
+
+// TestAttack_FinalsFloodKeepsAnotherChannelsInboundRecord (issue 26,
+// attack 2, the kit's side): the kit records each inbound event it handed
+// over in the completed store, under its channel, so a replay of the
+// event (a platform redelivering it) is skipped. Another channel's peer
+// flooding finals used to push that record out, and the replay then
+// reached xAgent a second time. Over real connections, with a completed
+// store of 16 records: channel A hands over event E; channel B's peer
+// sends 100 finals; A's record of E is still there, and E replayed on A
+// is skipped — the next event on A arrives and E was seen once. It holds
+// by the completed store's per-channel shares (completedshare.go): with
+// their protection turned off the record is gone after the flood (and the
+// replay is sent again; this xAgent's own completed store then hides it).
+func TestAttack_FinalsFloodKeepsAnotherChannelsInboundRecord(t *testing.T) {
+	st := &smallStore{imv2.NewMemoryPendingStore(0), imv2.NewMemoryCompletedStore(16, 0, clock.System{}),
+		state.NewMemoryRegistry(0), state.NewMemoryBindingStore(0)}
+	p := newPretend(0)
+	k, url := startKit(t, p, "", connector.Options{Store: st})
+	victim, attacker := newAgent(), newAgent()
+	_, chA := victim.dial(t, url)
+	_, chB := attacker.dial(t, url)
+	ctx := context.Background()
+
+	ev := connector.Event{Conversation: chA.ID(), EventID: "update-1", Text: "hello"}
+	require.NoError(t, k.Receive(ctx, ev))
+	id := connector.EventMessageID(chA.ID(), ev.EventID)
+	victim.users.wait(t, id, 1)
+
+	for i := range 100 {
+		_, err := chB.Send(ctx, imv2.ChatMessage{Text: fmt.Sprintf("flood %d", i)})
+		require.NoError(t, err)
+	}
+	for range 100 {
+		o := attacker.next(t)
+		require.Nil(t, o.err, "final %s rejected", o.id)
+	}
+
+	_, kept, err := st.Lookup(ctx, chA.ID(), id)
+	require.NoError(t, err)
+	require.True(t, kept, "A's record of E outlived B's flood")
+	require.NoError(t, k.Receive(ctx, ev), "the replay")
+	next := connector.Event{Conversation: chA.ID(), EventID: "update-2", Text: "after"}
+	require.NoError(t, k.Receive(ctx, next))
+	victim.users.wait(t, connector.EventMessageID(chA.ID(), next.EventID), 1) // in order after any resend of E
+	require.Equal(t, 1, victim.count(id), "the replayed event reached xAgent once")
+}

@@ -1,0 +1,104 @@
+package connector_test
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/boltstore"
+	"github.com/xagentkit/imv2/connector"
+	"github.com/xagentkit/imv2/internal/testwait"
+)
+
+// slowPlatform holds every Post until release is closed (or the call's
+// context ends, as a cancelled HTTP request would), counting the posts
+// that were shown.
+type slowPlatform struct {
+	entered chan string
+	release chan struct{}
+
+	mu    sync.Mutex
+	shown map[string]int
+}
+
+func newSlowPlatform() *slowPlatform {
+	return &slowPlatform{entered: make(chan string, 8), release: make(chan struct{}), shown: map[string]int{}}
+}
+
+func (p *slowPlatform) Post(ctx context.Context, _ connector.Conversation, m *connector.Message) error {
+	p.entered <- m.MessageID
+	select {
+	case <-p.release:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.shown[m.MessageID]++
+	return nil
+}
+
+func (p *slowPlatform) count(id string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.shown[id]
+}
+
+// TestKit_W10_S8_ShutdownDrainsAFinalInFlight: Shutdown while a final's
+// platform call is in progress refuses a new channel.open
+// (connector_channel_unavailable, W10) and lets the call finish instead of
+// cancelling it: the final is shown once and recorded completed (S8), so a
+// resend after the restart is answered duplicate, not
+// delivery_outcome_unknown. (Its ack usually leaves before the close
+// frame, but the kit cannot yet wait for it: see Shutdown.)
+func TestKit_W10_S8_ShutdownDrainsAFinalInFlight(t *testing.T) {
+	p := newSlowPlatform()
+	st, err := boltstore.Open(filepath.Join(t.TempDir(), "kit.db"), boltstore.Options{})
+	require.NoError(t, err)
+	defer st.Close()
+	k, err := connector.New(kitCard(""), p, &connector.Options{Store: st, DefaultConversation: func(id string) string { return id }})
+	require.NoError(t, err)
+	url, err := k.Start("127.0.0.1:0")
+	require.NoError(t, err)
+	a := newAgent()
+	client, ch := a.dial(t, url)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	id, err := ch.Send(ctx, imv2.ChatMessage{Text: "the slow one"})
+	require.NoError(t, err)
+	require.Equal(t, id, testwait.Recv(t, p.entered, 10*time.Second))
+
+	type result struct {
+		d   connector.Drained
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		d, err := k.Shutdown(ctx)
+		done <- result{d, err}
+	}()
+	testwait.Recv(t, connector.ShutdownBegun(k), 10*time.Second)
+
+	_, err = client.OpenChannel(ctx, "")
+	var e *imv2.Error
+	require.True(t, errors.As(err, &e), "a channel.open while draining is refused: %v", err)
+	// An error packet has no retryable member (W10): the code says
+	// "cannot serve now", and xAgent reopens on its next connect (W11).
+	require.Equal(t, imv2.CodeChannelUnavailable, e.Code)
+
+	close(p.release)
+	r := testwait.Recv(t, done, 10*time.Second)
+	require.NoError(t, r.err)
+	require.Equal(t, connector.Drained{Finished: 1, Refused: 1}, r.d)
+	require.Equal(t, 1, p.count(id), "the post was let finish, shown once")
+	_, completed, err := st.Lookup(ctx, ch.ID(), id)
+	require.NoError(t, err)
+	require.True(t, completed, "S8: recorded completed, so a resend is a duplicate")
+}

@@ -1,0 +1,127 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/examples/console/consolebridge"
+	"github.com/xagentkit/imv2/sim"
+)
+
+// TestShutdown_S8_SIGTERMDuringSlowPostDrainsTheFinal: SIGTERM arrives
+// while the console is posting a final (its stdout, the "IM platform", is
+// a pipe nobody reads: the write blocks). The console says it is stopping,
+// lets the post finish once the pipe is read, logs the one line of what
+// it drained (1 finished) and exits 0. Restarted on the same -store, the
+// final is settled with xAgent — acked before the close frame, or its
+// resend answered duplicate — and it was shown exactly once across both
+// runs, never refused delivery_outcome_unknown.
+func TestShutdown_S8_SIGTERMDuringSlowPostDrainsTheFinal(t *testing.T) {
+	store, addr := t.TempDir(), freeAddr(t)
+	outR, outW, err := os.Pipe()
+	require.NoError(t, err)
+	defer outR.Close()
+	cmd := exec.Command(binary, "-addr", addr, "-json", "-mode", "buffer", "-store", store)
+	cmd.Stdout = outW
+	stderr, err := cmd.StderrPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	outW.Close() // the child holds its copy
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	lines := make(chan string, 64)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	waitLine := func(prefix string) string {
+		t.Helper()
+		timeout := time.After(30 * time.Second)
+		for {
+			select {
+			case line, ok := <-lines:
+				require.True(t, ok, "console stderr ended before %q", prefix)
+				if strings.HasPrefix(line, prefix) {
+					return line
+				}
+			case <-timeout:
+				t.Fatalf("no stderr line %q within 30 s", prefix)
+			}
+		}
+	}
+	url := strings.TrimPrefix(waitLine("listening on "), "listening on ")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	agent, err := sim.Start(ctx, sim.Config{Connector: url, Options: &imv2.Options{RetryMax: time.Second}})
+	require.NoError(t, err)
+	defer agent.Close()
+	ch := agent.Channel().ID()
+
+	// Far more than a pipe holds: the printer's one write of the final's
+	// JSON line blocks until the test reads it.
+	text := strings.Repeat("slow platform ", 300<<10/14)
+	require.NoError(t, agent.Reply(ctx, ch, text))
+	var out bytes.Buffer
+	buf := make([]byte, 4096)
+	for !bytes.Contains(out.Bytes(), []byte(`"event":"final"`)) {
+		n, err := outR.Read(buf)
+		require.NoError(t, err, "console stdout ended before the final")
+		out.Write(buf[:n])
+	}
+	// The post is in progress now, and stays so until the pipe is read.
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	waitLine("console: stopping")
+	_, err = io.Copy(&out, outR) // the platform answers: the post finishes
+	require.NoError(t, err)
+	stopped := waitLine("console: stopped: ")
+	require.NoError(t, cmd.Wait(), "exit 0")
+	require.Contains(t, stopped, "1 finals finished, 0 cut off")
+
+	var shown int
+	sc := bufio.NewScanner(&out)
+	sc.Buffer(nil, 4<<20)
+	for sc.Scan() {
+		var e consolebridge.Event
+		require.NoError(t, json.Unmarshal(sc.Bytes(), &e))
+		if e.Event == "final" && e.Text != nil && *e.Text == text {
+			shown++
+		}
+	}
+	require.NoError(t, sc.Err())
+	require.Equal(t, 1, shown, "the final in flight was shown, once")
+
+	// Restarted: whatever xAgent still has pending is settled, and nothing
+	// of it is shown again.
+	p2 := start(t, "-addr", addr, "-store", store)
+	retry(t, func() (int, error) {
+		pending, err := agent.Channel().Pending(ctx)
+		if len(pending) > 0 {
+			err = io.ErrNoProgress
+		}
+		return 0, err
+	})
+	require.NoError(t, agent.Reply(ctx, ch, "after the restart"))
+	after := p2.until(t, func(e consolebridge.Event) bool { return e.Event == "final" })
+	for _, e := range after {
+		if e.Event == "final" {
+			require.Equal(t, "after the restart", *e.Text, "S8: the drained final is not shown again")
+		}
+	}
+}
