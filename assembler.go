@@ -32,6 +32,12 @@ type deltaStream struct {
 	// whether the message is complete (D11, checkCompleted); no draft is
 	// shown until it answered.
 	checking bool
+	// prevFirst is the first-draft turn of the channel's stream that
+	// began before this one; firstDone, this stream's, is closed once its
+	// first draft was handed to the Target, or its final delivered, or it
+	// was dropped, so first drafts reach the Target in the order their
+	// streams began (M14). Made with the stream, for a StreamingTarget.
+	prevFirst, firstDone chan struct{}
 }
 
 // apply adds delta seq with text. It reports whether the text grew, or an
@@ -175,6 +181,11 @@ func (c *Channel) receiveDelta(ctx context.Context, p *Packet) error {
 			}
 			now := c.o.Clock.Now()
 			s = &deltaStream{held: streamOverhead, touched: now, started: now, after: c.queued, checking: !inline}
+			if _, ok := c.target.(StreamingTarget); ok {
+				// Taken here, on the reader, in the order streams begin.
+				s.prevFirst, s.firstDone = c.lastFirst, make(chan struct{})
+				c.lastFirst = s.firstDone
+			}
 			if c.deltas == nil {
 				c.deltas = map[string]*deltaStream{}
 			}
@@ -211,14 +222,25 @@ func (c *Channel) receiveDelta(ctx context.Context, p *Packet) error {
 // first draft is the message's place in the chat: it waits until the
 // finals that arrived before the message's first delta were delivered
 // (posted or rejected), at most TargetTimeout, so replies show in the
-// order they were sent (M14).
+// order they were sent (M14). It also waits until the first draft of the
+// stream that began drafting before it was handed to the Target and
+// returned, retries included, or — when that stream's final came first —
+// until that final was delivered, or that stream was dropped, at most
+// TargetTimeout: two replies streamed at once keep the order of their
+// first deltas.
 func (c *Channel) showDrafts(id string, s *deltaStream) {
-	var waited bool
+	var waited, waitedTurn bool
 	for {
 		c.mu.Lock()
 		if !s.hasDraft || s.final || c.closed {
 			s.drafting = false
 			close(s.idle)
+			if !s.final {
+				// A final ends the turn when it is delivered (deliver),
+				// so a message shown by its final alone keeps its place;
+				// a dropped stream's ends with the drop.
+				c.endTurnLocked(s)
+			}
 			c.mu.Unlock()
 			return
 		}
@@ -226,6 +248,13 @@ func (c *Channel) showDrafts(id string, s *deltaStream) {
 			waited = true
 			c.mu.Unlock()
 			c.waitEnded(s.after)
+			continue
+		}
+		if !s.shown && !waitedTurn && s.prevFirst != nil {
+			waitedTurn = true
+			prev := s.prevFirst
+			c.mu.Unlock()
+			c.waitClosed(prev)
 			continue
 		}
 		text := s.draft
@@ -242,6 +271,38 @@ func (c *Channel) showDrafts(id string, s *deltaStream) {
 			c.log.Warn("draft not shown; the final will carry the whole text", "message_id", id, "err", err)
 		}
 		tctx.release()
+		if first {
+			c.mu.Lock()
+			c.endTurnLocked(s)
+			c.mu.Unlock()
+		}
+	}
+}
+
+// endTurnLocked closes s's first-draft turn once: its first draft was
+// handed to the Target, or it stopped drafting before one.
+func (c *Channel) endTurnLocked(s *deltaStream) {
+	if s.firstDone == nil {
+		return
+	}
+	select {
+	case <-s.firstDone:
+	default:
+		close(s.firstDone)
+	}
+	s.prevFirst = nil // nothing older is kept alive through it
+}
+
+// waitClosed waits until ch is closed, the channel closes or
+// TargetTimeout passes.
+func (c *Channel) waitClosed(ch <-chan struct{}) {
+	timeout := make(chan struct{})
+	t := c.o.Clock.AfterFunc(c.o.TargetTimeout, func() { close(timeout) })
+	defer t.Stop()
+	select {
+	case <-ch:
+	case <-timeout:
+	case <-c.ctx.Done():
 	}
 }
 
@@ -317,6 +378,7 @@ func (c *Channel) dropDeltasLocked(drop func(*deltaStream) bool) []string {
 			// A running UpdateDraft may still read the buffer (unsafe.String): at most one draft per stream over budget, for up to TargetTimeout.
 			c.releaseLocked(s.held)
 			s.final = true // stops its draft lane
+			c.endTurnLocked(s)
 			ids = append(ids, id)
 		}
 	}

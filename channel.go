@@ -75,6 +75,9 @@ type Channel struct {
 	// before it (showDrafts).
 	queued, ended uint64
 	endedCh       chan struct{}
+	// lastFirst is the first-draft turn of the stream that began
+	// last (deltaStream.firstDone).
+	lastFirst chan struct{}
 }
 
 // NewChannel returns a Channel serving channel id in role, with the

@@ -180,6 +180,9 @@ func (c *Channel) deliver(d *delivery) {
 	waiters := d.waiters
 	c.releaseLocked(d.held)
 	c.ended++
+	if d.stream != nil {
+		c.endTurnLocked(d.stream) // its first-draft turn, if it showed none (showDrafts)
+	}
 	if c.endedCh != nil {
 		close(c.endedCh)
 		c.endedCh = nil

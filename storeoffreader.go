@@ -174,6 +174,7 @@ func (c *Channel) checkCompleted(id string, s *deltaStream) {
 			s.held = 0
 		}
 		s.final = true // no draft of it, ever
+		c.endTurnLocked(s)
 		c.mu.Unlock()
 		c.observe(Event{Kind: EventDeltaIgnored, MessageID: id})
 		return

@@ -48,7 +48,9 @@
 //     channel's later messages wait): a final the kit gives up on retryable
 //     holds the channel's later finals (channel_busy, retryable) until xAgent
 //     resends it, bounded by Pace.OrderTTL and Pace.MaxOrderChannels (Pace).
-//     A message's first draft waits behind the channel's earlier finals, so
+//     A message's first draft waits behind the channel's earlier finals and
+//     earlier first drafts, retries included (a first draft given up shows
+//     that message by its final alone, and later ones wait for it), so
 //     replies show in send order in every mode.
 //   - Replicas. Replicas on one shared Store reach a channel open on another
 //     replica through Options.Advanced.Relay; they need a shared FileStore and the

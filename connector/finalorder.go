@@ -124,53 +124,61 @@ func (fo *finalOrder) holds(channelID string) bool {
 // orderedOutbound is the display.Platform the kit gives display.New: the
 // outbound calls, with every final — Post, Finish — run under the
 // channel's order, and every message's first draft behind the channel's
-// unfinished finals. Embedding passes every display capability on.
+// unfinished finals and earlier first drafts. Embedding passes every
+// display capability on.
 type orderedOutbound struct {
 	*outbound
-	order *finalOrder
+	order  *finalOrder
+	places *draftPlaces
 }
 
 func newOrderedOutbound(o *outbound, p Pace, clk clock.Clock) *orderedOutbound {
-	return &orderedOutbound{outbound: o, order: newFinalOrder(p, clk)}
+	return &orderedOutbound{outbound: o, order: newFinalOrder(p, clk), places: newDraftPlaces(p, clk)}
 }
 
 // errEarlierFinal is why a message's drafts are skipped: an earlier final
 // of the channel is not shown yet and cannot be waited for.
 var errEarlierFinal = errors.New("an earlier final of the channel is not shown yet; this message is shown by its final alone")
 
-// firstDraft decides whether a message's first draft (its place in the
-// chat, in modes stream and edit) may be shown now. The Channel already
-// held it until the finals sent before it were delivered or rejected
-// (imv2's showDrafts); when one was rejected retryable and waits for
-// xAgent's resend (unresolved), the message gets no draft
-// (display.ErrSkipDraft): its final, held behind the earlier one, shows
-// it, so replies show in send order.
-func (oo *orderedOutbound) firstDraft(channelID string) error {
+// firstDraft makes a message's first draft (its place in the chat, in
+// modes stream and edit) in order. The Channel already held it until the
+// finals sent before it were delivered or rejected (imv2's showDrafts);
+// when one was rejected retryable and waits for xAgent's resend
+// (unresolved), the message gets no draft (display.ErrSkipDraft): its
+// final, held behind the earlier one, shows it. It then waits for the
+// channel's earlier first drafts, retries included (draftPlaces), so
+// replies show in send order.
+func (oo *orderedOutbound) firstDraft(ctx context.Context, channelID, messageID string, first func(context.Context) error) error {
+	var hold error
 	if oo.order.holds(channelID) {
-		return imv2.Permanent(fmt.Errorf("connector: %w: %w", display.ErrSkipDraft, errEarlierFinal))
+		hold = skipDraft(errEarlierFinal)
 	}
-	return nil
+	return oo.places.made(ctx, channelID, messageID, hold, first)
 }
 
-// Draft implements display.Drafter; a message's first draft is skipped
-// while an earlier final of the channel is unresolved (firstDraft).
+// Draft implements display.Drafter; a message's first draft is made in
+// order (firstDraft).
 func (oo *orderedOutbound) Draft(ctx context.Context, channelID string, d display.Draft) (string, error) {
-	if d.Handle == "" {
-		if err := oo.firstDraft(channelID); err != nil {
-			return "", err
-		}
+	if d.Handle != "" {
+		return oo.outbound.Draft(ctx, channelID, d)
 	}
-	return oo.outbound.Draft(ctx, channelID, d)
+	var h string
+	err := oo.firstDraft(ctx, channelID, d.MessageID, func(ctx context.Context) (err error) {
+		h, err = oo.outbound.Draft(ctx, channelID, d)
+		return err
+	})
+	return h, err
 }
 
-// PostDraft implements display.Editor: the temporary message, the first draft
-// of its message, is skipped while an earlier final of the channel is
-// unresolved (firstDraft).
+// PostDraft implements display.Editor: the temporary message, the first
+// draft of its message, is made in order (firstDraft).
 func (oo *orderedOutbound) PostDraft(ctx context.Context, channelID, messageID, text string) (string, error) {
-	if err := oo.firstDraft(channelID); err != nil {
-		return "", err
-	}
-	return oo.outbound.PostDraft(ctx, channelID, messageID, text)
+	var h string
+	err := oo.firstDraft(ctx, channelID, messageID, func(ctx context.Context) (err error) {
+		h, err = oo.outbound.PostDraft(ctx, channelID, messageID, text)
+		return err
+	})
+	return h, err
 }
 
 // Post implements display.Platform under the channel's order.
@@ -195,6 +203,9 @@ func (oo *orderedOutbound) ordered(ctx context.Context, channelID string, m *imv
 	r := &finalRun{unknown: unknown}
 	err = run(context.WithValue(ctx, finalRunKey{}, r))
 	oo.order.settle(channelID, m.MessageID, err, r.unknown)
+	if err == nil || !imv2.IsRetryable(err) {
+		oo.places.settled(channelID, m.MessageID)
+	}
 	return err
 }
 

@@ -89,6 +89,14 @@ const (
 // sent before it were posted or rejected (the Channel holds it, at most
 // the Target timeout), and while one of them is unresolved the message
 // shows no draft and is shown by its final alone, behind the earlier one.
+// It also waits for the channel's earlier first drafts, their retries
+// included, so a rate-limited first draft keeps its place. A first draft
+// the kit gives up on (its attempts spent, a refusal, or its wait cut by
+// the Target timeout) is not made again: that message is shown by its
+// final alone, and the channel's later messages show no draft until that
+// final is shown or rejected for good (or OrderTTL passes), so none takes
+// its place. At most 64 first drafts a channel and MaxOrderChannels
+// channels are held in order; beyond that a first draft is made at once.
 //
 // Zero values take the defaults: no rate limit, burst 1, 8
 // attempts, 250 ms doubling to 10 s. The per-conversation limiters live in
