@@ -58,6 +58,8 @@ type Options struct {
 	DraftTTL time.Duration
 	// TypingRefresh is how often a shown typing indicator is sent again
 	// while the activity lasts; keep it below the platform's typing expiry.
+	// Negative: never sent again (a platform whose typing state lasts
+	// until cleared, as XMPP chat states do).
 	TypingRefresh time.Duration
 	// ActivityTimeout clears typing this long after the last thinking or
 	// tool snapshot of a channel (C7).
@@ -129,7 +131,7 @@ func New(p Platform, opts *Options) (*Target, error) {
 	if opts != nil {
 		o = *opts
 	}
-	if o.Interval < 0 || o.DraftTTL < 0 || o.TypingRefresh < 0 || o.ActivityTimeout < 0 ||
+	if o.Interval < 0 || o.DraftTTL < 0 || o.ActivityTimeout < 0 ||
 		o.CallTimeout < 0 || o.MaxDrafts < 0 || o.MaxTyping < 0 {
 		return nil, errors.New("display: negative option")
 	}

@@ -151,8 +151,8 @@ func New(cfg Config) (*Bridge, error) {
 		cfg.TLS = &tls.Config{MinVersion: tls.VersionTLS12}
 	}
 	// XEP-0085 chat states are sticky, and a standalone state must not be
-	// sent twice in a row: no refresh (the kit has no "never").
-	cfg.Display.TypingRefresh = cmp.Or(cfg.Display.TypingRefresh, 24*time.Hour)
+	// sent twice in a row: never refreshed.
+	cfg.Display.TypingRefresh = cmp.Or(cfg.Display.TypingRefresh, -1)
 	br := &Bridge{cfg: cfg, me: me, done: make(chan struct{}), up: make(chan struct{}), readers: map[chan incoming]string{}, ready: make(chan struct{})}
 	if br.upload, err = jid.Parse(cfg.UploadService); err != nil {
 		return nil, fmt.Errorf("xmppbridge: Config.UploadService: %w", err)

@@ -1,0 +1,31 @@
+package connector
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/xagentkit/imv2"
+)
+
+// TestKit_C7_NegativeTypingRefreshNeverRepeats: Display.TypingRefresh < 0
+// shows typing once and clears it at the activity timeout, never sending
+// the same state again (XEP-0085 forbids repeating a chat state).
+func TestKit_C7_NegativeTypingRefreshNeverRepeats(t *testing.T) {
+	e := &editor{}
+	k, clock := newUnit(t, e, false, Options{Advanced: Advanced{
+		Display: Display{TypingRefresh: -1},
+		Channel: &imv2.Options{ActivityTimeout: 30 * time.Second},
+	}})
+	if err := k.display.SetActivity(context.Background(), "ch_1", imv2.ChatActivity{Status: imv2.ActivityThinking}); err != nil {
+		t.Fatal(err)
+	}
+	for range 10 {
+		clock.Advance(5 * time.Second)
+	}
+	want := []string{"typing thinking ", "typing idle "}
+	if got := e.got(); !slices.Equal(got, want) {
+		t.Fatalf("Typer calls %q; want %q", got, want)
+	}
+}
