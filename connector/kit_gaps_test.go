@@ -2,6 +2,8 @@ package connector
 
 import (
 	"context"
+	"errors"
+	"io"
 	"slices"
 	"testing"
 	"time"
@@ -29,3 +31,22 @@ func TestKit_C7_NegativeTypingRefreshNeverRepeats(t *testing.T) {
 		t.Fatalf("Typer calls %q; want %q", got, want)
 	}
 }
+
+// TestKit_MaxFileBytesIsTheInboundLimit: MaxFileBytes is exactly the
+// largest file OfferFile takes; one byte more is refused.
+func TestKit_MaxFileBytesIsTheInboundLimit(t *testing.T) {
+	k, _ := newUnit(t, &editor{}, false, Options{})
+	ctx := context.Background()
+	n := k.MaxFileBytes()
+	if _, err := k.OfferFile(ctx, "ch_1", "a.bin", "", io.LimitReader(zeros{}, n)); err != nil {
+		t.Fatalf("a file of MaxFileBytes (%d) refused: %v", n, err)
+	}
+	if _, err := k.OfferFile(ctx, "ch_1", "b.bin", "", io.LimitReader(zeros{}, n+1)); !errors.Is(err, ErrFileTooLarge) {
+		t.Fatalf("a file of MaxFileBytes+1: %v; want ErrFileTooLarge", err)
+	}
+}
+
+// zeros reads zero bytes for ever.
+type zeros struct{}
+
+func (zeros) Read(b []byte) (int, error) { clear(b); return len(b), nil }

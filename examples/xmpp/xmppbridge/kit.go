@@ -259,7 +259,7 @@ func (br *Bridge) Listen(ctx context.Context, b state.Binding, in connector.Inbo
 	return br.read(ctx, b.Key, b.Created, func(ctx context.Context, m incoming) error {
 		ev := connector.Event{Conversation: b.Key, EventID: m.id, Text: m.text}
 		if m.url != "" {
-			data, mime, err := br.fetch(ctx, m.url, connector.DefaultMaxFileBytes)
+			data, mime, err := br.fetch(ctx, m.url, br.kit.MaxFileBytes())
 			if err != nil {
 				br.cfg.Logger.Info("xmppbridge: shared file not downloaded; forwarded as its URL", "err", err)
 				ev.Text = cmp.Or(ev.Text, m.url)
