@@ -193,7 +193,7 @@ func New(card *protocol.Card, platform Platform, opts *Options) (*Connector, err
 	d := adv.Display
 	dopts := display.Options{
 		Mode: o.Mode.internal(), Interval: d.Interval, MaxDrafts: d.MaxDrafts, DraftTTL: d.DraftTTL,
-		TypingRefresh: d.TypingRefresh, MaxTyping: d.MaxTyping, CallTimeout: d.CallTimeout,
+		TypingRefresh: d.TypingRefresh, MaxTyping: d.MaxTyping, CallTimeout: d.CallTimeout, MaxTextBytes: d.MaxTextBytes,
 		Clock: adv.Clock, Logger: o.Logger,
 	}
 	if adv.Channel != nil {

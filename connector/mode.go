@@ -76,6 +76,13 @@ type Display struct {
 	// coalesced edit, a typing refresh, a discard), each Unbinder.Unbound
 	// and each Releaser.Release. Default 10 s.
 	CallTimeout time.Duration
+	// MaxTextBytes is the longest text, in bytes, a message of the
+	// platform holds; default no limit. Drafts are cut to it on a rune
+	// boundary, and a longer final is rejected retryable=false before
+	// the platform is called: it would only fail there, or worse (an
+	// XMPP server closes the stream of a client that sends a stanza over
+	// its limit).
+	MaxTextBytes int
 }
 
 // DefaultCallTimeout is Display.CallTimeout's default.

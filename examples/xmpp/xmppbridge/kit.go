@@ -90,8 +90,11 @@ type Config struct {
 	HTTPClient  *http.Client
 	DialTimeout time.Duration
 	// MaxStanzaBytes is the largest stanza the server takes: a longer
-	// text is refused for good (a server closes the stream of a client
-	// that sends one, and everything in flight with it).
+	// one is never sent (a server closes the stream of a client that
+	// sends one, and everything in flight with it). The kit keeps texts
+	// to three quarters of it (Display.MaxTextBytes, unless set): drafts
+	// cut, longer finals refused for good; the rest is the stanza's
+	// envelope and XML escaping.
 	MaxStanzaBytes int
 	// Logger; default discards. Passwords and message text are never logged.
 	Logger *slog.Logger
@@ -153,6 +156,7 @@ func New(cfg Config) (*Bridge, error) {
 	// XEP-0085 chat states are sticky, and a standalone state must not be
 	// sent twice in a row: never refreshed.
 	cfg.Display.TypingRefresh = cmp.Or(cfg.Display.TypingRefresh, -1)
+	cfg.Display.MaxTextBytes = cmp.Or(cfg.Display.MaxTextBytes, cfg.MaxStanzaBytes*3/4)
 	br := &Bridge{cfg: cfg, me: me, done: make(chan struct{}), up: make(chan struct{}), readers: map[chan incoming]string{}, ready: make(chan struct{})}
 	if br.upload, err = jid.Parse(cfg.UploadService); err != nil {
 		return nil, fmt.Errorf("xmppbridge: Config.UploadService: %w", err)
