@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/state"
 )
 
 // TestKit_C7_NegativeTypingRefreshNeverRepeats: Display.TypingRefresh < 0
@@ -50,3 +51,38 @@ func TestKit_MaxFileBytesIsTheInboundLimit(t *testing.T) {
 type zeros struct{}
 
 func (zeros) Read(b []byte) (int, error) { clear(b); return len(b), nil }
+
+// blockingListener is an editor whose Listen reports its start and reads
+// until its context ends.
+type blockingListener struct {
+	editor
+	started chan string
+}
+
+func (l *blockingListener) Listen(ctx context.Context, b state.Binding, _ Inbox) error {
+	l.started <- b.ChannelID
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// TestKit_W6_ListeningFollowsTheReader: Listening is true once the
+// channel's reader runs and false for a channel never opened and after
+// the channel closed.
+func TestKit_W6_ListeningFollowsTheReader(t *testing.T) {
+	l := &blockingListener{started: make(chan string, 1)}
+	k, _ := newUnit(t, l, false, Options{})
+	if k.Listening("ch_1") {
+		t.Fatal("Listening before the channel opened")
+	}
+	k.listen("ch_1") // as channel.open does
+	if got := <-l.started; got != "ch_1" {
+		t.Fatalf("Listen of %q; want ch_1", got)
+	}
+	if !k.Listening("ch_1") || k.Listening("ch_2") {
+		t.Fatalf("Listening ch_1 %v, ch_2 %v; want true, false", k.Listening("ch_1"), k.Listening("ch_2"))
+	}
+	k.channelClosed("ch_1")
+	if k.Listening("ch_1") {
+		t.Fatal("Listening after the channel closed")
+	}
+}
