@@ -193,7 +193,7 @@ func New(card *protocol.Card, platform Platform, opts *Options) (*Connector, err
 	d := adv.Display
 	dopts := display.Options{
 		Mode: o.Mode.internal(), Interval: d.Interval, MaxDrafts: d.MaxDrafts, DraftTTL: d.DraftTTL,
-		TypingRefresh: d.TypingRefresh, MaxTyping: d.MaxTyping, CallTimeout: d.CallTimeout,
+		TypingRefresh: d.TypingRefresh, MaxTyping: d.MaxTyping, CallTimeout: d.CallTimeout, MaxTextBytes: d.MaxTextBytes,
 		Clock: adv.Clock, Logger: o.Logger,
 	}
 	if adv.Channel != nil {
@@ -392,6 +392,11 @@ func (c *Connector) Handler() *Handler { return c.handler }
 
 // Mode returns the display mode in use.
 func (c *Connector) Mode() Mode { return Mode(c.display.Mode()) }
+
+// MaxFileBytes is the largest file OfferFile, and so an Event's file,
+// takes (Config.MaxUploadBytes): a Listener fetching a shared file stops
+// past it rather than download what the kit refuses.
+func (c *Connector) MaxFileBytes() int64 { return c.handler.cfg.MaxUploadBytes }
 
 // OfferFile stores a user's file for channelID and returns the imv2.File
 // to send to xAgent, with its signed download_url (M6, T2, T3).

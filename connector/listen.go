@@ -145,6 +145,19 @@ func (c *Connector) listen(channelID string) {
 	go c.read(ctx, channelID, r, old)
 }
 
+// Listening reports whether the kit reads the channel's conversation: a
+// Listen of it runs, or is due again after a failure. It is false without
+// a Listener, before the channel is opened and once its reader stopped
+// (channel closed, binding gone or expired, Close). It says the reader
+// runs, not that the platform already delivers to it: a Listener that
+// subscribes first knows that moment itself.
+func (c *Connector) Listening(channelID string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r := c.readers[channelID]
+	return r != nil && !r.stopped
+}
+
 // stopListening cancels the channel's reader without waiting for it: it
 // may be the reader itself that asks (an expiry it noticed).
 func (c *Connector) stopListening(channelID string) {

@@ -50,7 +50,8 @@ func (m Mode) String() string {
 func (m Mode) internal() display.Mode { return display.Mode(m) }
 
 // Display tunes how drafts and typing are shown. Every field is optional:
-// zero takes the default named beside it; a negative value fails New.
+// zero takes the default named beside it; a negative value fails New,
+// except where a field says what it means.
 type Display struct {
 	// Interval is the least time between two PostDraft/Edit calls of one
 	// message in ModeEdit; drafts in between are coalesced into the next
@@ -65,7 +66,9 @@ type Display struct {
 	DraftTTL time.Duration
 	// TypingRefresh is how often a shown typing indicator is sent again
 	// while the activity lasts; keep it below the platform's typing
-	// expiry. Default 4 s.
+	// expiry. Default 4 s. Negative: never sent again, for a platform
+	// whose typing state lasts until cleared (XMPP chat states, which
+	// XEP-0085 forbids repeating).
 	TypingRefresh time.Duration
 	// MaxTyping caps the channels showing typing at once. Default 1,024.
 	MaxTyping int
@@ -73,6 +76,13 @@ type Display struct {
 	// coalesced edit, a typing refresh, a discard), each Unbinder.Unbound
 	// and each Releaser.Release. Default 10 s.
 	CallTimeout time.Duration
+	// MaxTextBytes is the longest text, in bytes, a message of the
+	// platform holds; default no limit. Drafts are cut to it on a rune
+	// boundary, and a longer final is rejected retryable=false before
+	// the platform is called: it would only fail there, or worse (an
+	// XMPP server closes the stream of a client that sends a stanza over
+	// its limit).
+	MaxTextBytes int
 }
 
 // DefaultCallTimeout is Display.CallTimeout's default.

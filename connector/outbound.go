@@ -286,6 +286,9 @@ func (o *outbound) finish(ctx context.Context, channelID, handle string, m *imv2
 	// handle is forgotten however the final ends, so the map never keeps
 	// a finished message.
 	defer o.setShown(channelID, handle, "")
+	if m.Text == "" {
+		return o.finishFilesOnly(ctx, channelID, handle, m)
+	}
 	o.mu.Lock()
 	shown, known := o.shown[shownKey{channelID, handle}]
 	o.mu.Unlock()
@@ -306,6 +309,35 @@ func (o *outbound) finish(ctx context.Context, channelID, handle string, m *imv2
 				return err
 			}
 			return imv2.Retryable(err)
+		}
+	}
+	return nil
+}
+
+// filesOnlyDraft is what a temporary message shows when its final has
+// files and no text and it cannot be removed: an edit to "" is refused or
+// ignored by platforms (XMPP clients keep the old text), which would leave
+// the drafted text under a final that does not have it (M11).
+const filesOnlyDraft = "📎"
+
+// finishFilesOnly shows a final of files only whose draft was shown: the
+// files, then the draft removed (Discarder); without a Discarder, or when
+// the removal fails, the draft is edited to filesOnlyDraft first. The
+// files posted, a failure to tidy the draft fails nothing: posting the
+// final again would show the files twice.
+func (o *outbound) finishFilesOnly(ctx context.Context, channelID, handle string, m *imv2.ChatMessage) error {
+	if o.discarder == nil {
+		if err := o.Edit(ctx, channelID, handle, filesOnlyDraft); err != nil {
+			return err
+		}
+		return o.final(ctx, channelID, m, o.p.Post)
+	}
+	if err := o.final(ctx, channelID, m, o.p.Post); err != nil {
+		return err
+	}
+	if err := o.Discard(ctx, channelID, handle); err != nil {
+		if err := o.Edit(ctx, channelID, handle, filesOnlyDraft); err != nil {
+			o.k.log.Warn("connector: the draft of a final of files only was neither removed nor replaced", "channel", channelID, "message_id", m.MessageID, "err", err)
 		}
 	}
 	return nil

@@ -128,10 +128,13 @@ type Drafter interface {
 // Without a Finisher the final edits the temporary message to the final
 // text — and skips that edit when the last edit already shows exactly the
 // final text — and, when the final has files, posts them with Post as a
-// message of files and no text. That last Edit is not told apart from a
-// draft's: a platform that must know the final (to stop a "typing…"
-// suffix, to un-mark a message as temporary) implements Finisher, whose
-// Finish gets the final instead.
+// message of files and no text; a final of files and no text posts them
+// and removes the temporary message (Discarder) — one that cannot be
+// removed is edited to "📎" first, never to "", which platforms refuse or
+// ignore, leaving the drafted text above a final without it (M11). That
+// last Edit is not told apart from a draft's: a platform that must know
+// the final (to stop a "typing…" suffix, to un-mark a message as
+// temporary) implements Finisher, whose Finish gets the final instead.
 type Editor interface {
 	// PostDraft shows text as a new temporary message and returns its
 	// handle; messageID may serve as a nonce. Errors follow Platform's

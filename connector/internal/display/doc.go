@@ -52,7 +52,11 @@
 //     Discard) its handle is kept (up to MaxDrafts) and a late final
 //     finishes it in place, never beside it (M11). A draft is also dropped
 //     as soon as its final is accepted (D10).
-//   - TypingRefresh 4 s, below Telegram's 5 s typing expiry.
+//   - TypingRefresh 4 s, below Telegram's 5 s typing expiry; negative
+//     never refreshes (XMPP chat states last until cleared).
+//   - MaxTextBytes none: when set, drafts are cut to it on a rune boundary
+//     and a longer final is refused with imv2.Permanent, the platform
+//     never called; its draft, if shown, goes at DraftTTL.
 //   - ActivityTimeout 30 s after the last thinking/tool snapshot (C7).
 //   - MaxTyping 1024 channels showing typing at once; beyond it typing is
 //     refused (SetActivity returns an error wrapping ErrFull).

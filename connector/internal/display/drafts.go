@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/xagentkit/imv2"
 )
@@ -44,6 +45,7 @@ func (t *Target) UpdateDraft(ctx context.Context, channelID, messageID, text str
 		// The final carries the whole text; nothing temporary is shown (K5).
 		return nil
 	}
+	text = cutText(text, t.maxText)
 	t.mu.Lock()
 	if t.closed {
 		t.mu.Unlock()
@@ -74,6 +76,17 @@ func (t *Target) UpdateDraft(ctx context.Context, channelID, messageID, text str
 	d.call.Lock()
 	defer d.call.Unlock()
 	return t.show(ctx, d)
+}
+
+// cutText is s cut to at most max bytes (0: no limit) on a rune boundary.
+func cutText(s string, max int) string {
+	if max <= 0 || len(s) <= max {
+		return s
+	}
+	for max > 0 && !utf8.RuneStart(s[max]) {
+		max--
+	}
+	return s[:max]
 }
 
 // draftLocked returns the draft of k, creating it within the cap, and marks

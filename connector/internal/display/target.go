@@ -58,6 +58,8 @@ type Options struct {
 	DraftTTL time.Duration
 	// TypingRefresh is how often a shown typing indicator is sent again
 	// while the activity lasts; keep it below the platform's typing expiry.
+	// Negative: never sent again (a platform whose typing state lasts
+	// until cleared, as XMPP chat states do).
 	TypingRefresh time.Duration
 	// ActivityTimeout clears typing this long after the last thinking or
 	// tool snapshot of a channel (C7).
@@ -67,6 +69,10 @@ type Options struct {
 	// CallTimeout bounds each platform call made from a timer, where no
 	// caller's context applies.
 	CallTimeout time.Duration
+	// MaxTextBytes, when set, is the longest text the platform shows:
+	// drafts are cut to it on a rune boundary, and a longer final is
+	// refused for good before the platform is called.
+	MaxTextBytes int
 }
 
 // Target turns a Platform into an imv2.Target, imv2.StreamingTarget and
@@ -91,6 +97,7 @@ type Target struct {
 	actTimeout  time.Duration
 	maxTyping   int
 	callTimeout time.Duration
+	maxText     int // 0: no limit
 
 	base   context.Context // parent of timer-driven calls; cancelled by Close
 	cancel context.CancelFunc
@@ -129,8 +136,8 @@ func New(p Platform, opts *Options) (*Target, error) {
 	if opts != nil {
 		o = *opts
 	}
-	if o.Interval < 0 || o.DraftTTL < 0 || o.TypingRefresh < 0 || o.ActivityTimeout < 0 ||
-		o.CallTimeout < 0 || o.MaxDrafts < 0 || o.MaxTyping < 0 {
+	if o.Interval < 0 || o.DraftTTL < 0 || o.ActivityTimeout < 0 ||
+		o.CallTimeout < 0 || o.MaxDrafts < 0 || o.MaxTyping < 0 || o.MaxTextBytes < 0 {
 		return nil, errors.New("display: negative option")
 	}
 	t := &Target{
@@ -145,6 +152,7 @@ func New(p Platform, opts *Options) (*Target, error) {
 		actTimeout:  defaults.Or(o.ActivityTimeout, DefaultActivityTimeout),
 		maxTyping:   defaults.Or(o.MaxTyping, DefaultMaxTyping),
 		callTimeout: defaults.Or(o.CallTimeout, DefaultCallTimeout),
+		maxText:     o.MaxTextBytes,
 		drafts:      make(map[draftKey]*draft),
 		typing:      make(map[string]*typingState),
 		shown:       make(map[draftKey]shownDraft),
@@ -208,6 +216,10 @@ func (t *Target) OpenDrafts() int {
 func (t *Target) PostMessage(ctx context.Context, channelID string, m *imv2.ChatMessage) error {
 	if m == nil {
 		return imv2.Errorf(imv2.CodeInvalidPacket, "display: nil message")
+	}
+	if t.maxText > 0 && len(m.Text) > t.maxText {
+		// A retry cannot make it fit; the platform would only fail it.
+		return imv2.Permanent(fmt.Errorf("display: the text is %d bytes, over the platform's %d (MaxTextBytes)", len(m.Text), t.maxText))
 	}
 	t.mu.Lock()
 	if t.closed {

@@ -64,7 +64,7 @@ func (t *Target) SetActivity(ctx context.Context, channelID string, a imv2.ChatA
 	}
 	s := &typingState{ch: channelID, act: a, deadline: deadline}
 	t.typing[channelID] = s
-	t.scheduleTypingLocked(s, min(t.refresh, t.actTimeout))
+	t.scheduleTypingLocked(s, t.nextTick(t.actTimeout))
 	t.mu.Unlock()
 	return t.showTyping(ctx, s, a)
 }
@@ -91,6 +91,15 @@ func (t *Target) scheduleTypingLocked(s *typingState, d time.Duration) {
 	t.armLocked(&s.timer, d, func(gen uint64) { t.typingTick(s, gen) })
 }
 
+// nextTick is when the typing timer fires next, left before the deadline:
+// at the next refresh, or at the deadline when refreshes are off.
+func (t *Target) nextTick(left time.Duration) time.Duration {
+	if t.refresh < 0 {
+		return left
+	}
+	return min(t.refresh, left)
+}
+
 // typingTick refreshes the indicator, or clears it at the deadline (C7).
 func (t *Target) typingTick(s *typingState, gen uint64) {
 	s.call.Lock()
@@ -104,7 +113,11 @@ func (t *Target) typingTick(s *typingState, gen uint64) {
 	defer cancel()
 	now := t.clock.Now()
 	if left := s.deadline.Sub(now); left > 0 {
-		t.scheduleTypingLocked(s, min(t.refresh, left))
+		t.scheduleTypingLocked(s, t.nextTick(left))
+		if t.refresh < 0 {
+			t.mu.Unlock()
+			return // never refreshed: only the deadline's clear is due
+		}
 		a := s.act
 		t.mu.Unlock()
 		s.shown = true

@@ -90,8 +90,11 @@ type Config struct {
 	HTTPClient  *http.Client
 	DialTimeout time.Duration
 	// MaxStanzaBytes is the largest stanza the server takes: a longer
-	// text is refused for good (a server closes the stream of a client
-	// that sends one, and everything in flight with it).
+	// one is never sent (a server closes the stream of a client that
+	// sends one, and everything in flight with it). The kit keeps texts
+	// to three quarters of it (Display.MaxTextBytes, unless set): drafts
+	// cut, longer finals refused for good; the rest is the stanza's
+	// envelope and XML escaping.
 	MaxStanzaBytes int
 	// Logger; default discards. Passwords and message text are never logged.
 	Logger *slog.Logger
@@ -151,8 +154,9 @@ func New(cfg Config) (*Bridge, error) {
 		cfg.TLS = &tls.Config{MinVersion: tls.VersionTLS12}
 	}
 	// XEP-0085 chat states are sticky, and a standalone state must not be
-	// sent twice in a row: no refresh (the kit has no "never").
-	cfg.Display.TypingRefresh = cmp.Or(cfg.Display.TypingRefresh, 24*time.Hour)
+	// sent twice in a row: never refreshed.
+	cfg.Display.TypingRefresh = cmp.Or(cfg.Display.TypingRefresh, -1)
+	cfg.Display.MaxTextBytes = cmp.Or(cfg.Display.MaxTextBytes, cfg.MaxStanzaBytes*3/4)
 	br := &Bridge{cfg: cfg, me: me, done: make(chan struct{}), up: make(chan struct{}), readers: map[chan incoming]string{}, ready: make(chan struct{})}
 	if br.upload, err = jid.Parse(cfg.UploadService); err != nil {
 		return nil, fmt.Errorf("xmppbridge: Config.UploadService: %w", err)
@@ -259,7 +263,7 @@ func (br *Bridge) Listen(ctx context.Context, b state.Binding, in connector.Inbo
 	return br.read(ctx, b.Key, b.Created, func(ctx context.Context, m incoming) error {
 		ev := connector.Event{Conversation: b.Key, EventID: m.id, Text: m.text}
 		if m.url != "" {
-			data, mime, err := br.fetch(ctx, m.url, connector.DefaultMaxFileBytes)
+			data, mime, err := br.fetch(ctx, m.url, br.kit.MaxFileBytes())
 			if err != nil {
 				br.cfg.Logger.Info("xmppbridge: shared file not downloaded; forwarded as its URL", "err", err)
 				ev.Text = cmp.Or(ev.Text, m.url)
