@@ -18,7 +18,7 @@ import (
 )
 
 // Limits of the HTTP side, named by what they bound; the upload size is
-// TestFiles_T1_OverSizeCapIs413 and the store caps TestMemoryStore_T1_Caps.
+// TestFiles_T1_OverSizeCapIs413 and the store caps TestMemoryFileStore_T1_Caps.
 
 // serve runs srv on a loopback listener and returns its address.
 func serve(t *testing.T, srv *http.Server) string {
@@ -88,7 +88,7 @@ func TestLimit_SlowUploadBody(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, http.StatusBadRequest, res.StatusCode)
 	}
-	n, _ := e.store.FileStore.(*connector.MemoryStore).Len()
+	n, _ := e.store.FileStore.(*connector.MemoryFileStore).Len()
 	assert.Zero(t, n, "a cut upload stores nothing")
 }
 

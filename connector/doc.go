@@ -92,9 +92,9 @@
 // resent after a restart with the URL it was stored with), and rotating the
 // key invalidates outstanding URLs. Without either the key is drawn from
 // crypto/rand when the Handler is built, and a restart makes old URLs
-// invalid. A URL that verifies still needs its file: MemoryStore and a
-// plain DiskStore keep files for one process, so after a restart it
-// downloads only from a DiskStore with Keep (DiskStoreOptions.Keep) or a
+// invalid. A URL that verifies still needs its file: MemoryFileStore and a
+// plain DiskFileStore keep files for one process, so after a restart it
+// downloads only from a DiskFileStore with Keep (DiskFileStoreOptions.Keep) or a
 // FileStore of your own, and on a replica only from one on storage the
 // replicas share (Options.Files). A signature is stateless: it needs no
 // server-side token table (one map keyed by remote input fewer to bound),
@@ -111,7 +111,7 @@
 //
 //	MaxUploadBytes        32 MiB per uploaded file (413 above)
 //	MaxConcurrentUploads  8 upload bodies read at once (503 uploads_busy above)
-//	FileTTL               1 h  lifetime of a stored file (NewMemoryStore)
+//	FileTTL               1 h  lifetime of a stored file (NewMemoryFileStore)
 //	URLTTL                1 h  lifetime of a signed download URL
 //	UploadTimeout         5 min to read a body of the largest size; in proportion
 //	                      below (declared size, 1 MiB at least: about 9 s), so the
@@ -119,9 +119,9 @@
 //	                      kept up as the body comes (a trickle is cut after ~9 s)
 //	DownloadTimeout       5 min to write one download
 //
-// The default FileStore is a MemoryStore: at most 1024 files and 256 MiB in
+// The default FileStore is a MemoryFileStore: at most 1024 files and 256 MiB in
 // total, 32 MiB per file, each file expiring FileTTL after its upload.
-// NewDiskStore keeps the bytes in files in a private directory instead,
+// NewDiskFileStore keeps the bytes in files in a private directory instead,
 // with the same caps, so large files do not live in RAM. Neither runs a
 // goroutine: expired files are swept on every Put and dropped when opened.
 // A full store answers 503 rather than evicting live files whose URLs may
@@ -129,7 +129,7 @@
 // uploads an eighth of its files and a quarter of its bytes; the rest is
 // kept for the Connector's own user files (OfferFile). Config.ChannelOpen
 // (the kit sets it) refuses an upload to a channel not open, 409
-// channel_not_open. A DiskStore opens a file without following a symlink
+// channel_not_open. A DiskFileStore opens a file without following a symlink
 // and serves it only if it is the file it wrote.
 //
 // # Slow and unauthenticated clients
@@ -156,15 +156,15 @@
 // Retry-After and nothing read. The file part streams into the store,
 // which counts bytes against its caps as they arrive; the part headers
 // and small fields before it share 64 KiB. An upload in flight holds at
-// most UploadOverheadBytes (256 KiB) of buffers, plus, in a MemoryStore,
+// most UploadOverheadBytes (256 KiB) of buffers, plus, in a MemoryFileStore,
 // the file bytes received so far (at most MaxUploadBytes, in 64 KiB
 // pieces). HTTP/1.1 serves one request at a time, so that is also the
 // bound per connection. Per Handler the worst case is
 //
 //	MaxConcurrentUploads × UploadOverheadBytes      8 × 256 KiB = 2 MiB
-//	+ file bytes in flight (MemoryStore only), within the store's total
+//	+ file bytes in flight (MemoryFileStore only), within the store's total
 //	  cap shared with the files already stored:      256 MiB
 //
-// so a default Handler with the default MemoryStore holds at most 258 MiB
-// for files stored and in flight, and with a DiskStore 2 MiB of RAM.
+// so a default Handler with the default MemoryFileStore holds at most 258 MiB
+// for files stored and in flight, and with a DiskFileStore 2 MiB of RAM.
 package connector

@@ -66,10 +66,10 @@ func ExampleNewHandler() {
 }
 
 // A Connector that receives large files keeps them on disk: the same caps
-// and expiry as the default MemoryStore, the bytes in files in a private
+// and expiry as the default MemoryFileStore, the bytes in files in a private
 // directory that Close removes.
-func ExampleNewDiskStore() {
-	store, err := connector.NewDiskStore(connector.DiskStoreOptions{MaxTotalBytes: 1 << 30})
+func ExampleNewDiskFileStore() {
+	store, err := connector.NewDiskFileStore(connector.DiskFileStoreOptions{MaxTotalBytes: 1 << 30})
 	if err != nil {
 		panic(err)
 	}

@@ -119,7 +119,7 @@ func TestFiles_T1_MissingChannelHeaderIs400(t *testing.T) {
 
 	r = e.upload(t, "bad channel", form{filename: "a.txt", file: []byte("hi")})
 	assert.Equal(t, http.StatusBadRequest, r.status)
-	n, _ := e.store.FileStore.(*connector.MemoryStore).Len()
+	n, _ := e.store.FileStore.(*connector.MemoryFileStore).Len()
 	assert.Zero(t, n)
 }
 
@@ -139,7 +139,7 @@ func TestFiles_T1_BadMultipartIs400(t *testing.T) {
 		fields: map[string]string{"reply_token": strings.Repeat("t", 2000)}})
 	assert.Equal(t, http.StatusBadRequest, r.status)
 
-	n, _ := e.store.FileStore.(*connector.MemoryStore).Len()
+	n, _ := e.store.FileStore.(*connector.MemoryFileStore).Len()
 	assert.Zero(t, n, "a failed upload leaves no file behind")
 }
 
@@ -149,7 +149,7 @@ func TestFiles_T1_OverSizeCapIs413(t *testing.T) {
 	r := e.upload(t, "cch_1", form{filename: "big.bin", file: make([]byte, limit+1)})
 	assert.Equal(t, http.StatusRequestEntityTooLarge, r.status)
 	assert.Equal(t, string(connector.CodeFileTooLarge), errCode(t, r.body))
-	n, _ := e.store.FileStore.(*connector.MemoryStore).Len()
+	n, _ := e.store.FileStore.(*connector.MemoryFileStore).Len()
 	assert.Zero(t, n)
 
 	mustUpload(t, e, "cch_1", form{filename: "fits.bin", file: make([]byte, limit)})
@@ -184,7 +184,7 @@ func TestFiles_T1_OverSizeCapIs413(t *testing.T) {
 		e.h.ServeHTTP(rec, req)
 		assert.Equal(t, http.StatusRequestEntityTooLarge, rec.Code, name)
 	}
-	n, _ = e.store.FileStore.(*connector.MemoryStore).Len()
+	n, _ = e.store.FileStore.(*connector.MemoryFileStore).Len()
 	assert.Equal(t, 1, n, "only the file that fits is stored")
 }
 
@@ -194,7 +194,7 @@ func TestFiles_T1_HookErrorFailsUploadAndDeletesFile(t *testing.T) {
 	})
 	r := e.upload(t, "cch_1", form{filename: "a.txt", file: []byte("hi")})
 	assert.Equal(t, http.StatusInternalServerError, r.status)
-	n, _ := e.store.FileStore.(*connector.MemoryStore).Len()
+	n, _ := e.store.FileStore.(*connector.MemoryFileStore).Len()
 	assert.Zero(t, n)
 }
 
@@ -374,7 +374,7 @@ func TestFiles_T1_UploadCapHoldsOverALargerStore(t *testing.T) {
 	const limit = 64 << 10
 	e := newEnv(t, func(c *connector.Config) {
 		c.MaxUploadBytes = limit
-		c.Files = connector.NewMemoryStore(connector.MemoryStoreOptions{MaxFileBytes: 10 * limit})
+		c.Files = connector.NewMemoryFileStore(connector.MemoryFileStoreOptions{MaxFileBytes: 10 * limit})
 	})
 	r := e.upload(t, "cch_1", form{filename: "a.bin", file: make([]byte, limit+1)})
 	assert.Equal(t, http.StatusRequestEntityTooLarge, r.status)
@@ -392,7 +392,7 @@ func TestFiles_T1_FieldsBeforeTheFileShare64KiB(t *testing.T) {
 	e := newEnv(t, func(c *connector.Config) { c.MaxUploadBytes = limit })
 	r := e.upload(t, "cch_1", form{filename: "a", file: []byte("1"), fields: map[string]string{"junk": strings.Repeat("j", 70<<10)}})
 	assert.Equal(t, http.StatusRequestEntityTooLarge, r.status)
-	n, _ := e.store.FileStore.(*connector.MemoryStore).Len()
+	n, _ := e.store.FileStore.(*connector.MemoryFileStore).Len()
 	assert.Zero(t, n)
 	mustUpload(t, e, "cch_1", form{filename: "a", file: make([]byte, limit), fields: map[string]string{"junk": strings.Repeat("j", 50<<10), "recipient_ref": "r1"}})
 }

@@ -55,7 +55,7 @@ type Config struct {
 	URLKey []byte
 	// WS serves /ws after the API key check (W1); nil means 404.
 	WS http.Handler
-	// Files stores uploads and offered files; default a MemoryStore with
+	// Files stores uploads and offered files; default a MemoryFileStore with
 	// FileTTL, MaxUploadBytes and Clock.
 	Files FileStore
 	// MaxUploadBytes caps one uploaded file; default 32 MiB (413 above).
@@ -175,7 +175,7 @@ func NewHandler(cfg Config) (*Handler, error) {
 		cfg.MaxConcurrentUploads = DefaultMaxConcurrentUploads
 	}
 	if cfg.Files == nil {
-		cfg.Files = NewMemoryStore(MemoryStoreOptions{
+		cfg.Files = NewMemoryFileStore(MemoryFileStoreOptions{
 			Clock:        cfg.Clock,
 			TTL:          cfg.FileTTL,
 			MaxFileBytes: cfg.MaxUploadBytes,

@@ -97,7 +97,7 @@ type env struct {
 var epoch = time.Date(2026, 7, 1, 12, 0, 0, 0, time.UTC)
 
 // newEnv starts a Handler over httptest with a fake clock, a debug logger
-// into a buffer and a counting MemoryStore. mod may change the Config.
+// into a buffer and a counting MemoryFileStore. mod may change the Config.
 func newEnv(t *testing.T, mod func(*connector.Config)) *env {
 	t.Helper()
 	e := &env{clock: fakeclock.New(epoch), logs: new(syncBuffer), bodies: new(syncBuffer)}
@@ -115,7 +115,7 @@ func newEnv(t *testing.T, mod func(*connector.Config)) *env {
 		mod(&cfg)
 	}
 	if cfg.Files == nil {
-		cfg.Files = connector.NewMemoryStore(connector.MemoryStoreOptions{
+		cfg.Files = connector.NewMemoryFileStore(connector.MemoryFileStoreOptions{
 			Clock: e.clock, TTL: cfg.FileTTL, MaxFileBytes: cfg.MaxUploadBytes,
 		})
 	}

@@ -41,11 +41,11 @@ type Options struct {
 	// Store keeps pending, completed, registry and bindings; default all
 	// in memory (lost on restart). The caller closes it after Close.
 	Store state.Store
-	// Files stores uploads and offered files; default a MemoryStore.
-	// MemoryStore and a plain DiskStore keep files for one process: with
+	// Files stores uploads and offered files; default a MemoryFileStore.
+	// MemoryFileStore and a plain DiskFileStore keep files for one process: with
 	// a durable Store, a user message resent after a restart carries a
 	// download_url whose file is gone (404) unless Files outlives the
-	// process too (DiskStoreOptions.Keep; for replicas, a FileStore of
+	// process too (DiskFileStoreOptions.Keep; for replicas, a FileStore of
 	// your own on shared storage).
 	Files FileStore
 	// Mode is how a streamed message is shown; default ModeAuto: ModeStream

@@ -49,7 +49,7 @@ func fileEvent(eventID string) connector.Event {
 // comes back, and xAgent got the message once.
 func TestKit_M6_S1_S6_ReplayedFileEventIsNoConflictAcrossRestart(t *testing.T) {
 	t.Parallel()
-	files := connector.NewMemoryStore(connector.MemoryStoreOptions{})
+	files := connector.NewMemoryFileStore(connector.MemoryFileStoreOptions{})
 	var failed failures
 	acked := newSeen()
 	r := startRestartable(t, func(st *boltstore.Store) (*connector.Connector, error) {
@@ -95,7 +95,7 @@ func TestKit_M6_S1_S6_ReplayedFileEventIsNoConflictAcrossRestart(t *testing.T) {
 // reaches that one and skips the others.
 func TestKit_M6_FailedOfferDoesNotStopOtherChannels(t *testing.T) {
 	t.Parallel()
-	files := connector.NewMemoryStore(connector.MemoryStoreOptions{})
+	files := connector.NewMemoryFileStore(connector.MemoryFileStoreOptions{})
 	k, url := startKit(t, newPretend(0), "", connector.Options{Files: files, DefaultConversation: func(string) string { return "room-1" }})
 	a := newAgent()
 	c, ch := a.dial(t, url)
@@ -208,7 +208,7 @@ func TestKit_M9_ReceiveOnAReplicaGoesThroughTheRelay(t *testing.T) {
 // stored once; no Receive fails with message_id_conflict.
 func TestKit_M6_S6_ConcurrentReplaysStoreOneCopy(t *testing.T) {
 	t.Parallel()
-	files := connector.NewMemoryStore(connector.MemoryStoreOptions{})
+	files := connector.NewMemoryFileStore(connector.MemoryFileStoreOptions{})
 	k, url := startKit(t, newPretend(0), "", connector.Options{Files: files, DefaultConversation: func(string) string { return "room-1" }})
 	a := newAgent()
 	_, ch := a.dial(t, url)

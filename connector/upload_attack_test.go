@@ -151,7 +151,7 @@ func stalledUpload(t *testing.T, addr string, size int, answers chan<- int) {
 // stalled. MaxConcurrentUploads of them are read, every other one is
 // answered 503 uploads_busy before its body is read, and the live heap
 // grows by less than the documented bound: per upload in flight, its file
-// bytes (MemoryStore only) plus connector.UploadOverheadBytes. Before the
+// bytes (MemoryFileStore only) plus connector.UploadOverheadBytes. Before the
 // fix every upload was read whole (io.ReadAll doubling its buffer) before
 // any cap applied: 16 × 4 MiB here, 16 × 31 MiB took 1 GB in the report.
 // Each store is measured in a test process of its own.
@@ -233,7 +233,7 @@ func answerBeforeBody(t *testing.T, c net.Conn) *http.Response {
 // from the headers alone, before a byte of the body is read or buffered.
 // The store check used to come after the whole file was read.
 func TestAttack_UploadRefusedBeforeItsBodyIsRead(t *testing.T) {
-	mem := connector.NewMemoryStore(connector.MemoryStoreOptions{MaxFileBytes: 200 << 10, MaxTotalBytes: 200 << 10})
+	mem := connector.NewMemoryFileStore(connector.MemoryFileStoreOptions{MaxFileBytes: 200 << 10, MaxTotalBytes: 200 << 10})
 	store := &reserveSignal{Reserver: mem, reserved: make(chan struct{}, 1)}
 	h, err := connector.NewHandler(connector.Config{Card: testCard(), APIKey: testKey, Files: store, MaxUploadBytes: 200 << 10, MaxConcurrentUploads: 1})
 	require.NoError(t, err)

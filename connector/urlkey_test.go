@@ -41,7 +41,7 @@ func TestFiles_T3_URLKeyStableAcrossHandlers(t *testing.T) {
 			func(c *connector.Config) { c.APIKey, c.Card.Security = "", nil }, http.StatusForbidden},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			files := connector.NewMemoryStore(connector.MemoryStoreOptions{})
+			files := connector.NewMemoryFileStore(connector.MemoryFileStoreOptions{})
 			with := func(mod func(*connector.Config)) func(*connector.Config) {
 				return func(c *connector.Config) {
 					c.Files = files
