@@ -70,9 +70,9 @@ func TestLimit_SlowClientHeaders(t *testing.T) {
 }
 
 // TestLimit_SlowUploadBody: an upload whose body stalls is cut after
-// Config.UploadTimeout and nothing is stored.
+// HandlerConfig.UploadTimeout and nothing is stored.
 func TestLimit_SlowUploadBody(t *testing.T) {
-	e := newEnv(t, func(c *connector.Config) { c.UploadTimeout = 200 * time.Millisecond })
+	e := newEnv(t, func(c *connector.HandlerConfig) { c.UploadTimeout = 200 * time.Millisecond })
 	addr := strings.TrimPrefix(e.srv.URL, "http://")
 	c, err := net.Dial("tcp", addr)
 	require.NoError(t, err)
@@ -93,9 +93,9 @@ func TestLimit_SlowUploadBody(t *testing.T) {
 }
 
 // TestLimit_SlowDownloadReader: a download whose reader stalls is cut after
-// Config.DownloadTimeout; the client sees a short body, never a hang.
+// HandlerConfig.DownloadTimeout; the client sees a short body, never a hang.
 func TestLimit_SlowDownloadReader(t *testing.T) {
-	e := newEnv(t, func(c *connector.Config) {
+	e := newEnv(t, func(c *connector.HandlerConfig) {
 		c.DownloadTimeout = 200 * time.Millisecond
 		c.MaxUploadBytes = 24 << 20
 	})

@@ -60,10 +60,10 @@
 // Endpoints (paths are relative to the Connector base URL; mount the
 // Handler under a prefix with http.StripPrefix if the base URL has one):
 //
-//	GET  /connector-card.json   public: the Card given in Config (H1)
-//	GET  /skill.md              public: Config.Markdown, or 404 without one (H3)
+//	GET  /connector-card.json   public: the Card given in HandlerConfig (H1)
+//	GET  /skill.md              public: HandlerConfig.Markdown, or 404 without one (H3)
 //	GET  /health                API key: status, card ID and version, protocol, build (H4)
-//	GET  /ws                    API key, then Config.WS (W1)
+//	GET  /ws                    API key, then HandlerConfig.WS (W1)
 //	POST /files/uploads         API key + X-XAgent-Connector-Channel-ID: multipart "file" (T1, M7)
 //	GET  /files/refs/{file_ref} signed URL from DownloadURL or OfferFile (T2, T3, M6)
 //	GET  /livez                 public, Connector only: 200 while the process serves HTTP
@@ -71,7 +71,7 @@
 //
 // # API key
 //
-// When Config.APIKey is set, /health, /ws and /files/uploads need
+// When HandlerConfig.APIKey is set, /health, /ws and /files/uploads need
 // "Authorization: Bearer <key>": the scheme in any case, one or more
 // spaces, then the key (RFC 9110 §11.4), read by the same parser as the
 // data plane's, so the two never disagree on a header. The Handler keeps only a SHA-256 digest of
@@ -87,7 +87,7 @@
 //	/files/refs/{file_ref}?ch={channel}&exp={unix seconds}&sig={HMAC-SHA256}
 //
 // signed with a 256-bit key derived with HKDF-SHA256 (info URLKeyInfo) from
-// Config.URLKey or, without one, from the API key: a restarted Connector
+// HandlerConfig.URLKey or, without one, from the API key: a restarted Connector
 // and its replicas verify each other's URLs (a pending user message is
 // resent after a restart with the URL it was stored with), and rotating the
 // key invalidates outstanding URLs. Without either the key is drawn from
@@ -107,7 +107,7 @@
 //
 // # Defaults
 //
-// Every limit has a Config field; zero takes the default:
+// Every limit has a HandlerConfig field; zero takes the default:
 //
 //	MaxUploadBytes        32 MiB per uploaded file (413 above)
 //	MaxConcurrentUploads  8 upload bodies read at once (503 uploads_busy above)
@@ -127,7 +127,7 @@
 // A full store answers 503 rather than evicting live files whose URLs may
 // still be in flight. Uploads get seven eighths of a store, one channel's
 // uploads an eighth of its files and a quarter of its bytes; the rest is
-// kept for the Connector's own user files (OfferFile). Config.ChannelOpen
+// kept for the Connector's own user files (OfferFile). HandlerConfig.ChannelOpen
 // (the kit sets it) refuses an upload to a channel not open, 409
 // channel_not_open. A DiskFileStore opens a file without following a symlink
 // and serves it only if it is the file it wrote.

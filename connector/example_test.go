@@ -39,7 +39,7 @@ func ExampleNewHandler() {
 		panic(err)
 	}
 	defer ws.Close()
-	h, err := connector.NewHandler(connector.Config{
+	h, err := connector.NewHandler(connector.HandlerConfig{
 		Card:     card,
 		Markdown: []byte("---\nname: connector-im-console\n---\n# Console connector\n"),
 		APIKey:   "change-me",
@@ -78,7 +78,7 @@ func ExampleNewDiskFileStore() {
 	if err != nil {
 		panic(err)
 	}
-	// Then: connector.NewHandler(connector.Config{Card: card, Files: store, …})
+	// Then: connector.NewHandler(connector.HandlerConfig{Card: card, Files: store, …})
 	fmt.Println(info.Filename, info.MimeType, info.ByteSize)
 	// Output:
 	// report.txt text/plain; charset=utf-8 17

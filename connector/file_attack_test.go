@@ -39,7 +39,7 @@ func TestAttack_DiskFileStoreServesOnlyTheFileItStored(t *testing.T) {
 			store, err := connector.NewDiskFileStore(connector.DiskFileStoreOptions{Dir: t.TempDir(), Keep: keep, Clock: clock})
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = store.Close() })
-			e := newEnv(t, func(c *connector.Config) { c.Files = store; c.Clock = clock })
+			e := newEnv(t, func(c *connector.HandlerConfig) { c.Files = store; c.Clock = clock })
 			secret := filepath.Join(t.TempDir(), "passwd")
 			require.NoError(t, os.WriteFile(secret, []byte("root:x:0:0:secret"), 0o600))
 
@@ -192,7 +192,7 @@ func TestAttack_TricklingUploadsFreeTheirSlots(t *testing.T) {
 // OfferFile still stores the users' files in the reserve kept for them.
 // Before the fix all 64 uploads went to one channel and OfferFile failed.
 func TestAttack_UploadFloodLeavesRoomForUserFiles(t *testing.T) {
-	e := newEnv(t, func(c *connector.Config) {
+	e := newEnv(t, func(c *connector.HandlerConfig) {
 		c.Files = connector.NewMemoryFileStore(connector.MemoryFileStoreOptions{MaxFiles: 64})
 	})
 	stored := func(ch string) bool {

@@ -30,7 +30,7 @@ func FuzzUpload(f *testing.F) {
 	f.Fuzz(func(t *testing.T, boundary, channel string, body []byte) {
 		const maxUpload = 1 << 10
 		store := connector.NewMemoryFileStore(connector.MemoryFileStoreOptions{MaxFileBytes: maxUpload})
-		h, err := connector.NewHandler(connector.Config{Card: testCard(), APIKey: testKey, Files: store, MaxUploadBytes: maxUpload})
+		h, err := connector.NewHandler(connector.HandlerConfig{Card: testCard(), APIKey: testKey, Files: store, MaxUploadBytes: maxUpload})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -74,7 +74,7 @@ func FuzzUpload(f *testing.F) {
 // never a 5xx (T2, T3).
 func FuzzFileRefRequest(f *testing.F) {
 	store := connector.NewMemoryFileStore(connector.MemoryFileStoreOptions{})
-	h, err := connector.NewHandler(connector.Config{Card: testCard(), APIKey: testKey, Files: store})
+	h, err := connector.NewHandler(connector.HandlerConfig{Card: testCard(), APIKey: testKey, Files: store})
 	if err != nil {
 		f.Fatal(err)
 	}

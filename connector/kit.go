@@ -83,7 +83,7 @@ type Advanced struct {
 	// Completed, Clock and Logger are the kit's (Options.Store,
 	// Advanced.Clock, Options.Logger): New fails when one is set here.
 	Channel *imv2.Options
-	// URLKey signs the download URLs of offered files (Config.URLKey: at
+	// URLKey signs the download URLs of offered files (HandlerConfig.URLKey: at
 	// least MinURLKeyBytes); default derived from APIKey, so a restart or a
 	// replica with the same API key verifies them. Without either the key
 	// is random per process: a restart invalidates the URLs of pending
@@ -180,7 +180,7 @@ func New(card *protocol.Card, platform Platform, opts *Options) (*Connector, err
 	if c.pace, err = newPacer(o.Pace, adv.Clock); err != nil {
 		return nil, err
 	}
-	c.handler, err = NewHandler(Config{
+	c.handler, err = NewHandler(HandlerConfig{
 		Card: card, Markdown: o.Skill, APIKey: o.APIKey, URLKey: adv.URLKey, Files: o.Files, Clock: adv.Clock, Logger: o.Logger,
 		WS: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { c.server.ServeHTTP(w, r) }),
 		// Uploads only to channels issued and open (Connector.acceptsUploads).

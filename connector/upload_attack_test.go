@@ -171,7 +171,7 @@ func TestAttack_StalledUploadsHeapBounded(t *testing.T) {
 			}
 			inner := stores[tc.store](t, storeCaps{clock: fakeclock.New(epoch), ttl: time.Hour, maxFile: maxFile, maxTotal: 256 << 20, maxFiles: 64})
 			sig := &readSignal{Reserver: inner, target: fileSent, read: make(chan struct{}, uploads)}
-			h, err := connector.NewHandler(connector.Config{Card: testCard(), APIKey: testKey, Files: sig, MaxUploadBytes: maxFile})
+			h, err := connector.NewHandler(connector.HandlerConfig{Card: testCard(), APIKey: testKey, Files: sig, MaxUploadBytes: maxFile})
 			require.NoError(t, err)
 			addr := serve(t, connector.NewServer("127.0.0.1:0", h))
 
@@ -235,7 +235,7 @@ func answerBeforeBody(t *testing.T, c net.Conn) *http.Response {
 func TestAttack_UploadRefusedBeforeItsBodyIsRead(t *testing.T) {
 	mem := connector.NewMemoryFileStore(connector.MemoryFileStoreOptions{MaxFileBytes: 200 << 10, MaxTotalBytes: 200 << 10})
 	store := &reserveSignal{Reserver: mem, reserved: make(chan struct{}, 1)}
-	h, err := connector.NewHandler(connector.Config{Card: testCard(), APIKey: testKey, Files: store, MaxUploadBytes: 200 << 10, MaxConcurrentUploads: 1})
+	h, err := connector.NewHandler(connector.HandlerConfig{Card: testCard(), APIKey: testKey, Files: store, MaxUploadBytes: 200 << 10, MaxConcurrentUploads: 1})
 	require.NoError(t, err)
 	addr := serve(t, connector.NewServer("127.0.0.1:0", h))
 
@@ -255,7 +255,7 @@ func TestAttack_UploadRefusedBeforeItsBodyIsRead(t *testing.T) {
 	assert.Contains(t, string(b), string(connector.CodeUploadsBusy))
 
 	// With a slot free but the room reserved, the store answers.
-	h2, err := connector.NewHandler(connector.Config{Card: testCard(), APIKey: testKey, Files: store, MaxUploadBytes: 200 << 10})
+	h2, err := connector.NewHandler(connector.HandlerConfig{Card: testCard(), APIKey: testKey, Files: store, MaxUploadBytes: 200 << 10})
 	require.NoError(t, err)
 	addr2 := serve(t, connector.NewServer("127.0.0.1:0", h2))
 	res = answerBeforeBody(t, uploadHead(t, addr2, 150_000))
