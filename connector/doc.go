@@ -33,7 +33,7 @@
 //   - Files. Every file_ref of a final is resolved against the channel's
 //     uploads before the platform is called: unknown, expired or another
 //     channel's is rejected invalid_packet, retryable=false (M7, M12); the
-//     platform gets the files opened (Message.Files). An Event's files are
+//     platform gets the files opened (Message.Files). An InboundEvent's files are
 //     stored and offered with signed download URLs (M6, T3), once per
 //     event: a replay is skipped before they are stored again.
 //   - Drafts across restarts. The handle of every draft shown is kept in

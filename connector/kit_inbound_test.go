@@ -36,9 +36,9 @@ func (f *failures) got() []*imv2.Error {
 	return append([]*imv2.Error(nil), f.errs...)
 }
 
-func fileEvent(eventID string) connector.Event {
+func fileEvent(eventID string) connector.InboundEvent {
 	open := func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader([]byte("a photo"))), nil }
-	return connector.Event{Conversation: "room-1", EventID: eventID, Text: "look",
+	return connector.InboundEvent{Conversation: "room-1", EventID: eventID, Text: "look",
 		Files: []connector.InboundFile{{Filename: "photo.jpg", MimeType: "image/jpeg", Open: open}}}
 }
 
@@ -186,7 +186,7 @@ func TestKit_M9_ReceiveOnAReplicaGoesThroughTheRelay(t *testing.T) {
 	require.Equal(t, []string{ch.ID()}, holder.opened, "Relay.ChannelOpened told")
 	holder.mu.Unlock()
 
-	ev := connector.Event{Conversation: "room-1", EventID: "update-1", Text: "hello from the other replica"}
+	ev := connector.InboundEvent{Conversation: "room-1", EventID: "update-1", Text: "hello from the other replica"}
 	id := connector.EventMessageID(ev.Conversation, ev.EventID)
 	require.NoError(t, k2.Receive(context.Background(), ev))
 	acked.wait(t, id, 1)
@@ -194,7 +194,7 @@ func TestKit_M9_ReceiveOnAReplicaGoesThroughTheRelay(t *testing.T) {
 	require.True(t, pendingEmpty(t, st, ch.ID()))
 	require.NoError(t, k2.Receive(context.Background(), ev), "a replay on the replica")
 	require.NoError(t, k1.Receive(context.Background(), ev), "a replay on the holder")
-	next := connector.Event{Conversation: "room-1", EventID: "update-2", Text: "next"}
+	next := connector.InboundEvent{Conversation: "room-1", EventID: "update-2", Text: "next"}
 	require.NoError(t, k2.Receive(context.Background(), next))
 	a.users.wait(t, connector.EventMessageID("room-1", "update-2"), 1)
 	require.Equal(t, 1, a.count(id), "xAgent got the event once")
