@@ -86,7 +86,7 @@ func capEnv(t *testing.T, lim connector.ServerLimits) (addr string) {
 	})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = ws.Close() })
-	h, err := connector.NewHandler(connector.Config{Card: testCard(), APIKey: testKey, WS: ws})
+	h, err := connector.NewHandler(connector.HandlerConfig{Card: testCard(), APIKey: testKey, WS: ws})
 	require.NoError(t, err)
 	return serve(t, connector.NewServerLimits("127.0.0.1:0", h, lim))
 }
@@ -225,7 +225,7 @@ func (l deadlineListener) Accept() (net.Conn, error) {
 // connection's read fails at once — the stalled upload is cut and nothing
 // is stored.
 func TestAttack_SmallStalledUploadCutInProportion(t *testing.T) {
-	e := newEnv(t, func(c *connector.Config) { c.UploadTimeout = 64 * time.Second })
+	e := newEnv(t, func(c *connector.HandlerConfig) { c.UploadTimeout = 64 * time.Second })
 	pinned := time.Now().Add(-time.Hour)
 	connector.SetNetNow(e.h, func() time.Time { return pinned })
 	set := make(chan time.Time, 16)
@@ -254,6 +254,6 @@ func TestAttack_SmallStalledUploadCutInProportion(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, http.StatusBadRequest, res.StatusCode)
 	}
-	n, _ := e.store.FileStore.(*connector.MemoryStore).Len()
+	n, _ := e.store.FileStore.(*connector.MemoryFileStore).Len()
 	assert.Zero(t, n, "a cut upload stores nothing")
 }

@@ -107,7 +107,7 @@ func TestKit_W7_RevokeRefusesFinalsAndInbound(t *testing.T) {
 	if _, err := k.conversation(ctx, "ch_1"); err == nil || imv2.IsRetryable(err) {
 		t.Fatalf("a final to a revoked binding: %v; want a permanent refusal", err)
 	}
-	if err := k.Receive(ctx, Event{Conversation: "room", EventID: "1", Text: "x"}); !errors.Is(err, ErrNotBound) {
+	if err := k.Receive(ctx, InboundEvent{Conversation: "room", EventID: "1", Text: "x"}); !errors.Is(err, ErrNotBound) {
 		t.Fatalf("Receive for a revoked conversation = %v; want ErrNotBound", err)
 	}
 }
@@ -226,7 +226,7 @@ func TestKit_W6_UpdateBindingFMayUseTheKit(t *testing.T) {
 	for name, inF := range map[string]func(k *Connector) error{
 		"Binding": func(k *Connector) error { _, _, err := k.Binding(context.Background(), "ch_2"); return err },
 		"Receive": func(k *Connector) error {
-			_ = k.Receive(context.Background(), Event{Conversation: "hall", EventID: "e1", Text: "hi"})
+			_ = k.Receive(context.Background(), InboundEvent{Conversation: "hall", EventID: "e1", Text: "hi"})
 			return nil
 		},
 	} {

@@ -18,7 +18,7 @@ import (
 )
 
 // Limits of the HTTP side, named by what they bound; the upload size is
-// TestFiles_T1_OverSizeCapIs413 and the store caps TestMemoryStore_T1_Caps.
+// TestFiles_T1_OverSizeCapIs413 and the store caps TestMemoryFileStore_T1_Caps.
 
 // serve runs srv on a loopback listener and returns its address.
 func serve(t *testing.T, srv *http.Server) string {
@@ -70,9 +70,9 @@ func TestLimit_SlowClientHeaders(t *testing.T) {
 }
 
 // TestLimit_SlowUploadBody: an upload whose body stalls is cut after
-// Config.UploadTimeout and nothing is stored.
+// HandlerConfig.UploadTimeout and nothing is stored.
 func TestLimit_SlowUploadBody(t *testing.T) {
-	e := newEnv(t, func(c *connector.Config) { c.UploadTimeout = 200 * time.Millisecond })
+	e := newEnv(t, func(c *connector.HandlerConfig) { c.UploadTimeout = 200 * time.Millisecond })
 	addr := strings.TrimPrefix(e.srv.URL, "http://")
 	c, err := net.Dial("tcp", addr)
 	require.NoError(t, err)
@@ -88,14 +88,14 @@ func TestLimit_SlowUploadBody(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, http.StatusBadRequest, res.StatusCode)
 	}
-	n, _ := e.store.FileStore.(*connector.MemoryStore).Len()
+	n, _ := e.store.FileStore.(*connector.MemoryFileStore).Len()
 	assert.Zero(t, n, "a cut upload stores nothing")
 }
 
 // TestLimit_SlowDownloadReader: a download whose reader stalls is cut after
-// Config.DownloadTimeout; the client sees a short body, never a hang.
+// HandlerConfig.DownloadTimeout; the client sees a short body, never a hang.
 func TestLimit_SlowDownloadReader(t *testing.T) {
-	e := newEnv(t, func(c *connector.Config) {
+	e := newEnv(t, func(c *connector.HandlerConfig) {
 		c.DownloadTimeout = 200 * time.Millisecond
 		c.MaxUploadBytes = 24 << 20
 	})

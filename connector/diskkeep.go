@@ -13,9 +13,9 @@ import (
 	"github.com/xagentkit/imv2"
 )
 
-// A DiskStore with Keep writes, beside each file's bytes (named by its
+// A DiskFileStore with Keep writes, beside each file's bytes (named by its
 // ref), a record of its metadata (ref + metaSuffix), written whole to a
-// temporary name and renamed, after the bytes were synced; NewDiskStore
+// temporary name and renamed, after the bytes were synced; NewDiskFileStore
 // takes up a file only when both are there and agree. Removing a file
 // unlinks its record first, so a crash in between leaves bytes without a
 // record, which the next load removes.
@@ -80,7 +80,7 @@ func writeMeta(path, channelID string, own bool, info FileInfo) error {
 // and removes what is expired or half-written, as far as it can. Names
 // the store does not make, and anything but regular files (a symlink), are
 // left alone; an expiry beyond TTL from now is cut to it.
-func (s *DiskStore) load() error {
+func (s *DiskFileStore) load() error {
 	entries, err := os.ReadDir(s.dir)
 	if err != nil {
 		return err
@@ -154,7 +154,7 @@ func readMeta(path, ref string) (diskMeta, bool) {
 
 // sizeIs reports whether the bytes of file ref are on disk, size of them,
 // and returns the file's stat (Open serves that file only).
-func (s *DiskStore) sizeIs(ref string, size int64) (fs.FileInfo, bool) {
+func (s *DiskFileStore) sizeIs(ref string, size int64) (fs.FileInfo, bool) {
 	fi, err := os.Lstat(filepath.Join(s.dir, ref))
 	if err != nil || !fi.Mode().IsRegular() || fi.Size() != size {
 		return nil, false

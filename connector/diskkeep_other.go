@@ -5,7 +5,7 @@ package connector
 import "os"
 
 // lockDir does not lock on this platform: one process at a time must use
-// a kept store's Dir (DiskStoreOptions.Keep).
+// a kept store's Dir (DiskFileStoreOptions.Keep).
 func lockDir(string) (*os.File, error) { return nil, nil }
 
 // syncDir is a no-op here: directories cannot be synced on every platform.

@@ -18,17 +18,17 @@ import (
 	"github.com/xagentkit/imv2/fakeclock"
 )
 
-// TestDiskStore_T1_KeepOutlivesTheProcess: a DiskStore with Keep leaves
+// TestDiskFileStore_T1_KeepOutlivesTheProcess: a DiskFileStore with Keep leaves
 // its files at Close, and a new one on the same Dir serves them with the
 // same metadata; what was deleted stays gone, what expired meanwhile is
 // removed by the load, and so are half-written files; other names in Dir
 // are left alone.
-func TestDiskStore_T1_KeepOutlivesTheProcess(t *testing.T) {
+func TestDiskFileStore_T1_KeepOutlivesTheProcess(t *testing.T) {
 	ctx := context.Background()
 	clock := fakeclock.New(epoch)
 	dir := t.TempDir()
-	open := func() *connector.DiskStore {
-		s, err := connector.NewDiskStore(connector.DiskStoreOptions{Dir: dir, Keep: true, Clock: clock, TTL: time.Minute})
+	open := func() *connector.DiskFileStore {
+		s, err := connector.NewDiskFileStore(connector.DiskFileStoreOptions{Dir: dir, Keep: true, Clock: clock, TTL: time.Minute})
 		require.NoError(t, err)
 		return s
 	}
@@ -79,32 +79,32 @@ func TestDiskStore_T1_KeepOutlivesTheProcess(t *testing.T) {
 	require.NoError(t, s.Close())
 }
 
-// TestDiskStore_T1_KeepNeedsADir: Keep without a Dir fails.
-func TestDiskStore_T1_KeepNeedsADir(t *testing.T) {
-	_, err := connector.NewDiskStore(connector.DiskStoreOptions{Keep: true})
+// TestDiskFileStore_T1_KeepNeedsADir: Keep without a Dir fails.
+func TestDiskFileStore_T1_KeepNeedsADir(t *testing.T) {
+	_, err := connector.NewDiskFileStore(connector.DiskFileStoreOptions{Keep: true})
 	require.Error(t, err)
 }
 
-// TestDiskStore_T1_KeepOneStorePerDir: a second kept store on a Dir in use
+// TestDiskFileStore_T1_KeepOneStorePerDir: a second kept store on a Dir in use
 // fails (it would take up and remove the first one's files in flight);
 // after Close the Dir opens again.
-func TestDiskStore_T1_KeepOneStorePerDir(t *testing.T) {
+func TestDiskFileStore_T1_KeepOneStorePerDir(t *testing.T) {
 	dir := t.TempDir()
-	first, err := connector.NewDiskStore(connector.DiskStoreOptions{Dir: dir, Keep: true})
+	first, err := connector.NewDiskFileStore(connector.DiskFileStoreOptions{Dir: dir, Keep: true})
 	require.NoError(t, err)
-	_, err = connector.NewDiskStore(connector.DiskStoreOptions{Dir: dir, Keep: true})
+	_, err = connector.NewDiskFileStore(connector.DiskFileStoreOptions{Dir: dir, Keep: true})
 	require.ErrorContains(t, err, "in use")
 	require.NoError(t, first.Close())
-	again, err := connector.NewDiskStore(connector.DiskStoreOptions{Dir: dir, Keep: true})
+	again, err := connector.NewDiskFileStore(connector.DiskFileStoreOptions{Dir: dir, Keep: true})
 	require.NoError(t, err)
 	require.NoError(t, again.Close())
 }
 
-// TestDiskStore_T1_KeepLoadTrustsOnlyWhatItWrote: on load, a record
+// TestDiskFileStore_T1_KeepLoadTrustsOnlyWhatItWrote: on load, a record
 // without its bytes and one whose size differs are removed, a symlink named
 // like a file is not taken up (nor its target touched), and an expiry
 // beyond TTL from now is cut to it.
-func TestDiskStore_T1_KeepLoadTrustsOnlyWhatItWrote(t *testing.T) {
+func TestDiskFileStore_T1_KeepLoadTrustsOnlyWhatItWrote(t *testing.T) {
 	ctx := context.Background()
 	clock := fakeclock.New(epoch)
 	dir := t.TempDir()
@@ -125,7 +125,7 @@ func TestDiskStore_T1_KeepLoadTrustsOnlyWhatItWrote(t *testing.T) {
 	require.NoError(t, os.Symlink(outside, filepath.Join(dir, ref("d"))))
 	record(ref("d"), 3, epoch.Add(time.Minute))
 
-	s, err := connector.NewDiskStore(connector.DiskStoreOptions{Dir: dir, Keep: true, Clock: clock, TTL: time.Minute})
+	s, err := connector.NewDiskFileStore(connector.DiskFileStoreOptions{Dir: dir, Keep: true, Clock: clock, TTL: time.Minute})
 	require.NoError(t, err)
 	defer s.Close()
 	for _, r := range []string{ref("a"), ref("b"), ref("d")} {
@@ -141,11 +141,11 @@ func TestDiskStore_T1_KeepLoadTrustsOnlyWhatItWrote(t *testing.T) {
 	require.True(t, info.ExpiresAt.Equal(epoch.Add(time.Minute)), "expiry cut to TTL: %v", info.ExpiresAt)
 }
 
-// TestDiskStore_T1_PutAfterCloseWritesNothing: a reservation's Put after
+// TestDiskFileStore_T1_PutAfterCloseWritesNothing: a reservation's Put after
 // the store closed fails with ErrClosed before it reads or writes a byte.
-func TestDiskStore_T1_PutAfterCloseWritesNothing(t *testing.T) {
+func TestDiskFileStore_T1_PutAfterCloseWritesNothing(t *testing.T) {
 	dir := t.TempDir()
-	s, err := connector.NewDiskStore(connector.DiskStoreOptions{Dir: dir, Keep: true})
+	s, err := connector.NewDiskFileStore(connector.DiskFileStoreOptions{Dir: dir, Keep: true})
 	require.NoError(t, err)
 	res, err := s.Reserve(context.Background(), "cch_1", 4)
 	require.NoError(t, err)

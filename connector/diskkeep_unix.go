@@ -21,7 +21,7 @@ func lockDir(dir string) (*os.File, error) {
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, errors.New("the directory is in use by another DiskStore")
+			return nil, errors.New("the directory is in use by another DiskFileStore")
 		}
 		return nil, err
 	}

@@ -33,7 +33,7 @@
 //   - Files. Every file_ref of a final is resolved against the channel's
 //     uploads before the platform is called: unknown, expired or another
 //     channel's is rejected invalid_packet, retryable=false (M7, M12); the
-//     platform gets the files opened (Message.Files). An Event's files are
+//     platform gets the files opened (Message.Files). An InboundEvent's files are
 //     stored and offered with signed download URLs (M6, T3), once per
 //     event: a replay is skipped before they are stored again.
 //   - Drafts across restarts. The handle of every draft shown is kept in
@@ -62,10 +62,10 @@
 // Endpoints (paths are relative to the Connector base URL; mount the
 // Handler under a prefix with http.StripPrefix if the base URL has one):
 //
-//	GET  /connector-card.json   public: the Card given in Config (H1)
-//	GET  /skill.md              public: Config.Markdown, or 404 without one (H3)
+//	GET  /connector-card.json   public: the Card given in HandlerConfig (H1)
+//	GET  /skill.md              public: HandlerConfig.Markdown, or 404 without one (H3)
 //	GET  /health                API key: status, card ID and version, protocol, build (H4)
-//	GET  /ws                    API key, then Config.WS (W1)
+//	GET  /ws                    API key, then HandlerConfig.WS (W1)
 //	POST /files/uploads         API key + X-XAgent-Connector-Channel-ID: multipart "file" (T1, M7)
 //	GET  /files/refs/{file_ref} signed URL from DownloadURL or OfferFile (T2, T3, M6)
 //	GET  /livez                 public, Connector only: 200 while the process serves HTTP
@@ -73,7 +73,7 @@
 //
 // # API key
 //
-// When Config.APIKey is set, /health, /ws and /files/uploads need
+// When HandlerConfig.APIKey is set, /health, /ws and /files/uploads need
 // "Authorization: Bearer <key>": the scheme in any case, one or more
 // spaces, then the key (RFC 9110 §11.4), read by the same parser as the
 // data plane's, so the two never disagree on a header. The Handler keeps only a SHA-256 digest of
@@ -89,14 +89,14 @@
 //	/files/refs/{file_ref}?ch={channel}&exp={unix seconds}&sig={HMAC-SHA256}
 //
 // signed with a 256-bit key derived with HKDF-SHA256 (info URLKeyInfo) from
-// Config.URLKey or, without one, from the API key: a restarted Connector
+// HandlerConfig.URLKey or, without one, from the API key: a restarted Connector
 // and its replicas verify each other's URLs (a pending user message is
 // resent after a restart with the URL it was stored with), and rotating the
 // key invalidates outstanding URLs. Without either the key is drawn from
 // crypto/rand when the Handler is built, and a restart makes old URLs
-// invalid. A URL that verifies still needs its file: MemoryStore and a
-// plain DiskStore keep files for one process, so after a restart it
-// downloads only from a DiskStore with Keep (DiskStoreOptions.Keep) or a
+// invalid. A URL that verifies still needs its file: MemoryFileStore and a
+// plain DiskFileStore keep files for one process, so after a restart it
+// downloads only from a DiskFileStore with Keep (DiskFileStoreOptions.Keep) or a
 // FileStore of your own, and on a replica only from one on storage the
 // replicas share (Options.Files). A signature is stateless: it needs no
 // server-side token table (one map keyed by remote input fewer to bound),
@@ -109,11 +109,11 @@
 //
 // # Defaults
 //
-// Every limit has a Config field; zero takes the default:
+// Every limit has a HandlerConfig field; zero takes the default:
 //
 //	MaxUploadBytes        32 MiB per uploaded file (413 above)
 //	MaxConcurrentUploads  8 upload bodies read at once (503 uploads_busy above)
-//	FileTTL               1 h  lifetime of a stored file (NewMemoryStore)
+//	FileTTL               1 h  lifetime of a stored file (NewMemoryFileStore)
 //	URLTTL                1 h  lifetime of a signed download URL
 //	UploadTimeout         5 min to read a body of the largest size; in proportion
 //	                      below (declared size, 1 MiB at least: about 9 s), so the
@@ -121,17 +121,17 @@
 //	                      kept up as the body comes (a trickle is cut after ~9 s)
 //	DownloadTimeout       5 min to write one download
 //
-// The default FileStore is a MemoryStore: at most 1024 files and 256 MiB in
+// The default FileStore is a MemoryFileStore: at most 1024 files and 256 MiB in
 // total, 32 MiB per file, each file expiring FileTTL after its upload.
-// NewDiskStore keeps the bytes in files in a private directory instead,
+// NewDiskFileStore keeps the bytes in files in a private directory instead,
 // with the same caps, so large files do not live in RAM. Neither runs a
 // goroutine: expired files are swept on every Put and dropped when opened.
 // A full store answers 503 rather than evicting live files whose URLs may
 // still be in flight. Uploads get seven eighths of a store, one channel's
 // uploads an eighth of its files and a quarter of its bytes; the rest is
-// kept for the Connector's own user files (OfferFile). Config.ChannelOpen
+// kept for the Connector's own user files (OfferFile). HandlerConfig.ChannelOpen
 // (the kit sets it) refuses an upload to a channel not open, 409
-// channel_not_open. A DiskStore opens a file without following a symlink
+// channel_not_open. A DiskFileStore opens a file without following a symlink
 // and serves it only if it is the file it wrote.
 //
 // # Slow and unauthenticated clients
@@ -158,15 +158,15 @@
 // Retry-After and nothing read. The file part streams into the store,
 // which counts bytes against its caps as they arrive; the part headers
 // and small fields before it share 64 KiB. An upload in flight holds at
-// most UploadOverheadBytes (256 KiB) of buffers, plus, in a MemoryStore,
+// most UploadOverheadBytes (256 KiB) of buffers, plus, in a MemoryFileStore,
 // the file bytes received so far (at most MaxUploadBytes, in 64 KiB
 // pieces). HTTP/1.1 serves one request at a time, so that is also the
 // bound per connection. Per Handler the worst case is
 //
 //	MaxConcurrentUploads × UploadOverheadBytes      8 × 256 KiB = 2 MiB
-//	+ file bytes in flight (MemoryStore only), within the store's total
+//	+ file bytes in flight (MemoryFileStore only), within the store's total
 //	  cap shared with the files already stored:      256 MiB
 //
-// so a default Handler with the default MemoryStore holds at most 258 MiB
-// for files stored and in flight, and with a DiskStore 2 MiB of RAM.
+// so a default Handler with the default MemoryFileStore holds at most 258 MiB
+// for files stored and in flight, and with a DiskFileStore 2 MiB of RAM.
 package connector

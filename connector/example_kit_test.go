@@ -80,7 +80,9 @@ func Example() {
 	defer agent.Close()
 
 	// A person says "hi" in the default conversation.
-	hi := kit.Event{Conversation: kit.DefaultConversationKey, EventID: "update-1", Text: "hi"}
+	hi := kit.InboundEvent{
+		Conversation: kit.DefaultConversationKey, EventID: "update-1", Text: "hi",
+	}
 	if err := k.Receive(context.Background(), hi); err != nil {
 		log.Fatal(err)
 	}

@@ -23,7 +23,7 @@ func pretendCard() *protocol.Card {
 // feed is a pretend platform that pushes its events down a Go channel, as
 // a websocket or a long poll would; it is a Listener.
 type feed struct {
-	events chan kit.Event
+	events chan kit.InboundEvent
 	saved  chan string
 	shown  chan string
 }
@@ -55,14 +55,14 @@ func (f feed) Listen(ctx context.Context, b state.Binding, in kit.Inbox) error {
 }
 
 func ExampleListener() {
-	f := feed{make(chan kit.Event, 1), make(chan string, 1), make(chan string, 1)}
+	f := feed{make(chan kit.InboundEvent, 1), make(chan string, 1), make(chan string, 1)}
 	opened := make(chan string, 1)
 	k, _ := kit.New(pretendCard(), f, &kit.Options{Advanced: kit.Advanced{OnChannelOpen: func(id string) { opened <- id }}})
 	url, _ := k.Start("127.0.0.1:0")
 	agent, _ := sim.Start(context.Background(), sim.Config{Connector: url}) // xAgent: echoes
 	defer func() { agent.Close(); k.Close() }()
 	channelID := <-opened // the kit runs Listen for the channel's binding now
-	f.events <- kit.Event{Conversation: kit.DefaultConversationKey, EventID: "update-7", Text: "hi"}
+	f.events <- kit.InboundEvent{Conversation: kit.DefaultConversationKey, EventID: "update-7", Text: "hi"}
 	fmt.Println(<-f.shown)
 	<-f.saved
 	b, _, _ := k.Binding(context.Background(), channelID)
@@ -95,7 +95,7 @@ func Example_notPosted() {
 	url, _ := k.Start("127.0.0.1:0")
 	agent, _ := sim.Start(context.Background(), sim.Config{Connector: url})
 	defer func() { agent.Close(); k.Close() }()
-	_ = k.Receive(context.Background(), kit.Event{Conversation: kit.DefaultConversationKey, EventID: "update-1", Text: "hi"})
+	_ = k.Receive(context.Background(), kit.InboundEvent{Conversation: kit.DefaultConversationKey, EventID: "update-1", Text: "hi"})
 	fmt.Println(<-f.shown)
 	// Output:
 	// You said: hi (try 2)
@@ -159,7 +159,7 @@ func ExampleConnector_Revoke() {
 	_ = k.Revoke(ctx, "cch_1")
 	b, _, _ := k.Binding(ctx, "cch_1")
 	fmt.Println(b.State)
-	fmt.Println(k.Receive(ctx, kit.Event{Conversation: "chat-42", EventID: "update-9", Text: "still there?"}))
+	fmt.Println(k.Receive(ctx, kit.InboundEvent{Conversation: "chat-42", EventID: "update-9", Text: "still there?"}))
 	// Output:
 	// revoked
 	// conversation "chat-42": connector: not bound to a conversation

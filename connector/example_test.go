@@ -39,7 +39,7 @@ func ExampleNewHandler() {
 		panic(err)
 	}
 	defer ws.Close()
-	h, err := connector.NewHandler(connector.Config{
+	h, err := connector.NewHandler(connector.HandlerConfig{
 		Card:     card,
 		Markdown: []byte("---\nname: connector-im-console\n---\n# Console connector\n"),
 		APIKey:   "change-me",
@@ -66,10 +66,10 @@ func ExampleNewHandler() {
 }
 
 // A Connector that receives large files keeps them on disk: the same caps
-// and expiry as the default MemoryStore, the bytes in files in a private
+// and expiry as the default MemoryFileStore, the bytes in files in a private
 // directory that Close removes.
-func ExampleNewDiskStore() {
-	store, err := connector.NewDiskStore(connector.DiskStoreOptions{MaxTotalBytes: 1 << 30})
+func ExampleNewDiskFileStore() {
+	store, err := connector.NewDiskFileStore(connector.DiskFileStoreOptions{MaxTotalBytes: 1 << 30})
 	if err != nil {
 		panic(err)
 	}
@@ -78,7 +78,7 @@ func ExampleNewDiskStore() {
 	if err != nil {
 		panic(err)
 	}
-	// Then: connector.NewHandler(connector.Config{Card: card, Files: store, …})
+	// Then: connector.NewHandler(connector.HandlerConfig{Card: card, Files: store, …})
 	fmt.Println(info.Filename, info.MimeType, info.ByteSize)
 	// Output:
 	// report.txt text/plain; charset=utf-8 17

@@ -23,12 +23,12 @@ import (
 	"github.com/xagentkit/imv2/state"
 )
 
-// TestAttack_DiskStoreServesOnlyTheFileItStored (issue 26, attack 5): a
+// TestAttack_DiskFileStoreServesOnlyTheFileItStored (issue 26, attack 5): a
 // stored file swapped, under its name, for a symlink to a secret or for
 // another file of the same size is not served through the file's existing
 // signed URL (404 file_not_found, not a byte of the other file). Before the
 // fix the Handler followed the symlink and served the secret.
-func TestAttack_DiskStoreServesOnlyTheFileItStored(t *testing.T) {
+func TestAttack_DiskFileStoreServesOnlyTheFileItStored(t *testing.T) {
 	for _, keep := range []bool{false, true} {
 		name := "temporary"
 		if keep {
@@ -36,10 +36,10 @@ func TestAttack_DiskStoreServesOnlyTheFileItStored(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			clock := fakeclock.New(epoch)
-			store, err := connector.NewDiskStore(connector.DiskStoreOptions{Dir: t.TempDir(), Keep: keep, Clock: clock})
+			store, err := connector.NewDiskFileStore(connector.DiskFileStoreOptions{Dir: t.TempDir(), Keep: keep, Clock: clock})
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = store.Close() })
-			e := newEnv(t, func(c *connector.Config) { c.Files = store; c.Clock = clock })
+			e := newEnv(t, func(c *connector.HandlerConfig) { c.Files = store; c.Clock = clock })
 			secret := filepath.Join(t.TempDir(), "passwd")
 			require.NoError(t, os.WriteFile(secret, []byte("root:x:0:0:secret"), 0o600))
 
@@ -73,7 +73,7 @@ func TestAttack_DiskStoreServesOnlyTheFileItStored(t *testing.T) {
 	}
 }
 
-// TestAttack_KeptDirMadePrivate (issue 26, attack 5): DiskStoreOptions.Keep
+// TestAttack_KeptDirMadePrivate (issue 26, attack 5): DiskFileStoreOptions.Keep
 // on an existing 0777 directory makes it 0700 before any file goes in, so
 // another local user can neither read the files nor swap them; a symlink
 // in place of the directory is refused. Before the fix the directory was
@@ -82,7 +82,7 @@ func TestAttack_KeptDirMadePrivate(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "files")
 	require.NoError(t, os.Mkdir(dir, 0o700))
 	require.NoError(t, os.Chmod(dir, 0o777)) // past the umask
-	s, err := connector.NewDiskStore(connector.DiskStoreOptions{Dir: dir, Keep: true, Clock: fakeclock.New(epoch), TTL: time.Hour})
+	s, err := connector.NewDiskFileStore(connector.DiskFileStoreOptions{Dir: dir, Keep: true, Clock: fakeclock.New(epoch), TTL: time.Hour})
 	require.NoError(t, err)
 	require.NoError(t, s.Close())
 	fi, err := os.Stat(dir)
@@ -91,7 +91,7 @@ func TestAttack_KeptDirMadePrivate(t *testing.T) {
 
 	link := filepath.Join(t.TempDir(), "link")
 	require.NoError(t, os.Symlink(dir, link))
-	_, err = connector.NewDiskStore(connector.DiskStoreOptions{Dir: link, Keep: true})
+	_, err = connector.NewDiskFileStore(connector.DiskFileStoreOptions{Dir: link, Keep: true})
 	require.Error(t, err)
 	assert.True(t, strings.Contains(err.Error(), "symlink"), err.Error())
 }
@@ -119,7 +119,7 @@ func kitUpload(t *testing.T, url, channelID string) (int, string) {
 // and stores nothing; to the open channel it is stored. Before the fix
 // the upload to "cch_never_issued" was stored (200).
 func TestAttack_UploadsOnlyToOpenChannels(t *testing.T) {
-	files := connector.NewMemoryStore(connector.MemoryStoreOptions{})
+	files := connector.NewMemoryFileStore(connector.MemoryFileStoreOptions{})
 	_, url := startKit(t, newPretend(0), "", connector.Options{Files: files})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -179,7 +179,7 @@ func TestAttack_TricklingUploadsFreeTheirSlots(t *testing.T) {
 	back.Store(0)
 	r := e.upload(t, "cch_1", form{filename: "b.txt", file: []byte("served")})
 	require.Equal(t, http.StatusOK, r.status, string(r.body))
-	n, _ := e.store.FileStore.(*connector.MemoryStore).Len()
+	n, _ := e.store.FileStore.(*connector.MemoryFileStore).Len()
 	assert.Equal(t, 1, n, "only the ninth upload was stored")
 }
 
@@ -192,8 +192,8 @@ func TestAttack_TricklingUploadsFreeTheirSlots(t *testing.T) {
 // OfferFile still stores the users' files in the reserve kept for them.
 // Before the fix all 64 uploads went to one channel and OfferFile failed.
 func TestAttack_UploadFloodLeavesRoomForUserFiles(t *testing.T) {
-	e := newEnv(t, func(c *connector.Config) {
-		c.Files = connector.NewMemoryStore(connector.MemoryStoreOptions{MaxFiles: 64})
+	e := newEnv(t, func(c *connector.HandlerConfig) {
+		c.Files = connector.NewMemoryFileStore(connector.MemoryFileStoreOptions{MaxFiles: 64})
 	})
 	stored := func(ch string) bool {
 		r := e.upload(t, ch, form{filename: "a", file: []byte("x")})

@@ -358,7 +358,7 @@ func (h *Handler) serveRef(w http.ResponseWriter, r *http.Request, ref string) {
 }
 
 // DownloadURL returns the relative, signed URI of fileRef for channelID,
-// valid for Config.URLTTL (T3): "/files/refs/{file_ref}?ch=…&exp=…&sig=…".
+// valid for HandlerConfig.URLTTL (T3): "/files/refs/{file_ref}?ch=…&exp=…&sig=…".
 // Resolve it against the Connector base URL (the data plane sends it
 // as-is in files[].download_url, M6). It does not look the file up: a URL
 // for an unknown ref or an invalid channel is simply refused when used.
@@ -368,7 +368,7 @@ func (h *Handler) DownloadURL(channelID, fileRef string) string {
 
 // OfferFile stores a user's file for channelID and returns the imv2.File to
 // put in a chat.message to xAgent (M6): type, file_ref, metadata and a
-// signed download_url valid as long as the file (at most Config.URLTTL).
+// signed download_url valid as long as the file (at most HandlerConfig.URLTTL).
 func (h *Handler) OfferFile(ctx context.Context, channelID, filename, mimeType string, r io.Reader) (imv2.File, error) {
 	if !validChannelID(channelID) {
 		return imv2.File{}, imv2.Errorf(imv2.CodeChannelIDRequired, "connector: invalid connector_channel_id")
@@ -401,7 +401,7 @@ func (h *Handler) OpenFile(ctx context.Context, channelID, fileRef string) (io.R
 	return h.files.Open(ctx, channelID, fileRef)
 }
 
-// acceptsUploads is the kit's Config.ChannelOpen: the channel is open here
+// acceptsUploads is the kit's HandlerConfig.ChannelOpen: the channel is open here
 // or, with a Relay (replicas on one Store), issued: xAgent may hold it
 // open on another replica and upload here. A Store error refuses.
 func (c *Connector) acceptsUploads(ctx context.Context, channelID string) bool {

@@ -34,7 +34,7 @@ var refRE = regexp.MustCompile(`^file_[0-9a-f]{32}$`)
 
 func TestFiles_T1_T2_UploadDownloadRoundTrip5MiB(t *testing.T) {
 	var hooked []connector.Upload
-	e := newEnv(t, func(c *connector.Config) {
+	e := newEnv(t, func(c *connector.HandlerConfig) {
 		c.OnUpload = func(_ context.Context, u connector.Upload) error {
 			hooked = append(hooked, u) // handler calls are sequential in this test
 			return nil
@@ -119,7 +119,7 @@ func TestFiles_T1_MissingChannelHeaderIs400(t *testing.T) {
 
 	r = e.upload(t, "bad channel", form{filename: "a.txt", file: []byte("hi")})
 	assert.Equal(t, http.StatusBadRequest, r.status)
-	n, _ := e.store.FileStore.(*connector.MemoryStore).Len()
+	n, _ := e.store.FileStore.(*connector.MemoryFileStore).Len()
 	assert.Zero(t, n)
 }
 
@@ -139,17 +139,17 @@ func TestFiles_T1_BadMultipartIs400(t *testing.T) {
 		fields: map[string]string{"reply_token": strings.Repeat("t", 2000)}})
 	assert.Equal(t, http.StatusBadRequest, r.status)
 
-	n, _ := e.store.FileStore.(*connector.MemoryStore).Len()
+	n, _ := e.store.FileStore.(*connector.MemoryFileStore).Len()
 	assert.Zero(t, n, "a failed upload leaves no file behind")
 }
 
 func TestFiles_T1_OverSizeCapIs413(t *testing.T) {
 	const limit = 1 << 20
-	e := newEnv(t, func(c *connector.Config) { c.MaxUploadBytes = limit })
+	e := newEnv(t, func(c *connector.HandlerConfig) { c.MaxUploadBytes = limit })
 	r := e.upload(t, "cch_1", form{filename: "big.bin", file: make([]byte, limit+1)})
 	assert.Equal(t, http.StatusRequestEntityTooLarge, r.status)
 	assert.Equal(t, string(connector.CodeFileTooLarge), errCode(t, r.body))
-	n, _ := e.store.FileStore.(*connector.MemoryStore).Len()
+	n, _ := e.store.FileStore.(*connector.MemoryFileStore).Len()
 	assert.Zero(t, n)
 
 	mustUpload(t, e, "cch_1", form{filename: "fits.bin", file: make([]byte, limit)})
@@ -184,22 +184,22 @@ func TestFiles_T1_OverSizeCapIs413(t *testing.T) {
 		e.h.ServeHTTP(rec, req)
 		assert.Equal(t, http.StatusRequestEntityTooLarge, rec.Code, name)
 	}
-	n, _ = e.store.FileStore.(*connector.MemoryStore).Len()
+	n, _ = e.store.FileStore.(*connector.MemoryFileStore).Len()
 	assert.Equal(t, 1, n, "only the file that fits is stored")
 }
 
 func TestFiles_T1_HookErrorFailsUploadAndDeletesFile(t *testing.T) {
-	e := newEnv(t, func(c *connector.Config) {
+	e := newEnv(t, func(c *connector.HandlerConfig) {
 		c.OnUpload = func(context.Context, connector.Upload) error { return io.ErrUnexpectedEOF }
 	})
 	r := e.upload(t, "cch_1", form{filename: "a.txt", file: []byte("hi")})
 	assert.Equal(t, http.StatusInternalServerError, r.status)
-	n, _ := e.store.FileStore.(*connector.MemoryStore).Len()
+	n, _ := e.store.FileStore.(*connector.MemoryFileStore).Len()
 	assert.Zero(t, n)
 }
 
 func TestFiles_T2_ExpiredFileIs404(t *testing.T) {
-	e := newEnv(t, func(c *connector.Config) {
+	e := newEnv(t, func(c *connector.HandlerConfig) {
 		c.FileTTL = 10 * time.Minute
 		c.URLTTL = time.Hour
 	})
@@ -213,7 +213,7 @@ func TestFiles_T2_ExpiredFileIs404(t *testing.T) {
 }
 
 func TestFiles_T3_ExpiredURLIs404(t *testing.T) {
-	e := newEnv(t, func(c *connector.Config) { c.URLTTL = 5 * time.Minute })
+	e := newEnv(t, func(c *connector.HandlerConfig) { c.URLTTL = 5 * time.Minute })
 	u := mustUpload(t, e, "cch_1", form{filename: "a.txt", file: []byte("hi")})
 	dl := e.h.DownloadURL("cch_1", u.FileRef)
 	e.clock.Advance(5*time.Minute - time.Second)
@@ -269,7 +269,7 @@ func TestFiles_T3_TamperedURLIs403(t *testing.T) {
 		return string(b)
 	}
 	// Another signing key: the key follows the API key (URLKeyInfo).
-	otherHandler := newEnv(t, func(c *connector.Config) { c.APIKey = testKey + "-other" }).h
+	otherHandler := newEnv(t, func(c *connector.HandlerConfig) { c.APIKey = testKey + "-other" }).h
 	cases := map[string]string{
 		"sig flipped":      with(func(v url.Values) { v.Set("sig", flip(v.Get("sig"))) }, u.FileRef),
 		"sig missing":      with(func(v url.Values) { v.Del("sig") }, u.FileRef),
@@ -372,9 +372,9 @@ func (c *countReader) Read(p []byte) (int, error) {
 
 func TestFiles_T1_UploadCapHoldsOverALargerStore(t *testing.T) {
 	const limit = 64 << 10
-	e := newEnv(t, func(c *connector.Config) {
+	e := newEnv(t, func(c *connector.HandlerConfig) {
 		c.MaxUploadBytes = limit
-		c.Files = connector.NewMemoryStore(connector.MemoryStoreOptions{MaxFileBytes: 10 * limit})
+		c.Files = connector.NewMemoryFileStore(connector.MemoryFileStoreOptions{MaxFileBytes: 10 * limit})
 	})
 	r := e.upload(t, "cch_1", form{filename: "a.bin", file: make([]byte, limit+1)})
 	assert.Equal(t, http.StatusRequestEntityTooLarge, r.status)
@@ -389,10 +389,10 @@ func TestFiles_T1_UploadCapHoldsOverALargerStore(t *testing.T) {
 // file; the file keeps its whole MaxUploadBytes after them.
 func TestFiles_T1_FieldsBeforeTheFileShare64KiB(t *testing.T) {
 	const limit = 1 << 20
-	e := newEnv(t, func(c *connector.Config) { c.MaxUploadBytes = limit })
+	e := newEnv(t, func(c *connector.HandlerConfig) { c.MaxUploadBytes = limit })
 	r := e.upload(t, "cch_1", form{filename: "a", file: []byte("1"), fields: map[string]string{"junk": strings.Repeat("j", 70<<10)}})
 	assert.Equal(t, http.StatusRequestEntityTooLarge, r.status)
-	n, _ := e.store.FileStore.(*connector.MemoryStore).Len()
+	n, _ := e.store.FileStore.(*connector.MemoryFileStore).Len()
 	assert.Zero(t, n)
 	mustUpload(t, e, "cch_1", form{filename: "a", file: make([]byte, limit), fields: map[string]string{"junk": strings.Repeat("j", 50<<10), "recipient_ref": "r1"}})
 }

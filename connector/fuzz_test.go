@@ -29,8 +29,8 @@ func FuzzUpload(f *testing.F) {
 	f.Add("x", "../cch", []byte("--x--"))
 	f.Fuzz(func(t *testing.T, boundary, channel string, body []byte) {
 		const maxUpload = 1 << 10
-		store := connector.NewMemoryStore(connector.MemoryStoreOptions{MaxFileBytes: maxUpload})
-		h, err := connector.NewHandler(connector.Config{Card: testCard(), APIKey: testKey, Files: store, MaxUploadBytes: maxUpload})
+		store := connector.NewMemoryFileStore(connector.MemoryFileStoreOptions{MaxFileBytes: maxUpload})
+		h, err := connector.NewHandler(connector.HandlerConfig{Card: testCard(), APIKey: testKey, Files: store, MaxUploadBytes: maxUpload})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -73,8 +73,8 @@ func FuzzUpload(f *testing.F) {
 // segments, encodings and tampering get 403 or 404, never a file and
 // never a 5xx (T2, T3).
 func FuzzFileRefRequest(f *testing.F) {
-	store := connector.NewMemoryStore(connector.MemoryStoreOptions{})
-	h, err := connector.NewHandler(connector.Config{Card: testCard(), APIKey: testKey, Files: store})
+	store := connector.NewMemoryFileStore(connector.MemoryFileStoreOptions{})
+	h, err := connector.NewHandler(connector.HandlerConfig{Card: testCard(), APIKey: testKey, Files: store})
 	if err != nil {
 		f.Fatal(err)
 	}

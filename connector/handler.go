@@ -18,7 +18,7 @@ import (
 // HeaderChannelID names the channel of an upload (T1).
 const HeaderChannelID = "X-XAgent-Connector-Channel-ID"
 
-// Defaults of Config.
+// Defaults of HandlerConfig.
 const (
 	DefaultMaxUploadBytes  = 32 << 20
 	DefaultURLTTL          = time.Hour
@@ -28,9 +28,9 @@ const (
 	DefaultMaxConcurrentUploads = 8
 )
 
-// Config configures a Handler. Card is required; zero fields take the
+// HandlerConfig configures a Handler. Card is required; zero fields take the
 // defaults listed in the package doc.
-type Config struct {
+type HandlerConfig struct {
 	// Card is served at /connector-card.json and feeds /health (H1, H4). It
 	// is encoded once at construction; later changes to it are not served.
 	Card *protocol.Card
@@ -55,7 +55,7 @@ type Config struct {
 	URLKey []byte
 	// WS serves /ws after the API key check (W1); nil means 404.
 	WS http.Handler
-	// Files stores uploads and offered files; default a MemoryStore with
+	// Files stores uploads and offered files; default a MemoryFileStore with
 	// FileTTL, MaxUploadBytes and Clock.
 	Files FileStore
 	// MaxUploadBytes caps one uploaded file; default 32 MiB (413 above).
@@ -97,7 +97,7 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// Upload is what Config.OnUpload receives about one stored upload.
+// Upload is what HandlerConfig.OnUpload receives about one stored upload.
 type Upload struct {
 	// ChannelID is the channel the file was uploaded to.
 	ChannelID string
@@ -110,7 +110,7 @@ type Upload struct {
 // Handler is the Connector Server's http.Handler. Build it with NewHandler;
 // it is safe for concurrent use and starts no goroutine.
 type Handler struct {
-	cfg     Config
+	cfg     HandlerConfig
 	card    []byte
 	health  []byte
 	key     apikey.Key
@@ -120,7 +120,7 @@ type Handler struct {
 	maxBody int64
 	log     *slog.Logger
 	// netNow reads the wall time connection deadlines are set from: they
-	// bind the network, so never Config.Clock. A test replaces it to see
+	// bind the network, so never HandlerConfig.Clock. A test replaces it to see
 	// a deadline exactly and to make one pass at once.
 	netNow func() time.Time
 }
@@ -135,9 +135,9 @@ const maxFieldBytes = 1024
 // NewHandler checks cfg and returns a Handler. It fails on a missing or
 // invalid Card (H1), on a Card that requires an API key when cfg.APIKey
 // is empty, and on a URLKey shorter than MinURLKeyBytes.
-func NewHandler(cfg Config) (*Handler, error) {
+func NewHandler(cfg HandlerConfig) (*Handler, error) {
 	if cfg.Card == nil {
-		return nil, errors.New("connector: Config.Card is required")
+		return nil, errors.New("connector: HandlerConfig.Card is required")
 	}
 	if err := cfg.Card.Validate(); err != nil {
 		return nil, err
@@ -148,7 +148,7 @@ func NewHandler(cfg Config) (*Handler, error) {
 		return nil, err
 	}
 	if cfg.Card.Security != nil && cfg.Card.Security.APIKeyRequired && cfg.APIKey == "" {
-		return nil, errors.New("connector: the Card sets security.api_key_required but Config.APIKey is empty")
+		return nil, errors.New("connector: the Card sets security.api_key_required but HandlerConfig.APIKey is empty")
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.System{}
@@ -175,7 +175,7 @@ func NewHandler(cfg Config) (*Handler, error) {
 		cfg.MaxConcurrentUploads = DefaultMaxConcurrentUploads
 	}
 	if cfg.Files == nil {
-		cfg.Files = NewMemoryStore(MemoryStoreOptions{
+		cfg.Files = NewMemoryFileStore(MemoryFileStoreOptions{
 			Clock:        cfg.Clock,
 			TTL:          cfg.FileTTL,
 			MaxFileBytes: cfg.MaxUploadBytes,

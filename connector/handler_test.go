@@ -41,21 +41,21 @@ func TestCard_H1_InvalidCardRefused(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			c := testCard()
 			breakIt(c)
-			_, err := connector.NewHandler(connector.Config{Card: c, APIKey: testKey})
+			_, err := connector.NewHandler(connector.HandlerConfig{Card: c, APIKey: testKey})
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), "H1")
 		})
 	}
 	t.Run("nil card", func(t *testing.T) {
-		_, err := connector.NewHandler(connector.Config{APIKey: testKey})
+		_, err := connector.NewHandler(connector.HandlerConfig{APIKey: testKey})
 		require.Error(t, err)
 	})
 	t.Run("api_key_required without key", func(t *testing.T) {
-		_, err := connector.NewHandler(connector.Config{Card: testCard()})
+		_, err := connector.NewHandler(connector.HandlerConfig{Card: testCard()})
 		require.Error(t, err)
 	})
 	t.Run("valid", func(t *testing.T) {
-		_, err := connector.NewHandler(connector.Config{Card: testCard(), APIKey: testKey})
+		_, err := connector.NewHandler(connector.HandlerConfig{Card: testCard(), APIKey: testKey})
 		require.NoError(t, err)
 	})
 }
@@ -67,7 +67,7 @@ func TestSkill_H3_MarkdownOr404(t *testing.T) {
 	assert.True(t, strings.HasPrefix(r.header.Get("Content-Type"), "text/markdown"))
 	assert.Equal(t, "---\nname: connector-im-console\n---\n# Console\n", string(r.body))
 
-	none := newEnv(t, func(c *connector.Config) { c.Markdown = nil })
+	none := newEnv(t, func(c *connector.HandlerConfig) { c.Markdown = nil })
 	r = none.do(t, http.MethodGet, "/skill.md", "", nil, nil)
 	assert.Equal(t, http.StatusNotFound, r.status)
 }
@@ -102,7 +102,7 @@ func TestHealth_H4_MatchesCardAndNeedsKey(t *testing.T) {
 }
 
 func TestHealth_H4_OpenWithoutConfiguredKey(t *testing.T) {
-	e := newEnv(t, func(c *connector.Config) {
+	e := newEnv(t, func(c *connector.HandlerConfig) {
 		c.APIKey = ""
 		c.Card.Security = nil
 	})
@@ -160,7 +160,7 @@ func TestWS_W1_DelegatedAfterKey(t *testing.T) {
 	assert.Equal(t, http.StatusUnauthorized, e.do(t, http.MethodGet, "/ws", "", nil, nil).status)
 	assert.Equal(t, "ws-reached", string(e.do(t, http.MethodGet, "/ws", testKey, nil, nil).body))
 
-	none := newEnv(t, func(c *connector.Config) { c.WS = nil })
+	none := newEnv(t, func(c *connector.HandlerConfig) { c.WS = nil })
 	assert.Equal(t, http.StatusNotFound, none.do(t, http.MethodGet, "/ws", testKey, nil, nil).status)
 }
 
@@ -196,11 +196,11 @@ func TestNewServer_Timeouts(t *testing.T) {
 // disagrees with the Card's Skill fails at construction, naming both.
 func TestNewHandler_H3_SkillNameMustMatchCard(t *testing.T) {
 	card := testCard()
-	_, err := connector.NewHandler(connector.Config{Card: card, APIKey: "k", Markdown: []byte("---\nname: connector-im-other\n---\n# Other\n")})
+	_, err := connector.NewHandler(connector.HandlerConfig{Card: card, APIKey: "k", Markdown: []byte("---\nname: connector-im-other\n---\n# Other\n")})
 	require.ErrorContains(t, err, `"connector-im-other"`)
 	require.ErrorContains(t, err, `"`+protocol.SkillName(card.ConnectorCardID)+`"`)
-	_, err = connector.NewHandler(connector.Config{Card: card, APIKey: "k", Markdown: []byte("# no header\n")})
+	_, err = connector.NewHandler(connector.HandlerConfig{Card: card, APIKey: "k", Markdown: []byte("# no header\n")})
 	require.ErrorContains(t, err, "no header")
-	_, err = connector.NewHandler(connector.Config{Card: card, APIKey: "k", Markdown: []byte("---\nname: " + protocol.SkillName(card.ConnectorCardID) + "\n---\n")})
+	_, err = connector.NewHandler(connector.HandlerConfig{Card: card, APIKey: "k", Markdown: []byte("---\nname: " + protocol.SkillName(card.ConnectorCardID) + "\n---\n")})
 	require.NoError(t, err)
 }

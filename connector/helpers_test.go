@@ -97,11 +97,11 @@ type env struct {
 var epoch = time.Date(2026, 7, 1, 12, 0, 0, 0, time.UTC)
 
 // newEnv starts a Handler over httptest with a fake clock, a debug logger
-// into a buffer and a counting MemoryStore. mod may change the Config.
-func newEnv(t *testing.T, mod func(*connector.Config)) *env {
+// into a buffer and a counting MemoryFileStore. mod may change the HandlerConfig.
+func newEnv(t *testing.T, mod func(*connector.HandlerConfig)) *env {
 	t.Helper()
 	e := &env{clock: fakeclock.New(epoch), logs: new(syncBuffer), bodies: new(syncBuffer)}
-	cfg := connector.Config{
+	cfg := connector.HandlerConfig{
 		Card:     testCard(),
 		Markdown: []byte("---\nname: connector-im-console\n---\n# Console\n"),
 		APIKey:   testKey,
@@ -115,7 +115,7 @@ func newEnv(t *testing.T, mod func(*connector.Config)) *env {
 		mod(&cfg)
 	}
 	if cfg.Files == nil {
-		cfg.Files = connector.NewMemoryStore(connector.MemoryStoreOptions{
+		cfg.Files = connector.NewMemoryFileStore(connector.MemoryFileStoreOptions{
 			Clock: e.clock, TTL: cfg.FileTTL, MaxFileBytes: cfg.MaxUploadBytes,
 		})
 	}

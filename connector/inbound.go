@@ -16,9 +16,10 @@ import (
 	"github.com/xagentkit/imv2/state"
 )
 
-// Event is an inbound platform event of a conversation: what a person
-// wrote, and the platform's own ID for it.
-type Event struct {
+// InboundEvent is what a person wrote in a conversation on the platform,
+// with the platform's own ID for it, as Receive takes it. (imv2.Event is
+// something else: a Channel's observation, for metrics.)
+type InboundEvent struct {
 	// Conversation is the platform's conversation ID, the key bindings use.
 	Conversation string
 	// EventID is the platform's ID of the event (a Telegram update_id, a
@@ -105,13 +106,15 @@ func relayOpened(r Relay, next func(string)) func(string) {
 // is pending on every channel; an error joins what failed per channel (a
 // channel's failure does not stop the others), ErrNotBound when none is
 // bound. With Options.Advanced.Relay, a channel not open here goes through it.
-func (c *Connector) Receive(ctx context.Context, ev Event) error { return c.receive(ctx, ev, false) }
+func (c *Connector) Receive(ctx context.Context, ev InboundEvent) error {
+	return c.receive(ctx, ev, false)
+}
 
 // receive is Receive; with tolerateUnopened, a channel's ErrNoChannel
 // fails the event only when no channel took it (a Listener's Inbox).
-func (c *Connector) receive(ctx context.Context, ev Event, tolerateUnopened bool) error {
+func (c *Connector) receive(ctx context.Context, ev InboundEvent, tolerateUnopened bool) error {
 	if ev.EventID == "" || len(ev.EventID) > imv2.MaxIDBytes {
-		return imv2.Errorf(imv2.CodeInvalidPacket, "connector: Event.EventID must be 1 to %d bytes", imv2.MaxIDBytes)
+		return imv2.Errorf(imv2.CodeInvalidPacket, "connector: InboundEvent.EventID must be 1 to %d bytes", imv2.MaxIDBytes)
 	}
 	ids, err := c.store.Channels(ctx, ev.Conversation)
 	if err != nil {
@@ -156,7 +159,7 @@ const receiveStripes = 64
 
 // receiveOn hands the event's message id to one channel, unless it did so
 // before.
-func (c *Connector) receiveOn(ctx context.Context, chID, id string, ev Event) error {
+func (c *Connector) receiveOn(ctx context.Context, chID, id string, ev InboundEvent) error {
 	// One Receive of an event per channel at a time: a concurrent replay
 	// then finds the message pending or recorded instead of racing it.
 	h := fnv.New32a()

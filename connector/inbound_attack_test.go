@@ -44,7 +44,7 @@ func TestAttack_FinalsFloodKeepsAnotherChannelsInboundRecord(t *testing.T) {
 	_, chB := attacker.dial(t, url)
 	ctx := context.Background()
 
-	ev := connector.Event{Conversation: chA.ID(), EventID: "update-1", Text: "hello"}
+	ev := connector.InboundEvent{Conversation: chA.ID(), EventID: "update-1", Text: "hello"}
 	require.NoError(t, k.Receive(ctx, ev))
 	id := connector.EventMessageID(chA.ID(), ev.EventID)
 	victim.users.wait(t, id, 1)
@@ -62,7 +62,7 @@ func TestAttack_FinalsFloodKeepsAnotherChannelsInboundRecord(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, kept, "A's record of E outlived B's flood")
 	require.NoError(t, k.Receive(ctx, ev), "the replay")
-	next := connector.Event{Conversation: chA.ID(), EventID: "update-2", Text: "after"}
+	next := connector.InboundEvent{Conversation: chA.ID(), EventID: "update-2", Text: "after"}
 	require.NoError(t, k.Receive(ctx, next))
 	victim.users.wait(t, connector.EventMessageID(chA.ID(), next.EventID), 1) // in order after any resend of E
 	require.Equal(t, 1, victim.count(id), "the replayed event reached xAgent once")

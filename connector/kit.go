@@ -41,11 +41,11 @@ type Options struct {
 	// Store keeps pending, completed, registry and bindings; default all
 	// in memory (lost on restart). The caller closes it after Close.
 	Store state.Store
-	// Files stores uploads and offered files; default a MemoryStore.
-	// MemoryStore and a plain DiskStore keep files for one process: with
+	// Files stores uploads and offered files; default a MemoryFileStore.
+	// MemoryFileStore and a plain DiskFileStore keep files for one process: with
 	// a durable Store, a user message resent after a restart carries a
 	// download_url whose file is gone (404) unless Files outlives the
-	// process too (DiskStoreOptions.Keep; for replicas, a FileStore of
+	// process too (DiskFileStoreOptions.Keep; for replicas, a FileStore of
 	// your own on shared storage).
 	Files FileStore
 	// Mode is how a streamed message is shown; default ModeAuto: ModeStream
@@ -83,7 +83,7 @@ type Advanced struct {
 	// Completed, Clock and Logger are the kit's (Options.Store,
 	// Advanced.Clock, Options.Logger): New fails when one is set here.
 	Channel *imv2.Options
-	// URLKey signs the download URLs of offered files (Config.URLKey: at
+	// URLKey signs the download URLs of offered files (HandlerConfig.URLKey: at
 	// least MinURLKeyBytes); default derived from APIKey, so a restart or a
 	// replica with the same API key verifies them. Without either the key
 	// is random per process: a restart invalidates the URLs of pending
@@ -180,7 +180,7 @@ func New(card *protocol.Card, platform Platform, opts *Options) (*Connector, err
 	if c.pace, err = newPacer(o.Pace, adv.Clock); err != nil {
 		return nil, err
 	}
-	c.handler, err = NewHandler(Config{
+	c.handler, err = NewHandler(HandlerConfig{
 		Card: card, Markdown: o.Skill, APIKey: o.APIKey, URLKey: adv.URLKey, Files: o.Files, Clock: adv.Clock, Logger: o.Logger,
 		WS: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { c.server.ServeHTTP(w, r) }),
 		// Uploads only to channels issued and open (Connector.acceptsUploads).

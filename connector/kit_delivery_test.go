@@ -161,7 +161,7 @@ func TestKit_M9_S8_ReplayedEventIsNoSecondMessageAcrossRestart(t *testing.T) {
 	})
 	a := newAgent()
 	_, ch := a.dial(t, r.URL())
-	ev := connector.Event{Conversation: "room-1", EventID: "update-4711", Text: "hello"}
+	ev := connector.InboundEvent{Conversation: "room-1", EventID: "update-4711", Text: "hello"}
 	id := connector.EventMessageID(ev.Conversation, ev.EventID)
 	require.NoError(t, r.K.Receive(context.Background(), ev))
 	a.users.wait(t, id, 1)
@@ -175,7 +175,7 @@ func TestKit_M9_S8_ReplayedEventIsNoSecondMessageAcrossRestart(t *testing.T) {
 	a.reopened(t, ch.ID(), 1)
 	require.NoError(t, r.K.Receive(context.Background(), ev), "a replay after the restart")
 	require.True(t, pendingEmpty(t, r.Bolt, ch.ID()), "the replay was not sent again")
-	other := connector.Event{Conversation: "room-1", EventID: "update-4712", Text: "a new one"}
+	other := connector.InboundEvent{Conversation: "room-1", EventID: "update-4712", Text: "a new one"}
 	require.NoError(t, r.K.Receive(context.Background(), other))
 	a.users.wait(t, connector.EventMessageID(other.Conversation, other.EventID), 1)
 	require.Equal(t, 1, a.count(id), "the replayed event reached the agent once")

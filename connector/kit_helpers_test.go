@@ -133,12 +133,12 @@ func (p *pretend) Release(_ context.Context, key string) error {
 type kitUser struct{ k *connector.Connector }
 
 func (u kitUser) Say(ctx context.Context, channelID, text string) error {
-	return u.k.Receive(ctx, connector.Event{Conversation: channelID, EventID: imv2.NewMessageID(), Text: text})
+	return u.k.Receive(ctx, connector.InboundEvent{Conversation: channelID, EventID: imv2.NewMessageID(), Text: text})
 }
 
 func (u kitUser) SendFile(ctx context.Context, channelID, filename string, data []byte) error {
 	open := func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil }
-	return u.k.Receive(ctx, connector.Event{Conversation: channelID, EventID: imv2.NewMessageID(),
+	return u.k.Receive(ctx, connector.InboundEvent{Conversation: channelID, EventID: imv2.NewMessageID(),
 		Files: []connector.InboundFile{{Filename: filename, Open: open}}})
 }
 

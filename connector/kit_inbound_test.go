@@ -36,9 +36,9 @@ func (f *failures) got() []*imv2.Error {
 	return append([]*imv2.Error(nil), f.errs...)
 }
 
-func fileEvent(eventID string) connector.Event {
+func fileEvent(eventID string) connector.InboundEvent {
 	open := func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader([]byte("a photo"))), nil }
-	return connector.Event{Conversation: "room-1", EventID: eventID, Text: "look",
+	return connector.InboundEvent{Conversation: "room-1", EventID: eventID, Text: "look",
 		Files: []connector.InboundFile{{Filename: "photo.jpg", MimeType: "image/jpeg", Open: open}}}
 }
 
@@ -49,7 +49,7 @@ func fileEvent(eventID string) connector.Event {
 // comes back, and xAgent got the message once.
 func TestKit_M6_S1_S6_ReplayedFileEventIsNoConflictAcrossRestart(t *testing.T) {
 	t.Parallel()
-	files := connector.NewMemoryStore(connector.MemoryStoreOptions{})
+	files := connector.NewMemoryFileStore(connector.MemoryFileStoreOptions{})
 	var failed failures
 	acked := newSeen()
 	r := startRestartable(t, func(st *boltstore.Store) (*connector.Connector, error) {
@@ -95,7 +95,7 @@ func TestKit_M6_S1_S6_ReplayedFileEventIsNoConflictAcrossRestart(t *testing.T) {
 // reaches that one and skips the others.
 func TestKit_M6_FailedOfferDoesNotStopOtherChannels(t *testing.T) {
 	t.Parallel()
-	files := connector.NewMemoryStore(connector.MemoryStoreOptions{})
+	files := connector.NewMemoryFileStore(connector.MemoryFileStoreOptions{})
 	k, url := startKit(t, newPretend(0), "", connector.Options{Files: files, DefaultConversation: func(string) string { return "room-1" }})
 	a := newAgent()
 	c, ch := a.dial(t, url)
@@ -186,7 +186,7 @@ func TestKit_M9_ReceiveOnAReplicaGoesThroughTheRelay(t *testing.T) {
 	require.Equal(t, []string{ch.ID()}, holder.opened, "Relay.ChannelOpened told")
 	holder.mu.Unlock()
 
-	ev := connector.Event{Conversation: "room-1", EventID: "update-1", Text: "hello from the other replica"}
+	ev := connector.InboundEvent{Conversation: "room-1", EventID: "update-1", Text: "hello from the other replica"}
 	id := connector.EventMessageID(ev.Conversation, ev.EventID)
 	require.NoError(t, k2.Receive(context.Background(), ev))
 	acked.wait(t, id, 1)
@@ -194,7 +194,7 @@ func TestKit_M9_ReceiveOnAReplicaGoesThroughTheRelay(t *testing.T) {
 	require.True(t, pendingEmpty(t, st, ch.ID()))
 	require.NoError(t, k2.Receive(context.Background(), ev), "a replay on the replica")
 	require.NoError(t, k1.Receive(context.Background(), ev), "a replay on the holder")
-	next := connector.Event{Conversation: "room-1", EventID: "update-2", Text: "next"}
+	next := connector.InboundEvent{Conversation: "room-1", EventID: "update-2", Text: "next"}
 	require.NoError(t, k2.Receive(context.Background(), next))
 	a.users.wait(t, connector.EventMessageID("room-1", "update-2"), 1)
 	require.Equal(t, 1, a.count(id), "xAgent got the event once")
@@ -208,7 +208,7 @@ func TestKit_M9_ReceiveOnAReplicaGoesThroughTheRelay(t *testing.T) {
 // stored once; no Receive fails with message_id_conflict.
 func TestKit_M6_S6_ConcurrentReplaysStoreOneCopy(t *testing.T) {
 	t.Parallel()
-	files := connector.NewMemoryStore(connector.MemoryStoreOptions{})
+	files := connector.NewMemoryFileStore(connector.MemoryFileStoreOptions{})
 	k, url := startKit(t, newPretend(0), "", connector.Options{Files: files, DefaultConversation: func(string) string { return "room-1" }})
 	a := newAgent()
 	_, ch := a.dial(t, url)

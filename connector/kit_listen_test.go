@@ -25,7 +25,7 @@ type reading struct {
 
 func (r *reading) Listen(ctx context.Context, b state.Binding, in connector.Inbox) error {
 	r.started <- b
-	err := in.Receive(ctx, connector.Event{Conversation: b.Key, EventID: "ev-1", Text: "hi from " + b.Key})
+	err := in.Receive(ctx, connector.InboundEvent{Conversation: b.Key, EventID: "ev-1", Text: "hi from " + b.Key})
 	if err != nil {
 		return err
 	}
@@ -111,7 +111,7 @@ type cursorFeed struct {
 func (f *cursorFeed) Listen(ctx context.Context, b state.Binding, in connector.Inbox) error {
 	next, _ := strconv.Atoi(string(b.Data))
 	for i := next; i < f.events; i++ {
-		if err := in.Receive(ctx, connector.Event{Conversation: b.Key, EventID: "ev-" + strconv.Itoa(i), Text: "hi"}); err != nil {
+		if err := in.Receive(ctx, connector.InboundEvent{Conversation: b.Key, EventID: "ev-" + strconv.Itoa(i), Text: "hi"}); err != nil {
 			f.errs <- err
 			return err
 		}
@@ -129,7 +129,7 @@ func (f *cursorFeed) Listen(ctx context.Context, b state.Binding, in connector.I
 // feed): each event reaches both channels, whichever reader took it.
 func TestKit_M9_SharedFeedReachesEveryBoundChannel(t *testing.T) {
 	const events = 6
-	p := &sharedFeed{pretend: newPretend(0), events: make(chan connector.Event, events), reading: make(chan struct{}, 4)}
+	p := &sharedFeed{pretend: newPretend(0), events: make(chan connector.InboundEvent, events), reading: make(chan struct{}, 4)}
 	_, url := startKit(t, p, "", connector.Options{DefaultConversation: func(string) string { return "room" }})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -144,7 +144,7 @@ func TestKit_M9_SharedFeedReachesEveryBoundChannel(t *testing.T) {
 	testwait.Recv(t, p.reading, 10*time.Second)
 	testwait.Recv(t, p.reading, 10*time.Second) // both readers run
 	for i := range events {
-		p.events <- connector.Event{Conversation: "room", EventID: "ev-" + strconv.Itoa(i), Text: "hi"}
+		p.events <- connector.InboundEvent{Conversation: "room", EventID: "ev-" + strconv.Itoa(i), Text: "hi"}
 	}
 	seen := map[string]int{}
 	for range 2 * events {
@@ -158,7 +158,7 @@ func TestKit_M9_SharedFeedReachesEveryBoundChannel(t *testing.T) {
 // channel, each event taken by one of them.
 type sharedFeed struct {
 	*pretend
-	events  chan connector.Event
+	events  chan connector.InboundEvent
 	reading chan struct{}
 }
 

@@ -37,7 +37,7 @@ func TestKit_S10_ReceiveBeforeReopenIsKeptUntilIt(t *testing.T) {
 	defer rk.stop()
 
 	ctx := context.Background()
-	ev := connector.Event{Conversation: "room-1", EventID: "ev-1", Text: "written while the channel was closed"}
+	ev := connector.InboundEvent{Conversation: "room-1", EventID: "ev-1", Text: "written while the channel was closed"}
 	require.NoError(t, rk.K.Receive(ctx, ev), "a bound channel not reopened yet keeps the message")
 	require.NoError(t, rk.K.Receive(ctx, ev), "a replay is skipped, not refused")
 
@@ -77,7 +77,7 @@ func TestKit_S10_ParkedMessageFailsAfterTheGrace(t *testing.T) {
 	defer rk.stop()
 
 	ctx := context.Background()
-	require.NoError(t, rk.K.Receive(ctx, connector.Event{Conversation: "room-1", EventID: "ev-1", Text: "hello?"}))
+	require.NoError(t, rk.K.Receive(ctx, connector.InboundEvent{Conversation: "room-1", EventID: "ev-1", Text: "hello?"}))
 	pending, err := rk.Bolt.List(ctx, chID)
 	require.NoError(t, err)
 	require.Len(t, pending, 1)
@@ -114,7 +114,7 @@ func TestKit_S10_CloseStopsTheParkedGrace(t *testing.T) {
 	rk.restart()
 	ctx := context.Background()
 	before := clk.Pending()
-	require.NoError(t, rk.K.Receive(ctx, connector.Event{Conversation: "room-1", EventID: "ev-1", Text: "hello?"}))
+	require.NoError(t, rk.K.Receive(ctx, connector.InboundEvent{Conversation: "room-1", EventID: "ev-1", Text: "hello?"}))
 	require.Equal(t, before+1, clk.Pending(), "the parked message's grace runs")
 	require.NoError(t, rk.K.Close())
 	require.Zero(t, clk.Pending(), "Close stops every timer, the grace too")

@@ -216,7 +216,7 @@ func TestKit_W7_DescriptorFollowsBindingAndReleaseIsCounted(t *testing.T) {
 	if s := status("ch_1"); s != protocol.StatusCreated {
 		t.Fatalf("unbound channel is %q; want created", s)
 	}
-	if err := k.Receive(ctx, Event{Conversation: "room", EventID: "1", Text: "x"}); !errors.Is(err, ErrNotBound) {
+	if err := k.Receive(ctx, InboundEvent{Conversation: "room", EventID: "1", Text: "x"}); !errors.Is(err, ErrNotBound) {
 		t.Fatalf("Receive for an unbound conversation = %v; want ErrNotBound", err)
 	}
 	for _, ch := range []string{"ch_1", "ch_2"} {
@@ -307,7 +307,7 @@ func TestKit_InvalidInputRefused(t *testing.T) {
 		t.Fatal("a nil Platform accepted")
 	}
 	k, _ := newUnit(t, &editor{}, false, Options{})
-	if err := k.Receive(context.Background(), Event{Conversation: "default"}); err == nil {
+	if err := k.Receive(context.Background(), InboundEvent{Conversation: "default"}); err == nil {
 		t.Fatal("an event without an EventID accepted")
 	}
 }

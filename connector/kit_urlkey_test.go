@@ -42,10 +42,10 @@ func (a *holdingAgent) PostMessage(_ context.Context, _ string, m *imv2.ChatMess
 func TestKit_T3_M6_PendingDownloadURLSurvivesRestart(t *testing.T) {
 	t.Parallel()
 	const apiKey = "sk-kit-restart-0123456789abcdef"
-	// The files outlive the process: a DiskStore with Keep, closed and made
+	// The files outlive the process: a DiskFileStore with Keep, closed and made
 	// anew on the same directory by each start, as a restarted process's.
 	dir := t.TempDir()
-	var files *connector.DiskStore
+	var files *connector.DiskFileStore
 	t.Cleanup(func() { files.Close() })
 	delivered := make(chan string, 16)
 	r := startRestartable(t, func(st *boltstore.Store) (*connector.Connector, error) {
@@ -53,7 +53,7 @@ func TestKit_T3_M6_PendingDownloadURLSurvivesRestart(t *testing.T) {
 			files.Close()
 		}
 		var err error
-		if files, err = connector.NewDiskStore(connector.DiskStoreOptions{Dir: dir, Keep: true}); err != nil {
+		if files, err = connector.NewDiskFileStore(connector.DiskFileStoreOptions{Dir: dir, Keep: true}); err != nil {
 			return nil, err
 		}
 		return connector.New(kitCard(apiKey), newPretend(0), &connector.Options{
@@ -115,7 +115,7 @@ func TestKit_T3_M6_PendingDownloadURLSurvivesRestart(t *testing.T) {
 func TestKit_T3_URLKeyOptionSignsAcrossReplicas(t *testing.T) {
 	t.Parallel()
 	key := []byte("a shared 32-byte download secret")
-	files := connector.NewMemoryStore(connector.MemoryStoreOptions{})
+	files := connector.NewMemoryFileStore(connector.MemoryFileStoreOptions{})
 	download := func(urlKey []byte) int {
 		k1, _ := startKit(t, newPretend(0), "sk-replica-one-0123456789", connector.Options{Files: files, Advanced: connector.Advanced{URLKey: urlKey}})
 		_, base2 := startKit(t, newPretend(0), "sk-replica-two-0123456789", connector.Options{Files: files, Advanced: connector.Advanced{URLKey: urlKey}})

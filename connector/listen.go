@@ -37,7 +37,7 @@ type Inbox interface {
 	// Receive hands an inbound event to the kit (Connector.Receive); a
 	// channel of the conversation that is not open here fails it only
 	// when no channel took it.
-	Receive(ctx context.Context, ev Event) error
+	Receive(ctx context.Context, ev InboundEvent) error
 	// Update changes the channel's binding (Connector.UpdateBinding): a
 	// sync cursor or a refreshed token in its Data.
 	Update(ctx context.Context, f func(*state.Binding) error) error
@@ -91,7 +91,7 @@ type inbox struct {
 // its own cursor where the platform keeps the history; a stream that
 // keeps none (a gateway websocket) gives it nothing of what came while it
 // was not open.
-func (in inbox) Receive(ctx context.Context, ev Event) error {
+func (in inbox) Receive(ctx context.Context, ev InboundEvent) error {
 	return in.c.receive(ctx, ev, true)
 }
 

@@ -9,7 +9,7 @@ import (
 // Reserver is a FileStore that can set capacity aside before an upload's
 // bytes are read. The Handler reserves an upload's declared size before it
 // reads the body, so a full store answers 503 file_store_full before a
-// single byte is buffered; MemoryStore and DiskStore implement it. For a
+// single byte is buffered; MemoryFileStore and DiskFileStore implement it. For a
 // FileStore without it the Handler streams into Put, which must then
 // enforce its caps while reading.
 type Reserver interface {
@@ -18,7 +18,7 @@ type Reserver interface {
 	// bytes bytes (a file slot and the bytes), or fails with ErrStoreFull
 	// without reading anything. It is for uploads: the built-in stores
 	// give them a share of the caps per channel and keep a reserve for
-	// Put (MemoryStoreOptions). The file may still grow past bytes, up
+	// Put (MemoryFileStoreOptions). The file may still grow past bytes, up
 	// to the store's per-file cap, while the store has room.
 	Reserve(ctx context.Context, channelID string, bytes int64) (Reservation, error)
 }
@@ -35,10 +35,10 @@ type Reservation interface {
 }
 
 // UploadOverheadBytes bounds the memory one upload in flight holds besides
-// the file bytes a MemoryStore keeps: its request headers (NewServer caps
+// the file bytes a MemoryFileStore keeps: its request headers (NewServer caps
 // them at 64 KiB), the multipart part headers and small fields (64 KiB),
-// the store's copy buffer (64 KiB for a MemoryStore, 32 KiB for a
-// DiskStore) and net/http's and multipart's buffers. It is the figure the
+// the store's copy buffer (64 KiB for a MemoryFileStore, 32 KiB for a
+// DiskFileStore) and net/http's and multipart's buffers. It is the figure the
 // package doc's memory budget and TestAttack_StalledUploadsHeapBounded use.
 const UploadOverheadBytes = 256 << 10
 

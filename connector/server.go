@@ -22,7 +22,7 @@ const (
 // NewServer returns an http.Server for h on addr with timeouts against slow
 // clients and the default ServerLimits on its connections. WriteTimeout
 // stays zero because it would cut /ws; the Handler sets a per-request
-// write deadline on downloads (Config.DownloadTimeout) and a read deadline
+// write deadline on downloads (HandlerConfig.DownloadTimeout) and a read deadline
 // on uploads (proportional to their size) instead.
 func NewServer(addr string, h http.Handler) *http.Server {
 	return NewServerLimits(addr, h, ServerLimits{})

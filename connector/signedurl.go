@@ -13,12 +13,12 @@ import (
 	"time"
 )
 
-// MinURLKeyBytes is the shortest Config.URLKey accepted: 256 bits, the
+// MinURLKeyBytes is the shortest HandlerConfig.URLKey accepted: 256 bits, the
 // strength of the HMAC-SHA256 signature.
 const MinURLKeyBytes = 32
 
 // URLKeyInfo is the HKDF-SHA256 info string (no salt) that derives the
-// download-URL signing key from the API key when Config.URLKey is unset.
+// download-URL signing key from the API key when HandlerConfig.URLKey is unset.
 // It is fixed so that every process holding the same API key — a
 // restarted Connector, its replicas — signs the same way; changing it
 // would invalidate every outstanding URL.
@@ -33,7 +33,7 @@ type signer struct {
 }
 
 // minDerivedAPIKey is the shortest API key the URL key is derived from
-// when Config.URLKey is unset: 22 characters, the shortest printable form
+// when HandlerConfig.URLKey is unset: 22 characters, the shortest printable form
 // (base64) of 128 random bits. A URL carries every signed value, so its
 // signature lets anyone who sees it test API key guesses offline; a
 // shorter key is too few bits to stand that.
@@ -45,13 +45,13 @@ const minDerivedAPIKey = 22
 // random and URLs die with the process (and do not verify on a replica):
 // a short API key is not refused, as Connectors run with one, but never
 // signs a URL. Length is no proof of randomness: with a guessable API key
-// of any length, set Config.URLKey.
+// of any length, set HandlerConfig.URLKey.
 func newSigner(key []byte, apiKey string) (*signer, error) {
 	s := new(signer)
 	secret := key
 	switch {
 	case key != nil && len(key) < MinURLKeyBytes:
-		return nil, fmt.Errorf("connector: Config.URLKey is %d bytes, at least %d are needed", len(key), MinURLKeyBytes)
+		return nil, fmt.Errorf("connector: HandlerConfig.URLKey is %d bytes, at least %d are needed", len(key), MinURLKeyBytes)
 	case key == nil && len(apiKey) < minDerivedAPIKey:
 		_, _ = rand.Read(s.key[:]) // crypto/rand.Read never fails (Go 1.24+)
 		return s, nil

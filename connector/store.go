@@ -97,7 +97,7 @@ func FileTypeOf(mimeType string) imv2.FileType {
 	return imv2.FileFile
 }
 
-// refPrefix starts every ref NewMemoryStore issues.
+// refPrefix starts every ref NewMemoryFileStore issues.
 const refPrefix = "file_"
 
 // newFileRef returns "file_" and 128 random bits in hex.

@@ -32,12 +32,12 @@ type storeCaps struct {
 // stores builds every FileStore implementation of this package with caps.
 var stores = map[string]func(t *testing.T, c storeCaps) connector.Reserver{
 	"memory": func(t *testing.T, c storeCaps) connector.Reserver {
-		return connector.NewMemoryStore(connector.MemoryStoreOptions{
+		return connector.NewMemoryFileStore(connector.MemoryFileStoreOptions{
 			Clock: c.clock, TTL: c.ttl, MaxFileBytes: c.maxFile, MaxTotalBytes: c.maxTotal, MaxFiles: c.maxFiles,
 		})
 	},
 	"disk-keep": func(t *testing.T, c storeCaps) connector.Reserver {
-		s, err := connector.NewDiskStore(connector.DiskStoreOptions{
+		s, err := connector.NewDiskFileStore(connector.DiskFileStoreOptions{
 			Dir: t.TempDir(), Keep: true, Clock: c.clock, TTL: c.ttl, MaxFileBytes: c.maxFile, MaxTotalBytes: c.maxTotal, MaxFiles: c.maxFiles,
 		})
 		require.NoError(t, err)
@@ -45,7 +45,7 @@ var stores = map[string]func(t *testing.T, c storeCaps) connector.Reserver{
 		return s
 	},
 	"disk": func(t *testing.T, c storeCaps) connector.Reserver {
-		s, err := connector.NewDiskStore(connector.DiskStoreOptions{
+		s, err := connector.NewDiskFileStore(connector.DiskFileStoreOptions{
 			Dir: t.TempDir(), Clock: c.clock, TTL: c.ttl, MaxFileBytes: c.maxFile, MaxTotalBytes: c.maxTotal, MaxFiles: c.maxFiles,
 		})
 		require.NoError(t, err)
@@ -286,14 +286,14 @@ type errReader struct{ err error }
 
 func (e errReader) Read([]byte) (int, error) { return 0, e.err }
 
-// TestDiskStore_T1_FilesOnDiskRemovedOnClose: a DiskStore's bytes are in
+// TestDiskFileStore_T1_FilesOnDiskRemovedOnClose: a DiskFileStore's bytes are in
 // files in its own 0700 directory, expiry and Delete remove them, and
 // Close removes the directory.
-func TestDiskStore_T1_FilesOnDiskRemovedOnClose(t *testing.T) {
+func TestDiskFileStore_T1_FilesOnDiskRemovedOnClose(t *testing.T) {
 	ctx := context.Background()
 	clock := fakeclock.New(epoch)
 	parent := t.TempDir()
-	s, err := connector.NewDiskStore(connector.DiskStoreOptions{Dir: parent, Clock: clock, TTL: time.Minute})
+	s, err := connector.NewDiskFileStore(connector.DiskFileStoreOptions{Dir: parent, Clock: clock, TTL: time.Minute})
 	require.NoError(t, err)
 	fi, err := os.Stat(s.Dir())
 	require.NoError(t, err)

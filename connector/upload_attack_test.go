@@ -151,7 +151,7 @@ func stalledUpload(t *testing.T, addr string, size int, answers chan<- int) {
 // stalled. MaxConcurrentUploads of them are read, every other one is
 // answered 503 uploads_busy before its body is read, and the live heap
 // grows by less than the documented bound: per upload in flight, its file
-// bytes (MemoryStore only) plus connector.UploadOverheadBytes. Before the
+// bytes (MemoryFileStore only) plus connector.UploadOverheadBytes. Before the
 // fix every upload was read whole (io.ReadAll doubling its buffer) before
 // any cap applied: 16 × 4 MiB here, 16 × 31 MiB took 1 GB in the report.
 // Each store is measured in a test process of its own.
@@ -171,7 +171,7 @@ func TestAttack_StalledUploadsHeapBounded(t *testing.T) {
 			}
 			inner := stores[tc.store](t, storeCaps{clock: fakeclock.New(epoch), ttl: time.Hour, maxFile: maxFile, maxTotal: 256 << 20, maxFiles: 64})
 			sig := &readSignal{Reserver: inner, target: fileSent, read: make(chan struct{}, uploads)}
-			h, err := connector.NewHandler(connector.Config{Card: testCard(), APIKey: testKey, Files: sig, MaxUploadBytes: maxFile})
+			h, err := connector.NewHandler(connector.HandlerConfig{Card: testCard(), APIKey: testKey, Files: sig, MaxUploadBytes: maxFile})
 			require.NoError(t, err)
 			addr := serve(t, connector.NewServer("127.0.0.1:0", h))
 
@@ -233,9 +233,9 @@ func answerBeforeBody(t *testing.T, c net.Conn) *http.Response {
 // from the headers alone, before a byte of the body is read or buffered.
 // The store check used to come after the whole file was read.
 func TestAttack_UploadRefusedBeforeItsBodyIsRead(t *testing.T) {
-	mem := connector.NewMemoryStore(connector.MemoryStoreOptions{MaxFileBytes: 200 << 10, MaxTotalBytes: 200 << 10})
+	mem := connector.NewMemoryFileStore(connector.MemoryFileStoreOptions{MaxFileBytes: 200 << 10, MaxTotalBytes: 200 << 10})
 	store := &reserveSignal{Reserver: mem, reserved: make(chan struct{}, 1)}
-	h, err := connector.NewHandler(connector.Config{Card: testCard(), APIKey: testKey, Files: store, MaxUploadBytes: 200 << 10, MaxConcurrentUploads: 1})
+	h, err := connector.NewHandler(connector.HandlerConfig{Card: testCard(), APIKey: testKey, Files: store, MaxUploadBytes: 200 << 10, MaxConcurrentUploads: 1})
 	require.NoError(t, err)
 	addr := serve(t, connector.NewServer("127.0.0.1:0", h))
 
@@ -255,7 +255,7 @@ func TestAttack_UploadRefusedBeforeItsBodyIsRead(t *testing.T) {
 	assert.Contains(t, string(b), string(connector.CodeUploadsBusy))
 
 	// With a slot free but the room reserved, the store answers.
-	h2, err := connector.NewHandler(connector.Config{Card: testCard(), APIKey: testKey, Files: store, MaxUploadBytes: 200 << 10})
+	h2, err := connector.NewHandler(connector.HandlerConfig{Card: testCard(), APIKey: testKey, Files: store, MaxUploadBytes: 200 << 10})
 	require.NoError(t, err)
 	addr2 := serve(t, connector.NewServer("127.0.0.1:0", h2))
 	res = answerBeforeBody(t, uploadHead(t, addr2, 150_000))

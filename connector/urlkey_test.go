@@ -15,7 +15,7 @@ import (
 // TestFiles_T3_URLKeyStableAcrossHandlers: a download URL signed by one
 // Handler verifies on a second one built from the same secret — a
 // restarted process, another replica on the same FileStore — whether the
-// secret is the API key (the default) or an explicit Config.URLKey, and
+// secret is the API key (the default) or an explicit HandlerConfig.URLKey, and
 // not on one built from another secret. Without either, each Handler's key
 // is its own.
 func TestFiles_T3_URLKeyStableAcrossHandlers(t *testing.T) {
@@ -23,27 +23,27 @@ func TestFiles_T3_URLKeyStableAcrossHandlers(t *testing.T) {
 	otherKey := bytes.Repeat([]byte{8}, connector.MinURLKeyBytes)
 	for _, tc := range []struct {
 		name         string
-		first, again func(*connector.Config)
+		first, again func(*connector.HandlerConfig)
 		status       int
 	}{
 		{"same_api_key", nil, nil, http.StatusOK},
-		{"another_api_key", nil, func(c *connector.Config) { c.APIKey = testKey + "-rotated" }, http.StatusForbidden},
+		{"another_api_key", nil, func(c *connector.HandlerConfig) { c.APIKey = testKey + "-rotated" }, http.StatusForbidden},
 		{"same_url_key_other_api_keys",
-			func(c *connector.Config) { c.URLKey = urlKey },
-			func(c *connector.Config) { c.URLKey, c.APIKey = urlKey, testKey+"-rotated" }, http.StatusOK},
+			func(c *connector.HandlerConfig) { c.URLKey = urlKey },
+			func(c *connector.HandlerConfig) { c.URLKey, c.APIKey = urlKey, testKey+"-rotated" }, http.StatusOK},
 		{"another_url_key",
-			func(c *connector.Config) { c.URLKey = urlKey },
-			func(c *connector.Config) { c.URLKey = otherKey }, http.StatusForbidden},
+			func(c *connector.HandlerConfig) { c.URLKey = urlKey },
+			func(c *connector.HandlerConfig) { c.URLKey = otherKey }, http.StatusForbidden},
 		{"url_key_is_not_the_api_key",
-			func(c *connector.Config) { c.URLKey = urlKey }, nil, http.StatusForbidden},
+			func(c *connector.HandlerConfig) { c.URLKey = urlKey }, nil, http.StatusForbidden},
 		{"no_key_at_all",
-			func(c *connector.Config) { c.APIKey, c.Card.Security = "", nil },
-			func(c *connector.Config) { c.APIKey, c.Card.Security = "", nil }, http.StatusForbidden},
+			func(c *connector.HandlerConfig) { c.APIKey, c.Card.Security = "", nil },
+			func(c *connector.HandlerConfig) { c.APIKey, c.Card.Security = "", nil }, http.StatusForbidden},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			files := connector.NewMemoryStore(connector.MemoryStoreOptions{})
-			with := func(mod func(*connector.Config)) func(*connector.Config) {
-				return func(c *connector.Config) {
+			files := connector.NewMemoryFileStore(connector.MemoryFileStoreOptions{})
+			with := func(mod func(*connector.HandlerConfig)) func(*connector.HandlerConfig) {
+				return func(c *connector.HandlerConfig) {
 					c.Files = files
 					if mod != nil {
 						mod(c)
@@ -68,10 +68,10 @@ func TestFiles_T3_URLKeyStableAcrossHandlers(t *testing.T) {
 // guessable key.
 func TestHandler_T3_ShortURLKeyRefused(t *testing.T) {
 	for _, n := range []int{0, 1, connector.MinURLKeyBytes - 1} {
-		_, err := connector.NewHandler(connector.Config{Card: testCard(), APIKey: testKey, URLKey: make([]byte, n)})
+		_, err := connector.NewHandler(connector.HandlerConfig{Card: testCard(), APIKey: testKey, URLKey: make([]byte, n)})
 		require.Error(t, err, "%d bytes", n)
 		assert.Contains(t, err.Error(), "URLKey")
 	}
-	_, err := connector.NewHandler(connector.Config{Card: testCard(), APIKey: testKey, URLKey: make([]byte, connector.MinURLKeyBytes)})
+	_, err := connector.NewHandler(connector.HandlerConfig{Card: testCard(), APIKey: testKey, URLKey: make([]byte, connector.MinURLKeyBytes)})
 	require.NoError(t, err)
 }

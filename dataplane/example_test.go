@@ -14,7 +14,7 @@ import (
 
 // A whole Connector data plane: a Card, a Target that posts assistant
 // finals on the IM platform, and NewServer mounted at /ws. In production
-// the handler goes in connector.Config.WS and the process runs
+// the handler goes in connector.HandlerConfig.WS and the process runs
 // http.ListenAndServe (or connector.NewServer); here httptest stands in,
 // and an in-process xAgent (Dial) talks to it.
 func Example() {

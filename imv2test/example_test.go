@@ -68,7 +68,7 @@ func ExampleRunConnector() {
 		if err != nil {
 			t.Fatal(err)
 		}
-		h, err := connector.NewHandler(connector.Config{Card: card, WS: srv})
+		h, err := connector.NewHandler(connector.HandlerConfig{Card: card, WS: srv})
 		if err != nil {
 			t.Fatal(err)
 		}

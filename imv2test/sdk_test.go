@@ -39,7 +39,7 @@ func startSDKConnector(apiKey string) func(t *testing.T, target *imv2test.Record
 			Options:   &imv2.Options{DeltaIdleTTL: sdkDeltaTTL, DeltaSweep: sdkSweep, ActivityTimeout: sdkActivityTTL},
 		})
 		require.NoError(t, err)
-		h, err := connector.NewHandler(connector.Config{Card: card, APIKey: apiKey, WS: srv})
+		h, err := connector.NewHandler(connector.HandlerConfig{Card: card, APIKey: apiKey, WS: srv})
 		require.NoError(t, err)
 		target.Files = func(ctx context.Context, channelID, ref string) (io.ReadCloser, error) {
 			rc, _, err := h.OpenFile(ctx, channelID, ref)

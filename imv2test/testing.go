@@ -110,7 +110,7 @@ func (u kitUser) Say(ctx context.Context, channelID, text string) error {
 	if err != nil {
 		return err
 	}
-	return u.k.Receive(ctx, connector.Event{Conversation: key, EventID: imv2.NewMessageID(), Text: text})
+	return u.k.Receive(ctx, connector.InboundEvent{Conversation: key, EventID: imv2.NewMessageID(), Text: text})
 }
 
 // SendFile sends data as a file-only user message of channelID's
@@ -121,7 +121,7 @@ func (u kitUser) SendFile(ctx context.Context, channelID, filename string, data 
 		return err
 	}
 	open := func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil }
-	return u.k.Receive(ctx, connector.Event{Conversation: key, EventID: imv2.NewMessageID(),
+	return u.k.Receive(ctx, connector.InboundEvent{Conversation: key, EventID: imv2.NewMessageID(),
 		Files: []connector.InboundFile{{Filename: filename, Open: open}}})
 }
 

@@ -72,7 +72,7 @@ func TestKit_M9_ReceiveOnAReplicaGoesThroughTheRelay(t *testing.T) {
 	}
 	eventually(t, func() bool { return k1.Server().IsOpen(ch.ID()) })
 
-	ev := connector.Event{Conversation: "room-1", EventID: "update-1", Text: "hello, received on the other replica"}
+	ev := connector.InboundEvent{Conversation: "room-1", EventID: "update-1", Text: "hello, received on the other replica"}
 	id := connector.EventMessageID(ev.Conversation, ev.EventID)
 	if err := k2.Receive(ctx, ev); err != nil {
 		t.Fatalf("Receive on the replica without the channel: %v", err)
@@ -83,7 +83,7 @@ func TestKit_M9_ReceiveOnAReplicaGoesThroughTheRelay(t *testing.T) {
 			t.Fatalf("a replay on replica %d: %v", 2-i, err)
 		}
 	}
-	next := connector.Event{Conversation: "room-1", EventID: "update-2", Text: "next"}
+	next := connector.InboundEvent{Conversation: "room-1", EventID: "update-2", Text: "next"}
 	if err := k2.Receive(ctx, next); err != nil {
 		t.Fatal(err)
 	}

@@ -166,7 +166,7 @@ func TestKit_M9_S8_ConnectorOnPgstoreAcrossRestart(t *testing.T) {
 	if err := r.k.Bind(ctx, state.Binding{ChannelID: ch.ID(), Key: "room-9", Target: protocol.DescriptorTarget{DisplayName: "Room 9"}}); err != nil {
 		t.Fatal(err)
 	}
-	ev := connector.Event{Conversation: "room-9", EventID: "update-4711", Text: "hello"}
+	ev := connector.InboundEvent{Conversation: "room-9", EventID: "update-4711", Text: "hello"}
 	id := connector.EventMessageID(ev.Conversation, ev.EventID)
 	if err := r.k.Receive(ctx, ev); err != nil {
 		t.Fatal(err)
@@ -192,7 +192,7 @@ func TestKit_M9_S8_ConnectorOnPgstoreAcrossRestart(t *testing.T) {
 		t.Fatalf("a replay after the restart: %v", err)
 	}
 	eventually(t, func() bool { return pendingEmpty(t, r.st, ch.ID()) })
-	other := connector.Event{Conversation: "room-9", EventID: "update-4712", Text: "a new one"}
+	other := connector.InboundEvent{Conversation: "room-9", EventID: "update-4712", Text: "a new one"}
 	if err := r.k.Receive(ctx, other); err != nil {
 		t.Fatal(err)
 	}

@@ -64,7 +64,7 @@ func TestReply_S1_WaitsForRoomWhenPendingFull(t *testing.T) {
 			})
 		}})
 	require.NoError(t, err)
-	h, err := connector.NewHandler(connector.Config{Card: card, WS: srv})
+	h, err := connector.NewHandler(connector.HandlerConfig{Card: card, WS: srv})
 	require.NoError(t, err)
 	hs := httptest.NewServer(h)
 	defer hs.Close()

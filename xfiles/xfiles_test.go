@@ -39,9 +39,9 @@ func card() *protocol.Card {
 }
 
 // connectorServer runs a connector.Handler, mounted under prefix when set.
-func connectorServer(t *testing.T, prefix string, mod func(*connector.Config)) (*connector.Handler, *httptest.Server, string) {
+func connectorServer(t *testing.T, prefix string, mod func(*connector.HandlerConfig)) (*connector.Handler, *httptest.Server, string) {
 	t.Helper()
-	cfg := connector.Config{Card: card(), APIKey: apiKey, Clock: fakeclock.New(time.Date(2026, 7, 1, 0, 0, 0, 0, time.UTC))}
+	cfg := connector.HandlerConfig{Card: card(), APIKey: apiKey, Clock: fakeclock.New(time.Date(2026, 7, 1, 0, 0, 0, 0, time.UTC))}
 	if mod != nil {
 		mod(&cfg)
 	}
@@ -70,7 +70,7 @@ func TestUpload_M7_T1_RoundTrip5MiB(t *testing.T) {
 	for _, prefix := range []string{"", "/connector/v1"} {
 		t.Run("prefix="+prefix, func(t *testing.T) {
 			var hooked connector.Upload
-			h, srv, base := connectorServer(t, prefix, func(c *connector.Config) {
+			h, srv, base := connectorServer(t, prefix, func(c *connector.HandlerConfig) {
 				c.OnUpload = func(_ context.Context, u connector.Upload) error { hooked = u; return nil }
 			})
 			data := random(t, 5<<20)
@@ -99,7 +99,7 @@ func TestUpload_M7_T1_RoundTrip5MiB(t *testing.T) {
 
 func TestUpload_T1_OptionalFieldsReachHook(t *testing.T) {
 	var hooked connector.Upload
-	_, srv, base := connectorServer(t, "", func(c *connector.Config) {
+	_, srv, base := connectorServer(t, "", func(c *connector.HandlerConfig) {
 		c.OnUpload = func(_ context.Context, u connector.Upload) error { hooked = u; return nil }
 	})
 	q := xfiles.UploadRequest{BaseURL: base, APIKey: apiKey, ChannelID: "cch_9", Filename: "a.png",
@@ -144,7 +144,7 @@ func (w *watchedBody) Read(p []byte) (int, error) {
 // place (it did about 1 run in 4 under -race, as a broken pipe).
 func TestUpload_T1_Errors(t *testing.T) {
 	ctx := context.Background()
-	_, srv, base := connectorServer(t, "", func(c *connector.Config) { c.MaxUploadBytes = 1 << 20 })
+	_, srv, base := connectorServer(t, "", func(c *connector.HandlerConfig) { c.MaxUploadBytes = 1 << 20 })
 	client := waitingClient(t, srv)
 
 	body := newWatchedBody([]byte("x"))
@@ -436,7 +436,7 @@ func TestFetch_T4_StatusAndContextErrors(t *testing.T) {
 }
 
 func ExampleUpload() {
-	h, err := connector.NewHandler(connector.Config{Card: card(), APIKey: "change-me"})
+	h, err := connector.NewHandler(connector.HandlerConfig{Card: card(), APIKey: "change-me"})
 	if err != nil {
 		panic(err)
 	}
@@ -454,7 +454,7 @@ func ExampleUpload() {
 }
 
 func ExampleFetch() {
-	h, err := connector.NewHandler(connector.Config{Card: card(), APIKey: "change-me"})
+	h, err := connector.NewHandler(connector.HandlerConfig{Card: card(), APIKey: "change-me"})
 	if err != nil {
 		panic(err)
 	}

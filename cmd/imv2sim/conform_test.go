@@ -39,7 +39,7 @@ func sdkConnectorWith(t *testing.T, target imv2.TargetFunc) string {
 		NewTarget: func(string) imv2.Target { return target },
 	})
 	require.NoError(t, err)
-	h, err := connector.NewHandler(connector.Config{Card: card, WS: srv})
+	h, err := connector.NewHandler(connector.HandlerConfig{Card: card, WS: srv})
 	require.NoError(t, err)
 	hs := httptest.NewServer(h)
 	t.Cleanup(func() {

@@ -367,7 +367,7 @@ func TestRun_S8_StateDoesNotRunAUserMessageTwice(t *testing.T) {
 
 	r := startRun("-connector", k.url(), "-state", path, "-drop", "100", "-rate", "0")
 	r.out.waitFor(ctx, t, "open channel", 1)
-	require.NoError(t, k.k.Receive(ctx, connector.Event{Conversation: connector.DefaultConversationKey, EventID: "ev-1", Text: "hello"}))
+	require.NoError(t, k.k.Receive(ctx, connector.InboundEvent{Conversation: connector.DefaultConversationKey, EventID: "ev-1", Text: "hello"}))
 	r.out.waitFor(ctx, t, "final ", 1) // the reply is pending
 	require.NoError(t, r.stop())
 	require.Empty(t, p.postsTo(connector.DefaultConversationKey))

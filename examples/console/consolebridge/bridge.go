@@ -140,7 +140,7 @@ func (b *Bridge) Say(ctx context.Context, line string) (string, error) {
 	case <-ctx.Done():
 		return "", ctx.Err()
 	}
-	ev := connector.Event{Conversation: *b.current.Load(), EventID: imv2.NewMessageID(), Text: line}
+	ev := connector.InboundEvent{Conversation: *b.current.Load(), EventID: imv2.NewMessageID(), Text: line}
 	if path, ok := strings.CutPrefix(line, "/file "); ok {
 		path = strings.TrimSpace(path)
 		open := func() (io.ReadCloser, error) { return os.Open(path) }

@@ -144,13 +144,13 @@ func TestPlatform_RealHomeserver(t *testing.T) {
 	// image comes with its bytes.
 	srv := httptest.NewServer(files)
 	defer srv.Close()
-	got2 := map[string]connector.Event{}
+	got2 := map[string]connector.InboundEvent{}
 	var mu sync.Mutex
 	arrived := make(chan string, 8)
 	syncCtx, stopSync := context.WithCancel(context.Background())
 	syncDone := make(chan error, 1)
 	go func() {
-		syncDone <- p2.Listen(syncCtx, b, inbox(func(_ context.Context, ev connector.Event) error {
+		syncDone <- p2.Listen(syncCtx, b, inbox(func(_ context.Context, ev connector.InboundEvent) error {
 			mu.Lock()
 			_, dup := got2[ev.EventID]
 			got2[ev.EventID] = ev
@@ -201,9 +201,9 @@ func TestPlatform_RealHomeserver(t *testing.T) {
 
 // inbox is the kit's side of a Listener, by hand: events go to the
 // function, binding updates (the /sync position) are dropped.
-type inbox func(context.Context, connector.Event) error
+type inbox func(context.Context, connector.InboundEvent) error
 
-func (in inbox) Receive(ctx context.Context, ev connector.Event) error { return in(ctx, ev) }
+func (in inbox) Receive(ctx context.Context, ev connector.InboundEvent) error { return in(ctx, ev) }
 
 func (inbox) Update(context.Context, func(*state.Binding) error) error { return nil }
 

@@ -124,24 +124,24 @@ func (br *Bridge) fillGap(ctx context.Context, cli *mautrix.Client, room id.Room
 	return out, nil
 }
 
-// convert makes a connector.Event of a user's m.room.message; ok is false
+// convert makes a connector.InboundEvent of a user's m.room.message; ok is false
 // for an event that is not forwarded. The bot's own leave or ban is
 // connector.ErrBindingRevoked.
-func (br *Bridge) convert(ctx context.Context, cli *mautrix.Client, acc Account, room string, evt *event.Event) (connector.Event, bool, error) {
+func (br *Bridge) convert(ctx context.Context, cli *mautrix.Client, acc Account, room string, evt *event.Event) (connector.InboundEvent, bool, error) {
 	if evt.Type == event.StateMember && evt.StateKey != nil && *evt.StateKey == acc.UserID {
 		if evt.Content.ParseRaw(evt.Type) == nil && slices.Contains([]event.Membership{event.MembershipLeave, event.MembershipBan}, evt.Content.AsMember().Membership) {
-			return connector.Event{}, false, fmt.Errorf("%w: the bot was removed from the room", connector.ErrBindingRevoked)
+			return connector.InboundEvent{}, false, fmt.Errorf("%w: the bot was removed from the room", connector.ErrBindingRevoked)
 		}
-		return connector.Event{}, false, nil
+		return connector.InboundEvent{}, false, nil
 	}
 	if evt.Type != event.EventMessage || evt.Sender.String() == acc.UserID || evt.Unsigned.RedactedBecause != nil || evt.Content.ParseRaw(evt.Type) != nil {
-		return connector.Event{}, false, nil
+		return connector.InboundEvent{}, false, nil
 	}
 	c := evt.Content.AsMessage()
 	if c.RelatesTo != nil && c.RelatesTo.GetReplaceID() != "" {
-		return connector.Event{}, false, nil // an edit: the profile has no edit
+		return connector.InboundEvent{}, false, nil // an edit: the profile has no edit
 	}
-	ev := connector.Event{Conversation: room, EventID: evt.ID.String(), Text: c.Body}
+	ev := connector.InboundEvent{Conversation: room, EventID: evt.ID.String(), Text: c.Body}
 	if _, media := fileTypes[c.MsgType]; !media {
 		return ev, ev.Text != "", nil
 	}
@@ -152,7 +152,7 @@ func (br *Bridge) convert(ctx context.Context, cli *mautrix.Client, acc Account,
 	data, mime, err := br.download(ctx, cli, c)
 	switch {
 	case err != nil && imv2.IsRetryable(err):
-		return connector.Event{}, false, err
+		return connector.InboundEvent{}, false, err
 	case err != nil:
 		br.log.Info("matrixbridge: media not downloadable; forwarded without it", "room", room, "err", err)
 		ev.Text = cmp.Or(ev.Text, c.Body) // forward its name

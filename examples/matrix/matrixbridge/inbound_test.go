@@ -52,7 +52,7 @@ func TestConvert_WhatIsForwarded(t *testing.T) {
 			require.Equal(t, c.text != "", ok)
 			if ok {
 				require.Equal(t, c.text, ev.Text)
-				require.Equal(t, connector.Event{Conversation: "!r:hs", EventID: "$e1", Text: c.text}, ev)
+				require.Equal(t, connector.InboundEvent{Conversation: "!r:hs", EventID: "$e1", Text: c.text}, ev)
 				m := imv2.ChatMessage{MessageID: MessageID(ev.Conversation, ev.EventID), Text: ev.Text}
 				require.NoError(t, m.Validate(imv2.ToXAgent))
 			}

@@ -261,7 +261,7 @@ func (br *Bridge) Typing(ctx context.Context, to connector.Conversation, a imv2.
 // downloaded first; one that cannot be is forwarded as its URL.
 func (br *Bridge) Listen(ctx context.Context, b state.Binding, in connector.Inbox) error {
 	return br.read(ctx, b.Key, b.Created, func(ctx context.Context, m incoming) error {
-		ev := connector.Event{Conversation: b.Key, EventID: m.id, Text: m.text}
+		ev := connector.InboundEvent{Conversation: b.Key, EventID: m.id, Text: m.text}
 		if m.url != "" {
 			data, mime, err := br.fetch(ctx, m.url, br.kit.MaxFileBytes())
 			if err != nil {

@@ -194,7 +194,7 @@ func New(cfg Config) (*Connector, error) {
 	c.card = c.buildCard()
 	valid := *c.card
 	valid.Tools = nil // the HTTP kit refuses an invalid Card; the flawed one is served by serveHTTP
-	files, err := connector.NewHandler(connector.Config{Card: &valid, APIKey: cfg.APIKey, WS: http.HandlerFunc(c.serveWS)})
+	files, err := connector.NewHandler(connector.HandlerConfig{Card: &valid, APIKey: cfg.APIKey, WS: http.HandlerFunc(c.serveWS)})
 	if err != nil {
 		return nil, err
 	}

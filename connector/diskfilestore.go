@@ -14,9 +14,9 @@ import (
 	"github.com/xagentkit/imv2/clock"
 )
 
-// DiskStoreOptions configure NewDiskStore; zero fields take the defaults
-// of MemoryStoreOptions.
-type DiskStoreOptions struct {
+// DiskFileStoreOptions configure NewDiskFileStore; zero fields take the defaults
+// of MemoryFileStoreOptions.
+type DiskFileStoreOptions struct {
 	// Dir is where the store makes its own private directory (mode 0700);
 	// default os.TempDir(). The directory and every file in it are removed
 	// by Close. With Keep, Dir itself is the store's directory (required):
@@ -24,7 +24,7 @@ type DiskStoreOptions struct {
 	Dir string
 	// Keep makes the files outlive the process, a crash and a power loss:
 	// each file's metadata is written beside its bytes, both synced before
-	// Put returns; NewDiskStore takes up the live files it finds in Dir
+	// Put returns; NewDiskFileStore takes up the live files it finds in Dir
 	// (and removes expired and half-written ones), and Close leaves them.
 	// A restarted Connector then still serves the download_url of a user
 	// message resent after the restart. One store at a time may use a Dir:
@@ -36,18 +36,18 @@ type DiskStoreOptions struct {
 	MaxTotalBytes int64         // all live and reserved files; default 256 MiB
 	MaxFiles      int           // live and reserved files; default 1024
 	// The caps are shared between uploads and the Connector's own files
-	// as MemoryStoreOptions says.
+	// as MemoryFileStoreOptions says.
 }
 
-// DiskStore is a FileStore and Reserver that keeps file bytes in files on
+// DiskFileStore is a FileStore and Reserver that keeps file bytes in files on
 // disk and only their metadata in memory, so large files do not live in
 // RAM: an upload in flight holds one copy buffer (diskCopyBuf bytes). It
-// has the MemoryStore's caps, counted as the bytes arrive, and its expiry;
+// has the MemoryFileStore's caps, counted as the bytes arrive, and its expiry;
 // like it, it starts no goroutine (expired files are removed on Put,
 // Reserve and Open). The files are temporary — Close removes them all, and
-// a new DiskStore never reads an old directory — unless Keep is set.
-type DiskStore struct {
-	opts DiskStoreOptions
+// a new DiskFileStore never reads an old directory — unless Keep is set.
+type DiskFileStore struct {
+	opts DiskFileStoreOptions
 	dir  string
 	lock *os.File // Keep: held until Close (lockDir)
 
@@ -77,12 +77,12 @@ type diskFile struct {
 	stat fs.FileInfo
 }
 
-// diskCopyBuf is the buffer one upload into a DiskStore uses.
+// diskCopyBuf is the buffer one upload into a DiskFileStore uses.
 const diskCopyBuf = 32 << 10
 
-// NewDiskStore makes a private directory under opts.Dir and returns an
-// empty DiskStore keeping its files there.
-func NewDiskStore(opts DiskStoreOptions) (*DiskStore, error) {
+// NewDiskFileStore makes a private directory under opts.Dir and returns an
+// empty DiskFileStore keeping its files there.
+func NewDiskFileStore(opts DiskFileStoreOptions) (*DiskFileStore, error) {
 	if opts.Clock == nil {
 		opts.Clock = clock.System{}
 	}
@@ -111,7 +111,7 @@ func NewDiskStore(opts DiskStoreOptions) (*DiskStore, error) {
 	if err != nil {
 		return nil, errors.New("connector: disk store: " + err.Error())
 	}
-	s := &DiskStore{
+	s := &DiskFileStore{
 		opts:   opts,
 		dir:    dir,
 		remove: os.Remove,
@@ -134,13 +134,13 @@ func NewDiskStore(opts DiskStoreOptions) (*DiskStore, error) {
 }
 
 // Dir returns the store's private directory.
-func (s *DiskStore) Dir() string { return s.dir }
+func (s *DiskFileStore) Dir() string { return s.dir }
 
 // Close removes every file and the directory, unless Keep is set; later
 // calls fail with imv2.ErrClosed. A download already open keeps reading
 // its file (the name goes, the open file stays until the reader is
 // closed, on Unix).
-func (s *DiskStore) Close() error {
+func (s *DiskFileStore) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -160,18 +160,18 @@ func (s *DiskStore) Close() error {
 
 // Put implements FileStore: Reserve for nothing, then Reservation.Put, so
 // the caps are checked as the bytes arrive.
-func (s *DiskStore) Put(ctx context.Context, channelID, filename, mimeType string, r io.Reader) (FileInfo, error) {
+func (s *DiskFileStore) Put(ctx context.Context, channelID, filename, mimeType string, r io.Reader) (FileInfo, error) {
 	return putReserved(ctx, s.reserve, channelID, filename, mimeType, r)
 }
 
 // Reserve implements Reserver. It is the Handler's, for xAgent's uploads:
 // they get the upload shares of the caps (see the type's doc), the rest is
 // kept for Put, the Connector's own user files.
-func (s *DiskStore) Reserve(ctx context.Context, channelID string, bytes int64) (Reservation, error) {
+func (s *DiskFileStore) Reserve(ctx context.Context, channelID string, bytes int64) (Reservation, error) {
 	return s.reserve(ctx, channelID, bytes, false)
 }
 
-func (s *DiskStore) reserve(_ context.Context, channelID string, bytes int64, own bool) (Reservation, error) {
+func (s *DiskFileStore) reserve(_ context.Context, channelID string, bytes int64, own bool) (Reservation, error) {
 	if !validChannelID(channelID) {
 		return nil, imv2.Errorf(imv2.CodeChannelIDRequired, "file store: invalid connector_channel_id")
 	}
@@ -201,7 +201,7 @@ func (s *DiskStore) reserve(_ context.Context, channelID string, bytes int64, ow
 }
 
 type diskReservation struct {
-	s       *DiskStore
+	s       *DiskFileStore
 	channel string
 	ref     string
 	h       hold
@@ -292,7 +292,7 @@ func (d *diskReservation) Release() { d.h.release() }
 // Unix an open file outlives its unlink). It is opened without following
 // a symlink and served only if it is the very file that was stored (same
 // file, same size): anything else under its name is ErrFileNotFound.
-func (s *DiskStore) Open(_ context.Context, channelID, fileRef string) (io.ReadCloser, FileInfo, error) {
+func (s *DiskFileStore) Open(_ context.Context, channelID, fileRef string) (io.ReadCloser, FileInfo, error) {
 	s.mu.Lock()
 	f, expired, err := s.lookupLocked(channelID, fileRef)
 	var info FileInfo
@@ -327,7 +327,7 @@ func sameFile(want, got fs.FileInfo) bool {
 }
 
 // Delete implements FileStore.
-func (s *DiskStore) Delete(_ context.Context, channelID, fileRef string) error {
+func (s *DiskFileStore) Delete(_ context.Context, channelID, fileRef string) error {
 	s.mu.Lock()
 	_, expired, err := s.lookupLocked(channelID, fileRef)
 	var gone []string
@@ -344,7 +344,7 @@ func (s *DiskStore) Delete(_ context.Context, channelID, fileRef string) error {
 }
 
 // Len returns the number of live files and their total bytes.
-func (s *DiskStore) Len() (files int, total int64) {
+func (s *DiskFileStore) Len() (files int, total int64) {
 	s.mu.Lock()
 	expired := s.sweepLocked(s.opts.Clock.Now())
 	files, total = len(s.files), s.total
@@ -355,7 +355,7 @@ func (s *DiskStore) Len() (files int, total int64) {
 
 // lookupLocked returns the live file fileRef of channelID. An expired one
 // is forgotten and its path returned, to be unlinked after unlocking.
-func (s *DiskStore) lookupLocked(channelID, fileRef string) (*diskFile, []string, error) {
+func (s *DiskFileStore) lookupLocked(channelID, fileRef string) (*diskFile, []string, error) {
 	f := s.files[fileRef]
 	if f == nil {
 		return nil, nil, ErrFileNotFound
@@ -371,7 +371,7 @@ func (s *DiskStore) lookupLocked(channelID, fileRef string) (*diskFile, []string
 
 // sweepLocked forgets every expired file and returns their paths, to be
 // unlinked after unlocking.
-func (s *DiskStore) sweepLocked(now time.Time) []string {
+func (s *DiskFileStore) sweepLocked(now time.Time) []string {
 	var paths []string
 	for ref, f := range s.files {
 		if !now.Before(f.info.ExpiresAt) {
@@ -385,7 +385,7 @@ func (s *DiskStore) sweepLocked(now time.Time) []string {
 // paths: the unlink is the caller's, after unlocking. Its name is not
 // reused meanwhile (refs are random), and an Open that looks it up later
 // finds it unknown.
-func (s *DiskStore) removeLocked(ref string, paths []string) []string {
+func (s *DiskFileStore) removeLocked(ref string, paths []string) []string {
 	if f := s.files[ref]; f != nil {
 		s.total -= f.info.ByteSize
 		s.q.add(f.channel, f.own, -f.info.ByteSize, -1)
@@ -401,7 +401,7 @@ func (s *DiskStore) removeLocked(ref string, paths []string) []string {
 // unlink removes the files removeLocked forgot; it runs without the lock.
 // A file already gone (Close removed the directory) is no error worth
 // reporting: its bytes are gone either way.
-func (s *DiskStore) unlink(paths []string) {
+func (s *DiskFileStore) unlink(paths []string) {
 	for _, p := range paths {
 		_ = s.remove(p)
 	}

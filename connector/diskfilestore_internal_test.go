@@ -17,10 +17,10 @@ import (
 
 var diskEpoch = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
-func newTestDiskStore(t *testing.T) (*DiskStore, *fakeclock.Clock) {
+func newTestDiskFileStore(t *testing.T) (*DiskFileStore, *fakeclock.Clock) {
 	t.Helper()
 	clk := fakeclock.New(diskEpoch)
-	s, err := NewDiskStore(DiskStoreOptions{Dir: t.TempDir(), Clock: clk, TTL: time.Minute})
+	s, err := NewDiskFileStore(DiskFileStoreOptions{Dir: t.TempDir(), Clock: clk, TTL: time.Minute})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, s.Close()) })
 	return s, clk
@@ -38,7 +38,7 @@ func (b *blockingIO) wait() { b.entered <- struct{}{}; <-b.release }
 
 // requireUnlocked fails unless the store's mutex is free at this moment:
 // the slow I/O in flight must not hold it. TryLock needs no timing.
-func requireUnlocked(t *testing.T, s *DiskStore, what string) {
+func requireUnlocked(t *testing.T, s *DiskFileStore, what string) {
 	t.Helper()
 	if !s.mu.TryLock() {
 		t.Fatalf("%s runs under the store mutex: every other caller waits for the disk", what)
@@ -49,29 +49,29 @@ func requireUnlocked(t *testing.T, s *DiskStore, what string) {
 // A slow unlink, whichever call triggers it (the sweep of Reserve and Put,
 // Delete, the expiry an Open finds, Len), holds no lock: another Put and
 // Open go on meanwhile, and the file is gone once the unlink ends.
-func TestDiskStore_T1_UnlinkRunsOutsideTheLock(t *testing.T) {
+func TestDiskFileStore_T1_UnlinkRunsOutsideTheLock(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range []struct {
 		name    string
 		expire  bool // advance the clock past the victim's TTL first
-		trigger func(s *DiskStore, victim string) error
+		trigger func(s *DiskFileStore, victim string) error
 	}{
-		{"the sweep of Put", true, func(s *DiskStore, _ string) error {
+		{"the sweep of Put", true, func(s *DiskFileStore, _ string) error {
 			_, err := s.Put(ctx, "cch_1", "x", "", strings.NewReader("x"))
 			return err
 		}},
-		{"Delete", false, func(s *DiskStore, victim string) error { return s.Delete(ctx, "cch_1", victim) }},
-		{"an Open of an expired file", true, func(s *DiskStore, victim string) error {
+		{"Delete", false, func(s *DiskFileStore, victim string) error { return s.Delete(ctx, "cch_1", victim) }},
+		{"an Open of an expired file", true, func(s *DiskFileStore, victim string) error {
 			_, _, err := s.Open(ctx, "cch_1", victim)
 			if errors.Is(err, ErrFileNotFound) {
 				return nil
 			}
 			return err
 		}},
-		{"Len", true, func(s *DiskStore, _ string) error { s.Len(); return nil }},
+		{"Len", true, func(s *DiskFileStore, _ string) error { s.Len(); return nil }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s, clk := newTestDiskStore(t)
+			s, clk := newTestDiskFileStore(t)
 			victim, err := s.Put(ctx, "cch_1", "victim", "", strings.NewReader("old"))
 			require.NoError(t, err)
 			if tc.expire {
@@ -105,9 +105,9 @@ func TestDiskStore_T1_UnlinkRunsOutsideTheLock(t *testing.T) {
 }
 
 // A slow open holds no lock either.
-func TestDiskStore_T1_OpenRunsOutsideTheLock(t *testing.T) {
+func TestDiskFileStore_T1_OpenRunsOutsideTheLock(t *testing.T) {
 	ctx := context.Background()
-	s, _ := newTestDiskStore(t)
+	s, _ := newTestDiskFileStore(t)
 	f, err := s.Put(ctx, "cch_1", "f", "", strings.NewReader("bytes"))
 	require.NoError(t, err)
 	slow := newBlockingIO()
@@ -141,9 +141,9 @@ func TestDiskStore_T1_OpenRunsOutsideTheLock(t *testing.T) {
 // Open looks the file up under the lock and opens it after: a Delete
 // between the two makes it "not found", and a Delete after the open
 // leaves the reader its bytes (an open file outlives its unlink).
-func TestDiskStore_T1_OpenRacingDelete(t *testing.T) {
+func TestDiskFileStore_T1_OpenRacingDelete(t *testing.T) {
 	ctx := context.Background()
-	s, _ := newTestDiskStore(t)
+	s, _ := newTestDiskFileStore(t)
 	content := bytes.Repeat([]byte("z"), 3*diskCopyBuf)
 
 	gone, err := s.Put(ctx, "cch_1", "gone", "", bytes.NewReader(content))

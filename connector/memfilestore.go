@@ -12,7 +12,7 @@ import (
 	"github.com/xagentkit/imv2/clock"
 )
 
-// Defaults of MemoryStoreOptions.
+// Defaults of MemoryFileStoreOptions.
 const (
 	DefaultFileTTL       = time.Hour
 	DefaultMaxFileBytes  = 32 << 20
@@ -20,8 +20,8 @@ const (
 	DefaultMaxFiles      = 1024
 )
 
-// MemoryStoreOptions configure NewMemoryStore; zero fields take the defaults.
-type MemoryStoreOptions struct {
+// MemoryFileStoreOptions configure NewMemoryFileStore; zero fields take the defaults.
+type MemoryFileStoreOptions struct {
 	Clock         clock.Clock   // default clock.System{}
 	TTL           time.Duration // lifetime of a file from its Put; default 1 h
 	MaxFileBytes  int64         // per file; default 32 MiB
@@ -34,7 +34,7 @@ type MemoryStoreOptions struct {
 	// user files, so a peer's uploads cannot make OfferFile fail.
 }
 
-// MemoryStore is a bounded in-memory FileStore and Reserver: a size cap
+// MemoryFileStore is a bounded in-memory FileStore and Reserver: a size cap
 // per file, a total bytes cap, a count cap and an expiry per file read from
 // the injected clock. A file's bytes are kept in pieces of at most
 // memChunk bytes, allocated as they arrive and counted against the caps
@@ -44,8 +44,8 @@ type MemoryStoreOptions struct {
 // file it meets, so there is nothing to stop. When a cap would be exceeded
 // Put fails with ErrStoreFull instead of evicting a live file whose URL may
 // still be in use.
-type MemoryStore struct {
-	opts MemoryStoreOptions
+type MemoryFileStore struct {
+	opts MemoryFileStoreOptions
 
 	mu    sync.Mutex
 	files map[string]*memFile
@@ -60,11 +60,11 @@ type memFile struct {
 	data    [][]byte
 }
 
-// memChunk is the largest piece a MemoryStore allocates for a file.
+// memChunk is the largest piece a MemoryFileStore allocates for a file.
 const memChunk = 64 << 10
 
-// NewMemoryStore returns an empty MemoryStore.
-func NewMemoryStore(opts MemoryStoreOptions) *MemoryStore {
+// NewMemoryFileStore returns an empty MemoryFileStore.
+func NewMemoryFileStore(opts MemoryFileStoreOptions) *MemoryFileStore {
 	if opts.Clock == nil {
 		opts.Clock = clock.System{}
 	}
@@ -80,7 +80,7 @@ func NewMemoryStore(opts MemoryStoreOptions) *MemoryStore {
 	if opts.MaxFiles <= 0 {
 		opts.MaxFiles = DefaultMaxFiles
 	}
-	return &MemoryStore{
+	return &MemoryFileStore{
 		opts:  opts,
 		files: make(map[string]*memFile),
 		q:     newQuota(opts.MaxTotalBytes, opts.MaxFiles, opts.MaxFileBytes),
@@ -89,18 +89,18 @@ func NewMemoryStore(opts MemoryStoreOptions) *MemoryStore {
 
 // Put implements FileStore: Reserve for nothing, then Reservation.Put, so
 // the caps are checked as the bytes arrive.
-func (s *MemoryStore) Put(ctx context.Context, channelID, filename, mimeType string, r io.Reader) (FileInfo, error) {
+func (s *MemoryFileStore) Put(ctx context.Context, channelID, filename, mimeType string, r io.Reader) (FileInfo, error) {
 	return putReserved(ctx, s.reserve, channelID, filename, mimeType, r)
 }
 
 // Reserve implements Reserver. It is the Handler's, for xAgent's uploads:
 // they get the upload shares of the caps (see the type's doc), the rest is
 // kept for Put, the Connector's own user files.
-func (s *MemoryStore) Reserve(ctx context.Context, channelID string, bytes int64) (Reservation, error) {
+func (s *MemoryFileStore) Reserve(ctx context.Context, channelID string, bytes int64) (Reservation, error) {
 	return s.reserve(ctx, channelID, bytes, false)
 }
 
-func (s *MemoryStore) reserve(_ context.Context, channelID string, bytes int64, own bool) (Reservation, error) {
+func (s *MemoryFileStore) reserve(_ context.Context, channelID string, bytes int64, own bool) (Reservation, error) {
 	if !validChannelID(channelID) {
 		return nil, imv2.Errorf(imv2.CodeChannelIDRequired, "file store: invalid connector_channel_id")
 	}
@@ -115,7 +115,7 @@ func (s *MemoryStore) reserve(_ context.Context, channelID string, bytes int64, 
 }
 
 type memReservation struct {
-	s       *MemoryStore
+	s       *MemoryFileStore
 	channel string
 	h       hold
 	used    bool
@@ -165,7 +165,7 @@ func (m *memReservation) Release() { m.h.release() }
 
 // Open implements FileStore. The reader reads a private view of bytes that
 // are never modified, so it needs no lock.
-func (s *MemoryStore) Open(_ context.Context, channelID, fileRef string) (io.ReadCloser, FileInfo, error) {
+func (s *MemoryFileStore) Open(_ context.Context, channelID, fileRef string) (io.ReadCloser, FileInfo, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	f, err := s.lookupLocked(channelID, fileRef)
@@ -180,7 +180,7 @@ func (s *MemoryStore) Open(_ context.Context, channelID, fileRef string) (io.Rea
 }
 
 // Delete implements FileStore.
-func (s *MemoryStore) Delete(_ context.Context, channelID, fileRef string) error {
+func (s *MemoryFileStore) Delete(_ context.Context, channelID, fileRef string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	_, err := s.lookupLocked(channelID, fileRef)
@@ -195,14 +195,14 @@ func (s *MemoryStore) Delete(_ context.Context, channelID, fileRef string) error
 }
 
 // Len returns the number of live files and their total bytes.
-func (s *MemoryStore) Len() (files int, total int64) {
+func (s *MemoryFileStore) Len() (files int, total int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.sweepLocked(s.opts.Clock.Now())
 	return len(s.files), s.total
 }
 
-func (s *MemoryStore) lookupLocked(channelID, fileRef string) (*memFile, error) {
+func (s *MemoryFileStore) lookupLocked(channelID, fileRef string) (*memFile, error) {
 	f := s.files[fileRef]
 	if f == nil {
 		return nil, ErrFileNotFound
@@ -219,7 +219,7 @@ func (s *MemoryStore) lookupLocked(channelID, fileRef string) (*memFile, error) 
 
 // sweepLocked drops every expired file. At most MaxFiles entries, so a scan
 // per Put or Reserve costs far less than reading the upload itself.
-func (s *MemoryStore) sweepLocked(now time.Time) {
+func (s *MemoryFileStore) sweepLocked(now time.Time) {
 	for ref, f := range s.files {
 		if !now.Before(f.info.ExpiresAt) {
 			s.removeLocked(ref)
@@ -227,7 +227,7 @@ func (s *MemoryStore) sweepLocked(now time.Time) {
 	}
 }
 
-func (s *MemoryStore) removeLocked(ref string) {
+func (s *MemoryFileStore) removeLocked(ref string) {
 	if f := s.files[ref]; f != nil {
 		s.total -= f.info.ByteSize
 		s.q.add(f.channel, f.own, -f.info.ByteSize, -1)

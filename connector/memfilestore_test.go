@@ -16,10 +16,10 @@ import (
 	"github.com/xagentkit/imv2/fakeclock"
 )
 
-func TestMemoryStore_T1_Caps(t *testing.T) {
+func TestMemoryFileStore_T1_Caps(t *testing.T) {
 	ctx := context.Background()
 	clock := fakeclock.New(epoch)
-	s := connector.NewMemoryStore(connector.MemoryStoreOptions{
+	s := connector.NewMemoryFileStore(connector.MemoryFileStoreOptions{
 		Clock: clock, TTL: time.Minute, MaxFileBytes: 10, MaxTotalBytes: 25, MaxFiles: 3,
 	})
 	put := func(n int) error {
@@ -47,10 +47,10 @@ func TestMemoryStore_T1_Caps(t *testing.T) {
 	assert.Equal(t, int64(10), total)
 }
 
-func TestMemoryStore_T2_ExpiryChannelAndDelete(t *testing.T) {
+func TestMemoryFileStore_T2_ExpiryChannelAndDelete(t *testing.T) {
 	ctx := context.Background()
 	clock := fakeclock.New(epoch)
-	s := connector.NewMemoryStore(connector.MemoryStoreOptions{Clock: clock, TTL: time.Minute})
+	s := connector.NewMemoryFileStore(connector.MemoryFileStoreOptions{Clock: clock, TTL: time.Minute})
 	info, err := s.Put(ctx, "cch_1", "note.txt", "text/plain", strings.NewReader("hello"))
 	require.NoError(t, err)
 	assert.Equal(t, epoch.Add(time.Minute), info.ExpiresAt)
@@ -85,8 +85,8 @@ func TestMemoryStore_T2_ExpiryChannelAndDelete(t *testing.T) {
 	assert.Error(t, err)
 }
 
-func TestMemoryStore_M8_FilenameCleaned(t *testing.T) {
-	s := connector.NewMemoryStore(connector.MemoryStoreOptions{})
+func TestMemoryFileStore_M8_FilenameCleaned(t *testing.T) {
+	s := connector.NewMemoryFileStore(connector.MemoryFileStoreOptions{})
 	for in, want := range map[string]string{
 		"../../etc/passwd":       "passwd",
 		`C:\Users\me\report.pdf`: "report.pdf",
