@@ -193,7 +193,7 @@ func (c *Connector) receiveOn(ctx context.Context, chID, id string, ev InboundEv
 	if err := c.store.Record(ctx, chID, id, imv2.FingerprintOf(&m)); err != nil {
 		// Pending now, so a replay is still skipped until the ack; after
 		// it a replay would be offered again (xAgent answers it).
-		c.log.Warn("connector: inbound event not recorded; a replay after its ack is sent again", "channel", chID, "message_id", id, "err", err)
+		c.log.Warn("connector: inbound event not recorded; a replay after its ack is sent again", "connector_channel_id", chID, "message_id", id, "err", err)
 	}
 	return nil
 }

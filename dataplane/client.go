@@ -343,7 +343,7 @@ func (c *Client) connect(ctx context.Context) (*clientConn, error) {
 		return nil, err
 	}
 	if prev != "" && prev != ack.ConnectorID {
-		c.log.Info("dataplane: the Connector issued a new connector_id; stored channels may get new IDs", "old", prev, "new", ack.ConnectorID)
+		c.log.Info("dataplane: the Connector issued a new connector_id; stored channels may get new IDs", "old_connector_id", prev, "connector_id", ack.ConnectorID)
 	}
 	if err := c.cfg.Store.SetConnectorID(ctx, ack.ConnectorID); err != nil {
 		c.log.Warn("dataplane: connector_id not stored", "err", err)
@@ -636,7 +636,7 @@ func (c *Client) applyOpen(cc *clientConn, requested string, r *imv2.Packet) (*c
 	}
 	c.mu.Unlock()
 	if old != nil {
-		c.log.Info("dataplane: channel reopened under a new ID", "old", requested, "new", id)
+		c.log.Info("dataplane: channel reopened under a new ID", "old_connector_channel_id", requested, "connector_channel_id", id)
 	}
 	if requested != "" && requested != id {
 		if err := c.cfg.Store.RemoveChannel(c.ctx, requested); err != nil {

@@ -888,11 +888,11 @@ func (s *Server) handoverCompleted(ctx context.Context, old, id string) {
 		// On the Channels' clock, as the Target call it waits for is.
 		expired := make(chan struct{})
 		timer := s.opts.Clock.AfterFunc(s.dropWait(), func() { close(expired) })
-		s.log.Info("dataplane: waiting for the dropped channel's delivery to end before the handover", "old", short(old), "connector_channel_id", id)
+		s.log.Info("dataplane: waiting for the dropped channel's delivery to end before the handover", "old_connector_channel_id", short(old), "connector_channel_id", id)
 		select {
 		case <-done:
 		case <-expired:
-			s.log.Warn("dataplane: the dropped channel's delivery did not end in time; handing over what is recorded", "old", short(old), "connector_channel_id", id)
+			s.log.Warn("dataplane: the dropped channel's delivery did not end in time; handing over what is recorded", "old_connector_channel_id", short(old), "connector_channel_id", id)
 		case <-ctx.Done():
 		}
 		timer.Stop()
@@ -902,7 +902,7 @@ func (s *Server) handoverCompleted(ctx context.Context, old, id string) {
 	ctx, cancel := context.WithTimeout(ctx, openStoreTimeout)
 	defer cancel()
 	if err := s.opts.Completed.Handover(ctx, old, id); err != nil {
-		s.log.Warn("dataplane: completed records not handed over; a resend may be posted again", "old", short(old), "connector_channel_id", id, "err", err)
+		s.log.Warn("dataplane: completed records not handed over; a resend may be posted again", "old_connector_channel_id", short(old), "connector_channel_id", id, "err", err)
 	}
 }
 

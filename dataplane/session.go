@@ -241,7 +241,11 @@ func (ss *session) hello(p *imv2.Packet) {
 	}
 	ss.recordSeen(inst.id)
 	if h.ConnectorID != "" && h.ConnectorID != inst.id {
-		ss.log.Info("dataplane: unknown connector_id; issued a new one", "old", short(h.ConnectorID), "new", inst.id)
+		// Debug: every restart of a Connector without a shared registry
+		// forgets the connector_ids it issued, so this is the normal first
+		// hello after one (xAgent reopens its channels under the new ID);
+		// a connector_id dropped past its offline grace was logged then.
+		ss.log.Debug("dataplane: connector_id not known here (issued before a restart or dropped past its grace); issued a new one", "old_connector_id", short(h.ConnectorID), "connector_id", inst.id)
 	}
 	if peer != protocol.Version30 {
 		ss.log.Info("dataplane: xAgent speaks a newer protocol version; answering with this Connector's", "xagent", peer.String(), "connector", protocol.ProtocolVersion)
@@ -328,7 +332,7 @@ func (ss *session) openNew(id string, neg *imv2.Negotiated) (*channelEntry, erro
 		return nil, err
 	}
 	if id != "" && !reused {
-		ss.log.Info("dataplane: channel.open for an unknown channel; issued a new ID", "old", short(id), "new", e.id)
+		ss.log.Info("dataplane: channel.open for an unknown channel; issued a new ID", "old_connector_channel_id", short(id), "connector_channel_id", e.id)
 		if !elsewhere {
 			srv.handoverCompleted(ss.ctx, id, e.id)
 		}

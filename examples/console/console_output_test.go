@@ -51,10 +51,12 @@ func streamOutput(t *testing.T, text string, piece, activityEvery int, args ...s
 	require.NoError(t, cmd.Start())
 	t.Cleanup(func() { _ = stdin.Close(); _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	errs := bufio.NewReader(stderr)
-	line, err := errs.ReadString('\n')
-	require.NoError(t, err)
-	url, ok := strings.CutPrefix(strings.TrimSpace(line), "listening on ")
-	require.True(t, ok, line)
+	var url string
+	for ok := false; !ok; { // warnings are logged before the "listening on" line
+		line, err := errs.ReadString('\n')
+		require.NoError(t, err)
+		url, ok = strings.CutPrefix(strings.TrimSpace(line), "listening on ")
+	}
 	go func() { _, _ = io.Copy(io.Discard, errs) }()
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

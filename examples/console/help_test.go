@@ -9,7 +9,7 @@ import (
 
 // The console binary TestMain built is the command a user runs.
 func TestHelp_PrintsUsageAndExitsZero(t *testing.T) {
-	cmdtest.CheckHelp(t, exec.Command(binary, "-h"), "Usage of", "-addr", "-mode", "-store", "-api-key-file", "XAGENT_API_KEY", "-allow-weak-key",
+	cmdtest.CheckHelp(t, exec.Command(binary, "-h"), "Usage of", "-addr", "-mode", "-store", "-api-key-file", "XAGENT_API_KEY", "-allow-weak-key", "-log-level", "-log-format",
 		"state is in memory and a restart may show a final twice")
 }
 

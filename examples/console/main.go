@@ -9,10 +9,13 @@
 //	  -json              print every target side effect on stdout as one JSON object per line
 //	  -ack-timeout DUR   wait this long for xAgent's ack before resending a user message (default 10s)
 //	  -store DIR         keep pending and completed state durably in DIR
+//	  -log-level LEVEL   debug | info | warn | error (default warn); -v is -log-level debug
+//	  -log-format FMT    text | json (default text)
 //	  -version           print the version (module version, VCS revision) and exit
 //
 // At start it prints exactly one line "listening on http://HOST:PORT" to
-// stderr, and without -store a second one warning that its state is in
+// stderr (log lines, warnings and errors by default, may come before it),
+// and without -store a second one warning that its state is in
 // memory: after a restart xAgent's resend of a final whose ack was lost is
 // printed a second time. Each stdin line is one user message; "/file PATH"
 // sends a file. SIGTERM or SIGINT stops it gracefully
@@ -26,15 +29,14 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/connector"
 	"github.com/xagentkit/imv2/examples/console/consolebridge"
+	"github.com/xagentkit/imv2/internal/cmdflags"
 )
 
 // memoryWarning is printed at start without -store (S8).
@@ -49,14 +51,12 @@ func main() {
 
 func run() error {
 	addr := flag.String("addr", "127.0.0.1:8787", "listen address; port 0 picks a free one")
-	apiKey := flag.String("api-key", "", `when set, /ws, /health and /files/uploads need "Authorization: Bearer KEY" (visible in ps: prefer $`+keyEnv+` or -api-key-file)`)
-	apiKeyFile := flag.String("api-key-file", "", "read the API key from FILE (a container secret); without it or -api-key, $"+keyEnv)
-	weakKey := flag.Bool("allow-weak-key", false, "for testing only: accept an API key under 128 bits (22 characters)")
+	keyFlags := cmdflags.KeyFlags(flag.CommandLine, `when set, /ws, /health and /files/uploads need "Authorization: Bearer KEY"`)
+	logFlags := cmdflags.LogFlags(flag.CommandLine)
 	mode := flag.String("mode", "stream", "stream | edit | buffer")
 	jsonOut := flag.Bool("json", false, "print every target side effect on stdout as one JSON object per line")
 	ackTimeout := flag.Duration("ack-timeout", 0, "wait this long for xAgent's ack before resending a user message (default 10s)")
 	store := flag.String("store", "", "keep pending and completed state durably in DIR, one per console; without it state is in memory and a restart may show a final twice")
-	verbose := flag.Bool("v", false, "log diagnostics to stderr")
 	version := flag.Bool("version", false, "print the version (module version and VCS revision) and exit")
 	flag.Parse()
 	if *version {
@@ -64,7 +64,11 @@ func run() error {
 		return nil
 	}
 
-	key, err := readAPIKey(*apiKey, *apiKeyFile, *weakKey)
+	key, err := keyFlags.Read()
+	if err != nil {
+		return err
+	}
+	logger, err := logFlags.Logger(os.Stderr)
 	if err != nil {
 		return err
 	}
@@ -72,10 +76,6 @@ func run() error {
 	m, ok := modes[*mode]
 	if !ok {
 		return fmt.Errorf("-mode %q: want stream, edit or buffer", *mode)
-	}
-	logger := slog.New(slog.DiscardHandler)
-	if *verbose {
-		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	b, err := consolebridge.New(consolebridge.Config{
 		Addr: *addr, JSON: *jsonOut, StoreDir: *store, Out: os.Stdout,
@@ -99,38 +99,6 @@ func run() error {
 	go b.Run(ctx, os.Stdin) // the end of stdin does not stop serving; a signal does
 	<-ctx.Done()
 	return drain(b)
-}
-
-// keyEnv is the environment variable the API key may come from.
-const keyEnv = "XAGENT_API_KEY"
-
-// minKeyLen is 128 bits as base64 (22 characters), the floor for the
-// secret that guards the data plane.
-const minKeyLen = 22
-
-// readAPIKey picks the API key: -api-key-file or -api-key (not both),
-// else $XAGENT_API_KEY; none is fine (no key). A key under minKeyLen is refused
-// unless weakOK says the run is a test.
-func readAPIKey(flagKey, file string, weakOK bool) (string, error) {
-	key := flagKey
-	switch env := os.Getenv(keyEnv); {
-	case file != "" && flagKey != "":
-		return "", errors.New("-api-key and -api-key-file: give one")
-	case file != "":
-		b, err := os.ReadFile(file)
-		if err != nil {
-			return "", fmt.Errorf("-api-key-file: %w", err)
-		}
-		if key = strings.TrimSpace(string(b)); key == "" {
-			return "", fmt.Errorf("-api-key-file %s is empty", file)
-		}
-	case env != "" && flagKey == "":
-		key = env
-	}
-	if key != "" && len(key) < minKeyLen && !weakOK {
-		return "", fmt.Errorf("the API key has %d characters, under 128 bits (%d base64 characters); use a longer one, or -allow-weak-key in tests", len(key), minKeyLen)
-	}
-	return key, nil
 }
 
 // drain stops b as a SIGTERM asks: no new work, the finals in the

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/signal"
 	"runtime/debug"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/xagentkit/imv2/connector"
 	"github.com/xagentkit/imv2/examples/matrix/matrixbridge"
+	"github.com/xagentkit/imv2/internal/cmdflags"
 	"github.com/xagentkit/imv2/protocol"
 )
 
@@ -36,7 +36,8 @@ func main() {
 func run() error {
 	listen := flag.String("listen", "127.0.0.1:8080", "address to serve the Connector on")
 	state := flag.String("state", "matrix-state", "directory for bindings (access tokens, mode 0600) and delivery state")
-	verbose := flag.Bool("v", false, "debug logging")
+	keyFlags := cmdflags.KeyFlags(flag.CommandLine, `the key xAgent sends as "Authorization: Bearer KEY" on /ws, /health and /files/uploads; required, from this flag, -api-key-file or $`+cmdflags.KeyEnv)
+	logFlags := cmdflags.LogFlags(flag.CommandLine)
 	version := flag.Bool("version", false, "print the version (module version and VCS revision) and exit")
 	flag.Parse()
 	if *version {
@@ -44,12 +45,17 @@ func run() error {
 		return nil
 	}
 
-	key := os.Getenv("XAGENT_API_KEY")
-	if key == "" {
-		return errors.New("set XAGENT_API_KEY: the key xAgent sends as Authorization: Bearer")
+	key, err := keyFlags.Read()
+	if err != nil {
+		return err
 	}
-	level := map[bool]slog.Level{true: slog.LevelDebug}[*verbose] // else LevelInfo, the zero value
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	if key == "" {
+		return errors.New("no API key: set " + cmdflags.KeyEnv + " or give -api-key-file FILE; it is the key xAgent sends as Authorization: Bearer")
+	}
+	log, err := logFlags.Logger(os.Stderr)
+	if err != nil {
+		return err
+	}
 	b, err := matrixbridge.New(matrixbridge.Config{Build: build(), APIKey: key, StateDir: *state, Logger: log})
 	if err != nil {
 		return err
@@ -57,7 +63,7 @@ func run() error {
 	defer func() { _ = b.Close() }()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	log.Info("matrix connector listening", "addr", *listen, "card", matrixbridge.CardID)
+	fmt.Fprintf(os.Stderr, "matrix: listening on %s (card %s)\n", *listen, matrixbridge.CardID)
 	served := make(chan error, 1)
 	// Served without ctx: a signal drains first (Shutdown), and only its
 	// Close ends serving, so the acks of the drained finals still leave.
@@ -70,7 +76,7 @@ func run() error {
 	sctx, cancel := context.WithTimeout(context.Background(), connector.DefaultShutdownGrace)
 	defer cancel()
 	d, err := b.Connector().Shutdown(sctx)
-	log.Info("matrix connector stopped", "finished", d.Finished, "cut_off", d.Cut, "refused_for_retry", d.Refused)
+	fmt.Fprintf(os.Stderr, "matrix: stopped: %s\n", d)
 	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}

@@ -201,7 +201,7 @@ func (t *Target) editLater(d *draft, gen uint64) {
 	ctx, cancel := t.callCtx()
 	defer cancel()
 	if err := t.show(ctx, d); err != nil {
-		t.log.Warn("display: editing draft failed", "channel", d.key.channel, "message_id", d.key.message, "err", err)
+		t.log.Warn("display: editing draft failed", "connector_channel_id", d.key.channel, "message_id", d.key.message, "err", err)
 	}
 }
 
@@ -246,7 +246,7 @@ func (t *Target) expire(d *draft, gen uint64) {
 		return
 	}
 	if !errors.Is(err, errors.ErrUnsupported) {
-		t.log.Warn("display: discarding stale draft failed; its final finishes it", "channel", d.key.channel, "message_id", d.key.message, "err", err)
+		t.log.Warn("display: discarding stale draft failed; its final finishes it", "connector_channel_id", d.key.channel, "message_id", d.key.message, "err", err)
 	}
 	// The temporary message is still on screen: a late final must finish
 	// it in place, never post a second message beside it (M11).
@@ -271,7 +271,7 @@ func (t *Target) keepShownLocked(k draftKey, handle string) {
 			}
 		}
 		delete(t.shown, oldest)
-		t.log.Warn("display: too many aged-out drafts still shown; the oldest is forgotten", "channel", oldest.channel, "message_id", oldest.message)
+		t.log.Warn("display: too many aged-out drafts still shown; the oldest is forgotten", "connector_channel_id", oldest.channel, "message_id", oldest.message)
 	}
 	t.shownSeq++
 	t.shown[k] = shownDraft{handle: handle, seq: t.shownSeq}

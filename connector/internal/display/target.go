@@ -238,7 +238,7 @@ func (t *Target) PostMessage(ctx context.Context, channelID string, m *imv2.Chat
 
 	err := t.final(ctx, d, channelID, m)
 	if terr := t.typingOff(ctx, ty); terr != nil {
-		t.log.Warn("display: clearing typing failed", "channel", channelID, "err", terr)
+		t.log.Warn("display: clearing typing failed", "connector_channel_id", channelID, "err", terr)
 	}
 	return err
 }

@@ -122,7 +122,7 @@ func (t *Target) typingTick(s *typingState, gen uint64) {
 		t.mu.Unlock()
 		s.shown = true
 		if err := t.typer.Typing(ctx, s.ch, a); err != nil {
-			t.log.Warn("display: refreshing typing failed", "channel", s.ch, "err", err)
+			t.log.Warn("display: refreshing typing failed", "connector_channel_id", s.ch, "err", err)
 		}
 		return
 	}
@@ -132,7 +132,7 @@ func (t *Target) typingTick(s *typingState, gen uint64) {
 	}
 	t.mu.Unlock()
 	if err := t.typer.Typing(ctx, s.ch, typingIdle); err != nil {
-		t.log.Warn("display: clearing typing after timeout failed", "channel", s.ch, "err", err)
+		t.log.Warn("display: clearing typing after timeout failed", "connector_channel_id", s.ch, "err", err)
 	}
 }
 
@@ -174,6 +174,6 @@ func (t *Target) clearTyping(ctx context.Context, channelID string) error {
 // (C8).
 func (t *Target) clearTypingLogged(ctx context.Context, channelID string) {
 	if err := t.clearTyping(ctx, channelID); err != nil {
-		t.log.Warn("display: clearing typing failed", "channel", channelID, "err", err)
+		t.log.Warn("display: clearing typing failed", "connector_channel_id", channelID, "err", err)
 	}
 }

@@ -172,7 +172,7 @@ func (br *Bridge) Start(ctx context.Context, channelID string, req protocol.Auth
 	}
 	var se *connector.SignInError
 	if err != nil && !errors.As(err, &se) {
-		br.log.Warn("matrixbridge: sign-in failed", "channel", channelID, "err", err)
+		br.log.Warn("matrixbridge: sign-in failed", "connector_channel_id", channelID, "err", err)
 		err = signInErr("the homeserver could not be reached; try again")
 	}
 	ack := &protocol.AuthAck{Message: "Bound to the Matrix room"}

@@ -1,0 +1,101 @@
+// Package cmdflags holds the command-line flags every Connector command
+// shares, so the console and the Matrix bridge read their API key and set
+// up their logs the same way. The Matrix bridge is its own module; it can
+// import this package because Go's internal rule goes by import path, and
+// its path is under this module's.
+package cmdflags
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+)
+
+// KeyEnv is the environment variable the API key may come from.
+const KeyEnv = "XAGENT_API_KEY"
+
+// MinKeyLen is 128 bits as base64 (22 characters), the floor for the
+// secret that guards the data plane.
+const MinKeyLen = 22
+
+// Key is the API key's flags: -api-key, -api-key-file and -allow-weak-key.
+type Key struct {
+	flag, file *string
+	weakOK     *bool
+}
+
+// KeyFlags defines the API key's flags on fs; what says what the key
+// guards, for the usage text.
+func KeyFlags(fs *flag.FlagSet, what string) *Key {
+	return &Key{
+		flag:   fs.String("api-key", "", what+` (visible in ps: prefer $`+KeyEnv+` or -api-key-file)`),
+		file:   fs.String("api-key-file", "", "read the API key from FILE (a container secret); without it or -api-key, $"+KeyEnv),
+		weakOK: fs.Bool("allow-weak-key", false, "for testing only: accept an API key under 128 bits (22 characters)"),
+	}
+}
+
+// Read picks the API key: -api-key-file or -api-key (not both), else
+// $XAGENT_API_KEY; none gives "" and no error (the caller decides whether
+// a key is required). A key under MinKeyLen is refused unless
+// -allow-weak-key says the run is a test.
+func (k *Key) Read() (string, error) {
+	key := *k.flag
+	switch env := os.Getenv(KeyEnv); {
+	case *k.file != "" && *k.flag != "":
+		return "", errors.New("-api-key and -api-key-file: give one")
+	case *k.file != "":
+		b, err := os.ReadFile(*k.file)
+		if err != nil {
+			return "", fmt.Errorf("-api-key-file: %w", err)
+		}
+		if key = strings.TrimSpace(string(b)); key == "" {
+			return "", fmt.Errorf("-api-key-file %s is empty", *k.file)
+		}
+	case env != "" && *k.flag == "":
+		key = env
+	}
+	if key != "" && len(key) < MinKeyLen && !*k.weakOK {
+		return "", fmt.Errorf("the API key has %d characters, under 128 bits (%d base64 characters); use a longer one, or -allow-weak-key in tests", len(key), MinKeyLen)
+	}
+	return key, nil
+}
+
+// Log is the log flags: -log-level, -log-format and -v (-log-level debug).
+type Log struct {
+	level, format *string
+	debug         *bool
+}
+
+// LogFlags defines the log flags on fs. The default level is warn: an
+// operator sees warnings and errors without asking.
+func LogFlags(fs *flag.FlagSet) *Log {
+	return &Log{
+		level:  fs.String("log-level", "warn", "log lines at or above LEVEL on stderr: debug | info | warn | error"),
+		format: fs.String("log-format", "text", "log line format: text (key=value) | json (one object per line)"),
+		debug:  fs.Bool("v", false, "the same as -log-level debug"),
+	}
+}
+
+// Logger returns the logger the flags ask for, writing to w, or an error
+// naming a level or format it does not know.
+func (l *Log) Logger(w io.Writer) (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*l.level)); err != nil {
+		return nil, fmt.Errorf("-log-level %q: want debug, info, warn or error", *l.level)
+	}
+	if *l.debug {
+		level = slog.LevelDebug
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	switch *l.format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("-log-format %q: want text or json", *l.format)
+}
