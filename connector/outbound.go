@@ -337,7 +337,7 @@ func (o *outbound) finishFilesOnly(ctx context.Context, channelID, handle string
 	}
 	if err := o.Discard(ctx, channelID, handle); err != nil {
 		if err := o.Edit(ctx, channelID, handle, filesOnlyDraft); err != nil {
-			o.k.log.Warn("connector: the draft of a final of files only was neither removed nor replaced", "channel", channelID, "message_id", m.MessageID, "err", err)
+			o.k.log.Warn("connector: the draft of a final of files only was neither removed nor replaced", "connector_channel_id", channelID, "message_id", m.MessageID, "err", err)
 		}
 	}
 	return nil
