@@ -36,7 +36,7 @@ const maxTrackedFinals = 10_000
 // resender is the resend state of one connection.
 type resender struct {
 	attempts int
-	min      time.Duration
+	min, max time.Duration // max 0: no cap
 	budget   time.Duration
 	logf     func(format string, args ...any)
 
@@ -61,6 +61,7 @@ func newResender(cfg *Config, logf func(string, ...any)) *resender {
 	return &resender{
 		attempts: cfg.RetryAttempts,
 		min:      cfg.RetryMin,
+		max:      cfg.RetryMax,
 		budget:   cfg.RetryBudget,
 		logf:     logf,
 		finals:   map[string]*final{},
@@ -151,6 +152,9 @@ func (rs *resender) onAck(fr *frame, send func(*imv2.Packet) error, release func
 		f.first = now
 	}
 	delay := rs.min << min(f.resends, 20)
+	if rs.max > 0 {
+		delay = min(delay, rs.max)
+	}
 	if f.resends >= rs.attempts || now.Add(delay).Sub(f.first) > rs.budget {
 		rs.logf("%s: gave up after %d resend(s) in %v", line, f.resends, now.Sub(f.first).Round(time.Millisecond))
 		rs.forgetLocked(f)

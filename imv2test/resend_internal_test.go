@@ -76,3 +76,29 @@ func TestResend_A8_ResendsCountAgainstTheCap(t *testing.T) {
 	assert.LessOrEqual(t, len(rs.finals), maxTrackedFinals)
 	assert.Empty(t, sent)
 }
+
+// TestResend_A8_RetryMaxCapsTheBackoff: with RetryMax the backoff stops
+// doubling at the cap, so a final held behind an earlier one is resent
+// soon after that one went through; without it the delay keeps doubling.
+func TestResend_A8_RetryMaxCapsTheBackoff(t *testing.T) {
+	for _, c := range []struct {
+		max  time.Duration
+		want string
+	}{{0, "resend 6 in 3.2s"}, {400 * time.Millisecond, "resend 6 in 400ms"}} {
+		var lines []string
+		rs := newResender(&Config{RetryAttempts: 8, RetryMin: 100 * time.Millisecond, RetryMax: c.max, RetryBudget: time.Hour},
+			func(format string, args ...any) { lines = append(lines, fmt.Sprintf(format, args...)) })
+		send := func(*imv2.Packet) error { return nil }
+		rs.track(&imv2.Packet{Type: imv2.TypeChatMessage, PacketID: "pkt_orig"})
+		last := "pkt_orig"
+		for range 6 {
+			require.True(t, rs.onAck(ackFrame(t, last, retryable), send, func(*frame) {}))
+			rs.mu.Lock()
+			f := rs.finals["pkt_orig"]
+			last = f.ids[len(f.ids)-1]
+			rs.mu.Unlock()
+		}
+		rs.close()
+		assert.Contains(t, lines[len(lines)-1], c.want, "RetryMax %v", c.max)
+	}
+}

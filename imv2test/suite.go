@@ -80,6 +80,11 @@ type Config struct {
 	// RetryMin is the backoff before the first such resend; it doubles
 	// with each one (default DefaultRetryMin).
 	RetryMin time.Duration
+	// RetryMax caps that backoff, as xAgent's does (default no cap: it
+	// doubles until RetryBudget ends the resends). A final held behind an
+	// earlier one (channel_busy) is resent soon after that one went
+	// through only with a cap.
+	RetryMax time.Duration
 	// RetryBudget bounds the time from a final's first retryable
 	// rejection to its last resend (default half of Wait, so the last
 	// answer still arrives while an expect waits for it).
