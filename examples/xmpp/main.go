@@ -3,6 +3,9 @@
 // README.md.
 //
 //	XAGENT_API_KEY=… XMPP_PASSWORD=… xmpp -jid bot@example.org -to alice@example.org
+//
+// The API key may also come from -api-key or -api-key-file; SIGTERM drains
+// the replies in progress (connector.Connector.Shutdown) before it exits.
 package main
 
 import (
@@ -12,13 +15,14 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/signal"
 	"runtime/debug"
 	"syscall"
 
+	"github.com/xagentkit/imv2/connector"
 	"github.com/xagentkit/imv2/examples/xmpp/xmppbridge"
+	"github.com/xagentkit/imv2/internal/cmdflags"
 	"github.com/xagentkit/imv2/protocol"
 )
 
@@ -42,15 +46,26 @@ func run() error {
 	to := flag.String("to", "", "the conversation: a contact's JID, or a room's JID with ?join")
 	server := flag.String("server", "", "host:port of the XMPP server (default: the JID's domain, from DNS)")
 	ca := flag.String("ca", "", "PEM file of the CA (or self-signed certificate) to trust for the server; default the system's")
-	verbose := flag.Bool("v", false, "debug logging")
+	keyFlags := cmdflags.KeyFlags(flag.CommandLine, `the key xAgent sends as "Authorization: Bearer KEY" on /ws, /health and /files/uploads; required, from this flag, -api-key-file or $`+cmdflags.KeyEnv)
+	logFlags := cmdflags.LogFlags(flag.CommandLine)
+	version := flag.Bool("version", false, "print the version (module version and VCS revision) and exit")
 	flag.Parse()
-
-	key := os.Getenv("XAGENT_API_KEY")
-	if key == "" {
-		return errors.New("set XAGENT_API_KEY: the key xAgent sends as Authorization: Bearer")
+	if *version {
+		fmt.Println(versionLine())
+		return nil
 	}
-	level := map[bool]slog.Level{true: slog.LevelDebug}[*verbose] // else LevelInfo, the zero value
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+
+	key, err := keyFlags.Read()
+	if err != nil {
+		return err
+	}
+	if key == "" {
+		return errors.New("no API key: set " + cmdflags.KeyEnv + " or give -api-key-file FILE; it is the key xAgent sends as Authorization: Bearer")
+	}
+	log, err := logFlags.Logger(os.Stderr)
+	if err != nil {
+		return err
+	}
 	var tc *tls.Config
 	if *ca != "" {
 		pem, err := os.ReadFile(*ca)
@@ -68,8 +83,39 @@ func run() error {
 	defer func() { _ = b.Close() }()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	log.Info("xmpp connector listening", "addr", *listen, "card", xmppbridge.CardID)
-	return b.Connector().ListenAndServe(ctx, *listen)
+	fmt.Fprintf(os.Stderr, "xmpp: listening on %s (card %s)\n", *listen, xmppbridge.CardID)
+	served := make(chan error, 1)
+	// Served without ctx: a signal drains first (Shutdown), and only its
+	// Close ends serving, so the acks of the drained finals still leave.
+	go func() { served <- b.Connector().ListenAndServe(context.Background(), *listen) }()
+	select {
+	case err := <-served:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), connector.DefaultShutdownGrace)
+	defer cancel()
+	d, err := b.Connector().Shutdown(sctx)
+	fmt.Fprintf(os.Stderr, "xmpp: stopped: %s\n", d)
+	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return <-served
+}
+
+// versionLine is what -version prints: the bridge's version, the module
+// version and VCS revision the binary was built from, when recorded.
+func versionLine() string {
+	line := "xmpp " + xmppbridge.Version
+	if info, ok := debug.ReadBuildInfo(); ok {
+		line += " module " + info.Main.Version
+		for _, s := range info.Settings {
+			if s.Key == "vcs.revision" || s.Key == "vcs.modified" {
+				line += " " + s.Key + "=" + s.Value
+			}
+		}
+	}
+	return line
 }
 
 // build fills the Card's build member from the linker flags and the
