@@ -5,19 +5,14 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"os"
-	"os/signal"
-	"runtime/debug"
-	"syscall"
 
-	"github.com/xagentkit/imv2/connector"
 	"github.com/xagentkit/imv2/examples/matrix/matrixbridge"
 	"github.com/xagentkit/imv2/internal/cmdflags"
-	"github.com/xagentkit/imv2/protocol"
+	"github.com/xagentkit/imv2/internal/cmdrun"
 )
 
 // Set at build time: go build -ldflags "-X main.buildTime=$(date -u +%y%m%d%H%M)".
@@ -41,7 +36,7 @@ func run() error {
 	version := flag.Bool("version", false, "print the version (module version and VCS revision) and exit")
 	flag.Parse()
 	if *version {
-		fmt.Println(versionLine())
+		fmt.Println(cmdrun.VersionLine("matrix", matrixbridge.Version))
 		return nil
 	}
 
@@ -56,58 +51,11 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	b, err := matrixbridge.New(matrixbridge.Config{Build: build(), APIKey: key, StateDir: *state, Logger: log})
+	b, err := matrixbridge.New(matrixbridge.Config{Build: cmdrun.Build(matrixbridge.Version, gitTag, buildTime), APIKey: key, StateDir: *state, Logger: log})
 	if err != nil {
 		return err
 	}
 	defer func() { _ = b.Close() }()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	fmt.Fprintf(os.Stderr, "matrix: listening on %s (card %s)\n", *listen, matrixbridge.CardID)
-	served := make(chan error, 1)
-	// Served without ctx: a signal drains first (Shutdown), and only its
-	// Close ends serving, so the acks of the drained finals still leave.
-	go func() { served <- b.Connector().ListenAndServe(context.Background(), *listen) }()
-	select {
-	case err := <-served:
-		return err
-	case <-ctx.Done():
-	}
-	sctx, cancel := context.WithTimeout(context.Background(), connector.DefaultShutdownGrace)
-	defer cancel()
-	d, err := b.Connector().Shutdown(sctx)
-	fmt.Fprintf(os.Stderr, "matrix: stopped: %s\n", d)
-	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
-		return err
-	}
-	return <-served
-}
-
-// versionLine is what -version prints: the bridge's version, the module
-// version and VCS revision the binary was built from, when recorded.
-func versionLine() string {
-	line := "matrix " + matrixbridge.Version
-	if info, ok := debug.ReadBuildInfo(); ok {
-		line += " module " + info.Main.Version
-		for _, s := range info.Settings {
-			if s.Key == "vcs.revision" || s.Key == "vcs.modified" {
-				line += " " + s.Key + "=" + s.Value
-			}
-		}
-	}
-	return line
-}
-
-// build fills the Card's build member from the linker flags and the
-// module's build info.
-func build() protocol.Build {
-	b := protocol.Build{Version: matrixbridge.Version, GitTag: gitTag, BuildTime: buildTime}
-	if info, ok := debug.ReadBuildInfo(); ok {
-		for _, s := range info.Settings {
-			if s.Key == "vcs.revision" && len(s.Value) >= 7 {
-				b.GitRev = s.Value[:7]
-			}
-		}
-	}
-	return b
+	return cmdrun.Serve("matrix", b.Connector(), *listen, os.Stderr)
 }
