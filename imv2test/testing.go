@@ -32,22 +32,7 @@ func RunConnector(t *testing.T, streaming bool, start func(t *testing.T, target 
 	c := start(t, target)
 	c.Observer = target
 	c.Buffered = !streaming
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	if testing.Verbose() && (cfg == nil || cfg.Log == nil) {
-		var o Config
-		if cfg != nil {
-			o = *cfg
-		}
-		o.Log = testLog{t}
-		cfg = &o
-	}
-	rep, err := CheckConnector(ctx, c, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ReportTo(t, rep)
-	return rep
+	return runChecks(t, c, cfg)
 }
 
 // RunKit runs the Connector-side checks against k, a Connector built
@@ -71,6 +56,13 @@ func RunKit(t *testing.T, k *connector.Connector, c Connector, cfg *Config) *Rep
 	}
 	t.Cleanup(func() { k.Close() })
 	c.URL, c.User, c.Buffered = url, kitUser{k}, k.Mode() == connector.ModeBuffer
+	return runChecks(t, c, cfg)
+}
+
+// runChecks runs the Connector-side checks against c, one subtest per
+// check; under go test -v a cfg without a Log logs the transcript to t.
+func runChecks(t *testing.T, c Connector, cfg *Config) *Report {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	if testing.Verbose() && (cfg == nil || cfg.Log == nil) {
