@@ -6,17 +6,20 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/connector"
 	"github.com/xagentkit/imv2/dataplane"
+	"github.com/xagentkit/imv2/internal/kithook"
 )
 
 // RunConnector runs the Connector-side checks against a Connector built
 // with this SDK, in process, one subtest per check: a failed check fails
-// its subtest with the reason; a skipped one logs why.
+// its subtest with the reason; a skipped one is a skipped subtest
+// saying why.
 //
 // start builds and starts the Connector with target — the suite's
 // RecordingTarget, the observer — as its IM platform, registers its own
@@ -36,27 +39,97 @@ func RunConnector(t *testing.T, streaming bool, start func(t *testing.T, target 
 }
 
 // RunKit runs the Connector-side checks against k, a Connector built
-// with connector.New, in process, one subtest per check. It serves k on a
-// loopback port (closed with t.Cleanup) and fills in c: the URL, the User
-// (k.Receive into the conversation each channel is bound to) and
-// Buffered (k's mode). c gives the rest: the APIKey k was built with, the
-// Observer — typically a Recorder the platform calls Record on for every
-// final, draft, post, edit, typing and typing_clear it shows — and the
-// bounds k declares (DeltaIdleTTL, ActivityTimeout), without which the
-// checks that observe them are skipped.
+// with connector.New, in process, one subtest per check; cfg may be nil.
+// It serves k on a loopback port (closed with t.Cleanup) and needs
+// nothing else: it watches every platform call the kit makes that
+// succeeds (Post, Finish, PostDraft, Edit, Draft, Typing) and types as a
+// user through k.Receive, and it reads the API key, the mode and the
+// bounds from k. The platform records nothing for the suite.
 //
-//	rec := &imv2test.Recorder{}
-//	k, _ := connector.New(card, myChat{rec}, nil)
-//	imv2test.RunKit(t, k, imv2test.Connector{Observer: rec}, nil)
-func RunKit(t *testing.T, k *connector.Connector, c Connector, cfg *Config) *Report {
+//	func TestConformance(t *testing.T) {
+//		k, err := connector.New(card, &myChat{}, nil)
+//		if err != nil {
+//			t.Fatal(err)
+//		}
+//		imv2test.RunKit(t, k, nil)
+//	}
+//
+// Two checks observe a bound expiring: K6.c the delta idle TTL and K12.d
+// the activity timeout. Their defaults (5 min, 30 s) are too long for a
+// test, so those checks are skipped, saying so, unless k was built with
+// bounds of at most 10 s, as in the Example.
+func RunKit(t *testing.T, k *connector.Connector, cfg *Config) *Report {
 	t.Helper()
+	built, ok := kithook.Describe(k)
+	if !ok || !kithook.Watch(k, nil) {
+		t.Fatal("imv2test: RunKit needs a Connector built with connector.New")
+	}
+	obs := &kitObserver{handles: map[[2]string]string{}}
+	kithook.Watch(k, obs.saw)
 	url, err := k.Start("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { k.Close() })
-	c.URL, c.User, c.Buffered = url, kitUser{k}, k.Mode() == connector.ModeBuffer
+	t.Cleanup(func() { k.Close(); kithook.Watch(k, nil) })
+	c := Connector{URL: url, APIKey: built.APIKey, Observer: obs, User: kitUser{k},
+		Buffered: k.Mode() == connector.ModeBuffer, why: map[string]string{}}
+	if ttl := built.DeltaIdleTTL; ttl > 0 && ttl <= maxKitBound {
+		c.DeltaIdleTTL, c.DeltaSweep = ttl, built.DeltaSweep
+	} else {
+		c.why[NeedDeltaTTL] = tooLong("delta idle TTL", "DeltaIdleTTL", ttl, "5m0s")
+	}
+	if at := built.ActivityTimeout; at > 0 && at <= maxKitBound {
+		c.ActivityTimeout = at
+	} else {
+		c.why[NeedActTTL] = tooLong("activity timeout", "ActivityTimeout", at, "30s")
+	}
 	return runChecks(t, c, cfg)
+}
+
+// maxKitBound is the longest bound RunKit waits out.
+const maxKitBound = 10 * time.Second
+
+// tooLong is the reason a check of a bound is skipped.
+func tooLong(what, field string, d time.Duration, def string) string {
+	is := d.String()
+	if d <= 0 {
+		is = def + " (the default)"
+	}
+	return fmt.Sprintf("not observable here: the kit's %s is %s, longer than the %s RunKit waits; "+
+		"build the Connector with Options.Advanced.Channel = &imv2.Options{%s: time.Second} to run it",
+		what, is, maxKitBound, field)
+}
+
+// kitObserver turns the platform calls a kit reports into the Events an
+// Observer gives the checks.
+type kitObserver struct {
+	Recorder
+	mu      sync.Mutex
+	handles map[[2]string]string // message_id by channel and handle, for edits
+}
+
+func (o *kitObserver) saw(c kithook.Call) {
+	e := Event{Event: c.Op, MessageID: c.MessageID, Text: &c.Text}
+	switch c.Op {
+	case "post", "draft":
+		o.mu.Lock()
+		o.handles[[2]string{c.ChannelID, c.Handle}] = c.MessageID
+		o.mu.Unlock()
+	case "edit":
+		o.mu.Lock()
+		e.MessageID = o.handles[[2]string{c.ChannelID, c.Handle}]
+		o.mu.Unlock()
+	case "final":
+		for _, f := range c.Files {
+			e.Files = append(e.Files, EventFile{FileRef: f.FileRef, Type: string(f.Type), Filename: f.Filename})
+		}
+	case "typing":
+		e.Text, e.Status, e.ToolName = nil, string(c.Activity.Status), c.Activity.ToolName
+		if c.Activity.Status == imv2.ActivityIdle {
+			e = Event{Event: "typing_clear"}
+		}
+	}
+	o.Record(e)
 }
 
 // runChecks runs the Connector-side checks against c, one subtest per
@@ -126,7 +199,8 @@ func (l testLog) Write(p []byte) (int, error) {
 }
 
 // ReportTo turns a report into subtests of t: a failed check fails its
-// subtest with the reason, a skipped one logs why (it is no pass).
+// subtest with the reason, a skipped one is reported skipped (SKIP under
+// go test -v) with why: a skipped check is no pass.
 func ReportTo(t *testing.T, rep *Report) {
 	t.Helper()
 	for _, res := range rep.Results {
@@ -135,7 +209,7 @@ func ReportTo(t *testing.T, rep *Report) {
 			case Fail:
 				t.Errorf("%s [%s]: %s", res.Title, strings.Join(res.Rules, " "), res.Reason)
 			case Skip:
-				t.Logf("not run: %s", res.Reason)
+				t.Skip(res.Reason)
 			}
 		})
 	}
