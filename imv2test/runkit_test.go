@@ -60,18 +60,35 @@ func TestRunKit_K1_K12_KitConnectorInProcess(t *testing.T) {
 	require.Equal(t, []string{"K5.a"}, rep.Skipped())
 }
 
-// TestRunKit_K6_K12_DefaultBoundsSkippedWithTheFix: a kit left at its
+// TestRunKit_K6_K12_LongBoundsSkippedWithTheFix: a kit left at its
 // default bounds (minutes) has K6.c and K12.d skipped, each saying the
-// bound it has and the one line that makes it observable.
-func TestRunKit_K6_K12_DefaultBoundsSkippedWithTheFix(t *testing.T) {
+// bound it has and the one line that makes it observable; a short TTL
+// swept at the default 30 s still skips K6.c, naming the sweep, while a
+// short activity timeout runs K12.d.
+func TestRunKit_K6_K12_LongBoundsSkippedWithTheFix(t *testing.T) {
 	t.Parallel()
-	k, err := connector.New(testcard.IM("editchat", "Edit chat"), &editChat{}, nil)
-	require.NoError(t, err)
-	rep := imv2test.RunKit(t, k, &imv2test.Config{Run: `^K(6\.c|12\.d)$`})
-	require.Equal(t, []string{"K6.c", "K12.d"}, rep.Skipped())
-	for _, name := range rep.Skipped() {
-		r, _ := rep.Result(name)
-		require.Contains(t, r.Reason, "(the default)")
-		require.True(t, strings.Contains(r.Reason, "Options.Advanced.Channel = &imv2.Options{"), r.Reason)
+	for _, c := range []struct {
+		name    string
+		channel *imv2.Options
+		skipped []string
+		says    string
+	}{
+		{"defaults", nil, []string{"K6.c", "K12.d"}, "(the default)"},
+		{"default sweep", &imv2.Options{DeltaIdleTTL: time.Second, ActivityTimeout: time.Second},
+			[]string{"K6.c"}, "DeltaIdleTTL 1s + DeltaSweep 30s (the default)"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			k, err := connector.New(testcard.IM("editchat", "Edit chat"), &editChat{},
+				&connector.Options{Advanced: connector.Advanced{Channel: c.channel}})
+			require.NoError(t, err)
+			rep := imv2test.RunKit(t, k, &imv2test.Config{Run: `^K(6\.c|12\.d)$`})
+			require.Empty(t, rep.Failed())
+			require.Equal(t, c.skipped, rep.Skipped())
+			for _, name := range rep.Skipped() {
+				r, _ := rep.Result(name)
+				require.Contains(t, r.Reason, c.says)
+				require.True(t, strings.Contains(r.Reason, "Options.Advanced.Channel = &imv2.Options{"), r.Reason)
+			}
+		})
 	}
 }

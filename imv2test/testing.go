@@ -2,6 +2,7 @@ package imv2test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -54,9 +55,10 @@ func RunConnector(t *testing.T, streaming bool, start func(t *testing.T, target 
 //		imv2test.RunKit(t, k, nil)
 //	}
 //
-// Two checks observe a bound expiring: K6.c the delta idle TTL and K12.d
-// the activity timeout. Their defaults (5 min, 30 s) are too long for a
-// test, so those checks are skipped, saying so, unless k was built with
+// Two checks observe a bound expiring: K6.c the delta idle TTL (plus the
+// sweep that finds it) and K12.d the activity timeout. Their defaults
+// (5 min + 30 s, 30 s) are too long for a test, so those checks are
+// skipped, saying so and how to shorten them, unless k was built with
 // bounds of at most 10 s, as in the Example.
 func RunKit(t *testing.T, k *connector.Connector, cfg *Config) *Report {
 	t.Helper()
@@ -73,31 +75,45 @@ func RunKit(t *testing.T, k *connector.Connector, cfg *Config) *Report {
 	t.Cleanup(func() { k.Close(); kithook.Watch(k, nil) })
 	c := Connector{URL: url, APIKey: built.APIKey, Observer: obs, User: kitUser{k},
 		Buffered: k.Mode() == connector.ModeBuffer, why: map[string]string{}}
-	if ttl := built.DeltaIdleTTL; ttl > 0 && ttl <= maxKitBound {
-		c.DeltaIdleTTL, c.DeltaSweep = ttl, built.DeltaSweep
+	// A stream idle for the TTL goes at the next sweep: up to TTL+sweep.
+	ttl, sweep := cmp.Or(built.DeltaIdleTTL, kitDefaultTTL), cmp.Or(built.DeltaSweep, kitDefaultSweep)
+	if ttl+sweep <= maxKitBound {
+		c.DeltaIdleTTL, c.DeltaSweep = ttl, sweep
 	} else {
-		c.why[NeedDeltaTTL] = tooLong("delta idle TTL", "DeltaIdleTTL", ttl, "5m0s")
+		c.why[NeedDeltaTTL] = tooLong(fmt.Sprintf("an idle delta stream expires after up to %s (DeltaIdleTTL %s + DeltaSweep %s)",
+			ttl+sweep, bound(built.DeltaIdleTTL, ttl), bound(built.DeltaSweep, sweep)))
 	}
-	if at := built.ActivityTimeout; at > 0 && at <= maxKitBound {
+	if at := cmp.Or(built.ActivityTimeout, kitDefaultActivity); at <= maxKitBound {
 		c.ActivityTimeout = at
 	} else {
-		c.why[NeedActTTL] = tooLong("activity timeout", "ActivityTimeout", at, "30s")
+		c.why[NeedActTTL] = tooLong(fmt.Sprintf("a shown status clears after ActivityTimeout %s", bound(built.ActivityTimeout, at)))
 	}
 	return runChecks(t, c, cfg)
 }
 
-// maxKitBound is the longest bound RunKit waits out.
-const maxKitBound = 10 * time.Second
+// maxKitBound is the longest bound RunKit waits out; the kit's defaults
+// (imv2.Options) are longer.
+const (
+	maxKitBound        = 10 * time.Second
+	kitDefaultTTL      = 5 * time.Minute
+	kitDefaultSweep    = 30 * time.Second
+	kitDefaultActivity = 30 * time.Second
+)
 
-// tooLong is the reason a check of a bound is skipped.
-func tooLong(what, field string, d time.Duration, def string) string {
-	is := d.String()
-	if d <= 0 {
-		is = def + " (the default)"
+// bound shows a bound, saying when it is the default.
+func bound(set, d time.Duration) string {
+	if set <= 0 {
+		return d.String() + " (the default)"
 	}
-	return fmt.Sprintf("not observable here: the kit's %s is %s, longer than the %s RunKit waits; "+
-		"build the Connector with Options.Advanced.Channel = &imv2.Options{%s: time.Second} to run it",
-		what, is, maxKitBound, field)
+	return d.String()
+}
+
+// tooLong is the reason a check of a bound is skipped, with the one line
+// that makes it observable.
+func tooLong(what string) string {
+	return fmt.Sprintf("not observable here: %s, longer than the %s RunKit waits; build the Connector under test with "+
+		"Options.Advanced.Channel = &imv2.Options{DeltaIdleTTL: time.Second, DeltaSweep: 100 * time.Millisecond, "+
+		"ActivityTimeout: time.Second} to run it", what, maxKitBound)
 }
 
 // kitObserver turns the platform calls a kit reports into the Events an
