@@ -51,7 +51,8 @@
 //     A message's first draft waits behind the channel's earlier finals and
 //     earlier first drafts, retries included (a first draft given up shows
 //     that message by its final alone, and later ones wait for it), so
-//     replies show in send order in every mode.
+//     replies show in send order in every mode (Pace says exactly which
+//     order, for overlapping replies too).
 //   - Replicas. Replicas on one shared Store reach a channel open on another
 //     replica through Options.Advanced.Relay; they need a shared FileStore and the
 //     same API key or Options.Advanced.URLKey (see Download URLs below). With a
