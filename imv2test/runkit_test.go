@@ -92,3 +92,60 @@ func TestRunKit_K6_K12_LongBoundsSkippedWithTheFix(t *testing.T) {
 		})
 	}
 }
+
+// Platforms of the other modes, each with typing and editChat's rate
+// limit: a Drafter (stream), an Editor without a Finisher (edit: the
+// final is one more Edit) and a plain Platform (buffer).
+type (
+	bufferedChat struct{ c editChat }
+	streamChat   struct{ bufferedChat }
+	plainEditor  struct{ bufferedChat }
+)
+
+func (b *bufferedChat) Post(ctx context.Context, to connector.Conversation, m *connector.Message) error {
+	return b.c.Post(ctx, to, m)
+}
+
+func (b *bufferedChat) Typing(ctx context.Context, to connector.Conversation, a imv2.ChatActivity) error {
+	return b.c.Typing(ctx, to, a)
+}
+
+func (s *streamChat) Draft(_ context.Context, _ connector.Conversation, d connector.Draft) (string, error) {
+	return "d-" + d.MessageID, nil
+}
+
+func (e *plainEditor) PostDraft(ctx context.Context, to connector.Conversation, messageID, text string) (string, error) {
+	return e.c.PostDraft(ctx, to, messageID, text)
+}
+
+func (e *plainEditor) Edit(ctx context.Context, to connector.Conversation, handle, text string) error {
+	return e.c.Edit(ctx, to, handle, text)
+}
+
+// TestRunKit_K1_K12_EveryMode: RunKit's own observation serves every
+// mode — stream (drafts), edit without a Finisher (the final is an Edit)
+// and buffer — with no check failed and only the mode's inapplicable
+// checks skipped.
+func TestRunKit_K1_K12_EveryMode(t *testing.T) {
+	t.Parallel()
+	short := &imv2.Options{DeltaIdleTTL: sdkDeltaTTL, DeltaSweep: sdkSweep, ActivityTimeout: sdkActivityTTL}
+	for _, c := range []struct {
+		mode     connector.Mode
+		platform connector.Platform
+		skipped  []string
+	}{
+		{connector.ModeStream, &streamChat{}, []string{"K1.c", "K5.a"}},
+		{connector.ModeEdit, &plainEditor{}, []string{"K1.c", "K5.a"}},
+		{connector.ModeBuffer, &bufferedChat{}, []string{"K1.c", "K2.d"}},
+	} {
+		t.Run(c.mode.String(), func(t *testing.T) {
+			t.Parallel()
+			k, err := connector.New(testcard.IM("anychat", "Any chat"), c.platform,
+				&connector.Options{Mode: c.mode, Advanced: connector.Advanced{Channel: short}})
+			require.NoError(t, err)
+			rep := imv2test.RunKit(t, k, nil)
+			require.Empty(t, rep.Failed())
+			require.Equal(t, c.skipped, rep.Skipped())
+		})
+	}
+}
