@@ -9,6 +9,11 @@
 // around one Platform value — see New, Platform and Options. Handler, NewHandler and
 // NewServer stay the lower layer for an author who needs the control.
 //
+// To test a Connector built with New: imv2test.RunKit(t, k, nil) runs the
+// conformance suite in process (the kit shows it every platform call; the
+// platform records nothing), and package sim plays xAgent end to end
+// (Example_editMode).
+//
 // # The kit in brief
 //
 // Each item names the type whose doc holds the details and the bounds.
