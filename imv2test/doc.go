@@ -48,7 +48,7 @@
 //
 // A check may need what a run cannot provide: an observer of the target
 // side, a user who types, an API key, a target that streams or cannot, a
-// short declared TTL. It is then skipped — reported as skip with the
+// typing indicator, a short declared TTL. It is then skipped — reported as skip with the
 // reason, neither passed nor failed.
 //
 // # Observers

@@ -48,6 +48,9 @@ type Connector struct {
 	// why says, by need, why it is unmet better than missing's default
 	// (RunKit knows what the kit was built with).
 	why map[string]string
+	// noTyping: the target has no typing indicator (RunKit: a platform
+	// that is no connector.Typer), so typing cannot be observed.
+	noTyping bool
 }
 
 // Config tunes a run. The zero value runs every check with the default
@@ -334,6 +337,8 @@ func (c *Connector) unmet(n string) string {
 		return "not applicable: the target cannot stream"
 	case n == NeedDeltaTTL && c.DeltaIdleTTL <= 0:
 		return "not observable here: the delta idle TTL was not declared (a default of minutes is too long for a run)"
+	case n == NeedTyping && c.noTyping:
+		return "not applicable: the platform has no typing indicator (connector.Typer), so activity shows nothing (C5)"
 	case n == NeedActTTL && c.ActivityTimeout <= 0:
 		return "not observable here: the activity timeout was not declared (a default of 30 s is too long for a run)"
 	}

@@ -74,7 +74,7 @@ func RunKit(t *testing.T, k *connector.Connector, cfg *Config) *Report {
 	}
 	t.Cleanup(func() { k.Close(); kithook.Watch(k, nil) })
 	c := Connector{URL: url, APIKey: built.APIKey, Observer: obs, User: kitUser{k},
-		Buffered: k.Mode() == connector.ModeBuffer, why: map[string]string{}}
+		Buffered: k.Mode() == connector.ModeBuffer, why: map[string]string{}, noTyping: !built.Typing}
 	// A stream idle for the TTL goes at the next sweep: up to TTL+sweep.
 	ttl, sweep := cmp.Or(built.DeltaIdleTTL, kitDefaultTTL), cmp.Or(built.DeltaSweep, kitDefaultSweep)
 	if ttl+sweep <= maxKitBound {
