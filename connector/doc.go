@@ -9,6 +9,11 @@
 // around one Platform value — see New, Platform and Options. Handler, NewHandler and
 // NewServer stay the lower layer for an author who needs the control.
 //
+// To test a Connector built with New: imv2test.RunKit(t, k, nil) runs the
+// conformance suite in process (the kit shows it every platform call; the
+// platform records nothing), and package sim plays xAgent end to end
+// (Example_editMode).
+//
 // # The kit in brief
 //
 // Each item names the type whose doc holds the details and the bounds.
@@ -51,7 +56,8 @@
 //     A message's first draft waits behind the channel's earlier finals and
 //     earlier first drafts, retries included (a first draft given up shows
 //     that message by its final alone, and later ones wait for it), so
-//     replies show in send order in every mode.
+//     replies show in send order in every mode (Pace says exactly which
+//     order, for overlapping replies too).
 //   - Replicas. Replicas on one shared Store reach a channel open on another
 //     replica through Options.Advanced.Relay; they need a shared FileStore and the
 //     same API key or Options.Advanced.URLKey (see Download URLs below). With a

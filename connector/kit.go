@@ -135,6 +135,7 @@ type Connector struct {
 	listener Listener // nil without one
 	readWG   sync.WaitGroup
 	drain    drain // Shutdown's count of finals in the platform's hands
+	watch    watch // imv2test's view of the platform calls (kithook.go)
 
 	mu      sync.Mutex
 	closed  bool
@@ -170,6 +171,7 @@ func New(card *protocol.Card, platform Platform, opts *Options) (*Connector, err
 		metrics: adv.Metrics, servers: map[*http.Server]struct{}{}, readers: map[string]*reader{}, chLocks: newChannelLocks(),
 	}
 	c.listener, _ = platform.(Listener)
+	c.watch.built = builtWith(&o, platform)
 	if card != nil && len(card.AuthFlows) == 0 {
 		c.defConv = o.DefaultConversation
 		if c.defConv == nil {
