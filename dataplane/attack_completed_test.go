@@ -77,3 +77,40 @@ func floodCompleted(t *testing.T, newStore func(*testing.T, clock.Clock) imv2.Co
 	require.Equal(t, imv2.AckDuplicate, mustAck(t, victim.next()).Status)
 	require.Equal(t, 1, target.count("v1"), "shown once")
 }
+
+// TestAttack_ManyChannelsCannotDiluteAnotherConnectorsShare (issue 26):
+// the attacker opens 200 channels and sends one tiny final on each, twice
+// the capacity of a memory completed store of 100. The Server gives each
+// Channel its connector_id (imv2.Options.ConnectorID), so the store's
+// shares are per connector_id first: the victim's connector_id keeps half
+// the store, and its resend is answered duplicate, shown once. With
+// shares per channel only, 201 channels made every share 0 and the
+// victim's record went with the flood.
+func TestAttack_ManyChannelsCannotDiluteAnotherConnectorsShare(t *testing.T) {
+	const capacity, channels = 100, 200
+	clk := fakeclock.New(time.Unix(1_700_000_000, 0))
+	target := newRecTarget()
+	_, url := startServer(t, func(c *ServerConfig) {
+		c.APIKey = attackKey
+		c.NewTarget = func(string) imv2.Target { return target }
+		c.Options = &imv2.Options{Completed: imv2.NewMemoryCompletedStore(capacity, 0, clk)}
+	})
+	victim := dialPeer(t, url, authHeader())
+	victim.hello("")
+	vch, _ := victim.open("")
+	victim.write(finalMessage(vch, "v1", "shown once"))
+	require.Equal(t, imv2.AckAccepted, mustAck(t, victim.next()).Status)
+
+	attacker := dialPeer(t, url, authHeader())
+	attacker.hello("")
+	for i := range channels {
+		ch, _ := attacker.open("")
+		attacker.write(finalMessage(ch, "a"+strconv.Itoa(i), "x"))
+		require.Equal(t, imv2.AckAccepted, mustAck(t, attacker.next()).Status, "final %d", i)
+	}
+	clk.Advance(time.Minute)
+
+	victim.write(finalMessage(vch, "v1", "shown once"))
+	require.Equal(t, imv2.AckDuplicate, mustAck(t, victim.next()).Status)
+	require.Equal(t, 1, target.count("v1"), "shown once")
+}
