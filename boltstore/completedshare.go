@@ -23,6 +23,14 @@ import (
 // no Claim has to be refused (imv2's memory store refuses one
 // channel_busy only because its claims share the cap).
 
+// The shares are per channel only: imv2's memory store shares per
+// connector_id first (imv2.Options.ConnectorID), but a durable store is
+// told a channel and a message ID, and its channel registry holds no
+// connector_id. Per connector_id here would take the connector_id at
+// Record (an exported way to read it from the store call's context, or a
+// registry that maps channel to connector_id at Register) and a count
+// per connector_id beside the count per channel.
+
 // resendHorizon is how long after its recording a record may still answer
 // a resend: a sender keeps a message pending that long at most (imv2's
 // default PendingTTL), and its resends stop with it.

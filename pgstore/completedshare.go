@@ -33,6 +33,14 @@ import (
 // and the shard rows of imv2_completed_counts also count those rows
 // (channels), so the share costs no count over the table.
 
+// The shares are per channel only: imv2's memory store shares per
+// connector_id first (imv2.Options.ConnectorID), but a durable store is
+// told a channel and a message ID, and its channel registry holds no
+// connector_id. Per connector_id here would take the connector_id at
+// Record (an exported way to read it from the store call's context, or a
+// registry that maps channel to connector_id at Register) and a count
+// per connector_id beside the count per channel.
+
 // resendHorizon is how long after its recording a record may still answer
 // a resend: a sender keeps a message pending that long at most (imv2's
 // default PendingTTL), and its resends stop with it.
