@@ -83,9 +83,12 @@ func (s *Store) Record(ctx context.Context, channelID, messageID string, fp imv2
 				return err
 			}
 		}
-		for c.count >= s.completedCap && c.count > 0 {
-			if err := c.makeRoom([]byte(channelID), s.completedCap, s.protectedSince(now)); err != nil {
-				return err
+		for c.count >= s.completedCap {
+			if ok, err := c.makeRoom([]byte(channelID), s.completedCap, s.protectedSince(now)); !ok || err != nil {
+				if err != nil {
+					return err
+				}
+				c.count = 0 // nothing left to remove: the counter was off
 			}
 		}
 
@@ -205,8 +208,11 @@ func (s *Store) Handover(ctx context.Context, from, to string) error {
 			return errNoChange
 		}
 		for c.count > s.completedCap {
-			if err := c.makeRoom([]byte(to), s.completedCap, s.protectedSince(s.clock.Now())); err != nil {
-				return err
+			if ok, err := c.makeRoom([]byte(to), s.completedCap, s.protectedSince(s.clock.Now())); !ok || err != nil {
+				if err != nil {
+					return err
+				}
+				c.count = 0 // nothing left to remove: the counter was off
 			}
 		}
 		return c.flush()

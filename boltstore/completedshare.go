@@ -137,27 +137,29 @@ func (c *completedTx) removeOrdered(k, v []byte) error {
 	return c.order.Delete(bytes.Clone(k))
 }
 
-// removeOldestOf removes the oldest record of channel ch.
-func (c *completedTx) removeOldestOf(ch []byte) error {
+// removeOldestOf removes the oldest record of channel ch, and reports
+// whether it had one.
+func (c *completedTx) removeOldestOf(ch []byte) (bool, error) {
 	prefix := append(bytes.Clone(ch), 0)
 	k, id := c.byChan.Cursor().Seek(prefix)
 	if k == nil || !bytes.HasPrefix(k, prefix) {
-		return nil
+		return false, nil
 	}
 	key := append(prefix, id...)
 	if value := c.recs.Get(key); len(value) == completedValueLen && bytes.Equal(byChannelKey(ch, value[:16]), k) {
-		return c.remove(key, value)
+		return true, c.remove(key, value)
 	}
-	return c.byChan.Delete(bytes.Clone(k))
+	return false, c.byChan.Delete(bytes.Clone(k)) // an index entry of no record
 }
 
 // makeRoom removes one record for a new record of channel ch, by the
 // order above; horizon is the timeKey at or below which a record is no
-// longer protected.
-func (c *completedTx) makeRoom(ch []byte, cap, horizon uint64) error {
+// longer protected. It reports false when the store holds no record to
+// remove (its counter is off).
+func (c *completedTx) makeRoom(ch []byte, cap, horizon uint64) (bool, error) {
 	k, v := c.order.Cursor().First()
 	if k == nil {
-		return nil
+		return false, nil
 	}
 	n := c.channels
 	own := getU64(c.chans, ch)
@@ -166,15 +168,19 @@ func (c *completedTx) makeRoom(ch []byte, cap, horizon uint64) error {
 	}
 	share := cap / n
 	if share == 0 || len(k) != 16 || beUint64(k[:8]) <= horizon || getU64(c.chans, channelOf(v)) > share {
-		return c.removeOrdered(k, v)
+		return true, c.removeOrdered(k, v)
 	}
 	if own >= share {
-		return c.removeOldestOf(ch)
+		if ok, err := c.removeOldestOf(ch); ok || err != nil {
+			return true, err
+		}
 	}
 	if hog, most := c.hog(); most > share {
-		return c.removeOldestOf(hog)
+		if ok, err := c.removeOldestOf(hog); ok || err != nil {
+			return true, err
+		}
 	}
-	return c.removeOrdered(k, v) // not reached while the counts add up to cap
+	return true, c.removeOrdered(k, v) // not reached while the counts add up to cap
 }
 
 // hog returns the channel holding the most records and how many. It
