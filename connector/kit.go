@@ -34,7 +34,9 @@ const ShutdownTimeout = 5 * time.Second
 // capabilities allow, and no rate limit.
 type Options struct {
 	// APIKey, when set, guards /health, /ws, /files/uploads and /metrics
-	// (W1). Given once: the kit hands it to every layer.
+	// (W1). Given once: the kit hands it to every layer. New takes any
+	// key; one under 22 bytes (128 bits as base64) never keys download
+	// URLs (Advanced.URLKey), and the reference commands refuse it.
 	APIKey string
 	// Skill is served at /skill.md (H3); nil means 404.
 	Skill []byte

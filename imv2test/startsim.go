@@ -9,9 +9,9 @@ import (
 )
 
 // StartSim serves k, a Connector built with connector.New, on a loopback
-// port and starts a simulated xAgent against it, with cfg's Connector URL
-// and, when cfg has none, APIKey taken from k. Both are closed with
-// t.Cleanup, the simulator first. It is the end-to-end half of testing a
+// port and starts a simulated xAgent against it. It sets cfg.Connector to
+// k's URL and, when cfg.APIKey is empty, cfg.APIKey to k's key. Both are
+// closed with t.Cleanup, the simulator first. It is the end-to-end half of testing a
 // kit Connector, beside RunKit's conformance checks:
 //
 //	agent := imv2test.StartSim(t, k, sim.Config{Rate: 50})

@@ -41,6 +41,8 @@ func RunConnector(t *testing.T, streaming bool, start func(t *testing.T, target 
 
 // RunKit runs the Connector-side checks against k, a Connector built
 // with connector.New, in process, one subtest per check; cfg may be nil.
+// The checks run first and then report as subtests, so go test -run
+// picks which results show, not which checks run: Config.Run picks those.
 // It serves k on a loopback port (closed with t.Cleanup) and needs
 // nothing else: it watches every platform call the kit makes that
 // succeeds (Post, Finish, PostDraft, Edit, Draft, Typing) and types as a
