@@ -43,9 +43,10 @@ const (
 // MaxAttempts calls in all and only while the call's context (the Channel's
 // Target timeout) leaves room for the wait. Drafts, edits, typing and
 // discards are retried so: making one again shows nothing new. An Editor's
-// PostDraft (a new temporary message) follows the first rule below only,
-// and is given up otherwise (Editor). A final is
-// posted again only when that cannot show it twice (Platform):
+// PostDraft (a new temporary message) is made again only when its error
+// says not applied (the first rule below); after any other error the
+// message shows no more drafts and its final is posted whole (Editor).
+// A final is posted again only when that cannot show it twice (Platform):
 //   - the error says the platform did not apply the post: imv2.Retryable,
 //     RetryAfter, or a dial error (the request never left);
 //   - else, for a PostChecker, WasPosted says it was not posted (posted:

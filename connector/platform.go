@@ -15,7 +15,8 @@ import (
 // type assertion, the way net/http finds http.Flusher.
 //
 // Post returns only after the platform accepted the text and every file
-// (M12). Every platform call — Post, Finish, Draft, PostDraft, Edit,
+// (M12). m.Text may be empty: a final of files alone, or (Editor) the
+// files of a final whose text went into its draft. Every platform call — Post, Finish, Draft, PostDraft, Edit,
 // Typing, Discard — says what the platform did with its error, one
 // contract for all:
 //
