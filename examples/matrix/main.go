@@ -56,6 +56,5 @@ func run() error {
 		return err
 	}
 	defer func() { _ = b.Close() }()
-	fmt.Fprintf(os.Stderr, "matrix: listening on %s (card %s)\n", *listen, matrixbridge.CardID)
-	return cmdrun.Serve("matrix", b.Connector(), *listen, os.Stderr)
+	return cmdrun.Serve("matrix", b.Connector(), *listen, matrixbridge.CardID, os.Stderr)
 }

@@ -77,6 +77,5 @@ func run() error {
 		return err
 	}
 	defer func() { _ = b.Close() }()
-	fmt.Fprintf(os.Stderr, "xmpp: listening on %s (card %s)\n", *listen, xmppbridge.CardID)
-	return cmdrun.Serve("xmpp", b.Connector(), *listen, os.Stderr)
+	return cmdrun.Serve("xmpp", b.Connector(), *listen, xmppbridge.CardID, os.Stderr)
 }
