@@ -193,16 +193,28 @@ const sep = "\xff"
 // With returns the series of these label values (one per label name),
 // creating it at 0.
 func (v *Vec) With(values ...string) *Value {
-	k := strings.Join(values, sep)
+	var buf [128]byte
+	k := appendKey(buf[:0], values)
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	s := v.series[k]
+	s := v.series[string(k)] // no allocation for a series that exists (the hot path)
 	if s == nil {
 		s = &Value{}
-		v.series[k] = s
+		v.series[string(k)] = s
 		v.keys = append(v.keys, slices.Clone(values))
 	}
 	return s
+}
+
+// appendKey appends the series key of values: joined with sep.
+func appendKey(b []byte, values []string) []byte {
+	for i, x := range values {
+		if i > 0 {
+			b = append(b, sep...)
+		}
+		b = append(b, x...)
+	}
+	return b
 }
 
 func (v *Vec) write(w *Writer) {
@@ -243,13 +255,14 @@ type HistogramVec struct {
 
 // With returns the histogram of these label values, creating it empty.
 func (h *HistogramVec) With(values ...string) *Histogram {
-	k := strings.Join(values, sep)
+	var buf [128]byte
+	k := appendKey(buf[:0], values)
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	s := h.series[k]
+	s := h.series[string(k)]
 	if s == nil {
 		s = &Histogram{bounds: h.bounds, counts: make([]atomic.Uint64, len(h.bounds)+1)}
-		h.series[k] = s
+		h.series[string(k)] = s
 		h.keys = append(h.keys, slices.Clone(values))
 	}
 	return s

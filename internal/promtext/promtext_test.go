@@ -127,3 +127,19 @@ func TestParse_RefusesMalformed(t *testing.T) {
 		t.Errorf("a valid exposition refused: %v", err)
 	}
 }
+
+// TestVec_WithAllocatesOnlyNewSeries: counting an event of a series that
+// exists allocates nothing (the kit counts on every packet).
+func TestVec_WithAllocatesOnlyNewSeries(t *testing.T) {
+	var r Registry
+	c := r.Counter("t_total", "T.", "status", "code")
+	h := r.Histogram("t_seconds", "T.", []float64{1}, "outcome")
+	c.With("accepted", "").Inc()
+	h.With("ok").Observe(1)
+	if n := testing.AllocsPerRun(100, func() {
+		c.With("accepted", "").Inc()
+		h.With("ok").Observe(0.5)
+	}); n != 0 {
+		t.Fatalf("%v allocations per count", n)
+	}
+}
