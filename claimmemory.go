@@ -38,7 +38,7 @@ func (s *memoryCompletedStore) Claim(_ context.Context, channelID, messageID str
 		s.claims[k] = mine
 		return Claim{State: ClaimOrphaned, Fingerprint: old.fp, Owner: old.owner}, nil
 	}
-	if s.lru != nil && s.lru.Len()+len(s.claims) >= s.capacity && !s.makeRoom(now, channelID) {
+	if s.lru != nil && s.lru.Len()+len(s.claims) >= s.capacity && !s.makeRoom(now, channelID, s.groupOf(channelID)) {
 		// Room would take a record another channel's sender may still
 		// resend (completedshare.go): this flood waits instead.
 		return Claim{}, &Error{Code: CodeChannelBusy, Message: "the completed store is full of records other channels may still need; try later", Retryable: true}

@@ -52,19 +52,29 @@ type recordFIFO struct {
 	// existing string key stores the new key string, which would keep
 	// the caller's (a packet's buffer) for the records' TTL.
 	chans     map[string]int32
-	heads     []int32    // by slot: the channel's newest record
-	tails     []int32    // by slot: the channel's oldest record
-	counts    []int32    // by slot: the channel's records
-	hog       int32      // a slot with the most records, as far as known; -1 none (completedshare.go)
-	overs     []int32    // slots that held more than their share when last counted (completedshare.go)
-	freeHeads []int32    // slots of heads not in use
-	chanDel   int        // deletes from chans since it was made (mapcompact.go)
-	ring      []fifoSlot // a circular buffer: n slots from head, oldest first
-	head      int
-	n         int
-	len       int    // records held
-	stale     int    // slots of the n whose record left out of order
-	seq       uint64 // counts the records added: a slot is live while its record has its seq
+	heads     []int32 // by slot: the channel's newest record
+	tails     []int32 // by slot: the channel's oldest record
+	counts    []int32 // by slot: the channel's records
+	hog       int32   // a slot with the most records, as far as known; -1 none (completedshare.go)
+	overs     []int32 // slots that held more than their share when last counted (completedshare.go)
+	freeHeads []int32 // slots of heads not in use
+	// Groups of channels (a connector_id each, completedshare.go): by
+	// channel slot its group's slot; by group slot the group's name (a
+	// string per group, not per record) and its channels holding records.
+	groups     []int32
+	groupIDs   map[string]int32
+	gnames     []string
+	gchans     []int32
+	freeGroups []int32
+	ngroups    int        // groups holding records
+	groupDel   int        // deletes from groupIDs since it was made (mapcompact.go)
+	chanDel    int        // deletes from chans since it was made (mapcompact.go)
+	ring       []fifoSlot // a circular buffer: n slots from head, oldest first
+	head       int
+	n          int
+	len        int    // records held
+	stale      int    // slots of the n whose record left out of order
+	seq        uint64 // counts the records added: a slot is live while its record has its seq
 
 	// keys is a circular buffer of the records' key bytes, oldest first,
 	// each key in one piece: [keyHead, keyTail), or, once a key did not
@@ -129,7 +139,7 @@ func (f *recordFIFO) record(v *fifoRecord) completedRecord {
 }
 
 func newRecordFIFO(capacity int, onEvict func(completedKey)) *recordFIFO {
-	return &recordFIFO{capacity: capacity, onEvict: onEvict, seed: maphash.MakeSeed(), chans: map[string]int32{}, hog: -1}
+	return &recordFIFO{capacity: capacity, onEvict: onEvict, seed: maphash.MakeSeed(), chans: map[string]int32{}, groupIDs: map[string]int32{}, hog: -1}
 }
 
 func (f *recordFIFO) hash(k completedKey) uint64 {
@@ -245,6 +255,7 @@ func (f *recordFIFO) drop(pos int, at int32, k *completedKey) {
 		f.freeHeads = append(f.freeHeads, v.slot)
 		delete(f.chans, ch)
 		f.chanDel++
+		f.leaveGroup(f.groups[v.slot])
 		if f.hog == v.slot {
 			f.hog = -1
 		}
@@ -305,8 +316,11 @@ func (f *recordFIFO) Of(channel string) []string {
 }
 
 // Add records k as the newest (a record k had goes), then removes the
-// oldest records beyond capacity.
-func (f *recordFIFO) Add(k completedKey, r completedRecord) {
+// oldest records beyond capacity. A channel new to the FIFO joins group "".
+func (f *recordFIFO) Add(k completedKey, r completedRecord) { f.AddIn(k, "", r) }
+
+// AddIn is Add where a channel new to the FIFO joins group.
+func (f *recordFIFO) AddIn(k completedKey, group string, r completedRecord) {
 	h := f.hash(k)
 	if pos, at := f.find(k, h); at >= 0 {
 		f.drop(pos, at, &k)
@@ -332,14 +346,16 @@ func (f *recordFIFO) Add(k completedKey, r completedRecord) {
 		f.heads[slot] = at
 		f.counts[slot]++
 	} else {
+		g := f.joinGroup(group)
 		if n := len(f.freeHeads); n > 0 {
 			slot, f.freeHeads = f.freeHeads[n-1], f.freeHeads[:n-1]
-			f.heads[slot], f.tails[slot], f.counts[slot] = at, at, 1
+			f.heads[slot], f.tails[slot], f.counts[slot], f.groups[slot] = at, at, 1, g
 		} else {
 			slot = int32(len(f.heads))
 			f.heads = append(f.heads, at)
 			f.tails = append(f.tails, at)
 			f.counts = append(f.counts, 1)
+			f.groups = append(f.groups, g)
 		}
 		f.chans[strings.Clone(k.channel)] = slot // not the caller's string: it may share a message's buffer
 	}
@@ -420,6 +436,9 @@ func (f *recordFIFO) release(at int32) {
 func (f *recordFIFO) compact() {
 	if churned(f.chanDel, len(f.chans)) {
 		f.chans, f.chanDel = rebuilt(f.chans), 0
+	}
+	if churned(f.groupDel, len(f.groupIDs)) {
+		f.groupIDs, f.groupDel = rebuilt(f.groupIDs), 0
 	}
 }
 

@@ -83,3 +83,57 @@ func TestChannel_S6_FullCompletedStoreAnswersChannelBusy(t *testing.T) {
 	require.True(t, a.Retryable)
 	require.Zero(t, target.postCount("f1"))
 }
+
+// TestMemoryCompletedStore_S6_ManyChannelsDiluteOnlyTheirOwnConnector:
+// the shares are per connector_id first (Options.ConnectorID), then per
+// channel within it. Connector V's one channel holds 5 records; connector
+// A floods from 50 channels, 150 records into a store of 20. V's records
+// stay (V's share is half the store); A keeps the rest. With shares per
+// channel only, 51 channels made every share 0 and V's records went.
+func TestMemoryCompletedStore_S6_ManyChannelsDiluteOnlyTheirOwnConnector(t *testing.T) {
+	ctx := context.Background()
+	s := newMemoryCompletedStore(20, 24*time.Hour, fakeclock.New(time.Unix(1_700_000_000, 0)))
+	s.join("v", "V")
+	for i := range 5 {
+		require.NoError(t, s.Record(ctx, "v", "v"+strconv.Itoa(i), Fingerprint{1}))
+	}
+	for i := range 50 {
+		s.join("a"+strconv.Itoa(i), "A")
+	}
+	for i := range 150 {
+		require.NoError(t, s.Record(ctx, "a"+strconv.Itoa(i%50), "f"+strconv.Itoa(i), Fingerprint{2}))
+	}
+	for i := range 5 {
+		_, found, _ := s.Lookup(ctx, "v", "v"+strconv.Itoa(i))
+		require.True(t, found, "V's record v%d", i)
+	}
+	require.Equal(t, 20, s.Len())
+	s.leave("v")
+	for i := range 50 {
+		s.leave("a" + strconv.Itoa(i))
+	}
+	require.Empty(t, s.chanGroups)
+}
+
+// TestMemoryCompletedStore_S6_GroupsComeAndGo: groups are counted by the
+// channels holding records, and a group whose channels' records all left
+// is gone from the FIFO.
+func TestMemoryCompletedStore_S6_GroupsComeAndGo(t *testing.T) {
+	ctx := context.Background()
+	s := newMemoryCompletedStore(10, time.Hour, fakeclock.New(time.Unix(1_700_000_000, 0)))
+	s.join("a", "A")
+	s.join("b", "B")
+	require.NoError(t, s.Record(ctx, "a", "1", Fingerprint{1}))
+	require.NoError(t, s.Record(ctx, "b", "1", Fingerprint{1}))
+	require.NoError(t, s.Record(ctx, "c", "1", Fingerprint{1})) // no Channel: group ""
+	require.Equal(t, 3, s.lru.ngroups)
+	g, ok := s.lru.groupName("a")
+	require.True(t, ok)
+	require.Equal(t, "A", g)
+	require.NoError(t, s.DropChannel(ctx, "a"))
+	require.Equal(t, 2, s.lru.ngroups)
+	require.NotContains(t, s.lru.groupIDs, "A")
+	require.NoError(t, s.Handover(ctx, "b", "d")) // d has no Channel yet: b's group
+	g, _ = s.lru.groupName("d")
+	require.Equal(t, "B", g)
+}

@@ -153,6 +153,10 @@ type memoryCompletedStore struct {
 	claims        map[completedKey]claimRecord
 	claimsRemoved int // deletes from claims since it was made (mapcompact.go)
 	claimIndex    channelIndex
+	// chanGroups are the groups (connector_ids) live Channels gave their
+	// channel IDs (completedshare.go).
+	chanGroups    map[string]channelGroup
+	chanGroupsDel int
 }
 
 // channelIndex maps a channel to the message IDs it holds in a store.
@@ -227,8 +231,9 @@ type completedRecord struct {
 // kept at most ttl, timed by clock; zero values take DefaultCompletedCap,
 // DefaultCompletedTTL and the system clock. When full, the oldest record
 // goes first, unless a sender may still resend it and its channel holds
-// no more than its share of capacity: then the recording channel's own
-// oldest record, or that of the channel holding the most, goes instead,
+// no more than its share of capacity (per connector_id first,
+// Options.ConnectorID, then per channel): then the recording channel's
+// own oldest record, or that of a channel over its share, goes instead,
 // or a Claim is refused channel_busy (completedshare.go), so one peer's
 // flood cannot make another's final show twice. It starts no goroutine: expired records are swept on each
 // Record.
@@ -286,8 +291,8 @@ func (s *memoryCompletedStore) Record(_ context.Context, channelID, messageID st
 	now := s.clock.Now()
 	s.sweep(now)
 	k := completedKey{channelID, messageID}
-	s.addRecord(k, completedRecord{fp: fp, expires: now.Add(s.ttl)}) // a re-record moves to the back of the FIFO
-	s.deleteClaim(k)                                                 // completes a claim, whoever holds it
+	s.addRecord(k, s.groupOf(channelID), completedRecord{fp: fp, expires: now.Add(s.ttl)}) // a re-record moves to the back of the FIFO
+	s.deleteClaim(k)                                                                       // completes a claim, whoever holds it
 	s.compact()
 	return nil
 }
@@ -310,13 +315,13 @@ func (s *memoryCompletedStore) compact() {
 // already; a Record without one, or a Handover, that finds every
 // candidate protected removes the oldest record all the same: the store
 // stays within its capacity.
-func (s *memoryCompletedStore) addRecord(k completedKey, r completedRecord) {
+func (s *memoryCompletedStore) addRecord(k completedKey, group string, r completedRecord) {
 	if s.lru.Len() >= s.capacity {
-		if _, ok := s.lru.Peek(k); !ok && !s.makeRoom(s.clock.Now(), k.channel) {
+		if _, ok := s.lru.Peek(k); !ok && !s.makeRoom(s.clock.Now(), k.channel, group) {
 			s.lru.RemoveOldest()
 		}
 	}
-	s.lru.Add(k, r)
+	s.lru.AddIn(k, group, r)
 }
 
 // DropChannel implements CompletedStore.
@@ -365,6 +370,10 @@ func (s *memoryCompletedStore) Handover(_ context.Context, from, to string) erro
 		}
 	}
 	slices.SortFunc(live, func(a, b copied) int { return a.r.expires.Compare(b.r.expires) })
+	group := s.groupOf(to)
+	if _, open := s.chanGroups[to]; !open {
+		group, _ = s.lru.groupName(from) // the new ID's Channel is not made yet: from's connector_id
+	}
 	if len(live) > MaxHandoverRecords {
 		live = live[len(live)-MaxHandoverRecords:] // the newest: resends are of the latest messages
 	}
@@ -376,7 +385,7 @@ func (s *memoryCompletedStore) Handover(_ context.Context, from, to string) erro
 			}
 			s.lru.Remove(nk)
 		}
-		s.addRecord(nk, c.r)
+		s.addRecord(nk, group, c.r)
 	}
 	return nil
 }

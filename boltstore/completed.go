@@ -56,8 +56,8 @@ func (s *Store) Lookup(ctx context.Context, channelID, messageID string) (imv2.F
 // Record implements imv2.CompletedStore. The record is committed with
 // fsync before Record returns, so the accepted ack that follows it survives
 // a crash (S8). Recording a message again replaces its fingerprint and
-// restarts its TTL. When CompletedCap records are held the oldest goes; a
-// few expired records go too.
+// restarts its TTL. When CompletedCap records are held one goes by the
+// shares of completedshare.go; a few expired records go too.
 func (s *Store) Record(ctx context.Context, channelID, messageID string, fp imv2.Fingerprint) error {
 	key, err := recordKey(channelID, messageID)
 	if err != nil {
@@ -65,61 +65,47 @@ func (s *Store) Record(ctx context.Context, channelID, messageID string, fp imv2
 	}
 	return s.update(ctx, func(tx *bolt.Tx) error {
 		now := s.clock.Now()
-		meta := tx.Bucket(bucketMeta)
-		recs := tx.Bucket(bucketCompleted)
-		order := tx.Bucket(bucketCompletedOrder)
-		// Keys only ever go on the end of the order index, so a split
-		// may leave the left page nearly full instead of half full.
-		order.FillPercent = orderFillPercent
-		count := getU64(meta, keyCompletedCount)
-
-		if old := recs.Get(key); len(old) == completedValueLen {
-			if err := order.Delete(bytes.Clone(old[:16])); err != nil {
+		c := openCompleted(tx)
+		if old := c.recs.Get(key); old != nil {
+			if err := c.remove(key, old); err != nil {
 				return err
 			}
-			if err := recs.Delete(key); err != nil {
-				return err
-			}
-			count--
 		}
 
 		cutoff := timeKey(now.Add(-s.ttl))
-		removed := 0
-		c := order.Cursor()
-		for k, v := c.First(); k != nil; k, v = c.First() {
-			expired := len(k) == 16 && beUint64(k[:8]) <= cutoff
-			if count < s.completedCap && (!expired || removed >= inlineSweep) {
+		cur := c.order.Cursor()
+		for removed := 0; removed < inlineSweep; removed++ {
+			k, v := cur.First()
+			if k == nil || len(k) == 16 && beUint64(k[:8]) > cutoff {
 				break
 			}
-			if err := recs.Delete(bytes.Clone(v)); err != nil {
+			if err := c.removeOrdered(k, v); err != nil {
 				return err
 			}
-			if err := c.Delete(); err != nil {
-				return err
+		}
+		for c.count >= s.completedCap {
+			if ok, err := c.makeRoom([]byte(channelID), s.completedCap, s.protectedSince(now)); !ok || err != nil {
+				if err != nil {
+					return err
+				}
+				c.count = 0 // nothing left to remove: the counter was off
 			}
-			if count > 0 {
-				count--
-			}
-			removed++
 		}
 
-		seq, err := order.NextSequence()
+		seq, err := c.order.NextSequence()
 		if err != nil {
 			return err
 		}
 		orderKey := binary.BigEndian.AppendUint64(u64(timeKey(now)), seq)
-		if err := order.Put(orderKey, key); err != nil {
-			return err
-		}
 		value := make([]byte, 0, completedValueLen)
 		value = append(append(value, orderKey...), fp[:]...)
-		if err := recs.Put(key, value); err != nil {
+		if err := c.put(key, value); err != nil {
 			return err
 		}
 		if err := tx.Bucket(bucketClaims).Delete(key); err != nil { // completes a claim (claim.go)
 			return err
 		}
-		return meta.Put(keyCompletedCount, u64(count+1))
+		return c.flush()
 	})
 }
 
@@ -135,29 +121,20 @@ func (s *Store) DropChannel(ctx context.Context, channelID string) error {
 		if err != nil {
 			return err
 		}
-		recs := tx.Bucket(bucketCompleted)
-		keys, values := keysWithPrefix(recs, channelPrefix(channelID))
+		c := openCompleted(tx)
+		keys, values := keysWithPrefix(c.recs, channelPrefix(channelID))
 		if len(keys) == 0 {
 			if hadClaims {
 				return nil
 			}
 			return errNoChange
 		}
-		order := tx.Bucket(bucketCompletedOrder)
 		for i, k := range keys {
-			if len(values[i]) == completedValueLen {
-				if err := order.Delete(values[i][:16]); err != nil {
-					return err
-				}
-			}
-			if err := recs.Delete(k); err != nil {
+			if err := c.remove(k, values[i]); err != nil {
 				return err
 			}
 		}
-		meta := tx.Bucket(bucketMeta)
-		count := getU64(meta, keyCompletedCount)
-		count -= min(count, uint64(len(keys)))
-		return meta.Put(keyCompletedCount, u64(count))
+		return c.flush()
 	})
 }
 
@@ -167,7 +144,7 @@ func (s *Store) DropChannel(ctx context.Context, channelID string) error {
 // record's life, and so are from's claims (claim.go). A record to already
 // holds with the same time and content is left alone, so a repeated
 // handover changes nothing. Copies count against CompletedCap like any
-// record; when full the oldest records go.
+// record; when full, records go by the shares of completedshare.go.
 func (s *Store) Handover(ctx context.Context, from, to string) error {
 	if err := checkChannel(from); err != nil {
 		return err
@@ -184,8 +161,8 @@ func (s *Store) Handover(ctx context.Context, from, to string) error {
 		if err != nil {
 			return err
 		}
-		recs := tx.Bucket(bucketCompleted)
-		keys, values := keysWithPrefix(recs, prefix)
+		c := openCompleted(tx)
+		keys, values := keysWithPrefix(c.recs, prefix)
 		cutoff := s.expiredCutoff()
 		type record struct{ id, value []byte }
 		live := make([]record, 0, len(keys))
@@ -199,9 +176,6 @@ func (s *Store) Handover(ctx context.Context, from, to string) error {
 		if len(live) > imv2.MaxHandoverRecords {
 			live = live[len(live)-imv2.MaxHandoverRecords:]
 		}
-		meta := tx.Bucket(bucketMeta)
-		order := tx.Bucket(bucketCompletedOrder)
-		count := getU64(meta, keyCompletedCount)
 		copied := 0
 		for _, r := range live {
 			v := r.value
@@ -209,28 +183,22 @@ func (s *Store) Handover(ctx context.Context, from, to string) error {
 			if err != nil {
 				return err
 			}
-			if old := recs.Get(key); len(old) == completedValueLen {
-				if bytes.Equal(old[:8], v[:8]) && bytes.Equal(old[16:], v[16:]) {
+			if old := c.recs.Get(key); old != nil {
+				if len(old) == completedValueLen && bytes.Equal(old[:8], v[:8]) && bytes.Equal(old[16:], v[16:]) {
 					continue // a repeated handover: already there
 				}
-				if err := order.Delete(bytes.Clone(old[:16])); err != nil {
+				if err := c.remove(key, old); err != nil {
 					return err
 				}
-				count--
 			}
-			seq, err := order.NextSequence()
+			seq, err := c.order.NextSequence()
 			if err != nil {
 				return err
 			}
 			orderKey := binary.BigEndian.AppendUint64(bytes.Clone(v[:8]), seq) // the original time: same age
-			if err := order.Put(orderKey, key); err != nil {
+			if err := c.put(key, append(orderKey, v[16:]...)); err != nil {
 				return err
 			}
-			value := append(append(make([]byte, 0, completedValueLen), orderKey...), v[16:]...)
-			if err := recs.Put(key, value); err != nil {
-				return err
-			}
-			count++
 			copied++
 		}
 		if copied == 0 {
@@ -239,17 +207,15 @@ func (s *Store) Handover(ctx context.Context, from, to string) error {
 			}
 			return errNoChange
 		}
-		c := order.Cursor()
-		for k, v := c.First(); k != nil && count > s.completedCap; k, v = c.First() {
-			if err := recs.Delete(bytes.Clone(v)); err != nil {
-				return err
+		for c.count > s.completedCap {
+			if ok, err := c.makeRoom([]byte(to), s.completedCap, s.protectedSince(s.clock.Now())); !ok || err != nil {
+				if err != nil {
+					return err
+				}
+				c.count = 0 // nothing left to remove: the counter was off
 			}
-			if err := c.Delete(); err != nil {
-				return err
-			}
-			count--
 		}
-		return meta.Put(keyCompletedCount, u64(count))
+		return c.flush()
 	})
 }
 
@@ -268,16 +234,13 @@ func (s *Store) Sweep(ctx context.Context) (int, error) {
 		err := s.update(ctx, func(tx *bolt.Tx) error {
 			n = 0 // a group that fails runs fn again
 			cutoff := s.expiredCutoff()
-			recs := tx.Bucket(bucketCompleted)
-			c := tx.Bucket(bucketCompletedOrder).Cursor()
-			for k, v := c.First(); k != nil && n < s.sweepBatch; k, v = c.First() {
+			c := openCompleted(tx)
+			cur := c.order.Cursor()
+			for k, v := cur.First(); k != nil && n < s.sweepBatch; k, v = cur.First() {
 				if len(k) == 16 && beUint64(k[:8]) > cutoff {
 					break
 				}
-				if err := recs.Delete(bytes.Clone(v)); err != nil {
-					return err
-				}
-				if err := c.Delete(); err != nil {
+				if err := c.removeOrdered(k, v); err != nil {
 					return err
 				}
 				n++
@@ -285,9 +248,7 @@ func (s *Store) Sweep(ctx context.Context) (int, error) {
 			if n == 0 {
 				return errNoChange
 			}
-			meta := tx.Bucket(bucketMeta)
-			count := getU64(meta, keyCompletedCount)
-			return meta.Put(keyCompletedCount, u64(count-min(count, uint64(n))))
+			return c.flush()
 		})
 		if err != nil {
 			return total, err

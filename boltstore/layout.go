@@ -21,9 +21,9 @@ import (
 // mid-migration leaves the old file intact. A file with a version above
 // LayoutVersion was written by a newer build; Open refuses it rather than
 // guess (ErrLayoutVersion).
-const LayoutVersion = 1
+const LayoutVersion = 2
 
-// Bucket layout, version 1. key(ch, id) is the channel ID, one 0x00 byte and
+// Bucket layout, version 2. key(ch, id) is the channel ID, one 0x00 byte and
 // the message ID; channel IDs may not contain 0x00, so the first 0x00 splits
 // a key and "ch"+0x00 is a prefix of exactly one channel's keys.
 // seq is a bucket sequence number and t a time in sortable form (timeKey),
@@ -31,12 +31,19 @@ const LayoutVersion = 1
 //
 //	meta            "layout_version"  → uint64
 //	                "completed_count" → uint64, records in "completed"
+//	                "completed_channels" → uint64, keys of "completed_counts"
 //	pending         ch 0x00 seq       → entry (internal/pendingcodec v1); seq gives Add order
 //	pending_ids     key(ch, id)       → seq ‖ fingerprint (32)
 //	pending_count   ch                → uint64, entries of the channel
 //	completed       key(ch, id)       → t ‖ seq ‖ fingerprint (32)
 //	completed_order t ‖ seq           → key(ch, id); oldest first, for
 //	                                    eviction and the TTL sweep
+//	completed_by_channel ch 0x00 t ‖ seq → id; each channel's oldest
+//	                                    first, for eviction by shares
+//	completed_counts ch               → uint64, records of the channel
+//
+// Version 2 added the last two and completed_channels, for the shares of
+// completedshare.go; migrate fills them from the records of version 1.
 var (
 	bucketMeta           = []byte("meta")
 	bucketPending        = []byte("pending")
@@ -44,13 +51,18 @@ var (
 	bucketPendingCount   = []byte("pending_count")
 	bucketCompleted      = []byte("completed")
 	bucketCompletedOrder = []byte("completed_order")
+	// Layout 2 (completedshare.go).
+	bucketCompletedByChannel = []byte("completed_by_channel")
+	bucketCompletedChannels  = []byte("completed_counts")
 
-	keyLayoutVersion  = []byte("layout_version")
-	keyCompletedCount = []byte("completed_count")
+	keyLayoutVersion     = []byte("layout_version")
+	keyCompletedCount    = []byte("completed_count")
+	keyCompletedChannels = []byte("completed_channels")
 )
 
 func allBuckets() [][]byte {
-	return [][]byte{bucketMeta, bucketPending, bucketPendingIDs, bucketPendingCount, bucketCompleted, bucketCompletedOrder}
+	return [][]byte{bucketMeta, bucketPending, bucketPendingIDs, bucketPendingCount, bucketCompleted, bucketCompletedOrder,
+		bucketCompletedByChannel, bucketCompletedChannels}
 }
 
 // initLayout creates the layout in an empty file, checks the version of an
@@ -71,6 +83,9 @@ func initLayout(tx *bolt.Tx, path string) error {
 		}
 		meta = tx.Bucket(bucketMeta)
 		if err := meta.Put(keyCompletedCount, u64(0)); err != nil {
+			return err
+		}
+		if err := meta.Put(keyCompletedChannels, u64(0)); err != nil {
 			return err
 		}
 		return meta.Put(keyLayoutVersion, u64(LayoutVersion))
@@ -101,16 +116,52 @@ func initLayout(tx *bolt.Tx, path string) error {
 			return fmt.Errorf("boltstore: %s lacks bucket %q of layout %d", path, name, LayoutVersion)
 		}
 	}
-	if len(meta.Get(keyCompletedCount)) != 8 {
-		return fmt.Errorf("boltstore: %s has no valid completed_count", path)
+	if len(meta.Get(keyCompletedCount)) != 8 || len(meta.Get(keyCompletedChannels)) != 8 {
+		return fmt.Errorf("boltstore: %s has no valid completed_count or completed_channels", path)
 	}
 	return nil
 }
 
-// migrate rewrites a layout-from file into layout from+1. Layout 1 is the
-// first, so there is nothing to do yet; a layout 2 adds `case 1:` here.
-func migrate(_ *bolt.Tx, from uint64) error {
+// migrate rewrites a layout-from file into layout from+1.
+func migrate(tx *bolt.Tx, from uint64) error {
+	switch from {
+	case 1:
+		return migrateShares(tx)
+	}
 	return fmt.Errorf("no migration from layout %d", from)
+}
+
+// migrateShares (layout 1 → 2) indexes every completed record by channel
+// and counts each channel's records.
+func migrateShares(tx *bolt.Tx) error {
+	for _, name := range [][]byte{bucketCompletedByChannel, bucketCompletedChannels} {
+		if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+			return err
+		}
+	}
+	recs := tx.Bucket(bucketCompleted)
+	if recs == nil {
+		return fmt.Errorf("no bucket %q", bucketCompleted)
+	}
+	byChan, chans := tx.Bucket(bucketCompletedByChannel), tx.Bucket(bucketCompletedChannels)
+	counts := map[string]uint64{}
+	err := recs.ForEach(func(k, v []byte) error {
+		if len(v) != completedValueLen {
+			return nil
+		}
+		ch := channelOf(k)
+		counts[string(ch)]++
+		return byChan.Put(byChannelKey(ch, v[:16]), bytes.Clone(k[len(ch)+1:]))
+	})
+	if err != nil {
+		return err
+	}
+	for ch, n := range counts {
+		if err := chans.Put([]byte(ch), u64(n)); err != nil {
+			return err
+		}
+	}
+	return tx.Bucket(bucketMeta).Put(keyCompletedChannels, u64(uint64(len(counts))))
 }
 
 // recordKey returns key(ch, id) after checking both IDs: non-empty, at most

@@ -35,7 +35,9 @@ type Options struct {
 	// with code pending_full. Default imv2.DefaultPendingCap (1000).
 	PendingCap int
 	// CompletedCap bounds completed records across all channels; the
-	// oldest record is evicted to make room. Default
+	// oldest record is evicted to make room, unless its channel is within
+	// its share of the cap and the record younger than 1 h: then a
+	// channel over its share loses one (completedshare.go). Default
 	// imv2.DefaultCompletedCap (100,000).
 	CompletedCap int
 	// CompletedTTL is how long a completed record is kept. Default

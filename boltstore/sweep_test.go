@@ -1,6 +1,7 @@
 package boltstore
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -206,8 +207,8 @@ func TestList_CorruptValueIsAnError(t *testing.T) {
 	}
 }
 
-// checkConsistent verifies the completed bucket, its order index and the
-// counter agree.
+// checkConsistent verifies the completed bucket, its order indexes and
+// the counters agree.
 func checkConsistent(t *testing.T, s *Store) {
 	t.Helper()
 	err := s.db.View(func(tx *bolt.Tx) error {
@@ -230,7 +231,30 @@ func checkConsistent(t *testing.T, s *Store) {
 		if c := getU64(tx.Bucket(bucketMeta), keyCompletedCount); c != uint64(n) {
 			return fmt.Errorf("completed_count %d, %d records", c, n)
 		}
-		return nil
+		counts := map[string]uint64{}
+		err = tx.Bucket(bucketCompletedByChannel).ForEach(func(k, id []byte) error {
+			ch := channelOf(k)
+			counts[string(ch)]++
+			if rec := recs.Get(append(append(bytes.Clone(ch), 0), id...)); len(rec) != completedValueLen || string(rec[:16]) != string(k[len(ch)+1:]) {
+				return fmt.Errorf("channel index entry %q has no matching record", k)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if m := tx.Bucket(bucketCompletedByChannel).Stats().KeyN; m != n {
+			return fmt.Errorf("%d records, %d channel index entries", n, m)
+		}
+		if c := getU64(tx.Bucket(bucketMeta), keyCompletedChannels); c != uint64(len(counts)) {
+			return fmt.Errorf("completed_channels %d, %d channels", c, len(counts))
+		}
+		return tx.Bucket(bucketCompletedChannels).ForEach(func(ch, v []byte) error {
+			if beUint64(v) != counts[string(ch)] {
+				return fmt.Errorf("channel %q counted %d, holds %d", ch, beUint64(v), counts[string(ch)])
+			}
+			return nil
+		})
 	})
 	if err != nil {
 		t.Fatal(err)

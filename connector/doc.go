@@ -1,13 +1,20 @@
-// Package connector is the HTTP side of a Connector Server for the xAgent
-// Common Protocol 3.0 with the IM Profile v2: one http.Handler serving the
-// control plane (H1, H3, H4), the transfer plane (T1–T3) and, behind the
-// same API key check, the /ws data plane written elsewhere (W1).
+// Package connector is the Connector kit for the xAgent IM Profile v2:
+// New builds a whole Connector around one Platform value — the chat
+// service's post, and optionally its drafts, edits, typing and readers —
+// with the data plane (dataplane.Server), the display strategies (Mode:
+// stream, edit, buffer), conversation bindings, file resolution and
+// platform pacing. See New, Platform (with its error table) and Options.
 //
-// New is the Connector kit on top: it assembles that Handler, the data
-// plane (dataplane.Server), the display strategies (Mode: stream, edit,
-// buffer), conversation bindings, file resolution and platform pacing
-// around one Platform value — see New, Platform and Options. Handler, NewHandler and
-// NewServer stay the lower layer for an author who needs the control.
+// The kit serves it all over HTTP: one http.Handler for the control plane
+// (H1, H3, H4), the transfer plane (T1–T3) and, behind the same API key
+// check, the /ws data plane (W1). Handler, NewHandler and NewServer are
+// that layer on its own, for an author who builds the rest by hand.
+//
+// To test a Connector built with New: imv2test.RunKit(t, k, nil) runs the
+// conformance suite in process (the kit shows it every platform call; the
+// platform records nothing), and imv2test.StartSim(t, k, sim.Config{})
+// plays xAgent end to end over loopback. Editor's doc sketches a platform
+// in edit mode.
 //
 // # The kit in brief
 //
@@ -33,7 +40,7 @@
 //   - Files. Every file_ref of a final is resolved against the channel's
 //     uploads before the platform is called: unknown, expired or another
 //     channel's is rejected invalid_packet, retryable=false (M7, M12); the
-//     platform gets the files opened (Message.Files). An InboundEvent's files are
+//     platform gets the files opened (Message.Attachments). An InboundEvent's files are
 //     stored and offered with signed download URLs (M6, T3), once per
 //     event: a replay is skipped before they are stored again.
 //   - Drafts across restarts. The handle of every draft shown is kept in
@@ -51,7 +58,8 @@
 //     A message's first draft waits behind the channel's earlier finals and
 //     earlier first drafts, retries included (a first draft given up shows
 //     that message by its final alone, and later ones wait for it), so
-//     replies show in send order in every mode.
+//     replies show in send order in every mode (Pace says exactly which
+//     order, for overlapping replies too).
 //   - Replicas. Replicas on one shared Store reach a channel open on another
 //     replica through Options.Advanced.Relay; they need a shared FileStore and the
 //     same API key or Options.Advanced.URLKey (see Download URLs below). With a

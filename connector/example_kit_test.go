@@ -14,20 +14,9 @@ import (
 )
 
 // pretendChatCard tells xAgent what the Connector is: one IM target.
-var pretendChatCard = &protocol.Card{
-	Schema:          protocol.CardSchema,
-	ProtocolVersion: protocol.ProtocolVersion,
-	Build:           protocol.Build{Version: "1.0.0", BuildTime: "2026-12-01T00:00:00Z"},
-	ConnectorCardID: "im.pretend",
-	Connector:       protocol.CardInfo{Name: "Pretend chat", Version: "1.0.0"},
-	Supports: protocol.Supports{
-		TargetTypes: []string{imv2.TargetTypeIM},
-		Targets: []protocol.SupportedTarget{
-			{TargetType: imv2.TargetTypeIM, Provider: "pretend", Label: "Pretend chat"},
-		},
-		Profiles: []string{imv2.ProfileIMv2},
-	},
-}
+var pretendChatCard = protocol.NewCard("im.pretend", "Pretend chat", "1.0.0",
+	protocol.SupportedTarget{TargetType: imv2.TargetTypeIM, Provider: "pretend", Label: "Pretend"},
+)
 
 // retryAfter is the wait the pretend chat asks for when it rate-limits.
 const retryAfter = 100 * time.Millisecond

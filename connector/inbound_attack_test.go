@@ -3,11 +3,13 @@ package connector_test
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/boltstore"
 	"github.com/xagentkit/imv2/clock"
 	"github.com/xagentkit/imv2/connector"
 	"github.com/xagentkit/imv2/state"
@@ -34,9 +36,25 @@ type smallStore struct {
 // by the completed store's per-channel shares (completedshare.go): with
 // their protection turned off the record is gone after the flood (and the
 // replay is sent again; this xAgent's own completed store then hides it).
+// The same with boltstore's completed store (before its layout 2 it
+// evicted oldest first, and the record was gone).
 func TestAttack_FinalsFloodKeepsAnotherChannelsInboundRecord(t *testing.T) {
-	st := &smallStore{imv2.NewMemoryPendingStore(0), imv2.NewMemoryCompletedStore(16, 0, clock.System{}),
-		state.NewMemoryRegistry(0), state.NewMemoryBindingStore(0)}
+	for _, name := range []string{"memory", "boltstore"} {
+		t.Run(name, func(t *testing.T) {
+			var completed imv2.ClaimStore = imv2.NewMemoryCompletedStore(16, 0, clock.System{})
+			if name == "boltstore" {
+				bs, err := boltstore.Open(filepath.Join(t.TempDir(), "imv2.db"), boltstore.Options{CompletedCap: 16})
+				require.NoError(t, err)
+				t.Cleanup(func() { _ = bs.Close() })
+				completed = bs
+			}
+			inboundFlood(t, completed)
+		})
+	}
+}
+
+func inboundFlood(t *testing.T, completed imv2.ClaimStore) {
+	st := &smallStore{imv2.NewMemoryPendingStore(0), completed, state.NewMemoryRegistry(0), state.NewMemoryBindingStore(0)}
 	p := newPretend(0)
 	k, url := startKit(t, p, "", connector.Options{Store: st})
 	victim, attacker := newAgent(), newAgent()

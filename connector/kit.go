@@ -34,7 +34,9 @@ const ShutdownTimeout = 5 * time.Second
 // capabilities allow, and no rate limit.
 type Options struct {
 	// APIKey, when set, guards /health, /ws, /files/uploads and /metrics
-	// (W1). Given once: the kit hands it to every layer.
+	// (W1). Given once: the kit hands it to every layer. New takes any
+	// key; one under 22 bytes (128 bits as base64) never keys download
+	// URLs (Advanced.URLKey), and the reference commands refuse it.
 	APIKey string
 	// Skill is served at /skill.md (H3); nil means 404.
 	Skill []byte
@@ -139,6 +141,7 @@ type Connector struct {
 	listener Listener // nil without one
 	readWG   sync.WaitGroup
 	drain    drain // Shutdown's count of finals in the platform's hands
+	watch    watch // imv2test's view of the platform calls (kithook.go)
 
 	mu      sync.Mutex
 	closed  bool
@@ -178,6 +181,7 @@ func New(card *protocol.Card, platform Platform, opts *Options) (*Connector, err
 		c.metrics = c.km
 	}
 	c.listener, _ = platform.(Listener)
+	c.watch.built = builtWith(&o, platform)
 	if card != nil && len(card.AuthFlows) == 0 {
 		c.defConv = o.DefaultConversation
 		if c.defConv == nil {

@@ -20,7 +20,14 @@ import (
 // that keeps history hands over then what came while it was closed, one
 // that keeps none (a gateway websocket) does not (W6). A reader per
 // channel ever opened would otherwise run for good: xAgent's churn of
-// opens and closes left thousands of Listen calls running.
+// opens and closes left thousands of Listen calls running. A connection
+// that drops without channel.close leaves its channels, and their
+// readers, for the offline grace (Options.Advanced.OfflineGrace): what a
+// reader hands over meanwhile waits in the pending store and reaches
+// xAgent when it reconnects, which a platform without history would lose
+// to a reader stopped at the drop. This costs no more readers than
+// connected peers may hold (one per channel, within the Server's channel
+// caps), and the grace's end drops the channels and stops them.
 //
 // Listen hands what it reads to in.Receive and keeps its cursor in the
 // binding's Data with in.Update. Returning an error matching

@@ -8,7 +8,8 @@ import (
 )
 
 // Mode is how the kit shows a message while it streams (D8, K5): one of
-// the strategies below, picked by Options.Mode.
+// the strategies below, picked by Options.Mode. In every mode a channel's
+// replies keep the order xAgent sent them in (Pace, "Send order").
 type Mode uint8
 
 // The display strategies.

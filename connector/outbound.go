@@ -9,6 +9,7 @@ import (
 
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/connector/internal/display"
+	"github.com/xagentkit/imv2/internal/kithook"
 	"github.com/xagentkit/imv2/state"
 )
 
@@ -200,7 +201,11 @@ func (o *outbound) Post(ctx context.Context, channelID string, m *imv2.ChatMessa
 			return o.Finish(ctx, channelID, h, m)
 		}
 	}
-	return o.final(ctx, channelID, m, o.p.Post)
+	err := o.final(ctx, channelID, m, o.p.Post)
+	if err == nil {
+		o.k.watch.sawFinal(channelID, m)
+	}
+	return err
 }
 
 // Draft implements display.Drafter. A later draft only replaces the
@@ -217,6 +222,9 @@ func (o *outbound) Draft(ctx context.Context, channelID string, d display.Draft)
 	})
 	if err == nil && d.Handle == "" {
 		o.rememberDraft(ctx, channelID, d.MessageID, h)
+	}
+	if err == nil {
+		o.k.watch.saw(kithook.Call{Op: "draft", ChannelID: channelID, MessageID: d.MessageID, Handle: h, Text: d.Text})
 	}
 	return h, err
 }
@@ -241,6 +249,7 @@ func (o *outbound) PostDraft(ctx context.Context, channelID, messageID, text str
 	if err == nil {
 		o.setShown(channelID, h, text)
 		o.rememberDraft(ctx, channelID, messageID, h)
+		o.k.watch.saw(kithook.Call{Op: "post", ChannelID: channelID, MessageID: messageID, Handle: h, Text: text})
 	}
 	return h, err
 }
@@ -252,6 +261,7 @@ func (o *outbound) Edit(ctx context.Context, channelID, handle, text string) err
 	})
 	if err == nil {
 		o.setShown(channelID, handle, text)
+		o.k.watch.saw(kithook.Call{Op: "edit", ChannelID: channelID, Handle: handle, Text: text})
 	}
 	return err
 }
@@ -261,6 +271,7 @@ func (o *outbound) Edit(ctx context.Context, channelID, handle, text string) err
 func (o *outbound) Finish(ctx context.Context, channelID, handle string, m *imv2.ChatMessage) error {
 	err := o.finish(ctx, channelID, handle, m)
 	if err == nil {
+		o.k.watch.sawFinal(channelID, m)
 		o.forgetDraft(ctx, channelID, func(d state.DraftHandle) bool { return d.MessageID == m.MessageID })
 	}
 	return err
@@ -383,9 +394,13 @@ func (o *outbound) Typing(ctx context.Context, channelID string, a imv2.ChatActi
 	if o.typer == nil {
 		return nil
 	}
-	return o.call(ctx, channelID, func(ctx context.Context, to Conversation) error {
+	err := o.call(ctx, channelID, func(ctx context.Context, to Conversation) error {
 		return o.typer.Typing(ctx, to, a)
 	})
+	if err == nil {
+		o.k.watch.saw(kithook.Call{Op: "typing", ChannelID: channelID, Activity: a})
+	}
+	return err
 }
 
 // PostsIdempotently implements display.IdempotentPlatform.

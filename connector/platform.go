@@ -135,6 +135,21 @@ type Drafter interface {
 // last Edit is not told apart from a draft's: a platform that must know
 // the final (to stop a "typing…" suffix, to un-mark a message as
 // temporary) implements Finisher, whose Finish gets the final instead.
+//
+// A chat whose API can send and edit messages is in edit mode with two
+// methods beside Post; the message's ID is the handle:
+//
+//	func (c *chat) PostDraft(ctx context.Context, to connector.Conversation, _, text string) (string, error) {
+//		id, err := c.api.Send(ctx, to.Key, text)
+//		if errors.Is(err, api.ErrTooManyRequests) {
+//			return "", connector.RetryAfter(err, time.Second) // not posted: tried again later
+//		}
+//		return id, err
+//	}
+//
+//	func (c *chat) Edit(ctx context.Context, to connector.Conversation, id, text string) error {
+//		return c.api.Edit(ctx, to.Key, id, text)
+//	}
 type Editor interface {
 	// PostDraft shows text as a new temporary message and returns its
 	// handle; messageID may serve as a nonce. Errors follow Platform's

@@ -1,12 +1,15 @@
 package dataplane
 
 import (
+	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/boltstore"
+	"github.com/xagentkit/imv2/clock"
 	"github.com/xagentkit/imv2/fakeclock"
 )
 
@@ -19,39 +22,95 @@ import (
 // younger than the resend horizon (completedshare.go). Before, the store
 // dropped its oldest record, the victim's, and the resend was accepted
 // and shown a second time. The store is sized 100 here; the mechanism is
-// the one DefaultCompletedCap (100,000) runs.
+// the one DefaultCompletedCap (100,000) runs. The same over boltstore
+// (before its layout 2 it evicted oldest first too; pgstore's test is
+// TestAttack_FinalsFloodCannotEvictAnotherConnectorsRecord).
 func TestAttack_FinalsFloodCannotEvictAnotherChannelsRecord(t *testing.T) {
 	const capacity = 100
-	for _, channels := range []int{1, 20} {
-		t.Run(strconv.Itoa(channels)+" attacker channels", func(t *testing.T) {
-			clk := fakeclock.New(time.Unix(1_700_000_000, 0))
-			target := newRecTarget()
-			_, url := startServer(t, func(c *ServerConfig) {
-				c.APIKey = attackKey
-				c.NewTarget = func(string) imv2.Target { return target }
-				c.Options = &imv2.Options{Completed: imv2.NewMemoryCompletedStore(capacity, 0, clk)}
-			})
-			victim := dialPeer(t, url, authHeader())
-			victim.hello("")
-			vch, _ := victim.open("")
-			victim.write(finalMessage(vch, "v1", "shown once"))
-			require.Equal(t, imv2.AckAccepted, mustAck(t, victim.next()).Status) // the ack the sender will miss
-
-			attacker := dialPeer(t, url, authHeader())
-			attacker.hello("")
-			ids := make([]string, channels)
-			for i := range ids {
-				ids[i], _ = attacker.open("")
-			}
-			for i := range capacity * 3 / 2 {
-				attacker.write(finalMessage(ids[i%channels], "a"+strconv.Itoa(i), "x"))
-				require.Equal(t, imv2.AckAccepted, mustAck(t, attacker.next()).Status, "final %d", i)
-			}
-			clk.Advance(time.Minute) // well inside the resend horizon
-
-			victim.write(finalMessage(vch, "v1", "shown once")) // the resend
-			require.Equal(t, imv2.AckDuplicate, mustAck(t, victim.next()).Status)
-			require.Equal(t, 1, target.count("v1"), "shown once")
-		})
+	stores := map[string]func(t *testing.T, clk clock.Clock) imv2.CompletedStore{
+		"memory": func(_ *testing.T, clk clock.Clock) imv2.CompletedStore {
+			return imv2.NewMemoryCompletedStore(capacity, 0, clk)
+		},
+		"boltstore": func(t *testing.T, clk clock.Clock) imv2.CompletedStore {
+			st, err := boltstore.Open(filepath.Join(t.TempDir(), "imv2.db"), boltstore.Options{CompletedCap: capacity, Clock: clk})
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = st.Close() })
+			return st.Completed()
+		},
 	}
+	for name, newStore := range stores {
+		for _, channels := range []int{1, 20} {
+			t.Run(name+"/"+strconv.Itoa(channels)+" attacker channels", func(t *testing.T) {
+				floodCompleted(t, newStore, capacity, channels)
+			})
+		}
+	}
+}
+
+func floodCompleted(t *testing.T, newStore func(*testing.T, clock.Clock) imv2.CompletedStore, capacity, channels int) {
+	clk := fakeclock.New(time.Unix(1_700_000_000, 0))
+	target := newRecTarget()
+	_, url := startServer(t, func(c *ServerConfig) {
+		c.APIKey = attackKey
+		c.NewTarget = func(string) imv2.Target { return target }
+		c.Options = &imv2.Options{Completed: newStore(t, clk)}
+	})
+	victim := dialPeer(t, url, authHeader())
+	victim.hello("")
+	vch, _ := victim.open("")
+	victim.write(finalMessage(vch, "v1", "shown once"))
+	require.Equal(t, imv2.AckAccepted, mustAck(t, victim.next()).Status) // the ack the sender will miss
+
+	attacker := dialPeer(t, url, authHeader())
+	attacker.hello("")
+	ids := make([]string, channels)
+	for i := range ids {
+		ids[i], _ = attacker.open("")
+	}
+	for i := range capacity * 3 / 2 {
+		attacker.write(finalMessage(ids[i%channels], "a"+strconv.Itoa(i), "x"))
+		require.Equal(t, imv2.AckAccepted, mustAck(t, attacker.next()).Status, "final %d", i)
+	}
+	clk.Advance(time.Minute) // well inside the resend horizon
+
+	victim.write(finalMessage(vch, "v1", "shown once")) // the resend
+	require.Equal(t, imv2.AckDuplicate, mustAck(t, victim.next()).Status)
+	require.Equal(t, 1, target.count("v1"), "shown once")
+}
+
+// TestAttack_ManyChannelsCannotDiluteAnotherConnectorsShare (issue 26):
+// the attacker opens 200 channels and sends one tiny final on each, twice
+// the capacity of a memory completed store of 100. The Server gives each
+// Channel its connector_id (imv2.Options.ConnectorID), so the store's
+// shares are per connector_id first: the victim's connector_id keeps half
+// the store, and its resend is answered duplicate, shown once. With
+// shares per channel only, 201 channels made every share 0 and the
+// victim's record went with the flood.
+func TestAttack_ManyChannelsCannotDiluteAnotherConnectorsShare(t *testing.T) {
+	const capacity, channels = 100, 200
+	clk := fakeclock.New(time.Unix(1_700_000_000, 0))
+	target := newRecTarget()
+	_, url := startServer(t, func(c *ServerConfig) {
+		c.APIKey = attackKey
+		c.NewTarget = func(string) imv2.Target { return target }
+		c.Options = &imv2.Options{Completed: imv2.NewMemoryCompletedStore(capacity, 0, clk)}
+	})
+	victim := dialPeer(t, url, authHeader())
+	victim.hello("")
+	vch, _ := victim.open("")
+	victim.write(finalMessage(vch, "v1", "shown once"))
+	require.Equal(t, imv2.AckAccepted, mustAck(t, victim.next()).Status)
+
+	attacker := dialPeer(t, url, authHeader())
+	attacker.hello("")
+	for i := range channels {
+		ch, _ := attacker.open("")
+		attacker.write(finalMessage(ch, "a"+strconv.Itoa(i), "x"))
+		require.Equal(t, imv2.AckAccepted, mustAck(t, attacker.next()).Status, "final %d", i)
+	}
+	clk.Advance(time.Minute)
+
+	victim.write(finalMessage(vch, "v1", "shown once"))
+	require.Equal(t, imv2.AckDuplicate, mustAck(t, victim.next()).Status)
+	require.Equal(t, 1, target.count("v1"), "shown once")
 }

@@ -506,7 +506,8 @@ func (ss *session) newChannel(inst *instance, neg *imv2.Negotiated, id string, d
 		return nil, imv2.Errorf(imv2.CodeChannelUnavailable, "no target for channel %q", id)
 	}
 	opts := srv.opts
-	opts.Budget = inst.budget // its channels share the connector_id's budget
+	opts.Budget = inst.budget  // its channels share the connector_id's budget
+	opts.ConnectorID = inst.id // and a share of a completed store (imv2.Options.ConnectorID)
 	ch, err := imv2.NewChannel(id, imv2.RoleConnector, neg, nil, target, &opts)
 	if err != nil {
 		return nil, err

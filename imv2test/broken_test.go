@@ -61,6 +61,7 @@ var flawFails = map[bc.Flaw][]string{
 	bc.PlainToolName:         {"K12.e"},
 	bc.FingerprintURL:        {"K3.d"},
 	bc.DraftOvertakes:        {"K2.e"},
+	bc.FirstDraftOvertakes:   {"K2.e"},
 	// Every check that needs a final accepted: the suite resends each one
 	// with backoff and gives up when its bound is spent (A8, M12).
 	bc.RejectRetryable: {"K2.a", "K2.b", "K2.c", "K2.d", "K2.e", "K3.a", "K3.b", "K3.c", "K4.a", "K4.c", "K4.d",
@@ -76,7 +77,8 @@ var brokenRuns = []brokenRun{
 	{name: "no-flaw"},
 	{name: "no-flaw-buffered", buffered: true, apiKey: "fixture-key"},
 	{name: "group-a", flaws: []bc.Flaw{bc.ToolProfileUndeclared, bc.Placeholder, bc.NoDedup, bc.AckReplyToMessageID,
-		bc.UnboundedDeltas, bc.LeakSessionID, bc.DropFiles, bc.AcceptSync, bc.IgnoreBadActivity, bc.DeepFileNames}},
+		bc.UnboundedDeltas, bc.LeakSessionID, bc.DropFiles, bc.AcceptSync, bc.IgnoreBadActivity, bc.DeepFileNames,
+		bc.FirstDraftOvertakes}},
 	{name: "group-b", flaws: []bc.Flaw{bc.HealthMismatch, bc.StitchGaps, bc.AcceptUnknownFields, bc.UnsignedDownload,
 		bc.AckBeforePost, bc.NewIDOnReconnect, bc.ActivityUnsupported, bc.StrictAckText, bc.FingerprintURL}},
 	{name: "group-c", flaws: []bc.Flaw{bc.DescriptorExtra, bc.FinalTwice, bc.SilentInvalid, bc.NoRequestID,

@@ -13,10 +13,12 @@
 // [-json], which exits non-zero on any failure; -exec "CMD" starts a
 // Connector under the command-line contract `imv2sim conform -h` states
 // and observes it. A Connector built with connector.New is checked in
-// process with RunKit (its platform records what it shows in a
-// Recorder); one built on the lower layers calls RunConnector, which
-// hands it a RecordingTarget. Both report one subtest per check. CheckXAgent (with SDKXAgent for this SDK's
-// dataplane.Client) runs the xAgent-side checks.
+// process with RunKit(t, k, nil), which watches the kit's platform calls
+// itself (the platform records nothing); one built on the lower layers
+// calls RunConnector, which hands it a RecordingTarget. Both report one
+// subtest per check, a skipped check as a skipped subtest with its
+// reason. CheckXAgent (with SDKXAgent for this SDK's dataplane.Client)
+// runs the xAgent-side checks.
 //
 // # Checks
 //
@@ -46,7 +48,7 @@
 //
 // A check may need what a run cannot provide: an observer of the target
 // side, a user who types, an API key, a target that streams or cannot, a
-// short declared TTL. It is then skipped — reported as skip with the
+// typing indicator, a short declared TTL. It is then skipped — reported as skip with the
 // reason, neither passed nor failed.
 //
 // # Observers
@@ -55,8 +57,8 @@
 // A6), no temporary text on a target that cannot stream (K5), typing
 // (C5–C7). An Observer reports those side effects as the Events of the
 // console example's -json contract (draft, post, edit, final, typing,
-// typing_clear, sent, failed). In process it is the RecordingTarget the
-// suite supplies; out of process a StreamObserver reading the Connector's
+// typing_clear, sent, failed). In process it is the kit's own record of
+// its platform calls (RunKit) or the RecordingTarget the suite supplies; out of process a StreamObserver reading the Connector's
 // JSON-lines stdout (Process does both, plus the User on stdin). A check
 // ignores events of message IDs an earlier check used, since an
 // out-of-process stream may deliver them late.
@@ -137,7 +139,8 @@
 // streams and DeltaBytes (2 MiB) of text; a Connector whose caps lie
 // above the probes fails. Idle TTL and activity timeout are observed only
 // when the Connector declares them short (Connector.DeltaIdleTTL,
-// ActivityTimeout). What the suite keeps from a peer is bounded too:
+// ActivityTimeout; RunKit reads them from the kit and observes them when
+// at most 10 s). What the suite keeps from a peer is bounded too:
 // 100,000 unread frames per connection (then it hangs up), MaxEvents
 // observer events, 16 MiB per frame, 1,024 uploads per xAgent check;
 // everything lives only as long as its check.

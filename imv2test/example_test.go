@@ -82,6 +82,29 @@ func ExampleRunConnector() {
 	}
 }
 
+// RunKit in a Connector author's test: the kit watches its own
+// platform calls, so the platform records nothing for the suite. The
+// one line of Options makes the idle TTL, its sweep and the activity
+// timeout short enough for K6.c and K12.d to watch them expire; without
+// it those two checks are skipped, saying so.
+func ExampleRunKit() {
+	// func TestConformance(t *testing.T) { ... }
+	_ = func(t *testing.T) {
+		opts := &connector.Options{}
+		opts.Advanced.Channel = &imv2.Options{DeltaIdleTTL: time.Second, DeltaSweep: 100 * time.Millisecond, ActivityTimeout: time.Second}
+		k, err := connector.New(myCard(), myChat{}, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		imv2test.RunKit(t, k, nil) // serves k, closes it with t.Cleanup
+	}
+}
+
+// myChat is the author's platform.
+type myChat struct{}
+
+func (myChat) Post(context.Context, connector.Conversation, *connector.Message) error { return nil }
+
 func myCard() *protocol.Card {
 	return &protocol.Card{
 		Schema: protocol.CardSchema, ProtocolVersion: protocol.ProtocolVersion,

@@ -24,20 +24,39 @@ import (
 //	sent          a user message xAgent acknowledged
 //	failed        a user message ended by a non-retryable rejection
 //	user          (xAgent side) a user message reached the agent
+//
+// RunKit and RecordingTarget make these events themselves; a Connector
+// author writes them only for `imv2sim conform -exec`, one JSON object a
+// line on stdout (`imv2sim conform -h` states that contract).
 type Event struct {
-	Event     string      `json:"event"`
-	MessageID string      `json:"message_id,omitempty"`
-	Text      *string     `json:"text,omitempty"`
-	Files     []EventFile `json:"files,omitempty"`
-	Status    string      `json:"status,omitempty"`
-	ToolName  string      `json:"tool_name,omitempty"`
-	Code      string      `json:"code,omitempty"`
+	// Event is the kind, one of the above.
+	Event string `json:"event"`
+	// MessageID is the message_id of the message shown (draft, post,
+	// edit, final) or sent (sent, failed, user); empty for typing.
+	MessageID string `json:"message_id,omitempty"`
+	// Text is the whole text shown so far (draft, post, edit) or the
+	// message's text (final, sent, user). It is a pointer so that a final
+	// of files only, "text":"", differs from an event without text
+	// (typing), where it is nil.
+	Text *string `json:"text,omitempty"`
+	// Files are a final's files, as xAgent sent them.
+	Files []EventFile `json:"files,omitempty"`
+	// Status is the activity shown by typing: thinking or tool.
+	Status string `json:"status,omitempty"`
+	// ToolName is the tool of a typing event with Status tool.
+	ToolName string `json:"tool_name,omitempty"`
+	// Code is the error code of a failed user message.
+	Code string `json:"code,omitempty"`
 }
 
-// EventFile is one file of a final event.
+// EventFile is one file of a final event: the fields of the final's
+// imv2.File that name it.
 type EventFile struct {
-	FileRef  string `json:"file_ref"`
-	Type     string `json:"type"`
+	// FileRef is the file_ref xAgent's final carried (M7).
+	FileRef string `json:"file_ref"`
+	// Type is the file's type: image, video, audio or file.
+	Type string `json:"type"`
+	// Filename is the name shown, when the final gave one.
 	Filename string `json:"filename,omitempty"`
 }
 
@@ -55,7 +74,11 @@ type Observer interface {
 	Err() error
 }
 
-// Recorder is an Observer fed by Record. The zero value is ready.
+// Recorder is an Observer fed by Record: the building block of
+// RecordingTarget, StreamObserver and RunKit's observer, and of an
+// Observer of your own (a Connector whose side effects your test sees
+// some other way). The zero value is ready; it is safe for concurrent
+// use.
 type Recorder struct {
 	mu     sync.Mutex
 	events []Event

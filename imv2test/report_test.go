@@ -2,6 +2,8 @@ package imv2test_test
 
 import (
 	"bytes"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 
@@ -23,4 +25,24 @@ func TestReport_WriteTableKeepsTheWholeReason(t *testing.T) {
 	require.Len(t, lines, 3, "header, one row, summary")
 	require.Contains(t, lines[1], strings.Join(strings.Fields(reason), " "))
 	require.True(t, strings.HasSuffix(lines[1], "THE END"))
+}
+
+// ReportTo makes a skipped check a skipped subtest with its reason, so
+// go test -v shows SKIP, not PASS: the test re-runs itself as a child
+// and reads the child's -v output.
+func TestReportTo_SkippedCheckShowsAsSKIP(t *testing.T) {
+	if os.Getenv("IMV2TEST_REPORTTO_CHILD") == "1" {
+		imv2test.ReportTo(t, &imv2test.Report{Side: imv2test.SideConnector, Results: []imv2test.Result{
+			{Check: "K6.c", Status: imv2test.Skip, Reason: "the bound is too long"},
+			{Check: "K1.a", Status: imv2test.Pass},
+		}})
+		return
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestReportTo_SkippedCheckShowsAsSKIP$", "-test.v")
+	cmd.Env = append(os.Environ(), "IMV2TEST_REPORTTO_CHILD=1")
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.Contains(t, string(out), "--- SKIP: TestReportTo_SkippedCheckShowsAsSKIP/K6.c")
+	require.Contains(t, string(out), "the bound is too long")
+	require.Contains(t, string(out), "--- PASS: TestReportTo_SkippedCheckShowsAsSKIP/K1.a")
 }

@@ -3,6 +3,7 @@ package imv2test_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,61 +17,144 @@ import (
 )
 
 // editChat is a pretend chat a newcomer writes: post, edit, typing, and a
-// rate limit on every 5th post; it tells the suite what it shows.
-type editChat struct {
-	rec   *imv2test.Recorder
-	posts atomic.Int64
-}
+// rate limit on every 5th post. It records nothing for the suite: RunKit
+// watches the kit's calls.
+type editChat struct{ posts atomic.Int64 }
 
-func (c *editChat) Post(_ context.Context, _ connector.Conversation, m *connector.Message) error {
+func (c *editChat) Post(context.Context, connector.Conversation, *connector.Message) error {
 	if c.posts.Add(1)%5 == 0 {
 		return connector.RetryAfter(errors.New("429 Too Many Requests"), 100*time.Millisecond)
 	}
-	e := imv2test.Event{Event: "final", MessageID: m.MessageID, Text: &m.Text}
-	for _, f := range m.Files {
-		e.Files = append(e.Files, imv2test.EventFile{FileRef: f.FileRef, Type: string(f.Type), Filename: f.Filename})
-	}
-	c.rec.Record(e)
 	return nil
 }
 
-func (c *editChat) PostDraft(_ context.Context, _ connector.Conversation, messageID, text string) (string, error) {
-	c.rec.Record(imv2test.Event{Event: "post", MessageID: messageID, Text: &text})
-	return messageID, nil
+func (c *editChat) PostDraft(_ context.Context, _ connector.Conversation, messageID, _ string) (string, error) {
+	return "h-" + messageID, nil
 }
 
-func (c *editChat) Edit(_ context.Context, _ connector.Conversation, handle, text string) error {
-	c.rec.Record(imv2test.Event{Event: "edit", MessageID: handle, Text: &text})
-	return nil
-}
+func (c *editChat) Edit(context.Context, connector.Conversation, string, string) error { return nil }
 
 func (c *editChat) Finish(ctx context.Context, to connector.Conversation, _ string, m *connector.Message) error {
 	return c.Post(ctx, to, m)
 }
 
-func (c *editChat) Typing(_ context.Context, _ connector.Conversation, a imv2.ChatActivity) error {
-	if a.Status == imv2.ActivityIdle {
-		c.rec.Record(imv2test.Event{Event: "typing_clear"})
-	} else {
-		c.rec.Record(imv2test.Event{Event: "typing", Status: string(a.Status), ToolName: a.ToolName})
-	}
+func (c *editChat) Typing(context.Context, connector.Conversation, imv2.ChatActivity) error {
 	return nil
 }
 
 // TestRunKit_K1_K12_KitConnectorInProcess: a connector.New Connector in
-// edit mode, rate-limited every 5th post, passes the suite in process
-// with RunKit in three lines; the only skips are the checks its mode or
-// missing API key make inapplicable.
+// edit mode, rate-limited every 5th post, whose platform records nothing,
+// passes the suite in process with RunKit(t, k, nil): every check that
+// needs an observer ran, and the API key and short bounds were read from
+// the kit, so the only skip is K5.a, which its mode makes inapplicable.
 func TestRunKit_K1_K12_KitConnectorInProcess(t *testing.T) {
 	t.Parallel()
-	rec := &imv2test.Recorder{}
-	k, err := connector.New(testcard.IM("editchat", "Edit chat"), &editChat{rec: rec}, &connector.Options{
+	k, err := connector.New(testcard.IM("editchat", "Edit chat"), &editChat{}, &connector.Options{
+		APIKey:   "runkit-test-key-0123456789abcdef",
 		Advanced: connector.Advanced{Channel: &imv2.Options{DeltaIdleTTL: sdkDeltaTTL, DeltaSweep: sdkSweep, ActivityTimeout: sdkActivityTTL}},
 	})
 	require.NoError(t, err)
 	require.Equal(t, connector.ModeEdit, k.Mode())
-	rep := imv2test.RunKit(t, k, imv2test.Connector{Observer: rec,
-		DeltaIdleTTL: sdkDeltaTTL, DeltaSweep: sdkSweep, ActivityTimeout: sdkActivityTTL}, nil)
+	rep := imv2test.RunKit(t, k, nil)
 	require.Empty(t, rep.Failed())
-	require.Equal(t, []string{"K1.c", "K5.a"}, rep.Skipped())
+	require.Equal(t, []string{"K5.a"}, rep.Skipped())
+}
+
+// TestRunKit_K6_K12_LongBoundsSkippedWithTheFix: a kit left at its
+// default bounds (minutes) has K6.c and K12.d skipped, each saying the
+// bound it has and the one line that makes it observable; a short TTL
+// swept at the default 30 s still skips K6.c, naming the sweep, while a
+// short activity timeout runs K12.d.
+func TestRunKit_K6_K12_LongBoundsSkippedWithTheFix(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name    string
+		channel *imv2.Options
+		skipped []string
+		says    string
+	}{
+		{"defaults", nil, []string{"K6.c", "K12.d"}, "(the default)"},
+		{"default sweep", &imv2.Options{DeltaIdleTTL: time.Second, ActivityTimeout: time.Second},
+			[]string{"K6.c"}, "DeltaIdleTTL 1s + DeltaSweep 30s (the default)"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			k, err := connector.New(testcard.IM("editchat", "Edit chat"), &editChat{},
+				&connector.Options{Advanced: connector.Advanced{Channel: c.channel}})
+			require.NoError(t, err)
+			rep := imv2test.RunKit(t, k, &imv2test.Config{Run: `^K(6\.c|12\.d)$`})
+			require.Empty(t, rep.Failed())
+			require.Equal(t, c.skipped, rep.Skipped())
+			for _, name := range rep.Skipped() {
+				r, _ := rep.Result(name)
+				require.Contains(t, r.Reason, c.says)
+				require.True(t, strings.Contains(r.Reason, "Options.Advanced.Channel = &imv2.Options{"), r.Reason)
+			}
+		})
+	}
+}
+
+// Platforms of the other modes, each with typing and editChat's rate
+// limit: a Drafter (stream), an Editor without a Finisher (edit: the
+// final is one more Edit) and a plain Platform (buffer).
+type (
+	bufferedChat struct{ c editChat }
+	streamChat   struct{ bufferedChat }
+	plainEditor  struct{ bufferedChat }
+)
+
+func (b *bufferedChat) Post(ctx context.Context, to connector.Conversation, m *connector.Message) error {
+	return b.c.Post(ctx, to, m)
+}
+
+func (b *bufferedChat) Typing(ctx context.Context, to connector.Conversation, a imv2.ChatActivity) error {
+	return b.c.Typing(ctx, to, a)
+}
+
+// postOnly is the smallest platform: Post, nothing else.
+type postOnly struct{}
+
+func (postOnly) Post(context.Context, connector.Conversation, *connector.Message) error { return nil }
+
+func (s *streamChat) Draft(_ context.Context, _ connector.Conversation, d connector.Draft) (string, error) {
+	return "d-" + d.MessageID, nil
+}
+
+func (e *plainEditor) PostDraft(ctx context.Context, to connector.Conversation, messageID, text string) (string, error) {
+	return e.c.PostDraft(ctx, to, messageID, text)
+}
+
+func (e *plainEditor) Edit(ctx context.Context, to connector.Conversation, handle, text string) error {
+	return e.c.Edit(ctx, to, handle, text)
+}
+
+// TestRunKit_K1_K12_EveryMode: RunKit's own observation serves every
+// mode — stream (drafts), edit without a Finisher (the final is an Edit)
+// and buffer — with no check failed and only the mode's inapplicable
+// checks skipped; a platform without a typing indicator has the checks
+// that observe typing skipped, not failed (C5: it shows nothing).
+func TestRunKit_K1_K12_EveryMode(t *testing.T) {
+	t.Parallel()
+	short := &imv2.Options{DeltaIdleTTL: sdkDeltaTTL, DeltaSweep: sdkSweep, ActivityTimeout: sdkActivityTTL}
+	for _, c := range []struct {
+		name     string
+		mode     connector.Mode
+		platform connector.Platform
+		skipped  []string
+	}{
+		{"stream", connector.ModeStream, &streamChat{}, []string{"K1.c", "K5.a"}},
+		{"edit", connector.ModeEdit, &plainEditor{}, []string{"K1.c", "K5.a"}},
+		{"buffer", connector.ModeBuffer, &bufferedChat{}, []string{"K1.c", "K2.d"}},
+		// No Typer: the checks that observe typing are not applicable.
+		{"post only", connector.ModeBuffer, postOnly{}, []string{"K1.c", "K2.d", "K12.a", "K12.b", "K12.d", "K12.e"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			k, err := connector.New(testcard.IM("anychat", "Any chat"), c.platform,
+				&connector.Options{Mode: c.mode, Advanced: connector.Advanced{Channel: short}})
+			require.NoError(t, err)
+			rep := imv2test.RunKit(t, k, nil)
+			require.Empty(t, rep.Failed())
+			require.Equal(t, c.skipped, rep.Skipped())
+		})
+	}
 }

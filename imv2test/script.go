@@ -33,9 +33,10 @@ const (
 	NeedStreams  = "streams"      // the target shows temporary text (not Connector.Buffered)
 	NeedDeltaTTL = "delta-ttl"    // the Connector declared its delta idle TTL
 	NeedActTTL   = "activity-ttl" // the Connector declared its activity timeout
+	NeedTyping   = "typing"       // the target has a typing indicator (RunKit: the platform is a connector.Typer)
 )
 
-var knownNeeds = []string{NeedObserver, NeedUser, NeedAPIKey, NeedBuffered, NeedStreams, NeedDeltaTTL, NeedActTTL}
+var knownNeeds = []string{NeedObserver, NeedUser, NeedAPIKey, NeedBuffered, NeedStreams, NeedDeltaTTL, NeedActTTL, NeedTyping}
 
 // Check is one named conformance check: a script of packets to send and
 // packets (or target side effects) expected back, and the rule IDs of

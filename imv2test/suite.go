@@ -1,6 +1,7 @@
 package imv2test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -43,6 +44,13 @@ type Connector struct {
 	// HTTPClient is used for the HTTP endpoints; default a client with a
 	// 10 s timeout.
 	HTTPClient *http.Client
+
+	// why says, by need, why it is unmet better than missing's default
+	// (RunKit knows what the kit was built with).
+	why map[string]string
+	// noTyping: the target has no typing indicator (RunKit: a platform
+	// that is no connector.Typer), so typing cannot be observed.
+	noTyping bool
 }
 
 // Config tunes a run. The zero value runs every check with the default
@@ -307,22 +315,32 @@ func CheckConnector(ctx context.Context, c Connector, cfg *Config) (*Report, err
 // missing says why c cannot run chk, or "".
 func (c *Connector) missing(chk *Check) string {
 	for _, n := range chk.Needs {
-		switch {
-		case n == NeedObserver && c.Observer == nil:
-			return "needs an observer (the Connector's -json stream, or RecordingTarget in process)"
-		case n == NeedUser && c.User == nil:
-			return "needs a user (a way to make the Connector send a user message)"
-		case n == NeedAPIKey && c.APIKey == "":
-			return "not applicable: the Connector runs without an API key"
-		case n == NeedBuffered && !c.Buffered:
-			return "not applicable: the target streams (K5 is about targets that cannot)"
-		case n == NeedStreams && c.Buffered:
-			return "not applicable: the target cannot stream"
-		case n == NeedDeltaTTL && c.DeltaIdleTTL <= 0:
-			return "not observable here: the delta idle TTL was not declared (a default of minutes is too long for a run)"
-		case n == NeedActTTL && c.ActivityTimeout <= 0:
-			return "not observable here: the activity timeout was not declared (a default of 30 s is too long for a run)"
+		if why := c.unmet(n); why != "" {
+			return cmp.Or(c.why[n], why)
 		}
+	}
+	return ""
+}
+
+// unmet says why c does not meet need n, or "".
+func (c *Connector) unmet(n string) string {
+	switch {
+	case n == NeedObserver && c.Observer == nil:
+		return "needs an observer (the Connector's -json stream; in process RunKit or a RecordingTarget)"
+	case n == NeedUser && c.User == nil:
+		return "needs a user (a way to make the Connector send a user message)"
+	case n == NeedAPIKey && c.APIKey == "":
+		return "not applicable: the Connector runs without an API key"
+	case n == NeedBuffered && !c.Buffered:
+		return "not applicable: the target streams (K5 is about targets that cannot)"
+	case n == NeedStreams && c.Buffered:
+		return "not applicable: the target cannot stream"
+	case n == NeedDeltaTTL && c.DeltaIdleTTL <= 0:
+		return "not observable here: the delta idle TTL was not declared (a default of minutes is too long for a run)"
+	case n == NeedTyping && c.noTyping:
+		return "not applicable: the platform has no typing indicator (connector.Typer), so activity shows nothing (C5)"
+	case n == NeedActTTL && c.ActivityTimeout <= 0:
+		return "not observable here: the activity timeout was not declared (a default of 30 s is too long for a run)"
 	}
 	return ""
 }

@@ -2,21 +2,25 @@ package imv2test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/connector"
 	"github.com/xagentkit/imv2/dataplane"
+	"github.com/xagentkit/imv2/internal/kithook"
 )
 
 // RunConnector runs the Connector-side checks against a Connector built
 // with this SDK, in process, one subtest per check: a failed check fails
-// its subtest with the reason; a skipped one logs why.
+// its subtest with the reason; a skipped one is a skipped subtest
+// saying why.
 //
 // start builds and starts the Connector with target — the suite's
 // RecordingTarget, the observer — as its IM platform, registers its own
@@ -36,27 +40,114 @@ func RunConnector(t *testing.T, streaming bool, start func(t *testing.T, target 
 }
 
 // RunKit runs the Connector-side checks against k, a Connector built
-// with connector.New, in process, one subtest per check. It serves k on a
-// loopback port (closed with t.Cleanup) and fills in c: the URL, the User
-// (k.Receive into the conversation each channel is bound to) and
-// Buffered (k's mode). c gives the rest: the APIKey k was built with, the
-// Observer — typically a Recorder the platform calls Record on for every
-// final, draft, post, edit, typing and typing_clear it shows — and the
-// bounds k declares (DeltaIdleTTL, ActivityTimeout), without which the
-// checks that observe them are skipped.
+// with connector.New, in process, one subtest per check; cfg may be nil.
+// The checks run first and then report as subtests, so go test -run
+// picks which results show, not which checks run: Config.Run picks those.
+// It serves k on a loopback port (closed with t.Cleanup) and needs
+// nothing else: it watches every platform call the kit makes that
+// succeeds (Post, Finish, PostDraft, Edit, Draft, Typing) and types as a
+// user through k.Receive, and it reads the API key, the mode and the
+// bounds from k. The platform records nothing for the suite.
 //
-//	rec := &imv2test.Recorder{}
-//	k, _ := connector.New(card, myChat{rec}, nil)
-//	imv2test.RunKit(t, k, imv2test.Connector{Observer: rec}, nil)
-func RunKit(t *testing.T, k *connector.Connector, c Connector, cfg *Config) *Report {
+//	func TestConformance(t *testing.T) {
+//		k, err := connector.New(card, &myChat{}, nil)
+//		if err != nil {
+//			t.Fatal(err)
+//		}
+//		imv2test.RunKit(t, k, nil)
+//	}
+//
+// Two checks observe a bound expiring: K6.c the delta idle TTL (plus the
+// sweep that finds it) and K12.d the activity timeout. Their defaults
+// (5 min + 30 s, 30 s) are too long for a test, so those checks are
+// skipped, saying so and how to shorten them, unless k was built with
+// bounds of at most 10 s, as in the Example.
+func RunKit(t *testing.T, k *connector.Connector, cfg *Config) *Report {
 	t.Helper()
+	built, ok := kithook.Describe(k)
+	if !ok || !kithook.Watch(k, nil) {
+		t.Fatal("imv2test: RunKit needs a Connector built with connector.New")
+	}
+	obs := &kitObserver{handles: map[[2]string]string{}}
+	kithook.Watch(k, obs.saw)
 	url, err := k.Start("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { k.Close() })
-	c.URL, c.User, c.Buffered = url, kitUser{k}, k.Mode() == connector.ModeBuffer
+	t.Cleanup(func() { k.Close(); kithook.Watch(k, nil) })
+	c := Connector{URL: url, APIKey: built.APIKey, Observer: obs, User: kitUser{k},
+		Buffered: k.Mode() == connector.ModeBuffer, why: map[string]string{}, noTyping: !built.Typing}
+	// A stream idle for the TTL goes at the next sweep: up to TTL+sweep.
+	ttl, sweep := cmp.Or(built.DeltaIdleTTL, kitDefaultTTL), cmp.Or(built.DeltaSweep, kitDefaultSweep)
+	if ttl+sweep <= maxKitBound {
+		c.DeltaIdleTTL, c.DeltaSweep = ttl, sweep
+	} else {
+		c.why[NeedDeltaTTL] = tooLong(fmt.Sprintf("an idle delta stream expires after up to %s (DeltaIdleTTL %s + DeltaSweep %s)",
+			ttl+sweep, bound(built.DeltaIdleTTL, ttl), bound(built.DeltaSweep, sweep)))
+	}
+	if at := cmp.Or(built.ActivityTimeout, kitDefaultActivity); at <= maxKitBound {
+		c.ActivityTimeout = at
+	} else {
+		c.why[NeedActTTL] = tooLong(fmt.Sprintf("a shown status clears after ActivityTimeout %s", bound(built.ActivityTimeout, at)))
+	}
 	return runChecks(t, c, cfg)
+}
+
+// maxKitBound is the longest bound RunKit waits out; the kit's defaults
+// (imv2.Options) are longer.
+const (
+	maxKitBound        = 10 * time.Second
+	kitDefaultTTL      = 5 * time.Minute
+	kitDefaultSweep    = 30 * time.Second
+	kitDefaultActivity = 30 * time.Second
+)
+
+// bound shows a bound, saying when it is the default.
+func bound(set, d time.Duration) string {
+	if set <= 0 {
+		return d.String() + " (the default)"
+	}
+	return d.String()
+}
+
+// tooLong is the reason a check of a bound is skipped, with the one line
+// that makes it observable.
+func tooLong(what string) string {
+	return fmt.Sprintf("not observable here: %s, longer than the %s RunKit waits; build the Connector under test with "+
+		"Options.Advanced.Channel = &imv2.Options{DeltaIdleTTL: time.Second, DeltaSweep: 100 * time.Millisecond, "+
+		"ActivityTimeout: time.Second} to run it", what, maxKitBound)
+}
+
+// kitObserver turns the platform calls a kit reports into the Events an
+// Observer gives the checks.
+type kitObserver struct {
+	Recorder
+	mu      sync.Mutex
+	handles map[[2]string]string // message_id by channel and handle, for edits
+}
+
+func (o *kitObserver) saw(c kithook.Call) {
+	e := Event{Event: c.Op, MessageID: c.MessageID, Text: &c.Text}
+	switch c.Op {
+	case "post", "draft":
+		o.mu.Lock()
+		o.handles[[2]string{c.ChannelID, c.Handle}] = c.MessageID
+		o.mu.Unlock()
+	case "edit":
+		o.mu.Lock()
+		e.MessageID = o.handles[[2]string{c.ChannelID, c.Handle}]
+		o.mu.Unlock()
+	case "final":
+		for _, f := range c.Files {
+			e.Files = append(e.Files, EventFile{FileRef: f.FileRef, Type: string(f.Type), Filename: f.Filename})
+		}
+	case "typing":
+		e.Text, e.Status, e.ToolName = nil, string(c.Activity.Status), c.Activity.ToolName
+		if c.Activity.Status == imv2.ActivityIdle {
+			e = Event{Event: "typing_clear"}
+		}
+	}
+	o.Record(e)
 }
 
 // runChecks runs the Connector-side checks against c, one subtest per
@@ -126,7 +217,8 @@ func (l testLog) Write(p []byte) (int, error) {
 }
 
 // ReportTo turns a report into subtests of t: a failed check fails its
-// subtest with the reason, a skipped one logs why (it is no pass).
+// subtest with the reason, a skipped one is reported skipped (SKIP under
+// go test -v) with why: a skipped check is no pass.
 func ReportTo(t *testing.T, rep *Report) {
 	t.Helper()
 	for _, res := range rep.Results {
@@ -135,7 +227,7 @@ func ReportTo(t *testing.T, rep *Report) {
 			case Fail:
 				t.Errorf("%s [%s]: %s", res.Title, strings.Join(res.Rules, " "), res.Reason)
 			case Skip:
-				t.Logf("not run: %s", res.Reason)
+				t.Skip(res.Reason)
 			}
 		})
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/jackc/pgx/v5"
 
@@ -49,14 +50,15 @@ func lookup(ctx context.Context, q querier, ch, id []byte, cutoff int64) (imv2.F
 // Record returns, so the accepted ack that follows it survives a crash
 // (S8), and it ends the message's claim, whoever held it. Recording a
 // message again replaces its fingerprint and restarts its TTL. When
-// CompletedCap records are held the oldest go; a few expired records and
-// orphaned claims go too.
+// CompletedCap records are held records go by the shares of
+// completedshare.go; a few expired records and orphaned claims go too.
 //
 // Record is one round trip: its statements go as one pgx batch, which
 // PostgreSQL runs as one implicit transaction. It locks the message (as
 // Claim and Release do) and one of completedShards count rows, chosen by
-// the message, so Records of different messages, on any replica, wait on
-// no common row (see trimCompleted for the cap this allows).
+// the message, and its channel's count row, so Records of different
+// channels, on any replica, wait on no common row (see completedshare.go
+// for the cap this allows).
 func (s *Store) Record(ctx context.Context, channelID, messageID string, fp imv2.Fingerprint) error {
 	if err := checkIDs(channelID, messageID); err != nil {
 		return err
@@ -69,19 +71,25 @@ func (s *Store) Record(ctx context.Context, channelID, messageID string, fp imv2
 		cutoff := now - s.ttl.Nanoseconds()
 		b.Queue("SELECT pg_advisory_xact_lock($1)", key)
 		// xmax = 0 marks a row the statement inserted rather than updated:
-		// only a new record counts. The count row is updated after the
-		// record's (the WITH is evaluated first), the one lock order of
-		// every statement here.
+		// only a new record counts, and only a new channel. The record's
+		// row, then the channel's count row, then the shard row (the WITHs
+		// are evaluated first) is the one lock order of every statement
+		// here; the trims take others' rows only with SKIP LOCKED.
 		b.Queue(`WITH up AS (
 				INSERT INTO imv2_completed (channel_id, message_id, fingerprint, recorded_ns, seq)
 				VALUES ($1, $2, $3, $4, nextval('imv2_completed_seq'))
 				ON CONFLICT (channel_id, message_id) DO UPDATE
 				SET fingerprint = EXCLUDED.fingerprint, recorded_ns = EXCLUDED.recorded_ns, seq = EXCLUDED.seq
-				RETURNING xmax = 0 AS inserted)
-			UPDATE imv2_completed_counts SET n = n + 1 WHERE shard = $5 AND (SELECT inserted FROM up)`,
+				RETURNING xmax = 0 AS inserted),
+			ch AS (
+				INSERT INTO imv2_completed_channels (channel_id, n) SELECT $1, 1 WHERE (SELECT inserted FROM up)
+				ON CONFLICT (channel_id) DO UPDATE SET n = imv2_completed_channels.n + 1
+				RETURNING xmax = 0 AS added)
+			UPDATE imv2_completed_counts SET n = n + 1, channels = channels + (SELECT count(*) FROM ch WHERE added)
+			WHERE shard = $5 AND (SELECT inserted FROM up)`,
 			ch, id, fp[:], now, shard)
 		b.Queue("DELETE FROM imv2_claims WHERE channel_id = $1 AND message_id = $2", ch, id)
-		b.Queue(trimCompleted, cutoff, s.completedCap, inlineSweep, shard)
+		s.queueTrim(b, now, ch, id, inlineSweep, shard)
 		// An orphaned claim is kept one TTL past its lease, as long as the
 		// record its resend would have made. SKIP LOCKED: a Record never
 		// waits for another's trim.
@@ -94,33 +102,6 @@ func (s *Store) Record(ctx context.Context, channelID, messageID string, fp imv2
 // over (imv2_completed_counts): a Record adds to one, chosen by its
 // message, so concurrent Records rarely wait on the same row.
 const completedShards = 64
-
-// trimCompleted removes, of the oldest $3 records by seq that no other
-// transaction has locked, those expired (recorded_ns <= $1) and as many
-// as the count exceeds the cap $2, and takes them off count shard $4.
-//
-// seq order is Record order, hence time order up to the replicas' clock
-// skew, so only the oldest few are looked at, never the table, and only
-// when the count is over the cap or the oldest record expired: a row lock
-// is a write, which a Record below the cap should not pay. The count
-// it reads is the sum of the shards as this transaction sees them: the
-// records of concurrent Records not yet committed are not in it. So the
-// table holds at most CompletedCap records plus one per Record in flight
-// (over all replicas) — or CompletedCap plus what a Handover copies, when
-// the Handover's copies fill it — and concurrent trims may each take up
-// to $3 records, evicting up to $3 per concurrent Record earlier than an
-// exact cap would. Sweep removes the expired records this misses.
-const trimCompleted = `WITH oldest AS (
-		SELECT seq, recorded_ns, row_number() OVER (ORDER BY seq) AS i FROM (
-			SELECT seq, recorded_ns FROM imv2_completed
-			WHERE (SELECT sum(n) FROM imv2_completed_counts) > $2
-				OR (SELECT recorded_ns FROM imv2_completed ORDER BY seq LIMIT 1) <= $1
-			ORDER BY seq LIMIT $3 FOR UPDATE SKIP LOCKED) o),
-	gone AS (
-		DELETE FROM imv2_completed c USING oldest WHERE c.seq = oldest.seq
-			AND (oldest.recorded_ns <= $1 OR oldest.i <= (SELECT sum(n) FROM imv2_completed_counts) - $2)
-		RETURNING 1)
-	UPDATE imv2_completed_counts SET n = n - (SELECT count(*) FROM gone) WHERE shard = $4`
 
 // countShard is the count row a message's or channel's changes go to.
 func countShard(key int64) int { return int(uint64(key) % completedShards) }
@@ -150,7 +131,17 @@ func (s *Store) DropChannel(ctx context.Context, channelID string) error {
 		if _, err := tx.Exec(ctx, "DELETE FROM imv2_claims WHERE channel_id = $1", ch); err != nil {
 			return err
 		}
-		return subCompleted(ctx, tx, countShard(messageKey(channelID, "")), tag.RowsAffected())
+		// By the records removed, not to zero: a concurrent Record of the
+		// channel, not seen by the DELETE, keeps its count.
+		shard := countShard(messageKey(channelID, ""))
+		if _, err := tx.Exec(ctx, "UPDATE imv2_completed_channels SET n = n - $2 WHERE channel_id = $1", ch, tag.RowsAffected()); err != nil {
+			return err
+		}
+		if err := subCompleted(ctx, tx, shard, tag.RowsAffected()); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, dropEmptyChannels, 1, shard)
+		return err
 	})
 }
 
@@ -162,15 +153,22 @@ func (s *Store) Sweep(ctx context.Context) (int, error) {
 	var n int64
 	err := s.tx(ctx, func(tx pgx.Tx) error {
 		cutoff := s.cutoff()
-		tag, err := tx.Exec(ctx, "DELETE FROM imv2_completed WHERE recorded_ns <= $1", cutoff)
-		if err != nil {
+		// The records first, then their channels' counts, then the shard
+		// rows: the lock order of Record.
+		if err := tx.QueryRow(ctx, `WITH gone AS (DELETE FROM imv2_completed WHERE recorded_ns <= $1 RETURNING channel_id),
+				per AS (SELECT channel_id, count(*) AS k FROM gone GROUP BY channel_id),
+				chs AS (UPDATE imv2_completed_channels c SET n = c.n - per.k FROM per WHERE c.channel_id = per.channel_id)
+			SELECT count(*) FROM gone`, cutoff).Scan(&n); err != nil {
 			return err
 		}
-		n = tag.RowsAffected()
 		if _, err := tx.Exec(ctx, "DELETE FROM imv2_claims WHERE until_ns <= $1", cutoff); err != nil {
 			return err
 		}
-		return subCompleted(ctx, tx, 0, n)
+		if err := subCompleted(ctx, tx, 0, n); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, dropEmptyChannels, math.MaxInt32, 0)
+		return err
 	})
 	return int(n), err
 }

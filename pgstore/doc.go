@@ -186,12 +186,17 @@
 //
 // Add beyond the pending cap fails with code pending_full and nothing is
 // dropped; pending entries never expire here (the Channel fails them with
-// code "expired" after its PendingTTL, and removes them). The oldest
-// completed record is evicted beyond the cap, approximately: the table
-// holds at most CompletedCap records plus one per Record in flight over
-// all replicas (a Record's trim does not see the records of Records not
-// yet committed), and under contention a Record may evict up to 16
-// records earlier than an exact cap would (completed.go, trimCompleted).
+// code "expired" after its PendingTTL, and removes them). Beyond the cap
+// the oldest completed record is evicted, unless its channel is within
+// its share of the cap and the record younger than 1 h: then a channel
+// over its share, the recording one first, loses one, so one peer's flood
+// cannot make another's final show twice (completedshare.go). The cap is
+// approximate: the table holds at most CompletedCap records plus one per
+// Record in flight over all replicas (a Record's trim does not see the
+// records of Records not yet committed, nor take what another has
+// locked), and under contention a Record may evict up to 16 records
+// earlier than an exact cap would. Records of one channel wait for each
+// other on its count row; those of different channels do not.
 // Record removes up to 16 expired records and orphaned claims each time;
 // Sweep removes all.
 //

@@ -17,8 +17,8 @@ import (
 // changes nothing. from's claims not yet due for Sweep are copied with the
 // same row values (owner, lease, fingerprint), at most as many, except
 // where to has a claim of its own. from keeps its records and claims; an
-// unknown from copies nothing. The cap holds afterwards: the oldest
-// records go first, as in Record.
+// unknown from copies nothing. The cap holds afterwards: records go by the
+// shares, as in Record.
 func (s *Store) Handover(ctx context.Context, from, to string) error {
 	if err := checkChannel(from); err != nil {
 		return err
@@ -68,12 +68,12 @@ func (s *Store) Handover(ctx context.Context, from, to string) error {
 			return err
 		}
 		// The copies count, then the cap holds as after a Record
-		// (trimCompleted), with room to evict as many as were copied.
+		// (completedshare.go), with room to evict as many as were copied.
 		shard := countShard(messageKey(to, ""))
-		if _, err := tx.Exec(ctx, "UPDATE imv2_completed_counts SET n = n + $2 WHERE shard = $1", shard, count); err != nil {
-			return err
-		}
-		_, err = tx.Exec(ctx, trimCompleted, s.cutoff(), s.completedCap, count+inlineSweep, shard)
-		return err
+		b := &pgx.Batch{}
+		b.Queue(countChannel, []byte(to), count, shard)
+		b.Queue("UPDATE imv2_completed_counts SET n = n + $2 WHERE shard = $1", shard, count)
+		s.queueTrim(b, s.nowNS(), []byte(to), nil, count+inlineSweep, shard)
+		return tx.SendBatch(ctx, b).Close()
 	})
 }

@@ -117,6 +117,22 @@ DO $$ BEGIN
 	END IF;
 END $$;
 `,
+	// 6: completed records counted per channel, and the channels holding
+	// records counted on the shard rows, for the shares of
+	// completedshare.go; a channel's records in order. Counted from the
+	// records at hand. Written to run again harmlessly.
+	`
+CREATE TABLE IF NOT EXISTS imv2_completed_channels (
+	channel_id bytea  PRIMARY KEY,
+	n          bigint NOT NULL
+);
+CREATE INDEX IF NOT EXISTS imv2_completed_channels_n ON imv2_completed_channels (n);
+CREATE INDEX IF NOT EXISTS imv2_completed_channel_order ON imv2_completed (channel_id, seq);
+ALTER TABLE imv2_completed_counts ADD COLUMN IF NOT EXISTS channels bigint NOT NULL DEFAULT 0;
+DELETE FROM imv2_completed_channels;
+INSERT INTO imv2_completed_channels SELECT channel_id, count(*) FROM imv2_completed GROUP BY channel_id;
+UPDATE imv2_completed_counts SET channels = CASE WHEN shard = 0 THEN (SELECT count(*) FROM imv2_completed_channels) ELSE 0 END;
+`,
 }
 
 // SchemaVersion is the schema version this build writes and reads.

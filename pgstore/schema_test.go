@@ -2,6 +2,7 @@ package pgstore_test
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -111,5 +112,72 @@ func TestSchema_UpgradeFromVersion4KeepsCompletedCount(t *testing.T) {
 	}
 	if st, err := s.Stats(ctx); err != nil || st.Completed != 3 {
 		t.Fatalf("Stats = %+v, %v; want 3 completed", st, err)
+	}
+}
+
+// TestSchema_UpgradeFromVersion5CountsChannels: a database of schema
+// version 5 (records, no count per channel) migrates to version 6 with
+// every channel's records counted, so the shares hold at once: a flood
+// into the migrated database evicts its own records, not the victim's.
+// The version-5 database is made by dropping what version 6 added.
+func TestSchema_UpgradeFromVersion5CountsChannels(t *testing.T) {
+	ctx := context.Background()
+	url := srv.NewDatabase(t)
+	opts := pgstore.Options{CompletedCap: 10}
+	s := openStore(t, url, opts)
+	fp := imv2.FingerprintOf(&imv2.ChatMessage{Text: "hi"})
+	record := func(ch, id string) {
+		t.Helper()
+		if err := s.Record(ctx, ch, id, fp); err != nil {
+			t.Fatal(err)
+		}
+	}
+	record("victim", "v1")
+	for i := range 4 {
+		record("flood", "f"+strconv.Itoa(i))
+	}
+	_ = s.Close()
+	c, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	if _, err := c.Exec(ctx, `DROP TABLE imv2_completed_channels;
+		DROP INDEX imv2_completed_channel_order;
+		ALTER TABLE imv2_completed_counts DROP COLUMN channels;
+		DELETE FROM imv2_schema_version WHERE version >= 6`); err != nil {
+		t.Fatal(err)
+	}
+	s = openStore(t, url, opts)
+	checkCounts(t, c)
+	for i := 4; i < 40; i++ {
+		record("flood", "f"+strconv.Itoa(i))
+	}
+	checkCounts(t, c)
+	if _, ok, err := s.Lookup(ctx, "victim", "v1"); err != nil || !ok {
+		t.Fatalf("the victim's record after a flood into the migrated database: found=%v, %v", ok, err)
+	}
+	if st, err := s.Stats(ctx); err != nil || st.Completed != 10 {
+		t.Fatalf("Stats = %+v, %v; want 10 completed, the cap", st, err)
+	}
+}
+
+// checkCounts verifies that the counts of completed records agree with
+// the records: the total, each channel's, and the channels holding some.
+func checkCounts(t *testing.T, c *pgx.Conn) {
+	t.Helper()
+	var bad, total, counted, channels, rows int
+	err := c.QueryRow(context.Background(), `SELECT
+		(SELECT count(*) FROM imv2_completed_channels ch FULL JOIN
+			(SELECT channel_id, count(*) AS k FROM imv2_completed GROUP BY channel_id) r USING (channel_id)
+			WHERE ch.n IS DISTINCT FROM r.k),
+		(SELECT count(*) FROM imv2_completed), (SELECT sum(n) FROM imv2_completed_counts),
+		(SELECT sum(channels) FROM imv2_completed_counts), (SELECT count(*) FROM imv2_completed_channels)`).
+		Scan(&bad, &total, &counted, &channels, &rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bad != 0 || total != counted || channels != rows {
+		t.Fatalf("%d channels miscounted; %d records, %d counted; %d channel rows, %d counted", bad, total, counted, rows, channels)
 	}
 }

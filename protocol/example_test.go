@@ -33,3 +33,12 @@ func ExampleToolInputSchema() {
 	// {"properties":{"connector_channel_id":{"description":"The user-level Connector channel ID this call acts on. xAgent fills it in; do not invent one.","type":"string"},"text":{"description":"Text to send.","type":"string"}},"required":["connector_channel_id","text"],"type":"object"}
 	// <nil>
 }
+
+// NewCard fills in what every IM Connector's Card says alike; the rest is
+// a plain struct to set before serving it.
+func ExampleNewCard() {
+	card := protocol.NewCard("im.pretend", "Pretend chat", "1.0.0",
+		protocol.SupportedTarget{TargetType: imv2.TargetTypeIM, Provider: "pretend", Label: "Pretend chat"})
+	fmt.Println(card.Validate() == nil, card.Supports.TargetTypes, card.Supports.Profiles)
+	// Output: true [im] [xagent.im.v2]
+}

@@ -107,3 +107,58 @@ func TestReply_S1_WaitsForRoomWhenPendingFull(t *testing.T) {
 	defer mu.Unlock()
 	require.Equal(t, want, shown)
 }
+
+// TestWaitAcked_A5_ReturnsWhenTheFinalsAreAcked: a Connector holds every
+// final until released; WaitAcked(ctx, 3) after three Replies blocks
+// while they are held, returns once all three are shown, and fails with
+// the refusal when the Connector refuses one for good.
+func TestWaitAcked_A5_ReturnsWhenTheFinalsAreAcked(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	gate := make(chan struct{})
+	var shown []string
+	var mu sync.Mutex
+	card := testcard.IM("simtest", "sim test")
+	srv, err := dataplane.NewServer(dataplane.ServerConfig{Card: card,
+		NewTarget: func(string) imv2.Target {
+			return imv2.TargetFunc(func(ctx context.Context, _ string, m *imv2.ChatMessage) error {
+				select {
+				case <-gate:
+				case <-ctx.Done():
+					return imv2.Retryable(ctx.Err())
+				}
+				if m.Text == "refuse" {
+					return imv2.Permanent(errors.New("no"))
+				}
+				mu.Lock()
+				shown = append(shown, m.Text)
+				mu.Unlock()
+				return nil
+			})
+		}})
+	require.NoError(t, err)
+	h, err := connector.NewHandler(connector.HandlerConfig{Card: card, WS: srv})
+	require.NoError(t, err)
+	hs := httptest.NewServer(h)
+	defer hs.Close()
+	defer srv.Close()
+	s, err := sim.Start(ctx, sim.Config{Connector: hs.URL})
+	require.NoError(t, err)
+	defer s.Close()
+
+	for i := range 3 {
+		require.NoError(t, s.Reply(ctx, s.Channel().ID(), fmt.Sprintf("reply %d", i)))
+	}
+	held, stop := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer stop()
+	require.ErrorIs(t, s.WaitAcked(held, 3), context.DeadlineExceeded, "returned while the finals were held")
+	close(gate)
+	require.NoError(t, s.WaitAcked(ctx, 3))
+	mu.Lock()
+	require.Equal(t, []string{"reply 0", "reply 1", "reply 2"}, shown)
+	mu.Unlock()
+
+	require.NoError(t, s.Reply(ctx, s.Channel().ID(), "refuse"))
+	require.ErrorContains(t, s.WaitAcked(ctx, 4), "refused")
+}

@@ -40,8 +40,12 @@ type Config struct {
 	// the Card is always fetched from /connector-card.json, and a Card
 	// naming another fails Start.
 	CardID string
-	// Rate is deltas per second of a streamed reply; 0 sends them as fast
-	// as the channel takes them.
+	// Rate is deltas per second of a streamed reply (one delta per word,
+	// Pieces); 0 sends them as fast as the channel takes them. At 0 a
+	// whole reply's deltas arrive within a millisecond, so a Connector in
+	// edit mode, which edits at most once per interval, shows the final
+	// with at most one draft before it: set Rate (20 is a person reading)
+	// to see drafts grow.
 	Rate float64
 	// Attach is a file uploaded and attached to every final, if set.
 	Attach string
@@ -84,6 +88,12 @@ type Simulator struct {
 	ctx     context.Context
 	cancel  context.CancelFunc
 	logMu   sync.Mutex
+
+	// acked counts the finals that got their terminal ack; ackedNow is
+	// closed (and replaced) at each, for WaitAcked.
+	acked    int
+	failed   *imv2.Error
+	ackedNow chan struct{}
 
 	// room is signalled by every terminal ack of a final: a Final refused
 	// pending_full waits for it. connected is signalled by every
@@ -177,12 +187,14 @@ func (s *Simulator) options() *imv2.Options {
 		if delivered != nil {
 			delivered(channelID, m, st)
 		}
+		s.ack(nil)
 		signal(s.room)
 	}
 	o.OnFailed = func(channelID string, m imv2.ChatMessage, err *imv2.Error) {
 		if failed != nil {
 			failed(channelID, m, err)
 		}
+		s.ack(err)
 		signal(s.room)
 	}
 	return &o
@@ -242,8 +254,52 @@ func (s *Simulator) UserMessages() []imv2.ChatMessage {
 	return append([]imv2.ChatMessage(nil), s.users...)
 }
 
-// Wait blocks until every reply started so far has sent its final.
+// Wait blocks until every reply the simulator started by itself, to
+// answer a user message, has sent its final; it does not wait for the
+// Connector's acks (WaitAcked does).
 func (s *Simulator) Wait() { s.wg.Wait() }
+
+// ack counts a final's terminal ack: err is nil when it was delivered.
+func (s *Simulator) ack(err *imv2.Error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.acked++
+	if err != nil && s.failed == nil {
+		s.failed = err
+	}
+	if s.ackedNow != nil {
+		close(s.ackedNow)
+		s.ackedNow = nil
+	}
+}
+
+// WaitAcked blocks until n finals sent since Start got their terminal
+// ack — the Connector showed them (accepted, duplicate) or refused them
+// for good — and fails with the first refusal, if any, or ctx's error.
+// Reply returns once its final is sent, before the Connector acks it:
+// after n Replies, WaitAcked(ctx, n) is when all n are in the chat.
+func (s *Simulator) WaitAcked(ctx context.Context, n int) error {
+	for {
+		s.mu.Lock()
+		done, failed := s.acked >= n, s.failed
+		if s.ackedNow == nil {
+			s.ackedNow = make(chan struct{})
+		}
+		next := s.ackedNow
+		s.mu.Unlock()
+		switch {
+		case failed != nil:
+			return fmt.Errorf("sim: a final was refused: %w", failed)
+		case done:
+			return nil
+		}
+		select {
+		case <-next:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
 
 // Close stops the replies in progress and the connection.
 func (s *Simulator) Close() error {
@@ -317,7 +373,11 @@ func (s *Simulator) Resend(ctx context.Context, channelID string, m imv2.ChatMes
 
 // Reply streams one assistant message on channelID: activity thinking,
 // tool web_search, the text in word-sized deltas at Config.Rate, the final
-// (with Config.Attach uploaded first) and idle.
+// (with Config.Attach uploaded first) and idle. It blocks while it
+// streams and returns once the final is sent — stored as pending and
+// resent until acked, not yet acked (WaitAcked waits for that). Replies
+// made one after the other on a channel send their finals in that order;
+// replies made concurrently interleave their deltas.
 func (s *Simulator) Reply(ctx context.Context, channelID, text string) error {
 	var attach []string
 	if s.cfg.Attach != "" {

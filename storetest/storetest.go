@@ -25,7 +25,12 @@
 //   - A completed record is visible while now < recorded+ttl, so it is gone
 //     at exactly ttl. Re-recording a message restarts its ttl and moves it to
 //     the back of the eviction order.
-//   - Records are evicted oldest first, in Record order, across all channels.
+//   - Records are evicted oldest first, in Record order, across all channels,
+//     except that a channel holding no more than its share of the capacity
+//     (capacity over the channels holding records) keeps its records
+//     younger than the resend horizon (imv2's default PendingTTL, 1 h):
+//     room is made from channels over their share, the recording one's
+//     first, so one peer's flood cannot make another's final show twice.
 //
 // Time is a fakeclock; the suite never sleeps.
 package storetest
@@ -95,6 +100,7 @@ func TestCompletedStore(t *testing.T, newStore CompletedFactory, reopen Complete
 	t.Run("S4_TTL", func(t *testing.T) { completedTTL(t, newStore) })
 	t.Run("S4_ReRecordRestartsTTL", func(t *testing.T) { completedReRecordTTL(t, newStore) })
 	t.Run("S4_CapEvictsOldestFirst", func(t *testing.T) { completedCap(t, newStore) })
+	t.Run("S6_FloodKeepsAnotherChannelsRecord", func(t *testing.T) { completedShares(t, newStore) })
 	t.Run("S7_DropChannel", func(t *testing.T) { completedDropChannel(t, newStore) })
 	t.Run("S6_Handover", func(t *testing.T) { completedHandover(t, newStore) })
 	t.Run("S4_HandoverRepeatChangesNothing", func(t *testing.T) { completedHandoverRepeat(t, newStore) })
@@ -503,6 +509,44 @@ func completedCap(t *testing.T, newStore CompletedFactory) {
 	wantLookup(t, s, "y", "m0", fpOf("4"), true)
 	wantLookup(t, s, "y", "m1", fpOf("2"), true)
 	wantLookup(t, s, "x", "m9", fpOf("5"), true)
+}
+
+// completedShares: one channel, then five round robin, record three
+// times the capacity after another channel's one record; that record,
+// young and within its channel's share, stays, and the flood keeps its
+// newest records. Past the resend horizon (1 h, under a 24 h TTL) the
+// record is no longer protected and goes oldest first.
+func completedShares(t *testing.T, newStore CompletedFactory) {
+	for _, floods := range []int{1, 5} {
+		t.Run(fmt.Sprintf("%d flooding channels", floods), func(t *testing.T) {
+			clock := fakeclock.New(start)
+			const capacity = 10
+			s := newStore(t, capacity, 24*time.Hour, clock)
+			mustRecord(t, s, "victim", "v1", fpOf("v1"))
+			clock.Advance(time.Second)
+			n := 3 * capacity
+			for i := range n {
+				mustRecord(t, s, fmt.Sprintf("flood%d", i%floods), fmt.Sprintf("f%d", i), fpOf("f"))
+			}
+			wantLookup(t, s, "victim", "v1", fpOf("v1"), true)
+			wantLookup(t, s, fmt.Sprintf("flood%d", (n-1)%floods), fmt.Sprintf("f%d", n-1), fpOf("f"), true)
+			held := 0
+			for i := range n {
+				if _, ok, _ := s.Lookup(context.Background(), fmt.Sprintf("flood%d", i%floods), fmt.Sprintf("f%d", i)); ok {
+					held++
+				}
+			}
+			if held != capacity-1 {
+				t.Fatalf("the flood holds %d records, want the capacity less the victim's, %d", held, capacity-1)
+			}
+
+			clock.Advance(time.Hour) // past the resend horizon
+			for i := range capacity {
+				mustRecord(t, s, "late", fmt.Sprintf("l%d", i), fpOf("l"))
+			}
+			wantLookup(t, s, "victim", "v1", imv2.Fingerprint{}, false)
+		})
+	}
 }
 
 // completedHandover: a handover copies the live records of one channel to

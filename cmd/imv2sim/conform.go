@@ -40,6 +40,10 @@ command that provides one, under this contract:
 examples/console -json is one such command:
 
   imv2sim conform -exec "go run ./examples/console -addr 127.0.0.1:0 -json -mode buffer" -buffer
+
+A Connector built with connector.New needs none of this in a Go test:
+imv2test.RunKit(t, k, nil) runs the suite in process and sees what the kit
+shows by itself.
 `
 
 // conform runs `imv2sim conform`; out gets the table, errOut the

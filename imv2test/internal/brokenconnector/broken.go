@@ -72,6 +72,7 @@ const (
 	PlainToolName         Flaw = "plain-tool-name"         // K12.e: a tool_name with a space or a slash is refused (C3)
 	FingerprintURL        Flaw = "fingerprint-url"         // K3.d: a resend with a new download_url or expires_at is a conflict (S6)
 	DraftOvertakes        Flaw = "draft-overtakes"         // K2.e: a final-only message waits out a rate limit in the background while the next message's drafts show at once (M14)
+	FirstDraftOvertakes   Flaw = "first-draft-overtakes"   // K2.e: a message's first draft waits out a rate limit in the background while the next message's first draft shows at once (M14, D8)
 	RejectRetryable       Flaw = "reject-retryable"        // every check whose final must be accepted: every valid final is rejected retryable, however often it is resent (A8, M12)
 )
 
@@ -82,7 +83,7 @@ var Flaws = []Flaw{
 	NoRequestID, SilentInvalid, BufferTempText, UnboundedDeltas, LeakSessionID, UnsignedDownload,
 	AcceptUnknownFile, DropFiles, LenientDelta, AckBeforePost, AcceptSync, NewIDOnReconnect,
 	ResendHistory, ActivityUnsupported, IgnoreBadActivity, ActivityForever, StrictAckText, DeepFileNames,
-	PlainToolName, FingerprintURL, DraftOvertakes, RejectRetryable,
+	PlainToolName, FingerprintURL, DraftOvertakes, FirstDraftOvertakes, RejectRetryable,
 }
 
 // CardID is the fixture's connector_card_id.
@@ -108,7 +109,8 @@ type Config struct {
 	// Sink receives the target side effects; nil drops them.
 	Sink func(imv2test.Event)
 	// PostDelay is how late the post follows the ack with AckBeforePost,
-	// and the rate-limit wait of a final-only message with DraftOvertakes.
+	// and the rate-limit wait of a final-only message with DraftOvertakes
+	// or of a first draft with FirstDraftOvertakes.
 	PostDelay time.Duration
 	// Bounds of delta state (each stream expires after DeltaIdleTTL idle).
 	DeltaIdleTTL  time.Duration
@@ -732,6 +734,7 @@ func (s *session) onDelta(ch *channel, p *imv2.Packet) {
 		}
 	}
 	st := ch.streams[d.MessageID]
+	opening := st == nil
 	if st == nil {
 		if !unbounded && len(ch.streams) >= c.cfg.MaxOpenDeltas {
 			s.fail(p, imv2.CodeDeltaLimitExceeded, "too many open delta streams")
@@ -777,7 +780,20 @@ func (s *session) onDelta(ch *channel, p *imv2.Packet) {
 			ch.typing = false
 			c.cfg.Sink(imv2test.Event{Event: "typing_clear"})
 		}
-		c.cfg.Sink(imv2test.Event{Event: "draft", MessageID: d.MessageID, Text: &text})
+		ev := imv2test.Event{Event: "draft", MessageID: d.MessageID, Text: &text}
+		if c.has(FirstDraftOvertakes) && opening && len(ch.streams) == 1 {
+			// The first draft of the channel's only stream is rate-limited
+			// and retried in the background, holding nothing: a stream
+			// opened meanwhile shows its first draft at once, above it.
+			c.wg.Add(1)
+			go func() {
+				defer c.wg.Done()
+				time.Sleep(c.cfg.PostDelay)
+				c.cfg.Sink(ev)
+			}()
+			return
+		}
+		c.cfg.Sink(ev)
 	}
 }
 
