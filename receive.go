@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/xagentkit/imv2/internal/answered"
 )
 
 // delivery is one message_id queued for or in its Target call (single
@@ -196,6 +198,9 @@ func (c *Channel) deliver(d *delivery) {
 			continue
 		}
 		c.answer(w, id, status, rej)
+	}
+	if a, ok := c.o.Observer.(answered.Observer); ok {
+		a.Answered(c.id, id)
 	}
 }
 

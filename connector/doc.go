@@ -78,6 +78,26 @@
 //	GET  /files/refs/{file_ref} signed URL from DownloadURL or OfferFile (T2, T3, M6)
 //	GET  /livez                 public, Connector only: 200 while the process serves HTTP
 //	GET  /readyz                public, Connector only: 200, or 503 and why (shutting down, store, ReadyChecker)
+//	GET  /metrics               API key, Connector only: Prometheus text (below), or Advanced.Metrics
+//
+// # Metrics
+//
+// A Connector serves its metrics by default, in the Prometheus text
+// format, without the Prometheus client: the series of the metrics
+// module (imv2_events_total, imv2_messages_sent_total,
+// imv2_resends_total, imv2_acks_received_total, imv2_acks_sent_total,
+// imv2_deltas_rejected_total, imv2_target_call_duration_seconds), then
+// imv2_store_errors_total{store,op} (the Store New was given, counted),
+// imv2_pending_messages (user messages accepted and not yet acked or
+// failed, those waiting for the send window included) and
+// imv2_waiting_messages (the part not yet transmitted),
+// imv2_ack_latency_seconds (first transmission to ack),
+// imv2_open_connections, imv2_open_channels,
+// imv2_listener_failures_total, imv2_build_info, and the Go (go_*) and,
+// on Linux, process (process_*) series under client_golang's names.
+// Labels are bounded: codes from the peer by the SDK's list plus 32.
+// Options.Advanced.Metrics replaces the handler (the metrics module's
+// Collector, say: pass it as Advanced.Channel.Observer too).
 //
 // # API key
 //

@@ -9,6 +9,7 @@ import (
 
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/connector/internal/display"
+	"github.com/xagentkit/imv2/internal/answered"
 )
 
 // DefaultShutdownGrace is the grace the reference commands give Shutdown
@@ -93,8 +94,8 @@ func (dr *drain) begin(k finalKey) error {
 }
 
 // answered ends the count of an admitted final: the Channel recorded its
-// outcome (EventDelivered after the completed record, EventTargetFailed
-// after the claim's release) and sends its ack next.
+// outcome and handed its ack to the connection (answered.Observer), so
+// Close's close frame goes after it.
 func (dr *drain) answered(k finalKey) {
 	dr.mu.Lock()
 	defer dr.mu.Unlock()
@@ -115,18 +116,32 @@ func (dr *drain) answered(k finalKey) {
 	}
 }
 
-// observer ends the count of a final when its Channel reports the outcome,
-// then tells next (the author's Observer, or nil).
+// observer is the Observer every Channel gets: it passes events to next
+// (the author's Observer, or nil) and ends the count of a final once its
+// acks were handed to the connection.
 func (dr *drain) observer(next imv2.Observer) imv2.Observer {
-	return imv2.ObserverFunc(func(e imv2.Event) {
-		switch e.Kind {
-		case imv2.EventDelivered, imv2.EventTargetFailed:
-			dr.answered(finalKey{e.ChannelID, e.MessageID})
-		}
-		if next != nil {
-			next.Observe(e)
-		}
-	})
+	return drainObserver{dr, next}
+}
+
+type drainObserver struct {
+	dr   *drain
+	next imv2.Observer
+}
+
+// Observe passes e on.
+func (o drainObserver) Observe(e imv2.Event) {
+	if o.next != nil {
+		o.next.Observe(e)
+	}
+}
+
+// Answered implements answered.Observer: the Channel calls it after the
+// acks of a delivery were written or queued before any later frame.
+func (o drainObserver) Answered(channelID, messageID string) {
+	o.dr.answered(finalKey{channelID, messageID})
+	if a, ok := o.next.(answered.Observer); ok {
+		a.Answered(channelID, messageID)
+	}
 }
 
 // open refuses a channel.open while stopping: retryable, so xAgent opens
@@ -172,12 +187,10 @@ func (dr *drain) report() Drained {
 // new final is refused retryable, its claim released, and a channel.open
 // is answered connector_channel_unavailable: xAgent sends both again after
 // the restart), waits until every final already in the platform's hands
-// has its outcome recorded, or ctx ends, then Closes, which closes every
-// WebSocket with a close frame after the frames already accepted. The ack
-// of a drained final is sent right after its record; the kit cannot yet
-// wait for the frame itself, so in rare races the close frame goes first,
-// and xAgent's resend after the restart is answered duplicate (S8) —
-// shown once either way, never delivery_outcome_unknown. Requests other
+// has its outcome recorded and its ack handed to the connection, or ctx
+// ends, then Closes, which closes every WebSocket with a close frame after
+// the frames already accepted: the ack of a drained final leaves before
+// it (a final shown once, with nothing for xAgent to resend). Requests other
 // than /ws are served meanwhile. It returns what was drained and, when
 // ctx ended first, ctx's error (the finals still in flight are cancelled
 // as by Close). Give it DefaultShutdownGrace on SIGTERM.

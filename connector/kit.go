@@ -95,7 +95,9 @@ type Advanced struct {
 	// messages to the replica that holds a channel (pgstore.Relay; see
 	// Relay). Default: only channels open here are reached (ErrNoChannel).
 	Relay Relay
-	// Metrics, when set, is served at /metrics behind the API key.
+	// Metrics, when set, is served at /metrics behind the API key instead
+	// of the kit's own series (the package doc lists them), for example
+	// the metrics module's Collector.Handler.
 	Metrics http.Handler
 	// OnChannelOpen is called for every channel.open answered with
 	// success. Do not block in it.
@@ -110,7 +112,7 @@ type Advanced struct {
 }
 
 // Connector is a whole IM Connector Server: an http.Handler serving the
-// Card, skill, health, /ws, file transfer and optional /metrics, with the
+// Card, skill, health, probes, /ws, file transfer and /metrics, with the
 // data plane, display strategies, pacing, files and conversation bindings
 // assembled around one Platform. Build it with New; it is safe for
 // concurrent use. Close it to stop every connection and timer.
@@ -120,7 +122,9 @@ type Connector struct {
 	store    state.Store
 	clock    clock.Clock
 	log      *slog.Logger
-	metrics  http.Handler
+	metrics  http.Handler // /metrics: the kit's (metrics.go) or Advanced.Metrics
+	km       *kitMetrics
+	counted  *countedStore       // the Store, counted; /readyz reads its last write
 	defConv  func(string) string // nil for a Card with auth flows
 	relay    Relay
 	recv     [receiveStripes]sync.Mutex // serialise Receive per channel and event (inbound.go)
@@ -172,6 +176,10 @@ func New(card *protocol.Card, platform Platform, opts *Options) (*Connector, err
 		card: card, platform: platform, store: o.Store, clock: adv.Clock, log: o.Logger,
 		metrics: adv.Metrics, servers: map[*http.Server]struct{}{}, readers: map[string]*reader{}, chLocks: newChannelLocks(),
 	}
+	c.km = newKitMetrics(adv.Clock, c.openChannels)
+	if c.metrics == nil {
+		c.metrics = c.km
+	}
 	c.listener, _ = platform.(Listener)
 	c.watch.built = builtWith(&o, platform)
 	if card != nil && len(card.AuthFlows) == 0 {
@@ -186,7 +194,7 @@ func New(card *protocol.Card, platform Platform, opts *Options) (*Connector, err
 	}
 	c.handler, err = NewHandler(HandlerConfig{
 		Card: card, Markdown: o.Skill, APIKey: o.APIKey, URLKey: adv.URLKey, Files: o.Files, Clock: adv.Clock, Logger: o.Logger,
-		WS: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { c.server.ServeHTTP(w, r) }),
+		WS: c.km.countConnection(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { c.server.ServeHTTP(w, r) })),
 		// Uploads only to channels issued and open (Connector.acceptsUploads).
 		ChannelOpen: c.acceptsUploads,
 	})
@@ -223,13 +231,15 @@ func New(card *protocol.Card, platform Platform, opts *Options) (*Connector, err
 		copts = *adv.Channel
 	}
 	copts.Clock, copts.Logger = adv.Clock, o.Logger
-	copts.Observer = c.drain.observer(copts.Observer)
+	copts.Observer = c.drain.observer(metricsObserver{c.km, copts.Observer})
 	var registry state.ChannelRegistry
 	if c.store == nil {
 		c.store = newMemoryStore(adv.Clock)
 		o.Logger.Warn("connector: state is in memory (no Options.Store): after a restart xAgent's resend of a final whose ack was lost is posted a second time (S8), and pending user messages are lost; set Options.Store to a durable store (boltstore, pgstore) for a Connector that runs as a service")
 	}
-	copts.Pending, copts.Completed, registry = c.store, c.store, c.store
+	c.counted = newCountedStore(c.store, c.km, adv.Clock)
+	c.store = c.counted.kitStore()
+	copts.Pending, copts.Completed, registry = c.counted, c.counted.completed(), c.counted.registry()
 	c.parked = newParking(adv.Clock, cmp.Or(adv.OfflineGrace, dataplane.DefaultOfflineGrace), copts.OnFailed)
 	cfg := dataplane.ServerConfig{
 		Card:      card,
@@ -269,13 +279,13 @@ func New(card *protocol.Card, platform Platform, opts *Options) (*Connector, err
 }
 
 // ServeHTTP serves every endpoint: those of Handler, the probes /livez
-// and /readyz (probes.go) and, when Options.Advanced.Metrics is set,
-// GET /metrics behind the API key.
+// and /readyz (probes.go) and GET /metrics behind the API key (the kit's
+// series, or Options.Advanced.Metrics).
 func (c *Connector) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if c.serveProbe(w, r) {
 		return
 	}
-	if r.URL.Path == "/metrics" && c.metrics != nil {
+	if r.URL.Path == "/metrics" {
 		if c.handler.authorized(w, r) {
 			c.metrics.ServeHTTP(w, r)
 		}

@@ -14,7 +14,8 @@ import (
 
 // TestKit_S8_MemoryStateWarnsAtStart: a Connector with state in memory
 // says at start, as a Warn, that a restart posts a resent final twice; one
-// on a durable Store says nothing of it.
+// on a durable Store, or given NewMemoryStore on purpose, says nothing of
+// it.
 func TestKit_S8_MemoryStateWarnsAtStart(t *testing.T) {
 	t.Parallel()
 	var logs syncBuffer
@@ -37,4 +38,12 @@ func TestKit_S8_MemoryStateWarnsAtStart(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, k.Close())
 	require.False(t, strings.Contains(quiet.String(), "Options.Store"), "no warning with a durable Store: %s", quiet.String())
+
+	// Memory state chosen explicitly: the caller warns its own way.
+	k, err = connector.New(kitCard(""), editOnly(make(chan string, 1)), &connector.Options{
+		Store: connector.NewMemoryStore(nil), Logger: slog.New(slog.NewTextHandler(&quiet, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	})
+	require.NoError(t, err)
+	require.NoError(t, k.Close())
+	require.False(t, strings.Contains(quiet.String(), "Options.Store"), "no warning with NewMemoryStore: %s", quiet.String())
 }

@@ -55,8 +55,8 @@ func (p *slowPlatform) count(id string) int {
 // (connector_channel_unavailable, W10) and lets the call finish instead of
 // cancelling it: the final is shown once and recorded completed (S8), so a
 // resend after the restart is answered duplicate, not
-// delivery_outcome_unknown. (Its ack usually leaves before the close
-// frame, but the kit cannot yet wait for it: see Shutdown.)
+// delivery_outcome_unknown; and its ack leaves before the close frame, so
+// xAgent has nothing to resend.
 func TestKit_W10_S8_ShutdownDrainsAFinalInFlight(t *testing.T) {
 	p := newSlowPlatform()
 	st, err := boltstore.Open(filepath.Join(t.TempDir(), "kit.db"), boltstore.Options{})
@@ -101,4 +101,8 @@ func TestKit_W10_S8_ShutdownDrainsAFinalInFlight(t *testing.T) {
 	_, completed, err := st.Lookup(ctx, ch.ID(), id)
 	require.NoError(t, err)
 	require.True(t, completed, "S8: recorded completed, so a resend is a duplicate")
+	// The socket is closed: the ack arrived before the close frame or
+	// never will (the bound only guards against a hang).
+	o := testwait.Recv(t, a.outcome, 5*time.Second)
+	require.Equal(t, outcome{id: id, status: imv2.AckAccepted}, o, "the drained final's ack reached xAgent")
 }

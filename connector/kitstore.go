@@ -16,7 +16,17 @@ type memoryStore struct {
 	*state.MemoryBindingStore
 }
 
+// NewMemoryStore returns the in-memory Store New uses when Options.Store
+// is nil (clk expires completed records; nil means clock.System{}).
+// Passing it explicitly says memory state is intended, so New does not
+// log its warning: a command that tells its operator itself (the console
+// names its -store flag) warns once.
+func NewMemoryStore(clk clock.Clock) state.Store { return newMemoryStore(clk) }
+
 func newMemoryStore(clk clock.Clock) *memoryStore {
+	if clk == nil {
+		clk = clock.System{}
+	}
 	return &memoryStore{
 		imv2.NewMemoryPendingStore(0),
 		imv2.NewMemoryCompletedStore(0, 0, clk),

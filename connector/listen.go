@@ -242,6 +242,7 @@ func (c *Connector) read(ctx context.Context, channelID string, r, old *reader) 
 		}
 		fails++
 		d := min(ListenBackoffMin<<min(fails-1, 8), ListenBackoffMax)
+		c.km.listenerFailures.Inc()
 		c.log.Warn("connector: listener failed; restarting", "connector_channel_id", channelID, "err", err, "in", d)
 		if sleep(ctx, c.clock, d) != nil {
 			return

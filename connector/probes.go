@@ -21,13 +21,20 @@ const ProbeTimeout = 2 * time.Second
 // prove the Store takes writes; issued IDs never take this form.
 const readyProbeChannel = "readyz-probe"
 
+// readyWriteWindow is how recent a successful write of the kit's must be
+// for /readyz to count the Store writable without a probe of its own:
+// Kubernetes' default probe period.
+const readyWriteWindow = 10 * time.Second
+
 // serveProbe answers the Kubernetes-style probes, without the API key
 // (a probe carries no secret, and the bodies say nothing secret):
 //
 //   - GET /livez: 200 "ok" while the process serves HTTP at all.
 //   - GET /readyz: 200 "ready" when the Connector takes new work, else
 //     503 with the first reason: shutting down, the Store refuses a
-//     write, or the Platform's ReadyChecker reports a failure.
+//     write (a write of the kit's that succeeded in the last
+//     readyWriteWindow counts; else a probe writes), or the Platform's
+//     ReadyChecker reports a failure.
 //
 // It reports whether r was a probe.
 func (c *Connector) serveProbe(w http.ResponseWriter, r *http.Request) bool {
@@ -63,13 +70,14 @@ func (c *Connector) notReady(ctx context.Context) string {
 	}
 	ctx, cancel := context.WithTimeout(ctx, ProbeTimeout)
 	defer cancel()
-	if err := c.store.Register(ctx, readyProbeChannel); err != nil {
-		c.log.Warn("connector: not ready: the store refuses a write", "err", err)
-		return "store not writable"
-	}
-	if err := c.store.Forget(ctx, readyProbeChannel); err != nil {
-		c.log.Warn("connector: not ready: the store refuses a write", "err", err)
-		return "store not writable"
+	// A write of the kit's that succeeded within readyWriteWindow proves
+	// the store writable; without one (idle, or the last write failed)
+	// a probe writes, so a busy Connector's probes cost no write.
+	if !c.counted.wroteWithin(readyWriteWindow) {
+		if err := c.counted.probe(ctx); err != nil {
+			c.log.Warn("connector: not ready: the store refuses a write", "err", err)
+			return "store not writable"
+		}
 	}
 	if rc, ok := c.platform.(ReadyChecker); ok {
 		if err := rc.Ready(ctx); err != nil {

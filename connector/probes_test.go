@@ -9,11 +9,14 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/boltstore"
 	"github.com/xagentkit/imv2/connector"
+	"github.com/xagentkit/imv2/dataplane"
 	"github.com/xagentkit/imv2/state"
 )
 
@@ -104,4 +107,72 @@ func TestKit_Probes_ReadyzFollowsStoreAndPlatform(t *testing.T) {
 	code, body = get(t, url+"/readyz")
 	require.Equal(t, http.StatusServiceUnavailable, code)
 	require.Equal(t, "not ready: shutting down", body)
+}
+
+// probeCounting counts the writes /readyz makes to prove the store
+// writable (its probe channel's Register and Forget); while full, the
+// registry and binding writes fail, as on a full disk.
+type probeCounting struct {
+	*failingStore
+	probes atomic.Int32
+}
+
+func (s *probeCounting) Register(ctx context.Context, id string) error {
+	if id == "readyz-probe" {
+		s.probes.Add(1)
+	}
+	return s.failingStore.Register(ctx, id)
+}
+
+func (s *probeCounting) Forget(ctx context.Context, id string) error {
+	if id == "readyz-probe" {
+		s.probes.Add(1)
+	}
+	if s.full.Load() {
+		return errDiskFull
+	}
+	return s.failingStore.Forget(ctx, id)
+}
+
+func (s *probeCounting) Bind(ctx context.Context, b state.Binding) (state.BindingChange, error) {
+	if s.full.Load() {
+		return state.BindingChange{}, errDiskFull
+	}
+	return s.failingStore.Bind(ctx, b)
+}
+
+// TestKit_Probes_ReadyzReusesTheKitsRecentWrites: /readyz writes a probe
+// only when the kit has made no successful write lately: after a channel
+// open registered its ID, five probes write nothing (they wrote two each
+// before). A write that fails sends the next probe to the store again,
+// which turns not ready while it refuses, and ready once it recovers.
+func TestKit_Probes_ReadyzReusesTheKitsRecentWrites(t *testing.T) {
+	st := &probeCounting{failingStore: &failingStore{Store: connector.NewMemoryStore(nil)}}
+	_, url := startKit(t, newPretend(0), "", connector.Options{Store: st})
+	code, _ := get(t, url+"/readyz")
+	require.Equal(t, http.StatusOK, code)
+	require.Equal(t, int32(2), st.probes.Load(), "idle: the probe writes")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cli, err := dataplane.Dial(ctx, dataplane.ClientConfig{URL: url, Target: inbound(make(chan imv2.ChatMessage, 1))})
+	require.NoError(t, err)
+	defer cli.Close()
+	_, err = cli.OpenChannel(ctx, "") // registers its ID: a write that succeeded
+	require.NoError(t, err)
+	for range 5 {
+		code, _ := get(t, url+"/readyz")
+		require.Equal(t, http.StatusOK, code)
+	}
+	require.Equal(t, int32(2), st.probes.Load(), "a recent write of the kit's proves the store writable")
+
+	st.full.Store(true)
+	_, err = cli.OpenChannel(ctx, "") // its Register fails
+	require.Error(t, err)
+	code, body := get(t, url+"/readyz")
+	require.Equal(t, http.StatusServiceUnavailable, code)
+	require.Equal(t, "not ready: store not writable", body)
+	st.full.Store(false)
+	code, _ = get(t, url+"/readyz")
+	require.Equal(t, http.StatusOK, code, "ready again once the store takes writes")
 }

@@ -2,18 +2,17 @@ package metrics
 
 import (
 	"net/http"
-	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/xagentkit/imv2"
-	"github.com/xagentkit/imv2/protocol"
+	"github.com/xagentkit/imv2/internal/codelabel"
 )
 
 // MaxExtraCodes bounds the distinct codes outside the SDK's own that get a
 // label value of their own; later ones count as "other".
-const MaxExtraCodes = 32
+const MaxExtraCodes = codelabel.MaxExtra
 
 // TargetBuckets are the upper bounds, in seconds, of the Target call
 // histogram: from a local call to a slow platform API.
@@ -33,9 +32,7 @@ type Collector struct {
 	storeErrors   *prometheus.CounterVec
 
 	registry *prometheus.Registry
-
-	mu    sync.Mutex
-	extra map[imv2.Code]struct{} // codes outside knownCodes given a label
+	codes    codelabel.Codes
 }
 
 // New returns a Collector registered in a registry of its own, which
@@ -71,7 +68,6 @@ func New() *Collector {
 			Name: "imv2_store_errors_total", Help: "Errors of the pending and completed stores, by store and operation.",
 		}, []string{"store", "op"}),
 		registry: prometheus.NewRegistry(),
-		extra:    map[imv2.Code]struct{}{},
 	}
 	c.registry.MustRegister(c)
 	return c
@@ -114,10 +110,10 @@ func (c *Collector) Observe(e imv2.Event) {
 			c.resends.Inc()
 		}
 	case imv2.EventAcked:
-		c.acksReceived.WithLabelValues(status(e.Status), "").Inc()
+		c.acksReceived.WithLabelValues(codelabel.Status(e.Status), "").Inc()
 		c.ended(e)
 	case imv2.EventFailed:
-		c.acksReceived.WithLabelValues(string(imv2.AckRejected), c.code(e.Code)).Inc()
+		c.acksReceived.WithLabelValues(string(imv2.AckRejected), c.codes.Label(e.Code)).Inc()
 		c.ended(e)
 	case imv2.EventDelivered:
 		c.acksSent.WithLabelValues(string(imv2.AckAccepted), "").Inc()
@@ -128,10 +124,10 @@ func (c *Collector) Observe(e imv2.Event) {
 		c.acksSent.WithLabelValues(string(imv2.AckDuplicate), "").Inc()
 	case imv2.EventRejected:
 		if e.Status == imv2.AckRejected { // an ack; without a status, an error packet
-			c.acksSent.WithLabelValues(string(imv2.AckRejected), c.code(e.Code)).Inc()
+			c.acksSent.WithLabelValues(string(imv2.AckRejected), c.codes.Label(e.Code)).Inc()
 		}
 	case imv2.EventDeltaRejected:
-		c.deltaRejected.WithLabelValues(c.code(e.Code)).Inc()
+		c.deltaRejected.WithLabelValues(c.codes.Label(e.Code)).Inc()
 	}
 }
 
@@ -141,58 +137,4 @@ func (c *Collector) ended(e imv2.Event) {
 	if e.Attempt >= 1 {
 		c.pending.Dec()
 	}
-}
-
-// status bounds an ack status label to the three the profile defines.
-func status(s imv2.AckStatus) string {
-	switch s {
-	case imv2.AckAccepted, imv2.AckDuplicate, imv2.AckRejected:
-		return string(s)
-	}
-	return "other"
-}
-
-// code bounds a code label: the SDK's codes, then MaxExtraCodes others.
-func (c *Collector) code(code imv2.Code) string {
-	if _, ok := knownCodes[code]; ok {
-		return string(code)
-	}
-	if !wellFormed(code) {
-		return "other"
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if _, ok := c.extra[code]; ok {
-		return string(code)
-	}
-	if len(c.extra) < MaxExtraCodes {
-		c.extra[code] = struct{}{}
-		return string(code)
-	}
-	return "other"
-}
-
-// wellFormed accepts what codes look like on the wire: 1 to 64 bytes of
-// lowercase letters, digits and underscores.
-func wellFormed(code imv2.Code) bool {
-	if len(code) == 0 || len(code) > 64 {
-		return false
-	}
-	for _, r := range []byte(code) {
-		if (r < 'a' || r > 'z') && (r < '0' || r > '9') && r != '_' {
-			return false
-		}
-	}
-	return true
-}
-
-var knownCodes = map[imv2.Code]struct{}{
-	imv2.CodeInvalidPacket: {}, protocol.CodeHelloRequired: {}, protocol.CodeConnectorCardIDMismatch: {},
-	protocol.CodeConnectorIDMismatch: {}, imv2.CodeChannelNotOpen: {}, imv2.CodeChannelIDRequired: {},
-	protocol.CodeChannelNotOwned: {}, protocol.CodeChannelConnectorMismatch: {}, imv2.CodeChannelUnavailable: {},
-	protocol.CodeConnectionNotFound: {}, protocol.CodeConnectionNotAuthenticated: {}, protocol.CodeAuthSessionNotFound: {},
-	protocol.CodeToolInvokeFailed: {}, imv2.CodeUnsupportedPacket: {}, imv2.CodeDeltaSequenceGap: {},
-	imv2.CodeDeltaSequenceConflict: {}, imv2.CodeDeltaLimitExceeded: {}, imv2.CodeMessageIDConflict: {},
-	imv2.CodeForbiddenField: {}, imv2.CodeTargetDeliveryFailed: {}, imv2.CodeTargetRejected: {},
-	imv2.CodePendingFull: {}, imv2.CodeClosed: {}, imv2.CodeExpired: {},
 }

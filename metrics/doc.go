@@ -1,6 +1,10 @@
 // Package metrics is a Prometheus collector over the SDK's Observer events
 // and its stores, in a module of its own so that the SDK does not import
-// the Prometheus client.
+// the Prometheus client. A kit Connector (package connector) serves these
+// series and more at /metrics by default without it; this module is for
+// a Channel, dataplane Server or Client of your own, or for a Connector
+// whose metrics go to a client_golang registry (Advanced.Metrics set to
+// Handler, Advanced.Channel.Observer to the Collector).
 //
 //	m := metrics.New()
 //	opts := &imv2.Options{
@@ -34,6 +38,7 @@
 // bounded: the SDK's own codes, then up to MaxExtraCodes others in the
 // order first seen, then "other". A failed outbound message carries status
 // "rejected" and its code. imv2_pending_messages counts what this process
-// transmitted: messages still waiting for the send window are not in it,
-// and a Channel.Drop of sent messages leaves them counted.
+// transmitted: messages still waiting for the send window are not in it
+// (the kit's own imv2_pending_messages counts them), and a Channel.Drop
+// of sent messages leaves them counted.
 package metrics

@@ -2,7 +2,7 @@
 //
 //	go run ./examples/console [flags]
 //	  -addr host:port    listen address (default 127.0.0.1:8787; port 0 picks a free one)
-//	  -api-key KEY       when set, /ws, /health and /files/uploads need "Authorization: Bearer KEY"
+//	  -api-key KEY       when set, /ws, /health, /files/uploads and /metrics need "Authorization: Bearer KEY"
 //	  -api-key-file FILE the key from a file (a container secret); or set XAGENT_API_KEY
 //	  -allow-weak-key    for testing only: accept a key under 128 bits (22 characters)
 //	  -mode MODE         stream | edit | buffer (default stream)
@@ -51,7 +51,7 @@ func main() {
 
 func run() error {
 	addr := flag.String("addr", "127.0.0.1:8787", "listen address; port 0 picks a free one")
-	keyFlags := cmdflags.KeyFlags(flag.CommandLine, `when set, /ws, /health and /files/uploads need "Authorization: Bearer KEY"`)
+	keyFlags := cmdflags.KeyFlags(flag.CommandLine, `when set, /ws, /health, /files/uploads and /metrics need "Authorization: Bearer KEY"`)
 	logFlags := cmdflags.LogFlags(flag.CommandLine)
 	mode := flag.String("mode", "stream", "stream | edit | buffer")
 	jsonOut := flag.Bool("json", false, "print every target side effect on stdout as one JSON object per line")

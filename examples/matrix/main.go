@@ -31,7 +31,7 @@ func main() {
 func run() error {
 	listen := flag.String("listen", "127.0.0.1:8080", "address to serve the Connector on")
 	state := flag.String("state", "matrix-state", "directory for bindings (access tokens, mode 0600) and delivery state")
-	keyFlags := cmdflags.KeyFlags(flag.CommandLine, `the key xAgent sends as "Authorization: Bearer KEY" on /ws, /health and /files/uploads; required, from this flag, -api-key-file or $`+cmdflags.KeyEnv)
+	keyFlags := cmdflags.KeyFlags(flag.CommandLine, `the key xAgent sends as "Authorization: Bearer KEY" on /ws, /health and /files/uploads, and a scraper on /metrics; required, from this flag, -api-key-file or $`+cmdflags.KeyEnv)
 	logFlags := cmdflags.LogFlags(flag.CommandLine)
 	version := flag.Bool("version", false, "print the version (module version and VCS revision) and exit")
 	flag.Parse()
@@ -56,6 +56,5 @@ func run() error {
 		return err
 	}
 	defer func() { _ = b.Close() }()
-	fmt.Fprintf(os.Stderr, "matrix: listening on %s (card %s)\n", *listen, matrixbridge.CardID)
-	return cmdrun.Serve("matrix", b.Connector(), *listen, os.Stderr)
+	return cmdrun.Serve("matrix", b.Connector(), *listen, matrixbridge.CardID, os.Stderr)
 }

@@ -41,7 +41,7 @@ func run() error {
 	to := flag.String("to", "", "the conversation: a contact's JID, or a room's JID with ?join")
 	server := flag.String("server", "", "host:port of the XMPP server (default: the JID's domain, from DNS)")
 	ca := flag.String("ca", "", "PEM file of the CA (or self-signed certificate) to trust for the server; default the system's")
-	keyFlags := cmdflags.KeyFlags(flag.CommandLine, `the key xAgent sends as "Authorization: Bearer KEY" on /ws, /health and /files/uploads; required, from this flag, -api-key-file or $`+cmdflags.KeyEnv)
+	keyFlags := cmdflags.KeyFlags(flag.CommandLine, `the key xAgent sends as "Authorization: Bearer KEY" on /ws, /health and /files/uploads, and a scraper on /metrics; required, from this flag, -api-key-file or $`+cmdflags.KeyEnv)
 	logFlags := cmdflags.LogFlags(flag.CommandLine)
 	version := flag.Bool("version", false, "print the version (module version and VCS revision) and exit")
 	flag.Parse()
@@ -77,6 +77,5 @@ func run() error {
 		return err
 	}
 	defer func() { _ = b.Close() }()
-	fmt.Fprintf(os.Stderr, "xmpp: listening on %s (card %s)\n", *listen, xmppbridge.CardID)
-	return cmdrun.Serve("xmpp", b.Connector(), *listen, os.Stderr)
+	return cmdrun.Serve("xmpp", b.Connector(), *listen, xmppbridge.CardID, os.Stderr)
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
 	"runtime/debug"
@@ -17,15 +18,22 @@ import (
 	"github.com/xagentkit/imv2/protocol"
 )
 
-// Serve serves k on addr until SIGTERM or SIGINT, then drains it
+// Serve listens on addr, writes "NAME: listening on HOST:PORT (card
+// CARD)" to w once it does (the real port, for an addr with port 0), and
+// serves k until SIGTERM or SIGINT, then drains it
 // (connector.Connector.Shutdown, up to DefaultShutdownGrace) and writes one
 // line "NAME: stopped: …" to w. It serves without the signal's context, so
 // only Shutdown's Close ends serving and the acks of drained finals leave.
-func Serve(name string, k *connector.Connector, addr string, w io.Writer) error {
+func Serve(name string, k *connector.Connector, addr, card string, w io.Writer) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "%s: listening on %s (card %s)\n", name, ln.Addr(), card)
 	served := make(chan error, 1)
-	go func() { served <- k.ListenAndServe(context.Background(), addr) }()
+	go func() { served <- k.Serve(context.Background(), ln) }()
 	select {
 	case err := <-served:
 		return err

@@ -110,6 +110,9 @@ func New(cfg Config) (*Bridge, error) {
 			return nil, err
 		}
 		b.store, opts.Store = st, st
+	} else if opts.Store == nil {
+		// Chosen, so the kit does not warn: the command says it once, naming -store.
+		opts.Store = connector.NewMemoryStore(opts.Advanced.Clock)
 	}
 	var err error
 	if b.Connector, err = connector.New(Card(), p, &opts); err != nil {

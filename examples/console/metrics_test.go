@@ -1,0 +1,54 @@
+package main
+
+import (
+	"context"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/xagentkit/imv2/examples/console/consolebridge"
+	"github.com/xagentkit/imv2/internal/cmdtest"
+	"github.com/xagentkit/imv2/sim"
+)
+
+// TestConsole_Metrics_ServedBehindTheKey: the console binary serves
+// /metrics with no flag for it, behind its API key, in the text format,
+// with the kit's series: after one user line and its reply, the open
+// connection and channel, the user message sent and its send→ack
+// latency, the final's ack, and the Go and process series.
+func TestConsole_Metrics_ServedBehindTheKey(t *testing.T) {
+	t.Parallel()
+	const key = "console-metrics-key-0123456789"
+	p := start(t, "-api-key", key, "-mode", "buffer")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	agent, err := sim.Start(ctx, sim.Config{Connector: p.url, APIKey: key})
+	require.NoError(t, err)
+	defer agent.Close()
+	_, err = io.WriteString(p.stdin, "hello\n")
+	require.NoError(t, err)
+	var sawFinal, sawSent bool
+	p.until(t, func(e consolebridge.Event) bool {
+		sawFinal = sawFinal || e.Event == "final"
+		sawSent = sawSent || e.Event == "sent"
+		return sawFinal && sawSent
+	})
+	agent.Wait() // the final's ack reached the simulator
+
+	s := cmdtest.CheckMetrics(t, p.url, key)
+	for k, want := range map[string]float64{
+		`imv2_open_connections`:                               1,
+		`imv2_open_channels`:                                  1,
+		`imv2_messages_sent_total`:                            1,
+		`imv2_pending_messages`:                               0,
+		`imv2_ack_latency_seconds_count`:                      1,
+		`imv2_acks_sent_total{status="accepted",code=""}`:     1,
+		`imv2_acks_received_total{status="accepted",code=""}`: 1,
+	} {
+		require.Contains(t, s, k)
+		require.Equal(t, want, s[k], k)
+	}
+	require.Greater(t, s["go_goroutines"], 0.0)
+}
