@@ -5,12 +5,14 @@ import (
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/xagentkit/imv2/internal/fastjson"
 )
 
 // Hand-written encoders for the four IM v2 payloads. Each writes the bytes
 // jsonv2.Marshal writes for the same value (field order, omitempty and
 // omitzero, string escaping), without reflection; the differential tests
-// in jsonscan_test.go hold them to that. A string that is not valid UTF-8
+// in fastcodec_test.go hold them to that. A string that is not valid UTF-8
 // sends the value to jsonv2.Marshal, which reports the error.
 
 // quote appends s as a JSON string; ok is false for invalid UTF-8.
@@ -23,7 +25,7 @@ func quote(dst []byte, s string) ([]byte, bool) {
 // (IDs, names, most text) is appended as it is between quotes, without
 // the codec's pass over each byte.
 func appendQuoted(dst []byte, s string) ([]byte, error) {
-	if plainString(s) {
+	if fastjson.PlainString(s) {
 		dst = append(dst, '"')
 		dst = append(dst, s...)
 		return append(dst, '"'), nil
