@@ -359,7 +359,7 @@ func (p *Packet) AppendEncode(dst []byte) ([]byte, error) {
 	dst = append(dst, `,"time":`...)
 	dst = strconv.AppendInt(dst, p.Time, 10)
 	if len(p.Payload) > 0 {
-		if !fastjson.ValidObject(p.Payload) && !jsontext.Value(p.Payload).IsValid() {
+		if !jsontext.Value(p.Payload).IsValid() {
 			return dst, Errorf(CodeInvalidPacket, "envelope: payload is not valid JSON")
 		}
 		dst = append(dst, `,"payload":`...)
@@ -382,7 +382,7 @@ func (p *Packet) AppendEncode(dst []byte) ([]byte, error) {
 }
 
 func appendString(dst []byte, s string, errp *error) []byte {
-	out, err := appendQuoted(dst, s)
+	out, err := fastjson.AppendQuote(dst, s)
 	if err != nil && *errp == nil {
 		*errp = err
 	}

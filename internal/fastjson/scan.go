@@ -1,23 +1,29 @@
-// Package fastjson is the machinery of the SDK's hand-written JSON
-// decoders: a strict scanner (Scanner), a string arena that makes a
-// frame's short strings in one allocation (Deferred), and exact integral
-// numbers (IntegralNumber). The decoders of the profile's types, built on
-// it, are in the root package (fastdecode.go); the codec,
-// go-json-experiment/json, stays the reference for every input they give
-// up on.
+// Package fastjson is the machinery of the SDK's hand-written JSON codec:
+// a strict scanner (Scanner), a string arena that makes a frame's short
+// strings in one allocation (Deferred), exact integral numbers
+// (IntegralNumber) and a string writer (AppendQuote). The decoders and
+// encoders of the profile's types, built on it, are in the root package
+// (fastdecode.go, fastencode.go); the codec, go-json-experiment/json,
+// stays the reference for every input they give up on.
 //
-// It is kept because it pays end to end (issue 24): with the codec in
+// It is kept because it pays end to end (issue 24). With the codec in
 // place of the fast decoders, a message acknowledged over a loopback
-// WebSocket costs 1.8× the wall time and 1.9× the CPU with 50 allocations
-// instead of 16 (RoundTripWS/sdk-64), 1.5× both with 57 instead of 21 on
-// 1,000 channels (ChannelsWS/ch-1000); only the one-in-flight round trip
-// (sdk-1), bound by latency, is within noise. Medians of interleaved
-// pairs on a shared 2-core machine of
+// WebSocket costs 1.8× the wall time and 1.9× the CPU, with 50
+// allocations instead of 16 (RoundTripWS/sdk-64), and 1.5× both with 57
+// instead of 21 on 1,000 channels (ChannelsWS/ch-1000). With
+// jsonv2.Marshal and jsontext.AppendQuote in place of the fast encoders,
+// it costs 1.23× the time and the CPU, with 19 allocations instead of 16
+// (RoundTripWS/sdk-64), and 1.2× the CPU on one channel (ChannelsWS/ch-1).
+// The one-in-flight round trip (sdk-1), bound by latency, moves less.
+// Medians of 3 and 14 interleaved pairs on a shared 2-core machine (load
+// 3 to 12) of
 //
 //	go test -c -o /tmp/dp.test ./dataplane
 //	/tmp/dp.test -test.run '^$' -test.bench '^Benchmark(RoundTripWS|ChannelsWS)$' -test.benchtime 2s
 //
-// against a build whose fast decoders return ok = false.
+// against builds whose fast decoders return ok = false, or whose encoders
+// call the codec. A fast check of an encoded payload (jsontext's IsValid
+// instead) paid under 5 % and was dropped.
 package fastjson
 
 import (
@@ -183,9 +189,9 @@ func plain8(x uint64) bool {
 	return ((x-ones*0x20)&^x|(q-ones)&^q|(b-ones)&^b|x)&highs == 0
 }
 
-// PlainString reports whether every byte of s is plain (plainByte): JSON
+// plainString reports whether every byte of s is plain (plainByte): JSON
 // holds s between quotes as it is.
-func PlainString(s string) bool {
+func plainString(s string) bool {
 	i := 0
 	for ; i+8 <= len(s); i += 8 {
 		if !plain8(uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
@@ -449,17 +455,6 @@ func (s *Scanner) number() bool {
 	}
 	s.i = i
 	return true
-}
-
-// ValidObject reports whether b is exactly one JSON object (no surrounding
-// whitespace) that the codec would take as valid. false means "not sure":
-// ask the codec.
-func ValidObject(b []byte) bool {
-	if len(b) == 0 || b[0] != '{' {
-		return false
-	}
-	s := Scanner{b: b}
-	return s.Value(0) && s.i == len(b)
 }
 
 // Members reads a non-empty object at the cursor, handing each member name
