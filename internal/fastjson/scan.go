@@ -9,13 +9,14 @@
 // It is kept because it pays end to end (issue 24). With the codec in
 // place of the fast decoders, a message acknowledged over a loopback
 // WebSocket costs 1.8× the wall time and 1.9× the CPU, with 50
-// allocations instead of 16 (RoundTripWS/sdk-64), and 1.5× both with 57
-// instead of 21 on 1,000 channels (ChannelsWS/ch-1000). With
-// jsonv2.Marshal and jsontext.AppendQuote in place of the fast encoders,
-// it costs 1.23× the time and the CPU, with 19 allocations instead of 16
-// (RoundTripWS/sdk-64), and 1.2× the CPU on one channel (ChannelsWS/ch-1).
+// allocations instead of 16 (RoundTripWS/sdk-64), and 1.35× the time and
+// 1.5× the CPU with 57 instead of 21 on 1,000 channels
+// (ChannelsWS/ch-1000). With jsonv2.Marshal and jsontext.AppendQuote in
+// place of the fast encoders, it costs 1.23× the time and the CPU, with 19
+// allocations instead of 16 (RoundTripWS/sdk-64), and 1.2× the CPU on one
+// channel (ChannelsWS/ch-1).
 // The one-in-flight round trip (sdk-1), bound by latency, moves less.
-// Medians of 3 and 14 interleaved pairs on a shared 2-core machine (load
+// Medians of 7 and 14 interleaved pairs on a shared 2-core machine (load
 // 3 to 12) of
 //
 //	go test -c -o /tmp/dp.test ./dataplane
