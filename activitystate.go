@@ -99,6 +99,6 @@ func (c *Channel) showActivity() {
 			c.observe(Event{Kind: EventActivityError})
 			c.log.Debug("activity not shown", "status", a.Status, "err", err)
 		}
-		tctx.release()
+		tctx.Release()
 	}
 }

@@ -58,8 +58,8 @@ func (c *Channel) AdoptPending(ctx context.Context) (int, error) {
 // failed a second time. A store error counts as "still held".
 func (c *Channel) resolvedElsewhere(o *outgoing) bool {
 	sctx := c.storeCtx(c.o.Pending)
-	defer sctx.release()
-	entries, err := c.o.Pending.List(sctx.call(), c.id)
+	defer sctx.Release()
+	entries, err := c.o.Pending.List(sctx.Call(), c.id)
 	if err != nil {
 		return false
 	}

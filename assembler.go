@@ -270,7 +270,7 @@ func (c *Channel) showDrafts(id string, s *deltaStream) {
 		if err := c.target.(StreamingTarget).UpdateDraft(tctx, c.id, id, text); err != nil {
 			c.log.Warn("draft not shown; the final will carry the whole text", "message_id", id, "err", err)
 		}
-		tctx.release()
+		tctx.Release()
 		if first {
 			c.mu.Lock()
 			c.endTurnLocked(s)

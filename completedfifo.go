@@ -37,6 +37,15 @@ import (
 //
 // onEvict, if not nil, is called with every key that leaves, however it
 // leaves.
+//
+// It pays end to end (issue 24): with a map and container/lists instead
+// (a list element per record in the FIFO and in its channel's list), a
+// message acknowledged over a loopback WebSocket costs 1.3× the wall time
+// and 1.16× the CPU, with 20 allocations instead of 16
+// (RoundTripWS/sdk-64), and 1.5× both on one channel (ChannelsWS/ch-1).
+// Medians of 8 interleaved pairs on a shared 2-core machine of
+// `go test -c -o /tmp/dp.test ./dataplane` then
+// `/tmp/dp.test -test.run '^$' -test.bench '^Benchmark(RoundTripWS|ChannelsWS)$' -test.benchtime 2s`.
 type recordFIFO struct {
 	capacity int
 	onEvict  func(completedKey)

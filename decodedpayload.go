@@ -3,6 +3,8 @@ package imv2
 import (
 	"sync/atomic"
 	"unsafe"
+
+	"github.com/xagentkit/imv2/internal/fastjson"
 )
 
 // A packet DecodePacket read carries the IM v2 payload it decoded in the
@@ -48,38 +50,39 @@ func takeDecoded[T any](p *Packet) *T {
 	return v
 }
 
-// payload reads the payload object at the cursor with the reader of typ,
-// one of the four IM v2 types, straight into a boxed packet (its short
-// strings deferred to d), and returns that packet,
-// whose envelope the caller fills, and the message, if it is one. It
-// returns p = nil, with the cursor and d as they were, for any other type
-// or a payload that reader does not take: the caller then only checks it.
-func (s *scanner) payload(typ string, d *deferredStrs) (p *Packet, m *ChatMessage) {
-	start, n, size := s.i, d.n, d.size
-	s.forbid, s.deep = rulesOf(typ), deepRulesOf(typ) // the rules of an IM v2 payload
+// decodePayload reads the payload object at the cursor with the reader
+// of typ, one of the four IM v2 types, straight into a boxed packet (its
+// short strings deferred to d), and returns that packet, whose envelope
+// the caller fills, and the message, if it is one. It returns p = nil,
+// with the cursor and d as they were, for any other type or a payload
+// that reader does not take: the caller then only checks it.
+func decodePayload(s *fastjson.Scanner, typ string, d *fastjson.Deferred) (p *Packet, m *ChatMessage) {
+	start, mark := s.Pos(), d.Mark()
+	s.SetRules(rulesOf(typ), deepRulesOf(typ)) // the rules of an IM v2 payload
 	var dec *decodedPayload
 	var ok bool
 	switch typ {
 	case TypeChatMessage:
 		b := new(boxed[ChatMessage])
 		p, dec, m = &b.p, &b.d, &b.v
-		dec.v, ok = m, s.chatMessage(m, d)
+		dec.v, ok = m, readChatMessage(s, m, d)
 	case TypeChatMessageDelta:
 		b := new(boxed[ChatMessageDelta])
 		p, dec = &b.p, &b.d
-		dec.v, ok = &b.v, s.delta(&b.v, d)
+		dec.v, ok = &b.v, readDelta(s, &b.v, d)
 	case TypeChatMessageAck:
 		b := new(boxed[ackWire])
 		p, dec = &b.p, &b.d
-		dec.v, ok = &b.v, s.ack(&b.v, d)
+		dec.v, ok = &b.v, readAck(s, &b.v, d)
 	case TypeChatActivity:
 		b := new(boxed[ChatActivity])
 		p, dec = &b.p, &b.d
-		dec.v, ok = &b.v, s.activity(&b.v, d)
+		dec.v, ok = &b.v, readActivity(s, &b.v, d)
 	}
-	s.forbid, s.deep = 0, 0
+	s.SetRules(nil, nil)
 	if !ok {
-		s.i, d.n, d.size = start, n, size
+		s.Seek(start)
+		d.Restore(mark)
 		return nil, nil
 	}
 	p.decoded = dec

@@ -91,6 +91,10 @@ func forbiddenName(name []byte, rules nameRules) bool {
 	return rules != 0 && forbiddenRules[string(name)]&rules != 0
 }
 
+// Has reports whether rules forbid name: the set the fast decoders
+// refuse (fastjson.Names).
+func (rules nameRules) Has(name []byte) bool { return forbiddenName(name, rules) }
+
 // decodeIMPayload decodes p's payload into v: unknown members ignored,
 // forbidden ones refused (E5).
 func decodeIMPayload(p *Packet, v any) error {

@@ -11,6 +11,8 @@ import (
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/xagentkit/imv2/internal/fastjson"
 )
 
 // Wire constants of the envelope and of this profile. The Common Protocol's
@@ -275,7 +277,7 @@ func wireTime(raw jsontext.Value, dst *int64) (has bool, err error) {
 	case 0, 'n':
 		return false, nil
 	case '0':
-		v, ok := integralNumber(raw)
+		v, ok := fastjson.IntegralNumber(raw)
 		if !ok {
 			return true, Errorf(CodeInvalidPacket, "envelope: time %s is not an integer number of Unix milliseconds within int64", shortText(string(raw)))
 		}
@@ -357,7 +359,7 @@ func (p *Packet) AppendEncode(dst []byte) ([]byte, error) {
 	dst = append(dst, `,"time":`...)
 	dst = strconv.AppendInt(dst, p.Time, 10)
 	if len(p.Payload) > 0 {
-		if !validObject(p.Payload) && !jsontext.Value(p.Payload).IsValid() {
+		if !jsontext.Value(p.Payload).IsValid() {
 			return dst, Errorf(CodeInvalidPacket, "envelope: payload is not valid JSON")
 		}
 		dst = append(dst, `,"payload":`...)
@@ -380,7 +382,7 @@ func (p *Packet) AppendEncode(dst []byte) ([]byte, error) {
 }
 
 func appendString(dst []byte, s string, errp *error) []byte {
-	out, err := appendQuoted(dst, s)
+	out, err := fastjson.AppendQuote(dst, s)
 	if err != nil && *errp == nil {
 		*errp = err
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/xagentkit/imv2/internal/answered"
+	"github.com/xagentkit/imv2/internal/storectx"
 )
 
 // delivery is one message_id queued for or in its Target call (single
@@ -21,7 +22,7 @@ type delivery struct {
 	// tctx is the Target call's context and ack the packet of the first
 	// copy's ack, here to save two allocations; a Target may keep its
 	// context and a Transport the packet (neither is reused).
-	tctx   storeContext
+	tctx   storectx.Context
 	ack    Packet
 	ackBuf [ackBufSize]byte // the ack's payload, if it fits
 }
@@ -42,25 +43,25 @@ func queuedCost(p *Packet) int64 { return 2*int64(len(p.Payload)) + 1024 }
 const storeTimeout = 10 * time.Second
 
 // storeCtx returns the context for such a call on store, not cancelled
-// by Close: pass sctx.call() and release it when the call returned. This
+// by Close: pass sctx.Call() and release it when the call returned. This
 // package's in-memory stores never read their ctx (a mutex, no I/O), so
 // their calls get context.Background() and cost nothing: no clock read,
-// no allocation (a nil *storeContext). The check is on the concrete type:
+// no allocation (a nil *storectx.Context). The check is on the concrete type:
 // a user's store wrapping a memory store gets a context per call, which
 // it may keep (Go's context contract allows it).
-func (c *Channel) storeCtx(store any) *storeContext {
+func (c *Channel) storeCtx(store any) *storectx.Context {
 	switch store.(type) {
 	case *memoryCompletedStore, *memoryPendingStore:
 		return nil
 	}
-	return newStoreContext(c.o.Clock, c.ctx, storeTimeout)
+	return storectx.New(c.o.Clock, c.ctx, storeTimeout)
 }
 
 // targetCtx returns the context of a Target call other than the post
 // (WasPosted, UpdateDraft, SetActivity): ended by Close or after
 // TargetTimeout on the Channel's clock. Release it when the call returned.
-func (c *Channel) targetCtx() *storeContext {
-	return newTargetContext(c.o.Clock, c.ctx, c.o.TargetTimeout, "", "")
+func (c *Channel) targetCtx() *storectx.Context {
+	return storectx.NewTarget(c.o.Clock, c.ctx, c.o.TargetTimeout, storectx.Key{})
 }
 
 // receiveMessage handles an inbound chat.message: a final on a Connector,
@@ -217,7 +218,7 @@ func (c *Channel) deliver(d *delivery) {
 // claim, so the final still follows them (M11, C6) and the claim's lease
 // only has to cover what runs after it: at most a WasPosted check and the
 // PostMessage, each bounded by TargetTimeout (Options.ClaimLease).
-func (c *Channel) runTarget(m *ChatMessage, fp Fingerprint, stream *deltaStream, tctx *storeContext) (AckStatus, *Error) {
+func (c *Channel) runTarget(m *ChatMessage, fp Fingerprint, stream *deltaStream, tctx *storectx.Context) (AckStatus, *Error) {
 	id := m.MessageID
 	if stream != nil {
 		stream.waitDrafts()
@@ -234,12 +235,12 @@ func (c *Channel) runTarget(m *ChatMessage, fp Fingerprint, stream *deltaStream,
 	)
 	sctx := c.storeCtx(c.o.Completed)
 	if claims != nil {
-		cl, err = claims.Claim(sctx.call(), c.id, id, fp, c.o.ClaimOwner, c.o.ClaimLease)
+		cl, err = claims.Claim(sctx.Call(), c.id, id, fp, c.o.ClaimOwner, c.o.ClaimLease)
 		old, found = cl.Fingerprint, cl.State == ClaimCompleted
 	} else {
-		old, found, err = c.o.Completed.Lookup(sctx.call(), c.id, id)
+		old, found, err = c.o.Completed.Lookup(sctx.Call(), c.id, id)
 	}
-	sctx.release()
+	sctx.Release()
 	if e := (*Error)(nil); errors.As(err, &e) && e.Code == CodeChannelBusy {
 		return AckRejected, e // a full store's refusal (completedshare.go): retry later
 	}
@@ -270,8 +271,8 @@ func (c *Channel) runTarget(m *ChatMessage, fp Fingerprint, stream *deltaStream,
 	}
 	// No allocation (it lives in the delivery), where
 	// WithTimeout(WithIdempotencyKey(...)) costs seven and a SHA-256: the
-	// key and the timer are made only if the Target asks (storectx.go).
-	tctx.initTarget(c.o.Clock, c.ctx, c.o.TargetTimeout, c.id, id)
+	// key and the timer are made only if the Target asks (internal/storectx).
+	tctx.InitTarget(c.o.Clock, c.ctx, c.o.TargetTimeout, storectx.Key{Name: idempotencyKeyCtx{}, Of: IdempotencyKeyOf, A: c.id, B: id})
 	_, untimed := c.o.Observer.(noObserver) // took only goes to the Observer
 	var began time.Time
 	if !untimed {
@@ -282,16 +283,16 @@ func (c *Channel) runTarget(m *ChatMessage, fp Fingerprint, stream *deltaStream,
 	if !untimed {
 		took = c.o.Clock.Now().Sub(began)
 	}
-	tctx.release()
+	tctx.Release()
 	if err != nil {
 		if claims != nil {
 			sctx := c.storeCtx(claims)
-			if rerr := claims.Release(sctx.call(), c.id, id, c.o.ClaimOwner); rerr != nil {
+			if rerr := claims.Release(sctx.Call(), c.id, id, c.o.ClaimOwner); rerr != nil {
 				// The claim stays and turns orphaned: a resend is then
 				// refused as unknown, never posted twice.
 				c.log.Warn("claim not released", "message_id", id, "err", rerr)
 			}
-			sctx.release()
+			sctx.Release()
 		}
 		code := CodeTargetDeliveryFailed
 		var e *Error
@@ -324,7 +325,7 @@ func (c *Channel) orphan(id string, fp Fingerprint, key string) (AckStatus, *Err
 	if pc, ok := c.target.(PostCheckTarget); ok {
 		tctx := c.targetCtx()
 		posted, err := pc.WasPosted(tctx, c.id, key)
-		tctx.release()
+		tctx.Release()
 		switch {
 		case err == nil && posted:
 			status, rej := c.complete(id, fp, EventDuplicate, AckDuplicate, 0)
@@ -344,8 +345,8 @@ func (c *Channel) orphan(id string, fp Fingerprint, key string) (AckStatus, *Err
 // how long the Target call took (0 when none ran).
 func (c *Channel) complete(id string, fp Fingerprint, kind EventKind, status AckStatus, took time.Duration) (AckStatus, *Error) {
 	sctx := c.storeCtx(c.o.Completed)
-	defer sctx.release()
-	if err := c.o.Completed.Record(sctx.call(), c.id, id, fp); err != nil {
+	defer sctx.Release()
+	if err := c.o.Completed.Record(sctx.Call(), c.id, id, fp); err != nil {
 		// The side effect happened; a rejection would make the sender
 		// post it again. Accept, and say loudly that dedup is weakened
 		// (with a ClaimStore the claim stays: a resend is refused as

@@ -7,120 +7,9 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/xagentkit/imv2/clock"
 )
 
 type ctxKey struct{}
-
-// TestStoreContext_LikeWithTimeout: the lazy store context keeps the
-// parent's values, has its deadline, ends with DeadlineExceeded once the
-// deadline passed (whether or not Done was asked for first) and with
-// Canceled when released, as context.WithTimeout does.
-func TestStoreContext_LikeWithTimeout(t *testing.T) {
-	parent := context.WithoutCancel(context.WithValue(context.Background(), ctxKey{}, "v"))
-
-	c := newStoreContext(clock.System{}, parent, time.Hour)
-	if d, ok := c.Deadline(); !ok || time.Until(d) < 59*time.Minute {
-		t.Fatalf("deadline %v %v", d, ok)
-	}
-	if c.Value(ctxKey{}) != "v" || c.Err() != nil {
-		t.Fatalf("value %v, err %v", c.Value(ctxKey{}), c.Err())
-	}
-	done := c.Done()
-	c.release()
-	<-done
-	if !errors.Is(c.Err(), context.Canceled) {
-		t.Fatalf("released: %v", c.Err())
-	}
-
-	// The timer armed by Done ends the context at the deadline.
-	c = newStoreContext(clock.System{}, parent, 10*time.Millisecond)
-	select {
-	case <-c.Done():
-	case <-time.After(5 * time.Second):
-		t.Fatal("Done not closed after the deadline")
-	}
-	if !errors.Is(c.Err(), context.DeadlineExceeded) {
-		t.Fatalf("after the deadline: %v", c.Err())
-	}
-	c.release()
-	if !errors.Is(c.Err(), context.DeadlineExceeded) {
-		t.Fatalf("release changed the cause: %v", c.Err())
-	}
-
-	// Without Done, Err alone sees the deadline; a later Done is closed.
-	c = newStoreContext(clock.System{}, parent, -time.Second)
-	if !errors.Is(c.Err(), context.DeadlineExceeded) {
-		t.Fatalf("past deadline: %v", c.Err())
-	}
-	<-c.Done()
-}
-
-// TestTargetContext_LikeWithTimeoutAndKey: the Target's lazy context is
-// context.WithTimeout(WithIdempotencyKey(parent, key), d): it carries the
-// message's key, ends when the parent is cancelled (Close), whether Done
-// was asked for before or after, and keeps the earlier deadline.
-func TestTargetContext_LikeWithTimeoutAndKey(t *testing.T) {
-	parent, cancel := context.WithCancel(context.WithValue(context.Background(), ctxKey{}, "v"))
-	c := newTargetContext(clock.System{}, parent, time.Hour, "cch_1", "msg_1")
-	if k, ok := IdempotencyKey(c); !ok || k != IdempotencyKeyOf("cch_1", "msg_1") {
-		t.Fatalf("key %q %v", k, ok)
-	}
-	if c.Value(ctxKey{}) != "v" || c.Err() != nil {
-		t.Fatalf("value %v, err %v", c.Value(ctxKey{}), c.Err())
-	}
-	done := c.Done()
-	cancel()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-		t.Fatal("Done not closed when the parent was cancelled")
-	}
-	if !errors.Is(c.Err(), context.Canceled) {
-		t.Fatalf("after the parent's cancel: %v", c.Err())
-	}
-	c.release()
-
-	// Cancelled before Done is asked for: Err and Done see it at once.
-	c = newTargetContext(clock.System{}, parent, time.Hour, "cch_1", "msg_1")
-	if !errors.Is(c.Err(), context.Canceled) {
-		t.Fatalf("cancelled parent: %v", c.Err())
-	}
-	<-c.Done()
-
-	// The parent's earlier deadline wins.
-	short, cancelShort := context.WithTimeout(context.Background(), time.Minute)
-	defer cancelShort()
-	c = newTargetContext(clock.System{}, short, time.Hour, "cch_1", "msg_1")
-	if d, _ := c.Deadline(); time.Until(d) > 2*time.Minute {
-		t.Fatalf("deadline %v: not the parent's", d)
-	}
-	c.release()
-
-	// A store context carries no key.
-	if _, ok := IdempotencyKey(newStoreContext(clock.System{}, context.Background(), time.Hour)); ok {
-		t.Fatal("a store context has no idempotency key")
-	}
-}
-
-// TestStoreContext_S8_OutlivesItsParent: a store call's context is not
-// ended by the channel's cancellation (Close): the completed record of a
-// message already posted must still be written.
-func TestStoreContext_S8_OutlivesItsParent(t *testing.T) {
-	parent, cancel := context.WithCancel(context.WithValue(context.Background(), ctxKey{}, "v"))
-	cancel()
-	c := newStoreContext(clock.System{}, parent, time.Hour)
-	if c.Err() != nil || c.Value(ctxKey{}) != "v" {
-		t.Fatalf("err %v value %v", c.Err(), c.Value(ctxKey{}))
-	}
-	select {
-	case <-c.Done():
-		t.Fatal("a store context ended with its parent")
-	default:
-	}
-	c.release()
-}
 
 // keepingStore is a user's CompletedStore that keeps a value-only view of
 // each call's ctx past the call (as a write-behind or tracing wrapper
@@ -204,13 +93,13 @@ func TestStoreContext_NoneForTheMemoryStores(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sctx := c.storeCtx(tc.store)
-			defer sctx.release()
+			defer sctx.Release()
 			if got := sctx == nil; got != tc.none {
 				t.Fatalf("no context %v, want %v", got, tc.none)
 			}
-			d, ok := sctx.call().Deadline()
+			d, ok := sctx.Call().Deadline()
 			if tc.none {
-				if ok || sctx.call() != context.Background() {
+				if ok || sctx.Call() != context.Background() {
 					t.Fatalf("a memory store's call ctx is not context.Background(): deadline %v %v", d, ok)
 				}
 				return

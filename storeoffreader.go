@@ -106,10 +106,10 @@ func (c *Channel) runRemovals() {
 
 		if !closed {
 			sctx := c.storeCtx(c.o.Pending)
-			if err := c.o.Pending.Remove(sctx.call(), c.id, r.id); err != nil {
+			if err := c.o.Pending.Remove(sctx.Call(), c.id, r.id); err != nil {
 				c.log.Error("pending entry not removed", "message_id", r.id, "err", err)
 			}
-			sctx.release()
+			sctx.Release()
 		}
 
 		c.mu.Lock()
@@ -163,8 +163,8 @@ func (c *Channel) awaitRemoval(ctx context.Context, id string) error {
 // final's delivery asks the store again before anything is posted.
 func (c *Channel) checkCompleted(id string, s *deltaStream) {
 	sctx := c.storeCtx(c.o.Completed)
-	_, done, err := c.o.Completed.Lookup(sctx.call(), c.id, id)
-	sctx.release()
+	_, done, err := c.o.Completed.Lookup(sctx.Call(), c.id, id)
+	sctx.Release()
 	c.mu.Lock()
 	s.checking = false
 	if err == nil && done {
@@ -201,8 +201,8 @@ func (c *Channel) refuseUnlessCompletedLocked(p *Packet, id string, rej *Error) 
 	c.refusals++
 	ok := c.spawnLocked(func() {
 		sctx := c.storeCtx(c.o.Completed)
-		_, done, err := c.o.Completed.Lookup(sctx.call(), c.id, id)
-		sctx.release()
+		_, done, err := c.o.Completed.Lookup(sctx.Call(), c.id, id)
+		sctx.Release()
 		c.mu.Lock()
 		c.refusals--
 		c.mu.Unlock()
