@@ -1,0 +1,119 @@
+package imv2
+
+import (
+	"sync"
+	"time"
+
+	"github.com/xagentkit/imv2/clock"
+)
+
+// claimRenewal renews one held claim every ClaimLease/3 while its delivery
+// runs (ClaimRenewer). Each renewal is scheduled when the one before it
+// returned, and bounded by ClaimLease/3, so a claim lapses only when its
+// holder could not renew it for two thirds of a lease.
+type claimRenewal struct {
+	c  *Channel
+	cr ClaimRenewer
+	id string
+
+	mu      sync.Mutex
+	stopped bool
+	timer   clock.Timer
+}
+
+// renewClaim starts renewing c's claim on message id.
+func (c *Channel) renewClaim(cr ClaimRenewer, id string) *claimRenewal {
+	r := &claimRenewal{c: c, cr: cr, id: id}
+	r.schedule()
+	return r
+}
+
+func (r *claimRenewal) period() time.Duration { return r.c.o.ClaimLease / 3 }
+
+// schedule arms the next renewal, unless the delivery or the channel ended.
+func (r *claimRenewal) schedule() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stopped {
+		return
+	}
+	c := r.c
+	c.mu.Lock()
+	r.timer = c.afterLocked(r.period(), r.renew) // a closed channel runs nothing
+	c.mu.Unlock()
+}
+
+// renew runs on the clock's goroutine, which Close waits for. Its call is
+// cancelled by Close: a closing channel's deliveries end without Record,
+// and their claims lapse as a dead holder's would.
+func (r *claimRenewal) renew() {
+	r.mu.Lock()
+	stopped := r.stopped
+	r.mu.Unlock()
+	if stopped {
+		return
+	}
+	c := r.c
+	ctx := newTargetContext(c.o.Clock, c.ctx, r.period(), "", "")
+	held, err := r.cr.RenewClaim(ctx, c.id, r.id, c.o.ClaimOwner, c.o.ClaimLease)
+	ctx.release()
+	switch {
+	case err != nil:
+		c.log.Warn("claim not renewed; trying again", "message_id", r.id, "err", err)
+	case !held:
+		// Taken over after a lapse, or already ended: another owner's
+		// claim is not this delivery's to extend.
+		c.log.Warn("claim lost while delivering; another owner may deliver this message too", "message_id", r.id)
+		return
+	}
+	r.schedule()
+}
+
+// stop ends the renewals. A renewal already running may still finish: it
+// only extends a claim owner still holds, and Record and Release remove
+// the claim, so it cannot revive one.
+func (r *claimRenewal) stop() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.stopped = true
+	if r.timer != nil {
+		r.timer.Stop()
+	}
+}
+
+// recordRetryMin and recordRetryMax bound the backoff between the
+// attempts of a Record that failed after the post.
+const (
+	recordRetryMin = 100 * time.Millisecond
+	recordRetryMax = time.Second
+)
+
+// retryRecord tries a Record that failed (err) again, with backoff on the
+// Channel's clock, until it succeeds, sctx's deadline passes or the
+// channel closes, and returns the last error. Only with a ClaimRenewer:
+// the claim stays live meanwhile, so no other owner posts the message
+// again while the record is retried, and a success leaves nothing
+// orphaned.
+func (c *Channel) retryRecord(sctx *storeContext, id string, fp Fingerprint, err error) error {
+	for wait := recordRetryMin; err != nil; wait = min(2*wait, recordRetryMax) {
+		c.log.Warn("completed record not stored; trying again", "message_id", id, "err", err)
+		if deadline, _ := sctx.Deadline(); !c.o.Clock.Now().Add(wait).Before(deadline) || !c.sleep(wait) {
+			return err
+		}
+		err = c.o.Completed.Record(sctx.call(), c.id, id, fp)
+	}
+	return nil
+}
+
+// sleep waits d on the Channel's clock; false if the channel closed first.
+func (c *Channel) sleep(d time.Duration) bool {
+	done := make(chan struct{})
+	t := c.o.Clock.AfterFunc(d, func() { close(done) })
+	select {
+	case <-done:
+		return true
+	case <-c.ctx.Done():
+		t.Stop()
+		return false
+	}
+}
