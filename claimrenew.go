@@ -10,7 +10,9 @@ import (
 // claimRenewal renews one held claim every ClaimLease/3 while its delivery
 // runs (ClaimRenewer). Each renewal is scheduled when the one before it
 // returned, and bounded by ClaimLease/3, so a claim lapses only when its
-// holder could not renew it for two thirds of a lease.
+// holder could not renew it for two thirds of a lease. Renewals go on
+// while the channel closes: Close waits for the delivery, whose Record
+// still runs, and the claim must outlive it.
 type claimRenewal struct {
 	c  *Channel
 	cr ClaimRenewer
@@ -19,6 +21,7 @@ type claimRenewal struct {
 	mu      sync.Mutex
 	stopped bool
 	timer   clock.Timer
+	running sync.WaitGroup // the renewal in flight, which stop waits for
 }
 
 // renewClaim starts renewing c's claim on message id.
@@ -30,31 +33,27 @@ func (c *Channel) renewClaim(cr ClaimRenewer, id string) *claimRenewal {
 
 func (r *claimRenewal) period() time.Duration { return r.c.o.ClaimLease / 3 }
 
-// schedule arms the next renewal, unless the delivery or the channel ended.
+// schedule arms the next renewal, unless the delivery ended.
 func (r *claimRenewal) schedule() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.stopped {
-		return
+	if !r.stopped {
+		r.timer = r.c.o.Clock.AfterFunc(r.period(), r.renew)
 	}
-	c := r.c
-	c.mu.Lock()
-	r.timer = c.afterLocked(r.period(), r.renew) // a closed channel runs nothing
-	c.mu.Unlock()
 }
 
-// renew runs on the clock's goroutine, which Close waits for. Its call is
-// cancelled by Close: a closing channel's deliveries end without Record,
-// and their claims lapse as a dead holder's would.
+// renew runs on the clock's goroutine.
 func (r *claimRenewal) renew() {
 	r.mu.Lock()
-	stopped := r.stopped
-	r.mu.Unlock()
-	if stopped {
+	if r.stopped {
+		r.mu.Unlock()
 		return
 	}
+	r.running.Add(1)
+	r.mu.Unlock()
+	defer r.running.Done()
 	c := r.c
-	ctx := newTargetContext(c.o.Clock, c.ctx, r.period(), "", "")
+	ctx := newStoreContext(c.o.Clock, c.ctx, r.period())
 	held, err := r.cr.RenewClaim(ctx, c.id, r.id, c.o.ClaimOwner, c.o.ClaimLease)
 	ctx.release()
 	switch {
@@ -69,16 +68,16 @@ func (r *claimRenewal) renew() {
 	r.schedule()
 }
 
-// stop ends the renewals. A renewal already running may still finish: it
-// only extends a claim owner still holds, and Record and Release remove
-// the claim, so it cannot revive one.
+// stop ends the renewals, waiting for one in flight (at most ClaimLease/3):
+// no goroutine of the delivery outlives it.
 func (r *claimRenewal) stop() {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	r.stopped = true
 	if r.timer != nil {
 		r.timer.Stop()
 	}
+	r.mu.Unlock()
+	r.running.Wait()
 }
 
 // recordRetryMin and recordRetryMax bound the backoff between the
