@@ -83,7 +83,8 @@ func TestChannel_S8_A6_ClaimRenewedWhileTheTargetRuns(t *testing.T) {
 	go func() { _ = c.Receive(context.Background(), p) }()
 	<-store.claimed
 	require.NoError(t, clk.BlockUntil(waitCtx(t), base+2)) // the renewal's timer and the post's timeout
-	for i := 1; i <= 5; i++ {                              // 5 s, past the 3 s lease
+	// 5 s in all, past the 3 s lease.
+	for i := 1; i <= 5; i++ {
 		clk.Advance(time.Second)
 		require.Equal(t, i, store.renewed(), "one renewal per ClaimLease/3")
 	}
