@@ -75,10 +75,10 @@ func (f *failures) list() []string {
 
 // dialThrough dials xAgent through rt, its connection in cc, reporting
 // failures to f.
-func dialThrough(t *testing.T, rt *router, cc *cutConn, f *failures) *dataplane.Client {
+func dialThrough(t *testing.T, rt *router, cc *cutConn, f *failures, agent imv2.Target) *dataplane.Client {
 	t.Helper()
 	x, err := dataplane.Dial(context.Background(), dataplane.ClientConfig{
-		URL: rt.hs.URL, CardID: consolebridge.CardID, Target: newKeyPlatform(false), Store: state.NewMemoryChannelStore(0),
+		URL: rt.hs.URL, CardID: consolebridge.CardID, Target: agent, Store: state.NewMemoryChannelStore(0),
 		Options: &imv2.Options{
 			AckTimeout: 500 * time.Millisecond, RetryMin: 20 * time.Millisecond, RetryMax: 200 * time.Millisecond,
 			OnFailed: f.add,
@@ -104,7 +104,7 @@ func moveDuringRecord(t *testing.T, a, b *replica, g *recordGate, hold time.Dura
 	rt := newRouter(t, a)
 	var cc cutConn
 	var f failures
-	x := dialThrough(t, rt, &cc, &f)
+	x := dialThrough(t, rt, &cc, &f, newKeyPlatform(false))
 	ch, err := x.OpenChannel(ctx, "")
 	if err != nil {
 		t.Fatal(err)
