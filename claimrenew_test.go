@@ -73,9 +73,8 @@ func (s *renewingStore) renewed() int {
 func TestChannel_S8_A6_ClaimRenewedWhileTheTargetRuns(t *testing.T) {
 	target := newRecTarget()
 	target.gate = make(chan struct{})
-	store := newRenewingStore(NewMemoryCompletedStore(0, 0, nil).(ClaimStore))
 	c, w, clk := newConnector(t, target, &Options{TargetTimeout: time.Minute, ClaimLease: 3 * time.Second})
-	store.ClaimStore = NewMemoryCompletedStore(0, 0, clk).(ClaimStore)
+	store := newRenewingStore(NewMemoryCompletedStore(0, 0, clk))
 	c.o.Completed = store
 
 	base := clk.Pending()
@@ -106,7 +105,7 @@ func TestChannel_S8_A6_ClaimRenewedWhileTheTargetRuns(t *testing.T) {
 func TestChannel_S8_FailedRecordRetriedWhileClaimRenewed(t *testing.T) {
 	target := newRecTarget()
 	c, w, clk := newConnector(t, target, nil)
-	store := newRenewingStore(NewMemoryCompletedStore(0, 0, clk).(ClaimStore))
+	store := newRenewingStore(NewMemoryCompletedStore(0, 0, clk))
 	store.failRecords = 2
 	c.o.Completed = store
 

@@ -63,7 +63,7 @@ func TestCollector_CompletedKeepsClaimStore(t *testing.T) {
 	if _, ok := m.Completed(imv2.NewMemoryCompletedStore(0, 0, nil)).(imv2.ClaimRenewer); ok {
 		t.Fatal("a ClaimStore that does not renew became a ClaimRenewer")
 	}
-	r := renewer{imv2.NewMemoryCompletedStore(0, 0, nil).(imv2.ClaimStore)}
+	r := renewer{imv2.NewMemoryCompletedStore(0, 0, nil)}
 	w, ok := m.Completed(r).(imv2.ClaimRenewer)
 	if !ok {
 		t.Fatal("the wrapper hides ClaimRenewer: the Channel would stop renewing its claims")
