@@ -8,9 +8,12 @@ import (
 )
 
 // claimRenewal renews one held claim every ClaimLease/3 while its delivery
-// runs (ClaimRenewer). Each renewal is scheduled when the one before it
-// returned, and bounded by ClaimLease/3, so a claim lapses only when its
-// holder could not renew it for two thirds of a lease. Renewals go on
+// runs (ClaimRenewer). Renewals start ClaimLease/3 apart, counted from the
+// start of the Claim and then of each renewal, whatever each took, and
+// each is bounded by ClaimLease/3: the two that start within a lease of
+// the last success must both fail for the claim to lapse, so it lapses
+// only when its holder could not renew it for two thirds of a lease
+// (less the store's answer time of the last success). Renewals go on
 // while the channel closes: Close waits for the delivery, whose Record
 // still runs, and the claim must outlive it.
 type claimRenewal struct {
@@ -20,13 +23,14 @@ type claimRenewal struct {
 
 	mu      sync.Mutex
 	stopped bool
+	next    time.Time // when the next renewal starts, on the Channel's clock
 	timer   clock.Timer
 	running sync.WaitGroup // the renewal in flight, which stop waits for
 }
 
-// renewClaim starts renewing c's claim on message id.
-func (c *Channel) renewClaim(cr ClaimRenewer, id string) *claimRenewal {
-	r := &claimRenewal{c: c, cr: cr, id: id}
+// renewClaim starts renewing c's claim on message id, claimed at from.
+func (c *Channel) renewClaim(cr ClaimRenewer, id string, from time.Time) *claimRenewal {
+	r := &claimRenewal{c: c, cr: cr, id: id, next: from.Add(c.o.ClaimLease / 3)}
 	r.schedule()
 	return r
 }
@@ -38,7 +42,7 @@ func (r *claimRenewal) schedule() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if !r.stopped {
-		r.timer = r.c.o.Clock.AfterFunc(r.period(), r.renew)
+		r.timer = r.c.o.Clock.AfterFunc(max(0, r.next.Sub(r.c.o.Clock.Now())), r.renew)
 	}
 }
 
@@ -50,9 +54,11 @@ func (r *claimRenewal) renew() {
 		return
 	}
 	r.running.Add(1)
+	c := r.c
+	begun := c.o.Clock.Now()
+	r.next = begun.Add(r.period())
 	r.mu.Unlock()
 	defer r.running.Done()
-	c := r.c
 	ctx := newStoreContext(c.o.Clock, c.ctx, r.period())
 	held, err := r.cr.RenewClaim(ctx, c.id, r.id, c.o.ClaimOwner, c.o.ClaimLease)
 	ctx.release()

@@ -228,7 +228,11 @@ func (c *Channel) runTarget(m *ChatMessage, fp Fingerprint, stream *deltaStream,
 		err   error
 	)
 	sctx := c.storeCtx(c.o.Completed)
+	var claimed time.Time
 	if claims != nil {
+		if _, renews := claims.(ClaimRenewer); renews {
+			claimed = c.o.Clock.Now() // the renewals count from here
+		}
 		cl, err = claims.Claim(sctx.call(), c.id, id, fp, c.o.ClaimOwner, c.o.ClaimLease)
 		old, found = cl.Fingerprint, cl.State == ClaimCompleted
 	} else {
@@ -252,7 +256,7 @@ func (c *Channel) runTarget(m *ChatMessage, fp Fingerprint, stream *deltaStream,
 	if cr, ok := claims.(ClaimRenewer); ok && (cl.State == ClaimAcquired || cl.State == ClaimOrphaned) {
 		// The claim is this delivery's now: keep it live until Record
 		// or Release ended it, however long the Target or the store takes.
-		r := c.renewClaim(cr, id)
+		r := c.renewClaim(cr, id, claimed)
 		defer r.stop()
 	}
 	switch cl.State {
