@@ -160,11 +160,11 @@
 // Tables locked (TestFaults_S1_M12_TableLockHoldsOnlyTheChannelsThatNeedIt,
 // 5 s on imv2_pending or imv2_completed) hold the channels whose calls
 // need them: the connection's other channel got its messages
-// acknowledged 32–63 ms into the lock. With 50 ms each way between the
+// acknowledged 21–63 ms into the lock. With 50 ms each way between the
 // replicas and the database, or a 2 s blackhole past the lease
 // (TestFaults_S1_S8_DatabaseLatency, _DatabaseBlackhole, through a TCP
 // proxy), nothing accepted is lost and nothing is posted twice; after the
-// blackhole everything settled within 0.9–1.3 s.
+// blackhole everything settled within 0.7–1.3 s.
 //
 // # Durability and concurrency
 //
