@@ -59,6 +59,22 @@ type ClaimStore interface {
 	Release(ctx context.Context, channelID, messageID, owner string) error
 }
 
+// ClaimRenewer is a ClaimStore that can extend a claim its owner still
+// holds. A Channel whose Completed store implements it (found by type
+// assertion) renews each claim it holds every ClaimLease/3 while the
+// message's WasPosted check, post and Record run, and retries a Record
+// that failed after the post until the store timeout: a live delivery
+// keeps its claim however long the store or the Target takes, and only a
+// holder that stopped renewing (dead, or cut off from the store for most
+// of a lease) loses it to another owner.
+type ClaimRenewer interface {
+	ClaimStore
+	// RenewClaim moves the end of owner's claim on the message to lease
+	// from now, and reports whether owner still held it (false: it was
+	// completed, released or taken over, and nothing changed).
+	RenewClaim(ctx context.Context, channelID, messageID, owner string, lease time.Duration) (bool, error)
+}
+
 // ClaimState is what Claim found.
 type ClaimState uint8
 

@@ -188,7 +188,10 @@ type Options struct {
 	// PostCheckTarget.WasPosted call and the PostMessage, each bounded by
 	// TargetTimeout (drafts and the activity clear are settled before the
 	// claim), and the third TargetTimeout is slack for the store calls
-	// around them, so a live delivery never loses its claim to a replica.
+	// around them. A store that is a ClaimRenewer has the claim renewed
+	// every ClaimLease/3 while the delivery and its Record run, so a live
+	// delivery loses its claim only if the store stays out of reach for
+	// two thirds of a lease.
 	ClaimLease time.Duration
 }
 

@@ -234,7 +234,11 @@ func (c *Channel) runTarget(m *ChatMessage, fp Fingerprint, stream *deltaStream,
 		err   error
 	)
 	sctx := c.storeCtx(c.o.Completed)
+	var claimed time.Time
 	if claims != nil {
+		if _, renews := claims.(ClaimRenewer); renews {
+			claimed = c.o.Clock.Now() // the renewals count from here
+		}
 		cl, err = claims.Claim(sctx.Call(), c.id, id, fp, c.o.ClaimOwner, c.o.ClaimLease)
 		old, found = cl.Fingerprint, cl.State == ClaimCompleted
 	} else {
@@ -254,6 +258,12 @@ func (c *Channel) runTarget(m *ChatMessage, fp Fingerprint, stream *deltaStream,
 		}
 		c.observe(Event{Kind: EventDuplicate, MessageID: id})
 		return AckDuplicate, nil
+	}
+	if cr, ok := claims.(ClaimRenewer); ok && (cl.State == ClaimAcquired || cl.State == ClaimOrphaned) {
+		// The claim is this delivery's now: keep it live until Record
+		// or Release ended it, however long the Target or the store takes.
+		r := c.renewClaim(cr, id, claimed)
+		defer r.stop()
 	}
 	switch cl.State {
 	case ClaimHeld:
@@ -346,7 +356,11 @@ func (c *Channel) orphan(id string, fp Fingerprint, key string) (AckStatus, *Err
 func (c *Channel) complete(id string, fp Fingerprint, kind EventKind, status AckStatus, took time.Duration) (AckStatus, *Error) {
 	sctx := c.storeCtx(c.o.Completed)
 	defer sctx.Release()
-	if err := c.o.Completed.Record(sctx.Call(), c.id, id, fp); err != nil {
+	err := c.o.Completed.Record(sctx.Call(), c.id, id, fp)
+	if _, renews := c.o.Completed.(ClaimRenewer); renews && err != nil {
+		err = c.retryRecord(sctx, id, fp, err)
+	}
+	if err != nil {
 		// The side effect happened; a rejection would make the sender
 		// post it again. Accept, and say loudly that dedup is weakened
 		// (with a ClaimStore the claim stays: a resend is refused as

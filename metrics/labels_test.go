@@ -1,11 +1,14 @@
 package metrics_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/metrics"
@@ -57,6 +60,24 @@ func TestCollector_CompletedKeepsClaimStore(t *testing.T) {
 	if _, ok := m.Completed(imv2.NewMemoryCompletedStore(0, 0, nil)).(imv2.ClaimStore); !ok {
 		t.Fatal("the wrapper hides ClaimStore")
 	}
+	if _, ok := m.Completed(imv2.NewMemoryCompletedStore(0, 0, nil)).(imv2.ClaimRenewer); ok {
+		t.Fatal("a ClaimStore that does not renew became a ClaimRenewer")
+	}
+	r := renewer{imv2.NewMemoryCompletedStore(0, 0, nil)}
+	w, ok := m.Completed(r).(imv2.ClaimRenewer)
+	if !ok {
+		t.Fatal("the wrapper hides ClaimRenewer: the Channel would stop renewing its claims")
+	}
+	if held, err := w.RenewClaim(context.Background(), "ch", "m", "o", time.Second); err == nil || held {
+		t.Fatalf("RenewClaim = %v, %v; want the store's error passed through", held, err)
+	}
+}
+
+// renewer is a ClaimStore whose RenewClaim fails.
+type renewer struct{ imv2.ClaimStore }
+
+func (renewer) RenewClaim(context.Context, string, string, string, time.Duration) (bool, error) {
+	return false, errors.New("database away")
 }
 
 // plainCompleted hides every method of a store but CompletedStore's.

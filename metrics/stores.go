@@ -17,14 +17,19 @@ func (c *Collector) Pending(s imv2.PendingStore) imv2.PendingStore {
 }
 
 // Completed returns s counting its errors in imv2_store_errors_total
-// {store="completed"}. When s is an imv2.ClaimStore the result is one too,
-// so the Channel still claims before its Target runs.
+// {store="completed"}. When s is an imv2.ClaimStore (or ClaimRenewer) the
+// result is one too, so the Channel still claims before its Target runs
+// (and renews its claims).
 func (c *Collector) Completed(s imv2.CompletedStore) imv2.CompletedStore {
 	w := completedStore{s: s, c: c}
-	if cs, ok := s.(imv2.ClaimStore); ok {
-		return &claimStore{completedStore: w, cs: cs}
+	cs, ok := s.(imv2.ClaimStore)
+	if !ok {
+		return &w
 	}
-	return &w
+	if cr, ok := s.(imv2.ClaimRenewer); ok {
+		return &claimRenewer{claimStore: claimStore{completedStore: w, cs: cs}, cr: cr}
+	}
+	return &claimStore{completedStore: w, cs: cs}
 }
 
 func (c *Collector) storeErr(store, op string, err error) error {
@@ -91,4 +96,14 @@ func (w *claimStore) Claim(ctx context.Context, channelID, messageID string, fp 
 
 func (w *claimStore) Release(ctx context.Context, channelID, messageID, owner string) error {
 	return w.c.storeErr("completed", "release", w.cs.Release(ctx, channelID, messageID, owner))
+}
+
+type claimRenewer struct {
+	claimStore
+	cr imv2.ClaimRenewer
+}
+
+func (w *claimRenewer) RenewClaim(ctx context.Context, channelID, messageID, owner string, lease time.Duration) (bool, error) {
+	held, err := w.cr.RenewClaim(ctx, channelID, messageID, owner, lease)
+	return held, w.c.storeErr("completed", "renew_claim", err)
 }

@@ -39,9 +39,9 @@ func (s *Store) Claim(ctx context.Context, channelID, messageID string, fp imv2.
 		oldOwner    *string
 		oldUntil    *int64
 		now         int64
+		wrote       bool
 	)
 	err := s.batch(ctx, func(b *pgx.Batch) {
-		now = s.nowNS()
 		b.Queue("SELECT pg_advisory_xact_lock($1)", messageKey(channelID, messageID))
 		// The statement's snapshot is taken under the lock, so it sees
 		// every committed Record and claim of the message. A claim is
@@ -49,20 +49,13 @@ func (s *Store) Claim(ctx context.Context, channelID, messageID string, fp imv2.
 		// (acquired) or one whose lease ended or that is the owner's own
 		// (a takeover: owner and lease change, the fingerprint stays the
 		// interrupted attempt's, the content that may have been posted).
-		b.Queue(`WITH done AS (
-				SELECT fingerprint FROM imv2_completed WHERE channel_id = $1 AND message_id = $2 AND recorded_ns > $6),
-			old AS (
-				SELECT owner, until_ns, fingerprint FROM imv2_claims WHERE channel_id = $1 AND message_id = $2),
-			ins AS (
-				INSERT INTO imv2_claims (channel_id, message_id, owner, until_ns, fingerprint)
-				SELECT $1, $2, $3, $4, $5 WHERE NOT EXISTS (SELECT 1 FROM done) AND NOT EXISTS (SELECT 1 FROM old)),
-			upd AS (
-				UPDATE imv2_claims SET owner = $3, until_ns = $4
-				WHERE channel_id = $1 AND message_id = $2 AND NOT EXISTS (SELECT 1 FROM done)
-					AND (until_ns <= $7 OR owner = $3))
-			SELECT (SELECT fingerprint FROM done), (SELECT owner FROM old), (SELECT until_ns FROM old), (SELECT fingerprint FROM old)`,
-			ch, id, owner, now+lease.Nanoseconds(), fp[:], now-s.ttl.Nanoseconds(), now).
-			QueryRow(func(row pgx.Row) error { return row.Scan(&done, &oldOwner, &oldUntil, &oldFP) })
+		// What it wrote decides the answer, not what it read: a renewal
+		// (RenewClaim, which takes no lock) committed after the snapshot
+		// makes the takeover's UPDATE find the lease live and write
+		// nothing, and the claim is then held.
+		b.Queue(claimSQL,
+			ch, id, owner, lease.Nanoseconds(), fp[:], s.cutoff(), s.leaseNowArg()).
+			QueryRow(func(row pgx.Row) error { return row.Scan(&done, &oldOwner, &oldUntil, &oldFP, &now, &wrote) })
 	})
 	switch {
 	case err != nil:
@@ -74,15 +67,54 @@ func (s *Store) Claim(ctx context.Context, channelID, messageID string, fp imv2.
 		}
 		copy(out.Fingerprint[:], done)
 		return out, nil
-	case oldOwner == nil:
+	case wrote && oldOwner == nil:
 		return imv2.Claim{State: imv2.ClaimAcquired}, nil
-	case *oldUntil > now && *oldOwner != owner:
-		return imv2.Claim{State: imv2.ClaimHeld, Owner: *oldOwner, Until: time.Unix(0, *oldUntil)}, nil
-	default:
+	case wrote:
 		out := imv2.Claim{State: imv2.ClaimOrphaned, Owner: *oldOwner}
 		copy(out.Fingerprint[:], oldFP)
 		return out, nil
+	case oldOwner != nil:
+		return imv2.Claim{State: imv2.ClaimHeld, Owner: *oldOwner, Until: time.Unix(0, max(*oldUntil, now+1))}, nil
+	default:
+		return imv2.Claim{}, errors.New("pgstore: Claim wrote no claim and found none")
 	}
+}
+
+// claimSQL is Claim's statement ($7: leaseNowArg).
+var claimSQL = `WITH t AS (SELECT ` + leaseNow(7) + ` AS now),
+	done AS (
+		SELECT fingerprint FROM imv2_completed WHERE channel_id = $1 AND message_id = $2 AND recorded_ns > $6),
+	old AS (
+		SELECT owner, until_ns, fingerprint FROM imv2_claims WHERE channel_id = $1 AND message_id = $2),
+	ins AS (
+		INSERT INTO imv2_claims (channel_id, message_id, owner, until_ns, fingerprint)
+		SELECT $1, $2, $3, t.now + $4, $5 FROM t WHERE NOT EXISTS (SELECT 1 FROM done) AND NOT EXISTS (SELECT 1 FROM old)
+		RETURNING 1),
+	upd AS (
+		UPDATE imv2_claims SET owner = $3, until_ns = (SELECT now FROM t) + $4
+		WHERE channel_id = $1 AND message_id = $2 AND NOT EXISTS (SELECT 1 FROM done)
+			AND (until_ns <= (SELECT now FROM t) OR owner = $3)
+		RETURNING 1)
+	SELECT (SELECT fingerprint FROM done), (SELECT owner FROM old), (SELECT until_ns FROM old), (SELECT fingerprint FROM old),
+		(SELECT now FROM t), EXISTS (SELECT 1 FROM ins) OR EXISTS (SELECT 1 FROM upd)`
+
+// leaseNow is the SQL of the time leases are measured by, in Unix
+// nanoseconds: the database server's clock_timestamp() (the time of the
+// statement, not of its transaction's start, which may have waited for
+// the message's lock), so every replica measures leases by the same
+// clock and their skew does not matter; or the Store's Options.Clock when
+// one was given, passed as parameter $n (leaseNowArg).
+func leaseNow(n int) string {
+	return fmt.Sprintf("COALESCE($%d::bigint, (extract(epoch FROM clock_timestamp()) * 1000000000)::bigint)", n)
+}
+
+// leaseNowArg is the parameter of leaseNow: nil for the server's clock.
+func (s *Store) leaseNowArg() *int64 {
+	if s.leaseClock == nil {
+		return nil
+	}
+	now := s.leaseClock.Now().UnixNano()
+	return &now
 }
 
 // Release implements imv2.ClaimStore: it drops owner's claim, and nothing

@@ -125,30 +125,51 @@
 //   - Finals: a Claim or Lookup that fails answers the final
 //     target_delivery_failed, retryable, and xAgent resends it; nothing
 //     is posted without a claim. A Record that fails after the post is
-//     logged and the final accepted (it was posted); its claim stays and
-//     expires, so a resend is the orphan case above (posted again only
-//     to an imv2.IdempotentTarget, else delivery_outcome_unknown).
+//     tried again (100 ms, doubling to 1 s) for up to the 10 s store
+//     timeout while the claim is renewed; only a Record that fails all
+//     that time is logged and the final accepted (it was posted), its
+//     claim left to expire: a resend is then the orphan case above.
+//     TestFaults_S1_S8_PoolExhaustion (8 connections for two replicas,
+//     50 channels, store calls refused throughout) posts 0 of 200 finals
+//     twice (1–25 twice without renewal and retry) and loses 0 accepted user
+//     messages.
 //
-// The lease bound. A claim keeps other replicas out for ClaimLease
-// (default 3×TargetTimeout), timed by each replica's Options.Clock. A
-// live delivery keeps its claim only if its WasPosted check, post and
-// Record together finish within the lease less the clock skew between
-// replicas; a Record slowed past that by the database (it may wait up to
-// the 10 s store timeout), or a replica whose clock runs ahead by more
-// than the lease minus that time, lets another replica take the claim
-// over while the first is still delivering: the same final is then
-// posted by both to an IdempotentTarget (shown once) or answered
-// delivery_outcome_unknown by a plain one. Claims are not renewed while
-// a delivery runs. So, with a database that may slow down, set
-// imv2.Options.ClaimLease to at least 2×TargetTimeout + 10 s + the
-// largest clock skew you allow (NTP keeps it to milliseconds); the cost
-// of a longer lease is only a longer wait before a dead replica's final
-// is taken over.
+// The lease bound. The Channel renews each claim it holds every
+// ClaimLease/3 (default TargetTimeout) while WasPosted, the post and
+// Record run (imv2.ClaimRenewer, RenewClaim: one statement on the
+// claim's row, no lock shared with Record), so a live delivery keeps its
+// claim however long the Target or a slow database takes. Leases are
+// timed by the database server's clock_timestamp(), not the replicas'
+// clocks, so skew between replicas does not matter (it only shifts
+// records' CompletedTTL, timed by each replica's Options.Clock). What
+// remains: a holder that cannot reach the database for two thirds of a
+// lease (a blackhole or an exhausted pool longer than that, each renewal
+// bounded to ClaimLease/3) loses the claim as a dead one would, and a
+// resend at another replica is the orphan case above: posted again to an
+// imv2.IdempotentTarget (shown once), delivery_outcome_unknown
+// otherwise, never hidden. A Store given Options.Clock times leases by
+// it instead (tests); then a replica whose clock runs ahead of another's
+// by more than the lease takes that one's live claims over at once.
+// TestFaults_S8_A6_SlowRecordWithAMoveKeepsTheClaim holds a Record three
+// leases while xAgent moves to the other replica: posted once, no unknown
+// outcome (posted twice, or delivery_outcome_unknown, without renewal);
+// TestFaults_S8_A6_ClockSkewBeyondTheLease runs a replica 20 s ahead:
+// posted once with leases on the server's clock, and shows the takeover
+// above with leases on the replica's.
+//
+// Tables locked (TestFaults_S1_M12_TableLockHoldsOnlyTheChannelsThatNeedIt,
+// 5 s on imv2_pending or imv2_completed) hold the channels whose calls
+// need them: the connection's other channel got its messages
+// acknowledged 21–63 ms into the lock. With 50 ms each way between the
+// replicas and the database, or a 2 s blackhole past the lease
+// (TestFaults_S1_S8_DatabaseLatency, _DatabaseBlackhole, through a TCP
+// proxy), nothing accepted is lost and nothing is posted twice; after the
+// blackhole everything settled within 0.7–1.3 s.
 //
 // # Durability and concurrency
 //
-// Every Add, Remove, Record, Claim, Release and Register is one
-// transaction, committed before the call returns (the server's defaults:
+// Every Add, Remove, Record, Claim, Release, RenewClaim and Register is
+// one transaction, committed before the call returns (the server's defaults:
 // synchronous_commit on); Add, Claim and Record send theirs as one pgx
 // batch, one round trip. Claim, Release and Record of one message are
 // serialised by a transaction-scoped advisory lock on the message, so
@@ -200,9 +221,10 @@
 // Record removes up to 16 expired records and orphaned claims each time;
 // Sweep removes all.
 //
-// All time is Options.Clock's, stored as Unix nanoseconds, never the
-// server's now(): replicas must run NTP-synced clocks, and tests drive TTLs
-// and leases with fakeclock.
+// Times are stored as Unix nanoseconds. Claim leases are the server's
+// clock_timestamp() unless Options.Clock is set; completed records and
+// their TTL are Options.Clock's (the system clock by default), so tests
+// drive TTLs, and leases, with fakeclock.
 //
 // # Schema
 //

@@ -21,10 +21,14 @@ import (
 
 // Options configure a Store. The zero value is ready to use.
 type Options struct {
-	// Clock times completed records, their TTL and claim leases. Every
-	// replica on one database must use clocks that agree (the system
-	// clock, NTP-synced); the server's now() is never used, so tests can
-	// drive time with fakeclock. Default clock.System{}.
+	// Clock times completed records and their TTL; every replica on one
+	// database should use clocks that agree (the system clock,
+	// NTP-synced). Claim leases are timed by the database server's clock
+	// (clock_timestamp()), so replicas' skew cannot end a live claim,
+	// unless Clock is set: then Clock times them too (tests drive leases
+	// with fakeclock), and a replica whose Clock runs ahead of the others
+	// by more than a lease takes their live claims over. Default
+	// clock.System{} for records, the server's clock for leases.
 	Clock clock.Clock
 	// PendingCap bounds pending entries per channel; Add beyond it fails
 	// with code pending_full. Default imv2.DefaultPendingCap (1000).
@@ -76,6 +80,7 @@ const inlineSweep = 16
 type Store struct {
 	pool         *pgxpool.Pool
 	clock        clock.Clock
+	leaseClock   clock.Clock // nil: the server's (leaseNow)
 	pendingCap   int
 	completedCap int64
 	ttl          time.Duration
@@ -111,6 +116,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	s := &Store{
 		pool:         pool,
 		clock:        opts.Clock,
+		leaseClock:   opts.Clock,
 		pendingCap:   opts.PendingCap,
 		completedCap: int64(opts.CompletedCap),
 		ttl:          opts.CompletedTTL,
