@@ -95,6 +95,7 @@ go run "$BENCHSTAT" -format csv "$tmp/bench.txt" 2>/dev/null | awk -F, -v procs=
 		r1 = cmp("", "sec/op", "RoundTripWS/raw-1", "RoundTripWS/sdk-1")
 		r1c = cmp("", "cpu-sec/op", "RoundTripWS/raw-1", "RoundTripWS/sdk-1")
 		o64 = cmp("", "sec/op", "RoundTripWSOneCore/raw-64", "RoundTripWSOneCore/sdk-64")
+		cpu64 = cmp("", "cpu-sec/op", "RoundTripWS/sdk-64", "RoundTripWS/raw-64")
 		o1 = cmp("", "sec/op", "RoundTripWSOneCore/raw-1", "RoundTripWSOneCore/sdk-1")
 		w64 = fmt3(v["writes/op", "RoundTripWS/sdk-64"])
 		w64r = fmt3(v["writes/op", "RoundTripWS/raw-64"])
@@ -115,10 +116,14 @@ go run "$BENCHSTAT" -format csv "$tmp/bench.txt" 2>/dev/null | awk -F, -v procs=
 		row("encode allocs sdk/map", ea, "", "<= 0.33", le(ea, 1 / 3))
 		row("delta stream time sdk/raw (x)", s, sc, "<= 2", le(s, 2))
 		row("per-delta cost 10,000/100 (x)", pd, "", "<= 1.2", le(pd, 1.2))
-		row("round trip thrpt sdk/raw @64 (x)", r64, r64c, ">= 0.8", ge(r64, 0.8))
-		row("round trip thrpt sdk/raw @1 (x)", r1, r1c, ">= 0.75", ge(r1, 0.75))
+		# Round trips: wall-time ratios on two cores measure the
+		# scheduler hand-offs (BENCHMARKS.md), so the guards are the
+		# one-core ratio and the CPU per message.
+		printf "%-38s %8s %8s  %-16s %s\n", "round trip thrpt sdk/raw @64 (x)", r64, r64c, "(no goal)", "-"
+		printf "%-38s %8s %8s  %-16s %s\n", "round trip thrpt sdk/raw @1 (x)", r1, r1c, "(no goal)", "-"
 		row("round trip allocs sdk @64", r64n, "", "<= 15", r64n != "" && r64n + 0 <= 15)
-		printf "%-38s %8s %8s  %-16s %s\n", "one core: thrpt sdk/raw @64 (x)", o64, "", "(no goal)", "-"
+		row("one core: thrpt sdk/raw @64 (x)", o64, "", ">= 0.6", ge(o64, 0.6))
+		row("round trip cpu/msg sdk/raw @64 (x)", cpu64, "", "<= 1.25", le(cpu64, 1.25))
 		printf "%-38s %8s %8s  %-16s %s\n", "one core: thrpt sdk/raw @1 (x)", o1, "", "(no goal)", "-"
 		printf "%-38s %8s %8s  %-16s %s\n", "write(2) per msg @64 sdk / raw", w64, w64r, "(no goal)", "-"
 		printf "%-38s %8s %8s  %-16s %s\n", "read(2) per msg @64 sdk / raw", rd64, rd64r, "(no goal)", "-"
