@@ -170,7 +170,7 @@ func newAckInto(dst *Packet, buf []byte, orig *Packet, messageID string, status 
 	if err != nil {
 		return Errorf(CodeInvalidPacket, "chat.message.ack: %s", jsonErrText(err))
 	}
-	// As NewReply, without boxing the payload in an interface (one
+	// As NewResponse, without boxing the payload in an interface (one
 	// allocation per ack).
 	*dst = Packet{
 		Schema:             PacketSchema,

@@ -133,9 +133,9 @@ func NewPacket(typ, channel string, payload any) (*Packet, error) {
 	}, nil
 }
 
-// NewReply returns a packet of type typ answering req: it copies the
+// NewResponse returns a packet of type typ answering req: it copies the
 // request's request_id and channel and sets reply_to to its packet_id (W9).
-func NewReply(req *Packet, typ string, payload any) (*Packet, error) {
+func NewResponse(req *Packet, typ string, payload any) (*Packet, error) {
 	p, err := NewPacket(typ, req.ConnectorChannelID, payload)
 	if err != nil {
 		return nil, err

@@ -980,7 +980,7 @@ func (cc *clientConn) dispatch(p *imv2.Packet) {
 	}
 	switch p.Type {
 	case protocol.TypePing:
-		if r, err := imv2.NewReply(p, protocol.TypePong, nil); err == nil {
+		if r, err := imv2.NewResponse(p, protocol.TypePong, nil); err == nil {
 			cc.send(r)
 		}
 		return

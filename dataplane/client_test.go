@@ -278,14 +278,14 @@ func scriptedConnector(t *testing.T, script func(c *wsConn, channelID string)) s
 		if err != nil {
 			return
 		}
-		ack, _ := imv2.NewReply(hello, protocol.TypeConnectorHelloAck, protocol.ConnectorHelloAck{ConnectorCardID: testCardID, ConnectorID: "conn_s", ProtocolVersion: "3.0"})
+		ack, _ := imv2.NewResponse(hello, protocol.TypeConnectorHelloAck, protocol.ConnectorHelloAck{ConnectorCardID: testCardID, ConnectorID: "conn_s", ProtocolVersion: "3.0"})
 		_ = c.Write(ctx, ack)
 		open, err := c.Read(ctx)
 		if err != nil {
 			return
 		}
 		id := "cch_s"
-		oack, _ := imv2.NewReply(open, protocol.TypeChannelOpenAck, protocol.ChannelOpenAck{ConnectorChannelID: id, ConnectionDescriptor: &protocol.Descriptor{
+		oack, _ := imv2.NewResponse(open, protocol.TypeChannelOpenAck, protocol.ChannelOpenAck{ConnectorChannelID: id, ConnectionDescriptor: &protocol.Descriptor{
 			Schema: protocol.DescriptorSchema,
 			Connection: protocol.Connection{ConnectorCardID: testCardID, ConnectorID: "conn_s", ConnectorChannelID: id,
 				TargetType: imv2.TargetTypeIM, Profiles: []string{imv2.ProfileIMv2}, Status: protocol.StatusCreated},

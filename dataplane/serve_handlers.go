@@ -206,7 +206,7 @@ func (ss *session) ackErrorBody(req *imv2.Packet, err error, fallback imv2.Code)
 // sendAckError sends the ack of type typ answering req with body in its
 // envelope error.
 func (ss *session) sendAckError(req *imv2.Packet, typ string, body *imv2.PacketError) {
-	p, perr := imv2.NewReply(req, typ, nil)
+	p, perr := imv2.NewResponse(req, typ, nil)
 	if perr != nil {
 		ss.failErr(req, perr)
 		return

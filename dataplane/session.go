@@ -430,7 +430,7 @@ func (ss *session) hold(e *channelEntry) error {
 // the Channel this connection as its transport.
 func (ss *session) ackOpen(p *imv2.Packet, e *channelEntry) {
 	srv := ss.srv
-	ack, err := imv2.NewReply(p, protocol.TypeChannelOpenAck, protocol.ChannelOpenAck{
+	ack, err := imv2.NewResponse(p, protocol.TypeChannelOpenAck, protocol.ChannelOpenAck{
 		ConnectorChannelID:   e.id,
 		ConnectionDescriptor: srv.describe(ss.ctx, e),
 	})
@@ -657,7 +657,7 @@ func (ss *session) send(p *imv2.Packet) {
 
 // reply answers req with an ack echoing request_id and setting reply_to (W9).
 func (ss *session) reply(req *imv2.Packet, typ string, payload any) {
-	p, err := imv2.NewReply(req, typ, payload)
+	p, err := imv2.NewResponse(req, typ, payload)
 	if err != nil {
 		ss.failErr(req, err)
 		return

@@ -98,7 +98,7 @@ func ackConnector(t *testing.T, version string, omit bool, got chan<- string) st
 		if omit {
 			payload = fmt.Sprintf(`{"connector_card_id":%q,"connector_id":"conn_v"}`, testCardID)
 		}
-		ack, _ := imv2.NewReply(hello, protocol.TypeConnectorHelloAck, json.RawMessage(payload))
+		ack, _ := imv2.NewResponse(hello, protocol.TypeConnectorHelloAck, json.RawMessage(payload))
 		_ = c.Write(ctx, ack)
 		// Hold the connection until the client hangs up.
 		for {

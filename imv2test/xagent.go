@@ -387,7 +387,7 @@ func cmdAccept(r *run, a *args) error {
 	if !resume || id == "" {
 		id = "conn_" + uuid.NewString()
 	}
-	ack, err := imv2.NewReply(fr.p, protocol.TypeConnectorHelloAck, protocol.ConnectorHelloAck{ConnectorCardID: x.cardID, ConnectorID: id, ProtocolVersion: protocol.ProtocolVersion})
+	ack, err := imv2.NewResponse(fr.p, protocol.TypeConnectorHelloAck, protocol.ConnectorHelloAck{ConnectorCardID: x.cardID, ConnectorID: id, ProtocolVersion: protocol.ProtocolVersion})
 	if err != nil {
 		return err
 	}
@@ -428,7 +428,7 @@ func cmdAcceptOpen(r *run, a *args) error {
 			TargetType: imv2.TargetTypeIM, Profiles: []string{imv2.ProfileIMv2}, Status: protocol.StatusConnected},
 		Target: protocol.DescriptorTarget{Provider: "imv2test", Label: "imv2test", DisplayName: "imv2test"},
 	}
-	ack, err := imv2.NewReply(fr.p, protocol.TypeChannelOpenAck, protocol.ChannelOpenAck{ConnectorChannelID: id, ConnectionDescriptor: d})
+	ack, err := imv2.NewResponse(fr.p, protocol.TypeChannelOpenAck, protocol.ChannelOpenAck{ConnectorChannelID: id, ConnectionDescriptor: d})
 	if err != nil {
 		return err
 	}

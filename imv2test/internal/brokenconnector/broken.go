@@ -364,7 +364,7 @@ func (s *session) fail(req *imv2.Packet, code imv2.Code, msg string) {
 }
 
 func (s *session) reply(req *imv2.Packet, typ string, payload any) {
-	p, err := imv2.NewReply(req, typ, payload)
+	p, err := imv2.NewResponse(req, typ, payload)
 	if err != nil {
 		return
 	}
@@ -374,7 +374,7 @@ func (s *session) reply(req *imv2.Packet, typ string, payload any) {
 func (s *session) dispatch(p *imv2.Packet) {
 	switch p.Type {
 	case protocol.TypePing:
-		r, _ := imv2.NewReply(p, protocol.TypePong, nil)
+		r, _ := imv2.NewResponse(p, protocol.TypePong, nil)
 		if s.c.has(NoRequestID) {
 			r.RequestID = ""
 		}
@@ -515,7 +515,7 @@ func (s *session) onOpen(p *imv2.Packet) {
 		resend = append(slices.Clone(ch.acked), resend...)
 	}
 	c.mu.Unlock()
-	ack, _ := imv2.NewReply(p, protocol.TypeChannelOpenAck, protocol.ChannelOpenAck{ConnectorChannelID: ch.id, ConnectionDescriptor: s.descriptor(ch.id)})
+	ack, _ := imv2.NewResponse(p, protocol.TypeChannelOpenAck, protocol.ChannelOpenAck{ConnectorChannelID: ch.id, ConnectionDescriptor: s.descriptor(ch.id)})
 	ack.ConnectorChannelID = ch.id
 	s.send(ack)
 	c.mu.Lock()
