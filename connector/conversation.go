@@ -327,7 +327,7 @@ func (c *Connector) release(ctx context.Context, key string) {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.callTimeout)
 	defer cancel()
-	if err := r.Release(ctx, key); err != nil {
+	if err := r.Released(ctx, key); err != nil {
 		c.log.Warn("connector: releasing the conversation failed", "err", err)
 	}
 }

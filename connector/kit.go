@@ -135,7 +135,7 @@ type Connector struct {
 	server   *dataplane.Server
 	handler  *Handler
 	chLocks  *channelLocks // serialises binding changes per channel
-	// callTimeout bounds Unbound and Release (Display.CallTimeout).
+	// callTimeout bounds Unbound and Released (Display.CallTimeout).
 	callTimeout time.Duration
 
 	listener Listener // nil without one

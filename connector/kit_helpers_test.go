@@ -121,7 +121,7 @@ func (p *pretend) Typing(_ context.Context, _ connector.Conversation, a imv2.Cha
 	return nil
 }
 
-func (p *pretend) Release(_ context.Context, key string) error {
+func (p *pretend) Released(_ context.Context, key string) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.released = append(p.released, key)

@@ -69,7 +69,7 @@ func (e *editor) Typing(_ context.Context, to Conversation, a imv2.ChatActivity)
 	return nil
 }
 
-func (e *editor) Release(_ context.Context, key string) error {
+func (e *editor) Released(_ context.Context, key string) error {
 	e.log("release " + key)
 	return nil
 }
@@ -359,7 +359,7 @@ func (u unbinder) Unbound(_ context.Context, b state.Binding) error {
 
 // TestKit_Unbinder_ToldPerChannelBeforeRelease: every binding that goes
 // (logout, drop) reaches Unbound, one call per channel, and the key's
-// Release comes after the last one's.
+// Released comes after the last one's.
 func TestKit_Unbinder_ToldPerChannelBeforeRelease(t *testing.T) {
 	u := unbinder{&editor{}}
 	k, _ := newUnit(t, u, true, Options{})

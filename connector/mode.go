@@ -75,7 +75,7 @@ type Display struct {
 	MaxTyping int
 	// CallTimeout bounds each platform call made from a timer (a
 	// coalesced edit, a typing refresh, a discard), each Unbinder.Unbound
-	// and each Releaser.Release. Default 10 s.
+	// and each Releaser.Released. Default 10 s.
 	CallTimeout time.Duration
 	// MaxTextBytes is the longest text, in bytes, a message of the
 	// platform holds; default no limit. Drafts are cut to it on a rune

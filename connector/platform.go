@@ -192,18 +192,18 @@ type Discarder interface {
 // the place to stop a shared platform consumer. Bindings are
 // reference-counted per key by the store, which decides in the same
 // transaction that a change removed the key's last binding
-// (state.BindingChange.Released), so Release is called exactly once each time a
+// (state.BindingChange.Released), so Released is called exactly once each time a
 // key's count goes to zero, concurrent rebinds included. Another channel
 // binding the same key again may be stored before that call arrives; a
 // platform that starts its consumer when a sign-in binds a key starts it
-// again then. Release runs after the change is stored and the kit's lock
-// of the channel is released, so a slow Release holds up no other
+// again then. Released runs after the change is stored and the kit's lock
+// of the channel is released, so a slow Released holds up no other
 // channel; its context is the changing call's, without its cancellation
 // (context.Background() for a drop), bounded by Options.Advanced.Display's
-// CallTimeout (default 10 s), which Release must honour: a drop waits
+// CallTimeout (default 10 s), which Released must honour: a drop waits
 // for it, and Close waits for drops.
 type Releaser interface {
-	Release(ctx context.Context, key string) error
+	Released(ctx context.Context, key string) error
 }
 
 // Unbinder is told of every binding that went (auth.logout, a sign-in
@@ -212,7 +212,7 @@ type Releaser interface {
 // channel, after the store forgot it and before a Releaser hears of its key:
 // the place to drop what the platform keeps per channel, such as its
 // credentials. Errors are logged. It runs after the kit's lock of the
-// channel is released, with the context and bound Releaser.Release gets,
+// channel is released, with the context and bound Releaser.Released gets,
 // so a new binding of the channel may be stored before or while it runs:
 // a platform keeping state per channel compares b with what it holds (or
 // with Connector.Binding) before dropping it.

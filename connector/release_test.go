@@ -11,14 +11,14 @@ import (
 	"github.com/xagentkit/imv2/state"
 )
 
-// countingReleaser is an editor that counts Release calls per key.
+// countingReleaser is an editor that counts Released calls per key.
 type countingReleaser struct {
 	editor
 	mu       sync.Mutex
 	released map[string]int
 }
 
-func (r *countingReleaser) Release(_ context.Context, key string) error {
+func (r *countingReleaser) Released(_ context.Context, key string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.released[key]++

@@ -13,7 +13,7 @@ import (
 	"github.com/xagentkit/imv2/state"
 )
 
-// hangingReleaser's Release reports its context and then waits until the
+// hangingReleaser's Released reports its context and then waits until the
 // test lets it go: a platform call that hangs.
 type hangingReleaser struct {
 	editor
@@ -25,7 +25,7 @@ func newHangingReleaser() *hangingReleaser {
 	return &hangingReleaser{in: make(chan context.Context, 1), out: make(chan struct{})}
 }
 
-func (r *hangingReleaser) Release(ctx context.Context, _ string) error {
+func (r *hangingReleaser) Released(ctx context.Context, _ string) error {
 	r.in <- ctx
 	<-r.out
 	return nil
