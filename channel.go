@@ -3,11 +3,13 @@ package imv2
 import (
 	"context"
 	"errors"
-	"github.com/xagentkit/imv2/clock"
 	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/xagentkit/imv2/clock"
+	"github.com/xagentkit/imv2/internal/connid"
 )
 
 // Channel serves one connector_channel_id in one role. It is the delivery
@@ -97,7 +99,9 @@ func NewChannel(id string, role Role, n *Negotiated, t Transport, target Target,
 		return nil, errors.New("imv2: NewChannel: nil Target")
 	}
 	o := opts.withDefaults()
-	ctx, cancel := context.WithCancel(context.Background())
+	// The store calls' contexts derive from ctx: a durable store reads the
+	// connector_id from them for its shares (internal/connid).
+	ctx, cancel := context.WithCancel(connid.WithConnectorID(context.Background(), o.ConnectorID))
 	c := &Channel{
 		id:        id,
 		role:      role,

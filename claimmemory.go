@@ -19,7 +19,7 @@ var _ ClaimStore = (*memoryCompletedStore)(nil)
 // its Record failed) or one owner already holds. At most Cap claims are
 // held; when full, claims whose lease ended more than TTL ago go first,
 // and a Claim that still finds no room fails retryable (channel_busy).
-func (s *memoryCompletedStore) Claim(_ context.Context, channelID, messageID string, fp Fingerprint, owner string, lease time.Duration) (Claim, error) {
+func (s *memoryCompletedStore) Claim(ctx context.Context, channelID, messageID string, fp Fingerprint, owner string, lease time.Duration) (Claim, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.clock.Now()
@@ -38,7 +38,7 @@ func (s *memoryCompletedStore) Claim(_ context.Context, channelID, messageID str
 		s.claims[k] = mine
 		return Claim{State: ClaimOrphaned, Fingerprint: old.fp, Owner: old.owner}, nil
 	}
-	if s.lru != nil && s.lru.Len()+len(s.claims) >= s.capacity && !s.makeRoom(now, channelID, s.groupOf(channelID)) {
+	if s.lru != nil && s.lru.Len()+len(s.claims) >= s.capacity && !s.makeRoom(now, channelID, s.groupOf(ctx, channelID)) {
 		// Room would take a record another channel's sender may still
 		// resend (completedshare.go): this flood waits instead.
 		return Claim{}, &Error{Code: CodeChannelBusy, Message: "the completed store is full of records other channels may still need; try later", Retryable: true}

@@ -1,8 +1,11 @@
 package imv2
 
 import (
+	"context"
 	"strings"
 	"time"
+
+	"github.com/xagentkit/imv2/internal/connid"
 )
 
 // Shares of a full memoryCompletedStore. The store is shared by every
@@ -238,7 +241,11 @@ func (s *memoryCompletedStore) leave(channel string) {
 }
 
 // groupOf returns the group a new record of channel joins: its live
-// Channel's, else none ("").
-func (s *memoryCompletedStore) groupOf(channel string) string {
-	return s.chanGroups[channel].name
+// Channel's, else the connector_id ctx carries (a Channel's call through
+// a store wrapping this one: join saw no Channel), else none ("").
+func (s *memoryCompletedStore) groupOf(ctx context.Context, channel string) string {
+	if cg, ok := s.chanGroups[channel]; ok {
+		return cg.name
+	}
+	return connid.ConnectorID(ctx)
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/xagentkit/imv2/fakeclock"
+	"github.com/xagentkit/imv2/internal/connid"
 )
 
 // TestMemoryCompletedStore_S6_FullStoreRefusesRatherThanEvictProtected:
@@ -113,6 +114,29 @@ func TestMemoryCompletedStore_S6_ManyChannelsDiluteOnlyTheirOwnConnector(t *test
 		s.leave("a" + strconv.Itoa(i))
 	}
 	require.Empty(t, s.chanGroups)
+}
+
+// TestMemoryCompletedStore_S6_ConnectorIDFromTheContext: a store wrapped
+// by another (the kit's Store, a metrics view) sees no Channel join, so a
+// channel's group is the connector_id its call's context carries
+// (internal/connid, set by the Channel): 50 channels of A still dilute
+// only A's share. Before, every such channel was in the group of none,
+// and the flood took V's records.
+func TestMemoryCompletedStore_S6_ConnectorIDFromTheContext(t *testing.T) {
+	bg := context.Background()
+	s := newMemoryCompletedStore(20, 24*time.Hour, fakeclock.New(time.Unix(1_700_000_000, 0)))
+	v, a := connid.WithConnectorID(bg, "V"), connid.WithConnectorID(bg, "A")
+	for i := range 5 {
+		require.NoError(t, s.Record(v, "v", "v"+strconv.Itoa(i), Fingerprint{1}))
+	}
+	for i := range 150 {
+		require.NoError(t, s.Record(a, "a"+strconv.Itoa(i%50), "f"+strconv.Itoa(i), Fingerprint{2}))
+	}
+	for i := range 5 {
+		_, found, _ := s.Lookup(bg, "v", "v"+strconv.Itoa(i))
+		require.True(t, found, "V's record v%d", i)
+	}
+	require.Equal(t, 20, s.Len())
 }
 
 // TestMemoryCompletedStore_S6_GroupsComeAndGo: groups are counted by the

@@ -282,7 +282,7 @@ func (s *memoryCompletedStore) Lookup(_ context.Context, channelID, messageID st
 }
 
 // Record implements CompletedStore.
-func (s *memoryCompletedStore) Record(_ context.Context, channelID, messageID string, fp Fingerprint) error {
+func (s *memoryCompletedStore) Record(ctx context.Context, channelID, messageID string, fp Fingerprint) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.lru == nil {
@@ -291,8 +291,8 @@ func (s *memoryCompletedStore) Record(_ context.Context, channelID, messageID st
 	now := s.clock.Now()
 	s.sweep(now)
 	k := completedKey{channelID, messageID}
-	s.addRecord(k, s.groupOf(channelID), completedRecord{fp: fp, expires: now.Add(s.ttl)}) // a re-record moves to the back of the FIFO
-	s.deleteClaim(k)                                                                       // completes a claim, whoever holds it
+	s.addRecord(k, s.groupOf(ctx, channelID), completedRecord{fp: fp, expires: now.Add(s.ttl)}) // a re-record moves to the back of the FIFO
+	s.deleteClaim(k)                                                                            // completes a claim, whoever holds it
 	s.compact()
 	return nil
 }
@@ -344,7 +344,7 @@ func (s *memoryCompletedStore) DropChannel(_ context.Context, channelID string) 
 // their lease), so a handover never extends a record's life; they are
 // added oldest first, and a copy to already holds with the same content
 // and expiry stays where it is in the FIFO.
-func (s *memoryCompletedStore) Handover(_ context.Context, from, to string) error {
+func (s *memoryCompletedStore) Handover(ctx context.Context, from, to string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if from == to {
@@ -370,8 +370,8 @@ func (s *memoryCompletedStore) Handover(_ context.Context, from, to string) erro
 		}
 	}
 	slices.SortFunc(live, func(a, b copied) int { return a.r.expires.Compare(b.r.expires) })
-	group := s.groupOf(to)
-	if _, open := s.chanGroups[to]; !open {
+	group := s.groupOf(ctx, to)
+	if _, open := s.chanGroups[to]; !open && group == "" {
 		group, _ = s.lru.groupName(from) // the new ID's Channel is not made yet: from's connector_id
 	}
 	if len(live) > MaxHandoverRecords {

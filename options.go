@@ -164,11 +164,11 @@ type Options struct {
 	// Server (dataplane.DefaultMaxMemory).
 	Budget *Budget
 	// ConnectorID is the connector_id whose channel this is, on a
-	// Connector serving several. A full in-memory completed store
-	// (NewMemoryCompletedStore) guarantees each connector_id a share of
-	// its capacity and each of its channels a share of that, so a peer
-	// opening many channels dilutes its own shares, not another
-	// connector_id's. Empty: the channel shares one group with every other
+	// Connector serving several. A full completed store (in memory,
+	// wrapped or not, or boltstore: the store calls' context carries it)
+	// guarantees each connector_id a share of its capacity and each of
+	// its channels a share of that, so a peer opening many channels
+	// dilutes its own shares, not another connector_id's. Empty: the channel shares one group with every other
 	// channel that has none. The dataplane Server sets it.
 	ConnectorID string
 	// ActivityTimeout clears a shown activity nobody refreshed

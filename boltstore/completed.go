@@ -10,6 +10,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/internal/connid"
 )
 
 const (
@@ -57,7 +58,8 @@ func (s *Store) Lookup(ctx context.Context, channelID, messageID string) (imv2.F
 // fsync before Record returns, so the accepted ack that follows it survives
 // a crash (S8). Recording a message again replaces its fingerprint and
 // restarts its TTL. When CompletedCap records are held one goes by the
-// shares of completedshare.go; a few expired records go too.
+// shares of completedshare.go (the channel's group is the connector_id
+// ctx carries, internal/connid); a few expired records go too.
 func (s *Store) Record(ctx context.Context, channelID, messageID string, fp imv2.Fingerprint) error {
 	key, err := recordKey(channelID, messageID)
 	if err != nil {
@@ -65,7 +67,11 @@ func (s *Store) Record(ctx context.Context, channelID, messageID string, fp imv2
 	}
 	return s.update(ctx, func(tx *bolt.Tx) error {
 		now := s.clock.Now()
+		group := connid.ConnectorID(ctx)
 		c := openCompleted(tx)
+		if err := c.join([]byte(channelID), group); err != nil {
+			return err
+		}
 		if old := c.recs.Get(key); old != nil {
 			if err := c.remove(key, old); err != nil {
 				return err
@@ -84,7 +90,7 @@ func (s *Store) Record(ctx context.Context, channelID, messageID string, fp imv2
 			}
 		}
 		for c.count >= s.completedCap {
-			if ok, err := c.makeRoom([]byte(channelID), s.completedCap, s.protectedSince(now)); !ok || err != nil {
+			if ok, err := c.makeRoom([]byte(channelID), group, s.completedCap, s.protectedSince(now)); !ok || err != nil {
 				if err != nil {
 					return err
 				}
@@ -99,7 +105,7 @@ func (s *Store) Record(ctx context.Context, channelID, messageID string, fp imv2
 		orderKey := binary.BigEndian.AppendUint64(u64(timeKey(now)), seq)
 		value := make([]byte, 0, completedValueLen)
 		value = append(append(value, orderKey...), fp[:]...)
-		if err := c.put(key, value); err != nil {
+		if err := c.put(key, value, group); err != nil {
 			return err
 		}
 		if err := tx.Bucket(bucketClaims).Delete(key); err != nil { // completes a claim (claim.go)
@@ -162,6 +168,15 @@ func (s *Store) Handover(ctx context.Context, from, to string) error {
 			return err
 		}
 		c := openCompleted(tx)
+		// The copies join to's group if it holds records, else the
+		// caller's connector_id, else from's group.
+		group := connid.ConnectorID(ctx)
+		if _, g := c.channelCount([]byte(from)); group == "" && g != nil {
+			group = string(g[1:])
+		}
+		if err := c.join([]byte(to), group); err != nil {
+			return err
+		}
 		keys, values := keysWithPrefix(c.recs, prefix)
 		cutoff := s.expiredCutoff()
 		type record struct{ id, value []byte }
@@ -196,7 +211,7 @@ func (s *Store) Handover(ctx context.Context, from, to string) error {
 				return err
 			}
 			orderKey := binary.BigEndian.AppendUint64(bytes.Clone(v[:8]), seq) // the original time: same age
-			if err := c.put(key, append(orderKey, v[16:]...)); err != nil {
+			if err := c.put(key, append(orderKey, v[16:]...), group); err != nil {
 				return err
 			}
 			copied++
@@ -208,7 +223,7 @@ func (s *Store) Handover(ctx context.Context, from, to string) error {
 			return errNoChange
 		}
 		for c.count > s.completedCap {
-			if ok, err := c.makeRoom([]byte(to), s.completedCap, s.protectedSince(s.clock.Now())); !ok || err != nil {
+			if ok, err := c.makeRoom([]byte(to), group, s.completedCap, s.protectedSince(s.clock.Now())); !ok || err != nil {
 				if err != nil {
 					return err
 				}

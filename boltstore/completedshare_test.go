@@ -9,15 +9,17 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/fakeclock"
+	"github.com/xagentkit/imv2/internal/connid"
 )
 
 // TestOpen_S6_MigratesLayout1ToShares: a file of layout 1 (records, no
-// per-channel index or counts) opens as layout 2 with every record
-// indexed and counted by channel, so the shares hold at once: a flood
-// into the migrated file evicts its own records, not the victim's. The
-// layout-1 file is made by deleting what layout 2 added, as a layout-1
-// build never wrote it.
+// per-channel index or counts) opens as layout 3 with every record
+// indexed and counted by channel (in the group of none), so the shares
+// hold at once: a flood into the migrated file evicts its own records,
+// not the victim's. The layout-1 file is made by deleting what layouts 2
+// and 3 added, as a layout-1 build never wrote it.
 func TestOpen_S6_MigratesLayout1ToShares(t *testing.T) {
 	clk := fakeclock.New(t0)
 	path := filepath.Join(t.TempDir(), "imv2.db")
@@ -38,14 +40,16 @@ func TestOpen_S6_MigratesLayout1ToShares(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketCompletedByChannel, bucketCompletedChannels} {
+		for _, b := range [][]byte{bucketCompletedByChannel, bucketCompletedChannels, bucketCompletedGroups} {
 			if err := tx.DeleteBucket(b); err != nil {
 				return err
 			}
 		}
 		meta := tx.Bucket(bucketMeta)
-		if err := meta.Delete(keyCompletedChannels); err != nil {
-			return err
+		for _, k := range [][]byte{keyCompletedChannels, keyCompletedGroups} {
+			if err := meta.Delete(k); err != nil {
+				return err
+			}
 		}
 		return meta.Put(keyLayoutVersion, u64(1))
 	})
@@ -114,5 +118,148 @@ func TestRecord_S6_ShareFilledFromTheHog(t *testing.T) {
 	checkConsistent(t, s)
 	if st := stats(t, s); st.Completed != 0 {
 		t.Fatalf("%d records after the sweep", st.Completed)
+	}
+}
+
+// TestRecord_S6_ManyChannelsDiluteOnlyTheirOwnConnector: the shares are
+// per connector_id first (the one the Record's context carries), then
+// per channel. One connector_id's 30 channels flood a store of 12; the
+// victim connector_id's records (2 of each of its 2 channels) and those
+// of a channel of none, younger than the resend horizon, stay: three
+// groups of 4 each. A Record without a connector_id (the kit's) into the
+// victim's channel stays in the victim's group, and a channel first
+// recorded without one moves to the victim's on the victim's Record.
+// With shares per channel only, 33 channels made every share 0 and the
+// flood took the victim's records.
+func TestRecord_S6_ManyChannelsDiluteOnlyTheirOwnConnector(t *testing.T) {
+	clk := fakeclock.New(t0)
+	s := openTest(t, Options{CompletedCap: 12, Clock: clk})
+	bg := context.Background()
+	victim, attacker := connid.WithConnectorID(bg, "victim"), connid.WithConnectorID(bg, "attacker")
+	for _, id := range []string{"v1", "v2"} {
+		if err := s.Record(victim, "victim", id, imv2.Fingerprint{1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	record(t, s, "victim", "v3") // no connector_id: the channel's group
+	record(t, s, "none", "n1")
+	record(t, s, "kit", "k1") // no connector_id, then the Channel's: moved
+	if err := s.Record(victim, "kit", "k2", imv2.Fingerprint{1}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 90 {
+		clk.Advance(time.Second) // well inside the resend horizon
+		if err := s.Record(attacker, fmt.Sprintf("a%d", i%30), fmt.Sprintf("a%d", i), imv2.Fingerprint{1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	checkConsistent(t, s)
+	for _, k := range [][2]string{{"victim", "v2"}, {"victim", "v3"}, {"kit", "k1"}, {"kit", "k2"}, {"none", "n1"}} {
+		if _, ok, _ := s.Lookup(bg, k[0], k[1]); !ok {
+			t.Errorf("%s/%s was evicted by another connector_id's flood", k[0], k[1])
+		}
+	}
+	if st := stats(t, s); st.Completed != 12 {
+		t.Fatalf("%d records, want the cap, 12", st.Completed)
+	}
+	err := s.db.View(func(tx *bolt.Tx) error {
+		if n := getU64(tx.Bucket(bucketMeta), keyCompletedGroups); n != 3 {
+			return fmt.Errorf("%d groups, want 3 (victim, attacker, none)", n)
+		}
+		for _, ch := range []string{"victim", "kit"} {
+			if v := tx.Bucket(bucketCompletedChannels).Get([]byte(ch)); string(v[8:]) != "victim" {
+				return fmt.Errorf("channel %s is in group %q", ch, v[8:])
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The counters stay in step through a handover (to joins from's
+	// group, which then holds two channels sharing its 4), a drop and a
+	// sweep.
+	if err := s.Handover(bg, "victim", "victim2"); err != nil {
+		t.Fatal(err)
+	}
+	checkConsistent(t, s)
+	err = s.db.View(func(tx *bolt.Tx) error {
+		if v := tx.Bucket(bucketCompletedChannels).Get([]byte("victim2")); string(v[8:]) != "victim" {
+			return fmt.Errorf("handed over to channel victim2, in group %q", v[8:])
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, _ := s.Lookup(bg, "victim2", "v3"); !ok {
+		t.Error("the handover's newest copy went")
+	}
+	if err := s.DropChannel(bg, "victim"); err != nil {
+		t.Fatal(err)
+	}
+	checkConsistent(t, s)
+	clk.Advance(25 * time.Hour)
+	if _, err := s.Sweep(bg); err != nil {
+		t.Fatal(err)
+	}
+	checkConsistent(t, s)
+}
+
+// TestOpen_S6_MigratesLayout2ToGroups: a file of layout 2 (shares per
+// channel, no groups) opens as layout 3 with its channels in the group of
+// none, counted, so another connector_id's flood of many channels then
+// leaves the migrated records their group's share.
+func TestOpen_S6_MigratesLayout2ToGroups(t *testing.T) {
+	clk := fakeclock.New(t0)
+	path := filepath.Join(t.TempDir(), "imv2.db")
+	opts := Options{CompletedCap: 10, Clock: clk}
+	s, err := Open(path, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	record(t, s, "old1", "o1")
+	record(t, s, "old2", "o2")
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		if err := tx.DeleteBucket(bucketCompletedGroups); err != nil {
+			return err
+		}
+		meta := tx.Bucket(bucketMeta)
+		if err := meta.Delete(keyCompletedGroups); err != nil {
+			return err
+		}
+		return meta.Put(keyLayoutVersion, u64(2))
+	})
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	s, err = Open(path, opts)
+	if err != nil {
+		t.Fatalf("Open of layout 2: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	checkConsistent(t, s)
+	attacker := connid.WithConnectorID(context.Background(), "attacker")
+	for i := range 40 {
+		if err := s.Record(attacker, fmt.Sprintf("a%d", i%20), fmt.Sprintf("a%d", i), imv2.Fingerprint{1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	checkConsistent(t, s)
+	for _, k := range [][2]string{{"old1", "o1"}, {"old2", "o2"}} {
+		if _, ok, _ := s.Lookup(context.Background(), k[0], k[1]); !ok {
+			t.Errorf("%s/%s was evicted by the flood after the migration", k[0], k[1])
+		}
 	}
 }

@@ -38,8 +38,9 @@
 //     forgets a deleted channel's entries (S7).
 //   - Completed: at most Options.CompletedCap records across all channels
 //     (default imv2.DefaultCompletedCap, 100,000), oldest evicted first,
-//     except that a channel within its share of the cap keeps its records
-//     younger than 1 h: a flood evicts its own (completedshare.go); each
+//     except that a channel within its share of the cap (per connector_id,
+//     then per channel) keeps its records younger than 1 h: a flood
+//     evicts its own (completedshare.go); each
 //     visible for Options.CompletedTTL after it was recorded (default
 //     imv2.DefaultCompletedTTL, 24h). Expired records are removed by Sweep,
 //     by the optional sweeper (Options.SweepInterval, default off) and, a

@@ -21,9 +21,9 @@ import (
 // mid-migration leaves the old file intact. A file with a version above
 // LayoutVersion was written by a newer build; Open refuses it rather than
 // guess (ErrLayoutVersion).
-const LayoutVersion = 2
+const LayoutVersion = 3
 
-// Bucket layout, version 2. key(ch, id) is the channel ID, one 0x00 byte and
+// Bucket layout, version 3. key(ch, id) is the channel ID, one 0x00 byte and
 // the message ID; channel IDs may not contain 0x00, so the first 0x00 splits
 // a key and "ch"+0x00 is a prefix of exactly one channel's keys.
 // seq is a bucket sequence number and t a time in sortable form (timeKey),
@@ -32,6 +32,7 @@ const LayoutVersion = 2
 //	meta            "layout_version"  → uint64
 //	                "completed_count" → uint64, records in "completed"
 //	                "completed_channels" → uint64, keys of "completed_counts"
+//	                "completed_groups" → uint64, keys of "completed_groups"
 //	pending         ch 0x00 seq       → entry (internal/pendingcodec v1); seq gives Add order
 //	pending_ids     key(ch, id)       → seq ‖ fingerprint (32)
 //	pending_count   ch                → uint64, entries of the channel
@@ -40,10 +41,16 @@ const LayoutVersion = 2
 //	                                    eviction and the TTL sweep
 //	completed_by_channel ch 0x00 t ‖ seq → id; each channel's oldest
 //	                                    first, for eviction by shares
-//	completed_counts ch               → uint64, records of the channel
+//	completed_counts ch               → uint64 ‖ connector_id, records of
+//	                                    the channel and its group
+//	completed_groups 'g' connector_id → uint64 ‖ uint64, records and
+//	                                    channels of the group
 //
-// Version 2 added the last two and completed_channels, for the shares of
-// completedshare.go; migrate fills them from the records of version 1.
+// Version 2 added completed_by_channel, completed_counts (the uint64) and
+// completed_channels, for the shares of completedshare.go; version 3 the
+// groups, per connector_id. migrate fills them from the records of the
+// version before (the group of none: a file does not know its channels'
+// connector_ids).
 var (
 	bucketMeta           = []byte("meta")
 	bucketPending        = []byte("pending")
@@ -54,15 +61,18 @@ var (
 	// Layout 2 (completedshare.go).
 	bucketCompletedByChannel = []byte("completed_by_channel")
 	bucketCompletedChannels  = []byte("completed_counts")
+	// Layout 3.
+	bucketCompletedGroups = []byte("completed_groups")
 
 	keyLayoutVersion     = []byte("layout_version")
 	keyCompletedCount    = []byte("completed_count")
 	keyCompletedChannels = []byte("completed_channels")
+	keyCompletedGroups   = []byte("completed_groups")
 )
 
 func allBuckets() [][]byte {
 	return [][]byte{bucketMeta, bucketPending, bucketPendingIDs, bucketPendingCount, bucketCompleted, bucketCompletedOrder,
-		bucketCompletedByChannel, bucketCompletedChannels}
+		bucketCompletedByChannel, bucketCompletedChannels, bucketCompletedGroups}
 }
 
 // initLayout creates the layout in an empty file, checks the version of an
@@ -86,6 +96,9 @@ func initLayout(tx *bolt.Tx, path string) error {
 			return err
 		}
 		if err := meta.Put(keyCompletedChannels, u64(0)); err != nil {
+			return err
+		}
+		if err := meta.Put(keyCompletedGroups, u64(0)); err != nil {
 			return err
 		}
 		return meta.Put(keyLayoutVersion, u64(LayoutVersion))
@@ -116,8 +129,8 @@ func initLayout(tx *bolt.Tx, path string) error {
 			return fmt.Errorf("boltstore: %s lacks bucket %q of layout %d", path, name, LayoutVersion)
 		}
 	}
-	if len(meta.Get(keyCompletedCount)) != 8 || len(meta.Get(keyCompletedChannels)) != 8 {
-		return fmt.Errorf("boltstore: %s has no valid completed_count or completed_channels", path)
+	if len(meta.Get(keyCompletedCount)) != 8 || len(meta.Get(keyCompletedChannels)) != 8 || len(meta.Get(keyCompletedGroups)) != 8 {
+		return fmt.Errorf("boltstore: %s has no valid completed_count, completed_channels or completed_groups", path)
 	}
 	return nil
 }
@@ -127,6 +140,8 @@ func migrate(tx *bolt.Tx, from uint64) error {
 	switch from {
 	case 1:
 		return migrateShares(tx)
+	case 2:
+		return migrateGroups(tx)
 	}
 	return fmt.Errorf("no migration from layout %d", from)
 }
@@ -162,6 +177,39 @@ func migrateShares(tx *bolt.Tx) error {
 		}
 	}
 	return tx.Bucket(bucketMeta).Put(keyCompletedChannels, u64(uint64(len(counts))))
+}
+
+// migrateGroups (layout 2 → 3) puts every channel holding records in the
+// group of none: its completed_counts value, a uint64, already says so.
+func migrateGroups(tx *bolt.Tx) error {
+	groups, err := tx.CreateBucketIfNotExists(bucketCompletedGroups)
+	if err != nil {
+		return err
+	}
+	chans := tx.Bucket(bucketCompletedChannels)
+	if chans == nil {
+		return fmt.Errorf("no bucket %q", bucketCompletedChannels)
+	}
+	var records, channels uint64
+	err = chans.ForEach(func(_, v []byte) error {
+		if len(v) != 8 {
+			return fmt.Errorf("a completed_counts value of %d bytes", len(v))
+		}
+		records += beUint64(v)
+		channels++
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	var n uint64
+	if channels > 0 {
+		n = 1
+		if err := groups.Put(groupKey(nil), append(u64(records), u64(channels)...)); err != nil {
+			return err
+		}
+	}
+	return tx.Bucket(bucketMeta).Put(keyCompletedGroups, u64(n))
 }
 
 // recordKey returns key(ch, id) after checking both IDs: non-empty, at most

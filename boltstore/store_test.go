@@ -210,9 +210,9 @@ func TestOpen_Layout(t *testing.T) {
 	}{
 		{
 			name:    "newer version",
-			prepare: func(t *testing.T, path string) { writeMeta(t, path, 3) },
+			prepare: func(t *testing.T, path string) { writeMeta(t, path, 4) },
 			is:      boltstore.ErrLayoutVersion,
-			want:    "has layout version 3; this build reads up to 2",
+			want:    "has layout version 4; this build reads up to 3",
 		},
 		{
 			name:    "far newer version",

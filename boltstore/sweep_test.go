@@ -249,12 +249,34 @@ func checkConsistent(t *testing.T, s *Store) {
 		if c := getU64(tx.Bucket(bucketMeta), keyCompletedChannels); c != uint64(len(counts)) {
 			return fmt.Errorf("completed_channels %d, %d channels", c, len(counts))
 		}
-		return tx.Bucket(bucketCompletedChannels).ForEach(func(ch, v []byte) error {
-			if beUint64(v) != counts[string(ch)] {
-				return fmt.Errorf("channel %q counted %d, holds %d", ch, beUint64(v), counts[string(ch)])
+		type group struct{ records, channels uint64 }
+		groups := map[string]group{}
+		err = tx.Bucket(bucketCompletedChannels).ForEach(func(ch, v []byte) error {
+			if len(v) < 8 || beUint64(v[:8]) != counts[string(ch)] {
+				return fmt.Errorf("channel %q counted %x, holds %d", ch, v, counts[string(ch)])
 			}
+			g := groups[string(v[8:])]
+			g.records += beUint64(v[:8])
+			g.channels++
+			groups[string(v[8:])] = g
 			return nil
 		})
+		if err != nil {
+			return err
+		}
+		if c := getU64(tx.Bucket(bucketMeta), keyCompletedGroups); c != uint64(len(groups)) {
+			return fmt.Errorf("completed_groups %d, %d groups", c, len(groups))
+		}
+		if m := tx.Bucket(bucketCompletedGroups).Stats().KeyN; m != len(groups) {
+			return fmt.Errorf("%d groups counted, %d hold channels", m, len(groups))
+		}
+		for id, g := range groups {
+			v := tx.Bucket(bucketCompletedGroups).Get(groupKey([]byte(id)))
+			if len(v) != 16 || beUint64(v[:8]) != g.records || beUint64(v[8:]) != g.channels {
+				return fmt.Errorf("group %q counted %x, holds %d records of %d channels", id, v, g.records, g.channels)
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		t.Fatal(err)

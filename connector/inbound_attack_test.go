@@ -48,19 +48,49 @@ func TestAttack_FinalsFloodKeepsAnotherChannelsInboundRecord(t *testing.T) {
 				t.Cleanup(func() { _ = bs.Close() })
 				completed = bs
 			}
-			inboundFlood(t, completed)
+			inboundFlood(t, completed, 1)
 		})
 	}
 }
 
-func inboundFlood(t *testing.T, completed imv2.ClaimStore) {
+// TestAttack_ManyChannelsKeepAnotherConnectorsInboundRecord (issue 26):
+// as above, but the attacker's connector_id spreads its 100 finals over
+// 20 channels. The completed store shares per connector_id first, so the
+// attacker's channels dilute only its own share: the kit's record of E
+// (in the victim channel's group; on boltstore, a channel whose records
+// came without a connector_id, the kit's, form one group) keeps half the
+// store. With boltstore's shares per channel only (layout 2), 21
+// channels made every share 0 and the record went with the flood.
+func TestAttack_ManyChannelsKeepAnotherConnectorsInboundRecord(t *testing.T) {
+	for _, name := range []string{"memory", "boltstore"} {
+		t.Run(name, func(t *testing.T) {
+			var completed imv2.ClaimStore = imv2.NewMemoryCompletedStore(16, 0, clock.System{})
+			if name == "boltstore" {
+				bs, err := boltstore.Open(filepath.Join(t.TempDir(), "imv2.db"), boltstore.Options{CompletedCap: 16})
+				require.NoError(t, err)
+				t.Cleanup(func() { _ = bs.Close() })
+				completed = bs
+			}
+			inboundFlood(t, completed, 20)
+		})
+	}
+}
+
+// inboundFlood runs the flood of channels attacker channels.
+func inboundFlood(t *testing.T, completed imv2.ClaimStore, channels int) {
 	st := &smallStore{imv2.NewMemoryPendingStore(0), completed, state.NewMemoryRegistry(0), state.NewMemoryBindingStore(0)}
 	p := newPretend(0)
 	k, url := startKit(t, p, "", connector.Options{Store: st})
 	victim, attacker := newAgent(), newAgent()
 	_, chA := victim.dial(t, url)
-	_, chB := attacker.dial(t, url)
+	client, chB := attacker.dial(t, url)
 	ctx := context.Background()
+	flood := []*imv2.Channel{chB}
+	for len(flood) < channels {
+		ch, err := client.OpenChannel(ctx, "")
+		require.NoError(t, err)
+		flood = append(flood, ch)
+	}
 
 	ev := connector.InboundEvent{Conversation: chA.ID(), EventID: "update-1", Text: "hello"}
 	require.NoError(t, k.Receive(ctx, ev))
@@ -68,7 +98,7 @@ func inboundFlood(t *testing.T, completed imv2.ClaimStore) {
 	victim.users.wait(t, id, 1)
 
 	for i := range 100 {
-		_, err := chB.Send(ctx, imv2.ChatMessage{Text: fmt.Sprintf("flood %d", i)})
+		_, err := flood[i%channels].Send(ctx, imv2.ChatMessage{Text: fmt.Sprintf("flood %d", i)})
 		require.NoError(t, err)
 	}
 	for range 100 {

@@ -27,7 +27,19 @@ import (
 // TestAttack_FinalsFloodCannotEvictAnotherConnectorsRecord).
 func TestAttack_FinalsFloodCannotEvictAnotherChannelsRecord(t *testing.T) {
 	const capacity = 100
-	stores := map[string]func(t *testing.T, clk clock.Clock) imv2.CompletedStore{
+	for name, newStore := range completedStores(capacity) {
+		for _, channels := range []int{1, 20} {
+			t.Run(name+"/"+strconv.Itoa(channels)+" attacker channels", func(t *testing.T) {
+				floodCompleted(t, newStore, capacity, channels)
+			})
+		}
+	}
+}
+
+// completedStores are the completed stores of capacity records the
+// attacks run on, each on the test's clock.
+func completedStores(capacity int) map[string]func(t *testing.T, clk clock.Clock) imv2.CompletedStore {
+	return map[string]func(t *testing.T, clk clock.Clock) imv2.CompletedStore{
 		"memory": func(_ *testing.T, clk clock.Clock) imv2.CompletedStore {
 			return imv2.NewMemoryCompletedStore(capacity, 0, clk)
 		},
@@ -37,13 +49,6 @@ func TestAttack_FinalsFloodCannotEvictAnotherChannelsRecord(t *testing.T) {
 			t.Cleanup(func() { _ = st.Close() })
 			return st.Completed()
 		},
-	}
-	for name, newStore := range stores {
-		for _, channels := range []int{1, 20} {
-			t.Run(name+"/"+strconv.Itoa(channels)+" attacker channels", func(t *testing.T) {
-				floodCompleted(t, newStore, capacity, channels)
-			})
-		}
 	}
 }
 
@@ -85,15 +90,24 @@ func floodCompleted(t *testing.T, newStore func(*testing.T, clock.Clock) imv2.Co
 // shares are per connector_id first: the victim's connector_id keeps half
 // the store, and its resend is answered duplicate, shown once. With
 // shares per channel only, 201 channels made every share 0 and the
-// victim's record went with the flood.
+// victim's record went with the flood. The same over boltstore, which
+// reads the connector_id from the Record's context (before its layout 3
+// it shared per channel only, and the resend was accepted).
 func TestAttack_ManyChannelsCannotDiluteAnotherConnectorsShare(t *testing.T) {
-	const capacity, channels = 100, 200
+	const capacity = 100
+	for name, newStore := range completedStores(capacity) {
+		t.Run(name, func(t *testing.T) { diluteCompleted(t, newStore, capacity) })
+	}
+}
+
+func diluteCompleted(t *testing.T, newStore func(*testing.T, clock.Clock) imv2.CompletedStore, capacity int) {
+	channels := 2 * capacity
 	clk := fakeclock.New(time.Unix(1_700_000_000, 0))
 	target := newRecTarget()
 	_, url := startServer(t, func(c *ServerConfig) {
 		c.APIKey = attackKey
 		c.NewTarget = func(string) imv2.Target { return target }
-		c.Options = &imv2.Options{Completed: imv2.NewMemoryCompletedStore(capacity, 0, clk)}
+		c.Options = &imv2.Options{Completed: newStore(t, clk)}
 	})
 	victim := dialPeer(t, url, authHeader())
 	victim.hello("")
