@@ -53,41 +53,19 @@ func lookup(ctx context.Context, q querier, ch, id []byte, cutoff int64) (imv2.F
 // orphaned claims go too.
 //
 // Record is one round trip: its statements go as one pgx batch, which
-// PostgreSQL runs as one implicit transaction. It locks the message (as
-// Claim and Release do) and one of completedShards count rows, chosen by
-// the message, so Records of different messages, on any replica, wait on
-// no common row (see trimCompleted for the cap this allows).
+// PostgreSQL runs as one implicit transaction, shared with concurrent
+// Claims and Records of other messages (groupcommit.go, recordGroup). It
+// locks the message (as Claim and Release do) and one of completedShards
+// count rows, chosen by the group's first message, so Records of
+// different groups, on any replica, rarely wait on a common row (see
+// trimCompleted for the cap this allows).
 func (s *Store) Record(ctx context.Context, channelID, messageID string, fp imv2.Fingerprint) error {
 	if err := checkIDs(channelID, messageID); err != nil {
 		return err
 	}
-	ch, id := []byte(channelID), []byte(messageID)
-	key := messageKey(channelID, messageID)
-	shard := countShard(key)
-	return s.batch(ctx, func(b *pgx.Batch) {
-		now := s.nowNS()
-		cutoff := now - s.ttl.Nanoseconds()
-		b.Queue("SELECT pg_advisory_xact_lock($1)", key)
-		// xmax = 0 marks a row the statement inserted rather than updated:
-		// only a new record counts. The count row is updated after the
-		// record's (the WITH is evaluated first), the one lock order of
-		// every statement here.
-		b.Queue(`WITH up AS (
-				INSERT INTO imv2_completed (channel_id, message_id, fingerprint, recorded_ns, seq)
-				VALUES ($1, $2, $3, $4, nextval('imv2_completed_seq'))
-				ON CONFLICT (channel_id, message_id) DO UPDATE
-				SET fingerprint = EXCLUDED.fingerprint, recorded_ns = EXCLUDED.recorded_ns, seq = EXCLUDED.seq
-				RETURNING xmax = 0 AS inserted)
-			UPDATE imv2_completed_counts SET n = n + 1 WHERE shard = $5 AND (SELECT inserted FROM up)`,
-			ch, id, fp[:], now, shard)
-		b.Queue("DELETE FROM imv2_claims WHERE channel_id = $1 AND message_id = $2", ch, id)
-		b.Queue(trimCompleted, cutoff, s.completedCap, inlineSweep, shard)
-		// An orphaned claim is kept one TTL past its lease, as long as the
-		// record its resend would have made. SKIP LOCKED: a Record never
-		// waits for another's trim.
-		b.Queue(`DELETE FROM imv2_claims WHERE (channel_id, message_id) IN (
-			SELECT channel_id, message_id FROM imv2_claims WHERE until_ns <= $1 LIMIT $2 FOR UPDATE SKIP LOCKED)`, cutoff, inlineSweep)
-	})
+	c := &groupCall{ctx: ctx, record: true, ch: channelID, id: messageID, fp: fp}
+	s.do(c)
+	return c.err
 }
 
 // completedShards is the number of rows the completed count is split

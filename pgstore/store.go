@@ -83,6 +83,8 @@ type Store struct {
 	// the ones its own Adds caused.
 	id  string
 	log *slog.Logger
+	// group batches concurrent Claims and Records (groupcommit.go).
+	group groupCommit
 }
 
 // Open connects to the database named by url (a PostgreSQL connection
