@@ -39,6 +39,61 @@ func (s *Store) Claim(ctx context.Context, channelID, messageID string, fp imv2.
 	return c.claim, c.err
 }
 
+// claimOne is Claim alone in its group: the statement of one message,
+// which the server plans and runs faster than claimGroup's of one.
+func (s *Store) claimOne(ctx context.Context, channelID, messageID string, fp imv2.Fingerprint, owner string, lease time.Duration) (imv2.Claim, error) {
+	ch, id := []byte(channelID), []byte(messageID)
+	var (
+		done, oldFP []byte
+		oldOwner    *string
+		oldUntil    *int64
+		now         int64
+	)
+	err := s.batch(ctx, func(b *pgx.Batch) {
+		now = s.nowNS()
+		b.Queue("SELECT pg_advisory_xact_lock($1)", messageKey(channelID, messageID))
+		// The statement's snapshot is taken under the lock, so it sees
+		// every committed Record and claim of the message. A claim is
+		// written when there is no live record and either no claim
+		// (acquired) or one whose lease ended or that is the owner's own
+		// (a takeover: owner and lease change, the fingerprint stays the
+		// interrupted attempt's, the content that may have been posted).
+		b.Queue(`WITH done AS (
+				SELECT fingerprint FROM imv2_completed WHERE channel_id = $1 AND message_id = $2 AND recorded_ns > $6),
+			old AS (
+				SELECT owner, until_ns, fingerprint FROM imv2_claims WHERE channel_id = $1 AND message_id = $2),
+			ins AS (
+				INSERT INTO imv2_claims (channel_id, message_id, owner, until_ns, fingerprint)
+				SELECT $1, $2, $3, $4, $5 WHERE NOT EXISTS (SELECT 1 FROM done) AND NOT EXISTS (SELECT 1 FROM old)),
+			upd AS (
+				UPDATE imv2_claims SET owner = $3, until_ns = $4
+				WHERE channel_id = $1 AND message_id = $2 AND NOT EXISTS (SELECT 1 FROM done)
+					AND (until_ns <= $7 OR owner = $3))
+			SELECT (SELECT fingerprint FROM done), (SELECT owner FROM old), (SELECT until_ns FROM old), (SELECT fingerprint FROM old)`,
+			ch, id, owner, now+lease.Nanoseconds(), fp[:], now-s.ttl.Nanoseconds(), now).
+			QueryRow(func(row pgx.Row) error { return row.Scan(&done, &oldOwner, &oldUntil, &oldFP) })
+	})
+	switch {
+	case err != nil:
+		return imv2.Claim{}, err
+	case done != nil:
+		out := imv2.Claim{State: imv2.ClaimCompleted}
+		if len(done) != len(out.Fingerprint) {
+			return imv2.Claim{}, fmt.Errorf("pgstore: completed record has a %d-byte fingerprint", len(done))
+		}
+		copy(out.Fingerprint[:], done)
+		return out, nil
+	case oldOwner == nil:
+		return imv2.Claim{State: imv2.ClaimAcquired}, nil
+	case *oldUntil > now && *oldOwner != owner:
+		return imv2.Claim{State: imv2.ClaimHeld, Owner: *oldOwner, Until: time.Unix(0, *oldUntil)}, nil
+	default:
+		out := imv2.Claim{State: imv2.ClaimOrphaned, Owner: *oldOwner}
+		copy(out.Fingerprint[:], oldFP)
+		return out, nil
+	}
+}
+
 // Release implements imv2.ClaimStore: it drops owner's claim, and nothing
 // else.
 func (s *Store) Release(ctx context.Context, channelID, messageID, owner string) error {

@@ -68,6 +68,34 @@ func (s *Store) Record(ctx context.Context, channelID, messageID string, fp imv2
 	return c.err
 }
 
+// recordOne is Record alone in its group: the statements of one message,
+// which the server plans and runs faster than recordGroup's of one.
+func (s *Store) recordOne(ctx context.Context, channelID, messageID string, fp imv2.Fingerprint) error {
+	ch, id := []byte(channelID), []byte(messageID)
+	key := messageKey(channelID, messageID)
+	shard := countShard(key)
+	return s.batch(ctx, func(b *pgx.Batch) {
+		now := s.nowNS()
+		cutoff := now - s.ttl.Nanoseconds()
+		b.Queue("SELECT pg_advisory_xact_lock($1)", key)
+		// xmax = 0 marks a row the statement inserted rather than updated:
+		// only a new record counts. The count row is updated after the
+		// record's (the WITH is evaluated first), the one lock order of
+		// every statement here.
+		b.Queue(`WITH up AS (
+				INSERT INTO imv2_completed (channel_id, message_id, fingerprint, recorded_ns, seq)
+				VALUES ($1, $2, $3, $4, nextval('imv2_completed_seq'))
+				ON CONFLICT (channel_id, message_id) DO UPDATE
+				SET fingerprint = EXCLUDED.fingerprint, recorded_ns = EXCLUDED.recorded_ns, seq = EXCLUDED.seq
+				RETURNING xmax = 0 AS inserted)
+			UPDATE imv2_completed_counts SET n = n + 1 WHERE shard = $5 AND (SELECT inserted FROM up)`,
+			ch, id, fp[:], now, shard)
+		b.Queue("DELETE FROM imv2_claims WHERE channel_id = $1 AND message_id = $2", ch, id)
+		b.Queue(trimCompleted, cutoff, s.completedCap, inlineSweep, shard)
+		b.Queue(sweepOrphans, cutoff, inlineSweep)
+	})
+}
+
 // completedShards is the number of rows the completed count is split
 // over (imv2_completed_counts): a Record adds to one, chosen by its
 // message, so concurrent Records rarely wait on the same row.

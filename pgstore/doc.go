@@ -150,7 +150,9 @@
 // Every Add, Remove, Record, Claim, Release and Register is one
 // transaction, committed before the call returns (the server's defaults:
 // synchronous_commit on); Add, Claim and Record send theirs as one pgx
-// batch, one round trip. Claim, Release and Record of one message are
+// batch, one round trip, and concurrent Claims and Records of different
+// messages share one: up to 128 in one transaction, one commit
+// (groupcommit.go). Claim, Release and Record of one message are
 // serialised by a transaction-scoped advisory lock on the message, so
 // exactly one of many concurrent claimers acquires, across replicas. Adds
 // to one channel are serialised by an advisory lock on the channel, so the

@@ -14,7 +14,9 @@ import (
 )
 
 // maxGroup bounds the calls that share one transaction, so one commit's
-// work (and the wait of the calls queued behind it) stays short.
+// work (and the wait of the calls queued behind it) stays short, and so
+// do the advisory locks it holds (one per call) in the server's shared
+// lock table (max_locks_per_transaction × max_connections slots).
 const maxGroup = 128
 
 // maxGroupsInFlight is how many groups run at once, each on its own
@@ -145,8 +147,21 @@ var errGroupAbandoned = fmt.Errorf("pgstore: the transaction shared with this ca
 
 // runGroup runs group's calls in one transaction and sets each call's
 // outcome. Its context ends when every call's has: one caller giving up
-// does not fail the others.
+// does not fail the others. A call alone runs the single-message
+// statements (claimOne, recordOne), which decide as the group's do.
 func (s *Store) runGroup(group []*groupCall) {
+	if len(group) == 1 {
+		c := group[0]
+		if c.record {
+			c.err = s.recordOne(c.ctx, c.ch, c.id, c.fp)
+		} else {
+			c.claim, c.err = s.claimOne(c.ctx, c.ch, c.id, c.fp, c.owner, c.lease)
+		}
+		if c.err == nil {
+			s.group.commits.Add(1)
+		}
+		return
+	}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(group[0].ctx))
 	defer cancel()
 	var live atomic.Int64
@@ -324,12 +339,15 @@ func (s *Store) queueRecords(b *pgx.Batch, records []*groupCall, now, cutoff int
 		SELECT (SELECT c.ctid FROM imv2_claims c WHERE c.channel_id = t.ch AND c.message_id = t.id)
 		FROM unnest($1::bytea[], $2::bytea[]) AS t(ch, id)))`, chs, ids)
 	b.Queue(trimCompleted, cutoff, s.completedCap, inlineSweep+n, shard)
-	// An orphaned claim is kept one TTL past its lease, as long as the
-	// record its resend would have made. SKIP LOCKED: a Record never
-	// waits for another's trim. ORDER BY and the row addresses keep it
-	// on the until_ns index and a TID scan: the table is mostly dead
-	// rows between vacuums (a claim lives from Claim to Record), which a
-	// scan of it would read every time.
-	b.Queue(`DELETE FROM imv2_claims WHERE ctid = ANY (ARRAY(
-		SELECT ctid FROM imv2_claims WHERE until_ns <= $1 ORDER BY until_ns LIMIT $2 FOR UPDATE SKIP LOCKED))`, cutoff, inlineSweep)
+	b.Queue(sweepOrphans, cutoff, inlineSweep)
 }
+
+// sweepOrphans removes up to $2 claims whose lease ended at or before $1
+// (now - TTL): an orphaned claim is kept one TTL past its lease, as long
+// as the record its resend would have made. SKIP LOCKED: a Record never
+// waits for another's sweep. ORDER BY and the row addresses keep it on
+// the until_ns index and a TID scan: the table is mostly dead rows
+// between vacuums (a claim lives from Claim to Record), which a scan of
+// it would read at every Record.
+const sweepOrphans = `DELETE FROM imv2_claims WHERE ctid = ANY (ARRAY(
+	SELECT ctid FROM imv2_claims WHERE until_ns <= $1 ORDER BY until_ns LIMIT $2 FOR UPDATE SKIP LOCKED))`
