@@ -10,6 +10,7 @@ import (
 
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/boltstore"
+	"github.com/xagentkit/imv2/internal/benchcpu"
 	"github.com/xagentkit/imv2/pgstore"
 )
 
@@ -107,13 +108,16 @@ func BenchmarkPendingAddRemove(b *testing.B) {
 
 // BenchmarkClaimRecord claims one new message_id and records it, as a
 // receiver on a ClaimStore does per final: the claim before the Target
-// call, the record after. Only the PostgreSQL store implements ClaimStore
-// so far; its Record+Lookup above is the baseline.
+// call, the record after: one channel's path, each call alone in its
+// group. cpu-ns/op and pg-cpu-ns/op are this process's and the server's
+// CPU time per message.
 func BenchmarkClaimRecord(b *testing.B) {
 	ctx := context.Background()
 	s := openPG(b)
 	fp := imv2.FingerprintOf(&imv2.ChatMessage{Text: "hello"})
 	b.ReportAllocs()
+	cpu, serverCPU := benchcpu.Measure(b), measureServerCPU(b)
+	defer func() { cpu(); serverCPU() }()
 	i := 0
 	for b.Loop() {
 		id := "0190f5b2-7c1e-7b3a-9f4e-" + strconv.Itoa(i)

@@ -22,7 +22,8 @@ import (
 //
 // Claim is one round trip: the lock and one statement, which reads the
 // record and the claim and writes the claim as they decide, go as one
-// batch, one implicit transaction.
+// batch, one implicit transaction, shared with concurrent Claims and
+// Records of other messages (groupcommit.go, claimGroup).
 func (s *Store) Claim(ctx context.Context, channelID, messageID string, fp imv2.Fingerprint, owner string, lease time.Duration) (imv2.Claim, error) {
 	if err := checkIDs(channelID, messageID); err != nil {
 		return imv2.Claim{}, err
@@ -33,6 +34,14 @@ func (s *Store) Claim(ctx context.Context, channelID, messageID string, fp imv2.
 	if lease <= 0 {
 		return imv2.Claim{}, fmt.Errorf("pgstore: Claim with lease %v; want > 0", lease)
 	}
+	c := &groupCall{ctx: ctx, ch: channelID, id: messageID, fp: fp, owner: owner, lease: lease}
+	s.do(c)
+	return c.claim, c.err
+}
+
+// claimOne is Claim alone in its group: the statement of one message,
+// which the server plans and runs faster than claimGroup's of one.
+func (s *Store) claimOne(ctx context.Context, channelID, messageID string, fp imv2.Fingerprint, owner string, lease time.Duration) (imv2.Claim, error) {
 	ch, id := []byte(channelID), []byte(messageID)
 	var (
 		done, oldFP []byte

@@ -54,15 +54,25 @@ func lookup(ctx context.Context, q querier, ch, id []byte, cutoff int64) (imv2.F
 // completedshare.go; a few expired records and orphaned claims go too.
 //
 // Record is one round trip: its statements go as one pgx batch, which
-// PostgreSQL runs as one implicit transaction. It locks the message (as
-// Claim and Release do) and one of completedShards count rows, chosen by
-// the message, and its channel's count row, so Records of different
-// channels, on any replica, wait on no common row (see completedshare.go
-// for the cap this allows).
+// PostgreSQL runs as one implicit transaction, shared with concurrent
+// Claims and Records of other messages (groupcommit.go, recordGroup). It
+// locks the message (as Claim and Release do), one of completedShards
+// count rows, chosen by the message (by the group's first), and its
+// channel's count row, so Records of different channels, on any replica,
+// rarely wait on a common row (see completedshare.go for the cap this
+// allows).
 func (s *Store) Record(ctx context.Context, channelID, messageID string, fp imv2.Fingerprint) error {
 	if err := checkIDs(channelID, messageID); err != nil {
 		return err
 	}
+	c := &groupCall{ctx: ctx, record: true, ch: channelID, id: messageID, fp: fp}
+	s.do(c)
+	return c.err
+}
+
+// recordOne is Record alone in its group: the statements of one message,
+// which the server plans and runs faster than recordGroup's of one.
+func (s *Store) recordOne(ctx context.Context, channelID, messageID string, fp imv2.Fingerprint) error {
 	ch, id := []byte(channelID), []byte(messageID)
 	key := messageKey(channelID, messageID)
 	shard := countShard(key)
@@ -90,11 +100,7 @@ func (s *Store) Record(ctx context.Context, channelID, messageID string, fp imv2
 			ch, id, fp[:], now, shard)
 		b.Queue("DELETE FROM imv2_claims WHERE channel_id = $1 AND message_id = $2", ch, id)
 		s.queueTrim(b, now, ch, id, inlineSweep, shard)
-		// An orphaned claim is kept one TTL past its lease, as long as the
-		// record its resend would have made. SKIP LOCKED: a Record never
-		// waits for another's trim.
-		b.Queue(`DELETE FROM imv2_claims WHERE (channel_id, message_id) IN (
-			SELECT channel_id, message_id FROM imv2_claims WHERE until_ns <= $1 LIMIT $2 FOR UPDATE SKIP LOCKED)`, cutoff, inlineSweep)
+		b.Queue(sweepOrphans, cutoff, inlineSweep)
 	})
 }
 

@@ -1,6 +1,9 @@
 package pgstore
 
 import (
+	"bytes"
+	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -58,12 +61,17 @@ const trimTotals = `tot AS (SELECT sum(n)::bigint AS n, greatest(sum(channels), 
 // transaction has locked (nor their channel's count), those expired and,
 // as many as the count exceeds the cap, those not protected. It looks at
 // nothing below the cap unless the oldest record expired.
-const trimOldest = `WITH ` + trimTotals + `,
+var trimOldest = trimOldestOf(notJustMade(6, 7))
+
+// trimOldestOf is trimOldest with the test that keeps the record(s) just
+// made ($6 and $7).
+func trimOldestOf(notMine string) string {
+	return `WITH ` + trimTotals + `,
 	cand AS (
 		SELECT r.seq, r.channel_id, r.recorded_ns, ch.n AS chn FROM (
 			SELECT seq, channel_id, recorded_ns FROM imv2_completed
 			WHERE ((SELECT n FROM tot) > $2 OR (SELECT recorded_ns FROM imv2_completed ORDER BY seq LIMIT 1) <= $1)
-				AND (channel_id, message_id) IS DISTINCT FROM ($6::bytea, $7::bytea)
+				AND ` + notMine + `
 			ORDER BY seq LIMIT $3 FOR UPDATE SKIP LOCKED) r
 		JOIN imv2_completed_channels ch ON ch.channel_id = r.channel_id
 		FOR UPDATE OF ch SKIP LOCKED),
@@ -78,6 +86,7 @@ const trimOldest = `WITH ` + trimTotals + `,
 	per AS (SELECT channel_id, count(*) AS k FROM gone GROUP BY channel_id),
 	chs AS (UPDATE imv2_completed_channels c SET n = c.n - per.k FROM per WHERE c.channel_id = per.channel_id)
 	UPDATE imv2_completed_counts SET n = n - (SELECT count(*) FROM gone) WHERE shard = $4`
+}
 
 // trimOwn removes the recording channel's oldest records, as many as the
 // count still exceeds the cap, if the channel holds more than its share.
@@ -98,18 +107,63 @@ const trimOwn = `WITH ` + trimTotals + `,
 // those whose count no other transaction has locked), as many as the
 // count still exceeds the cap, if it holds more than its share.
 // Parameters as trimOwn's.
-const trimHog = `WITH ` + trimTotals + `,
+var trimHog = trimHogOf(notJustMade(3, 4))
+
+// trimHogOf is trimHog with the test that keeps the record(s) just made
+// ($3 and $4).
+func trimHogOf(notMine string) string {
+	return `WITH ` + trimTotals + `,
 	hog AS (
 		SELECT channel_id, n FROM imv2_completed_channels WHERE (SELECT n FROM tot) > $1
 		ORDER BY n DESC LIMIT 1 FOR UPDATE SKIP LOCKED),
 	pick AS (
 		SELECT seq FROM imv2_completed
 		WHERE channel_id = (SELECT channel_id FROM hog) AND (SELECT n FROM hog) > $1 / (SELECT c FROM tot)
-			AND (channel_id, message_id) IS DISTINCT FROM ($3::bytea, $4::bytea)
+			AND ` + notMine + `
 		ORDER BY seq LIMIT greatest((SELECT n FROM tot) - $1, 0) FOR UPDATE SKIP LOCKED),
 	gone AS (DELETE FROM imv2_completed r USING pick WHERE r.seq = pick.seq RETURNING 1),
 	chs AS (UPDATE imv2_completed_channels SET n = n - (SELECT count(*) FROM gone)
 		WHERE channel_id = (SELECT channel_id FROM hog) AND EXISTS (SELECT 1 FROM gone))
+	UPDATE imv2_completed_counts SET n = n - (SELECT count(*) FROM gone) WHERE shard = $2`
+}
+
+// notJustMade is the trims' test that a record is not the one a Record
+// just made, channel $a and message $b ($b NULL: none, a Handover's).
+func notJustMade(a, b int) string {
+	return fmt.Sprintf("(channel_id, message_id) IS DISTINCT FROM ($%d::bytea, $%d::bytea)", a, b)
+}
+
+// notGroupMade is the trims' test that a record is none of those a group
+// of Records just made, the arrays $a (channels) and $b (messages). The
+// trims' SKIP LOCKED skips no row of their own transaction, so without it
+// a group's trims could take its own new records.
+func notGroupMade(a, b int) string {
+	return fmt.Sprintf("NOT EXISTS (SELECT 1 FROM unnest($%d::bytea[], $%d::bytea[]) AS m(ch, id) WHERE m.ch = channel_id AND m.id = message_id)", a, b)
+}
+
+// Group forms of the trims (groupcommit.go): trimOldest and trimHog
+// keeping every record of the group, and trimOwnGroup.
+var (
+	trimOldestGroup = trimOldestOf(notGroupMade(6, 7))
+	trimHogGroup    = trimHogOf(notGroupMade(3, 4))
+)
+
+// trimOwnGroup is trimOwn for the channels of a group of Records ($3,
+// an array): of those channels over their share, their oldest records
+// other than the group's ($4 and $5 as notGroupMade's), oldest first, as
+// many as the count still exceeds the cap. Each channel's count row is
+// already locked by the group's own records, so it waits for none.
+var trimOwnGroup = `WITH ` + trimTotals + `,
+	pick AS (
+		SELECT p.seq FROM unnest($3::bytea[]) AS g(ch) CROSS JOIN LATERAL (
+			SELECT seq FROM imv2_completed
+			WHERE channel_id = g.ch AND ` + notGroupMade(4, 5) + ` AND (SELECT n FROM tot) > $1
+				AND (SELECT cc.n FROM imv2_completed_channels cc WHERE cc.channel_id = g.ch) > $1 / (SELECT c FROM tot)
+			ORDER BY seq LIMIT greatest((SELECT n FROM tot) - $1, 0) FOR UPDATE SKIP LOCKED) p
+		ORDER BY p.seq LIMIT greatest((SELECT n FROM tot) - $1, 0)),
+	gone AS (DELETE FROM imv2_completed r USING pick WHERE r.seq = pick.seq RETURNING r.channel_id),
+	per AS (SELECT channel_id, count(*) AS k FROM gone GROUP BY channel_id),
+	chs AS (UPDATE imv2_completed_channels c SET n = c.n - per.k FROM per WHERE c.channel_id = per.channel_id)
 	UPDATE imv2_completed_counts SET n = n - (SELECT count(*) FROM gone) WHERE shard = $2`
 
 // dropEmptyChannels removes up to $1 count rows of channels that hold no
@@ -129,6 +183,22 @@ func (s *Store) queueTrim(b *pgx.Batch, now int64, ch, id []byte, window int64, 
 	b.Queue(trimOldest, cutoff, s.completedCap, window, shard, horizon, ch, id)
 	b.Queue(trimOwn, s.completedCap, shard, ch, id)
 	b.Queue(trimHog, s.completedCap, shard, ch, id)
+	b.Queue(dropEmptyChannels, window, shard)
+}
+
+// queueGroupTrim queues the trims after a group of Records of the
+// messages (chs[i], ids[i]) that looks at window of the oldest records:
+// each trim once for the group, every record of the group kept, and
+// trimOwn for each of its channels over its share.
+func (s *Store) queueGroupTrim(b *pgx.Batch, now int64, chs, ids [][]byte, window int64, shard int) {
+	cutoff := now - s.ttl.Nanoseconds()
+	horizon := now - min(s.ttl, resendHorizon).Nanoseconds()
+	own := slices.Clone(chs)
+	slices.SortFunc(own, bytes.Compare)
+	own = slices.CompactFunc(own, bytes.Equal)
+	b.Queue(trimOldestGroup, cutoff, s.completedCap, window, shard, horizon, chs, ids)
+	b.Queue(trimOwnGroup, s.completedCap, shard, own, chs, ids)
+	b.Queue(trimHogGroup, s.completedCap, shard, chs, ids)
 	b.Queue(dropEmptyChannels, window, shard)
 }
 

@@ -171,7 +171,9 @@
 // Every Add, Remove, Record, Claim, Release, RenewClaim and Register is
 // one transaction, committed before the call returns (the server's defaults:
 // synchronous_commit on); Add, Claim and Record send theirs as one pgx
-// batch, one round trip. Claim, Release and Record of one message are
+// batch, one round trip, and concurrent Claims and Records of different
+// messages share one: up to 128 in one transaction, one commit
+// (groupcommit.go). Claim, Release and Record of one message are
 // serialised by a transaction-scoped advisory lock on the message, so
 // exactly one of many concurrent claimers acquires, across replicas. Adds
 // to one channel are serialised by an advisory lock on the channel, so the
@@ -215,9 +217,13 @@
 // approximate: the table holds at most CompletedCap records plus one per
 // Record in flight over all replicas (a Record's trim does not see the
 // records of Records not yet committed, nor take what another has
-// locked), and under contention a Record may evict up to 16 records
-// earlier than an exact cap would. Records of one channel wait for each
-// other on its count row; those of different channels do not.
+// locked; a group keeps every record it makes), and under contention a
+// Record may evict up to 16 records earlier than an exact cap would, a
+// group of n Records up to 16 + n (its trims look at 16 + n of the oldest
+// and are run once for the group). Records of one channel wait for each
+// other on its count row; those of different channels do not, except that
+// a group holds the count rows of all its channels (taken in channel_id
+// order) until it commits.
 // Record removes up to 16 expired records and orphaned claims each time;
 // Sweep removes all.
 //

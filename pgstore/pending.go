@@ -17,7 +17,21 @@ import (
 // message_id_conflict and with the same content changes nothing. Adds to
 // one channel are serialised by an advisory lock, so the cap holds across
 // replicas.
+//
+// Add notifies no other replica: its caller is the Channel that holds the
+// connection and sends the entry itself, and a channel that opens on
+// another replica lists the store (Relay.ChannelOpened). Relay.Send's
+// Add, for a channel open elsewhere, notifies (relay.go): a transaction
+// that notifies holds a database-wide lock through its commit, WAL flush
+// included, so Adds that notify commit one at a time, never sharing a
+// flush; the Channel's own messages should not pay that.
 func (s *Store) Add(ctx context.Context, e imv2.PendingEntry) error {
+	return s.add(ctx, e, false)
+}
+
+// add is Add, and with notify it also tells listening replicas (relay.go)
+// when the entry goes in, delivered when the batch commits.
+func (s *Store) add(ctx context.Context, e imv2.PendingEntry, notify bool) error {
 	if err := checkIDs(e.ChannelID, e.Message.MessageID); err != nil {
 		return err
 	}
@@ -35,8 +49,7 @@ func (s *Store) Add(ctx context.Context, e imv2.PendingEntry) error {
 		b.Queue("SELECT pg_advisory_xact_lock($1)", channelKey(e.ChannelID))
 		// One statement under the channel's lock: the entry goes in when
 		// the message_id is not pending and the channel is below the cap,
-		// and its notification with it, delivered to listening replicas
-		// when the batch commits (relay.go).
+		// and its notification with it when notify ($10) asks.
 		b.Queue(`WITH old AS (
 				SELECT fingerprint, created_s, created_ns, message FROM imv2_pending WHERE channel_id = $1 AND message_id = $2),
 			cnt AS (
@@ -47,8 +60,8 @@ func (s *Store) Add(ctx context.Context, e imv2.PendingEntry) error {
 				RETURNING 1)
 			SELECT (SELECT fingerprint FROM old), (SELECT created_s FROM old), (SELECT created_ns FROM old),
 				(SELECT message FROM old), (SELECT n FROM cnt), EXISTS (SELECT 1 FROM ins),
-				CASE WHEN EXISTS (SELECT 1 FROM ins) THEN pg_notify($8, $9) END`,
-			ch, id, fp[:], e.Created.Unix(), e.Created.Nanosecond(), msg, s.pendingCap, pendingChannel, s.notice(e.ChannelID)).
+				CASE WHEN $10 AND EXISTS (SELECT 1 FROM ins) THEN pg_notify($8, $9) END`,
+			ch, id, fp[:], e.Created.Unix(), e.Created.Nanosecond(), msg, s.pendingCap, pendingChannel, s.notice(e.ChannelID), notify).
 			QueryRow(func(row pgx.Row) error { return row.Scan(&old, &sec, &nsec, &oldMsg, &n, &inserted, nil) })
 	})
 	switch {

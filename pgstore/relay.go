@@ -163,7 +163,7 @@ func (r *Relay) Send(ctx context.Context, channelID string, m imv2.ChatMessage) 
 		return "", imv2.Errorf(protocol.CodeConnectionNotFound, "channel %q is not registered", channelID)
 	}
 	e := imv2.PendingEntry{ChannelID: channelID, Message: m, Created: r.st.clock.Now()}
-	if err := r.st.Add(ctx, e); err != nil {
+	if err := r.st.add(ctx, e, true); err != nil {
 		return "", unavailable("relay: pending store", err)
 	}
 	// The channel may have opened here since the check above, after its

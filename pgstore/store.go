@@ -90,6 +90,8 @@ type Store struct {
 	// the ones its own Adds caused.
 	id  string
 	log *slog.Logger
+	// group batches concurrent Claims and Records (groupcommit.go).
+	group groupCommit
 }
 
 // Open connects to the database named by url (a PostgreSQL connection
@@ -108,6 +110,14 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		// per flush. More connections let PostgreSQL flush many commits
 		// at once.
 		cfg.MaxConns = max(cfg.MaxConns, DefaultMaxConns)
+	}
+	if _, set := cfg.ConnConfig.RuntimeParams["plan_cache_mode"]; !set {
+		// The group statements (groupcommit.go) take arrays, whose length
+		// a custom plan knows and a generic one guesses: left to choose,
+		// the server plans them anew at every call, which costs more than
+		// running them. Every statement here is index lookups, which a
+		// generic plan serves as well.
+		cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_generic_plan"
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/imv2test"
+	"github.com/xagentkit/imv2/internal/benchcpu"
 )
 
 // ackClock times each message of one channel from Send to its terminal
@@ -58,7 +59,10 @@ func (a *ackClock) Observe(e imv2.Event) {
 // sends its share of b.N messages one after another, up to the send
 // window (MaxUnacked) in flight; the channels run at once. msgs/s counts
 // terminal acks; p50-ns and p99-ns are the time from Send to the ack,
-// queueing behind the window included.
+// queueing behind the window included. cpu-ns/op is this process's CPU
+// time per message (the Connector, xAgent's side and the store's client),
+// pg-cpu-ns/op the PostgreSQL server's: on a shared machine they move
+// less with the load than msgs/s does.
 func BenchmarkConnectorMessages(b *testing.B) {
 	stores := []struct {
 		name string
@@ -114,6 +118,10 @@ func BenchmarkConnectorMessages(b *testing.B) {
 					}
 					b.ReportAllocs()
 					b.ResetTimer()
+					cpu, serverCPU := benchcpu.Measure(b), func() {}
+					if st.name == "postgres" {
+						serverCPU = measureServerCPU(b)
+					}
 					began := time.Now()
 					var wg sync.WaitGroup
 					errs := make(chan error, channels)
@@ -153,6 +161,8 @@ func BenchmarkConnectorMessages(b *testing.B) {
 					}
 					elapsed := time.Since(began)
 					b.StopTimer()
+					cpu()
+					serverCPU()
 					var lat []time.Duration
 					for _, a := range clocks {
 						lat = append(lat, a.lat...)
