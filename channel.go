@@ -42,9 +42,10 @@ import (
 type Channel struct {
 	id         string
 	role       Role
-	closed     bool   // guarded by mu
-	delivering bool   // guarded by mu: a goroutine runs deliverQueue
-	target     Target // its StreamingTarget and ActivityTarget sides are asserted where used (an idle channel stays small)
+	closed     bool          // guarded by mu
+	delivering bool          // guarded by mu: a goroutine runs deliverQueue
+	recording  chan struct{} // guarded by mu: closed when the last final deliverQueue left recording ended (deliver)
+	target     Target        // its StreamingTarget and ActivityTarget sides are asserted where used (an idle channel stays small)
 	o          Options
 	log        *slog.Logger
 	neg        atomic.Pointer[Negotiated]

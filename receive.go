@@ -153,10 +153,33 @@ func (c *Channel) receiveMessage(ctx context.Context, p *Packet) error {
 // sent (two finals of one tool loop, M14). A slow call delays the
 // channel's later messages by at most TargetTimeout; other channels are
 // not affected.
+//
+// With a store that does I/O, one final's Record and acks run while the
+// next final is claimed and posted (deliver), so a channel's two store
+// calls can share one commit of a group-committing store. What holds all
+// the same:
+//   - the Target calls of finals stay in arrival order and one at a time:
+//     a final's post starts only after the previous one's returned;
+//   - each final is claimed before its post and recorded before its acks;
+//     a failed Record or a crash between post and Record leaves the claim
+//     as before (orphan);
+//   - acks and the ended count (the order of first drafts, showDrafts)
+//     advance in arrival order: a final ends only after the one before it;
+//   - the claim's renewal goes on until its Record ended;
+//   - depth 2: one final recording while the next runs; the one after
+//     waits until the first ended;
+//   - Close waits for the loop and for the Record and acks still running.
 func (c *Channel) deliverQueue() {
+	c.mu.Lock()
+	prev := c.recording
+	c.recording = nil
+	c.mu.Unlock()
 	for {
 		c.mu.Lock()
 		if len(c.queue) == 0 || c.closed {
+			// A final still recording is the next loop's to wait for;
+			// Close waits for it (deliver).
+			c.recording = prev
 			c.delivering = false
 			c.mu.Unlock()
 			return
@@ -168,16 +191,63 @@ func (c *Channel) deliverQueue() {
 		c.queue[n] = nil
 		c.queue = c.queue[:n]
 		c.mu.Unlock()
-		c.deliver(d)
+		prev = c.deliver(d, prev)
 	}
 }
 
-// deliver runs the Target call of one message and answers every copy.
-func (c *Channel) deliver(d *delivery) {
-	p, m, fp := d.p, d.m, d.fp
-	id := m.MessageID
-	status, rej := c.runTarget(m, fp, d.stream, &d.tctx)
+// deliver runs the Target call of one message and answers every copy,
+// after prev (the previous final's end; nil if it ended). It returns nil
+// when the message ended, or a chan closed once its Record and acks,
+// still running, ended (see deliverQueue); it returns only after prev.
+func (c *Channel) deliver(d *delivery, prev chan struct{}) chan struct{} {
+	id := d.m.MessageID
+	status, rej, post := c.runTarget(d.m, d.fp, d.stream, &d.tctx)
+	if !post.ok {
+		if prev != nil {
+			<-prev
+		}
+		c.end(d, status, rej)
+		return nil
+	}
+	if !c.pipelines() {
+		status, rej = c.record(id, d.fp, post)
+		if prev != nil {
+			<-prev
+		}
+		c.end(d, status, rej)
+		return nil
+	}
+	done := make(chan struct{})
+	c.wg.Add(1) // Close waits for it
+	c.active.Add(1)
+	go func() {
+		defer c.wg.Done()
+		defer c.active.Add(-1)
+		defer close(done)
+		status, rej := c.record(id, d.fp, post)
+		if prev != nil {
+			<-prev // acks in order
+		}
+		c.end(d, status, rej)
+	}()
+	if prev != nil {
+		<-prev // depth 2: the next final starts once this one is the only one recording
+	}
+	return done
+}
 
+// pipelines reports whether deliver records a final while the next one
+// runs: not with this package's in-memory store, whose calls are cheap
+// and synchronous (a goroutine per final would cost more than it saves).
+func (c *Channel) pipelines() bool {
+	_, mem := c.o.Completed.(*memoryCompletedStore)
+	return !mem
+}
+
+// end answers every copy of a message whose delivery ended with status.
+func (c *Channel) end(d *delivery, status AckStatus, rej *Error) {
+	p := d.p
+	id := d.m.MessageID
 	c.mu.Lock()
 	delete(c.inflight, id)
 	waiters := d.waiters
@@ -205,8 +275,27 @@ func (c *Channel) deliver(d *delivery) {
 	}
 }
 
+// posted says whether a message's post succeeded (ok), so that it is
+// still to be recorded.
+type posted struct {
+	ok      bool
+	took    time.Duration
+	renewal *claimRenewal // nil without a ClaimRenewer
+}
+
+// record records a posted message (complete), then ends its claim's
+// renewal: the claim stays live until its Record ended.
+func (c *Channel) record(id string, fp Fingerprint, post posted) (AckStatus, *Error) {
+	status, rej := c.complete(id, fp, EventDelivered, AckAccepted, post.took)
+	if post.renewal != nil {
+		post.renewal.stop()
+	}
+	return status, rej
+}
+
 // runTarget decides the ack of a message: duplicate or conflict from the
-// completed store, else the Target's outcome.
+// completed store, else the Target's outcome; post.ok when the post
+// succeeded and the message is still to be recorded (record).
 //
 // With a ClaimStore the message is claimed before the Target runs and the
 // claim completed by Record after it, so a crash in between leaves an
@@ -218,7 +307,7 @@ func (c *Channel) deliver(d *delivery) {
 // claim, so the final still follows them (M11, C6) and the claim's lease
 // only has to cover what runs after it: at most a WasPosted check and the
 // PostMessage, each bounded by TargetTimeout (Options.ClaimLease).
-func (c *Channel) runTarget(m *ChatMessage, fp Fingerprint, stream *deltaStream, tctx *storectx.Context) (AckStatus, *Error) {
+func (c *Channel) runTarget(m *ChatMessage, fp Fingerprint, stream *deltaStream, tctx *storectx.Context) (status AckStatus, rej *Error, post posted) {
 	id := m.MessageID
 	if stream != nil {
 		stream.waitDrafts()
@@ -246,37 +335,44 @@ func (c *Channel) runTarget(m *ChatMessage, fp Fingerprint, stream *deltaStream,
 	}
 	sctx.Release()
 	if e := (*Error)(nil); errors.As(err, &e) && e.Code == CodeChannelBusy {
-		return AckRejected, e // a full store's refusal (completedshare.go): retry later
+		return AckRejected, e, posted{} // a full store's refusal (completedshare.go): retry later
 	}
 	if err != nil {
 		c.log.Warn("completed store lookup failed", "message_id", id, "err", err)
-		return AckRejected, &Error{Code: CodeTargetDeliveryFailed, Message: "idempotency store unavailable", Retryable: true}
+		return AckRejected, &Error{Code: CodeTargetDeliveryFailed, Message: "idempotency store unavailable", Retryable: true}, posted{}
 	}
 	if found {
 		if !sameContent(old, m) { // a record of an earlier encoding too
-			return AckRejected, Errorf(CodeMessageIDConflict, "message_id %q already completed with other content", id)
+			return AckRejected, Errorf(CodeMessageIDConflict, "message_id %q already completed with other content", id), posted{}
 		}
 		c.observe(Event{Kind: EventDuplicate, MessageID: id})
-		return AckDuplicate, nil
+		return AckDuplicate, nil, posted{}
 	}
 	if cr, ok := claims.(ClaimRenewer); ok && (cl.State == ClaimAcquired || cl.State == ClaimOrphaned) {
 		// The claim is this delivery's now: keep it live until Record
-		// or Release ended it, however long the Target or the store takes.
+		// or Release ended it, however long the Target or the store takes:
+		// after a post, record stops it.
 		r := c.renewClaim(cr, id, claimed)
-		defer r.stop()
+		defer func() {
+			if post.ok {
+				post.renewal = r
+			} else {
+				r.stop()
+			}
+		}()
 	}
 	switch cl.State {
 	case ClaimHeld:
 		// Another process is delivering it now; its ack goes to the
 		// sender's earlier copy, and this one may be tried again.
-		return AckRejected, &Error{Code: CodeChannelBusy, Message: "message is being delivered by another owner", Retryable: true}
+		return AckRejected, &Error{Code: CodeChannelBusy, Message: "message is being delivered by another owner", Retryable: true}, posted{}
 	case ClaimOrphaned:
 		if !sameContent(cl.Fingerprint, m) {
 			// An attempt with other content may have been posted (S6).
-			return AckRejected, Errorf(CodeMessageIDConflict, "message_id %q was being delivered with other content", id)
+			return AckRejected, Errorf(CodeMessageIDConflict, "message_id %q was being delivered with other content", id), posted{}
 		}
 		if status, rej, done := c.orphan(id, fp, IdempotencyKeyOf(c.id, id)); done {
-			return status, rej
+			return status, rej, posted{}
 		}
 	}
 	// No allocation (it lives in the delivery), where
@@ -316,9 +412,9 @@ func (c *Channel) runTarget(m *ChatMessage, fp Fingerprint, stream *deltaStream,
 		if c.ctx.Err() != nil {
 			rej.Retryable = true // cancelled by Close: let the sender try again
 		}
-		return AckRejected, rej
+		return AckRejected, rej, posted{}
 	}
-	return c.complete(id, fp, EventDelivered, AckAccepted, took)
+	return "", nil, posted{ok: true, took: took}
 }
 
 // orphan decides what to do with a message whose earlier attempt never
