@@ -59,7 +59,7 @@ func (c *Channel) AdoptPending(ctx context.Context) (int, error) {
 func (c *Channel) resolvedElsewhere(o *outgoing) bool {
 	sctx := c.storeCtx(c.o.Pending)
 	defer sctx.Release()
-	entries, err := c.o.Pending.List(sctx.Call(), c.id)
+	entries, err := c.o.Pending.List(c.call(sctx), c.id)
 	if err != nil {
 		return false
 	}

@@ -121,9 +121,6 @@ func NewChannel(id string, role Role, n *Negotiated, t Transport, target Target,
 		cancel()
 		return nil, err
 	}
-	if m, ok := o.Completed.(*memoryCompletedStore); ok {
-		m.join(id, o.ConnectorID) // its records' group (completedshare.go); Close leaves
-	}
 	return c, nil
 }
 
@@ -201,9 +198,6 @@ func (c *Channel) Close() error {
 	c.mu.Unlock()
 	c.cancel()
 	c.wg.Wait()
-	if m, ok := c.o.Completed.(*memoryCompletedStore); ok {
-		m.leave(c.id)
-	}
 	return nil
 }
 

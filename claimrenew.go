@@ -106,7 +106,7 @@ func (c *Channel) retryRecord(sctx *storectx.Context, id string, fp Fingerprint,
 		if deadline, _ := sctx.Deadline(); !c.o.Clock.Now().Add(wait).Before(deadline) || !c.sleep(wait) {
 			return err
 		}
-		err = c.o.Completed.Record(sctx.Call(), c.id, id, fp)
+		err = c.o.Completed.Record(c.call(sctx), c.id, id, fp)
 	}
 	return nil
 }

@@ -199,53 +199,9 @@ func (f *recordFIFO) groupName(channel string) (string, bool) {
 	return f.gnames[f.groups[slot]], true
 }
 
-// channelGroup is the group a live Channel gave its channel ID, and how
-// many live Channels of that ID did (a Channel that lost a race to open
-// the same ID may live a moment beside the one kept).
-type channelGroup struct {
-	name string
-	refs int
-}
-
-// join records that a Channel of channel belongs to group (its
-// Options.ConnectorID): the channel's records, when it holds none yet,
-// go to that group. NewChannel calls it, Channel.Close calls leave.
-func (s *memoryCompletedStore) join(channel, group string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.chanGroups == nil {
-		s.chanGroups = map[string]channelGroup{}
-	}
-	cg := s.chanGroups[channel]
-	// Clones: assigning to an existing key stores the new key string too.
-	s.chanGroups[strings.Clone(channel)] = channelGroup{name: strings.Clone(group), refs: cg.refs + 1}
-}
-
-func (s *memoryCompletedStore) leave(channel string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	cg, ok := s.chanGroups[channel]
-	if !ok {
-		return
-	}
-	if cg.refs > 1 {
-		cg.refs--
-		s.chanGroups[channel] = cg
-		return
-	}
-	delete(s.chanGroups, channel)
-	s.chanGroupsDel++
-	if churned(s.chanGroupsDel, len(s.chanGroups)) {
-		s.chanGroups, s.chanGroupsDel = rebuilt(s.chanGroups), 0
-	}
-}
-
-// groupOf returns the group a new record of channel joins: its live
-// Channel's, else the connector_id ctx carries (a Channel's call through
-// a store wrapping this one: join saw no Channel), else none ("").
-func (s *memoryCompletedStore) groupOf(ctx context.Context, channel string) string {
-	if cg, ok := s.chanGroups[channel]; ok {
-		return cg.name
-	}
+// groupOf returns the group a new record of channel joins: the
+// connector_id its call's context carries (a Channel puts its own on every
+// store call, internal/connid), else none ("").
+func (s *memoryCompletedStore) groupOf(ctx context.Context, _ string) string {
 	return connid.ConnectorID(ctx)
 }

@@ -86,43 +86,13 @@ func TestChannel_S6_FullCompletedStoreAnswersChannelBusy(t *testing.T) {
 }
 
 // TestMemoryCompletedStore_S6_ManyChannelsDiluteOnlyTheirOwnConnector:
-// the shares are per connector_id first (Options.ConnectorID), then per
-// channel within it. Connector V's one channel holds 5 records; connector
-// A floods from 50 channels, 150 records into a store of 20. V's records
-// stay (V's share is half the store); A keeps the rest. With shares per
-// channel only, 51 channels made every share 0 and V's records went.
+// the shares are per connector_id first (the one a call's context carries,
+// internal/connid, set by the Channel), then per channel within it.
+// Connector V's one channel holds 5 records; connector A floods from 50
+// channels, 150 records into a store of 20. V's records stay (V's share is
+// half the store); A keeps the rest. With shares per channel only, 51
+// channels made every share 0 and V's records went.
 func TestMemoryCompletedStore_S6_ManyChannelsDiluteOnlyTheirOwnConnector(t *testing.T) {
-	ctx := context.Background()
-	s := newMemoryCompletedStore(20, 24*time.Hour, fakeclock.New(time.Unix(1_700_000_000, 0)))
-	s.join("v", "V")
-	for i := range 5 {
-		require.NoError(t, s.Record(ctx, "v", "v"+strconv.Itoa(i), Fingerprint{1}))
-	}
-	for i := range 50 {
-		s.join("a"+strconv.Itoa(i), "A")
-	}
-	for i := range 150 {
-		require.NoError(t, s.Record(ctx, "a"+strconv.Itoa(i%50), "f"+strconv.Itoa(i), Fingerprint{2}))
-	}
-	for i := range 5 {
-		_, found, _ := s.Lookup(ctx, "v", "v"+strconv.Itoa(i))
-		require.True(t, found, "V's record v%d", i)
-	}
-	require.Equal(t, 20, s.Len())
-	s.leave("v")
-	for i := range 50 {
-		s.leave("a" + strconv.Itoa(i))
-	}
-	require.Empty(t, s.chanGroups)
-}
-
-// TestMemoryCompletedStore_S6_ConnectorIDFromTheContext: a store wrapped
-// by another (the kit's Store, a metrics view) sees no Channel join, so a
-// channel's group is the connector_id its call's context carries
-// (internal/connid, set by the Channel): 50 channels of A still dilute
-// only A's share. Before, every such channel was in the group of none,
-// and the flood took V's records.
-func TestMemoryCompletedStore_S6_ConnectorIDFromTheContext(t *testing.T) {
 	bg := context.Background()
 	s := newMemoryCompletedStore(20, 24*time.Hour, fakeclock.New(time.Unix(1_700_000_000, 0)))
 	v, a := connid.WithConnectorID(bg, "V"), connid.WithConnectorID(bg, "A")
@@ -145,11 +115,9 @@ func TestMemoryCompletedStore_S6_ConnectorIDFromTheContext(t *testing.T) {
 func TestMemoryCompletedStore_S6_GroupsComeAndGo(t *testing.T) {
 	ctx := context.Background()
 	s := newMemoryCompletedStore(10, time.Hour, fakeclock.New(time.Unix(1_700_000_000, 0)))
-	s.join("a", "A")
-	s.join("b", "B")
-	require.NoError(t, s.Record(ctx, "a", "1", Fingerprint{1}))
-	require.NoError(t, s.Record(ctx, "b", "1", Fingerprint{1}))
-	require.NoError(t, s.Record(ctx, "c", "1", Fingerprint{1})) // no Channel: group ""
+	require.NoError(t, s.Record(connid.WithConnectorID(ctx, "A"), "a", "1", Fingerprint{1}))
+	require.NoError(t, s.Record(connid.WithConnectorID(ctx, "B"), "b", "1", Fingerprint{1}))
+	require.NoError(t, s.Record(ctx, "c", "1", Fingerprint{1})) // no connector_id: group ""
 	require.Equal(t, 3, s.lru.ngroups)
 	g, ok := s.lru.groupName("a")
 	require.True(t, ok)
@@ -157,7 +125,7 @@ func TestMemoryCompletedStore_S6_GroupsComeAndGo(t *testing.T) {
 	require.NoError(t, s.DropChannel(ctx, "a"))
 	require.Equal(t, 2, s.lru.ngroups)
 	require.NotContains(t, s.lru.groupIDs, "A")
-	require.NoError(t, s.Handover(ctx, "b", "d")) // d has no Channel yet: b's group
+	require.NoError(t, s.Handover(ctx, "b", "d")) // a call with no connector_id: b's group
 	g, _ = s.lru.groupName("d")
 	require.Equal(t, "B", g)
 }

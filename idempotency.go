@@ -153,10 +153,6 @@ type memoryCompletedStore struct {
 	claims        map[completedKey]claimRecord
 	claimsRemoved int // deletes from claims since it was made (mapcompact.go)
 	claimIndex    channelIndex
-	// chanGroups are the groups (connector_ids) live Channels gave their
-	// channel IDs (completedshare.go).
-	chanGroups    map[string]channelGroup
-	chanGroupsDel int
 }
 
 // channelIndex maps a channel to the message IDs it holds in a store.
@@ -371,8 +367,8 @@ func (s *memoryCompletedStore) Handover(ctx context.Context, from, to string) er
 	}
 	slices.SortFunc(live, func(a, b copied) int { return a.r.expires.Compare(b.r.expires) })
 	group := s.groupOf(ctx, to)
-	if _, open := s.chanGroups[to]; !open && group == "" {
-		group, _ = s.lru.groupName(from) // the new ID's Channel is not made yet: from's connector_id
+	if group == "" {
+		group, _ = s.lru.groupName(from) // a call of no Channel (dataplane's handover): from's connector_id
 	}
 	if len(live) > MaxHandoverRecords {
 		live = live[len(live)-MaxHandoverRecords:] // the newest: resends are of the latest messages

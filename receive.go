@@ -43,10 +43,11 @@ func queuedCost(p *Packet) int64 { return 2*int64(len(p.Payload)) + 1024 }
 const storeTimeout = 10 * time.Second
 
 // storeCtx returns the context for such a call on store, not cancelled
-// by Close: pass sctx.Call() and release it when the call returned. This
-// package's in-memory stores never read their ctx (a mutex, no I/O), so
-// their calls get context.Background() and cost nothing: no clock read,
-// no allocation (a nil *storectx.Context). The check is on the concrete type:
+// by Close: pass c.call(sctx) and release it when the call returned. This
+// package's in-memory stores never wait on their ctx (a mutex, no I/O), so
+// their calls get the Channel's own context, for the connector_id it
+// carries (internal/connid), and cost nothing: no clock read, no
+// allocation (a nil *storectx.Context). The check is on the concrete type:
 // a user's store wrapping a memory store gets a context per call, which
 // it may keep (Go's context contract allows it).
 func (c *Channel) storeCtx(store any) *storectx.Context {
@@ -55,6 +56,15 @@ func (c *Channel) storeCtx(store any) *storectx.Context {
 		return nil
 	}
 	return storectx.New(c.o.Clock, c.ctx, storeTimeout)
+}
+
+// call is the context to pass a store call made with sctx: sctx itself,
+// or for an in-memory store (nil sctx) the Channel's context.
+func (c *Channel) call(sctx *storectx.Context) context.Context {
+	if sctx == nil {
+		return c.ctx
+	}
+	return sctx
 }
 
 // targetCtx returns the context of a Target call other than the post
@@ -328,10 +338,10 @@ func (c *Channel) runTarget(m *ChatMessage, fp Fingerprint, stream *deltaStream,
 		if _, renews := claims.(ClaimRenewer); renews {
 			claimed = c.o.Clock.Now() // the renewals count from here
 		}
-		cl, err = claims.Claim(sctx.Call(), c.id, id, fp, c.o.ClaimOwner, c.o.ClaimLease)
+		cl, err = claims.Claim(c.call(sctx), c.id, id, fp, c.o.ClaimOwner, c.o.ClaimLease)
 		old, found = cl.Fingerprint, cl.State == ClaimCompleted
 	} else {
-		old, found, err = c.o.Completed.Lookup(sctx.Call(), c.id, id)
+		old, found, err = c.o.Completed.Lookup(c.call(sctx), c.id, id)
 	}
 	sctx.Release()
 	if e := (*Error)(nil); errors.As(err, &e) && e.Code == CodeChannelBusy {
@@ -393,7 +403,7 @@ func (c *Channel) runTarget(m *ChatMessage, fp Fingerprint, stream *deltaStream,
 	if err != nil {
 		if claims != nil {
 			sctx := c.storeCtx(claims)
-			if rerr := claims.Release(sctx.Call(), c.id, id, c.o.ClaimOwner); rerr != nil {
+			if rerr := claims.Release(c.call(sctx), c.id, id, c.o.ClaimOwner); rerr != nil {
 				// The claim stays and turns orphaned: a resend is then
 				// refused as unknown, never posted twice.
 				c.log.Warn("claim not released", "message_id", id, "err", rerr)
@@ -452,7 +462,7 @@ func (c *Channel) orphan(id string, fp Fingerprint, key string) (AckStatus, *Err
 func (c *Channel) complete(id string, fp Fingerprint, kind EventKind, status AckStatus, took time.Duration) (AckStatus, *Error) {
 	sctx := c.storeCtx(c.o.Completed)
 	defer sctx.Release()
-	err := c.o.Completed.Record(sctx.Call(), c.id, id, fp)
+	err := c.o.Completed.Record(c.call(sctx), c.id, id, fp)
 	if _, renews := c.o.Completed.(ClaimRenewer); renews && err != nil {
 		err = c.retryRecord(sctx, id, fp, err)
 	}

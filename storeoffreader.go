@@ -106,7 +106,7 @@ func (c *Channel) runRemovals() {
 
 		if !closed {
 			sctx := c.storeCtx(c.o.Pending)
-			if err := c.o.Pending.Remove(sctx.Call(), c.id, r.id); err != nil {
+			if err := c.o.Pending.Remove(c.call(sctx), c.id, r.id); err != nil {
 				c.log.Error("pending entry not removed", "message_id", r.id, "err", err)
 			}
 			sctx.Release()
@@ -163,7 +163,7 @@ func (c *Channel) awaitRemoval(ctx context.Context, id string) error {
 // final's delivery asks the store again before anything is posted.
 func (c *Channel) checkCompleted(id string, s *deltaStream) {
 	sctx := c.storeCtx(c.o.Completed)
-	_, done, err := c.o.Completed.Lookup(sctx.Call(), c.id, id)
+	_, done, err := c.o.Completed.Lookup(c.call(sctx), c.id, id)
 	sctx.Release()
 	c.mu.Lock()
 	s.checking = false
@@ -201,7 +201,7 @@ func (c *Channel) refuseUnlessCompletedLocked(p *Packet, id string, rej *Error) 
 	c.refusals++
 	ok := c.spawnLocked(func() {
 		sctx := c.storeCtx(c.o.Completed)
-		_, done, err := c.o.Completed.Lookup(sctx.Call(), c.id, id)
+		_, done, err := c.o.Completed.Lookup(c.call(sctx), c.id, id)
 		sctx.Release()
 		c.mu.Lock()
 		c.refusals--
