@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/internal/connid"
 )
 
 // Lookup implements imv2.CompletedStore. A record is visible while it is
@@ -65,14 +66,14 @@ func (s *Store) Record(ctx context.Context, channelID, messageID string, fp imv2
 	if err := checkIDs(channelID, messageID); err != nil {
 		return err
 	}
-	c := &groupCall{ctx: ctx, record: true, ch: channelID, id: messageID, fp: fp}
+	c := &groupCall{ctx: ctx, record: true, ch: channelID, id: messageID, fp: fp, conn: connid.ConnectorID(ctx)}
 	s.do(c)
 	return c.err
 }
 
 // recordOne is Record alone in its group: the statements of one message,
 // which the server plans and runs faster than recordGroup's of one.
-func (s *Store) recordOne(ctx context.Context, channelID, messageID string, fp imv2.Fingerprint) error {
+func (s *Store) recordOne(ctx context.Context, channelID, messageID, connectorID string, fp imv2.Fingerprint) error {
 	ch, id := []byte(channelID), []byte(messageID)
 	key := messageKey(channelID, messageID)
 	shard := countShard(key)
@@ -82,7 +83,8 @@ func (s *Store) recordOne(ctx context.Context, channelID, messageID string, fp i
 		b.Queue("SELECT pg_advisory_xact_lock($1)", key)
 		// xmax = 0 marks a row the statement inserted rather than updated:
 		// only a new record counts, and only a new channel. The record's
-		// row, then the channel's count row, then the shard row (the WITHs
+		// row, then the channel's count row, then its group's row (a new
+		// channel's), then the shard row (the WITHs
 		// are evaluated first) is the one lock order of every statement
 		// here; the trims take others' rows only with SKIP LOCKED.
 		b.Queue(`WITH up AS (
@@ -92,12 +94,13 @@ func (s *Store) recordOne(ctx context.Context, channelID, messageID string, fp i
 				SET fingerprint = EXCLUDED.fingerprint, recorded_ns = EXCLUDED.recorded_ns, seq = EXCLUDED.seq
 				RETURNING xmax = 0 AS inserted),
 			ch AS (
-				INSERT INTO imv2_completed_channels (channel_id, n) SELECT $1, 1 WHERE (SELECT inserted FROM up)
+				INSERT INTO imv2_completed_channels (channel_id, n, connector_id)
+				SELECT $1, 1, coalesce($6::bytea, '\x') WHERE (SELECT inserted FROM up)
 				ON CONFLICT (channel_id) DO UPDATE SET n = imv2_completed_channels.n + 1
-				RETURNING xmax = 0 AS added)
+				RETURNING connector_id, xmax = 0 AS added),`+countNewChannels("$5::int")+`
 			UPDATE imv2_completed_counts SET n = n + 1, channels = channels + (SELECT count(*) FROM ch WHERE added)
-			WHERE shard = $5 AND (SELECT inserted FROM up)`,
-			ch, id, fp[:], now, shard)
+			WHERE shard = $5 AND (SELECT inserted FROM up) AND (SELECT count(*) FROM grp) >= 0`,
+			ch, id, fp[:], now, shard, []byte(connectorID))
 		b.Queue("DELETE FROM imv2_claims WHERE channel_id = $1 AND message_id = $2", ch, id)
 		s.queueTrim(b, now, ch, id, inlineSweep, shard)
 		b.Queue(sweepOrphans, cutoff, inlineSweep)
@@ -173,7 +176,10 @@ func (s *Store) Sweep(ctx context.Context) (int, error) {
 		if err := subCompleted(ctx, tx, 0, n); err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, dropEmptyChannels, math.MaxInt32, 0)
+		if _, err := tx.Exec(ctx, dropEmptyChannels, math.MaxInt32, 0); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, dropEmptyGroups)
 		return err
 	})
 	return int(n), err

@@ -211,9 +211,13 @@
 // dropped; pending entries never expire here (the Channel fails them with
 // code "expired" after its PendingTTL, and removes them). Beyond the cap
 // the oldest completed record is evicted, unless its channel is within
-// its share of the cap and the record younger than 1 h: then a channel
-// over its share, the recording one first, loses one, so one peer's flood
-// cannot make another's final show twice (completedshare.go). The cap is
+// its share and the record younger than 1 h: then a channel over its
+// share, the recording one first, loses one, so one peer's flood cannot
+// make another's final show twice (completedshare.go). Shares are per
+// connector_id first (the cap over the connector_ids holding records; the
+// Channel's on the Record's context, records of none form one group),
+// then per channel (its connector_id's share over its channels), so a
+// peer opening many channels dilutes only its own. The cap is
 // approximate: the table holds at most CompletedCap records plus one per
 // Record in flight over all replicas (a Record's trim does not see the
 // records of Records not yet committed, nor take what another has
@@ -223,7 +227,8 @@
 // and are run once for the group). Records of one channel wait for each
 // other on its count row; those of different channels do not, except that
 // a group holds the count rows of all its channels (taken in channel_id
-// order) until it commits.
+// order) until it commits. A group's channels are counted per count
+// shard, so a Record adding a channel waits on no row beyond its shard's.
 // Record removes up to 16 expired records and orphaned claims each time;
 // Sweep removes all.
 //
@@ -242,6 +247,9 @@
 // database of version 2 gains them, empty, when this build opens it.
 // Version 4 added a binding's Data and Drafts (columns data, draft_ids,
 // draft_handles); bindings of version 3 keep everything and get none.
+// Version 7 added the connector_id level of the completed shares
+// (imv2_completed_groups, a connector_id per counted channel); channels
+// of version 6 join the group of none.
 // Pending messages are stored exactly as given, in the SDK's versioned
 // pending-entry encoding that boltstore keeps too (pendingcodec.go); rows
 // of builds that stored them gob-encoded are still read.

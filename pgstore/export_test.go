@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/internal/connid"
 )
 
 // GroupCall is a Claim (Record false) or a Record for RunGroup, and its
@@ -27,6 +28,9 @@ func (s *Store) RunGroup(calls []*GroupCall) int64 {
 	for i, c := range calls {
 		group[i] = &groupCall{ctx: c.Ctx, record: c.Record, ch: c.Channel, id: c.Message, fp: c.FP, owner: c.Owner, lease: c.Lease}
 		group[i].key = messageKey(c.Channel, c.Message)
+		if c.Ctx != nil {
+			group[i].conn = connid.ConnectorID(c.Ctx)
+		}
 	}
 	s.runGroup(group)
 	for i, c := range calls {

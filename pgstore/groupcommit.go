@@ -59,6 +59,7 @@ type groupCall struct {
 	ctx    context.Context
 	record bool // a Record; else a Claim
 	ch, id string
+	conn   string // Record: the connector_id on its context (its group)
 	key    int64
 	fp     imv2.Fingerprint
 	owner  string        // Claim
@@ -154,7 +155,7 @@ func (s *Store) runGroup(group []*groupCall) {
 	if len(group) == 1 {
 		c := group[0]
 		if c.record {
-			c.err = s.recordOne(c.ctx, c.ch, c.id, c.fp)
+			c.err = s.recordOne(c.ctx, c.ch, c.id, c.conn, c.fp)
 		} else {
 			c.claim, c.err = s.claimOne(c.ctx, c.ch, c.id, c.fp, c.owner, c.lease)
 		}
@@ -326,12 +327,13 @@ func (r claimRow) outcome() (imv2.Claim, error) {
 // recordGroup writes the completed records of many messages in one
 // statement, as Record's statement does each: a new record (xmax = 0
 // marks a row inserted rather than updated) counts on its channel's count
-// row and on count shard $5, a new channel on the shard's channels. The
-// records, then the channels' count rows in channel_id order, then the
-// shard row (the WITHs are evaluated first): the lock order of Record, and
+// row and on count shard $5, a new channel (in the group of its
+// connector_id, $6) on its group's row and the shard's channels. The
+// records, then the channels' count rows in channel_id order, then their
+// groups' rows in connector_id order, then the shard row (the WITHs are evaluated first): the lock order of Record, and
 // two groups take their channel rows in one order, so they cannot
 // deadlock on them; a group updates one shard row.
-const recordGroup = `WITH up AS (
+var recordGroup = `WITH up AS (
 		INSERT INTO imv2_completed (channel_id, message_id, fingerprint, recorded_ns, seq)
 		SELECT ch, id, fp, $4, nextval('imv2_completed_seq')
 		FROM unnest($1::bytea[], $2::bytea[], $3::bytea[]) WITH ORDINALITY AS t(ch, id, fp, i) ORDER BY i
@@ -340,24 +342,26 @@ const recordGroup = `WITH up AS (
 		RETURNING channel_id, xmax = 0 AS inserted),
 	per AS (SELECT channel_id, count(*) AS k FROM up WHERE inserted GROUP BY channel_id),
 	ch AS (
-		INSERT INTO imv2_completed_channels (channel_id, n) SELECT channel_id, k FROM per ORDER BY channel_id
+		INSERT INTO imv2_completed_channels (channel_id, n, connector_id)
+		SELECT channel_id, k, coalesce((SELECT m.c FROM unnest($1::bytea[], $6::bytea[]) AS m(ch, c) WHERE m.ch = per.channel_id ORDER BY m.c LIMIT 1), '\x')
+		FROM per ORDER BY channel_id
 		ON CONFLICT (channel_id) DO UPDATE SET n = imv2_completed_channels.n + EXCLUDED.n
-		RETURNING xmax = 0 AS added)
+		RETURNING connector_id, xmax = 0 AS added),` + countNewChannels("$5::int") + `
 	UPDATE imv2_completed_counts
 	SET n = n + (SELECT sum(k) FROM per), channels = channels + (SELECT count(*) FROM ch WHERE added)
-	WHERE shard = $5 AND EXISTS (SELECT 1 FROM per)`
+	WHERE shard = $5 AND EXISTS (SELECT 1 FROM per) AND (SELECT count(*) FROM grp) >= 0`
 
 // queueRecords queues the statements of many Records: the records, the
 // end of their claims, the trims once for all of them (queueGroupTrim),
 // and one orphan sweep.
 func (s *Store) queueRecords(b *pgx.Batch, records []*groupCall, now, cutoff int64) {
 	n := len(records)
-	chs, ids, fps := make([][]byte, n), make([][]byte, n), make([][]byte, n)
+	chs, ids, fps, conns := make([][]byte, n), make([][]byte, n), make([][]byte, n), make([][]byte, n)
 	for i, c := range records {
-		chs[i], ids[i], fps[i] = []byte(c.ch), []byte(c.id), c.fp[:]
+		chs[i], ids[i], fps[i], conns[i] = []byte(c.ch), []byte(c.id), c.fp[:], []byte(c.conn)
 	}
 	shard := countShard(records[0].key)
-	b.Queue(recordGroup, chs, ids, fps, now, shard)
+	b.Queue(recordGroup, chs, ids, fps, now, shard, conns)
 	// Found by index lookups, deleted by row address, as in claimGroup.
 	b.Queue(`DELETE FROM imv2_claims WHERE ctid = ANY (ARRAY(
 		SELECT (SELECT c.ctid FROM imv2_claims c WHERE c.channel_id = t.ch AND c.message_id = t.id)

@@ -6,6 +6,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/internal/connid"
 )
 
 // Handover implements imv2.CompletedStore: the newest live records of
@@ -71,7 +72,7 @@ func (s *Store) Handover(ctx context.Context, from, to string) error {
 		// (completedshare.go), with room to evict as many as were copied.
 		shard := countShard(messageKey(to, ""))
 		b := &pgx.Batch{}
-		b.Queue(countChannel, []byte(to), count, shard)
+		b.Queue(countChannel, []byte(to), count, shard, []byte(connid.ConnectorID(ctx)))
 		b.Queue("UPDATE imv2_completed_counts SET n = n + $2 WHERE shard = $1", shard, count)
 		s.queueTrim(b, s.nowNS(), []byte(to), nil, count+inlineSweep, shard)
 		return tx.SendBatch(ctx, b).Close()

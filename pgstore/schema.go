@@ -133,6 +133,23 @@ DELETE FROM imv2_completed_channels;
 INSERT INTO imv2_completed_channels SELECT channel_id, count(*) FROM imv2_completed GROUP BY channel_id;
 UPDATE imv2_completed_counts SET channels = CASE WHEN shard = 0 THEN (SELECT count(*) FROM imv2_completed_channels) ELSE 0 END;
 `,
+	// 7: a channel's group (its records' connector_id; empty: none) and
+	// each group's channels, counted on rows per count shard (a group's
+	// channels are the sum of its rows), for the two-level shares of
+	// completedshare.go. Channels of version 6 go to the group of none.
+	// Counted from the rows at hand; written to run again harmlessly.
+	`
+CREATE TABLE IF NOT EXISTS imv2_completed_groups (
+	connector_id bytea  NOT NULL,
+	shard        int    NOT NULL,
+	channels     bigint NOT NULL,
+	PRIMARY KEY (connector_id, shard)
+);
+ALTER TABLE imv2_completed_channels ADD COLUMN IF NOT EXISTS connector_id bytea NOT NULL DEFAULT '\x';
+CREATE INDEX IF NOT EXISTS imv2_completed_channels_group ON imv2_completed_channels (connector_id, n);
+DELETE FROM imv2_completed_groups;
+INSERT INTO imv2_completed_groups SELECT connector_id, 0, count(*) FROM imv2_completed_channels GROUP BY connector_id;
+`,
 }
 
 // SchemaVersion is the schema version this build writes and reads.

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/internal/connid"
 	"github.com/xagentkit/imv2/pgstore"
 )
 
@@ -162,6 +163,60 @@ func TestSchema_UpgradeFromVersion5CountsChannels(t *testing.T) {
 	}
 }
 
+// TestSchema_UpgradeFromVersion6GroupsChannels: a database of schema
+// version 6 (channels counted, no groups) migrates to version 7 with every
+// channel in the group of no connector_id and the groups counted, so the
+// two-level shares hold at once: a flood of another connector_id over
+// more channels than the cap into the migrated database evicts its own
+// records, not the old ones. The version-6 database is made by dropping
+// what version 7 added.
+func TestSchema_UpgradeFromVersion6GroupsChannels(t *testing.T) {
+	ctx := context.Background()
+	url := srv.NewDatabase(t)
+	opts := pgstore.Options{CompletedCap: 10}
+	s := openStore(t, url, opts)
+	fp := imv2.FingerprintOf(&imv2.ChatMessage{Text: "hi"})
+	record := func(ctx context.Context, ch, id string) {
+		t.Helper()
+		if err := s.Record(ctx, ch, id, fp); err != nil {
+			t.Fatal(err)
+		}
+	}
+	record(connid.WithConnectorID(ctx, "victim"), "victim", "v1")
+	record(ctx, "victim", "v2")
+	record(ctx, "old", "o1")
+	_ = s.Close()
+	c, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	if _, err := c.Exec(ctx, `DROP TABLE imv2_completed_groups;
+		ALTER TABLE imv2_completed_channels DROP COLUMN connector_id;
+		DELETE FROM imv2_schema_version WHERE version >= 7`); err != nil {
+		t.Fatal(err)
+	}
+	s = openStore(t, url, opts)
+	checkCounts(t, c)
+	var none int
+	if err := c.QueryRow(ctx, `SELECT sum(channels) FROM imv2_completed_groups WHERE connector_id = '\x'`).Scan(&none); err != nil || none != 2 {
+		t.Fatalf("the group of none holds %d channels (%v), want 2", none, err)
+	}
+	attacker := connid.WithConnectorID(ctx, "attacker")
+	for i := range 40 {
+		record(attacker, "flood"+strconv.Itoa(i%20), "f"+strconv.Itoa(i))
+	}
+	checkCounts(t, c)
+	for _, k := range [][2]string{{"victim", "v1"}, {"victim", "v2"}, {"old", "o1"}} {
+		if _, ok, err := s.Lookup(ctx, k[0], k[1]); err != nil || !ok {
+			t.Errorf("%s/%s after a flood into the migrated database: found=%v, %v", k[0], k[1], ok, err)
+		}
+	}
+	if st, err := s.Stats(ctx); err != nil || st.Completed != 10 {
+		t.Fatalf("Stats = %+v, %v; want 10 completed, the cap", st, err)
+	}
+}
+
 // checkCounts verifies that the counts of completed records agree with
 // the records: the total, each channel's, and the channels holding some.
 func checkCounts(t *testing.T, c *pgx.Conn) {
@@ -179,5 +234,16 @@ func checkCounts(t *testing.T, c *pgx.Conn) {
 	}
 	if bad != 0 || total != counted || channels != rows {
 		t.Fatalf("%d channels miscounted; %d records, %d counted; %d channel rows, %d counted", bad, total, counted, rows, channels)
+	}
+	var badGroups int
+	err = c.QueryRow(context.Background(), `SELECT count(*) FROM
+		(SELECT connector_id, sum(channels) AS k FROM imv2_completed_groups GROUP BY connector_id HAVING sum(channels) <> 0) g FULL JOIN
+		(SELECT connector_id, count(*) AS k FROM imv2_completed_channels GROUP BY connector_id) ch USING (connector_id)
+		WHERE g.k IS DISTINCT FROM ch.k`).Scan(&badGroups)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if badGroups != 0 {
+		t.Fatalf("%d groups' channels miscounted", badGroups)
 	}
 }

@@ -1,0 +1,80 @@
+package pgstore_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/internal/connid"
+	"github.com/xagentkit/imv2/pgstore"
+)
+
+// TestRecord_S6_ManyChannelsDiluteOnlyTheirOwnConnector (issue 26): the
+// shares are per connector_id first, then per channel. One connector_id
+// floods finals over more channels than the cap, alone (Record) and in
+// a group commit (recordGroup); another connector_id's records, and a
+// record of no connector_id (its own group), all younger than the resend
+// horizon, survive, and the flood evicts its own. Shared per channel
+// only, the flood's channels made every channel's share 0.
+func TestRecord_S6_ManyChannelsDiluteOnlyTheirOwnConnector(t *testing.T) {
+	bg := context.Background()
+	url := srv.NewDatabase(t)
+	const capacity = 12
+	s := openStore(t, url, pgstore.Options{CompletedCap: capacity})
+	victim, attacker := connid.WithConnectorID(bg, "victim"), connid.WithConnectorID(bg, "attacker")
+	fp := imv2.FingerprintOf(&imv2.ChatMessage{Text: "hi"})
+	for _, id := range []string{"v1", "v2"} {
+		if err := s.Record(victim, "victim", id, fp); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Record(bg, "none", "n1", fp); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 45 {
+		if err := s.Record(attacker, fmt.Sprintf("a%d", i%30), fmt.Sprintf("a%d", i), fp); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for round := range 8 { // the group commit's statements
+		var calls []*pgstore.GroupCall
+		for i := range 4 {
+			calls = append(calls, &pgstore.GroupCall{Ctx: attacker, Record: true, FP: fp,
+				Channel: fmt.Sprintf("g%d", round*4+i), Message: fmt.Sprintf("g%d", round*4+i)})
+		}
+		s.RunGroup(calls)
+		for _, c := range calls {
+			if c.Err != nil {
+				t.Fatal(c.Err)
+			}
+		}
+	}
+	for _, k := range [][2]string{{"victim", "v1"}, {"victim", "v2"}, {"none", "n1"}} {
+		if _, ok, err := s.Lookup(bg, k[0], k[1]); err != nil || !ok {
+			t.Errorf("%s/%s was evicted by another connector_id's flood (%v)", k[0], k[1], err)
+		}
+	}
+	c, err := pgx.Connect(bg, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(bg)
+	checkCounts(t, c)
+	if st, err := s.Stats(bg); err != nil || st.Completed != capacity {
+		t.Fatalf("Stats = %+v, %v; want %d completed, the cap", st, err, capacity)
+	}
+	var groups int
+	if err := c.QueryRow(bg, `SELECT count(*) FROM (SELECT 1 FROM imv2_completed_groups GROUP BY connector_id HAVING sum(channels) > 0) g`).Scan(&groups); err != nil {
+		t.Fatal(err)
+	}
+	if groups != 3 {
+		t.Fatalf("%d groups, want 3 (victim, attacker, none)", groups)
+	}
+	var group []byte
+	if err := c.QueryRow(bg, "SELECT connector_id FROM imv2_completed_channels WHERE channel_id = 'victim'").Scan(&group); err != nil || string(group) != "victim" {
+		t.Fatalf("channel victim is in group %q (%v)", group, err)
+	}
+}
