@@ -41,3 +41,7 @@ func (s *Store) RunGroup(calls []*GroupCall) int64 {
 
 // Commits is the groups s committed so far.
 func (s *Store) Commits() int64 { return s.group.commits.Load() }
+
+// ClaimGroupSQL and RecordGroupSQL are the group commit's statements, as
+// a watch of the wire protocol recognises them (pgwatch_test.go).
+var ClaimGroupSQL, RecordGroupSQL = claimGroup, recordGroup

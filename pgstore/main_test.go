@@ -17,6 +17,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(envReplica) != "" {
 		os.Exit(replicaMain()) // a failover test's Connector replica
 	}
+	if os.Getenv(envKillDB) != "" {
+		os.Exit(killChildMain()) // TestGroupCommit_S8_KillMidBatch's child
+	}
 	code := pgtest.Main(m, &srv)
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
