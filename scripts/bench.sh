@@ -157,8 +157,9 @@ go run "$BENCHSTAT" -format csv "$tmp/bench.txt" 2>/dev/null | awk -F, -v procs=
 		# processes on one database over one process, 100 channels, both
 		# sides child processes; cpu: the CPU per message (children and
 		# server) of one process over that of two. The two processes and
-		# the server share the 2 cores: near 1 means no contention between
-		# replicas, not scaling.
+		# the server share the 2 cores, so this is not scaling: a wall
+		# ratio near the cpu ratio is the CPU of smaller group commits, one
+		# below it waiting between replicas.
 		for (d = 1; d >= 0; d--) {
 			dir = d ? "receive" : "send"
 			one = "Replicas/" dir "/postgres/ch-100/one-process"
