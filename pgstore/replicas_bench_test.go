@@ -70,7 +70,10 @@ const replicaChannels = 100
 // message grows with the commits). Set against the ratio of CPU per
 // message (children and server, one's over two's) it tells them apart:
 // where the msgs/s ratio is close to the CPU ratio, the loss is CPU on a
-// saturated machine, not waiting.
+// saturated machine, not waiting. On a machine busy with other work the
+// msgs/s ratio leans towards two processes, which have twice the threads
+// to take a share of the cores with (the scheduler shares by thread, not
+// by benchmark): read it from a quiet run; the CPU ratio moves less.
 func BenchmarkReplicas(b *testing.B) {
 	for _, dir := range []string{"send", "receive"} {
 		for _, procs := range []int{1, 2} {
