@@ -14,6 +14,9 @@ import (
 var srv *pgtest.Server
 
 func TestMain(m *testing.M) {
+	if os.Getenv(envBenchReplica) != "" {
+		os.Exit(benchReplicaMain()) // a BenchmarkReplicas replica
+	}
 	if os.Getenv(envReplica) != "" {
 		os.Exit(replicaMain()) // a failover test's Connector replica
 	}

@@ -3,6 +3,7 @@ package pgstore_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -80,42 +81,16 @@ func BenchmarkConnectorMessages(b *testing.B) {
 			return s.Pending(), s.Completed()
 		}},
 	}
-	neg := imv2.DefaultCatalog().Negotiate([]string{imv2.ProfileIMv2}, []string{imv2.ProfileIMv2})
-	nop := imv2.TargetFunc(func(context.Context, string, *imv2.ChatMessage) error { return nil })
 	for _, dir := range []string{"send", "receive"} {
 		for _, st := range stores {
 			for _, channels := range []int{1, 100, 1000} {
 				b.Run(dir+"/"+st.name+"/ch-"+strconv.Itoa(channels), func(b *testing.B) {
-					ctx := context.Background()
 					pending, completed := st.open(b)
-					per := max(1, b.N/channels)
-					senders := make([]*imv2.Channel, channels)
-					clocks := make([]*ackClock, channels)
-					for c := range channels {
-						id := "cch_bench_" + strconv.Itoa(c)
-						clocks[c] = newAckClock(per)
-						connObs, xagObs := imv2.Observer(clocks[c]), imv2.Observer(nil)
-						if dir == "receive" {
-							connObs, xagObs = nil, clocks[c]
-						}
-						tc, tx := imv2test.NewInMemoryTransports()
-						conn, err := imv2.NewChannel(id, imv2.RoleConnector, neg, tc, nop,
-							&imv2.Options{Pending: pending, Completed: completed, Observer: connObs})
-						if err != nil {
-							b.Fatal(err)
-						}
-						xag, err := imv2.NewChannel(id, imv2.RoleXAgent, neg, tx, nop, &imv2.Options{Observer: xagObs})
-						if err != nil {
-							b.Fatal(err)
-						}
-						tc.Attach(conn)
-						tx.Attach(xag)
-						b.Cleanup(func() { _ = tc.Close(); _ = conn.Close(); _ = xag.Close() })
-						senders[c] = conn
-						if dir == "receive" {
-							senders[c] = xag
-						}
+					r, err := newMessageRun(dir, pending, completed, 0, channels, max(1, b.N/channels))
+					if err != nil {
+						b.Fatal(err)
 					}
+					b.Cleanup(r.close)
 					b.ReportAllocs()
 					b.ResetTimer()
 					cpu, serverCPU := benchcpu.Measure(b), func() {}
@@ -123,56 +98,136 @@ func BenchmarkConnectorMessages(b *testing.B) {
 						serverCPU = measureServerCPU(b)
 					}
 					began := time.Now()
-					var wg sync.WaitGroup
-					errs := make(chan error, channels)
-					for c := range channels {
-						wg.Add(1)
-						go func() {
-							defer wg.Done()
-							for i := range per {
-								m := imv2.ChatMessage{MessageID: "m-" + strconv.Itoa(i), Text: "Here is the report you asked for."}
-								clocks[c].sent[i].Store(time.Now().UnixNano())
-								for {
-									_, err := senders[c].Send(ctx, m)
-									if err == nil {
-										break
-									}
-									if !errors.Is(err, &imv2.Error{Code: imv2.CodePendingFull}) {
-										errs <- err
-										return
-									}
-									time.Sleep(100 * time.Microsecond)
-								}
-							}
-						}()
-					}
-					wg.Wait()
-					close(errs)
-					if err := <-errs; err != nil {
+					if err := r.run(context.Background()); err != nil {
 						b.Fatal(err)
-					}
-					timeout := time.After(2 * time.Minute) // a guard against a hang
-					for c, a := range clocks {
-						select {
-						case <-a.all:
-						case <-timeout:
-							b.Fatalf("channel %d: %d of %d acked", c, a.acked.Load(), per)
-						}
 					}
 					elapsed := time.Since(began)
 					b.StopTimer()
 					cpu()
 					serverCPU()
-					var lat []time.Duration
-					for _, a := range clocks {
-						lat = append(lat, a.lat...)
-					}
-					slices.Sort(lat)
-					b.ReportMetric(float64(per*channels)/elapsed.Seconds(), "msgs/s")
-					b.ReportMetric(float64(lat[len(lat)/2]), "p50-ns")
-					b.ReportMetric(float64(lat[len(lat)*99/100]), "p99-ns")
+					b.ReportMetric(float64(r.messages)/elapsed.Seconds(), "msgs/s")
+					reportLatencies(b, r.latencies())
 				})
 			}
 		}
 	}
+}
+
+// messageRun is the workload of BenchmarkConnectorMessages on channels
+// cch_bench_<first> to cch_bench_<first+channels-1>, per messages each,
+// in one direction: a Connector and an xAgent Channel per channel over
+// the in-memory transports, the Connector's state in pending and
+// completed, xAgent's in memory.
+type messageRun struct {
+	senders  []*imv2.Channel
+	clocks   []*ackClock
+	closers  []func()
+	messages int // over all channels
+}
+
+func newMessageRun(dir string, pending imv2.PendingStore, completed imv2.CompletedStore, first, channels, per int) (*messageRun, error) {
+	neg := imv2.DefaultCatalog().Negotiate([]string{imv2.ProfileIMv2}, []string{imv2.ProfileIMv2})
+	nop := imv2.TargetFunc(func(context.Context, string, *imv2.ChatMessage) error { return nil })
+	r := &messageRun{senders: make([]*imv2.Channel, channels), clocks: make([]*ackClock, channels), messages: channels * per}
+	for c := range channels {
+		id := "cch_bench_" + strconv.Itoa(first+c)
+		r.clocks[c] = newAckClock(per)
+		connObs, xagObs := imv2.Observer(r.clocks[c]), imv2.Observer(nil)
+		if dir == "receive" {
+			connObs, xagObs = nil, r.clocks[c]
+		}
+		tc, tx := imv2test.NewInMemoryTransports()
+		conn, err := imv2.NewChannel(id, imv2.RoleConnector, neg, tc, nop,
+			&imv2.Options{Pending: pending, Completed: completed, Observer: connObs})
+		if err != nil {
+			r.close()
+			return nil, err
+		}
+		xag, err := imv2.NewChannel(id, imv2.RoleXAgent, neg, tx, nop, &imv2.Options{Observer: xagObs})
+		if err != nil {
+			_ = conn.Close()
+			r.close()
+			return nil, err
+		}
+		tc.Attach(conn)
+		tx.Attach(xag)
+		r.closers = append(r.closers, func() { _ = tc.Close(); _ = conn.Close(); _ = xag.Close() })
+		r.senders[c] = conn
+		if dir == "receive" {
+			r.senders[c] = xag
+		}
+	}
+	return r, nil
+}
+
+// run sends every channel's messages, the channels at once, each up to
+// the send window in flight, and returns when every one is acked.
+func (r *messageRun) run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	errs := make(chan error, len(r.senders))
+	for c, sender := range r.senders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range r.clocks[c].sent {
+				m := imv2.ChatMessage{MessageID: "m-" + strconv.Itoa(i), Text: "Here is the report you asked for."}
+				r.clocks[c].sent[i].Store(time.Now().UnixNano())
+				for {
+					_, err := sender.Send(ctx, m)
+					if err == nil {
+						break
+					}
+					if !errors.Is(err, &imv2.Error{Code: imv2.CodePendingFull}) {
+						errs <- err
+						return
+					}
+					time.Sleep(100 * time.Microsecond)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return err
+	}
+	timeout := time.After(2 * time.Minute) // a guard against a hang
+	for c, a := range r.clocks {
+		select {
+		case <-a.all:
+		case <-timeout:
+			return fmt.Errorf("channel %d: %d of %d acked", c, a.acked.Load(), a.want)
+		}
+	}
+	return nil
+}
+
+// latencies are every message's time from Send to its ack, sorted.
+func (r *messageRun) latencies() []time.Duration {
+	var lat []time.Duration
+	for _, a := range r.clocks {
+		a.mu.Lock()
+		lat = append(lat, a.lat...)
+		a.mu.Unlock()
+	}
+	slices.Sort(lat)
+	return lat
+}
+
+// close closes every channel and its transports.
+func (r *messageRun) close() {
+	for _, f := range r.closers {
+		f()
+	}
+	r.closers = nil
+}
+
+// reportLatencies reports the median and the 99th percentile of lat,
+// sorted, as p50-ns and p99-ns.
+func reportLatencies(b *testing.B, lat []time.Duration) {
+	if len(lat) == 0 {
+		return
+	}
+	b.ReportMetric(float64(lat[len(lat)/2]), "p50-ns")
+	b.ReportMetric(float64(lat[len(lat)*99/100]), "p99-ns")
 }

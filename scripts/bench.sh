@@ -15,7 +15,7 @@
 # BENCHTIME (per timed benchmark, default 1s), LATENCY_MSGS (messages per
 # latency run, default 10000x: 2 s at 5,000 a second), STORE_MSGS
 # (messages per store benchmark, default 5000x), BENCHSTAT (the
-# benchstat module to `go run`). A round takes about 40 s on the 2-core
+# benchstat module to `go run`). A round takes about 50 s on the 2-core
 # machine.
 set -euo pipefail
 if [[ ${1:-} == -h || ${1:-} == --help ]]; then
@@ -54,6 +54,7 @@ for i in $(seq "$COUNT"); do
 		bench dataplane dataplane.test '^BenchmarkLatencyWS$' "$LATENCY_MSGS"
 		bench dataplane dataplane.test '^BenchmarkIdleChannels$' 1x
 		bench pgstore pgstore.test '^BenchmarkConnectorMessages$' "$STORE_MSGS"
+		bench pgstore pgstore.test '^BenchmarkReplicas$' "$STORE_MSGS"
 	} | tee -a "$tmp/bench.txt"
 done
 
@@ -151,6 +152,23 @@ go run "$BENCHSTAT" -format csv "$tmp/bench.txt" 2>/dev/null | awk -F, -v procs=
 					printf "%-38s %8s %8s  %-16s %s\n", "stores: " dir " postgres/memory @" chs, pg, "", "(no goal)", "-"
 				}
 			}
+		}
+		# Replicas (BenchmarkReplicas of pgstore): msgs/s of two Connector
+		# processes on one database over one process, 100 channels, both
+		# sides child processes; cpu: the CPU per message (children and
+		# server) of one process over that of two. The two processes and
+		# the server share the 2 cores, so this is not scaling: a wall
+		# ratio near the cpu ratio is the CPU of smaller group commits, one
+		# below it waiting between replicas.
+		for (d = 1; d >= 0; d--) {
+			dir = d ? "receive" : "send"
+			one = "Replicas/" dir "/postgres/ch-100/one-process"
+			two = "Replicas/" dir "/postgres/ch-100/two-processes"
+			rw = ratio(v["msgs/s", two], v["msgs/s", one])
+			rc = "n/a"
+			if (v["cpu-sec/op", one] != "" && v["pg-cpu-sec/op", one] != "" && v["cpu-sec/op", two] != "" && v["pg-cpu-sec/op", two] != "")
+				rc = ratio(v["cpu-sec/op", one] + v["pg-cpu-sec/op", one], v["cpu-sec/op", two] + v["pg-cpu-sec/op", two])
+			printf "%-38s %8s %8s  %-16s %s\n", "two processes / one @100 ch, " dir, rw, rc, "(no goal)", "-"
 		}
 	}
 	function row(what, wall, cpu, target, ok) {

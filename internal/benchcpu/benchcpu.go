@@ -11,7 +11,10 @@
 // process counts, the sockets' and the epoll eventfd's alike.
 package benchcpu
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 // Measure starts measuring the process's CPU time (user and system, every
 // goroutine and the garbage collector included). Call the returned func
@@ -26,6 +29,11 @@ func Measure(b *testing.B) (report func()) {
 		}
 	}
 }
+
+// ProcessCPU returns the process's user and system CPU time so far, or
+// false where the platform cannot tell it: for a benchmark whose work runs
+// in child processes, which report their own CPU time to the parent.
+func ProcessCPU() (time.Duration, bool) { return processCPU() }
 
 // MeasureSyscalls is Measure, and it also reports the read(2) and
 // write(2) calls of the process per b.N as reads/op and writes/op, where
