@@ -344,10 +344,12 @@ func (c *Channel) runTarget(m *ChatMessage, fp Fingerprint, stream *deltaStream,
 		old, found, err = c.o.Completed.Lookup(c.call(sctx), c.id, id)
 	}
 	sctx.Release()
-	if e := (*Error)(nil); errors.As(err, &e) && e.Code == CodeChannelBusy {
-		return AckRejected, e, posted{} // a full store's refusal (completedshare.go): retry later
-	}
 	if err != nil {
+		// e is declared here, not before the check: errors.As moves it to
+		// the heap, an allocation per delivered final otherwise.
+		if e := (*Error)(nil); errors.As(err, &e) && e.Code == CodeChannelBusy {
+			return AckRejected, e, posted{} // a full store's refusal (completedshare.go): retry later
+		}
 		c.log.Warn("completed store lookup failed", "message_id", id, "err", err)
 		return AckRejected, &Error{Code: CodeTargetDeliveryFailed, Message: "idempotency store unavailable", Retryable: true}, posted{}
 	}
