@@ -8,7 +8,9 @@ import (
 // activityState is a Connector channel's temporary status (C1, C5–C8):
 // the newest snapshot wins, a local timeout clears it, and calls to the
 // ActivityTarget run on one lane so a slow platform sees only the newest
-// state. Guarded by Channel.mu.
+// state. Guarded by Channel.mu; made by the first snapshot a Channel with
+// an ActivityTarget receives (Channel.act), so a channel that never shows
+// one holds none.
 type activityState struct {
 	shown   bool          // thinking or tool is displayed
 	running bool          // a lane goroutine is calling the target
@@ -36,6 +38,9 @@ func (c *Channel) receiveActivity(_ context.Context, p *Packet) error {
 	if _, ok := c.target.(ActivityTarget); !ok || c.closed { // C5: no status support, a no-op
 		return nil
 	}
+	if c.act == nil {
+		c.act = new(activityState)
+	}
 	c.act.shown = true
 	stopTimer(&c.act.timeout)
 	c.act.timeout = c.afterLocked(c.o.ActivityTimeout, c.clearActivity) // C7
@@ -47,7 +52,7 @@ func (c *Channel) receiveActivity(_ context.Context, p *Packet) error {
 func (c *Channel) clearActivity() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.act.shown || c.closed {
+	if c.act == nil || !c.act.shown || c.closed {
 		return
 	}
 	c.act.shown = false
@@ -69,6 +74,10 @@ func (c *Channel) pushActivityLocked(a ChatActivity) {
 // state, so a final is shown after the status it clears (C6).
 func (c *Channel) settleActivity() {
 	c.mu.Lock()
+	if c.act == nil {
+		c.mu.Unlock()
+		return
+	}
 	idle := c.act.idle
 	running := c.act.running
 	c.mu.Unlock()

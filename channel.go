@@ -67,10 +67,10 @@ type Channel struct {
 	deltas   map[string]*deltaStream // receiver: open delta streams, by message_id
 	sweep    clock.Timer             // delta idle sweep, armed while deltas is not empty
 	held     int64                   // bytes reserved from o.Budget (deltas, queued messages)
-	act      activityState
-	dl       *deadlines // sender: the next step of each pending message, made on first use
-	rm       *removals  // sender: pending-store Removes queued off the reader, made on first use
-	refusals int        // receiver: deltas waiting off the reader to be ignored or refused (refuseUnlessCompletedLocked)
+	act      *activityState          // C1–C8, made on the first snapshot shown
+	dl       *deadlines              // sender: the next step of each pending message, made on first use
+	rm       *removals               // sender: pending-store Removes queued off the reader, made on first use
+	refusals int                     // receiver: deltas waiting off the reader to be ignored or refused (refuseUnlessCompletedLocked)
 
 	// queued and ended count the receiver's deliveries put in queue and
 	// ended, in arrival order; endedCh is closed when one ends (made on
@@ -194,7 +194,9 @@ func (c *Channel) Close() error {
 		c.stopDeadlinesLocked()
 	}
 	stopTimer(&c.sweep)
-	stopTimer(&c.act.timeout)
+	if c.act != nil {
+		stopTimer(&c.act.timeout)
+	}
 	c.mu.Unlock()
 	c.cancel()
 	c.wg.Wait()

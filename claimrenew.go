@@ -18,9 +18,10 @@ import (
 // while the channel closes: Close waits for the delivery, whose Record
 // still runs, and the claim must outlive it.
 type claimRenewal struct {
-	c  *Channel
-	cr ClaimRenewer
-	id string
+	c     *Channel
+	cr    ClaimRenewer
+	id    string
+	owner string // the claim's (Channel.claimOwner)
 
 	mu      sync.Mutex
 	stopped bool
@@ -29,9 +30,10 @@ type claimRenewal struct {
 	running sync.WaitGroup // the renewal in flight, which stop waits for
 }
 
-// renewClaim starts renewing c's claim on message id, claimed at from.
-func (c *Channel) renewClaim(cr ClaimRenewer, id string, from time.Time) *claimRenewal {
-	r := &claimRenewal{c: c, cr: cr, id: id, next: from.Add(c.o.ClaimLease / 3)}
+// renewClaim starts renewing c's claim on message id, held by owner and
+// claimed at from.
+func (c *Channel) renewClaim(cr ClaimRenewer, id, owner string, from time.Time) *claimRenewal {
+	r := &claimRenewal{c: c, cr: cr, id: id, owner: owner, next: from.Add(c.o.ClaimLease / 3)}
 	r.schedule()
 	return r
 }
@@ -61,7 +63,7 @@ func (r *claimRenewal) renew() {
 	r.mu.Unlock()
 	defer r.running.Done()
 	ctx := storectx.New(c.o.Clock, c.ctx, r.period())
-	held, err := r.cr.RenewClaim(ctx, c.id, r.id, c.o.ClaimOwner, c.o.ClaimLease)
+	held, err := r.cr.RenewClaim(ctx, c.id, r.id, r.owner, c.o.ClaimLease)
 	ctx.Release()
 	switch {
 	case err != nil:

@@ -177,10 +177,10 @@ type Options struct {
 
 	// ClaimOwner names this process to a Completed store that implements
 	// ClaimStore: the Channel claims each inbound message under it before
-	// the Target runs (S8). Default: a random ID made by NewChannel, so
-	// each Channel is its own owner; that is enough, since one Channel
-	// delivers a message at a time. Processes sharing a store (replicas)
-	// must not share an owner.
+	// the Target runs (S8). Default: a random ID the Channel makes for its
+	// first claim (an idle channel holds none), so each Channel is its own
+	// owner; that is enough, since one Channel delivers a message at a
+	// time. Processes sharing a store (replicas) must not share an owner.
 	ClaimOwner string
 	// ClaimLease is how long a claim keeps other owners out while the
 	// Target runs; past it the claim counts as orphaned. Default
@@ -228,9 +228,6 @@ func (o *Options) withDefaults() Options {
 	setDur(&r.DeltaSweep, defaultDeltaSweep)
 	setDur(&r.ActivityTimeout, defaultActivityTimeout)
 	setDur(&r.ClaimLease, 3*r.TargetTimeout)
-	if _, claims := r.Completed.(ClaimStore); claims && r.ClaimOwner == "" {
-		r.ClaimOwner = prefixedUUID("owner_") // random, 122 bits
-	}
 	setInt(&r.MaxInflight, defaultMaxInflight)
 	setInt(&r.MaxWaiters, defaultMaxWaiters)
 	setInt(&r.MaxUnacked, defaultMaxUnacked)

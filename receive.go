@@ -303,6 +303,18 @@ func (c *Channel) record(id string, fp Fingerprint, post posted) (AckStatus, *Er
 	return status, rej
 }
 
+// claimOwner returns the owner c claims messages under: Options.ClaimOwner,
+// or else a random ID (122 bits) made for c's first claim, so an idle
+// channel holds none (BenchmarkIdleChannels).
+func (c *Channel) claimOwner() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.o.ClaimOwner == "" {
+		c.o.ClaimOwner = prefixedUUID("owner_")
+	}
+	return c.o.ClaimOwner
+}
+
 // runTarget decides the ack of a message: duplicate or conflict from the
 // completed store, else the Target's outcome; post.ok when the post
 // succeeded and the message is still to be recorded (record).
@@ -331,6 +343,7 @@ func (c *Channel) runTarget(m *ChatMessage, fp Fingerprint, stream *deltaStream,
 		found bool
 		cl    Claim
 		err   error
+		owner string
 	)
 	sctx := c.storeCtx(c.o.Completed)
 	var claimed time.Time
@@ -338,16 +351,19 @@ func (c *Channel) runTarget(m *ChatMessage, fp Fingerprint, stream *deltaStream,
 		if _, renews := claims.(ClaimRenewer); renews {
 			claimed = c.o.Clock.Now() // the renewals count from here
 		}
-		cl, err = claims.Claim(c.call(sctx), c.id, id, fp, c.o.ClaimOwner, c.o.ClaimLease)
+		owner = c.claimOwner()
+		cl, err = claims.Claim(c.call(sctx), c.id, id, fp, owner, c.o.ClaimLease)
 		old, found = cl.Fingerprint, cl.State == ClaimCompleted
 	} else {
 		old, found, err = c.o.Completed.Lookup(c.call(sctx), c.id, id)
 	}
 	sctx.Release()
-	if e := (*Error)(nil); errors.As(err, &e) && e.Code == CodeChannelBusy {
-		return AckRejected, e, posted{} // a full store's refusal (completedshare.go): retry later
-	}
 	if err != nil {
+		// e is declared here, not before the check: errors.As moves it to
+		// the heap, an allocation per delivered final otherwise.
+		if e := (*Error)(nil); errors.As(err, &e) && e.Code == CodeChannelBusy {
+			return AckRejected, e, posted{} // a full store's refusal (completedshare.go): retry later
+		}
 		c.log.Warn("completed store lookup failed", "message_id", id, "err", err)
 		return AckRejected, &Error{Code: CodeTargetDeliveryFailed, Message: "idempotency store unavailable", Retryable: true}, posted{}
 	}
@@ -362,7 +378,7 @@ func (c *Channel) runTarget(m *ChatMessage, fp Fingerprint, stream *deltaStream,
 		// The claim is this delivery's now: keep it live until Record
 		// or Release ended it, however long the Target or the store takes:
 		// after a post, record stops it.
-		r := c.renewClaim(cr, id, claimed)
+		r := c.renewClaim(cr, id, owner, claimed)
 		defer func() {
 			if post.ok {
 				post.renewal = r
@@ -403,7 +419,7 @@ func (c *Channel) runTarget(m *ChatMessage, fp Fingerprint, stream *deltaStream,
 	if err != nil {
 		if claims != nil {
 			sctx := c.storeCtx(claims)
-			if rerr := claims.Release(c.call(sctx), c.id, id, c.o.ClaimOwner); rerr != nil {
+			if rerr := claims.Release(c.call(sctx), c.id, id, owner); rerr != nil {
 				// The claim stays and turns orphaned: a resend is then
 				// refused as unknown, never posted twice.
 				c.log.Warn("claim not released", "message_id", id, "err", rerr)

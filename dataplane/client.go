@@ -608,7 +608,10 @@ func (c *Client) applyOpen(cc *clientConn, requested string, r *imv2.Packet) (*c
 	if err := r.DecodePayload(&ack); err != nil {
 		return nil, err
 	}
-	id := r.ConnectorChannelID
+	// A copy: the envelope's strings share one array (the fast decoder's),
+	// which the Channel, the channels map and the Store would otherwise
+	// keep for the channel's life (160 B for the ID's 40).
+	id := strings.Clone(r.ConnectorChannelID)
 	d := ack.ConnectionDescriptor
 	switch {
 	case r.Type != protocol.TypeChannelOpenAck:
