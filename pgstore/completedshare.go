@@ -36,7 +36,9 @@ import (
 // store refuses one channel_busy only because its claims share the cap).
 // What a trim cannot take without waiting (a row another transaction has
 // locked) it leaves, as before: the cap holds up to the Records in
-// flight.
+// flight. A trim that removes nothing writes nothing, not even its count
+// shard's row (a row version every sum over the shards reads until it is
+// pruned).
 //
 // Counts: imv2_completed_channels holds each channel's records and group
 // (a row per channel holding some, locked only by that channel's Records
@@ -102,7 +104,7 @@ func trimOldestOf(notMine string) string {
 		RETURNING r.channel_id),
 	per AS (SELECT channel_id, count(*) AS k FROM gone GROUP BY channel_id),
 	chs AS (UPDATE imv2_completed_channels c SET n = c.n - per.k FROM per WHERE c.channel_id = per.channel_id)
-	UPDATE imv2_completed_counts SET n = n - (SELECT count(*) FROM gone) WHERE shard = $4`
+	UPDATE imv2_completed_counts SET n = n - (SELECT count(*) FROM gone) WHERE shard = $4 AND EXISTS (SELECT 1 FROM gone)`
 }
 
 // trimOwn removes the recording channel's oldest records, as many as the
@@ -118,7 +120,7 @@ var trimOwn = `WITH ` + trimTotals + `,
 	gone AS (DELETE FROM imv2_completed r USING pick WHERE r.seq = pick.seq RETURNING 1),
 	chs AS (UPDATE imv2_completed_channels SET n = n - (SELECT count(*) FROM gone)
 		WHERE channel_id = $3 AND EXISTS (SELECT 1 FROM gone))
-	UPDATE imv2_completed_counts SET n = n - (SELECT count(*) FROM gone) WHERE shard = $2`
+	UPDATE imv2_completed_counts SET n = n - (SELECT count(*) FROM gone) WHERE shard = $2 AND EXISTS (SELECT 1 FROM gone)`
 
 // shareOfOwn is the share of the channel row cc, of CompletedCap $1.
 var shareOfOwn = shareOf("$1", "cc.connector_id")
@@ -158,7 +160,7 @@ func trimHogOf(notMine string) string {
 	gone AS (DELETE FROM imv2_completed r USING pick WHERE r.seq = pick.seq RETURNING 1),
 	chs AS (UPDATE imv2_completed_channels SET n = n - (SELECT count(*) FROM gone)
 		WHERE channel_id = (SELECT channel_id FROM hog) AND EXISTS (SELECT 1 FROM gone))
-	UPDATE imv2_completed_counts SET n = n - (SELECT count(*) FROM gone) WHERE shard = $2`
+	UPDATE imv2_completed_counts SET n = n - (SELECT count(*) FROM gone) WHERE shard = $2 AND EXISTS (SELECT 1 FROM gone)`
 }
 
 // notJustMade is the trims' test that a record is not the one a Record
@@ -198,7 +200,7 @@ var trimOwnGroup = `WITH ` + trimTotals + `,
 	gone AS (DELETE FROM imv2_completed r USING pick WHERE r.seq = pick.seq RETURNING r.channel_id),
 	per AS (SELECT channel_id, count(*) AS k FROM gone GROUP BY channel_id),
 	chs AS (UPDATE imv2_completed_channels c SET n = c.n - per.k FROM per WHERE c.channel_id = per.channel_id)
-	UPDATE imv2_completed_counts SET n = n - (SELECT count(*) FROM gone) WHERE shard = $2`
+	UPDATE imv2_completed_counts SET n = n - (SELECT count(*) FROM gone) WHERE shard = $2 AND EXISTS (SELECT 1 FROM gone)`
 
 // dropEmptyChannels removes up to $1 count rows of channels that hold no
 // record any more and that no other transaction has locked (a Record
