@@ -283,7 +283,7 @@ var claimGroup = `WITH t AS (SELECT ` + leaseNow(7) + ` AS now),
 
 func (s *Store) queueClaims(b *pgx.Batch, claims []*groupCall, found *[]claimRow) {
 	n := len(claims)
-	chs, ids, fps := make([][]byte, n), make([][]byte, n), make([][]byte, n)
+	chs, ids, fps := make(byteaArray, n), make(byteaArray, n), make(byteaArray, n)
 	owners, leases := make([]string, n), make([]int64, n)
 	for i, c := range claims {
 		chs[i], ids[i], fps[i] = []byte(c.ch), []byte(c.id), c.fp[:]
@@ -356,7 +356,7 @@ var recordGroup = `WITH up AS (
 // and one orphan sweep.
 func (s *Store) queueRecords(b *pgx.Batch, records []*groupCall, now, cutoff int64) {
 	n := len(records)
-	chs, ids, fps, conns := make([][]byte, n), make([][]byte, n), make([][]byte, n), make([][]byte, n)
+	chs, ids, fps, conns := make(byteaArray, n), make(byteaArray, n), make(byteaArray, n), make(byteaArray, n)
 	for i, c := range records {
 		chs[i], ids[i], fps[i], conns[i] = []byte(c.ch), []byte(c.id), c.fp[:], []byte(c.conn)
 	}
@@ -366,7 +366,7 @@ func (s *Store) queueRecords(b *pgx.Batch, records []*groupCall, now, cutoff int
 	b.Queue(`DELETE FROM imv2_claims WHERE ctid = ANY (ARRAY(
 		SELECT (SELECT c.ctid FROM imv2_claims c WHERE c.channel_id = t.ch AND c.message_id = t.id)
 		FROM unnest($1::bytea[], $2::bytea[]) AS t(ch, id)))`, chs, ids)
-	s.queueGroupTrim(b, now, chs, ids, inlineSweep+int64(n), shard)
+	s.queueGroupTrim(b, now, chs, inlineSweep+int64(n), shard)
 	b.Queue(sweepOrphans, cutoff, inlineSweep)
 }
 

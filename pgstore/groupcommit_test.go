@@ -251,3 +251,33 @@ func TestGroupCommit_S6_GroupFloodKeepsTheVictim(t *testing.T) {
 	defer c.Close(ctx)
 	checkCounts(t, c)
 }
+
+// TestGroupCommit_S8_TrimsKeepTheGroupsOwnRecords: a group of Records
+// that takes the store over its cap, its records the only ones not
+// protected (their channel far over its share, the others within
+// theirs), keeps every one of them: the group's trims skip the records
+// its own transaction wrote, which SKIP LOCKED would not skip, and an
+// accepted ack always has its record behind it.
+func TestGroupCommit_S8_TrimsKeepTheGroupsOwnRecords(t *testing.T) {
+	ctx := context.Background()
+	s := openStore(t, srv.NewDatabase(t), pgstore.Options{CompletedCap: 6})
+	fp := fpOf("x")
+	for _, ch := range []string{"a", "b"} {
+		if err := s.Record(ctx, ch, ch+"1", fp); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var calls []*pgstore.GroupCall
+	for i := range 6 {
+		calls = append(calls, &pgstore.GroupCall{Ctx: ctx, Record: true, FP: fp, Channel: "flood", Message: "f" + strconv.Itoa(i)})
+	}
+	s.RunGroup(calls)
+	for _, c := range calls {
+		if c.Err != nil {
+			t.Fatal(c.Err)
+		}
+		if _, ok, err := s.Lookup(ctx, c.Channel, c.Message); err != nil || !ok {
+			t.Errorf("%s/%s: its group's trims took it (%v)", c.Channel, c.Message, err)
+		}
+	}
+}
