@@ -281,3 +281,41 @@ func TestGroupCommit_S8_TrimsKeepTheGroupsOwnRecords(t *testing.T) {
 		}
 	}
 }
+
+// TestGroupCommit_A6_RecordsEndTheirClaims: a group of Records ends the
+// claims of its messages, whoever held them, and no other: the claims
+// table keeps only the claim of the message not recorded.
+func TestGroupCommit_A6_RecordsEndTheirClaims(t *testing.T) {
+	ctx := context.Background()
+	url := srv.NewDatabase(t)
+	s := openStore(t, url, pgstore.Options{})
+	fp := fpOf("x")
+	var calls []*pgstore.GroupCall
+	for i := range 5 {
+		id := "m" + strconv.Itoa(i)
+		if cl, err := s.Claim(ctx, "ch", id, fp, "owner-"+strconv.Itoa(i%2), time.Minute); err != nil || cl.State != imv2.ClaimAcquired {
+			t.Fatalf("claim %s: %+v %v", id, cl, err)
+		}
+		if i < 4 {
+			calls = append(calls, &pgstore.GroupCall{Ctx: ctx, Record: true, FP: fp, Channel: "ch", Message: id})
+		}
+	}
+	s.RunGroup(calls)
+	for _, c := range calls {
+		if c.Err != nil {
+			t.Fatal(c.Err)
+		}
+	}
+	c, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	var left []string
+	if err := c.QueryRow(ctx, "SELECT array_agg(convert_from(message_id, 'UTF8') ORDER BY message_id) FROM imv2_claims").Scan(&left); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(left) != "[m4]" {
+		t.Fatalf("claims left after the group's Records: %v; want [m4]", left)
+	}
+}
