@@ -1,9 +1,7 @@
 package pgstore
 
 import (
-	"bytes"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -240,15 +238,12 @@ func (s *Store) queueTrim(b *pgx.Batch, now int64, ch, id []byte, window int64, 
 }
 
 // queueGroupTrim queues the trims after a group of Records to the
-// channels chs (one per Record) that looks at window of the oldest records:
+// channels own (each once) that looks at window of the oldest records:
 // each trim once for the group, every record of the group kept, and
 // trimOwn for each of its channels over its share.
-func (s *Store) queueGroupTrim(b *pgx.Batch, now int64, chs byteaArray, window int64, shard int) {
+func (s *Store) queueGroupTrim(b *pgx.Batch, now int64, own byteaArray, window int64, shard int) {
 	cutoff := now - s.ttl.Nanoseconds()
 	horizon := now - min(s.ttl, resendHorizon).Nanoseconds()
-	own := slices.Clone(chs)
-	slices.SortFunc(own, bytes.Compare)
-	own = slices.CompactFunc(own, bytes.Equal)
 	b.Queue(trimOldestGroup, cutoff, s.completedCap, window, shard, horizon)
 	b.Queue(trimOwnGroup, s.completedCap, shard, own)
 	b.Queue(trimHogGroup, s.completedCap, shard)

@@ -1,10 +1,12 @@
 package pgstore
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -336,7 +338,9 @@ func (r claimRow) outcome() (imv2.Claim, error) {
 // statement, as Record's statement does each: a new record (xmax = 0
 // marks a row inserted rather than updated) counts on its channel's count
 // row and on count shard $5, a new channel (in the group of its
-// connector_id, $6) on its group's row and the shard's channels. The
+// connector_id: $7 are the group's channels, each once, and $6 their
+// connector_ids, each channel's least of its Records') on its group's
+// row and the shard's channels. The
 // records, then the channels' count rows in channel_id order, then their
 // groups' rows in connector_id order, then the shard row (the WITHs are
 // evaluated first): the lock order of Record, and two groups take their
@@ -355,7 +359,7 @@ var recordGroup = `WITH up AS (
 	per AS (SELECT channel_id, count(*) AS k FROM up WHERE inserted GROUP BY channel_id),
 	ch AS (
 		INSERT INTO imv2_completed_channels (channel_id, n, connector_id)
-		SELECT channel_id, k, coalesce((SELECT m.c FROM unnest($1::bytea[], $6::bytea[]) AS m(ch, c) WHERE m.ch = per.channel_id ORDER BY m.c LIMIT 1), '\x')
+		SELECT channel_id, k, coalesce(($6::bytea[])[array_position($7::bytea[], per.channel_id)], '\x')
 		FROM per ORDER BY channel_id
 		ON CONFLICT (channel_id) DO UPDATE SET n = imv2_completed_channels.n + EXCLUDED.n
 		RETURNING connector_id, xmax = 0 AS added),` + countNewChannels("$5::int") + `,
@@ -371,13 +375,27 @@ var recordGroup = `WITH up AS (
 // and one orphan sweep.
 func (s *Store) queueRecords(b *pgx.Batch, records []*groupCall, now, cutoff int64) {
 	n := len(records)
-	chs, ids, fps, conns := make(byteaArray, n), make(byteaArray, n), make(byteaArray, n), make(byteaArray, n)
+	chs, ids, fps := make(byteaArray, n), make(byteaArray, n), make(byteaArray, n)
 	for i, c := range records {
-		chs[i], ids[i], fps[i], conns[i] = []byte(c.ch), []byte(c.id), c.fp[:], []byte(c.conn)
+		chs[i], ids[i], fps[i] = []byte(c.ch), []byte(c.id), c.fp[:]
+	}
+	// The channels, each once, in order, with the least connector_id of
+	// their Records: the group a new channel's row joins. Found here, the
+	// statement looks each up in an array, where a search of the
+	// group's Records per channel, sorted, cost it ~5 µs per record.
+	byChannel := slices.Clone(records)
+	slices.SortFunc(byChannel, func(a, b *groupCall) int {
+		return cmp.Or(strings.Compare(a.ch, b.ch), strings.Compare(a.conn, b.conn))
+	})
+	own, conns := make(byteaArray, 0, n), make(byteaArray, 0, n)
+	for i, c := range byChannel {
+		if i == 0 || c.ch != byChannel[i-1].ch {
+			own, conns = append(own, []byte(c.ch)), append(conns, []byte(c.conn))
+		}
 	}
 	shard := countShard(records[0].key)
-	b.Queue(recordGroup, chs, ids, fps, now, shard, conns)
-	s.queueGroupTrim(b, now, chs, inlineSweep+int64(n), shard)
+	b.Queue(recordGroup, chs, ids, fps, now, shard, conns, own)
+	s.queueGroupTrim(b, now, own, inlineSweep+int64(n), shard)
 	b.Queue(sweepOrphans, cutoff, inlineSweep)
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/fakeclock"
+	"github.com/xagentkit/imv2/internal/connid"
 	"github.com/xagentkit/imv2/pgstore"
 )
 
@@ -317,5 +318,40 @@ func TestGroupCommit_A6_RecordsEndTheirClaims(t *testing.T) {
 	}
 	if fmt.Sprint(left) != "[m4]" {
 		t.Fatalf("claims left after the group's Records: %v; want [m4]", left)
+	}
+}
+
+// TestGroupCommit_S6_NewChannelJoinsItsRecordsLeastConnector: a channel
+// first recorded by a group of Records of different connector_ids joins
+// one group, the least connector_id (as when they come one by one in
+// that order), and each channel its own Records' least.
+func TestGroupCommit_S6_NewChannelJoinsItsRecordsLeastConnector(t *testing.T) {
+	bg := context.Background()
+	url := srv.NewDatabase(t)
+	s := openStore(t, url, pgstore.Options{})
+	fp := fpOf("x")
+	var calls []*pgstore.GroupCall
+	for i, k := range [][2]string{{"c1", "conn-b"}, {"c2", "conn-c"}, {"c1", "conn-a"}, {"c2", "conn-d"}, {"c1", "conn-c"}} {
+		calls = append(calls, &pgstore.GroupCall{Ctx: connid.WithConnectorID(bg, k[1]), Record: true, FP: fp,
+			Channel: k[0], Message: "m" + strconv.Itoa(i)})
+	}
+	s.RunGroup(calls)
+	for _, c := range calls {
+		if c.Err != nil {
+			t.Fatal(c.Err)
+		}
+	}
+	c, err := pgx.Connect(bg, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(bg)
+	var got []string
+	if err := c.QueryRow(bg, `SELECT array_agg(convert_from(channel_id, 'UTF8') || '=' || convert_from(connector_id, 'UTF8') || '/' || n
+		ORDER BY channel_id) FROM imv2_completed_channels`).Scan(&got); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(got) != "[c1=conn-a/3 c2=conn-c/2]" {
+		t.Fatalf("channels' groups and counts %v; want [c1=conn-a/3 c2=conn-c/2]", got)
 	}
 }
