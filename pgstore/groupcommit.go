@@ -222,7 +222,7 @@ func (s *Store) runGroup(group []*groupCall) {
 		c.err = nil
 	}
 	for _, c := range claims {
-		c.err = fmt.Errorf("pgstore: Claim: no outcome for message %q", c.id)
+		c.err = errNoOutcome // until its row says otherwise
 	}
 	for _, r := range found {
 		if r.i < 1 || int(r.i) > len(claims) {
@@ -231,7 +231,16 @@ func (s *Store) runGroup(group []*groupCall) {
 		c := claims[r.i-1]
 		c.claim, c.err = r.outcome()
 	}
+	for _, c := range claims {
+		if c.err == errNoOutcome {
+			c.err = fmt.Errorf("pgstore: Claim: no outcome for message %q", c.id)
+		}
+	}
 }
+
+// errNoOutcome marks a claim of a group its statement has not answered
+// yet; one the statement never answers gets an error naming its message.
+var errNoOutcome = errors.New("pgstore: Claim: no outcome")
 
 // claimRow is what the claim statement found for one message: its live
 // completed record's fingerprint, the claim there was before, and whether
