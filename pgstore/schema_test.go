@@ -247,3 +247,48 @@ func checkCounts(t *testing.T, c *pgx.Conn) {
 		t.Fatalf("%d groups' channels miscounted", badGroups)
 	}
 }
+
+// TestSchema_ChannelCountUpdatesInPlace: an increment of a channel's
+// count changes no indexed value unless the count doubles (schema 8
+// indexes its size class, not the count), so PostgreSQL updates the row
+// in place (HOT: no index entry per Record, none dead for the next
+// lookups); the class is 0 for no record and k for 2^(k-1) to 2^k - 1.
+func TestSchema_ChannelCountUpdatesInPlace(t *testing.T) {
+	ctx := context.Background()
+	url := srv.NewDatabase(t)
+	s := openStore(t, url, pgstore.Options{})
+	fp := imv2.FingerprintOf(&imv2.ChatMessage{Text: "hi"})
+	for i := range 4 {
+		if err := s.Record(ctx, "ch", "m"+strconv.Itoa(i), fp); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	tx, err := c.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	var class int
+	if _, err := tx.Exec(ctx, "UPDATE imv2_completed_channels SET n = n + 1 WHERE channel_id = 'ch'"); err != nil {
+		t.Fatal(err)
+	}
+	var upd, hot int
+	if err := tx.QueryRow(ctx, `SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_xact_user_tables
+		WHERE relname = 'imv2_completed_channels'`).Scan(&upd, &hot); err != nil {
+		t.Fatal(err)
+	}
+	if upd != 1 || hot != 1 {
+		t.Fatalf("a count update from 4 to 5: %d updates, %d in place (HOT); want 1, 1", upd, hot)
+	}
+	for _, k := range [][2]int{{5, 3}, {0, 0}, {-1, 0}, {1, 1}, {3, 2}, {8, 4}} {
+		if err := tx.QueryRow(ctx, `UPDATE imv2_completed_channels SET n = $1 WHERE channel_id = 'ch' RETURNING size_class`,
+			k[0]).Scan(&class); err != nil || class != k[1] {
+			t.Fatalf("%d records: size class %d (%v); want %d", k[0], class, err, k[1])
+		}
+	}
+}
