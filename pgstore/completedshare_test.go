@@ -137,3 +137,64 @@ func TestRecord_S6_TrimsThatRemoveNothingWriteNothing(t *testing.T) {
 		t.Fatalf("a group of new records: %d writes of the count rows; want 1", n-1)
 	}
 }
+
+// TestRecord_S6_TheHogMakesRoomWhenTheOldestAreProtected: when the
+// oldest records are all protected (young, their channels within their
+// share) and the recording channel is within its share, the room for a
+// new record comes from the channel most over its share (trimHog), its
+// oldest first, alone (Record) and in a group (recordGroup).
+func TestRecord_S6_TheHogMakesRoomWhenTheOldestAreProtected(t *testing.T) {
+	bg := context.Background()
+	const capacity = 40
+	s := openStore(t, srv.NewDatabase(t), pgstore.Options{CompletedCap: capacity})
+	fp := imv2.FingerprintOf(&imv2.ChatMessage{Text: "hi"})
+	record := func(ch, id string) {
+		t.Helper()
+		if err := s.Record(bg, ch, id, fp); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 20 { // the oldest, more than a trim's window of them
+		record(fmt.Sprintf("p%d", i), "p")
+	}
+	for i := range 20 {
+		record("hog", fmt.Sprintf("h%d", i))
+	}
+	record("small", "s0")
+	var calls []*pgstore.GroupCall
+	for _, ch := range []string{"s1", "s2"} {
+		calls = append(calls, &pgstore.GroupCall{Ctx: bg, Record: true, FP: fp, Channel: ch, Message: ch})
+	}
+	s.RunGroup(calls)
+	for _, c := range calls {
+		if c.Err != nil {
+			t.Fatal(c.Err)
+		}
+	}
+	found := func(ch, id string) bool {
+		t.Helper()
+		_, ok, err := s.Lookup(bg, ch, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	for i := range 3 {
+		if found("hog", fmt.Sprintf("h%d", i)) {
+			t.Errorf("hog/h%d, of the channel most over its share, kept", i)
+		}
+	}
+	for i := range 20 {
+		if !found(fmt.Sprintf("p%d", i), "p") {
+			t.Errorf("p%d/p, protected, evicted", i)
+		}
+	}
+	for _, k := range [][2]string{{"hog", "h3"}, {"small", "s0"}, {"s1", "s1"}, {"s2", "s2"}} {
+		if !found(k[0], k[1]) {
+			t.Errorf("%s/%s evicted", k[0], k[1])
+		}
+	}
+	if st, err := s.Stats(bg); err != nil || st.Completed != capacity {
+		t.Fatalf("Stats = %+v, %v; want %d completed, the cap", st, err, capacity)
+	}
+}
