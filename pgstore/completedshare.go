@@ -47,10 +47,7 @@ import (
 // the sum of its rows); the shard rows of imv2_completed_counts count the
 // channel rows (channels). So the shares cost no count over the records;
 // the groups holding channels are counted from the group rows, only where
-// a share is needed (a full table with a young record to weigh). A
-// channel's row is indexed by its size class, not its count (schema 8),
-// so a Record's increment is an update in place (HOT) unless the count
-// doubles; trimHog ranks by class before count (hogScan).
+// a share is needed (a full table with a young record to weigh).
 
 // resendHorizon is how long after its recording a record may still answer
 // a resend: a sender keeps a message pending that long at most (imv2's
@@ -130,18 +127,6 @@ var shareOfOwn = shareOf("$1", "cc.connector_id")
 // weighs, so a few locked by Records under way do not hide the group.
 const hogCandidates = 8
 
-// hogScan is how many channels of each group trimHog reads, those of its
-// largest size classes (schema 8: powers of 2, indexed, not the counts,
-// so a Record's count update is HOT), to find the hogCandidates largest
-// among them. When more than hogScan channels of a group share its
-// largest class, the ones read are within a factor of 2 of its largest,
-// and may all be within their share while another of the class is not:
-// that group then gives no record this time (the cap is exceeded by that
-// channel's excess over its share, less than its own count, until a trim
-// finds it: trimOldest takes its records as they become the oldest, and
-// trimOwn as soon as it records).
-const hogScan = 64
-
 // trimHog removes the oldest records of the channel most over its share
 // (of each group's largest channels, those whose count no other
 // transaction has locked), as many as the count still exceeds the cap.
@@ -160,10 +145,8 @@ func trimHogOf(notMine string) string {
 				GROUP BY connector_id HAVING sum(channels) > 0) gr
 			CROSS JOIN LATERAL (SELECT $1 / (SELECT g FROM grps) / gr.chans AS share) s
 			CROSS JOIN LATERAL (
-				SELECT l.channel_id, l.n FROM (
-					SELECT cc.channel_id, cc.n FROM imv2_completed_channels cc WHERE cc.connector_id = gr.connector_id
-					ORDER BY cc.size_class DESC LIMIT ` + fmt.Sprint(hogScan) + `) l
-				ORDER BY l.n DESC LIMIT ` + fmt.Sprint(hogCandidates) + `) t
+				SELECT cc.channel_id, cc.n FROM imv2_completed_channels cc WHERE cc.connector_id = gr.connector_id
+				ORDER BY cc.n DESC LIMIT ` + fmt.Sprint(hogCandidates) + `) t
 			WHERE t.n > s.share) h
 		JOIN imv2_completed_channels c ON c.channel_id = h.channel_id
 		ORDER BY h.over DESC LIMIT 1 FOR UPDATE OF c SKIP LOCKED),
@@ -230,7 +213,7 @@ const dropEmptyChannels = `WITH e AS (
 		SELECT c.channel_id, g.connector_id, g.shard FROM imv2_completed_channels c
 		CROSS JOIN LATERAL (SELECT gr.connector_id, gr.shard FROM imv2_completed_groups gr
 			WHERE gr.connector_id = c.connector_id LIMIT 1 FOR UPDATE SKIP LOCKED) g
-		WHERE c.size_class = 0 LIMIT $1 FOR UPDATE OF c SKIP LOCKED),
+		WHERE c.n <= 0 LIMIT $1 FOR UPDATE OF c SKIP LOCKED),
 	z AS (DELETE FROM imv2_completed_channels c USING e WHERE c.channel_id = e.channel_id RETURNING e.connector_id, e.shard),
 	per AS (SELECT connector_id, shard, count(*) AS k FROM z GROUP BY connector_id, shard),
 	gs AS (UPDATE imv2_completed_groups gr SET channels = gr.channels - per.k FROM per

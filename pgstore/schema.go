@@ -150,20 +150,6 @@ CREATE INDEX IF NOT EXISTS imv2_completed_channels_group ON imv2_completed_chann
 DELETE FROM imv2_completed_groups;
 INSERT INTO imv2_completed_groups SELECT connector_id, 0, count(*) FROM imv2_completed_channels GROUP BY connector_id;
 `,
-	// 8: a channel's count row is indexed by its size class (0: no
-	// record; k: 2^(k-1) to 2^k - 1 records), a column computed from the
-	// count, not by the count itself: a Record's increment then changes
-	// no indexed value but once per doubling, so PostgreSQL updates the
-	// row in place (a HOT update: no index entry, no dead index entries
-	// for the next lookups to step over). Written to run again harmlessly.
-	`
-ALTER TABLE imv2_completed_channels ADD COLUMN IF NOT EXISTS size_class int
-	GENERATED ALWAYS AS (width_bucket(n, '{1,2,4,8,16,32,64,128,256,512,1024,2048,4096,8192,16384,32768,65536,131072,262144,524288,1048576,2097152,4194304,8388608,16777216,33554432,67108864,134217728,268435456,536870912,1073741824,2147483648,4294967296,8589934592,17179869184,34359738368,68719476736,137438953472,274877906944,549755813888,1099511627776,2199023255552,4398046511104,8796093022208,17592186044416,35184372088832,70368744177664,140737488355328,281474976710656,562949953421312,1125899906842624,2251799813685248,4503599627370496,9007199254740992,18014398509481984,36028797018963968,72057594037927936,144115188075855872,288230376151711744,576460752303423488,1152921504606846976,2305843009213693952,4611686018427387904}'::bigint[])) STORED;
-DROP INDEX IF EXISTS imv2_completed_channels_n;
-DROP INDEX IF EXISTS imv2_completed_channels_group;
-CREATE INDEX IF NOT EXISTS imv2_completed_channels_empty ON imv2_completed_channels (channel_id) WHERE size_class = 0;
-CREATE INDEX IF NOT EXISTS imv2_completed_channels_class ON imv2_completed_channels (connector_id, size_class);
-`,
 }
 
 // SchemaVersion is the schema version this build writes and reads.
