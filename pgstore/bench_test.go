@@ -2,15 +2,20 @@ package pgstore_test
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/boltstore"
+	"github.com/xagentkit/imv2/clock"
 	"github.com/xagentkit/imv2/internal/benchcpu"
+	"github.com/xagentkit/imv2/internal/storectx"
 	"github.com/xagentkit/imv2/pgstore"
 )
 
@@ -129,6 +134,60 @@ func BenchmarkClaimRecord(b *testing.B) {
 		if err := s.Record(ctx, "channel-1", id, fp); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkClaimRecordConcurrent is BenchmarkClaimRecord on 100 channels
+// at once, a message in flight on each, so the group commit shares its
+// transactions among them as under a Connector's load: the store and its
+// client alone, no Channel around them. Each call gets a context as a
+// Channel's store call does (storectx: a deadline, made per call).
+// cpu-ns/op and pg-cpu-ns/op are this process's and the server's CPU
+// time per message.
+func BenchmarkClaimRecordConcurrent(b *testing.B) {
+	const channels = 100
+	s := openPG(b)
+	fp := imv2.FingerprintOf(&imv2.ChatMessage{Text: "hello"})
+	b.ReportAllocs()
+	serverCPU := measureServerCPU(b)
+	cpu := benchcpu.Measure(b)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, channels)
+	for c := range channels {
+		wg.Go(func() {
+			ch := "cch_bench_" + strconv.Itoa(c)
+			for {
+				i := next.Add(1)
+				if i > int64(b.N) {
+					return
+				}
+				id := "m-" + strconv.FormatInt(i, 10)
+				sctx := storectx.New(clock.System{}, context.Background(), 10*time.Second)
+				cl, err := s.Claim(sctx, ch, id, fp, "replica-1", time.Minute)
+				sctx.Release()
+				if err == nil && cl.State != imv2.ClaimAcquired {
+					err = fmt.Errorf("claim %s/%s: %+v", ch, id, cl)
+				}
+				if err == nil {
+					sctx = storectx.New(clock.System{}, context.Background(), 10*time.Second)
+					err = s.Record(sctx, ch, id, fp)
+					sctx.Release()
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	b.StopTimer()
+	cpu()
+	serverCPU()
+	close(errs)
+	if err := <-errs; err != nil {
+		b.Fatal(err)
 	}
 }
 

@@ -1,9 +1,7 @@
 package pgstore
 
 import (
-	"bytes"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -36,7 +34,9 @@ import (
 // store refuses one channel_busy only because its claims share the cap).
 // What a trim cannot take without waiting (a row another transaction has
 // locked) it leaves, as before: the cap holds up to the Records in
-// flight.
+// flight. A trim that removes nothing writes nothing, not even its count
+// shard's row (a row version every sum over the shards reads until it is
+// pruned).
 //
 // Counts: imv2_completed_channels holds each channel's records and group
 // (a row per channel holding some, locked only by that channel's Records
@@ -79,7 +79,7 @@ func shareOf(cap, cid string) string {
 var trimOldest = trimOldestOf(notJustMade(6, 7))
 
 // trimOldestOf is trimOldest with the test that keeps the record(s) just
-// made ($6 and $7).
+// made (notJustMade of $6 and $7, or notGroupMade).
 func trimOldestOf(notMine string) string {
 	return `WITH ` + trimTotals + `,
 	cand AS (
@@ -102,7 +102,7 @@ func trimOldestOf(notMine string) string {
 		RETURNING r.channel_id),
 	per AS (SELECT channel_id, count(*) AS k FROM gone GROUP BY channel_id),
 	chs AS (UPDATE imv2_completed_channels c SET n = c.n - per.k FROM per WHERE c.channel_id = per.channel_id)
-	UPDATE imv2_completed_counts SET n = n - (SELECT count(*) FROM gone) WHERE shard = $4`
+	UPDATE imv2_completed_counts SET n = n - (SELECT count(*) FROM gone) WHERE shard = $4 AND EXISTS (SELECT 1 FROM gone)`
 }
 
 // trimOwn removes the recording channel's oldest records, as many as the
@@ -118,7 +118,7 @@ var trimOwn = `WITH ` + trimTotals + `,
 	gone AS (DELETE FROM imv2_completed r USING pick WHERE r.seq = pick.seq RETURNING 1),
 	chs AS (UPDATE imv2_completed_channels SET n = n - (SELECT count(*) FROM gone)
 		WHERE channel_id = $3 AND EXISTS (SELECT 1 FROM gone))
-	UPDATE imv2_completed_counts SET n = n - (SELECT count(*) FROM gone) WHERE shard = $2`
+	UPDATE imv2_completed_counts SET n = n - (SELECT count(*) FROM gone) WHERE shard = $2 AND EXISTS (SELECT 1 FROM gone)`
 
 // shareOfOwn is the share of the channel row cc, of CompletedCap $1.
 var shareOfOwn = shareOf("$1", "cc.connector_id")
@@ -135,7 +135,7 @@ const hogCandidates = 8
 var trimHog = trimHogOf(notJustMade(3, 4))
 
 // trimHogOf is trimHog with the test that keeps the record(s) just made
-// ($3 and $4).
+// (notJustMade of $3 and $4, or notGroupMade).
 func trimHogOf(notMine string) string {
 	return `WITH ` + trimTotals + `,
 	hog AS (
@@ -158,7 +158,7 @@ func trimHogOf(notMine string) string {
 	gone AS (DELETE FROM imv2_completed r USING pick WHERE r.seq = pick.seq RETURNING 1),
 	chs AS (UPDATE imv2_completed_channels SET n = n - (SELECT count(*) FROM gone)
 		WHERE channel_id = (SELECT channel_id FROM hog) AND EXISTS (SELECT 1 FROM gone))
-	UPDATE imv2_completed_counts SET n = n - (SELECT count(*) FROM gone) WHERE shard = $2`
+	UPDATE imv2_completed_counts SET n = n - (SELECT count(*) FROM gone) WHERE shard = $2 AND EXISTS (SELECT 1 FROM gone)`
 }
 
 // notJustMade is the trims' test that a record is not the one a Record
@@ -168,37 +168,40 @@ func notJustMade(a, b int) string {
 }
 
 // notGroupMade is the trims' test that a record is none of those a group
-// of Records just made, the arrays $a (channels) and $b (messages). The
-// trims' SKIP LOCKED skips no row of their own transaction, so without it
-// a group's trims could take its own new records.
-func notGroupMade(a, b int) string {
-	return fmt.Sprintf("NOT EXISTS (SELECT 1 FROM unnest($%d::bytea[], $%d::bytea[]) AS m(ch, id) WHERE m.ch = channel_id AND m.id = message_id)", a, b)
-}
+// of Records just made: not a row version its own transaction wrote
+// (xmin), since the group's records are the only ones the transaction
+// writes. The trims' SKIP LOCKED skips no row of their own transaction,
+// so without it a group's trims could take its own new records. It costs
+// no parameter (the group's arrays again, per trim) and no search of them
+// per record weighed.
+const notGroupMade = "xmin <> (SELECT pg_current_xact_id()::xid)"
 
 // Group forms of the trims (groupcommit.go): trimOldest and trimHog
-// keeping every record of the group, and trimOwnGroup.
+// keeping every record of the group, and trimOwnGroup. trimOldestGroup
+// takes trimOldest's first five parameters, trimHogGroup trimHog's
+// first two.
 var (
-	trimOldestGroup = trimOldestOf(notGroupMade(6, 7))
-	trimHogGroup    = trimHogOf(notGroupMade(3, 4))
+	trimOldestGroup = trimOldestOf(notGroupMade)
+	trimHogGroup    = trimHogOf(notGroupMade)
 )
 
 // trimOwnGroup is trimOwn for the channels of a group of Records ($3,
 // an array): of those channels over their share, their oldest records
-// other than the group's ($4 and $5 as notGroupMade's), oldest first, as
-// many as the count still exceeds the cap. Each channel's count row is
-// already locked by the group's own records, so it waits for none.
+// other than the group's (notGroupMade), oldest first, as many as the
+// count still exceeds the cap. Each channel's count row is already
+// locked by the group's own records, so it waits for none.
 var trimOwnGroup = `WITH ` + trimTotals + `,
 	pick AS (
 		SELECT p.seq FROM unnest($3::bytea[]) AS g(ch) CROSS JOIN LATERAL (
 			SELECT seq FROM imv2_completed
-			WHERE channel_id = g.ch AND ` + notGroupMade(4, 5) + ` AND (SELECT n FROM tot) > $1
+			WHERE channel_id = g.ch AND ` + notGroupMade + ` AND (SELECT n FROM tot) > $1
 				AND (SELECT cc.n > ` + shareOfOwn + ` FROM imv2_completed_channels cc WHERE cc.channel_id = g.ch)
 			ORDER BY seq LIMIT greatest((SELECT n FROM tot) - $1, 0) FOR UPDATE SKIP LOCKED) p
 		ORDER BY p.seq LIMIT greatest((SELECT n FROM tot) - $1, 0)),
 	gone AS (DELETE FROM imv2_completed r USING pick WHERE r.seq = pick.seq RETURNING r.channel_id),
 	per AS (SELECT channel_id, count(*) AS k FROM gone GROUP BY channel_id),
 	chs AS (UPDATE imv2_completed_channels c SET n = c.n - per.k FROM per WHERE c.channel_id = per.channel_id)
-	UPDATE imv2_completed_counts SET n = n - (SELECT count(*) FROM gone) WHERE shard = $2`
+	UPDATE imv2_completed_counts SET n = n - (SELECT count(*) FROM gone) WHERE shard = $2 AND EXISTS (SELECT 1 FROM gone)`
 
 // dropEmptyChannels removes up to $1 count rows of channels that hold no
 // record any more and that no other transaction has locked (a Record
@@ -234,19 +237,16 @@ func (s *Store) queueTrim(b *pgx.Batch, now int64, ch, id []byte, window int64, 
 	b.Queue(dropEmptyChannels, window, shard)
 }
 
-// queueGroupTrim queues the trims after a group of Records of the
-// messages (chs[i], ids[i]) that looks at window of the oldest records:
+// queueGroupTrim queues the trims after a group of Records to the
+// channels own (each once) that looks at window of the oldest records:
 // each trim once for the group, every record of the group kept, and
 // trimOwn for each of its channels over its share.
-func (s *Store) queueGroupTrim(b *pgx.Batch, now int64, chs, ids [][]byte, window int64, shard int) {
+func (s *Store) queueGroupTrim(b *pgx.Batch, now int64, own byteaArray, window int64, shard int) {
 	cutoff := now - s.ttl.Nanoseconds()
 	horizon := now - min(s.ttl, resendHorizon).Nanoseconds()
-	own := slices.Clone(chs)
-	slices.SortFunc(own, bytes.Compare)
-	own = slices.CompactFunc(own, bytes.Equal)
-	b.Queue(trimOldestGroup, cutoff, s.completedCap, window, shard, horizon, chs, ids)
-	b.Queue(trimOwnGroup, s.completedCap, shard, own, chs, ids)
-	b.Queue(trimHogGroup, s.completedCap, shard, chs, ids)
+	b.Queue(trimOldestGroup, cutoff, s.completedCap, window, shard, horizon)
+	b.Queue(trimOwnGroup, s.completedCap, shard, own)
+	b.Queue(trimHogGroup, s.completedCap, shard)
 	b.Queue(dropEmptyChannels, window, shard)
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/fakeclock"
+	"github.com/xagentkit/imv2/internal/connid"
 	"github.com/xagentkit/imv2/pgstore"
 )
 
@@ -250,4 +251,107 @@ func TestGroupCommit_S6_GroupFloodKeepsTheVictim(t *testing.T) {
 	}
 	defer c.Close(ctx)
 	checkCounts(t, c)
+}
+
+// TestGroupCommit_S8_TrimsKeepTheGroupsOwnRecords: a group of Records
+// that takes the store over its cap, its records the only ones not
+// protected (their channel far over its share, the others within
+// theirs), keeps every one of them: the group's trims skip the records
+// its own transaction wrote, which SKIP LOCKED would not skip, and an
+// accepted ack always has its record behind it.
+func TestGroupCommit_S8_TrimsKeepTheGroupsOwnRecords(t *testing.T) {
+	ctx := context.Background()
+	s := openStore(t, srv.NewDatabase(t), pgstore.Options{CompletedCap: 6})
+	fp := fpOf("x")
+	for _, ch := range []string{"a", "b"} {
+		if err := s.Record(ctx, ch, ch+"1", fp); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var calls []*pgstore.GroupCall
+	for i := range 6 {
+		calls = append(calls, &pgstore.GroupCall{Ctx: ctx, Record: true, FP: fp, Channel: "flood", Message: "f" + strconv.Itoa(i)})
+	}
+	s.RunGroup(calls)
+	for _, c := range calls {
+		if c.Err != nil {
+			t.Fatal(c.Err)
+		}
+		if _, ok, err := s.Lookup(ctx, c.Channel, c.Message); err != nil || !ok {
+			t.Errorf("%s/%s: its group's trims took it (%v)", c.Channel, c.Message, err)
+		}
+	}
+}
+
+// TestGroupCommit_A6_RecordsEndTheirClaims: a group of Records ends the
+// claims of its messages, whoever held them, and no other: the claims
+// table keeps only the claim of the message not recorded.
+func TestGroupCommit_A6_RecordsEndTheirClaims(t *testing.T) {
+	ctx := context.Background()
+	url := srv.NewDatabase(t)
+	s := openStore(t, url, pgstore.Options{})
+	fp := fpOf("x")
+	var calls []*pgstore.GroupCall
+	for i := range 5 {
+		id := "m" + strconv.Itoa(i)
+		if cl, err := s.Claim(ctx, "ch", id, fp, "owner-"+strconv.Itoa(i%2), time.Minute); err != nil || cl.State != imv2.ClaimAcquired {
+			t.Fatalf("claim %s: %+v %v", id, cl, err)
+		}
+		if i < 4 {
+			calls = append(calls, &pgstore.GroupCall{Ctx: ctx, Record: true, FP: fp, Channel: "ch", Message: id})
+		}
+	}
+	s.RunGroup(calls)
+	for _, c := range calls {
+		if c.Err != nil {
+			t.Fatal(c.Err)
+		}
+	}
+	c, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	var left []string
+	if err := c.QueryRow(ctx, "SELECT array_agg(convert_from(message_id, 'UTF8') ORDER BY message_id) FROM imv2_claims").Scan(&left); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(left) != "[m4]" {
+		t.Fatalf("claims left after the group's Records: %v; want [m4]", left)
+	}
+}
+
+// TestGroupCommit_S6_NewChannelJoinsItsRecordsLeastConnector: a channel
+// first recorded by a group of Records of different connector_ids joins
+// one group, the least connector_id (as when they come one by one in
+// that order), and each channel its own Records' least.
+func TestGroupCommit_S6_NewChannelJoinsItsRecordsLeastConnector(t *testing.T) {
+	bg := context.Background()
+	url := srv.NewDatabase(t)
+	s := openStore(t, url, pgstore.Options{})
+	fp := fpOf("x")
+	var calls []*pgstore.GroupCall
+	for i, k := range [][2]string{{"c1", "conn-b"}, {"c2", "conn-c"}, {"c1", "conn-a"}, {"c2", "conn-d"}, {"c1", "conn-c"}} {
+		calls = append(calls, &pgstore.GroupCall{Ctx: connid.WithConnectorID(bg, k[1]), Record: true, FP: fp,
+			Channel: k[0], Message: "m" + strconv.Itoa(i)})
+	}
+	s.RunGroup(calls)
+	for _, c := range calls {
+		if c.Err != nil {
+			t.Fatal(c.Err)
+		}
+	}
+	c, err := pgx.Connect(bg, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(bg)
+	var got []string
+	if err := c.QueryRow(bg, `SELECT array_agg(convert_from(channel_id, 'UTF8') || '=' || convert_from(connector_id, 'UTF8') || '/' || n
+		ORDER BY channel_id) FROM imv2_completed_channels`).Scan(&got); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(got) != "[c1=conn-a/3 c2=conn-c/2]" {
+		t.Fatalf("channels' groups and counts %v; want [c1=conn-a/3 c2=conn-c/2]", got)
+	}
 }

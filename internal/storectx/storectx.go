@@ -54,6 +54,7 @@ type Context struct {
 	timer      clock.Timer
 	stopParent func() bool // stops the parent watch armed by Done
 	err        error
+	after      *afterFunc // AfterFunc's functions not yet stopped, called when c ends
 }
 
 // New is context.WithTimeout(context.WithoutCancel(parent), d) on clk,
@@ -130,10 +131,13 @@ func (c *Context) Done() <-chan struct{} {
 // Err implements context.Context.
 func (c *Context) Err() error {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if c.err == nil && c.expireLocked() {
-		c.endLocked(c.err)
+		err := c.err
+		c.mu.Unlock()
+		c.finish(err)
+		return err
 	}
+	defer c.mu.Unlock()
 	return c.err
 }
 
@@ -165,12 +169,67 @@ func (c *Context) Release() {
 
 func (c *Context) end(err error) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if c.err != nil {
+		c.mu.Unlock()
 		return
 	}
 	c.err = err
+	c.mu.Unlock()
+	c.finish(err)
+}
+
+// finish closes Done, stops the timer and the parent watch and calls
+// AfterFunc's functions, once c.err is set.
+func (c *Context) finish(err error) {
+	c.mu.Lock()
 	c.endLocked(err)
+	after := c.after
+	c.after = nil
+	c.mu.Unlock()
+	for a := after; a != nil; a = a.next {
+		a.f()
+	}
+}
+
+// AfterFunc arranges for f to be called once c ends, and returns a stop
+// function that cancels that: the method context.AfterFunc (and so
+// context.WithCancel, and a store watching its calls' contexts) uses
+// when a parent has it, in place of a goroutine per watch that waits on
+// Done. f is called by the goroutine that ends c (c.Release, or the
+// deadline timer's or the parent watch's), not under c's lock; stop
+// returns whether it kept f from being called. On a c already ended, f
+// is called in a goroutine of its own.
+func (c *Context) AfterFunc(f func()) (stop func() bool) {
+	c.Done() // arms the deadline timer and the parent watch
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err != nil {
+		go f()
+		return func() bool { return false }
+	}
+	a := &afterFunc{c: c, f: f, next: c.after}
+	c.after = a
+	return a.stop
+}
+
+// afterFunc is a function AfterFunc arranged to call, in c's list.
+type afterFunc struct {
+	c    *Context
+	f    func()
+	next *afterFunc
+}
+
+// stop takes a off its context's list; it reports whether a was there.
+func (a *afterFunc) stop() bool {
+	a.c.mu.Lock()
+	defer a.c.mu.Unlock()
+	for p := &a.c.after; *p != nil; p = &(*p).next {
+		if *p == a {
+			*p = a.next
+			return true
+		}
+	}
+	return false
 }
 
 // endLocked closes Done and stops the timer and the parent watch; err is

@@ -3,10 +3,12 @@ package storectx
 import (
 	"context"
 	"errors"
+	"runtime"
 	"testing"
 	"time"
 
 	"github.com/xagentkit/imv2/clock"
+	"github.com/xagentkit/imv2/fakeclock"
 )
 
 type ctxKey struct{}
@@ -124,4 +126,68 @@ func TestStoreContext_S8_OutlivesItsParent(t *testing.T) {
 	default:
 	}
 	c.Release()
+}
+
+// TestContext_AfterFuncWatchesWithoutAGoroutine: context.AfterFunc on a
+// Context (a store watching its calls' contexts, as pgstore's group
+// commit does, or context.WithCancel of one) calls f once the Context
+// ends (released, past its deadline on its clock, its parent cancelled,
+// or ended before), not once stopped, and holds no goroutine while it
+// waits (context.AfterFunc's fallback is one goroutine per watch).
+func TestContext_AfterFuncWatchesWithoutAGoroutine(t *testing.T) {
+	clk := fakeclock.New(time.Unix(1_000_000_000, 0))
+	const n = 200
+	before := runtime.NumGoroutine()
+	ran := make(chan struct{}, n)
+	cs := make([]*Context, n)
+	for i := range cs {
+		cs[i] = New(clk, context.Background(), time.Hour)
+		context.AfterFunc(cs[i], func() { ran <- struct{}{} })
+	}
+	if grew := runtime.NumGoroutine() - before; grew >= n/2 {
+		t.Fatalf("%d watches hold %d goroutines", n, grew)
+	}
+	for _, c := range cs {
+		c.Release()
+	}
+	for range n {
+		<-ran
+	}
+
+	// Its deadline, on its clock, ends a context derived from it.
+	c := New(clk, context.Background(), time.Second)
+	child, cancel := context.WithCancel(c)
+	defer cancel()
+	clk.Advance(2 * time.Second)
+	<-child.Done()
+	if !errors.Is(child.Err(), context.DeadlineExceeded) {
+		t.Fatalf("derived context after the deadline: %v", child.Err())
+	}
+
+	// A Target context ends with its parent, and so does the watch.
+	parent, cancelParent := context.WithCancel(context.Background())
+	c = NewTarget(clk, parent, time.Hour, Key{})
+	context.AfterFunc(c, func() { ran <- struct{}{} })
+	cancelParent()
+	<-ran
+
+	// Stopped, f is not called.
+	c = New(clk, context.Background(), time.Hour)
+	stop := context.AfterFunc(c, func() { ran <- struct{}{} })
+	if !stop() || c.after != nil {
+		t.Fatal("stop left its function")
+	}
+	c.Release()
+	if stop() {
+		t.Fatal("a second stop stopped f again")
+	}
+
+	// On a context that has ended, f is called at once.
+	context.AfterFunc(c, func() { ran <- struct{}{} })
+	<-ran
+	select {
+	case <-ran:
+		t.Fatal("a stopped f was called")
+	default:
+	}
 }
