@@ -27,7 +27,11 @@
 //   - A final resent to another replica finds the claim or the record:
 //     one replica at a time runs its side effect, and a claim whose owner
 //     died is taken over after its lease, the Target receiving the same
-//     idempotency key (imv2.ClaimStore).
+//     idempotency key (imv2.ClaimStore). A restarted replica is such a
+//     dead owner: its old claims keep other owners out until their
+//     leases end, so a resend of one is answered channel_busy
+//     (retryable) until then (boltstore instead orphans a closed file's
+//     claims when it is opened again: one process owns the file).
 //
 //   - A user message accepted on a replica that does not hold the
 //     channel's connection goes through Relay.Send into the shared pending
