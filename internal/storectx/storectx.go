@@ -132,9 +132,9 @@ func (c *Context) Done() <-chan struct{} {
 func (c *Context) Err() error {
 	c.mu.Lock()
 	if c.err == nil && c.expireLocked() {
-		err := c.err
+		err, after := c.err, c.endLocked()
 		c.mu.Unlock()
-		c.finish(err)
+		after.run()
 		return err
 	}
 	defer c.mu.Unlock()
@@ -174,31 +174,19 @@ func (c *Context) end(err error) {
 		return
 	}
 	c.err = err
+	after := c.endLocked()
 	c.mu.Unlock()
-	c.finish(err)
-}
-
-// finish closes Done, stops the timer and the parent watch and calls
-// AfterFunc's functions, once c.err is set.
-func (c *Context) finish(err error) {
-	c.mu.Lock()
-	c.endLocked(err)
-	after := c.after
-	c.after = nil
-	c.mu.Unlock()
-	for a := after; a != nil; a = a.next {
-		a.f()
-	}
+	after.run()
 }
 
 // AfterFunc arranges for f to be called once c ends, and returns a stop
 // function that cancels that: the method context.AfterFunc (and so
 // context.WithCancel, and a store watching its calls' contexts) uses
 // when a parent has it, in place of a goroutine per watch that waits on
-// Done. f is called by the goroutine that ends c (c.Release, or the
-// deadline timer's or the parent watch's), not under c's lock; stop
-// returns whether it kept f from being called. On a c already ended, f
-// is called in a goroutine of its own.
+// Done. f is called by the goroutine that ends c (c.Release, an Err
+// past the deadline, the deadline timer's or the parent watch's), not
+// under c's lock; stop returns whether it kept f from being called. On a
+// c already ended, f is called in a goroutine of its own.
 func (c *Context) AfterFunc(f func()) (stop func() bool) {
 	c.Done() // arms the deadline timer and the parent watch
 	c.mu.Lock()
@@ -219,6 +207,13 @@ type afterFunc struct {
 	next *afterFunc
 }
 
+// run calls the functions of the list a heads (none for a nil a).
+func (a *afterFunc) run() {
+	for ; a != nil; a = a.next {
+		a.f()
+	}
+}
+
 // stop takes a off its context's list; it reports whether a was there.
 func (a *afterFunc) stop() bool {
 	a.c.mu.Lock()
@@ -232,9 +227,11 @@ func (a *afterFunc) stop() bool {
 	return false
 }
 
-// endLocked closes Done and stops the timer and the parent watch; err is
-// set.
-func (c *Context) endLocked(error) {
+// endLocked closes Done (in the same hold of c.mu that set err, so Err is
+// never set while Done is open), stops the timer and the parent watch, and
+// returns AfterFunc's functions, for the caller to call once it has
+// unlocked c.mu.
+func (c *Context) endLocked() *afterFunc {
 	if c.done != nil {
 		select {
 		case <-c.done:
@@ -248,4 +245,7 @@ func (c *Context) endLocked(error) {
 	if c.stopParent != nil {
 		c.stopParent()
 	}
+	after := c.after
+	c.after = nil
+	return after
 }

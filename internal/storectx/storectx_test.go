@@ -191,3 +191,31 @@ func TestContext_AfterFuncWatchesWithoutAGoroutine(t *testing.T) {
 	default:
 	}
 }
+
+// As context's contract says: once Err is not nil, Done is closed, for a
+// reader racing the end of the context too.
+func TestContext_ErrOnlyOnceDoneIsClosed(t *testing.T) {
+	for range 2000 {
+		c := New(clock.System{}, context.Background(), time.Hour)
+		done := c.Done()
+		read := make(chan error, 1)
+		go func() {
+			for {
+				if err := c.Err(); err != nil {
+					select {
+					case <-done:
+						read <- nil
+					default:
+						read <- errors.New("Err is " + err.Error() + " while Done is open")
+					}
+					return
+				}
+				runtime.Gosched()
+			}
+		}()
+		c.Release()
+		if err := <-read; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
