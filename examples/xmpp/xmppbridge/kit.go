@@ -113,13 +113,19 @@ type Bridge struct {
 	cancel context.CancelFunc
 	done   chan struct{} // closed when the session loop (run) ended
 
-	mu        sync.Mutex
-	s         *xmpp.Session            // nil while offline
-	up        chan struct{}            // closed while s is set
-	gone      chan struct{}            // closed when s ends
-	readers   map[chan incoming]string // running Listens, by their conversation key
-	ready     chan struct{}            // closed once a reader runs (Ready)
-	readyOnce sync.Once
+	wg sync.WaitGroup // goroutines sending a room join
+
+	mu      sync.Mutex
+	s       *xmpp.Session            // nil while offline
+	up      chan struct{}            // closed while s is set
+	gone    chan struct{}            // closed when s ends
+	readers map[*queue]string        // running Listens, by their conversation key
+	rooms   map[string]*roomState    // by the room's JID
+	queries map[string]*archiveQuery // running archive queries, by query ID
+	changed chan struct{}            // closed (and replaced) at a change Reading waits for
+	tried   chan struct{}            // closed when the first sign-in ended; then nil
+	lastErr error                    // of the last sign-in
+	refused error                    // the server refused the credentials: no more sign-ins
 }
 
 // New signs the bot in (in the background, again whenever the session
@@ -157,7 +163,8 @@ func New(cfg Config) (*Bridge, error) {
 	// sent twice in a row: never refreshed.
 	cfg.Display.TypingRefresh = cmp.Or(cfg.Display.TypingRefresh, -1)
 	cfg.Display.MaxTextBytes = cmp.Or(cfg.Display.MaxTextBytes, cfg.MaxStanzaBytes*3/4)
-	br := &Bridge{cfg: cfg, me: me, done: make(chan struct{}), up: make(chan struct{}), readers: map[chan incoming]string{}, ready: make(chan struct{})}
+	br := &Bridge{cfg: cfg, me: me, done: make(chan struct{}), up: make(chan struct{}), readers: map[*queue]string{},
+		rooms: map[string]*roomState{}, queries: map[string]*archiveQuery{}, changed: make(chan struct{}), tried: make(chan struct{})}
 	if br.upload, err = jid.Parse(cfg.UploadService); err != nil {
 		return nil, fmt.Errorf("xmppbridge: Config.UploadService: %w", err)
 	}
@@ -198,6 +205,7 @@ func (br *Bridge) Close() error {
 		err = br.kit.Close()
 		<-br.done
 	}
+	br.wg.Wait()
 	if br.bolt != nil {
 		err = errors.Join(err, br.bolt.Close())
 	}
