@@ -9,6 +9,7 @@
 package main
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -77,5 +78,14 @@ func run() error {
 		return err
 	}
 	defer func() { _ = b.Close() }()
+	// A password the server refuses is the operator's to fix: say so and
+	// exit, rather than serve a Connector that can never sign in. An
+	// unreachable server is not that: the bridge keeps trying, not ready.
+	ctx, cancel := context.WithTimeout(context.Background(), xmppbridge.DefaultDialTimeout)
+	err = b.SignIn(ctx)
+	cancel()
+	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
 	return cmdrun.Serve("xmpp", b.Connector(), *listen, xmppbridge.CardID, os.Stderr)
 }
