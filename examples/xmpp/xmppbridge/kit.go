@@ -68,8 +68,16 @@ type Config struct {
 	// default "upload." and the JID's domain (Prosody's mod_http_file_share).
 	UploadService string
 	// FileHosts are the host[:port]s inbound file URLs are fetched from
-	// (the upload service's); default the upload service's JID.
+	// (the upload service's); default the upload service's JID. Every
+	// redirect hop must stay on them too.
 	FileHosts []string
+	// PrivateFileHosts lets the FileHosts be on loopback or private
+	// addresses (an upload service on the same machine or network). By
+	// default the download client dials public addresses only, as
+	// xfiles.Fetch does (xfiles.GuardedClient): a file host's name that
+	// resolves to 127.0.0.1 or 169.254.169.254 is refused. It never uses
+	// a proxy, the environment's included.
+	PrivateFileHosts bool
 	// StateDir keeps the kit's state in imv2.db: channel IDs, bindings
 	// with their draft handles, pending and completed messages, so a
 	// restart loses no user message and shows no final twice. Empty keeps
@@ -86,7 +94,8 @@ type Config struct {
 	// Channel tunes every Channel (AckTimeout …).
 	Channel imv2.Options
 	// HTTPClient uploads and downloads files; default one of
-	// DefaultHTTPTimeout.
+	// DefaultHTTPTimeout. Downloads use a guarded copy of it
+	// (PrivateFileHosts); its transport must be nil or an *http.Transport.
 	HTTPClient  *http.Client
 	DialTimeout time.Duration
 	// MaxStanzaBytes is the largest stanza the server takes: a longer
@@ -108,6 +117,7 @@ type Bridge struct {
 	me     jid.JID
 	kit    *connector.Connector
 	bolt   *boltstore.Store
+	files  *http.Client    // the guarded download client
 	upload jid.JID         // the XEP-0363 service
 	ctx    context.Context // ends at Close
 	cancel context.CancelFunc
@@ -168,6 +178,9 @@ func New(cfg Config) (*Bridge, error) {
 	if br.upload, err = jid.Parse(cfg.UploadService); err != nil {
 		return nil, fmt.Errorf("xmppbridge: Config.UploadService: %w", err)
 	}
+	if br.files, err = fileClient(cfg); err != nil {
+		return nil, err
+	}
 	br.ctx, br.cancel = context.WithCancel(context.Background())
 	opts := &connector.Options{APIKey: cfg.APIKey, Skill: []byte(Skill), Files: cfg.Files,
 		Mode: cmp.Or(cfg.Mode, connector.ModeEdit), Logger: cfg.Logger,
@@ -210,6 +223,9 @@ func (br *Bridge) Close() error {
 		err = errors.Join(err, br.bolt.Close())
 	}
 	br.cfg.HTTPClient.CloseIdleConnections()
+	if br.files != nil {
+		br.files.CloseIdleConnections()
+	}
 	return err
 }
 

@@ -21,6 +21,7 @@ import (
 
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/clock"
+	"github.com/xagentkit/imv2/xfiles"
 
 	"mellium.im/sasl"
 	"mellium.im/xmlstream"
@@ -306,15 +307,47 @@ func (br *Bridge) attach(ctx context.Context, key, id, name, mime string, size i
 	return br.send(ctx, true, message{ID: id, To: to, Type: typ, Body: url, OriginID: &idAttr{id}, OOB: &oob{URL: url}})
 }
 
+// fileClient is the download client of inbound files: cfg.HTTPClient on
+// xfiles' guard (public addresses only unless PrivateFileHosts, no
+// proxy), following a redirect only to a host of FileHosts.
+func fileClient(cfg Config) (*http.Client, error) {
+	c := *cfg.HTTPClient
+	c.CheckRedirect = func(req *http.Request, via []*http.Request) error {
+		if !slices.Contains(cfg.FileHosts, req.URL.Host) {
+			return fmt.Errorf("%w: a redirect to %s, not a file host", errFileURL, req.URL.Host)
+		}
+		return nil
+	}
+	var trusted []string
+	if cfg.PrivateFileHosts {
+		for _, h := range cfg.FileHosts {
+			if _, _, err := net.SplitHostPort(h); err == nil {
+				trusted = append(trusted, h)
+			} else {
+				trusted = append(trusted, net.JoinHostPort(h, "80"), net.JoinHostPort(h, "443"))
+			}
+		}
+	}
+	fc, err := xfiles.GuardedClient(&c, trusted...)
+	if err != nil {
+		return nil, fmt.Errorf("xmppbridge: Config.HTTPClient: %w", err)
+	}
+	return fc, nil
+}
+
+// errFileURL refuses an inbound file's URL.
+var errFileURL = errors.New("xmppbridge: file URL not on an allowed host")
+
 // fetch downloads an inbound file's URL, at most max bytes, from a host
-// of Config.FileHosts only: a URL in a message is the sender's to choose,
-// and the Connector must not fetch whatever it names.
+// of Config.FileHosts only, every redirect hop included: a URL in a
+// message is the sender's to choose, and the Connector must not fetch
+// whatever it names.
 func (br *Bridge) fetch(ctx context.Context, rawURL string, max int64) ([]byte, string, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, rawURL, nil)
 	if err != nil || !slices.Contains(br.cfg.FileHosts, req.URL.Host) || (req.URL.Scheme != "https" && req.URL.Scheme != "http") {
-		return nil, "", errors.New("xmppbridge: file URL not on an allowed host")
+		return nil, "", errFileURL
 	}
-	resp, err := br.cfg.HTTPClient.Do(req)
+	resp, err := br.files.Do(req)
 	if err != nil {
 		return nil, "", err
 	}
