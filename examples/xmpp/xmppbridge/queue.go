@@ -1,6 +1,9 @@
 package xmppbridge
 
-import "sync"
+import (
+	"slices"
+	"sync"
+)
 
 // Bounds of a reader's queue: what it holds in memory of its
 // conversation while the kit cannot take more (xAgent does not ack and
@@ -26,6 +29,9 @@ const (
 type queued struct {
 	in       incoming
 	archived bool // read from the archive by a catch-up, not from the stream
+	// tail: from the stream while its sender was in a tail, so newer than
+	// what that tail's catch-up gives: handed over after it.
+	tail bool
 }
 
 // sender is one sender's share of a reader's queue: a room occupant (by
@@ -49,11 +55,12 @@ type sender struct {
 type queue struct {
 	wake chan struct{} // signalled at every add
 
-	mu      sync.Mutex
-	senders map[string]*sender // with something held, in a gap or a tail
-	ring    []string           // senders with messages held, in turn
-	total   int
-	last    string // archive ID of the newest message the stream brought
+	mu          sync.Mutex
+	senders     map[string]*sender // with something held, in a gap or a tail
+	ring        []string           // senders with messages held, in turn
+	total       int
+	fromArchive int    // of total, read from the archive
+	last        string // archive ID of the newest message the stream brought
 	// scan is the archive ID a catch-up reads after; scanning while
 	// any sender is in a gap or a tail.
 	scan      string
@@ -96,6 +103,14 @@ func (q *queue) add(in incoming) bool {
 			s = &sender{}
 			q.senders[in.from] = s
 		}
+		if s.tail {
+			// Its held messages and this one come after the catch-up's
+			// position: the archive has them, and the catch-up, reading on
+			// from there, gives all of this sender's again.
+			q.unhold(in.from, s)
+			s.gap, s.armed, s.tail = true, true, false
+			return true
+		}
 		s.gap, s.first, s.armed, s.tail = true, in.arch, false, false
 		if !q.scanning {
 			q.scan, q.scanning = prev, true
@@ -106,7 +121,7 @@ func (q *queue) add(in incoming) bool {
 		s = &sender{}
 		q.senders[in.from] = s
 	}
-	q.push(in.from, s, len(s.q), queued{in: in})
+	q.push(in.from, s, len(s.q), queued{in: in, tail: s.tail})
 	return true
 }
 
@@ -119,6 +134,26 @@ func (q *queue) push(name string, s *sender, i int, m queued) {
 	copy(s.q[i+1:], s.q[i:])
 	s.q[i] = m
 	q.total++
+	if m.archived {
+		q.fromArchive++
+	}
+}
+
+// unhold drops the stream's messages a sender in a tail holds since
+// the tail began.
+func (q *queue) unhold(name string, s *sender) {
+	kept := s.q[:0]
+	for _, m := range s.q {
+		if m.tail {
+			q.total--
+		} else {
+			kept = append(kept, m)
+		}
+	}
+	s.q = kept
+	if len(s.q) == 0 {
+		q.ring = slices.DeleteFunc(q.ring, func(n string) bool { return n == name })
+	}
 }
 
 // gaps counts the senders in a gap.
@@ -132,17 +167,26 @@ func (q *queue) gaps() int {
 	return n
 }
 
-// next takes the next message, one sender after another.
+// next takes the next message, one sender after another. A sender in a
+// tail gives none of the stream's messages until the catch-up gave what
+// came before them.
 func (q *queue) next() (incoming, bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	for len(q.ring) > 0 {
+	for turns := len(q.ring); turns > 0 && len(q.ring) > 0; turns-- {
 		name := q.ring[0]
 		q.ring = q.ring[1:]
 		s := q.senders[name]
+		if s.tail && s.q[0].tail {
+			q.ring = append(q.ring, name) // held until the tail ends
+			continue
+		}
 		m := s.q[0]
 		s.q = s.q[1:]
 		q.total--
+		if m.archived {
+			q.fromArchive--
+		}
 		if len(s.q) > 0 {
 			q.ring = append(q.ring, name)
 		} else if !s.gap && !s.tail {
@@ -151,7 +195,8 @@ func (q *queue) next() (incoming, bool) {
 		if !m.archived && m.in.arch != "" {
 			if q.dup[m.in.arch] {
 				delete(q.dup, m.in.arch)
-				continue // the catch-up held it already
+				turns++ // the catch-up held it already: no turn spent
+				continue
 			}
 			if q.tails() && len(q.seen) < maxTailSeen {
 				q.seen[m.in.arch] = true
@@ -173,17 +218,16 @@ func (q *queue) tails() bool {
 }
 
 // scanDue reports where a catch-up reads from, when one is due: a sender
-// is in a gap or a tail and no sender in one has messages held.
+// is in a gap or a tail, and what the last page gave was handed over (at
+// most one page held on top of the queue's bound).
 func (q *queue) scanDue() (after string, due bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if !q.scanning {
 		return "", false
 	}
-	for _, s := range q.senders {
-		if (s.gap || s.tail) && len(s.q) > 0 {
-			return "", false
-		}
+	if q.fromArchive > 0 {
+		return "", false
 	}
 	return q.scan, true
 }
@@ -220,8 +264,10 @@ func (q *queue) scanned(page []incoming, complete bool) (lost int) {
 			}
 			q.dup[in.arch] = true
 		}
-		i := 0 // after what the archive gave, before what the stream did
-		for i < len(s.q) && s.q[i].archived {
+		// Before what the stream gave during the tail (newer), after
+		// all else (older).
+		i := 0
+		for i < len(s.q) && !s.q[i].tail {
 			i++
 		}
 		q.push(in.from, s, i, queued{in: in, archived: true})
@@ -237,6 +283,9 @@ func (q *queue) scanned(page []incoming, complete bool) (lost int) {
 			lost++
 		case s.tail:
 			s.tail = false
+			for i := range s.q {
+				s.q[i].tail = false
+			}
 		case s.gap && s.armed:
 			s.gap, s.tail, open = false, true, true
 		case s.gap:
