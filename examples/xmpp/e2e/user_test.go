@@ -130,11 +130,15 @@ func newUserAs(t *testing.T, p *prosody, account, password string) *client {
 	return u
 }
 
+// send writes a stanza. Its context is never cancelled: mellium's
+// Encode arms a goroutine that, when the context ends, sets the
+// connection's write deadline in the past; cancelled right after the
+// call returns, it can fire during the next call's write (seen: "write
+// tcp …: i/o timeout" in a flood under -race). The test's own timeout
+// bounds a write that hangs.
 func (u *client) send(v any) {
 	u.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	require.NoError(u.t, u.s.Encode(ctx, v))
+	require.NoError(u.t, u.s.Encode(context.Background(), v))
 }
 
 // out is a message alice sends.

@@ -9,7 +9,11 @@ import (
 // conversation while the kit cannot take more (xAgent does not ack and
 // the channel's pending store is full). Past them a message is not held
 // but read again from the server's archive (XEP-0313) once there is room;
-// without an archive it is dropped, with a log line.
+// without an archive it is dropped, with a log line. The senders it
+// tracks (by nick, remote input) are at most readerQueue with messages
+// held plus maxGapSenders in a gap or a tail; one leaves when it has
+// nothing held and no catch-up pending. The catch-up holds at most one
+// page (archivePage) on top of readerQueue.
 const (
 	// occupantQueue bounds the messages of one sender held: a room
 	// occupant's flood fills its own share, never another's.
@@ -262,7 +266,9 @@ func (q *queue) scanned(page []incoming, complete bool) (lost int) {
 			if q.seen[in.arch] {
 				continue // handed over from the stream already
 			}
-			q.dup[in.arch] = true
+			if len(q.dup) < maxTailSeen {
+				q.dup[in.arch] = true
+			}
 		}
 		// Before what the stream gave during the tail (newer), after
 		// all else (older).

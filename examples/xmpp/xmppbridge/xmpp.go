@@ -514,6 +514,7 @@ func (br *Bridge) read(ctx context.Context, key string, since time.Time, deliver
 		br.mu.Unlock()
 	}()
 	roomJID, typ := peer(key)
+	full := false // the channel's pending store was full at the last hand
 	for {
 		s, gone, err := br.session(ctx, true)
 		if err != nil {
@@ -527,7 +528,7 @@ func (br *Bridge) read(ctx context.Context, key string, since time.Time, deliver
 	recv:
 		for {
 			if in, ok := q.next(); ok {
-				if err := br.hand(ctx, key, in, deliver); err != nil {
+				if err := br.hand(ctx, key, in, deliver, &full); err != nil {
 					return err
 				}
 				continue
@@ -599,15 +600,17 @@ const (
 // hand delivers in, again and again while the channel's pending store is
 // full (xAgent acks nothing); another failure is logged and the message
 // left (the kit refused it for good, or the binding is gone). It returns
-// only ctx's end.
-func (br *Bridge) hand(ctx context.Context, key string, in incoming, deliver func(context.Context, incoming) error) error {
-	wait, waited := handMin, false
+// only ctx's end. full carries the store's state from one message to the
+// next, so a long wait logs one line at its start and one at its end.
+func (br *Bridge) hand(ctx context.Context, key string, in incoming, deliver func(context.Context, incoming) error, full *bool) error {
+	wait := handMin
 	for {
 		err := deliver(ctx, in)
 		var ie *imv2.Error
 		switch {
 		case err == nil:
-			if waited {
+			if *full {
+				*full = false
 				br.cfg.Logger.Info("xmppbridge: xAgent takes user messages again", "conversation", key)
 			}
 			return nil
@@ -617,9 +620,9 @@ func (br *Bridge) hand(ctx context.Context, key string, in incoming, deliver fun
 			br.cfg.Logger.Warn("xmppbridge: message not handed to xAgent", "conversation", key, "event", in.id, "err", err)
 			return nil
 		}
-		if !waited {
+		if !*full {
 			br.cfg.Logger.Warn("xmppbridge: the channel's pending store is full (xAgent acks nothing); the reader waits, holding later messages or reading them from the archive", "conversation", key)
-			waited = true
+			*full = true
 		}
 		if err := sleep(ctx, br.cfg.Clock, wait); err != nil {
 			return err
