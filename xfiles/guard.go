@@ -28,7 +28,7 @@ import (
 
 // guard is the dial-time check of one Fetch.
 type guard struct {
-	baseHost string // host:port of the Connector base URL, exempt
+	trusted map[string]bool // host:port dialed unchecked: the Connector base URL's (Fetch), trusted ones (GuardedClient)
 
 	mu      sync.Mutex
 	proxies map[string]bool // host:port of proxies the caller's transport chose (AllowProxy)
@@ -37,7 +37,7 @@ type guard struct {
 // exempt reports whether addr may be dialed unchecked: the Connector, or a
 // proxy the caller configured.
 func (g *guard) exempt(addr string) bool {
-	if addr == g.baseHost {
+	if g.trusted[addr] {
 		return true
 	}
 	g.mu.Lock()
@@ -67,15 +67,15 @@ func (g *guard) resolve(ctx context.Context, addr string) (string, error) {
 	return net.JoinHostPort(ips[0].WithZone("").String(), port), nil
 }
 
-// guardTransport returns rt dialing only public addresses, except baseHost
-// (host:port of the Connector base URL). rt must be nil (the default
+// guardTransport returns rt dialing only public addresses, except the
+// host:ports in exempt (the Connector base URL's). rt must be nil (the default
 // transport) or an *http.Transport. Its DialContext (or Dial) is kept and
 // wrapped: it is handed the checked IP address, never the name. A
 // transport with DialTLSContext or DialTLS is refused: those dial by name
 // and do the TLS handshake themselves, so the guard could neither check
 // the address they reach nor hand them one without breaking certificate
 // verification. The proxy is dropped unless allowProxy.
-func guardTransport(rt http.RoundTripper, baseHost string, allowProxy bool) (http.RoundTripper, error) {
+func guardTransport(rt http.RoundTripper, exempt []string, allowProxy bool) (http.RoundTripper, error) {
 	var t *http.Transport
 	switch v := rt.(type) {
 	case nil:
@@ -99,7 +99,10 @@ func guardTransport(rt http.RoundTripper, baseHost string, allowProxy bool) (htt
 	}
 	//lint:ignore SA1019 replaced by the guarded DialContext
 	t.Dial = nil
-	g := &guard{baseHost: baseHost, proxies: map[string]bool{}}
+	g := &guard{trusted: map[string]bool{}, proxies: map[string]bool{}}
+	for _, h := range exempt {
+		g.trusted[h] = true
+	}
 	t.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
 		if g.exempt(addr) {
 			return dial(ctx, network, addr)
@@ -121,7 +124,7 @@ func guardTransport(rt http.RoundTripper, baseHost string, allowProxy bool) (htt
 			// The proxy will resolve the target itself; check it here
 			// first. A DNS answer that changes between the two lookups is
 			// the proxy's to stop (AllowProxy's documented limit).
-			if target := hostPort(req.URL); target != g.baseHost {
+			if target := hostPort(req.URL); !g.trusted[target] {
 				if _, err := g.resolve(req.Context(), target); err != nil {
 					return nil, err
 				}

@@ -168,17 +168,32 @@ func withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, DefaultTimeout)
 }
 
+// GuardedClient returns a copy of client (nil: http.DefaultClient) for
+// downloads from URLs another party chose, on Fetch's guard: its
+// transport dials no special-purpose address (loopback, private,
+// link-local …) but the host:ports in trusted, dialed as given (an
+// operator's own service on the local network), and uses no proxy, the
+// environment's included; redirects go only to http and https, without
+// user info, never from https to http, at most MaxRedirects, and then
+// pass client's own CheckRedirect (where a caller checks each hop's
+// host). The transport is the copy's own: CloseIdleConnections it when
+// done. client's transport must be nil or an *http.Transport without
+// DialTLSContext (ErrUnguardableTransport).
+func GuardedClient(client *http.Client, trusted ...string) (*http.Client, error) {
+	return fetchClient(client, trusted, false)
+}
+
 // fetchClient copies c (the caller's client stays untouched) with a
 // CheckRedirect that allows only http and https targets without user info
 // and no https → http downgrade, at most MaxRedirects, then defers to c's
 // own policy; and with a transport that dials no internal address but the
-// Connector's own host, and uses no proxy unless allowProxy (guard.go).
-func fetchClient(c *http.Client, baseHost string, allowProxy bool) (*http.Client, error) {
+// exempt host:ports, and uses no proxy unless allowProxy (guard.go).
+func fetchClient(c *http.Client, exempt []string, allowProxy bool) (*http.Client, error) {
 	if c == nil {
 		c = http.DefaultClient
 	}
 	cc := *c
-	rt, err := guardTransport(c.Transport, baseHost, allowProxy)
+	rt, err := guardTransport(c.Transport, exempt, allowProxy)
 	if err != nil {
 		return nil, err
 	}
@@ -256,7 +271,7 @@ func (q *FetchRequest) Do(ctx context.Context, client *http.Client) ([]byte, err
 	if err != nil {
 		return nil, err
 	}
-	fc, err := fetchClient(client, hostPort(base), q.AllowProxy)
+	fc, err := fetchClient(client, []string{hostPort(base)}, q.AllowProxy)
 	if err != nil {
 		return nil, imv2.Permanent(err)
 	}

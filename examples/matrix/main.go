@@ -32,6 +32,7 @@ func run() error {
 	listen := flag.String("listen", "127.0.0.1:8080", "address to serve the Connector on")
 	state := flag.String("state", "matrix-state", "directory for bindings (access tokens, mode 0600) and delivery state")
 	keyFlags := cmdflags.KeyFlags(flag.CommandLine, `the key xAgent sends as "Authorization: Bearer KEY" on /ws, /health and /files/uploads, and a scraper on /metrics; required, from this flag, -api-key-file or $`+cmdflags.KeyEnv)
+	private := flag.Bool("private-homeservers", false, "let media downloads reach homeservers on loopback or private addresses (default: public addresses only)")
 	logFlags := cmdflags.LogFlags(flag.CommandLine)
 	version := flag.Bool("version", false, "print the version (module version and VCS revision) and exit")
 	flag.Parse()
@@ -51,7 +52,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	b, err := matrixbridge.New(matrixbridge.Config{Build: cmdrun.Build(matrixbridge.Version, gitTag, buildTime), APIKey: key, StateDir: *state, Logger: log})
+	b, err := matrixbridge.New(matrixbridge.Config{Build: cmdrun.Build(matrixbridge.Version, gitTag, buildTime), APIKey: key, StateDir: *state, Logger: log, PrivateHomeservers: *private})
 	if err != nil {
 		return err
 	}

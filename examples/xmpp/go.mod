@@ -9,6 +9,7 @@ require (
 	mellium.im/sasl v0.3.2
 	mellium.im/xmlstream v0.15.4
 	mellium.im/xmpp v0.22.0
+	pgregory.net/rapid v1.3.0
 )
 
 require (

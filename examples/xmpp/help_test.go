@@ -10,7 +10,7 @@ import (
 func TestHelp_PrintsUsageAndExitsZero(t *testing.T) {
 	cmd := cmdtest.Main(t, "xmpp-connector", main, "-h")
 	cmdtest.CheckHelp(t, cmd, "Usage of xmpp-connector", "-listen", "-state", "-jid", "-to", "-server", "-ca",
-		"-api-key-file", "XAGENT_API_KEY", "-allow-weak-key", "-log-level", "-log-format", "-version")
+		"-api-key-file", "XAGENT_API_KEY", "-password-file", "XMPP_PASSWORD_FILE", "-allow-weak-key", "-log-level", "-log-format", "-version")
 }
 
 // -version prints the bridge's and the module's version and exits 0,

@@ -33,28 +33,30 @@ type Key struct {
 func KeyFlags(fs *flag.FlagSet, what string) *Key {
 	return &Key{
 		flag:   fs.String("api-key", "", what+` (visible in ps: prefer $`+KeyEnv+` or -api-key-file)`),
-		file:   fs.String("api-key-file", "", "read the API key from FILE (a container secret); without it or -api-key, $"+KeyEnv),
+		file:   fs.String("api-key-file", "", "read the API key from FILE (one line, a container secret); without it or -api-key, the file $"+KeyEnv+"_FILE names, else $"+KeyEnv),
 		weakOK: fs.Bool("allow-weak-key", false, "for testing only: accept an API key under 128 bits (22 characters)"),
 	}
 }
 
 // Read picks the API key: -api-key-file or -api-key (not both), else
-// $XAGENT_API_KEY; none gives "" and no error (the caller decides whether
+// the file $XAGENT_API_KEY_FILE names, else $XAGENT_API_KEY (a file read
+// bounded, one line: ReadSecretFile); none gives "" and no error (the caller decides whether
 // a key is required). A key under MinKeyLen is refused unless
 // -allow-weak-key says the run is a test.
 func (k *Key) Read() (string, error) {
-	key := *k.flag
+	key, file := *k.flag, *k.file
+	if file == "" && key == "" {
+		file = os.Getenv(KeyEnv + "_FILE") // the container form of the variable
+	}
 	switch env := os.Getenv(KeyEnv); {
 	case *k.file != "" && *k.flag != "":
 		return "", errors.New("-api-key and -api-key-file: give one")
-	case *k.file != "":
-		b, err := os.ReadFile(*k.file)
-		if err != nil {
-			return "", fmt.Errorf("-api-key-file: %w", err)
+	case file != "":
+		var err error
+		if key, _, err = ReadSecretFile(file); err != nil {
+			return "", fmt.Errorf("the API key file: %w", err)
 		}
-		if key = strings.TrimSpace(string(b)); key == "" {
-			return "", fmt.Errorf("-api-key-file %s is empty", *k.file)
-		}
+		key = strings.TrimSpace(key)
 	case env != "" && *k.flag == "":
 		key = env
 	}

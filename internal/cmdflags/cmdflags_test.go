@@ -127,3 +127,27 @@ func TestKeyFlags_Sources(t *testing.T) {
 		}
 	}
 }
+
+// $XAGENT_API_KEY_FILE names the key's file when no flag gives the key;
+// /dev/zero as the key file is refused (a bounded read), not read until
+// the memory runs out.
+func TestKeyFlags_FileEnvAndBoundedRead(t *testing.T) {
+	const long = "0123456789abcdef0123456789"
+	file := filepath.Join(t.TempDir(), "key")
+	if err := os.WriteFile(file, []byte(long+"-envfile\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(KeyEnv, long+"-env")
+	t.Setenv(KeyEnv+"_FILE", file)
+	if got, err := readKey(t); err != nil || got != long+"-envfile" {
+		t.Errorf("$%s_FILE: %q, %v", KeyEnv, got, err)
+	}
+	if got, err := readKey(t, "-api-key", long+"-flag"); err != nil || got != long+"-flag" {
+		t.Errorf("-api-key over $%s_FILE: %q, %v", KeyEnv, got, err)
+	}
+	if _, err := os.Stat("/dev/zero"); err == nil {
+		if _, err := readKey(t, "-api-key-file", "/dev/zero"); err == nil || !strings.Contains(err.Error(), "no regular file") {
+			t.Errorf("/dev/zero: %v", err)
+		}
+	}
+}

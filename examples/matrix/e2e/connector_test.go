@@ -97,6 +97,8 @@ func startConnector(t *testing.T, addr, stateDir string) *runningConnector {
 		APIKey:   apiKey,
 		StateDir: stateDir,
 		Display:  displayOptions(),
+		// Dendrite listens on loopback: trust it for media downloads.
+		PrivateHomeservers: true,
 	})
 	require.NoError(t, err)
 	l, err := net.Listen("tcp", addr)

@@ -62,7 +62,7 @@ func TestPlatform_RealHomeserver(t *testing.T) {
 	w := newWorld(t)
 	ctx := ctxFor(t)
 	newBridge := func() *matrixbridge.Bridge {
-		b, err := matrixbridge.New(matrixbridge.Config{Build: protocol.Build{Version: "test", BuildTime: "2611300000"}, APIKey: "k"})
+		b, err := matrixbridge.New(matrixbridge.Config{Build: protocol.Build{Version: "test", BuildTime: "2611300000"}, APIKey: "k", PrivateHomeservers: true})
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = b.Close() })
 		return b

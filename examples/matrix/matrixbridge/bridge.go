@@ -55,10 +55,19 @@ type Config struct {
 	// Channel tunes every Channel (AckTimeout …).
 	Channel imv2.Options
 	// HTTPClient talks to homeservers; default one of DefaultHTTPTimeout.
-	HTTPClient    *http.Client
-	TypingTimeout time.Duration
-	UploadCache   int
-	SyncTimeout   time.Duration
+	// Media downloads use a guarded copy of it (xfiles.GuardedClient):
+	// public addresses only, every redirect hop included, never a proxy
+	// (the environment's included); its transport must be nil or an
+	// *http.Transport.
+	HTTPClient *http.Client
+	// PrivateHomeservers lets media downloads reach a homeserver on a
+	// loopback or private address (one on the same machine or network).
+	// A homeserver's URL comes from a sign-in: by default one that
+	// resolves to 127.0.0.1 or 169.254.169.254 gets no media request.
+	PrivateHomeservers bool
+	TypingTimeout      time.Duration
+	UploadCache        int
+	SyncTimeout        time.Duration
 	// Logger; default discards. Tokens and message text are never logged.
 	Logger *slog.Logger
 	Clock  clock.Clock

@@ -25,16 +25,17 @@ type fakeHS struct {
 	t   *testing.T
 	srv *httptest.Server
 
-	mu      sync.Mutex
-	byTxn   map[string]string // txn → event ID
-	events  []fakeEvent       // accepted sends, in order
-	puts    []string          // every send/redact path, answered or not
-	uploads [][]byte
-	typing  []bool
-	fail    []fakeFail // answered in order, before any success
-	n       int        // requests seen
-	failAt  map[int]int
-	sent    chan string // the ID of every event accepted, as it is
+	mu        sync.Mutex
+	byTxn     map[string]string // txn → event ID
+	events    []fakeEvent       // accepted sends, in order
+	puts      []string          // every send/redact path, answered or not
+	uploads   [][]byte
+	downloads int // media download requests
+	typing    []bool
+	fail      []fakeFail // answered in order, before any success
+	n         int        // requests seen
+	failAt    map[int]int
+	sent      chan string // the ID of every event accepted, as it is
 }
 
 type fakeEvent struct {
@@ -122,6 +123,9 @@ func (f *fakeHS) serve(w http.ResponseWriter, r *http.Request) {
 		_ = json.Unmarshal(body, &req)
 		f.typing = append(f.typing, req.Typing)
 		reply(map[string]any{})
+	case strings.Contains(p, "/media/download/") || strings.Contains(p, "/media/v3/download/"):
+		f.downloads++
+		_, _ = io.WriteString(w, "media bytes")
 	case strings.HasSuffix(p, "/media/v3/upload"):
 		f.uploads = append(f.uploads, body)
 		reply(map[string]string{"content_uri": fmt.Sprintf("mxc://fake/m%d", len(f.uploads))})

@@ -8,12 +8,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/url"
 	"slices"
 
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/connector"
 	"github.com/xagentkit/imv2/state"
+	"github.com/xagentkit/imv2/xfiles"
 	"maunium.net/go/mautrix"
 	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
@@ -149,7 +152,7 @@ func (br *Bridge) convert(ctx context.Context, cli *mautrix.Client, acc Account,
 	if c.Body == name {
 		ev.Text = "" // no caption (Matrix v1.10 media captions)
 	}
-	data, mime, err := br.download(ctx, cli, c)
+	data, mime, err := br.download(ctx, acc, c)
 	switch {
 	case err != nil && imv2.IsRetryable(err):
 		return connector.InboundEvent{}, false, err
@@ -162,6 +165,17 @@ func (br *Bridge) convert(ctx context.Context, cli *mautrix.Client, acc Account,
 	return ev, ev.Text != "" || ev.Files != nil, nil
 }
 
+// hostPort is u's host:port as a transport dials it.
+func hostPort(u *url.URL) string {
+	if u.Port() != "" {
+		return u.Host
+	}
+	if u.Scheme == "https" {
+		return net.JoinHostPort(u.Hostname(), "443")
+	}
+	return net.JoinHostPort(u.Hostname(), "80")
+}
+
 // fileTypes are the msgtypes that carry a file.
 var fileTypes = map[event.MessageType]bool{event.MsgImage: true, event.MsgVideo: true, event.MsgAudio: true, event.MsgFile: true}
 
@@ -169,17 +183,36 @@ var fileTypes = map[event.MessageType]bool{event.MsgImage: true, event.MsgVideo:
 // with the authenticated endpoint (Matrix v1.11) or else the legacy
 // /_matrix/media/v3/download. A permanent error means the media cannot be
 // had (encrypted, gone, too large).
-func (br *Bridge) download(ctx context.Context, cli *mautrix.Client, c *event.MessageEventContent) ([]byte, string, error) {
+//
+// The homeserver is the one a sign-in named: the request goes through
+// xfiles' guard (Config.PrivateHomeservers), and a refusal is permanent.
+func (br *Bridge) download(ctx context.Context, acc Account, c *event.MessageEventContent) ([]byte, string, error) {
 	mxc, err := c.URL.Parse()
 	if c.URL == "" || err != nil {
 		return nil, "", imv2.Permanent(errors.New("encrypted or URL-less media"))
 	}
+	var trusted []string
+	if hs, err := url.Parse(acc.Homeserver); err == nil && br.cfg.PrivateHomeservers {
+		trusted = append(trusted, hostPort(hs))
+	}
+	guarded, err := xfiles.GuardedClient(br.http, trusted...)
+	if err != nil {
+		return nil, "", imv2.Permanent(err)
+	}
+	defer guarded.CloseIdleConnections()
+	cli := br.client(acc)
+	cli.Client = guarded
 	resp, err := cli.Download(ctx, mxc)
+	if errors.Is(err, xfiles.ErrRefusedURL) {
+		return nil, "", imv2.Permanent(err)
+	}
 	if st := statusOf(classify("", err)); err != nil && (st == http.StatusNotFound || st == http.StatusMethodNotAllowed || st == http.StatusBadRequest) {
 		_, resp, err = cli.MakeFullRequestWithResp(ctx, mautrix.FullRequest{Method: http.MethodGet, DontReadResponse: true,
 			URL: cli.BuildURL(mautrix.MediaURLPath{"v3", "download", mxc.Homeserver, mxc.FileID})})
 	}
-	if err != nil {
+	if errors.Is(err, xfiles.ErrRefusedURL) {
+		return nil, "", imv2.Permanent(err)
+	} else if err != nil {
 		return nil, "", classify("download media", err)
 	}
 	defer resp.Body.Close()

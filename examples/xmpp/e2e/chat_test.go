@@ -36,7 +36,7 @@ func TestChat_D8_M11_StreamedReplyIsOneCorrectedMessage(t *testing.T) {
 	})
 	require.NoError(t, err)
 	defer s.Close()
-	require.NoError(t, conn.b.Ready(ctx))
+	require.NoError(t, conn.b.Reading(ctx))
 
 	const said = "what is the weather like on the moon"
 	const want = "Echo: " + said + " — the moon has no weather to speak of, only a thin exosphere."
@@ -100,7 +100,7 @@ func TestChat_M6_SharedFileReachesXAgent(t *testing.T) {
 	s, err := sim.Start(ctx, sim.Config{Connector: "http://" + addr, APIKey: apiKey, CardID: xmppbridge.CardID})
 	require.NoError(t, err)
 	defer s.Close()
-	require.NoError(t, conn.b.Ready(ctx))
+	require.NoError(t, conn.b.Reading(ctx))
 
 	data := bytes.Repeat([]byte("moon dust "), 10_000)
 	url := alice.upload("dust.txt", "text/plain", data)

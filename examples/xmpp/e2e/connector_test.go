@@ -40,7 +40,7 @@ func startConnector(t *testing.T, p *prosody, addr, conversation, stateDir strin
 	cfg := xmppbridge.Config{
 		Build:  protocol.Build{Version: "e2e", BuildTime: "2612020000"},
 		APIKey: apiKey, JID: botJID, Password: botPass, Server: p.c2s, TLS: p.tls(),
-		Conversation: conversation, FileHosts: []string{p.http}, StateDir: stateDir,
+		Conversation: conversation, FileHosts: []string{p.http}, PrivateFileHosts: true, StateDir: stateDir,
 		// Corrections at most every 50 ms, so a streamed reply shows a few.
 		Display: connector.Display{Interval: 50 * time.Millisecond},
 	}

@@ -38,7 +38,7 @@ func TestPost_M11_FilesOnlyFinalReplacesTheDraft(t *testing.T) {
 	defer cli.Close()
 	xch, err := cli.OpenChannel(ctx, "")
 	require.NoError(t, err)
-	require.NoError(t, conn.b.Ready(ctx))
+	require.NoError(t, conn.b.Reading(ctx))
 
 	const content = "the report\n"
 	up, err := xfiles.Upload(ctx, http.DefaultClient, "http://"+addr, apiKey, xch.ID(), "report.txt", bytes.NewReader([]byte(content)))

@@ -41,7 +41,7 @@ func TestGroupChat_M9_RedeliveredStanzaIsOneUserMessage(t *testing.T) {
 	})
 	require.NoError(t, err)
 	defer s.Close()
-	require.NoError(t, conn.b.Ready(ctx))
+	require.NoError(t, conn.b.Reading(ctx))
 
 	const want = "Room echo: hello room — said in the team room, answered in the team room."
 	alice.say(room, "groupchat", "hello room")

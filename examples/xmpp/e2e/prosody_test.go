@@ -32,8 +32,11 @@ const (
 	botPass   = "bot-password"
 	aliceJID  = "alice@localhost"
 	alicePass = "alice-password"
-	mucDomain = "conference.localhost"
-	uploadJID = "upload.localhost"
+	// mallory is another person: a room occupant who floods.
+	malloryJID  = "mallory@localhost"
+	malloryPass = "mallory-password"
+	mucDomain   = "conference.localhost"
+	uploadJID   = "upload.localhost"
 )
 
 // prosody is a Prosody server of the test's own, from the Debian package
@@ -117,7 +120,7 @@ Component %[11]q "http_file_share"
 			return os.Chown(path, int(cred.Uid), int(cred.Gid))
 		}))
 	}
-	for _, acc := range [][2]string{{"bot", botPass}, {"alice", alicePass}} {
+	for _, acc := range [][2]string{{"bot", botPass}, {"alice", alicePass}, {"mallory", malloryPass}} {
 		reg := exec.Command("prosodyctl", "--config", conf, "register", acc[0], domain, acc[1])
 		p.prepare(reg, cred)
 		out, err := reg.CombinedOutput()

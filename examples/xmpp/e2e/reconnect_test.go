@@ -25,7 +25,7 @@ func TestReconnect_ServerRestartLosesNoMessage(t *testing.T) {
 		Reply: func(text string) string { return "Echo: " + text }})
 	require.NoError(t, err)
 	defer s.Close()
-	require.NoError(t, conn.b.Ready(ctx))
+	require.NoError(t, conn.b.Reading(ctx))
 	alice.say(botJID, "chat", "before")
 	alice.waitFor("the first reply", func() bool { th := thread(alice.from(botJID)); return len(th) == 1 && th[0].Text == "Echo: before" })
 

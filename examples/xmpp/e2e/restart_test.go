@@ -65,7 +65,7 @@ func TestRestart_M11_S8_FinalCorrectsTheDraftShownBeforeTheCrash(t *testing.T) {
 	defer cli.Close()
 	xch, err := cli.OpenChannel(ctx, "")
 	require.NoError(t, err)
-	require.NoError(t, conn.b.Ready(ctx))
+	require.NoError(t, conn.b.Reading(ctx))
 
 	r := xch.NewReply("")
 	require.NoError(t, r.Delta(ctx, "The answer"))
@@ -117,7 +117,7 @@ func TestPost_A8_FileRefusedAfterTheTextIsNoSecondText(t *testing.T) {
 	defer cli.Close()
 	xch, err := cli.OpenChannel(ctx, "")
 	require.NoError(t, err)
-	require.NoError(t, conn.b.Ready(ctx))
+	require.NoError(t, conn.b.Reading(ctx))
 
 	up, err := xfiles.Upload(ctx, http.DefaultClient, "http://"+addr, apiKey, xch.ID(), "big.bin", bytes.NewReader(make([]byte, 2<<20)))
 	require.NoError(t, err)

@@ -64,23 +64,47 @@ type client struct {
 	done chan struct{}
 	next atomic.Int64
 
-	mu   sync.Mutex
-	msgs []seen
+	mu    sync.Mutex
+	msgs  []seen
+	press []seenPresence
+}
+
+// seenPresence is a presence stanza the user's client got: a room
+// occupant joining (or leaving, type unavailable).
+type seenPresence struct {
+	XMLName xml.Name `xml:"jabber:client presence"`
+	From    string   `xml:"from,attr"`
+	Type    string   `xml:"type,attr"`
 }
 
 func newUser(t *testing.T, p *prosody) *client {
+	t.Helper()
+	return newUserAs(t, p, aliceJID, alicePass)
+}
+
+// newUserAs signs in as another account of the server.
+func newUserAs(t *testing.T, p *prosody, account, password string) *client {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", p.c2s)
 	require.NoError(t, err)
-	s, err := xmpp.NewClientSession(ctx, jid.MustParse(aliceJID), conn,
-		xmpp.StartTLS(p.tls()), xmpp.SASL("", alicePass, sasl.ScramSha1), xmpp.BindResource())
+	s, err := xmpp.NewClientSession(ctx, jid.MustParse(account), conn,
+		xmpp.StartTLS(p.tls()), xmpp.SASL("", password, sasl.ScramSha1), xmpp.BindResource())
 	require.NoError(t, err)
 	u := &client{t: t, s: s, done: make(chan struct{})}
 	go func() {
 		defer close(u.done)
 		_ = s.Serve(xmpp.HandlerFunc(func(r xmlstream.TokenReadEncoder, start *xml.StartElement) error {
+			if start.Name.Local == "presence" {
+				var pr seenPresence
+				if err := xml.NewTokenDecoder(xmlstream.MultiReader(xmlstream.Token(*start), r)).Decode(&pr); err == nil {
+					u.mu.Lock()
+					u.press = append(u.press, pr)
+					u.mu.Unlock()
+				}
+				return nil
+			}
 			if start.Name.Local != "message" {
 				return nil
 			}
@@ -106,11 +130,15 @@ func newUser(t *testing.T, p *prosody) *client {
 	return u
 }
 
+// send writes a stanza. Its context is never cancelled: mellium's
+// Encode arms a goroutine that, when the context ends, sets the
+// connection's write deadline in the past; cancelled right after the
+// call returns, it can fire during the next call's write (seen: "write
+// tcp …: i/o timeout" in a flood under -race). The test's own timeout
+// bounds a write that hangs.
 func (u *client) send(v any) {
 	u.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	require.NoError(u.t, u.s.Encode(ctx, v))
+	require.NoError(u.t, u.s.Encode(context.Background(), v))
 }
 
 // out is a message alice sends.
@@ -159,6 +187,20 @@ func (u *client) from(sender string) []seen {
 	for _, m := range u.msgs {
 		if f, err := jid.Parse(m.From); err == nil && (f.Bare().String() == sender || f.String() == sender) {
 			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// presences returns the presences alice got from a full JID (a room
+// occupant), in order.
+func (u *client) presences(from string) []seenPresence {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	var out []seenPresence
+	for _, p := range u.press {
+		if p.From == from {
+			out = append(out, p)
 		}
 	}
 	return out

@@ -42,6 +42,10 @@ func TestNew_RefusesIncompleteConfig(t *testing.T) {
 func TestEventID_M9_StanzaIDOfTheArchive(t *testing.T) {
 	m := message{ID: "c1", OriginID: &idAttr{"o1"}, StanzaIDs: []stanzaID{{ID: "forged", By: "evil@example.org"}, {ID: "s1", By: "room@muc.example.org"}}}
 	require.Equal(t, "sid:s1", eventID(m, "room@muc.example.org"))
+	// A sender's forgery by the archive's own JID comes before the
+	// server's, which is appended: the last one counts.
+	m.StanzaIDs = append([]stanzaID{{ID: "forged", By: "room@muc.example.org"}}, m.StanzaIDs...)
+	require.Equal(t, "sid:s1", eventID(m, "room@muc.example.org"))
 	require.Equal(t, "oid:o1", eventID(m, "bot@example.org"))
 	m.OriginID = nil
 	require.Equal(t, "id:c1", eventID(m, "bot@example.org"))

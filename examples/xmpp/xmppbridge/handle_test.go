@@ -26,8 +26,8 @@ type readEncoder struct {
 func TestHandle_M9_RoutesPeopleMessagesOnly(t *testing.T) {
 	const room = "team@muc.example.org"
 	br := &Bridge{me: jid.MustParse("bot@example.org/r1"), cfg: Config{Nick: "bot", Logger: slog.New(slog.DiscardHandler)},
-		readers: map[chan incoming]string{}, ctx: context.Background()}
-	chat, group := make(chan incoming, 8), make(chan incoming, 8)
+		readers: map[*queue]string{}, rooms: map[string]*roomState{}, changed: make(chan struct{}), ctx: context.Background()}
+	chat, group := newQueue(), newQueue()
 	br.readers[chat], br.readers[group] = "alice@example.org", room+roomSuffix
 	feed := func(stanza string) {
 		t.Helper()
@@ -37,12 +37,15 @@ func TestHandle_M9_RoutesPeopleMessagesOnly(t *testing.T) {
 		start := tok.(xml.StartElement)
 		require.NoError(t, br.handle(readEncoder{d, xml.NewEncoder(io.Discard)}, &start))
 	}
-	got := func(ch chan incoming) []incoming {
+	got := func(q *queue) []incoming {
 		var out []incoming
-		for len(ch) > 0 {
-			out = append(out, <-ch)
+		for {
+			in, ok := q.next()
+			if !ok {
+				return out
+			}
+			out = append(out, in)
 		}
-		return out
 	}
 	const sid = `<stanza-id xmlns="urn:xmpp:sid:0" by="bot@example.org" id="S1"/>`
 	feed(`<message xmlns="jabber:client" from="alice@example.org/phone" type="chat" id="c1"><body>hi</body>` + sid + `</message>`)
@@ -51,12 +54,12 @@ func TestHandle_M9_RoutesPeopleMessagesOnly(t *testing.T) {
 	feed(`<message xmlns="jabber:client" from="alice@example.org" type="error" id="x"><body>bounced</body></message>`)
 	feed(`<message xmlns="jabber:client" from="bot@example.org/r2" type="chat" id="own"><body>mine</body></message>`)
 	feed(`<message xmlns="jabber:client" from="alice@example.org/phone" type="chat" id="f1"><body>http://up/x/a.png</body><x xmlns="jabber:x:oob"><url>http://up/x/a.png</url></x></message>`)
-	require.Equal(t, []incoming{{id: "sid:S1", text: "hi"}, {id: "id:f1", url: "http://up/x/a.png"}}, got(chat))
+	require.Equal(t, []incoming{{id: "sid:S1", arch: "S1", text: "hi"}, {id: "id:f1", url: "http://up/x/a.png"}}, got(chat))
 
 	feed(`<message xmlns="jabber:client" from="` + room + `/bot" type="groupchat" id="g0"><body>my reply</body></message>`)
 	feed(`<message xmlns="jabber:client" from="` + room + `" type="groupchat" id="g1"><subject>topic</subject><body>topic</body></message>`)
 	feed(`<message xmlns="jabber:client" from="` + room + `/alice" type="groupchat" id="g2"><body>hello room</body>` +
 		`<stanza-id xmlns="urn:xmpp:sid:0" by="` + room + `" id="R7"/></message>`)
-	require.Equal(t, []incoming{{id: "sid:R7", text: "hello room"}}, got(group))
+	require.Equal(t, []incoming{{id: "sid:R7", arch: "R7", from: "alice", text: "hello room"}}, got(group))
 	require.Empty(t, got(chat))
 }

@@ -68,8 +68,16 @@ type Config struct {
 	// default "upload." and the JID's domain (Prosody's mod_http_file_share).
 	UploadService string
 	// FileHosts are the host[:port]s inbound file URLs are fetched from
-	// (the upload service's); default the upload service's JID.
+	// (the upload service's); default the upload service's JID. Every
+	// redirect hop must stay on them too.
 	FileHosts []string
+	// PrivateFileHosts lets the FileHosts be on loopback or private
+	// addresses (an upload service on the same machine or network). By
+	// default the download client dials public addresses only, as
+	// xfiles.Fetch does (xfiles.GuardedClient): a file host's name that
+	// resolves to 127.0.0.1 or 169.254.169.254 is refused. It never uses
+	// a proxy, the environment's included.
+	PrivateFileHosts bool
 	// StateDir keeps the kit's state in imv2.db: channel IDs, bindings
 	// with their draft handles, pending and completed messages, so a
 	// restart loses no user message and shows no final twice. Empty keeps
@@ -86,7 +94,8 @@ type Config struct {
 	// Channel tunes every Channel (AckTimeout …).
 	Channel imv2.Options
 	// HTTPClient uploads and downloads files; default one of
-	// DefaultHTTPTimeout.
+	// DefaultHTTPTimeout. Downloads use a guarded copy of it
+	// (PrivateFileHosts); its transport must be nil or an *http.Transport.
 	HTTPClient  *http.Client
 	DialTimeout time.Duration
 	// MaxStanzaBytes is the largest stanza the server takes: a longer
@@ -108,18 +117,25 @@ type Bridge struct {
 	me     jid.JID
 	kit    *connector.Connector
 	bolt   *boltstore.Store
+	files  *http.Client    // the guarded download client
 	upload jid.JID         // the XEP-0363 service
 	ctx    context.Context // ends at Close
 	cancel context.CancelFunc
 	done   chan struct{} // closed when the session loop (run) ended
 
-	mu        sync.Mutex
-	s         *xmpp.Session            // nil while offline
-	up        chan struct{}            // closed while s is set
-	gone      chan struct{}            // closed when s ends
-	readers   map[chan incoming]string // running Listens, by their conversation key
-	ready     chan struct{}            // closed once a reader runs (Ready)
-	readyOnce sync.Once
+	wg sync.WaitGroup // goroutines sending a room join
+
+	mu      sync.Mutex
+	s       *xmpp.Session            // nil while offline
+	up      chan struct{}            // closed while s is set
+	gone    chan struct{}            // closed when s ends
+	readers map[*queue]string        // running Listens, by their conversation key
+	rooms   map[string]*roomState    // by the room's JID
+	queries map[string]*archiveQuery // running archive queries, by query ID
+	changed chan struct{}            // closed (and replaced) at a change Reading waits for
+	tried   chan struct{}            // closed when the first sign-in ended; then nil
+	lastErr error                    // of the last sign-in
+	refused error                    // the server refused the credentials: no more sign-ins
 }
 
 // New signs the bot in (in the background, again whenever the session
@@ -157,9 +173,13 @@ func New(cfg Config) (*Bridge, error) {
 	// sent twice in a row: never refreshed.
 	cfg.Display.TypingRefresh = cmp.Or(cfg.Display.TypingRefresh, -1)
 	cfg.Display.MaxTextBytes = cmp.Or(cfg.Display.MaxTextBytes, cfg.MaxStanzaBytes*3/4)
-	br := &Bridge{cfg: cfg, me: me, done: make(chan struct{}), up: make(chan struct{}), readers: map[chan incoming]string{}, ready: make(chan struct{})}
+	br := &Bridge{cfg: cfg, me: me, done: make(chan struct{}), up: make(chan struct{}), readers: map[*queue]string{},
+		rooms: map[string]*roomState{}, queries: map[string]*archiveQuery{}, changed: make(chan struct{}), tried: make(chan struct{})}
 	if br.upload, err = jid.Parse(cfg.UploadService); err != nil {
 		return nil, fmt.Errorf("xmppbridge: Config.UploadService: %w", err)
+	}
+	if br.files, err = fileClient(cfg); err != nil {
+		return nil, err
 	}
 	br.ctx, br.cancel = context.WithCancel(context.Background())
 	opts := &connector.Options{APIKey: cfg.APIKey, Skill: []byte(Skill), Files: cfg.Files,
@@ -198,10 +218,14 @@ func (br *Bridge) Close() error {
 		err = br.kit.Close()
 		<-br.done
 	}
+	br.wg.Wait()
 	if br.bolt != nil {
 		err = errors.Join(err, br.bolt.Close())
 	}
 	br.cfg.HTTPClient.CloseIdleConnections()
+	if br.files != nil {
+		br.files.CloseIdleConnections()
+	}
 	return err
 }
 

@@ -28,6 +28,7 @@ type message struct {
 	OOB       *oob        `xml:"jabber:x:oob x"`
 	Delay     *delay      `xml:"urn:xmpp:delay delay"`
 	Error     *stanzaFail `xml:"error"`
+	Result    *mamResult  `xml:"urn:xmpp:mam:2 result"` // an archive query's result
 }
 
 type idAttr struct {

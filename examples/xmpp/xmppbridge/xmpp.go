@@ -14,9 +14,14 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/clock"
+	"github.com/xagentkit/imv2/xfiles"
 
 	"mellium.im/sasl"
 	"mellium.im/xmlstream"
@@ -27,10 +32,11 @@ import (
 	"mellium.im/xmpp/upload"
 )
 
-// Backoff of the session's redial: from redialMin doubling to redialMax.
+// Backoff of the session's redial: from redialMin doubling to redialMax,
+// so the bot is back within a few seconds of a server restart.
 const (
-	redialMin = time.Second
-	redialMax = 30 * time.Second
+	redialMin = 500 * time.Millisecond
+	redialMax = 4 * time.Second
 )
 
 // roomSuffix marks a conversation key that is a group chat: the query of
@@ -51,17 +57,27 @@ func peer(key string) (to, typ string) {
 }
 
 // run keeps the bot's one session up until Close, dialing again with
-// backoff whenever it drops. Every conversation shares it.
+// backoff whenever it drops. Every conversation shares it. A server that
+// refuses the bot's credentials ends it: signing in again with the same
+// password cannot succeed, and a retry loop would only hide the cause.
 func (br *Bridge) run() {
 	defer close(br.done)
 	wait := redialMin
 	for br.ctx.Err() == nil {
 		began := br.cfg.Clock.Now()
 		s, ended, err := br.dial(br.ctx)
+		br.signedIn(err)
 		if err == nil {
 			br.serve(s, ended)
-		} else {
-			br.cfg.Logger.Warn("xmppbridge: sign-in failed", "jid", br.me.String(), "err", err)
+		} else if cond, ok := refusedCredentials(err); ok {
+			br.mu.Lock()
+			br.refused = fmt.Errorf("xmpp: the server refused the credentials of %s (%s): check the password", br.me.Bare(), cond)
+			br.changedLocked()
+			br.mu.Unlock()
+			br.cfg.Logger.Error("xmppbridge: the server refused the bot's credentials; not signing in again", "jid", br.me.Bare().String(), "condition", cond)
+			return
+		} else if br.ctx.Err() == nil {
+			br.cfg.Logger.Warn("xmppbridge: sign-in failed", "jid", br.me.String(), "err", err, "in", wait)
 		}
 		if br.cfg.Clock.Now().Sub(began) >= redialMax {
 			wait = redialMin
@@ -75,6 +91,55 @@ func (br *Bridge) run() {
 		}
 		wait = min(2*wait, redialMax)
 	}
+}
+
+// signedIn records a sign-in's outcome for Ready and SignIn.
+func (br *Bridge) signedIn(err error) {
+	br.mu.Lock()
+	defer br.mu.Unlock()
+	br.lastErr = err
+	if br.tried != nil {
+		close(br.tried)
+		br.tried = nil
+	}
+}
+
+// refusedCredentials reports whether err is the server's SASL refusal of
+// the bot's credentials (RFC 6120, 6.5), and its condition. A temporary
+// failure is not one.
+func refusedCredentials(err error) (string, bool) {
+	for _, e := range unwrapAll(err) {
+		v := reflect.ValueOf(e)
+		if v.Kind() != reflect.Struct || v.Type().PkgPath() != "mellium.im/xmpp/internal/saslerr" || v.Type().Name() != "Error" {
+			continue
+		}
+		cond := fmt.Sprint(v.FieldByName("Condition").Interface())
+		switch cond {
+		case "not-authorized", "account-disabled", "credentials-expired", "invalid-authzid":
+			return cond, true
+		}
+	}
+	return "", false
+}
+
+// unwrapAll is err and every error it wraps.
+func unwrapAll(err error) []error {
+	var out []error
+	for stack := []error{err}; len(stack) > 0; {
+		e := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if e == nil {
+			continue
+		}
+		out = append(out, e)
+		switch w := e.(type) {
+		case interface{ Unwrap() error }:
+			stack = append(stack, w.Unwrap())
+		case interface{ Unwrap() []error }:
+			stack = append(stack, w.Unwrap()...)
+		}
+	}
+	return out
 }
 
 // dial connects, secures the stream with STARTTLS, signs in with SCRAM
@@ -122,6 +187,7 @@ func (br *Bridge) serve(s *xmpp.Session, ended chan error) {
 	br.mu.Lock()
 	br.s, br.gone = s, gone
 	close(br.up)
+	br.changedLocked()
 	br.mu.Unlock()
 	stop := context.AfterFunc(br.ctx, func() { _ = s.Close(); _ = s.Conn().Close() })
 	err := <-ended
@@ -129,7 +195,11 @@ func (br *Bridge) serve(s *xmpp.Session, ended chan error) {
 	_ = s.Conn().Close()
 	br.mu.Lock()
 	br.s, br.up = nil, make(chan struct{})
+	for _, r := range br.rooms {
+		r.joined, r.reason = false, "" // the room forgets the bot with its session
+	}
 	close(gone)
+	br.changedLocked()
 	br.mu.Unlock()
 	if br.ctx.Err() == nil {
 		br.cfg.Logger.Warn("xmppbridge: session ended; signing in again", "err", err)
@@ -237,15 +307,47 @@ func (br *Bridge) attach(ctx context.Context, key, id, name, mime string, size i
 	return br.send(ctx, true, message{ID: id, To: to, Type: typ, Body: url, OriginID: &idAttr{id}, OOB: &oob{URL: url}})
 }
 
+// fileClient is the download client of inbound files: cfg.HTTPClient on
+// xfiles' guard (public addresses only unless PrivateFileHosts, no
+// proxy), following a redirect only to a host of FileHosts.
+func fileClient(cfg Config) (*http.Client, error) {
+	c := *cfg.HTTPClient
+	c.CheckRedirect = func(req *http.Request, via []*http.Request) error {
+		if !slices.Contains(cfg.FileHosts, req.URL.Host) {
+			return fmt.Errorf("%w: a redirect to %s, not a file host", errFileURL, req.URL.Host)
+		}
+		return nil
+	}
+	var trusted []string
+	if cfg.PrivateFileHosts {
+		for _, h := range cfg.FileHosts {
+			if _, _, err := net.SplitHostPort(h); err == nil {
+				trusted = append(trusted, h)
+			} else {
+				trusted = append(trusted, net.JoinHostPort(h, "80"), net.JoinHostPort(h, "443"))
+			}
+		}
+	}
+	fc, err := xfiles.GuardedClient(&c, trusted...)
+	if err != nil {
+		return nil, fmt.Errorf("xmppbridge: Config.HTTPClient: %w", err)
+	}
+	return fc, nil
+}
+
+// errFileURL refuses an inbound file's URL.
+var errFileURL = errors.New("xmppbridge: file URL not on an allowed host")
+
 // fetch downloads an inbound file's URL, at most max bytes, from a host
-// of Config.FileHosts only: a URL in a message is the sender's to choose,
-// and the Connector must not fetch whatever it names.
+// of Config.FileHosts only, every redirect hop included: a URL in a
+// message is the sender's to choose, and the Connector must not fetch
+// whatever it names.
 func (br *Bridge) fetch(ctx context.Context, rawURL string, max int64) ([]byte, string, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, rawURL, nil)
 	if err != nil || !slices.Contains(br.cfg.FileHosts, req.URL.Host) || (req.URL.Scheme != "https" && req.URL.Scheme != "http") {
-		return nil, "", errors.New("xmppbridge: file URL not on an allowed host")
+		return nil, "", errFileURL
 	}
-	resp, err := br.cfg.HTTPClient.Do(req)
+	resp, err := br.files.Do(req)
 	if err != nil {
 		return nil, "", err
 	}
@@ -267,68 +369,118 @@ type incoming struct {
 	// id is the platform's ID of the message: its XEP-0359 stanza-id
 	// (given by the bot's server for a 1:1 message, by the room for a
 	// group message), the same when the message is delivered again (a
-	// room's history on a rejoin); else its origin-id or stanza id.
+	// room's history on a rejoin, the archive's copy); else its
+	// origin-id or stanza id.
 	id, text string
 	url      string // an attached file's URL (XEP-0066 out of band data)
+	// arch is the archive's ID of the message (its stanza-id), "" when
+	// the server did not archive it.
+	arch string
+	from string // the sender: a room occupant's nick; "" in a 1:1 chat
+	skip bool   // read from the archive, and no person's message: not for the kit
 }
 
-// handle reads a message of the stream and hands it to the readers of its
-// conversation (the kit runs one per bound channel, Listen; it sends the
-// message once per channel). Skipped: errors, messages without a body or
-// file (chat states), corrections (the profile has no edit), the bot's
-// own messages and a room's messages without an occupant (its subject). A
-// conversation with no reader (its channel not open) misses the message.
+// handle reads a stanza of the stream. A person's message goes to the
+// readers of its conversation (the kit runs one per bound channel,
+// Listen; it sends the message once per channel) without waiting for
+// them: each holds what it can and reads the rest from the archive (see
+// queue). A result of an archive query goes to the query; a room's
+// answer to the bot's join to the room's state. Skipped: errors,
+// messages without a body or file (chat states), corrections (the
+// profile has no edit), the bot's own messages and a room's messages
+// without an occupant (its subject). A conversation with no reader (its
+// channel not open) misses the message.
 func (br *Bridge) handle(t xmlstream.TokenReadEncoder, start *xml.StartElement) error {
+	d := xml.NewTokenDecoder(xmlstream.MultiReader(xmlstream.Token(start.Copy()), t))
+	switch start.Name.Local {
+	case "presence":
+		var p presenceIn
+		if d.Decode(&p) == nil {
+			br.onPresence(p)
+		}
+		return nil
+	case "message":
+	default:
+		return nil
+	}
 	var m message
-	if start.Name.Local != "message" || xml.NewTokenDecoder(xmlstream.MultiReader(xmlstream.Token(start.Copy()), t)).Decode(&m) != nil {
+	if d.Decode(&m) != nil {
 		return nil // the handler's reader lacks the start a decoder must see
 	}
+	if m.Result != nil {
+		br.archived(m.From, m.Result)
+		return nil
+	}
+	in, key, ok := br.incomingOf(m)
+	if !ok {
+		return nil
+	}
+	br.cfg.Logger.Debug("xmppbridge: message read", "conversation", key, "event", in.id, "delayed", m.Delay != nil)
+	br.mu.Lock()
+	var readers []*queue
+	for q, k := range br.readers {
+		if k == key {
+			readers = append(readers, q)
+		}
+	}
+	br.mu.Unlock()
+	for _, q := range readers {
+		if !q.add(in) {
+			br.cfg.Logger.Warn("xmppbridge: user message dropped: the reader holds its bound and the server keeps no archive to read it from", "conversation", key, "event", in.id, "sender_queue", occupantQueue, "reader_queue", readerQueue)
+		}
+	}
+	return nil
+}
+
+// incomingOf is a message as the kit gets it and the conversation key it
+// belongs to; ok is false for what the kit does not get (see handle).
+func (br *Bridge) incomingOf(m message) (in incoming, key string, ok bool) {
 	from, err := jid.Parse(m.From)
 	if err != nil || m.Type == "error" || m.Replace != nil || (m.Body == "" && m.OOB == nil) {
-		return nil
+		return in, "", false
 	}
 	key, by := from.Bare().String(), br.me.Bare().String()
 	switch {
 	case m.Type == "groupchat":
-		if from.Resourcepart() == "" || from.Resourcepart() == br.cfg.Nick {
-			return nil
+		if from.Resourcepart() == "" || from.Resourcepart() == br.nickOf(key) {
+			return in, "", false
 		}
+		in.from = from.Resourcepart()
 		key, by = key+roomSuffix, key
 	case from.Bare().Equal(br.me.Bare()):
-		return nil
+		return in, "", false
 	}
-	in := incoming{id: eventID(m, by), text: m.Body}
+	in.id, in.arch, in.text = eventID(m, by), archiveID(m, by), m.Body
 	if m.OOB != nil && m.OOB.URL != "" {
 		in.url = m.OOB.URL
 		if in.text == in.url {
 			in.text = "" // clients repeat the URL as the body
 		}
 	}
-	br.cfg.Logger.Debug("xmppbridge: message read", "conversation", key, "event", in.id, "delayed", m.Delay != nil)
-	br.mu.Lock()
-	var readers []chan incoming
-	for ch, k := range br.readers {
-		if k == key {
-			readers = append(readers, ch)
+	return in, key, true
+}
+
+// archiveID is the ID the archive by gave the message: its XEP-0359
+// stanza-id by it, the last one. A server appends its own after the
+// message's content, and Prosody 0.12 keeps a sender's <stanza-id/>
+// naming the bot's JID beside it (it strips it from its own copy only):
+// the first would be the sender's forgery, which could make another
+// message a duplicate (dropped) at will.
+func archiveID(m message, by string) string {
+	id := ""
+	for _, s := range m.StanzaIDs {
+		if s.By == by && s.ID != "" {
+			id = s.ID
 		}
 	}
-	br.mu.Unlock()
-	for _, ch := range readers {
-		select {
-		case ch <- in:
-		case <-br.ctx.Done():
-		}
-	}
-	return nil
+	return id
 }
 
 // eventID is the message's ID: the stanza-id given by by, else the
 // sender's origin-id or id, else a random one (never a duplicate).
 func eventID(m message, by string) string {
-	for _, s := range m.StanzaIDs {
-		if s.By == by && s.ID != "" {
-			return "sid:" + s.ID
-		}
+	if id := archiveID(m, by); id != "" {
+		return "sid:" + id
 	}
 	if m.OriginID != nil && m.OriginID.ID != "" {
 		return "oid:" + m.OriginID.ID
@@ -342,54 +494,247 @@ func eventID(m message, by string) string {
 // session, with its history since the binding was made: what was said
 // since then and not handed over yet reaches the kit, which knows what it
 // had (a rejoin replays it with the same stanza-ids).
+//
+// A message the kit cannot take yet (the channel's pending store is full:
+// xAgent does not ack) is offered again until it can: the reader waits,
+// and drops nothing. Meanwhile the stream's messages are held in a queue
+// with a share per sender (a room occupant's flood fills its own share);
+// what a full share cannot hold is read from the server's archive
+// (XEP-0313) once the reader has room for it.
 func (br *Bridge) read(ctx context.Context, key string, since time.Time, deliver func(context.Context, incoming) error) error {
-	ch := make(chan incoming, 64)
+	q := newQueue()
 	br.mu.Lock()
-	br.readers[ch] = key
+	br.readers[q] = key
+	br.changedLocked()
 	br.mu.Unlock()
 	defer func() {
 		br.mu.Lock()
-		delete(br.readers, ch)
+		delete(br.readers, q)
+		br.changedLocked()
 		br.mu.Unlock()
 	}()
+	roomJID, typ := peer(key)
+	full := false // the channel's pending store was full at the last hand
 	for {
 		s, gone, err := br.session(ctx, true)
 		if err != nil {
 			return err
 		}
-		if room, typ := peer(key); typ == "groupchat" {
-			join := presence{To: room + "/" + br.cfg.Nick, MUC: &mucJoin{History: &history{Since: since.UTC().Format(time.RFC3339)}}}
-			if err := s.Encode(ctx, join); err != nil {
+		if typ == "groupchat" {
+			if err := br.join(ctx, s, roomJID, since); err != nil {
 				return err
 			}
 		}
-		br.readyOnce.Do(func() { close(br.ready) })
 	recv:
 		for {
+			if in, ok := q.next(); ok {
+				if err := br.hand(ctx, key, in, deliver, &full); err != nil {
+					return err
+				}
+				continue
+			}
+			if after, due := q.scanDue(); due {
+				if err := br.catchUp(ctx, s, key, q, after, since); err != nil {
+					if ctx.Err() != nil {
+						return ctx.Err()
+					}
+					br.cfg.Logger.Warn("xmppbridge: catch-up from the archive failed; trying again on the next session", "conversation", key, "err", err)
+					select {
+					case <-gone:
+					case <-ctx.Done():
+						return ctx.Err()
+					}
+					break recv
+				}
+				continue
+			}
+			rejoin, stop := br.rejoinTimer(typ, roomJID)
 			select {
-			case in := <-ch:
-				if err := deliver(ctx, in); err != nil {
-					br.cfg.Logger.Warn("xmppbridge: message not handed to xAgent", "conversation", key, "err", err)
+			case <-q.wake:
+			case <-rejoin:
+				if br.rejoinDue(roomJID) {
+					if err := br.join(ctx, s, roomJID, since); err != nil {
+						br.cfg.Logger.Warn("xmppbridge: room join not sent", "room", roomJID, "err", err)
+					}
 				}
 			case <-gone:
+				stop()
 				break recv
 			case <-ctx.Done():
+				stop()
 				return ctx.Err()
 			}
+			stop()
 		}
 	}
 }
 
-// Ready waits until the bot is signed in and the messages of a bound
-// conversation are read: xAgent opened a channel. A 1:1 message sent
-// before misses it (the bridge does not read the server's archive).
-func (br *Bridge) Ready(ctx context.Context) error {
+// rejoinTimer fires when a room the bot is not in is due for a join
+// again; nil (and a no-op stop) for a 1:1 chat or a room it is in.
+func (br *Bridge) rejoinTimer(typ, roomJID string) (<-chan struct{}, func()) {
+	br.mu.Lock()
+	r := br.rooms[roomJID]
+	br.mu.Unlock()
+	if typ != "groupchat" || r == nil || br.inRoom(roomJID) {
+		return nil, func() {}
+	}
+	fired := make(chan struct{})
+	t := br.cfg.Clock.AfterFunc(rejoinAfter, func() { close(fired) })
+	return fired, func() { t.Stop() }
+}
+
+// inRoom reports whether the room confirmed the bot's presence.
+func (br *Bridge) inRoom(roomJID string) bool {
+	br.mu.Lock()
+	defer br.mu.Unlock()
+	r := br.rooms[roomJID]
+	return r != nil && r.joined
+}
+
+// Backoff of a reader whose message the kit cannot take yet.
+const (
+	handMin = 20 * time.Millisecond
+	handMax = time.Second
+)
+
+// hand delivers in, again and again while the channel's pending store is
+// full (xAgent acks nothing); another failure is logged and the message
+// left (the kit refused it for good, or the binding is gone). It returns
+// only ctx's end. full carries the store's state from one message to the
+// next, so a long wait logs one line at its start and one at its end.
+func (br *Bridge) hand(ctx context.Context, key string, in incoming, deliver func(context.Context, incoming) error, full *bool) error {
+	wait := handMin
+	for {
+		err := deliver(ctx, in)
+		var ie *imv2.Error
+		switch {
+		case err == nil:
+			if *full {
+				*full = false
+				br.cfg.Logger.Info("xmppbridge: xAgent takes user messages again", "conversation", key)
+			}
+			return nil
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case !errors.As(err, &ie) || ie.Code != imv2.CodePendingFull:
+			br.cfg.Logger.Warn("xmppbridge: message not handed to xAgent", "conversation", key, "event", in.id, "err", err)
+			return nil
+		}
+		if !*full {
+			br.cfg.Logger.Warn("xmppbridge: the channel's pending store is full (xAgent acks nothing); the reader waits, holding later messages or reading them from the archive", "conversation", key)
+			*full = true
+		}
+		if err := sleep(ctx, br.cfg.Clock, wait); err != nil {
+			return err
+		}
+		wait = min(2*wait, handMax)
+	}
+}
+
+// sleep waits d on clk, or until ctx ends.
+func sleep(ctx context.Context, clk clock.Clock, d time.Duration) error {
+	done := make(chan struct{})
+	t := clk.AfterFunc(d, func() { close(done) })
+	defer t.Stop()
 	select {
-	case <-br.ready:
+	case <-done:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// catchUp reads one page of the archive after after into q. A refusing
+// archive ends the catch-up: the messages it should have given are lost,
+// and said so.
+func (br *Bridge) catchUp(ctx context.Context, s *xmpp.Session, key string, q *queue, after string, since time.Time) error {
+	page, complete, err := br.fetchArchive(ctx, s, key, after, since)
+	if errors.Is(err, errArchiveRefused) {
+		n := q.refused()
+		br.cfg.Logger.Error("xmppbridge: the server's archive refused a catch-up; messages it holds are not handed to xAgent", "conversation", key, "senders", n, "err", err)
+		return nil
+	} else if err != nil {
+		return err
+	}
+	br.cfg.Logger.Debug("xmppbridge: messages read from the archive", "conversation", key, "count", len(page), "complete", complete)
+	if lost := q.scanned(page, complete); lost > 0 {
+		br.cfg.Logger.Error("xmppbridge: messages not held were not found in the archive; they are not handed to xAgent", "conversation", key, "senders", lost)
+	}
+	return nil
+}
+
+// Ready reports whether the bridge can serve now (the kit's /readyz asks
+// it): the bot is signed in to the server, and in every room a reader
+// reads. Its error says what is wrong: the server unreachable (with the
+// last sign-in's error), the credentials refused, a room not joined (and
+// why). It never waits: xAgent's absence (no channel open, no reader) is
+// not the bridge's failure.
+func (br *Bridge) Ready(context.Context) error {
+	br.mu.Lock()
+	defer br.mu.Unlock()
+	switch {
+	case br.refused != nil:
+		return br.refused
+	case br.ctx.Err() != nil:
+		return errors.New("xmpp: closed")
+	case br.s == nil && br.lastErr != nil:
+		return fmt.Errorf("xmpp: not signed in to the server: %v", br.lastErr)
+	case br.s == nil:
+		return errors.New("xmpp: signing in to the server")
+	}
+	return br.roomsNotJoinedLocked()
+}
+
+// Reading waits until a reader of a bound conversation runs on a live
+// session (xAgent opened a channel) and, for a room, the room confirmed
+// the bot's join; it fails early with the reason when the server refused
+// the bot's credentials.
+func (br *Bridge) Reading(ctx context.Context) error {
+	for {
+		br.mu.Lock()
+		changed := br.changed
+		ok := br.s != nil && len(br.readers) > 0 && br.roomsNotJoinedLocked() == nil
+		refused := br.refused
+		br.mu.Unlock()
+		switch {
+		case refused != nil:
+			return refused
+		case ok:
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// SignIn waits for the outcome of the bot's first sign-in and returns the
+// server's refusal of its credentials, if it refused them; nil when it
+// signed in or could not reach the server (the bridge keeps trying).
+func (br *Bridge) SignIn(ctx context.Context) error {
+	br.mu.Lock()
+	tried := br.tried
+	br.mu.Unlock()
+	if tried != nil {
+		select {
+		case <-tried:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-br.done:
+		}
+	}
+	br.mu.Lock()
+	defer br.mu.Unlock()
+	return br.refused
+}
+
+// changedLocked wakes whoever waits for a change of the session, the
+// readers or a room (Reading); under br.mu.
+func (br *Bridge) changedLocked() {
+	close(br.changed)
+	br.changed = make(chan struct{})
 }
 
 // newID is a random stanza ID.
