@@ -145,6 +145,7 @@ type Connector struct {
 
 	mu      sync.Mutex
 	closed  bool
+	closing chan struct{} // closed once the first Close returned (Shutdown may leave it running)
 	servers map[*http.Server]struct{}
 	readers map[string]*reader // by channel: the running Listen
 }
@@ -174,7 +175,7 @@ func New(card *protocol.Card, platform Platform, opts *Options) (*Connector, err
 	onOpen := relayOpened(adv.Relay, adv.OnChannelOpen)
 	c := &Connector{
 		card: card, platform: platform, store: o.Store, clock: adv.Clock, log: o.Logger,
-		metrics: adv.Metrics, servers: map[*http.Server]struct{}{}, readers: map[string]*reader{}, chLocks: newChannelLocks(),
+		metrics: adv.Metrics, closing: make(chan struct{}), servers: map[*http.Server]struct{}{}, readers: map[string]*reader{}, chLocks: newChannelLocks(),
 	}
 	c.km = newKitMetrics(adv.Clock, c.openChannels)
 	if c.metrics == nil {
@@ -374,7 +375,8 @@ func (c *Connector) shutdown(hs *http.Server) {
 // Close stops serving, ends every connection, stops every timer and
 // closes every Channel; pending state stays in the Store, which the
 // caller closes afterwards. A platform call in flight is cancelled:
-// Shutdown lets them finish first.
+// Shutdown lets them finish first. Close waits for the platform calls to
+// return; a second Close returns at once.
 func (c *Connector) Close() error {
 	c.drain.stop()
 	c.mu.Lock()
@@ -391,6 +393,7 @@ func (c *Connector) Close() error {
 	for _, hs := range servers {
 		c.shutdown(hs)
 	}
+	defer close(c.closing)
 	c.closeReaders()
 	c.parked.close()
 	err := c.server.Close()

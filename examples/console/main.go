@@ -9,6 +9,7 @@
 //	  -json              print every target side effect on stdout as one JSON object per line
 //	  -ack-timeout DUR   wait this long for xAgent's ack before resending a user message (default 10s)
 //	  -store DIR         keep pending and completed state durably in DIR
+//	  -shutdown-grace DUR on SIGTERM, finish the replies in progress for up to DUR (default 25s), then cut off the rest and exit
 //	  -log-level LEVEL   debug | info | warn | error (default warn); -v is -log-level debug
 //	  -log-format FMT    text | json (default text)
 //	  -version           print the version (module version, VCS revision) and exit
@@ -20,8 +21,11 @@
 // printed a second time. Each stdin line is one user message; "/file PATH"
 // sends a file. SIGTERM or SIGINT stops it gracefully
 // (connector.Connector.Shutdown): no new work, the replies in progress
-// finished within 25 s, then one line "console: stopped: …" with what was
-// drained, and exit 0.
+// finished within -shutdown-grace (25 s), then one line "console: stopped: …"
+// with what was drained, and exit 0 — within the grace plus
+// connector.CutWait even when a post never returns (cut off: its claim
+// stays in -store, and xAgent's resend after the restart is answered
+// delivery_outcome_unknown, never shown twice).
 package main
 
 import (
@@ -32,6 +36,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/connector"
@@ -57,6 +62,7 @@ func run() error {
 	jsonOut := flag.Bool("json", false, "print every target side effect on stdout as one JSON object per line")
 	ackTimeout := flag.Duration("ack-timeout", 0, "wait this long for xAgent's ack before resending a user message (default 10s)")
 	store := flag.String("store", "", "keep pending and completed state durably in DIR, one per console; without it state is in memory and a restart may show a final twice")
+	grace := flag.Duration("shutdown-grace", connector.DefaultShutdownGrace, "on SIGTERM, let the replies in progress finish for up to DUR, then cut off what is still running and exit (keep it under the orchestrator's kill timeout)")
 	version := flag.Bool("version", false, "print the version (module version and VCS revision) and exit")
 	flag.Parse()
 	if *version {
@@ -98,15 +104,15 @@ func run() error {
 	defer stop()
 	go b.Run(ctx, os.Stdin) // the end of stdin does not stop serving; a signal does
 	<-ctx.Done()
-	return drain(b)
+	return drain(b, *grace)
 }
 
 // drain stops b as a SIGTERM asks: no new work, the finals in the
 // platform's hands finished within connector.DefaultShutdownGrace, then
 // one line saying what was drained.
-func drain(b *consolebridge.Bridge) error {
-	fmt.Fprintf(os.Stderr, "console: stopping; finishing the replies in progress (up to %s)\n", connector.DefaultShutdownGrace)
-	ctx, cancel := context.WithTimeout(context.Background(), connector.DefaultShutdownGrace)
+func drain(b *consolebridge.Bridge, grace time.Duration) error {
+	fmt.Fprintf(os.Stderr, "console: stopping; finishing the replies in progress (up to %s)\n", grace)
+	ctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
 	d, err := b.Shutdown(ctx)
 	fmt.Fprintf(os.Stderr, "console: stopped: %s\n", d)
