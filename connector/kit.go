@@ -125,6 +125,7 @@ type Connector struct {
 	metrics  http.Handler // /metrics: the kit's (metrics.go) or Advanced.Metrics
 	km       *kitMetrics
 	counted  *countedStore       // the Store, counted; /readyz reads its last write
+	ready    readiness           // /readyz's cached verdict (probes.go)
 	defConv  func(string) string // nil for a Card with auth flows
 	relay    Relay
 	recv     [receiveStripes]sync.Mutex // serialise Receive per channel and event (inbound.go)
