@@ -16,6 +16,7 @@ import (
 	"github.com/xagentkit/imv2/clock"
 	"github.com/xagentkit/imv2/connector/internal/display"
 	"github.com/xagentkit/imv2/dataplane"
+	"github.com/xagentkit/imv2/internal/apikey"
 	"github.com/xagentkit/imv2/protocol"
 	"github.com/xagentkit/imv2/state"
 )
@@ -33,8 +34,8 @@ const ShutdownTimeout = 5 * time.Second
 // no API key, in-memory state, the display mode the platform's
 // capabilities allow, and no rate limit.
 type Options struct {
-	// APIKey, when set, guards /health, /ws, /files/uploads and /metrics
-	// (W1). Given once: the kit hands it to every layer. New takes any
+	// APIKey, when set, guards /health, /ws and /files/uploads (W1), and
+	// keeps /metrics off this address unless Advanced.MetricsToken is set. Given once: the kit hands it to every layer. New takes any
 	// key; one under 22 bytes (128 bits as base64) never keys download
 	// URLs (Advanced.URLKey), and the reference commands refuse it.
 	APIKey string
@@ -95,10 +96,18 @@ type Advanced struct {
 	// messages to the replica that holds a channel (pgstore.Relay; see
 	// Relay). Default: only channels open here are reached (ErrNoChannel).
 	Relay Relay
-	// Metrics, when set, is served at /metrics behind the API key instead
-	// of the kit's own series (the package doc lists them), for example
-	// the metrics module's Collector.Handler.
+	// Metrics, when set, is served at /metrics instead of the kit's own
+	// series (the package doc lists them), for example the metrics
+	// module's Collector.Handler.
 	Metrics http.Handler
+	// MetricsToken, when set, is the credential of GET /metrics
+	// ("Authorization: Bearer TOKEN"), on the Connector's address and on
+	// StartMonitor's. The API key never opens /metrics, so a scraper does
+	// not hold xAgent's credential: a Connector with an API key and no
+	// MetricsToken serves /metrics only on StartMonitor's address (open
+	// there) and answers 404 on its own. Set it to the API key to keep one
+	// credential for both.
+	MetricsToken string
 	// OnChannelOpen is called for every channel.open answered with
 	// success. Do not block in it.
 	OnChannelOpen func(channelID string)
@@ -123,19 +132,21 @@ type Connector struct {
 	clock    clock.Clock
 	log      *slog.Logger
 	metrics  http.Handler // /metrics: the kit's (metrics.go) or Advanced.Metrics
-	km       *kitMetrics
-	counted  *countedStore       // the Store, counted; /readyz reads its last write
-	ready    readiness           // /readyz's cached verdict (probes.go)
-	defConv  func(string) string // nil for a Card with auth flows
-	relay    Relay
-	recv     [receiveStripes]sync.Mutex // serialise Receive per channel and event (inbound.go)
-	parked   *parking                   // grace timers of channels with parked user messages (inbound.go)
-	out      *outbound
-	pace     *pacer
-	display  *display.Target
-	server   *dataplane.Server
-	handler  *Handler
-	chLocks  *channelLocks // serialises binding changes per channel
+	// metricsKey guards /metrics (Advanced.MetricsToken; monitor.go)
+	metricsKey apikey.Key
+	km         *kitMetrics
+	counted    *countedStore       // the Store, counted; /readyz reads its last write
+	ready      readiness           // /readyz's cached verdict (probes.go)
+	defConv    func(string) string // nil for a Card with auth flows
+	relay      Relay
+	recv       [receiveStripes]sync.Mutex // serialise Receive per channel and event (inbound.go)
+	parked     *parking                   // grace timers of channels with parked user messages (inbound.go)
+	out        *outbound
+	pace       *pacer
+	display    *display.Target
+	server     *dataplane.Server
+	handler    *Handler
+	chLocks    *channelLocks // serialises binding changes per channel
 	// callTimeout bounds Unbound and Released (Display.CallTimeout).
 	callTimeout time.Duration
 
@@ -176,7 +187,7 @@ func New(card *protocol.Card, platform Platform, opts *Options) (*Connector, err
 	onOpen := relayOpened(adv.Relay, adv.OnChannelOpen)
 	c := &Connector{
 		card: card, platform: platform, store: o.Store, clock: adv.Clock, log: o.Logger,
-		metrics: adv.Metrics, closing: make(chan struct{}), servers: map[*http.Server]struct{}{}, readers: map[string]*reader{}, chLocks: newChannelLocks(),
+		metrics: adv.Metrics, metricsKey: apikey.New(adv.MetricsToken), closing: make(chan struct{}), servers: map[*http.Server]struct{}{}, readers: map[string]*reader{}, chLocks: newChannelLocks(),
 	}
 	c.km = newKitMetrics(adv.Clock, c.openChannels)
 	if c.metrics == nil {
@@ -281,16 +292,15 @@ func New(card *protocol.Card, platform Platform, opts *Options) (*Connector, err
 }
 
 // ServeHTTP serves every endpoint: those of Handler, the probes /livez
-// and /readyz (probes.go) and GET /metrics behind the API key (the kit's
-// series, or Options.Advanced.Metrics).
+// and /readyz (probes.go) and GET /metrics (the kit's series, or
+// Options.Advanced.Metrics) behind Advanced.MetricsToken, never the API
+// key (monitor.go).
 func (c *Connector) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if c.serveProbe(w, r) {
 		return
 	}
 	if r.URL.Path == "/metrics" {
-		if c.handler.authorized(w, r) {
-			c.metrics.ServeHTTP(w, r)
-		}
+		c.serveMetrics(w, r)
 		return
 	}
 	c.handler.ServeHTTP(w, r)
@@ -340,7 +350,12 @@ func (c *Connector) Serve(ctx context.Context, ln net.Listener) error {
 // register makes the http.Server of ln and adds it to those Close shuts
 // down; after Close it closes ln and fails with imv2.ErrClosed.
 func (c *Connector) register(ln net.Listener) (*http.Server, error) {
-	hs := NewServer(ln.Addr().String(), c)
+	return c.registerHandler(ln, c)
+}
+
+// registerHandler is register serving h.
+func (c *Connector) registerHandler(ln net.Listener, h http.Handler) (*http.Server, error) {
+	hs := NewServer(ln.Addr().String(), h)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {

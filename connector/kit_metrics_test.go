@@ -100,13 +100,14 @@ func TestKit_Metrics_ServedByDefaultBehindTheKey(t *testing.T) {
 	p := &meterPlatform{pretend: newPretend(0), again: make(chan struct{})}
 	acked := make(chan imv2.Event, 4)
 	_, url := startKit(t, p, metricsKey, connector.Options{Store: st, Advanced: connector.Advanced{
-		Channel: &imv2.Options{Observer: observed(imv2.EventAcked, acked)},
+		Channel:      &imv2.Options{Observer: observed(imv2.EventAcked, acked)},
+		MetricsToken: metricsKey, // one credential for both, configured so
 	}})
 
 	resp, err := http.Get(url + "/metrics")
 	require.NoError(t, err)
 	resp.Body.Close()
-	require.Equal(t, http.StatusUnauthorized, resp.StatusCode, "/metrics needs the key")
+	require.Equal(t, http.StatusUnauthorized, resp.StatusCode, "/metrics needs its token")
 
 	users := make(chan imv2.ChatMessage, 4)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -168,7 +169,8 @@ func TestKit_Metrics_ServedByDefaultBehindTheKey(t *testing.T) {
 func TestKit_Metrics_PendingCountsTheSendWindowsQueue(t *testing.T) {
 	acked := make(chan imv2.Event, 4)
 	k, url := startKit(t, newPretend(0), metricsKey, connector.Options{Advanced: connector.Advanced{
-		Channel: &imv2.Options{MaxUnacked: 1, Observer: observed(imv2.EventAcked, acked)},
+		Channel:      &imv2.Options{MaxUnacked: 1, Observer: observed(imv2.EventAcked, acked)},
+		MetricsToken: metricsKey,
 	}})
 	hold, entered := make(chan struct{}), make(chan string, 8)
 	var holding atomic.Bool
