@@ -34,10 +34,11 @@ const ShutdownTimeout = 5 * time.Second
 // no API key, in-memory state, the display mode the platform's
 // capabilities allow, and no rate limit.
 type Options struct {
-	// APIKey, when set, guards /health, /ws and /files/uploads (W1), and
-	// keeps /metrics off this address unless Advanced.MetricsToken is set. Given once: the kit hands it to every layer. New takes any
-	// key; one under 22 bytes (128 bits as base64) never keys download
-	// URLs (Advanced.URLKey), and the reference commands refuse it.
+	// APIKey, when set, guards /health, /ws and /files/uploads (W1); it
+	// never opens /metrics (Advanced.MetricsToken). Given once: the kit
+	// hands it to every layer. New takes any key; one under 22 bytes
+	// (128 bits as base64) never keys download URLs (Advanced.URLKey),
+	// and the reference commands refuse it.
 	APIKey string
 	// Skill is served at /skill.md (H3); nil means 404.
 	Skill []byte
@@ -95,6 +96,8 @@ type Advanced struct {
 	// Relay, for replicas on one shared Store, carries Receive's user
 	// messages to the replica that holds a channel (pgstore.Relay; see
 	// Relay). Default: only channels open here are reached (ErrNoChannel).
+	// With it the Connector is a replica: it reads its Store every second
+	// and lets xAgent's connection go while it cannot (StoreLossGrace).
 	Relay Relay
 	// Metrics, when set, is served at /metrics instead of the kit's own
 	// series (the package doc lists them), for example the metrics
@@ -132,21 +135,21 @@ type Connector struct {
 	clock    clock.Clock
 	log      *slog.Logger
 	metrics  http.Handler // /metrics: the kit's (metrics.go) or Advanced.Metrics
-	// metricsKey guards /metrics (Advanced.MetricsToken; monitor.go)
-	metricsKey apikey.Key
-	km         *kitMetrics
-	counted    *countedStore       // the Store, counted; /readyz reads its last write
-	ready      readiness           // /readyz's cached verdict (probes.go)
-	defConv    func(string) string // nil for a Card with auth flows
-	relay      Relay
-	recv       [receiveStripes]sync.Mutex // serialise Receive per channel and event (inbound.go)
-	parked     *parking                   // grace timers of channels with parked user messages (inbound.go)
-	out        *outbound
-	pace       *pacer
-	display    *display.Target
-	server     *dataplane.Server
-	handler    *Handler
-	chLocks    *channelLocks // serialises binding changes per channel
+	scrape   apikey.Key   // guards /metrics: Advanced.MetricsToken (monitor.go)
+	km       *kitMetrics
+	counted  *countedStore       // the Store, counted; /readyz reads its last write
+	ready    readiness           // /readyz's cached verdict (probes.go)
+	stWatch  *storeWatch         // a replica's watch on its Store (storewatch.go); nil without Advanced.Relay
+	defConv  func(string) string // nil for a Card with auth flows
+	relay    Relay
+	recv     [receiveStripes]sync.Mutex // serialise Receive per channel and event (inbound.go)
+	parked   *parking                   // grace timers of channels with parked user messages (inbound.go)
+	out      *outbound
+	pace     *pacer
+	display  *display.Target
+	server   *dataplane.Server
+	handler  *Handler
+	chLocks  *channelLocks // serialises binding changes per channel
 	// callTimeout bounds Unbound and Released (Display.CallTimeout).
 	callTimeout time.Duration
 
@@ -187,7 +190,7 @@ func New(card *protocol.Card, platform Platform, opts *Options) (*Connector, err
 	onOpen := relayOpened(adv.Relay, adv.OnChannelOpen)
 	c := &Connector{
 		card: card, platform: platform, store: o.Store, clock: adv.Clock, log: o.Logger,
-		metrics: adv.Metrics, metricsKey: apikey.New(adv.MetricsToken), closing: make(chan struct{}), servers: map[*http.Server]struct{}{}, readers: map[string]*reader{}, chLocks: newChannelLocks(),
+		metrics: adv.Metrics, scrape: apikey.New(adv.MetricsToken), closing: make(chan struct{}), servers: map[*http.Server]struct{}{}, readers: map[string]*reader{}, chLocks: newChannelLocks(),
 	}
 	c.km = newKitMetrics(adv.Clock, c.openChannels)
 	if c.metrics == nil {
@@ -287,6 +290,9 @@ func New(card *protocol.Card, platform Platform, opts *Options) (*Connector, err
 	c.relay = adv.Relay
 	if rs, ok := adv.Relay.(interface{ Serve(state.OpenChannels) }); ok {
 		rs.Serve(c.server)
+	}
+	if adv.Relay != nil {
+		c.stWatch = c.watchStore() // a replica lets xAgent go when it loses its Store
 	}
 	return c, nil
 }
@@ -410,6 +416,7 @@ func (c *Connector) Close() error {
 		c.shutdown(hs)
 	}
 	defer close(c.closing)
+	c.stWatch.stop()
 	c.closeReaders()
 	c.parked.close()
 	err := c.server.Close()

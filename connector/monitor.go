@@ -14,8 +14,8 @@ import (
 // an API key serves it open, as it serves everything.
 func (c *Connector) serveMetrics(w http.ResponseWriter, r *http.Request) {
 	switch {
-	case c.metricsKey.Set():
-		if !c.metricsKey.Allow(r.Header.Get("Authorization")) {
+	case c.scrape.Set():
+		if !c.scrape.Allow(r.Header.Get("Authorization")) {
 			c.log.Info("connector: unauthorized metrics request", "remote", r.RemoteAddr)
 			w.Header().Set("WWW-Authenticate", `Bearer realm="metrics"`)
 			http.Error(w, "missing or wrong metrics token", http.StatusUnauthorized)
@@ -39,7 +39,7 @@ func (c *Connector) monitor(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
-	if !c.metricsKey.Allow(r.Header.Get("Authorization")) {
+	if !c.scrape.Allow(r.Header.Get("Authorization")) {
 		c.log.Info("connector: unauthorized metrics request", "remote", r.RemoteAddr)
 		w.Header().Set("WWW-Authenticate", `Bearer realm="metrics"`)
 		http.Error(w, "missing or wrong metrics token", http.StatusUnauthorized)

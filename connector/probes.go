@@ -38,7 +38,9 @@ const readyProbeChannel = "readyz-probe"
 //
 //   - GET /livez: 200 "ok" while the process serves HTTP at all.
 //   - GET /readyz: 200 "ready" when the Connector takes new work, else
-//     503 with the first reason: "shutting down", "store not writable"
+//     503 with the first reason: "shutting down", "store unreachable" (a
+//     replica that let xAgent's connection go, StoreLossGrace), "store
+//     not writable"
 //     (the store refused the kit's last write or the probe's within
 //     ReadyInterval), or "platform: …" (the Platform's ReadyChecker
 //     reports a failure). xAgent being connected or not does not count:
@@ -87,6 +89,9 @@ func (c *Connector) notReady(ctx context.Context) string {
 	c.mu.Unlock()
 	if closed || c.drain.isStopping() {
 		return "shutting down"
+	}
+	if c.stWatch.isLost() {
+		return "store unreachable"
 	}
 	rd := &c.ready
 	rd.mu.Lock()
