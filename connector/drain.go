@@ -232,7 +232,7 @@ func (c *Connector) Shutdown(ctx context.Context) (Drained, error) {
 	case <-cut.C:
 	}
 	c.log.Warn("connector: shutdown cut off platform calls that ignore their context; their claims stay for the restart to settle",
-		"finals_cut", d.Cut, "grace_over_by", CutWait)
+		"cut", d.Cut)
 	return d, ctx.Err()
 }
 

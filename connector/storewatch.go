@@ -95,7 +95,7 @@ func (w *storeWatch) check() {
 	switch {
 	case letGo:
 		c.log.Warn("connector: store unreachable; letting xAgent's connections go and refusing new ones until it answers",
-			"for", now.Sub(failing).Round(time.Millisecond), "err", err)
+			"unreachable", now.Sub(failing).Round(time.Millisecond), "err", err)
 		c.server.SetUnavailable("store unreachable")
 	case takeAgain:
 		c.log.Warn("connector: store reachable again; taking xAgent's connections")
