@@ -90,7 +90,8 @@ func observed(kind imv2.EventKind, ch chan<- imv2.Event) imv2.Observer {
 }
 
 // TestKit_Metrics_ServedByDefaultBehindTheKey: a kit Connector with no
-// metrics option serves /metrics behind the API key (401 without it), in
+// metrics option serves /metrics behind its metrics token (here set to the
+// API key: 401 without it), in
 // the text format, with the Observer series of the metrics module and the
 // kit's own: a store error counted through Options.Store, the open
 // connection and channel, the send→ack latency of a user message, a
