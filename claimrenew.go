@@ -25,6 +25,7 @@ type claimRenewal struct {
 
 	mu      sync.Mutex
 	stopped bool
+	held    time.Time // when the claim or its last successful renewal began: the lease runs at least ClaimLease from it
 	next    time.Time // when the next renewal starts, on the Channel's clock
 	timer   clock.Timer
 	running sync.WaitGroup // the renewal in flight, which stop waits for
@@ -33,7 +34,7 @@ type claimRenewal struct {
 // renewClaim starts renewing c's claim on message id, held by owner and
 // claimed at from.
 func (c *Channel) renewClaim(cr ClaimRenewer, id, owner string, from time.Time) *claimRenewal {
-	r := &claimRenewal{c: c, cr: cr, id: id, owner: owner, next: from.Add(c.o.ClaimLease / 3)}
+	r := &claimRenewal{c: c, cr: cr, id: id, owner: owner, held: from, next: from.Add(c.o.ClaimLease / 3)}
 	r.schedule()
 	return r
 }
@@ -72,9 +73,33 @@ func (r *claimRenewal) renew() {
 		// Taken over after a lapse, or already ended: another owner's
 		// claim is not this delivery's to extend.
 		c.log.Warn("claim lost while delivering; another owner may deliver this message too", "message_id", r.id)
+		r.mu.Lock()
+		r.held = time.Time{}
+		r.mu.Unlock()
 		return
+	default:
+		r.mu.Lock()
+		if begun.After(r.held) && !r.held.IsZero() {
+			r.held = begun
+		}
+		r.mu.Unlock()
 	}
 	r.schedule()
+}
+
+// coversPost reports whether the claim is surely live with room to spare
+// for a post starting now: its lease, counted from the claim or its last
+// successful renewal, has more than min(TargetTimeout, ClaimLease/3) left
+// (with the default lease, a third: the renewals due meanwhile keep it
+// live through the post). A slow Claim, a slow WasPosted or failing
+// renewals make it false, and the post does not start on a lease that may
+// lapse under it, when another owner could take it over and post too.
+func (r *claimRenewal) coversPost() bool {
+	r.mu.Lock()
+	held := r.held
+	r.mu.Unlock()
+	lease := r.c.o.ClaimLease
+	return !held.IsZero() && r.c.o.Clock.Now().Add(min(r.c.o.TargetTimeout, lease/3)).Sub(held) < lease
 }
 
 // stop ends the renewals, waiting for one in flight (at most ClaimLease/3):
@@ -97,18 +122,21 @@ const (
 )
 
 // retryRecord tries a Record that failed (err) again, with backoff on the
-// Channel's clock, until it succeeds, sctx's deadline passes or the
-// channel closes, and returns the last error. Only with a ClaimRenewer:
-// the claim stays live meanwhile, so no other owner posts the message
-// again while the record is retried, and a success leaves nothing
-// orphaned.
-func (c *Channel) retryRecord(sctx *storectx.Context, id string, fp Fingerprint, err error) error {
+// Channel's clock, until it succeeds or the channel closes, and returns
+// the last error; each attempt gets its own store bound. Only with a
+// ClaimRenewer: the claim stays live meanwhile (renewals do not wait for
+// the Record), so however long the store takes, no other owner posts the
+// message again while its live holder records it, and a success leaves
+// nothing orphaned.
+func (c *Channel) retryRecord(id string, fp Fingerprint, err error) error {
 	for wait := recordRetryMin; err != nil; wait = min(2*wait, recordRetryMax) {
 		c.log.Warn("completed record not stored; trying again", "message_id", id, "err", err)
-		if deadline, _ := sctx.Deadline(); !c.o.Clock.Now().Add(wait).Before(deadline) || !c.sleep(wait) {
+		if !c.sleep(wait) {
 			return err
 		}
+		sctx := c.storeCtx(c.o.Completed)
 		err = c.o.Completed.Record(c.call(sctx), c.id, id, fp)
+		sctx.Release()
 	}
 	return nil
 }

@@ -135,3 +135,51 @@ func waitCtx(t *testing.T) context.Context {
 	t.Cleanup(cancel)
 	return ctx
 }
+
+// slowClaim is a renewingStore whose Claim takes `took` on the fake
+// clock, as a Claim held up by a slow database does.
+type slowClaim struct {
+	*renewingStore
+	clk  interface{ Advance(time.Duration) }
+	took time.Duration
+}
+
+func (s *slowClaim) Claim(ctx context.Context, ch, id string, fp Fingerprint, owner string, lease time.Duration) (Claim, error) {
+	cl, err := s.ClaimStore.Claim(ctx, ch, id, fp, owner, lease)
+	s.clk.Advance(s.took)
+	s.claimed <- struct{}{}
+	return cl, err
+}
+
+// TestChannel_S8_A6_NoPostOnALeaseThatMayLapse (issue 38): a Claim that
+// returns when less than a third of its lease is known to remain does not
+// start the post (the lease could lapse under it and another owner post
+// too): the final is answered retryable, its claim released, and the
+// resend, claimed promptly, is posted once.
+func TestChannel_S8_A6_NoPostOnALeaseThatMayLapse(t *testing.T) {
+	target := newRecTarget()
+	c, w, clk := newConnector(t, target, &Options{TargetTimeout: time.Second, ClaimLease: 3 * time.Second})
+	store := &slowClaim{renewingStore: newRenewingStore(NewMemoryCompletedStore(0, 0, clk)), clk: clk, took: 2500 * time.Millisecond}
+	c.o.Completed = store
+
+	p := finalPacket(t, "a1", "hello")
+	require.NoError(t, c.Receive(context.Background(), p))
+	<-store.claimed
+	ack := ackOf(t, p, w.next(t))
+	require.Equal(t, AckRejected, ack.Status, "not posted on a lease 2.5 s into 3 s")
+	require.True(t, ack.Retryable)
+	require.Equal(t, CodeTargetDeliveryFailed, ack.Code)
+	require.Equal(t, 0, target.postCount("a1"))
+	fp := FingerprintOf(&ChatMessage{MessageID: "a1", Text: "hello"})
+	other, err := store.ClaimStore.Claim(context.Background(), "cch_1", "a1", fp, "other replica", 3*time.Second)
+	require.NoError(t, err)
+	require.Equal(t, ClaimAcquired, other.State, "the claim was released")
+	require.NoError(t, store.ClaimStore.Release(context.Background(), "cch_1", "a1", "other replica"))
+
+	store.took = 0
+	again := finalPacket(t, "a1", "hello")
+	require.NoError(t, c.Receive(context.Background(), again))
+	<-store.claimed
+	require.Equal(t, AckAccepted, ackOf(t, again, w.next(t)).Status)
+	require.Equal(t, 1, target.postCount("a1"))
+}

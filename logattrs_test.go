@@ -19,9 +19,9 @@ import (
 // concept is added here; a new name for an old one is not.
 var logAttrNames = []string{
 	"attempt", "attempts", "bytes", "channels", "code", "connector", "connector_channel_id",
-	"connector_id", "delay", "err", "file_ref", "grace", "in", "max", "message_id", "method",
+	"connector_id", "cut", "delay", "err", "file_ref", "grace", "in", "max", "message_id", "method",
 	"old_connector_channel_id", "old_connector_id", "path", "profile", "reason", "remote",
-	"reply_to", "state", "status", "tool_id", "tries", "type", "xagent",
+	"reply_to", "state", "status", "tool_id", "tries", "type", "unreachable", "xagent",
 }
 
 // logMethods maps a slog.Logger method to the index of its first

@@ -374,11 +374,13 @@ func (c *Channel) runTarget(m *ChatMessage, fp Fingerprint, stream *deltaStream,
 		c.observe(Event{Kind: EventDuplicate, MessageID: id})
 		return AckDuplicate, nil, posted{}
 	}
+	var renewal *claimRenewal
 	if cr, ok := claims.(ClaimRenewer); ok && (cl.State == ClaimAcquired || cl.State == ClaimOrphaned) {
 		// The claim is this delivery's now: keep it live until Record
 		// or Release ended it, however long the Target or the store takes:
 		// after a post, record stops it.
 		r := c.renewClaim(cr, id, owner, claimed)
+		renewal = r
 		defer func() {
 			if post.ok {
 				post.renewal = r
@@ -401,6 +403,13 @@ func (c *Channel) runTarget(m *ChatMessage, fp Fingerprint, stream *deltaStream,
 			return status, rej, posted{}
 		}
 	}
+	if renewal != nil && !renewal.coversPost() {
+		// The Claim (or a WasPosted check) took so long that the lease may
+		// lapse during the post: do not start it (issue 38). Nothing was
+		// posted; the resend claims again.
+		c.releaseClaim(claims, id, owner)
+		return AckRejected, &Error{Code: CodeTargetDeliveryFailed, Message: "the claim may lapse before the post ends; not posted", Retryable: true}, posted{}
+	}
 	// No allocation (it lives in the delivery), where
 	// WithTimeout(WithIdempotencyKey(...)) costs seven and a SHA-256: the
 	// key and the timer are made only if the Target asks (internal/storectx).
@@ -418,13 +427,7 @@ func (c *Channel) runTarget(m *ChatMessage, fp Fingerprint, stream *deltaStream,
 	tctx.Release()
 	if err != nil {
 		if claims != nil {
-			sctx := c.storeCtx(claims)
-			if rerr := claims.Release(c.call(sctx), c.id, id, owner); rerr != nil {
-				// The claim stays and turns orphaned: a resend is then
-				// refused as unknown, never posted twice.
-				c.log.Warn("claim not released", "message_id", id, "err", rerr)
-			}
-			sctx.Release()
+			c.releaseClaim(claims, id, owner)
 		}
 		code := CodeTargetDeliveryFailed
 		var e *Error
@@ -441,6 +444,18 @@ func (c *Channel) runTarget(m *ChatMessage, fp Fingerprint, stream *deltaStream,
 		return AckRejected, rej, posted{}
 	}
 	return "", nil, posted{ok: true, took: took}
+}
+
+// releaseClaim releases owner's claim on message id after nothing was
+// posted.
+func (c *Channel) releaseClaim(claims ClaimStore, id, owner string) {
+	sctx := c.storeCtx(claims)
+	if rerr := claims.Release(c.call(sctx), c.id, id, owner); rerr != nil {
+		// The claim stays and turns orphaned: a resend is then
+		// refused as unknown, never posted twice.
+		c.log.Warn("claim not released", "message_id", id, "err", rerr)
+	}
+	sctx.Release()
 }
 
 // orphan decides what to do with a message whose earlier attempt never
@@ -480,7 +495,7 @@ func (c *Channel) complete(id string, fp Fingerprint, kind EventKind, status Ack
 	defer sctx.Release()
 	err := c.o.Completed.Record(c.call(sctx), c.id, id, fp)
 	if _, renews := c.o.Completed.(ClaimRenewer); renews && err != nil {
-		err = c.retryRecord(sctx, id, fp, err)
+		err = c.retryRecord(id, fp, err)
 	}
 	if err != nil {
 		// The side effect happened; a rejection would make the sender

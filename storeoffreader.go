@@ -105,11 +105,7 @@ func (c *Channel) runRemovals() {
 		c.mu.Unlock()
 
 		if !closed {
-			sctx := c.storeCtx(c.o.Pending)
-			if err := c.o.Pending.Remove(c.call(sctx), c.id, r.id); err != nil {
-				c.log.Error("pending entry not removed", "message_id", r.id, "err", err)
-			}
-			sctx.Release()
+			c.remove(r.id)
 		}
 
 		c.mu.Lock()
@@ -119,6 +115,27 @@ func (c *Channel) runRemovals() {
 		}
 		c.mu.Unlock()
 		r.ended()
+	}
+}
+
+// remove removes the entry of acknowledged message id, trying a Remove
+// that failed (a pool out of connections, a store away) again with
+// backoff on the Channel's clock until it succeeds or the channel
+// closes: an entry left behind would stay stored though acknowledged
+// (resent, and answered duplicate, only after a restart).
+func (c *Channel) remove(id string) {
+	for wait := recordRetryMin; ; wait = min(2*wait, recordRetryMax) {
+		sctx := c.storeCtx(c.o.Pending)
+		err := c.o.Pending.Remove(c.call(sctx), c.id, id)
+		sctx.Release()
+		if err == nil {
+			return
+		}
+		c.log.Warn("pending entry not removed; trying again", "message_id", id, "err", err)
+		if !c.sleep(wait) {
+			c.log.Error("pending entry not removed; it is resent after a restart and answered duplicate", "message_id", id, "err", err)
+			return
+		}
 	}
 }
 

@@ -123,3 +123,49 @@ func TestStoreOffReader_S2_AckedEntryNotAdoptedAgain(t *testing.T) {
 	require.Zero(t, n, "an acknowledged message is not adopted again")
 	w.none(t)
 }
+
+// failingRemoves is a pending store that does I/O whose Removes fail
+// while fail > 0, as with a pool out of connections.
+type failingRemoves struct {
+	PendingStore
+	fail    atomic.Int32
+	removes chan error
+}
+
+func (s *failingRemoves) Remove(ctx context.Context, channelID, messageID string) error {
+	if s.fail.Add(-1) >= 0 {
+		err := Errorf(CodeTargetDeliveryFailed, "pgstore: too many connections for role")
+		s.removes <- err
+		return err
+	}
+	err := s.PendingStore.Remove(ctx, channelID, messageID)
+	s.removes <- err
+	return err
+}
+
+// TestStoreOffReader_S1_FailedRemoveRetried (issue 38): an acknowledged
+// message whose Remove fails is removed by a later try (backoff on the
+// Channel's clock), not left stored; its outcome is told once it is gone.
+func TestStoreOffReader_S1_FailedRemoveRetried(t *testing.T) {
+	store := &failingRemoves{PendingStore: NewMemoryPendingStore(0), removes: make(chan error, 8)}
+	store.fail.Store(2)
+	delivered := make(chan string, 1)
+	c, w, clk := newXAgent(t, newRecTarget(), &Options{Pending: store, OnDelivered: func(_ string, m ChatMessage, _ AckStatus) { delivered <- m.MessageID }})
+	ctx := context.Background()
+	_, err := c.Send(ctx, ChatMessage{MessageID: "f-1", Text: "x"})
+	require.NoError(t, err)
+	p := w.next(t)
+	base := clk.Pending()
+	require.NoError(t, c.Receive(ctx, ackFor(t, p, AckAccepted, nil)))
+	require.Error(t, recv(t, store.removes))
+	require.NoError(t, clk.BlockUntil(waitCtx(t), base+1)) // the backoff
+	clk.Advance(recordRetryMin)
+	require.Error(t, recv(t, store.removes))
+	require.NoError(t, clk.BlockUntil(waitCtx(t), base+1))
+	clk.Advance(2 * recordRetryMin)
+	require.NoError(t, recv(t, store.removes))
+	require.Equal(t, "f-1", recv(t, delivered))
+	entries, err := store.PendingStore.List(ctx, "cch_1")
+	require.NoError(t, err)
+	require.Empty(t, entries, "the acknowledged entry is gone")
+}

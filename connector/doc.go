@@ -78,12 +78,14 @@
 //	GET  /files/refs/{file_ref} signed URL from DownloadURL or OfferFile (T2, T3, M6)
 //	GET  /livez                 public, Connector only: 200 while the process serves HTTP
 //	GET  /readyz                public, Connector only: 200, or 503 and why (shutting down, store, ReadyChecker)
-//	GET  /metrics               API key, Connector only: Prometheus text (below), or Advanced.Metrics
+//	GET  /metrics               Advanced.MetricsToken (never the API key; 404 with a key and no token), Connector only: Prometheus text (below), or Advanced.Metrics
 //
 // # Metrics
 //
-// A Connector serves its metrics by default, in the Prometheus text
-// format, without the Prometheus client: the series of the metrics
+// A Connector serves its metrics by default (on its own address when it
+// has no API key or has Advanced.MetricsToken, and on StartMonitor's
+// address, which a scraper reaches without xAgent's credential), in the
+// Prometheus text format, without the Prometheus client: the series of the metrics
 // module (imv2_events_total, imv2_messages_sent_total,
 // imv2_resends_total, imv2_acks_received_total, imv2_acks_sent_total,
 // imv2_deltas_rejected_total, imv2_target_call_duration_seconds), then

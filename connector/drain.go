@@ -183,6 +183,13 @@ func (dr *drain) report() Drained {
 	return d
 }
 
+// CutWait is how long Shutdown waits for Close once its ctx ended: a
+// platform call that ignores its context would hold Close for ever, so
+// Shutdown returns after it and leaves that call running (the process is
+// about to exit). Shutdown thus returns within ctx's deadline plus
+// CutWait.
+const CutWait = 500 * time.Millisecond
+
 // Shutdown stops the Connector gracefully: it stops taking new work (a
 // new final is refused retryable, its claim released, and a channel.open
 // is answered connector_channel_unavailable: xAgent sends both again after
@@ -192,8 +199,16 @@ func (dr *drain) report() Drained {
 // the frames already accepted: the ack of a drained final leaves before
 // it (a final shown once, with nothing for xAgent to resend). Requests other
 // than /ws are served meanwhile. It returns what was drained and, when
-// ctx ended first, ctx's error (the finals still in flight are cancelled
-// as by Close). Give it DefaultShutdownGrace on SIGTERM.
+// ctx ended first, ctx's error: the finals still in flight are cancelled
+// as by Close and counted Cut.
+//
+// Shutdown returns at most CutWait after ctx ends, even when a platform
+// call ignores its context and so holds Close: Close goes on in the
+// background, the call is left running, and the claim of a final it was
+// posting stays in the Store for the restart to settle (its resend is
+// reported delivery_outcome_unknown unless the platform can tell it was
+// posted, S8). Exit the process after it. Give it DefaultShutdownGrace
+// on SIGTERM.
 func (c *Connector) Shutdown(ctx context.Context) (Drained, error) {
 	var err error
 	select {
@@ -202,7 +217,23 @@ func (c *Connector) Shutdown(ctx context.Context) (Drained, error) {
 		err = ctx.Err()
 	}
 	d := c.drain.report()
-	return d, errors.Join(err, c.Close())
+	closed := make(chan error, 1)
+	go func() { closed <- c.Close() }()
+	select {
+	case cerr := <-closed:
+		return d, errors.Join(err, cerr)
+	case <-ctx.Done():
+	}
+	cut := time.NewTimer(CutWait) // wall time: it bounds the process's exit
+	defer cut.Stop()
+	select {
+	case cerr := <-closed:
+		return d, errors.Join(ctx.Err(), cerr)
+	case <-cut.C:
+	}
+	c.log.Warn("connector: shutdown cut off platform calls that ignore their context; their claims stay for the restart to settle",
+		"cut", d.Cut)
+	return d, ctx.Err()
 }
 
 // drainTarget is the Target every Channel gets: the display Target, whose

@@ -9,3 +9,13 @@ func SetNetNow(h *Handler, now func() time.Time) { h.netNow = now }
 // ShutdownBegun returns a channel closed once k's Shutdown (or Close)
 // stops taking new work.
 func ShutdownBegun(k *Connector) <-chan struct{} { return k.drain.stopped() }
+
+// Closed reports whether k's first Close has returned.
+func Closed(k *Connector) bool {
+	select {
+	case <-k.closing:
+		return true
+	default:
+		return false
+	}
+}

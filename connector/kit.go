@@ -16,6 +16,7 @@ import (
 	"github.com/xagentkit/imv2/clock"
 	"github.com/xagentkit/imv2/connector/internal/display"
 	"github.com/xagentkit/imv2/dataplane"
+	"github.com/xagentkit/imv2/internal/apikey"
 	"github.com/xagentkit/imv2/protocol"
 	"github.com/xagentkit/imv2/state"
 )
@@ -33,10 +34,11 @@ const ShutdownTimeout = 5 * time.Second
 // no API key, in-memory state, the display mode the platform's
 // capabilities allow, and no rate limit.
 type Options struct {
-	// APIKey, when set, guards /health, /ws, /files/uploads and /metrics
-	// (W1). Given once: the kit hands it to every layer. New takes any
-	// key; one under 22 bytes (128 bits as base64) never keys download
-	// URLs (Advanced.URLKey), and the reference commands refuse it.
+	// APIKey, when set, guards /health, /ws and /files/uploads (W1); it
+	// never opens /metrics (Advanced.MetricsToken). Given once: the kit
+	// hands it to every layer. New takes any key; one under 22 bytes
+	// (128 bits as base64) never keys download URLs (Advanced.URLKey),
+	// and the reference commands refuse it.
 	APIKey string
 	// Skill is served at /skill.md (H3); nil means 404.
 	Skill []byte
@@ -94,11 +96,21 @@ type Advanced struct {
 	// Relay, for replicas on one shared Store, carries Receive's user
 	// messages to the replica that holds a channel (pgstore.Relay; see
 	// Relay). Default: only channels open here are reached (ErrNoChannel).
+	// With it the Connector is a replica: it reads its Store every second
+	// and lets xAgent's connection go while it cannot (StoreLossGrace).
 	Relay Relay
-	// Metrics, when set, is served at /metrics behind the API key instead
-	// of the kit's own series (the package doc lists them), for example
-	// the metrics module's Collector.Handler.
+	// Metrics, when set, is served at /metrics instead of the kit's own
+	// series (the package doc lists them), for example the metrics
+	// module's Collector.Handler.
 	Metrics http.Handler
+	// MetricsToken, when set, is the credential of GET /metrics
+	// ("Authorization: Bearer TOKEN"), on the Connector's address and on
+	// StartMonitor's. The API key never opens /metrics, so a scraper does
+	// not hold xAgent's credential: a Connector with an API key and no
+	// MetricsToken serves /metrics only on StartMonitor's address (open
+	// there) and answers 404 on its own. Set it to the API key to keep one
+	// credential for both.
+	MetricsToken string
 	// OnChannelOpen is called for every channel.open answered with
 	// success. Do not block in it.
 	OnChannelOpen func(channelID string)
@@ -123,8 +135,11 @@ type Connector struct {
 	clock    clock.Clock
 	log      *slog.Logger
 	metrics  http.Handler // /metrics: the kit's (metrics.go) or Advanced.Metrics
+	scrape   apikey.Key   // guards /metrics: Advanced.MetricsToken (monitor.go)
 	km       *kitMetrics
 	counted  *countedStore       // the Store, counted; /readyz reads its last write
+	ready    readiness           // /readyz's cached verdict (probes.go)
+	stWatch  *storeWatch         // a replica's watch on its Store (storewatch.go); nil without Advanced.Relay
 	defConv  func(string) string // nil for a Card with auth flows
 	relay    Relay
 	recv     [receiveStripes]sync.Mutex // serialise Receive per channel and event (inbound.go)
@@ -145,6 +160,7 @@ type Connector struct {
 
 	mu      sync.Mutex
 	closed  bool
+	closing chan struct{} // closed once the first Close returned (Shutdown may leave it running)
 	servers map[*http.Server]struct{}
 	readers map[string]*reader // by channel: the running Listen
 }
@@ -174,7 +190,7 @@ func New(card *protocol.Card, platform Platform, opts *Options) (*Connector, err
 	onOpen := relayOpened(adv.Relay, adv.OnChannelOpen)
 	c := &Connector{
 		card: card, platform: platform, store: o.Store, clock: adv.Clock, log: o.Logger,
-		metrics: adv.Metrics, servers: map[*http.Server]struct{}{}, readers: map[string]*reader{}, chLocks: newChannelLocks(),
+		metrics: adv.Metrics, scrape: apikey.New(adv.MetricsToken), closing: make(chan struct{}), servers: map[*http.Server]struct{}{}, readers: map[string]*reader{}, chLocks: newChannelLocks(),
 	}
 	c.km = newKitMetrics(adv.Clock, c.openChannels)
 	if c.metrics == nil {
@@ -275,20 +291,22 @@ func New(card *protocol.Card, platform Platform, opts *Options) (*Connector, err
 	if rs, ok := adv.Relay.(interface{ Serve(state.OpenChannels) }); ok {
 		rs.Serve(c.server)
 	}
+	if adv.Relay != nil {
+		c.stWatch = c.watchStore() // a replica lets xAgent go when it loses its Store
+	}
 	return c, nil
 }
 
 // ServeHTTP serves every endpoint: those of Handler, the probes /livez
-// and /readyz (probes.go) and GET /metrics behind the API key (the kit's
-// series, or Options.Advanced.Metrics).
+// and /readyz (probes.go) and GET /metrics (the kit's series, or
+// Options.Advanced.Metrics) behind Advanced.MetricsToken, never the API
+// key (monitor.go).
 func (c *Connector) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if c.serveProbe(w, r) {
 		return
 	}
 	if r.URL.Path == "/metrics" {
-		if c.handler.authorized(w, r) {
-			c.metrics.ServeHTTP(w, r)
-		}
+		c.serveMetrics(w, r)
 		return
 	}
 	c.handler.ServeHTTP(w, r)
@@ -338,7 +356,12 @@ func (c *Connector) Serve(ctx context.Context, ln net.Listener) error {
 // register makes the http.Server of ln and adds it to those Close shuts
 // down; after Close it closes ln and fails with imv2.ErrClosed.
 func (c *Connector) register(ln net.Listener) (*http.Server, error) {
-	hs := NewServer(ln.Addr().String(), c)
+	return c.registerHandler(ln, c)
+}
+
+// registerHandler is register serving h.
+func (c *Connector) registerHandler(ln net.Listener, h http.Handler) (*http.Server, error) {
+	hs := NewServer(ln.Addr().String(), h)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
@@ -374,7 +397,8 @@ func (c *Connector) shutdown(hs *http.Server) {
 // Close stops serving, ends every connection, stops every timer and
 // closes every Channel; pending state stays in the Store, which the
 // caller closes afterwards. A platform call in flight is cancelled:
-// Shutdown lets them finish first.
+// Shutdown lets them finish first. Close waits for the platform calls to
+// return; a second Close returns at once.
 func (c *Connector) Close() error {
 	c.drain.stop()
 	c.mu.Lock()
@@ -391,6 +415,8 @@ func (c *Connector) Close() error {
 	for _, hs := range servers {
 		c.shutdown(hs)
 	}
+	defer close(c.closing)
+	c.stWatch.stop()
 	c.closeReaders()
 	c.parked.close()
 	err := c.server.Close()

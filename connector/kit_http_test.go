@@ -14,12 +14,21 @@ import (
 	"github.com/xagentkit/imv2/protocol"
 )
 
-// TestKit_W1_H4_MetricsBehindTheKeyAndEveryEndpointServed: one Handler
-// serves card, health, skill and /metrics; /metrics and /health need the key.
-func TestKit_W1_H4_MetricsBehindTheKeyAndEveryEndpointServed(t *testing.T) {
+// TestKit_W1_H4_MetricsApartFromTheKeyAndEveryEndpointServed: one Handler
+// serves card, health, skill and /metrics; /health needs the API key,
+// /metrics its own token (the API key does not open it, issue 38). Without
+// a token /metrics is 404 on the Connector's address and open on
+// StartMonitor's, which serves the probes too and nothing of xAgent's.
+func TestKit_W1_H4_MetricsApartFromTheKeyAndEveryEndpointServed(t *testing.T) {
+	const metricsToken = "scraper-token-0123456789abcdef"
 	metrics := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "calls 1\n") })
-	_, url := startKit(t, newPretend(0), testKey, connector.Options{Advanced: connector.Advanced{Metrics: metrics}, Skill: []byte("---\nname: " + protocol.SkillName(testCard().ConnectorCardID) + "\ndescription: a test skill\n---\n\n# skill\n")})
-	get := func(path, key string) (int, string) {
+	_, url := startKit(t, newPretend(0), testKey, connector.Options{Advanced: connector.Advanced{Metrics: metrics, MetricsToken: metricsToken}, Skill: []byte("---\nname: " + protocol.SkillName(testCard().ConnectorCardID) + "\ndescription: a test skill\n---\n\n# skill\n")})
+	// Without a MetricsToken: /metrics is off the Connector's address
+	// (xAgent's key does not open it) and open on StartMonitor's.
+	k2, url2 := startKit(t, newPretend(0), testKey, connector.Options{Advanced: connector.Advanced{Metrics: metrics}})
+	mon, err := k2.StartMonitor("127.0.0.1:0")
+	require.NoError(t, err)
+	get := func(url, path, key string) (int, string) {
 		req, err := http.NewRequest(http.MethodGet, url+path, nil)
 		require.NoError(t, err)
 		if key != "" {
@@ -32,23 +41,35 @@ func TestKit_W1_H4_MetricsBehindTheKeyAndEveryEndpointServed(t *testing.T) {
 		return res.StatusCode, string(body)
 	}
 	for _, c := range []struct {
-		path, key string
-		status    int
+		url, path, key string
+		status         int
 	}{
-		{"/connector-card.json", "", 200},
-		{"/skill.md", "", 200},
-		{"/health", "", 401},
-		{"/health", testKey, 200},
-		{"/metrics", "", 401},
-		{"/metrics", "wrong", 401},
-		{"/metrics", testKey, 200},
+		{url, "/connector-card.json", "", 200},
+		{url, "/skill.md", "", 200},
+		{url, "/health", "", 401},
+		{url, "/health", testKey, 200},
+		{url, "/health", metricsToken, 401},
+		{url, "/metrics", "", 401},
+		{url, "/metrics", "wrong", 401},
+		{url, "/metrics", testKey, 401},
+		{url, "/metrics", metricsToken, 200},
+		{url2, "/metrics", testKey, 404},
+		{url2, "/metrics", "", 404},
+		{mon, "/metrics", "", 200},
+		{mon, "/readyz", "", 200},
+		{mon, "/livez", "", 200},
+		{mon, "/health", testKey, 404},
+		{mon, "/ws", testKey, 404},
 	} {
-		status, body := get(c.path, c.key)
-		require.Equal(t, c.status, status, "%s with key %q: %s", c.path, c.key, body)
+		status, body := get(c.url, c.path, c.key)
+		require.Equal(t, c.status, status, "%s%s with key %q: %s", c.url, c.path, c.key, body)
 		if c.path == "/metrics" && status == 200 {
 			require.Equal(t, "calls 1\n", body)
 		}
 	}
+	require.NoError(t, k2.Close())
+	_, err = http.Get(mon + "/metrics")
+	require.Error(t, err, "Close stops the monitoring address too")
 }
 
 // TestKit_ListenAndServeEndsWithItsContext: ListenAndServe serves until

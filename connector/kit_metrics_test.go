@@ -22,7 +22,7 @@ import (
 	"github.com/xagentkit/imv2/state"
 )
 
-const metricsKey = "metrics-key-for-tests-0123456789"
+const scrapeKey = "metrics-key-for-tests-0123456789"
 
 // recordFails fails the next completed Record once armed, as a database
 // that drops a connection would.
@@ -90,7 +90,8 @@ func observed(kind imv2.EventKind, ch chan<- imv2.Event) imv2.Observer {
 }
 
 // TestKit_Metrics_ServedByDefaultBehindTheKey: a kit Connector with no
-// metrics option serves /metrics behind the API key (401 without it), in
+// metrics option serves /metrics behind its metrics token (here set to the
+// API key: 401 without it), in
 // the text format, with the Observer series of the metrics module and the
 // kit's own: a store error counted through Options.Store, the open
 // connection and channel, the send→ack latency of a user message, a
@@ -99,20 +100,21 @@ func TestKit_Metrics_ServedByDefaultBehindTheKey(t *testing.T) {
 	st := &recordFails{Store: connector.NewMemoryStore(nil)}
 	p := &meterPlatform{pretend: newPretend(0), again: make(chan struct{})}
 	acked := make(chan imv2.Event, 4)
-	_, url := startKit(t, p, metricsKey, connector.Options{Store: st, Advanced: connector.Advanced{
-		Channel: &imv2.Options{Observer: observed(imv2.EventAcked, acked)},
+	_, url := startKit(t, p, scrapeKey, connector.Options{Store: st, Advanced: connector.Advanced{
+		Channel:      &imv2.Options{Observer: observed(imv2.EventAcked, acked)},
+		MetricsToken: scrapeKey, // one credential for both, configured so
 	}})
 
 	resp, err := http.Get(url + "/metrics")
 	require.NoError(t, err)
 	resp.Body.Close()
-	require.Equal(t, http.StatusUnauthorized, resp.StatusCode, "/metrics needs the key")
+	require.Equal(t, http.StatusUnauthorized, resp.StatusCode, "/metrics needs its token")
 
 	users := make(chan imv2.ChatMessage, 4)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	delivered := make(chan imv2.AckStatus, 4)
-	cli, err := dataplane.Dial(ctx, dataplane.ClientConfig{URL: url, APIKey: metricsKey, Target: inbound(users),
+	cli, err := dataplane.Dial(ctx, dataplane.ClientConfig{URL: url, APIKey: scrapeKey, Target: inbound(users),
 		Options: &imv2.Options{OnDelivered: func(_ string, _ imv2.ChatMessage, s imv2.AckStatus) { delivered <- s }}})
 	require.NoError(t, err)
 	defer cli.Close()
@@ -125,8 +127,8 @@ func TestKit_Metrics_ServedByDefaultBehindTheKey(t *testing.T) {
 	require.Equal(t, imv2.AckAccepted, testwait.Recv(t, delivered, 10*time.Second))
 	testwait.Recv(t, p.again, 10*time.Second) // the reader failed once and was restarted
 
-	cmdtest.CheckMetrics(t, url, metricsKey) // every family, strictly parsed
-	s, body := scrapeMetrics(t, url, metricsKey)
+	cmdtest.CheckMetrics(t, url, scrapeKey) // every family, strictly parsed
+	s, body := scrapeMetrics(t, url, scrapeKey)
 	for k, want := range map[string]float64{
 		`imv2_store_errors_total{store="completed",op="record"}`:           1,
 		`imv2_open_connections`:                                            1,
@@ -167,8 +169,9 @@ func TestKit_Metrics_ServedByDefaultBehindTheKey(t *testing.T) {
 // not yet transmitted; both fall to 0 once xAgent acks.
 func TestKit_Metrics_PendingCountsTheSendWindowsQueue(t *testing.T) {
 	acked := make(chan imv2.Event, 4)
-	k, url := startKit(t, newPretend(0), metricsKey, connector.Options{Advanced: connector.Advanced{
-		Channel: &imv2.Options{MaxUnacked: 1, Observer: observed(imv2.EventAcked, acked)},
+	k, url := startKit(t, newPretend(0), scrapeKey, connector.Options{Advanced: connector.Advanced{
+		Channel:      &imv2.Options{MaxUnacked: 1, Observer: observed(imv2.EventAcked, acked)},
+		MetricsToken: scrapeKey,
 	}})
 	hold, entered := make(chan struct{}), make(chan string, 8)
 	var holding atomic.Bool
@@ -182,7 +185,7 @@ func TestKit_Metrics_PendingCountsTheSendWindowsQueue(t *testing.T) {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	cli, err := dataplane.Dial(ctx, dataplane.ClientConfig{URL: url, APIKey: metricsKey, Target: agent})
+	cli, err := dataplane.Dial(ctx, dataplane.ClientConfig{URL: url, APIKey: scrapeKey, Target: agent})
 	require.NoError(t, err)
 	defer cli.Close()
 	var once sync.Once
@@ -194,7 +197,7 @@ func TestKit_Metrics_PendingCountsTheSendWindowsQueue(t *testing.T) {
 		require.NoError(t, k.Receive(ctx, connector.InboundEvent{Conversation: ch.ID(), EventID: "ev-" + text, Text: text}), i)
 	}
 	require.Equal(t, "one", testwait.Recv(t, entered, 10*time.Second))
-	s, _ := scrapeMetrics(t, url, metricsKey)
+	s, _ := scrapeMetrics(t, url, scrapeKey)
 	require.Equal(t, 3.0, s["imv2_pending_messages"], "one transmitted, two waiting for the window")
 	require.Equal(t, 2.0, s["imv2_waiting_messages"])
 	require.Equal(t, 1.0, s["imv2_messages_sent_total"])
@@ -203,7 +206,7 @@ func TestKit_Metrics_PendingCountsTheSendWindowsQueue(t *testing.T) {
 	for range 3 {
 		testwait.Recv(t, acked, 10*time.Second) // the kit's metrics saw it first
 	}
-	s, _ = scrapeMetrics(t, url, metricsKey)
+	s, _ = scrapeMetrics(t, url, scrapeKey)
 	require.Equal(t, 0.0, s["imv2_pending_messages"])
 	require.Equal(t, 0.0, s["imv2_waiting_messages"])
 	require.Equal(t, 3.0, s["imv2_ack_latency_seconds_count"])

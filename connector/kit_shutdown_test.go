@@ -106,3 +106,58 @@ func TestKit_W10_S8_ShutdownDrainsAFinalInFlight(t *testing.T) {
 	o := testwait.Recv(t, a.outcome, 5*time.Second)
 	require.Equal(t, outcome{id: id, status: imv2.AckAccepted}, o, "the drained final's ack reached xAgent")
 }
+
+// stuckPlatform's Post ignores its context: it returns only once release
+// is closed, as a platform client without deadlines would.
+type stuckPlatform struct {
+	entered chan string
+	release chan struct{}
+}
+
+func (p *stuckPlatform) Post(_ context.Context, _ connector.Conversation, m *connector.Message) error {
+	p.entered <- m.MessageID
+	<-p.release
+	return nil
+}
+
+// TestKit_S8_ShutdownEndsWhenAPostIgnoresItsContext: Shutdown while a
+// final's post ignores its context returns within its ctx plus CutWait,
+// counting the final cut off and returning ctx's error, and leaves the
+// final's claim in the Store (not completed: the restart settles it).
+// Close goes on in the background and ends once the post returns.
+func TestKit_S8_ShutdownEndsWhenAPostIgnoresItsContext(t *testing.T) {
+	p := &stuckPlatform{entered: make(chan string, 8), release: make(chan struct{})}
+	st, err := boltstore.Open(filepath.Join(t.TempDir(), "kit.db"), boltstore.Options{})
+	require.NoError(t, err)
+	defer st.Close()
+	k, err := connector.New(kitCard(""), p, &connector.Options{Store: st, DefaultConversation: func(id string) string { return id }})
+	require.NoError(t, err)
+	url, err := k.Start("127.0.0.1:0")
+	require.NoError(t, err)
+	a := newAgent()
+	client, ch := a.dial(t, url)
+	defer client.Close()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	id, err := ch.Send(ctx, imv2.ChatMessage{Text: "never answered"})
+	require.NoError(t, err)
+	require.Equal(t, id, testwait.Recv(t, p.entered, 10*time.Second))
+
+	const grace = 200 * time.Millisecond
+	sctx, scancel := context.WithTimeout(context.Background(), grace)
+	defer scancel()
+	began := time.Now()
+	d, err := k.Shutdown(sctx)
+	took := time.Since(began)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.Equal(t, connector.Drained{Cut: 1}, d)
+	require.Less(t, took, grace+connector.CutWait+time.Second, "Shutdown returned within its grace plus CutWait")
+	_, completed, err := st.Lookup(ctx, ch.ID(), id)
+	require.NoError(t, err)
+	require.False(t, completed, "the cut-off final is not recorded shown")
+
+	close(p.release) // the background Close ends; goleak checks nothing is left
+	require.NoError(t, k.Close())
+	require.Eventually(t, func() bool { return connector.Closed(k) }, 10*time.Second, 10*time.Millisecond)
+}

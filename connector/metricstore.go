@@ -24,8 +24,9 @@ type countedStore struct {
 	clock clock.Clock
 
 	mu      sync.Mutex
-	wrote   time.Time // the last write's end
-	wroteOK bool      // and whether it succeeded
+	okAt    time.Time // the last successful write's end
+	failAt  time.Time // the last failed write's end (a store fault, not a designed refusal)
+	failErr error     // and its error
 }
 
 func newCountedStore(s state.Store, m *kitMetrics, clk clock.Clock) *countedStore {
@@ -48,17 +49,48 @@ func (c *countedStore) count(store, op string, err error) error {
 
 // write counts a write's error and keeps its outcome for /readyz.
 func (c *countedStore) write(store, op string, err error) error {
+	now := c.clock.Now()
 	c.mu.Lock()
-	c.wrote, c.wroteOK = c.clock.Now(), err == nil
+	switch {
+	case err == nil:
+		c.okAt = now
+	case storeFault(err):
+		c.failAt, c.failErr = now, err
+	}
 	c.mu.Unlock()
 	return c.count(store, op, err)
 }
 
-// wroteWithin reports whether the last write succeeded less than d ago.
-func (c *countedStore) wroteWithin(d time.Duration) bool {
+// storeFault reports whether err says the store failed, rather than
+// refused as designed (a full pending queue, a conflicting message ID) or
+// gave up because its caller did (a cancelled context).
+func storeFault(err error) bool {
+	var ie *imv2.Error
+	if errors.As(err, &ie) && (ie.Code == imv2.CodePendingFull || ie.Code == imv2.CodeMessageIDConflict) {
+		return false
+	}
+	return !errors.Is(err, context.Canceled)
+}
+
+// writable reports whether the store takes writes, for /readyz: a write
+// of the kit's that failed since the previous verdict (since) or within
+// ReadyInterval, with none succeeding after it, says no; one that
+// succeeded within ReadyInterval says yes; otherwise a probe writes.
+func (c *countedStore) writable(ctx context.Context, since time.Time) error {
+	now := c.clock.Now()
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.wroteOK && c.clock.Now().Sub(c.wrote) < d
+	okAt, failAt, failErr := c.okAt, c.failAt, c.failErr
+	c.mu.Unlock()
+	if w := now.Add(-ReadyInterval); since.IsZero() || w.Before(since) {
+		since = w
+	}
+	switch {
+	case !failAt.IsZero() && !failAt.Before(since) && !okAt.After(failAt):
+		return failErr
+	case !okAt.IsZero() && now.Sub(okAt) < ReadyInterval:
+		return nil
+	}
+	return c.probe(ctx)
 }
 
 // probe proves the store takes writes: it registers and forgets a channel

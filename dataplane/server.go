@@ -234,6 +234,9 @@ type Server struct {
 	// about an ID reuses it only if no drop began meanwhile (that drop's
 	// Forget may have made the answer stale).
 	drops uint64
+	// unavailable is SetUnavailable's reason: upgrades are refused while
+	// it is set (unavailable.go).
+	unavailable string
 }
 
 // instance is one connector_id: the channels it owns and its offline grace.
@@ -390,6 +393,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if !slices.Contains(websocket.Subprotocols(r), protocol.Subprotocol) {
 		http.Error(w, "WebSocket subprotocol "+protocol.Subprotocol+" required (W1)", http.StatusBadRequest)
+		return
+	}
+	if s.refuseUnavailable(w) {
 		return
 	}
 	s.mu.Lock()

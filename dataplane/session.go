@@ -48,7 +48,7 @@ func (s *Server) newSession(ctx context.Context, conn Conn, slot bool) *session 
 		s.preHello++
 		slot = true
 	}
-	if s.closed || !slot {
+	if s.closed || s.unavailable != "" || !slot { // unavailable: SetUnavailable raced the upgrade
 		if slot {
 			s.preHello--
 		}

@@ -67,7 +67,7 @@ func families(t *testing.T, h http.Handler, key string) (map[string]*dto.MetricF
 // reads the other.
 func TestKit_MetricsParseWithExpfmtAndCoverTheCollector(t *testing.T) {
 	const key = "kit-expfmt-key-0123456789abcdef"
-	k, err := connector.New(testcard.IM("console", "Console"), posts{}, &connector.Options{APIKey: key})
+	k, err := connector.New(testcard.IM("console", "Console"), posts{}, &connector.Options{APIKey: key, Advanced: connector.Advanced{MetricsToken: key}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -156,6 +156,33 @@ func TestFaults_S8_A6_SlowRecordWithAMoveKeepsTheClaim(t *testing.T) {
 	}
 }
 
+// TestFaults_S8_A6_RecordSlowerThanTheStoreTimeoutKeepsTheClaim (issue
+// 38): as above, with a's Record held 15 s, past the 10 s bound of a
+// store call. a retries its Record and renews its claim for as long as
+// the store takes, so b answers busy until a's Record lands: 0 posted
+// twice, and the sender is told of no unknown outcome.
+func TestFaults_S8_A6_RecordSlowerThanTheStoreTimeoutKeepsTheClaim(t *testing.T) {
+	const hold = 15 * time.Second
+	for _, idem := range []bool{true, false} {
+		t.Run(fmt.Sprintf("idempotent=%v", idem), func(t *testing.T) {
+			t.Parallel()
+			url := srv.NewDatabase(t)
+			plat := newKeyPlatform(idem)
+			opts := imv2.Options{TargetTimeout: faultTargetTimeout}
+			g := newRecordGate()
+			a := startReplica(t, url, plat, opts, gated(g))
+			b := startReplica(t, url, plat, opts)
+			failed := moveDuringRecord(t, a, b, g, hold)
+			if n := plat.count("f-1"); n != 1 {
+				t.Errorf("f-1 posted %d times, want 1: a live holder lost its claim to a slow Record", n)
+			}
+			if len(failed) != 0 {
+				t.Errorf("sender told %v, want nothing: the holder was alive, the outcome known", failed)
+			}
+		})
+	}
+}
+
 // aheadClock is the system clock shifted by d: a replica whose clock
 // runs ahead.
 type aheadClock struct{ d time.Duration }

@@ -56,7 +56,8 @@ func limitedRole(t *testing.T, dbURL string, roleConns int) string {
 // accepted reaches xAgent once.
 func TestFaults_S1_S8_PoolExhaustion(t *testing.T) {
 	own := ownServer(t)
-	dbURL := limitedRole(t, own.NewDatabase(t), 8)
+	admin := own.NewDatabase(t)
+	dbURL := limitedRole(t, admin, 8)
 	ctx := context.Background()
 	plat := newKeyPlatform(true)
 	agent := newKeyPlatform(false)
@@ -151,6 +152,20 @@ func TestFaults_S1_S8_PoolExhaustion(t *testing.T) {
 			t.Errorf("accepted user message %s reached xAgent %d times, want 1", u, n)
 		}
 	}
+	// Every user message was acknowledged: no pending row stays behind
+	// (a Remove refused for want of a connection is tried again).
+	conn, err := pgx.Connect(ctx, admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var rows int
+	waitFor(t, "imv2_pending empty", func() bool {
+		if err := conn.QueryRow(ctx, "SELECT count(*) FROM imv2_pending").Scan(&rows); err != nil {
+			t.Fatal(err)
+		}
+		return rows == 0
+	})
 	t.Logf("8 connections for 2 replicas, %d channels: %d finals (%d posted twice, %d outcomes reported unknown), %d user messages accepted after %d refusals, settled in %v",
 		channels, channels*finals, twice, len(told), len(accepted), refused.Load(), time.Since(begin).Round(time.Millisecond))
 }

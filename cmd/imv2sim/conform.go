@@ -56,7 +56,7 @@ func conform(ctx context.Context, args []string, out, errOut io.Writer) error {
 		fs.PrintDefaults()
 	}
 	connector := fs.String("connector", "", "Connector base URL, e.g. http://127.0.0.1:8787")
-	apiKey := fs.String("api-key", "", "API key the Connector was started with (sent as a bearer token)")
+	keys := defineKeyFlags(fs, "API key the Connector was started with (sent as a bearer token)")
 	jsonOut := fs.Bool("json", false, "print one JSON object per check instead of the table")
 	execCmd := fs.String("exec", "", "start this Connector command (split on spaces) and observe it; its URL is used unless -connector is set")
 	buffered := fs.Bool("buffer", false, "the Connector's target cannot stream: check that no temporary text appears (K5)")
@@ -72,7 +72,11 @@ func conform(ctx context.Context, args []string, out, errOut io.Writer) error {
 	if *list {
 		return listChecks(out)
 	}
-	c := imv2test.Connector{URL: *connector, APIKey: *apiKey, Buffered: *buffered, DeltaIdleTTL: *deltaTTL, ActivityTimeout: *actTTL}
+	apiKey, err := keys.read()
+	if err != nil {
+		return err
+	}
+	c := imv2test.Connector{URL: *connector, APIKey: apiKey, Buffered: *buffered, DeltaIdleTTL: *deltaTTL, ActivityTimeout: *actTTL}
 	if *execCmd != "" {
 		argv := strings.Fields(*execCmd)
 		sctx, cancel := context.WithTimeout(ctx, 2*time.Minute)

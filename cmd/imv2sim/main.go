@@ -1,7 +1,9 @@
 // Command imv2sim is an xAgent simulator for Connector authors.
 //
-//	imv2sim -connector http://127.0.0.1:8787 [-api-key KEY] [flags]
+//	imv2sim -connector http://127.0.0.1:8787 [flags]
 //
+// The API key comes from $XAGENT_API_KEY, -api-key-file FILE or -api-key
+// KEY (visible in ps).
 // It dials the Connector, says hello, opens a channel and answers every
 // user message with chat.activity thinking → tool web_search → a reply
 // streamed in deltas → the final → idle. -auth KEY=VALUE signs the channel
@@ -33,7 +35,7 @@ import (
 	"github.com/xagentkit/imv2/sim"
 )
 
-const simUsage = `usage: imv2sim -connector URL [-api-key KEY] [flags]
+const simUsage = `usage: imv2sim -connector URL [flags]   (API key: $XAGENT_API_KEY, -api-key-file or -api-key)
        imv2sim conform -h     the conformance suite's own flags
        imv2sim -version
 
@@ -83,7 +85,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fs.PrintDefaults()
 	}
 	connector := fs.String("connector", "", "Connector base URL, e.g. http://127.0.0.1:8787 (required)")
-	apiKey := fs.String("api-key", "", "API key sent as a bearer token")
+	keys := defineKeyFlags(fs, "API key sent as a bearer token")
 	rate := fs.Float64("rate", 20, "deltas per second of a streamed reply (0: as fast as possible)")
 	attach := fs.String("attach", "", "upload this file and attach it to every final")
 	drop := fs.Float64("drop", 0, "percentage of outbound chat packets to drop")
@@ -105,6 +107,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if *connector == "" {
 		fs.Usage()
 		return errors.New("-connector is required")
+	}
+	apiKey, err := keys.read()
+	if err != nil {
+		return err
 	}
 
 	// The scripted finals not yet acked or failed, by text: unique within
@@ -128,7 +134,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		mu.Unlock()
 	}
-	cfg := sim.Config{Connector: *connector, APIKey: *apiKey, Rate: *rate, Attach: *attach, Drop: *drop, Duplicate: *dup,
+	cfg := sim.Config{Connector: *connector, APIKey: apiKey, Rate: *rate, Attach: *attach, Drop: *drop, Duplicate: *dup,
 		Options: &imv2.Options{
 			OnDelivered: func(_ string, m imv2.ChatMessage, _ imv2.AckStatus) { report(m) },
 			OnFailed: func(_ string, m imv2.ChatMessage, err *imv2.Error) {

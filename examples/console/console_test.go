@@ -220,3 +220,19 @@ func TestConsole_M6_FileLineSendsDownloadableFile(t *testing.T) {
 	p.until(t, func(e consolebridge.Event) bool { return e.Event == "final" })
 	agent.Wait()
 }
+
+// logLine waits for the stderr line after "listening on" that begins with
+// prefix and returns the rest of it.
+func (p *proc) logLine(t *testing.T, prefix string) string {
+	t.Helper()
+	return retry(t, func() (string, error) {
+		p.logMu.Lock()
+		defer p.logMu.Unlock()
+		for _, l := range p.log {
+			if rest, ok := strings.CutPrefix(l, prefix); ok {
+				return rest, nil
+			}
+		}
+		return "", io.ErrNoProgress
+	})
+}

@@ -2,36 +2,48 @@
 //
 //	go run ./examples/console [flags]
 //	  -addr host:port    listen address (default 127.0.0.1:8787; port 0 picks a free one)
-//	  -api-key KEY       when set, /ws, /health, /files/uploads and /metrics need "Authorization: Bearer KEY"
+//	  -api-key KEY       when set, /ws, /health and /files/uploads need "Authorization: Bearer KEY" (never /metrics)
 //	  -api-key-file FILE the key from a file (a container secret); or set XAGENT_API_KEY
 //	  -allow-weak-key    for testing only: accept a key under 128 bits (22 characters)
 //	  -mode MODE         stream | edit | buffer (default stream)
 //	  -json              print every target side effect on stdout as one JSON object per line
 //	  -ack-timeout DUR   wait this long for xAgent's ack before resending a user message (default 10s)
 //	  -store DIR         keep pending and completed state durably in DIR
+//	  -shutdown-grace DUR on SIGTERM, finish the replies in progress for up to DUR (default 25s), then cut off the rest and exit
 //	  -log-level LEVEL   debug | info | warn | error (default warn); -v is -log-level debug
-//	  -log-format FMT    text | json (default text)
+//	  -log-format FMT    text | json (default text): with json every stderr line is a JSON object
+//	  -metrics-addr ADDR  also serve /metrics, /livez and /readyz on ADDR, open there unless a metrics token is set
+//	  -metrics-token-file FILE  the token a scraper sends for /metrics (or $XAGENT_METRICS_TOKEN); the API key never opens /metrics
 //	  -version           print the version (module version, VCS revision) and exit
 //
-// At start it prints exactly one line "listening on http://HOST:PORT" to
-// stderr (log lines, warnings and errors by default, may come before it),
-// and without -store a second one warning that its state is in
+// At start it writes a start line to stderr ("console: starting" with
+// the version and the settings, never a secret), then exactly one line
+// "listening on http://HOST:PORT" (log lines, warnings and errors by
+// default, may come before it; with -log-format json it is a JSON object
+// whose msg is that text and whose url is the URL), with -metrics-addr a
+// line "monitoring on http://HOST:PORT", and without -store one warning that its state is in
 // memory: after a restart xAgent's resend of a final whose ack was lost is
 // printed a second time. Each stdin line is one user message; "/file PATH"
 // sends a file. SIGTERM or SIGINT stops it gracefully
 // (connector.Connector.Shutdown): no new work, the replies in progress
-// finished within 25 s, then one line "console: stopped: …" with what was
-// drained, and exit 0.
+// finished within -shutdown-grace (25 s), then one line "console: stopped: …"
+// with what was drained, and exit 0 — within the grace plus
+// connector.CutWait even when a post never returns (cut off: its claim
+// stays in -store, and xAgent's resend after the restart is answered
+// delivery_outcome_unknown, never shown twice).
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/connector"
@@ -42,21 +54,41 @@ import (
 // memoryWarning is printed at start without -store (S8).
 const memoryWarning = "console: warning: state is in memory; after a restart a final whose ack was lost is shown a second time and pending messages are lost; run with -store DIR to keep it"
 
+// lines writes the console's own stderr lines: the contract's plain
+// lines in text mode; with -log-format json, JSON objects like every
+// other line (msg the same text).
+var lines struct {
+	json bool
+	log  *slog.Logger // every level, the chosen format
+}
+
+// say writes one of the console's own lines: text as is in text mode, a
+// JSON object with msg text and attrs in json mode.
+func say(level slog.Level, text string, attrs ...any) {
+	if lines.json {
+		lines.log.Log(context.Background(), level, text, attrs...)
+		return
+	}
+	fmt.Fprintln(os.Stderr, text)
+}
+
 func main() {
 	if err := run(); err != nil {
-		fmt.Fprintln(os.Stderr, "console:", err)
+		say(slog.LevelError, "console: "+err.Error())
 		os.Exit(1)
 	}
 }
 
 func run() error {
 	addr := flag.String("addr", "127.0.0.1:8787", "listen address; port 0 picks a free one")
-	keyFlags := cmdflags.KeyFlags(flag.CommandLine, `when set, /ws, /health, /files/uploads and /metrics need "Authorization: Bearer KEY"`)
+	keyFlags := cmdflags.KeyFlags(flag.CommandLine, `when set, /ws, /health and /files/uploads need "Authorization: Bearer KEY" (never /metrics: see -metrics-addr)`)
 	logFlags := cmdflags.LogFlags(flag.CommandLine)
+	metricsFlags := cmdflags.MetricsFlags(flag.CommandLine)
 	mode := flag.String("mode", "stream", "stream | edit | buffer")
 	jsonOut := flag.Bool("json", false, "print every target side effect on stdout as one JSON object per line")
 	ackTimeout := flag.Duration("ack-timeout", 0, "wait this long for xAgent's ack before resending a user message (default 10s)")
 	store := flag.String("store", "", "keep pending and completed state durably in DIR, one per console; without it state is in memory and a restart may show a final twice")
+	grace := flag.Duration("shutdown-grace", connector.DefaultShutdownGrace, "on SIGTERM, let the replies in progress finish for up to DUR, then cut off what is still running and exit (keep it under the orchestrator's kill timeout)")
 	version := flag.Bool("version", false, "print the version (module version and VCS revision) and exit")
 	flag.Parse()
 	if *version {
@@ -64,7 +96,12 @@ func run() error {
 		return nil
 	}
 
+	lines.json, lines.log = logFlags.JSON(), logFlags.Lines(os.Stderr)
 	key, err := keyFlags.Read()
+	if err != nil {
+		return err
+	}
+	metricsToken, err := metricsFlags.Token()
 	if err != nil {
 		return err
 	}
@@ -79,39 +116,61 @@ func run() error {
 	}
 	b, err := consolebridge.New(consolebridge.Config{
 		Addr: *addr, JSON: *jsonOut, StoreDir: *store, Out: os.Stdout,
-		Options: connector.Options{APIKey: key, Mode: m, Logger: logger, Advanced: connector.Advanced{Channel: &imv2.Options{AckTimeout: *ackTimeout}}},
+		Options: connector.Options{APIKey: key, Mode: m, Logger: logger, Advanced: connector.Advanced{
+			Channel: &imv2.Options{AckTimeout: *ackTimeout}, MetricsToken: metricsToken,
+		}},
 	})
 	if err != nil {
 		return err
 	}
 	defer b.Close()
+	// The start line: the version and the settings that matter, never a
+	// secret (whether a key or token is set, not what it is).
+	lines.log.Info("console: starting", "version", consolebridge.VersionLine(), "addr", *addr, "mode", *mode,
+		"store", cmp.Or(*store, "memory"), "api_key", set(key), "metrics_addr", metricsFlags.Addr(), "metrics_token", set(metricsToken),
+		"shutdown_grace", grace.String(), "ack_timeout", ackTimeout.String(), "log_level", logFlags.Level(), "json_events", *jsonOut)
 	url, err := b.Start()
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "listening on %s\n", url)
+	say(slog.LevelInfo, "listening on "+url, "url", url)
+	if a := metricsFlags.Addr(); a != "" {
+		murl, err := b.StartMonitor(a)
+		if err != nil {
+			return fmt.Errorf("-metrics-addr: %w", err)
+		}
+		say(slog.LevelInfo, "monitoring on "+murl, "url", murl)
+	}
 	if *store == "" {
-		fmt.Fprintln(os.Stderr, memoryWarning)
+		say(slog.LevelWarn, memoryWarning)
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	go b.Run(ctx, os.Stdin) // the end of stdin does not stop serving; a signal does
 	<-ctx.Done()
-	return drain(b)
+	return drain(b, *grace)
 }
 
 // drain stops b as a SIGTERM asks: no new work, the finals in the
 // platform's hands finished within connector.DefaultShutdownGrace, then
 // one line saying what was drained.
-func drain(b *consolebridge.Bridge) error {
-	fmt.Fprintf(os.Stderr, "console: stopping; finishing the replies in progress (up to %s)\n", connector.DefaultShutdownGrace)
-	ctx, cancel := context.WithTimeout(context.Background(), connector.DefaultShutdownGrace)
+func drain(b *consolebridge.Bridge, grace time.Duration) error {
+	say(slog.LevelInfo, fmt.Sprintf("console: stopping; finishing the replies in progress (up to %s)", grace), "grace", grace.String())
+	ctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
 	d, err := b.Shutdown(ctx)
-	fmt.Fprintf(os.Stderr, "console: stopped: %s\n", d)
+	say(slog.LevelInfo, "console: stopped: "+d.String(), "finished", d.Finished, "cut", d.Cut, "refused", d.Refused)
 	if errors.Is(err, context.DeadlineExceeded) {
 		return nil // the cut-off finals are counted in the line above
 	}
 	return err
+}
+
+// set says whether a secret was given, for the start line.
+func set(secret string) string {
+	if secret == "" {
+		return "none"
+	}
+	return "set"
 }

@@ -3,6 +3,9 @@ package main
 import (
 	"context"
 	"io"
+	"net/http"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -13,15 +16,18 @@ import (
 	"github.com/xagentkit/imv2/sim"
 )
 
-// TestConsole_Metrics_ServedBehindTheKey: the console binary serves
-// /metrics with no flag for it, behind its API key, in the text format,
-// with the kit's series: after one user line and its reply, the open
-// connection and channel, the user message sent and its send→ack
-// latency, the final's ack, and the Go and process series.
-func TestConsole_Metrics_ServedBehindTheKey(t *testing.T) {
+// TestConsole_Metrics_ServedApartFromTheKey: a scraper needs no API key.
+// With -metrics-addr the console serves /metrics there without a
+// credential, in the text format, with the kit's series: after one user
+// line and its reply, the open connection and channel, the user message
+// sent and its send→ack latency, the final's ack, and the Go and process
+// series. On the Connector's address xAgent's key does not open /metrics
+// (404); a -metrics-token-file token does, and only it.
+func TestConsole_Metrics_ServedApartFromTheKey(t *testing.T) {
 	t.Parallel()
 	const key = "console-metrics-key-0123456789"
-	p := start(t, "-api-key", key, "-mode", "buffer")
+	p := start(t, "-api-key", key, "-mode", "buffer", "-metrics-addr", "127.0.0.1:0")
+	monitor := p.logLine(t, "monitoring on ")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	agent, err := sim.Start(ctx, sim.Config{Connector: p.url, APIKey: key})
@@ -37,7 +43,7 @@ func TestConsole_Metrics_ServedBehindTheKey(t *testing.T) {
 	})
 	agent.Wait() // the final's ack reached the simulator
 
-	s := cmdtest.CheckMetrics(t, p.url, key)
+	s := cmdtest.CheckMetrics(t, monitor, "")
 	for k, want := range map[string]float64{
 		`imv2_open_connections`:                               1,
 		`imv2_open_channels`:                                  1,
@@ -51,4 +57,33 @@ func TestConsole_Metrics_ServedBehindTheKey(t *testing.T) {
 		require.Equal(t, want, s[k], k)
 	}
 	require.Greater(t, s["go_goroutines"], 0.0)
+}
+
+func scrapeStatus(t *testing.T, url, bearer string) int {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url+"/metrics", nil)
+	require.NoError(t, err)
+	if bearer != "" {
+		req.Header.Set("Authorization", "Bearer "+bearer)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// TestConsole_Metrics_KeyDoesNotOpenThem: on the Connector's address
+// xAgent's key does not open /metrics; with -metrics-token-file the token
+// does, and only it.
+func TestConsole_Metrics_KeyDoesNotOpenThem(t *testing.T) {
+	t.Parallel()
+	const key, token = "console-metrics-key-0123456789", "console-scraper-token-0123456789"
+	p := start(t, "-api-key", key)
+	require.Equal(t, http.StatusNotFound, scrapeStatus(t, p.url, key), "xAgent's key does not open /metrics")
+	tokenFile := filepath.Join(t.TempDir(), "metrics-token")
+	require.NoError(t, os.WriteFile(tokenFile, []byte(token+"\n"), 0o600))
+	p2 := start(t, "-api-key", key, "-metrics-token-file", tokenFile)
+	require.Equal(t, http.StatusUnauthorized, scrapeStatus(t, p2.url, key))
+	require.Equal(t, http.StatusUnauthorized, scrapeStatus(t, p2.url, ""))
+	require.Equal(t, http.StatusOK, scrapeStatus(t, p2.url, token))
 }

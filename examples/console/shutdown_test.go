@@ -125,3 +125,104 @@ func TestShutdown_S8_SIGTERMDuringSlowPostDrainsTheFinal(t *testing.T) {
 		}
 	}
 }
+
+// TestShutdown_S8_SIGTERMWhilePostIgnoresItsContextEndsInTime: SIGTERM
+// while the console's post of a final blocks for good (its stdout, the
+// "IM platform", is a pipe nobody reads; a write ignores any context).
+// The console exits 0 within its grace plus a second, counting the final
+// as cut off. Restarted on the same -store, the cut-off final's claim is
+// settled: xAgent's resend is reported unknown (or answered duplicate),
+// never shown again.
+func TestShutdown_S8_SIGTERMWhilePostIgnoresItsContextEndsInTime(t *testing.T) {
+	const grace = 2 * time.Second
+	store, addr := t.TempDir(), freeAddr(t)
+	outR, outW, err := os.Pipe()
+	require.NoError(t, err)
+	defer outR.Close()
+	cmd := exec.Command(binary, "-addr", addr, "-json", "-mode", "buffer", "-store", store, "-shutdown-grace", grace.String())
+	// The binary has -race, whose runtime sleeps 1 s at exit by default;
+	// the bound is the console's, not the race detector's.
+	cmd.Env = append(os.Environ(), "GORACE=atexit_sleep_ms=0")
+	cmd.Stdout = outW
+	stderr, err := cmd.StderrPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	outW.Close()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	lines := make(chan string, 64)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	waitLine := func(prefix string) string {
+		t.Helper()
+		timeout := time.After(30 * time.Second)
+		for {
+			select {
+			case line, ok := <-lines:
+				require.True(t, ok, "console stderr ended before %q", prefix)
+				if strings.HasPrefix(line, prefix) {
+					return line
+				}
+			case <-timeout:
+				t.Fatalf("no stderr line %q within 30 s", prefix)
+			}
+		}
+	}
+	url := strings.TrimPrefix(waitLine("listening on "), "listening on ")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	agent, err := sim.Start(ctx, sim.Config{Connector: url, Options: &imv2.Options{RetryMax: time.Second}})
+	require.NoError(t, err)
+	defer agent.Close()
+	ch := agent.Channel().ID()
+
+	text := strings.Repeat("stuck platform ", 300<<10/15)
+	require.NoError(t, agent.Reply(ctx, ch, text))
+	var out bytes.Buffer
+	buf := make([]byte, 4096)
+	for !bytes.Contains(out.Bytes(), []byte(`"event":"final"`)) {
+		n, err := outR.Read(buf)
+		require.NoError(t, err, "console stdout ended before the final")
+		out.Write(buf[:n])
+	}
+	// The post is blocked now, and stays so: nobody reads the pipe again
+	// while this process lives.
+	signalled := time.Now()
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case err := <-exited:
+		require.NoError(t, err, "exit 0")
+	case <-time.After(grace + time.Second):
+		t.Fatalf("still running %s after SIGTERM (grace %s)", time.Since(signalled).Round(time.Millisecond), grace)
+	}
+	require.Contains(t, waitLine("console: stopped: "), "0 finals finished, 1 cut off")
+	_, err = io.Copy(&out, outR) // what the first run wrote, the cut final's beginning included
+	require.NoError(t, err)
+	require.Equal(t, 1, bytes.Count(out.Bytes(), []byte(`"event":"final"`)), "the first run began the final once")
+
+	// Restarted: xAgent resends the final; it is settled without being shown.
+	p2 := start(t, "-addr", addr, "-store", store)
+	werr := agent.WaitAcked(ctx, 1)
+	if werr != nil {
+		require.ErrorIs(t, werr, &imv2.Error{Code: imv2.CodeDeliveryOutcomeUnknown}, "S8: the cut-off final is reported unknown, not shown again")
+	}
+	require.NoError(t, agent.Reply(ctx, ch, "after the restart"))
+	after := p2.until(t, func(e consolebridge.Event) bool {
+		return e.Event == "final" && e.Text != nil && *e.Text == "after the restart"
+	})
+	for _, e := range after {
+		if e.Event == "final" {
+			require.Equal(t, "after the restart", *e.Text, "S8: the cut-off final is never shown twice")
+		}
+	}
+}

@@ -82,6 +82,29 @@ func LogFlags(fs *flag.FlagSet) *Log {
 	}
 }
 
+// JSON reports whether -log-format json was asked for: a command then
+// writes every stderr line of its own as a JSON object too.
+func (l *Log) JSON() bool { return *l.format == "json" }
+
+// Level is -log-level as given ("debug" with -v).
+func (l *Log) Level() string {
+	if *l.debug {
+		return "debug"
+	}
+	return *l.level
+}
+
+// Lines returns a logger in the chosen format that writes every level:
+// for the lines a command always writes (its start line with the
+// version and settings, its stop line), whatever -log-level filters.
+func (l *Log) Lines(w io.Writer) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: slog.LevelDebug}
+	if l.JSON() {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
 // Logger returns the logger the flags ask for, writing to w, or an error
 // naming a level or format it does not know.
 func (l *Log) Logger(w io.Writer) (*slog.Logger, error) {
@@ -100,4 +123,41 @@ func (l *Log) Logger(w io.Writer) (*slog.Logger, error) {
 		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	}
 	return nil, fmt.Errorf("-log-format %q: want text or json", *l.format)
+}
+
+// MetricsEnv is the environment variable the metrics token may come from.
+const MetricsEnv = "XAGENT_METRICS_TOKEN"
+
+// Metrics is the monitoring flags: -metrics-addr and -metrics-token-file.
+// A scraper never needs xAgent's API key.
+type Metrics struct {
+	addr, file *string
+}
+
+// MetricsFlags defines the monitoring flags on fs.
+func MetricsFlags(fs *flag.FlagSet) *Metrics {
+	return &Metrics{
+		addr: fs.String("metrics-addr", "", "also serve /metrics, /livez and /readyz on host:port (port 0 picks a free one), for a scraper on a network xAgent does not reach; open there unless a metrics token is set"),
+		file: fs.String("metrics-token-file", "", `read the token a scraper sends as "Authorization: Bearer TOKEN" on /metrics from FILE; or set $`+MetricsEnv+`. Without one, /metrics is served only on -metrics-addr; the API key never opens it`),
+	}
+}
+
+// Addr is -metrics-addr: "" when not set.
+func (m *Metrics) Addr() string { return *m.addr }
+
+// Token reads the metrics token: -metrics-token-file, else
+// $XAGENT_METRICS_TOKEN, else "". A token under MinKeyLen is refused, as a
+// weak API key is.
+func (m *Metrics) Token() (string, error) {
+	token := os.Getenv(MetricsEnv)
+	if *m.file != "" {
+		var err error
+		if token, _, err = ReadSecretFile(*m.file); err != nil {
+			return "", fmt.Errorf("-metrics-token-file: %w", err)
+		}
+	}
+	if token != "" && len(token) < MinKeyLen {
+		return "", fmt.Errorf("the metrics token has %d characters, under 128 bits (%d base64 characters)", len(token), MinKeyLen)
+	}
+	return token, nil
 }

@@ -151,3 +151,44 @@ func TestKeyFlags_FileEnvAndBoundedRead(t *testing.T) {
 		}
 	}
 }
+
+// The metrics token comes from -metrics-token-file, else the
+// environment; a short token, an empty or multi-line file and one over
+// MaxSecretFileBytes are refused (not read whole).
+func TestMetricsFlags_Token(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	token := func(args ...string) (string, error) {
+		fs := flag.NewFlagSet("test", flag.ContinueOnError)
+		m := MetricsFlags(fs)
+		if err := fs.Parse(args); err != nil {
+			t.Fatal(err)
+		}
+		return m.Token()
+	}
+	const good = "scraper-token-0123456789abcdef"
+	t.Setenv(MetricsEnv, "")
+	if got, err := token(); got != "" || err != nil {
+		t.Errorf("none: %q %v", got, err)
+	}
+	if got, err := token("-metrics-token-file", write("ok", good+"\n")); got != good || err != nil {
+		t.Errorf("file: %q %v", got, err)
+	}
+	t.Setenv(MetricsEnv, good)
+	if got, err := token(); got != good || err != nil {
+		t.Errorf("env: %q %v", got, err)
+	}
+	for name, body := range map[string]string{
+		"short": "abc", "empty": "\n", "two-lines": good + "\n" + good + "\n", "huge": strings.Repeat("a", MaxSecretFileBytes+10),
+	} {
+		if got, err := token("-metrics-token-file", write(name, body)); err == nil {
+			t.Errorf("%s: accepted %q", name, got)
+		}
+	}
+}

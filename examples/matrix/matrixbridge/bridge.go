@@ -131,7 +131,9 @@ func New(cfg Config) (*Bridge, error) {
 	br := &Bridge{cfg: cfg, http: cfg.HTTPClient, log: cfg.Logger}
 	br.uploads, _ = lru.New[string, id.ContentURI](cmp.Or(cfg.UploadCache, DefaultUploadCache))
 	opts := &connector.Options{APIKey: cfg.APIKey, Skill: []byte(Skill), Files: cfg.Files, Mode: connector.ModeEdit,
-		Logger: cfg.Logger, Advanced: connector.Advanced{Display: cfg.Display, Channel: &cfg.Channel, Clock: cfg.Clock}}
+		// The API key opens /metrics too, as the README says (the kit no
+		// longer does this by default: issue 38).
+		Logger: cfg.Logger, Advanced: connector.Advanced{Display: cfg.Display, Channel: &cfg.Channel, Clock: cfg.Clock, MetricsToken: cfg.APIKey}}
 	var err error
 	if cfg.StateDir != "" {
 		if err = os.MkdirAll(cfg.StateDir, 0o700); err == nil {

@@ -185,7 +185,9 @@ func New(cfg Config) (*Bridge, error) {
 	opts := &connector.Options{APIKey: cfg.APIKey, Skill: []byte(Skill), Files: cfg.Files,
 		Mode: cmp.Or(cfg.Mode, connector.ModeEdit), Logger: cfg.Logger,
 		DefaultConversation: func(string) string { return cfg.Conversation },
-		Advanced:            connector.Advanced{Display: cfg.Display, Channel: &cfg.Channel, Clock: cfg.Clock}}
+		// The API key opens /metrics too, as the README says (the kit no
+		// longer does this by default: issue 38).
+		Advanced: connector.Advanced{Display: cfg.Display, Channel: &cfg.Channel, Clock: cfg.Clock, MetricsToken: cfg.APIKey}}
 	if cfg.StateDir != "" {
 		if err = os.MkdirAll(cfg.StateDir, 0o700); err == nil {
 			br.bolt, err = boltstore.Open(filepath.Join(cfg.StateDir, "imv2.db"), boltstore.Options{Clock: cfg.Clock})
