@@ -40,7 +40,7 @@ func TestREADME_DefaultLimitsMatchTheConstants(t *testing.T) {
 		"activity shown without refresh":                                  {dur(o.ActivityTimeout)},
 		"`message_id`, `file_ref`":                                        {size(MaxIDBytes)},
 		"message text":                                                    {size(MaxTextBytes)},
-		"files per message / filename":                                    {count(MaxFilesPerMessage), size(MaxFilenameBytes)},
+		"files per message / filename":                                    {count(MaxFilesPerMessage), count(MaxFilenameChars)},
 	}
 	rows := readmeLimits(t)
 	for label, cells := range rows {
