@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/xagentkit/imv2/internal/readmetable"
 )
 
 // figure is a number in the README's prose, with its unit if it has one:
@@ -44,6 +46,9 @@ func TestREADME_DefaultLimitsMatchTheConstants(t *testing.T) {
 	}
 	rows := readmeLimits(t)
 	for label, cells := range rows {
+		if readmetable.Elsewhere[label] != "" {
+			continue // its package checks it
+		}
 		w, ok := want[label]
 		if !ok {
 			t.Errorf("README row %q: no constant checks it; add it here", label)

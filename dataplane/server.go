@@ -35,16 +35,16 @@ const (
 	// or within their offline grace. A hello that needs a new one beyond it
 	// first evicts the offline instance holding no channels that was seen
 	// least recently (a hello never followed by channel.open holds nothing
-	// a returning xAgent would miss). When none is, the hello is refused
-	// with connector_id_mismatch and nothing else is evicted: an offline
-	// instance with channels keeps them (their pending, completed and the
-	// author's auth state) until its grace ends, however many hellos
-	// arrive meanwhile. So the cap is the number of distinct xAgent
-	// sessions that opened channels one Connector admits per
-	// OfflineGrace: 64 leaves room for conformance runs (imv2test opens
-	// channels on most of its fresh connector_ids) beside the few real
-	// xAgents, which keep their connector_id. Its fixed cost is bounded by
-	// MaxChannels per instance (idle channels ≈ 1 KB each).
+	// a returning xAgent would miss); when none is, the offline instance
+	// seen least recently whose channels hold no pending message gives
+	// way (connectors.go: makeRoom), so a burst of hellos that each opened
+	// a channel and left cannot lock a newcomer out for the grace. Only
+	// when every instance is online or holds pending messages is the
+	// hello refused with connector_id_mismatch: those are never evicted.
+	// 64 leaves room for conformance runs (imv2test opens channels on most
+	// of its fresh connector_ids) beside the few real xAgents, which keep
+	// their connector_id. Its fixed cost is bounded by MaxChannels per
+	// instance (idle channels ≈ 1 KB each).
 	DefaultMaxConnectors = 64
 	// DefaultHelloTimeout closes a connection that completed no hello.
 	DefaultHelloTimeout = 30 * time.Second
@@ -619,7 +619,7 @@ func (s *Server) attach(ss *session, connectorID string, adopt bool) (*instance,
 			s.evictEmptyLocked()
 		}
 		if len(s.instances) >= s.cfg.MaxConnectors {
-			return nil, imv2.Errorf(protocol.CodeConnectorIDMismatch, "this Connector serves %d connector_ids, online or within their offline grace; try later", s.cfg.MaxConnectors)
+			return nil, imv2.Errorf(protocol.CodeConnectorIDMismatch, "this Connector serves %d connector_ids, each online or holding pending messages within its offline grace; try later", s.cfg.MaxConnectors)
 		}
 		id := "conn_" + uuid.NewString()
 		if adopt {

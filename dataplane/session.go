@@ -234,6 +234,7 @@ func (ss *session) hello(p *imv2.Packet) {
 		ss.refuse(p, err)
 		return
 	}
+	ss.srv.makeRoom(ss.ctx, h.ConnectorID)
 	inst, err := ss.srv.attach(ss, h.ConnectorID, adopt)
 	if err != nil {
 		ss.failErr(p, err)
