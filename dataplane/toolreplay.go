@@ -2,13 +2,17 @@ package dataplane
 
 import (
 	"container/list"
+	"context"
 	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"sync"
 	"time"
 
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/clock"
+	"github.com/xagentkit/imv2/internal/connid"
+	"github.com/xagentkit/imv2/protocol"
 )
 
 // A tool call is a side effect, and a reconnecting xAgent may send the
@@ -19,7 +23,18 @@ import (
 // one already answered (or still running) gets that answer, with its own
 // reply_to, and the handler does not run again. A request without a
 // request_id, or one reusing a request_id for another call, is a new call.
-// The answers are kept within these bounds (W13):
+//
+// Each call is recorded twice. Its answer is kept in memory within the
+// bounds below, for a replay during the session or a reconnect. And before
+// the handler runs, a record of the call (its channel, request_id and
+// content) is written to the Server's completed store (imv2.Options.Completed:
+// boltstore or pgstore where the Connector has one), which outlives a
+// restart and shares its capacity per connector_id as it does for
+// messages: a replay the memory no longer answers — after a restart, a
+// SIGKILL included — finds that record and runs nothing; it is answered
+// tool_invoke_failed saying the call ran and its answer was not kept
+// (the handler runs at most once per call; a call cut off by a crash is
+// not run again). The memory bounds (W13):
 const (
 	// toolReplayTTL is how long an answer is kept after its call began.
 	toolReplayTTL = 10 * time.Minute
@@ -27,8 +42,12 @@ const (
 	// oldest of that peer goes first.
 	toolReplaysPerPeer = 256
 	// toolReplaysTotal and toolReplayBytes bound them per Server, by
-	// count and by the bytes of their results and error texts; the
-	// oldest goes first.
+	// count and by the bytes of their results and error texts. When
+	// either is reached, the oldest call of the connector_id holding the
+	// most goes first, so a peer's flood evicts its own answers before
+	// another's: with up to toolReplaysTotal/toolReplaysPerPeer (16)
+	// peers nobody loses one, with more the peers holding fewest keep
+	// theirs.
 	toolReplaysTotal = 4096
 	toolReplayBytes  = 16 << 20
 )
@@ -111,7 +130,7 @@ func (r *toolReplays) begin(peer, channel, requestID string, sum [sha256.Size]by
 		}
 	}
 	if r.order.Len() >= toolReplaysTotal {
-		r.removeLocked(r.order.Front().Value.(*toolCall))
+		r.evictLocked(peer)
 	}
 	c = &toolCall{key: key, peer: peer, sum: sum, began: now, done: make(chan struct{})}
 	c.elem = r.order.PushBack(c)
@@ -139,7 +158,40 @@ func (r *toolReplays) finish(c *toolCall, ans toolAnswer) {
 	}
 	r.bytes += c.size
 	for r.bytes > toolReplayBytes && r.order.Len() > 0 {
-		r.removeLocked(r.order.Front().Value.(*toolCall))
+		r.evictLocked(c.peer)
+	}
+}
+
+// abandon wakes c's replays with ans and forgets c, so a later replay runs
+// the call: ans says it did not run (its record could not be written).
+func (r *toolReplays) abandon(c *toolCall, ans toolAnswer) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c.ans = ans
+	close(c.done)
+	if r.calls[c.key] == c {
+		r.removeLocked(c)
+	}
+}
+
+// evictLocked removes the oldest call of the connector_id holding the
+// most calls (ties: the recording peer's own first, then the oldest
+// call's peer), so one peer's flood cannot push out another's answers.
+func (r *toolReplays) evictLocked(recording string) {
+	top := recording
+	for p, n := range r.peers {
+		if n > r.peers[top] {
+			top = p
+		}
+	}
+	if r.peers[top] == 0 {
+		return
+	}
+	for e := r.order.Front(); e != nil; e = e.Next() {
+		if o := e.Value.(*toolCall); o.peer == top {
+			r.removeLocked(o)
+			return
+		}
 	}
 }
 
@@ -168,4 +220,39 @@ func (r *toolReplays) len() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.order.Len()
+}
+
+// toolRecordID is the completed-store message ID of the durable record of
+// the call with requestID: a fixed-size digest, so any request_id fits
+// the stores' ID bounds.
+func toolRecordID(requestID string) string {
+	h := sha256.Sum256([]byte(requestID))
+	return "w13_tool_" + hex.EncodeToString(h[:16])
+}
+
+// errToolRanBefore answers a replay of a call whose durable record
+// outlived its answer.
+func errToolRanBefore(toolID string) *imv2.Error {
+	return imv2.Errorf(protocol.CodeToolInvokeFailed, "tool.invoke of %q with this request_id ran before (W13), and its answer was not kept across a restart; it is not run again", toolID)
+}
+
+// toolRan writes the durable record of a call of peer on channel under
+// requestID before it runs, and reports whether the record was there
+// already with the same content: the call ran (or began) before, and must
+// not run again. A record with other content is a request_id reused for
+// another call: run, as in memory, and leave the record. A store error is
+// returned; the call is then not run.
+func (s *Server) toolRan(ctx context.Context, peer, channel, requestID string, sum [sha256.Size]byte) (bool, error) {
+	ctx = connid.WithConnectorID(ctx, peer) // the store's share is the peer's
+	ctx, cancel := context.WithTimeout(ctx, openStoreTimeout)
+	defer cancel()
+	id := toolRecordID(requestID)
+	fp, ok, err := s.opts.Completed.Lookup(ctx, channel, id)
+	if err != nil {
+		return false, err
+	}
+	if ok {
+		return fp == imv2.Fingerprint(sum), nil
+	}
+	return false, s.opts.Completed.Record(ctx, channel, id, imv2.Fingerprint(sum))
 }

@@ -161,3 +161,24 @@ func TestToolReplays_W13_Bounds(t *testing.T) {
 	require.True(t, first)
 	require.Nil(t, c, "a request_id reused for another call runs, unrecorded")
 }
+
+// TestToolReplays_W13_FloodEvictsTheFloodersOwn: with the record full, a
+// new call evicts the oldest call of the peer holding the most, so a
+// victim's single call outlives 17 peers × toolReplaysPerPeer calls
+// (before issue 37 the oldest call went, whoever held it).
+func TestToolReplays_W13_FloodEvictsTheFloodersOwn(t *testing.T) {
+	r := newToolReplays(fakeclock.New(t0))
+	sum := callSum("t", nil)
+	c, first := r.begin("victim", "ch_v", "req_v", sum)
+	require.True(t, first)
+	r.finish(c, toolAnswer{toolID: "t"})
+	for i := range 17 {
+		for j := range toolReplaysPerPeer {
+			c, _ := r.begin("peer_"+strconv.Itoa(i), "ch_"+strconv.Itoa(i), "req_"+strconv.Itoa(j), sum)
+			r.finish(c, toolAnswer{toolID: "t"})
+		}
+	}
+	require.Equal(t, toolReplaysTotal, r.len())
+	_, first = r.begin("victim", "ch_v", "req_v", sum)
+	require.False(t, first, "the victim's answer is kept")
+}

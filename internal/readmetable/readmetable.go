@@ -47,6 +47,7 @@ func Rows(path string) (map[string]string, error) {
 // label: the root's test skips them, the owner checks them with Check.
 var Elsewhere = map[string]string{
 	"connector_id slots (xAgent sessions) per Connector": "dataplane",
+	"tool-call replay answers":                           "dataplane",
 }
 
 // Check returns an error for a row whose figures are not want.
