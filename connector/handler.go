@@ -86,6 +86,13 @@ type HandlerConfig struct {
 	// plane or, with a Relay, issued in the shared Store (open on another
 	// replica, perhaps).
 	ChannelOpen func(ctx context.Context, channelID string) bool
+	// ConnectorOf, if set, returns the connector_id holding a channel, ""
+	// when none is known here. The built-in stores share upload room per
+	// connector_id (each guaranteed a floor: MemoryFileStoreOptions), so
+	// one peer's uploads cannot hold the room another's need; a channel of
+	// no known connector_id is a peer of its own. The kit sets it from its
+	// data plane.
+	ConnectorOf func(channelID string) string
 	// OnUpload, if set, runs after an upload is stored and before it is
 	// answered. It receives the optional recipient_ref and reply_token form
 	// fields. An error deletes the file and fails the upload with 500.

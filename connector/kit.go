@@ -197,6 +197,7 @@ func New(card *protocol.Card, platform Platform, opts *Options) (*Connector, err
 		WS: c.km.countConnection(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { c.server.ServeHTTP(w, r) })),
 		// Uploads only to channels issued and open (Connector.acceptsUploads).
 		ChannelOpen: c.acceptsUploads,
+		ConnectorOf: func(id string) string { return c.server.ConnectorOf(id) }, // c.server is set below
 	})
 	if err != nil {
 		return nil, err

@@ -464,6 +464,17 @@ func (s *Server) Channel(channelID string) *imv2.Channel {
 	return nil
 }
 
+// ConnectorOf returns the connector_id holding the channel here, "" for
+// none: the peer a Connector charges the channel's uploads to.
+func (s *Server) ConnectorOf(channelID string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e := s.channels[channelID]; e != nil {
+		return e.inst.id
+	}
+	return ""
+}
+
 // ChannelIDs returns the IDs of every channel held, open or not, sorted.
 func (s *Server) ChannelIDs() []string {
 	s.mu.Lock()
