@@ -211,7 +211,7 @@ func NewHandler(cfg HandlerConfig) (*Handler, error) {
 		cfg:     cfg,
 		card:    card,
 		health:  health,
-		key:     apikey.New(cfg.APIKey),
+		key:     apikey.New(cfg.APIKey).WithClock(cfg.Clock),
 		signer:  signer,
 		files:   cfg.Files,
 		uploads: make(chan struct{}, cfg.MaxConcurrentUploads),
@@ -224,6 +224,14 @@ func NewHandler(cfg HandlerConfig) (*Handler, error) {
 		h.log.Warn("connector: no API key configured; /health, /ws and /files/uploads are open")
 	}
 	return h, nil
+}
+
+// SetAPIKey makes key the API key /health, /ws and /files/uploads ask for
+// and keeps the current one valid for grace more (dataplane.Server.SetAPIKey
+// says why). Download URLs stay signed with the key they were signed with
+// at start. A Handler without a key, or an empty key, is an error.
+func (h *Handler) SetAPIKey(key string, grace time.Duration) error {
+	return h.key.Rotate(key, grace)
 }
 
 // healthBody is the exact /health success body (H4).

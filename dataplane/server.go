@@ -358,7 +358,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	for _, f := range cfg.Card.AuthFlows {
 		s.cardFlow[f.ID] = true
 	}
-	s.key = apikey.New(cfg.APIKey) // unset (allows all) when empty
+	s.key = apikey.New(cfg.APIKey).WithClock(s.clock) // unset (allows all) when empty
 	s.upgrader = websocket.Upgrader{
 		Subprotocols: []string{protocol.Subprotocol},
 		CheckOrigin:  cfg.CheckOrigin,
@@ -462,6 +462,16 @@ func (s *Server) Channel(channelID string) *imv2.Channel {
 		return e.ch
 	}
 	return nil
+}
+
+// SetAPIKey makes key the API key a new connection must present and
+// keeps the current one valid for grace more, so a key file rotated and
+// reloaded (SIGHUP) refuses no peer that has not moved over yet.
+// Connections already up stay. A Server started without a key, or an
+// empty key, is refused with an error: a reload never turns the check on
+// or off.
+func (s *Server) SetAPIKey(key string, grace time.Duration) error {
+	return s.key.Rotate(key, grace)
 }
 
 // ConnectorOf returns the connector_id holding the channel here, "" for
