@@ -19,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/xagentkit/imv2/internal/apikey"
 )
 
@@ -127,6 +129,8 @@ func TestKeyStrength_LowEntropyRefusedHoweverLong(t *testing.T) {
 // lines, a guessable key) is logged and set is not called. Before, the
 // file was read once at start.
 func TestKeyFile_SIGHUPReloads(t *testing.T) {
+	// Watch's goroutine ends with its context (os/signal's own loop stays).
+	defer goleak.VerifyNone(t, goleak.IgnoreTopFunction("os/signal.signal_recv"), goleak.IgnoreCurrent())
 	file := writeKeyFile(t, strongKey+"\n", 0o600)
 	var buf syncBuf
 	fs := flag.NewFlagSet("test", flag.ContinueOnError)
