@@ -30,11 +30,15 @@ import (
 // content) is written to the Server's completed store (imv2.Options.Completed:
 // boltstore or pgstore where the Connector has one), which outlives a
 // restart and shares its capacity per connector_id as it does for
-// messages: a replay the memory no longer answers — after a restart, a
-// SIGKILL included — finds that record and runs nothing; it is answered
-// tool_invoke_failed saying the call ran and its answer was not kept
-// (the handler runs at most once per call; a call cut off by a crash is
-// not run again). The memory bounds (W13):
+// messages; when the handler returns, a second record says how the call
+// ended (succeeded, or failed with its code), written before the answer
+// is sent. A replay the memory no longer answers — after a restart, a
+// SIGKILL included — finds those records and runs nothing: a failure is
+// answered with its code, a success tool_invoke_failed saying the call
+// succeeded and its result was not kept (the completed store holds a
+// fingerprint per record, not a result), a call cut off by a crash
+// tool_invoke_failed saying its end is unknown. The handler runs at most
+// once per call. The memory bounds (W13):
 const (
 	// toolReplayTTL is how long an answer is kept after its call began.
 	toolReplayTTL = 10 * time.Minute
@@ -230,10 +234,55 @@ func toolRecordID(requestID string) string {
 	return "w13_tool_" + hex.EncodeToString(h[:16])
 }
 
+// toolOutcomeID is the completed-store message ID of the record of how
+// the call with requestID ended (toolDone).
+func toolOutcomeID(requestID string) string { return toolRecordID(requestID) + "_done" }
+
+// Outcomes a call's second record holds in its fingerprint's first byte;
+// a failure's code follows (its length, then at most 30 bytes).
+const (
+	toolSucceeded = 1
+	toolFailed    = 2
+)
+
+// toolDone writes how a recorded call ended: succeeded, or failed with
+// its code, so a replay after a restart can say so (errToolRanBefore).
+// Its result is not kept: the completed store holds a fingerprint per
+// record. A store error is logged by the caller; the replay then says the
+// outcome is unknown.
+func (s *Server) toolDone(ctx context.Context, peer, channel, requestID string, ans toolAnswer) error {
+	ctx = connid.WithConnectorID(context.WithoutCancel(ctx), peer)
+	ctx, cancel := context.WithTimeout(ctx, openStoreTimeout)
+	defer cancel()
+	var fp imv2.Fingerprint
+	fp[0] = toolSucceeded
+	if ans.err != nil {
+		fp[0] = toolFailed
+		if len(ans.err.Code) <= len(fp)-2 { // a longer code is not kept: no cut code
+			fp[1] = byte(copy(fp[2:], ans.err.Code))
+		}
+	}
+	return s.opts.Completed.Record(ctx, channel, toolOutcomeID(requestID), fp)
+}
+
 // errToolRanBefore answers a replay of a call whose durable record
-// outlived its answer.
-func errToolRanBefore(toolID string) *imv2.Error {
-	return imv2.Errorf(protocol.CodeToolInvokeFailed, "tool.invoke of %q with this request_id ran before (W13), and its answer was not kept across a restart; it is not run again", toolID)
+// outlived its answer (a restart): the call is not run again, and the
+// answer says how it ended, as far as the store knows: a failure keeps
+// its code; a success or an unknown end is tool_invoke_failed saying so.
+func (s *Server) errToolRanBefore(ctx context.Context, peer, channel, requestID, toolID string) *imv2.Error {
+	ctx = connid.WithConnectorID(ctx, peer)
+	ctx, cancel := context.WithTimeout(ctx, openStoreTimeout)
+	defer cancel()
+	fp, ok, err := s.opts.Completed.Lookup(ctx, channel, toolOutcomeID(requestID))
+	switch {
+	case err == nil && ok && fp[0] == toolSucceeded:
+		return imv2.Errorf(protocol.CodeToolInvokeFailed, "tool.invoke of %q with this request_id ran before (W13) and succeeded; its result was not kept across a restart, and the call is not run again", toolID)
+	case err == nil && ok && fp[0] == toolFailed && fp[1] > 0 && int(fp[1]) <= len(fp)-2:
+		return imv2.Errorf(imv2.Code(fp[2:2+fp[1]]), "tool.invoke of %q with this request_id ran before (W13) and failed with this code; it is not run again", toolID)
+	case err == nil && ok && fp[0] == toolFailed:
+		return imv2.Errorf(protocol.CodeToolInvokeFailed, "tool.invoke of %q with this request_id ran before (W13) and failed; it is not run again", toolID)
+	}
+	return imv2.Errorf(protocol.CodeToolInvokeFailed, "tool.invoke of %q with this request_id began before a restart (W13) and how it ended is unknown; it is not run again", toolID)
 }
 
 // toolRan writes the durable record of a call of peer on channel under

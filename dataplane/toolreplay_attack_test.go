@@ -50,6 +50,9 @@ func toolKillChild(path string) int {
 		Options:   &imv2.Options{Pending: st.Pending(), Completed: st.Completed()},
 		Tools: ToolFunc(func(_ context.Context, _ string, req protocol.ToolInvoke) (json.RawMessage, error) {
 			_, _ = fmt.Fprintf(os.Stdout, "run %s\n", req.Arguments)
+			if strings.Contains(string(req.Arguments), "refuse") {
+				return nil, imv2.Errorf("target_refused", "the platform refused it")
+			}
 			return json.RawMessage(`{"status":"sent"}`), nil
 		}),
 	})
@@ -114,9 +117,10 @@ func (c *toolChild) kill() {
 // process on a boltstore file runs a tool.invoke and answers it; it is
 // killed with SIGKILL and restarted on the same file; xAgent reconnects
 // and replays the call (same request_id, channel, tool and arguments).
-// The tool does not run again: the call's durable record, written to the
-// completed store before it ran, answers the replay tool_invoke_failed
-// ("ran before"). Before issue 37 the replay records lived in memory
+// The tool does not run again: the call's durable records in the
+// completed store (written before it ran, and how it ended before it was
+// answered) answer the replay tool_invoke_failed "ran before and
+// succeeded", and a failed call's replay with its code. Before issue 37 the replay records lived in memory
 // only, and the restarted process ran the side effect a second time.
 func TestAttack_ToolReplayAfterKillRunsOnce(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "state.db")
@@ -127,6 +131,10 @@ func TestAttack_ToolReplayAfterKillRunsOnce(t *testing.T) {
 	first := p.toolAckOf(p.toolInvoke(ch, "req_1", `{"text":"pay 10"}`))
 	require.Nil(t, first.Error)
 	require.Equal(t, `{"text":"pay 10"}`, recv(t, child.runs))
+	failed := p.toolAckOf(p.toolInvoke(ch, "req_f", `{"text":"refuse"}`))
+	require.NotNil(t, failed.Error)
+	require.Equal(t, imv2.Code("target_refused"), failed.Error.Code)
+	require.Equal(t, `{"text":"refuse"}`, recv(t, child.runs))
 	child.kill()
 
 	child = startToolChild(t, path)
@@ -136,7 +144,11 @@ func TestAttack_ToolReplayAfterKillRunsOnce(t *testing.T) {
 	replay := p.toolAckOf(p.toolInvoke(again, "req_1", `{"text":"pay 10"}`))
 	require.NotNil(t, replay.Error, "the replay is answered, not run")
 	require.Equal(t, protocol.CodeToolInvokeFailed, replay.Error.Code)
-	require.Contains(t, replay.Error.Message, "ran before")
+	require.Contains(t, replay.Error.Message, "ran before (W13) and succeeded")
+	// A failed call's replay keeps its code.
+	replayF := p.toolAckOf(p.toolInvoke(again, "req_f", `{"text":"refuse"}`))
+	require.NotNil(t, replayF.Error)
+	require.Equal(t, imv2.Code("target_refused"), replayF.Error.Code)
 	// Another call still runs: the record is the call's, not the channel's.
 	require.Nil(t, p.toolAckOf(p.toolInvoke(again, "req_2", `{"text":"pay 5"}`)).Error)
 	require.Equal(t, `{"text":"pay 5"}`, recv(t, child.runs))

@@ -3,6 +3,7 @@ package pgstore_test
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -64,8 +65,8 @@ func TestToolReplay_W13_RunsOnceAcrossARestart(t *testing.T) {
 		t.Fatalf("reopen gave %s, want %s (the shared registry knows it)", again.ID(), ch.ID())
 	}
 	ans, err := invoke(x2, ch.ID())
-	if e := imv2.AsError(err, ""); err == nil || e.Code != protocol.CodeToolInvokeFailed {
-		t.Fatalf("replay after the restart: %v %+v, want tool_invoke_failed", err, ans)
+	if e := imv2.AsError(err, ""); err == nil || e.Code != protocol.CodeToolInvokeFailed || !strings.Contains(e.Message, "ran before (W13) and succeeded") {
+		t.Fatalf("replay after the restart: %v %+v, want tool_invoke_failed: ran before and succeeded", err, ans)
 	}
 	if n := runs.Load(); n != 1 {
 		t.Fatalf("the tool ran %d times over the restart, want 1", n)
