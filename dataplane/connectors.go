@@ -163,8 +163,11 @@ func (s *Server) releaseInstanceLocked(inst *instance) {
 }
 
 // maxRoomCandidates bounds the offline instances with channels one hello
-// at the cap asks the pending store about (makeRoom): a hello costs at
-// most that many store reads, whatever the instances hold.
+// at the cap asks the pending store about (makeRoom), and MaxChannels the
+// channels it reads in all: past the first candidate, one whose channels
+// would pass that is not read. So a hello costs at most MaxChannels store
+// reads whatever the instances hold, and the oldest candidate (at most
+// MaxChannels channels) is always read in full.
 const maxRoomCandidates = 8
 
 // makeRoom frees a connector_id slot for a hello that needs a new one
@@ -202,7 +205,12 @@ func (s *Server) makeRoom(ctx context.Context, connectorID string) {
 	}
 	slices.SortFunc(offline, func(a, b *instance) int { return a.offline.Compare(b.offline) })
 	var cands []candidate
+	reads := s.cfg.MaxChannels
 	for _, inst := range offline[:min(len(offline), maxRoomCandidates)] {
+		if len(cands) > 0 && len(inst.channels) > reads {
+			break
+		}
+		reads -= len(inst.channels)
 		c := candidate{inst: inst, gen: inst.gen, offline: inst.offline}
 		for _, e := range inst.channels {
 			c.channels = append(c.channels, e)

@@ -2,6 +2,8 @@ package dataplane
 
 import (
 	"context"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -108,4 +110,70 @@ func TestREADME_ConnectorSlotsRow(t *testing.T) {
 	const label = "connector_id slots (xAgent sessions) per Connector"
 	require.Equal(t, "dataplane", readmetable.Elsewhere[label])
 	require.NoError(t, readmetable.Check(rows, label, []string{readmetable.Count(DefaultMaxConnectors), readmetable.Dur(DefaultOfflineGrace)}))
+}
+
+// countingPending records the channels whose entries were listed.
+type countingPending struct {
+	imv2.PendingStore
+	mu     sync.Mutex
+	listed []string
+}
+
+func (c *countingPending) List(ctx context.Context, channelID string) ([]imv2.PendingEntry, error) {
+	c.mu.Lock()
+	c.listed = append(c.listed, channelID)
+	c.mu.Unlock()
+	return c.PendingStore.List(ctx, channelID)
+}
+
+func (c *countingPending) take() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	l := c.listed
+	c.listed = nil
+	return l
+}
+
+// TestAttack_FullSlotsCostAHelloAtMostMaxChannelsReads: every slot is
+// offline with MaxChannels channels, each holding a pending message; a
+// fresh hello is refused, having asked the pending store about the
+// channels of one instance only (MaxChannels reads at most), however
+// many instances there are: past the first candidate, one whose channels
+// would pass MaxChannels reads in all is not read.
+func TestAttack_FullSlotsCostAHelloAtMostMaxChannelsReads(t *testing.T) {
+	pending := &countingPending{PendingStore: imv2.NewMemoryPendingStore(0)}
+	srv, url := startServer(t, func(c *ServerConfig) {
+		c.APIKey = attackKey
+		c.MaxConnectors = 4
+		c.MaxChannels = 5
+		c.Options = &imv2.Options{Pending: pending}
+	})
+	owner := map[string]int{} // channel → instance
+	for i := range 4 {
+		p := dialPeer(t, url, authHeader())
+		id := p.hello("")
+		var chans []string
+		for range 5 {
+			ch, _ := p.open("")
+			chans = append(chans, ch)
+			owner[ch] = i
+		}
+		require.NoError(t, p.conn.Close())
+		waitDetached(t, srv, id)
+		for _, ch := range chans {
+			_, err := srv.Channel(ch).Send(context.Background(), imv2.ChatMessage{MessageID: fmt.Sprintf("u%d", i), Text: "pending"})
+			require.NoError(t, err)
+		}
+	}
+	pending.take()
+	ans := dialPeer(t, url, authHeader()).call(protocol.TypeConnectorHello, "", goodHello(""))
+	expectError(t, ans, protocol.CodeConnectorIDMismatch)
+	listed := pending.take()
+	instances := map[int]bool{}
+	for _, ch := range listed {
+		instances[owner[ch]] = true
+	}
+	t.Logf("a refused hello read %d channels of %d instances", len(listed), len(instances))
+	assert.LessOrEqual(t, len(listed), 5)
+	assert.Len(t, instances, 1, "one candidate read: the next would pass MaxChannels reads")
 }
