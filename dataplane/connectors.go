@@ -163,12 +163,17 @@ func (s *Server) releaseInstanceLocked(inst *instance) {
 }
 
 // maxRoomCandidates bounds the offline instances with channels one hello
-// at the cap asks the pending store about (makeRoom), and MaxChannels the
-// channels it reads in all: past the first candidate, one whose channels
-// would pass that is not read. So a hello costs at most MaxChannels store
-// reads whatever the instances hold, and the oldest candidate (at most
-// MaxChannels channels) is always read in full.
-const maxRoomCandidates = 8
+// at the cap asks the pending store about (makeRoom), and roomReads
+// MaxChannels the channels it reads in all. A candidate's reads stop at
+// its first channel with a pending message, so the hello can pass over
+// roomReads instances holding pending messages, each read in full, to
+// find one that holds none: such instances are a real xAgent's (a peer
+// cannot put a user message in its own channels), and a hello costs at
+// most roomReads·MaxChannels store reads whatever the instances hold.
+const (
+	maxRoomCandidates = 8
+	roomReads         = 4
+)
 
 // makeRoom frees a connector_id slot for a hello that needs a new one
 // while the Server holds MaxConnectors, when no offline instance without
@@ -205,12 +210,7 @@ func (s *Server) makeRoom(ctx context.Context, connectorID string) {
 	}
 	slices.SortFunc(offline, func(a, b *instance) int { return a.offline.Compare(b.offline) })
 	var cands []candidate
-	reads := s.cfg.MaxChannels
 	for _, inst := range offline[:min(len(offline), maxRoomCandidates)] {
-		if len(cands) > 0 && len(inst.channels) > reads {
-			break
-		}
-		reads -= len(inst.channels)
 		c := candidate{inst: inst, gen: inst.gen, offline: inst.offline}
 		for _, e := range inst.channels {
 			c.channels = append(c.channels, e)
@@ -219,11 +219,15 @@ func (s *Server) makeRoom(ctx context.Context, connectorID string) {
 	}
 	s.mu.Unlock()
 
+	reads := roomReads * s.cfg.MaxChannels
 	for _, c := range cands {
+		if reads <= 0 {
+			return
+		}
 		// Connected to another replica since: only the local copies go,
 		// as at its grace expiry (expire).
 		elsewhere := s.aliveElsewhere(c.inst.id, c.offline)
-		if !elsewhere && !s.nothingPending(ctx, c.channels) {
+		if !elsewhere && !s.nothingPending(ctx, c.channels, &reads) {
 			continue
 		}
 		s.mu.Lock()
@@ -251,11 +255,17 @@ func (s *Server) makeRoom(ctx context.Context, connectorID string) {
 }
 
 // nothingPending reports whether no channel of channels holds a pending
-// message; a store error counts as pending (nothing is dropped on a guess).
-func (s *Server) nothingPending(ctx context.Context, channels []*channelEntry) bool {
+// message, counting each store read against *reads; a store error, or
+// reads running out first, counts as pending (nothing is dropped on a
+// guess).
+func (s *Server) nothingPending(ctx context.Context, channels []*channelEntry, reads *int) bool {
 	ctx, cancel := context.WithTimeout(ctx, openStoreTimeout)
 	defer cancel()
 	for _, e := range channels {
+		if *reads <= 0 {
+			return false
+		}
+		*reads--
 		p, err := e.ch.Pending(ctx)
 		if err != nil || len(p) > 0 {
 			return false

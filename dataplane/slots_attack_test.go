@@ -112,48 +112,61 @@ func TestREADME_ConnectorSlotsRow(t *testing.T) {
 	require.NoError(t, readmetable.Check(rows, label, []string{readmetable.Count(DefaultMaxConnectors), readmetable.Dur(DefaultOfflineGrace)}))
 }
 
-// countingPending records the channels whose entries were listed.
+// countingPending records the channels whose entries were listed; with
+// owner set, the first channel of each instance listed reads as empty, so
+// every candidate costs all of its channels' reads.
 type countingPending struct {
 	imv2.PendingStore
 	mu     sync.Mutex
 	listed []string
+	owner  map[string]int // channel → instance
+	seen   map[int]bool
 }
 
 func (c *countingPending) List(ctx context.Context, channelID string) ([]imv2.PendingEntry, error) {
 	c.mu.Lock()
 	c.listed = append(c.listed, channelID)
+	first := false
+	if inst, ok := c.owner[channelID]; ok && !c.seen[inst] {
+		c.seen[inst], first = true, true
+	}
 	c.mu.Unlock()
+	if first {
+		return nil, nil
+	}
 	return c.PendingStore.List(ctx, channelID)
 }
 
+// take returns the channels listed since the last take and starts over.
 func (c *countingPending) take() []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	l := c.listed
-	c.listed = nil
+	c.listed, c.seen = nil, map[int]bool{}
 	return l
 }
 
-// TestAttack_FullSlotsCostAHelloAtMostMaxChannelsReads: every slot is
-// offline with MaxChannels channels, each holding a pending message; a
-// fresh hello is refused, having asked the pending store about the
-// channels of one instance only (MaxChannels reads at most), however
-// many instances there are: past the first candidate, one whose channels
-// would pass MaxChannels reads in all is not read.
-func TestAttack_FullSlotsCostAHelloAtMostMaxChannelsReads(t *testing.T) {
-	pending := &countingPending{PendingStore: imv2.NewMemoryPendingStore(0)}
+// TestAttack_FullSlotsCostAHelloBoundedReads: every slot is offline with
+// its channels holding pending messages; a fresh hello is refused having
+// read the pending store of at most roomReads·MaxChannels channels,
+// however many instances and channels there are. Each candidate here
+// costs all its channels' reads (the first reads as empty), so the
+// bound, not the candidates' count, stops the hello: 4 of the 8
+// candidates are read (all 8 without it).
+func TestAttack_FullSlotsCostAHelloBoundedReads(t *testing.T) {
+	pending := &countingPending{PendingStore: imv2.NewMemoryPendingStore(0), seen: map[int]bool{}}
 	srv, url := startServer(t, func(c *ServerConfig) {
 		c.APIKey = attackKey
-		c.MaxConnectors = 4
-		c.MaxChannels = 5
+		c.MaxConnectors = 12
+		c.MaxChannels = 2
 		c.Options = &imv2.Options{Pending: pending}
 	})
-	owner := map[string]int{} // channel → instance
-	for i := range 4 {
+	owner := map[string]int{}
+	for i := range 12 {
 		p := dialPeer(t, url, authHeader())
 		id := p.hello("")
 		var chans []string
-		for range 5 {
+		for range 2 {
 			ch, _ := p.open("")
 			chans = append(chans, ch)
 			owner[ch] = i
@@ -166,6 +179,9 @@ func TestAttack_FullSlotsCostAHelloAtMostMaxChannelsReads(t *testing.T) {
 		}
 	}
 	pending.take()
+	pending.mu.Lock()
+	pending.owner = owner
+	pending.mu.Unlock()
 	ans := dialPeer(t, url, authHeader()).call(protocol.TypeConnectorHello, "", goodHello(""))
 	expectError(t, ans, protocol.CodeConnectorIDMismatch)
 	listed := pending.take()
@@ -174,6 +190,6 @@ func TestAttack_FullSlotsCostAHelloAtMostMaxChannelsReads(t *testing.T) {
 		instances[owner[ch]] = true
 	}
 	t.Logf("a refused hello read %d channels of %d instances", len(listed), len(instances))
-	assert.LessOrEqual(t, len(listed), 5)
-	assert.Len(t, instances, 1, "one candidate read: the next would pass MaxChannels reads")
+	assert.Equal(t, roomReads*2, len(listed))
+	assert.Len(t, instances, roomReads)
 }
