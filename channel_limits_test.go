@@ -83,15 +83,20 @@ func TestLimit_FilenameLength(t *testing.T) {
 		return File{Type: FileFile, FileRef: "ref_1", Filename: name, DownloadURL: "/files/refs/ref_1"}
 	}
 	c, _, _ := newConnector(t, newRecTarget(), nil)
-	_, err := c.Send(context.Background(), ChatMessage{MessageID: "long", Files: []File{file(strings.Repeat("n", MaxFilenameBytes+1))}})
+	_, err := c.Send(context.Background(), ChatMessage{MessageID: "long", Files: []File{file(strings.Repeat("n", MaxFilenameChars+1))}})
 	require.ErrorIs(t, err, &Error{Code: CodeInvalidPacket})
-	require.Contains(t, err.Error(), "filename is 256 bytes")
-	_, err = c.Send(context.Background(), ChatMessage{MessageID: "fits", Files: []File{file(strings.Repeat("n", MaxFilenameBytes))}})
+	require.Contains(t, err.Error(), "filename is 256 characters")
+	_, err = c.Send(context.Background(), ChatMessage{MessageID: "fits", Files: []File{file(strings.Repeat("n", MaxFilenameChars))}})
 	require.NoError(t, err)
+	// The bound counts characters: 255 of a three-byte script (765 bytes) fit.
+	_, err = c.Send(context.Background(), ChatMessage{MessageID: "cjk", Files: []File{file(strings.Repeat("图", MaxFilenameChars))}})
+	require.NoError(t, err)
+	_, err = c.Send(context.Background(), ChatMessage{MessageID: "cjk-long", Files: []File{file(strings.Repeat("图", MaxFilenameChars+1))}})
+	require.ErrorIs(t, err, &Error{Code: CodeInvalidPacket})
 
 	target := newRecTarget()
 	x, xw, _ := newXAgent(t, target, nil)
-	p := rawPacket(TypeChatMessage, map[string]any{"message_id": "u1", "files": []File{file(strings.Repeat("n", MaxFilenameBytes+1))}})
+	p := rawPacket(TypeChatMessage, map[string]any{"message_id": "u1", "files": []File{file(strings.Repeat("n", MaxFilenameChars+1))}})
 	require.Error(t, x.Receive(context.Background(), p))
 	rejectedWith(t, xw, p, CodeInvalidPacket)
 	require.Zero(t, target.postCount("u1"))

@@ -21,8 +21,13 @@ import (
 // items, and at a delta's top level (D7), but not inside a member the SDK
 // does not know (a quote's content, a reply's body, a file's
 // metadata.data), which is a newer peer's and not file material; C4's
-// names (with M8's) in chat.activity at any depth, as profile §8 bans
-// them from the whole snapshot. A newer peer's ack with a "result"
+// names (with M8's) at chat.activity's top level, and inside a member the
+// SDK does not know only the names that say what they hold whatever their
+// place (reasoning, arguments, url, path, token …): generic words such as
+// input, output, result, error or data are the forbidden content only as
+// an activity's own member, while {"usage": {"input": 812, "output": 64}}
+// is a newer peer's token counts, ignored as unknown members are (E5).
+// A newer peer's ack with a "result"
 // member is an ack. Builders never write an unknown member: the payload
 // structs have no place for one.
 
@@ -30,9 +35,10 @@ import (
 type nameRules uint8
 
 const (
-	ruleI2 nameRules = 1 << iota // identity: every IM v2 payload
-	ruleM8                       // transfer material: chat.message and its deltas
-	ruleC4                       // reasoning and tool detail: chat.activity
+	ruleI2     nameRules = 1 << iota // identity: every IM v2 payload
+	ruleM8                           // transfer material: chat.message and its deltas
+	ruleC4                           // reasoning and tool detail: chat.activity
+	ruleC4Deep                       // C4's and M8's names that mean the same at any depth
 )
 
 // identityFields are the payload members I2 forbids on every IM v2 packet:
@@ -52,11 +58,22 @@ var m8Fields = []string{
 // identities are M8's and I2's names, which activity refuses too).
 var c4Fields = []string{"reasoning", "arguments", "args", "input", "result", "output", "error", "url"}
 
+// c4DeepFields are the C4 and M8 names refused inside a member of an
+// activity the SDK does not know: names that say they hold reasoning, tool
+// arguments, a URL, a path or a key wherever they stand. The generic words
+// of the other lists (input, output, result, error, data, bytes, content,
+// body) are refused only as the activity's own members.
+var c4DeepFields = []string{
+	"reasoning", "arguments", "args", "url",
+	"base64", "content_base64", "path", "local_path", "file_path",
+	"token", "access_token", "auth", "authorization", "cookie", "headers", "credentials", "secret",
+}
+
 // forbiddenRules maps a member name to the rules that name it. It is a
 // constant table built from the lists.
 var forbiddenRules = func() map[string]nameRules {
 	m := make(map[string]nameRules, len(identityFields)+len(m8Fields)+len(c4Fields))
-	for rule, names := range map[nameRules][]string{ruleI2: identityFields, ruleM8: m8Fields, ruleC4: c4Fields} {
+	for rule, names := range map[nameRules][]string{ruleI2: identityFields, ruleM8: m8Fields, ruleC4: c4Fields, ruleC4Deep: c4DeepFields} {
 		for _, n := range names {
 			m[n] |= rule
 		}
@@ -80,7 +97,7 @@ func rulesOf(typ string) nameRules {
 // may not carry anywhere else: inside a member the SDK does not know.
 func deepRulesOf(typ string) nameRules {
 	if typ == TypeChatActivity {
-		return ruleI2 | ruleM8 | ruleC4
+		return ruleI2 | ruleC4Deep
 	}
 	return ruleI2
 }

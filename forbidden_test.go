@@ -13,7 +13,9 @@ import (
 // reference decoder refuses it with forbidden_field exactly where its rule
 // applies (I2 everywhere at any depth; M8 at a chat.message's or a delta's
 // top level and in a files[] item, not inside a member the SDK does not
-// know; C4, with M8, anywhere in chat.activity), and the fast decoder
+// know; C4, with M8, at chat.activity's top level, and inside an unknown
+// member of one only c4DeepFields, so {"usage":{"input":812}} is read),
+// and the fast decoder
 // takes exactly what the reference takes.
 func TestForbidden_E5_EachRuleWhereItApplies(t *testing.T) {
 	file := `{"type":"file","file_ref":"file_1","filename":"a","mime_type":"text/plain","byte_size":1,"expires_at":1,"download_url":"/a"%s}`
@@ -50,9 +52,11 @@ func TestForbidden_E5_EachRuleWhereItApplies(t *testing.T) {
 		for _, name := range names {
 			for _, f := range forms {
 				i2, m8, c4 := slices.Contains(identityFields, name), slices.Contains(m8Fields, name), slices.Contains(c4Fields, name)
+				c4Deep := slices.Contains(c4DeepFields, name)
 				want := i2 ||
 					m8 && !f.deep && typ != TypeChatMessageAck ||
-					(m8 || c4) && typ == TypeChatActivity
+					(m8 || c4) && !f.deep && typ == TypeChatActivity ||
+					c4Deep && f.deep && typ == TypeChatActivity
 				payload := []byte(fmt.Sprintf(f.shape, `,"`+name+`":1`))
 				err := ref[typ](payload)
 				if got := err != nil && AsError(err, "").Code == CodeForbiddenField; got != want {
@@ -65,6 +69,17 @@ func TestForbidden_E5_EachRuleWhereItApplies(t *testing.T) {
 					t.Errorf("%s %s: fast decoder takes it %v, reference error %v", typ, payload, ok, err)
 				}
 			}
+		}
+	}
+}
+
+// TestForbidden_C4_DeepNamesAreForbiddenAtTheTop: every name refused
+// inside an unknown member of an activity is refused at its top level
+// too, so c4DeepFields only narrows where a name is read as content.
+func TestForbidden_C4_DeepNamesAreForbiddenAtTheTop(t *testing.T) {
+	for _, name := range c4DeepFields {
+		if forbiddenRules[name]&rulesOf(TypeChatActivity) == 0 {
+			t.Errorf("%q is refused deep in an activity but not at its top", name)
 		}
 	}
 }

@@ -10,8 +10,10 @@ const (
 	MaxTextBytes = 1 << 20
 	// MaxFilesPerMessage bounds files[] of one chat.message.
 	MaxFilesPerMessage = 32
-	// MaxFilenameBytes bounds files[].filename.
-	MaxFilenameBytes = 255
+	// MaxFilenameChars bounds files[].filename in characters (Unicode code
+	// points, as the schema's maxLength counts them): 255, so a name of 255
+	// characters in any script fits, and one is at most 1,020 bytes.
+	MaxFilenameChars = 255
 	// maxToolNameBytes bounds chat.activity tool_name (C3).
 	maxToolNameBytes = 256
 	// maxAckMessageBytes bounds the short human message of a rejected ack.

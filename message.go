@@ -109,11 +109,11 @@ func (f *File) validate(dir Direction) error {
 	if err := checkID("chat.message: files[].file_ref", f.FileRef); err != nil {
 		return err
 	}
-	if len(f.Filename) > MaxFilenameBytes {
-		return Errorf(CodeInvalidPacket, "chat.message: filename is %d bytes, over %d", len(f.Filename), MaxFilenameBytes)
+	if len(f.Filename) > MaxFilenameChars && utf8.RuneCountInString(f.Filename) > MaxFilenameChars {
+		return Errorf(CodeInvalidPacket, "chat.message: filename is %d characters, over %d", utf8.RuneCountInString(f.Filename), MaxFilenameChars)
 	}
-	if pathLike(f.Filename) {
-		return Errorf(CodeForbiddenField, "chat.message: filename %q looks like a path (M8)", f.Filename)
+	if localPath(f.Filename) {
+		return Errorf(CodeForbiddenField, "chat.message: filename %q is a local path (M8)", shortName(f.Filename))
 	}
 	if f.ByteSize < 0 || f.ExpiresAt < 0 {
 		return Errorf(CodeInvalidPacket, "chat.message: byte_size and expires_at must not be negative")
@@ -241,17 +241,44 @@ func pathByte(c byte) bool {
 	return false
 }
 
-// pathLike reports a '/', '\\' or NUL in a filename (M8). A byte loop:
-// strings.ContainsAny builds its set on every call, and no byte of a
-// multi-byte UTF-8 rune is ASCII.
-func pathLike(name string) bool {
-	for i := 0; i < len(name); i++ {
-		switch name[i] {
-		case '/', '\\', 0:
+// localPath reports a filename that is a local path (M8): absolute ("/x",
+// "\\x", "C:\\x", "C:/x", "~/x") or climbing out with a ".." element. A
+// filename is metadata (profile §5), so a slash or backslash inside a
+// name ("Q3/Q4 chart.png", "a\\b.png") is kept as sent; a receiver cleans
+// it where it becomes a path or a display name.
+func localPath(name string) bool {
+	if name == "" {
+		return false
+	}
+	switch {
+	case name[0] == '/' || name[0] == '\\':
+		return true
+	case len(name) >= 2 && name[0] == '~' && isSlash(name[1]):
+		return true
+	case len(name) >= 3 && name[1] == ':' && isSlash(name[2]) && ('a' <= name[0]|0x20 && name[0]|0x20 <= 'z'):
+		return true
+	}
+	for start := 0; start <= len(name); {
+		end := start
+		for end < len(name) && !isSlash(name[end]) {
+			end++
+		}
+		if name[start:end] == ".." {
 			return true
 		}
+		start = end + 1
 	}
 	return false
+}
+
+func isSlash(c byte) bool { return c == '/' || c == '\\' }
+
+// shortName cuts a filename for an error message.
+func shortName(s string) string {
+	if len(s) > 64 {
+		s = s[:64] + "…"
+	}
+	return s
 }
 
 func checkID(what, id string) error {

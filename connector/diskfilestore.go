@@ -12,6 +12,7 @@ import (
 
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/clock"
+	"github.com/xagentkit/imv2/internal/connid"
 )
 
 // DiskFileStoreOptions configure NewDiskFileStore; zero fields take the defaults
@@ -171,7 +172,7 @@ func (s *DiskFileStore) Reserve(ctx context.Context, channelID string, bytes int
 	return s.reserve(ctx, channelID, bytes, false)
 }
 
-func (s *DiskFileStore) reserve(_ context.Context, channelID string, bytes int64, own bool) (Reservation, error) {
+func (s *DiskFileStore) reserve(ctx context.Context, channelID string, bytes int64, own bool) (Reservation, error) {
 	if !validChannelID(channelID) {
 		return nil, imv2.Errorf(imv2.CodeChannelIDRequired, "file store: invalid connector_channel_id")
 	}
@@ -182,7 +183,7 @@ func (s *DiskFileStore) reserve(_ context.Context, channelID string, bytes int64
 		return nil, imv2.ErrClosed
 	}
 	expired := s.sweepLocked(s.opts.Clock.Now())
-	if !s.q.take(channelID, bytes, own) {
+	if !s.q.take(channelID, connid.ConnectorID(ctx), bytes, own) {
 		s.mu.Unlock()
 		s.unlink(expired)
 		return nil, ErrStoreFull

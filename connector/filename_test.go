@@ -25,8 +25,8 @@ func TestCleanFilename_T1_Table(t *testing.T) {
 				t.Errorf("%s: %q kept %U", l.Pos, got, r)
 			}
 		}
-		if len(got) > imv2.MaxFilenameBytes {
-			t.Errorf("%s: %d bytes", l.Pos, len(got))
+		if n := utf8.RuneCountInString(got); n > imv2.MaxFilenameChars {
+			t.Errorf("%s: %d characters", l.Pos, n)
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/internal/connid"
 )
 
 // uploadResponse is the exact /files/uploads success body (T1).
@@ -57,6 +58,9 @@ func (h *Handler) serveUpload(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
+	if h.cfg.ConnectorOf != nil { // the stores share upload room per peer
+		ctx = connid.WithConnectorID(ctx, h.cfg.ConnectorOf(ch))
+	}
 	put := func(name, mt string, body io.Reader) (FileInfo, error) {
 		return h.files.Put(ctx, ch, name, mt, body)
 	}

@@ -86,6 +86,13 @@ type HandlerConfig struct {
 	// plane or, with a Relay, issued in the shared Store (open on another
 	// replica, perhaps).
 	ChannelOpen func(ctx context.Context, channelID string) bool
+	// ConnectorOf, if set, returns the connector_id holding a channel, ""
+	// when none is known here. The built-in stores share upload room per
+	// connector_id (each guaranteed a floor: MemoryFileStoreOptions), so
+	// one peer's uploads cannot hold the room another's need; a channel of
+	// no known connector_id is a peer of its own. The kit sets it from its
+	// data plane.
+	ConnectorOf func(channelID string) string
 	// OnUpload, if set, runs after an upload is stored and before it is
 	// answered. It receives the optional recipient_ref and reply_token form
 	// fields. An error deletes the file and fails the upload with 500.
@@ -204,7 +211,7 @@ func NewHandler(cfg HandlerConfig) (*Handler, error) {
 		cfg:     cfg,
 		card:    card,
 		health:  health,
-		key:     apikey.New(cfg.APIKey),
+		key:     apikey.New(cfg.APIKey).WithClock(cfg.Clock),
 		signer:  signer,
 		files:   cfg.Files,
 		uploads: make(chan struct{}, cfg.MaxConcurrentUploads),
@@ -217,6 +224,14 @@ func NewHandler(cfg HandlerConfig) (*Handler, error) {
 		h.log.Warn("connector: no API key configured; /health, /ws and /files/uploads are open")
 	}
 	return h, nil
+}
+
+// SetAPIKey makes key the API key /health, /ws and /files/uploads ask for
+// and keeps the current one valid for grace more (dataplane.Server.SetAPIKey
+// says why). Download URLs stay signed with the key they were signed with
+// at start. A Handler without a key, or an empty key, is an error.
+func (h *Handler) SetAPIKey(key string, grace time.Duration) error {
+	return h.key.Rotate(key, grace)
 }
 
 // healthBody is the exact /health success body (H4).

@@ -213,6 +213,7 @@ func New(card *protocol.Card, platform Platform, opts *Options) (*Connector, err
 		WS: c.km.countConnection(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { c.server.ServeHTTP(w, r) })),
 		// Uploads only to channels issued and open (Connector.acceptsUploads).
 		ChannelOpen: c.acceptsUploads,
+		ConnectorOf: func(id string) string { return c.server.ConnectorOf(id) }, // c.server is set below
 	})
 	if err != nil {
 		return nil, err
@@ -437,6 +438,18 @@ func (c *Connector) Mode() Mode { return Mode(c.display.Mode()) }
 // takes (Config.MaxUploadBytes): a Listener fetching a shared file stops
 // past it rather than download what the kit refuses.
 func (c *Connector) MaxFileBytes() int64 { return c.handler.cfg.MaxUploadBytes }
+
+// APIKeyGrace is how long SetAPIKey keeps the previous key valid: long
+// enough for xAgent to be given the new one and reconnect.
+const APIKeyGrace = 10 * time.Minute
+
+// SetAPIKey rotates the API key (a key file reloaded on SIGHUP): new
+// requests and connections must present key, or the previous key within
+// APIKeyGrace; connections already up stay. A Connector started without
+// a key, or an empty key, is an error and nothing changes.
+func (c *Connector) SetAPIKey(key string) error {
+	return c.handler.SetAPIKey(key, APIKeyGrace) // the Handler checks the key of /ws too
+}
 
 // OfferFile stores a user's file for channelID and returns the imv2.File
 // to send to xAgent, with its signed download_url (M6, T2, T3).

@@ -10,6 +10,7 @@ import (
 
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/clock"
+	"github.com/xagentkit/imv2/internal/connid"
 )
 
 // Defaults of MemoryFileStoreOptions.
@@ -31,7 +32,11 @@ type MemoryFileStoreOptions struct {
 	// get seven eighths and one channel's uploads an eighth of the files
 	// (at least one) and a quarter of the bytes (at least one file of
 	// MaxFileBytes); the last eighth is kept for Put, the Connector's own
-	// user files, so a peer's uploads cannot make OfferFile fail.
+	// user files, so a peer's uploads cannot make OfferFile fail. Each
+	// connector_id's uploads (HandlerConfig.ConnectorOf) are guaranteed a
+	// floor of a 256th of the upload share (896 KiB and 3 files with the
+	// defaults), for up to 64 connector_ids, and all uploads beyond their
+	// floors take at most three quarters of it.
 }
 
 // MemoryFileStore is a bounded in-memory FileStore and Reserver: a size cap
@@ -100,7 +105,7 @@ func (s *MemoryFileStore) Reserve(ctx context.Context, channelID string, bytes i
 	return s.reserve(ctx, channelID, bytes, false)
 }
 
-func (s *MemoryFileStore) reserve(_ context.Context, channelID string, bytes int64, own bool) (Reservation, error) {
+func (s *MemoryFileStore) reserve(ctx context.Context, channelID string, bytes int64, own bool) (Reservation, error) {
 	if !validChannelID(channelID) {
 		return nil, imv2.Errorf(imv2.CodeChannelIDRequired, "file store: invalid connector_channel_id")
 	}
@@ -108,7 +113,7 @@ func (s *MemoryFileStore) reserve(_ context.Context, channelID string, bytes int
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.sweepLocked(s.opts.Clock.Now())
-	if !s.q.take(channelID, bytes, own) {
+	if !s.q.take(channelID, connid.ConnectorID(ctx), bytes, own) {
 		return nil, ErrStoreFull
 	}
 	return &memReservation{s: s, channel: channelID, h: hold{mu: &s.mu, q: &s.q, ch: channelID, own: own, held: bytes, maxFile: s.opts.MaxFileBytes}}, nil

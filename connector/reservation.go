@@ -52,6 +52,20 @@ const UploadOverheadBytes = 256 << 10
 // at most an eighth of the files and a quarter of the bytes (at least one
 // file of the largest size), so one channel cannot take every other's
 // room either.
+//
+// Uploads are shared per peer too (its connector_id, which the Handler
+// puts on the context: HandlerConfig.ConnectorOf; a channel of none is a
+// peer of its own), as imv2.NewPooledBudget shares memory: a quarter of the
+// upload share is set aside as floors of uploadPeers peers, so each is
+// guaranteed a floor (an uploadPeers·4th of the upload share: 896 KiB and
+// 3 files with the defaults) whatever the others hold, and what peers hold
+// beyond their floors takes at most the other three quarters. (A store
+// so small that the floors would leave no room for one file of the
+// largest size sets aside only what leaves that room; one with fewer
+// than 293 file slots, where a floor would hold no file, none.) One
+// connector_id's slow uploads over many channels (each reserving the
+// largest file) can hold no more than that, and another connector_id's
+// small uploads are still stored (issue 37).
 type quota struct {
 	maxBytes int64
 	maxFiles int
@@ -61,15 +75,25 @@ type quota struct {
 	upBytes  int64 // of those, uploads'
 	upFiles  int
 	chans    map[string]*quotaUse // uploads per channel
+	peers    map[string]*quotaUse // uploads per peer: "c" + connector_id, or "h" + channel ID when none is known
+	// aboveBytes and aboveFiles are what peers hold beyond their floors.
+	aboveBytes int64
+	aboveFiles int
 }
 
 type quotaUse struct {
 	bytes int64
 	files int
+	peer  string // a channel's peer
 }
 
+// uploadPeers is how many peers' floors a quota sets aside: the data
+// plane's cap on connector_ids (dataplane.DefaultMaxConnectors), so every
+// connector_id a Connector holds at once keeps its floor.
+const uploadPeers = 64
+
 func newQuota(maxBytes int64, maxFiles int, maxFile int64) quota {
-	return quota{maxBytes: maxBytes, maxFiles: maxFiles, maxFile: maxFile, chans: map[string]*quotaUse{}}
+	return quota{maxBytes: maxBytes, maxFiles: maxFiles, maxFile: maxFile, chans: map[string]*quotaUse{}, peers: map[string]*quotaUse{}}
 }
 
 // Upload shares of a quota (see quota).
@@ -78,17 +102,61 @@ func (q *quota) upMaxBytes() int64   { return q.maxBytes - q.maxBytes/8 }
 func (q *quota) chanMaxFiles() int   { return max(1, q.maxFiles/8) }
 func (q *quota) chanMaxBytes() int64 { return min(q.upMaxBytes(), max(q.maxBytes/4, q.maxFile)) }
 
+// Peer floors of a quota, and the pool beyond them (see quota).
+func (q *quota) peerFloorFiles() int { return q.upMaxFiles() / (4 * uploadPeers) }
+func (q *quota) peerFloorBytes() int64 {
+	if q.peerFloorFiles() == 0 { // a floor without a file slot holds nothing
+		return 0
+	}
+	return q.upMaxBytes() / (4 * uploadPeers)
+}
+func (q *quota) poolBytes() int64 {
+	return q.upMaxBytes() - min(uploadPeers*q.peerFloorBytes(), max(0, q.upMaxBytes()-q.maxFile))
+}
+func (q *quota) poolFiles() int {
+	return q.upMaxFiles() - min(uploadPeers*q.peerFloorFiles(), max(0, q.upMaxFiles()-1))
+}
+
+// beyond returns what a peer using bytes and files holds beyond its floor.
+func (q *quota) beyond(bytes int64, files int) (int64, int) {
+	return max(0, bytes-q.peerFloorBytes()), max(0, files-q.peerFloorFiles())
+}
+
+// peerRoom reports whether peer's uploads may grow by n bytes and files
+// more: what all peers hold beyond their floors stays within the pool.
+func (q *quota) peerRoom(peer string, n int64, files int) bool {
+	var u quotaUse
+	if p := q.peers[peer]; p != nil {
+		u = *p
+	}
+	ob, of := q.beyond(u.bytes, u.files)
+	nb, nf := q.beyond(u.bytes+n, u.files+files)
+	return q.aboveBytes-ob+nb <= q.poolBytes() && q.aboveFiles-of+nf <= q.poolFiles()
+}
+
 // take sets aside a file slot and n bytes for a file of channel ch (an
-// upload unless own), or reports false.
-func (q *quota) take(ch string, n int64, own bool) bool {
+// upload of peer unless own), or reports false.
+func (q *quota) take(ch, peer string, n int64, own bool) bool {
 	if q.files >= q.maxFiles || q.bytes+n > q.maxBytes {
 		return false
 	}
 	if !own {
 		u := q.chans[ch]
+		switch {
+		case u != nil:
+			peer = u.peer // a channel keeps the peer it first uploaded under
+		case peer == "":
+			peer = "h" + ch // no connector_id known: the channel is its own peer
+		default:
+			peer = "c" + peer
+		}
 		if q.upFiles >= q.upMaxFiles() || q.upBytes+n > q.upMaxBytes() ||
-			(u != nil && (u.files >= q.chanMaxFiles() || u.bytes+n > q.chanMaxBytes())) || n > q.chanMaxBytes() {
+			(u != nil && (u.files >= q.chanMaxFiles() || u.bytes+n > q.chanMaxBytes())) || n > q.chanMaxBytes() ||
+			!q.peerRoom(peer, n, 1) {
 			return false
+		}
+		if u == nil {
+			q.chans[ch] = &quotaUse{peer: peer}
 		}
 	}
 	q.add(ch, own, n, 1)
@@ -104,11 +172,12 @@ func (q *quota) room(ch string, own bool, n int64) bool {
 		return true
 	}
 	u := q.chans[ch]
-	return q.upBytes+n <= q.upMaxBytes() && (u == nil || u.bytes+n <= q.chanMaxBytes())
+	return q.upBytes+n <= q.upMaxBytes() && (u == nil || u.bytes+n <= q.chanMaxBytes() && q.peerRoom(u.peer, n, 0))
 }
 
 // add counts bytes and files (either may be negative) of channel ch; an
-// upload's are counted in the upload shares too.
+// upload's are counted in the upload shares, its channel's and its
+// peer's, too.
 func (q *quota) add(ch string, own bool, bytes int64, files int) {
 	q.bytes += bytes
 	q.files += files
@@ -118,12 +187,26 @@ func (q *quota) add(ch string, own bool, bytes int64, files int) {
 	q.upBytes += bytes
 	q.upFiles += files
 	u := q.chans[ch]
-	if u == nil {
-		u = &quotaUse{}
+	if u == nil { // a file kept from before a restart (diskkeep): no peer known
+		u = &quotaUse{peer: "h" + ch}
 		q.chans[ch] = u
 	}
 	u.bytes += bytes
 	u.files += files
+	p := q.peers[u.peer]
+	if p == nil {
+		p = &quotaUse{}
+		q.peers[u.peer] = p
+	}
+	ob, of := q.beyond(p.bytes, p.files)
+	p.bytes += bytes
+	p.files += files
+	nb, nf := q.beyond(p.bytes, p.files)
+	q.aboveBytes += nb - ob
+	q.aboveFiles += nf - of
+	if p.files <= 0 {
+		delete(q.peers, u.peer)
+	}
 	if u.files <= 0 {
 		delete(q.chans, ch)
 	}

@@ -48,7 +48,7 @@ type FileInfo struct {
 	Type imv2.FileType
 	// Filename is the name given, cleaned by the built-in stores (its last
 	// path element, no control or bidi characters, at most
-	// imv2.MaxFilenameBytes; "file" when nothing is left).
+	// imv2.MaxFilenameChars characters; "file" when nothing is left).
 	Filename string
 	// MimeType is the given or sniffed media type.
 	MimeType string
@@ -144,8 +144,9 @@ func validChannelID(id string) bool {
 // characters, format characters (Unicode category Cf: bidi overrides such
 // as U+202E, which make "evil\u202Etxt.exe" read as "evilexe.txt", zero-width
 // spaces and joiners, the BOM, tag characters), line and paragraph
-// separators, and the path separators imv2.File forbids, and bounds it to
-// imv2.MaxFilenameBytes; an empty result becomes "file".
+// separators, and the path separators a message keeps as sent (a filename
+// is metadata), and bounds it to imv2.MaxFilenameChars characters; an
+// empty result becomes "file".
 func cleanFilename(name string) string {
 	name = strings.ReplaceAll(name, "\\", "/")
 	name = path.Base(name)
@@ -158,9 +159,11 @@ func cleanFilename(name string) string {
 	if name == "." || name == ".." { // also once a dropped character stood between the dots
 		name = ""
 	}
-	for len(name) > imv2.MaxFilenameBytes {
-		_, size := utf8.DecodeLastRuneInString(name)
-		name = name[:len(name)-size]
+	if n := utf8.RuneCountInString(name); n > imv2.MaxFilenameChars {
+		for ; n > imv2.MaxFilenameChars; n-- {
+			_, size := utf8.DecodeLastRuneInString(name)
+			name = name[:len(name)-size]
+		}
 	}
 	if strings.TrimSpace(name) == "" {
 		return "file"

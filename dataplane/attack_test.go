@@ -213,15 +213,15 @@ func orDefault64(v, def int64) int64 {
 	return def
 }
 
-// TestAttack_EvictionDuringGraceRefusesNewConnectorID: a client's
-// connection ends with a final accepted (its ack lost); while it is
-// offline, DefaultMaxConnectors hellos with an empty connector_id arrive.
-// The last is refused connector_id_mismatch and nothing is evicted: when the attacker
-// lets go, the client comes back to its connector_id and its channel, and
-// its resend of the final is answered duplicate, shown once. Before, the
-// 16th hello (the cap then) evicted the client's instance, the client got a new
-// connector_id and channel ID, and the resend was posted a second time.
-func TestAttack_EvictionDuringGraceRefusesNewConnectorID(t *testing.T) {
+// TestAttack_EvictionDuringGraceKeepsFinalsOnce: a client whose final was
+// posted loses the ack with its connection; while it is offline 64
+// attackers each hold a connector_id online. The 64th gets in (issue 37):
+// the offline client, with nothing pending, gives way. Its completed
+// record stays (Channel.Drop keeps them), so when it returns — under a
+// new connector_id, its reopen answered with a new channel ID — the
+// resend of its final is answered duplicate and shown once. (Before
+// issue 37 the 64th attacker was refused and the client kept its slot.)
+func TestAttack_EvictionDuringGraceKeepsFinalsOnce(t *testing.T) {
 	target := newRecTarget()
 	srv, url := startServer(t, func(c *ServerConfig) {
 		c.APIKey = attackKey
@@ -236,19 +236,13 @@ func TestAttack_EvictionDuringGraceRefusesNewConnectorID(t *testing.T) {
 	require.NoError(t, client.conn.Close()) // the ack is lost with the connection
 	waitDetached(t, srv, connID)
 
-	var refused int
 	var attackers []*peer
-	for i := range DefaultMaxConnectors {
+	for range DefaultMaxConnectors {
 		a := dialPeer(t, url, authHeader())
 		attackers = append(attackers, a)
 		ans := a.call(protocol.TypeConnectorHello, "", goodHello(""))
-		if ans.Type == imv2.TypeError {
-			expectError(t, ans, protocol.CodeConnectorIDMismatch)
-			refused++
-			assert.Equal(t, DefaultMaxConnectors-1, i, "only the hello past the cap is refused")
-		}
+		require.Equal(t, protocol.TypeConnectorHelloAck, ans.Type, "a newcomer gets in: %+v", ans.Error)
 	}
-	assert.Equal(t, 1, refused, "the slot of the offline client is not taken")
 	for _, a := range attackers { // the attacker lets go; the client returns
 		require.NoError(t, a.conn.Close())
 	}
@@ -259,9 +253,8 @@ func TestAttack_EvictionDuringGraceRefusesNewConnectorID(t *testing.T) {
 	}, wait, time.Millisecond)
 
 	back := dialPeer(t, url, authHeader())
-	assert.Equal(t, connID, back.hello(connID), "the connector_id survived its offline grace")
+	assert.NotEqual(t, connID, back.hello(connID), "the offline connector_id gave way")
 	again, _ := back.open(ch)
-	assert.Equal(t, ch, again, "the channel survived")
 	back.write(finalMessage(again, "a1", "shown once")) // the resend, on whatever ID the open returned
 	assert.Equal(t, imv2.AckDuplicate, mustAck(t, back.next()).Status)
 	require.Equal(t, 1, target.count("a1"), "shown once")

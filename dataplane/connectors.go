@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/xagentkit/imv2/state"
@@ -159,4 +160,116 @@ func (s *Server) releaseInstanceLocked(inst *instance) {
 		}()
 	}
 	inst.channels = map[string]*channelEntry{}
+}
+
+// maxRoomCandidates bounds the offline instances with channels one hello
+// at the cap asks the pending store about (makeRoom), and roomReads
+// MaxChannels the channels it reads in all. A candidate's reads stop at
+// its first channel with a pending message, so the hello can pass over
+// roomReads instances holding pending messages, each read in full, to
+// find one that holds none: such instances are a real xAgent's (a peer
+// cannot put a user message in its own channels), and a hello costs at
+// most roomReads·MaxChannels store reads whatever the instances hold.
+const (
+	maxRoomCandidates = 8
+	roomReads         = 4
+)
+
+// makeRoom frees a connector_id slot for a hello that needs a new one
+// while the Server holds MaxConnectors, when no offline instance without
+// channels can give way (attach evicts such one itself): the offline
+// instance seen least recently whose channels hold no pending message is
+// dropped, its channels with it (OnChannelDrop, then the Registry forgets
+// them). Without it 63 hellos that each opened a channel and went away
+// filled the slots, and every fresh hello was refused for the 1 h grace
+// (issue 37). An instance with pending messages, or online, is never
+// taken: what it holds would be lost. The pending store is read outside
+// s.mu; the candidate is dropped only if it is still offline, unchanged
+// since (gen) and its channels are the ones read.
+func (s *Server) makeRoom(ctx context.Context, connectorID string) {
+	type candidate struct {
+		inst     *instance
+		gen      uint64
+		offline  time.Time
+		channels []*channelEntry
+	}
+	s.mu.Lock()
+	if _, known := s.instances[connectorID]; known || len(s.instances) < s.cfg.MaxConnectors {
+		s.mu.Unlock()
+		return
+	}
+	var offline []*instance
+	for _, inst := range s.instances {
+		if inst.live == 0 {
+			if len(inst.channels) == 0 {
+				s.mu.Unlock()
+				return // attach evicts it
+			}
+			offline = append(offline, inst)
+		}
+	}
+	slices.SortFunc(offline, func(a, b *instance) int { return a.offline.Compare(b.offline) })
+	var cands []candidate
+	for _, inst := range offline[:min(len(offline), maxRoomCandidates)] {
+		c := candidate{inst: inst, gen: inst.gen, offline: inst.offline}
+		for _, e := range inst.channels {
+			c.channels = append(c.channels, e)
+		}
+		cands = append(cands, c)
+	}
+	s.mu.Unlock()
+
+	reads := roomReads * s.cfg.MaxChannels
+	for _, c := range cands {
+		if reads <= 0 {
+			return
+		}
+		// Connected to another replica since: only the local copies go,
+		// as at its grace expiry (expire).
+		elsewhere := s.aliveElsewhere(c.inst.id, c.offline)
+		if !elsewhere && !s.nothingPending(ctx, c.channels, &reads) {
+			continue
+		}
+		s.mu.Lock()
+		same := !s.closed && s.instances[c.inst.id] == c.inst && c.inst.live == 0 && c.inst.gen == c.gen && len(c.inst.channels) == len(c.channels)
+		for _, e := range c.channels {
+			same = same && c.inst.channels[e.id] == e
+		}
+		switch {
+		case same && elsewhere:
+			s.log.Info("dataplane: connector_id cap reached; an offline connector_id connected elsewhere releases its channels here", "connector_id", c.inst.id, "channels", len(c.channels))
+			s.releaseInstanceLocked(c.inst)
+		case same:
+			s.log.Info("dataplane: connector_id cap reached; the offline connector_id seen least recently with nothing pending gives way", "connector_id", c.inst.id, "channels", len(c.channels))
+			s.dropInstanceLocked(c.inst)
+			if s.sharedConnectors() != nil {
+				s.dropWG.Add(1)
+				go func() { defer s.dropWG.Done(); s.forgetShared(c.inst.id) }()
+			}
+		}
+		s.mu.Unlock()
+		if same {
+			return
+		}
+	}
+}
+
+// nothingPending reports whether no channel of channels holds a pending
+// message, counting each store read against *reads; a store error, or
+// reads running out first, counts as pending (nothing is dropped on a
+// guess).
+func (s *Server) nothingPending(ctx context.Context, channels []*channelEntry, reads *int) bool {
+	ctx, cancel := context.WithTimeout(ctx, openStoreTimeout)
+	defer cancel()
+	for _, e := range channels {
+		if *reads <= 0 {
+			return false
+		}
+		*reads--
+		p, err := e.ch.Pending(ctx)
+		if err != nil || len(p) > 0 {
+			return false
+		}
+	}
+	return true
 }

@@ -125,8 +125,12 @@
 //     DefaultOfflineGrace (1 h) after its last connection ends (its TTL),
 //     then its channels are closed and dropped (OnChannelDrop is called,
 //     then the Registry forgets them, outside the Server's lock);
-//     at the cap a hello for a new connector_id is refused
-//     connector_id_mismatch, and no instance is evicted within its grace;
+//     at the cap a hello for a new connector_id takes the slot of an
+//     offline instance: one without channels, else the one seen least
+//     recently whose channels hold no pending message (its channels
+//     dropped, their completed records kept); it is refused
+//     connector_id_mismatch only while every instance is online or holds
+//     a pending message;
 //   - channels per connector_id (so per connection): DefaultMaxChannels
 //     (1,000), open or closed-but-kept; at the cap the least recently used
 //     closed channel is dropped, and if all are open the open is refused;

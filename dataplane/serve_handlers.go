@@ -160,6 +160,23 @@ func (ss *session) tool(p *imv2.Packet) {
 			return
 		}
 		ans := toolAnswer{toolID: req.ToolID}
+		if c != nil { // a keyed call: its durable record first (toolreplay.go)
+			ran, err := ss.srv.toolRan(ctx, peer, id, p.RequestID, sum)
+			if err != nil {
+				ss.log.Warn("dataplane: tool.invoke not run: its replay record could not be written", "connector_channel_id", id, "tool_id", short(req.ToolID), "err", err)
+				ans.err = ss.ackErrorBody(p, storeUnavailable("tool.invoke", err), protocol.CodeToolInvokeFailed)
+				ss.srv.tools.abandon(c, ans)
+				ss.toolAck(p, ans)
+				return
+			}
+			if ran {
+				ss.log.Info("dataplane: tool.invoke replayed after its answer was lost (a restart); not run again", "connector_channel_id", id, "tool_id", short(req.ToolID))
+				ans.err = ss.ackErrorBody(p, ss.srv.errToolRanBefore(ctx, peer, id, p.RequestID, short(req.ToolID)), protocol.CodeToolInvokeFailed)
+				ss.srv.tools.finish(c, ans)
+				ss.toolAck(p, ans)
+				return
+			}
+		}
 		result, err := h.Invoke(ctx, id, req)
 		if err != nil {
 			ans.err = ss.ackErrorBody(p, err, protocol.CodeToolInvokeFailed)
@@ -167,6 +184,11 @@ func (ss *session) tool(p *imv2.Packet) {
 			ans.result = slices.Clone(result) // kept for replays: not the handler's buffer
 		}
 		ss.srv.tools.finish(c, ans)
+		if c != nil {
+			if err := ss.srv.toolDone(ctx, peer, id, p.RequestID, ans); err != nil {
+				ss.log.Warn("dataplane: how a tool.invoke ended was not recorded; a replay after a restart will say it is unknown", "connector_channel_id", id, "tool_id", short(req.ToolID), "err", err)
+			}
+		}
 		ss.toolAck(p, ans)
 	})
 }

@@ -35,16 +35,16 @@ const (
 	// or within their offline grace. A hello that needs a new one beyond it
 	// first evicts the offline instance holding no channels that was seen
 	// least recently (a hello never followed by channel.open holds nothing
-	// a returning xAgent would miss). When none is, the hello is refused
-	// with connector_id_mismatch and nothing else is evicted: an offline
-	// instance with channels keeps them (their pending, completed and the
-	// author's auth state) until its grace ends, however many hellos
-	// arrive meanwhile. So the cap is the number of distinct xAgent
-	// sessions that opened channels one Connector admits per
-	// OfflineGrace: 64 leaves room for conformance runs (imv2test opens
-	// channels on most of its fresh connector_ids) beside the few real
-	// xAgents, which keep their connector_id. Its fixed cost is bounded by
-	// MaxChannels per instance (idle channels ≈ 1 KB each).
+	// a returning xAgent would miss); when none is, the offline instance
+	// seen least recently whose channels hold no pending message gives
+	// way (connectors.go: makeRoom), so a burst of hellos that each opened
+	// a channel and left cannot lock a newcomer out for the grace. Only
+	// when every instance is online or holds pending messages is the
+	// hello refused with connector_id_mismatch: those are never evicted.
+	// 64 leaves room for conformance runs (imv2test opens channels on most
+	// of its fresh connector_ids) beside the few real xAgents, which keep
+	// their connector_id. Its fixed cost is bounded by MaxChannels per
+	// instance (idle channels ≈ 1 KB each).
 	DefaultMaxConnectors = 64
 	// DefaultHelloTimeout closes a connection that completed no hello.
 	DefaultHelloTimeout = 30 * time.Second
@@ -361,7 +361,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	for _, f := range cfg.Card.AuthFlows {
 		s.cardFlow[f.ID] = true
 	}
-	s.key = apikey.New(cfg.APIKey) // unset (allows all) when empty
+	s.key = apikey.New(cfg.APIKey).WithClock(s.clock) // unset (allows all) when empty
 	s.upgrader = websocket.Upgrader{
 		Subprotocols: []string{protocol.Subprotocol},
 		CheckOrigin:  cfg.CheckOrigin,
@@ -468,6 +468,27 @@ func (s *Server) Channel(channelID string) *imv2.Channel {
 		return e.ch
 	}
 	return nil
+}
+
+// SetAPIKey makes key the API key a new connection must present and
+// keeps the current one valid for grace more, so a key file rotated and
+// reloaded (SIGHUP) refuses no peer that has not moved over yet.
+// Connections already up stay. A Server started without a key, or an
+// empty key, is refused with an error: a reload never turns the check on
+// or off.
+func (s *Server) SetAPIKey(key string, grace time.Duration) error {
+	return s.key.Rotate(key, grace)
+}
+
+// ConnectorOf returns the connector_id holding the channel here, "" for
+// none: the peer a Connector charges the channel's uploads to.
+func (s *Server) ConnectorOf(channelID string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e := s.channels[channelID]; e != nil {
+		return e.inst.id
+	}
+	return ""
 }
 
 // ChannelIDs returns the IDs of every channel held, open or not, sorted.
@@ -625,7 +646,7 @@ func (s *Server) attach(ss *session, connectorID string, adopt bool) (*instance,
 			s.evictEmptyLocked()
 		}
 		if len(s.instances) >= s.cfg.MaxConnectors {
-			return nil, imv2.Errorf(protocol.CodeConnectorIDMismatch, "this Connector serves %d connector_ids, online or within their offline grace; try later", s.cfg.MaxConnectors)
+			return nil, imv2.Errorf(protocol.CodeConnectorIDMismatch, "this Connector serves %d connector_ids, each online or holding pending messages within its offline grace; try later", s.cfg.MaxConnectors)
 		}
 		id := "conn_" + uuid.NewString()
 		if adopt {

@@ -207,7 +207,7 @@ func (ss *session) hello(p *imv2.Packet) {
 	peer, err := protocol.ParseVersion(h.ProtocolVersion)
 	switch {
 	case err != nil:
-		ss.fail(p, imv2.CodeInvalidPacket, "connector.hello: protocol_version %q is not major.minor; this Connector speaks %s (W4)", short(h.ProtocolVersion), protocol.ProtocolVersion)
+		ss.fail(p, imv2.CodeInvalidPacket, "connector.hello: protocol_version %q is not major.minor[.patch]; this Connector speaks %s (W4)", short(h.ProtocolVersion), protocol.ProtocolVersion)
 		return
 	case peer.Compare(protocol.Version30) < 0:
 		ss.fail(p, imv2.CodeInvalidPacket, "connector.hello: protocol_version %s is below %s, the version this Connector speaks (W4)", peer, protocol.ProtocolVersion)
@@ -234,6 +234,7 @@ func (ss *session) hello(p *imv2.Packet) {
 		ss.refuse(p, err)
 		return
 	}
+	ss.srv.makeRoom(ss.ctx, h.ConnectorID)
 	inst, err := ss.srv.attach(ss, h.ConnectorID, adopt)
 	if err != nil {
 		ss.failErr(p, err)

@@ -2,13 +2,17 @@ package dataplane
 
 import (
 	"container/list"
+	"context"
 	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"sync"
 	"time"
 
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/clock"
+	"github.com/xagentkit/imv2/internal/connid"
+	"github.com/xagentkit/imv2/protocol"
 )
 
 // A tool call is a side effect, and a reconnecting xAgent may send the
@@ -19,7 +23,22 @@ import (
 // one already answered (or still running) gets that answer, with its own
 // reply_to, and the handler does not run again. A request without a
 // request_id, or one reusing a request_id for another call, is a new call.
-// The answers are kept within these bounds (W13):
+//
+// Each call is recorded twice. Its answer is kept in memory within the
+// bounds below, for a replay during the session or a reconnect. And before
+// the handler runs, a record of the call (its channel, request_id and
+// content) is written to the Server's completed store (imv2.Options.Completed:
+// boltstore or pgstore where the Connector has one), which outlives a
+// restart and shares its capacity per connector_id as it does for
+// messages; when the handler returns, a second record says how the call
+// ended (succeeded, or failed with its code), written before the answer
+// is sent. A replay the memory no longer answers — after a restart, a
+// SIGKILL included — finds those records and runs nothing: a failure is
+// answered with its code, a success tool_invoke_failed saying the call
+// succeeded and its result was not kept (the completed store holds a
+// fingerprint per record, not a result), a call cut off by a crash
+// tool_invoke_failed saying its end is unknown. The handler runs at most
+// once per call. The memory bounds (W13):
 const (
 	// toolReplayTTL is how long an answer is kept after its call began.
 	toolReplayTTL = 10 * time.Minute
@@ -27,8 +46,12 @@ const (
 	// oldest of that peer goes first.
 	toolReplaysPerPeer = 256
 	// toolReplaysTotal and toolReplayBytes bound them per Server, by
-	// count and by the bytes of their results and error texts; the
-	// oldest goes first.
+	// count and by the bytes of their results and error texts. When
+	// either is reached, the oldest call of the connector_id holding the
+	// most goes first, so a peer's flood evicts its own answers before
+	// another's: with up to toolReplaysTotal/toolReplaysPerPeer (16)
+	// peers nobody loses one, with more the peers holding fewest keep
+	// theirs.
 	toolReplaysTotal = 4096
 	toolReplayBytes  = 16 << 20
 )
@@ -111,7 +134,7 @@ func (r *toolReplays) begin(peer, channel, requestID string, sum [sha256.Size]by
 		}
 	}
 	if r.order.Len() >= toolReplaysTotal {
-		r.removeLocked(r.order.Front().Value.(*toolCall))
+		r.evictLocked(peer)
 	}
 	c = &toolCall{key: key, peer: peer, sum: sum, began: now, done: make(chan struct{})}
 	c.elem = r.order.PushBack(c)
@@ -139,7 +162,40 @@ func (r *toolReplays) finish(c *toolCall, ans toolAnswer) {
 	}
 	r.bytes += c.size
 	for r.bytes > toolReplayBytes && r.order.Len() > 0 {
-		r.removeLocked(r.order.Front().Value.(*toolCall))
+		r.evictLocked(c.peer)
+	}
+}
+
+// abandon wakes c's replays with ans and forgets c, so a later replay runs
+// the call: ans says it did not run (its record could not be written).
+func (r *toolReplays) abandon(c *toolCall, ans toolAnswer) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c.ans = ans
+	close(c.done)
+	if r.calls[c.key] == c {
+		r.removeLocked(c)
+	}
+}
+
+// evictLocked removes the oldest call of the connector_id holding the
+// most calls (ties: the recording peer's own first, then the oldest
+// call's peer), so one peer's flood cannot push out another's answers.
+func (r *toolReplays) evictLocked(recording string) {
+	top := recording
+	for p, n := range r.peers {
+		if n > r.peers[top] {
+			top = p
+		}
+	}
+	if r.peers[top] == 0 {
+		return
+	}
+	for e := r.order.Front(); e != nil; e = e.Next() {
+		if o := e.Value.(*toolCall); o.peer == top {
+			r.removeLocked(o)
+			return
+		}
 	}
 }
 
@@ -168,4 +224,84 @@ func (r *toolReplays) len() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.order.Len()
+}
+
+// toolRecordID is the completed-store message ID of the durable record of
+// the call with requestID: a fixed-size digest, so any request_id fits
+// the stores' ID bounds.
+func toolRecordID(requestID string) string {
+	h := sha256.Sum256([]byte(requestID))
+	return "w13_tool_" + hex.EncodeToString(h[:16])
+}
+
+// toolOutcomeID is the completed-store message ID of the record of how
+// the call with requestID ended (toolDone).
+func toolOutcomeID(requestID string) string { return toolRecordID(requestID) + "_done" }
+
+// Outcomes a call's second record holds in its fingerprint's first byte;
+// a failure's code follows (its length, then at most 30 bytes).
+const (
+	toolSucceeded = 1
+	toolFailed    = 2
+)
+
+// toolDone writes how a recorded call ended: succeeded, or failed with
+// its code, so a replay after a restart can say so (errToolRanBefore).
+// Its result is not kept: the completed store holds a fingerprint per
+// record. A store error is logged by the caller; the replay then says the
+// outcome is unknown.
+func (s *Server) toolDone(ctx context.Context, peer, channel, requestID string, ans toolAnswer) error {
+	ctx = connid.WithConnectorID(context.WithoutCancel(ctx), peer)
+	ctx, cancel := context.WithTimeout(ctx, openStoreTimeout)
+	defer cancel()
+	var fp imv2.Fingerprint
+	fp[0] = toolSucceeded
+	if ans.err != nil {
+		fp[0] = toolFailed
+		if len(ans.err.Code) <= len(fp)-2 { // a longer code is not kept: no cut code
+			fp[1] = byte(copy(fp[2:], ans.err.Code))
+		}
+	}
+	return s.opts.Completed.Record(ctx, channel, toolOutcomeID(requestID), fp)
+}
+
+// errToolRanBefore answers a replay of a call whose durable record
+// outlived its answer (a restart): the call is not run again, and the
+// answer says how it ended, as far as the store knows: a failure keeps
+// its code; a success or an unknown end is tool_invoke_failed saying so.
+func (s *Server) errToolRanBefore(ctx context.Context, peer, channel, requestID, toolID string) *imv2.Error {
+	ctx = connid.WithConnectorID(ctx, peer)
+	ctx, cancel := context.WithTimeout(ctx, openStoreTimeout)
+	defer cancel()
+	fp, ok, err := s.opts.Completed.Lookup(ctx, channel, toolOutcomeID(requestID))
+	switch {
+	case err == nil && ok && fp[0] == toolSucceeded:
+		return imv2.Errorf(protocol.CodeToolInvokeFailed, "tool.invoke of %q with this request_id ran before (W13) and succeeded; its result was not kept across a restart, and the call is not run again", toolID)
+	case err == nil && ok && fp[0] == toolFailed && fp[1] > 0 && int(fp[1]) <= len(fp)-2:
+		return imv2.Errorf(imv2.Code(fp[2:2+fp[1]]), "tool.invoke of %q with this request_id ran before (W13) and failed with this code; it is not run again", toolID)
+	case err == nil && ok && fp[0] == toolFailed:
+		return imv2.Errorf(protocol.CodeToolInvokeFailed, "tool.invoke of %q with this request_id ran before (W13) and failed; it is not run again", toolID)
+	}
+	return imv2.Errorf(protocol.CodeToolInvokeFailed, "tool.invoke of %q with this request_id began before a restart (W13) and how it ended is unknown; it is not run again", toolID)
+}
+
+// toolRan writes the durable record of a call of peer on channel under
+// requestID before it runs, and reports whether the record was there
+// already with the same content: the call ran (or began) before, and must
+// not run again. A record with other content is a request_id reused for
+// another call: run, as in memory, and leave the record. A store error is
+// returned; the call is then not run.
+func (s *Server) toolRan(ctx context.Context, peer, channel, requestID string, sum [sha256.Size]byte) (bool, error) {
+	ctx = connid.WithConnectorID(ctx, peer) // the store's share is the peer's
+	ctx, cancel := context.WithTimeout(ctx, openStoreTimeout)
+	defer cancel()
+	id := toolRecordID(requestID)
+	fp, ok, err := s.opts.Completed.Lookup(ctx, channel, id)
+	if err != nil {
+		return false, err
+	}
+	if ok {
+		return fp == imv2.Fingerprint(sum), nil
+	}
+	return false, s.opts.Completed.Record(ctx, channel, id, imv2.Fingerprint(sum))
 }

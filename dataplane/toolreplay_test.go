@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -160,4 +161,64 @@ func TestToolReplays_W13_Bounds(t *testing.T) {
 	c, first = r.begin("peer_x", "ch_x", "req_new", callSum("other", nil))
 	require.True(t, first)
 	require.Nil(t, c, "a request_id reused for another call runs, unrecorded")
+}
+
+// TestToolReplays_W13_FloodEvictsTheFloodersOwn: with the record full, a
+// new call evicts the oldest call of the peer holding the most, so a
+// victim's single call outlives 17 peers × toolReplaysPerPeer calls
+// (before issue 37 the oldest call went, whoever held it).
+func TestToolReplays_W13_FloodEvictsTheFloodersOwn(t *testing.T) {
+	r := newToolReplays(fakeclock.New(t0))
+	sum := callSum("t", nil)
+	c, first := r.begin("victim", "ch_v", "req_v", sum)
+	require.True(t, first)
+	r.finish(c, toolAnswer{toolID: "t"})
+	for i := range 17 {
+		for j := range toolReplaysPerPeer {
+			c, _ := r.begin("peer_"+strconv.Itoa(i), "ch_"+strconv.Itoa(i), "req_"+strconv.Itoa(j), sum)
+			r.finish(c, toolAnswer{toolID: "t"})
+		}
+	}
+	require.Equal(t, toolReplaysTotal, r.len())
+	_, first = r.begin("victim", "ch_v", "req_v", sum)
+	require.False(t, first, "the victim's answer is kept")
+}
+
+// TestToolReplays_W13_DurableRecordsSayHowTheCallEnded: the first
+// toolRan of a call writes its record and reports it new, the next
+// reports it ran; a replay's answer then says the end is unknown until
+// toolDone wrote it, then that it succeeded, or the failure's own code.
+// A request_id reused for another call is not "ran".
+func TestToolReplays_W13_DurableRecordsSayHowTheCallEnded(t *testing.T) {
+	srv, _ := startServer(t, nil)
+	ctx := context.Background()
+	sum := callSum("t", json.RawMessage(`{}`))
+	ran, err := srv.toolRan(ctx, "peer", "ch_1", "req_1", sum)
+	require.NoError(t, err)
+	require.False(t, ran)
+	ran, err = srv.toolRan(ctx, "peer", "ch_1", "req_1", sum)
+	require.NoError(t, err)
+	require.True(t, ran)
+	ran, err = srv.toolRan(ctx, "peer", "ch_1", "req_1", callSum("other", nil))
+	require.NoError(t, err)
+	require.False(t, ran, "another call under a reused request_id")
+
+	require.Contains(t, srv.errToolRanBefore(ctx, "peer", "ch_1", "req_1", "t").Message, "unknown")
+	require.NoError(t, srv.toolDone(ctx, "peer", "ch_1", "req_1", toolAnswer{toolID: "t"}))
+	e := srv.errToolRanBefore(ctx, "peer", "ch_1", "req_1", "t")
+	require.Equal(t, protocol.CodeToolInvokeFailed, e.Code)
+	require.Contains(t, e.Message, "succeeded")
+
+	_, err = srv.toolRan(ctx, "peer", "ch_1", "req_2", sum)
+	require.NoError(t, err)
+	require.NoError(t, srv.toolDone(ctx, "peer", "ch_1", "req_2", toolAnswer{toolID: "t", err: &imv2.PacketError{Code: "target_refused", Message: "no"}}))
+	require.Equal(t, imv2.Code("target_refused"), srv.errToolRanBefore(ctx, "peer", "ch_1", "req_2", "t").Code)
+
+	long := imv2.Code(strings.Repeat("c", 31)) // over what a record holds: not cut
+	_, err = srv.toolRan(ctx, "peer", "ch_1", "req_3", sum)
+	require.NoError(t, err)
+	require.NoError(t, srv.toolDone(ctx, "peer", "ch_1", "req_3", toolAnswer{toolID: "t", err: &imv2.PacketError{Code: long, Message: "no"}}))
+	e = srv.errToolRanBefore(ctx, "peer", "ch_1", "req_3", "t")
+	require.Equal(t, protocol.CodeToolInvokeFailed, e.Code)
+	require.Contains(t, e.Message, "and failed;")
 }

@@ -25,7 +25,8 @@ func helloWith(version string, omit bool) json.RawMessage {
 }
 
 // TestServer_W4_AdmitsVersionRange: xAgent's hello carries its own current
-// version; the Connector admits 3.0 and newer, refuses a missing,
+// version; the Connector admits 3.0 and newer (a patch level compared by
+// major and minor: issue 37), refuses a missing,
 // unparsable or older one naming both versions, and always answers 3.0.
 func TestServer_W4_AdmitsVersionRange(t *testing.T) {
 	_, url := startServer(t, nil)
@@ -44,7 +45,9 @@ func TestServer_W4_AdmitsVersionRange(t *testing.T) {
 		{omit: true, mention: []string{"missing", "3.0"}},
 		{hello: "x", mention: []string{`"x"`, "3.0", "major.minor"}},
 		{hello: "3", mention: []string{`"3"`, "3.0"}},
-		{hello: "4.3.1", mention: []string{`"4.3.1"`, "3.0"}},
+		{hello: "4.3.1", admit: true},
+		{hello: "2.9.9", mention: []string{"2.9", "3.0", "below"}},
+		{hello: "4.3.1.0", mention: []string{`"4.3.1.0"`, "3.0"}},
 	} {
 		name := tc.hello
 		if tc.omit {

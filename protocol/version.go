@@ -8,7 +8,8 @@ import (
 	"strings"
 )
 
-// Version is a Common Protocol version, major.minor
+// Version is a Common Protocol version, major.minor (a patch level a peer
+// announces is read and dropped by ParseVersion)
 // (Common Protocol §8.1 and §12). The hello carries xAgent's own current version and the ack the
 // Connector's own; neither is a list, and each side admits the other when
 // its version lies in the range it is compatible with (W4).
@@ -20,15 +21,20 @@ type Version struct {
 // ProtocolVersion, parsed.
 var Version30 = Version{Major: 3, Minor: 0}
 
-// ParseVersion parses "major.minor": two runs of at most nine decimal
-// digits around one dot, nothing else. "3.0", "4.3" and "10.12" parse;
-// "", "x", "3", "3.0.1", "v3.0" and "-1.0" do not.
+// ParseVersion parses "major.minor" or "major.minor.patch": runs of at
+// most nine decimal digits around dots, nothing else. A patch level is
+// admitted and dropped: Common Protocol §8.1 and §12 compare versions by
+// what changes compatibility, so "4.4.0" is 4.4 and "3.0.1" is 3.0.
+// "3.0", "4.3", "10.12" and "3.0.1" parse; "", "x", "3", "3.0.1.2",
+// "3.0.", "v3.0" and "-1.0" do not.
 func ParseVersion(s string) (Version, error) {
-	major, minor, ok := strings.Cut(s, ".")
+	major, rest, ok := strings.Cut(s, ".")
+	minor, patch, hasPatch := strings.Cut(rest, ".")
 	ma, okMa := versionPart(major)
 	mi, okMi := versionPart(minor)
-	if !ok || !okMa || !okMi {
-		return Version{}, imv2.Errorf(imv2.CodeInvalidPacket, "protocol_version %q is not major.minor", shortText(s))
+	_, okPa := versionPart(patch)
+	if !ok || !okMa || !okMi || hasPatch && !okPa {
+		return Version{}, imv2.Errorf(imv2.CodeInvalidPacket, "protocol_version %q is not major.minor or major.minor.patch", shortText(s))
 	}
 	return Version{Major: ma, Minor: mi}, nil
 }

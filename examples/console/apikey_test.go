@@ -56,7 +56,7 @@ func healthStatus(t *testing.T, url, key string) int {
 // required; a key under 128 bits (22 characters) is refused unless
 // -allow-weak-key says the run is a test.
 func TestConsole_W1_APIKeyFromEnvOrFile(t *testing.T) {
-	const key = "k3y-from-a-secret-0123456789abcdef"
+	const key = "k3y-fr0m-a-Secret-Vq7Lx2Pz9Wd4"
 	file := filepath.Join(t.TempDir(), "api-key")
 	require.NoError(t, os.WriteFile(file, []byte(key+"\n"), 0o600))
 	for name, tc := range map[string]struct {

@@ -3,8 +3,9 @@
 //	go run ./examples/console [flags]
 //	  -addr host:port    listen address (default 127.0.0.1:8787; port 0 picks a free one)
 //	  -api-key KEY       when set, /ws, /health and /files/uploads need "Authorization: Bearer KEY" (never /metrics)
-//	  -api-key-file FILE the key from a file (a container secret); or set XAGENT_API_KEY
-//	  -allow-weak-key    for testing only: accept a key under 128 bits (22 characters)
+//	  -api-key-file FILE the key from a file, one line (a container secret, mode 600); SIGHUP reads it
+//	                     again, the old key valid 10 min more; or set XAGENT_API_KEY
+//	  -allow-weak-key    for testing only: accept a key under 128 bits (22 characters) or a guessable one
 //	  -mode MODE         stream | edit | buffer (default stream)
 //	  -json              print every target side effect on stdout as one JSON object per line
 //	  -ack-timeout DUR   wait this long for xAgent's ack before resending a user message (default 10s)
@@ -97,15 +98,16 @@ func run() error {
 	}
 
 	lines.json, lines.log = logFlags.JSON(), logFlags.Lines(os.Stderr)
+	logger, err := logFlags.Logger(os.Stderr)
+	if err != nil {
+		return err
+	}
+	keyFlags.Log = logger
 	key, err := keyFlags.Read()
 	if err != nil {
 		return err
 	}
 	metricsToken, err := metricsFlags.Token()
-	if err != nil {
-		return err
-	}
-	logger, err := logFlags.Logger(os.Stderr)
 	if err != nil {
 		return err
 	}
@@ -129,6 +131,13 @@ func run() error {
 	lines.log.Info("console: starting", "version", consolebridge.VersionLine(), "addr", *addr, "mode", *mode,
 		"store", cmp.Or(*store, "memory"), "api_key", set(key), "metrics_addr", metricsFlags.Addr(), "metrics_token", set(metricsToken),
 		"shutdown_grace", grace.String(), "ack_timeout", ackTimeout.String(), "log_level", logFlags.Level(), "json_events", *jsonOut)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if key != "" {
+		// SIGHUP reads the key file again, the old key valid for
+		// connector.APIKeyGrace; subscribed before "listening on".
+		keyFlags.Watch(ctx, b.SetAPIKey)
+	}
 	url, err := b.Start()
 	if err != nil {
 		return err
@@ -145,8 +154,6 @@ func run() error {
 		say(slog.LevelWarn, memoryWarning)
 	}
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	go b.Run(ctx, os.Stdin) // the end of stdin does not stop serving; a signal does
 	<-ctx.Done()
 	return drain(b, *grace)

@@ -2,8 +2,11 @@ package apikey
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
+
+	"github.com/xagentkit/imv2/fakeclock"
 )
 
 // TestToken_W1_Grammar is the table both the HTTP kit and the data plane
@@ -79,4 +82,27 @@ func FuzzToken(f *testing.F) {
 			t.Fatalf("the key %q does not allow its own header %q", token, h)
 		}
 	})
+}
+
+// TestKey_RotateKeepsThePreviousForTheGrace: after Rotate the new key
+// passes, the previous one until its grace ends on the Key's clock, and a
+// copy of the Key shares the rotation; an unset Key cannot be rotated.
+func TestKey_RotateKeepsThePreviousForTheGrace(t *testing.T) {
+	clk := fakeclock.New(time.Date(2026, 12, 4, 0, 0, 0, 0, time.UTC))
+	k := New("old-key").WithClock(clk)
+	copied := k
+	assert.NoError(t, k.Rotate("new-key", time.Minute))
+	for _, key := range []Key{k, copied} {
+		assert.True(t, key.Allow("Bearer new-key"))
+		assert.True(t, key.Allow("Bearer old-key"))
+		assert.False(t, key.Allow("Bearer other"))
+	}
+	clk.Advance(time.Minute)
+	assert.False(t, k.Allow("Bearer old-key"))
+	assert.True(t, k.Allow("Bearer new-key"))
+	assert.NoError(t, k.Rotate("new-key", time.Minute), "the same key again")
+	assert.False(t, k.Allow("Bearer old-key"), "a repeated rotation revives no older key")
+	assert.Error(t, k.Rotate("", time.Minute))
+	assert.Error(t, Key{}.Rotate("k", time.Minute))
+	assert.True(t, Key{}.Allow(""), "unset allows all")
 }

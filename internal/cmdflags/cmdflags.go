@@ -6,13 +6,21 @@
 package cmdflags
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"os/signal"
+	"runtime"
 	"strings"
+	"syscall"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/xagentkit/imv2/internal/apikey"
 )
 
 // KeyEnv is the environment variable the API key may come from.
@@ -26,6 +34,9 @@ const MinKeyLen = 22
 type Key struct {
 	flag, file *string
 	weakOK     *bool
+	// Log receives the warnings of Read (a key file others can read) and
+	// the reloads of Watch; nil is slog.Default().
+	Log *slog.Logger
 }
 
 // KeyFlags defines the API key's flags on fs; what says what the key
@@ -33,37 +44,124 @@ type Key struct {
 func KeyFlags(fs *flag.FlagSet, what string) *Key {
 	return &Key{
 		flag:   fs.String("api-key", "", what+` (visible in ps: prefer $`+KeyEnv+` or -api-key-file)`),
-		file:   fs.String("api-key-file", "", "read the API key from FILE (one line, a container secret); without it or -api-key, the file $"+KeyEnv+"_FILE names, else $"+KeyEnv),
-		weakOK: fs.Bool("allow-weak-key", false, "for testing only: accept an API key under 128 bits (22 characters)"),
+		file:   fs.String("api-key-file", "", "read the API key from FILE, one line (a container secret; mode 600); SIGHUP reads it again and the old key stays valid for a grace; without it or -api-key, the file $"+KeyEnv+"_FILE names, else $"+KeyEnv),
+		weakOK: fs.Bool("allow-weak-key", false, "for testing only: accept an API key under 128 bits (22 characters) or a guessable one"),
 	}
 }
 
-// Read picks the API key: -api-key-file or -api-key (not both), else
-// the file $XAGENT_API_KEY_FILE names, else $XAGENT_API_KEY (a file read
-// bounded, one line: ReadSecretFile); none gives "" and no error (the caller decides whether
-// a key is required). A key under MinKeyLen is refused unless
-// -allow-weak-key says the run is a test.
-func (k *Key) Read() (string, error) {
-	key, file := *k.flag, *k.file
-	if file == "" && key == "" {
-		file = os.Getenv(KeyEnv + "_FILE") // the container form of the variable
+func (k *Key) log() *slog.Logger {
+	if k.Log != nil {
+		return k.Log
 	}
+	return slog.Default()
+}
+
+// Read picks the API key: -api-key-file or -api-key (not both), else
+// the file $XAGENT_API_KEY_FILE names, else $XAGENT_API_KEY; none gives "" and no error (the caller decides whether
+// a key is required). A key under MinKeyLen, or one apikey.CheckStrength
+// finds guessable (a repeated character, a run, common words), is refused
+// unless -allow-weak-key says the run is a test. The key file is read as
+// a secret (ReadSecretFile: one line of at most MaxSecretFileBytes), and a warning is logged
+// when its mode lets the group or others read it.
+func (k *Key) Read() (string, error) {
+	key, file := *k.flag, k.keyFile()
 	switch env := os.Getenv(KeyEnv); {
 	case *k.file != "" && *k.flag != "":
 		return "", errors.New("-api-key and -api-key-file: give one")
 	case file != "":
 		var err error
-		if key, _, err = ReadSecretFile(file); err != nil {
-			return "", fmt.Errorf("the API key file: %w", err)
+		if key, err = k.readFile(file); err != nil {
+			return "", err
 		}
-		key = strings.TrimSpace(key)
 	case env != "" && *k.flag == "":
 		key = env
 	}
-	if key != "" && len(key) < MinKeyLen && !*k.weakOK {
-		return "", fmt.Errorf("the API key has %d characters, under 128 bits (%d base64 characters); use a longer one, or -allow-weak-key in tests", len(key), MinKeyLen)
+	if err := k.check(key); err != nil {
+		return "", err
 	}
 	return key, nil
+}
+
+// check refuses a weak key unless -allow-weak-key.
+func (k *Key) check(key string) error {
+	if key == "" || *k.weakOK {
+		return nil
+	}
+	if len(key) < MinKeyLen {
+		return fmt.Errorf("the API key has %d characters, under 128 bits (%d base64 characters); use a longer one, or -allow-weak-key in tests", len(key), MinKeyLen)
+	}
+	if err := apikey.CheckStrength(key); err != nil {
+		return fmt.Errorf("%w; or -allow-weak-key in tests", err)
+	}
+	return nil
+}
+
+// keyFile is the key's file: -api-key-file, else (no -api-key either)
+// the file $XAGENT_API_KEY_FILE names, the container form of the variable.
+func (k *Key) keyFile() string {
+	if *k.file != "" || *k.flag != "" {
+		return *k.file
+	}
+	return os.Getenv(KeyEnv + "_FILE")
+}
+
+// readFile reads the key file as a secret (ReadSecretFile), spaces
+// around the key dropped and none inside: a key is one token.
+func (k *Key) readFile(name string) (string, error) {
+	key, warning, err := ReadSecretFile(name)
+	if err != nil {
+		return "", fmt.Errorf("the API key file: %w", err)
+	}
+	if st, err := os.Stat(name); err == nil && warning != "" && runtime.GOOS != "windows" {
+		k.log().Warn("the API key file is readable by its group or others; chmod 600 it", "file", name, "mode", fmt.Sprintf("%04o", st.Mode().Perm()))
+	}
+	key = strings.TrimSpace(key)
+	if strings.IndexFunc(key, func(r rune) bool {
+		return r <= ' ' || r == 0x7f || r == utf8.RuneError || unicode.IsSpace(r) || unicode.IsControl(r)
+	}) >= 0 {
+		return "", fmt.Errorf("the API key file %s: the key has a space or a control character; a key is one token", name)
+	}
+	return key, nil
+}
+
+// Watch subscribes to SIGHUP before it returns and, until ctx ends, reads
+// the key file again on each one and hands a key that passes Read's
+// checks to set (connector.Connector.SetAPIKey, which keeps the old key
+// valid for a grace); a file that fails them, or a set that fails, is
+// logged and the running key stays. Without -api-key-file a SIGHUP only
+// logs that it has nothing to reload. Its goroutine ends with ctx.
+func (k *Key) Watch(ctx context.Context, set func(key string) error) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	go k.watch(ctx, hup, set)
+}
+
+func (k *Key) watch(ctx context.Context, hup chan os.Signal, set func(key string) error) {
+	defer signal.Stop(hup)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+		}
+		file := k.keyFile()
+		if file == "" {
+			k.log().Warn("SIGHUP: the API key did not come from a file; nothing to reload")
+			continue
+		}
+		key, err := k.readFile(file)
+		if err == nil {
+			err = k.check(key)
+		}
+		if err == nil {
+			err = set(key)
+		}
+		if err != nil {
+			k.log().Error("SIGHUP: the API key was not reloaded; the running key stays", "err", err)
+			continue
+		}
+		k.log().Warn("SIGHUP: the API key was reloaded from its file; the previous key stays valid for a grace", "file", file)
+	}
 }
 
 // Log is the log flags: -log-level, -log-format and -v (-log-level debug).

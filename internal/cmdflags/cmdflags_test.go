@@ -97,7 +97,7 @@ func readKey(t *testing.T, args ...string) (string, error) {
 // The key comes from the flag, the file or $XAGENT_API_KEY, in that
 // order; a short one is refused unless -allow-weak-key.
 func TestKeyFlags_Sources(t *testing.T) {
-	const long = "0123456789abcdef0123456789"
+	const long = "Zq8vN2xR7kLpW4tY9mHc3Jb6"
 	file := filepath.Join(t.TempDir(), "key")
 	if err := os.WriteFile(file, []byte(" "+long+"-file\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -132,7 +132,7 @@ func TestKeyFlags_Sources(t *testing.T) {
 // /dev/zero as the key file is refused (a bounded read), not read until
 // the memory runs out.
 func TestKeyFlags_FileEnvAndBoundedRead(t *testing.T) {
-	const long = "0123456789abcdef0123456789"
+	const long = strongKey
 	file := filepath.Join(t.TempDir(), "key")
 	if err := os.WriteFile(file, []byte(long+"-envfile\n"), 0o600); err != nil {
 		t.Fatal(err)

@@ -1,7 +1,6 @@
 package cmdflags
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -35,14 +34,14 @@ func ReadSecretFile(path string) (secret, warning string, err error) {
 		return "", "", err
 	}
 	if len(b) > MaxSecretFileBytes {
-		return "", "", fmt.Errorf("%s is larger than %d bytes: a secret is one line", path, MaxSecretFileBytes)
+		return "", "", fmt.Errorf("%s is longer than %d bytes: a secret file holds one line", path, MaxSecretFileBytes)
 	}
 	s := strings.TrimRight(string(b), "\r\n")
 	switch {
 	case strings.TrimSpace(s) == "":
 		return "", "", fmt.Errorf("%s is empty", path)
 	case strings.ContainsAny(s, "\r\n"):
-		return "", "", errors.New(path + " has more than one line: a secret is one line")
+		return "", "", fmt.Errorf("%s holds %d lines: a secret file holds one line", path, len(strings.FieldsFunc(s, func(r rune) bool { return r == '\n' || r == '\r' })))
 	}
 	if st.Mode().Perm()&0o077 != 0 {
 		warning = fmt.Sprintf("%s is readable by its group or others (mode %#o); chmod 600 it", path, st.Mode().Perm())

@@ -1,0 +1,142 @@
+package connector_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/connector"
+	"github.com/xagentkit/imv2/dataplane"
+)
+
+// countingReserver counts the reservations a store granted and refused.
+type countingReserver struct {
+	connector.Reserver
+	granted, refused atomic.Int32
+}
+
+func (c *countingReserver) Reserve(ctx context.Context, ch string, n int64) (connector.Reservation, error) {
+	r, err := c.Reserver.Reserve(ctx, ch, n)
+	if err != nil {
+		c.refused.Add(1)
+	} else {
+		c.granted.Add(1)
+	}
+	return r, err
+}
+
+// slowUpload posts a chunked upload (no declared size: the server
+// reserves the largest file) to channelID on the kit at addr and sends
+// its file at about 120 KB/s until ctx ends; its answer's status, if any,
+// goes to answers.
+func slowUpload(ctx context.Context, t *testing.T, addr, channelID string, answers chan<- int) {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	head := "POST /files/uploads HTTP/1.1\r\nHost: x\r\n" + connector.HeaderChannelID + ": " + channelID +
+		"\r\nContent-Type: multipart/form-data; boundary=b\r\nTransfer-Encoding: chunked\r\n\r\n"
+	part := "--b\r\nContent-Disposition: form-data; name=\"file\"; filename=\"slow.bin\"\r\n\r\n"
+	_, err = fmt.Fprintf(c, "%s%x\r\n%s\r\n", head, len(part), part)
+	require.NoError(t, err)
+	go func() {
+		tick := time.NewTicker(33 * time.Millisecond) // 4 KB a tick: 120 KB/s
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			if _, err := fmt.Fprintf(c, "%x\r\n%s\r\n", 4<<10, filler[:4<<10]); err != nil {
+				return
+			}
+		}
+	}()
+	go func() {
+		res, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err == nil {
+			res.Body.Close()
+			answers <- res.StatusCode
+		}
+	}()
+}
+
+// TestAttack_OnePeersSlowUploadsLeaveAnothersRoom (issue 37): one
+// connector_id opens 8 channels and starts a chunked upload on each at
+// 120 KB/s (each reserving the largest file, 32 MiB, of the 256 MiB
+// store); another connector_id then uploads 14 files of 1 KB. All 14 are
+// stored: each connector_id is guaranteed a floor of the upload room and
+// what peers hold beyond their floors takes at most three quarters of it,
+// so the first holds at most 5 × 32 MiB. Before, it reserved 7 × 32 MiB
+// (the whole upload share) and the other's uploads got file_store_full, 0
+// of 14.
+func TestAttack_OnePeersSlowUploadsLeaveAnothersRoom(t *testing.T) {
+	store := &countingReserver{Reserver: connector.NewMemoryFileStore(connector.MemoryFileStoreOptions{})}
+	_, url := startKit(t, newPretend(0), "", connector.Options{Files: store})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	dial := func() *dataplane.Client {
+		cli, err := dataplane.Dial(ctx, dataplane.ClientConfig{URL: url, Target: inbound(make(chan imv2.ChatMessage, 16))})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = cli.Close() })
+		return cli
+	}
+	attacker, victim := dial(), dial()
+	require.NotEqual(t, attacker.ConnectorID(), victim.ConnectorID())
+
+	addr := strings.TrimPrefix(url, "http://")
+	answers := make(chan int, 8)
+	upCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	for range 8 {
+		ch, err := attacker.OpenChannel(ctx, "")
+		require.NoError(t, err)
+		slowUpload(upCtx, t, addr, ch.ID(), answers)
+	}
+	require.Eventually(t, func() bool { return store.granted.Load()+store.refused.Load() == 8 }, 10*time.Second, 5*time.Millisecond)
+	held := store.granted.Load()
+	t.Logf("the attacker holds %d reservations of 32 MiB (%d refused)", held, store.refused.Load())
+	assert.LessOrEqual(t, held, int32(5), "one peer holds at most its floor and the pool beyond floors")
+
+	vch, err := victim.OpenChannel(ctx, "")
+	require.NoError(t, err)
+	stored := 0
+	for range 14 {
+		st, body := kitUploadBytes(t, url, vch.ID(), bytes.Repeat([]byte{'v'}, 1<<10))
+		if st == http.StatusOK {
+			stored++
+		} else {
+			t.Logf("victim upload: %d %s", st, body)
+		}
+	}
+	t.Logf("the victim's 1 KB uploads stored: %d of 14", stored)
+	require.Equal(t, 14, stored)
+}
+
+// kitUploadBytes posts data as a file to channelID on the kit at url.
+func kitUploadBytes(t *testing.T, url, channelID string, data []byte) (int, string) {
+	t.Helper()
+	body, ct := form{filename: "v.txt", file: data}.encode(t)
+	req, err := http.NewRequest(http.MethodPost, url+"/files/uploads", body)
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", ct)
+	req.Header.Set(connector.HeaderChannelID, channelID)
+	res, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res.StatusCode, string(b)
+}
