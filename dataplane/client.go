@@ -100,6 +100,12 @@ type ClientConfig struct {
 	// OnDescriptor is called with every Descriptor received: in
 	// channel.open.ack and in connection.descriptor.push. Do not block.
 	OnDescriptor func(channelID string, d *protocol.Descriptor)
+	// OnChannelReplaced is called when the Connector answered a reopen
+	// of oldID with newID (it forgot the channel, W5): the Client's own
+	// paths follow by themselves (Send, NewReply, unfinished Replies,
+	// Upload, WaitOpen and the pending finals, S2); the callback is for
+	// what the application keyed by the old ID. Do not block.
+	OnChannelReplaced func(oldID, newID string)
 }
 
 // Client is the xAgent side of the data plane. It dials the Connector, says
@@ -109,12 +115,14 @@ type ClientConfig struct {
 // stored channel ID, then the Channel gets the new transport and resends
 // its pending finals, and nothing already acknowledged (W11, S10).
 type Client struct {
-	cfg     ClientConfig
-	card    *protocol.Card // as fetched by Dial
-	log     *slog.Logger
-	clock   clock.Clock
-	opts    imv2.Options
-	imTypes map[string]bool
+	cfg        ClientConfig
+	base       string         // the Connector's base URL, for uploads
+	uploadHTTP *http.Client   // for uploads
+	card       *protocol.Card // as fetched by Dial
+	log        *slog.Logger
+	clock      clock.Clock
+	opts       imv2.Options
+	imTypes    map[string]bool
 
 	ctx    context.Context // ends at Close
 	cancel context.CancelFunc
@@ -134,13 +142,23 @@ type Client struct {
 	connectorID string
 	version     protocol.Version // of the last hello.ack
 	channels    map[string]*clientChannel
+	// changed is closed and replaced whenever the connection or a
+	// channel's attachment changes, so WaitOpen can wait without polling.
+	changed chan struct{}
+	// replaced maps a channel ID the Connector replaced to its successor
+	// (W5); at most MaxChannels entries, the oldest forgotten first
+	// (replacedOrder), so a Connector replacing IDs in a loop cannot
+	// grow it.
+	replaced      map[string]string
+	replacedOrder []string
 }
 
 type clientChannel struct {
-	id   string
-	ch   *imv2.Channel
-	neg  *imv2.Negotiated
-	conn *clientConn // the connection it is open on; guarded by Client.mu
+	id     string
+	ch     *imv2.Channel
+	neg    *imv2.Negotiated
+	conn   *clientConn // the connection it is open on; guarded by Client.mu
+	closed bool        // CloseChannel took it out of routing; guarded by Client.mu
 }
 
 // clientConn is one connection and its outstanding requests.
@@ -180,6 +198,12 @@ func Dial(ctx context.Context, cfg ClientConfig) (*Client, error) {
 		return nil, imv2.Errorf(imv2.CodeInvalidPacket, "dataplane: ClientConfig MaxProtocolVersion %s is below MinProtocolVersion %s", cfg.MaxProtocolVersion, cfg.MinProtocolVersion)
 	}
 	defaults.Set(&cfg.RequestTimeout, DefaultRequestTimeout)
+	// Uploads take as long as the file needs (xfiles bounds a call
+	// without deadline): not the Card fetch's RequestTimeout.
+	uploadHTTP := cfg.HTTPClient
+	if uploadHTTP == nil {
+		uploadHTTP = &http.Client{}
+	}
 	if cfg.HTTPClient == nil {
 		cfg.HTTPClient = &http.Client{Timeout: cfg.RequestTimeout}
 	}
@@ -219,13 +243,17 @@ func Dial(ctx context.Context, cfg ClientConfig) (*Client, error) {
 	}
 
 	c := &Client{
-		cfg:      cfg,
-		card:     card,
-		log:      cfg.Logger,
-		clock:    cfg.Clock,
-		imTypes:  profilePacketTypes(),
-		done:     make(chan struct{}),
-		channels: map[string]*clientChannel{},
+		cfg:        cfg,
+		base:       base.String(),
+		uploadHTTP: uploadHTTP,
+		card:       card,
+		log:        cfg.Logger,
+		clock:      cfg.Clock,
+		imTypes:    profilePacketTypes(),
+		done:       make(chan struct{}),
+		channels:   map[string]*clientChannel{},
+		changed:    make(chan struct{}),
+		replaced:   map[string]string{},
 	}
 	if cfg.Options != nil {
 		c.opts = *cfg.Options
@@ -352,6 +380,7 @@ func (c *Client) connect(ctx context.Context) (*clientConn, error) {
 	c.connectorID = ack.ConnectorID
 	c.version = version
 	c.conn = cc
+	c.notifyLocked()
 	c.mu.Unlock()
 	return cc, nil
 }
@@ -391,6 +420,7 @@ func (c *Client) disconnected(cc *clientConn) {
 			lost = append(lost, e)
 		}
 	}
+	c.notifyLocked()
 	c.mu.Unlock()
 	for _, e := range lost {
 		e.ch.SetTransport(nil)
@@ -632,30 +662,22 @@ func (c *Client) applyOpen(cc *clientConn, requested string, r *imv2.Packet) (*c
 
 	c.mu.Lock()
 	e := c.channels[id]
-	var old *clientChannel
-	if requested != "" && requested != id {
-		old = c.channels[requested]
-		delete(c.channels, requested)
-	}
 	c.mu.Unlock()
-	if old != nil {
-		c.log.Info("dataplane: channel reopened under a new ID", "old_connector_channel_id", requested, "connector_channel_id", id)
-	}
-	if requested != "" && requested != id {
-		if err := c.cfg.Store.RemoveChannel(c.ctx, requested); err != nil {
-			c.log.Warn("dataplane: channel store", "err", err)
-		}
-	}
+	replacing := requested != "" && requested != id
 	if e == nil {
 		ch, err := imv2.NewChannel(id, imv2.RoleXAgent, neg, nil, c.cfg.Target, &c.opts)
 		if err != nil {
 			return nil, err
 		}
 		c.mu.Lock()
+		held := len(c.channels)
+		if replacing && c.channels[requested] != nil {
+			held-- // the one this replaces goes below
+		}
 		switch {
 		case c.closed:
 			err = imv2.ErrClosed
-		case len(c.channels) >= c.cfg.MaxChannels:
+		case held >= c.cfg.MaxChannels:
 			err = imv2.Errorf(imv2.CodeChannelUnavailable, "dataplane: %d channels, the limit", c.cfg.MaxChannels)
 		}
 		if err != nil {
@@ -675,12 +697,32 @@ func (c *Client) applyOpen(cc *clientConn, requested string, r *imv2.Packet) (*c
 	if err := c.cfg.Store.AddChannel(c.ctx, id); err != nil {
 		c.log.Warn("dataplane: channel not stored; it will not be reopened", "connector_channel_id", id, "err", err)
 	}
+	// The successor is in the map before the old ID leaves it and maps to
+	// it, in one hold of the lock: whoever resolves the old ID from now on
+	// finds a channel.
+	var old *clientChannel
 	c.mu.Lock()
-	e.conn = cc
+	e.conn, e.closed = cc, false
+	delete(c.replaced, id) // live again
+	if replacing {
+		old = c.channels[requested]
+		delete(c.channels, requested)
+		c.recordReplacedLocked(requested, id)
+	}
+	c.notifyLocked()
 	c.mu.Unlock()
+	if replacing {
+		c.log.Info("dataplane: channel reopened under a new ID", "old_connector_channel_id", requested, "connector_channel_id", id)
+		if err := c.cfg.Store.RemoveChannel(c.ctx, requested); err != nil {
+			c.log.Warn("dataplane: channel store", "err", err)
+		}
+	}
 	e.ch.SetTransport(cc.transport(e))
 	if old != nil {
 		c.handover(old, e)
+	}
+	if replacing && c.cfg.OnChannelReplaced != nil {
+		c.cfg.OnChannelReplaced(requested, id)
 	}
 	if c.cfg.OnDescriptor != nil {
 		c.cfg.OnDescriptor(id, d)
@@ -727,7 +769,7 @@ func (c *Client) handover(old, e *clientChannel) {
 			c.deliveries.move(old.id, e.id, m.MessageID) // before an ack can come
 			if _, err := e.ch.Send(c.ctx, m); err != nil {
 				c.deliveries.move(e.id, old.id, m.MessageID)
-				c.opts.OnFailed(old.id, m, imv2.AsError(err, imv2.CodeChannelUnavailable))
+				c.opts.OnFailed(old.id, m, imv2.Errorf(imv2.CodeChannelNotOpen, "final %q of channel %q could not follow it to %q (%v): %w", m.MessageID, old.id, e.id, err, ErrChannelReplaced))
 			}
 		}
 	}()
@@ -742,9 +784,14 @@ func (c *Client) CloseChannel(ctx context.Context, id string) error {
 		return imv2.Errorf(imv2.CodeChannelUnavailable, "dataplane: not connected")
 	}
 	c.mu.Lock()
+	id = c.resolveLocked(id)
 	e := c.channels[id]
-	if e != nil && e.conn == cc {
-		e.conn = nil
+	if e != nil {
+		if e.conn == cc {
+			e.conn = nil
+		}
+		e.closed = true
+		c.notifyLocked()
 	}
 	c.mu.Unlock()
 	if e == nil {
@@ -861,6 +908,7 @@ func (c *Client) Close() error {
 	if c.err == nil {
 		c.err = imv2.ErrClosed
 	}
+	c.notifyLocked()
 	c.mu.Unlock()
 	c.cancel()
 	c.wg.Wait()

@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"context"
+	"errors"
 	"sync"
 
 	"github.com/xagentkit/imv2"
@@ -183,19 +184,37 @@ func (c *Client) hookDeliveries() {
 // it returns once the final is pending: resends after an ack timeout, a
 // reconnect or a retryable rejection happen by themselves (S2, A7). An
 // error means nothing new is pending (a full queue, a conflicting
-// message_id, an unknown channel).
+// message_id, an unknown channel). A channel the Connector replaced
+// (W5) is followed to its successor.
 func (c *Client) Send(ctx context.Context, channelID string, m imv2.ChatMessage) (*Delivery, error) {
-	ch := c.Channel(channelID)
-	if ch == nil {
-		return nil, imv2.Errorf(imv2.CodeChannelNotOpen, "dataplane: channel %q is not open", channelID)
-	}
 	if m.MessageID == "" {
 		m.MessageID = imv2.NewMessageID()
 	}
-	return c.track(channelID, m.MessageID, func() error {
-		_, err := ch.Send(ctx, m)
-		return err
-	})
+	for tries := 1; ; tries++ {
+		id, ch, err := c.channelFor(channelID)
+		if err != nil {
+			return nil, err
+		}
+		d, err := c.track(id, m.MessageID, func() error {
+			_, err := ch.Send(ctx, m)
+			return err
+		})
+		if err != nil && tries < maxFollows && c.movedOn(id, err) {
+			continue // replaced while sending: try the successor
+		}
+		return d, err
+	}
+}
+
+// maxFollows bounds how many replacements one send follows: each needs
+// the Connector to replace the channel again while the send runs.
+const maxFollows = 4
+
+// movedOn reports whether a send on channel id failed because the
+// Connector replaced the channel meanwhile (the old Channel closed by the
+// handover), so the send should go to the successor.
+func (c *Client) movedOn(id string, err error) bool {
+	return errors.Is(err, imv2.ErrClosed) && c.Resolve(id) != id
 }
 
 // track registers the handle before send, so an ack that beats send's
@@ -212,31 +231,81 @@ func (c *Client) track(channelID, messageID string, send func() error) (*Deliver
 }
 
 // Reply is an assistant message of a Client's channel in the making:
-// deltas, then the final, whose Delivery reports the outcome.
+// deltas, then the final, whose Delivery reports the outcome. When the
+// Connector replaces the channel (W5) an unfinished Reply follows it: the
+// next delta starts the new channel's numbering at 1 under the same
+// message_id (the Connector never saw the earlier ones there; the final
+// carries the whole text anyway, D5), and the final goes to the new
+// channel.
 type Reply struct {
 	c         *Client
-	channelID string
+	mu        sync.Mutex
+	channelID string // guarded by mu: where the reply goes now
 	r         *imv2.Reply
 }
 
-// NewReply starts an assistant message on the open channel channelID; an
-// empty messageID is generated.
+// NewReply starts an assistant message on the open channel channelID
+// (or the channel that replaced it); an empty messageID is generated.
 func (c *Client) NewReply(channelID, messageID string) (*Reply, error) {
-	ch := c.Channel(channelID)
-	if ch == nil {
-		return nil, imv2.Errorf(imv2.CodeChannelNotOpen, "dataplane: channel %q is not open", channelID)
+	id, ch, err := c.channelFor(channelID)
+	if err != nil {
+		return nil, err
 	}
-	return &Reply{c: c, channelID: channelID, r: ch.NewReply(messageID)}, nil
+	return &Reply{c: c, channelID: id, r: ch.NewReply(messageID)}, nil
 }
 
 // MessageID returns the message_id every delta and the final carry.
 func (r *Reply) MessageID() string { return r.r.MessageID() }
 
+// ChannelID returns the channel the reply goes to now.
+func (r *Reply) ChannelID() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.channelID
+}
+
+// follow moves the reply to the channel that replaced its own, if any;
+// r.mu is held.
+func (r *Reply) follow() error {
+	id, ch, err := r.c.channelFor(r.channelID)
+	if err != nil {
+		return err
+	}
+	if id != r.channelID {
+		r.channelID, r.r = id, ch.NewReply(r.r.MessageID())
+	}
+	return nil
+}
+
 // Delta sends the next piece of text (imv2.Reply.Delta).
-func (r *Reply) Delta(ctx context.Context, text string) error { return r.r.Delta(ctx, text) }
+func (r *Reply) Delta(ctx context.Context, text string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for tries := 1; ; tries++ {
+		if err := r.follow(); err != nil {
+			return err
+		}
+		err := r.r.Delta(ctx, text)
+		if err != nil && tries < maxFollows && r.c.movedOn(r.channelID, err) {
+			continue
+		}
+		return err
+	}
+}
 
 // Final sends the final message, m's MessageID set to the reply's
 // (imv2.Reply.Final), and returns its Delivery.
 func (r *Reply) Final(ctx context.Context, m imv2.ChatMessage) (*Delivery, error) {
-	return r.c.track(r.channelID, r.r.MessageID(), func() error { return r.r.Final(ctx, m) })
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for tries := 1; ; tries++ {
+		if err := r.follow(); err != nil {
+			return nil, err
+		}
+		d, err := r.c.track(r.channelID, r.r.MessageID(), func() error { return r.r.Final(ctx, m) })
+		if err != nil && tries < maxFollows && r.c.movedOn(r.channelID, err) {
+			continue
+		}
+		return d, err
+	}
 }
