@@ -33,11 +33,15 @@ func FetchCard(ctx context.Context, client *http.Client, base string) (*protocol
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("dataplane: fetch the Card: %w", err)
+		return nil, imv2.Retryable(fmt.Errorf("dataplane: fetch the Card: %w", err))
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("dataplane: fetch the Card from %s: HTTP %s", req.URL, resp.Status)
+		err := fmt.Errorf("dataplane: fetch the Card from %s: HTTP %s", req.URL, resp.Status)
+		if retryStatus(resp.StatusCode) {
+			return nil, imv2.Retryable(err)
+		}
+		return nil, err
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxCardBytes+1))
 	if err != nil {
@@ -51,6 +55,12 @@ func FetchCard(ctx context.Context, client *http.Client, base string) (*protocol
 		return nil, fmt.Errorf("dataplane: the Card at %s: %w", req.URL, err)
 	}
 	return card, nil
+}
+
+// retryStatus reports whether an HTTP status is a refusal for now: 408,
+// 429 or 5xx.
+func retryStatus(code int) bool {
+	return code == http.StatusRequestTimeout || code == http.StatusTooManyRequests || code >= 500
 }
 
 // decodeCard decodes a Card document and validates it (H2, P1, P2).

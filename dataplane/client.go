@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -178,8 +179,12 @@ type waiter struct {
 
 // Dial connects to the Connector, completes the hello and reopens every
 // channel in the store, then keeps the connection up in the background
-// until Close. The first connect is not retried: an error (refused dial,
-// rejected hello) is returned as is.
+// until Close. A failure for now — the Connector not listening, an HTTP
+// 408, 429 or 5xx, a hello without answer — is retried with the reconnect
+// backoff (ReconnectMin doubling up to ReconnectMax, with jitter) until
+// ctx ends; then the last failure is returned with ctx's error. A refusal
+// — a Card that does not validate, a wrong key, a hello.ack this side
+// does not admit — is returned at once.
 func Dial(ctx context.Context, cfg ClientConfig) (*Client, error) {
 	if cfg.URL == "" || cfg.Target == nil {
 		return nil, imv2.Errorf(imv2.CodeInvalidPacket, "dataplane: ClientConfig needs URL and Target")
@@ -207,6 +212,27 @@ func Dial(ctx context.Context, cfg ClientConfig) (*Client, error) {
 	if cfg.HTTPClient == nil {
 		cfg.HTTPClient = &http.Client{Timeout: cfg.RequestTimeout}
 	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.System{}
+	}
+	defaults.Set(&cfg.ReconnectMin, DefaultReconnectMin)
+	defaults.Set(&cfg.ReconnectMax, DefaultReconnectMax)
+	if cfg.ReconnectMax < cfg.ReconnectMin {
+		cfg.ReconnectMax = cfg.ReconnectMin
+	}
+	for attempt := 1; ; attempt++ {
+		c, err := dialOnce(ctx, cfg, base, uploadHTTP)
+		if err == nil || !retryable(err) {
+			return c, err
+		}
+		if werr := sleepUntil(ctx, cfg.Clock, backoff(cfg.ReconnectMin, cfg.ReconnectMax, attempt)); werr != nil {
+			return nil, fmt.Errorf("%w (after %d attempts; the last: %w)", werr, attempt, err)
+		}
+	}
+}
+
+// dialOnce is one attempt of Dial.
+func dialOnce(ctx context.Context, cfg ClientConfig, base *url.URL, uploadHTTP *http.Client) (*Client, error) {
 	card, err := FetchCard(ctx, cfg.HTTPClient, base.String())
 	if err != nil {
 		return nil, err
@@ -229,18 +255,10 @@ func Dial(ctx context.Context, cfg ClientConfig) (*Client, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	if cfg.Clock == nil {
-		cfg.Clock = clock.System{}
-	}
 	if cfg.Conn.Clock == nil {
 		cfg.Conn.Clock = cfg.Clock
 	}
-	defaults.Set(&cfg.ReconnectMin, DefaultReconnectMin)
-	defaults.Set(&cfg.ReconnectMax, DefaultReconnectMax)
 	defaults.Set(&cfg.MaxChannels, DefaultMaxChannels)
-	if cfg.ReconnectMax < cfg.ReconnectMin {
-		cfg.ReconnectMax = cfg.ReconnectMin
-	}
 
 	c := &Client{
 		cfg:        cfg,
@@ -314,9 +332,13 @@ func (c *Client) connect(ctx context.Context) (*clientConn, error) {
 	}
 	if err != nil {
 		if resp != nil {
-			return nil, fmt.Errorf("dataplane: dial %s: HTTP %d: %w", c.cfg.URL, resp.StatusCode, err)
+			err = fmt.Errorf("dataplane: dial %s: HTTP %d: %w", c.cfg.URL, resp.StatusCode, err)
+			if retryStatus(resp.StatusCode) {
+				return nil, imv2.Retryable(err)
+			}
+			return nil, err
 		}
-		return nil, fmt.Errorf("dataplane: dial %s: %w", c.cfg.URL, err)
+		return nil, imv2.Retryable(fmt.Errorf("dataplane: dial %s: %w", c.cfg.URL, err))
 	}
 	if ws.Subprotocol() != protocol.Subprotocol {
 		_ = ws.Close()
@@ -347,7 +369,11 @@ func (c *Client) connect(ctx context.Context) (*clientConn, error) {
 	r, err := cc.request(ctx, hello, nil)
 	if err != nil {
 		_ = cc.conn.Close()
-		return nil, fmt.Errorf("dataplane: hello: %w", err)
+		err = fmt.Errorf("dataplane: hello: %w", err)
+		if r == nil || r.Err().Retryable {
+			err = imv2.Retryable(err) // no answer, or one saying "later"
+		}
+		return nil, err
 	}
 	var ack protocol.ConnectorHelloAck
 	if err := r.DecodePayload(&ack); err != nil {
@@ -470,12 +496,36 @@ func (c *Client) reconnect() *clientConn {
 // backoff returns the delay before reconnect attempt n: ReconnectMin
 // doubled per attempt, capped at ReconnectMax, drawn from [d/2, d].
 func (c *Client) backoff(n int) time.Duration {
-	d := c.cfg.ReconnectMin
-	for i := 1; i < n && d < c.cfg.ReconnectMax; i++ {
+	return backoff(c.cfg.ReconnectMin, c.cfg.ReconnectMax, n)
+}
+
+func backoff(lo, hi time.Duration, n int) time.Duration {
+	d := lo
+	for i := 1; i < n && d < hi; i++ {
 		d *= 2
 	}
-	d = min(d, c.cfg.ReconnectMax)
+	d = min(d, hi)
 	return d/2 + rand.N(d/2+1)
+}
+
+// retryable reports whether err was marked a failure for now
+// (imv2.Retryable): unmarked errors are refusals, never retried here.
+func retryable(err error) bool {
+	var k interface{ Retryable() bool }
+	return errors.As(err, &k) && k.Retryable()
+}
+
+// sleepUntil waits d on clk; ctx's error if ctx ends first.
+func sleepUntil(ctx context.Context, clk clock.Clock, d time.Duration) error {
+	fired := make(chan struct{})
+	t := clk.AfterFunc(d, func() { close(fired) })
+	defer t.Stop()
+	select {
+	case <-fired:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // sleep waits d on the client's clock; false if the client closed first.
@@ -584,23 +634,76 @@ func (c *Client) sleepOn(cc *clientConn, d time.Duration) bool {
 
 // OpenChannel opens a channel: id "" asks the Connector for a new one, a
 // stored id reopens it (the Connector may answer with a new ID, W5). The
-// returned Channel sends finals and deltas with NewReply and Send; its
-// ID is stored so reconnects reopen it.
+// returned Channel's ID is stored so reconnects reopen it; answer on it
+// with NewReply, Send and Upload. While disconnected it waits for the
+// reconnect; a refusal for now (connector_channel_unavailable), a lost
+// connection or an open without answer (RequestTimeout) is retried with
+// the reconnect backoff until ctx ends, which returns ctx's error with
+// the last failure. A refusal (an ack this side does not admit, the
+// channel limit) is returned at once. A retried open of a new channel
+// whose first answer was lost may leave that first channel unused at the
+// Connector.
 func (c *Client) OpenChannel(ctx context.Context, id string) (*imv2.Channel, error) {
-	cc := c.current()
-	if cc == nil {
-		return nil, imv2.Errorf(imv2.CodeChannelUnavailable, "dataplane: not connected")
+	var last error
+	for attempt := 1; ; attempt++ {
+		if attempt > 1 {
+			if err := c.sleepCtx(ctx, c.backoff(attempt-1)); err != nil {
+				return nil, fmt.Errorf("%w (open retried %d times; the last failure: %w)", err, attempt-1, last)
+			}
+		}
+		cc, err := c.waitConn(ctx)
+		if err != nil {
+			if last != nil {
+				return nil, fmt.Errorf("%w (the last failure: %w)", err, last)
+			}
+			return nil, err
+		}
+		e, retry, err := c.openOnce(ctx, cc, id)
+		if err == nil {
+			return e.ch, nil
+		}
+		if ctx.Err() != nil || c.ctx.Err() != nil {
+			return nil, err
+		}
+		if !retry && !cc.lost() && !errors.Is(err, context.DeadlineExceeded) {
+			return nil, err
+		}
+		last = err
 	}
-	e, err := c.open(ctx, cc, id)
-	if err != nil {
-		return nil, err
-	}
-	return e.ch, nil
 }
 
-func (c *Client) open(ctx context.Context, cc *clientConn, requested string) (*clientChannel, error) {
-	e, _, err := c.openOnce(ctx, cc, requested)
-	return e, err
+// waitConn returns the current connection, waiting for the reconnect
+// while there is none.
+func (c *Client) waitConn(ctx context.Context) (*clientConn, error) {
+	for {
+		c.mu.Lock()
+		if c.closed {
+			c.mu.Unlock()
+			return nil, imv2.ErrClosed
+		}
+		cc, changed := c.conn, c.changed
+		c.mu.Unlock()
+		if cc != nil {
+			return cc, nil
+		}
+		select {
+		case <-changed:
+		case <-c.done:
+			if err := c.Err(); err != nil {
+				return nil, err
+			}
+			return nil, imv2.ErrClosed
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// lost reports whether cc's read loop ended.
+func (cc *clientConn) lost() bool {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	return cc.isDead
 }
 
 // openOnce sends one channel.open; retry reports that the Connector
