@@ -917,12 +917,67 @@ func (c *Client) CloseChannel(ctx context.Context, id string) error {
 // answer, matched by request_id (a fresh one is set when empty). An
 // answer carrying an error (a type "error" packet or an ack's envelope
 // error) is returned together with that error as an *imv2.Error.
+//
+// Only what the Common Protocol lets xAgent request and what the
+// channel's negotiated catalog lets travel to the Connector is sent
+// (profile §1, P7: internal xAgent signals such as session.sync_message
+// never reach the wire); anything else is refused with
+// unsupported_packet before it is written. The profile's own packets go
+// through Send, NewReply and Reply, which keep them pending and numbered;
+// connector.hello is the Client's.
 func (c *Client) Request(ctx context.Context, p *imv2.Packet) (*imv2.Packet, error) {
+	if err := c.mayRequest(p); err != nil {
+		return nil, err
+	}
 	cc := c.current()
 	if cc == nil {
 		return nil, imv2.Errorf(imv2.CodeChannelUnavailable, "dataplane: not connected")
 	}
 	return cc.request(ctx, p, nil)
+}
+
+// requestTypes are the Common Protocol requests xAgent sends (Common
+// Protocol §8): all but connector.hello, which the Client sends itself.
+var requestTypes = map[string]bool{
+	protocol.TypeChannelOpen: true, protocol.TypeChannelClose: true,
+	protocol.TypeDescriptorGet: true, protocol.TypeToolInvoke: true, protocol.TypePing: true,
+	protocol.TypeAuthStart: true, protocol.TypeAuthStatus: true, protocol.TypeAuthCancel: true, protocol.TypeAuthLogout: true,
+}
+
+// mayRequest refuses a packet Request must not write (P7).
+func (c *Client) mayRequest(p *imv2.Packet) error {
+	if p == nil {
+		return imv2.Errorf(imv2.CodeInvalidPacket, "dataplane: Request of a nil packet")
+	}
+	if requestTypes[p.Type] {
+		return nil
+	}
+	if c.imTypes[p.Type] {
+		return imv2.Errorf(imv2.CodeUnsupportedPacket, "dataplane: %s goes through Send, NewReply or Reply, not Request", p.Type)
+	}
+	if p.ConnectorChannelID != "" {
+		if n := c.Negotiated(p.ConnectorChannelID); n.Allows(p.Type, imv2.ToConnector) {
+			return nil // an extension profile's packet, negotiated on this channel
+		}
+	}
+	return imv2.Errorf(imv2.CodeUnsupportedPacket, "dataplane: %q is neither a Common Protocol request nor negotiated toward the Connector on channel %q; not sent (P7)", short(p.Type), short(p.ConnectorChannelID))
+}
+
+// Negotiated returns the negotiated catalog of channel id (or of the
+// channel that replaced it): the profiles enabled on it and the packet
+// types each may carry which way (P5), as profile §1 asks xAgent to load.
+// Everything this side sends on the channel is checked against it: finals,
+// deltas and activity by the Channel, Request here, and every packet by
+// the channel's transport. A connection.descriptor.push with other
+// profiles renegotiates it (W7, P5). Nil (which allows nothing) for a
+// channel not held.
+func (c *Client) Negotiated(id string) *imv2.Negotiated {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e := c.channels[c.resolveLocked(id)]; e != nil {
+		return e.neg
+	}
+	return nil
 }
 
 // Ping sends ping and waits for the pong with the same request_id (W8).
@@ -1231,10 +1286,15 @@ func (cc *clientConn) openHere(id string) *clientChannel {
 func (cc *clientConn) transport(e *clientChannel) imv2.Transport {
 	return imv2.TransportFunc(func(ctx context.Context, p *imv2.Packet) error {
 		cc.c.mu.Lock()
-		ok := e.conn == cc
+		ok, neg := e.conn == cc, e.neg
 		cc.c.mu.Unlock()
 		if !ok {
 			return imv2.Errorf(imv2.CodeChannelNotOpen, "channel %q is not open on this connection", e.id)
+		}
+		if p.Type != imv2.TypeError && !neg.Allows(p.Type, imv2.ToConnector) {
+			// The last guard of P7: nothing the negotiated catalog does
+			// not carry toward the Connector leaves on this channel.
+			return imv2.Errorf(imv2.CodeUnsupportedPacket, "%s is not negotiated toward the Connector on channel %q (P7)", short(p.Type), e.id)
 		}
 		return cc.conn.Write(ctx, p)
 	})
