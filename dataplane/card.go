@@ -15,8 +15,8 @@ import (
 // maxCardBytes bounds the Card document Dial reads.
 const maxCardBytes = 1 << 20
 
-// FetchCard reads and validates the Connector Card at base +
-// "/connector-card.json" (H1, H2); base is the Connector's base URL,
+// FetchCard reads the Connector Card at base + "/connector-card.json" and
+// admits it (protocol.Card.Admit, H1, H2); base is the Connector's base URL,
 // http:// or https://, maybe with a path prefix. client nil uses
 // http.DefaultClient; ctx bounds the request.
 func FetchCard(ctx context.Context, client *http.Client, base string) (*protocol.Card, error) {
@@ -63,13 +63,15 @@ func retryStatus(code int) bool {
 	return code == http.StatusRequestTimeout || code == http.StatusTooManyRequests || code >= 500
 }
 
-// decodeCard decodes a Card document and validates it (H2, P1, P2).
+// decodeCard decodes a Card document and admits it as xAgent does
+// (protocol.Card.Admit: Common Protocol §4.1's hard validation, H2, P1):
+// what §4.1 calls guidance does not refuse a Connector.
 func decodeCard(body []byte) (*protocol.Card, error) {
 	card := new(protocol.Card)
 	if err := (&imv2.Packet{Payload: body}).DecodePayload(card); err != nil {
 		return nil, err
 	}
-	if err := card.Validate(); err != nil {
+	if err := card.Admit(); err != nil {
 		return nil, err
 	}
 	return card, nil

@@ -746,6 +746,7 @@ func (c *Client) applyOpen(cc *clientConn, requested string, r *imv2.Packet) (*c
 	// keep for the channel's life (160 B for the ID's 40).
 	id := strings.Clone(r.ConnectorChannelID)
 	d := ack.ConnectionDescriptor
+	d.Normalize() // a legacy v1 Descriptor (Common Protocol §12)
 	switch {
 	case r.Type != protocol.TypeChannelOpenAck:
 		return nil, imv2.Errorf(imv2.CodeInvalidPacket, "channel.open answered with %q", r.Type)
@@ -1248,6 +1249,7 @@ func (cc *clientConn) descriptorPush(p *imv2.Packet) {
 		return
 	}
 	d := dp.ConnectionDescriptor
+	d.Normalize() // a legacy v1 Descriptor (Common Protocol §12)
 	if d.Connection.ConnectorChannelID != e.id || d.Connection.ConnectorCardID != c.cfg.CardID || d.Connection.ConnectorID != c.ConnectorID() {
 		c.log.Info("dataplane: descriptor push with another identity ignored", "connector_channel_id", e.id)
 		return
