@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -36,22 +37,63 @@ const (
 )
 
 // ClientConfig configures the xAgent side of the data plane. URL and
-// Target are required.
+// Target are required; the first nine fields are the ones an agent sets,
+// everything after "Tuning" has a working default.
 type ClientConfig struct {
 	// URL is the Connector's base URL, http:// or https:// (maybe with a
 	// path prefix), as registered with xAgent: Dial fetches the Card from
 	// URL/connector-card.json and dials the data plane at URL/ws (ws:// or
 	// wss://). A URL ending in /ws is refused.
 	URL string
-	// APIKey, when set, is sent as "Authorization: Bearer <key>" (W1).
+	// APIKey, when set, is sent as "Authorization: Bearer <key>" (W1), on
+	// the data plane and on uploads.
 	APIKey string
+	// Target is the agent side: it receives the user messages of every
+	// channel (PostMessage gets the channel ID). Its return is the ack
+	// (A4): return once the message is safely the agent's, and do the
+	// agent's work elsewhere (see the package documentation).
+	Target imv2.Target
+	// Store keeps the connector_id and the channel IDs to reopen; default
+	// a state.MemoryChannelStore (gone with the process).
+	Store state.ChannelStore
+	// Options configure every Channel: the pending store (keep it durable
+	// to lose no final across a restart), ack timeout, retries and the
+	// outcome callbacks OnDelivered and OnFailed. Nil Clock and Logger
+	// take the ones below.
+	Options *imv2.Options
+	// Logger receives connection events; nothing by default.
+	Logger *slog.Logger
+	// OnConnected is called after every successful connect (the first in
+	// Dial and every reconnect) once the stored channels were reopened,
+	// with the connector_id and the IDs now open. A reopen the Connector
+	// refused for now (connector_channel_unavailable) is not among them: it
+	// is retried on that connection with backoff, and not reported here.
+	// Do not block in it.
+	OnConnected func(connectorID string, channelIDs []string)
+	// OnChannelReplaced is called when the Connector answered a reopen
+	// of oldID with newID (it forgot the channel, W5): the Client's own
+	// paths follow by themselves (Send, NewReply, unfinished Replies,
+	// Upload, WaitOpen and the pending finals, S2); the callback is for
+	// what the application keyed by the old ID. Do not block.
+	OnChannelReplaced func(oldID, newID string)
+	// OnDescriptor is called with every Descriptor received: in
+	// channel.open.ack and in connection.descriptor.push (a legacy v1 one
+	// normalized). Do not block.
+	OnDescriptor func(channelID string, d *protocol.Descriptor)
+
+	// Tuning.
+
 	// CardID is read from the Card: the hello names it and the ack must
 	// echo it. Set it only to insist on one: Dial then fails when the Card
 	// names another.
 	CardID string
-	// HTTPClient fetches the Card; default a client bounded by
-	// RequestTimeout.
+	// HTTPClient fetches the Card and sends uploads; default: a client
+	// bounded by RequestTimeout for the Card, an unbounded one for uploads
+	// (xfiles bounds a call without deadline).
 	HTTPClient *http.Client
+	// TLSConfig is the TLS configuration of wss:// connections (a private
+	// CA, a client certificate); default the system's.
+	TLSConfig *tls.Config
 	// MinProtocolVersion and MaxProtocolVersion bound the Connector
 	// versions admitted (W4): a hello.ack whose protocol_version lies
 	// outside [min, max] fails the connect. The hello itself always carries
@@ -60,53 +102,30 @@ type ClientConfig struct {
 	// SupportedProfiles go in the hello, always explicitly (P3). Default:
 	// the profiles of imv2.DefaultCatalog (xagent.im.v2).
 	SupportedProfiles []string
-	// Target is the agent side: it receives the user messages of every
-	// channel (PostMessage gets the channel ID).
-	Target imv2.Target
-	// Options configure every Channel; nil Clock and Logger take the ones below.
-	Options *imv2.Options
-	// Store keeps the connector_id and the channel IDs to reopen; default
-	// a state.MemoryChannelStore.
-	Store state.ChannelStore
-	// Logger receives connection events; nothing by default.
-	Logger *slog.Logger
-	// Clock drives the reconnect backoff and keepalive. The bounds on
-	// socket I/O (RequestTimeout, write and close) are wall-clock
-	// deadlines, as the network needs.
+	// Clock drives the reconnect, Dial, OpenChannel and Upload backoff
+	// and keepalive; default the system clock. The bounds on socket I/O
+	// (RequestTimeout, write and close) are wall-clock deadlines, as the
+	// network needs.
 	Clock clock.Clock
-	// Conn tunes each WebSocket.
+	// Conn tunes each WebSocket (read limit, write timeout, keepalive).
 	Conn ConnConfig
 	// WrapConn, when set, decorates every new connection (a fault
 	// injector in a simulator, a recorder in a test).
 	WrapConn func(Conn) Conn
-	// Dialer is the WebSocket dialer; its Subprotocols are replaced by
-	// xagent.connector.packet.v1. Default: a zero websocket.Dialer.
-	Dialer *websocket.Dialer
-	// ReconnectMin, ReconnectMax bound the reconnect backoff.
+	// ReconnectMin, ReconnectMax bound the backoff of reconnects and of
+	// the retries of Dial, OpenChannel and Upload: ReconnectMin doubling
+	// up to ReconnectMax, each delay drawn from [d/2, d]. Defaults
+	// DefaultReconnectMin (0.5 s) and DefaultReconnectMax (30 s).
 	ReconnectMin, ReconnectMax time.Duration
 	// MaxReconnectAttempts stops reconnecting after that many failures in
-	// a row (Connector Architecture §10); Done is closed then. 0 retries forever.
+	// a row (Connector Architecture §10); Done is closed then. 0 (the
+	// default) retries forever.
 	MaxReconnectAttempts int
-	// RequestTimeout bounds the dial, hello and each reopen.
+	// RequestTimeout bounds the dial, the hello and each channel.open;
+	// default DefaultRequestTimeout (10 s).
 	RequestTimeout time.Duration
 	// MaxChannels bounds the channels held; default DefaultMaxChannels.
 	MaxChannels int
-	// OnConnected is called after every successful connect (the first in
-	// Dial and every reconnect) once the stored channels were reopened,
-	// with the connector_id and the IDs now open. A reopen the Connector
-	// refused for now (connector_channel_unavailable) is not among them: it
-	// is retried on that connection with backoff, and not reported here.
-	// Do not block in it.
-	OnConnected func(connectorID string, channelIDs []string)
-	// OnDescriptor is called with every Descriptor received: in
-	// channel.open.ack and in connection.descriptor.push. Do not block.
-	OnDescriptor func(channelID string, d *protocol.Descriptor)
-	// OnChannelReplaced is called when the Connector answered a reopen
-	// of oldID with newID (it forgot the channel, W5): the Client's own
-	// paths follow by themselves (Send, NewReply, unfinished Replies,
-	// Upload, WaitOpen and the pending finals, S2); the callback is for
-	// what the application keyed by the old ID. Do not block.
-	OnChannelReplaced func(oldID, newID string)
 }
 
 // Client is the xAgent side of the data plane. It dials the Connector, says
@@ -135,6 +154,7 @@ type Client struct {
 	lastNeg   *imv2.Negotiated // … and their negotiated set, shared by the channels
 
 	deliveries deliveries // the open Delivery handles of Send and Reply.Final
+	activity   activities // the newest activity of each channel, by reply
 
 	mu          sync.Mutex
 	closed      bool
@@ -315,10 +335,7 @@ func (c *Client) wrap(conn Conn) Conn {
 func (c *Client) connect(ctx context.Context) (*clientConn, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
 	defer cancel()
-	d := websocket.Dialer{}
-	if c.cfg.Dialer != nil {
-		d = *c.cfg.Dialer
-	}
+	d := websocket.Dialer{TLSClientConfig: c.cfg.TLSConfig}
 	d.Subprotocols = []string{protocol.Subprotocol}
 	var slot batchSlot // the connection, for write coalescing
 	d = slot.dialer(d)

@@ -167,6 +167,7 @@ func (c *Client) hookDeliveries() {
 	delivered, failed := c.opts.OnDelivered, c.opts.OnFailed
 	c.opts.OnDelivered = func(channelID string, m imv2.ChatMessage, status imv2.AckStatus) {
 		c.deliveries.resolve(channelID, m.MessageID, status, nil)
+		c.reassert(channelID, m.MessageID)
 		if delivered != nil {
 			delivered(channelID, m, status)
 		}
@@ -240,8 +241,10 @@ func (c *Client) track(channelID, messageID string, send func() error) (*Deliver
 type Reply struct {
 	c         *Client
 	mu        sync.Mutex
-	channelID string // guarded by mu: where the reply goes now
+	channelID string        // guarded by mu: where the reply goes now
+	ch        *imv2.Channel // guarded by mu: that channel's Channel
 	r         *imv2.Reply
+	shown     bool // guarded by mu: a delta went out, the Connector cleared the activity (C6)
 }
 
 // NewReply starts an assistant message on the open channel channelID
@@ -251,7 +254,7 @@ func (c *Client) NewReply(channelID, messageID string) (*Reply, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Reply{c: c, channelID: id, r: ch.NewReply(messageID)}, nil
+	return &Reply{c: c, channelID: id, ch: ch, r: ch.NewReply(messageID)}, nil
 }
 
 // MessageID returns the message_id every delta and the final carry.
@@ -272,7 +275,7 @@ func (r *Reply) follow() error {
 		return err
 	}
 	if id != r.channelID {
-		r.channelID, r.r = id, ch.NewReply(r.r.MessageID())
+		r.channelID, r.ch, r.r = id, ch, ch.NewReply(r.r.MessageID())
 	}
 	return nil
 }
@@ -288,6 +291,10 @@ func (r *Reply) Delta(ctx context.Context, text string) error {
 		err := r.r.Delta(ctx, text)
 		if err != nil && tries < maxFollows && r.c.movedOn(r.channelID, err) {
 			continue
+		}
+		if err == nil && !r.shown {
+			r.shown = true
+			r.c.activity.clear(r.channelID, r.r.MessageID()) // the first delta clears it (C6)
 		}
 		return err
 	}
@@ -306,6 +313,102 @@ func (r *Reply) Final(ctx context.Context, m imv2.ChatMessage) (*Delivery, error
 		if err != nil && tries < maxFollows && r.c.movedOn(r.channelID, err) {
 			continue
 		}
+		if err == nil {
+			r.c.activity.clear(r.channelID, r.r.MessageID()) // the final clears it (C6)
+		}
 		return d, err
 	}
+}
+
+// Activity sends what the agent is doing for this reply: thinking, a tool
+// (with its name, C3) or idle (C1, C2). It is a snapshot, neither acked
+// nor retried (a lost one is replaced by the next); an error is for the
+// log, never a reason to hold the answer back (C8).
+//
+// The Client remembers the newest snapshot of the channel with the
+// reply's message_id until the reply's first delta or its final clears
+// it (C6). The Connector clears the status whenever a final arrives, also
+// the resent final of the previous answer; when that final's ack comes
+// back the Client sends this reply's snapshot again, so the previous
+// answer does not clear the next one's "thinking".
+func (r *Reply) Activity(ctx context.Context, a imv2.ChatActivity) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.follow(); err != nil {
+		return err
+	}
+	if err := a.Validate(imv2.ToConnector); err != nil {
+		return err
+	}
+	if a.Status == imv2.ActivityIdle {
+		r.c.activity.clear(r.channelID, r.r.MessageID())
+	} else {
+		r.c.activity.set(r.channelID, r.r.MessageID(), a)
+	}
+	return r.ch.SendActivity(ctx, a)
+}
+
+// activities is the newest activity snapshot of each channel, with the
+// message_id of the reply it belongs to: at most one entry per channel
+// the Client holds (MaxChannels), removed by idle, the reply's first
+// delta or its final, and all dropped at Close.
+type activities struct {
+	mu  sync.Mutex
+	now map[string]activityOf
+}
+
+type activityOf struct {
+	messageID string
+	a         imv2.ChatActivity
+}
+
+func (as *activities) set(channelID, messageID string, a imv2.ChatActivity) {
+	as.mu.Lock()
+	defer as.mu.Unlock()
+	if as.now == nil {
+		as.now = map[string]activityOf{}
+	}
+	as.now[channelID] = activityOf{messageID, a}
+}
+
+// clear forgets the channel's snapshot if it is messageID's.
+func (as *activities) clear(channelID, messageID string) {
+	as.mu.Lock()
+	defer as.mu.Unlock()
+	if as.now[channelID].messageID == messageID {
+		delete(as.now, channelID)
+	}
+}
+
+// other returns the channel's snapshot when it belongs to a reply other
+// than messageID.
+func (as *activities) other(channelID, messageID string) (imv2.ChatActivity, bool) {
+	as.mu.Lock()
+	defer as.mu.Unlock()
+	cur, ok := as.now[channelID]
+	return cur.a, ok && cur.messageID != messageID
+}
+
+// reassert sends the channel's snapshot again after the final messageID
+// was acked, if the snapshot is another reply's: the final's arrival
+// cleared it at the Connector (C6). Off the channel's goroutine, as a
+// write may wait; bounded by the acks, and ended by Close.
+func (c *Client) reassert(channelID, messageID string) {
+	a, ok := c.activity.other(channelID, messageID)
+	if !ok {
+		return
+	}
+	c.mu.Lock()
+	if c.closed { // Close waits for c.wg: no Add once it may be waiting
+		c.mu.Unlock()
+		return
+	}
+	c.wg.Add(1)
+	c.mu.Unlock()
+	go func() {
+		defer c.wg.Done()
+		if ch := c.Channel(channelID); ch != nil {
+			_ = ch.SendActivity(c.ctx, a)
+		}
+	}()
 }
