@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -19,7 +20,16 @@ import (
 	"github.com/xagentkit/imv2/protocol"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if os.Getenv(crashEnv) != "" { // the xAgent side of TestCrash_S1_XAgentKilledLosesNoFinal
+		if err := crashHelper(); err != nil {
+			fmt.Fprintln(os.Stderr, "crash helper:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	goleak.VerifyTestMain(m)
+}
 
 // chat is the Connector's platform: it records every post.
 type chat struct {
