@@ -940,9 +940,11 @@ func (c *Client) CloseChannel(ctx context.Context, id string) error {
 // channel's negotiated catalog lets travel to the Connector is sent
 // (profile §1, P7: internal xAgent signals such as session.sync_message
 // never reach the wire); anything else is refused with
-// unsupported_packet before it is written. The profile's own packets go
-// through Send, NewReply and Reply, which keep them pending and numbered;
-// connector.hello is the Client's.
+// unsupported_packet before it is written. connector.hello is the
+// Client's. A profile packet sent here bypasses the Channel (no pending
+// entry, no resend, no numbering): answer with NewReply, Reply and Send;
+// Request is for a hand-made packet, such as a resend provoking a
+// duplicate in a test.
 func (c *Client) Request(ctx context.Context, p *imv2.Packet) (*imv2.Packet, error) {
 	if err := c.mayRequest(p); err != nil {
 		return nil, err
@@ -970,12 +972,9 @@ func (c *Client) mayRequest(p *imv2.Packet) error {
 	if requestTypes[p.Type] {
 		return nil
 	}
-	if c.imTypes[p.Type] {
-		return imv2.Errorf(imv2.CodeUnsupportedPacket, "dataplane: %s goes through Send, NewReply or Reply, not Request", p.Type)
-	}
 	if p.ConnectorChannelID != "" {
 		if n := c.Negotiated(p.ConnectorChannelID); n.Allows(p.Type, imv2.ToConnector) {
-			return nil // an extension profile's packet, negotiated on this channel
+			return nil // negotiated on this channel toward the Connector
 		}
 	}
 	return imv2.Errorf(imv2.CodeUnsupportedPacket, "dataplane: %q is neither a Common Protocol request nor negotiated toward the Connector on channel %q; not sent (P7)", short(p.Type), short(p.ConnectorChannelID))
