@@ -1055,7 +1055,9 @@ func (c *Client) ConnectorID() string {
 	return c.connectorID
 }
 
-// Connected reports whether a hello-completed connection is up.
+// Connected reports whether a hello-completed connection is up. It turns
+// true before the stored channels are reopened on it: WaitOpen waits for
+// a channel itself.
 func (c *Client) Connected() bool {
 	return c.current() != nil
 }

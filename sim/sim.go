@@ -399,11 +399,14 @@ func (s *Simulator) ReplyWith(ctx context.Context, channelID, text string, attac
 		}
 		ch = s.Channel() // reopened under a new ID (W5)
 	}
+	r, err := s.client.NewReply(ch.ID(), "")
+	if err != nil {
+		return err
+	}
 	// Activity is a snapshot, not retried (C1): one lost to a drop is
 	// replaced by the next.
-	_ = ch.SendActivity(ctx, imv2.ChatActivity{Status: imv2.ActivityThinking})
-	_ = ch.SendActivity(ctx, imv2.ChatActivity{Status: imv2.ActivityTool, ToolName: "web_search"})
-	r := ch.NewReply("")
+	_ = r.Activity(ctx, imv2.ChatActivity{Status: imv2.ActivityThinking})
+	_ = r.Activity(ctx, imv2.ChatActivity{Status: imv2.ActivityTool, ToolName: "web_search"})
 	var tick <-chan time.Time
 	if s.cfg.Rate > 0 {
 		t := time.NewTicker(time.Duration(float64(time.Second) / s.cfg.Rate))
@@ -424,7 +427,7 @@ func (s *Simulator) ReplyWith(ctx context.Context, channelID, text string, attac
 	}
 	final := imv2.ChatMessage{Text: text}
 	for _, path := range attach {
-		f, err := s.upload(ctx, ch.ID(), path)
+		f, err := s.upload(ctx, r.ChannelID(), path)
 		if err != nil {
 			return err
 		}
@@ -441,15 +444,15 @@ func (s *Simulator) ReplyWith(ctx context.Context, channelID, text string, attac
 	s.finals = append(s.finals, final)
 	s.mu.Unlock()
 	s.logf("final %s: %q files=%d", r.MessageID(), text, len(final.Files))
-	_ = ch.SendActivity(ctx, imv2.ChatActivity{Status: imv2.ActivityIdle})
+	_ = r.Activity(ctx, imv2.ChatActivity{Status: imv2.ActivityIdle})
 	return nil
 }
 
 // final sends m as r's final, waiting for room while the channel's
 // pending store is full (pending_full): every terminal ack frees one.
-func (s *Simulator) final(ctx context.Context, r *imv2.Reply, m imv2.ChatMessage) error {
+func (s *Simulator) final(ctx context.Context, r *dataplane.Reply, m imv2.ChatMessage) error {
 	for {
-		err := r.Final(ctx, m)
+		_, err := r.Final(ctx, m)
 		if !errors.Is(err, &imv2.Error{Code: imv2.CodePendingFull}) {
 			return err
 		}
