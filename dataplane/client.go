@@ -842,6 +842,9 @@ func (c *Client) applyOpen(cc *clientConn, requested string, r *imv2.Packet) (*c
 	if old != nil {
 		c.handover(old, e)
 	}
+	if replacing {
+		c.activity.move(requested, id)
+	}
 	if replacing && c.cfg.OnChannelReplaced != nil {
 		c.cfg.OnChannelReplaced(requested, id)
 	}

@@ -380,6 +380,16 @@ func (as *activities) clear(channelID, messageID string) {
 	}
 }
 
+// move re-keys a channel's snapshot to the channel that replaced it.
+func (as *activities) move(from, to string) {
+	as.mu.Lock()
+	defer as.mu.Unlock()
+	if cur, ok := as.now[from]; ok {
+		delete(as.now, from)
+		as.now[to] = cur
+	}
+}
+
 // other returns the channel's snapshot when it belongs to a reply other
 // than messageID.
 func (as *activities) other(channelID, messageID string) (imv2.ChatActivity, bool) {

@@ -176,6 +176,9 @@ func TestClient_W5_UnfinishedReplyFollowsTheNewChannel(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, rep.Delta(ctxWait(t), "Hel"))
 	require.Equal(t, "Hel", recv(t, first.shown))
+	thinking, err := c.NewReply(oldID, "r2")
+	require.NoError(t, err)
+	require.NoError(t, thinking.Activity(ctxWait(t), imv2.ChatActivity{Status: imv2.ActivityThinking}))
 	stop()
 
 	second := newRecTarget()
@@ -194,6 +197,9 @@ func TestClient_W5_UnfinishedReplyFollowsTheNewChannel(t *testing.T) {
 	require.NotEqual(t, oldID, newID)
 	require.Equal(t, [2]string{oldID, newID}, recv(t, replaced))
 	require.Equal(t, newID, c.Resolve(oldID))
+	a, ok := c.activity.other(newID, "")
+	require.True(t, ok, "the channel's activity moved to the new ID")
+	require.Equal(t, imv2.ActivityThinking, a.Status)
 
 	require.NoError(t, rep.Delta(ctxWait(t), "Hello"), "the delta follows")
 	require.Equal(t, "Hello", recv(t, second.shown), "numbered from 1 on the new channel")
