@@ -200,7 +200,9 @@ type waiter struct {
 // Dial connects to the Connector, completes the hello and reopens every
 // channel in the store, then keeps the connection up in the background
 // until Close. A failure for now — the Connector not listening, an HTTP
-// 408, 429 or 5xx, a hello without answer — is retried with the reconnect
+// 408, 429 or 5xx, a hello without answer or refused for now
+// (connector_id_mismatch while the connector_id is still held by a dead
+// connection, connector_channel_unavailable) — is retried with the reconnect
 // backoff (ReconnectMin doubling up to ReconnectMax, with jitter) until
 // ctx ends; then the last failure is returned with ctx's error. A refusal
 // — a Card that does not validate, a wrong key, a hello.ack this side
@@ -387,7 +389,7 @@ func (c *Client) connect(ctx context.Context) (*clientConn, error) {
 	if err != nil {
 		_ = cc.conn.Close()
 		err = fmt.Errorf("dataplane: hello: %w", err)
-		if r == nil || r.Err().Retryable {
+		if r == nil || helloLater(r.Err()) {
 			err = imv2.Retryable(err) // no answer, or one saying "later"
 		}
 		return nil, err
@@ -523,6 +525,15 @@ func backoff(lo, hi time.Duration, n int) time.Duration {
 	}
 	d = min(d, hi)
 	return d/2 + rand.N(d/2+1)
+}
+
+// helloLater reports whether a refused hello may succeed later: a
+// refusal marked retryable, connector_channel_unavailable (the
+// Connector's store is away), or connector_id_mismatch, which a Server
+// answers while the connector_id is still held by a connection that died
+// unnoticed (a killed xAgent's) or while every slot is taken.
+func helloLater(e *imv2.Error) bool {
+	return e.Retryable || e.Code == imv2.CodeChannelUnavailable || e.Code == protocol.CodeConnectorIDMismatch
 }
 
 // retryable reports whether err was marked a failure for now

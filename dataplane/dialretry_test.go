@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/clock"
+	"github.com/xagentkit/imv2/state"
 )
 
 // TestClient_W11_DialWaitsForTheConnector: Dial against a Connector not
@@ -119,4 +120,32 @@ func TestClient_W5_OpenChannelWaitsForTheReconnect(t *testing.T) {
 	defer cancel()
 	_, err := c.OpenChannel(ctx, "")
 	require.ErrorIs(t, err, context.DeadlineExceeded)
+}
+
+// TestClient_W4_DialWaitsForAHeldConnectorID: a restarted xAgent whose
+// connector_id is still held by its old connection (killed, not yet
+// noticed) is refused connector_id_mismatch; Dial retries and gets in
+// once the old connection ends, where it returned the refusal before.
+func TestClient_W4_DialWaitsForAHeldConnectorID(t *testing.T) {
+	_, url := startServer(t, nil)
+	old, _, _ := dialClient(t, url, nil)
+	store := state.NewMemoryChannelStore(0)
+	require.NoError(t, store.SetConnectorID(ctxWait(t), old.ConnectorID()))
+
+	clk := newArmClock()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*wait)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		c, err := Dial(ctx, ClientConfig{URL: httpBase(url), Target: newRecTarget(), Store: store, Clock: clk,
+			Options: &imv2.Options{Clock: clock.System{}}, Conn: ConnConfig{Clock: clock.System{}}})
+		if err == nil {
+			err = c.Close()
+		}
+		done <- err
+	}()
+	recv(t, clk.armed) // refused while the old connection holds the ID; backing off
+	require.NoError(t, old.Close())
+	clk.Advance(time.Minute)
+	require.NoError(t, recv(t, done))
 }
