@@ -35,6 +35,11 @@ func main() {
 	url := flag.String("url", "", "the Connector's base URL (required)")
 	key := flag.String("key", os.Getenv("CONNECTOR_API_KEY"), "the Connector's API key (default $CONNECTOR_API_KEY)")
 	state := flag.String("state", "", "a state file: the channel and unacked finals survive a restart")
+	flag.Usage = func() {
+		fmt.Fprint(flag.CommandLine.Output(), "usage: agent -url URL [-key KEY] [-state FILE]\n\n"+
+			"Answers the user messages of one channel of the Connector at URL with a fake brain.\n\n")
+		flag.PrintDefaults()
+	}
 	flag.Parse()
 	if *url == "" || flag.NArg() > 0 {
 		flag.Usage()
