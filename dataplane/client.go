@@ -835,7 +835,7 @@ func (c *Client) applyOpen(cc *clientConn, requested string, r *imv2.Packet) (*c
 	var old *clientChannel
 	c.mu.Lock()
 	e.conn, e.closed = cc, false
-	delete(c.replaced, id) // live again
+	c.forgetReplacedLocked(id) // live again: no longer a replaced ID
 	if replacing {
 		old = c.channels[requested]
 		delete(c.channels, requested)

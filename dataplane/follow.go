@@ -23,7 +23,10 @@ func (c *Client) notifyLocked() {
 }
 
 // recordReplacedLocked maps old to its successor id; c.mu is held. The
-// map keeps at most MaxChannels entries, the oldest forgotten first.
+// map keeps at most MaxChannels entries, the oldest forgotten first. The
+// caller has made id live (forgetReplacedLocked) first, so id has no
+// successor and no chain can loop back: an edge old → id only ever
+// points at the end of a chain.
 func (c *Client) recordReplacedLocked(old, id string) {
 	if _, ok := c.replaced[old]; !ok {
 		c.replacedOrder = append(c.replacedOrder, old)
@@ -36,6 +39,16 @@ func (c *Client) recordReplacedLocked(old, id string) {
 	if len(c.replacedOrder) < cap(c.replacedOrder)/4 {
 		c.replacedOrder = slices.Clip(c.replacedOrder) // let the dropped head go
 	}
+}
+
+// forgetReplacedLocked drops id's mapping, if any: the ID is live again
+// (the Connector handed it out once more). c.mu is held.
+func (c *Client) forgetReplacedLocked(id string) {
+	if _, ok := c.replaced[id]; !ok {
+		return
+	}
+	delete(c.replaced, id)
+	c.replacedOrder = slices.DeleteFunc(c.replacedOrder, func(s string) bool { return s == id })
 }
 
 // resolveLocked follows id through the replacements to the channel that
