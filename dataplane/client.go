@@ -662,8 +662,11 @@ func (c *Client) sleepOn(cc *clientConn, d time.Duration) bool {
 
 // OpenChannel opens a channel: id "" asks the Connector for a new one, a
 // stored id reopens it (the Connector may answer with a new ID, W5). The
-// returned Channel's ID is stored so reconnects reopen it; answer on it
-// with NewReply, Send and Upload. While disconnected it waits for the
+// returned Channel's ID is stored so reconnects reopen it. Answer through
+// the Client — NewReply, Upload, Send — which follows a channel the
+// Connector replaces and reports outcomes; the Channel itself is the
+// low-level view (its pending finals, its own Send), which a
+// replacement closes. While disconnected it waits for the
 // reconnect; a refusal for now (connector_channel_unavailable), a lost
 // connection or an open without answer (RequestTimeout) is retried with
 // the reconnect backoff until ctx ends, which returns ctx's error with
