@@ -107,6 +107,7 @@ func (q *UploadRequest) Do(ctx context.Context, client *http.Client) (UploadResu
 
 	pr, pw := io.Pipe()
 	mw := multipart.NewWriter(pw)
+	size := bodySize(q.Body) // before the form reads it
 	length := q.formLength(mw.Boundary())
 	done := make(chan struct{})
 	sent := &countingReader{r: q.Body}
@@ -161,7 +162,9 @@ func (q *UploadRequest) Do(ctx context.Context, client *http.Client) (UploadResu
 	if res.Filename == "" {
 		res.Filename = q.Filename
 	}
-	if res.ByteSize == 0 {
+	if res.ByteSize == 0 && size >= 0 {
+		res.ByteSize = size
+	} else if res.ByteSize == 0 {
 		// The form writer is done with the body once it stopped: only
 		// then is its count safe to read.
 		pr.CloseWithError(errUploadDone)

@@ -3,6 +3,7 @@ package xfiles_test
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -40,6 +41,11 @@ func TestUpload_T1_AnswerVectors(t *testing.T) {
 			require.NoError(t, json.Unmarshal(raw, &v))
 			require.True(t, v.Refused != (v.Want != nil), "a vector wants a file or a refusal")
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				// A Connector answers once it stored the whole file.
+				if _, _, err := r.FormFile("file"); err != nil {
+					w.WriteHeader(http.StatusBadRequest)
+					return
+				}
 				w.Header().Set("Content-Type", "application/json")
 				_, _ = w.Write(v.Answer)
 			}))
@@ -82,4 +88,21 @@ func TestUpload_T1_ChannelNotOpenIsRetryable(t *testing.T) {
 		require.ErrorAs(t, err, &k)
 		require.Equal(t, c.retryable, k.Retryable(), c.code)
 	}
+}
+
+// TestUpload_T1_FileRefOnlyCountsABodyOfUnknownSize: with only file_ref in
+// the answer and a body without a Len, byte_size is the bytes sent.
+func TestUpload_T1_FileRefOnlyCountsABodyOfUnknownSize(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, _, err := r.FormFile("file"); err != nil {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		_, _ = w.Write([]byte(`{"file_ref":"file_u"}`))
+	}))
+	t.Cleanup(srv.Close)
+	body := struct{ io.Reader }{strings.NewReader("12345")} // hides the Len
+	res, err := xfiles.Upload(context.Background(), srv.Client(), srv.URL, "", "cch_1", "a.mp3", body)
+	require.NoError(t, err)
+	require.Equal(t, imv2.File{Type: imv2.FileAudio, FileRef: "file_u", Filename: "a.mp3", ByteSize: 5}, res.File())
 }
