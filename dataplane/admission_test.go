@@ -78,3 +78,40 @@ func TestClient_H1_CardGuidanceIsNotARefusal(t *testing.T) {
 	_, err = Dial(ctxWait(t), ClientConfig{URL: hs2.URL, Target: newRecTarget()})
 	require.ErrorContains(t, err, "connector.name is empty", "§4.1's hard validation still refuses")
 }
+
+// emptyPushProfiles rewrites every descriptor push to enable no profile.
+type emptyPushProfiles struct{ Conn }
+
+func (e emptyPushProfiles) Read(ctx context.Context) (*imv2.Packet, error) {
+	p, err := e.Conn.Read(ctx)
+	if err == nil && p.Type == protocol.TypeDescriptorPush {
+		p.Payload = []byte(strings.Replace(string(p.Payload), `"profiles":["xagent.im.v2"]`, `"profiles":[]`, 1))
+	}
+	return p, err
+}
+
+// TestClient_W7_PushEnablingNoProfileIsIgnored: a descriptor push with
+// empty profiles breaks Common Protocol §9's hard validation; it is
+// ignored, where it used to renegotiate the channel to nothing (every
+// final and delta refused unsupported_packet from then on).
+func TestClient_W7_PushEnablingNoProfileIsIgnored(t *testing.T) {
+	srv, url := startServer(t, nil)
+	descs := make(chan *protocol.Descriptor, 4)
+	c, _, _ := dialClient(t, url, func(cfg *ClientConfig) {
+		cfg.WrapConn = func(conn Conn) Conn { return emptyPushProfiles{conn} }
+		cfg.OnDescriptor = func(_ string, d *protocol.Descriptor) { descs <- d }
+	})
+	ch, err := c.OpenChannel(ctxWait(t), "")
+	require.NoError(t, err)
+	recv(t, descs)
+	require.NoError(t, srv.Push(ctxWait(t), ch.ID()))
+	require.NoError(t, c.Ping(ctxWait(t))) // the push was read before the pong
+	select {
+	case d := <-descs:
+		t.Fatalf("an invalid push was applied: %+v", d.Connection)
+	default:
+	}
+	require.Equal(t, []string{imv2.ProfileIMv2}, c.Negotiated(ch.ID()).Profiles())
+	_, err = c.Send(ctxWait(t), ch.ID(), imv2.ChatMessage{Text: "still allowed"})
+	require.NoError(t, err)
+}

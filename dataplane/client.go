@@ -1273,8 +1273,10 @@ func (cc *clientConn) dispatch(p *imv2.Packet) {
 }
 
 // descriptorPush applies connection.descriptor.push (W7): a descriptor
-// whose identity does not match the channel is ignored (Common Protocol §8.17);
-// changed profiles renegotiate the Channel (P5).
+// whose identity does not match the channel is ignored (Common Protocol §8.17),
+// as is one enabling no profile this side shares (§9: profiles are
+// non-empty and declared by the Card); changed profiles renegotiate the
+// Channel (P5).
 func (cc *clientConn) descriptorPush(p *imv2.Packet) {
 	c := cc.c
 	var dp protocol.DescriptorPayload
@@ -1290,6 +1292,13 @@ func (cc *clientConn) descriptorPush(p *imv2.Packet) {
 		return
 	}
 	neg := c.negotiate(d.Connection.Profiles)
+	if len(neg.Profiles()) == 0 {
+		// Profiles must be non-empty and declared by the Card (Common
+		// Protocol §9 hard validation): such a push is invalid, and
+		// obeying it would silence the channel. Ignored, as a mismatch is.
+		c.log.Info("dataplane: descriptor push enabling no profile this side shares ignored", "connector_channel_id", e.id)
+		return
+	}
 	c.mu.Lock()
 	changed := !neg.Equal(e.neg)
 	if changed {
