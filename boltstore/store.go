@@ -161,6 +161,9 @@ func Open(path string, opts Options) (*Store, error) {
 		if epoch, err = openClaims(tx); err != nil {
 			return err
 		}
+		if err := openXAgentChannels(tx); err != nil {
+			return err
+		}
 		return openBindings(tx)
 	}); err != nil {
 		_ = db.Close() // the layout error is the one to report

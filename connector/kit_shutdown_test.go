@@ -14,6 +14,7 @@ import (
 	"github.com/xagentkit/imv2/boltstore"
 	"github.com/xagentkit/imv2/connector"
 	"github.com/xagentkit/imv2/internal/testwait"
+	"github.com/xagentkit/imv2/protocol"
 )
 
 // slowPlatform holds every Post until release is closed (or the call's
@@ -86,7 +87,11 @@ func TestKit_W10_S8_ShutdownDrainsAFinalInFlight(t *testing.T) {
 	}()
 	testwait.Recv(t, connector.ShutdownBegun(k), 10*time.Second)
 
-	_, err = client.OpenChannel(ctx, "")
+	// One channel.open, by hand: Client.OpenChannel would retry this
+	// refusal for now until ctx ends.
+	open, err := imv2.NewPacket(protocol.TypeChannelOpen, "", nil)
+	require.NoError(t, err)
+	_, err = client.Request(ctx, open)
 	var e *imv2.Error
 	require.True(t, errors.As(err, &e), "a channel.open while draining is refused: %v", err)
 	// An error packet has no retryable member (W10): the code says

@@ -15,8 +15,8 @@ import (
 // maxCardBytes bounds the Card document Dial reads.
 const maxCardBytes = 1 << 20
 
-// FetchCard reads and validates the Connector Card at base +
-// "/connector-card.json" (H1, H2); base is the Connector's base URL,
+// FetchCard reads the Connector Card at base + "/connector-card.json" and
+// admits it (protocol.Card.Admit, H1, H2); base is the Connector's base URL,
 // http:// or https://, maybe with a path prefix. client nil uses
 // http.DefaultClient; ctx bounds the request.
 func FetchCard(ctx context.Context, client *http.Client, base string) (*protocol.Card, error) {
@@ -33,11 +33,15 @@ func FetchCard(ctx context.Context, client *http.Client, base string) (*protocol
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("dataplane: fetch the Card: %w", err)
+		return nil, imv2.Retryable(fmt.Errorf("dataplane: fetch the Card: %w", err))
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("dataplane: fetch the Card from %s: HTTP %s", req.URL, resp.Status)
+		err := fmt.Errorf("dataplane: fetch the Card from %s: HTTP %s", req.URL, resp.Status)
+		if retryStatus(resp.StatusCode) {
+			return nil, imv2.Retryable(err)
+		}
+		return nil, err
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxCardBytes+1))
 	if err != nil {
@@ -53,13 +57,21 @@ func FetchCard(ctx context.Context, client *http.Client, base string) (*protocol
 	return card, nil
 }
 
-// decodeCard decodes a Card document and validates it (H2, P1, P2).
+// retryStatus reports whether an HTTP status is a refusal for now: 408,
+// 429 or 5xx.
+func retryStatus(code int) bool {
+	return code == http.StatusRequestTimeout || code == http.StatusTooManyRequests || code >= 500
+}
+
+// decodeCard decodes a Card document and admits it as xAgent does
+// (protocol.Card.Admit: Common Protocol §4.1's hard validation, H2, P1):
+// what §4.1 calls guidance does not refuse a Connector.
 func decodeCard(body []byte) (*protocol.Card, error) {
 	card := new(protocol.Card)
 	if err := (&imv2.Packet{Payload: body}).DecodePayload(card); err != nil {
 		return nil, err
 	}
-	if err := card.Validate(); err != nil {
+	if err := card.Admit(); err != nil {
 		return nil, err
 	}
 	return card, nil

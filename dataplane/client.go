@@ -2,11 +2,13 @@ package dataplane
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -35,22 +37,63 @@ const (
 )
 
 // ClientConfig configures the xAgent side of the data plane. URL and
-// Target are required.
+// Target are required; the first nine fields are the ones an agent sets,
+// everything after "Tuning" has a working default.
 type ClientConfig struct {
 	// URL is the Connector's base URL, http:// or https:// (maybe with a
 	// path prefix), as registered with xAgent: Dial fetches the Card from
 	// URL/connector-card.json and dials the data plane at URL/ws (ws:// or
 	// wss://). A URL ending in /ws is refused.
 	URL string
-	// APIKey, when set, is sent as "Authorization: Bearer <key>" (W1).
+	// APIKey, when set, is sent as "Authorization: Bearer <key>" (W1), on
+	// the data plane and on uploads.
 	APIKey string
+	// Target is the agent side: it receives the user messages of every
+	// channel (PostMessage gets the channel ID). Its return is the ack
+	// (A4): return once the message is safely the agent's, and do the
+	// agent's work elsewhere (see the package documentation).
+	Target imv2.Target
+	// Store keeps the connector_id and the channel IDs to reopen; default
+	// a state.MemoryChannelStore (gone with the process).
+	Store state.ChannelStore
+	// Options configure every Channel: the pending store (keep it durable
+	// to lose no final across a restart), ack timeout, retries and the
+	// outcome callbacks OnDelivered and OnFailed. Nil Clock and Logger
+	// take the ones below.
+	Options *imv2.Options
+	// Logger receives connection events; nothing by default.
+	Logger *slog.Logger
+	// OnConnected is called after every successful connect (the first in
+	// Dial and every reconnect) once the stored channels were reopened,
+	// with the connector_id and the IDs now open. A reopen the Connector
+	// refused for now (connector_channel_unavailable) is not among them: it
+	// is retried on that connection with backoff, and not reported here.
+	// Do not block in it.
+	OnConnected func(connectorID string, channelIDs []string)
+	// OnChannelReplaced is called when the Connector answered a reopen
+	// of oldID with newID (it forgot the channel, W5): the Client's own
+	// paths follow by themselves (Send, NewReply, unfinished Replies,
+	// Upload, WaitOpen and the pending finals, S2); the callback is for
+	// what the application keyed by the old ID. Do not block.
+	OnChannelReplaced func(oldID, newID string)
+	// OnDescriptor is called with every Descriptor received: in
+	// channel.open.ack and in connection.descriptor.push (a legacy v1 one
+	// normalized). Do not block.
+	OnDescriptor func(channelID string, d *protocol.Descriptor)
+
+	// Tuning.
+
 	// CardID is read from the Card: the hello names it and the ack must
 	// echo it. Set it only to insist on one: Dial then fails when the Card
 	// names another.
 	CardID string
-	// HTTPClient fetches the Card; default a client bounded by
-	// RequestTimeout.
+	// HTTPClient fetches the Card and sends uploads; default: a client
+	// bounded by RequestTimeout for the Card, an unbounded one for uploads
+	// (xfiles bounds a call without deadline).
 	HTTPClient *http.Client
+	// TLSConfig is the TLS configuration of wss:// connections (a private
+	// CA, a client certificate); default the system's.
+	TLSConfig *tls.Config
 	// MinProtocolVersion and MaxProtocolVersion bound the Connector
 	// versions admitted (W4): a hello.ack whose protocol_version lies
 	// outside [min, max] fails the connect. The hello itself always carries
@@ -59,47 +102,30 @@ type ClientConfig struct {
 	// SupportedProfiles go in the hello, always explicitly (P3). Default:
 	// the profiles of imv2.DefaultCatalog (xagent.im.v2).
 	SupportedProfiles []string
-	// Target is the agent side: it receives the user messages of every
-	// channel (PostMessage gets the channel ID).
-	Target imv2.Target
-	// Options configure every Channel; nil Clock and Logger take the ones below.
-	Options *imv2.Options
-	// Store keeps the connector_id and the channel IDs to reopen; default
-	// a state.MemoryChannelStore.
-	Store state.ChannelStore
-	// Logger receives connection events; nothing by default.
-	Logger *slog.Logger
-	// Clock drives the reconnect backoff and keepalive. The bounds on
-	// socket I/O (RequestTimeout, write and close) are wall-clock
-	// deadlines, as the network needs.
+	// Clock drives the reconnect, Dial, OpenChannel and Upload backoff
+	// and keepalive; default the system clock. The bounds on socket I/O
+	// (RequestTimeout, write and close) are wall-clock deadlines, as the
+	// network needs.
 	Clock clock.Clock
-	// Conn tunes each WebSocket.
+	// Conn tunes each WebSocket (read limit, write timeout, keepalive).
 	Conn ConnConfig
 	// WrapConn, when set, decorates every new connection (a fault
 	// injector in a simulator, a recorder in a test).
 	WrapConn func(Conn) Conn
-	// Dialer is the WebSocket dialer; its Subprotocols are replaced by
-	// xagent.connector.packet.v1. Default: a zero websocket.Dialer.
-	Dialer *websocket.Dialer
-	// ReconnectMin, ReconnectMax bound the reconnect backoff.
+	// ReconnectMin, ReconnectMax bound the backoff of reconnects and of
+	// the retries of Dial, OpenChannel and Upload: ReconnectMin doubling
+	// up to ReconnectMax, each delay drawn from [d/2, d]. Defaults
+	// DefaultReconnectMin (0.5 s) and DefaultReconnectMax (30 s).
 	ReconnectMin, ReconnectMax time.Duration
 	// MaxReconnectAttempts stops reconnecting after that many failures in
-	// a row (Connector Architecture §10); Done is closed then. 0 retries forever.
+	// a row (Connector Architecture §10); Done is closed then. 0 (the
+	// default) retries forever.
 	MaxReconnectAttempts int
-	// RequestTimeout bounds the dial, hello and each reopen.
+	// RequestTimeout bounds the dial, the hello and each channel.open;
+	// default DefaultRequestTimeout (10 s).
 	RequestTimeout time.Duration
 	// MaxChannels bounds the channels held; default DefaultMaxChannels.
 	MaxChannels int
-	// OnConnected is called after every successful connect (the first in
-	// Dial and every reconnect) once the stored channels were reopened,
-	// with the connector_id and the IDs now open. A reopen the Connector
-	// refused for now (connector_channel_unavailable) is not among them: it
-	// is retried on that connection with backoff, and not reported here.
-	// Do not block in it.
-	OnConnected func(connectorID string, channelIDs []string)
-	// OnDescriptor is called with every Descriptor received: in
-	// channel.open.ack and in connection.descriptor.push. Do not block.
-	OnDescriptor func(channelID string, d *protocol.Descriptor)
 }
 
 // Client is the xAgent side of the data plane. It dials the Connector, says
@@ -109,12 +135,14 @@ type ClientConfig struct {
 // stored channel ID, then the Channel gets the new transport and resends
 // its pending finals, and nothing already acknowledged (W11, S10).
 type Client struct {
-	cfg     ClientConfig
-	card    *protocol.Card // as fetched by Dial
-	log     *slog.Logger
-	clock   clock.Clock
-	opts    imv2.Options
-	imTypes map[string]bool
+	cfg        ClientConfig
+	base       string         // the Connector's base URL, for uploads
+	uploadHTTP *http.Client   // for uploads
+	card       *protocol.Card // as fetched by Dial
+	log        *slog.Logger
+	clock      clock.Clock
+	opts       imv2.Options
+	imTypes    map[string]bool
 
 	ctx    context.Context // ends at Close
 	cancel context.CancelFunc
@@ -126,6 +154,7 @@ type Client struct {
 	lastNeg   *imv2.Negotiated // … and their negotiated set, shared by the channels
 
 	deliveries deliveries // the open Delivery handles of Send and Reply.Final
+	activity   activities // the newest activity of each channel, by reply
 
 	mu          sync.Mutex
 	closed      bool
@@ -134,13 +163,23 @@ type Client struct {
 	connectorID string
 	version     protocol.Version // of the last hello.ack
 	channels    map[string]*clientChannel
+	// changed is closed and replaced whenever the connection or a
+	// channel's attachment changes, so WaitOpen can wait without polling.
+	changed chan struct{}
+	// replaced maps a channel ID the Connector replaced to its successor
+	// (W5); at most MaxChannels entries, the oldest forgotten first
+	// (replacedOrder), so a Connector replacing IDs in a loop cannot
+	// grow it.
+	replaced      map[string]string
+	replacedOrder []string
 }
 
 type clientChannel struct {
-	id   string
-	ch   *imv2.Channel
-	neg  *imv2.Negotiated
-	conn *clientConn // the connection it is open on; guarded by Client.mu
+	id     string
+	ch     *imv2.Channel
+	neg    *imv2.Negotiated
+	conn   *clientConn // the connection it is open on; guarded by Client.mu
+	closed bool        // CloseChannel took it out of routing; guarded by Client.mu
 }
 
 // clientConn is one connection and its outstanding requests.
@@ -160,8 +199,14 @@ type waiter struct {
 
 // Dial connects to the Connector, completes the hello and reopens every
 // channel in the store, then keeps the connection up in the background
-// until Close. The first connect is not retried: an error (refused dial,
-// rejected hello) is returned as is.
+// until Close. A failure for now — the Connector not listening, an HTTP
+// 408, 429 or 5xx, a hello without answer or refused for now
+// (connector_id_mismatch while the connector_id is still held by a dead
+// connection, connector_channel_unavailable) — is retried with the reconnect
+// backoff (ReconnectMin doubling up to ReconnectMax, with jitter) until
+// ctx ends; then the last failure is returned with ctx's error. A refusal
+// — a Card that does not validate, a wrong key, a hello.ack this side
+// does not admit — is returned at once.
 func Dial(ctx context.Context, cfg ClientConfig) (*Client, error) {
 	if cfg.URL == "" || cfg.Target == nil {
 		return nil, imv2.Errorf(imv2.CodeInvalidPacket, "dataplane: ClientConfig needs URL and Target")
@@ -180,9 +225,36 @@ func Dial(ctx context.Context, cfg ClientConfig) (*Client, error) {
 		return nil, imv2.Errorf(imv2.CodeInvalidPacket, "dataplane: ClientConfig MaxProtocolVersion %s is below MinProtocolVersion %s", cfg.MaxProtocolVersion, cfg.MinProtocolVersion)
 	}
 	defaults.Set(&cfg.RequestTimeout, DefaultRequestTimeout)
+	// Uploads take as long as the file needs (xfiles bounds a call
+	// without deadline): not the Card fetch's RequestTimeout.
+	uploadHTTP := cfg.HTTPClient
+	if uploadHTTP == nil {
+		uploadHTTP = &http.Client{}
+	}
 	if cfg.HTTPClient == nil {
 		cfg.HTTPClient = &http.Client{Timeout: cfg.RequestTimeout}
 	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.System{}
+	}
+	defaults.Set(&cfg.ReconnectMin, DefaultReconnectMin)
+	defaults.Set(&cfg.ReconnectMax, DefaultReconnectMax)
+	if cfg.ReconnectMax < cfg.ReconnectMin {
+		cfg.ReconnectMax = cfg.ReconnectMin
+	}
+	for attempt := 1; ; attempt++ {
+		c, err := dialOnce(ctx, cfg, base, uploadHTTP)
+		if err == nil || !retryable(err) {
+			return c, err
+		}
+		if werr := sleepUntil(ctx, cfg.Clock, backoff(cfg.ReconnectMin, cfg.ReconnectMax, attempt)); werr != nil {
+			return nil, fmt.Errorf("%w (after %d attempts; the last: %w)", werr, attempt, err)
+		}
+	}
+}
+
+// dialOnce is one attempt of Dial.
+func dialOnce(ctx context.Context, cfg ClientConfig, base *url.URL, uploadHTTP *http.Client) (*Client, error) {
 	card, err := FetchCard(ctx, cfg.HTTPClient, base.String())
 	if err != nil {
 		return nil, err
@@ -205,27 +277,23 @@ func Dial(ctx context.Context, cfg ClientConfig) (*Client, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	if cfg.Clock == nil {
-		cfg.Clock = clock.System{}
-	}
 	if cfg.Conn.Clock == nil {
 		cfg.Conn.Clock = cfg.Clock
 	}
-	defaults.Set(&cfg.ReconnectMin, DefaultReconnectMin)
-	defaults.Set(&cfg.ReconnectMax, DefaultReconnectMax)
 	defaults.Set(&cfg.MaxChannels, DefaultMaxChannels)
-	if cfg.ReconnectMax < cfg.ReconnectMin {
-		cfg.ReconnectMax = cfg.ReconnectMin
-	}
 
 	c := &Client{
-		cfg:      cfg,
-		card:     card,
-		log:      cfg.Logger,
-		clock:    cfg.Clock,
-		imTypes:  profilePacketTypes(),
-		done:     make(chan struct{}),
-		channels: map[string]*clientChannel{},
+		cfg:        cfg,
+		base:       base.String(),
+		uploadHTTP: uploadHTTP,
+		card:       card,
+		log:        cfg.Logger,
+		clock:      cfg.Clock,
+		imTypes:    profilePacketTypes(),
+		done:       make(chan struct{}),
+		channels:   map[string]*clientChannel{},
+		changed:    make(chan struct{}),
+		replaced:   map[string]string{},
 	}
 	if cfg.Options != nil {
 		c.opts = *cfg.Options
@@ -269,10 +337,7 @@ func (c *Client) wrap(conn Conn) Conn {
 func (c *Client) connect(ctx context.Context) (*clientConn, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
 	defer cancel()
-	d := websocket.Dialer{}
-	if c.cfg.Dialer != nil {
-		d = *c.cfg.Dialer
-	}
+	d := websocket.Dialer{TLSClientConfig: c.cfg.TLSConfig}
 	d.Subprotocols = []string{protocol.Subprotocol}
 	var slot batchSlot // the connection, for write coalescing
 	d = slot.dialer(d)
@@ -286,9 +351,13 @@ func (c *Client) connect(ctx context.Context) (*clientConn, error) {
 	}
 	if err != nil {
 		if resp != nil {
-			return nil, fmt.Errorf("dataplane: dial %s: HTTP %d: %w", c.cfg.URL, resp.StatusCode, err)
+			err = fmt.Errorf("dataplane: dial %s: HTTP %d: %w", c.cfg.URL, resp.StatusCode, err)
+			if retryStatus(resp.StatusCode) {
+				return nil, imv2.Retryable(err)
+			}
+			return nil, err
 		}
-		return nil, fmt.Errorf("dataplane: dial %s: %w", c.cfg.URL, err)
+		return nil, imv2.Retryable(fmt.Errorf("dataplane: dial %s: %w", c.cfg.URL, err))
 	}
 	if ws.Subprotocol() != protocol.Subprotocol {
 		_ = ws.Close()
@@ -319,7 +388,11 @@ func (c *Client) connect(ctx context.Context) (*clientConn, error) {
 	r, err := cc.request(ctx, hello, nil)
 	if err != nil {
 		_ = cc.conn.Close()
-		return nil, fmt.Errorf("dataplane: hello: %w", err)
+		err = fmt.Errorf("dataplane: hello: %w", err)
+		if r == nil || helloLater(r.Err()) {
+			err = imv2.Retryable(err) // no answer, or one saying "later"
+		}
+		return nil, err
 	}
 	var ack protocol.ConnectorHelloAck
 	if err := r.DecodePayload(&ack); err != nil {
@@ -352,6 +425,7 @@ func (c *Client) connect(ctx context.Context) (*clientConn, error) {
 	c.connectorID = ack.ConnectorID
 	c.version = version
 	c.conn = cc
+	c.notifyLocked()
 	c.mu.Unlock()
 	return cc, nil
 }
@@ -391,6 +465,7 @@ func (c *Client) disconnected(cc *clientConn) {
 			lost = append(lost, e)
 		}
 	}
+	c.notifyLocked()
 	c.mu.Unlock()
 	for _, e := range lost {
 		e.ch.SetTransport(nil)
@@ -440,12 +515,45 @@ func (c *Client) reconnect() *clientConn {
 // backoff returns the delay before reconnect attempt n: ReconnectMin
 // doubled per attempt, capped at ReconnectMax, drawn from [d/2, d].
 func (c *Client) backoff(n int) time.Duration {
-	d := c.cfg.ReconnectMin
-	for i := 1; i < n && d < c.cfg.ReconnectMax; i++ {
+	return backoff(c.cfg.ReconnectMin, c.cfg.ReconnectMax, n)
+}
+
+func backoff(lo, hi time.Duration, n int) time.Duration {
+	d := lo
+	for i := 1; i < n && d < hi; i++ {
 		d *= 2
 	}
-	d = min(d, c.cfg.ReconnectMax)
+	d = min(d, hi)
 	return d/2 + rand.N(d/2+1)
+}
+
+// helloLater reports whether a refused hello may succeed later: a
+// refusal marked retryable, connector_channel_unavailable (the
+// Connector's store is away), or connector_id_mismatch, which a Server
+// answers while the connector_id is still held by a connection that died
+// unnoticed (a killed xAgent's) or while every slot is taken.
+func helloLater(e *imv2.Error) bool {
+	return e.Retryable || e.Code == imv2.CodeChannelUnavailable || e.Code == protocol.CodeConnectorIDMismatch
+}
+
+// retryable reports whether err was marked a failure for now
+// (imv2.Retryable): unmarked errors are refusals, never retried here.
+func retryable(err error) bool {
+	var k interface{ Retryable() bool }
+	return errors.As(err, &k) && k.Retryable()
+}
+
+// sleepUntil waits d on clk; ctx's error if ctx ends first.
+func sleepUntil(ctx context.Context, clk clock.Clock, d time.Duration) error {
+	fired := make(chan struct{})
+	t := clk.AfterFunc(d, func() { close(fired) })
+	defer t.Stop()
+	select {
+	case <-fired:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // sleep waits d on the client's clock; false if the client closed first.
@@ -554,23 +662,79 @@ func (c *Client) sleepOn(cc *clientConn, d time.Duration) bool {
 
 // OpenChannel opens a channel: id "" asks the Connector for a new one, a
 // stored id reopens it (the Connector may answer with a new ID, W5). The
-// returned Channel sends finals and deltas with NewReply and Send; its
-// ID is stored so reconnects reopen it.
+// returned Channel's ID is stored so reconnects reopen it. Answer through
+// the Client — NewReply, Upload, Send — which follows a channel the
+// Connector replaces and reports outcomes; the Channel itself is the
+// low-level view (its pending finals, its own Send), which a
+// replacement closes. While disconnected it waits for the
+// reconnect; a refusal for now (connector_channel_unavailable), a lost
+// connection or an open without answer (RequestTimeout) is retried with
+// the reconnect backoff until ctx ends, which returns ctx's error with
+// the last failure. A refusal (an ack this side does not admit, the
+// channel limit) is returned at once. A retried open of a new channel
+// whose first answer was lost may leave that first channel unused at the
+// Connector.
 func (c *Client) OpenChannel(ctx context.Context, id string) (*imv2.Channel, error) {
-	cc := c.current()
-	if cc == nil {
-		return nil, imv2.Errorf(imv2.CodeChannelUnavailable, "dataplane: not connected")
+	var last error
+	for attempt := 1; ; attempt++ {
+		if attempt > 1 {
+			if err := c.sleepCtx(ctx, c.backoff(attempt-1)); err != nil {
+				return nil, fmt.Errorf("%w (open retried %d times; the last failure: %w)", err, attempt-1, last)
+			}
+		}
+		cc, err := c.waitConn(ctx)
+		if err != nil {
+			if last != nil {
+				return nil, fmt.Errorf("%w (the last failure: %w)", err, last)
+			}
+			return nil, err
+		}
+		e, retry, err := c.openOnce(ctx, cc, id)
+		if err == nil {
+			return e.ch, nil
+		}
+		if ctx.Err() != nil || c.ctx.Err() != nil {
+			return nil, err
+		}
+		if !retry && !cc.lost() && !errors.Is(err, context.DeadlineExceeded) {
+			return nil, err
+		}
+		last = err
 	}
-	e, err := c.open(ctx, cc, id)
-	if err != nil {
-		return nil, err
-	}
-	return e.ch, nil
 }
 
-func (c *Client) open(ctx context.Context, cc *clientConn, requested string) (*clientChannel, error) {
-	e, _, err := c.openOnce(ctx, cc, requested)
-	return e, err
+// waitConn returns the current connection, waiting for the reconnect
+// while there is none.
+func (c *Client) waitConn(ctx context.Context) (*clientConn, error) {
+	for {
+		c.mu.Lock()
+		if c.closed {
+			c.mu.Unlock()
+			return nil, imv2.ErrClosed
+		}
+		cc, changed := c.conn, c.changed
+		c.mu.Unlock()
+		if cc != nil {
+			return cc, nil
+		}
+		select {
+		case <-changed:
+		case <-c.done:
+			if err := c.Err(); err != nil {
+				return nil, err
+			}
+			return nil, imv2.ErrClosed
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// lost reports whether cc's read loop ended.
+func (cc *clientConn) lost() bool {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	return cc.isDead
 }
 
 // openOnce sends one channel.open; retry reports that the Connector
@@ -613,6 +777,7 @@ func (c *Client) applyOpen(cc *clientConn, requested string, r *imv2.Packet) (*c
 	// keep for the channel's life (160 B for the ID's 40).
 	id := strings.Clone(r.ConnectorChannelID)
 	d := ack.ConnectionDescriptor
+	d.Normalize() // a legacy v1 Descriptor (Common Protocol §12)
 	switch {
 	case r.Type != protocol.TypeChannelOpenAck:
 		return nil, imv2.Errorf(imv2.CodeInvalidPacket, "channel.open answered with %q", r.Type)
@@ -632,30 +797,22 @@ func (c *Client) applyOpen(cc *clientConn, requested string, r *imv2.Packet) (*c
 
 	c.mu.Lock()
 	e := c.channels[id]
-	var old *clientChannel
-	if requested != "" && requested != id {
-		old = c.channels[requested]
-		delete(c.channels, requested)
-	}
 	c.mu.Unlock()
-	if old != nil {
-		c.log.Info("dataplane: channel reopened under a new ID", "old_connector_channel_id", requested, "connector_channel_id", id)
-	}
-	if requested != "" && requested != id {
-		if err := c.cfg.Store.RemoveChannel(c.ctx, requested); err != nil {
-			c.log.Warn("dataplane: channel store", "err", err)
-		}
-	}
+	replacing := requested != "" && requested != id
 	if e == nil {
 		ch, err := imv2.NewChannel(id, imv2.RoleXAgent, neg, nil, c.cfg.Target, &c.opts)
 		if err != nil {
 			return nil, err
 		}
 		c.mu.Lock()
+		held := len(c.channels)
+		if replacing && c.channels[requested] != nil {
+			held-- // the one this replaces goes below
+		}
 		switch {
 		case c.closed:
 			err = imv2.ErrClosed
-		case len(c.channels) >= c.cfg.MaxChannels:
+		case held >= c.cfg.MaxChannels:
 			err = imv2.Errorf(imv2.CodeChannelUnavailable, "dataplane: %d channels, the limit", c.cfg.MaxChannels)
 		}
 		if err != nil {
@@ -675,12 +832,35 @@ func (c *Client) applyOpen(cc *clientConn, requested string, r *imv2.Packet) (*c
 	if err := c.cfg.Store.AddChannel(c.ctx, id); err != nil {
 		c.log.Warn("dataplane: channel not stored; it will not be reopened", "connector_channel_id", id, "err", err)
 	}
+	// The successor is in the map before the old ID leaves it and maps to
+	// it, in one hold of the lock: whoever resolves the old ID from now on
+	// finds a channel.
+	var old *clientChannel
 	c.mu.Lock()
-	e.conn = cc
+	e.conn, e.closed = cc, false
+	c.forgetReplacedLocked(id) // live again: no longer a replaced ID
+	if replacing {
+		old = c.channels[requested]
+		delete(c.channels, requested)
+		c.recordReplacedLocked(requested, id)
+	}
+	c.notifyLocked()
 	c.mu.Unlock()
+	if replacing {
+		c.log.Info("dataplane: channel reopened under a new ID", "old_connector_channel_id", requested, "connector_channel_id", id)
+		if err := c.cfg.Store.RemoveChannel(c.ctx, requested); err != nil {
+			c.log.Warn("dataplane: channel store", "err", err)
+		}
+	}
 	e.ch.SetTransport(cc.transport(e))
 	if old != nil {
 		c.handover(old, e)
+	}
+	if replacing {
+		c.activity.move(requested, id)
+	}
+	if replacing && c.cfg.OnChannelReplaced != nil {
+		c.cfg.OnChannelReplaced(requested, id)
 	}
 	if c.cfg.OnDescriptor != nil {
 		c.cfg.OnDescriptor(id, d)
@@ -727,7 +907,7 @@ func (c *Client) handover(old, e *clientChannel) {
 			c.deliveries.move(old.id, e.id, m.MessageID) // before an ack can come
 			if _, err := e.ch.Send(c.ctx, m); err != nil {
 				c.deliveries.move(e.id, old.id, m.MessageID)
-				c.opts.OnFailed(old.id, m, imv2.AsError(err, imv2.CodeChannelUnavailable))
+				c.opts.OnFailed(old.id, m, imv2.Errorf(imv2.CodeChannelNotOpen, "final %q of channel %q could not follow it to %q (%v): %w", m.MessageID, old.id, e.id, err, ErrChannelReplaced))
 			}
 		}
 	}()
@@ -742,9 +922,14 @@ func (c *Client) CloseChannel(ctx context.Context, id string) error {
 		return imv2.Errorf(imv2.CodeChannelUnavailable, "dataplane: not connected")
 	}
 	c.mu.Lock()
+	id = c.resolveLocked(id)
 	e := c.channels[id]
-	if e != nil && e.conn == cc {
-		e.conn = nil
+	if e != nil {
+		if e.conn == cc {
+			e.conn = nil
+		}
+		e.closed = true
+		c.notifyLocked()
 	}
 	c.mu.Unlock()
 	if e == nil {
@@ -767,12 +952,66 @@ func (c *Client) CloseChannel(ctx context.Context, id string) error {
 // answer, matched by request_id (a fresh one is set when empty). An
 // answer carrying an error (a type "error" packet or an ack's envelope
 // error) is returned together with that error as an *imv2.Error.
+//
+// Only what the Common Protocol lets xAgent request and what the
+// channel's negotiated catalog lets travel to the Connector is sent
+// (profile §1, P7: internal xAgent signals such as session.sync_message
+// never reach the wire); anything else is refused with
+// unsupported_packet before it is written. connector.hello is the
+// Client's. A profile packet sent here bypasses the Channel (no pending
+// entry, no resend, no numbering): answer with NewReply, Reply and Send;
+// Request is for a hand-made packet, such as a resend provoking a
+// duplicate in a test.
 func (c *Client) Request(ctx context.Context, p *imv2.Packet) (*imv2.Packet, error) {
+	if err := c.mayRequest(p); err != nil {
+		return nil, err
+	}
 	cc := c.current()
 	if cc == nil {
 		return nil, imv2.Errorf(imv2.CodeChannelUnavailable, "dataplane: not connected")
 	}
 	return cc.request(ctx, p, nil)
+}
+
+// requestTypes are the Common Protocol requests xAgent sends (Common
+// Protocol §8): all but connector.hello, which the Client sends itself.
+var requestTypes = map[string]bool{
+	protocol.TypeChannelOpen: true, protocol.TypeChannelClose: true,
+	protocol.TypeDescriptorGet: true, protocol.TypeToolInvoke: true, protocol.TypePing: true,
+	protocol.TypeAuthStart: true, protocol.TypeAuthStatus: true, protocol.TypeAuthCancel: true, protocol.TypeAuthLogout: true,
+}
+
+// mayRequest refuses a packet Request must not write (P7).
+func (c *Client) mayRequest(p *imv2.Packet) error {
+	if p == nil {
+		return imv2.Errorf(imv2.CodeInvalidPacket, "dataplane: Request of a nil packet")
+	}
+	if requestTypes[p.Type] {
+		return nil
+	}
+	if p.ConnectorChannelID != "" {
+		if n := c.Negotiated(p.ConnectorChannelID); n.Allows(p.Type, imv2.ToConnector) {
+			return nil // negotiated on this channel toward the Connector
+		}
+	}
+	return imv2.Errorf(imv2.CodeUnsupportedPacket, "dataplane: %q is neither a Common Protocol request nor negotiated toward the Connector on channel %q; not sent (P7)", short(p.Type), short(p.ConnectorChannelID))
+}
+
+// Negotiated returns the negotiated catalog of channel id (or of the
+// channel that replaced it): the profiles enabled on it and the packet
+// types each may carry which way (P5), as profile §1 asks xAgent to load.
+// Everything this side sends on the channel is checked against it: finals,
+// deltas and activity by the Channel, Request here, and every packet by
+// the channel's transport. A connection.descriptor.push with other
+// profiles renegotiates it (W7, P5). Nil (which allows nothing) for a
+// channel not held.
+func (c *Client) Negotiated(id string) *imv2.Negotiated {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e := c.channels[c.resolveLocked(id)]; e != nil {
+		return e.neg
+	}
+	return nil
 }
 
 // Ping sends ping and waits for the pong with the same request_id (W8).
@@ -833,7 +1072,9 @@ func (c *Client) ConnectorID() string {
 	return c.connectorID
 }
 
-// Connected reports whether a hello-completed connection is up.
+// Connected reports whether a hello-completed connection is up. It turns
+// true before the stored channels are reopened on it: WaitOpen waits for
+// a channel itself.
 func (c *Client) Connected() bool {
 	return c.current() != nil
 }
@@ -861,6 +1102,7 @@ func (c *Client) Close() error {
 	if c.err == nil {
 		c.err = imv2.ErrClosed
 	}
+	c.notifyLocked()
 	c.mu.Unlock()
 	c.cancel()
 	c.wg.Wait()
@@ -1031,8 +1273,10 @@ func (cc *clientConn) dispatch(p *imv2.Packet) {
 }
 
 // descriptorPush applies connection.descriptor.push (W7): a descriptor
-// whose identity does not match the channel is ignored (Common Protocol §8.17);
-// changed profiles renegotiate the Channel (P5).
+// whose identity does not match the channel is ignored (Common Protocol §8.17),
+// as is one enabling no profile this side shares (§9: profiles are
+// non-empty and declared by the Card); changed profiles renegotiate the
+// Channel (P5).
 func (cc *clientConn) descriptorPush(p *imv2.Packet) {
 	c := cc.c
 	var dp protocol.DescriptorPayload
@@ -1042,11 +1286,19 @@ func (cc *clientConn) descriptorPush(p *imv2.Packet) {
 		return
 	}
 	d := dp.ConnectionDescriptor
+	d.Normalize() // a legacy v1 Descriptor (Common Protocol §12)
 	if d.Connection.ConnectorChannelID != e.id || d.Connection.ConnectorCardID != c.cfg.CardID || d.Connection.ConnectorID != c.ConnectorID() {
 		c.log.Info("dataplane: descriptor push with another identity ignored", "connector_channel_id", e.id)
 		return
 	}
 	neg := c.negotiate(d.Connection.Profiles)
+	if len(neg.Profiles()) == 0 {
+		// Profiles must be non-empty and declared by the Card (Common
+		// Protocol §9 hard validation): such a push is invalid, and
+		// obeying it would silence the channel. Ignored, as a mismatch is.
+		c.log.Info("dataplane: descriptor push enabling no profile this side shares ignored", "connector_channel_id", e.id)
+		return
+	}
 	c.mu.Lock()
 	changed := !neg.Equal(e.neg)
 	if changed {
@@ -1080,10 +1332,15 @@ func (cc *clientConn) openHere(id string) *clientChannel {
 func (cc *clientConn) transport(e *clientChannel) imv2.Transport {
 	return imv2.TransportFunc(func(ctx context.Context, p *imv2.Packet) error {
 		cc.c.mu.Lock()
-		ok := e.conn == cc
+		ok, neg := e.conn == cc, e.neg
 		cc.c.mu.Unlock()
 		if !ok {
 			return imv2.Errorf(imv2.CodeChannelNotOpen, "channel %q is not open on this connection", e.id)
+		}
+		if p.Type != imv2.TypeError && !neg.Allows(p.Type, imv2.ToConnector) {
+			// The last guard of P7: nothing the negotiated catalog does
+			// not carry toward the Connector leaves on this channel.
+			return imv2.Errorf(imv2.CodeUnsupportedPacket, "%s is not negotiated toward the Connector on channel %q (P7)", short(p.Type), e.id)
 		}
 		return cc.conn.Write(ctx, p)
 	})

@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"context"
+	"errors"
 	"sync"
 
 	"github.com/xagentkit/imv2"
@@ -166,6 +167,7 @@ func (c *Client) hookDeliveries() {
 	delivered, failed := c.opts.OnDelivered, c.opts.OnFailed
 	c.opts.OnDelivered = func(channelID string, m imv2.ChatMessage, status imv2.AckStatus) {
 		c.deliveries.resolve(channelID, m.MessageID, status, nil)
+		c.reassert(channelID, m.MessageID)
 		if delivered != nil {
 			delivered(channelID, m, status)
 		}
@@ -183,19 +185,37 @@ func (c *Client) hookDeliveries() {
 // it returns once the final is pending: resends after an ack timeout, a
 // reconnect or a retryable rejection happen by themselves (S2, A7). An
 // error means nothing new is pending (a full queue, a conflicting
-// message_id, an unknown channel).
+// message_id, an unknown channel). A channel the Connector replaced
+// (W5) is followed to its successor.
 func (c *Client) Send(ctx context.Context, channelID string, m imv2.ChatMessage) (*Delivery, error) {
-	ch := c.Channel(channelID)
-	if ch == nil {
-		return nil, imv2.Errorf(imv2.CodeChannelNotOpen, "dataplane: channel %q is not open", channelID)
-	}
 	if m.MessageID == "" {
 		m.MessageID = imv2.NewMessageID()
 	}
-	return c.track(channelID, m.MessageID, func() error {
-		_, err := ch.Send(ctx, m)
-		return err
-	})
+	for tries := 1; ; tries++ {
+		id, ch, err := c.channelFor(channelID)
+		if err != nil {
+			return nil, err
+		}
+		d, err := c.track(id, m.MessageID, func() error {
+			_, err := ch.Send(ctx, m)
+			return err
+		})
+		if err != nil && tries < maxFollows && c.movedOn(id, err) {
+			continue // replaced while sending: try the successor
+		}
+		return d, err
+	}
+}
+
+// maxFollows bounds how many replacements one send follows: each needs
+// the Connector to replace the channel again while the send runs.
+const maxFollows = 4
+
+// movedOn reports whether a send on channel id failed because the
+// Connector replaced the channel meanwhile (the old Channel closed by the
+// handover), so the send should go to the successor.
+func (c *Client) movedOn(id string, err error) bool {
+	return errors.Is(err, imv2.ErrClosed) && c.Resolve(id) != id
 }
 
 // track registers the handle before send, so an ack that beats send's
@@ -212,31 +232,193 @@ func (c *Client) track(channelID, messageID string, send func() error) (*Deliver
 }
 
 // Reply is an assistant message of a Client's channel in the making:
-// deltas, then the final, whose Delivery reports the outcome.
+// deltas, then the final, whose Delivery reports the outcome. When the
+// Connector replaces the channel (W5) an unfinished Reply follows it: the
+// next delta starts the new channel's numbering at 1 under the same
+// message_id (the Connector never saw the earlier ones there; the final
+// carries the whole text anyway, D5), and the final goes to the new
+// channel.
 type Reply struct {
 	c         *Client
-	channelID string
+	mu        sync.Mutex
+	channelID string        // guarded by mu: where the reply goes now
+	ch        *imv2.Channel // guarded by mu: that channel's Channel
 	r         *imv2.Reply
+	shown     bool // guarded by mu: a delta went out, the Connector cleared the activity (C6)
 }
 
-// NewReply starts an assistant message on the open channel channelID; an
-// empty messageID is generated.
+// NewReply starts an assistant message on the open channel channelID
+// (or the channel that replaced it); an empty messageID is generated.
 func (c *Client) NewReply(channelID, messageID string) (*Reply, error) {
-	ch := c.Channel(channelID)
-	if ch == nil {
-		return nil, imv2.Errorf(imv2.CodeChannelNotOpen, "dataplane: channel %q is not open", channelID)
+	id, ch, err := c.channelFor(channelID)
+	if err != nil {
+		return nil, err
 	}
-	return &Reply{c: c, channelID: channelID, r: ch.NewReply(messageID)}, nil
+	return &Reply{c: c, channelID: id, ch: ch, r: ch.NewReply(messageID)}, nil
 }
 
 // MessageID returns the message_id every delta and the final carry.
 func (r *Reply) MessageID() string { return r.r.MessageID() }
 
+// ChannelID returns the channel the reply goes to now.
+func (r *Reply) ChannelID() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.channelID
+}
+
+// follow moves the reply to the channel that replaced its own, if any;
+// r.mu is held.
+func (r *Reply) follow() error {
+	id, ch, err := r.c.channelFor(r.channelID)
+	if err != nil {
+		return err
+	}
+	if id != r.channelID {
+		r.channelID, r.ch, r.r = id, ch, ch.NewReply(r.r.MessageID())
+	}
+	return nil
+}
+
 // Delta sends the next piece of text (imv2.Reply.Delta).
-func (r *Reply) Delta(ctx context.Context, text string) error { return r.r.Delta(ctx, text) }
+func (r *Reply) Delta(ctx context.Context, text string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for tries := 1; ; tries++ {
+		if err := r.follow(); err != nil {
+			return err
+		}
+		err := r.r.Delta(ctx, text)
+		if err != nil && tries < maxFollows && r.c.movedOn(r.channelID, err) {
+			continue
+		}
+		if err == nil && !r.shown {
+			r.shown = true
+			r.c.activity.clear(r.channelID, r.r.MessageID()) // the first delta clears it (C6)
+		}
+		return err
+	}
+}
 
 // Final sends the final message, m's MessageID set to the reply's
 // (imv2.Reply.Final), and returns its Delivery.
 func (r *Reply) Final(ctx context.Context, m imv2.ChatMessage) (*Delivery, error) {
-	return r.c.track(r.channelID, r.r.MessageID(), func() error { return r.r.Final(ctx, m) })
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for tries := 1; ; tries++ {
+		if err := r.follow(); err != nil {
+			return nil, err
+		}
+		d, err := r.c.track(r.channelID, r.r.MessageID(), func() error { return r.r.Final(ctx, m) })
+		if err != nil && tries < maxFollows && r.c.movedOn(r.channelID, err) {
+			continue
+		}
+		if err == nil {
+			r.c.activity.clear(r.channelID, r.r.MessageID()) // the final clears it (C6)
+		}
+		return d, err
+	}
+}
+
+// Activity sends what the agent is doing for this reply: thinking, a tool
+// (with its name, C3) or idle (C1, C2). It is a snapshot, neither acked
+// nor retried (a lost one is replaced by the next); an error is for the
+// log, never a reason to hold the answer back (C8).
+//
+// The Client remembers the newest snapshot of the channel with the
+// reply's message_id until the reply's first delta or its final clears
+// it (C6). The Connector clears the status whenever a final arrives, also
+// the resent final of the previous answer; when that final's ack comes
+// back the Client sends this reply's snapshot again, so the previous
+// answer does not clear the next one's "thinking".
+func (r *Reply) Activity(ctx context.Context, a imv2.ChatActivity) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.follow(); err != nil {
+		return err
+	}
+	if err := a.Validate(imv2.ToConnector); err != nil {
+		return err
+	}
+	if a.Status == imv2.ActivityIdle {
+		r.c.activity.clear(r.channelID, r.r.MessageID())
+	} else {
+		r.c.activity.set(r.channelID, r.r.MessageID(), a)
+	}
+	return r.ch.SendActivity(ctx, a)
+}
+
+// activities is the newest activity snapshot of each channel, with the
+// message_id of the reply it belongs to: at most one entry per channel
+// the Client holds (MaxChannels), removed by idle, the reply's first
+// delta or its final, and all dropped at Close.
+type activities struct {
+	mu  sync.Mutex
+	now map[string]activityOf
+}
+
+type activityOf struct {
+	messageID string
+	a         imv2.ChatActivity
+}
+
+func (as *activities) set(channelID, messageID string, a imv2.ChatActivity) {
+	as.mu.Lock()
+	defer as.mu.Unlock()
+	if as.now == nil {
+		as.now = map[string]activityOf{}
+	}
+	as.now[channelID] = activityOf{messageID, a}
+}
+
+// clear forgets the channel's snapshot if it is messageID's.
+func (as *activities) clear(channelID, messageID string) {
+	as.mu.Lock()
+	defer as.mu.Unlock()
+	if as.now[channelID].messageID == messageID {
+		delete(as.now, channelID)
+	}
+}
+
+// move re-keys a channel's snapshot to the channel that replaced it.
+func (as *activities) move(from, to string) {
+	as.mu.Lock()
+	defer as.mu.Unlock()
+	if cur, ok := as.now[from]; ok {
+		delete(as.now, from)
+		as.now[to] = cur
+	}
+}
+
+// other returns the channel's snapshot when it belongs to a reply other
+// than messageID.
+func (as *activities) other(channelID, messageID string) (imv2.ChatActivity, bool) {
+	as.mu.Lock()
+	defer as.mu.Unlock()
+	cur, ok := as.now[channelID]
+	return cur.a, ok && cur.messageID != messageID
+}
+
+// reassert sends the channel's snapshot again after the final messageID
+// was acked, if the snapshot is another reply's: the final's arrival
+// cleared it at the Connector (C6). Off the channel's goroutine, as a
+// write may wait; bounded by the acks, and ended by Close.
+func (c *Client) reassert(channelID, messageID string) {
+	a, ok := c.activity.other(channelID, messageID)
+	if !ok {
+		return
+	}
+	c.mu.Lock()
+	if c.closed { // Close waits for c.wg: no Add once it may be waiting
+		c.mu.Unlock()
+		return
+	}
+	c.wg.Add(1)
+	c.mu.Unlock()
+	go func() {
+		defer c.wg.Done()
+		if ch := c.Channel(channelID); ch != nil {
+			_ = ch.SendActivity(c.ctx, a)
+		}
+	}()
 }

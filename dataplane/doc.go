@@ -15,6 +15,51 @@
 // final's terminal outcome, beside the client-wide OnDelivered and
 // OnFailed callbacks of imv2.Options.
 //
+// # The xAgent side
+//
+// An agent dials with Dial, opens a channel with OpenChannel (both wait
+// and retry a Connector not up yet, a lost connection and a refusal for
+// now until their ctx ends) and answers each user message with one Reply:
+// Client.NewReply, then Reply.Activity (thinking, tool, idle), Reply.Delta,
+// Client.Upload for a file, and Reply.Final, whose Delivery reports the
+// outcome. README.md's "The xAgent side" has a compiled sample and
+// examples/agent a whole agent.
+//
+// The ack (A4): ClientConfig.Target's PostMessage returning nil acks the
+// user message accepted; the Connector will not resend it. Return once the
+// message is safely the agent's (queued, or written down), and run the
+// agent's work elsewhere: a call is cut after imv2.Options.TargetTimeout
+// (60 s) and unacked, and at most Options.MaxInflight (64) messages per
+// channel wait for one. Return imv2.Retryable(err) when the agent cannot
+// take it now (the Connector resends it after a backoff), an error marked
+// imv2.Permanent to refuse it for good. With a durable Options.Completed
+// a message the Connector resends after the agent restarted is acked
+// duplicate, not answered twice.
+//
+// The outcome of a final, where this side meets it (Delivery.Wait and the
+// client-wide Options.OnDelivered and OnFailed): accepted, the platform
+// shows it; duplicate, it was shown before (a resend after a lost ack);
+// rejected with retryable=true is not an outcome: the final is resent
+// with backoff; rejected with retryable=false (target_rejected,
+// invalid_packet …) is final, report it; delivery_outcome_unknown, the
+// Connector crashed while posting it and cannot tell whether it was shown,
+// so it is not resent and never shown twice: report it, or answer again
+// under a new message_id if a repeat is acceptable; expired, no terminal
+// ack within Options.PendingTTL; ErrChannelReplaced, a final handed over
+// to a channel that replaced its own that the new channel refused.
+// Reply.Final returning pending_full means nothing is pending: wait for
+// outcomes and send again.
+//
+// A channel the Connector replaces (it forgot the ID and answered the
+// reopen with a new one, W5) is followed: its pending finals, unfinished
+// Replies, Send, NewReply, Upload and WaitOpen go to the new ID,
+// Resolve maps old to new, and ClientConfig.OnChannelReplaced is told.
+//
+// Everything this side sends on a channel is checked against the
+// channel's negotiated catalog (Client.Negotiated); Request sends only
+// Common Protocol requests and negotiated types, so internal xAgent
+// signals never reach the wire (profile §1, P7).
+//
 // Both sides speak to a small Conn (Read, Write, Close): the WebSocket
 // one, NewPipe for tests, NewLoggingConn to log envelopes.
 //
@@ -148,7 +193,12 @@
 //     requests are bounded by the callers waiting on them; the Card is
 //     read up to 1 MiB; an open Delivery lives from its send to the
 //     final's outcome (ack, or expiry after the PendingTTL), so they are
-//     bounded by the pending store's caps, and all end at Close.
+//     bounded by the pending store's caps, and all end at Close; the map
+//     of replaced channel IDs holds at most MaxChannels entries, the
+//     oldest forgotten first; the activity remembered per channel (one
+//     snapshot and its message_id) ends with the reply's first delta,
+//     final or idle, and at Close; an Upload tries MaxUploadAttempts (6)
+//     times.
 //
 // The Channels' own bounds (pending, completed, deltas) are those of
 // imv2.Options.

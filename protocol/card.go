@@ -119,6 +119,12 @@ type Security struct {
 // DescriptorSchema is the Connection Descriptor's `schema` value (H5).
 const DescriptorSchema = "xagent.connection/v2"
 
+// LegacyDescriptorSchema is the `schema` of a legacy Descriptor, which
+// names one profile in connection.profile; xAgent accepts it and
+// normalizes it (Normalize, Common Protocol §12). A current Connector
+// never emits it.
+const LegacyDescriptorSchema = "xagent.connection/v1"
+
 // Descriptor is the Connection Descriptor of one channel (H5): what this
 // channel actually enabled (P2) and its state.
 type Descriptor struct {
@@ -136,6 +142,31 @@ type Connection struct {
 	TargetType         string   `json:"target_type"`
 	Profiles           []string `json:"profiles"`
 	Status             string   `json:"status"`
+	// LegacyProfile is a legacy v1 Descriptor's singular
+	// connection.profile, read so Normalize can move it into Profiles
+	// (Common Protocol §12). Validate refuses it set: a current Connector
+	// writes Profiles only.
+	LegacyProfile string `json:"profile,omitempty"`
+}
+
+// Normalize turns a legacy xagent.connection/v1 Descriptor into the
+// current model (Common Protocol §12): its singular connection.profile
+// becomes Profiles (unless Profiles is already set) and the schema
+// becomes DescriptorSchema. In any other Descriptor a connection.profile
+// member is ignored, as unknown members are.
+func (d *Descriptor) Normalize() {
+	if d == nil {
+		return
+	}
+	if d.Schema == LegacyDescriptorSchema {
+		if len(d.Connection.Profiles) == 0 && d.Connection.LegacyProfile != "" {
+			d.Connection.Profiles = []string{d.Connection.LegacyProfile}
+		}
+		d.Schema = DescriptorSchema
+	}
+	// In a current Descriptor the member is unknown, and unknown members
+	// are ignored.
+	d.Connection.LegacyProfile = ""
 }
 
 // Descriptor connection.status values.

@@ -51,7 +51,28 @@ func descErr(format string, args ...any) *imv2.Error {
 // allows, tools with a safe unique tool_id and an input schema that
 // requires connector_channel_id, and well-formed auth flows. It returns the
 // first problem as an *Error with code invalid_packet.
-func (c *Card) Validate() error {
+//
+// Validate is the Connector author's check, stricter than xAgent's
+// admission (Admit): it also holds the Card to the Common Protocol's
+// recommendations and field tables (supports.targets[], related_skill_ids
+// naming this Connector's Skill, auth_flows, security).
+func (c *Card) Validate() error { return c.check(true) }
+
+// Admit checks a fetched Card as xAgent admits it: Common Protocol §4.1's
+// hard-validation list only — schema, protocol_version, connector_card_id,
+// connector.name and connector.version, supports.target_types (non-empty,
+// known values) and supports.profiles (non-empty, each catalog profile
+// next to a target type it allows, P1), supports.user_channel_mode, tools
+// with a unique valid tool_id, a declared profile and an input schema
+// that requires connector_channel_id. What §4.1 calls guidance or a
+// recommendation is not a refusal: related_skill_ids of any name, a
+// supports.targets[] entry whose target_type is not in target_types (xAgent
+// falls back to the Connector's name for it), auth flows, UI and security
+// details.
+func (c *Card) Admit() error { return c.check(false) }
+
+// check is Validate (strict) or Admit.
+func (c *Card) check(strict bool) error {
 	if c == nil {
 		return cardErr("nil card")
 	}
@@ -60,7 +81,7 @@ func (c *Card) Validate() error {
 		return cardErr("schema is %q, want %q (H1)", c.Schema, CardSchema)
 	case c.ProtocolVersion != ProtocolVersion:
 		return cardErr("protocol_version is %q, want %q (H1)", c.ProtocolVersion, ProtocolVersion)
-	case blank(c.Build.BuildTime):
+	case strict && blank(c.Build.BuildTime):
 		return cardErr("build.build_time is empty (H1)")
 	case blank(c.ConnectorCardID):
 		return cardErr("connector_card_id is empty (H1)")
@@ -69,13 +90,16 @@ func (c *Card) Validate() error {
 	case blank(c.Connector.Version):
 		return cardErr("connector.version is empty (H1)")
 	}
-	if err := c.validateSupports(); err != nil {
+	if err := c.validateSupports(strict); err != nil {
 		return err
 	}
 	for i := range c.Tools {
-		if err := c.validateTool(i); err != nil {
+		if err := c.validateTool(i, strict); err != nil {
 			return err
 		}
+	}
+	if !strict {
+		return nil
 	}
 	if err := c.validateAuthFlows(); err != nil {
 		return err
@@ -93,7 +117,7 @@ func (c *Card) Validate() error {
 	return nil
 }
 
-func (c *Card) validateSupports() error {
+func (c *Card) validateSupports(strict bool) error {
 	s := &c.Supports
 	switch s.UserChannelMode {
 	case "", "single", "multiple":
@@ -107,6 +131,9 @@ func (c *Card) validateSupports() error {
 		return err
 	}
 	for i, t := range s.Targets {
+		if !strict {
+			break // recommendations (§4.1): xAgent falls back to the Connector's name
+		}
 		switch {
 		case !slices.Contains(s.TargetTypes, t.TargetType):
 			return cardErr("supports.targets[%d].target_type %q is not in supports.target_types (H1)", i, t.TargetType)
@@ -151,7 +178,7 @@ func checkNameList(what string, list, enum []string, mk func(string, ...any) *im
 	return nil
 }
 
-func (c *Card) validateTool(i int) error {
+func (c *Card) validateTool(i int, strict bool) error {
 	t := &c.Tools[i]
 	if err := checkToolID(t.ToolID); err != nil {
 		return cardErr("tools[%d].tool_id: %s (H2)", i, err.Message)
@@ -166,6 +193,9 @@ func (c *Card) validateTool(i int) error {
 	}
 	if err := CheckToolInputSchema(t.InputSchema); err != nil {
 		return cardErr("tools[%d] (%s).input_schema: %s (H2)", i, t.ToolID, err.Message)
+	}
+	if !strict {
+		return nil // related_skill_ids are workflow guidance (§4.1)
 	}
 	if len(t.OutputSchema) > 0 && jsontext.Value(t.OutputSchema).Kind() != '{' {
 		return cardErr("tools[%d] (%s).output_schema is not an object (H2)", i, t.ToolID)
@@ -314,6 +344,8 @@ func (d *Descriptor) Validate(card *Card) error {
 	switch {
 	case d.Schema != DescriptorSchema:
 		return descErr("schema is %q, want %q (H5)", d.Schema, DescriptorSchema)
+	case c.LegacyProfile != "":
+		return descErr("connection.profile is the legacy v1 member; a %s Descriptor has connection.profiles only (§12)", DescriptorSchema)
 	case c.ConnectorCardID == "":
 		return descErr("connection.connector_card_id is empty (H5)")
 	case c.ConnectorID == "":
@@ -387,6 +419,34 @@ func DecodeCard(data []byte) (*Card, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// AdmitCard parses a fetched Card like DecodeCard and checks it with
+// Admit, xAgent's admission (Common Protocol §4.1's hard validation only).
+func AdmitCard(data []byte) (*Card, error) {
+	c := new(Card)
+	if err := jsonv2.Unmarshal(data, c); err != nil {
+		return nil, cardErr("%s", jsonErrText(err))
+	}
+	if err := c.Admit(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// AdmitDescriptor parses a Descriptor xAgent received, normalizes a
+// legacy xagent.connection/v1 one (Normalize, Common Protocol §12) and
+// validates the result against card like DecodeDescriptor.
+func AdmitDescriptor(data []byte, card *Card) (*Descriptor, error) {
+	d := new(Descriptor)
+	if err := jsonv2.Unmarshal(data, d); err != nil {
+		return nil, descErr("%s", jsonErrText(err))
+	}
+	d.Normalize()
+	if err := d.Validate(card); err != nil {
+		return nil, err
+	}
+	return d, nil
 }
 
 // DecodeDescriptor parses a Connection Descriptor like DecodeCard and

@@ -81,7 +81,10 @@ func runVector(t *testing.T, v vector, data []byte) error {
 	case "card":
 		_, err := protocol.DecodeCard(data)
 		return err
-	case "descriptor":
+	case "card-admission": // xAgent's admission of a fetched Card
+		_, err := protocol.AdmitCard(data)
+		return err
+	case "descriptor", "descriptor-admission":
 		var card *protocol.Card
 		if v.Card != "" {
 			var err error
@@ -89,6 +92,10 @@ func runVector(t *testing.T, v vector, data []byte) error {
 			if err != nil {
 				t.Fatalf("card %s of a descriptor vector: %v", v.Card, err)
 			}
+		}
+		if v.Kind == "descriptor-admission" { // as xAgent receives one
+			_, err := protocol.AdmitDescriptor(data, card)
+			return err
 		}
 		_, err := protocol.DecodeDescriptor(data, card)
 		return err
@@ -147,7 +154,7 @@ func TestVectors_ManifestMatchesFiles(t *testing.T) {
 		if v.Card == "" {
 			continue
 		}
-		if v.Kind != "descriptor" {
+		if v.Kind != "descriptor" && v.Kind != "descriptor-admission" {
 			t.Errorf("%s: only a descriptor vector names a card", v.File)
 		}
 		if !slices.ContainsFunc(vectors, func(c vector) bool { return c.File == v.Card && c.Kind == "card" && c.Expect == "ok" }) {

@@ -96,9 +96,8 @@ type Simulator struct {
 	ackedNow chan struct{}
 
 	// room is signalled by every terminal ack of a final: a Final refused
-	// pending_full waits for it. connected is signalled by every
-	// (re)connect: an upload that failed while disconnected waits for it.
-	room, connected chan struct{}
+	// pending_full waits for it.
+	room chan struct{}
 	// ready is closed when Start has set client: a user message the
 	// reopened channel receives during Dial waits for it to reply.
 	ready chan struct{}
@@ -117,7 +116,7 @@ func Start(ctx context.Context, cfg Config) (*Simulator, error) {
 	if cfg.Reply == nil {
 		cfg.Reply = func(s string) string { return "You said: " + s }
 	}
-	s := &Simulator{cfg: cfg, room: make(chan struct{}, 1), connected: make(chan struct{}, 1), ready: make(chan struct{})}
+	s := &Simulator{cfg: cfg, room: make(chan struct{}, 1), ready: make(chan struct{})}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	var reopened []string
 	dc := dataplane.ClientConfig{
@@ -223,7 +222,6 @@ func (s *Simulator) onReconnect(ids []string) {
 		s.logf("channel %s reopened as %s", cur, now)
 	}
 	s.logf("reconnected")
-	signal(s.connected)
 }
 
 // FetchCard reads and validates the Connector Card at
@@ -401,11 +399,14 @@ func (s *Simulator) ReplyWith(ctx context.Context, channelID, text string, attac
 		}
 		ch = s.Channel() // reopened under a new ID (W5)
 	}
+	r, err := s.client.NewReply(ch.ID(), "")
+	if err != nil {
+		return err
+	}
 	// Activity is a snapshot, not retried (C1): one lost to a drop is
 	// replaced by the next.
-	_ = ch.SendActivity(ctx, imv2.ChatActivity{Status: imv2.ActivityThinking})
-	_ = ch.SendActivity(ctx, imv2.ChatActivity{Status: imv2.ActivityTool, ToolName: "web_search"})
-	r := ch.NewReply("")
+	_ = r.Activity(ctx, imv2.ChatActivity{Status: imv2.ActivityThinking})
+	_ = r.Activity(ctx, imv2.ChatActivity{Status: imv2.ActivityTool, ToolName: "web_search"})
 	var tick <-chan time.Time
 	if s.cfg.Rate > 0 {
 		t := time.NewTicker(time.Duration(float64(time.Second) / s.cfg.Rate))
@@ -426,7 +427,7 @@ func (s *Simulator) ReplyWith(ctx context.Context, channelID, text string, attac
 	}
 	final := imv2.ChatMessage{Text: text}
 	for _, path := range attach {
-		f, err := s.uploadAcrossDrops(ctx, ch, path)
+		f, err := s.upload(ctx, r.ChannelID(), path)
 		if err != nil {
 			return err
 		}
@@ -443,15 +444,15 @@ func (s *Simulator) ReplyWith(ctx context.Context, channelID, text string, attac
 	s.finals = append(s.finals, final)
 	s.mu.Unlock()
 	s.logf("final %s: %q files=%d", r.MessageID(), text, len(final.Files))
-	_ = ch.SendActivity(ctx, imv2.ChatActivity{Status: imv2.ActivityIdle})
+	_ = r.Activity(ctx, imv2.ChatActivity{Status: imv2.ActivityIdle})
 	return nil
 }
 
 // final sends m as r's final, waiting for room while the channel's
 // pending store is full (pending_full): every terminal ack frees one.
-func (s *Simulator) final(ctx context.Context, r *imv2.Reply, m imv2.ChatMessage) error {
+func (s *Simulator) final(ctx context.Context, r *dataplane.Reply, m imv2.ChatMessage) error {
 	for {
-		err := r.Final(ctx, m)
+		_, err := r.Final(ctx, m)
 		if !errors.Is(err, &imv2.Error{Code: imv2.CodePendingFull}) {
 			return err
 		}
@@ -465,37 +466,16 @@ func (s *Simulator) final(ctx context.Context, r *imv2.Reply, m imv2.ChatMessage
 	}
 }
 
-// uploadAcrossDrops uploads path; an upload that failed while the
-// connection was down is tried again after the reconnect.
-func (s *Simulator) uploadAcrossDrops(ctx context.Context, ch *imv2.Channel, path string) (imv2.File, error) {
-	for {
-		f, err := s.upload(ctx, ch.ID(), path)
-		if err == nil || s.client.Connected() {
-			return f, err
-		}
-		s.logf("upload failed while disconnected; waiting for the reconnect: %v", err)
-		select {
-		case <-s.connected:
-		case <-ctx.Done():
-			return imv2.File{}, ctx.Err()
-		case <-s.ctx.Done():
-			return imv2.File{}, imv2.ErrClosed
-		}
-	}
-}
-
-// upload sends path to the Connector (M7) and returns the file for a final.
+// upload sends path to the Connector (M7) and returns the file for a
+// final; Client.Upload waits for the channel across a drop and retries
+// the Connector's refusals for now.
 func (s *Simulator) upload(ctx context.Context, channelID, path string) (imv2.File, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return imv2.File{}, err
 	}
 	defer f.Close()
-	res, err := xfiles.Upload(ctx, s.cfg.HTTPClient, s.cfg.Connector, s.cfg.APIKey, channelID, filepath.Base(path), f)
-	if err != nil {
-		return imv2.File{}, err
-	}
-	return res.File(), nil
+	return s.client.Upload(ctx, channelID, filepath.Base(path), f)
 }
 
 func (s *Simulator) channelID() string {

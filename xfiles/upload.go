@@ -13,6 +13,7 @@ import (
 	"net/textproto"
 	"net/url"
 	"path"
+	"strings"
 
 	"github.com/xagentkit/imv2"
 )
@@ -21,6 +22,10 @@ import (
 const HeaderChannelID = "X-XAgent-Connector-Channel-ID"
 
 // UploadResult is the Connector's answer to POST /files/uploads (T1).
+// Only file_ref is required (Common Protocol §5.1 shows the other members
+// in an example only): Do fills a missing file_type from the part's MIME
+// type, a missing filename with the one sent, and a missing byte_size
+// with the number of bytes sent; expires_at stays 0 (unknown).
 type UploadResult struct {
 	FileRef   string        `json:"file_ref"`
 	FileType  imv2.FileType `json:"file_type"`
@@ -102,11 +107,13 @@ func (q *UploadRequest) Do(ctx context.Context, client *http.Client) (UploadResu
 
 	pr, pw := io.Pipe()
 	mw := multipart.NewWriter(pw)
+	size := bodySize(q.Body) // before the form reads it
 	length := q.formLength(mw.Boundary())
 	done := make(chan struct{})
+	sent := &countingReader{r: q.Body}
 	go func() {
 		defer close(done)
-		pw.CloseWithError(q.writeForm(mw, q.Body)) // nil closes with EOF
+		pw.CloseWithError(q.writeForm(mw, sent)) // nil closes with EOF
 	}()
 	defer func() {
 		pr.CloseWithError(errUploadDone) // unblocks a writer the transport left behind
@@ -146,8 +153,26 @@ func (q *UploadRequest) Do(ctx context.Context, client *http.Client) (UploadResu
 	if err := json.Unmarshal(b, &res); err != nil {
 		return UploadResult{}, imv2.Permanent(errors.New("xfiles: upload response is not the expected JSON"))
 	}
-	if res.FileRef == "" || !res.FileType.Valid() || res.ByteSize < 0 || res.ExpiresAt < 0 {
-		return UploadResult{}, imv2.Permanent(errors.New("xfiles: upload response lacks file_ref or a valid file_type"))
+	if res.FileRef == "" || (res.FileType != "" && !res.FileType.Valid()) || res.ByteSize < 0 || res.ExpiresAt < 0 {
+		return UploadResult{}, imv2.Permanent(errors.New("xfiles: upload response lacks file_ref or has an invalid file_type, byte_size or expires_at"))
+	}
+	if res.FileType == "" {
+		res.FileType = fileTypeOf(q.mimeType())
+	}
+	if res.Filename == "" {
+		res.Filename = q.Filename
+	}
+	if res.ByteSize == 0 && size >= 0 {
+		res.ByteSize = size
+	} else if res.ByteSize == 0 {
+		// The form writer is done with the body once it stopped: only
+		// then is its count safe to read.
+		pr.CloseWithError(errUploadDone)
+		select {
+		case <-done:
+			res.ByteSize = sent.n
+		case <-ctx.Done():
+		}
 	}
 	return res, nil
 }
@@ -191,6 +216,46 @@ func bodySize(r io.Reader) int64 {
 	return -1
 }
 
+// mimeType is the part's Content-Type: MimeType, else a guess from
+// Filename's extension, else application/octet-stream.
+func (q *UploadRequest) mimeType() string {
+	mt := q.MimeType
+	if mt == "" {
+		mt = mime.TypeByExtension(path.Ext(q.Filename))
+	}
+	if mt == "" {
+		mt = "application/octet-stream"
+	}
+	return mt
+}
+
+// fileTypeOf is the files[].type (M4) of a MIME type.
+func fileTypeOf(mt string) imv2.FileType {
+	major, _, _ := strings.Cut(mt, "/")
+	switch major {
+	case "image":
+		return imv2.FileImage
+	case "video":
+		return imv2.FileVideo
+	case "audio":
+		return imv2.FileAudio
+	}
+	return imv2.FileFile
+}
+
+// countingReader counts the file's bytes as the form reads them. n is
+// read only after the form-writing goroutine ended.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
 type countingWriter int64
 
 func (c *countingWriter) Write(p []byte) (int, error) {
@@ -212,13 +277,7 @@ func (q *UploadRequest) writeForm(mw *multipart.Writer, body io.Reader) error {
 			return err
 		}
 	}
-	mt := q.MimeType
-	if mt == "" {
-		mt = mime.TypeByExtension(path.Ext(q.Filename))
-	}
-	if mt == "" {
-		mt = "application/octet-stream"
-	}
+	mt := q.mimeType()
 	h := make(textproto.MIMEHeader)
 	h.Set("Content-Disposition", mime.FormatMediaType("form-data", map[string]string{"name": "file", "filename": q.Filename}))
 	h.Set("Content-Type", mt)

@@ -59,8 +59,12 @@ func (e *HTTPError) Error() string {
 	return s
 }
 
-// readHTTPError builds an *HTTPError from resp and marks it: 408, 429 and
-// 5xx retryable, other statuses permanent; 413 also matches ErrTooLarge.
+// readHTTPError builds an *HTTPError from resp and marks it: 408, 429,
+// 5xx and 409 channel_not_open retryable, other statuses permanent; 413
+// also matches ErrTooLarge. A 409 channel_not_open is a refusal for now:
+// the Connector has not (yet, or no longer) the channel open on a
+// connection, as during an xAgent reconnect; the upload succeeds once the
+// channel is reopened (dataplane.Client.Upload waits for that).
 func readHTTPError(resp *http.Response) error {
 	e := &HTTPError{StatusCode: resp.StatusCode}
 	var body struct {
@@ -75,7 +79,8 @@ func readHTTPError(resp *http.Response) error {
 	switch {
 	case resp.StatusCode == http.StatusRequestEntityTooLarge:
 		return imv2.Permanent(fmt.Errorf("%w: %w", ErrTooLarge, e))
-	case resp.StatusCode == http.StatusRequestTimeout, resp.StatusCode == http.StatusTooManyRequests, resp.StatusCode >= 500:
+	case resp.StatusCode == http.StatusRequestTimeout, resp.StatusCode == http.StatusTooManyRequests, resp.StatusCode >= 500,
+		resp.StatusCode == http.StatusConflict && e.Code == string(imv2.CodeChannelNotOpen):
 		return imv2.Retryable(e)
 	}
 	return imv2.Permanent(e)
