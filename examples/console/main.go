@@ -55,23 +55,11 @@ import (
 // memoryWarning is printed at start without -store (S8).
 const memoryWarning = "console: warning: state is in memory; after a restart a final whose ack was lost is shown a second time and pending messages are lost; run with -store DIR to keep it"
 
-// lines writes the console's own stderr lines: the contract's plain
-// lines in text mode; with -log-format json, JSON objects like every
-// other line (msg the same text).
-var lines struct {
-	json bool
-	log  *slog.Logger // every level, the chosen format
-}
-
-// say writes one of the console's own lines: text as is in text mode, a
-// JSON object with msg text and attrs in json mode.
-func say(level slog.Level, text string, attrs ...any) {
-	if lines.json {
-		lines.log.Log(context.Background(), level, text, attrs...)
-		return
-	}
-	fmt.Fprintln(os.Stderr, text)
-}
+// say writes the console's own lines: plain text until the flags are
+// read, then in the -log-format asked for (cmdflags.Log.Say: the
+// contract's plain lines in text mode, JSON objects with msg the same
+// text in json mode).
+var say = func(_ slog.Level, text string, _ ...any) { fmt.Fprintln(os.Stderr, text) }
 
 func main() {
 	if err := run(); err != nil {
@@ -97,7 +85,7 @@ func run() error {
 		return nil
 	}
 
-	lines.json, lines.log = logFlags.JSON(), logFlags.Lines(os.Stderr)
+	say = logFlags.Say(os.Stderr)
 	logger, err := logFlags.Logger(os.Stderr)
 	if err != nil {
 		return err
@@ -128,8 +116,8 @@ func run() error {
 	defer b.Close()
 	// The start line: the version and the settings that matter, never a
 	// secret (whether a key or token is set, not what it is).
-	lines.log.Info("console: starting", "version", consolebridge.VersionLine(), "addr", *addr, "mode", *mode,
-		"store", cmp.Or(*store, "memory"), "api_key", set(key), "metrics_addr", metricsFlags.Addr(), "metrics_token", set(metricsToken),
+	logFlags.Lines(os.Stderr).Info("console: starting", "version", consolebridge.VersionLine(), "addr", *addr, "mode", *mode,
+		"store", cmp.Or(*store, "memory"), "api_key", cmdflags.Given(key), "metrics_addr", metricsFlags.Addr(), "metrics_token", cmdflags.Given(metricsToken),
 		"shutdown_grace", grace.String(), "ack_timeout", ackTimeout.String(), "log_level", logFlags.Level(), "json_events", *jsonOut)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -172,12 +160,4 @@ func drain(b *consolebridge.Bridge, grace time.Duration) error {
 		return nil // the cut-off finals are counted in the line above
 	}
 	return err
-}
-
-// set says whether a secret was given, for the start line.
-func set(secret string) string {
-	if secret == "" {
-		return "none"
-	}
-	return "set"
 }

@@ -9,7 +9,8 @@ import (
 
 func TestHelp_PrintsUsageAndExitsZero(t *testing.T) {
 	cmd := cmdtest.Main(t, "matrix-connector", main, "-h")
-	cmdtest.CheckHelp(t, cmd, "Usage of matrix-connector", "-listen", "-state", "-api-key-file", "XAGENT_API_KEY", "-allow-weak-key", "-log-level", "-log-format")
+	cmdtest.CheckHelp(t, cmd, "Usage of matrix-connector", "-listen", "-state", "-api-key-file", "XAGENT_API_KEY", "-allow-weak-key", "-log-level", "-log-format",
+		"-metrics-addr", "-metrics-token-file", "XAGENT_METRICS_TOKEN", "never /metrics", "-private-homeservers")
 }
 
 // -version prints the bridge's and the module's version and exits 0,

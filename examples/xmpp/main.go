@@ -4,7 +4,12 @@
 //
 //	XAGENT_API_KEY=… XMPP_PASSWORD=… xmpp -jid bot@example.org -to alice@example.org
 //
-// The API key may also come from -api-key or -api-key-file; SIGTERM drains
+// The API key may also come from -api-key or -api-key-file; it never
+// opens /metrics: -metrics-addr serves /metrics, /livez and /readyz on an
+// address of their own, and -metrics-token-file (or $XAGENT_METRICS_TOKEN)
+// is a scraper's credential. At start it writes "xmpp: starting" with the
+// version and the settings (never a secret), then "xmpp: listening on …";
+// with -log-format json every stderr line is a JSON object. SIGTERM drains
 // the replies in progress (connector.Connector.Shutdown) before it exits.
 package main
 
@@ -17,7 +22,9 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
+	"strings"
 
 	"github.com/xagentkit/imv2/examples/xmpp/xmppbridge"
 	"github.com/xagentkit/imv2/internal/cmdflags"
@@ -30,11 +37,33 @@ var (
 	gitTag    = ""
 )
 
+// say writes the command's own lines: plain text until the flags are
+// read, then in the -log-format asked for (cmdflags.Log.Say).
+var say = func(_ slog.Level, text string, _ ...any) { fmt.Fprintln(os.Stderr, text) }
+
 func main() {
 	if err := run(); err != nil {
-		fmt.Fprintln(os.Stderr, "xmpp:", err)
+		say(slog.LevelError, "xmpp: "+err.Error())
 		os.Exit(1)
 	}
+}
+
+// hostList is -file-host: host[:port]s, the flag repeated or a comma list.
+type hostList []string
+
+func (h *hostList) String() string { return strings.Join(*h, ",") }
+
+// Set adds each host of a comma list; a URL, a path or an empty item is
+// refused (the hosts are compared with a file URL's host as they are).
+func (h *hostList) Set(v string) error {
+	for _, host := range strings.Split(v, ",") {
+		host = strings.TrimSpace(host)
+		if u, err := url.Parse("http://" + host); host == "" || err != nil || u.Host != host {
+			return fmt.Errorf("%q: want host or host:port, as in the upload service's URLs", host)
+		}
+		*h = append(*h, host)
+	}
+	return nil
 }
 
 func run() error {
@@ -45,8 +74,12 @@ func run() error {
 	to := flag.String("to", "", "the conversation: a contact's JID, or a room's JID with ?join")
 	server := flag.String("server", "", "host:port of the XMPP server (default: the JID's domain, from DNS)")
 	ca := flag.String("ca", "", "PEM file of the CA (or self-signed certificate) to trust for the server; default the system's")
-	keyFlags := cmdflags.KeyFlags(flag.CommandLine, `the key xAgent sends as "Authorization: Bearer KEY" on /ws, /health and /files/uploads, and a scraper on /metrics; required, from this flag, -api-key-file or $`+cmdflags.KeyEnv)
+	var fileHosts hostList
+	flag.Var(&fileHosts, "file-host", "a host[:port] shared files are downloaded from (the upload service's URLs; every redirect hop too); repeat it or give a comma list (default: the upload service's JID, upload.DOMAIN)")
+	privateFileHosts := flag.Bool("private-file-hosts", false, "let the -file-host hosts be on loopback or private addresses (an upload service on this machine or network; default: public addresses only)")
+	keyFlags := cmdflags.KeyFlags(flag.CommandLine, `the key xAgent sends as "Authorization: Bearer KEY" on /ws, /health and /files/uploads (never /metrics: see -metrics-addr); required, from this flag, -api-key-file or $`+cmdflags.KeyEnv)
 	logFlags := cmdflags.LogFlags(flag.CommandLine)
+	metricsFlags := cmdflags.MetricsFlags(flag.CommandLine)
 	version := flag.Bool("version", false, "print the version (module version and VCS revision) and exit")
 	flag.Parse()
 	if *version {
@@ -54,6 +87,12 @@ func run() error {
 		return nil
 	}
 
+	say = logFlags.Say(os.Stderr)
+	log, err := logFlags.Logger(os.Stderr)
+	if err != nil {
+		return err
+	}
+	keyFlags.Log = log
 	key, err := keyFlags.Read()
 	if err != nil {
 		return err
@@ -61,10 +100,16 @@ func run() error {
 	if key == "" {
 		return errors.New("no API key: set " + cmdflags.KeyEnv + " or give -api-key-file FILE; it is the key xAgent sends as Authorization: Bearer")
 	}
-	log, err := logFlags.Logger(os.Stderr)
+	metricsToken, err := metricsFlags.Token()
 	if err != nil {
 		return err
 	}
+	// The start line: the version and the settings that matter, never a
+	// secret (whether a key or token is set, not what it is).
+	logFlags.Lines(os.Stderr).Info("xmpp: starting", "version", cmdrun.VersionLine("xmpp", xmppbridge.Version),
+		"listen", *listen, "state", *state, "jid", *account, "to", *to, "server", cmp.Or(*server, "DNS"), "ca", cmp.Or(*ca, "system"),
+		"file_hosts", cmp.Or(fileHosts.String(), "upload service"), "private_file_hosts", *privateFileHosts, "api_key", cmdflags.Given(key),
+		"metrics_addr", metricsFlags.Addr(), "metrics_token", cmdflags.Given(metricsToken), "log_level", logFlags.Level())
 	password, err := readPassword(*passFile, log)
 	if err != nil {
 		return err
@@ -79,8 +124,9 @@ func run() error {
 		tc = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	}
 	b, err := xmppbridge.New(xmppbridge.Config{Build: cmdrun.Build(xmppbridge.Version, gitTag, buildTime),
-		APIKey: key, JID: *account, Password: password,
-		Server: *server, TLS: tc, Conversation: *to, StateDir: *state, Logger: log})
+		APIKey: key, MetricsToken: metricsToken, JID: *account, Password: password,
+		Server: *server, TLS: tc, Conversation: *to, StateDir: *state, Logger: log,
+		FileHosts: fileHosts, PrivateFileHosts: *privateFileHosts})
 	if err != nil {
 		return err
 	}
@@ -94,7 +140,7 @@ func run() error {
 	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
-	return cmdrun.Serve("xmpp", b.Connector(), *listen, xmppbridge.CardID, os.Stderr)
+	return cmdrun.Serve(b.Connector(), cmdrun.Serving{Name: "xmpp", Addr: *listen, Card: xmppbridge.CardID, MonitorAddr: metricsFlags.Addr(), Say: say})
 }
 
 // readPassword is the bot account's password: from file (-password-file),

@@ -35,5 +35,5 @@ func TestReadPassword_FileOrEnv(t *testing.T) {
 	two := filepath.Join(dir, "two")
 	require.NoError(t, os.WriteFile(two, []byte("a\nb\n"), 0o600))
 	_, err = readPassword(two, log)
-	require.ErrorContains(t, err, "more than one line")
+	require.ErrorContains(t, err, "holds 2 lines")
 }

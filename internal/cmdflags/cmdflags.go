@@ -203,6 +203,20 @@ func (l *Log) Lines(w io.Writer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, opts))
 }
 
+// Say returns what writes a command's own lines to w (listening on,
+// monitoring on, stopped), whatever -log-level filters: the text as is in
+// text mode, which readers match; with -log-format json a JSON object
+// whose msg is the text, with attrs, like every other line.
+func (l *Log) Say(w io.Writer) func(level slog.Level, text string, attrs ...any) {
+	if !l.JSON() {
+		return func(_ slog.Level, text string, _ ...any) { fmt.Fprintln(w, text) }
+	}
+	lines := l.Lines(w)
+	return func(level slog.Level, text string, attrs ...any) {
+		lines.Log(context.Background(), level, text, attrs...)
+	}
+}
+
 // Logger returns the logger the flags ask for, writing to w, or an error
 // naming a level or format it does not know.
 func (l *Log) Logger(w io.Writer) (*slog.Logger, error) {
@@ -258,4 +272,13 @@ func (m *Metrics) Token() (string, error) {
 		return "", fmt.Errorf("the metrics token has %d characters, under 128 bits (%d base64 characters)", len(token), MinKeyLen)
 	}
 	return token, nil
+}
+
+// Given says whether a secret was given, for a start line: "set" or
+// "none", never the secret.
+func Given(secret string) string {
+	if secret == "" {
+		return "none"
+	}
+	return "set"
 }

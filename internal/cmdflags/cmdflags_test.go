@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -189,6 +190,32 @@ func TestMetricsFlags_Token(t *testing.T) {
 	} {
 		if got, err := token("-metrics-token-file", write(name, body)); err == nil {
 			t.Errorf("%s: accepted %q", name, got)
+		}
+	}
+}
+
+// Say writes a command's own line as plain text in text mode and as one
+// JSON object (msg the text, with its attrs) with -log-format json, at
+// any -log-level.
+func TestLogFlags_Say(t *testing.T) {
+	for _, format := range []string{"text", "json"} {
+		fs := flag.NewFlagSet("test", flag.ContinueOnError)
+		l := LogFlags(fs)
+		if err := fs.Parse([]string{"-log-format", format, "-log-level", "error"}); err != nil {
+			t.Fatal(err)
+		}
+		var buf bytes.Buffer
+		l.Say(&buf)(slog.LevelInfo, "cmd: listening on 127.0.0.1:1", "url", "http://127.0.0.1:1")
+		out := strings.TrimSuffix(buf.String(), "\n")
+		if format == "text" {
+			if out != "cmd: listening on 127.0.0.1:1" {
+				t.Errorf("text: %q", out)
+			}
+			continue
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(out), &m); err != nil || m["msg"] != "cmd: listening on 127.0.0.1:1" || m["url"] != "http://127.0.0.1:1" || m["level"] != "INFO" {
+			t.Errorf("json: %q: %v %v", out, m, err)
 		}
 	}
 }

@@ -43,6 +43,11 @@ type Config struct {
 	Build protocol.Build
 	// APIKey guards /health, /ws and /files/uploads.
 	APIKey string
+	// MetricsToken, when set, is what a scraper sends as "Authorization:
+	// Bearer TOKEN" for /metrics (connector.Advanced.MetricsToken). The
+	// API key never opens /metrics: without a token, serve it on an
+	// address of its own (connector.Connector.StartMonitor).
+	MetricsToken string
 	// StateDir keeps the kit's state in imv2.db (mode 0600: the bindings'
 	// Data holds access tokens): channel IDs, bindings with their Account,
 	// pending and completed messages, so a restart loses no user message
@@ -131,9 +136,7 @@ func New(cfg Config) (*Bridge, error) {
 	br := &Bridge{cfg: cfg, http: cfg.HTTPClient, log: cfg.Logger}
 	br.uploads, _ = lru.New[string, id.ContentURI](cmp.Or(cfg.UploadCache, DefaultUploadCache))
 	opts := &connector.Options{APIKey: cfg.APIKey, Skill: []byte(Skill), Files: cfg.Files, Mode: connector.ModeEdit,
-		// The API key opens /metrics too, as the README says (the kit no
-		// longer does this by default: issue 38).
-		Logger: cfg.Logger, Advanced: connector.Advanced{Display: cfg.Display, Channel: &cfg.Channel, Clock: cfg.Clock, MetricsToken: cfg.APIKey}}
+		Logger: cfg.Logger, Advanced: connector.Advanced{Display: cfg.Display, Channel: &cfg.Channel, Clock: cfg.Clock, MetricsToken: cfg.MetricsToken}}
 	var err error
 	if cfg.StateDir != "" {
 		if err = os.MkdirAll(cfg.StateDir, 0o700); err == nil {

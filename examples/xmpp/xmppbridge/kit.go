@@ -49,6 +49,11 @@ type Config struct {
 	Build protocol.Build
 	// APIKey guards /health, /ws and /files/uploads.
 	APIKey string
+	// MetricsToken, when set, is what a scraper sends as "Authorization:
+	// Bearer TOKEN" for /metrics (connector.Advanced.MetricsToken). The
+	// API key never opens /metrics: without a token, serve it on an
+	// address of its own (connector.Connector.StartMonitor).
+	MetricsToken string
 	// JID and Password are the bot account's: the Connector signs in as it
 	// and never forwards its own messages.
 	JID, Password string
@@ -185,9 +190,7 @@ func New(cfg Config) (*Bridge, error) {
 	opts := &connector.Options{APIKey: cfg.APIKey, Skill: []byte(Skill), Files: cfg.Files,
 		Mode: cmp.Or(cfg.Mode, connector.ModeEdit), Logger: cfg.Logger,
 		DefaultConversation: func(string) string { return cfg.Conversation },
-		// The API key opens /metrics too, as the README says (the kit no
-		// longer does this by default: issue 38).
-		Advanced: connector.Advanced{Display: cfg.Display, Channel: &cfg.Channel, Clock: cfg.Clock, MetricsToken: cfg.APIKey}}
+		Advanced:            connector.Advanced{Display: cfg.Display, Channel: &cfg.Channel, Clock: cfg.Clock, MetricsToken: cfg.MetricsToken}}
 	if cfg.StateDir != "" {
 		if err = os.MkdirAll(cfg.StateDir, 0o700); err == nil {
 			br.bolt, err = boltstore.Open(filepath.Join(cfg.StateDir, "imv2.db"), boltstore.Options{Clock: cfg.Clock})
