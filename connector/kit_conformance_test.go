@@ -1,12 +1,12 @@
 package connector_test
 
 import (
-	"context"
 	"testing"
-	"time"
+	"testing/synctest"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/connector"
 	"github.com/xagentkit/imv2/imv2test"
 )
@@ -32,15 +32,22 @@ func TestKit_K1_K12_A8_RateLimitedPlatformPassesEveryMode(t *testing.T) {
 		t.Run(m.name, func(t *testing.T) {
 			t.Parallel()
 			p := newPretend(5)
-			k, url := startKit(t, p, m.apiKey, connector.Options{Mode: m.mode})
-			require.Equal(t, m.mode, k.Mode())
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-			defer cancel()
-			rep, err := imv2test.CheckConnector(ctx, imv2test.Connector{
-				URL: url, APIKey: m.apiKey, Observer: p, User: kitUser{k}, Buffered: m.mode == connector.ModeBuffer,
-				DeltaIdleTTL: kitDeltaTTL, DeltaSweep: kitSweep, ActivityTimeout: kitActivityTTL,
-			}, &imv2test.Config{DeltaStreams: 300})
-			require.NoError(t, err)
+			var rep *imv2test.Report
+			// In a synctest bubble, served in memory: the suite's waits and
+			// the kit's timers run on the bubble's clock.
+			synctest.Test(t, func(t *testing.T) {
+				opts := connector.Options{Mode: m.mode, APIKey: m.apiKey, DefaultConversation: func(id string) string { return id },
+					Advanced: connector.Advanced{Channel: &imv2.Options{DeltaIdleTTL: kitDeltaTTL, DeltaSweep: kitSweep, ActivityTimeout: kitActivityTTL}}}
+				k, err := connector.New(kitCard(m.apiKey), p, &opts)
+				require.NoError(t, err)
+				defer k.Close()
+				require.Equal(t, m.mode, k.Mode())
+				rep, err = imv2test.CheckConnector(t.Context(), imv2test.Connector{
+					Handler: k, APIKey: m.apiKey, Observer: p, User: kitUser{k}, Buffered: m.mode == connector.ModeBuffer,
+					DeltaIdleTTL: kitDeltaTTL, DeltaSweep: kitSweep, ActivityTimeout: kitActivityTTL,
+				}, &imv2test.Config{DeltaStreams: 300})
+				require.NoError(t, err)
+			})
 			imv2test.ReportTo(t, rep)
 			require.Empty(t, rep.Failed())
 			require.Equal(t, m.skips, rep.Skipped())
