@@ -140,6 +140,9 @@ type rlRun struct {
 func TestRateLimited_A7_A8_K1_K12_PassesWithResends(t *testing.T) {
 	t.Parallel()
 	cfg := sdkConfig
+	// K2.e holds finals behind refused ones: a Wait of 10 s gives the
+	// resends a budget of 5 s of the bubble's clock.
+	cfg.Wait = 10 * time.Second
 	// K2.e holds each final behind an earlier one the platform refused:
 	// an uncapped doubling backoff can spend the budget while it waits
 	// (seen in 1 of 6 runs), where xAgent's capped one would not.

@@ -115,8 +115,18 @@ func CheckKit(ctx context.Context, k *connector.Connector, cfg *Config) (*Report
 		k.Close()
 		<-served
 	}()
-	c := Connector{URL: ln.url(), APIKey: built.APIKey, Observer: obs, User: kitUser{k},
+	c := Connector{URL: ln.url(), APIKey: built.APIKey, Observer: obs, User: kitUser{k: k},
 		Buffered: k.Mode() == connector.ModeBuffer, why: map[string]string{}, noTyping: !built.Typing, dial: ln.dial}
+	if built.Listener {
+		// A user types into the platform; only its Listener hands that over.
+		if ty, ok := built.Platform.(Typist); ok {
+			c.User = kitUser{k: k, typist: ty}
+		} else {
+			c.User = nil
+			c.why[NeedUser] = fmt.Sprintf("the platform %T reads its conversations itself (a connector.Listener) and is no imv2test.Typist: "+
+				"typing through Connector.Receive would pass by the Listener; implement Type on the test platform to run these checks", built.Platform)
+		}
+	}
 	// A stream idle for the TTL goes at the next sweep: up to TTL+sweep.
 	ttl, sweep := cmp.Or(built.DeltaIdleTTL, kitDefaultTTL), cmp.Or(built.DeltaSweep, kitDefaultSweep)
 	if ttl+sweep <= maxKitBound {
@@ -218,9 +228,34 @@ func withTestLog(t *testing.T, cfg *Config) *Config {
 	return &o
 }
 
+// Typist is a test platform a person can type into. When the platform
+// of a kit Connector is a connector.Listener, RunKit and CheckKit type the
+// suite's user messages into the conversation with Type, and they reach
+// xAgent only through the platform's Listener, as in production: a
+// Listener that hands over too much (a new binding's history) or too
+// little fails the checks. A Listener that is no Typist has the checks
+// that need a user skipped, saying so: typing through Connector.Receive
+// would pass by the Listener. Other platforms are typed to through
+// Connector.Receive, as a webhook hands events over.
+type Typist interface {
+	// Type adds a person's message to the conversation's history, as the
+	// platform's own app would: text, or one file when file is not nil.
+	Type(ctx context.Context, conversation, text string, file *UserFile) error
+}
+
+// UserFile is a file a user sends.
+type UserFile struct {
+	Name string
+	Data []byte
+}
+
 // kitUser is a person typing in the conversation a kit channel is bound
-// to: each user message is a platform event handed to Receive.
-type kitUser struct{ k *connector.Connector }
+// to: each user message is typed into the platform (typist), or else a
+// platform event handed to Receive.
+type kitUser struct {
+	k      *connector.Connector
+	typist Typist
+}
 
 func (u kitUser) key(ctx context.Context, channelID string) (string, error) {
 	b, found, err := u.k.Binding(ctx, channelID)
@@ -239,6 +274,9 @@ func (u kitUser) Say(ctx context.Context, channelID, text string) error {
 	if err != nil {
 		return err
 	}
+	if u.typist != nil {
+		return u.typist.Type(ctx, key, text, nil)
+	}
 	return u.k.Receive(ctx, connector.InboundEvent{Conversation: key, EventID: imv2.NewMessageID(), Text: text})
 }
 
@@ -248,6 +286,9 @@ func (u kitUser) SendFile(ctx context.Context, channelID, filename string, data 
 	key, err := u.key(ctx, channelID)
 	if err != nil {
 		return err
+	}
+	if u.typist != nil {
+		return u.typist.Type(ctx, key, "", &UserFile{Name: filename, Data: data})
 	}
 	open := func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil }
 	return u.k.Receive(ctx, connector.InboundEvent{Conversation: key, EventID: imv2.NewMessageID(),
