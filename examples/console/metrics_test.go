@@ -37,7 +37,13 @@ func TestConsole_Metrics_ServedBehindTheKey(t *testing.T) {
 	})
 	agent.Wait() // the final's ack reached the simulator
 
+	// The ack can reach the simulator before the console counts it: read
+	// /metrics again until it has (another process: no clock to drive).
 	s := cmdtest.CheckMetrics(t, p.url, key)
+	for end := time.Now().Add(10 * time.Second); s[`imv2_acks_sent_total{status="accepted",code=""}`] == 0 && time.Now().Before(end); {
+		time.Sleep(20 * time.Millisecond)
+		s = cmdtest.CheckMetrics(t, p.url, key)
+	}
 	for k, want := range map[string]float64{
 		`imv2_open_connections`:                               1,
 		`imv2_open_channels`:                                  1,
