@@ -45,20 +45,32 @@ func (c *editChat) Typing(context.Context, connector.Conversation, imv2.ChatActi
 
 // TestRunKit_K1_K12_KitConnectorInProcess: a connector.New Connector in
 // edit mode, rate-limited every 5th post, whose platform records nothing,
-// passes the suite in process with RunKit(t, k, nil): every check that
-// needs an observer ran, and the API key and short bounds were read from
-// the kit, so the only skip is K5.a, which its mode makes inapplicable.
+// passes the suite in process: every check that needs an observer ran,
+// and the API key and short bounds were read from the kit, so the only
+// skip is K5.a, which its mode makes inapplicable. The checks run on a
+// synctest bubble's clock (CheckKit); RunKit, the same run on the wall
+// clock with subtests, runs two of them (the console binary's runs are
+// the suite's wall-clock runs, one per mode).
 func TestRunKit_K1_K12_KitConnectorInProcess(t *testing.T) {
 	t.Parallel()
-	k, err := connector.New(testcard.IM("editchat", "Edit chat"), &editChat{}, &connector.Options{
-		APIKey:   "runkit-test-key-0123456789abcdef",
-		Advanced: connector.Advanced{Channel: &imv2.Options{DeltaIdleTTL: sdkDeltaTTL, DeltaSweep: sdkSweep, ActivityTimeout: sdkActivityTTL}},
-	})
-	require.NoError(t, err)
-	require.Equal(t, connector.ModeEdit, k.Mode())
-	rep := imv2test.RunKit(t, k, nil)
+	build := func() (*connector.Connector, error) {
+		return connector.New(testcard.IM("editchat", "Edit chat"), &editChat{}, &connector.Options{
+			APIKey:   "runkit-test-key-0123456789abcdef",
+			Advanced: connector.Advanced{Channel: &imv2.Options{DeltaIdleTTL: sdkDeltaTTL, DeltaSweep: sdkSweep, ActivityTimeout: sdkActivityTTL}},
+		})
+	}
+	rep := checkKit(t, build, nil)
 	require.Empty(t, rep.Failed())
 	require.Equal(t, []string{"K5.a"}, rep.Skipped())
+	t.Run("RunKit", func(t *testing.T) {
+		k, err := build()
+		require.NoError(t, err)
+		require.Equal(t, connector.ModeEdit, k.Mode())
+		rep := imv2test.RunKit(t, k, &imv2test.Config{Run: `^K(1\.c|3\.b)$`})
+		require.Equal(t, []string{"K1.c", "K3.b"}, []string{rep.Results[0].Check, rep.Results[1].Check})
+		require.Empty(t, rep.Failed())
+		require.Empty(t, rep.Skipped())
+	})
 }
 
 // TestRunKit_K6_K12_LongBoundsSkippedWithTheFix: a kit left at its
@@ -156,8 +168,7 @@ func checkInBubble(t *testing.T, build func() (*connector.Connector, error), cfg
 // and buffer — with no check failed and only the mode's inapplicable
 // checks skipped; a platform without a typing indicator has the checks
 // that observe typing skipped, not failed (C5: it shows nothing). The
-// runs are on a synctest bubble's clock (CheckKit); the wall-clock run
-// of RunKit is TestRunKit_K1_K12_KitConnectorInProcess.
+// runs are on a synctest bubble's clock (CheckKit).
 func TestRunKit_K1_K12_EveryMode(t *testing.T) {
 	t.Parallel()
 	short := &imv2.Options{DeltaIdleTTL: sdkDeltaTTL, DeltaSweep: sdkSweep, ActivityTimeout: sdkActivityTTL}
