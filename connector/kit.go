@@ -102,7 +102,8 @@ type Advanced struct {
 	// {"event":"typing_clear"} — the observer contract of `imv2sim
 	// conform -exec` (imv2test.Event). Pass os.Stdout behind a flag of
 	// the Connector's own, and the suite observes the binary as shipped.
-	// Writes are serialized; their errors are ignored.
+	// Writes are serialized; their errors are ignored. RunKit and
+	// CheckKit watch the kit themselves and stop this stream.
 	Events io.Writer
 	// Metrics, when set, is served at /metrics behind the API key instead
 	// of the kit's own series (the package doc lists them), for example
