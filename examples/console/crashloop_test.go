@@ -32,7 +32,6 @@ const crashLoopTotal = 1000
 // kill caught between the claim and the completion record, whose post the
 // console (stdout, no dedup, no way to ask) cannot confirm.
 func TestCrash_S8_CrashLoopNoFinalShownTwice(t *testing.T) {
-	t.Parallel() // a child process does the work: overlap its waits with the other tests
 	store, addr := t.TempDir(), freeAddr(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()

@@ -28,7 +28,6 @@ import (
 // resend answered duplicate — and it was shown exactly once across both
 // runs, never refused delivery_outcome_unknown.
 func TestShutdown_S8_SIGTERMDuringSlowPostDrainsTheFinal(t *testing.T) {
-	t.Parallel() // a child process does the work: overlap its waits with the other tests
 	store, addr := t.TempDir(), freeAddr(t)
 	outR, outW, err := os.Pipe()
 	require.NoError(t, err)
