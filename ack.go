@@ -185,16 +185,6 @@ func newAckInto(dst *Packet, buf []byte, orig *Packet, messageID string, status 
 	return nil
 }
 
-// matchesAck reports whether ack (already decoded from ackPkt) answers the
-// chat.message packet orig carrying messageID: same reply_to, channel and
-// message_id (A1, A2). An ack that does not match resolves nothing.
-func matchesAck(orig *Packet, messageID string, ackPkt *Packet, ack *ChatMessageAck) bool {
-	return orig != nil && ackPkt != nil && ack != nil &&
-		ackPkt.ReplyTo == orig.PacketID &&
-		ackPkt.ConnectorChannelID == orig.ConnectorChannelID &&
-		ack.MessageID == messageID
-}
-
 // ackable returns rej as an ack can carry it: a code that is no stable
 // code (empty, over MaxIDBytes, not UTF-8) becomes target_rejected, or
 // target_delivery_failed when retryable, and the message is made valid

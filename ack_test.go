@@ -50,9 +50,6 @@ func TestNewAck_A1_A2_CopiesReplyToChannelAndMessageID(t *testing.T) {
 		if a.MessageID != id || a.Status != st || a.rejection() != nil {
 			t.Errorf("%s: payload %+v", st, a)
 		}
-		if !matchesAck(orig, id, q, a) {
-			t.Errorf("%s: NewAck's ack does not match its original", st)
-		}
 	}
 }
 
@@ -124,43 +121,5 @@ func TestNewAck_A3_TruncatesLongMessageOnRuneBoundary(t *testing.T) {
 	_, a := decodeAck(t, p)
 	if len(a.Message) > maxAckMessage || len(a.Message) < maxAckMessage-1 {
 		t.Errorf("message is %d bytes", len(a.Message))
-	}
-}
-
-func TestMatchesAck_A1_A2_RefusesMismatch(t *testing.T) {
-	orig, id := origMessage(t)
-	good, err := NewAck(orig, id, AckAccepted, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q, a := decodeAck(t, good)
-	if !matchesAck(orig, id, q, a) {
-		t.Fatal("a matching ack does not match")
-	}
-	otherReply := *q
-	otherReply.ReplyTo = "pkt_other"
-	otherChannel := *q
-	otherChannel.ConnectorChannelID = "cch_2"
-	otherMsg := *a
-	otherMsg.MessageID = "msg_2"
-	cases := []struct {
-		name   string
-		orig   *Packet
-		id     string
-		ackPkt *Packet
-		ack    *ChatMessageAck
-	}{
-		{"A1 reply_to names another packet", orig, id, &otherReply, a},
-		{"A2 another channel", orig, id, &otherChannel, a},
-		{"A2 another message_id", orig, id, q, &otherMsg},
-		{"A2 pending message has another id", orig, "msg_9", q, a},
-		{"nil original", nil, id, q, a},
-		{"nil ack packet", orig, id, nil, a},
-		{"nil ack", orig, id, q, nil},
-	}
-	for _, c := range cases {
-		if matchesAck(c.orig, c.id, c.ackPkt, c.ack) {
-			t.Errorf("%s: matched", c.name)
-		}
 	}
 }

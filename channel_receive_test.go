@@ -273,3 +273,37 @@ func recvPacket(t *testing.T, ch <-chan *Packet) *Packet {
 		return nil
 	}
 }
+
+// permanentOnCancel is a Target whose post is cut short by its context and
+// which, like many platform clients, calls every failure it cannot
+// classify permanent.
+type permanentOnCancel struct{ started chan struct{} }
+
+func (p permanentOnCancel) PostMessage(ctx context.Context, _ string, _ *ChatMessage) error {
+	close(p.started)
+	<-ctx.Done()
+	return Permanent(ctx.Err())
+}
+
+// TestChannel_A8_CloseDuringPostLetsTheSenderRetry: a final whose post
+// Close cut short is never answered as refused, whatever the Target called
+// its failure: it was not shown because this side stopped, so the
+// sender's resend must be able to show it (A8). Two guards keep that:
+// Close's ack is not sent at all (send refuses on a closed Channel) and,
+// if it were, runTarget makes it retryable ("cancelled by Close"). The
+// test fails only with both removed.
+func TestChannel_A8_CloseDuringPostLetsTheSenderRetry(t *testing.T) {
+	target := permanentOnCancel{started: make(chan struct{})}
+	c, w, _ := newConnector(t, target, nil)
+	p := finalPacket(t, "a1", "cut short")
+	require.NoError(t, c.Receive(context.Background(), p))
+	recv(t, target.started)
+	require.NoError(t, c.Close()) // returns once the delivery ended
+	select {
+	case got := <-w.ch:
+		ack := ackOf(t, p, got)
+		require.Equal(t, AckRejected, ack.Status)
+		require.True(t, ack.Retryable, "a post cut short by Close answered as refused (code %s: %s): the reply is lost", ack.Code, ack.Message)
+	default: // not answered: the sender resends after its ack timeout
+	}
+}

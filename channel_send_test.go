@@ -106,23 +106,68 @@ func TestSend_S3_NonRetryableRejectionIsTerminalAndReported(t *testing.T) {
 	w.none(t) // never repeated
 }
 
-func TestSend_A2_UnmatchedAckResolvesNothing(t *testing.T) {
-	c, w, _ := newConnector(t, newRecTarget(), nil)
+// TestSend_A1_A2_OnlyTheMatchingAckResolves: the Channel matches an ack
+// to a pending message by its reply_to (one of the message's
+// transmissions, A1), its channel and its message_id (A2). An ack wrong
+// in any one of them resolves nothing and is observed as unmatched; the
+// ack NewAck builds for the transmission resolves it.
+func TestSend_A1_A2_OnlyTheMatchingAckResolves(t *testing.T) {
+	var mu sync.Mutex
+	unmatched := 0
+	c, w, _ := newConnector(t, newRecTarget(), &Options{Observer: ObserverFunc(func(e Event) {
+		if e.Kind == EventAckUnmatched {
+			mu.Lock()
+			unmatched++
+			mu.Unlock()
+		}
+	})})
 	id, err := c.Send(context.Background(), ChatMessage{Text: "x"})
 	require.NoError(t, err)
 	sent := w.next(t)
+	other, err := c.Send(context.Background(), ChatMessage{Text: "y"})
+	require.NoError(t, err)
+	otherSent := w.next(t)
 
 	wrongReply := ackFor(t, sent, AckAccepted, nil)
 	wrongReply.ReplyTo = "pkt_other"
-	require.NoError(t, c.Receive(context.Background(), wrongReply))
-
-	otherID, err := NewAck(sent, "msg_other", AckAccepted, nil)
+	otherChannel := ackFor(t, sent, AckAccepted, nil)
+	otherChannel.ConnectorChannelID = "cch_other"
+	unknownID, err := NewAck(sent, "msg_other", AckAccepted, nil)
 	require.NoError(t, err)
-	require.NoError(t, c.Receive(context.Background(), otherID))
-
+	crossed, err := NewAck(otherSent, id, AckAccepted, nil) // the other message's transmission, this message's ID
+	require.NoError(t, err)
+	for _, c2 := range []struct {
+		name      string
+		ack       *Packet
+		unmatched bool // observed as unmatched; else refused as another channel's
+	}{
+		{"A1 reply_to names no transmission", wrongReply, true},
+		{"A2 another channel", otherChannel, false},
+		{"A2 a message_id nothing pending has", unknownID, true},
+		{"A1 A2 reply_to of another pending message", crossed, true},
+	} {
+		mu.Lock()
+		before := unmatched
+		mu.Unlock()
+		err := c.Receive(context.Background(), c2.ack)
+		if c2.unmatched {
+			require.NoError(t, err, c2.name)
+		} else {
+			require.ErrorIs(t, err, &Error{Code: CodeChannelNotOpen}, c2.name)
+		}
+		pending, _ := c.Pending(context.Background())
+		require.Len(t, pending, 2, "%s: resolved something", c2.name)
+		if c2.unmatched {
+			before++
+		}
+		mu.Lock()
+		require.Equal(t, before, unmatched, c2.name)
+		mu.Unlock()
+	}
+	require.NoError(t, c.Receive(context.Background(), ackFor(t, sent, AckAccepted, nil)))
 	pending, _ := c.Pending(context.Background())
-	require.Len(t, pending, 1, "A2: mismatches resolve nothing")
-	require.Equal(t, id, pending[0].Message.MessageID)
+	require.Len(t, pending, 1, "the matching ack resolves its message")
+	require.Equal(t, other, pending[0].Message.MessageID)
 }
 
 func TestSend_A5_S10_DisconnectKeepsPendingReconnectResendsOnlyPending(t *testing.T) {

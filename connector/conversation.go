@@ -120,6 +120,13 @@ func (c *Connector) bind(ctx context.Context, b state.Binding) error {
 	if b.Created.IsZero() {
 		b.Created = c.clock.Now()
 	}
+	if s, ok := c.listener.(Starter); ok && len(b.Data) == 0 {
+		data, err := s.Start(ctx, b.Key)
+		if err != nil {
+			return fmt.Errorf("connector: Starter.Start: %w", err)
+		}
+		b.Data = data
+	}
 	unlock := c.chLocks.lock(b.ChannelID)
 	ch, err := c.store.Bind(ctx, b)
 	if err != nil {

@@ -99,6 +99,16 @@ type Advanced struct {
 	// With it the Connector is a replica: it reads its Store every second
 	// and lets xAgent's connection go while it cannot (StoreLossGrace).
 	Relay Relay
+	// Events, when set, gets one JSON object a line for everything the
+	// platform showed — every Post, Finish, Draft, PostDraft, Edit and
+	// Typing that succeeded: {"event":"final"|"draft"|"post"|"edit",
+	// "message_id":…,"text":…}, {"event":"typing","status":…} and
+	// {"event":"typing_clear"} — the observer contract of `imv2sim
+	// conform -exec` (imv2test.Event). Pass os.Stdout behind a flag of
+	// the Connector's own, and the suite observes the binary as shipped.
+	// Writes are serialized; their errors are ignored. RunKit and
+	// CheckKit watch the kit themselves and stop this stream.
+	Events io.Writer
 	// Metrics, when set, is served at /metrics instead of the kit's own
 	// series (the package doc lists them), for example the metrics
 	// module's Collector.Handler.
@@ -198,6 +208,10 @@ func New(card *protocol.Card, platform Platform, opts *Options) (*Connector, err
 	}
 	c.listener, _ = platform.(Listener)
 	c.watch.built = builtWith(&o, platform)
+	if adv.Events != nil {
+		saw := newEventLog(adv.Events).saw
+		c.watch.f.Store(&saw)
+	}
 	if card != nil && len(card.AuthFlows) == 0 {
 		c.defConv = o.DefaultConversation
 		if c.defConv == nil {

@@ -41,7 +41,8 @@ func init() {
 // declared bounds (zero: the default).
 func builtWith(o *Options, p Platform) kithook.Kit {
 	_, typing := p.(Typer)
-	b := kithook.Kit{APIKey: o.APIKey, Typing: typing}
+	_, listener := p.(Listener)
+	b := kithook.Kit{APIKey: o.APIKey, Typing: typing, Platform: p, Listener: listener}
 	if ch := o.Advanced.Channel; ch != nil {
 		b.DeltaIdleTTL, b.DeltaSweep, b.ActivityTimeout = ch.DeltaIdleTTL, ch.DeltaSweep, ch.ActivityTimeout
 	}

@@ -30,13 +30,32 @@ import (
 // caps), and the grace's end drops the channels and stops them.
 //
 // Listen hands what it reads to in.Receive and keeps its cursor in the
-// binding's Data with in.Update. Returning an error matching
+// binding's Data with in.Update. A new binding starts at the present:
+// what was said in the conversation before it was made is history, and
+// history is never handed over (P7, K10: xAgent keeps its own). So a
+// Listener that keeps a cursor is also a Starter, whose Start gives a new
+// binding its first Data — the cursor of the conversation now — before
+// the channel.open that made it is answered (or Bind returns), so that
+// nothing a user types after that is missed. A Listener given a binding
+// with no Data (a Start that returned none, or no Starter) must read only
+// what arrives from then on. Returning an error matching
 // ErrBindingExpired (ErrBindingRevoked) marks the binding expired (revoked)
 // and ends the reader; nil ends it too. Any other error is logged and
 // Listen is called again, with the binding read afresh, after a backoff from ListenBackoffMin doubling to
 // ListenBackoffMax on the kit's clock (reset once a call ran that long).
 type Listener interface {
 	Listen(ctx context.Context, b state.Binding, in Inbox) error
+}
+
+// Starter is a Listener that says where a new binding starts reading.
+// The kit calls Start whenever it makes a binding with no Data (a
+// channel's default conversation at channel.open, Bind, a sign-in): the
+// Data returned (at most state.MaxBindingData bytes) is the binding's
+// first, typically the conversation's newest cursor, from which Listen
+// reads. An error fails the binding (the channel.open is refused as
+// connector_channel_unavailable, Bind fails), as a store error does.
+type Starter interface {
+	Start(ctx context.Context, key string) (data []byte, err error)
 }
 
 // Inbox is what a Listener's reader gets besides its binding.

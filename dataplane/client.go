@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -94,6 +95,10 @@ type ClientConfig struct {
 	// TLSConfig is the TLS configuration of wss:// connections (a private
 	// CA, a client certificate); default the system's.
 	TLSConfig *tls.Config
+	// DialContext, when set, makes the network connection of the data
+	// plane, as http.Transport's does (an in-memory network in tests, a
+	// proxy); default a net.Dialer.
+	DialContext func(ctx context.Context, network, addr string) (net.Conn, error)
 	// MinProtocolVersion and MaxProtocolVersion bound the Connector
 	// versions admitted (W4): a hello.ack whose protocol_version lies
 	// outside [min, max] fails the connect. The hello itself always carries
@@ -337,7 +342,7 @@ func (c *Client) wrap(conn Conn) Conn {
 func (c *Client) connect(ctx context.Context) (*clientConn, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
 	defer cancel()
-	d := websocket.Dialer{TLSClientConfig: c.cfg.TLSConfig}
+	d := websocket.Dialer{TLSClientConfig: c.cfg.TLSConfig, NetDialContext: c.cfg.DialContext}
 	d.Subprotocols = []string{protocol.Subprotocol}
 	var slot batchSlot // the connection, for write coalescing
 	d = slot.dialer(d)

@@ -1,12 +1,11 @@
 package imv2test_test
 
 import (
-	"context"
-	"net/http/httptest"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/require"
@@ -129,6 +128,8 @@ const (
 
 var fixtureConfig = imv2test.Config{DeltaStreams: 100, DeltaBytes: 512 << 10, Wait: 3 * time.Second}
 
+// startBroken builds the fixture of r, served in memory by the run; it
+// is closed with t.Cleanup.
 func startBroken(t *testing.T, r brokenRun) imv2test.Connector {
 	rec := &imv2test.Recorder{}
 	b, err := bc.New(bc.Config{
@@ -136,13 +137,9 @@ func startBroken(t *testing.T, r brokenRun) imv2test.Connector {
 		DeltaIdleTTL: fixtureDeltaTTL, ActivityTimeout: fixtureActivityTTL,
 	})
 	require.NoError(t, err)
-	srv := httptest.NewServer(b.Handler())
-	t.Cleanup(func() {
-		b.Close()
-		srv.Close()
-	})
+	t.Cleanup(func() { b.Close() })
 	return imv2test.Connector{
-		URL: srv.URL, APIKey: r.apiKey, Observer: rec, User: b, Buffered: r.buffered,
+		Handler: b.Handler(), APIKey: r.apiKey, Observer: rec, User: b, Buffered: r.buffered,
 		DeltaIdleTTL: fixtureDeltaTTL, DeltaSweep: time.Millisecond, ActivityTimeout: fixtureActivityTTL,
 	}
 }
@@ -153,6 +150,7 @@ func startBroken(t *testing.T, r brokenRun) imv2test.Connector {
 // fixture passes everything, with a streaming and a buffering target, so
 // a failure is the flaw's and not the fixture's; and every check of the
 // suite is failed by some flaw, so none passes whatever the Connector.
+// The runs share one synctest bubble: every wait is on its fake clock.
 func TestBrokenConnector_K1_K12_EachFlawFailsItsChecks(t *testing.T) {
 	t.Parallel()
 	used := map[bc.Flaw]bool{}
@@ -166,22 +164,19 @@ func TestBrokenConnector_K1_K12_EachFlawFailsItsChecks(t *testing.T) {
 		require.True(t, used[f], "flaw %s never runs", f)
 		require.NotEmpty(t, flawFails[f], "flaw %s fails no check", f)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	conns := make([]imv2test.Connector, len(brokenRuns))
-	for i, r := range brokenRuns {
-		conns[i] = startBroken(t, r)
-	}
 	reps := make([]*imv2test.Report, len(brokenRuns))
 	errs := make([]error, len(brokenRuns))
-	var fs []func()
-	for i := range brokenRuns {
-		fs = append(fs, func() {
-			cfg := fixtureConfig
-			reps[i], errs[i] = imv2test.CheckConnector(ctx, conns[i], &cfg)
-		})
-	}
-	concurrently(fs...)
+	synctest.Test(t, func(t *testing.T) {
+		var fs []func()
+		for i, r := range brokenRuns {
+			c := startBroken(t, r)
+			fs = append(fs, func() {
+				cfg := fixtureConfig
+				reps[i], errs[i] = imv2test.CheckConnector(t.Context(), c, &cfg)
+			})
+		}
+		concurrently(fs...)
+	})
 	all := map[string]bool{}
 	for i, r := range brokenRuns {
 		want := r.want(t)

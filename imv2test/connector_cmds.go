@@ -135,7 +135,7 @@ func cmdDial(r *run, a *args) error {
 	if err := r.authHeader(h, auth, r.conn.APIKey); err != nil {
 		return err
 	}
-	d := websocket.Dialer{HandshakeTimeout: r.cfg.Wait}
+	d := websocket.Dialer{HandshakeTimeout: r.cfg.Wait, NetDialContext: r.conn.dial}
 	if sub != "none" {
 		d.Subprotocols = []string{protocol.Subprotocol}
 	}

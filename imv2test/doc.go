@@ -20,6 +20,18 @@
 // reason. CheckXAgent (with SDKXAgent for this SDK's dataplane.Client)
 // runs the xAgent-side checks.
 //
+// # Fake time
+//
+// A run is mostly waiting: for what must not happen (Quiet), for bounds
+// to expire, for resends; about 15 s on the wall clock. A Connector in
+// this process — CheckKit, a Connector with Handler instead of URL, or
+// CheckXAgent with Config.InMemory — is served on an in-memory network,
+// and every wait reads package time, so inside a testing/synctest bubble
+// the same run costs well under a second: the bubble's clock moves only
+// when the suite and the Connector are both idle, so each window of
+// "nothing more happens" is exact, not a guess. A bubble cannot start
+// subtests: run the checks inside it and ReportTo outside (see CheckKit).
+//
 // # Checks
 //
 // Checks are data: txtar scripts under testdata/conformance/connector and

@@ -76,9 +76,9 @@ func ExampleRunConnector() {
 			rc, _, err := h.OpenFile(ctx, channelID, ref)
 			return rc, err
 		}
-		hs := httptest.NewServer(h)
-		t.Cleanup(func() { srv.Close(); hs.Close() })
-		return imv2test.Connector{URL: hs.URL, User: imv2test.SDKUser{Server: srv, Files: h}}
+		t.Cleanup(func() { srv.Close() })
+		// Handler: the run serves it in memory; a URL would be dialled.
+		return imv2test.Connector{Handler: h, User: imv2test.SDKUser{Server: srv, Files: h}}
 	}
 }
 
@@ -96,7 +96,7 @@ func ExampleRunKit() {
 		if err != nil {
 			t.Fatal(err)
 		}
-		imv2test.RunKit(t, k, nil) // serves k, closes it with t.Cleanup
+		imv2test.RunKit(t, k, nil) // serves k in memory, closes it at the end
 	}
 }
 

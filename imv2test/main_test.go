@@ -7,7 +7,8 @@ import (
 	"github.com/xagentkit/imv2/internal/cmdtest"
 )
 
-// consoleBinary is the console example built with -race for this run.
+// consoleBinary is the console example built for this run (with -race
+// under -race).
 var consoleBinary string
 
 func TestMain(m *testing.M) {

@@ -25,9 +25,10 @@ import (
 //	failed        a user message ended by a non-retryable rejection
 //	user          (xAgent side) a user message reached the agent
 //
-// RunKit and RecordingTarget make these events themselves; a Connector
-// author writes them only for `imv2sim conform -exec`, one JSON object a
-// line on stdout (`imv2sim conform -h` states that contract).
+// RunKit and RecordingTarget make these events themselves. For `imv2sim
+// conform -exec` a Connector writes them one JSON object a line on stdout
+// (`imv2sim conform -h` states that contract); one built with
+// connector.New does so with Options.Advanced.Events = os.Stdout.
 type Event struct {
 	// Event is the kind, one of the above.
 	Event string `json:"event"`

@@ -5,11 +5,11 @@ import (
 	"context"
 	"errors"
 	"io"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/require"
@@ -113,13 +113,9 @@ func startRateLimited(t *testing.T, mode connector.Mode, apiKey string) (imv2tes
 	})
 	require.NoError(t, err)
 	require.Equal(t, mode, k.Mode())
-	hs := httptest.NewServer(k)
-	t.Cleanup(func() {
-		hs.Close()
-		k.Close()
-	})
+	t.Cleanup(func() { k.Close() })
 	return imv2test.Connector{
-		URL: hs.URL, APIKey: apiKey, Observer: p.rec, User: kitUser{k},
+		Handler: k, APIKey: apiKey, Observer: p.rec, User: kitUser{k},
 		Buffered:     mode == connector.ModeBuffer,
 		DeltaIdleTTL: sdkDeltaTTL, DeltaSweep: sdkSweep, ActivityTimeout: sdkActivityTTL,
 	}, p
@@ -140,10 +136,12 @@ type rlRun struct {
 // retryable rejection as xAgent does (A7, A8). The same Connector with
 // the resends cut off (a budget below the first backoff) fails, so the
 // pass is the resends' doing; the platform refused posts in every run.
+// The runs share one synctest bubble: every wait is on its fake clock.
 func TestRateLimited_A7_A8_K1_K12_PassesWithResends(t *testing.T) {
 	t.Parallel()
-	// A long Wait: four suites at once on a loaded machine, and K6 floods.
 	cfg := sdkConfig
+	// K2.e holds finals behind refused ones: a Wait of 10 s gives the
+	// resends a budget of 5 s of the bubble's clock.
 	cfg.Wait = 10 * time.Second
 	// K2.e holds each final behind an earlier one the platform refused:
 	// an uncapped doubling backoff can spend the budget while it waits
@@ -157,22 +155,22 @@ func TestRateLimited_A7_A8_K1_K12_PassesWithResends(t *testing.T) {
 		{"buffer", connector.ModeBuffer, "", cfg, []string{"K1.c", "K2.d"}},
 		{"stream-no-resend", connector.ModeStream, "", noResend, nil},
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
 	reps := make([]*imv2test.Report, len(runs))
 	errs := make([]error, len(runs))
 	plats := make([]*rateLimited, len(runs))
 	logs := make([]*strings.Builder, len(runs))
-	var fs []func()
-	for i, r := range runs {
-		c, p := startRateLimited(t, r.mode, r.key)
-		plats[i] = p
-		logs[i] = &strings.Builder{}
-		rc := r.cfg
-		rc.Log = &syncBuilder{b: logs[i]}
-		fs = append(fs, func() { reps[i], errs[i] = imv2test.CheckConnector(ctx, c, &rc) })
-	}
-	concurrently(fs...)
+	synctest.Test(t, func(t *testing.T) {
+		var fs []func()
+		for i, r := range runs {
+			c, p := startRateLimited(t, r.mode, r.key)
+			plats[i] = p
+			logs[i] = &strings.Builder{}
+			rc := r.cfg
+			rc.Log = &syncBuilder{b: logs[i]}
+			fs = append(fs, func() { reps[i], errs[i] = imv2test.CheckConnector(t.Context(), c, &rc) })
+		}
+		concurrently(fs...)
+	})
 	for i, r := range runs {
 		t.Run(r.name, func(t *testing.T) {
 			require.NoError(t, errs[i])

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/require"
@@ -44,20 +45,32 @@ func (c *editChat) Typing(context.Context, connector.Conversation, imv2.ChatActi
 
 // TestRunKit_K1_K12_KitConnectorInProcess: a connector.New Connector in
 // edit mode, rate-limited every 5th post, whose platform records nothing,
-// passes the suite in process with RunKit(t, k, nil): every check that
-// needs an observer ran, and the API key and short bounds were read from
-// the kit, so the only skip is K5.a, which its mode makes inapplicable.
+// passes the suite in process: every check that needs an observer ran,
+// and the API key and short bounds were read from the kit, so the only
+// skip is K5.a, which its mode makes inapplicable. The checks run on a
+// synctest bubble's clock (CheckKit); RunKit, the same run on the wall
+// clock with subtests, runs two of them (the console binary's runs are
+// the suite's wall-clock runs, one per mode).
 func TestRunKit_K1_K12_KitConnectorInProcess(t *testing.T) {
 	t.Parallel()
-	k, err := connector.New(testcard.IM("editchat", "Edit chat"), &editChat{}, &connector.Options{
-		APIKey:   "runkit-test-key-0123456789abcdef",
-		Advanced: connector.Advanced{Channel: &imv2.Options{DeltaIdleTTL: sdkDeltaTTL, DeltaSweep: sdkSweep, ActivityTimeout: sdkActivityTTL}},
-	})
-	require.NoError(t, err)
-	require.Equal(t, connector.ModeEdit, k.Mode())
-	rep := imv2test.RunKit(t, k, nil)
+	build := func() (*connector.Connector, error) {
+		return connector.New(testcard.IM("editchat", "Edit chat"), &editChat{}, &connector.Options{
+			APIKey:   "runkit-test-key-0123456789abcdef",
+			Advanced: connector.Advanced{Channel: &imv2.Options{DeltaIdleTTL: sdkDeltaTTL, DeltaSweep: sdkSweep, ActivityTimeout: sdkActivityTTL}},
+		})
+	}
+	rep := checkKit(t, build, nil)
 	require.Empty(t, rep.Failed())
 	require.Equal(t, []string{"K5.a"}, rep.Skipped())
+	t.Run("RunKit", func(t *testing.T) {
+		k, err := build()
+		require.NoError(t, err)
+		require.Equal(t, connector.ModeEdit, k.Mode())
+		rep := imv2test.RunKit(t, k, &imv2test.Config{Run: `^K(1\.c|3\.b)$`})
+		require.Equal(t, []string{"K1.c", "K3.b"}, []string{rep.Results[0].Check, rep.Results[1].Check})
+		require.Empty(t, rep.Failed())
+		require.Empty(t, rep.Skipped())
+	})
 }
 
 // TestRunKit_K6_K12_LongBoundsSkippedWithTheFix: a kit left at its
@@ -78,10 +91,10 @@ func TestRunKit_K6_K12_LongBoundsSkippedWithTheFix(t *testing.T) {
 			[]string{"K6.c"}, "DeltaIdleTTL 1s + DeltaSweep 30s (the default)"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			k, err := connector.New(testcard.IM("editchat", "Edit chat"), &editChat{},
-				&connector.Options{Advanced: connector.Advanced{Channel: c.channel}})
-			require.NoError(t, err)
-			rep := imv2test.RunKit(t, k, &imv2test.Config{Run: `^K(6\.c|12\.d)$`})
+			rep := checkKit(t, func() (*connector.Connector, error) {
+				return connector.New(testcard.IM("editchat", "Edit chat"), &editChat{},
+					&connector.Options{Advanced: connector.Advanced{Channel: c.channel}})
+			}, &imv2test.Config{Run: `^K(6\.c|12\.d)$`})
 			require.Empty(t, rep.Failed())
 			require.Equal(t, c.skipped, rep.Skipped())
 			for _, name := range rep.Skipped() {
@@ -127,11 +140,35 @@ func (e *plainEditor) Edit(ctx context.Context, to connector.Conversation, handl
 	return e.c.Edit(ctx, to, handle, text)
 }
 
-// TestRunKit_K1_K12_EveryMode: RunKit's own observation serves every
+// checkKit builds a kit with build and runs CheckKit on it in a synctest
+// bubble (the suite's waits and the kit's timers on its fake clock), then
+// reports the checks as subtests of t, as RunKit does.
+func checkKit(t *testing.T, build func() (*connector.Connector, error), cfg *imv2test.Config) *imv2test.Report {
+	t.Helper()
+	var rep *imv2test.Report
+	checkInBubble(t, build, cfg, &rep)
+	imv2test.ReportTo(t, rep)
+	return rep
+}
+
+// checkInBubble is checkKit without the subtests, for a run expected to
+// fail some checks.
+func checkInBubble(t *testing.T, build func() (*connector.Connector, error), cfg *imv2test.Config, rep **imv2test.Report) {
+	t.Helper()
+	synctest.Test(t, func(t *testing.T) {
+		k, err := build()
+		require.NoError(t, err)
+		*rep, err = imv2test.CheckKit(t.Context(), k, cfg)
+		require.NoError(t, err)
+	})
+}
+
+// TestRunKit_K1_K12_EveryMode: the kit's own observation serves every
 // mode — stream (drafts), edit without a Finisher (the final is an Edit)
 // and buffer — with no check failed and only the mode's inapplicable
 // checks skipped; a platform without a typing indicator has the checks
-// that observe typing skipped, not failed (C5: it shows nothing).
+// that observe typing skipped, not failed (C5: it shows nothing). The
+// runs are on a synctest bubble's clock (CheckKit).
 func TestRunKit_K1_K12_EveryMode(t *testing.T) {
 	t.Parallel()
 	short := &imv2.Options{DeltaIdleTTL: sdkDeltaTTL, DeltaSweep: sdkSweep, ActivityTimeout: sdkActivityTTL}
@@ -149,10 +186,10 @@ func TestRunKit_K1_K12_EveryMode(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			k, err := connector.New(testcard.IM("anychat", "Any chat"), c.platform,
-				&connector.Options{Mode: c.mode, Advanced: connector.Advanced{Channel: short}})
-			require.NoError(t, err)
-			rep := imv2test.RunKit(t, k, nil)
+			rep := checkKit(t, func() (*connector.Connector, error) {
+				return connector.New(testcard.IM("anychat", "Any chat"), c.platform,
+					&connector.Options{Mode: c.mode, Advanced: connector.Advanced{Channel: short}})
+			}, nil)
 			require.Empty(t, rep.Failed())
 			require.Equal(t, c.skipped, rep.Skipped())
 		})

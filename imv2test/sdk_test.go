@@ -4,8 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"net/http/httptest"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/require"
@@ -45,13 +45,9 @@ func startSDKConnector(apiKey string) func(t *testing.T, target *imv2test.Record
 			rc, _, err := h.OpenFile(ctx, channelID, ref)
 			return rc, err
 		}
-		hs := httptest.NewServer(h)
-		t.Cleanup(func() {
-			srv.Close()
-			hs.Close()
-		})
+		t.Cleanup(func() { srv.Close() })
 		return imv2test.Connector{
-			URL: hs.URL, APIKey: apiKey, User: imv2test.SDKUser{Server: srv, Files: h},
+			Handler: h, APIKey: apiKey, User: imv2test.SDKUser{Server: srv, Files: h},
 			DeltaIdleTTL: sdkDeltaTTL, DeltaSweep: sdkSweep, ActivityTimeout: sdkActivityTTL,
 		}
 	}
@@ -60,34 +56,45 @@ func startSDKConnector(apiKey string) func(t *testing.T, target *imv2test.Record
 // sdkConfig probes just above the SDK's default cap of 256 open streams.
 var sdkConfig = imv2test.Config{DeltaStreams: 300}
 
-// TestRunConnector_K1_K12_SDKConnector runs the suite in process, through
-// RunConnector and the recording target, against a Connector made of
+// TestRunConnector_K1_K12_SDKConnector runs the suite in process, with
+// the recording target as observer, against a Connector made of
 // dataplane.Server and connector.Handler, with a target that streams;
-// and, at the same time, with one that cannot (and an API key).
+// and, at the same time, with one that cannot (and an API key). Both runs
+// share one synctest bubble: every wait is on its fake clock.
 func TestRunConnector_K1_K12_SDKConnector(t *testing.T) {
 	t.Parallel()
-	var buffered *imv2test.Report
-	var bufErr error
-	target := imv2test.NewRecordingTarget(false)
-	c := startSDKConnector("sdk-key")(t, target)
-	c.Observer, c.Buffered = target, true
-	concurrently(
-		func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-			defer cancel()
-			buffered, bufErr = imv2test.CheckConnector(ctx, c, &sdkConfig)
-		},
-		func() {
-			t.Run("streaming", func(t *testing.T) {
-				rep := imv2test.RunConnector(t, true, startSDKConnector(""), &sdkConfig)
-				require.Equal(t, []string{"K1.c", "K5.a"}, rep.Skipped())
-			})
-		},
-	)
+	var streaming, buffered *imv2test.Report
+	var streamErr, bufErr error
+	synctest.Test(t, func(t *testing.T) {
+		run := func(streams bool, key string, rep **imv2test.Report, err *error) func() {
+			target := imv2test.NewRecordingTarget(streams)
+			c := startSDKConnector(key)(t, target)
+			c.Observer, c.Buffered = target, !streams
+			return func() { *rep, *err = imv2test.CheckConnector(t.Context(), c, &sdkConfig) }
+		}
+		concurrently(run(true, "", &streaming, &streamErr), run(false, "sdk-key", &buffered, &bufErr))
+	})
+	t.Run("streaming", func(t *testing.T) {
+		require.NoError(t, streamErr)
+		imv2test.ReportTo(t, streaming)
+		require.Empty(t, streaming.Failed())
+		require.Equal(t, []string{"K1.c", "K5.a"}, streaming.Skipped())
+	})
 	t.Run("buffered", func(t *testing.T) {
 		require.NoError(t, bufErr)
 		imv2test.ReportTo(t, buffered)
 		require.Empty(t, buffered.Failed())
 		require.Equal(t, []string{"K2.d"}, buffered.Skipped())
 	})
+}
+
+// TestRunConnector_K3_HandsItsTargetToStart: RunConnector builds the
+// Connector with its recording target, observes through it and reports
+// each check as a subtest; K3.b needs the observer, so its pass shows the
+// target was wired in.
+func TestRunConnector_K3_HandsItsTargetToStart(t *testing.T) {
+	t.Parallel()
+	rep := imv2test.RunConnector(t, true, startSDKConnector(""), &imv2test.Config{Run: `^K3\.b$`})
+	require.Len(t, rep.Results, 1)
+	require.Equal(t, imv2test.Pass, rep.Results[0].Status, rep.Results[0].Reason)
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"regexp"
 	"strings"
@@ -21,6 +22,12 @@ type Connector struct {
 	// URL is the Connector's base URL (http://host:port, maybe a path
 	// prefix); the data plane is URL/ws.
 	URL string
+	// Handler, set instead of URL, is a Connector in this process: the
+	// run serves it on an in-memory network (no port) and stops serving
+	// at its end. Every wait of such a run reads package time, so inside
+	// a testing/synctest bubble (Handler built there too) the run costs
+	// no wall time; see CheckKit.
+	Handler http.Handler
 	// APIKey, when the Connector was started with one, is sent as a bearer
 	// token; checks of the key itself run only then.
 	APIKey string
@@ -51,6 +58,9 @@ type Connector struct {
 	// noTyping: the target has no typing indicator (RunKit: a platform
 	// that is no connector.Typer), so typing cannot be observed.
 	noTyping bool
+	// dial, when set, opens every data-plane connection (CheckKit's
+	// in-memory network); HTTPClient then dials the same way.
+	dial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // Config tunes a run. The zero value runs every check with the default
@@ -103,6 +113,13 @@ type Config struct {
 	// announces its own current version, and the Connector must admit it
 	// and answer with its own (W4).
 	HelloVersion string
+	// InMemory, on the xAgent side, serves the suite's Connector on an
+	// in-memory network instead of a loopback port: the XAgent reaches it
+	// only through XAgentEnv.HTTPClient and Dialer. Every wait of such a
+	// run reads package time, so inside a testing/synctest bubble it costs
+	// no wall time (the Connector side does the same with
+	// Connector.Handler or CheckKit).
+	InMemory bool
 	// CheckTimeout bounds one check (default 60 s).
 	CheckTimeout time.Duration
 	// Log, when set, receives a transcript: every step and its outcome,
@@ -284,12 +301,28 @@ func selectChecks(side Side, run string) ([]*Check, error) {
 // are skipped with the reason. ctx bounds the whole run.
 func CheckConnector(ctx context.Context, c Connector, cfg *Config) (*Report, error) {
 	o := cfg.withDefaults()
+	if c.Handler != nil && c.URL == "" {
+		ln := newPipeNet()
+		hs := &http.Server{Handler: c.Handler}
+		served := make(chan struct{})
+		go func() {
+			defer close(served)
+			_ = hs.Serve(ln)
+		}()
+		defer func() {
+			hs.Close()
+			<-served
+		}()
+		c.URL, c.dial = ln.url(), ln.dial
+	}
 	if c.URL == "" {
-		return nil, fmt.Errorf("imv2test: Connector.URL is required")
+		return nil, fmt.Errorf("imv2test: Connector.URL or Handler is required")
 	}
 	c.URL = strings.TrimRight(c.URL, "/")
 	if c.HTTPClient == nil {
-		c.HTTPClient = &http.Client{Timeout: 10 * time.Second}
+		transport := &http.Transport{DialContext: c.dial}
+		defer transport.CloseIdleConnections()
+		c.HTTPClient = &http.Client{Transport: transport, Timeout: 10 * time.Second}
 	}
 	checks, err := selectChecks(SideConnector, o.Run)
 	if err != nil {

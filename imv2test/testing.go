@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -41,13 +42,12 @@ func RunConnector(t *testing.T, streaming bool, start func(t *testing.T, target 
 
 // RunKit runs the Connector-side checks against k, a Connector built
 // with connector.New, in process, one subtest per check; cfg may be nil.
-// The checks run first and then report as subtests, so go test -run
-// picks which results show, not which checks run: Config.Run picks those.
-// It serves k on a loopback port (closed with t.Cleanup) and needs
-// nothing else: it watches every platform call the kit makes that
-// succeeds (Post, Finish, PostDraft, Edit, Draft, Typing) and types as a
-// user through k.Receive, and it reads the API key, the mode and the
-// bounds from k. The platform records nothing for the suite.
+// The checks run first (CheckKit) and then report as subtests, so go test
+// -run picks which results show, not which checks run: Config.Run picks
+// those. It needs nothing else: it watches every platform call the kit
+// makes that succeeds (Post, Finish, PostDraft, Edit, Draft, Typing) and
+// types as a user through k.Receive, and it reads the API key, the mode
+// and the bounds from k. The platform records nothing for the suite.
 //
 //	func TestConformance(t *testing.T) {
 //		k, err := connector.New(card, &myChat{}, nil)
@@ -62,21 +62,71 @@ func RunConnector(t *testing.T, streaming bool, start func(t *testing.T, target 
 // (5 min + 30 s, 30 s) are too long for a test, so those checks are
 // skipped, saying so and how to shorten them, unless k was built with
 // bounds of at most 10 s, as in the Example.
+//
+// A run waits on the wall clock (about 15 s). Run in a testing/synctest
+// bubble with CheckKit, it takes about a second: see CheckKit.
 func RunKit(t *testing.T, k *connector.Connector, cfg *Config) *Report {
 	t.Helper()
-	built, ok := kithook.Describe(k)
-	if !ok || !kithook.Watch(k, nil) {
-		t.Fatal("imv2test: RunKit needs a Connector built with connector.New")
-	}
-	obs := &kitObserver{handles: map[[2]string]string{}}
-	kithook.Watch(k, obs.saw)
-	url, err := k.Start("127.0.0.1:0")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	rep, err := CheckKit(ctx, k, withTestLog(t, cfg))
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { k.Close(); kithook.Watch(k, nil) })
-	c := Connector{URL: url, APIKey: built.APIKey, Observer: obs, User: kitUser{k},
-		Buffered: k.Mode() == connector.ModeBuffer, why: map[string]string{}, noTyping: !built.Typing}
+	ReportTo(t, rep)
+	return rep
+}
+
+// CheckKit runs the Connector-side checks against k, a Connector built
+// with connector.New, in process, and returns the report; RunKit is
+// CheckKit plus a subtest per check. k is served on an in-memory network
+// (no port) for the run and closed at its end.
+//
+// Every wait of the suite and every timer of the kit reads package time,
+// so inside a testing/synctest bubble a run costs no wall time: the
+// bubble's clock moves only once the suite and the kit are both idle,
+// which makes each "nothing more happens" window exact rather than a
+// guess. Build k inside the bubble and report outside it (a bubble
+// cannot start subtests):
+//
+//	var rep *imv2test.Report
+//	synctest.Test(t, func(t *testing.T) {
+//		k, err := connector.New(card, &myChat{}, nil)
+//		if err != nil {
+//			t.Fatal(err)
+//		}
+//		if rep, err = imv2test.CheckKit(t.Context(), k, nil); err != nil {
+//			t.Fatal(err)
+//		}
+//	})
+//	imv2test.ReportTo(t, rep)
+func CheckKit(ctx context.Context, k *connector.Connector, cfg *Config) (*Report, error) {
+	built, ok := kithook.Describe(k)
+	if !ok || !kithook.Watch(k, nil) {
+		return nil, errors.New("imv2test: CheckKit needs a Connector built with connector.New")
+	}
+	obs := &kitObserver{handles: map[[2]string]string{}}
+	kithook.Watch(k, obs.saw)
+	defer kithook.Watch(k, nil)
+	ln := newPipeNet()
+	served := make(chan error, 1)
+	go func() { served <- k.Serve(context.Background(), ln) }()
+	defer func() {
+		k.Close()
+		<-served
+	}()
+	c := Connector{URL: ln.url(), APIKey: built.APIKey, Observer: obs, User: kitUser{k: k},
+		Buffered: k.Mode() == connector.ModeBuffer, why: map[string]string{}, noTyping: !built.Typing, dial: ln.dial}
+	if built.Listener {
+		// A user types into the platform; only its Listener hands that over.
+		if ty, ok := built.Platform.(Typist); ok {
+			c.User = kitUser{k: k, typist: ty}
+		} else {
+			c.User = nil
+			c.why[NeedUser] = fmt.Sprintf("the platform %T reads its conversations itself (a connector.Listener) and is no imv2test.Typist: "+
+				"typing through Connector.Receive would pass by the Listener; implement Type on the test platform to run these checks", built.Platform)
+		}
+	}
 	// A stream idle for the TTL goes at the next sweep: up to TTL+sweep.
 	ttl, sweep := cmp.Or(built.DeltaIdleTTL, kitDefaultTTL), cmp.Or(built.DeltaSweep, kitDefaultSweep)
 	if ttl+sweep <= maxKitBound {
@@ -90,7 +140,7 @@ func RunKit(t *testing.T, k *connector.Connector, cfg *Config) *Report {
 	} else {
 		c.why[NeedActTTL] = tooLong(fmt.Sprintf("a shown status clears after ActivityTimeout %s", bound(built.ActivityTimeout, at)))
 	}
-	return runChecks(t, c, cfg)
+	return CheckConnector(ctx, c, cfg)
 }
 
 // maxKitBound is the longest bound RunKit waits out; the kit's defaults
@@ -156,15 +206,7 @@ func runChecks(t *testing.T, c Connector, cfg *Config) *Report {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	if testing.Verbose() && (cfg == nil || cfg.Log == nil) {
-		var o Config
-		if cfg != nil {
-			o = *cfg
-		}
-		o.Log = testLog{t}
-		cfg = &o
-	}
-	rep, err := CheckConnector(ctx, c, cfg)
+	rep, err := CheckConnector(ctx, c, withTestLog(t, cfg))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,9 +214,48 @@ func runChecks(t *testing.T, c Connector, cfg *Config) *Report {
 	return rep
 }
 
+// withTestLog returns cfg with t as its Log under go test -v when cfg
+// has none.
+func withTestLog(t *testing.T, cfg *Config) *Config {
+	if !testing.Verbose() || (cfg != nil && cfg.Log != nil) {
+		return cfg
+	}
+	var o Config
+	if cfg != nil {
+		o = *cfg
+	}
+	o.Log = testLog{t}
+	return &o
+}
+
+// Typist is a test platform a person can type into. When the platform
+// of a kit Connector is a connector.Listener, RunKit and CheckKit type the
+// suite's user messages into the conversation with Type, and they reach
+// xAgent only through the platform's Listener, as in production: a
+// Listener that hands over too much (a new binding's history) or too
+// little fails the checks. A Listener that is no Typist has the checks
+// that need a user skipped, saying so: typing through Connector.Receive
+// would pass by the Listener. Other platforms are typed to through
+// Connector.Receive, as a webhook hands events over.
+type Typist interface {
+	// Type adds a person's message to the conversation's history, as the
+	// platform's own app would: text, or one file when file is not nil.
+	Type(ctx context.Context, conversation, text string, file *UserFile) error
+}
+
+// UserFile is a file a user sends.
+type UserFile struct {
+	Name string
+	Data []byte
+}
+
 // kitUser is a person typing in the conversation a kit channel is bound
-// to: each user message is a platform event handed to Receive.
-type kitUser struct{ k *connector.Connector }
+// to: each user message is typed into the platform (typist), or else a
+// platform event handed to Receive.
+type kitUser struct {
+	k      *connector.Connector
+	typist Typist
+}
 
 func (u kitUser) key(ctx context.Context, channelID string) (string, error) {
 	b, found, err := u.k.Binding(ctx, channelID)
@@ -193,6 +274,9 @@ func (u kitUser) Say(ctx context.Context, channelID, text string) error {
 	if err != nil {
 		return err
 	}
+	if u.typist != nil {
+		return u.typist.Type(ctx, key, text, nil)
+	}
 	return u.k.Receive(ctx, connector.InboundEvent{Conversation: key, EventID: imv2.NewMessageID(), Text: text})
 }
 
@@ -202,6 +286,9 @@ func (u kitUser) SendFile(ctx context.Context, channelID, filename string, data 
 	key, err := u.key(ctx, channelID)
 	if err != nil {
 		return err
+	}
+	if u.typist != nil {
+		return u.typist.Type(ctx, key, "", &UserFile{Name: filename, Data: data})
 	}
 	open := func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil }
 	return u.k.Receive(ctx, connector.InboundEvent{Conversation: key, EventID: imv2.NewMessageID(),

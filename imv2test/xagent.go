@@ -9,8 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
@@ -61,6 +61,11 @@ type XAgentEnv struct {
 	// Agent records the user messages the agent receives: call
 	// Agent.Record(Event{Event: "user", …}) for each, or use UserRecorder.
 	Agent *Recorder
+	// HTTPClient and Dialer reach URL; an XAgent in this process makes
+	// every request and WebSocket with them. With Config.InMemory they are
+	// the only way there.
+	HTTPClient *http.Client
+	Dialer     *websocket.Dialer
 }
 
 // StartXAgent starts an XAgent against env: it dials, says hello and
@@ -129,7 +134,9 @@ type xagentRun struct {
 	profiles []string
 	apiKey   string
 	key      apikey.Key // apiKey, checked by the one parser the SDK uses
-	srv      *httptest.Server
+	srv      *http.Server
+	served   chan struct{} // closed when srv stopped serving
+	client   *http.Client  // env.HTTPClient
 	conns    chan *websocket.Conn
 	ctx      context.Context
 	cancel   context.CancelFunc
@@ -144,11 +151,12 @@ type xagentRun struct {
 	wg        sync.WaitGroup // start and reply goroutines
 }
 
-func newXAgentRun(parent context.Context, cfg *Config, start StartXAgent, profiles []string) *xagentRun {
+func newXAgentRun(parent context.Context, cfg *Config, start StartXAgent, profiles []string) (x *xagentRun) {
+	var err error
 	if profiles == nil {
 		profiles = []string{imv2.ProfileIMv2}
 	}
-	x := &xagentRun{
+	x = &xagentRun{
 		cfg:      cfg,
 		agent:    &Recorder{},
 		cardID:   suiteCardID,
@@ -160,8 +168,27 @@ func newXAgentRun(parent context.Context, cfg *Config, start StartXAgent, profil
 	}
 	x.key = apikey.New(x.apiKey)
 	x.ctx, x.cancel = context.WithCancel(parent)
-	x.srv = httptest.NewServer(http.HandlerFunc(x.serveHTTP))
-	env := XAgentEnv{URL: x.srv.URL, APIKey: x.apiKey, CardID: x.cardID, Agent: x.agent}
+	env := XAgentEnv{APIKey: x.apiKey, CardID: x.cardID, Agent: x.agent, Dialer: &websocket.Dialer{}}
+	x.srv, x.served = &http.Server{Handler: http.HandlerFunc(x.serveHTTP)}, make(chan struct{})
+	var ln net.Listener
+	if cfg.InMemory {
+		pn := newPipeNet()
+		ln, env.URL, env.Dialer.NetDialContext = pn, pn.url(), pn.dial
+	} else if ln, err = net.Listen("tcp", "127.0.0.1:0"); err == nil {
+		env.URL = "http://" + ln.Addr().String()
+	}
+	x.client = &http.Client{Transport: &http.Transport{DialContext: env.Dialer.NetDialContext}, Timeout: 10 * time.Second}
+	env.HTTPClient = x.client
+	if err != nil { // no loopback port: the start fails, and so every step
+		close(x.served)
+		x.startErr = err
+		close(x.started)
+		return x
+	}
+	go func() {
+		defer close(x.served)
+		_ = x.srv.Serve(ln)
+	}()
 	x.wg.Add(1)
 	go func() {
 		defer x.wg.Done()
@@ -188,6 +215,8 @@ func (x *xagentRun) stop() {
 	}
 	x.wg.Wait()
 	x.srv.Close()
+	<-x.served
+	x.client.CloseIdleConnections()
 	for {
 		select {
 		case ws := <-x.conns:
@@ -627,11 +656,17 @@ func SDKXAgent(cfg dataplane.ClientConfig) StartXAgent {
 		c := cfg
 		c.URL, c.APIKey, c.CardID = env.URL, env.APIKey, env.CardID
 		c.Target = UserRecorder(env.Agent)
+		if c.HTTPClient == nil {
+			c.HTTPClient = env.HTTPClient
+		}
+		if c.DialContext == nil && env.Dialer != nil {
+			c.DialContext = env.Dialer.NetDialContext
+		}
 		client, err := dataplane.Dial(ctx, c)
 		if err != nil {
 			return nil, err
 		}
-		x := &sdkXAgent{client: client, url: env.URL, key: env.APIKey}
+		x := &sdkXAgent{client: client, url: env.URL, key: env.APIKey, http: env.HTTPClient}
 		if _, err := client.OpenChannel(ctx, ""); err != nil {
 			return x, err // still connected: a refusal is what K1.y checks
 		}
@@ -643,6 +678,7 @@ type sdkXAgent struct {
 	client *dataplane.Client
 	url    string
 	key    string
+	http   *http.Client
 }
 
 func (s *sdkXAgent) Reply(ctx context.Context, channelID string, r Reply) error {
@@ -660,7 +696,7 @@ func (s *sdkXAgent) Reply(ctx context.Context, channelID string, r Reply) error 
 	}
 	m := imv2.ChatMessage{Text: r.Text}
 	for _, f := range r.Files {
-		res, err := xfiles.Upload(ctx, http.DefaultClient, s.url, s.key, channelID, f.Name, bytes.NewReader(f.Data))
+		res, err := xfiles.Upload(ctx, s.http, s.url, s.key, channelID, f.Name, bytes.NewReader(f.Data))
 		if err != nil {
 			return err
 		}

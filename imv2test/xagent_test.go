@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/require"
@@ -111,7 +112,7 @@ func sdkXAgent(flaws ...xagentFlaw) imv2test.StartXAgent {
 		if slices.Contains(flaws, xTrustDescriptor) {
 			// The Client reads the Card as declaring xagent.im.v2 whatever
 			// it says: an xAgent that takes the Descriptor's word.
-			cfg.HTTPClient = &http.Client{Transport: cardWithIMv2{}}
+			cfg.HTTPClient = &http.Client{Transport: cardWithIMv2{env.HTTPClient.Transport}}
 		}
 		if len(flaws) > 0 {
 			var mu sync.Mutex
@@ -124,12 +125,12 @@ func sdkXAgent(flaws ...xagentFlaw) imv2test.StartXAgent {
 	}
 }
 
-// cardWithIMv2 fetches like http.DefaultTransport and adds xagent.im.v2
-// to a Card's supports.profiles.
-type cardWithIMv2 struct{}
+// cardWithIMv2 fetches with its RoundTripper and adds xagent.im.v2 to a
+// Card's supports.profiles.
+type cardWithIMv2 struct{ http.RoundTripper }
 
-func (cardWithIMv2) RoundTrip(req *http.Request) (*http.Response, error) {
-	resp, err := http.DefaultTransport.RoundTrip(req)
+func (c cardWithIMv2) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := c.RoundTripper.RoundTrip(req)
 	if err != nil || !strings.HasSuffix(req.URL.Path, "/connector-card.json") {
 		return resp, err
 	}
@@ -170,22 +171,22 @@ var xagentRuns = []struct {
 // TestXAgent_K1_K12_SDKClient runs the xAgent-side checks — the suite
 // plays a Connector — against this SDK's dataplane.Client, and against
 // it with flaws injected on the wire, all at once: the plain Client passes
-// every check, each flawed one fails exactly the expected checks.
-//
-// It is not parallel on purpose: it runs alone before the three parallel
-// tests, which keeps the race detector's load, and so timing, moderate.
+// every check, each flawed one fails exactly the expected checks. The
+// runs share one synctest bubble, on an in-memory network: every wait is
+// on its fake clock.
 func TestXAgent_K1_K12_SDKClient(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
+	t.Parallel()
 	reps := make([]*imv2test.Report, len(xagentRuns))
 	errs := make([]error, len(xagentRuns))
-	var fs []func()
-	for i, r := range xagentRuns {
-		fs = append(fs, func() {
-			reps[i], errs[i] = imv2test.CheckXAgent(ctx, sdkXAgent(r.flaws...), &imv2test.Config{Resend: 3 * time.Second})
-		})
-	}
-	concurrently(fs...)
+	synctest.Test(t, func(t *testing.T) {
+		var fs []func()
+		for i, r := range xagentRuns {
+			fs = append(fs, func() {
+				reps[i], errs[i] = imv2test.CheckXAgent(t.Context(), sdkXAgent(r.flaws...), &imv2test.Config{Resend: 3 * time.Second, InMemory: true})
+			})
+		}
+		concurrently(fs...)
+	})
 	failed := map[string]bool{}
 	for i, r := range xagentRuns {
 		t.Run(r.name, func(t *testing.T) {

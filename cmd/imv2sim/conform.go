@@ -41,9 +41,10 @@ examples/console -json is one such command:
 
   imv2sim conform -exec "go run ./examples/console -addr 127.0.0.1:0 -json -mode buffer" -buffer
 
-A Connector built with connector.New needs none of this in a Go test:
-imv2test.RunKit(t, k, nil) runs the suite in process and sees what the kit
-shows by itself.
+A Connector built with connector.New writes the stdout events itself:
+set Options.Advanced.Events to os.Stdout behind a flag of its own. In a Go
+test it needs none of this: imv2test.RunKit(t, k, nil) runs the suite in
+process and sees what the kit shows by itself.
 `
 
 // conform runs `imv2sim conform`; out gets the table, errOut the

@@ -97,6 +97,7 @@ func streamOutput(t *testing.T, text string, piece, activityEvery int, args ...s
 // and -json draft events, which carry the whole text so far, are coalesced
 // so that they add up to at most twice the text (plus 4 KiB).
 func TestConsole_D8_StreamOutputCoalesced(t *testing.T) {
+	t.Parallel() // a child process does the work: overlap its waits with the other tests
 	// 1 MiB less 4 KiB, so that the final fits in one frame (W2).
 	text := strings.Repeat("0123456789abcdef", (1<<20-4<<10)/16)
 	for _, c := range []struct {
@@ -110,6 +111,7 @@ func TestConsole_D8_StreamOutputCoalesced(t *testing.T) {
 		{"json", []string{"-json"}, 0, 3 * int64(len(text))},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
 			n, _ := streamOutput(t, text, 10, c.activityEvery, c.args...)
 			t.Logf("%s: %d bytes of output for %d bytes of text in 10-byte deltas (%.1f×)", c.name, n, len(text), float64(n)/float64(len(text)))
 			require.GreaterOrEqual(t, n, int64(len(text)), "the final is shown")

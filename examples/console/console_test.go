@@ -209,7 +209,13 @@ func TestConsole_M6_FileLineSendsDownloadableFile(t *testing.T) {
 	require.NoError(t, os.WriteFile(path, []byte("file body"), 0o600))
 	_, err = io.WriteString(p.stdin, "/file "+path+"\n")
 	require.NoError(t, err)
-	p.until(t, func(e consolebridge.Event) bool { return e.Event == "sent" })
+	// The reply's final may be shown before the ack of the file makes
+	// "sent": wait for both, in either order.
+	var sent, final bool
+	p.until(t, func(e consolebridge.Event) bool {
+		sent, final = sent || e.Event == "sent", final || e.Event == "final"
+		return sent
+	})
 	users := agent.UserMessages()
 	require.Len(t, users, 1)
 	require.Empty(t, users[0].Text, "M3: a file-only message")
@@ -217,7 +223,9 @@ func TestConsole_M6_FileLineSendsDownloadableFile(t *testing.T) {
 	body, err := agent.Fetch(ctx, users[0].Files[0])
 	require.NoError(t, err)
 	require.Equal(t, "file body", string(body))
-	p.until(t, func(e consolebridge.Event) bool { return e.Event == "final" })
+	if !final {
+		p.until(t, func(e consolebridge.Event) bool { return e.Event == "final" })
+	}
 	agent.Wait()
 }
 

@@ -43,7 +43,13 @@ func TestConsole_Metrics_ServedApartFromTheKey(t *testing.T) {
 	})
 	agent.Wait() // the final's ack reached the simulator
 
+	// The ack can reach the simulator before the console counts it: read
+	// /metrics again until it has (another process: no clock to drive).
 	s := cmdtest.CheckMetrics(t, monitor, "")
+	for end := time.Now().Add(10 * time.Second); s[`imv2_acks_sent_total{status="accepted",code=""}`] == 0 && time.Now().Before(end); {
+		time.Sleep(20 * time.Millisecond)
+		s = cmdtest.CheckMetrics(t, monitor, "")
+	}
 	for k, want := range map[string]float64{
 		`imv2_open_connections`:                               1,
 		`imv2_open_channels`:                                  1,

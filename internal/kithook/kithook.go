@@ -36,6 +36,12 @@ type Kit struct {
 	DeltaIdleTTL, DeltaSweep, ActivityTimeout time.Duration
 	// Typing reports whether the platform has a typing indicator.
 	Typing bool
+	// Platform is the platform the Connector was built around; Listener
+	// reports whether it reads its conversations itself (a
+	// connector.Listener), so a user's messages reach the kit only
+	// through it.
+	Platform any
+	Listener bool
 }
 
 // Set once by package connector's init, never changed afterwards (so

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -19,7 +18,7 @@ type draft struct {
 	key draftKey
 	// call serializes the platform calls of this message, so an edit never
 	// overtakes the final. It is taken before t.mu, never while holding it.
-	call sync.Mutex
+	call callLock
 
 	// Guarded by t.mu.
 	posted    bool   // the platform accepted a Post or Draft; handle is valid

@@ -3,7 +3,6 @@ package display
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/xagentkit/imv2"
@@ -14,7 +13,7 @@ type typingState struct {
 	ch string
 	// call serializes the Typer calls of this channel, so that "off" never
 	// overtakes an "on". Taken before t.mu, never while holding it.
-	call  sync.Mutex
+	call  callLock
 	shown bool // a Typing(thinking|tool) was attempted; guarded by call
 
 	// Guarded by t.mu.
