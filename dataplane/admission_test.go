@@ -54,7 +54,7 @@ func TestClient_H5_LegacyDescriptorIsNormalized(t *testing.T) {
 
 // TestClient_H1_CardGuidanceIsNotARefusal: Dial admits a Card whose
 // related_skill_ids do not name connector-<card id> and whose
-// supports.targets[] names a target type outside target_types: §4.1 calls
+// supports.targets[] names a target type outside target_types: Common Protocol §4.1 calls
 // the first guidance and forbids neither. Dial refused both before.
 func TestClient_H1_CardGuidanceIsNotARefusal(t *testing.T) {
 	srv, err := NewServer(ServerConfig{Card: testCard(), NewTarget: func(string) imv2.Target { return newRecTarget() }})
@@ -76,7 +76,7 @@ func TestClient_H1_CardGuidanceIsNotARefusal(t *testing.T) {
 	hs2 := httptest.NewServer(withCard(card, srv))
 	t.Cleanup(hs2.Close)
 	_, err = Dial(ctxWait(t), ClientConfig{URL: hs2.URL, Target: newRecTarget()})
-	require.ErrorContains(t, err, "connector.name is empty", "§4.1's hard validation still refuses")
+	require.ErrorContains(t, err, "connector.name is empty", "Common Protocol §4.1's hard validation still refuses")
 }
 
 // emptyPushProfiles rewrites every descriptor push to enable no profile.

@@ -65,7 +65,7 @@ func retryStatus(code int) bool {
 
 // decodeCard decodes a Card document and admits it as xAgent does
 // (protocol.Card.Admit: Common Protocol §4.1's hard validation, H2, P1):
-// what §4.1 calls guidance does not refuse a Connector.
+// what Common Protocol §4.1 calls guidance does not refuse a Connector.
 func decodeCard(body []byte) (*protocol.Card, error) {
 	card := new(protocol.Card)
 	if err := (&imv2.Packet{Payload: body}).DecodePayload(card); err != nil {

@@ -978,8 +978,8 @@ func (c *Client) Request(ctx context.Context, p *imv2.Packet) (*imv2.Packet, err
 	return cc.request(ctx, p, nil)
 }
 
-// requestTypes are the Common Protocol requests xAgent sends (Common
-// Protocol §8): all but connector.hello, which the Client sends itself.
+// requestTypes are the Common Protocol requests xAgent sends
+// (Common Protocol §8): all but connector.hello, which the Client sends itself.
 var requestTypes = map[string]bool{
 	protocol.TypeChannelOpen: true, protocol.TypeChannelClose: true,
 	protocol.TypeDescriptorGet: true, protocol.TypeToolInvoke: true, protocol.TypePing: true,
@@ -1279,7 +1279,7 @@ func (cc *clientConn) dispatch(p *imv2.Packet) {
 
 // descriptorPush applies connection.descriptor.push (W7): a descriptor
 // whose identity does not match the channel is ignored (Common Protocol §8.17),
-// as is one enabling no profile this side shares (§9: profiles are
+// as is one enabling no profile this side shares (Common Protocol §9: profiles are
 // non-empty and declared by the Card); changed profiles renegotiate the
 // Channel (P5).
 func (cc *clientConn) descriptorPush(p *imv2.Packet) {
@@ -1298,8 +1298,8 @@ func (cc *clientConn) descriptorPush(p *imv2.Packet) {
 	}
 	neg := c.negotiate(d.Connection.Profiles)
 	if len(neg.Profiles()) == 0 {
-		// Profiles must be non-empty and declared by the Card (Common
-		// Protocol §9 hard validation): such a push is invalid, and
+		// Profiles must be non-empty and declared by the Card
+		// (Common Protocol §9 hard validation): such a push is invalid, and
 		// obeying it would silence the channel. Ignored, as a mismatch is.
 		c.log.Info("dataplane: descriptor push enabling no profile this side shares ignored", "connector_channel_id", e.id)
 		return

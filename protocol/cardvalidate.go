@@ -64,7 +64,7 @@ func (c *Card) Validate() error { return c.check(true) }
 // known values) and supports.profiles (non-empty, each catalog profile
 // next to a target type it allows, P1), supports.user_channel_mode, tools
 // with a unique valid tool_id, a declared profile and an input schema
-// that requires connector_channel_id. What §4.1 calls guidance or a
+// that requires connector_channel_id. What Common Protocol §4.1 calls guidance or a
 // recommendation is not a refusal: related_skill_ids of any name, a
 // supports.targets[] entry whose target_type is not in target_types (xAgent
 // falls back to the Connector's name for it), auth flows, UI and security
@@ -132,7 +132,7 @@ func (c *Card) validateSupports(strict bool) error {
 	}
 	for i, t := range s.Targets {
 		if !strict {
-			break // recommendations (§4.1): xAgent falls back to the Connector's name
+			break // recommendations (Common Protocol §4.1): xAgent falls back to the Connector's name
 		}
 		switch {
 		case !slices.Contains(s.TargetTypes, t.TargetType):
@@ -195,7 +195,7 @@ func (c *Card) validateTool(i int, strict bool) error {
 		return cardErr("tools[%d] (%s).input_schema: %s (H2)", i, t.ToolID, err.Message)
 	}
 	if !strict {
-		return nil // related_skill_ids are workflow guidance (§4.1)
+		return nil // related_skill_ids are workflow guidance (Common Protocol §4.1)
 	}
 	if len(t.OutputSchema) > 0 && jsontext.Value(t.OutputSchema).Kind() != '{' {
 		return cardErr("tools[%d] (%s).output_schema is not an object (H2)", i, t.ToolID)
@@ -345,7 +345,7 @@ func (d *Descriptor) Validate(card *Card) error {
 	case d.Schema != DescriptorSchema:
 		return descErr("schema is %q, want %q (H5)", d.Schema, DescriptorSchema)
 	case c.LegacyProfile != "":
-		return descErr("connection.profile is the legacy v1 member; a %s Descriptor has connection.profiles only (§12)", DescriptorSchema)
+		return descErr("connection.profile is the legacy v1 member; a %s Descriptor has connection.profiles only (Common Protocol §12)", DescriptorSchema)
 	case c.ConnectorCardID == "":
 		return descErr("connection.connector_card_id is empty (H5)")
 	case c.ConnectorID == "":
