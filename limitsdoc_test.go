@@ -132,6 +132,7 @@ func TestOptions_DocDefaultsMatchTheConstants(t *testing.T) {
 		"DeltaIdleTTL":    {durMS(o.DeltaIdleTTL), durMS(o.DeltaMaxAge), durMS(o.DeltaSweep)},
 		"MaxOpenDeltas":   {count(o.MaxOpenDeltas), size(o.MaxDeltaBytes)},
 		"ActivityTimeout": {durMS(o.ActivityTimeout)},
+		"OrderTTL":        {durMS(o.OrderTTL)},
 	}
 	f, err := parser.ParseFile(token.NewFileSet(), "options.go", nil, parser.ParseComments)
 	if err != nil {

@@ -1,8 +1,10 @@
 package imv2
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/xagentkit/imv2/internal/answered"
@@ -17,6 +19,8 @@ type delivery struct {
 	m       *ChatMessage
 	fp      Fingerprint
 	stream  *deltaStream
+	place   *place    // where it stands in the channel's order (order.go)
+	until   time.Time // when it stops waiting for the places before it
 	waiters []*Packet
 	held    int64 // Budget bytes of the message and its waiters
 	// tctx is the Target call's context and ack the packet of the first
@@ -135,6 +139,11 @@ func (c *Channel) receiveMessage(ctx context.Context, p *Packet) error {
 		c.releaseLocked(credit - cost)
 	}
 	d := &delivery{p: p, m: m, fp: fp, held: cost}
+	if stream != nil {
+		d.place = stream.place
+	} else {
+		d.place = c.newPlaceLocked(id)
+	}
 	if c.inflight == nil {
 		c.inflight = map[string]*delivery{}
 	}
@@ -148,8 +157,11 @@ func (c *Channel) receiveMessage(ctx context.Context, p *Packet) error {
 		stream.held = 0
 		stream.buf, stream.ends, stream.draft = nil, nil, "" // a running draft call keeps only its own copy
 	}
-	c.queue = append(c.queue, d)
-	c.queued++
+	// The queue is in the order the messages started (order.go): a final
+	// whose stream began first goes before one that came before it.
+	i, _ := slices.BinarySearchFunc(c.queue, d.place.seq, func(q *delivery, seq uint64) int { return cmp.Compare(q.place.seq, seq) })
+	c.queue = slices.Insert(c.queue, i, d)
+	c.signalLocked()
 	if !c.delivering {
 		c.delivering = true
 		c.spawnLocked(c.deliverQueue)
@@ -195,6 +207,17 @@ func (c *Channel) deliverQueue() {
 			return
 		}
 		d := c.queue[0]
+		if !c.firstLocked(d.place) {
+			// A message that started before it has not ended nor shown a
+			// draft: wait for it, at most TargetTimeout (order.go).
+			if d.until.IsZero() {
+				d.until = c.o.Clock.Now().Add(c.o.TargetTimeout)
+			}
+			if c.waitSignal(d.until) || c.closed {
+				c.mu.Unlock()
+				continue
+			}
+		}
 		// Shift rather than reslice: the array is reused by the next
 		// message instead of a new one per message (at most MaxInflight).
 		n := copy(c.queue, c.queue[1:])
@@ -211,7 +234,26 @@ func (c *Channel) deliverQueue() {
 // still running, ended (see deliverQueue); it returns only after prev.
 func (c *Channel) deliver(d *delivery, prev chan struct{}) chan struct{} {
 	id := d.m.MessageID
-	status, rej, post := c.runTarget(d.m, d.fp, d.stream, &d.tctx)
+	c.mu.Lock()
+	held := c.admitHeldLocked(id)
+	c.mu.Unlock()
+	var (
+		status AckStatus
+		rej    *Error
+		post   posted
+	)
+	if held != nil {
+		status, rej = AckRejected, held
+	} else {
+		status, rej, post = c.runTarget(d.m, d.fp, d.stream, &d.tctx)
+		c.mu.Lock()
+		c.settleHeldLocked(id, status, rej)
+		c.mu.Unlock()
+	}
+	// Its post returned: the next message may go (order.go).
+	c.mu.Lock()
+	c.settlePlaceLocked(d.place)
+	c.mu.Unlock()
 	if !post.ok {
 		if prev != nil {
 			<-prev
@@ -262,14 +304,6 @@ func (c *Channel) end(d *delivery, status AckStatus, rej *Error) {
 	delete(c.inflight, id)
 	waiters := d.waiters
 	c.releaseLocked(d.held)
-	c.ended++
-	if d.stream != nil {
-		c.endTurnLocked(d.stream) // its first-draft turn, if it showed none (showDrafts)
-	}
-	if c.endedCh != nil {
-		close(c.endedCh)
-		c.endedCh = nil
-	}
 	c.mu.Unlock()
 
 	c.answerInto(&d.ack, d.ackBuf[:0], p, id, status, rej)

@@ -167,6 +167,7 @@ func TestChannel_A5_TargetTimeoutFollowsTheClock(t *testing.T) {
 		t.Fatalf("a timed-out post is answered %+v, want a retryable rejection (A5)", a)
 	}
 
+	clk.Advance(2 * time.Minute) // m1's order hold (OrderTTL) ends: m2 may show drafts
 	now := clk.Now()
 	if err := c.Receive(context.Background(), activityPacket(t, ActivityThinking, "")); err != nil {
 		t.Fatal(err)

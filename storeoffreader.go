@@ -174,7 +174,7 @@ func (c *Channel) checkCompleted(id string, s *deltaStream) {
 			s.held = 0
 		}
 		s.final = true // no draft of it, ever
-		c.endTurnLocked(s)
+		c.settlePlaceLocked(s.place)
 		c.mu.Unlock()
 		c.observe(Event{Kind: EventDeltaIgnored, MessageID: id})
 		return
@@ -222,7 +222,7 @@ func (c *Channel) refuseUnlessCompletedLocked(p *Packet, id string, rej *Error) 
 // none runs, and the stream is neither being checked nor finished.
 // c.mu is held.
 func (c *Channel) startDraftsLocked(id string, s *deltaStream) {
-	if !s.hasDraft || s.drafting || s.checking || s.final {
+	if !s.hasDraft || s.drafting || s.checking || s.final || s.noDrafts {
 		return
 	}
 	s.drafting = true

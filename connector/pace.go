@@ -99,16 +99,12 @@ const (
 // its place. At most 64 first drafts a channel and MaxOrderChannels
 // channels are held in order; beyond that a first draft is made at once.
 //
-// Send order, exactly. On one channel a message's place in the chat is
-// where it first appears: its first draft in modes stream and edit, its
-// final in mode buffer or when it shows no draft. Places are taken in the
-// order xAgent sent the packets that open them (a message's first delta,
-// or its final when it streamed none), and finals are posted in the order
-// they were sent. So replies sent one after the other (each final before
-// the next reply's first delta) show in that order in every mode. Two
-// replies that overlap (B's first delta before A's final) show in the
-// order they started in modes stream and edit (A's draft, then B's, each
-// finished in place), and in mode buffer in the order of their finals.
+// Send order, exactly: the Channel's order rule (package imv2, "Order").
+// On one channel a message's place in the chat is where it first
+// appears, taken in the order xAgent started the messages (a message's
+// first delta, or its final when it streamed none): replies show in the
+// order they started in every mode — stream, edit, buffer, post-only —
+// also when they overlap and their finals come in the other order.
 // Messages of different channels are not ordered with each other.
 //
 // Zero values take the defaults: no rate limit, burst 1, 8
