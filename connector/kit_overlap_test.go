@@ -120,4 +120,3 @@ func TestKit_M14_OverlappingRepliesShowInTheOrderTheyStarted(t *testing.T) {
 		}
 	}
 }
-
