@@ -198,7 +198,7 @@ func TestChannel_A6_HeldByAnotherOwnerIsBusy(t *testing.T) {
 
 func TestChannel_S8_RefusalReleasesClaim(t *testing.T) {
 	target := newRecTarget()
-	target.err = Retryable(errors.New("rate limited"))
+	target.err = NotPosted(errors.New("rate limited"))
 	c, w, _ := newClaimConnector(t, target)
 	p := finalPacket(t, "a1", "hello")
 	require.NoError(t, c.Receive(context.Background(), p))

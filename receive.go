@@ -451,30 +451,77 @@ func (c *Channel) runTarget(m *ChatMessage, fp Fingerprint, stream *deltaStream,
 	}
 	tctx.Release()
 	if err != nil {
-		if claims != nil {
-			sctx := c.storeCtx(claims)
-			if rerr := claims.Release(c.call(sctx), c.id, id, owner); rerr != nil {
-				// The claim stays and turns orphaned: a resend is then
-				// refused as unknown, never posted twice.
-				c.log.Warn("claim not released", "message_id", id, "err", rerr)
-			}
-			sctx.Release()
-		}
+		outcome := outcomeOf(err)
 		code := CodeTargetDeliveryFailed
 		var e *Error
 		if errors.As(err, &e) && e.Code != "" {
 			code = e.Code
-		} else if !IsRetryable(err) {
+		} else if outcome == outcomeRefused {
 			code = CodeTargetRejected
 		}
-		rej := &Error{Code: code, Message: truncate(err.Error(), maxAckMessageBytes), Retryable: IsRetryable(err)}
 		c.observe(Event{Kind: EventTargetFailed, MessageID: id, Code: code, Duration: took})
+		msg := truncate(err.Error(), maxAckMessageBytes)
+		if outcome == outcomeUnknown {
+			return c.unknown(id, msg, claims, owner, took)
+		}
+		c.release(claims, id, owner)
+		rej := &Error{Code: code, Message: msg, Retryable: outcome == outcomeNotApplied}
 		if c.ctx.Err() != nil {
 			rej.Retryable = true // cancelled by Close: let the sender try again
 		}
 		return AckRejected, rej, posted{}
 	}
 	return "", nil, posted{ok: true, took: took}
+}
+
+// release drops the claim of a message whose post was not applied.
+func (c *Channel) release(claims ClaimStore, id, owner string) {
+	if claims == nil {
+		return
+	}
+	sctx := c.storeCtx(claims)
+	if err := claims.Release(c.call(sctx), c.id, id, owner); err != nil {
+		// The claim stays and turns orphaned: a resend is then
+		// refused as unknown, never posted twice.
+		c.log.Warn("claim not released", "message_id", id, "err", err)
+	}
+	sctx.Release()
+}
+
+// unknown answers a post that failed with an unmarked error, which may
+// have been applied (the error contract, errors.go): as after a crash
+// between claim and Record (orphan). An IdempotentTarget's message is
+// rejected retryable, its claim released: the resend posts it again,
+// harmlessly. Otherwise the claim stays, so that no resend posts it
+// blindly: a PostCheckTarget is asked now (posted: accepted; not posted:
+// released, rejected retryable; no answer: rejected retryable, and the
+// resend, finding the claim orphaned, asks again); any other message is
+// rejected delivery_outcome_unknown, retryable=false. A post cut off by
+// Close is rejected retryable, its claim kept: the resend decides.
+func (c *Channel) unknown(id, msg string, claims ClaimStore, owner string, took time.Duration) (AckStatus, *Error, posted) {
+	retry := &Error{Code: CodeTargetDeliveryFailed, Message: msg, Retryable: true}
+	if it, ok := c.target.(IdempotentTarget); ok && it.PostsIdempotently() {
+		c.release(claims, id, owner)
+		return AckRejected, retry, posted{}
+	}
+	if c.ctx.Err() != nil {
+		return AckRejected, retry, posted{}
+	}
+	if pc, ok := c.target.(PostCheckTarget); ok {
+		tctx := c.targetCtx()
+		was, err := pc.WasPosted(tctx, c.id, IdempotencyKeyOf(c.id, id))
+		tctx.Release()
+		switch {
+		case err == nil && was:
+			return "", nil, posted{ok: true, took: took}
+		case err == nil:
+			c.release(claims, id, owner)
+			return AckRejected, retry, posted{}
+		case !errors.Is(err, errors.ErrUnsupported):
+			return AckRejected, retry, posted{}
+		}
+	}
+	return AckRejected, &Error{Code: CodeDeliveryOutcomeUnknown, Message: truncate("the post failed and may have been shown; it is not made again: "+msg, maxAckMessageBytes)}, posted{}
 }
 
 // orphan decides what to do with a message whose earlier attempt never

@@ -47,7 +47,7 @@
 //     state.Binding.Drafts until its final is shown, so a final arriving after a
 //     restart finishes its draft instead of posting a second message (M11).
 //   - Errors. One contract for every platform call, in a table on
-//     Platform: imv2.Permanent never retried, imv2.Retryable and RetryAfter
+//     Platform (package imv2, "error contract"): imv2.Refused never retried, imv2.NotPosted and imv2.RetryAfter
 //     not posted (retried), any other error maybe posted (a final is then
 //     made again only to a PostChecker or IdempotentPlatform, otherwise
 //     answered delivery_outcome_unknown).

@@ -168,5 +168,5 @@ func (dp *draftPlaces) removeLocked(channelID string, match func(*place) bool) {
 // skipDraft is the error that has the display show a message by its final
 // alone (display.ErrSkipDraft), permanent so the kit does not retry it.
 func skipDraft(err error) error {
-	return imv2.Permanent(fmt.Errorf("connector: %w: %w", display.ErrSkipDraft, err))
+	return imv2.Refused(fmt.Errorf("connector: %w: %w", display.ErrSkipDraft, err))
 }

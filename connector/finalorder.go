@@ -89,7 +89,7 @@ func (fo *finalOrder) settle(channelID, id string, err error, unknown bool) {
 	defer fo.mu.Unlock()
 	q, _ := fo.chans.Peek(channelID)
 	i := slices.IndexFunc(q, func(f heldFinal) bool { return f.id == id })
-	if err == nil || !imv2.IsRetryable(err) {
+	if err == nil || !imv2.SafeToRetry(err) {
 		if i < 0 {
 			return
 		}
@@ -203,7 +203,7 @@ func (oo *orderedOutbound) ordered(ctx context.Context, channelID string, m *imv
 	r := &finalRun{unknown: unknown}
 	err = run(context.WithValue(ctx, finalRunKey{}, r))
 	oo.order.settle(channelID, m.MessageID, err, r.unknown)
-	if err == nil || !imv2.IsRetryable(err) {
+	if err == nil || !imv2.SafeToRetry(err) {
 		oo.places.settled(channelID, m.MessageID)
 	}
 	return err

@@ -39,10 +39,10 @@ func TestFinalOrder_A8_M9_ShownInArrivalOrder_Property(t *testing.T) {
 				fo.settle("ch", id, nil, false)
 			case 1:
 				waiting = append(waiting, i)
-				fo.settle("ch", id, imv2.Retryable(errors.New("503")), false)
+				fo.settle("ch", id, imv2.NotPosted(errors.New("503")), false)
 			case 2:
 				lost = append(lost, i)
-				fo.settle("ch", id, imv2.Permanent(errors.New("refused")), false)
+				fo.settle("ch", id, imv2.Refused(errors.New("refused")), false)
 			}
 		}
 		for steps := 0; next < n || len(waiting) > 0; steps++ {

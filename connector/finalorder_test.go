@@ -20,7 +20,7 @@ func newTestOrder(t *testing.T, p Pace) (*finalOrder, *fakeclock.Clock) {
 	return newFinalOrder(pc.p, clk), clk
 }
 
-var errAgain = imv2.Retryable(errors.New("budget spent"))
+var errAgain = imv2.NotPosted(errors.New("budget spent"))
 
 func busy(err error) bool {
 	var e *imv2.Error
@@ -54,7 +54,7 @@ func TestFinalOrder_A8_LaterFinalsWaitInArrivalOrder(t *testing.T) {
 	if _, err := fo.admit("ch", "B"); err != nil {
 		t.Fatalf("B after A: %v", err)
 	}
-	fo.settle("ch", "B", imv2.Permanent(errors.New("refused")), false)
+	fo.settle("ch", "B", imv2.Refused(errors.New("refused")), false)
 	if _, err := fo.admit("ch", "C"); err != nil {
 		t.Fatalf("C after B was refused for good: %v", err)
 	}

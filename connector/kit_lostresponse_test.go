@@ -17,7 +17,7 @@ import (
 type lossy struct {
 	lose    int
 	idem    bool // deduplicates by the idempotency key
-	notDone bool // the failures are not applied and say so (imv2.Retryable)
+	notDone bool // the failures are not applied and say so (imv2.NotPosted)
 
 	mu    sync.Mutex
 	posts int      // Post calls
@@ -32,7 +32,7 @@ func (p *lossy) Post(_ context.Context, _ Conversation, m *Message) error {
 	defer p.mu.Unlock()
 	p.posts++
 	if p.notDone && p.posts <= p.lose {
-		return imv2.Retryable(errors.New("503 Service Unavailable"))
+		return imv2.NotPosted(errors.New("503 Service Unavailable"))
 	}
 	if !p.idem || !p.keys[m.IdempotencyKey] {
 		p.shown = append(p.shown, m.MessageID)
@@ -128,7 +128,7 @@ func TestKit_S8_A8_LostResponseIsNotPostedTwice(t *testing.T) {
 			switch {
 			case tc.wantCode == "" && err != nil:
 				t.Fatalf("final = %v; want accepted", err)
-			case tc.wantCode != "" && (!errors.As(err, &e) || e.Code != tc.wantCode || imv2.IsRetryable(err)):
+			case tc.wantCode != "" && (!errors.As(err, &e) || e.Code != tc.wantCode || imv2.SafeToRetry(err)):
 				t.Fatalf("final = %v; want %s, retryable=false", err, tc.wantCode)
 			}
 		})
@@ -136,7 +136,7 @@ func TestKit_S8_A8_LostResponseIsNotPostedTwice(t *testing.T) {
 }
 
 // TestKit_A8_RetryableIsRetriedInProcess: a failure the platform marks
-// imv2.Retryable (not posted) is retried by the kit with backoff and shown
+// imv2.NotPosted (not posted) is retried by the kit with backoff and shown
 // once.
 func TestKit_A8_RetryableIsRetriedInProcess(t *testing.T) {
 	p := &lossy{lose: 2, notDone: true}
@@ -176,7 +176,7 @@ func TestKit_S8_UnknownOutcomeResendAsksFirst(t *testing.T) {
 			return k.display.PostMessage(context.Background(), "ch_1", &imv2.ChatMessage{MessageID: "m1", Text: "Hi"})
 		})
 	}
-	if err := post(); err == nil || !imv2.IsRetryable(err) {
+	if err := post(); err == nil || !imv2.SafeToRetry(err) {
 		t.Fatalf("final = %v; want a retryable rejection while the check is down", err)
 	}
 	p.mu.Lock()

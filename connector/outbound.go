@@ -87,7 +87,7 @@ func (o *outbound) final(ctx context.Context, channelID string, m *imv2.ChatMess
 		// The order hold may be gone: the durable mark says it too.
 		marked, err := o.markedUnknown(ctx, channelID, m.MessageID)
 		if err != nil {
-			return imv2.Retryable(fmt.Errorf("connector: reading whether an earlier post may have been applied: %w", err))
+			return imv2.NotPosted(fmt.Errorf("connector: reading whether an earlier post may have been applied: %w", err))
 		}
 		r.unknown = marked
 	}
@@ -102,7 +102,7 @@ func (o *outbound) final(ctx context.Context, channelID string, m *imv2.ChatMess
 	return o.k.pace.do(ctx, to.Key, func(ctx context.Context) error {
 		msg, closeAll, err := o.open(ctx, channelID, m)
 		if err != nil {
-			return imv2.Retryable(err) // nothing reached the platform
+			return imv2.NotPosted(err) // nothing reached the platform
 		}
 		defer closeAll()
 		return post(ctx, to, msg)
@@ -126,7 +126,7 @@ func (o *outbound) afterFailedPost(ctx context.Context, to Conversation, key str
 	}
 	pc, ok := o.p.(PostChecker)
 	if !ok {
-		return imv2.Errorf(imv2.CodeDeliveryOutcomeUnknown, "the post failed and may have been applied, so it is not made again (a platform marks a post it did not apply with imv2.Retryable): %w", err)
+		return imv2.Errorf(imv2.CodeDeliveryOutcomeUnknown, "the post failed and may have been applied, so it is not made again: %w", err)
 	}
 	r.unknown = true
 	if ctx.Err() == nil {
@@ -140,7 +140,7 @@ func (o *outbound) afterFailedPost(ctx context.Context, to Conversation, key str
 		}
 		err = fmt.Errorf("%w; asking whether it was posted: %v", err, cerr)
 	}
-	return imv2.Retryable(fmt.Errorf("%w (whether it was posted is not known; a resend asks first)", err))
+	return imv2.NotPosted(fmt.Errorf("%w (whether it was posted is not known; a resend asks first)", err))
 }
 
 // askPosted asks the PostChecker whether an earlier post of a final whose
@@ -154,7 +154,7 @@ func (o *outbound) askPosted(ctx context.Context, to Conversation, key string, r
 	}
 	posted, err := pc.WasPosted(ctx, to, key)
 	if err != nil {
-		return true, imv2.Retryable(fmt.Errorf("connector: asking whether an earlier post was applied: %w", err))
+		return true, imv2.NotPosted(fmt.Errorf("connector: asking whether an earlier post was applied: %w", err))
 	}
 	r.unknown = false
 	return posted, nil
@@ -185,7 +185,7 @@ func (o *outbound) open(ctx context.Context, channelID string, m *imv2.ChatMessa
 			return nil, nil, imv2.Errorf(imv2.CodeInvalidPacket, "file_ref %q was not uploaded to this channel, or expired (M7)", f.FileRef)
 		case err != nil:
 			closeAll()
-			return nil, nil, imv2.Retryable(fmt.Errorf("opening file_ref %q: %w", f.FileRef, err))
+			return nil, nil, imv2.NotPosted(fmt.Errorf("opening file_ref %q: %w", f.FileRef, err))
 		}
 		closers = append(closers, rc)
 		msg.Attachments = append(msg.Attachments, OutboundFile{File: f, Info: info, Reader: rc})
@@ -215,8 +215,8 @@ func (o *outbound) Draft(ctx context.Context, channelID string, d display.Draft)
 	var h string
 	err := o.call(ctx, channelID, func(ctx context.Context, to Conversation) (err error) {
 		h, err = o.drafter.Draft(ctx, to, Draft(d))
-		if err != nil && d.Handle == "" && !notApplied(err) {
-			return imv2.Permanent(fmt.Errorf("connector: %w: %w", display.ErrSkipDraft, err))
+		if err != nil && d.Handle == "" && !imv2.SafeToRetry(err) {
+			return imv2.Refused(fmt.Errorf("connector: %w: %w", display.ErrSkipDraft, err))
 		}
 		return err
 	})
@@ -231,7 +231,7 @@ func (o *outbound) Draft(ctx context.Context, channelID string, d display.Draft)
 
 // PostDraft implements display.Editor: the temporary message. Like a final's
 // post it is made again only when the platform did not apply it
-// (imv2.Retryable, RetryAfter, a dial error); any other failure may have shown
+// (imv2.SafeToRetry); any other failure may have shown
 // it (a lost response), and a second PostDraft would leave a second
 // temporary message. A draft is not a final: the kit then gives up on it
 // (display.ErrSkipDraft, permanent) and the final is posted whole with
@@ -241,8 +241,8 @@ func (o *outbound) PostDraft(ctx context.Context, channelID, messageID, text str
 	var h string
 	err := o.call(ctx, channelID, func(ctx context.Context, to Conversation) (err error) {
 		h, err = o.editor.PostDraft(ctx, to, messageID, text)
-		if err != nil && !notApplied(err) {
-			return imv2.Permanent(fmt.Errorf("connector: %w: %w", display.ErrSkipDraft, err))
+		if err != nil && !imv2.SafeToRetry(err) {
+			return imv2.Refused(fmt.Errorf("connector: %w: %w", display.ErrSkipDraft, err))
 		}
 		return err
 	})
@@ -319,7 +319,7 @@ func (o *outbound) finish(ctx context.Context, channelID, handle string, m *imv2
 			if errors.Is(err, &imv2.Error{Code: imv2.CodeDeliveryOutcomeUnknown}) {
 				return err
 			}
-			return imv2.Retryable(err)
+			return imv2.NotPosted(err)
 		}
 	}
 	return nil

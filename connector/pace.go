@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"sync"
 	"time"
 
@@ -37,8 +36,8 @@ const (
 // of golang.org/x/time/rate), every call — final, draft, edit, typing — in
 // the order the Channel makes them.
 //
-// Retries. A call that fails with an error not marked imv2.Permanent may
-// be made again by the kit, after the delay a RetryAfter error names or
+// Retries. A call that fails with an error not marked imv2.Refused may
+// be made again by the kit, after the delay an imv2.RetryAfter error names or
 // else an exponential backoff from Backoff up to MaxBackoff, up to
 // MaxAttempts calls in all and only while the call's context (the Channel's
 // Target timeout) leaves room for the wait. Drafts, edits, typing and
@@ -47,8 +46,8 @@ const (
 // says not applied (the first rule below); after any other error the
 // message shows no more drafts and its final is posted whole (Editor).
 // A final is posted again only when that cannot show it twice (Platform):
-//   - the error says the platform did not apply the post: imv2.Retryable,
-//     RetryAfter, or a dial error (the request never left);
+//   - the error says the platform did not apply the post
+//     (imv2.SafeToRetry: imv2.NotPosted, imv2.RetryAfter, a dial error);
 //   - else, for a PostChecker, WasPosted says it was not posted (posted:
 //     the final is done, accepted);
 //   - else, for an IdempotentPlatform, always (same idempotency key).
@@ -143,64 +142,6 @@ type Pace struct {
 	MaxOrderChannels int
 }
 
-// notApplied reports whether err, a platform call's failure, says the
-// platform did not apply the call: imv2.Retryable (or an *imv2.Error with
-// Retryable set), RetryAfter, or a dial or name-resolution failure (the
-// request never left). A plain error says nothing: the call may have been
-// applied (Platform).
-func notApplied(err error) bool {
-	var op *net.OpError
-	var dns *net.DNSError
-	_, limited := RetryAfterOf(err)
-	return limited || markedRetryable(err) || (errors.As(err, &op) && op.Op == "dial") || errors.As(err, &dns)
-}
-
-// markedRetryable reports whether the first retry verdict in err's chain
-// — an imv2.Retryable or imv2.Permanent mark, or an *imv2.Error — says
-// retryable; an error with none says nothing (imv2.IsRetryable would read
-// it as retryable too).
-func markedRetryable(err error) bool {
-	for ; err != nil; err = errors.Unwrap(err) {
-		switch e := err.(type) {
-		case *imv2.Error:
-			return e.Retryable
-		case interface{ Retryable() bool }: // imv2.Retryable, imv2.Permanent
-			return e.Retryable()
-		}
-	}
-	return false
-}
-
-// RetryAfter wraps err, a platform's rate-limit answer, with the delay the
-// platform asked for (HTTP 429 Retry-After, Telegram retry_after): not
-// applied, like imv2.Retryable, and the kit waits d before the next call
-// to the conversation. RetryAfter(nil, d) is nil.
-func RetryAfter(err error, d time.Duration) error {
-	if err == nil {
-		return nil
-	}
-	return &retryAfterError{err: err, after: d}
-}
-
-type retryAfterError struct {
-	err   error
-	after time.Duration
-}
-
-func (e *retryAfterError) Error() string {
-	return fmt.Sprintf("%v (retry after %v)", e.err, e.after)
-}
-func (e *retryAfterError) Unwrap() error { return e.err }
-
-// RetryAfterOf returns the delay of a RetryAfter error in err's chain.
-func RetryAfterOf(err error) (time.Duration, bool) {
-	var ra *retryAfterError
-	if errors.As(err, &ra) {
-		return ra.after, true
-	}
-	return 0, false
-}
-
 // pacer applies a Pace on a clock.
 type pacer struct {
 	p     Pace
@@ -257,7 +198,8 @@ var errBudget = errors.New("connector: platform rate limit: no time left to wait
 var errRepost = errors.New("connector: post again")
 
 // settle decides what follows a final's post that failed with err, an
-// error that does not say the post was not applied (notApplied): errRepost
+// error whose outcome is unknown (neither imv2.SafeToRetry nor
+// imv2.IsRefused): errRepost
 // to post again, nil when the platform shows the final, any other error to
 // end with it. nil settle (drafts, edits, typing) always posts again.
 type settle func(ctx context.Context, err error) error
@@ -270,15 +212,15 @@ func (pc *pacer) do(ctx context.Context, key string, f func(context.Context) err
 	for attempt := 1; ; attempt++ {
 		if err := pc.wait(ctx, key); err != nil {
 			if last != nil {
-				return imv2.Retryable(fmt.Errorf("%w (after %d attempts: %v)", err, attempt-1, last))
+				return imv2.NotPosted(fmt.Errorf("%w (after %d attempts: %v)", err, attempt-1, last))
 			}
-			return imv2.Retryable(err)
+			return imv2.NotPosted(err)
 		}
 		err := f(ctx)
-		if err == nil || !imv2.IsRetryable(err) {
+		if err == nil || imv2.IsRefused(err) {
 			return err
 		}
-		if s != nil && !notApplied(err) {
+		if s != nil && !imv2.SafeToRetry(err) { // unknown: it may have been applied
 			if serr := s(ctx, err); serr != errRepost {
 				return serr
 			}
@@ -287,18 +229,18 @@ func (pc *pacer) do(ctx context.Context, key string, f func(context.Context) err
 			return err
 		}
 		last = err
-		delay, limited := RetryAfterOf(err)
+		delay, limited := imv2.RetryAfterOf(err)
 		if limited {
 			pc.block(key, delay)
 		} else {
 			delay = min(pc.p.Backoff<<min(attempt-1, 20), pc.p.MaxBackoff)
 		}
 		if attempt >= pc.p.MaxAttempts || !fits(ctx, delay) {
-			return imv2.Retryable(err)
+			return imv2.NotPosted(err)
 		}
 		if !limited {
 			if err := sleep(ctx, pc.clock, delay); err != nil {
-				return imv2.Retryable(err)
+				return imv2.NotPosted(err)
 			}
 		}
 	}

@@ -52,7 +52,7 @@ func newTestPacer(t *testing.T, p Pace) (*pacer, *fakeclock.Clock) {
 
 func TestPace_A8_RetryAfterIsHonoured(t *testing.T) {
 	pc, clock := newTestPacer(t, Pace{})
-	p := runPaced(t.Context(), pc, "room", RetryAfter(errors.New("429"), time.Second))
+	p := runPaced(t.Context(), pc, "room", imv2.RetryAfter(errors.New("429"), time.Second))
 	waitTimer(t, clock)
 	clock.Advance(999 * time.Millisecond)
 	if n := p.calls.Load(); n != 1 {
@@ -108,9 +108,9 @@ func TestPace_A8_TransientErrorsBackOff(t *testing.T) {
 
 func TestPace_A8_PermanentIsNotRetried(t *testing.T) {
 	pc, _ := newTestPacer(t, Pace{})
-	p := runPaced(t.Context(), pc, "room", imv2.Permanent(errors.New("chat not found")))
+	p := runPaced(t.Context(), pc, "room", imv2.Refused(errors.New("chat not found")))
 	err := <-p.done
-	if err == nil || imv2.IsRetryable(err) || p.calls.Load() != 1 {
+	if err == nil || imv2.SafeToRetry(err) || p.calls.Load() != 1 {
 		t.Fatalf("do = %v after %d calls; want the permanent error after 1", err, p.calls.Load())
 	}
 }
@@ -121,9 +121,9 @@ func TestPace_A8_BudgetSpentIsRetryable(t *testing.T) {
 	pc, _ := newTestPacer(t, Pace{})
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	p := runPaced(ctx, pc, "room", RetryAfter(errors.New("429"), time.Hour))
+	p := runPaced(ctx, pc, "room", imv2.RetryAfter(errors.New("429"), time.Hour))
 	err := <-p.done
-	if !imv2.IsRetryable(err) || p.calls.Load() != 1 {
+	if !imv2.SafeToRetry(err) || p.calls.Load() != 1 {
 		t.Fatalf("do = %v after %d calls; want a retryable error at once", err, p.calls.Load())
 	}
 	// The conversation stays held: the next call does not even try.
@@ -139,7 +139,7 @@ func TestPace_A8_AttemptsBounded(t *testing.T) {
 	p := runPaced(t.Context(), pc, "room", boom, boom, boom)
 	waitTimer(t, clock)
 	clock.Advance(time.Millisecond)
-	if err := <-p.done; !errors.Is(err, boom) || !imv2.IsRetryable(err) || p.calls.Load() != 2 {
+	if err := <-p.done; !errors.Is(err, boom) || !imv2.SafeToRetry(err) || p.calls.Load() != 2 {
 		t.Fatalf("do = %v after %d calls; want the retryable error after 2", err, p.calls.Load())
 	}
 }

@@ -51,7 +51,7 @@ func TestKit_S8_UnknownOutcomeMarkOutlivesOrderHold(t *testing.T) {
 			oo := newOrderedOutbound(k.out, k.pace.p, clock)
 			ctx := context.Background()
 			m := &imv2.ChatMessage{MessageID: "m1", Text: "hi"}
-			if err := oo.Post(ctx, "ch_1", m); !imv2.IsRetryable(err) {
+			if err := oo.Post(ctx, "ch_1", m); !imv2.SafeToRetry(err) {
 				t.Fatalf("first send: %v; want rejected retryable", err)
 			}
 			clock.Advance(tc.wait)
@@ -60,7 +60,7 @@ func TestKit_S8_UnknownOutcomeMarkOutlivesOrderHold(t *testing.T) {
 				k, clock = newUnit(t, p, false, Options{Store: store})
 				oo = newOrderedOutbound(k.out, k.pace.p, clock)
 			}
-			if err := oo.Post(ctx, "ch_1", m); !imv2.IsRetryable(err) { // the checker fails once more
+			if err := oo.Post(ctx, "ch_1", m); !imv2.SafeToRetry(err) { // the checker fails once more
 				t.Fatalf("resend with the checker down: %v; want rejected retryable", err)
 			}
 			if posts, _ := p.got(); posts != 1 {
@@ -92,7 +92,7 @@ func TestKit_S8_UnknownOutcomeMarkWithoutCheckerAnswersUnknown(t *testing.T) {
 		t.Fatalf("first send: %v; want delivery_outcome_unknown", err)
 	}
 	clock.Advance(DefaultOrderTTL)
-	if err := oo.Post(ctx, "ch_1", m); !errors.Is(err, unknown) || imv2.IsRetryable(err) {
+	if err := oo.Post(ctx, "ch_1", m); !errors.Is(err, unknown) || imv2.SafeToRetry(err) {
 		t.Fatalf("resend: %v; want delivery_outcome_unknown, not retryable", err)
 	}
 	if posts, shown := p.got(); posts != 1 || len(shown) != 1 {

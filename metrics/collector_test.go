@@ -60,7 +60,7 @@ func TestCollector_ConversationScrapedOverHTTP(t *testing.T) {
 				return errors.New("platform busy") // retryable
 			}
 		case "refuse":
-			return imv2.Permanent(errors.New("platform refuses"))
+			return imv2.Refused(errors.New("platform refuses"))
 		case "slow":
 			close(entered)
 			<-release

@@ -151,7 +151,7 @@ func (br *Bridge) convert(ctx context.Context, cli *mautrix.Client, acc Account,
 	}
 	data, mime, err := br.download(ctx, cli, c)
 	switch {
-	case err != nil && imv2.IsRetryable(err):
+	case err != nil && imv2.SafeToRetry(err):
 		return connector.InboundEvent{}, false, err
 	case err != nil:
 		br.log.Info("matrixbridge: media not downloadable; forwarded without it", "room", room, "err", err)
@@ -172,7 +172,7 @@ var fileTypes = map[event.MessageType]bool{event.MsgImage: true, event.MsgVideo:
 func (br *Bridge) download(ctx context.Context, cli *mautrix.Client, c *event.MessageEventContent) ([]byte, string, error) {
 	mxc, err := c.URL.Parse()
 	if c.URL == "" || err != nil {
-		return nil, "", imv2.Permanent(errors.New("encrypted or URL-less media"))
+		return nil, "", imv2.Refused(errors.New("encrypted or URL-less media"))
 	}
 	resp, err := cli.Download(ctx, mxc)
 	if st := statusOf(classify("", err)); err != nil && (st == http.StatusNotFound || st == http.StatusMethodNotAllowed || st == http.StatusBadRequest) {
@@ -185,9 +185,9 @@ func (br *Bridge) download(ctx context.Context, cli *mautrix.Client, c *event.Me
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, connector.DefaultMaxFileBytes+1))
 	if err != nil {
-		return nil, "", imv2.Retryable(err)
+		return nil, "", imv2.NotPosted(err)
 	} else if len(data) > connector.DefaultMaxFileBytes {
-		return nil, "", imv2.Permanent(errors.New("media larger than the file limit"))
+		return nil, "", imv2.Refused(errors.New("media larger than the file limit"))
 	}
 	mime := resp.Header.Get("Content-Type")
 	if c.Info != nil && c.Info.MimeType != "" {
