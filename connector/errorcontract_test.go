@@ -62,9 +62,7 @@ func TestKit_A8_S8_ErrorContract(t *testing.T) {
 				p.posts = 1 // the first post succeeds
 				p.seen = 0
 			}
-			err := drive(t, clock, func() error {
-				return k.display.PostMessage(context.Background(), "ch_1", &imv2.ChatMessage{MessageID: "m1", Text: "Hi"})
-			})
+			err := unitChannel(t, k, clock)("m1")
 			p.mu.Lock()
 			posts, seen := p.posts, p.seen
 			p.mu.Unlock()

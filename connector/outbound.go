@@ -65,14 +65,17 @@ func (o *outbound) call(ctx context.Context, channelID string, f func(context.Co
 	if err != nil {
 		return err
 	}
-	return o.k.pace.do(ctx, to.Key, func(ctx context.Context) error { return f(ctx, to) }, nil)
+	return o.k.pace.do(ctx, to.Key, false, func(ctx context.Context) error { return f(ctx, to) })
 }
 
 // final runs post with m's files opened afresh for every attempt. The refs
 // are checked before the first attempt, so a final naming a file that is
 // unknown, expired or another channel's is rejected invalid_packet,
-// retryable=false, and the platform is never called (M7, M12). A failed
-// post is made again only when that cannot show it twice (Pace).
+// retryable=false, and the platform is never called (M7, M12). A post
+// that was not applied is made again within Pace; one whose outcome is
+// unknown is not: its error goes back to the Channel, which decides by
+// the error contract (package imv2) with the platform's PostChecker or
+// IdempotentPlatform, once, for every Connector.
 func (o *outbound) final(ctx context.Context, channelID string, m *imv2.ChatMessage, post func(context.Context, Conversation, *Message) error) error {
 	if err := o.checkFiles(ctx, channelID, m); err != nil {
 		return err
@@ -81,83 +84,14 @@ func (o *outbound) final(ctx context.Context, channelID string, m *imv2.ChatMess
 	if err != nil {
 		return err
 	}
-	r := runOf(ctx)
-	key := imv2.IdempotencyKeyOf(channelID, m.MessageID)
-	if !r.unknown && !o.PostsIdempotently() {
-		// The order hold may be gone: the durable mark says it too.
-		marked, err := o.markedUnknown(ctx, channelID, m.MessageID)
-		if err != nil {
-			return imv2.NotPosted(fmt.Errorf("connector: reading whether an earlier post may have been applied: %w", err))
-		}
-		r.unknown = marked
-	}
-	if r.unknown {
-		if _, ok := o.p.(PostChecker); !ok {
-			return imv2.Errorf(imv2.CodeDeliveryOutcomeUnknown, "an earlier post of this final may have been applied, so it is not made again")
-		}
-		if done, err := o.askPosted(ctx, to, key, r); done {
-			return err
-		}
-	}
-	return o.k.pace.do(ctx, to.Key, func(ctx context.Context) error {
+	return o.k.pace.do(ctx, to.Key, true, func(ctx context.Context) error {
 		msg, closeAll, err := o.open(ctx, channelID, m)
 		if err != nil {
 			return imv2.NotPosted(err) // nothing reached the platform
 		}
 		defer closeAll()
 		return post(ctx, to, msg)
-	}, func(ctx context.Context, err error) error {
-		err = o.afterFailedPost(ctx, to, key, r, err)
-		if r.unknown || errors.Is(err, &imv2.Error{Code: imv2.CodeDeliveryOutcomeUnknown}) {
-			o.markUnknown(ctx, channelID, m)
-		}
-		return err
 	})
-}
-
-// afterFailedPost decides what follows a post that failed and may have
-// been applied (a lost response): post again to an IdempotentPlatform; ask
-// a PostChecker (posted: done; not posted: post again; no answer: rejected
-// retryable, and the resend asks first); otherwise never post again and
-// answer delivery_outcome_unknown, retryable=false, as imv2's claims do.
-func (o *outbound) afterFailedPost(ctx context.Context, to Conversation, key string, r *finalRun, err error) error {
-	if o.PostsIdempotently() {
-		return errRepost
-	}
-	pc, ok := o.p.(PostChecker)
-	if !ok {
-		return imv2.Errorf(imv2.CodeDeliveryOutcomeUnknown, "the post failed and may have been applied, so it is not made again: %w", err)
-	}
-	r.unknown = true
-	if ctx.Err() == nil {
-		posted, cerr := pc.WasPosted(ctx, to, key)
-		if cerr == nil {
-			r.unknown = false
-			if posted {
-				return nil
-			}
-			return errRepost
-		}
-		err = fmt.Errorf("%w; asking whether it was posted: %v", err, cerr)
-	}
-	return imv2.NotPosted(fmt.Errorf("%w (whether it was posted is not known; a resend asks first)", err))
-}
-
-// askPosted asks the PostChecker whether an earlier post of a final whose
-// outcome was unknown was applied: done with nil when it was, done with a
-// retryable error when the platform cannot tell yet, not done when it was
-// not posted.
-func (o *outbound) askPosted(ctx context.Context, to Conversation, key string, r *finalRun) (bool, error) {
-	pc, ok := o.p.(PostChecker)
-	if !ok {
-		return false, nil
-	}
-	posted, err := pc.WasPosted(ctx, to, key)
-	if err != nil {
-		return true, imv2.NotPosted(fmt.Errorf("connector: asking whether an earlier post was applied: %w", err))
-	}
-	r.unknown = false
-	return posted, nil
 }
 
 func (o *outbound) checkFiles(ctx context.Context, channelID string, m *imv2.ChatMessage) error {
@@ -315,11 +249,11 @@ func (o *outbound) finish(ctx context.Context, channelID, handle string, m *imv2
 			// The text is shown, so rejecting the final for good would
 			// leave it half delivered: a resend edits the same text again
 			// (a no-op on screen) and posts the files — unless the files
-			// may be shown already.
-			if errors.Is(err, &imv2.Error{Code: imv2.CodeDeliveryOutcomeUnknown}) {
-				return err
+			// may be shown already (unknown: the Channel decides).
+			if imv2.IsRefused(err) {
+				return imv2.NotPosted(err)
 			}
-			return imv2.NotPosted(err)
+			return err
 		}
 	}
 	return nil

@@ -22,13 +22,13 @@ type paced struct {
 func runPaced(ctx context.Context, pc *pacer, key string, fail ...error) *paced {
 	p := &paced{done: make(chan error, 1)}
 	go func() {
-		p.done <- pc.do(ctx, key, func(context.Context) error {
+		p.done <- pc.do(ctx, key, false, func(context.Context) error {
 			n := int(p.calls.Add(1))
 			if n <= len(fail) {
 				return fail[n-1]
 			}
 			return nil
-		}, nil)
+		})
 	}()
 	return p
 }
@@ -118,9 +118,8 @@ func TestPace_A8_PermanentIsNotRetried(t *testing.T) {
 // The retry budget is the call's deadline: a Retry-After longer than what
 // is left is not waited for; the error is retryable, so xAgent resends.
 func TestPace_A8_BudgetSpentIsRetryable(t *testing.T) {
-	pc, _ := newTestPacer(t, Pace{})
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
+	pc, clock := newTestPacer(t, Pace{})
+	ctx := deadlineOn{t.Context(), clock.Now().Add(time.Minute)}
 	p := runPaced(ctx, pc, "room", imv2.RetryAfter(errors.New("429"), time.Hour))
 	err := <-p.done
 	if !imv2.SafeToRetry(err) || p.calls.Load() != 1 {
@@ -132,6 +131,15 @@ func TestPace_A8_BudgetSpentIsRetryable(t *testing.T) {
 		t.Fatalf("next do = %v after %d calls; want errBudget without a call", err, q.calls.Load())
 	}
 }
+
+// deadlineOn is a context whose deadline is on a fake clock, as the
+// Channel's Target timeout is: the pacer reads it against its own clock.
+type deadlineOn struct {
+	context.Context
+	at time.Time
+}
+
+func (d deadlineOn) Deadline() (time.Time, bool) { return d.at, true }
 
 func TestPace_A8_AttemptsBounded(t *testing.T) {
 	pc, clock := newTestPacer(t, Pace{MaxAttempts: 2, Backoff: time.Millisecond})
