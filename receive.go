@@ -431,8 +431,26 @@ func (c *Channel) runTarget(m *ChatMessage, fp Fingerprint, stream *deltaStream,
 			// An attempt with other content may have been posted (S6).
 			return AckRejected, Errorf(CodeMessageIDConflict, "message_id %q was being delivered with other content", id), posted{}
 		}
-		if status, rej, done := c.orphan(id, fp, IdempotencyKeyOf(c.id, id)); done {
-			return status, rej, posted{}
+		// An orphan whose post never began (a ClaimStarter knows) is
+		// posted: nothing of it can be on screen. A store that is no
+		// ClaimStarter (a wrapper that hides Begin) is not believed.
+		if _, starts := claims.(ClaimStarter); !cl.Unposted || !starts {
+			if status, rej, done := c.orphan(id, fp, IdempotencyKeyOf(c.id, id)); done {
+				return status, rej, posted{}
+			}
+		}
+	}
+	if starter, ok := claims.(ClaimStarter); ok {
+		// The store learns that the post begins before it does: a crash
+		// before this leaves a claim whose resend is posted (Unposted),
+		// one after it a claim whose outcome is unknown.
+		sctx := c.storeCtx(claims)
+		err := starter.Begin(c.call(sctx), c.id, id, owner)
+		sctx.Release()
+		if err != nil {
+			c.log.Warn("claim's post not recorded as begun; not posting", "message_id", id, "err", err)
+			c.release(claims, id, owner)
+			return AckRejected, &Error{Code: CodeTargetDeliveryFailed, Message: "idempotency store unavailable", Retryable: true}, posted{}
 		}
 	}
 	// No allocation (it lives in the delivery), where
