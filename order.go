@@ -58,11 +58,6 @@ type place struct {
 	id  string
 }
 
-// maxHeld bounds the message IDs queued behind an unresolved message on
-// one channel (remote input): later ones are still rejected busy, but
-// are not promised a place.
-const maxHeld = defaultMaxInflight
-
 // heldMessage is one message of the channel's hold: the first is the
 // unresolved one (rejected retryable, not delivered yet), the others the
 // ones rejected busy behind it, oldest first.
@@ -170,7 +165,7 @@ func (c *Channel) admitHeldLocked(id string) *Error {
 	switch {
 	case i >= 0:
 		o.holds[i].seen = now
-	case len(o.holds) < maxHeld:
+	case len(o.holds) < c.o.MaxInflight: // remote input: later ones are rejected busy, not promised a place
 		o.holds = append(o.holds, heldMessage{id: id, seen: now})
 	}
 	if i == 0 {

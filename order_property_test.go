@@ -115,7 +115,7 @@ func TestChannel_Property_S2_SendOrderAnyWindow(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		n := rapid.IntRange(1, 40).Draw(rt, "messages")
 		window := rapid.IntRange(1, 8).Draw(rt, "window")
-		got := sendInOrderWindow(t, n, window)
+		got := sendInOrderWindow(t, n, window, nil)
 		for i, id := range got {
 			if id != fmt.Sprintf("u%03d", i+1) {
 				rt.Fatalf("received %v", got)

@@ -1,8 +1,12 @@
 package imv2
 
 import (
+	"errors"
+	"time"
+
 	"context"
 	"fmt"
+	"github.com/xagentkit/imv2/clock"
 	"sync"
 	"testing"
 
@@ -41,17 +45,23 @@ func (p *pump) Send(_ context.Context, q *Packet) error {
 	return nil
 }
 
-// seqTarget records the message IDs posted, in order.
+// seqTarget records the message IDs posted, in order; the first post of
+// each ID in refuse fails not applied (NotPosted), so the sender resends it.
 type seqTarget struct {
-	mu  sync.Mutex
-	ids []string
-	all chan struct{}
-	n   int
+	mu     sync.Mutex
+	ids    []string
+	all    chan struct{}
+	n      int
+	refuse map[string]bool
 }
 
 func (o *seqTarget) PostMessage(_ context.Context, _ string, m *ChatMessage) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	if o.refuse[m.MessageID] {
+		delete(o.refuse, m.MessageID)
+		return NotPosted(errors.New("agent busy"))
+	}
 	o.ids = append(o.ids, m.MessageID)
 	if len(o.ids) == o.n {
 		close(o.all)
@@ -64,21 +74,23 @@ func (o *seqTarget) PostMessage(_ context.Context, _ string, m *ChatMessage) err
 // reached xAgent's Target in.
 func sendInOrder(t *testing.T, n int) []string {
 	t.Helper()
-	return sendInOrderWindow(t, n, 0)
+	return sendInOrderWindow(t, n, 0, nil)
 }
 
 // sendInOrderWindow is sendInOrder with a send window of window messages
-// (0: the default).
-func sendInOrderWindow(t *testing.T, n, window int) []string {
+// (0: the default), the receiver refusing the first post of each ID in
+// refuse (not applied), and resends after a millisecond.
+func sendInOrderWindow(t *testing.T, n, window int, refuse map[string]bool) []string {
 	t.Helper()
-	target := &seqTarget{all: make(chan struct{}), n: n}
+	target := &seqTarget{all: make(chan struct{}), n: n, refuse: refuse}
 	var snd, rcv *Channel
 	toRcv := newPump(t, func() *Channel { return rcv })
 	toSnd := newPump(t, func() *Channel { return snd })
 	var err error
 	rcv, err = NewChannel("cch_1", RoleXAgent, imNegotiated(), toSnd, target, &Options{})
 	require.NoError(t, err)
-	snd, err = NewChannel("cch_1", RoleConnector, imNegotiated(), toRcv, newRecTarget(), &Options{MaxUnacked: window})
+	snd, err = NewChannel("cch_1", RoleConnector, imNegotiated(), toRcv, newRecTarget(),
+		&Options{MaxUnacked: window, Clock: clock.System{}, RetryMin: time.Millisecond, RetryMax: 4 * time.Millisecond})
 	require.NoError(t, err)
 	defer func() {
 		snd.Close()
@@ -121,4 +133,20 @@ func TestChannel_S2_SendOrderPastTheWindow(t *testing.T) {
 		}
 	}
 	require.Zero(t, bad, "%d of %d trials out of order", bad, trials)
+}
+
+// TestChannel_A8_S2_OrderAcrossResends: the receiver's Target refuses
+// some user messages once (not applied): each is rejected retryable and
+// resent, and the channel's later messages are held (channel_busy) until
+// it was posted, so the Target still gets all 100 in the order Send took
+// them.
+func TestChannel_A8_S2_OrderAcrossResends(t *testing.T) {
+	want := make([]string, 100)
+	for i := range want {
+		want[i] = fmt.Sprintf("u%03d", i+1)
+	}
+	for range 5 {
+		got := sendInOrderWindow(t, 100, 0, map[string]bool{"u002": true, "u040": true, "u065": true, "u099": true})
+		require.Equal(t, want, got)
+	}
 }
