@@ -123,3 +123,7 @@ func (s *memoryCompletedStore) Release(_ context.Context, channelID, messageID, 
 	}
 	return nil
 }
+
+// inline declares the in-memory completed store inline (storeoffreader.go):
+// its calls do no I/O and never wait on their context.
+func (*memoryCompletedStore) inline() {}

@@ -47,16 +47,15 @@ func queuedCost(p *Packet) int64 { return 2*int64(len(p.Payload)) + 1024 }
 const storeTimeout = 10 * time.Second
 
 // storeCtx returns the context for such a call on store, not cancelled
-// by Close: pass c.call(sctx) and release it when the call returned. This
-// package's in-memory stores never wait on their ctx (a mutex, no I/O), so
-// their calls get the Channel's own context, for the connector_id it
-// carries (internal/connid), and cost nothing: no clock read, no
-// allocation (a nil *storectx.Context). The check is on the concrete type:
-// a user's store wrapping a memory store gets a context per call, which
-// it may keep (Go's context contract allows it).
+// by Close: pass c.call(sctx) and release it when the call returned. A
+// store that declares inline (the in-memory stores: a mutex, no I/O)
+// never waits on its ctx, so its calls get the Channel's own context, for
+// the connector_id it carries (internal/connid), and cost nothing: no
+// clock read, no allocation (a nil *storectx.Context). A user's store
+// wrapping a memory store declares nothing and gets a context per call,
+// which it may keep (Go's context contract allows it).
 func (c *Channel) storeCtx(store any) *storectx.Context {
-	switch store.(type) {
-	case *memoryCompletedStore, *memoryPendingStore:
+	if inlineStore(store) {
 		return nil
 	}
 	return storectx.New(c.o.Clock, c.ctx, storeTimeout)
@@ -289,11 +288,10 @@ func (c *Channel) deliver(d *delivery, prev chan struct{}) chan struct{} {
 }
 
 // pipelines reports whether deliver records a final while the next one
-// runs: not with this package's in-memory store, whose calls are cheap
-// and synchronous (a goroutine per final would cost more than it saves).
+// runs: not with an inline store, whose calls are cheap and synchronous
+// (a goroutine per final would cost more than it saves).
 func (c *Channel) pipelines() bool {
-	_, mem := c.o.Completed.(*memoryCompletedStore)
-	return !mem
+	return !inlineStore(c.o.Completed)
 }
 
 // end answers every copy of a message whose delivery ended with status.
