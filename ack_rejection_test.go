@@ -24,10 +24,10 @@ func TestReceive_A3_TargetErrorTextNeverStopsTheAck(t *testing.T) {
 		retryable bool
 		text      string // the message holds it
 	}{
-		{"GBK text", Permanent(errors.New("platform said: \xb4\xed\xce\xf3")), CodeTargetRejected, false, "platform said: "},
+		{"GBK text", Refused(errors.New("platform said: \xb4\xed\xce\xf3")), CodeTargetRejected, false, "platform said: "},
 		{"code over 256 bytes", &Error{Code: Code(strings.Repeat("x", 300)), Message: "m"}, CodeTargetRejected, false, "m"},
 		{"code not UTF-8, retryable", &Error{Code: "bad\xff", Message: "m", Retryable: true}, CodeTargetDeliveryFailed, true, "m"},
-		{"long text not UTF-8", Permanent(errors.New(strings.Repeat("\xff", 2000))), CodeTargetRejected, false, "\uFFFD"},
+		{"long text not UTF-8", Refused(errors.New(strings.Repeat("\xff", 2000))), CodeTargetRejected, false, "\uFFFD"},
 		{"a stable code stays", &Error{Code: "platform_quota", Message: "quota \xff"}, "platform_quota", false, "quota \uFFFD"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -66,7 +66,7 @@ func TestNewAck_A3_A8_RejectedCarriesCodeAndRetryable(t *testing.T) {
 		if e == nil || e.Code != rej.Code || e.Message != rej.Message || e.Retryable != retry {
 			t.Errorf("retryable=%v: decoded rejection %+v", retry, e)
 		}
-		if IsRetryable(e) != retry {
+		if SafeToRetry(e) != retry {
 			t.Errorf("IsRetryable = %v, want %v", !retry, retry)
 		}
 	}

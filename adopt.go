@@ -18,7 +18,6 @@ func (c *Channel) AdoptPending(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	var now []*outgoing
 	adopted := 0
 	c.mu.Lock()
 	for _, e := range entries {
@@ -34,19 +33,12 @@ func (c *Channel) AdoptPending(ctx context.Context) (int, error) {
 			continue
 		}
 		o := &outgoing{entry: e, payload: payload}
-		if c.out == nil {
-			c.out = map[string]*outgoing{}
-		}
-		c.out[e.Message.MessageID] = o
+		c.trackLocked(o)
 		adopted++
-		if c.admitLocked(o) {
-			now = append(now, o)
-		}
+		c.admitLocked(o) // queued to transmit if admitted
 	}
 	c.mu.Unlock()
-	for _, o := range now {
-		c.transmit(o) // arms the expiry instead while disconnected
-	}
+	c.drain(nil) // arms the expiry instead while disconnected
 	return adopted, nil
 }
 
@@ -79,6 +71,6 @@ func (c *Channel) forget(o *outgoing) {
 	}
 	c.log.Debug("pending message resolved by another replica; forgotten here", "message_id", o.entry.Message.MessageID)
 	if next != nil {
-		c.transmit(next)
+		c.drain(nil) // next was queued as it was admitted
 	}
 }

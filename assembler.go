@@ -2,6 +2,7 @@ package imv2
 
 import (
 	"context"
+	"errors"
 	"time"
 	"unsafe"
 )
@@ -26,18 +27,13 @@ type deltaStream struct {
 	drafting bool
 	idle     chan struct{} // closed when drafting stops
 	shown    bool          // a draft was displayed (clears activity, C6)
-	after    uint64        // Channel.queued at the first delta: the finals sent before it
+	noDrafts bool          // its first draft was skipped or failed: it is shown by its final alone
 	final    bool          // the final arrived: no more drafts (D10)
+	place    *place        // where it stands in the channel's order (order.go)
 	// checking: the completed store is being asked, off the reader,
 	// whether the message is complete (D11, checkCompleted); no draft is
 	// shown until it answered.
 	checking bool
-	// prevFirst is the first-draft turn of the channel's stream that
-	// began before this one; firstDone, this stream's, is closed once its
-	// first draft was handed to the Target, or its final delivered, or it
-	// was dropped, so first drafts reach the Target in the order their
-	// streams began (M14). Made with the stream, for a StreamingTarget.
-	prevFirst, firstDone chan struct{}
 }
 
 // apply adds delta seq with text. It reports whether the text grew, or an
@@ -180,12 +176,9 @@ func (c *Channel) receiveDelta(ctx context.Context, p *Packet) error {
 				return nil
 			}
 			now := c.o.Clock.Now()
-			s = &deltaStream{held: streamOverhead, touched: now, started: now, after: c.queued, checking: !inline}
-			if _, ok := c.target.(StreamingTarget); ok {
-				// Taken here, on the reader, in the order streams begin.
-				s.prevFirst, s.firstDone = c.lastFirst, make(chan struct{})
-				c.lastFirst = s.firstDone
-			}
+			// The place is taken here, on the reader, in the order
+			// streams begin (order.go).
+			s = &deltaStream{held: streamOverhead, touched: now, started: now, checking: !inline, place: c.newPlaceLocked(id)}
 			if c.deltas == nil {
 				c.deltas = map[string]*deltaStream{}
 			}
@@ -219,42 +212,30 @@ func (c *Channel) receiveDelta(ctx context.Context, p *Packet) error {
 
 // showDrafts hands the newest text to the StreamingTarget until none is
 // left. Drafts that arrive during a slow call are coalesced into one. The
-// first draft is the message's place in the chat: it waits until the
-// finals that arrived before the message's first delta were delivered
-// (posted or rejected), at most TargetTimeout, so replies show in the
-// order they were sent (M14). It also waits until the first draft of the
-// stream that began drafting before it was handed to the Target and
-// returned, retries included, or — when that stream's final came first —
-// until that final was delivered, or that stream was dropped, at most
-// TargetTimeout: two replies streamed at once keep the order of their
-// first deltas.
+// first draft is the message's place in the chat: it is shown only once
+// every message that started before it is in the chat or ended (order.go),
+// waiting at most TargetTimeout, and not at all while an earlier message
+// is unresolved (rejected retryable): then the message shows no draft and
+// is shown by its final alone, which keeps its place (M14). A first draft
+// the Target refused settles nothing: the message is shown by its final.
 func (c *Channel) showDrafts(id string, s *deltaStream) {
-	var waited, waitedTurn bool
+	var until time.Time
 	for {
 		c.mu.Lock()
-		if !s.hasDraft || s.final || c.closed {
+		if !s.hasDraft || s.final || s.noDrafts || c.closed {
 			s.drafting = false
 			close(s.idle)
-			if !s.final {
-				// A final ends the turn when it is delivered (deliver),
-				// so a message shown by its final alone keeps its place;
-				// a dropped stream's ends with the drop.
-				c.endTurnLocked(s)
-			}
 			c.mu.Unlock()
 			return
 		}
-		if !s.shown && !waited && c.ended < s.after {
-			waited = true
+		if !s.shown && (c.heldLocked() || !c.firstLocked(s.place)) {
+			if until.IsZero() {
+				until = c.o.Clock.Now().Add(c.o.TargetTimeout)
+			}
+			if c.heldLocked() || !c.waitSignal(until) {
+				s.noDrafts = true
+			}
 			c.mu.Unlock()
-			c.waitEnded(s.after)
-			continue
-		}
-		if !s.shown && !waitedTurn && s.prevFirst != nil {
-			waitedTurn = true
-			prev := s.prevFirst
-			c.mu.Unlock()
-			c.waitClosed(prev)
 			continue
 		}
 		text := s.draft
@@ -267,68 +248,23 @@ func (c *Channel) showDrafts(id string, s *deltaStream) {
 			c.clearActivity() // the first displayed delta clears the status (C6)
 		}
 		tctx := c.targetCtx()
-		if err := c.target.(StreamingTarget).UpdateDraft(tctx, c.id, id, text); err != nil {
+		err := c.target.(StreamingTarget).UpdateDraft(tctx, c.id, id, text)
+		tctx.Release()
+		switch {
+		case err != nil && first && errors.Is(err, errors.ErrUnsupported):
+			// The Target shows no drafts (a buffering display): the
+			// message is shown by its final.
+		case err != nil:
 			c.log.Warn("draft not shown; the final will carry the whole text", "message_id", id, "err", err)
 		}
-		tctx.Release()
 		if first {
 			c.mu.Lock()
-			c.endTurnLocked(s)
+			if err == nil {
+				c.settlePlaceLocked(s.place)
+			} else {
+				s.noDrafts = true
+			}
 			c.mu.Unlock()
-		}
-	}
-}
-
-// endTurnLocked closes s's first-draft turn once: its first draft was
-// handed to the Target, or it stopped drafting before one.
-func (c *Channel) endTurnLocked(s *deltaStream) {
-	if s.firstDone == nil {
-		return
-	}
-	select {
-	case <-s.firstDone:
-	default:
-		close(s.firstDone)
-	}
-	s.prevFirst = nil // nothing older is kept alive through it
-}
-
-// waitClosed waits until ch is closed, the channel closes or
-// TargetTimeout passes.
-func (c *Channel) waitClosed(ch <-chan struct{}) {
-	timeout := make(chan struct{})
-	t := c.o.Clock.AfterFunc(c.o.TargetTimeout, func() { close(timeout) })
-	defer t.Stop()
-	select {
-	case <-ch:
-	case <-timeout:
-	case <-c.ctx.Done():
-	}
-}
-
-// waitEnded waits until n deliveries ended, the channel closes or
-// TargetTimeout passes.
-func (c *Channel) waitEnded(n uint64) {
-	timeout := make(chan struct{})
-	t := c.o.Clock.AfterFunc(c.o.TargetTimeout, func() { close(timeout) })
-	defer t.Stop()
-	for {
-		c.mu.Lock()
-		if c.ended >= n || c.closed {
-			c.mu.Unlock()
-			return
-		}
-		if c.endedCh == nil {
-			c.endedCh = make(chan struct{})
-		}
-		ch := c.endedCh
-		c.mu.Unlock()
-		select {
-		case <-ch:
-		case <-timeout:
-			return
-		case <-c.ctx.Done():
-			return
 		}
 	}
 }
@@ -378,7 +314,7 @@ func (c *Channel) dropDeltasLocked(drop func(*deltaStream) bool) []string {
 			// A running UpdateDraft may still read the buffer (unsafe.String): at most one draft per stream over budget, for up to TargetTimeout.
 			c.releaseLocked(s.held)
 			s.final = true // stops its draft lane
-			c.endTurnLocked(s)
+			c.settlePlaceLocked(s.place)
 			ids = append(ids, id)
 		}
 	}

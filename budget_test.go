@@ -217,7 +217,7 @@ func TestBudget_Property_NoLeakNoOvershoot(t *testing.T) {
 		var chans []*Channel
 		for _, id := range []string{"cch_1", "cch_2"} {
 			c, err := NewChannel(id, RoleConnector, imNegotiated(), discardWire{}, noop,
-				&Options{Budget: b, Clock: clk, DeltaIdleTTL: time.Minute, DeltaSweep: 10 * time.Second, MaxDeltaBytes: 16 << 10})
+				&Options{Budget: b, Clock: clk, TargetTimeout: time.Second, DeltaIdleTTL: time.Minute, DeltaSweep: 10 * time.Second, MaxDeltaBytes: 16 << 10})
 			if err != nil {
 				rt.Fatal(err)
 			}
@@ -256,7 +256,7 @@ func TestBudget_Property_NoLeakNoOvershoot(t *testing.T) {
 				clk.Advance(time.Duration(rapid.IntRange(1, 40).Draw(rt, "secs")) * time.Second)
 			case 5:
 				for _, c := range chans {
-					waitIdle(rt, c)
+					waitIdle(rt, c, clk)
 				}
 			}
 			if u := b.Used(); u > limit || u < 0 {
@@ -265,11 +265,11 @@ func TestBudget_Property_NoLeakNoOvershoot(t *testing.T) {
 		}
 		// Sweep every stream, finish every delivery: nothing is left held.
 		for _, c := range chans {
-			waitIdle(rt, c)
+			waitIdle(rt, c, clk)
 		}
 		clk.Advance(2 * time.Minute)
 		for _, c := range chans {
-			waitIdle(rt, c)
+			waitIdle(rt, c, clk)
 		}
 		if u := b.Used(); u != 0 {
 			rt.Fatalf("%d bytes held after every stream was swept and every final delivered", u)
@@ -289,12 +289,19 @@ type discardWire struct{}
 func (discardWire) Send(context.Context, *Packet) error { return nil }
 
 // waitIdle waits until the channel's goroutines are done (deliveries
-// answered, drafts shown).
-func waitIdle(rt *rapid.T, c *Channel) {
+// answered, drafts shown). A final waiting for a stream that started
+// before it (the order rule) waits TargetTimeout on clk: the clock is
+// moved on by that much while the channel stays busy.
+func waitIdle(rt *rapid.T, c *Channel, clk *fakeclock.Clock) {
 	deadline := time.Now().Add(wait)
+	nudge := time.Now().Add(20 * time.Millisecond)
 	for c.active.Load() != 0 {
 		if time.Now().After(deadline) {
 			rt.Fatal("channel never went idle")
+		}
+		if time.Now().After(nudge) {
+			clk.Advance(time.Second)
+			nudge = time.Now().Add(20 * time.Millisecond)
 		}
 		runtime.Gosched()
 	}

@@ -72,15 +72,7 @@ type Channel struct {
 	rm       *removals               // sender: pending-store Removes queued off the reader, made on first use
 	refusals int                     // receiver: deltas waiting off the reader to be ignored or refused (refuseUnlessCompletedLocked)
 
-	// queued and ended count the receiver's deliveries put in queue and
-	// ended, in arrival order; endedCh is closed when one ends (made on
-	// demand), so a message's first draft waits for the finals that came
-	// before it (showDrafts).
-	queued, ended uint64
-	endedCh       chan struct{}
-	// lastFirst is the first-draft turn of the stream that began
-	// last (deltaStream.firstDone).
-	lastFirst chan struct{}
+	ord *orderState // both sides' order (order.go), made on first use
 }
 
 // NewChannel returns a Channel serving channel id in role, with the
@@ -171,11 +163,10 @@ func (c *Channel) SetTransport(t Transport) {
 		}
 	}
 	sortOutgoing(resend)
-	c.spawnLocked(func() {
-		for _, o := range resend {
-			c.transmit(o)
-		}
-	})
+	for _, o := range resend {
+		c.queueLocked(o)
+	}
+	c.spawnLocked(func() { c.drain(nil) })
 }
 
 // Close stops every timer and goroutine the channel started, cancelling

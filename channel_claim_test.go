@@ -43,16 +43,35 @@ func (c *capTarget) WasPosted(_ context.Context, _, key string) (bool, error) {
 	return c.posted(key)
 }
 
-// orphanOf makes the claim a process killed between its claim and its
-// completion record leaves behind; expire (newClaimConnector) ends its
-// lease, which is how a memory store learns its owner is gone.
+// orphanOf makes the claim a process killed after its post began and
+// before its completion record leaves behind; expire (newClaimConnector)
+// ends its lease, which is how a memory store learns its owner is gone.
 func orphanOf(t *testing.T, c *Channel, id, text string) {
 	t.Helper()
-	cs := c.o.Completed.(ClaimStore)
+	cs := c.o.Completed.(ClaimStarter)
 	fp := FingerprintOf(&ChatMessage{MessageID: id, Text: text})
 	cl, err := cs.Claim(context.Background(), c.id, id, fp, "dead process", c.o.ClaimLease)
 	require.NoError(t, err)
 	require.Equal(t, ClaimAcquired, cl.State)
+	require.NoError(t, cs.Begin(context.Background(), c.id, id, "dead process"))
+}
+
+// TestChannel_S8_OrphanWhosePostNeverBeganIsPosted: a process killed
+// after a final's claim and before its post began (ClaimStarter.Begin
+// never ran) left nothing on screen: the resend is posted, once, and the
+// final is not lost — also to a Target that can neither dedup nor check.
+func TestChannel_S8_OrphanWhosePostNeverBeganIsPosted(t *testing.T) {
+	target := newRecTarget()
+	c, w, expire := newClaimConnector(t, target)
+	cs := c.o.Completed.(ClaimStarter)
+	fp := FingerprintOf(&ChatMessage{MessageID: "a1", Text: "hello"})
+	_, err := cs.Claim(context.Background(), c.id, "a1", fp, "dead process", c.o.ClaimLease)
+	require.NoError(t, err)
+	expire()
+	p := finalPacket(t, "a1", "hello")
+	require.NoError(t, c.Receive(context.Background(), p))
+	require.Equal(t, AckAccepted, ackOf(t, p, w.next(t)).Status)
+	require.Equal(t, 1, target.postCount("a1"))
 }
 
 func newClaimConnector(t *testing.T, target Target) (*Channel, *wire, func()) {
@@ -198,7 +217,7 @@ func TestChannel_A6_HeldByAnotherOwnerIsBusy(t *testing.T) {
 
 func TestChannel_S8_RefusalReleasesClaim(t *testing.T) {
 	target := newRecTarget()
-	target.err = Retryable(errors.New("rate limited"))
+	target.err = NotPosted(errors.New("rate limited"))
 	c, w, _ := newClaimConnector(t, target)
 	p := finalPacket(t, "a1", "hello")
 	require.NoError(t, c.Receive(context.Background(), p))

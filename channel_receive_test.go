@@ -80,9 +80,9 @@ func TestChannel_A8_X5_TargetErrorKindSetsRetryable(t *testing.T) {
 		code      Code
 		retryable bool
 	}{
-		{"retryable", Retryable(errors.New("rate limited")), CodeTargetDeliveryFailed, true},
-		{"permanent", Permanent(errors.New("forbidden")), CodeTargetRejected, false},
-		{"unmarked", errors.New("connection reset"), CodeTargetDeliveryFailed, true},
+		{"retryable", NotPosted(errors.New("rate limited")), CodeTargetDeliveryFailed, true},
+		{"permanent", Refused(errors.New("forbidden")), CodeTargetRejected, false},
+		{"unmarked", errors.New("connection reset"), CodeDeliveryOutcomeUnknown, false},
 		{"coded", &Error{Code: "platform_quota", Message: "quota", Retryable: false}, "platform_quota", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -96,13 +96,21 @@ func TestChannel_A8_X5_TargetErrorKindSetsRetryable(t *testing.T) {
 			require.Equal(t, tc.code, a.Code)
 			require.Equal(t, tc.retryable, a.Retryable)
 
-			// A failed delivery is not completed: the resend runs the Target again.
+			// A failed delivery is not completed: the resend runs the Target
+			// again — unless the failure may have been applied (unmarked:
+			// the error contract), which no resend posts.
 			target.mu.Lock()
 			target.err = nil
 			target.mu.Unlock()
 			again := finalPacket(t, "a1", "hello")
 			require.NoError(t, c.Receive(context.Background(), again))
-			require.Equal(t, AckAccepted, ackOf(t, again, w.next(t)).Status)
+			a = ackOf(t, again, w.next(t))
+			if tc.code == CodeDeliveryOutcomeUnknown {
+				require.Equal(t, CodeDeliveryOutcomeUnknown, a.Code)
+				require.Zero(t, target.postCount("a1"), "not posted again: the claim stays")
+				return
+			}
+			require.Equal(t, AckAccepted, a.Status)
 		})
 	}
 }
@@ -282,7 +290,7 @@ type permanentOnCancel struct{ started chan struct{} }
 func (p permanentOnCancel) PostMessage(ctx context.Context, _ string, _ *ChatMessage) error {
 	close(p.started)
 	<-ctx.Done()
-	return Permanent(ctx.Err())
+	return Refused(ctx.Err())
 }
 
 // TestChannel_A8_CloseDuringPostLetsTheSenderRetry: a final whose post

@@ -41,8 +41,9 @@ import (
 // nothing: the resend is rejected with CodeDeliveryOutcomeUnknown,
 // retryable=false. So a message can be lost (its post happened or not,
 // nobody can tell) and reported to the sender, but it is never shown
-// twice. The same holds for a crash between Claim and the post, where the
-// message was not shown.
+// twice. A crash between Claim and the post, where the message was not
+// shown, is told apart only by a ClaimStarter (Claim.Unposted: the resend
+// is posted); with any other ClaimStore it is answered the same way.
 //
 // A method may keep its ctx after it returned (a write-behind flush with
 // context.WithoutCancel(ctx), a trace span): the Channel assumes nothing
@@ -57,6 +58,24 @@ type ClaimStore interface {
 	// the Target refused it and nothing was posted. Releasing a claim that
 	// is not owner's, or none, is not an error and changes nothing.
 	Release(ctx context.Context, channelID, messageID, owner string) error
+}
+
+// ClaimStarter is a ClaimStore that learns when the post of a claimed
+// message begins. A Channel whose Completed store implements it (found by
+// type assertion) calls Begin after the message's claim and its other
+// checks, right before the Target's PostMessage, and posts only once
+// Begin returned: a durable store writes it before returning (a
+// group-committing one in a shared commit). So a process killed between
+// Claim and Begin leaves a claim whose post never began, which Claim then
+// reports orphaned with Unposted set, and the resend is posted: the final
+// is not lost. Only a death after Begin — the post may have started —
+// leaves the outcome unknown (S8). A takeover of an orphan keeps what the
+// claim knew: a claim whose post began stays so until Record or Release.
+type ClaimStarter interface {
+	ClaimStore
+	// Begin records that owner is about to post the message it claimed.
+	// It changes nothing when owner does not hold the claim.
+	Begin(ctx context.Context, channelID, messageID, owner string) error
 }
 
 // ClaimRenewer is a ClaimStore that can extend a claim its owner still
@@ -106,4 +125,7 @@ type Claim struct {
 	Owner string
 	// Until is when the other owner's lease ends (ClaimHeld).
 	Until time.Time
+	// Unposted (ClaimOrphaned, from a ClaimStarter): the orphan's post
+	// never began, so posting it cannot show it twice.
+	Unposted bool
 }

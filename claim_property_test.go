@@ -19,6 +19,7 @@ const (
 	noCrash          crashPoint = iota
 	crashAfterClaim             // the claim is stored, the post never runs
 	crashBeforeStore            // the post ran, its Record is never stored
+	crashAfterBegin             // the post was recorded as begun, and never ran
 )
 
 // crashingStore is a ClaimStore shared by every "process" of the property
@@ -30,6 +31,26 @@ type crashingStore struct {
 	mu    sync.Mutex
 	armed crashPoint
 	hit   bool
+	begun map[string]bool // message IDs whose post was recorded as begun
+}
+
+// Begin implements ClaimStarter, passing it on to the store it wraps
+// (which is one), and records that the post began.
+func (s *crashingStore) Begin(ctx context.Context, ch, id, owner string) error {
+	err := s.ClaimStore.(ClaimStarter).Begin(ctx, ch, id, owner)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err == nil {
+		if s.begun == nil {
+			s.begun = map[string]bool{}
+		}
+		s.begun[id] = true
+	}
+	if err == nil && s.armed == crashAfterBegin {
+		s.armed, s.hit = noCrash, true
+		return errCrashed
+	}
+	return err
 }
 
 var errCrashed = errors.New("process crashed here")
@@ -108,8 +129,9 @@ func (s screenCheck) WasPosted(_ context.Context, _, key string) (bool, error) {
 // before its completion record — and restarted on the same store; xAgent
 // resends whatever got no terminal ack. Whatever the interleaving, no final
 // is shown twice; at the end each final is shown once or was reported
-// delivery_outcome_unknown, and a Target that deduplicates or can be asked
-// loses none.
+// delivery_outcome_unknown — only one whose post was recorded as begun
+// (ClaimStarter: a death between claim and post loses nothing) — and a
+// Target that deduplicates or can be asked loses none.
 func TestClaim_S8_Property_NeverShownTwiceAcrossCrashes(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		kind := rapid.SampledFrom([]string{"plain", "idempotent", "check"}).Draw(rt, "target")
@@ -181,7 +203,7 @@ func TestClaim_S8_Property_NeverShownTwiceAcrossCrashes(t *testing.T) {
 		steps := rapid.IntRange(1, 12).Draw(rt, "steps")
 		for range steps {
 			i := rapid.IntRange(0, n-1).Draw(rt, "msg")
-			crash := crashPoint(rapid.IntRange(0, 2).Draw(rt, "crash"))
+			crash := crashPoint(rapid.IntRange(0, 3).Draw(rt, "crash"))
 			deliver(i, crash)
 			for id, k := range sc.shown {
 				if k > 1 {
@@ -206,6 +228,9 @@ func TestClaim_S8_Property_NeverShownTwiceAcrossCrashes(t *testing.T) {
 			case a.Status == AckRejected && a.Code == CodeDeliveryOutcomeUnknown:
 				if kind != "plain" {
 					rt.Fatalf("%s reported unknown although the %s target could have settled it", id, kind)
+				}
+				if !store.begun[id] {
+					rt.Fatalf("%s reported unknown although its post never began: lost", id)
 				}
 			case a.Status == AckRejected:
 				rt.Fatalf("%s rejected %s", id, a.Code)

@@ -10,9 +10,10 @@ type claimRecord struct {
 	fp    Fingerprint
 	owner string
 	until time.Time
+	begun bool // Begin ran: the post may have started
 }
 
-var _ ClaimStore = (*memoryCompletedStore)(nil)
+var _ ClaimStarter = (*memoryCompletedStore)(nil)
 
 // Claim implements ClaimStore. In memory a claim cannot outlive its
 // process, so an orphan is a claim whose lease ran out (its owner hangs or
@@ -34,9 +35,9 @@ func (s *memoryCompletedStore) Claim(ctx context.Context, channelID, messageID s
 		if old.owner != owner && now.Before(old.until) {
 			return Claim{State: ClaimHeld, Owner: old.owner, Until: old.until}, nil
 		}
-		mine.fp = old.fp // a takeover changes owner and lease only
+		mine.fp, mine.begun = old.fp, old.begun // a takeover changes owner and lease only
 		s.claims[k] = mine
-		return Claim{State: ClaimOrphaned, Fingerprint: old.fp, Owner: old.owner}, nil
+		return Claim{State: ClaimOrphaned, Fingerprint: old.fp, Owner: old.owner, Unposted: !old.begun}, nil
 	}
 	if s.lru != nil && s.lru.Len()+len(s.claims) >= s.capacity && !s.makeRoom(now, channelID, s.groupOf(ctx, channelID)) {
 		// Room would take a record another channel's sender may still
@@ -100,6 +101,18 @@ func (s *memoryCompletedStore) handoverClaims(now time.Time, from, to string) {
 	}
 }
 
+// Begin implements ClaimStarter.
+func (s *memoryCompletedStore) Begin(_ context.Context, channelID, messageID, owner string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := completedKey{channelID, messageID}
+	if c, ok := s.claims[k]; ok && c.owner == owner && !c.begun {
+		c.begun = true
+		s.claims[k] = c
+	}
+	return nil
+}
+
 // Release implements ClaimStore.
 func (s *memoryCompletedStore) Release(_ context.Context, channelID, messageID, owner string) error {
 	s.mu.Lock()
@@ -110,3 +123,7 @@ func (s *memoryCompletedStore) Release(_ context.Context, channelID, messageID, 
 	}
 	return nil
 }
+
+// inline declares the in-memory completed store inline (storeoffreader.go):
+// its calls do no I/O and never wait on their context.
+func (*memoryCompletedStore) inline() {}

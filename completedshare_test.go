@@ -30,7 +30,7 @@ func TestMemoryCompletedStore_S6_FullStoreRefusesRatherThanEvictProtected(t *tes
 	}
 	_, err := s.Claim(ctx, "d", "y1", Fingerprint{4}, "me", time.Minute)
 	require.ErrorIs(t, err, &Error{Code: CodeChannelBusy})
-	require.True(t, IsRetryable(err))
+	require.True(t, SafeToRetry(err))
 	_, found, _ := s.Lookup(ctx, "a", "m1")
 	require.True(t, found, "nothing evicted")
 

@@ -34,6 +34,36 @@
 // bounded and cleared by the final; activity has a local timeout. Packets
 // travel only as the Negotiated set from the profile catalog allows.
 //
+// # Order
+//
+// One rule, for both directions and every display mode. On one channel:
+//
+//   - Sending: messages handed to Channel.Send (user messages on a
+//     Connector, finals on xAgent) go on the wire in the order Send took
+//     them — past the send window (Options.MaxUnacked), across resends
+//     and reconnects, where every unacknowledged message is sent again
+//     in that order.
+//   - Receiving: messages reach the Target in the order they started: a
+//     message's first delta, or its final when it streamed none. A
+//     message's first draft (StreamingTarget) is its place in the chat:
+//     it is shown only after every message that started before it is
+//     shown or ended, and a final goes to the Target only after those
+//     (each wait at most Options.TargetTimeout; a first draft that could
+//     not wait is skipped, the message then shown by its final alone in
+//     its place). So two replies that overlap (B's first delta before
+//     A's final) show A then B in every mode, whatever order their
+//     finals come in; in a mode that shows no drafts (a StreamingTarget
+//     whose UpdateDraft answers an error matching errors.ErrUnsupported,
+//     or a plain Target) the finals are held in that order.
+//   - A message rejected retryable (A8) holds the channel's later ones:
+//     they are rejected channel_busy, retryable, in the order they came,
+//     and shown after it once the sender resent it — until it is
+//     delivered, rejected for good, or not sent again for
+//     Options.OrderTTL. At most Options.MaxInflight are promised their
+//     order behind it.
+//
+// Messages of different channels are not ordered with each other.
+//
 // # Bounds
 //
 // Every map keyed by remote input has a cap and a TTL:

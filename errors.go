@@ -3,6 +3,8 @@ package imv2
 import (
 	"errors"
 	"fmt"
+	"net"
+	"time"
 )
 
 // Code is a stable, machine-readable error code. Codes travel on the wire in
@@ -118,7 +120,7 @@ func (e *Error) Unwrap() error { return e.cause }
 
 // AsError returns err as an *Error. An error that is not one (or wraps none)
 // becomes an *Error with code fallback, err's text as message, and
-// Retryable as IsRetryable reports.
+// Retryable as SafeToRetry reports.
 func AsError(err error, fallback Code) *Error {
 	if err == nil {
 		return nil
@@ -127,62 +129,139 @@ func AsError(err error, fallback Code) *Error {
 	if errors.As(err, &e) {
 		return e
 	}
-	return &Error{Code: fallback, Message: err.Error(), Retryable: IsRetryable(err), cause: err}
+	return &Error{Code: fallback, Message: err.Error(), Retryable: SafeToRetry(err), cause: err}
 }
 
-// kindError marks a target failure as retryable or permanent (A8).
-type kindError struct {
-	err       error
-	retryable bool
-}
+// The error contract of every platform call — a Target's PostMessage,
+// UpdateDraft and SetActivity, and the connector kit's Platform calls —
+// is this one, read by SafeToRetry and IsRefused alone:
+//
+//	returned           outcome           the Channel answers a final or user message
+//	nil                applied           accepted
+//	NotPosted(err)     not applied       rejected retryable: the sender resends it
+//	RetryAfter(err,d)  not applied;      as NotPosted; the kit also waits d before its
+//	                   wait d first      next call to the conversation (a rate limit)
+//	Refused(err)       refused           rejected retryable=false (target_rejected)
+//	an *Error          its Retryable     rejected with its code: not applied when
+//	                                     Retryable, refused when not
+//	any other error    unknown: it may   see below
+//	                   have been applied
+//
+// A dial or name-resolution error is not applied too: the request never
+// left. A plain error — a timeout, a broken connection after the request
+// went out, a lost response — is read the safe way: the platform may show
+// the message, so posting it again may show it twice. The Channel then
+// does what it does for a delivery a crash cut off (ClaimStore, S8): an
+// IdempotentTarget's message is rejected retryable (the resend posts it
+// again, harmlessly); a PostCheckTarget is asked at once whether it was
+// posted (posted: accepted; not posted: rejected retryable; no answer:
+// rejected retryable, and the resend asks first); any other Target's
+// message is rejected delivery_outcome_unknown, retryable=false, and its
+// claim stays, so no resend posts it: the sender reports a failure
+// instead of the chat showing it twice. A Target marks what it knows.
 
-func (k *kindError) Error() string { return k.err.Error() }
-func (k *kindError) Unwrap() error { return k.err }
+// SafeToRetry reports whether err says the call was not applied, so
+// making it again cannot apply it twice: the first mark in err's chain is
+// NotPosted, RetryAfter or a retryable *Error, or err is a dial or
+// name-resolution failure (the request never left). It is false for nil,
+// for a refusal and for an error nobody marked (it may have been applied).
+func SafeToRetry(err error) bool { return outcomeOf(err) == outcomeNotApplied }
 
-// Retryable reports the mark's verdict, for a caller that must tell an
-// explicit mark from none, which IsRetryable reads as retryable too (the
-// connector kit: "not posted" from "may have been posted"). It finds it
-// in an error's chain with an interface{ Retryable() bool }.
-func (k *kindError) Retryable() bool { return k.retryable }
+// IsRefused reports whether err says the call was refused for good: the
+// first mark in err's chain is Refused or an *Error that is not retryable.
+func IsRefused(err error) bool { return outcomeOf(err) == outcomeRefused }
 
-// Retryable marks err, a target platform failure, as transient: a network
-// break, a rate limit, a temporary busy. A Target returns it so the Connector
-// rejects the message with retryable=true and the sender tries again after
-// backoff (A8). Retryable(nil) is nil.
-func Retryable(err error) error {
+// outcome is what a platform call did, as its error says.
+type outcome uint8
+
+const (
+	outcomeApplied outcome = iota
+	outcomeNotApplied
+	outcomeRefused
+	outcomeUnknown
+)
+
+// outcomeOf reads err by the contract above; it is the one walk of an
+// error's chain for it.
+func outcomeOf(err error) outcome {
 	if err == nil {
-		return nil
+		return outcomeApplied
 	}
-	return &kindError{err: err, retryable: true}
-}
-
-// Permanent marks err as deterministic: a bad payload, a permission or
-// sign-in problem, an explicit refusal by the platform. The message is
-// rejected with retryable=false and never retried. Permanent(nil) is nil.
-func Permanent(err error) error {
-	if err == nil {
-		return nil
-	}
-	return &kindError{err: err, retryable: false}
-}
-
-// IsRetryable reports whether err says a resend may succeed: an *Error with
-// Retryable set, or an error marked by Retryable. Errors of neither kind are
-// treated as retryable, since an unknown failure (a timeout, a broken pipe)
-// is more often transient and the receiver's dedup makes a resend safe.
-// IsRetryable(nil) is false.
-func IsRetryable(err error) bool {
-	if err == nil {
-		return false
-	}
-	for err != nil {
-		switch e := err.(type) {
-		case *kindError:
-			return e.retryable
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		switch m := e.(type) {
+		case *markError:
+			if m.notPosted {
+				return outcomeNotApplied
+			}
+			return outcomeRefused
 		case *Error:
-			return e.Retryable
+			if m.Retryable {
+				return outcomeNotApplied
+			}
+			return outcomeRefused
+		case *net.OpError:
+			if m.Op == "dial" {
+				return outcomeNotApplied
+			}
+		case *net.DNSError:
+			return outcomeNotApplied
 		}
-		err = errors.Unwrap(err)
 	}
-	return true
+	return outcomeUnknown
+}
+
+// markError is the mark NotPosted, RetryAfter and Refused put on an error.
+type markError struct {
+	err       error
+	notPosted bool
+	after     time.Duration // RetryAfter's delay; 0 for the others
+}
+
+func (m *markError) Error() string {
+	if m.after > 0 {
+		return fmt.Sprintf("%v (retry after %v)", m.err, m.after)
+	}
+	return m.err.Error()
+}
+func (m *markError) Unwrap() error { return m.err }
+
+// NotPosted marks err, a platform call's failure, as not applied: the
+// request was refused before it took effect (a 503, a 429, a busy
+// answer), so making it again is safe. The message is rejected retryable
+// and the sender resends it after backoff (A8); the kit makes the call
+// again within its own budget first. NotPosted(nil) is nil.
+func NotPosted(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &markError{err: err, notPosted: true}
+}
+
+// RetryAfter is NotPosted with the delay the platform asked for (HTTP 429
+// Retry-After, Telegram retry_after): the kit waits d before its next
+// call to the conversation. RetryAfter(nil, d) is nil.
+func RetryAfter(err error, d time.Duration) error {
+	if err == nil {
+		return nil
+	}
+	return &markError{err: err, notPosted: true, after: d}
+}
+
+// RetryAfterOf returns the delay of the first RetryAfter in err's chain.
+func RetryAfterOf(err error) (time.Duration, bool) {
+	var m *markError
+	if errors.As(err, &m) && m.after > 0 {
+		return m.after, true
+	}
+	return 0, false
+}
+
+// Refused marks err as a refusal for good: a bad payload, a permission or
+// sign-in problem, an explicit "no" of the platform. The message is
+// rejected retryable=false and never made again (A8). Refused(nil) is nil.
+func Refused(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &markError{err: err}
 }

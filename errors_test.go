@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"testing"
+	"time"
 
 	"github.com/xagentkit/imv2"
 )
@@ -52,42 +54,68 @@ func TestAsError_X5(t *testing.T) {
 	if imv2.AsError(fmt.Errorf("x: %w", orig), imv2.CodeTargetDeliveryFailed) != orig {
 		t.Error("AsError must return the wrapped *Error")
 	}
-	e := imv2.AsError(imv2.Permanent(errors.New("403 forbidden")), imv2.CodeTargetDeliveryFailed)
+	e := imv2.AsError(imv2.Refused(errors.New("403 forbidden")), imv2.CodeTargetDeliveryFailed)
 	if e.Code != imv2.CodeTargetDeliveryFailed || e.Retryable || e.Message != "403 forbidden" {
 		t.Errorf("AsError(Permanent) = %+v", e)
 	}
 	e = imv2.AsError(context.DeadlineExceeded, imv2.CodeTargetDeliveryFailed)
-	if !e.Retryable || !errors.Is(e, context.DeadlineExceeded) {
-		t.Errorf("AsError(timeout) = %+v, want retryable with the cause kept", e)
+	if e.Retryable || !errors.Is(e, context.DeadlineExceeded) {
+		t.Errorf("AsError(timeout) = %+v, want not retryable (it may have been applied) with the cause kept", e)
+	}
+	e = imv2.AsError(imv2.NotPosted(context.DeadlineExceeded), imv2.CodeTargetDeliveryFailed)
+	if !e.Retryable {
+		t.Errorf("AsError(NotPosted) = %+v, want retryable", e)
 	}
 }
 
-func TestRetryable_A8_Classification(t *testing.T) {
+// TestErrorContract_A8_S8_OneReading: the four outcomes of a platform
+// call, as SafeToRetry and IsRefused read them: the first mark in the
+// chain decides; a dial or name-resolution error was not applied; an
+// unmarked error is neither (it may have been applied).
+func TestErrorContract_A8_S8_OneReading(t *testing.T) {
 	netErr := errors.New("connection reset")
 	cases := []struct {
-		name string
-		err  error
-		want bool
+		name          string
+		err           error
+		safe, refused bool
 	}{
-		{"nil", nil, false},
-		{"Retryable", imv2.Retryable(netErr), true},
-		{"Permanent", imv2.Permanent(netErr), false},
-		{"wrapped Permanent", fmt.Errorf("post: %w", imv2.Permanent(netErr)), false},
-		{"wrapped Retryable", fmt.Errorf("post: %w", imv2.Retryable(netErr)), true},
-		{"outermost mark wins", imv2.Permanent(imv2.Retryable(netErr)), false},
-		{"retryable *Error", &imv2.Error{Code: "rate_limited", Retryable: true}, true},
-		{"permanent *Error", &imv2.Error{Code: imv2.CodeTargetRejected}, false},
-		{"unmarked error is retryable", netErr, true},
+		{"nil: applied", nil, false, false},
+		{"NotPosted", imv2.NotPosted(netErr), true, false},
+		{"RetryAfter", imv2.RetryAfter(netErr, time.Second), true, false},
+		{"Refused", imv2.Refused(netErr), false, true},
+		{"wrapped Refused", fmt.Errorf("post: %w", imv2.Refused(netErr)), false, true},
+		{"wrapped NotPosted", fmt.Errorf("post: %w", imv2.NotPosted(netErr)), true, false},
+		{"outermost mark wins", imv2.Refused(imv2.NotPosted(netErr)), false, true},
+		{"outermost mark wins, other way", imv2.NotPosted(imv2.Refused(netErr)), true, false},
+		{"retryable *Error", &imv2.Error{Code: "rate_limited", Retryable: true}, true, false},
+		{"permanent *Error", &imv2.Error{Code: imv2.CodeTargetRejected}, false, true},
+		{"dial error", &net.OpError{Op: "dial", Net: "tcp", Err: netErr}, true, false},
+		{"name resolution", &net.DNSError{Err: "no such host", Name: "chat.example"}, true, false},
+		{"write error: unknown", &net.OpError{Op: "write", Net: "tcp", Err: netErr}, false, false},
+		{"unmarked: unknown", netErr, false, false},
+		{"timeout: unknown", context.DeadlineExceeded, false, false},
 	}
 	for _, c := range cases {
-		if got := imv2.IsRetryable(c.err); got != c.want {
-			t.Errorf("%s: IsRetryable = %v, want %v", c.name, got, c.want)
+		if got := imv2.SafeToRetry(c.err); got != c.safe {
+			t.Errorf("%s: SafeToRetry = %v, want %v", c.name, got, c.safe)
+		}
+		if got := imv2.IsRefused(c.err); got != c.refused {
+			t.Errorf("%s: IsRefused = %v, want %v", c.name, got, c.refused)
 		}
 	}
-	if imv2.Retryable(nil) != nil || imv2.Permanent(nil) != nil {
-		t.Error("Retryable(nil) and Permanent(nil) must be nil")
+	if d, ok := imv2.RetryAfterOf(fmt.Errorf("post: %w", imv2.RetryAfter(netErr, 3*time.Second))); !ok || d != 3*time.Second {
+		t.Errorf("RetryAfterOf = %v %v, want 3s", d, ok)
 	}
-	p := imv2.Permanent(netErr)
+	if _, ok := imv2.RetryAfterOf(imv2.NotPosted(netErr)); ok {
+		t.Error("RetryAfterOf found a delay in NotPosted")
+	}
+	if imv2.RetryAfter(nil, time.Second) != nil {
+		t.Error("RetryAfter(nil, d) must be nil")
+	}
+	if imv2.NotPosted(nil) != nil || imv2.Refused(nil) != nil {
+		t.Error("NotPosted(nil) and Refused(nil) must be nil")
+	}
+	p := imv2.Refused(netErr)
 	if !errors.Is(p, netErr) || p.Error() != netErr.Error() {
 		t.Error("the mark must keep the original error and text")
 	}

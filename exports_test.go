@@ -17,7 +17,7 @@ import (
 // Protocol control plane lives in package protocol and the SDK's own helpers
 // in internal/ or unexported, so a new exported name here should replace an
 // old one. Raise the bound only with a reason in the commit.
-const maxRootExports = 182
+const maxRootExports = 186
 
 // rootExports lists the exported identifiers of the package in dir the way
 // the bound counts them: top-level funcs, methods on exported types,

@@ -223,7 +223,7 @@ type completedRecord struct {
 }
 
 // NewMemoryCompletedStore returns a bounded in-memory CompletedStore (it is
-// also a ClaimStore): at most capacity records across all channels, each
+// also a ClaimStarter): at most capacity records across all channels, each
 // kept at most ttl, timed by clock; zero values take DefaultCompletedCap,
 // DefaultCompletedTTL and the system clock. When full, the oldest record
 // goes first, unless a sender may still resend it and its channel holds
@@ -246,7 +246,7 @@ type completedRecord struct {
 // 236 B/record (BenchmarkMemoryCompletedStore_ScanHeap). The bound, with
 // both IDs at MaxIDBytes, is about 2.2 KiB per record, some 210 MiB at
 // DefaultCompletedCap.
-func NewMemoryCompletedStore(capacity int, ttl time.Duration, clk clock.Clock) ClaimStore {
+func NewMemoryCompletedStore(capacity int, ttl time.Duration, clk clock.Clock) ClaimStarter {
 	return newMemoryCompletedStore(capacity, ttl, clk)
 }
 

@@ -31,11 +31,12 @@ func TestREADME_DefaultLimitsMatchTheConstants(t *testing.T) {
 		"ack timeout / backoff":                                                {dur(o.AckTimeout), dur(o.RetryMin), dur(o.RetryMax)},
 		"sent messages awaiting an ack per channel":                            {count(o.MaxUnacked)},
 		"Target call": {dur(o.TargetTimeout)},
-		"messages queued for the Target per channel (posted one at a time, in order)": {count(o.MaxInflight)},
-		"resends waiting on one in-flight message":                                    {count(o.MaxWaiters)},
-		"open delta streams per channel":                                              {count(o.MaxOpenDeltas)},
-		"assembled delta text (+8 bytes per delta)":                                   {size(deltaOverhead), size(o.MaxDeltaBytes)},
-		"delta stream idle / age (`DeltaIdleTTL`, `DeltaMaxAge`)":                     {dur(o.DeltaIdleTTL), dur(o.DeltaMaxAge), dur(o.DeltaSweep)},
+		"messages queued for the Target per channel (posted one at a time, in order)":     {count(o.MaxInflight)},
+		"resends waiting on one in-flight message":                                        {count(o.MaxWaiters)},
+		"hold of a message rejected retryable over the channel's later ones (`OrderTTL`)": {dur(o.OrderTTL), count(o.MaxInflight)},
+		"open delta streams per channel":                                                  {count(o.MaxOpenDeltas)},
+		"assembled delta text (+8 bytes per delta)":                                       {size(deltaOverhead), size(o.MaxDeltaBytes)},
+		"delta stream idle / age (`DeltaIdleTTL`, `DeltaMaxAge`)":                         {dur(o.DeltaIdleTTL), dur(o.DeltaMaxAge), dur(o.DeltaSweep)},
 		"completed records": {count(DefaultCompletedCap), dur(DefaultCompletedTTL)},
 		"records (and claims) copied by one handover to a new channel ID": {count(MaxHandoverRecords)},
 		"claim of a message while its Target runs":                        {count(int(o.ClaimLease / o.TargetTimeout))},
@@ -137,6 +138,7 @@ func TestOptions_DocDefaultsMatchTheConstants(t *testing.T) {
 		"DeltaIdleTTL":    {durMS(o.DeltaIdleTTL), durMS(o.DeltaMaxAge), durMS(o.DeltaSweep)},
 		"MaxOpenDeltas":   {count(o.MaxOpenDeltas), size(o.MaxDeltaBytes)},
 		"ActivityTimeout": {durMS(o.ActivityTimeout)},
+		"OrderTTL":        {durMS(o.OrderTTL)},
 	}
 	f, err := parser.ParseFile(token.NewFileSet(), "options.go", nil, parser.ParseComments)
 	if err != nil {

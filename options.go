@@ -70,6 +70,10 @@ const (
 	// then would otherwise hold its buffer (and budget) for good. Half an
 	// hour is far beyond one reply's streaming; its final still comes.
 	defaultDeltaMaxAge = 30 * time.Minute
+	// defaultOrderTTL ends the hold of an unresolved message (rejected
+	// retryable) that was not sent again for this long: four times the
+	// longest resend backoff (defaultRetryMax).
+	defaultOrderTTL = 2 * time.Minute
 	// defaultMaxOpenDeltas bounds open delta streams per channel; a delta
 	// for a new message beyond it is rejected with delta_limit_exceeded.
 	defaultMaxOpenDeltas = 256
@@ -149,7 +153,13 @@ type Options struct {
 	// 30 min, 30 s).
 	DeltaIdleTTL time.Duration
 	DeltaMaxAge  time.Duration
-	DeltaSweep   time.Duration
+	// OrderTTL ends the hold of a message rejected retryable (default
+	// 2 min): until it is delivered, rejected for good or not sent again
+	// for OrderTTL, the channel's later messages are rejected
+	// channel_busy, retryable, so they reach the Target after it (at most
+	// MaxInflight of them are promised their order).
+	OrderTTL   time.Duration
+	DeltaSweep time.Duration
 	// MaxOpenDeltas bounds open delta streams per channel and
 	// MaxDeltaBytes the bytes of one, text plus 8 per delta
 	// (default 256, 1 MiB).
@@ -225,6 +235,7 @@ func (o *Options) withDefaults() Options {
 	setDur(&r.TargetTimeout, defaultTargetTimeout)
 	setDur(&r.DeltaIdleTTL, defaultDeltaIdleTTL)
 	setDur(&r.DeltaMaxAge, defaultDeltaMaxAge)
+	setDur(&r.OrderTTL, defaultOrderTTL)
 	setDur(&r.DeltaSweep, defaultDeltaSweep)
 	setDur(&r.ActivityTimeout, defaultActivityTimeout)
 	setDur(&r.ClaimLease, 3*r.TargetTimeout)

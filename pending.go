@@ -167,3 +167,7 @@ func (s *memoryPendingStore) Len(channelID string) int {
 	}
 	return 0
 }
+
+// inline declares the in-memory pending store inline (storeoffreader.go):
+// its calls do no I/O and never wait on their context.
+func (*memoryPendingStore) inline() {}

@@ -1,8 +1,10 @@
 package imv2
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/xagentkit/imv2/internal/answered"
@@ -17,6 +19,8 @@ type delivery struct {
 	m       *ChatMessage
 	fp      Fingerprint
 	stream  *deltaStream
+	place   *place    // where it stands in the channel's order (order.go)
+	until   time.Time // when it stops waiting for the places before it
 	waiters []*Packet
 	held    int64 // Budget bytes of the message and its waiters
 	// tctx is the Target call's context and ack the packet of the first
@@ -43,16 +47,15 @@ func queuedCost(p *Packet) int64 { return 2*int64(len(p.Payload)) + 1024 }
 const storeTimeout = 10 * time.Second
 
 // storeCtx returns the context for such a call on store, not cancelled
-// by Close: pass c.call(sctx) and release it when the call returned. This
-// package's in-memory stores never wait on their ctx (a mutex, no I/O), so
-// their calls get the Channel's own context, for the connector_id it
-// carries (internal/connid), and cost nothing: no clock read, no
-// allocation (a nil *storectx.Context). The check is on the concrete type:
-// a user's store wrapping a memory store gets a context per call, which
-// it may keep (Go's context contract allows it).
+// by Close: pass c.call(sctx) and release it when the call returned. A
+// store that declares inline (the in-memory stores: a mutex, no I/O)
+// never waits on its ctx, so its calls get the Channel's own context, for
+// the connector_id it carries (internal/connid), and cost nothing: no
+// clock read, no allocation (a nil *storectx.Context). A user's store
+// wrapping a memory store declares nothing and gets a context per call,
+// which it may keep (Go's context contract allows it).
 func (c *Channel) storeCtx(store any) *storectx.Context {
-	switch store.(type) {
-	case *memoryCompletedStore, *memoryPendingStore:
+	if inlineStore(store) {
 		return nil
 	}
 	return storectx.New(c.o.Clock, c.ctx, storeTimeout)
@@ -135,6 +138,11 @@ func (c *Channel) receiveMessage(ctx context.Context, p *Packet) error {
 		c.releaseLocked(credit - cost)
 	}
 	d := &delivery{p: p, m: m, fp: fp, held: cost}
+	if stream != nil {
+		d.place = stream.place
+	} else {
+		d.place = c.newPlaceLocked(id)
+	}
 	if c.inflight == nil {
 		c.inflight = map[string]*delivery{}
 	}
@@ -148,8 +156,11 @@ func (c *Channel) receiveMessage(ctx context.Context, p *Packet) error {
 		stream.held = 0
 		stream.buf, stream.ends, stream.draft = nil, nil, "" // a running draft call keeps only its own copy
 	}
-	c.queue = append(c.queue, d)
-	c.queued++
+	// The queue is in the order the messages started (order.go): a final
+	// whose stream began first goes before one that came before it.
+	i, _ := slices.BinarySearchFunc(c.queue, d.place.seq, func(q *delivery, seq uint64) int { return cmp.Compare(q.place.seq, seq) })
+	c.queue = slices.Insert(c.queue, i, d)
+	c.signalLocked()
 	if !c.delivering {
 		c.delivering = true
 		c.spawnLocked(c.deliverQueue)
@@ -195,6 +206,17 @@ func (c *Channel) deliverQueue() {
 			return
 		}
 		d := c.queue[0]
+		if !c.firstLocked(d.place) {
+			// A message that started before it has not ended nor shown a
+			// draft: wait for it, at most TargetTimeout (order.go).
+			if d.until.IsZero() {
+				d.until = c.o.Clock.Now().Add(c.o.TargetTimeout)
+			}
+			if c.waitSignal(d.until) || c.closed {
+				c.mu.Unlock()
+				continue
+			}
+		}
 		// Shift rather than reslice: the array is reused by the next
 		// message instead of a new one per message (at most MaxInflight).
 		n := copy(c.queue, c.queue[1:])
@@ -211,7 +233,26 @@ func (c *Channel) deliverQueue() {
 // still running, ended (see deliverQueue); it returns only after prev.
 func (c *Channel) deliver(d *delivery, prev chan struct{}) chan struct{} {
 	id := d.m.MessageID
-	status, rej, post := c.runTarget(d.m, d.fp, d.stream, &d.tctx)
+	c.mu.Lock()
+	held := c.admitHeldLocked(id)
+	c.mu.Unlock()
+	var (
+		status AckStatus
+		rej    *Error
+		post   posted
+	)
+	if held != nil {
+		status, rej = AckRejected, held
+	} else {
+		status, rej, post = c.runTarget(d.m, d.fp, d.stream, &d.tctx)
+		c.mu.Lock()
+		c.settleHeldLocked(id, status, rej)
+		c.mu.Unlock()
+	}
+	// Its post returned: the next message may go (order.go).
+	c.mu.Lock()
+	c.settlePlaceLocked(d.place)
+	c.mu.Unlock()
 	if !post.ok {
 		if prev != nil {
 			<-prev
@@ -247,11 +288,10 @@ func (c *Channel) deliver(d *delivery, prev chan struct{}) chan struct{} {
 }
 
 // pipelines reports whether deliver records a final while the next one
-// runs: not with this package's in-memory store, whose calls are cheap
-// and synchronous (a goroutine per final would cost more than it saves).
+// runs: not with an inline store, whose calls are cheap and synchronous
+// (a goroutine per final would cost more than it saves).
 func (c *Channel) pipelines() bool {
-	_, mem := c.o.Completed.(*memoryCompletedStore)
-	return !mem
+	return !inlineStore(c.o.Completed)
 }
 
 // end answers every copy of a message whose delivery ended with status.
@@ -262,14 +302,6 @@ func (c *Channel) end(d *delivery, status AckStatus, rej *Error) {
 	delete(c.inflight, id)
 	waiters := d.waiters
 	c.releaseLocked(d.held)
-	c.ended++
-	if d.stream != nil {
-		c.endTurnLocked(d.stream) // its first-draft turn, if it showed none (showDrafts)
-	}
-	if c.endedCh != nil {
-		close(c.endedCh)
-		c.endedCh = nil
-	}
 	c.mu.Unlock()
 
 	c.answerInto(&d.ack, d.ackBuf[:0], p, id, status, rej)
@@ -399,16 +431,34 @@ func (c *Channel) runTarget(m *ChatMessage, fp Fingerprint, stream *deltaStream,
 			// An attempt with other content may have been posted (S6).
 			return AckRejected, Errorf(CodeMessageIDConflict, "message_id %q was being delivered with other content", id), posted{}
 		}
-		if status, rej, done := c.orphan(id, fp, IdempotencyKeyOf(c.id, id)); done {
-			return status, rej, posted{}
+		// An orphan whose post never began (a ClaimStarter knows) is
+		// posted: nothing of it can be on screen. A store that is no
+		// ClaimStarter (a wrapper that hides Begin) is not believed.
+		if _, starts := claims.(ClaimStarter); !cl.Unposted || !starts {
+			if status, rej, done := c.orphan(id, fp, IdempotencyKeyOf(c.id, id)); done {
+				return status, rej, posted{}
+			}
 		}
 	}
 	if renewal != nil && !renewal.coversPost() {
 		// The Claim (or a WasPosted check) took so long that the lease may
 		// lapse during the post: do not start it (issue 38). Nothing was
 		// posted; the resend claims again.
-		c.releaseClaim(claims, id, owner)
+		c.release(claims, id, owner)
 		return AckRejected, &Error{Code: CodeTargetDeliveryFailed, Message: "the claim may lapse before the post ends; not posted", Retryable: true}, posted{}
+	}
+	if starter, ok := claims.(ClaimStarter); ok {
+		// The store learns that the post begins before it does: a crash
+		// before this leaves a claim whose resend is posted (Unposted),
+		// one after it a claim whose outcome is unknown.
+		sctx := c.storeCtx(claims)
+		err := starter.Begin(c.call(sctx), c.id, id, owner)
+		sctx.Release()
+		if err != nil {
+			c.log.Warn("claim's post not recorded as begun; not posting", "message_id", id, "err", err)
+			c.release(claims, id, owner)
+			return AckRejected, &Error{Code: CodeTargetDeliveryFailed, Message: "idempotency store unavailable", Retryable: true}, posted{}
+		}
 	}
 	// No allocation (it lives in the delivery), where
 	// WithTimeout(WithIdempotencyKey(...)) costs seven and a SHA-256: the
@@ -426,18 +476,21 @@ func (c *Channel) runTarget(m *ChatMessage, fp Fingerprint, stream *deltaStream,
 	}
 	tctx.Release()
 	if err != nil {
-		if claims != nil {
-			c.releaseClaim(claims, id, owner)
-		}
+		outcome := outcomeOf(err)
 		code := CodeTargetDeliveryFailed
 		var e *Error
 		if errors.As(err, &e) && e.Code != "" {
 			code = e.Code
-		} else if !IsRetryable(err) {
+		} else if outcome == outcomeRefused {
 			code = CodeTargetRejected
 		}
-		rej := &Error{Code: code, Message: truncate(err.Error(), maxAckMessageBytes), Retryable: IsRetryable(err)}
 		c.observe(Event{Kind: EventTargetFailed, MessageID: id, Code: code, Duration: took})
+		msg := truncate(err.Error(), maxAckMessageBytes)
+		if outcome == outcomeUnknown {
+			return c.unknown(id, msg, claims, owner, took)
+		}
+		c.release(claims, id, owner)
+		rej := &Error{Code: code, Message: msg, Retryable: outcome == outcomeNotApplied}
 		if c.ctx.Err() != nil {
 			rej.Retryable = true // cancelled by Close: let the sender try again
 		}
@@ -446,16 +499,54 @@ func (c *Channel) runTarget(m *ChatMessage, fp Fingerprint, stream *deltaStream,
 	return "", nil, posted{ok: true, took: took}
 }
 
-// releaseClaim releases owner's claim on message id after nothing was
-// posted.
-func (c *Channel) releaseClaim(claims ClaimStore, id, owner string) {
+// release drops the claim of a message whose post was not applied.
+func (c *Channel) release(claims ClaimStore, id, owner string) {
+	if claims == nil {
+		return
+	}
 	sctx := c.storeCtx(claims)
-	if rerr := claims.Release(c.call(sctx), c.id, id, owner); rerr != nil {
+	if err := claims.Release(c.call(sctx), c.id, id, owner); err != nil {
 		// The claim stays and turns orphaned: a resend is then
 		// refused as unknown, never posted twice.
-		c.log.Warn("claim not released", "message_id", id, "err", rerr)
+		c.log.Warn("claim not released", "message_id", id, "err", err)
 	}
 	sctx.Release()
+}
+
+// unknown answers a post that failed with an unmarked error, which may
+// have been applied (the error contract, errors.go): as after a crash
+// between claim and Record (orphan). An IdempotentTarget's message is
+// rejected retryable, its claim released: the resend posts it again,
+// harmlessly. Otherwise the claim stays, so that no resend posts it
+// blindly: a PostCheckTarget is asked now (posted: accepted; not posted:
+// released, rejected retryable; no answer: rejected retryable, and the
+// resend, finding the claim orphaned, asks again); any other message is
+// rejected delivery_outcome_unknown, retryable=false. A post cut off by
+// Close is rejected retryable, its claim kept: the resend decides.
+func (c *Channel) unknown(id, msg string, claims ClaimStore, owner string, took time.Duration) (AckStatus, *Error, posted) {
+	retry := &Error{Code: CodeTargetDeliveryFailed, Message: msg, Retryable: true}
+	if it, ok := c.target.(IdempotentTarget); ok && it.PostsIdempotently() {
+		c.release(claims, id, owner)
+		return AckRejected, retry, posted{}
+	}
+	if c.ctx.Err() != nil {
+		return AckRejected, retry, posted{}
+	}
+	if pc, ok := c.target.(PostCheckTarget); ok {
+		tctx := c.targetCtx()
+		was, err := pc.WasPosted(tctx, c.id, IdempotencyKeyOf(c.id, id))
+		tctx.Release()
+		switch {
+		case err == nil && was:
+			return "", nil, posted{ok: true, took: took}
+		case err == nil:
+			c.release(claims, id, owner)
+			return AckRejected, retry, posted{}
+		case !errors.Is(err, errors.ErrUnsupported):
+			return AckRejected, retry, posted{}
+		}
+	}
+	return AckRejected, &Error{Code: CodeDeliveryOutcomeUnknown, Message: truncate("the post failed and may have been shown; it is not made again: "+msg, maxAckMessageBytes)}, posted{}
 }
 
 // orphan decides what to do with a message whose earlier attempt never

@@ -1,6 +1,7 @@
 package imv2
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"math/rand/v2"
@@ -17,6 +18,8 @@ type outgoing struct {
 	packetIDs []string // newest last, at most maxTransmissions
 	attempt   int
 	inWindow  bool      // admitted to the send window: transmitted and retried
+	seq       uint64    // the order Send took it in: transmissions go out in this order
+	queued    bool      // in the channel's transmit queue (txq)
 	ids       [2]string // packetIDs' first backing array: no allocation for the usual one or two
 	first     Packet    // the first transmission's packet: no allocation for it
 	firstID   string    // the first transmission's packet ID, if made with the message ID
@@ -78,19 +81,28 @@ func (c *Channel) Send(ctx context.Context, m ChatMessage) (string, error) {
 	}
 	o := &outgoing{entry: e, payload: payload, firstID: firstPacketID}
 	o.packetIDs = o.ids[:0]
-	if c.out == nil {
-		c.out = map[string]*outgoing{}
-	}
-	c.out[m.MessageID] = o
+	c.trackLocked(o)
 	if !c.admitLocked(o) {
 		c.mu.Unlock()
 		return m.MessageID, nil // pending; sent when the window has room
 	}
 	c.mu.Unlock()
-	if fail := c.transmit(o); fail != nil {
+	if fail := c.drain(o); fail != nil {
 		return m.MessageID, fail
 	}
 	return m.MessageID, nil
+}
+
+// trackLocked makes o one of the channel's pending messages, the last
+// in send order. c.mu must be held.
+func (c *Channel) trackLocked(o *outgoing) {
+	if c.out == nil {
+		c.out = map[string]*outgoing{}
+	}
+	ord := c.orderLocked()
+	ord.seq++
+	o.seq = ord.seq
+	c.out[o.entry.Message.MessageID] = o
 }
 
 // admitLocked puts o in the send window if it has room, else at the end
@@ -99,9 +111,10 @@ func (c *Channel) Send(ctx context.Context, m ChatMessage) (string, error) {
 // at once (MaxUnacked), so a long backlog is sent as acks come back
 // instead of being resent over and over. c.mu must be held.
 func (c *Channel) admitLocked(o *outgoing) bool {
-	if c.unacked < c.o.MaxUnacked {
+	if c.unacked < c.o.MaxUnacked && len(c.waiting) == 0 {
 		o.inWindow = true
 		c.unacked++
+		c.queueLocked(o)
 		return true
 	}
 	c.waiting = append(c.waiting, o)
@@ -122,9 +135,67 @@ func (c *Channel) nextWaitingLocked() *outgoing {
 		c.unscheduleLocked(o)
 		o.inWindow = true
 		c.unacked++
+		c.queueLocked(o)
 		return o
 	}
 	return nil
+}
+
+// queueLocked puts o in the transmit queue, in send order (seq), unless
+// it is there already. Every transmission goes through the queue, and a
+// message joins it in the same hold of c.mu that admitted it to the
+// window, so a message admitted by an ack on the reader's goroutine is
+// never overtaken by one Send admits at the same time on another: the
+// peer gets a channel's messages in the order Send took them (S2, the
+// order rule of the package doc). c.mu must be held.
+func (c *Channel) queueLocked(o *outgoing) {
+	if o.queued {
+		return
+	}
+	o.queued = true
+	ord := c.orderLocked()
+	i, _ := slices.BinarySearchFunc(ord.txq, o.seq, func(q *outgoing, seq uint64) int { return cmp.Compare(q.seq, seq) })
+	ord.txq = slices.Insert(ord.txq, i, o)
+}
+
+// drain transmits the queued messages, oldest first. While another
+// goroutine is doing so (it sends what was queued meanwhile too, also
+// when the Transport calls back into the channel), drain(nil) returns at
+// once and drain(mine) waits until mine went out, so Send returns only
+// after its message was handed to the Transport, as a Reply's deltas that
+// follow it expect. It returns the error that ended mine for good, when
+// this call transmitted it.
+func (c *Channel) drain(mine *outgoing) *Error {
+	var fail *Error
+	c.mu.Lock()
+	ord := c.orderLocked()
+	for ord.draining {
+		if mine == nil || (!mine.queued && ord.sending != mine) {
+			c.mu.Unlock()
+			return nil
+		}
+		ord.sent.Wait()
+	}
+	ord.draining = true
+	for len(ord.txq) > 0 {
+		o := ord.txq[0]
+		n := copy(ord.txq, ord.txq[1:])
+		ord.txq[n] = nil
+		ord.txq = ord.txq[:n]
+		o.queued = false
+		ord.sending = o
+		c.mu.Unlock()
+		if f := c.transmitOne(o); o == mine {
+			fail = f
+		}
+		c.mu.Lock()
+		ord.sending = nil
+		ord.sent.Broadcast()
+	}
+	ord.draining = false
+	ord.sent.Broadcast()
+	c.mu.Unlock()
+	return fail
 }
 
 // Pending returns the messages of this channel still waiting for a
@@ -148,10 +219,7 @@ func (c *Channel) restorePending() error {
 		o := &outgoing{entry: e, payload: payload}
 		o.packetIDs = o.ids[:0]
 		c.mu.Lock()
-		if c.out == nil {
-			c.out = map[string]*outgoing{}
-		}
-		c.out[e.Message.MessageID] = o
+		c.trackLocked(o)
 		if c.admitLocked(o) && c.transport == nil {
 			c.armExpiryLocked(o)
 		}
@@ -165,11 +233,20 @@ func (c *Channel) restorePending() error {
 	return nil
 }
 
-// transmit sends o once more with a fresh packet_id (a packet_id names one
+// transmit queues o to be sent once more and drains the queue (drain):
+// a resend goes out in send order too.
+func (c *Channel) transmit(o *outgoing) *Error {
+	c.mu.Lock()
+	c.queueLocked(o)
+	c.mu.Unlock()
+	return c.drain(o)
+}
+
+// transmitOne sends o once more with a fresh packet_id (a packet_id names one
 // transmission, I4) and arms the ack timeout. It returns the error that
 // ended the message for good during this call, if any (already reported
 // through OnFailed).
-func (c *Channel) transmit(o *outgoing) *Error {
+func (c *Channel) transmitOne(o *outgoing) *Error {
 	c.mu.Lock()
 	id := o.entry.Message.MessageID
 	if c.closed || c.out[id] != o {
@@ -315,7 +392,7 @@ func (c *Channel) finish(o *outgoing, a *ChatMessageAck, fail *Error) {
 		return
 	}
 	if next != nil {
-		defer c.transmit(next)
+		defer c.drain(nil) // next was queued as it was admitted
 	}
 	var status AckStatus
 	if a != nil {
@@ -370,7 +447,7 @@ func (c *Channel) untrack(o *outgoing) (next *outgoing, ok bool) {
 	return next, true
 }
 
-// sortOutgoing orders resends oldest first, keeping the sender's order.
+// sortOutgoing orders resends in send order.
 func sortOutgoing(os []*outgoing) {
-	slices.SortFunc(os, func(a, b *outgoing) int { return a.entry.Created.Compare(b.entry.Created) })
+	slices.SortFunc(os, func(a, b *outgoing) int { return cmp.Compare(a.seq, b.seq) })
 }

@@ -38,14 +38,19 @@ type removal struct {
 	ended func() // tells the outcome
 }
 
-// inlineStore reports whether store is one of this package's in-memory
-// stores, whose calls do no I/O and run where they are made.
+// inline is the property a store declares when its calls do no I/O and
+// never wait on their context (a map behind a mutex): the Channel calls
+// it where it is, on the connection's reader and with the Channel's own
+// context (no store deadline, no clock read, no allocation), and does not
+// pipeline its writes. The in-memory stores declare it; a store wrapping
+// one does not (it may do more), nor does any store that waits on
+// anything. The engine asks for the property, never for a type.
+type inline interface{ inline() }
+
+// inlineStore reports whether store declares inline.
 func inlineStore(store any) bool {
-	switch store.(type) {
-	case *memoryCompletedStore, *memoryPendingStore:
-		return true
-	}
-	return false
+	_, ok := store.(inline)
+	return ok
 }
 
 // queueRemoval queues the Remove of id's entry, then ended, for the
@@ -191,7 +196,7 @@ func (c *Channel) checkCompleted(id string, s *deltaStream) {
 			s.held = 0
 		}
 		s.final = true // no draft of it, ever
-		c.endTurnLocked(s)
+		c.settlePlaceLocked(s.place)
 		c.mu.Unlock()
 		c.observe(Event{Kind: EventDeltaIgnored, MessageID: id})
 		return
@@ -239,7 +244,7 @@ func (c *Channel) refuseUnlessCompletedLocked(p *Packet, id string, rej *Error) 
 // none runs, and the stream is neither being checked nor finished.
 // c.mu is held.
 func (c *Channel) startDraftsLocked(id string, s *deltaStream) {
-	if !s.hasDraft || s.drafting || s.checking || s.final {
+	if !s.hasDraft || s.drafting || s.checking || s.final || s.noDrafts {
 		return
 	}
 	s.drafting = true

@@ -24,18 +24,29 @@ import (
 // unknown) is removed by Sweep once its lease ended CompletedTTL ago, when
 // no resend can come any more. Orphans number at most one per channel per
 // crash, since a Channel delivers its messages one at a time.
+//
+// A claim whose post never began (imv2.ClaimStarter) also has an entry in
+// bucket unposted, key(ch, id) → owner, written with the claim and
+// removed by Begin, Record, Release and the sweep: a Claim that finds an
+// orphan with that entry reports it Unposted, so its resend is posted. A
+// claim without one (its post began, or a file of an older build, or a
+// claim copied by Handover) is taken to have begun: the safe reading.
 var (
-	bucketClaims  = []byte("claims")
-	keyOpenEpoch  = []byte("open_epoch")
-	claimValueMin = 8 + 8 + len(imv2.Fingerprint{})
+	bucketUnposted = []byte("unposted")
+	bucketClaims   = []byte("claims")
+	keyOpenEpoch   = []byte("open_epoch")
+	claimValueMin  = 8 + 8 + len(imv2.Fingerprint{})
 )
 
-var _ imv2.ClaimStore = (*Store)(nil)
+var _ imv2.ClaimStarter = (*Store)(nil)
 
 // openClaims makes the claims bucket if the file lacks it and starts a new
 // epoch, in Open's transaction.
 func openClaims(tx *bolt.Tx) (uint64, error) {
 	if _, err := tx.CreateBucketIfNotExists(bucketClaims); err != nil {
+		return 0, err
+	}
+	if _, err := tx.CreateBucketIfNotExists(bucketUnposted); err != nil {
 		return 0, err
 	}
 	meta := tx.Bucket(bucketMeta)
@@ -62,7 +73,7 @@ func (s *Store) Claim(ctx context.Context, channelID, messageID string, fp imv2.
 			copy(cl.Fingerprint[:], v[16:])
 			return errNoChange
 		}
-		claims := tx.Bucket(bucketClaims)
+		claims, unposted := tx.Bucket(bucketClaims), tx.Bucket(bucketUnposted)
 		cl.State = imv2.ClaimAcquired
 		if v := claims.Get(key); len(v) >= claimValueMin {
 			epoch, until, oldOwner := beUint64(v[:8]), beUint64(v[8:16]), string(v[claimValueMin:])
@@ -73,6 +84,13 @@ func (s *Store) Claim(ctx context.Context, channelID, messageID string, fp imv2.
 			cl.State, cl.Owner = imv2.ClaimOrphaned, oldOwner
 			copy(cl.Fingerprint[:], v[16:claimValueMin])
 			fp = cl.Fingerprint // a takeover changes owner and lease only
+			if cl.Unposted = unposted.Get(key) != nil; cl.Unposted {
+				if err := unposted.Put(key, []byte(owner)); err != nil {
+					return err
+				}
+			}
+		} else if err := unposted.Put(key, []byte(owner)); err != nil {
+			return err
 		}
 		value := make([]byte, 0, claimValueMin+len(owner))
 		value = append(value, u64(s.epoch)...)
@@ -84,6 +102,22 @@ func (s *Store) Claim(ctx context.Context, channelID, messageID string, fp imv2.
 		return imv2.Claim{}, err
 	}
 	return cl, nil
+}
+
+// Begin implements imv2.ClaimStarter: owner's claim's post begins. It is
+// committed (in a group commit, with fsync) before Begin returns.
+func (s *Store) Begin(ctx context.Context, channelID, messageID, owner string) error {
+	key, err := recordKey(channelID, messageID)
+	if err != nil {
+		return err
+	}
+	return s.update(ctx, func(tx *bolt.Tx) error {
+		unposted := tx.Bucket(bucketUnposted)
+		if string(unposted.Get(key)) != owner {
+			return errNoChange
+		}
+		return unposted.Delete(key)
+	})
 }
 
 // Release implements imv2.ClaimStore: it removes owner's claim, with fsync.
@@ -98,6 +132,9 @@ func (s *Store) Release(ctx context.Context, channelID, messageID, owner string)
 		if len(v) < claimValueMin || string(v[claimValueMin:]) != owner {
 			return errNoChange
 		}
+		if err := tx.Bucket(bucketUnposted).Delete(key); err != nil {
+			return err
+		}
 		return claims.Delete(key)
 	})
 }
@@ -105,10 +142,13 @@ func (s *Store) Release(ctx context.Context, channelID, messageID, owner string)
 // dropClaims removes every claim of a channel (DropChannel) and reports
 // whether there was one.
 func dropClaims(tx *bolt.Tx, channelID string) (bool, error) {
-	claims := tx.Bucket(bucketClaims)
+	claims, unposted := tx.Bucket(bucketClaims), tx.Bucket(bucketUnposted)
 	keys, _ := keysWithPrefix(claims, channelPrefix(channelID))
 	for _, k := range keys {
 		if err := claims.Delete(k); err != nil {
+			return false, err
+		}
+		if err := unposted.Delete(k); err != nil {
 			return false, err
 		}
 	}
@@ -175,6 +215,9 @@ func (s *Store) sweepClaims(ctx context.Context) (int, error) {
 		}
 		for _, k := range old {
 			if err := claims.Delete(k); err != nil {
+				return err
+			}
+			if err := tx.Bucket(bucketUnposted).Delete(k); err != nil {
 				return err
 			}
 		}

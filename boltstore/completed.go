@@ -111,6 +111,9 @@ func (s *Store) Record(ctx context.Context, channelID, messageID string, fp imv2
 		if err := tx.Bucket(bucketClaims).Delete(key); err != nil { // completes a claim (claim.go)
 			return err
 		}
+		if err := tx.Bucket(bucketUnposted).Delete(key); err != nil {
+			return err
+		}
 		return c.flush()
 	})
 }

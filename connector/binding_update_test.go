@@ -104,7 +104,7 @@ func TestKit_W7_RevokeRefusesFinalsAndInbound(t *testing.T) {
 	if s := k.describe(ctx, "ch_1").Status; s != protocol.StatusRevoked {
 		t.Fatalf("revoked channel is %q; want revoked", s)
 	}
-	if _, err := k.conversation(ctx, "ch_1"); err == nil || imv2.IsRetryable(err) {
+	if _, err := k.conversation(ctx, "ch_1"); err == nil || imv2.SafeToRetry(err) {
 		t.Fatalf("a final to a revoked binding: %v; want a permanent refusal", err)
 	}
 	if err := k.Receive(ctx, InboundEvent{Conversation: "room", EventID: "1", Text: "x"}); !errors.Is(err, ErrNotBound) {

@@ -67,11 +67,11 @@ func (c *Connector) conversation(ctx context.Context, channelID string) (Convers
 	b, ok, err := c.binding(ctx, channelID)
 	switch {
 	case err != nil:
-		return Conversation{}, imv2.Retryable(err)
+		return Conversation{}, imv2.NotPosted(err)
 	case !ok:
-		return Conversation{}, imv2.Permanent(fmt.Errorf("channel %s: %w", channelID, ErrNotBound))
+		return Conversation{}, imv2.Refused(fmt.Errorf("channel %s: %w", channelID, ErrNotBound))
 	case b.State != state.BindingConnected:
-		return Conversation{}, imv2.Permanent(fmt.Errorf("channel %s: binding is %s; sign in again", channelID, b.State))
+		return Conversation{}, imv2.Refused(fmt.Errorf("channel %s: binding is %s; sign in again", channelID, b.State))
 	}
 	return Conversation{ChannelID: channelID, Key: b.Key, Target: b.Target, Data: b.Data}, nil
 }

@@ -50,7 +50,7 @@ func TestKit_W7_DefaultConversationUnbindLastsUntilNextOpen(t *testing.T) {
 		if s := x.status(ch); s != protocol.StatusCreated {
 			t.Fatalf("after Unbind and its push the channel is %q; want created", s)
 		}
-		if _, err := k.conversation(ctx, ch); !errors.Is(err, ErrNotBound) || imv2.IsRetryable(err) {
+		if _, err := k.conversation(ctx, ch); !errors.Is(err, ErrNotBound) || imv2.SafeToRetry(err) {
 			t.Fatalf("a final after Unbind: %v; want a permanent ErrNotBound", err)
 		}
 		if _, ok, _ := data.Binding(ctx, ch); ok {

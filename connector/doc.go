@@ -46,20 +46,16 @@
 //   - Drafts across restarts. The handle of every draft shown is kept in
 //     state.Binding.Drafts until its final is shown, so a final arriving after a
 //     restart finishes its draft instead of posting a second message (M11).
-//   - Errors. One contract for every platform call, in a table on
-//     Platform: imv2.Permanent never retried, imv2.Retryable and RetryAfter
-//     not posted (retried), any other error maybe posted (a final is then
-//     made again only to a PostChecker or IdempotentPlatform, otherwise
-//     answered delivery_outcome_unknown).
-//   - Order. Retries wait in line (a RetryAfter is waited out while the
-//     channel's later messages wait): a final the kit gives up on retryable
-//     holds the channel's later finals (channel_busy, retryable) until xAgent
-//     resends it, bounded by Pace.OrderTTL and Pace.MaxOrderChannels (Pace).
-//     A message's first draft waits behind the channel's earlier finals and
-//     earlier first drafts, retries included (a first draft given up shows
-//     that message by its final alone, and later ones wait for it), so
-//     replies show in send order in every mode (Pace says exactly which
-//     order, for overlapping replies too).
+//   - Errors. One contract for every platform call (package imv2, the
+//     error contract; what the kit does with each outcome is on
+//     Platform): imv2.Refused never retried, imv2.NotPosted and
+//     imv2.RetryAfter retried within Pace, any other error may have been
+//     posted, and the Channel decides a final of unknown outcome once
+//     (PostChecker, IdempotentPlatform, else delivery_outcome_unknown).
+//   - Order. The Channel's rule (package imv2, "Order"): replies show in
+//     the order they started in every mode, overlapping ones too; a
+//     final given up retryable holds the channel's later messages
+//     (channel_busy, retryable) until xAgent resends it.
 //   - Replicas. Replicas on one shared Store reach a channel open on another
 //     replica through Options.Advanced.Relay; they need a shared FileStore and the
 //     same API key or Options.Advanced.URLKey (see Download URLs below). With a

@@ -39,7 +39,7 @@ func (d Drained) String() string {
 // errShuttingDown refuses new work while draining: retryable, and marked
 // "not posted", so the Channel releases the final's claim and xAgent's
 // resend after the restart is posted (not delivery_outcome_unknown).
-var errShuttingDown = imv2.Retryable(errors.New("connector: shutting down; send it again after the restart"))
+var errShuttingDown = imv2.NotPosted(errors.New("connector: shutting down; send it again after the restart"))
 
 // drain counts the finals in the platform's hands and, once stopping,
 // refuses new ones, so Shutdown can wait for exactly those it let in.

@@ -3,7 +3,6 @@ package connector
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net"
 	"sync"
 	"testing"
@@ -49,10 +48,10 @@ func TestKit_A8_S8_ErrorContract(t *testing.T) {
 		wantCode imv2.Code // "" accepted; "-" rejected for good, no code of the kit's
 	}{
 		{name: "nil: applied", posts: 1},
-		{name: "Permanent: never again", err: imv2.Permanent(cause), posts: 1, wantCode: "-"},
-		{name: "Retryable: not posted, made again", err: imv2.Retryable(cause), posts: 2},
+		{name: "Permanent: never again", err: imv2.Refused(cause), posts: 1, wantCode: "-"},
+		{name: "Retryable: not posted, made again", err: imv2.NotPosted(cause), posts: 2},
 		{name: "retryable *Error: not posted, made again", err: &imv2.Error{Code: imv2.CodeTargetDeliveryFailed, Retryable: true}, posts: 2},
-		{name: "RetryAfter: not posted, made again after d", err: RetryAfter(cause, 3*time.Second), posts: 2},
+		{name: "RetryAfter: not posted, made again after d", err: imv2.RetryAfter(cause, 3*time.Second), posts: 2},
 		{name: "dial error: never left, made again", err: &net.OpError{Op: "dial", Net: "tcp", Err: cause}, posts: 2},
 		{name: "plain: maybe posted, never made again", err: cause, shown: true, posts: 1, wantCode: imv2.CodeDeliveryOutcomeUnknown},
 	} {
@@ -63,9 +62,7 @@ func TestKit_A8_S8_ErrorContract(t *testing.T) {
 				p.posts = 1 // the first post succeeds
 				p.seen = 0
 			}
-			err := drive(t, clock, func() error {
-				return k.display.PostMessage(context.Background(), "ch_1", &imv2.ChatMessage{MessageID: "m1", Text: "Hi"})
-			})
+			err := unitChannel(t, k, clock)("m1")
 			p.mu.Lock()
 			posts, seen := p.posts, p.seen
 			p.mu.Unlock()
@@ -83,35 +80,11 @@ func TestKit_A8_S8_ErrorContract(t *testing.T) {
 			switch {
 			case tc.wantCode == "" && err != nil:
 				t.Errorf("final = %v; want accepted", err)
-			case tc.wantCode == "-" && (err == nil || imv2.IsRetryable(err)):
+			case tc.wantCode == "-" && (err == nil || imv2.SafeToRetry(err)):
 				t.Errorf("final = %v; want rejected, retryable=false", err)
-			case tc.wantCode != "" && tc.wantCode != "-" && (!errors.As(err, &e) || e.Code != tc.wantCode || imv2.IsRetryable(err)):
+			case tc.wantCode != "" && tc.wantCode != "-" && (!errors.As(err, &e) || e.Code != tc.wantCode || imv2.SafeToRetry(err)):
 				t.Errorf("final = %v; want %s, retryable=false", err, tc.wantCode)
 			}
 		})
-	}
-}
-
-// TestMarkedRetryable_A8_FirstVerdictWins: the first mark in an error's
-// chain decides, as in imv2.IsRetryable; an error with none is not
-// "marked retryable" (it may have been applied).
-func TestMarkedRetryable_A8_FirstVerdictWins(t *testing.T) {
-	cause := errors.New("503")
-	for _, tc := range []struct {
-		err  error
-		want bool
-	}{
-		{cause, false},
-		{fmt.Errorf("post: %w", cause), false},
-		{imv2.Retryable(cause), true},
-		{fmt.Errorf("post: %w", imv2.Retryable(cause)), true},
-		{imv2.Permanent(imv2.Retryable(cause)), false},
-		{imv2.Retryable(imv2.Permanent(cause)), true},
-		{&imv2.Error{Code: imv2.CodeTargetDeliveryFailed, Retryable: true}, true},
-		{&imv2.Error{Code: imv2.CodeTargetRejected}, false},
-	} {
-		if got := markedRetryable(tc.err); got != tc.want {
-			t.Errorf("markedRetryable(%v) = %v; want %v", tc.err, got, tc.want)
-		}
 	}
 }

@@ -32,7 +32,7 @@ func (c *editChat) newMessage(text string) (string, error) {
 	defer c.mu.Unlock()
 	if c.posts++; c.posts == 1 {
 		c.limited++
-		return "", kit.RetryAfter(errors.New("429 Too Many Requests"), retryAfter)
+		return "", imv2.RetryAfter(errors.New("429 Too Many Requests"), retryAfter)
 	}
 	c.msgs = append(c.msgs, text)
 	return strconv.Itoa(len(c.msgs) - 1), nil
@@ -43,7 +43,7 @@ func (c *editChat) set(handle, text string) error {
 	defer c.mu.Unlock()
 	i, err := strconv.Atoi(handle)
 	if err != nil || i >= len(c.msgs) {
-		return imv2.Permanent(fmt.Errorf("no message %q", handle)) // never call again
+		return imv2.Refused(fmt.Errorf("no message %q", handle)) // never call again
 	}
 	c.msgs[i] = text
 	return nil

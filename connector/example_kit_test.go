@@ -43,7 +43,7 @@ func (chat) Typing(_ context.Context, _ kit.Conversation, a imv2.ChatActivity) e
 func (c chat) Post(_ context.Context, to kit.Conversation, m *kit.Message) error {
 	c.posts <- m.Text
 	if len(c.posts) == 1 {
-		return kit.RetryAfter(errors.New("429 Too Many Requests"), retryAfter)
+		return imv2.RetryAfter(errors.New("429 Too Many Requests"), retryAfter)
 	}
 	c.shown <- fmt.Sprintf("%s: %s (draft %s, try %d)", to.Key, m.Text, m.Draft, len(c.posts))
 	return nil

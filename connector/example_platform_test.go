@@ -73,7 +73,7 @@ func ExampleListener() {
 }
 
 // flaky is a pretend platform whose first post answers 503: the request
-// was refused, nothing was shown, so the post is marked imv2.Retryable
+// was refused, nothing was shown, so the post is marked imv2.NotPosted
 // (not posted) and the kit may make it again. Without the mark the kit could not know whether
 // the message is on screen and would not post it twice.
 type flaky struct {
@@ -83,7 +83,7 @@ type flaky struct {
 
 func (f flaky) Post(_ context.Context, to kit.Conversation, m *kit.Message) error {
 	if *f.tries++; *f.tries == 1 {
-		return imv2.Retryable(fmt.Errorf("503 Service Unavailable"))
+		return imv2.NotPosted(fmt.Errorf("503 Service Unavailable"))
 	}
 	f.shown <- fmt.Sprintf("%s (try %d)", m.Text, *f.tries)
 	return nil

@@ -254,7 +254,7 @@ func New(card *protocol.Card, platform Platform, opts *Options) (*Connector, err
 	case dopts.Mode == display.Edit && c.out.editor == nil:
 		return nil, fmt.Errorf("connector: mode edit needs an Editor, %T is none", platform)
 	}
-	if c.display, err = display.New(newOrderedOutbound(c.out, c.pace.p, c.clock), &dopts); err != nil {
+	if c.display, err = display.New(c.out, &dopts); err != nil {
 		return nil, err
 	}
 	var copts imv2.Options

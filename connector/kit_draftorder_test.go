@@ -29,7 +29,7 @@ func (p *firstDraftRefused) first(id string) error {
 	if p.refuse[id] {
 		delete(p.refuse, id)
 		p.refused <- id
-		return connector.RetryAfter(errors.New("429 Too Many Requests"), p.after)
+		return imv2.RetryAfter(errors.New("429 Too Many Requests"), p.after)
 	}
 	p.show(id)
 	return nil

@@ -48,7 +48,7 @@ func (p *pretend) call() error {
 	p.calls++
 	if p.every > 0 && p.calls%p.every == 0 {
 		p.limited++
-		return connector.RetryAfter(errTooMany, limitDelay)
+		return imv2.RetryAfter(errTooMany, limitDelay)
 	}
 	return nil
 }

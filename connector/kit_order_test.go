@@ -29,7 +29,7 @@ func (p *outage) Post(_ context.Context, _ connector.Conversation, m *connector.
 	defer p.mu.Unlock()
 	p.posts++
 	if p.posts <= p.fail {
-		return connector.RetryAfter(errors.New("503 Service Unavailable"), 10*time.Millisecond)
+		return imv2.RetryAfter(errors.New("503 Service Unavailable"), 10*time.Millisecond)
 	}
 	p.shown = append(p.shown, m.MessageID)
 	return nil

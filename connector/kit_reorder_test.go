@@ -42,7 +42,7 @@ func (p *noticeFirst) Post(_ context.Context, _ connector.Conversation, m *conne
 	defer p.mu.Unlock()
 	if strings.HasPrefix(m.Text, "notice") && !p.refused[m.MessageID] {
 		p.refused[m.MessageID] = true
-		return connector.RetryAfter(errors.New("429 Too Many Requests"), 2*time.Millisecond)
+		return imv2.RetryAfter(errors.New("429 Too Many Requests"), 2*time.Millisecond)
 	}
 	p.show(m.MessageID)
 	return nil

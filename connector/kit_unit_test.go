@@ -233,7 +233,7 @@ func TestKit_W7_DescriptorFollowsBindingAndReleaseIsCounted(t *testing.T) {
 	if s := status("ch_2"); s != protocol.StatusExpired {
 		t.Fatalf("expired channel is %q; want expired", s)
 	}
-	if _, err := k.conversation(ctx, "ch_2"); err == nil || imv2.IsRetryable(err) {
+	if _, err := k.conversation(ctx, "ch_2"); err == nil || imv2.SafeToRetry(err) {
 		t.Fatalf("a final to an expired binding: %v; want a permanent refusal", err)
 	}
 	if err := k.Unbind(ctx, "ch_1"); err != nil {
@@ -388,7 +388,7 @@ type filesRefused struct{ editor }
 func (e *filesRefused) Post(ctx context.Context, to Conversation, m *Message) error {
 	if len(m.Files) > 0 {
 		e.log("post refused")
-		return imv2.Permanent(errors.New("files refused"))
+		return imv2.Refused(errors.New("files refused"))
 	}
 	return e.editor.Post(ctx, to, m)
 }
@@ -410,7 +410,7 @@ func TestKit_M11_FinalFilesFailAfterTextShownIsRetryable(t *testing.T) {
 	}
 	err = k.display.PostMessage(ctx, "ch_1", &imv2.ChatMessage{MessageID: "m1", Text: "Hi there",
 		Files: []imv2.File{{Type: imv2.FileFile, FileRef: ref.FileRef, Filename: "a.txt"}}})
-	if err == nil || !imv2.IsRetryable(err) {
+	if err == nil || !imv2.SafeToRetry(err) {
 		t.Fatalf("final with refused files = %v; want a retryable error", err)
 	}
 	if got, want := e.got(), []string{"draft Hi", "edit h-m1 Hi there", "post refused"}; !slices.Equal(got, want) {

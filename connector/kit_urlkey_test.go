@@ -29,7 +29,7 @@ type holdingAgent struct {
 func (a *holdingAgent) PostMessage(_ context.Context, _ string, m *imv2.ChatMessage) error {
 	a.seen <- *m
 	if !a.accept.Load() {
-		return errors.New("not yet")
+		return imv2.NotPosted(errors.New("not yet"))
 	}
 	return nil
 }

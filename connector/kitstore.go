@@ -8,10 +8,11 @@ import (
 
 // memoryStore is the default Store: the SDK's in-memory stores with their
 // documented caps, one of each for every channel of the Connector. The
-// completed store is a ClaimStore, so the Channel claims before it posts.
+// completed store is a ClaimStarter, so the Channel claims before it
+// posts and records that a post began.
 type memoryStore struct {
 	imv2.PendingStore
-	imv2.ClaimStore
+	imv2.ClaimStarter
 	state.ChannelRegistry
 	*state.MemoryBindingStore
 }

@@ -177,10 +177,24 @@ func (c *countedStore) Channels(ctx context.Context, key string) ([]string, erro
 // completed is the view the Channels get as their CompletedStore: a
 // ClaimStore when the Store is one, so they still claim before posting.
 func (c *countedStore) completed() imv2.CompletedStore {
+	if cs, ok := c.s.(imv2.ClaimStarter); ok {
+		return starterView{claimView{c, cs}, cs}
+	}
 	if cs, ok := c.s.(imv2.ClaimStore); ok {
 		return claimView{c, cs}
 	}
 	return c
+}
+
+// starterView is a claimView of a ClaimStarter: the Channel records that
+// a post began before it starts (imv2.ClaimStarter).
+type starterView struct {
+	claimView
+	st imv2.ClaimStarter
+}
+
+func (v starterView) Begin(ctx context.Context, channelID, messageID, owner string) error {
+	return v.write("completed", "begin", v.st.Begin(ctx, channelID, messageID, owner))
 }
 
 type claimView struct {

@@ -65,14 +65,17 @@ func (o *outbound) call(ctx context.Context, channelID string, f func(context.Co
 	if err != nil {
 		return err
 	}
-	return o.k.pace.do(ctx, to.Key, func(ctx context.Context) error { return f(ctx, to) }, nil)
+	return o.k.pace.do(ctx, to.Key, false, func(ctx context.Context) error { return f(ctx, to) })
 }
 
 // final runs post with m's files opened afresh for every attempt. The refs
 // are checked before the first attempt, so a final naming a file that is
 // unknown, expired or another channel's is rejected invalid_packet,
-// retryable=false, and the platform is never called (M7, M12). A failed
-// post is made again only when that cannot show it twice (Pace).
+// retryable=false, and the platform is never called (M7, M12). A post
+// that was not applied is made again within Pace; one whose outcome is
+// unknown is not: its error goes back to the Channel, which decides by
+// the error contract (package imv2) with the platform's PostChecker or
+// IdempotentPlatform, once, for every Connector.
 func (o *outbound) final(ctx context.Context, channelID string, m *imv2.ChatMessage, post func(context.Context, Conversation, *Message) error) error {
 	if err := o.checkFiles(ctx, channelID, m); err != nil {
 		return err
@@ -81,83 +84,14 @@ func (o *outbound) final(ctx context.Context, channelID string, m *imv2.ChatMess
 	if err != nil {
 		return err
 	}
-	r := runOf(ctx)
-	key := imv2.IdempotencyKeyOf(channelID, m.MessageID)
-	if !r.unknown && !o.PostsIdempotently() {
-		// The order hold may be gone: the durable mark says it too.
-		marked, err := o.markedUnknown(ctx, channelID, m.MessageID)
-		if err != nil {
-			return imv2.Retryable(fmt.Errorf("connector: reading whether an earlier post may have been applied: %w", err))
-		}
-		r.unknown = marked
-	}
-	if r.unknown {
-		if _, ok := o.p.(PostChecker); !ok {
-			return imv2.Errorf(imv2.CodeDeliveryOutcomeUnknown, "an earlier post of this final may have been applied, so it is not made again")
-		}
-		if done, err := o.askPosted(ctx, to, key, r); done {
-			return err
-		}
-	}
-	return o.k.pace.do(ctx, to.Key, func(ctx context.Context) error {
+	return o.k.pace.do(ctx, to.Key, true, func(ctx context.Context) error {
 		msg, closeAll, err := o.open(ctx, channelID, m)
 		if err != nil {
-			return imv2.Retryable(err) // nothing reached the platform
+			return imv2.NotPosted(err) // nothing reached the platform
 		}
 		defer closeAll()
 		return post(ctx, to, msg)
-	}, func(ctx context.Context, err error) error {
-		err = o.afterFailedPost(ctx, to, key, r, err)
-		if r.unknown || errors.Is(err, &imv2.Error{Code: imv2.CodeDeliveryOutcomeUnknown}) {
-			o.markUnknown(ctx, channelID, m)
-		}
-		return err
 	})
-}
-
-// afterFailedPost decides what follows a post that failed and may have
-// been applied (a lost response): post again to an IdempotentPlatform; ask
-// a PostChecker (posted: done; not posted: post again; no answer: rejected
-// retryable, and the resend asks first); otherwise never post again and
-// answer delivery_outcome_unknown, retryable=false, as imv2's claims do.
-func (o *outbound) afterFailedPost(ctx context.Context, to Conversation, key string, r *finalRun, err error) error {
-	if o.PostsIdempotently() {
-		return errRepost
-	}
-	pc, ok := o.p.(PostChecker)
-	if !ok {
-		return imv2.Errorf(imv2.CodeDeliveryOutcomeUnknown, "the post failed and may have been applied, so it is not made again (a platform marks a post it did not apply with imv2.Retryable): %w", err)
-	}
-	r.unknown = true
-	if ctx.Err() == nil {
-		posted, cerr := pc.WasPosted(ctx, to, key)
-		if cerr == nil {
-			r.unknown = false
-			if posted {
-				return nil
-			}
-			return errRepost
-		}
-		err = fmt.Errorf("%w; asking whether it was posted: %v", err, cerr)
-	}
-	return imv2.Retryable(fmt.Errorf("%w (whether it was posted is not known; a resend asks first)", err))
-}
-
-// askPosted asks the PostChecker whether an earlier post of a final whose
-// outcome was unknown was applied: done with nil when it was, done with a
-// retryable error when the platform cannot tell yet, not done when it was
-// not posted.
-func (o *outbound) askPosted(ctx context.Context, to Conversation, key string, r *finalRun) (bool, error) {
-	pc, ok := o.p.(PostChecker)
-	if !ok {
-		return false, nil
-	}
-	posted, err := pc.WasPosted(ctx, to, key)
-	if err != nil {
-		return true, imv2.Retryable(fmt.Errorf("connector: asking whether an earlier post was applied: %w", err))
-	}
-	r.unknown = false
-	return posted, nil
 }
 
 func (o *outbound) checkFiles(ctx context.Context, channelID string, m *imv2.ChatMessage) error {
@@ -185,7 +119,7 @@ func (o *outbound) open(ctx context.Context, channelID string, m *imv2.ChatMessa
 			return nil, nil, imv2.Errorf(imv2.CodeInvalidPacket, "file_ref %q was not uploaded to this channel, or expired (M7)", f.FileRef)
 		case err != nil:
 			closeAll()
-			return nil, nil, imv2.Retryable(fmt.Errorf("opening file_ref %q: %w", f.FileRef, err))
+			return nil, nil, imv2.NotPosted(fmt.Errorf("opening file_ref %q: %w", f.FileRef, err))
 		}
 		closers = append(closers, rc)
 		msg.Attachments = append(msg.Attachments, OutboundFile{File: f, Info: info, Reader: rc})
@@ -215,8 +149,8 @@ func (o *outbound) Draft(ctx context.Context, channelID string, d display.Draft)
 	var h string
 	err := o.call(ctx, channelID, func(ctx context.Context, to Conversation) (err error) {
 		h, err = o.drafter.Draft(ctx, to, Draft(d))
-		if err != nil && d.Handle == "" && !notApplied(err) {
-			return imv2.Permanent(fmt.Errorf("connector: %w: %w", display.ErrSkipDraft, err))
+		if err != nil && d.Handle == "" && !imv2.SafeToRetry(err) {
+			return imv2.Refused(fmt.Errorf("connector: %w: %w", display.ErrSkipDraft, err))
 		}
 		return err
 	})
@@ -231,7 +165,7 @@ func (o *outbound) Draft(ctx context.Context, channelID string, d display.Draft)
 
 // PostDraft implements display.Editor: the temporary message. Like a final's
 // post it is made again only when the platform did not apply it
-// (imv2.Retryable, RetryAfter, a dial error); any other failure may have shown
+// (imv2.SafeToRetry); any other failure may have shown
 // it (a lost response), and a second PostDraft would leave a second
 // temporary message. A draft is not a final: the kit then gives up on it
 // (display.ErrSkipDraft, permanent) and the final is posted whole with
@@ -241,8 +175,8 @@ func (o *outbound) PostDraft(ctx context.Context, channelID, messageID, text str
 	var h string
 	err := o.call(ctx, channelID, func(ctx context.Context, to Conversation) (err error) {
 		h, err = o.editor.PostDraft(ctx, to, messageID, text)
-		if err != nil && !notApplied(err) {
-			return imv2.Permanent(fmt.Errorf("connector: %w: %w", display.ErrSkipDraft, err))
+		if err != nil && !imv2.SafeToRetry(err) {
+			return imv2.Refused(fmt.Errorf("connector: %w: %w", display.ErrSkipDraft, err))
 		}
 		return err
 	})
@@ -315,11 +249,11 @@ func (o *outbound) finish(ctx context.Context, channelID, handle string, m *imv2
 			// The text is shown, so rejecting the final for good would
 			// leave it half delivered: a resend edits the same text again
 			// (a no-op on screen) and posts the files — unless the files
-			// may be shown already.
-			if errors.Is(err, &imv2.Error{Code: imv2.CodeDeliveryOutcomeUnknown}) {
-				return err
+			// may be shown already (unknown: the Channel decides).
+			if imv2.IsRefused(err) {
+				return imv2.NotPosted(err)
 			}
-			return imv2.Retryable(err)
+			return err
 		}
 	}
 	return nil

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"sync"
 	"time"
 
@@ -25,11 +24,6 @@ const (
 	DefaultMaxBackoff = 10 * time.Second
 	// DefaultMaxConversations bounds the per-conversation limiters.
 	DefaultMaxConversations = 10_000
-	// DefaultOrderTTL is how long an unresolved final holds its channel's
-	// later finals without being resent (OrderTTL).
-	DefaultOrderTTL = 2 * time.Minute
-	// DefaultMaxOrderChannels bounds the channels with an unresolved final.
-	DefaultMaxOrderChannels = 10_000
 )
 
 // Pace is how the kit calls the platform: at most PerConversation calls a
@@ -37,79 +31,28 @@ const (
 // of golang.org/x/time/rate), every call — final, draft, edit, typing — in
 // the order the Channel makes them.
 //
-// Retries. A call that fails with an error not marked imv2.Permanent may
-// be made again by the kit, after the delay a RetryAfter error names or
-// else an exponential backoff from Backoff up to MaxBackoff, up to
-// MaxAttempts calls in all and only while the call's context (the Channel's
-// Target timeout) leaves room for the wait. Drafts, edits, typing and
-// discards are retried so: making one again shows nothing new. An Editor's
-// PostDraft (a new temporary message) is made again only when its error
-// says not applied (the first rule below); after any other error the
-// message shows no more drafts and its final is posted whole (Editor).
-// A final is posted again only when that cannot show it twice (Platform):
-//   - the error says the platform did not apply the post: imv2.Retryable,
-//     RetryAfter, or a dial error (the request never left);
-//   - else, for a PostChecker, WasPosted says it was not posted (posted:
-//     the final is done, accepted);
-//   - else, for an IdempotentPlatform, always (same idempotency key).
+// Retries. A call whose error says it was not applied (imv2.SafeToRetry:
+// imv2.NotPosted, imv2.RetryAfter, a dial error) is made again by the
+// kit, after the delay an imv2.RetryAfter names or else an exponential
+// backoff from Backoff up to MaxBackoff, up to MaxAttempts calls in all
+// and only while the call's context (the Channel's Target timeout) leaves
+// room for the wait; then a final is rejected retryable and xAgent sends
+// it again (A8). A refusal (imv2.IsRefused) is never made again. A call
+// whose outcome is unknown (any other error: it may have been applied) is
+// made again only when that shows nothing new — a later draft, an edit,
+// typing, a discard. A final's unknown outcome goes back to the Channel,
+// which decides it once for every Connector (package imv2, the error
+// contract): asked of the PostChecker, posted again to an
+// IdempotentPlatform by xAgent's resend, else delivery_outcome_unknown,
+// its claim kept in the Store so that no resend, however late, after a
+// restart or on another replica, posts it. An Editor's PostDraft or a
+// Drafter's first Draft of unknown outcome ends that message's drafts:
+// its final is posted whole (Editor).
 //
-// Any other failed post may have been applied (a lost response): the kit
-// does not post it again and answers delivery_outcome_unknown,
-// retryable=false, as the Channel does for an interrupted delivery after a
-// crash (imv2.ClaimStore): the sender sees the failure, nothing is shown
-// twice.
-//
-// Outcome unknown. Such a final (its PostChecker could not answer, or
-// there is none) is marked "outcome unknown, ask before posting" in the
-// Store's completed records: one record per final, under its channel and
-// a message ID derived from its message_id, with the records' TTL and
-// cap, never removed before they expire. Every final posted by a
-// platform that is not an IdempotentPlatform first looks that record up
-// (one Store Lookup), so a resend of it, however late, after a restart
-// or on another replica on the same Store, asks WasPosted before posting
-// (rejected retryable while it cannot answer; the mark stays), or,
-// without a PostChecker, is answered delivery_outcome_unknown again.
-//
-// Order. While the kit retries a final, the channel's later messages wait.
-// When its budget is spent (or a PostChecker could not answer) the final is
-// rejected retryable and xAgent sends it again (A8); until then it is the
-// channel's unresolved final, and every later final of the channel is
-// rejected channel_busy, retryable, in the order they came (at most 64
-// queued per channel), so xAgent sends them again too and they are shown
-// after it: A, B, C stay A, B, C. The hold ends when the final is shown or
-// rejected for good, or when it was not sent again for OrderTTL (default 2
-// minutes, four times xAgent's longest resend backoff): then the next
-// queued final is the unresolved one. At most MaxOrderChannels channels
-// (default 10,000) hold one; beyond it the least recently used hold is
-// forgotten. Holds live in the process: a final resent to another replica
-// or after a restart is not held back in order (its outcome-unknown mark,
-// above, is durable).
-//
-// Drafts keep that order too: in modes stream and edit a message's first
-// draft is its place in the chat, so it waits until the channel's finals
-// sent before it were posted or rejected (the Channel holds it, at most
-// the Target timeout), and while one of them is unresolved the message
-// shows no draft and is shown by its final alone, behind the earlier one.
-// It also waits for the channel's earlier first drafts, their retries
-// included, so a rate-limited first draft keeps its place. A first draft
-// the kit gives up on (its attempts spent, a refusal, or its wait cut by
-// the Target timeout) is not made again: that message is shown by its
-// final alone, and the channel's later messages show no draft until that
-// final is shown or rejected for good (or OrderTTL passes), so none takes
-// its place. At most 64 first drafts a channel and MaxOrderChannels
-// channels are held in order; beyond that a first draft is made at once.
-//
-// Send order, exactly. On one channel a message's place in the chat is
-// where it first appears: its first draft in modes stream and edit, its
-// final in mode buffer or when it shows no draft. Places are taken in the
-// order xAgent sent the packets that open them (a message's first delta,
-// or its final when it streamed none), and finals are posted in the order
-// they were sent. So replies sent one after the other (each final before
-// the next reply's first delta) show in that order in every mode. Two
-// replies that overlap (B's first delta before A's final) show in the
-// order they started in modes stream and edit (A's draft, then B's, each
-// finished in place), and in mode buffer in the order of their finals.
-// Messages of different channels are not ordered with each other.
+// Order is the Channel's (package imv2, "Order"): replies show in the
+// order they started (first delta, or final) in every mode, overlapping
+// ones too, and a final rejected retryable holds the channel's later
+// messages until xAgent resent it (Options.Advanced.Channel.OrderTTL).
 //
 // Zero values take the defaults: no rate limit, burst 1, 8
 // attempts, 250 ms doubling to 10 s. The per-conversation limiters live in
@@ -139,70 +82,6 @@ type Pace struct {
 	// MaxConversations bounds the per-conversation limiters (an LRU) and
 	// the running Retry-Afters; default DefaultMaxConversations.
 	MaxConversations int
-	// OrderTTL ends a hold whose final was not sent again for that long;
-	// default DefaultOrderTTL.
-	OrderTTL time.Duration
-	// MaxOrderChannels bounds the channels holding an unresolved final
-	// (an LRU); default DefaultMaxOrderChannels.
-	MaxOrderChannels int
-}
-
-// notApplied reports whether err, a platform call's failure, says the
-// platform did not apply the call: imv2.Retryable (or an *imv2.Error with
-// Retryable set), RetryAfter, or a dial or name-resolution failure (the
-// request never left). A plain error says nothing: the call may have been
-// applied (Platform).
-func notApplied(err error) bool {
-	var op *net.OpError
-	var dns *net.DNSError
-	_, limited := RetryAfterOf(err)
-	return limited || markedRetryable(err) || (errors.As(err, &op) && op.Op == "dial") || errors.As(err, &dns)
-}
-
-// markedRetryable reports whether the first retry verdict in err's chain
-// — an imv2.Retryable or imv2.Permanent mark, or an *imv2.Error — says
-// retryable; an error with none says nothing (imv2.IsRetryable would read
-// it as retryable too).
-func markedRetryable(err error) bool {
-	for ; err != nil; err = errors.Unwrap(err) {
-		switch e := err.(type) {
-		case *imv2.Error:
-			return e.Retryable
-		case interface{ Retryable() bool }: // imv2.Retryable, imv2.Permanent
-			return e.Retryable()
-		}
-	}
-	return false
-}
-
-// RetryAfter wraps err, a platform's rate-limit answer, with the delay the
-// platform asked for (HTTP 429 Retry-After, Telegram retry_after): not
-// applied, like imv2.Retryable, and the kit waits d before the next call
-// to the conversation. RetryAfter(nil, d) is nil.
-func RetryAfter(err error, d time.Duration) error {
-	if err == nil {
-		return nil
-	}
-	return &retryAfterError{err: err, after: d}
-}
-
-type retryAfterError struct {
-	err   error
-	after time.Duration
-}
-
-func (e *retryAfterError) Error() string {
-	return fmt.Sprintf("%v (retry after %v)", e.err, e.after)
-}
-func (e *retryAfterError) Unwrap() error { return e.err }
-
-// RetryAfterOf returns the delay of a RetryAfter error in err's chain.
-func RetryAfterOf(err error) (time.Duration, bool) {
-	var ra *retryAfterError
-	if errors.As(err, &ra) {
-		return ra.after, true
-	}
-	return 0, false
 }
 
 // pacer applies a Pace on a clock.
@@ -218,7 +97,7 @@ type pacer struct {
 
 func newPacer(p Pace, clk clock.Clock) (*pacer, error) {
 	if p.PerConversation < 0 || p.PerPlatform < 0 || p.MaxAttempts < 0 || p.Backoff < 0 || p.MaxBackoff < 0 ||
-		p.MaxConversations < 0 || p.OrderTTL < 0 || p.MaxOrderChannels < 0 || p.ConversationBurst < 0 || p.PlatformBurst < 0 {
+		p.MaxConversations < 0 || p.ConversationBurst < 0 || p.PlatformBurst < 0 {
 		return nil, errors.New("connector: negative Pace value")
 	}
 	if p.PerConversation == 0 {
@@ -241,12 +120,6 @@ func newPacer(p Pace, clk clock.Clock) (*pacer, error) {
 	if p.MaxConversations == 0 {
 		p.MaxConversations = DefaultMaxConversations
 	}
-	if p.OrderTTL == 0 {
-		p.OrderTTL = DefaultOrderTTL
-	}
-	if p.MaxOrderChannels == 0 {
-		p.MaxOrderChannels = DefaultMaxOrderChannels
-	}
 	convs, err := lru.New[string, *rate.Limiter](p.MaxConversations)
 	if err != nil {
 		return nil, err
@@ -257,52 +130,41 @@ func newPacer(p Pace, clk clock.Clock) (*pacer, error) {
 // errBudget says a call was not made: its wait would overrun the budget.
 var errBudget = errors.New("connector: platform rate limit: no time left to wait within the Target timeout")
 
-// errRepost is what a settle returns to have the call made again.
-var errRepost = errors.New("connector: post again")
-
-// settle decides what follows a final's post that failed with err, an
-// error that does not say the post was not applied (notApplied): errRepost
-// to post again, nil when the platform shows the final, any other error to
-// end with it. nil settle (drafts, edits, typing) always posts again.
-type settle func(ctx context.Context, err error) error
-
 // do calls f for the conversation key under the limits, retrying as Pace
-// says. The error is f's last, or errBudget's wrap, marked retryable
-// unless f said permanent, or what s answered.
-func (pc *pacer) do(ctx context.Context, key string, f func(context.Context) error, s settle) error {
+// says: a call that was not applied, and for a call that is not a final
+// (final false) one whose outcome is unknown too. The error is f's last,
+// marked imv2.NotPosted when the retries are spent (or errBudget's wrap
+// when there was no time left to wait), or f's as is when it was refused
+// or, for a final, its outcome is unknown.
+func (pc *pacer) do(ctx context.Context, key string, final bool, f func(context.Context) error) error {
 	var last error
 	for attempt := 1; ; attempt++ {
 		if err := pc.wait(ctx, key); err != nil {
 			if last != nil {
-				return imv2.Retryable(fmt.Errorf("%w (after %d attempts: %v)", err, attempt-1, last))
+				return imv2.NotPosted(fmt.Errorf("%w (after %d attempts: %v)", err, attempt-1, last))
 			}
-			return imv2.Retryable(err)
+			return imv2.NotPosted(err)
 		}
 		err := f(ctx)
-		if err == nil || !imv2.IsRetryable(err) {
+		if err == nil || imv2.IsRefused(err) || (final && !imv2.SafeToRetry(err)) {
 			return err
-		}
-		if s != nil && !notApplied(err) {
-			if serr := s(ctx, err); serr != errRepost {
-				return serr
-			}
 		}
 		if ctx.Err() != nil {
 			return err
 		}
 		last = err
-		delay, limited := RetryAfterOf(err)
+		delay, limited := imv2.RetryAfterOf(err)
 		if limited {
 			pc.block(key, delay)
 		} else {
 			delay = min(pc.p.Backoff<<min(attempt-1, 20), pc.p.MaxBackoff)
 		}
-		if attempt >= pc.p.MaxAttempts || !fits(ctx, delay) {
-			return imv2.Retryable(err)
+		if attempt >= pc.p.MaxAttempts || !pc.fits(ctx, delay) {
+			return imv2.NotPosted(err)
 		}
 		if !limited {
 			if err := sleep(ctx, pc.clock, delay); err != nil {
-				return imv2.Retryable(err)
+				return imv2.NotPosted(err)
 			}
 		}
 	}
@@ -376,7 +238,7 @@ func (pc *pacer) wait(ctx context.Context, key string) error {
 	r1 := lim.ReserveN(at, 1)
 	r2 := pc.all.ReserveN(at, 1)
 	d += max(r1.DelayFrom(at), r2.DelayFrom(at))
-	if !r1.OK() || !r2.OK() || !fits(ctx, d) {
+	if !r1.OK() || !r2.OK() || !pc.fits(ctx, d) {
 		r1.CancelAt(now)
 		r2.CancelAt(now)
 		return errBudget
@@ -389,10 +251,11 @@ func (pc *pacer) wait(ctx context.Context, key string) error {
 	return nil
 }
 
-// fits reports whether waiting d leaves ctx time for a call.
-func fits(ctx context.Context, d time.Duration) bool {
+// fits reports whether waiting d leaves ctx time for a call. The
+// deadline is on the pacer's clock (the Channel's Target timeout is).
+func (pc *pacer) fits(ctx context.Context, d time.Duration) bool {
 	dl, ok := ctx.Deadline()
-	return !ok || time.Until(dl) > d
+	return !ok || dl.Sub(pc.clock.Now()) > d
 }
 
 // sleep waits d on clock, or until ctx ends.

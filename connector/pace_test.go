@@ -22,13 +22,13 @@ type paced struct {
 func runPaced(ctx context.Context, pc *pacer, key string, fail ...error) *paced {
 	p := &paced{done: make(chan error, 1)}
 	go func() {
-		p.done <- pc.do(ctx, key, func(context.Context) error {
+		p.done <- pc.do(ctx, key, false, func(context.Context) error {
 			n := int(p.calls.Add(1))
 			if n <= len(fail) {
 				return fail[n-1]
 			}
 			return nil
-		}, nil)
+		})
 	}()
 	return p
 }
@@ -52,7 +52,7 @@ func newTestPacer(t *testing.T, p Pace) (*pacer, *fakeclock.Clock) {
 
 func TestPace_A8_RetryAfterIsHonoured(t *testing.T) {
 	pc, clock := newTestPacer(t, Pace{})
-	p := runPaced(t.Context(), pc, "room", RetryAfter(errors.New("429"), time.Second))
+	p := runPaced(t.Context(), pc, "room", imv2.RetryAfter(errors.New("429"), time.Second))
 	waitTimer(t, clock)
 	clock.Advance(999 * time.Millisecond)
 	if n := p.calls.Load(); n != 1 {
@@ -108,9 +108,9 @@ func TestPace_A8_TransientErrorsBackOff(t *testing.T) {
 
 func TestPace_A8_PermanentIsNotRetried(t *testing.T) {
 	pc, _ := newTestPacer(t, Pace{})
-	p := runPaced(t.Context(), pc, "room", imv2.Permanent(errors.New("chat not found")))
+	p := runPaced(t.Context(), pc, "room", imv2.Refused(errors.New("chat not found")))
 	err := <-p.done
-	if err == nil || imv2.IsRetryable(err) || p.calls.Load() != 1 {
+	if err == nil || imv2.SafeToRetry(err) || p.calls.Load() != 1 {
 		t.Fatalf("do = %v after %d calls; want the permanent error after 1", err, p.calls.Load())
 	}
 }
@@ -118,12 +118,11 @@ func TestPace_A8_PermanentIsNotRetried(t *testing.T) {
 // The retry budget is the call's deadline: a Retry-After longer than what
 // is left is not waited for; the error is retryable, so xAgent resends.
 func TestPace_A8_BudgetSpentIsRetryable(t *testing.T) {
-	pc, _ := newTestPacer(t, Pace{})
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	p := runPaced(ctx, pc, "room", RetryAfter(errors.New("429"), time.Hour))
+	pc, clock := newTestPacer(t, Pace{})
+	ctx := deadlineOn{t.Context(), clock.Now().Add(time.Minute)}
+	p := runPaced(ctx, pc, "room", imv2.RetryAfter(errors.New("429"), time.Hour))
 	err := <-p.done
-	if !imv2.IsRetryable(err) || p.calls.Load() != 1 {
+	if !imv2.SafeToRetry(err) || p.calls.Load() != 1 {
 		t.Fatalf("do = %v after %d calls; want a retryable error at once", err, p.calls.Load())
 	}
 	// The conversation stays held: the next call does not even try.
@@ -133,13 +132,22 @@ func TestPace_A8_BudgetSpentIsRetryable(t *testing.T) {
 	}
 }
 
+// deadlineOn is a context whose deadline is on a fake clock, as the
+// Channel's Target timeout is: the pacer reads it against its own clock.
+type deadlineOn struct {
+	context.Context
+	at time.Time
+}
+
+func (d deadlineOn) Deadline() (time.Time, bool) { return d.at, true }
+
 func TestPace_A8_AttemptsBounded(t *testing.T) {
 	pc, clock := newTestPacer(t, Pace{MaxAttempts: 2, Backoff: time.Millisecond})
 	boom := errors.New("busy")
 	p := runPaced(t.Context(), pc, "room", boom, boom, boom)
 	waitTimer(t, clock)
 	clock.Advance(time.Millisecond)
-	if err := <-p.done; !errors.Is(err, boom) || !imv2.IsRetryable(err) || p.calls.Load() != 2 {
+	if err := <-p.done; !errors.Is(err, boom) || !imv2.SafeToRetry(err) || p.calls.Load() != 2 {
 		t.Fatalf("do = %v after %d calls; want the retryable error after 2", err, p.calls.Load())
 	}
 }

@@ -16,33 +16,30 @@ import (
 //
 // Post returns only after the platform accepted the text and every file
 // (M12). m.Text may be empty: a final of files alone, or (Editor) the
-// files of a final whose text went into its draft. Every platform call — Post, Finish, Draft, PostDraft, Edit,
-// Typing, Discard — says what the platform did with its error, one
-// contract for all:
+// files of a final whose text went into its draft. Every platform call —
+// Post, Finish, Draft, PostDraft, Edit, Typing, Discard — says what the
+// platform did with its error, by the one contract of package imv2 (its
+// "error contract": nil applied; imv2.NotPosted or imv2.RetryAfter not
+// applied; imv2.Refused refused for good; any other error unknown, it may
+// have been applied). What the kit does with each:
 //
-//	returned                 meaning                the kit
-//	nil                      applied                a final is accepted
-//	imv2.Permanent(err)      refused for good       never calls again; the final is
-//	                                                rejected retryable=false
-//	imv2.Retryable(err)      not applied            calls again after a backoff
-//	RetryAfter(err, d)       not applied; wait d    calls again after d; the
-//	                         (a rate limit)         conversation's other calls wait too
-//	any other error          unknown: may have      a final: made again only to a
-//	                         been applied (a lost   PostChecker that answers "not
-//	                         response)              posted", or to an IdempotentPlatform;
-//	                                                else delivery_outcome_unknown,
-//	                                                retryable=false (never shown twice)
+//	outcome       a final                          a draft, edit, typing, discard
+//	not applied   made again after a backoff (or   made again the same way
+//	              after d), within Pace; then
+//	              rejected retryable (A8)
+//	refused       rejected retryable=false         not made again
+//	unknown       made again only to a PostChecker made again, except a first
+//	              that answers "not posted", or to draft (Draft with no handle,
+//	              an IdempotentPlatform; else      PostDraft): the message then
+//	              delivery_outcome_unknown,        shows no more drafts and its
+//	              retryable=false (never shown     final is posted whole, so a
+//	              twice)                           lost response never leaves a
+//	                                               second temporary message
 //
-// A dial or name-resolution error counts as not applied (the request never
-// left). Retries stay within Pace (attempts, backoff) and the Target
-// timeout; when they are spent a final is rejected retryable so xAgent
-// sends it again (A8), holding the channel's later finals until it is
-// shown or given up (Pace). A draft's first call (Draft with no handle,
-// PostDraft) follows the table like a final, except that on "unknown" the
-// kit shows no more drafts of the message and posts its final whole, so a
-// lost response never leaves a second temporary message. Later drafts,
-// edits, typing and discards replace what is shown, so every error but
-// imv2.Permanent is retried.
+// A RetryAfter also holds the conversation's other calls for d. Retries
+// stay within Pace (attempts, backoff) and the Target timeout; when they
+// are spent a final is rejected retryable so xAgent sends it again (A8),
+// and the channel's later messages wait for it (package imv2, "Order").
 type Platform interface {
 	Post(ctx context.Context, to Conversation, m *Message) error
 }
@@ -143,7 +140,7 @@ type Drafter interface {
 //	func (c *chat) PostDraft(ctx context.Context, to connector.Conversation, _, text string) (string, error) {
 //		id, err := c.api.Send(ctx, to.Key, text)
 //		if errors.Is(err, api.ErrTooManyRequests) {
-//			return "", connector.RetryAfter(err, time.Second) // not posted: tried again later
+//			return "", imv2.RetryAfter(err, time.Second) // not posted: tried again later
 //		}
 //		return id, err
 //	}

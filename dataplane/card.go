@@ -33,13 +33,13 @@ func FetchCard(ctx context.Context, client *http.Client, base string) (*protocol
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return nil, imv2.Retryable(fmt.Errorf("dataplane: fetch the Card: %w", err))
+		return nil, imv2.NotPosted(fmt.Errorf("dataplane: fetch the Card: %w", err))
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		err := fmt.Errorf("dataplane: fetch the Card from %s: HTTP %s", req.URL, resp.Status)
 		if retryStatus(resp.StatusCode) {
-			return nil, imv2.Retryable(err)
+			return nil, imv2.NotPosted(err)
 		}
 		return nil, err
 	}

@@ -249,7 +249,7 @@ func Dial(ctx context.Context, cfg ClientConfig) (*Client, error) {
 	}
 	for attempt := 1; ; attempt++ {
 		c, err := dialOnce(ctx, cfg, base, uploadHTTP)
-		if err == nil || !retryable(err) {
+		if err == nil || !imv2.SafeToRetry(err) {
 			return c, err
 		}
 		if werr := sleepUntil(ctx, cfg.Clock, backoff(cfg.ReconnectMin, cfg.ReconnectMax, attempt)); werr != nil {
@@ -358,11 +358,11 @@ func (c *Client) connect(ctx context.Context) (*clientConn, error) {
 		if resp != nil {
 			err = fmt.Errorf("dataplane: dial %s: HTTP %d: %w", c.cfg.URL, resp.StatusCode, err)
 			if retryStatus(resp.StatusCode) {
-				return nil, imv2.Retryable(err)
+				return nil, imv2.NotPosted(err)
 			}
 			return nil, err
 		}
-		return nil, imv2.Retryable(fmt.Errorf("dataplane: dial %s: %w", c.cfg.URL, err))
+		return nil, imv2.NotPosted(fmt.Errorf("dataplane: dial %s: %w", c.cfg.URL, err))
 	}
 	if ws.Subprotocol() != protocol.Subprotocol {
 		_ = ws.Close()
@@ -395,7 +395,7 @@ func (c *Client) connect(ctx context.Context) (*clientConn, error) {
 		_ = cc.conn.Close()
 		err = fmt.Errorf("dataplane: hello: %w", err)
 		if r == nil || helloLater(r.Err()) {
-			err = imv2.Retryable(err) // no answer, or one saying "later"
+			err = imv2.NotPosted(err) // no answer, or one saying "later"
 		}
 		return nil, err
 	}
@@ -539,13 +539,6 @@ func backoff(lo, hi time.Duration, n int) time.Duration {
 // unnoticed (a killed xAgent's) or while every slot is taken.
 func helloLater(e *imv2.Error) bool {
 	return e.Retryable || e.Code == imv2.CodeChannelUnavailable || e.Code == protocol.CodeConnectorIDMismatch
-}
-
-// retryable reports whether err was marked a failure for now
-// (imv2.Retryable): unmarked errors are refusals, never retried here.
-func retryable(err error) bool {
-	var k interface{ Retryable() bool }
-	return errors.As(err, &k) && k.Retryable()
 }
 
 // sleepUntil waits d on clk; ctx's error if ctx ends first.

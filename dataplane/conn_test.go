@@ -104,7 +104,7 @@ func TestConn_W2_WriteOverLimitRefused(t *testing.T) {
 	require.NoError(t, err)
 	err = p.conn.Write(context.Background(), pkt)
 	require.ErrorIs(t, err, &imv2.Error{Code: imv2.CodeInvalidPacket})
-	require.False(t, imv2.IsRetryable(err))
+	require.False(t, imv2.SafeToRetry(err))
 	p.call(protocol.TypePing, "", nil) // still usable
 }
 

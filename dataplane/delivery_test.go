@@ -141,7 +141,7 @@ func TestDelivery_S3_A8_WaitReportsTheRejection(t *testing.T) {
 	_, url := startServer(t, func(cfg *ServerConfig) {
 		cfg.NewTarget = func(string) imv2.Target {
 			return imv2.TargetFunc(func(context.Context, string, *imv2.ChatMessage) error {
-				return imv2.Permanent(errors.New("the platform refuses this"))
+				return imv2.Refused(errors.New("the platform refuses this"))
 			})
 		}
 	})
@@ -173,7 +173,7 @@ func TestDelivery_S2_WaitEndsWithContextOrClose(t *testing.T) {
 				case <-release:
 				case <-ctx.Done():
 				}
-				return imv2.Retryable(errors.New("gone"))
+				return imv2.NotPosted(errors.New("gone"))
 			})
 		}
 	})

@@ -30,9 +30,10 @@
 // message is safely the agent's (queued, or written down), and run the
 // agent's work elsewhere: a call is cut after imv2.Options.TargetTimeout
 // (60 s) and unacked, and at most Options.MaxInflight (64) messages per
-// channel wait for one. Return imv2.Retryable(err) when the agent cannot
-// take it now (the Connector resends it after a backoff), an error marked
-// imv2.Permanent to refuse it for good. With a durable Options.Completed
+// channel wait for one. Return imv2.NotPosted(err) when the agent cannot
+// take it now (the Connector resends it after a backoff), imv2.Refused(err)
+// to refuse it for good; any other error means the agent may have taken
+// it (the error contract of package imv2), answered as an unknown outcome. With a durable Options.Completed
 // a message the Connector resends after the agent restarted is acked
 // duplicate, not answered twice.
 //

@@ -20,7 +20,7 @@ func (in inbox) PostMessage(_ context.Context, _ string, m *imv2.ChatMessage) er
 	case in <- *m:
 		return nil
 	default: // full: the Connector resends it after a backoff
-		return imv2.Retryable(fmt.Errorf("busy"))
+		return imv2.NotPosted(fmt.Errorf("busy"))
 	}
 }
 

@@ -109,12 +109,19 @@ func TestStoreStall_D11_S1_SlowStoreHoldsOnlyItsChannel(t *testing.T) {
 
 	// The Connector's Lookup of a's first delta stalls.
 	completed.block(a.ID())
-	require.NoError(t, a.NewReply("r-a").Delta(ctx, "hel"))
+	ra := a.NewReply("r-a")
+	require.NoError(t, ra.Delta(ctx, "hel"))
 	require.Equal(t, a.ID(), recv(t, completed.entered))
 	_, err = b.Send(ctx, imv2.ChatMessage{MessageID: "f-b1", Text: "b goes on"})
 	require.NoError(t, err)
 	require.Equal(t, "f-b1", target.next(t).MessageID, "b's final is posted while a's Lookup stalls")
 	require.Eventually(t, func() bool { return pendingOf(t, b) == 0 }, wait, time.Millisecond, "and acknowledged")
+	// a's reply ends: its final (a claim, not a Lookup) is posted while
+	// the Lookup of its first delta still stalls. A final sent on a after
+	// it waits for it (the order rule), so it comes first.
+	require.NoError(t, ra.Final(ctx, imv2.ChatMessage{Text: "hello"}))
+	require.Equal(t, "r-a", target.next(t).MessageID)
+	require.Eventually(t, func() bool { return pendingOf(t, a) == 0 }, wait, time.Millisecond, "and acknowledged")
 
 	// xAgent's Remove after a's ack stalls.
 	pending.block(a.ID())
@@ -130,6 +137,4 @@ func TestStoreStall_D11_S1_SlowStoreHoldsOnlyItsChannel(t *testing.T) {
 
 	unstall()
 	require.Eventually(t, func() bool { return pendingOf(t, a) == 0 }, wait, time.Millisecond, "a's Remove completes once the store answers")
-	require.NoError(t, a.NewReply("r-a").Final(ctx, imv2.ChatMessage{Text: "hello"}))
-	require.Equal(t, "r-a", target.next(t).MessageID)
 }

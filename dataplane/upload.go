@@ -2,7 +2,6 @@ package dataplane
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -29,7 +28,7 @@ const MaxUploadAttempts = 6
 func (c *Client) Upload(ctx context.Context, channelID, filename string, body io.ReadSeeker) (imv2.File, error) {
 	start, err := body.Seek(0, io.SeekCurrent)
 	if err != nil {
-		return imv2.File{}, imv2.Permanent(fmt.Errorf("dataplane: upload body: %w", err))
+		return imv2.File{}, imv2.Refused(fmt.Errorf("dataplane: upload body: %w", err))
 	}
 	var last error
 	for attempt := 1; attempt <= MaxUploadAttempts; attempt++ {
@@ -38,7 +37,7 @@ func (c *Client) Upload(ctx context.Context, channelID, filename string, body io
 				return imv2.File{}, err
 			}
 			if _, err := body.Seek(start, io.SeekStart); err != nil {
-				return imv2.File{}, imv2.Permanent(fmt.Errorf("dataplane: upload body: %w", err))
+				return imv2.File{}, imv2.Refused(fmt.Errorf("dataplane: upload body: %w", err))
 			}
 		}
 		id, err := c.WaitOpen(ctx, channelID)
@@ -61,11 +60,8 @@ func (c *Client) Upload(ctx context.Context, channelID, filename string, body io
 
 // retryUpload reports whether an upload failure is one to try again:
 // xfiles marks 409 channel_not_open, 408, 429, 5xx and transport
-// failures retryable, everything else permanent.
-func retryUpload(err error) bool {
-	var k interface{ Retryable() bool }
-	return errors.As(err, &k) && k.Retryable()
-}
+// failures NotPosted, everything else Refused.
+func retryUpload(err error) bool { return imv2.SafeToRetry(err) }
 
 // sleepCtx waits d on the client's clock: ctx's error if ctx ends first,
 // imv2.ErrClosed if the client closes.

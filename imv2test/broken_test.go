@@ -34,7 +34,7 @@ var flawFails = map[bc.Flaw][]string{
 	bc.FinalTwice:            {"K2.a", "K2.d", "K9.b", "K11.a"},
 	bc.Placeholder:           {"K2.b"},
 	bc.StitchGaps:            {"K2.c", "K6.c"},
-	bc.NoDrafts:              {"K2.d"},
+	bc.NoDrafts:              {"K2.d", "K2.f"},
 	bc.NoDedup:               {"K3.a", "K3.b", "K3.c", "K3.d", "K11.a"},
 	bc.AckReplyToMessageID:   {"K4.a"},
 	bc.AcceptUnknownFields:   {"K4.b", "K7.a", "K7.d"},
@@ -60,10 +60,11 @@ var flawFails = map[bc.Flaw][]string{
 	bc.PlainToolName:         {"K12.e"},
 	bc.FingerprintURL:        {"K3.d"},
 	bc.DraftOvertakes:        {"K2.e"},
-	bc.FirstDraftOvertakes:   {"K2.e"},
+	bc.FirstDraftOvertakes:   {"K2.e", "K2.f"},
+	bc.FinalsInArrivalOrder:  {"K2.f"},
 	// Every check that needs a final accepted: the suite resends each one
 	// with backoff and gives up when its bound is spent (A8, M12).
-	bc.RejectRetryable: {"K2.a", "K2.b", "K2.c", "K2.d", "K2.e", "K3.a", "K3.b", "K3.c", "K4.a", "K4.c", "K4.d",
+	bc.RejectRetryable: {"K2.a", "K2.b", "K2.c", "K2.d", "K2.e", "K2.f", "K3.a", "K3.b", "K3.c", "K4.a", "K4.c", "K4.d",
 		"K3.d", "K6.c", "K7.b", "K7.d", "K7.e", "K8.b", "K8.c", "K9.b", "K10.a", "K11.a", "K12.b", "K12.c"},
 }
 
@@ -86,6 +87,9 @@ var brokenRuns = []brokenRun{
 	{name: "group-f", flaws: []bc.Flaw{bc.RejectRetryable}},
 	{name: "group-d", flaws: []bc.Flaw{bc.LenientHello, bc.NoDrafts, bc.ResendHistory, bc.RejectUnknownMembers, bc.DraftOvertakes}},
 	{name: "group-e-buffered", buffered: true, apiKey: "fixture-key", flaws: []bc.Flaw{bc.UploadsWithoutKey, bc.BufferTempText, bc.ExactVersion}},
+	// Buffered temporary text shows a reply at its first delta, which
+	// hides the order of finals: alone.
+	{name: "group-g-buffered", buffered: true, apiKey: "fixture-key", flaws: []bc.Flaw{bc.FinalsInArrivalOrder}},
 }
 
 // want returns the checks a run must fail, sorted like a report, and

@@ -252,12 +252,12 @@ func (r *RecordingTarget) post(ctx context.Context, channelID string, m *imv2.Ch
 		if r.Files != nil {
 			rc, err := r.Files(ctx, channelID, f.FileRef)
 			if err != nil {
-				return imv2.Permanent(fmt.Errorf("file_ref %q cannot be opened: %w", f.FileRef, err))
+				return imv2.Refused(fmt.Errorf("file_ref %q cannot be opened: %w", f.FileRef, err))
 			}
 			_, err = io.Copy(io.Discard, rc)
 			rc.Close()
 			if err != nil {
-				return imv2.Retryable(err)
+				return imv2.NotPosted(err)
 			}
 		}
 		e.Files = append(e.Files, EventFile{FileRef: f.FileRef, Type: string(f.Type), Filename: f.Filename})

@@ -37,7 +37,7 @@ var errRateLimited = errors.New("platform: 429 Too Many Requests")
 func (p *rateLimited) limit() error {
 	if p.posts.Add(1)%5 == 0 {
 		p.limited.Add(1)
-		return connector.RetryAfter(errRateLimited, time.Millisecond)
+		return imv2.RetryAfter(errRateLimited, time.Millisecond)
 	}
 	return nil
 }

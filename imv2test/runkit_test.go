@@ -24,7 +24,7 @@ type editChat struct{ posts atomic.Int64 }
 
 func (c *editChat) Post(context.Context, connector.Conversation, *connector.Message) error {
 	if c.posts.Add(1)%5 == 0 {
-		return connector.RetryAfter(errors.New("429 Too Many Requests"), 100*time.Millisecond)
+		return imv2.RetryAfter(errors.New("429 Too Many Requests"), 100*time.Millisecond)
 	}
 	return nil
 }

@@ -57,10 +57,10 @@ func TestCollector_ConversationScrapedOverHTTP(t *testing.T) {
 		switch m.Text {
 		case "flaky":
 			if flaky.Add(1) == 1 {
-				return errors.New("platform busy") // retryable
+				return imv2.NotPosted(errors.New("platform busy")) // retryable
 			}
 		case "refuse":
-			return imv2.Permanent(errors.New("platform refuses"))
+			return imv2.Refused(errors.New("platform refuses"))
 		case "slow":
 			close(entered)
 			<-release

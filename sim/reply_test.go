@@ -55,7 +55,7 @@ func TestReply_S1_WaitsForRoomWhenPendingFull(t *testing.T) {
 				select {
 				case <-gate:
 				case <-ctx.Done():
-					return imv2.Retryable(ctx.Err())
+					return imv2.NotPosted(ctx.Err())
 				}
 				mu.Lock()
 				shown = append(shown, m.Text)
@@ -126,10 +126,10 @@ func TestWaitAcked_A5_ReturnsWhenTheFinalsAreAcked(t *testing.T) {
 				select {
 				case <-gate:
 				case <-ctx.Done():
-					return imv2.Retryable(ctx.Err())
+					return imv2.NotPosted(ctx.Err())
 				}
 				if m.Text == "refuse" {
-					return imv2.Permanent(errors.New("no"))
+					return imv2.Refused(errors.New("no"))
 				}
 				mu.Lock()
 				shown = append(shown, m.Text)

@@ -316,7 +316,7 @@ func (s *Simulator) onUserMessage(_ context.Context, channelID string, m *imv2.C
 	if s.closing {
 		s.mu.Unlock()
 		// Not taken: the Connector sends it again, to the next run.
-		return imv2.Retryable(errors.New("sim: closing"))
+		return imv2.NotPosted(errors.New("sim: closing"))
 	}
 	s.users = append(s.users, *m)
 	s.wg.Add(1)

@@ -39,8 +39,10 @@ func TestClaimStore(t *testing.T, newStore ClaimFactory, reopen ClaimReopener) {
 	t.Run("A6_ConcurrentOwnersOneAcquires", func(t *testing.T) { claimConcurrent(t, newStore) })
 	t.Run("S6_OrphanTakeoverKeepsFingerprint", func(t *testing.T) { claimTakeoverKeepsFingerprint(t, newStore) })
 	t.Run("S8_HandoverCopiesClaims", func(t *testing.T) { claimHandover(t, newStore) })
+	t.Run("S8_StarterTellsAnUnpostedOrphan", func(t *testing.T) { claimStarter(t, newStore, nil) })
 	if reopen != nil {
 		t.Run("S8_ReopenOrphans", func(t *testing.T) { claimReopen(t, newStore, reopen) })
+		t.Run("S8_StarterSurvivesReopen", func(t *testing.T) { claimStarter(t, newStore, reopen) })
 		t.Run("S8_HandoverAfterReopenStaysOrphaned", func(t *testing.T) { claimHandoverReopen(t, newStore, reopen) })
 	}
 }
@@ -266,6 +268,52 @@ func claimConcurrent(t *testing.T, newStore ClaimFactory) {
 		if acquired != 1 || held != owners-1 {
 			t.Fatalf("m%d claimed by %d owners at once: %d acquired, %d held; want 1 and %d", m, owners, acquired, held, owners-1)
 		}
+	}
+}
+
+// claimStarter: a ClaimStarter reports an orphan whose post never began
+// Unposted, and one whose owner called Begin not; a takeover keeps what
+// the claim knew until the new owner begins; across a reopen too (reopen
+// nil: none). A store that is no ClaimStarter is not tested here.
+func claimStarter(t *testing.T, newStore ClaimFactory, reopen ClaimReopener) {
+	clock := fakeclock.New(start)
+	s := newStore(t, time.Hour, clock)
+	if _, ok := s.(imv2.ClaimStarter); !ok {
+		return
+	}
+	ctx := context.Background()
+	mustClaim(t, s, "ch", "m1", fpOf("one"), "a")
+	mustClaim(t, s, "ch", "m2", fpOf("two"), "a")
+	if err := s.(imv2.ClaimStarter).Begin(ctx, "ch", "m2", "a"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.(imv2.ClaimStarter).Begin(ctx, "ch", "m1", "not the owner"); err != nil {
+		t.Fatal(err)
+	}
+	if reopen != nil {
+		s = reopen(t, s)
+	} else {
+		clock.Advance(lease)
+	}
+	st := s.(imv2.ClaimStarter)
+	if cl := mustClaim(t, s, "ch", "m1", fpOf("one"), "b"); cl.State != imv2.ClaimOrphaned || !cl.Unposted {
+		t.Fatalf("orphan whose post never began: %+v, want orphaned and Unposted", cl)
+	}
+	if cl := mustClaim(t, s, "ch", "m2", fpOf("two"), "b"); cl.State != imv2.ClaimOrphaned || cl.Unposted {
+		t.Fatalf("orphan whose post began: %+v, want orphaned, not Unposted", cl)
+	}
+	// b holds both; its lease ends: m2 still began, m1 still did not,
+	// until b begins it.
+	clock.Advance(lease)
+	if cl := mustClaim(t, s, "ch", "m2", fpOf("two"), "c"); cl.Unposted {
+		t.Fatalf("a takeover forgot the post had begun: %+v", cl)
+	}
+	if err := st.Begin(ctx, "ch", "m1", "b"); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(lease)
+	if cl := mustClaim(t, s, "ch", "m1", fpOf("one"), "c"); cl.State != imv2.ClaimOrphaned || cl.Unposted {
+		t.Fatalf("orphan whose taker began it: %+v, want not Unposted", cl)
 	}
 }
 

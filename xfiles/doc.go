@@ -28,8 +28,8 @@
 //     Connector's upload endpoint.
 //
 // Both calls take their timeout from ctx; a ctx without deadline gets
-// DefaultTimeout. Errors are marked with imv2.Retryable or imv2.Permanent
+// DefaultTimeout. Errors are marked with imv2.NotPosted or imv2.Refused
 // (network failures, 5xx and 429 retryable; bad URLs, 4xx and size
-// overruns permanent), so imv2.IsRetryable tells a caller whether to reject
+// overruns permanent), so imv2.SafeToRetry tells a caller whether to reject
 // a message with retryable=true (A8).
 package xfiles

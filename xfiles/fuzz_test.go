@@ -37,7 +37,7 @@ func FuzzResolveDownloadURL(f *testing.F) {
 	f.Fuzz(func(t *testing.T, base, dl string) {
 		u, err := xfiles.ResolveDownloadURL(base, dl)
 		if err != nil {
-			if !errors.Is(err, xfiles.ErrRefusedURL) || imv2.IsRetryable(err) {
+			if !errors.Is(err, xfiles.ErrRefusedURL) || imv2.SafeToRetry(err) {
 				t.Fatalf("refusal of %q against %q is %v: want permanent ErrRefusedURL", dl, base, err)
 			}
 			return

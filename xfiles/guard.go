@@ -61,7 +61,7 @@ func (g *guard) resolve(ctx context.Context, addr string) (string, error) {
 	}
 	for _, ip := range ips {
 		if c := addrClass(ip); c != classPublic {
-			return "", imv2.Permanent(fmt.Errorf("%w: %s resolves to %s address %s", ErrRefusedURL, host, c, ip))
+			return "", imv2.Refused(fmt.Errorf("%w: %s resolves to %s address %s", ErrRefusedURL, host, c, ip))
 		}
 	}
 	return net.JoinHostPort(ips[0].WithZone("").String(), port), nil

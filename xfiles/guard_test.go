@@ -65,7 +65,7 @@ func TestFetch_T4_EnvironmentProxyDoesNotReachInternal(t *testing.T) {
 
 	data, err := xfiles.Fetch(context.Background(), client, s.URL, f, 0)
 	assert.ErrorIs(t, err, xfiles.ErrRefusedURL)
-	assert.False(t, imv2.IsRetryable(err))
+	assert.False(t, imv2.SafeToRetry(err))
 	assert.Nil(t, data)
 
 	// Opting in to the proxy still checks the target before the proxy sees it.
@@ -117,7 +117,7 @@ func TestFetch_T4_DialTLSContextTransportGuarded(t *testing.T) {
 	_, err := xfiles.Fetch(context.Background(), &http.Client{Transport: rt}, connector.URL, f, 0)
 	require.ErrorIs(t, err, xfiles.ErrUnguardableTransport)
 	assert.Contains(t, err.Error(), "DialTLSContext")
-	assert.False(t, imv2.IsRetryable(err))
+	assert.False(t, imv2.SafeToRetry(err))
 	assert.Zero(t, internal.hits.Load(), "the internal https server was reached")
 	assert.Zero(t, dials.Load())
 }

@@ -100,7 +100,7 @@ func (q *UploadRequest) Do(ctx context.Context, client *http.Client) (UploadResu
 		return UploadResult{}, imv2.Errorf(imv2.CodeChannelIDRequired, "xfiles: upload needs a connector_channel_id")
 	}
 	if q.Body == nil {
-		return UploadResult{}, imv2.Permanent(errors.New("xfiles: upload has no body"))
+		return UploadResult{}, imv2.Refused(errors.New("xfiles: upload has no body"))
 	}
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
@@ -126,7 +126,7 @@ func (q *UploadRequest) Do(ctx context.Context, client *http.Client) (UploadResu
 	u := joinPath(base, &url.URL{Path: "/files/uploads"})
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), pr)
 	if err != nil {
-		return UploadResult{}, imv2.Permanent(fmt.Errorf("%w: %w", ErrRefusedURL, err))
+		return UploadResult{}, imv2.Refused(fmt.Errorf("%w: %w", ErrRefusedURL, err))
 	}
 	if length >= 0 {
 		req.ContentLength = length
@@ -139,7 +139,7 @@ func (q *UploadRequest) Do(ctx context.Context, client *http.Client) (UploadResu
 	}
 	resp, err := noRedirects(client).Do(req)
 	if err != nil {
-		return UploadResult{}, imv2.Retryable(fmt.Errorf("xfiles: upload: %w", err))
+		return UploadResult{}, imv2.NotPosted(fmt.Errorf("xfiles: upload: %w", err))
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
@@ -148,13 +148,13 @@ func (q *UploadRequest) Do(ctx context.Context, client *http.Client) (UploadResu
 	var res UploadResult
 	b, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes))
 	if err != nil {
-		return UploadResult{}, imv2.Retryable(fmt.Errorf("xfiles: upload response: %w", err))
+		return UploadResult{}, imv2.NotPosted(fmt.Errorf("xfiles: upload response: %w", err))
 	}
 	if err := json.Unmarshal(b, &res); err != nil {
-		return UploadResult{}, imv2.Permanent(errors.New("xfiles: upload response is not the expected JSON"))
+		return UploadResult{}, imv2.Refused(errors.New("xfiles: upload response is not the expected JSON"))
 	}
 	if res.FileRef == "" || (res.FileType != "" && !res.FileType.Valid()) || res.ByteSize < 0 || res.ExpiresAt < 0 {
-		return UploadResult{}, imv2.Permanent(errors.New("xfiles: upload response lacks file_ref or has an invalid file_type, byte_size or expires_at"))
+		return UploadResult{}, imv2.Refused(errors.New("xfiles: upload response lacks file_ref or has an invalid file_type, byte_size or expires_at"))
 	}
 	if res.FileType == "" {
 		res.FileType = fileTypeOf(q.mimeType())

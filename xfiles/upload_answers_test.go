@@ -53,7 +53,7 @@ func TestUpload_T1_AnswerVectors(t *testing.T) {
 			res, err := xfiles.Upload(context.Background(), srv.Client(), srv.URL, "", "cch_1", v.Filename, strings.NewReader(v.Body))
 			if v.Refused {
 				require.Error(t, err)
-				require.False(t, imv2.IsRetryable(err), "a malformed answer is permanent")
+				require.False(t, imv2.SafeToRetry(err), "a malformed answer is permanent")
 				return
 			}
 			require.NoError(t, err)
@@ -84,9 +84,7 @@ func TestUpload_T1_ChannelNotOpenIsRetryable(t *testing.T) {
 		var he *xfiles.HTTPError
 		require.ErrorAs(t, err, &he)
 		require.Equal(t, c.code, he.Code)
-		var k interface{ Retryable() bool }
-		require.ErrorAs(t, err, &k)
-		require.Equal(t, c.retryable, k.Retryable(), c.code)
+		require.Equal(t, c.retryable, imv2.SafeToRetry(err), c.code)
 	}
 }
 

@@ -78,12 +78,12 @@ func readHTTPError(resp *http.Response) error {
 	}
 	switch {
 	case resp.StatusCode == http.StatusRequestEntityTooLarge:
-		return imv2.Permanent(fmt.Errorf("%w: %w", ErrTooLarge, e))
+		return imv2.Refused(fmt.Errorf("%w: %w", ErrTooLarge, e))
 	case resp.StatusCode == http.StatusRequestTimeout, resp.StatusCode == http.StatusTooManyRequests, resp.StatusCode >= 500,
 		resp.StatusCode == http.StatusConflict && e.Code == string(imv2.CodeChannelNotOpen):
-		return imv2.Retryable(e)
+		return imv2.NotPosted(e)
 	}
-	return imv2.Permanent(e)
+	return imv2.Refused(e)
 }
 
 func truncate(s string, n int) string {
@@ -98,13 +98,13 @@ func truncate(s string, n int) string {
 func ParseBaseURL(baseURL string) (*url.URL, error) {
 	u, err := url.Parse(baseURL)
 	if err != nil {
-		return nil, imv2.Permanent(fmt.Errorf("%w: base URL does not parse", ErrRefusedURL))
+		return nil, imv2.Refused(fmt.Errorf("%w: base URL does not parse", ErrRefusedURL))
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
-		return nil, imv2.Permanent(fmt.Errorf("%w: base URL scheme %q is not http or https", ErrRefusedURL, u.Scheme))
+		return nil, imv2.Refused(fmt.Errorf("%w: base URL scheme %q is not http or https", ErrRefusedURL, u.Scheme))
 	}
 	if u.Host == "" || u.User != nil || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || u.Opaque != "" {
-		return nil, imv2.Permanent(fmt.Errorf("%w: base URL needs a host and no user info, query or fragment", ErrRefusedURL))
+		return nil, imv2.Refused(fmt.Errorf("%w: base URL needs a host and no user info, query or fragment", ErrRefusedURL))
 	}
 	return u, nil
 }
@@ -128,22 +128,22 @@ func joinPath(base, ref *url.URL) *url.URL {
 // else is ErrRefusedURL.
 func ResolveDownloadURL(baseURL, downloadURL string) (*url.URL, error) {
 	if err := imv2.CheckDownloadURL(downloadURL); err != nil {
-		return nil, imv2.Permanent(fmt.Errorf("%w: %w", ErrRefusedURL, err))
+		return nil, imv2.Refused(fmt.Errorf("%w: %w", ErrRefusedURL, err))
 	}
 	ref, err := url.Parse(downloadURL)
 	if err != nil {
-		return nil, imv2.Permanent(fmt.Errorf("%w: download_url does not parse", ErrRefusedURL))
+		return nil, imv2.Refused(fmt.Errorf("%w: download_url does not parse", ErrRefusedURL))
 	}
 	if ref.IsAbs() {
 		ref.Fragment, ref.RawFragment = "", ""
 		return ref, nil
 	}
 	if ref.Opaque != "" || ref.Host != "" || ref.User != nil {
-		return nil, imv2.Permanent(fmt.Errorf("%w: download_url is not a path reference", ErrRefusedURL))
+		return nil, imv2.Refused(fmt.Errorf("%w: download_url is not a path reference", ErrRefusedURL))
 	}
 	for _, seg := range strings.Split(ref.Path, "/") {
 		if seg == "." || seg == ".." {
-			return nil, imv2.Permanent(fmt.Errorf("%w: download_url has a dot segment", ErrRefusedURL))
+			return nil, imv2.Refused(fmt.Errorf("%w: download_url has a dot segment", ErrRefusedURL))
 		}
 	}
 	base, err := ParseBaseURL(baseURL)
@@ -206,16 +206,16 @@ func fetchClient(c *http.Client, exempt []string, allowProxy bool) (*http.Client
 	prev := c.CheckRedirect
 	cc.CheckRedirect = func(req *http.Request, via []*http.Request) error {
 		if s := req.URL.Scheme; s != "http" && s != "https" {
-			return imv2.Permanent(fmt.Errorf("%w: redirect to scheme %q", ErrRefusedURL, s))
+			return imv2.Refused(fmt.Errorf("%w: redirect to scheme %q", ErrRefusedURL, s))
 		}
 		if len(via) > 0 && via[len(via)-1].URL.Scheme == "https" && req.URL.Scheme == "http" {
-			return imv2.Permanent(fmt.Errorf("%w: redirect from https to http", ErrRefusedURL))
+			return imv2.Refused(fmt.Errorf("%w: redirect from https to http", ErrRefusedURL))
 		}
 		if req.URL.User != nil {
-			return imv2.Permanent(fmt.Errorf("%w: redirect carries user info", ErrRefusedURL))
+			return imv2.Refused(fmt.Errorf("%w: redirect carries user info", ErrRefusedURL))
 		}
 		if len(via) >= MaxRedirects {
-			return imv2.Permanent(fmt.Errorf("%w: more than %d redirects", ErrRefusedURL, MaxRedirects))
+			return imv2.Refused(fmt.Errorf("%w: more than %d redirects", ErrRefusedURL, MaxRedirects))
 		}
 		if prev != nil {
 			return prev(req, via)
@@ -260,7 +260,7 @@ func (q *FetchRequest) Do(ctx context.Context, client *http.Client) ([]byte, err
 		maxBytes = DefaultMaxBytes
 	}
 	if f.ByteSize > maxBytes {
-		return nil, imv2.Permanent(fmt.Errorf("%w: byte_size %d over %d", ErrTooLarge, f.ByteSize, maxBytes))
+		return nil, imv2.Refused(fmt.Errorf("%w: byte_size %d over %d", ErrTooLarge, f.ByteSize, maxBytes))
 	}
 	target, err := ResolveDownloadURL(baseURL, f.DownloadURL)
 	if err != nil {
@@ -270,7 +270,7 @@ func (q *FetchRequest) Do(ctx context.Context, client *http.Client) ([]byte, err
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target.String(), nil)
 	if err != nil {
-		return nil, imv2.Permanent(fmt.Errorf("%w: %w", ErrRefusedURL, err))
+		return nil, imv2.Refused(fmt.Errorf("%w: %w", ErrRefusedURL, err))
 	}
 	base, err := ParseBaseURL(baseURL)
 	if err != nil {
@@ -278,29 +278,29 @@ func (q *FetchRequest) Do(ctx context.Context, client *http.Client) ([]byte, err
 	}
 	fc, err := fetchClient(client, []string{hostPort(base)}, q.AllowProxy)
 	if err != nil {
-		return nil, imv2.Permanent(err)
+		return nil, imv2.Refused(err)
 	}
 	defer fc.CloseIdleConnections() // the guarded transport is this call's alone
 	resp, err := fc.Do(req)
 	if err != nil {
 		if errors.Is(err, ErrRefusedURL) {
-			return nil, imv2.Permanent(err)
+			return nil, imv2.Refused(err)
 		}
-		return nil, imv2.Retryable(fmt.Errorf("xfiles: fetch: %w", err))
+		return nil, imv2.NotPosted(fmt.Errorf("xfiles: fetch: %w", err))
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return nil, readHTTPError(resp)
 	}
 	if resp.ContentLength > maxBytes {
-		return nil, imv2.Permanent(fmt.Errorf("%w: Content-Length %d over %d", ErrTooLarge, resp.ContentLength, maxBytes))
+		return nil, imv2.Refused(fmt.Errorf("%w: Content-Length %d over %d", ErrTooLarge, resp.ContentLength, maxBytes))
 	}
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxBytes+1))
 	if err != nil {
-		return nil, imv2.Retryable(fmt.Errorf("xfiles: fetch body: %w", err))
+		return nil, imv2.NotPosted(fmt.Errorf("xfiles: fetch body: %w", err))
 	}
 	if int64(len(data)) > maxBytes {
-		return nil, imv2.Permanent(fmt.Errorf("%w: body over %d bytes", ErrTooLarge, maxBytes))
+		return nil, imv2.Refused(fmt.Errorf("%w: body over %d bytes", ErrTooLarge, maxBytes))
 	}
 	return data, nil
 }

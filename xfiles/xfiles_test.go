@@ -153,14 +153,14 @@ func TestUpload_T1_Errors(t *testing.T) {
 	require.ErrorAs(t, err, &he)
 	assert.Equal(t, http.StatusUnauthorized, he.StatusCode)
 	assert.Equal(t, string(connector.CodeUnauthorized), he.Code)
-	assert.False(t, imv2.IsRetryable(err))
+	assert.False(t, imv2.SafeToRetry(err))
 	assert.NotContains(t, err.Error(), "sk-wrong")
 	assert.Zero(t, body.reads.Load(), "the file was read before the Connector's go-ahead")
 
 	body = newWatchedBody(make([]byte, 2<<20))
 	_, err = xfiles.Upload(ctx, client, base, apiKey, "cch_1", "big.bin", body)
 	assert.ErrorIs(t, err, xfiles.ErrTooLarge)
-	assert.False(t, imv2.IsRetryable(err))
+	assert.False(t, imv2.SafeToRetry(err))
 	assert.Zero(t, body.reads.Load(), "a declared size over the cap was sent anyway")
 
 	_, err = xfiles.Upload(ctx, client, base, apiKey, "", "a.txt", strings.NewReader("x"))
@@ -289,7 +289,7 @@ func TestFetch_T4_M6_RefusesOtherSchemes(t *testing.T) {
 	} {
 		_, err := xfiles.Fetch(context.Background(), s.Client(), s.URL, imv2.File{Type: "file", FileRef: "f", DownloadURL: u}, 0)
 		assert.ErrorIs(t, err, xfiles.ErrRefusedURL, u)
-		assert.False(t, imv2.IsRetryable(err), u)
+		assert.False(t, imv2.SafeToRetry(err), u)
 	}
 	assert.Zero(t, s.hits.Load(), "no refused URL was requested")
 }
@@ -419,8 +419,8 @@ func TestFetch_T4_StatusAndContextErrors(t *testing.T) {
 	var he *xfiles.HTTPError
 	require.ErrorAs(t, err, &he)
 	assert.Equal(t, "file_not_found", he.Code)
-	assert.False(t, imv2.IsRetryable(err))
-	assert.True(t, imv2.IsRetryable(get(context.Background(), "/503")))
+	assert.False(t, imv2.SafeToRetry(err))
+	assert.True(t, imv2.SafeToRetry(get(context.Background(), "/503")))
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

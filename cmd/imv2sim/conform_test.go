@@ -106,7 +106,7 @@ func TestConform_A8_VerbosePrintsAckCodesAndResends(t *testing.T) {
 		defer mu.Unlock()
 		if !tried[m.MessageID] {
 			tried[m.MessageID] = true
-			return imv2.Retryable(errors.New("rate limited"))
+			return imv2.NotPosted(errors.New("rate limited"))
 		}
 		return nil
 	})

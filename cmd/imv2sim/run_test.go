@@ -46,7 +46,7 @@ func (p *platform) Post(_ context.Context, to connector.Conversation, m *connect
 		}
 	}
 	if p.down {
-		return imv2.Retryable(errors.New("platform down")) // not posted
+		return imv2.NotPosted(errors.New("platform down")) // not posted
 	}
 	p.posts[to.Key] = append(p.posts[to.Key], m.Text)
 	return nil

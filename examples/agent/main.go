@@ -122,7 +122,7 @@ func (a *agent) PostMessage(_ context.Context, channelID string, m *imv2.ChatMes
 	case a.inbox <- question{channelID, *m}:
 		return nil
 	default:
-		return imv2.Retryable(errors.New("agent: busy"))
+		return imv2.NotPosted(errors.New("agent: busy"))
 	}
 }
 

@@ -48,7 +48,7 @@ func (c *chat) Post(_ context.Context, _ kit.Conversation, m *kit.Message) error
 	for _, f := range m.Attachments {
 		b, err := io.ReadAll(f)
 		if err != nil {
-			return imv2.Retryable(err)
+			return imv2.NotPosted(err)
 		}
 		p.files = append(p.files, string(b))
 	}

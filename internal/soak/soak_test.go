@@ -111,7 +111,7 @@ func (p *platform) expect(id string) (string, bool) {
 
 func (p *platform) PostMessage(ctx context.Context, _ string, m *imv2.ChatMessage) error {
 	if err := ctx.Err(); err != nil {
-		return err // a platform call on a cancelled context fails
+		return imv2.NotPosted(err) // a platform call on a cancelled context fails, not applied (the error contract)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()

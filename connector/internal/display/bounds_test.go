@@ -106,7 +106,7 @@ func TestClose_StopsTimersAndRefuses(t *testing.T) {
 		tg.SetActivity(ctx, "ch", thinking),
 	} {
 		require.ErrorIs(t, err, imv2.ErrClosed)
-		require.True(t, imv2.IsRetryable(err))
+		require.True(t, imv2.SafeToRetry(err))
 	}
 	require.Equal(t, n, r.count())
 }

@@ -32,7 +32,7 @@ func TestBuffer_K5_OneSendNoTemporaryText(t *testing.T) {
 			for i := range 3 {
 				id := fmt.Sprintf("m%d", i)
 				for j := range i * 50 { // m0 has no deltas (M13)
-					require.NoError(t, tg.UpdateDraft(ctx, "ch", id, fmt.Sprint(j)))
+					requireDraft(t, tg, tg.UpdateDraft(ctx, "ch", id, fmt.Sprint(j)))
 					clk.Advance(10 * time.Millisecond)
 				}
 				clk.Advance(time.Minute)

@@ -55,7 +55,7 @@
 //   - TypingRefresh 4 s, below Telegram's 5 s typing expiry; negative
 //     never refreshes (XMPP chat states last until cleared).
 //   - MaxTextBytes none: when set, drafts are cut to it on a rune boundary
-//     and a longer final is refused with imv2.Permanent, the platform
+//     and a longer final is refused with imv2.Refused, the platform
 //     never called; its draft, if shown, goes at DraftTTL.
 //   - ActivityTimeout 30 s after the last thinking/tool snapshot (C7).
 //   - MaxTyping 1024 channels showing typing at once; beyond it typing is
@@ -68,7 +68,7 @@
 // # Errors
 //
 // PostMessage returns the platform's error unchanged, so the platform marks
-// it with imv2.Retryable or imv2.Permanent (A8). A failed final keeps its
+// it with imv2.NotPosted or imv2.Refused (A8). A failed final keeps its
 // draft, and the Channel's retry finishes the same temporary message. An
 // Editor.PostDraft error matching ErrSkipDraft (outcome unknown) ends that
 // message's drafts instead of posting the temporary message again; its

@@ -3,6 +3,7 @@ package display
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -11,6 +12,9 @@ import (
 )
 
 type draftKey struct{ channel, message string }
+
+// errBufferShowsNoDrafts is UpdateDraft's answer in mode Buffer.
+var errBufferShowsNoDrafts = fmt.Errorf("display: mode buffer shows no drafts: %w", errors.ErrUnsupported)
 
 // draft is the display state of one assistant message between its first
 // delta and its final.
@@ -37,12 +41,14 @@ type draft struct {
 // UpdateDraft shows text, the whole text so far of message messageID,
 // as the mode says: handed to Drafter.Draft at once (Stream), posted or
 // edited at most once per interval with the newest text (Edit), or nothing
-// (Buffer, K5). The first displayed text clears the channel's typing (C6).
+// (Buffer, K5: the error matches errors.ErrUnsupported, so the Channel
+// knows the message is not in the chat before its final and keeps its
+// place for it). The first displayed text clears the channel's typing (C6).
 // An error is for the log only; the final carries the whole text anyway.
 func (t *Target) UpdateDraft(ctx context.Context, channelID, messageID, text string) error {
 	if t.mode == Buffer {
 		// The final carries the whole text; nothing temporary is shown (K5).
-		return nil
+		return errBufferShowsNoDrafts
 	}
 	text = cutText(text, t.maxText)
 	t.mu.Lock()

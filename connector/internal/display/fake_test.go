@@ -2,6 +2,7 @@ package display_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -206,4 +207,15 @@ func msg(id, text string, files int) *imv2.ChatMessage {
 		m.Files = append(m.Files, imv2.File{Type: imv2.FileFile, FileRef: fmt.Sprintf("fref_%d", i)})
 	}
 	return m
+}
+
+// requireDraft checks UpdateDraft's answer: nil, or in mode Buffer, which
+// shows no drafts, an error matching errors.ErrUnsupported.
+func requireDraft(t *testing.T, tg *display.Target, err error) {
+	t.Helper()
+	if tg.Mode() == display.Buffer {
+		require.ErrorIs(t, err, errors.ErrUnsupported)
+		return
+	}
+	require.NoError(t, err)
 }

@@ -33,7 +33,7 @@ func TestFinal_M11_M13_DisplayedTextEqualsFinal(t *testing.T) {
 				tg, r, clk := newTarget(t, func(r *rec) display.Platform { return platformFor(r, mode, false) }, display.Options{})
 				require.Equal(t, mode, tg.Mode())
 				for _, d := range tc.deltas {
-					require.NoError(t, tg.UpdateDraft(ctx, "ch", "m1", d))
+					requireDraft(t, tg, tg.UpdateDraft(ctx, "ch", "m1", d))
 					clk.Advance(display.DefaultInterval)
 				}
 				require.NoError(t, tg.PostMessage(ctx, "ch", msg("m1", tc.final, tc.files)))
@@ -76,7 +76,7 @@ func TestFinal_A8_PlatformErrorUnchanged(t *testing.T) {
 				r.fail("send", perm)
 				r.fail("finish", perm)
 				if withDelta {
-					require.NoError(t, tg.UpdateDraft(ctx, "ch", "m1", "x"))
+					requireDraft(t, tg, tg.UpdateDraft(ctx, "ch", "m1", "x"))
 				}
 				err := tg.PostMessage(ctx, "ch", msg("m1", "x", 0))
 				require.Same(t, perm, err)

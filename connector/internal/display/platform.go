@@ -15,7 +15,7 @@ import (
 // Post posts m as one new message: m.Text as the whole body and every file
 // of m.Files. It returns only after the platform accepted all of it (M12).
 // Its error is handed back unchanged to the Channel, so mark it with
-// imv2.Retryable or imv2.Permanent to say whether a resend may succeed (A8).
+// imv2.NotPosted or imv2.Refused to say whether a resend may succeed (A8).
 type Platform interface {
 	Post(ctx context.Context, channelID string, m *imv2.ChatMessage) error
 }

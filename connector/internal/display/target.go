@@ -219,7 +219,7 @@ func (t *Target) PostMessage(ctx context.Context, channelID string, m *imv2.Chat
 	}
 	if t.maxText > 0 && len(m.Text) > t.maxText {
 		// A retry cannot make it fit; the platform would only fail it.
-		return imv2.Permanent(fmt.Errorf("display: the text is %d bytes, over the platform's %d (MaxTextBytes)", len(m.Text), t.maxText))
+		return imv2.Refused(fmt.Errorf("display: the text is %d bytes, over the platform's %d (MaxTextBytes)", len(m.Text), t.maxText))
 	}
 	t.mu.Lock()
 	if t.closed {

@@ -141,9 +141,9 @@ func TestTyping_C6_ClearedOnFirstDisplayedDelta(t *testing.T) {
 			ctx := context.Background()
 			tg, r, clk := newTarget(t, func(r *rec) display.Platform { return platformFor(r, mode, true) }, display.Options{})
 			require.NoError(t, tg.SetActivity(ctx, "ch", thinking))
-			require.NoError(t, tg.UpdateDraft(ctx, "ch", "m1", "Hel"))
+			requireDraft(t, tg, tg.UpdateDraft(ctx, "ch", "m1", "Hel"))
 			clk.Advance(time.Second)
-			require.NoError(t, tg.UpdateDraft(ctx, "ch", "m1", "Hello"))
+			requireDraft(t, tg, tg.UpdateDraft(ctx, "ch", "m1", "Hello"))
 			clk.Advance(time.Second)
 			var got []string
 			for _, c := range r.all() {
@@ -196,7 +196,7 @@ func TestTyping_C8_TyperErrorNeverFailsMessage(t *testing.T) {
 
 	require.ErrorIs(t, tg.SetActivity(ctx, "ch", thinking), boom) // for the Channel's log
 	clk.Advance(4 * time.Second)                                  // refresh fails: logged
-	require.NoError(t, tg.UpdateDraft(ctx, "ch", "m1", "a"))      // first delta clears: fails, logged
+	requireDraft(t, tg, tg.UpdateDraft(ctx, "ch", "m1", "a"))     // first delta clears: fails, logged
 	require.ErrorIs(t, tg.SetActivity(ctx, "ch", thinking), boom)
 	require.NoError(t, tg.PostMessage(ctx, "ch", msg("m1", "ab", 0))) // clearing fails: logged
 	require.ErrorIs(t, tg.SetActivity(ctx, "ch", thinking), boom)

@@ -19,7 +19,7 @@ func FuzzAccountOf(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		acc, err := AccountOf(data)
 		if err != nil {
-			if imv2.IsRetryable(err) || !errors.Is(err, &imv2.Error{Code: protocol.CodeConnectionNotAuthenticated}) {
+			if imv2.SafeToRetry(err) || !errors.Is(err, &imv2.Error{Code: protocol.CodeConnectionNotAuthenticated}) {
 				t.Fatalf("AccountOf(%q) = %v; want a permanent connection_not_authenticated", data, err)
 			}
 			return

@@ -112,7 +112,7 @@ func AccountOf(data []byte) (Account, error) {
 	var a Account
 	if err := json.Unmarshal(data, &a); err != nil || a.AccessToken == "" {
 		e := imv2.Errorf(protocol.CodeConnectionNotAuthenticated, "matrixbridge: channel is not bound to a Matrix room")
-		return Account{}, imv2.Permanent(e)
+		return Account{}, imv2.Refused(e)
 	}
 	return a, nil
 }

@@ -52,7 +52,7 @@
 // homeserver deduplicates a resend for the same access token within its
 // transaction cache window; the Bridge is a connector.IdempotentPlatform.
 // Homeserver errors map to the ack's retryable flag (A8): 429 (with its
-// retry_after_ms as connector.RetryAfter), 5xx and network failures
+// retry_after_ms as imv2.RetryAfter), 5xx and network failures
 // retryable — the kit retries them in order first; 400, 401, 403, 404, 413
 // permanent.
 //

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/xagentkit/imv2"
-	"github.com/xagentkit/imv2/connector"
 	"maunium.net/go/mautrix"
 )
 
@@ -35,7 +34,7 @@ func (e *matrixError) Unwrap() error { return e.cause }
 
 // classify marks a mautrix error for the ack (A8): a rate limit (429, with
 // the homeserver's retry_after_ms handed to the kit's pacing as
-// connector.RetryAfter), a homeserver error (5xx) or a failure without an
+// imv2.RetryAfter), a homeserver error (5xx) or a failure without an
 // HTTP response is retryable — the kit retries it in order; every other
 // status (400, 401 token gone, 403 not in the room, 404, 413 too large)
 // is permanent: the same request fails again. A nil err stays nil.
@@ -60,12 +59,12 @@ func classify(op string, err error) error {
 	}
 	switch {
 	case me.status == http.StatusTooManyRequests && wait > 0:
-		return connector.RetryAfter(imv2.Retryable(me), time.Duration(wait)*time.Millisecond)
+		return imv2.RetryAfter(me, time.Duration(wait)*time.Millisecond)
 	case me.status == 0, me.status == http.StatusTooManyRequests, me.status >= 500,
 		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return imv2.Retryable(me)
+		return imv2.NotPosted(me)
 	}
-	return imv2.Permanent(me)
+	return imv2.Refused(me)
 }
 
 // statusOf returns the HTTP status of a classified error, 0 if none.

@@ -154,7 +154,7 @@ func (br *Bridge) convert(ctx context.Context, cli *mautrix.Client, acc Account,
 	}
 	data, mime, err := br.download(ctx, acc, c)
 	switch {
-	case err != nil && imv2.IsRetryable(err):
+	case err != nil && imv2.SafeToRetry(err):
 		return connector.InboundEvent{}, false, err
 	case err != nil:
 		br.log.Info("matrixbridge: media not downloadable; forwarded without it", "room", room, "err", err)
@@ -189,7 +189,7 @@ var fileTypes = map[event.MessageType]bool{event.MsgImage: true, event.MsgVideo:
 func (br *Bridge) download(ctx context.Context, acc Account, c *event.MessageEventContent) ([]byte, string, error) {
 	mxc, err := c.URL.Parse()
 	if c.URL == "" || err != nil {
-		return nil, "", imv2.Permanent(errors.New("encrypted or URL-less media"))
+		return nil, "", imv2.Refused(errors.New("encrypted or URL-less media"))
 	}
 	var trusted []string
 	if hs, err := url.Parse(acc.Homeserver); err == nil && br.cfg.PrivateHomeservers {
@@ -197,30 +197,30 @@ func (br *Bridge) download(ctx context.Context, acc Account, c *event.MessageEve
 	}
 	guarded, err := xfiles.GuardedClient(br.http, trusted...)
 	if err != nil {
-		return nil, "", imv2.Permanent(err)
+		return nil, "", imv2.Refused(err)
 	}
 	defer guarded.CloseIdleConnections()
 	cli := br.client(acc)
 	cli.Client = guarded
 	resp, err := cli.Download(ctx, mxc)
 	if errors.Is(err, xfiles.ErrRefusedURL) {
-		return nil, "", imv2.Permanent(err)
+		return nil, "", imv2.Refused(err)
 	}
 	if st := statusOf(classify("", err)); err != nil && (st == http.StatusNotFound || st == http.StatusMethodNotAllowed || st == http.StatusBadRequest) {
 		_, resp, err = cli.MakeFullRequestWithResp(ctx, mautrix.FullRequest{Method: http.MethodGet, DontReadResponse: true,
 			URL: cli.BuildURL(mautrix.MediaURLPath{"v3", "download", mxc.Homeserver, mxc.FileID})})
 	}
 	if errors.Is(err, xfiles.ErrRefusedURL) {
-		return nil, "", imv2.Permanent(err)
+		return nil, "", imv2.Refused(err)
 	} else if err != nil {
 		return nil, "", classify("download media", err)
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, connector.DefaultMaxFileBytes+1))
 	if err != nil {
-		return nil, "", imv2.Retryable(err)
+		return nil, "", imv2.NotPosted(err)
 	} else if len(data) > connector.DefaultMaxFileBytes {
-		return nil, "", imv2.Permanent(errors.New("media larger than the file limit"))
+		return nil, "", imv2.Refused(errors.New("media larger than the file limit"))
 	}
 	mime := resp.Header.Get("Content-Type")
 	if c.Info != nil && c.Info.MimeType != "" {

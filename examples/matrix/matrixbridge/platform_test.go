@@ -49,7 +49,7 @@ func TestSend_A8_MatrixErrorsMapped(t *testing.T) {
 		hs.failNext(c.status, c.errcode)
 		err := send(t, p, "ch", &imv2.ChatMessage{MessageID: "m", Text: "hi"})
 		require.Error(t, err, "HTTP %d", c.status)
-		require.Equal(t, c.retryable, imv2.IsRetryable(err), "HTTP %d %s", c.status, c.errcode)
+		require.Equal(t, c.retryable, imv2.SafeToRetry(err), "HTTP %d %s", c.status, c.errcode)
 		text := err.Error()
 		require.Contains(t, text, "HTTP")
 		for _, leak := range []string{"tok-SECRET", hs.srv.URL, "secret-ish", "!room"} {
@@ -63,7 +63,7 @@ func TestSend_A8_MatrixErrorsMapped(t *testing.T) {
 }
 
 // TestSend_A8_RateLimitCarriesRetryAfter: a 429 with retry_after_ms hands
-// the delay to the kit's pacing (connector.RetryAfter), retryable.
+// the delay to the kit's pacing (imv2.RetryAfter), retryable.
 func TestSend_A8_RateLimitCarriesRetryAfter(t *testing.T) {
 	hs := newFakeHS(t)
 	p, _ := hs.bound(t)
@@ -71,8 +71,8 @@ func TestSend_A8_RateLimitCarriesRetryAfter(t *testing.T) {
 	hs.fail = append(hs.fail, fakeFail{status: http.StatusTooManyRequests, errcode: "M_LIMIT_EXCEEDED", retryAfterMS: 1500})
 	hs.mu.Unlock()
 	err := send(t, p, "ch", &imv2.ChatMessage{MessageID: "m", Text: "hi"})
-	require.True(t, imv2.IsRetryable(err))
-	d, ok := connector.RetryAfterOf(err)
+	require.True(t, imv2.SafeToRetry(err))
+	d, ok := imv2.RetryAfterOf(err)
 	require.True(t, ok, "429 carries its retry_after_ms")
 	require.Equal(t, 1500*time.Millisecond, d)
 }
@@ -83,7 +83,7 @@ func TestSend_A8_UnreachableIsRetryable(t *testing.T) {
 	hs.srv.Close()
 	err := send(t, p, "ch", &imv2.ChatMessage{MessageID: "m", Text: "hi"})
 	require.Error(t, err)
-	require.True(t, imv2.IsRetryable(err))
+	require.True(t, imv2.SafeToRetry(err))
 	require.NotContains(t, err.Error(), hs.srv.URL)
 }
 
@@ -92,7 +92,7 @@ func TestSend_A8_UnboundChannelIsPermanent(t *testing.T) {
 	p, _ := hs.bound(t)
 	err := send(t, p, "other", &imv2.ChatMessage{MessageID: "m", Text: "hi"})
 	require.Error(t, err)
-	require.False(t, imv2.IsRetryable(err))
+	require.False(t, imv2.SafeToRetry(err))
 	require.True(t, errors.Is(err, &imv2.Error{Code: protocol.CodeConnectionNotAuthenticated}))
 }
 
@@ -115,7 +115,7 @@ func TestSend_M12_FilesAfterTextSameTxnOnRetry(t *testing.T) {
 	hs.failRequest(5, http.StatusBadGateway)
 	err = send(t, p, "ch", m)
 	require.Error(t, err)
-	require.True(t, imv2.IsRetryable(err), "M12: not accepted until every event was sent")
+	require.True(t, imv2.SafeToRetry(err), "M12: not accepted until every event was sent")
 	require.NoError(t, send(t, p, "ch", m))
 
 	events, _, uploads := hs.snapshot()

@@ -304,9 +304,3 @@ func (br *Bridge) Listen(ctx context.Context, b state.Binding, in connector.Inbo
 		return in.Receive(ctx, ev)
 	})
 }
-
-// notPosted and permanent mark an error for the kit's retries.
-var (
-	notPosted = imv2.Retryable
-	permanent = imv2.Permanent
-)

@@ -236,13 +236,13 @@ func (br *Bridge) session(ctx context.Context, wait bool) (*xmpp.Session, <-chan
 func (br *Bridge) send(ctx context.Context, confirm bool, v any) error {
 	s, _, err := br.session(ctx, false)
 	if err != nil {
-		return notPosted(err)
+		return imv2.NotPosted(err)
 	}
 	if b, err := xml.Marshal(v); err != nil || len(b) > br.cfg.MaxStanzaBytes {
-		return permanent(fmt.Errorf("xmpp: the message is larger than the server takes (%d bytes, MaxStanzaBytes %d) or not XML: %v", len(b), br.cfg.MaxStanzaBytes, err))
+		return imv2.Refused(fmt.Errorf("xmpp: the message is larger than the server takes (%d bytes, MaxStanzaBytes %d) or not XML: %v", len(b), br.cfg.MaxStanzaBytes, err))
 	}
 	if err := s.Encode(ctx, v); err != nil {
-		return notPosted(fmt.Errorf("xmpp: send: %w", err))
+		return imv2.NotPosted(fmt.Errorf("xmpp: send: %w", err))
 	}
 	if confirm {
 		if err := ping.Send(ctx, s, br.me.Domain()); err != nil {
@@ -281,26 +281,26 @@ func (br *Bridge) chatState(ctx context.Context, key, name string) error {
 func (br *Bridge) attach(ctx context.Context, key, id, name, mime string, size int64, r io.Reader) error {
 	s, _, err := br.session(ctx, false)
 	if err != nil {
-		return notPosted(err)
+		return imv2.NotPosted(err)
 	}
 	mime = cmp.Or(mime, "application/octet-stream")
 	slot, err := upload.GetSlot(ctx, upload.File{Name: name, Size: int(size), Type: mime}, br.upload, s)
 	if err != nil {
-		return notPosted(fmt.Errorf("xmpp: upload slot: %w", err))
+		return imv2.NotPosted(fmt.Errorf("xmpp: upload slot: %w", err))
 	}
 	req, err := slot.Put(ctx, r)
 	if err != nil {
-		return notPosted(err)
+		return imv2.NotPosted(err)
 	}
 	req.ContentLength = size
 	req.Header.Set("Content-Type", mime)
 	resp, err := br.cfg.HTTPClient.Do(req)
 	if err != nil {
-		return notPosted(fmt.Errorf("xmpp: upload: %w", err))
+		return imv2.NotPosted(fmt.Errorf("xmpp: upload: %w", err))
 	}
 	_ = resp.Body.Close()
 	if resp.StatusCode/100 != 2 {
-		return notPosted(fmt.Errorf("xmpp: upload: HTTP %d", resp.StatusCode))
+		return imv2.NotPosted(fmt.Errorf("xmpp: upload: HTTP %d", resp.StatusCode))
 	}
 	url := slot.GetURL.String()
 	to, typ := peer(key)

@@ -11,6 +11,7 @@ package brokenconnector
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
@@ -73,6 +74,7 @@ const (
 	FingerprintURL        Flaw = "fingerprint-url"         // K3.d: a resend with a new download_url or expires_at is a conflict (S6)
 	DraftOvertakes        Flaw = "draft-overtakes"         // K2.e: a final-only message waits out a rate limit in the background while the next message's drafts show at once (M14)
 	FirstDraftOvertakes   Flaw = "first-draft-overtakes"   // K2.e: a message's first draft waits out a rate limit in the background while the next message's first draft shows at once (M14, D8)
+	FinalsInArrivalOrder  Flaw = "finals-in-arrival-order" // K2.f: buffered, a reply's final is posted at once though a reply that started before it has not ended (M14)
 	RejectRetryable       Flaw = "reject-retryable"        // every check whose final must be accepted: every valid final is rejected retryable, however often it is resent (A8, M12)
 )
 
@@ -83,7 +85,7 @@ var Flaws = []Flaw{
 	NoRequestID, SilentInvalid, BufferTempText, UnboundedDeltas, LeakSessionID, UnsignedDownload,
 	AcceptUnknownFile, DropFiles, LenientDelta, AckBeforePost, AcceptSync, NewIDOnReconnect,
 	ResendHistory, ActivityUnsupported, IgnoreBadActivity, ActivityForever, StrictAckText, DeepFileNames,
-	PlainToolName, FingerprintURL, DraftOvertakes, FirstDraftOvertakes, RejectRetryable,
+	PlainToolName, FingerprintURL, DraftOvertakes, FirstDraftOvertakes, RejectRetryable, FinalsInArrivalOrder,
 }
 
 // CardID is the fixture's connector_card_id.
@@ -147,12 +149,29 @@ type channel struct {
 	acked     []*userMsg
 	typing    bool
 	typeTimer *time.Timer // the activity timeout of a shown status
+	// Buffered, replies are posted in the order they started: places
+	// counts them (a stream's first delta, or a final without one), held
+	// are finals waiting for a reply that started before them.
+	places uint64
+	held   []heldFinal
 }
+
+// heldFinal is a buffered final waiting for the replies before it.
+type heldFinal struct {
+	place uint64
+	post  func()
+	timer *time.Timer // ends the wait after holdFinalsFor
+}
+
+// holdFinalsFor is the longest a buffered final waits for a reply that
+// started before it and has not ended (one abandoned).
+const holdFinalsFor = time.Second
 
 type stream struct {
 	text    strings.Builder
 	ends    []int
 	touched time.Time
+	place   uint64 // the order it started in (channel.places)
 }
 
 type userMsg struct {
@@ -676,10 +695,66 @@ func (s *session) onMessage(ch *channel, p *imv2.Packet) {
 		}()
 		return
 	}
-	for _, e := range posts {
-		c.cfg.Sink(e)
+	post := func() {
+		for _, e := range posts {
+			c.cfg.Sink(e)
+		}
+		s.ack(p, m.MessageID, imv2.AckAccepted, nil)
 	}
-	s.ack(p, m.MessageID, imv2.AckAccepted, nil)
+	if !c.cfg.Buffered || c.has(FinalsInArrivalOrder) {
+		post()
+		return
+	}
+	place := ch.places + 1
+	if st != nil {
+		place = st.place
+	} else {
+		ch.places++
+	}
+	if ch.startedBefore(place) {
+		h := heldFinal{place: place, post: post}
+		h.timer = time.AfterFunc(holdFinalsFor, func() {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			ch.release(func(f heldFinal) bool { return f.place <= place })
+		})
+		ch.held = append(ch.held, h)
+		slices.SortFunc(ch.held, func(a, b heldFinal) int { return cmp.Compare(a.place, b.place) })
+		return
+	}
+	post()
+	ch.release(nil)
+}
+
+// startedBefore reports whether a reply that started before place has
+// not ended: a stream without its final, or a held final.
+func (ch *channel) startedBefore(place uint64) bool {
+	for _, st := range ch.streams {
+		if st.place < place {
+			return true
+		}
+	}
+	return len(ch.held) > 0 && ch.held[0].place < place
+}
+
+// release posts the held finals that may go now, in order: those with no
+// earlier reply still open, and those due picks (waited long enough).
+func (ch *channel) release(due func(heldFinal) bool) {
+	for len(ch.held) > 0 {
+		f := ch.held[0]
+		open := false
+		for _, st := range ch.streams {
+			if st.place < f.place {
+				open = true
+			}
+		}
+		if open && (due == nil || !due(f)) {
+			return
+		}
+		ch.held = ch.held[1:]
+		f.timer.Stop()
+		f.post()
+	}
 }
 
 // ack answers a chat.message, with the flaws that spoil acks.
@@ -744,7 +819,8 @@ func (s *session) onDelta(ch *channel, p *imv2.Packet) {
 			s.fail(p, imv2.CodeDeltaSequenceGap, "a stream starts at 1")
 			return
 		}
-		st = &stream{}
+		ch.places++
+		st = &stream{place: ch.places}
 		ch.streams[d.MessageID] = st
 	}
 	n := int64(len(st.ends))
