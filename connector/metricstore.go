@@ -176,11 +176,31 @@ func (c *countedStore) Channels(ctx context.Context, key string) ([]string, erro
 
 // completed is the view the Channels get as their CompletedStore: a
 // ClaimStore when the Store is one, so they still claim before posting.
+// It keeps results (state.ResultStore: a tool call's answer, W13) when
+// the Store is both.
 func (c *countedStore) completed() imv2.CompletedStore {
-	if cs, ok := c.s.(imv2.ClaimStore); ok {
-		return claimView{c, cs}
+	cs, ok := c.s.(imv2.ClaimStore)
+	if !ok {
+		return c
 	}
-	return c
+	if rs, ok := c.s.(state.ResultStore); ok {
+		return resultView{claimView{c, cs}, rs}
+	}
+	return claimView{c, cs}
+}
+
+type resultView struct {
+	claimView
+	rs state.ResultStore
+}
+
+func (v resultView) RecordResult(ctx context.Context, channelID, messageID string, fp imv2.Fingerprint, result []byte) error {
+	return v.write("completed", "record", v.rs.RecordResult(ctx, channelID, messageID, fp, result))
+}
+
+func (v resultView) LookupResult(ctx context.Context, channelID, messageID string) (imv2.Fingerprint, []byte, bool, error) {
+	fp, res, ok, err := v.rs.LookupResult(ctx, channelID, messageID)
+	return fp, res, ok, v.count("completed", "lookup", err)
 }
 
 type claimView struct {
