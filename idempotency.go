@@ -150,6 +150,9 @@ type memoryCompletedStore struct {
 	// claims are the messages whose side effect is running (ClaimStore,
 	// claimmemory.go); Record and DropChannel remove them. claimIndex
 	// indexes them by channel.
+	// results are the results kept with records (state.ResultStore,
+	// memresult.go); a record's leaves with it (lru's onEvict).
+	results       map[completedKey][]byte
 	claims        map[completedKey]claimRecord
 	claimsRemoved int // deletes from claims since it was made (mapcompact.go)
 	claimIndex    channelIndex
@@ -245,7 +248,8 @@ type completedRecord struct {
 // in the store's buffer: measured at 100,000 records with 40-byte IDs,
 // 236 B/record (BenchmarkMemoryCompletedStore_ScanHeap). The bound, with
 // both IDs at MaxIDBytes, is about 2.2 KiB per record, some 210 MiB at
-// DefaultCompletedCap.
+// DefaultCompletedCap. A result kept with a record (state.ResultStore, by
+// the data plane for a tool call) adds its bytes, at most 16 KiB.
 func NewMemoryCompletedStore(capacity int, ttl time.Duration, clk clock.Clock) ClaimStarter {
 	return newMemoryCompletedStore(capacity, ttl, clk)
 }
@@ -281,8 +285,13 @@ func (s *memoryCompletedStore) Lookup(_ context.Context, channelID, messageID st
 func (s *memoryCompletedStore) Record(ctx context.Context, channelID, messageID string, fp Fingerprint) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.recordLocked(ctx, channelID, messageID, fp)
+	return nil
+}
+
+func (s *memoryCompletedStore) recordLocked(ctx context.Context, channelID, messageID string, fp Fingerprint) {
 	if s.lru == nil {
-		s.lru = newRecordFIFO(s.capacity, nil)
+		s.lru = newRecordFIFO(s.capacity, s.dropResult)
 	}
 	now := s.clock.Now()
 	s.sweep(now)
@@ -290,7 +299,6 @@ func (s *memoryCompletedStore) Record(ctx context.Context, channelID, messageID 
 	s.addRecord(k, s.groupOf(ctx, channelID), completedRecord{fp: fp, expires: now.Add(s.ttl)}) // a re-record moves to the back of the FIFO
 	s.deleteClaim(k)                                                                            // completes a claim, whoever holds it
 	s.compact()
-	return nil
 }
 
 // compact rebuilds the store's maps that churn has grown
@@ -382,6 +390,9 @@ func (s *memoryCompletedStore) Handover(ctx context.Context, from, to string) er
 			s.lru.Remove(nk)
 		}
 		s.addRecord(nk, group, c.r)
+		if res, ok := s.results[completedKey{from, c.id}]; ok {
+			s.results[nk] = res // never written to: shared
+		}
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/clock"
+	"github.com/xagentkit/imv2/state"
 	"github.com/xagentkit/imv2/storetest"
 )
 
@@ -33,5 +34,11 @@ func TestMemoryStores_S9_Independent(t *testing.T) {
 func TestMemoryCompletedStore_S8_ClaimContract(t *testing.T) {
 	storetest.TestClaimStore(t, func(t *testing.T, ttl time.Duration, clock clock.Clock) imv2.ClaimStore {
 		return imv2.NewMemoryCompletedStore(0, ttl, clock)
+	}, nil)
+}
+
+func TestMemoryCompletedStore_W13_ResultContract(t *testing.T) {
+	storetest.TestResultStore(t, func(t *testing.T, capacity int, ttl time.Duration, clock clock.Clock) state.ResultStore {
+		return imv2.NewMemoryCompletedStore(capacity, ttl, clock).(state.ResultStore)
 	}, nil)
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/internal/connid"
+	"github.com/xagentkit/imv2/state"
 )
 
 const (
@@ -61,6 +62,51 @@ func (s *Store) Lookup(ctx context.Context, channelID, messageID string) (imv2.F
 // shares of completedshare.go (the channel's group is the connector_id
 // ctx carries, internal/connid); a few expired records go too.
 func (s *Store) Record(ctx context.Context, channelID, messageID string, fp imv2.Fingerprint) error {
+	return s.record(ctx, channelID, messageID, fp, nil)
+}
+
+// RecordResult implements state.ResultStore: Record, with result kept in
+// completed_results under the record's key in the same transaction. It
+// goes with its record (completedTx.remove), however the record goes.
+func (s *Store) RecordResult(ctx context.Context, channelID, messageID string, fp imv2.Fingerprint, result []byte) error {
+	if len(result) > state.MaxResultBytes {
+		return imv2.Errorf(imv2.CodeInvalidPacket, "result is %d bytes; at most %d are kept", len(result), state.MaxResultBytes)
+	}
+	if result == nil {
+		result = []byte{} // bbolt keeps an empty value, not a nil one
+	}
+	return s.record(ctx, channelID, messageID, fp, result)
+}
+
+// LookupResult implements state.ResultStore.
+func (s *Store) LookupResult(ctx context.Context, channelID, messageID string) (imv2.Fingerprint, []byte, bool, error) {
+	key, err := recordKey(channelID, messageID)
+	if err != nil {
+		return imv2.Fingerprint{}, nil, false, err
+	}
+	var fp imv2.Fingerprint
+	var result []byte
+	var found bool
+	err = s.view(ctx, func(tx *bolt.Tx) error {
+		v := tx.Bucket(bucketCompleted).Get(key)
+		if len(v) != completedValueLen || beUint64(v[:8]) <= s.expiredCutoff() {
+			return nil
+		}
+		copy(fp[:], v[16:])
+		found = true
+		if r := tx.Bucket(bucketCompletedResults).Get(key); r != nil {
+			result = append([]byte{}, r...) // bbolt's memory is the transaction's
+		}
+		return nil
+	})
+	if err != nil {
+		return imv2.Fingerprint{}, nil, false, err
+	}
+	return fp, result, found, nil
+}
+
+// record is Record, keeping result with the record unless it is nil.
+func (s *Store) record(ctx context.Context, channelID, messageID string, fp imv2.Fingerprint, result []byte) error {
 	key, err := recordKey(channelID, messageID)
 	if err != nil {
 		return err
@@ -107,6 +153,11 @@ func (s *Store) Record(ctx context.Context, channelID, messageID string, fp imv2
 		value = append(append(value, orderKey...), fp[:]...)
 		if err := c.put(key, value, group); err != nil {
 			return err
+		}
+		if result != nil {
+			if err := c.results.Put(key, result); err != nil {
+				return err
+			}
 		}
 		if err := tx.Bucket(bucketClaims).Delete(key); err != nil { // completes a claim (claim.go)
 			return err
@@ -216,6 +267,11 @@ func (s *Store) Handover(ctx context.Context, from, to string) error {
 			orderKey := binary.BigEndian.AppendUint64(bytes.Clone(v[:8]), seq) // the original time: same age
 			if err := c.put(key, append(orderKey, v[16:]...), group); err != nil {
 				return err
+			}
+			if res := c.results.Get(append(bytes.Clone(prefix), r.id...)); res != nil {
+				if err := c.results.Put(key, bytes.Clone(res)); err != nil {
+					return err
+				}
 			}
 			copied++
 		}

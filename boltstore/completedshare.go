@@ -39,8 +39,8 @@ const resendHorizon = time.Hour
 // completedTx is the completed records' buckets and counters within one
 // write transaction; flush writes the counters back.
 type completedTx struct {
-	meta, recs, order, byChan, chans, groups *bolt.Bucket
-	count, channels, ngroups                 uint64
+	meta, recs, order, byChan, chans, groups, results *bolt.Bucket
+	count, channels, ngroups                          uint64
 }
 
 func openCompleted(tx *bolt.Tx) *completedTx {
@@ -52,6 +52,7 @@ func openCompleted(tx *bolt.Tx) *completedTx {
 		byChan:   tx.Bucket(bucketCompletedByChannel),
 		chans:    tx.Bucket(bucketCompletedChannels),
 		groups:   tx.Bucket(bucketCompletedGroups),
+		results:  tx.Bucket(bucketCompletedResults),
 		count:    getU64(meta, keyCompletedCount),
 		channels: getU64(meta, keyCompletedChannels),
 		ngroups:  getU64(meta, keyCompletedGroups),
@@ -188,6 +189,9 @@ func (c *completedTx) remove(key, value []byte) error {
 		}
 	}
 	if err := c.recs.Delete(key); err != nil {
+		return err
+	}
+	if err := c.results.Delete(key); err != nil { // a result goes with its record
 		return err
 	}
 	c.count -= min(c.count, 1)

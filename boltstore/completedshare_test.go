@@ -263,3 +263,73 @@ func TestOpen_S6_MigratesLayout2ToGroups(t *testing.T) {
 		}
 	}
 }
+
+// TestOpen_W13_MigratesLayout3ToResults: a file of layout 3 (no
+// completed_results) opens as layout 4 with its records as they were and
+// none with a result; a result recorded then survives a reopen and goes
+// with its record.
+func TestOpen_W13_MigratesLayout3ToResults(t *testing.T) {
+	clk := fakeclock.New(t0)
+	path := filepath.Join(t.TempDir(), "imv2.db")
+	opts := Options{CompletedCap: 10, Clock: clk}
+	s, err := Open(path, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	record(t, s, "old1", "o1")
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		if err := tx.DeleteBucket(bucketCompletedResults); err != nil {
+			return err
+		}
+		return tx.Bucket(bucketMeta).Put(keyLayoutVersion, u64(3))
+	})
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	s, err = Open(path, opts)
+	if err != nil {
+		t.Fatalf("Open of layout 3: %v", err)
+	}
+	checkConsistent(t, s)
+	ctx := context.Background()
+	if _, r, ok, err := s.LookupResult(ctx, "old1", "o1"); err != nil || !ok || r != nil {
+		t.Fatalf("the migrated record: %q, %v, %v", r, ok, err)
+	}
+	if err := s.RecordResult(ctx, "new", "t", imv2.Fingerprint{1}, []byte("res")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err = Open(path, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	if _, r, ok, err := s.LookupResult(ctx, "new", "t"); err != nil || !ok || string(r) != "res" {
+		t.Fatalf("a result after the migration and a reopen: %q, %v, %v", r, ok, err)
+	}
+	if err := s.DropChannel(ctx, "new"); err != nil {
+		t.Fatal(err)
+	}
+	err = s.db.View(func(tx *bolt.Tx) error {
+		if n := tx.Bucket(bucketCompletedResults).Stats().KeyN; n != 0 {
+			return fmt.Errorf("%d results left after their records went", n)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

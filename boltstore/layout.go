@@ -21,9 +21,9 @@ import (
 // mid-migration leaves the old file intact. A file with a version above
 // LayoutVersion was written by a newer build; Open refuses it rather than
 // guess (ErrLayoutVersion).
-const LayoutVersion = 3
+const LayoutVersion = 4
 
-// Bucket layout, version 3. key(ch, id) is the channel ID, one 0x00 byte and
+// Bucket layout, version 4. key(ch, id) is the channel ID, one 0x00 byte and
 // the message ID; channel IDs may not contain 0x00, so the first 0x00 splits
 // a key and "ch"+0x00 is a prefix of exactly one channel's keys.
 // seq is a bucket sequence number and t a time in sortable form (timeKey),
@@ -45,12 +45,15 @@ const LayoutVersion = 3
 //	                                    the channel and its group
 //	completed_groups 'g' connector_id → uint64 ‖ uint64, records and
 //	                                    channels of the group
+//	completed_results key(ch, id)     → result (at most state.MaxResultBytes)
+//	                                    of the record of the same key
+//	                                    (state.ResultStore); removed with it
 //
 // Version 2 added completed_by_channel, completed_counts (the uint64) and
 // completed_channels, for the shares of completedshare.go; version 3 the
-// groups, per connector_id. migrate fills them from the records of the
-// version before (the group of none: a file does not know its channels'
-// connector_ids).
+// groups, per connector_id; version 4 completed_results. migrate fills
+// them from the records of the version before (the group of none: a file
+// does not know its channels' connector_ids; no record has a result).
 var (
 	bucketMeta           = []byte("meta")
 	bucketPending        = []byte("pending")
@@ -63,6 +66,8 @@ var (
 	bucketCompletedChannels  = []byte("completed_counts")
 	// Layout 3.
 	bucketCompletedGroups = []byte("completed_groups")
+	// Layout 4.
+	bucketCompletedResults = []byte("completed_results")
 
 	keyLayoutVersion     = []byte("layout_version")
 	keyCompletedCount    = []byte("completed_count")
@@ -72,7 +77,7 @@ var (
 
 func allBuckets() [][]byte {
 	return [][]byte{bucketMeta, bucketPending, bucketPendingIDs, bucketPendingCount, bucketCompleted, bucketCompletedOrder,
-		bucketCompletedByChannel, bucketCompletedChannels, bucketCompletedGroups}
+		bucketCompletedByChannel, bucketCompletedChannels, bucketCompletedGroups, bucketCompletedResults}
 }
 
 // initLayout creates the layout in an empty file, checks the version of an
@@ -142,6 +147,9 @@ func migrate(tx *bolt.Tx, from uint64) error {
 		return migrateShares(tx)
 	case 2:
 		return migrateGroups(tx)
+	case 3: // results: none kept before
+		_, err := tx.CreateBucketIfNotExists(bucketCompletedResults)
+		return err
 	}
 	return fmt.Errorf("no migration from layout %d", from)
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/xagentkit/imv2/boltstore"
 	"github.com/xagentkit/imv2/clock"
 	"github.com/xagentkit/imv2/fakeclock"
+	"github.com/xagentkit/imv2/state"
 	"github.com/xagentkit/imv2/storetest"
 )
 
@@ -210,9 +211,9 @@ func TestOpen_Layout(t *testing.T) {
 	}{
 		{
 			name:    "newer version",
-			prepare: func(t *testing.T, path string) { writeMeta(t, path, 4) },
+			prepare: func(t *testing.T, path string) { writeMeta(t, path, 5) },
 			is:      boltstore.ErrLayoutVersion,
-			want:    "has layout version 4; this build reads up to 3",
+			want:    "has layout version 5; this build reads up to 4",
 		},
 		{
 			name:    "far newer version",
@@ -441,6 +442,15 @@ func TestStore_S4_SmallerCapOnReopen(t *testing.T) {
 			t.Errorf("Lookup(%s) = %v, %v; want %v", id, ok, err, want)
 		}
 	}
+}
+
+func TestStore_W13_ResultContract(t *testing.T) {
+	o := newOpener()
+	storetest.TestResultStore(t, func(t *testing.T, capacity int, ttl time.Duration, clock clock.Clock) state.ResultStore {
+		return o.open(t, tempPath(t), boltstore.Options{CompletedCap: capacity, CompletedTTL: ttl, Clock: clock})
+	}, func(t *testing.T, s state.ResultStore) state.ResultStore {
+		return o.reopen(t, s.(*boltstore.Store))
+	})
 }
 
 func TestStore_S8_ClaimContract(t *testing.T) {

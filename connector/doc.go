@@ -138,7 +138,8 @@
 // Every limit has a HandlerConfig field; zero takes the default:
 //
 //	MaxUploadBytes        32 MiB per uploaded file (413 above)
-//	MaxConcurrentUploads  8 upload bodies read at once (503 uploads_busy above)
+//	MaxConcurrentUploads  8 upload bodies read at once beyond the peers' floors of
+//	                      1 each (for up to 64 connector_ids; 503 uploads_busy above)
 //	FileTTL               1 h  lifetime of a stored file (NewMemoryFileStore)
 //	URLTTL                1 h  lifetime of a signed download URL
 //	UploadTimeout         5 min to read a body of the largest size; in proportion
@@ -178,7 +179,8 @@
 //
 // # Uploads and memory
 //
-// An upload takes one of MaxConcurrentUploads slots and reserves its
+// An upload takes an upload slot (its peer's floor of one, held by at most
+// 64 peers at once, else one of MaxConcurrentUploads shared) and reserves its
 // declared size (Content-Length, or MaxUploadBytes for a chunked body) in
 // the store before its body is read; either failing is 503 with
 // Retry-After and nothing read. The file part streams into the store,
@@ -189,10 +191,10 @@
 // pieces). HTTP/1.1 serves one request at a time, so that is also the
 // bound per connection. Per Handler the worst case is
 //
-//	MaxConcurrentUploads × UploadOverheadBytes      8 × 256 KiB = 2 MiB
+//	(64 + MaxConcurrentUploads) × UploadOverheadBytes   72 × 256 KiB = 18 MiB
 //	+ file bytes in flight (MemoryFileStore only), within the store's total
-//	  cap shared with the files already stored:      256 MiB
+//	  cap shared with the files already stored:           256 MiB
 //
-// so a default Handler with the default MemoryFileStore holds at most 258 MiB
-// for files stored and in flight, and with a DiskFileStore 2 MiB of RAM.
+// so a default Handler with the default MemoryFileStore holds at most 274 MiB
+// for files stored and in flight, and with a DiskFileStore 18 MiB of RAM.
 package connector

@@ -19,3 +19,6 @@ func Closed(k *Connector) bool {
 		return false
 	}
 }
+
+// UploadSlotFloor is the upload slots each peer may always hold.
+const UploadSlotFloor = uploadSlotFloor

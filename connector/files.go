@@ -28,9 +28,9 @@ type uploadResponse struct {
 // capped at MaxUploadBytes while it is read, everything before it (part
 // headers and the small fields) is capped at formOverhead, and the whole
 // body is capped by http.MaxBytesReader, so no temporary file and no
-// unbounded buffer. Before any byte of the body is read it takes one of
-// MaxConcurrentUploads slots and, from a Reserver store, the room for the
-// declared size: either missing is 503 with Retry-After, the connection
+// unbounded buffer. Before any byte of the body is read it takes an upload
+// slot (its peer's floor, else one of MaxConcurrentUploads shared) and,
+// from a Reserver store, the room for the declared size: either missing is 503 with Retry-After, the connection
 // closed, nothing read.
 func (h *Handler) serveUpload(w http.ResponseWriter, r *http.Request) {
 	ch := r.Header.Get(HeaderChannelID)
@@ -50,17 +50,20 @@ func (h *Handler) serveUpload(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusRequestEntityTooLarge, CodeFileTooLarge, "upload is over the size limit")
 		return
 	}
-	select {
-	case h.uploads <- struct{}{}:
-		defer func() { <-h.uploads }()
-	default:
+	ctx := r.Context()
+	peer := "h" + ch              // no connector_id known: the channel is its own peer, as in quota
+	if h.cfg.ConnectorOf != nil { // slots and the stores' upload room are shared per peer
+		id := h.cfg.ConnectorOf(ch)
+		ctx = connid.WithConnectorID(ctx, id)
+		if id != "" {
+			peer = "c" + id
+		}
+	}
+	if !h.uploads.take(peer) {
 		h.failUpload(w, r, http.StatusServiceUnavailable, CodeUploadsBusy, "too many uploads in progress, retry later")
 		return
 	}
-	ctx := r.Context()
-	if h.cfg.ConnectorOf != nil { // the stores share upload room per peer
-		ctx = connid.WithConnectorID(ctx, h.cfg.ConnectorOf(ch))
-	}
+	defer h.uploads.release(peer)
 	put := func(name, mt string, body io.Reader) (FileInfo, error) {
 		return h.files.Put(ctx, ch, name, mt, body)
 	}

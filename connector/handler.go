@@ -76,8 +76,12 @@ type HandlerConfig struct {
 	// DownloadTimeout bounds writing one download; default 5 min.
 	DownloadTimeout time.Duration
 	// MaxConcurrentUploads bounds the upload bodies the Handler reads at
-	// once; one more is answered 503 uploads_busy with Retry-After, before
-	// its body is read. Default 8.
+	// once beyond the peers' floors: each peer (a connector_id, see
+	// ConnectorOf; a channel of none known) may always have one body read,
+	// for up to 64 peers at once, and what peers read beyond that shares
+	// these slots; an upload finding neither is answered 503 uploads_busy
+	// with Retry-After, before its body is read. So at most
+	// 64 + MaxConcurrentUploads bodies are read at once. Default 8.
 	MaxConcurrentUploads int
 	// ChannelOpen, if set, reports whether a channel is issued and open
 	// now; an upload to any other channel is answered 409
@@ -123,7 +127,7 @@ type Handler struct {
 	key     apikey.Key
 	signer  *signer
 	files   FileStore
-	uploads chan struct{} // a slot per upload being read
+	uploads *uploadSlots // a slot per upload being read, floors per peer
 	maxBody int64
 	log     *slog.Logger
 	// netNow reads the wall time connection deadlines are set from: they
@@ -214,7 +218,7 @@ func NewHandler(cfg HandlerConfig) (*Handler, error) {
 		key:     apikey.New(cfg.APIKey).WithClock(cfg.Clock),
 		signer:  signer,
 		files:   cfg.Files,
-		uploads: make(chan struct{}, cfg.MaxConcurrentUploads),
+		uploads: newUploadSlots(cfg.MaxConcurrentUploads),
 		maxBody: cfg.MaxUploadBytes + formOverhead,
 		log:     cfg.Logger,
 		netNow:  time.Now,

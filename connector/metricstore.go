@@ -176,14 +176,52 @@ func (c *countedStore) Channels(ctx context.Context, key string) ([]string, erro
 
 // completed is the view the Channels get as their CompletedStore: a
 // ClaimStore when the Store is one, so they still claim before posting.
+// It keeps results (state.ResultStore: a tool call's answer, W13) when
+// the Store is both.
 func (c *countedStore) completed() imv2.CompletedStore {
-	if cs, ok := c.s.(imv2.ClaimStarter); ok {
-		return starterView{claimView{c, cs}, cs}
+	cs, ok := c.s.(imv2.ClaimStore)
+	if !ok {
+		return c
 	}
-	if cs, ok := c.s.(imv2.ClaimStore); ok {
-		return claimView{c, cs}
+	v := claimView{c, cs}
+	st, starts := c.s.(imv2.ClaimStarter)
+	rs, keeps := c.s.(state.ResultStore)
+	switch {
+	case starts && keeps:
+		return starterResultView{starterView{v, st}, resultCounter{c, rs}}
+	case starts:
+		return starterView{v, st}
+	case keeps:
+		return resultView{v, resultCounter{c, rs}}
 	}
-	return c
+	return v
+}
+
+// resultView and starterResultView add the kept results (W13) to a
+// claimView and a starterView.
+type resultView struct {
+	claimView
+	resultCounter
+}
+
+type starterResultView struct {
+	starterView
+	resultCounter
+}
+
+// resultCounter counts a ResultStore's calls as the completed store's.
+type resultCounter struct {
+	c  *countedStore
+	rs state.ResultStore
+}
+
+func (r resultCounter) RecordResult(ctx context.Context, channelID, messageID string, fp imv2.Fingerprint, result []byte) error {
+	return r.c.write("completed", "record", r.rs.RecordResult(ctx, channelID, messageID, fp, result))
+}
+
+func (r resultCounter) LookupResult(ctx context.Context, channelID, messageID string) (imv2.Fingerprint, []byte, bool, error) {
+	fp, res, ok, err := r.rs.LookupResult(ctx, channelID, messageID)
+	return fp, res, ok, r.c.count("completed", "lookup", err)
 }
 
 // starterView is a claimView of a ClaimStarter: the Channel records that

@@ -97,3 +97,18 @@ func TestREADME_UploadRoomRow(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestREADME_UploadSlotsRow(t *testing.T) {
+	rows, err := readmetable.Rows("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const label = "upload bodies read at once per connector_id"
+	if readmetable.Elsewhere[label] != "connector" {
+		t.Fatalf("%q is not listed as the connector package's", label)
+	}
+	want := []string{readmetable.Count(uploadSlotFloor), readmetable.Count(uploadPeers), readmetable.Count(DefaultMaxConcurrentUploads)}
+	if err := readmetable.Check(rows, label, want); err != nil {
+		t.Fatal(err)
+	}
+}

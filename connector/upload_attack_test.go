@@ -148,8 +148,9 @@ func stalledUpload(t *testing.T, addr string, size int, answers chan<- int) {
 
 // TestAttack_StalledUploadsHeapBounded (finding 5): 16 uploads of almost
 // MaxUploadBytes each, sent at once without a declared size and then
-// stalled. MaxConcurrentUploads of them are read, every other one is
-// answered 503 uploads_busy before its body is read, and the live heap
+// stalled. The slots of their one peer (its floor and MaxConcurrentUploads
+// shared: 9) are read, every other one is answered 503 uploads_busy
+// before its body is read, and the live heap
 // grows by less than the documented bound: per upload in flight, its file
 // bytes (MemoryFileStore only) plus connector.UploadOverheadBytes. Before the
 // fix every upload was read whole (io.ReadAll doubling its buffer) before
@@ -169,7 +170,7 @@ func TestAttack_StalledUploadsHeapBounded(t *testing.T) {
 			if !inOwnProcess(t) {
 				return
 			}
-			inner := stores[tc.store](t, storeCaps{clock: fakeclock.New(epoch), ttl: time.Hour, maxFile: maxFile, maxTotal: 256 << 20, maxFiles: 64})
+			inner := stores[tc.store](t, storeCaps{clock: fakeclock.New(epoch), ttl: time.Hour, maxFile: maxFile, maxTotal: 256 << 20, maxFiles: 128}) // a channel's share: 16 files
 			sig := &readSignal{Reserver: inner, target: fileSent, read: make(chan struct{}, uploads)}
 			h, err := connector.NewHandler(connector.HandlerConfig{Card: testCard(), APIKey: testKey, Files: sig, MaxUploadBytes: maxFile})
 			require.NoError(t, err)
@@ -182,7 +183,8 @@ func TestAttack_StalledUploadsHeapBounded(t *testing.T) {
 			}
 			guard := time.After(60 * time.Second) // a hang guard, not a timing assertion
 			read, busy := 0, 0
-			for read < connector.DefaultMaxConcurrentUploads || busy < uploads-connector.DefaultMaxConcurrentUploads {
+			slots := connector.UploadSlotFloor + connector.DefaultMaxConcurrentUploads // one peer's: its floor and the shared ones
+			for read < slots || busy < uploads-slots {
 				select {
 				case <-sig.read:
 					read++
@@ -198,7 +200,7 @@ func TestAttack_StalledUploadsHeapBounded(t *testing.T) {
 			if tc.fileBytes {
 				perUpload += maxFile
 			}
-			bound := int64(connector.DefaultMaxConcurrentUploads) * perUpload
+			bound := int64(slots) * perUpload
 			t.Logf("%s store: %d uploads stalled in flight, %d refused 503; live heap grew %.1f MiB (bound %.1f MiB)",
 				tc.store, read, busy, float64(grown)/(1<<20), float64(bound)/(1<<20))
 			assert.Less(t, grown, bound)
@@ -239,13 +241,15 @@ func TestAttack_UploadRefusedBeforeItsBodyIsRead(t *testing.T) {
 	require.NoError(t, err)
 	addr := serve(t, connector.NewServer("127.0.0.1:0", h))
 
-	// Room for 150 KB is reserved by a first upload that stalls; it holds
-	// the only upload slot too.
-	uploadHead(t, addr, 150_000)
-	select {
-	case <-store.reserved:
-	case <-time.After(10 * time.Second): // a hang guard
-		t.Fatal("the first upload reserved no room before its body came")
+	// Room for 2 × 75 KB is reserved by uploads that stall; they hold the
+	// peer's slots too: its floor and the one shared.
+	for range connector.UploadSlotFloor + 1 {
+		uploadHead(t, addr, 75_000)
+		select {
+		case <-store.reserved:
+		case <-time.After(10 * time.Second): // a hang guard
+			t.Fatal("an upload reserved no room before its body came")
+		}
 	}
 	// The store cannot hold another 150 KB, but the slot is checked first.
 	res := answerBeforeBody(t, uploadHead(t, addr, 150_000))

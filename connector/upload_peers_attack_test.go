@@ -140,3 +140,94 @@ func kitUploadBytes(t *testing.T, url, channelID string, data []byte) (int, stri
 	b, _ := io.ReadAll(res.Body)
 	return res.StatusCode, string(b)
 }
+
+// trickleUpload posts an upload declaring its size (a 256 KiB file, so
+// the store's room is never what refuses it) to channelID on the kit at
+// addr and sends the file at 2 KiB every 50 ms until ctx ends; its
+// answer's status, if any, goes to answers.
+func trickleUpload(ctx context.Context, t *testing.T, addr, channelID string, answers chan<- int) {
+	t.Helper()
+	const size = 256 << 10
+	c, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	part := "--b\r\nContent-Disposition: form-data; name=\"file\"; filename=\"slow.bin\"\r\n\r\n"
+	tail := "\r\n--b--\r\n"
+	_, err = fmt.Fprintf(c, "POST /files/uploads HTTP/1.1\r\nHost: x\r\n%s: %s\r\nContent-Type: multipart/form-data; boundary=b\r\nContent-Length: %d\r\n\r\n%s",
+		connector.HeaderChannelID, channelID, len(part)+size+len(tail), part)
+	require.NoError(t, err)
+	go func() {
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for sent := 0; sent < size; sent += 2 << 10 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			if _, err := c.Write(filler[:2<<10]); err != nil {
+				return
+			}
+		}
+	}()
+	go func() {
+		res, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err == nil {
+			res.Body.Close()
+			answers <- res.StatusCode
+		}
+	}()
+}
+
+// TestAttack_OnePeersSlowUploadsLeaveAnotherASlot (issue 37): one
+// connector_id holds slow uploads on 9 channels: its floor of one upload
+// slot and the MaxConcurrentUploads (8) slots shared beyond the floors;
+// its 10th upload is answered uploads_busy. Another connector_id's 1 KB
+// upload is then stored, read in a slot of its own floor. Before, the 8
+// slots were shared by all peers: the first peer's 9th upload and the
+// other's were answered 503 uploads_busy.
+func TestAttack_OnePeersSlowUploadsLeaveAnotherASlot(t *testing.T) {
+	store := &countingReserver{Reserver: connector.NewMemoryFileStore(connector.MemoryFileStoreOptions{})}
+	_, url := startKit(t, newPretend(0), "", connector.Options{Files: store})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	dial := func() *dataplane.Client {
+		cli, err := dataplane.Dial(ctx, dataplane.ClientConfig{URL: url, Target: inbound(make(chan imv2.ChatMessage, 16))})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = cli.Close() })
+		return cli
+	}
+	attacker, victim := dial(), dial()
+	require.NotEqual(t, attacker.ConnectorID(), victim.ConnectorID())
+
+	addr := strings.TrimPrefix(url, "http://")
+	held := connector.UploadSlotFloor + connector.DefaultMaxConcurrentUploads
+	answers := make(chan int, held+1)
+	upCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	var chans []string
+	for range held + 1 {
+		ch, err := attacker.OpenChannel(ctx, "")
+		require.NoError(t, err)
+		chans = append(chans, ch.ID())
+	}
+	for _, ch := range chans[:held] {
+		trickleUpload(upCtx, t, addr, ch, answers)
+	}
+	require.Eventually(t, func() bool { return int(store.granted.Load())+len(answers) >= held }, 10*time.Second, 5*time.Millisecond)
+	require.Empty(t, answers, "the attacker's uploads within its floor and the shared slots are all read")
+	require.EqualValues(t, held, store.granted.Load())
+
+	trickleUpload(upCtx, t, addr, chans[held], answers)
+	select {
+	case st := <-answers:
+		require.Equal(t, http.StatusServiceUnavailable, st, "one upload past the attacker's floor and the shared slots")
+	case <-ctx.Done():
+		t.Fatal("the attacker's upload past its slots was not answered")
+	}
+
+	vch, err := victim.OpenChannel(ctx, "")
+	require.NoError(t, err)
+	st, body := kitUploadBytes(t, url, vch.ID(), bytes.Repeat([]byte{'v'}, 1<<10))
+	require.Equal(t, http.StatusOK, st, "the victim's upload, while the attacker holds %d slots: %s", held, body)
+}

@@ -171,7 +171,9 @@ func (ss *session) tool(p *imv2.Packet) {
 			}
 			if ran {
 				ss.log.Info("dataplane: tool.invoke replayed after its answer was lost (a restart); not run again", "connector_channel_id", id, "tool_id", short(req.ToolID))
-				ans.err = ss.ackErrorBody(p, ss.srv.errToolRanBefore(ctx, peer, id, p.RequestID, short(req.ToolID)), protocol.CodeToolInvokeFailed)
+				if ans.result, err = ss.srv.toolRanBefore(ctx, peer, id, p.RequestID, short(req.ToolID)); err != nil {
+					ans.err = ss.ackErrorBody(p, err, protocol.CodeToolInvokeFailed)
+				}
 				ss.srv.tools.finish(c, ans)
 				ss.toolAck(p, ans)
 				return

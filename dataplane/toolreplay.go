@@ -13,6 +13,7 @@ import (
 	"github.com/xagentkit/imv2/clock"
 	"github.com/xagentkit/imv2/internal/connid"
 	"github.com/xagentkit/imv2/protocol"
+	"github.com/xagentkit/imv2/state"
 )
 
 // A tool call is a side effect, and a reconnecting xAgent may send the
@@ -31,12 +32,13 @@ import (
 // boltstore or pgstore where the Connector has one), which outlives a
 // restart and shares its capacity per connector_id as it does for
 // messages; when the handler returns, a second record says how the call
-// ended (succeeded, or failed with its code), written before the answer
-// is sent. A replay the memory no longer answers — after a restart, a
-// SIGKILL included — finds those records and runs nothing: a failure is
-// answered with its code, a success tool_invoke_failed saying the call
-// succeeded and its result was not kept (the completed store holds a
-// fingerprint per record, not a result), a call cut off by a crash
+// ended (succeeded, with its result where the store is an
+// state.ResultStore and the result is at most state.MaxResultBytes, or
+// failed with its code), written before the answer is sent. A replay the
+// memory no longer answers — after a restart, a SIGKILL included — finds
+// those records and runs nothing: a success is answered with its kept
+// result, a failure with its code, a success whose result was not kept
+// tool_invoke_failed saying it succeeded, a call cut off by a crash
 // tool_invoke_failed saying its end is unknown. The handler runs at most
 // once per call. The memory bounds (W13):
 const (
@@ -238,18 +240,23 @@ func toolRecordID(requestID string) string {
 // the call with requestID ended (toolDone).
 func toolOutcomeID(requestID string) string { return toolRecordID(requestID) + "_done" }
 
-// Outcomes a call's second record holds in its fingerprint's first byte;
-// a failure's code follows (its length, then at most 30 bytes).
+// Outcomes a call's second record holds in its fingerprint's first byte.
+// A success's second byte says whether its result is kept with the
+// record (toolResultKept: an state.ResultStore, a result of at most
+// state.MaxResultBytes); a failure's code follows (its length, then at
+// most 30 bytes).
 const (
-	toolSucceeded = 1
-	toolFailed    = 2
+	toolSucceeded  = 1
+	toolFailed     = 2
+	toolResultKept = 1
 )
 
-// toolDone writes how a recorded call ended: succeeded, or failed with
-// its code, so a replay after a restart can say so (errToolRanBefore).
-// Its result is not kept: the completed store holds a fingerprint per
-// record. A store error is logged by the caller; the replay then says the
-// outcome is unknown.
+// toolDone writes how a recorded call ended: succeeded, with its result
+// when the store keeps results (state.ResultStore) and it fits
+// state.MaxResultBytes, or failed with its code, so a replay after a
+// restart gets the same answer or says how the call ended
+// (toolRanBefore). A store error is logged by the caller; the replay then
+// says the outcome is unknown.
 func (s *Server) toolDone(ctx context.Context, peer, channel, requestID string, ans toolAnswer) error {
 	ctx = connid.WithConnectorID(context.WithoutCancel(ctx), peer)
 	ctx, cancel := context.WithTimeout(ctx, openStoreTimeout)
@@ -261,28 +268,46 @@ func (s *Server) toolDone(ctx context.Context, peer, channel, requestID string, 
 		if len(ans.err.Code) <= len(fp)-2 { // a longer code is not kept: no cut code
 			fp[1] = byte(copy(fp[2:], ans.err.Code))
 		}
+	} else if rs, ok := s.opts.Completed.(state.ResultStore); ok && len(ans.result) <= state.MaxResultBytes {
+		fp[1] = toolResultKept
+		return rs.RecordResult(ctx, channel, toolOutcomeID(requestID), fp, ans.result)
 	}
 	return s.opts.Completed.Record(ctx, channel, toolOutcomeID(requestID), fp)
 }
 
-// errToolRanBefore answers a replay of a call whose durable record
-// outlived its answer (a restart): the call is not run again, and the
-// answer says how it ended, as far as the store knows: a failure keeps
-// its code; a success or an unknown end is tool_invoke_failed saying so.
-func (s *Server) errToolRanBefore(ctx context.Context, peer, channel, requestID, toolID string) *imv2.Error {
+// toolRanBefore answers a replay of a call whose durable record outlived
+// its answer in memory (a restart, or a flood of calls): the call is not
+// run again. A success whose result was kept gets that result; otherwise
+// the answer says how the call ended, as far as the store knows: a
+// failure keeps its code; a success whose result was not kept (over
+// state.MaxResultBytes, or a store that keeps none) or an unknown end is
+// tool_invoke_failed saying so.
+func (s *Server) toolRanBefore(ctx context.Context, peer, channel, requestID, toolID string) (json.RawMessage, error) {
 	ctx = connid.WithConnectorID(ctx, peer)
 	ctx, cancel := context.WithTimeout(ctx, openStoreTimeout)
 	defer cancel()
-	fp, ok, err := s.opts.Completed.Lookup(ctx, channel, toolOutcomeID(requestID))
-	switch {
-	case err == nil && ok && fp[0] == toolSucceeded:
-		return imv2.Errorf(protocol.CodeToolInvokeFailed, "tool.invoke of %q with this request_id ran before (W13) and succeeded; its result was not kept across a restart, and the call is not run again", toolID)
-	case err == nil && ok && fp[0] == toolFailed && fp[1] > 0 && int(fp[1]) <= len(fp)-2:
-		return imv2.Errorf(imv2.Code(fp[2:2+fp[1]]), "tool.invoke of %q with this request_id ran before (W13) and failed with this code; it is not run again", toolID)
-	case err == nil && ok && fp[0] == toolFailed:
-		return imv2.Errorf(protocol.CodeToolInvokeFailed, "tool.invoke of %q with this request_id ran before (W13) and failed; it is not run again", toolID)
+	var (
+		fp     imv2.Fingerprint
+		result []byte
+		ok     bool
+		err    error
+	)
+	if rs, isRS := s.opts.Completed.(state.ResultStore); isRS {
+		fp, result, ok, err = rs.LookupResult(ctx, channel, toolOutcomeID(requestID))
+	} else {
+		fp, ok, err = s.opts.Completed.Lookup(ctx, channel, toolOutcomeID(requestID))
 	}
-	return imv2.Errorf(protocol.CodeToolInvokeFailed, "tool.invoke of %q with this request_id began before a restart (W13) and how it ended is unknown; it is not run again", toolID)
+	switch {
+	case err == nil && ok && fp[0] == toolSucceeded && fp[1] == toolResultKept:
+		return json.RawMessage(result), nil
+	case err == nil && ok && fp[0] == toolSucceeded:
+		return nil, imv2.Errorf(protocol.CodeToolInvokeFailed, "tool.invoke of %q with this request_id ran before (W13) and succeeded; its result was not kept (over %d bytes, or a store that keeps none), and the call is not run again", toolID, state.MaxResultBytes)
+	case err == nil && ok && fp[0] == toolFailed && fp[1] > 0 && int(fp[1]) <= len(fp)-2:
+		return nil, imv2.Errorf(imv2.Code(fp[2:2+fp[1]]), "tool.invoke of %q with this request_id ran before (W13) and failed with this code; it is not run again", toolID)
+	case err == nil && ok && fp[0] == toolFailed:
+		return nil, imv2.Errorf(protocol.CodeToolInvokeFailed, "tool.invoke of %q with this request_id ran before (W13) and failed; it is not run again", toolID)
+	}
+	return nil, imv2.Errorf(protocol.CodeToolInvokeFailed, "tool.invoke of %q with this request_id began before a restart (W13) and how it ended is unknown; it is not run again", toolID)
 }
 
 // toolRan writes the durable record of a call of peer on channel under

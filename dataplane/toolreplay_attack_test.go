@@ -21,6 +21,7 @@ import (
 	"github.com/xagentkit/imv2/boltstore"
 	"github.com/xagentkit/imv2/internal/readmetable"
 	"github.com/xagentkit/imv2/protocol"
+	"github.com/xagentkit/imv2/state"
 )
 
 // toolKillChildEnv names the boltstore file a child of
@@ -50,10 +51,13 @@ func toolKillChild(path string) int {
 		Options:   &imv2.Options{Pending: st.Pending(), Completed: st.Completed()},
 		Tools: ToolFunc(func(_ context.Context, _ string, req protocol.ToolInvoke) (json.RawMessage, error) {
 			_, _ = fmt.Fprintf(os.Stdout, "run %s\n", req.Arguments)
-			if strings.Contains(string(req.Arguments), "refuse") {
+			switch args := string(req.Arguments); {
+			case strings.Contains(args, "refuse"):
 				return nil, imv2.Errorf("target_refused", "the platform refused it")
+			case strings.Contains(args, "big"): // one byte over what is kept
+				return json.RawMessage(`"` + strings.Repeat("b", state.MaxResultBytes-1) + `"`), nil
 			}
-			return json.RawMessage(`{"status":"sent"}`), nil
+			return json.RawMessage(`{"status":"sent","n":"` + string(req.Arguments[len(req.Arguments)-4:len(req.Arguments)-2]) + `"}`), nil
 		}),
 	})
 	if err != nil {
@@ -117,11 +121,15 @@ func (c *toolChild) kill() {
 // process on a boltstore file runs a tool.invoke and answers it; it is
 // killed with SIGKILL and restarted on the same file; xAgent reconnects
 // and replays the call (same request_id, channel, tool and arguments).
-// The tool does not run again: the call's durable records in the
-// completed store (written before it ran, and how it ended before it was
-// answered) answer the replay tool_invoke_failed "ran before and
-// succeeded", and a failed call's replay with its code. Before issue 37 the replay records lived in memory
-// only, and the restarted process ran the side effect a second time.
+// The tool does not run again, and the replay gets the first answer's
+// payload byte for byte: the call's durable records in the completed
+// store (written before it ran, and how it ended with its result before
+// it was answered). A failed call's replay gets its code; a call whose
+// result is over state.MaxResultBytes (not kept) tool_invoke_failed "ran
+// before and succeeded". Before issue 37 the replay records lived in
+// memory only, and the restarted process ran the side effect a second
+// time; before its result was kept the success's replay was answered
+// tool_invoke_failed.
 func TestAttack_ToolReplayAfterKillRunsOnce(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "state.db")
 	child := startToolChild(t, path)
@@ -130,11 +138,15 @@ func TestAttack_ToolReplayAfterKillRunsOnce(t *testing.T) {
 	ch, _ := p.open("")
 	first := p.toolAckOf(p.toolInvoke(ch, "req_1", `{"text":"pay 10"}`))
 	require.Nil(t, first.Error)
+	require.Contains(t, string(first.Payload), `{"status":"sent","n":"10"}`)
 	require.Equal(t, `{"text":"pay 10"}`, recv(t, child.runs))
 	failed := p.toolAckOf(p.toolInvoke(ch, "req_f", `{"text":"refuse"}`))
 	require.NotNil(t, failed.Error)
 	require.Equal(t, imv2.Code("target_refused"), failed.Error.Code)
 	require.Equal(t, `{"text":"refuse"}`, recv(t, child.runs))
+	big := p.toolAckOf(p.toolInvoke(ch, "req_big", `{"text":"big"}`))
+	require.Nil(t, big.Error)
+	require.Equal(t, `{"text":"big"}`, recv(t, child.runs))
 	child.kill()
 
 	child = startToolChild(t, path)
@@ -142,17 +154,21 @@ func TestAttack_ToolReplayAfterKillRunsOnce(t *testing.T) {
 	p.hello("")
 	again, _ := p.open(ch)
 	replay := p.toolAckOf(p.toolInvoke(again, "req_1", `{"text":"pay 10"}`))
-	require.NotNil(t, replay.Error, "the replay is answered, not run")
-	require.Equal(t, protocol.CodeToolInvokeFailed, replay.Error.Code)
-	require.Contains(t, replay.Error.Message, "ran before (W13) and succeeded")
+	require.Nil(t, replay.Error, "the replay gets the first answer, not run")
+	require.Equal(t, string(first.Payload), string(replay.Payload), "the same result bytes")
 	// A failed call's replay keeps its code.
 	replayF := p.toolAckOf(p.toolInvoke(again, "req_f", `{"text":"refuse"}`))
 	require.NotNil(t, replayF.Error)
 	require.Equal(t, imv2.Code("target_refused"), replayF.Error.Code)
+	// A result over the bound was not kept: the replay says the call succeeded.
+	replayB := p.toolAckOf(p.toolInvoke(again, "req_big", `{"text":"big"}`))
+	require.NotNil(t, replayB.Error)
+	require.Equal(t, protocol.CodeToolInvokeFailed, replayB.Error.Code)
+	require.Contains(t, replayB.Error.Message, "ran before (W13) and succeeded; its result was not kept")
 	// Another call still runs: the record is the call's, not the channel's.
-	require.Nil(t, p.toolAckOf(p.toolInvoke(again, "req_2", `{"text":"pay 5"}`)).Error)
-	require.Equal(t, `{"text":"pay 5"}`, recv(t, child.runs))
-	require.Empty(t, child.runs, "the replayed call ran once over both lives")
+	require.Nil(t, p.toolAckOf(p.toolInvoke(again, "req_2", `{"text":"pay 05"}`)).Error)
+	require.Equal(t, `{"text":"pay 05"}`, recv(t, child.runs))
+	require.Empty(t, child.runs, "the replayed calls ran once over both lives")
 }
 
 // TestAttack_ToolReplayUnderAnotherPeersFloodRunsOnce (issue 37, W13): a
@@ -218,5 +234,62 @@ func TestREADME_ToolReplayRow(t *testing.T) {
 	require.NoError(t, err)
 	const label = "tool-call replay answers"
 	require.Equal(t, "dataplane", readmetable.Elsewhere[label])
-	require.NoError(t, readmetable.Check(rows, label, []string{readmetable.Dur(toolReplayTTL), readmetable.Count(toolReplaysPerPeer), readmetable.Count(toolReplaysTotal), readmetable.Size(toolReplayBytes)}))
+	require.NoError(t, readmetable.Check(rows, label, []string{readmetable.Dur(toolReplayTTL), readmetable.Count(toolReplaysPerPeer), readmetable.Count(toolReplaysTotal), readmetable.Size(toolReplayBytes), readmetable.Size(state.MaxResultBytes)}))
+}
+
+// TestAttack_ToolReplayResultOutlivesAnotherPeersFlood (W13): on a
+// boltstore of 40 records, a victim connector_id's call is answered;
+// another connector_id then makes 60 calls over 5 channels (120 records,
+// three times the cap); the store is closed and a new Server opened on
+// it (the answers in memory gone). The victim's replay gets its first
+// answer's payload byte for byte and the tool does not run: its records
+// and result are within its connector_id's share, so the flood evicted
+// the flooder's own.
+func TestAttack_ToolReplayResultOutlivesAnotherPeersFlood(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	var runs atomic.Int32
+	serve := func() (*boltstore.Store, string) {
+		st, err := boltstore.Open(path, boltstore.Options{CompletedCap: 40})
+		require.NoError(t, err)
+		_, url := startServer(t, func(c *ServerConfig) {
+			c.Registry = st
+			c.Options = &imv2.Options{Pending: st.Pending(), Completed: st.Completed()}
+			c.Tools = ToolFunc(func(_ context.Context, _ string, req protocol.ToolInvoke) (json.RawMessage, error) {
+				runs.Add(1)
+				return json.RawMessage(`{"sent":` + string(req.Arguments) + `}`), nil
+			})
+		})
+		return st, url
+	}
+	st, url := serve()
+	victim := dialPeer(t, url, nil)
+	victim.hello("")
+	vch, _ := victim.open("")
+	first := victim.toolAckOf(victim.toolInvoke(vch, "req_v", `{"text":"pay 10"}`))
+	require.Nil(t, first.Error)
+
+	attacker := dialPeer(t, url, nil)
+	attacker.hello("")
+	var chans []string
+	for range 5 {
+		ch, _ := attacker.open("")
+		chans = append(chans, ch)
+	}
+	for i := range 60 {
+		require.Nil(t, attacker.toolAckOf(attacker.toolInvoke(chans[i%5], "req_"+strconv.Itoa(i), `{"n":`+strconv.Itoa(i)+`}`)).Error)
+	}
+	require.EqualValues(t, 61, runs.Load())
+	require.NoError(t, victim.conn.Close())
+	require.NoError(t, attacker.conn.Close())
+	require.NoError(t, st.Close())
+
+	_, url = serve()
+	victim = dialPeer(t, url, nil)
+	victim.hello("")
+	again, _ := victim.open(vch)
+	require.Equal(t, vch, again, "the store's registry knows the channel")
+	replay := victim.toolAckOf(victim.toolInvoke(again, "req_v", `{"text":"pay 10"}`))
+	require.Nil(t, replay.Error, "the replay after the flood and a restart gets the first answer")
+	require.Equal(t, string(first.Payload), string(replay.Payload))
+	require.EqualValues(t, 61, runs.Load(), "the victim's call ran once")
 }

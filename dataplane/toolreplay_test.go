@@ -9,9 +9,11 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/fakeclock"
 	"github.com/xagentkit/imv2/protocol"
+	"github.com/xagentkit/imv2/state"
 )
 
 // toolInvoke writes a tool.invoke of test_send with requestID and args.
@@ -187,8 +189,10 @@ func TestToolReplays_W13_FloodEvictsTheFloodersOwn(t *testing.T) {
 // TestToolReplays_W13_DurableRecordsSayHowTheCallEnded: the first
 // toolRan of a call writes its record and reports it new, the next
 // reports it ran; a replay's answer then says the end is unknown until
-// toolDone wrote it, then that it succeeded, or the failure's own code.
-// A request_id reused for another call is not "ran".
+// toolDone wrote it, then is the success's result (kept: the default
+// store is an state.ResultStore), tool_invoke_failed saying it succeeded
+// for a result over state.MaxResultBytes, or the failure's own code. A
+// request_id reused for another call is not "ran".
 func TestToolReplays_W13_DurableRecordsSayHowTheCallEnded(t *testing.T) {
 	srv, _ := startServer(t, nil)
 	ctx := context.Background()
@@ -202,23 +206,42 @@ func TestToolReplays_W13_DurableRecordsSayHowTheCallEnded(t *testing.T) {
 	ran, err = srv.toolRan(ctx, "peer", "ch_1", "req_1", callSum("other", nil))
 	require.NoError(t, err)
 	require.False(t, ran, "another call under a reused request_id")
+	ranBefore := func(req string) (json.RawMessage, *imv2.Error) {
+		res, err := srv.toolRanBefore(ctx, "peer", "ch_1", req, "t")
+		if err == nil {
+			return res, nil
+		}
+		var e *imv2.Error
+		require.ErrorAs(t, err, &e)
+		return res, e
+	}
 
-	require.Contains(t, srv.errToolRanBefore(ctx, "peer", "ch_1", "req_1", "t").Message, "unknown")
-	require.NoError(t, srv.toolDone(ctx, "peer", "ch_1", "req_1", toolAnswer{toolID: "t"}))
-	e := srv.errToolRanBefore(ctx, "peer", "ch_1", "req_1", "t")
+	_, e := ranBefore("req_1")
+	require.Contains(t, e.Message, "unknown")
+	require.NoError(t, srv.toolDone(ctx, "peer", "ch_1", "req_1", toolAnswer{toolID: "t", result: json.RawMessage(`{"sent":"m_1"}`)}))
+	res, e := ranBefore("req_1")
+	require.Nil(t, e)
+	require.Equal(t, `{"sent":"m_1"}`, string(res), "the kept result")
+
+	big := json.RawMessage(`"` + strings.Repeat("r", state.MaxResultBytes-1) + `"`) // one byte over
+	_, err = srv.toolRan(ctx, "peer", "ch_1", "req_big", sum)
+	require.NoError(t, err)
+	require.NoError(t, srv.toolDone(ctx, "peer", "ch_1", "req_big", toolAnswer{toolID: "t", result: big}))
+	_, e = ranBefore("req_big")
 	require.Equal(t, protocol.CodeToolInvokeFailed, e.Code)
-	require.Contains(t, e.Message, "succeeded")
+	require.Contains(t, e.Message, "succeeded; its result was not kept")
 
 	_, err = srv.toolRan(ctx, "peer", "ch_1", "req_2", sum)
 	require.NoError(t, err)
 	require.NoError(t, srv.toolDone(ctx, "peer", "ch_1", "req_2", toolAnswer{toolID: "t", err: &imv2.PacketError{Code: "target_refused", Message: "no"}}))
-	require.Equal(t, imv2.Code("target_refused"), srv.errToolRanBefore(ctx, "peer", "ch_1", "req_2", "t").Code)
+	_, e = ranBefore("req_2")
+	require.Equal(t, imv2.Code("target_refused"), e.Code)
 
 	long := imv2.Code(strings.Repeat("c", 31)) // over what a record holds: not cut
 	_, err = srv.toolRan(ctx, "peer", "ch_1", "req_3", sum)
 	require.NoError(t, err)
 	require.NoError(t, srv.toolDone(ctx, "peer", "ch_1", "req_3", toolAnswer{toolID: "t", err: &imv2.PacketError{Code: long, Message: "no"}}))
-	e = srv.errToolRanBefore(ctx, "peer", "ch_1", "req_3", "t")
+	_, e = ranBefore("req_3")
 	require.Equal(t, protocol.CodeToolInvokeFailed, e.Code)
 	require.Contains(t, e.Message, "and failed;")
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/internal/connid"
+	"github.com/xagentkit/imv2/state"
 )
 
 // Lookup implements imv2.CompletedStore. A record is visible while it is
@@ -71,9 +72,52 @@ func (s *Store) Record(ctx context.Context, channelID, messageID string, fp imv2
 	return c.err
 }
 
+// RecordResult implements state.ResultStore: Record, with result kept in
+// the record's row (its result column) in the same transaction, so it
+// goes with the record however the record goes (a Record without a
+// result sets it NULL). It runs alone, not in a group commit.
+func (s *Store) RecordResult(ctx context.Context, channelID, messageID string, fp imv2.Fingerprint, result []byte) error {
+	if err := checkIDs(channelID, messageID); err != nil {
+		return err
+	}
+	if len(result) > state.MaxResultBytes {
+		return imv2.Errorf(imv2.CodeInvalidPacket, "result is %d bytes; at most %d are kept", len(result), state.MaxResultBytes)
+	}
+	if result == nil {
+		result = []byte{} // NULL is "none"
+	}
+	if err := s.recordOne(ctx, channelID, messageID, connid.ConnectorID(ctx), fp, result); err != nil {
+		return fmt.Errorf("pgstore: %w", err)
+	}
+	return nil
+}
+
+// LookupResult implements state.ResultStore.
+func (s *Store) LookupResult(ctx context.Context, channelID, messageID string) (imv2.Fingerprint, []byte, bool, error) {
+	if err := checkIDs(channelID, messageID); err != nil {
+		return imv2.Fingerprint{}, nil, false, err
+	}
+	var raw, result []byte
+	err := s.pool.QueryRow(ctx, "SELECT fingerprint, result FROM imv2_completed WHERE channel_id = $1 AND message_id = $2 AND recorded_ns > $3",
+		[]byte(channelID), []byte(messageID), s.cutoff()).Scan(&raw, &result)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return imv2.Fingerprint{}, nil, false, nil
+	}
+	if err != nil {
+		return imv2.Fingerprint{}, nil, false, fmt.Errorf("pgstore: %w", err)
+	}
+	var fp imv2.Fingerprint
+	if len(raw) != len(fp) {
+		return fp, nil, false, fmt.Errorf("pgstore: completed record has a %d-byte fingerprint", len(raw))
+	}
+	copy(fp[:], raw)
+	return fp, result, true, nil
+}
+
 // recordOne is Record alone in its group: the statements of one message,
-// which the server plans and runs faster than recordGroup's of one.
-func (s *Store) recordOne(ctx context.Context, channelID, messageID, connectorID string, fp imv2.Fingerprint) error {
+// which the server plans and runs faster than recordGroup's of one. A
+// non-nil result is kept with the record (RecordResult).
+func (s *Store) recordOne(ctx context.Context, channelID, messageID, connectorID string, fp imv2.Fingerprint, result []byte) error {
 	ch, id := []byte(channelID), []byte(messageID)
 	key := messageKey(channelID, messageID)
 	shard := countShard(key)
@@ -91,7 +135,7 @@ func (s *Store) recordOne(ctx context.Context, channelID, messageID, connectorID
 				INSERT INTO imv2_completed (channel_id, message_id, fingerprint, recorded_ns, seq)
 				VALUES ($1, $2, $3, $4, nextval('imv2_completed_seq'))
 				ON CONFLICT (channel_id, message_id) DO UPDATE
-				SET fingerprint = EXCLUDED.fingerprint, recorded_ns = EXCLUDED.recorded_ns, seq = EXCLUDED.seq
+				SET fingerprint = EXCLUDED.fingerprint, recorded_ns = EXCLUDED.recorded_ns, seq = EXCLUDED.seq, result = NULL
 				RETURNING xmax = 0 AS inserted),
 			ch AS (
 				INSERT INTO imv2_completed_channels (channel_id, n, connector_id)
@@ -101,6 +145,9 @@ func (s *Store) recordOne(ctx context.Context, channelID, messageID, connectorID
 			UPDATE imv2_completed_counts SET n = n + 1, channels = channels + (SELECT count(*) FROM ch WHERE added)
 			WHERE shard = $5 AND (SELECT inserted FROM up) AND (SELECT count(*) FROM grp) >= 0`,
 			ch, id, fp[:], now, shard, []byte(connectorID))
+		if result != nil { // before the trims: the record's own row, locked above
+			b.Queue("UPDATE imv2_completed SET result = $3 WHERE channel_id = $1 AND message_id = $2", ch, id, result)
+		}
 		b.Queue("DELETE FROM imv2_claims WHERE channel_id = $1 AND message_id = $2", ch, id)
 		s.queueTrim(b, now, ch, id, inlineSweep, shard)
 		b.Queue(sweepOrphans, cutoff, inlineSweep)

@@ -253,7 +253,10 @@
 // draft_handles); bindings of version 3 keep everything and get none.
 // Version 7 added the connector_id level of the completed shares
 // (imv2_completed_groups, a connector_id per counted channel); channels
-// of version 6 join the group of none.
+// of version 6 join the group of none. Version 8 added a completed
+// record's result (column result of imv2_completed: state.ResultStore, a
+// tool call's answer kept for its replay, W13, at most
+// state.MaxResultBytes); records of version 7 have none.
 // Pending messages are stored exactly as given, in the SDK's versioned
 // pending-entry encoding that boltstore keeps too (pendingcodec.go); rows
 // of builds that stored them gob-encoded are still read.

@@ -165,7 +165,7 @@ func (s *Store) runGroup(group []*groupCall) {
 	if len(group) == 1 {
 		c := group[0]
 		if c.record {
-			c.err = s.recordOne(c.ctx, c.ch, c.id, c.conn, c.fp)
+			c.err = s.recordOne(c.ctx, c.ch, c.id, c.conn, c.fp, nil)
 		} else {
 			c.claim, c.err = s.claimOne(c.ctx, c.ch, c.id, c.fp, c.owner, c.lease)
 		}
@@ -363,7 +363,7 @@ var recordGroup = `WITH up AS (
 		SELECT ch, id, fp, $4, nextval('imv2_completed_seq')
 		FROM unnest($1::bytea[], $2::bytea[], $3::bytea[]) WITH ORDINALITY AS t(ch, id, fp, i) ORDER BY i
 		ON CONFLICT (channel_id, message_id) DO UPDATE
-		SET fingerprint = EXCLUDED.fingerprint, recorded_ns = EXCLUDED.recorded_ns, seq = EXCLUDED.seq
+		SET fingerprint = EXCLUDED.fingerprint, recorded_ns = EXCLUDED.recorded_ns, seq = EXCLUDED.seq, result = NULL
 		RETURNING channel_id, xmax = 0 AS inserted),
 	per AS (SELECT channel_id, count(*) AS k FROM up WHERE inserted GROUP BY channel_id),
 	ch AS (

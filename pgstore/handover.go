@@ -35,13 +35,13 @@ func (s *Store) Handover(ctx context.Context, from, to string) error {
 		// xmax = 0 marks a row this statement inserted rather than updated.
 		// The newest first chosen, then inserted oldest first: seq keeps
 		// the eviction order.
-		rows, err := tx.Query(ctx, `INSERT INTO imv2_completed (channel_id, message_id, fingerprint, recorded_ns, seq)
-			SELECT $2, message_id, fingerprint, recorded_ns, nextval('imv2_completed_seq')
-			FROM (SELECT message_id, fingerprint, recorded_ns, seq FROM imv2_completed
+		rows, err := tx.Query(ctx, `INSERT INTO imv2_completed (channel_id, message_id, fingerprint, recorded_ns, seq, result)
+			SELECT $2, message_id, fingerprint, recorded_ns, nextval('imv2_completed_seq'), result
+			FROM (SELECT message_id, fingerprint, recorded_ns, seq, result FROM imv2_completed
 				WHERE channel_id = $1 AND recorded_ns > $3 ORDER BY seq DESC LIMIT $4) newest
 			ORDER BY seq
 			ON CONFLICT (channel_id, message_id) DO UPDATE
-			SET fingerprint = EXCLUDED.fingerprint, recorded_ns = EXCLUDED.recorded_ns, seq = EXCLUDED.seq
+			SET fingerprint = EXCLUDED.fingerprint, recorded_ns = EXCLUDED.recorded_ns, seq = EXCLUDED.seq, result = EXCLUDED.result
 			WHERE imv2_completed.fingerprint <> EXCLUDED.fingerprint OR imv2_completed.recorded_ns <> EXCLUDED.recorded_ns
 			RETURNING xmax = 0`, []byte(from), []byte(to), s.cutoff(), imv2.MaxHandoverRecords)
 		if err != nil {

@@ -20,6 +20,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(envReplica) != "" {
 		os.Exit(replicaMain()) // a failover test's Connector replica
 	}
+	if os.Getenv(envToolDB) != "" {
+		os.Exit(toolChildMain()) // TestToolReplay_W13_RunsOnceAcrossASIGKILL's child
+	}
 	if os.Getenv(envKillDB) != "" {
 		os.Exit(killChildMain()) // TestGroupCommit_S8_KillMidBatch's child
 	}

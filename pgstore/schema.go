@@ -150,6 +150,13 @@ CREATE INDEX IF NOT EXISTS imv2_completed_channels_group ON imv2_completed_chann
 DELETE FROM imv2_completed_groups;
 INSERT INTO imv2_completed_groups SELECT connector_id, 0, count(*) FROM imv2_completed_channels GROUP BY connector_id;
 `,
+	// 8: a result kept with a completed record (state.ResultStore: a tool
+	// call's answer, W13; at most state.MaxResultBytes), NULL for none: in
+	// the record's row, so it goes with the record however the record
+	// goes. Records of version 7 have none.
+	`
+ALTER TABLE imv2_completed ADD COLUMN IF NOT EXISTS result bytea;
+`,
 }
 
 // SchemaVersion is the schema version this build writes and reads.

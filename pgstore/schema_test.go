@@ -247,3 +247,39 @@ func checkCounts(t *testing.T, c *pgx.Conn) {
 		t.Fatalf("%d groups' channels miscounted", badGroups)
 	}
 }
+
+// TestSchema_UpgradeFromVersion7KeepsResults: a database of schema
+// version 7 (no result column) migrates to version 8 with its records as
+// they were and none with a result; a result recorded then is kept with
+// its record, and goes with it. The version-7 database is made by
+// dropping what version 8 added.
+func TestSchema_UpgradeFromVersion7KeepsResults(t *testing.T) {
+	ctx := context.Background()
+	url := srv.NewDatabase(t)
+	s := openStore(t, url, pgstore.Options{})
+	fp := imv2.Fingerprint{1}
+	if err := s.Record(ctx, "old", "o1", fp); err != nil {
+		t.Fatal(err)
+	}
+	_ = s.Close()
+	c, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	if _, err := c.Exec(ctx, `ALTER TABLE imv2_completed DROP COLUMN result;
+		DELETE FROM imv2_schema_version WHERE version >= 8`); err != nil {
+		t.Fatal(err)
+	}
+	s = openStore(t, url, pgstore.Options{})
+	if got, r, ok, err := s.LookupResult(ctx, "old", "o1"); err != nil || !ok || r != nil || got != fp {
+		t.Fatalf("the migrated record: %q, %v, %v", r, ok, err)
+	}
+	if err := s.RecordResult(ctx, "new", "t", fp, []byte(`{"id":"m_9"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, r, ok, err := s.LookupResult(ctx, "new", "t"); err != nil || !ok || string(r) != `{"id":"m_9"}` {
+		t.Fatalf("a result after the migration: %q, %v, %v", r, ok, err)
+	}
+	checkCounts(t, c)
+}

@@ -91,6 +91,17 @@ func TestStore_S9_OneDatabaseTwoFacts(t *testing.T) {
 	})
 }
 
+// TestStore_W13_ResultContract runs the shared ResultStore suite, with a
+// reopen: a new Store on the same database, as a restarted process.
+func TestStore_W13_ResultContract(t *testing.T) {
+	o := newOpener()
+	storetest.TestResultStore(t, func(t *testing.T, capacity int, ttl time.Duration, clock clock.Clock) state.ResultStore {
+		return o.open(t, srv.NewDatabase(t), pgstore.Options{CompletedCap: capacity, CompletedTTL: ttl, Clock: clock})
+	}, func(t *testing.T, s state.ResultStore) state.ResultStore {
+		return o.reopen(t, s.(*pgstore.Store))
+	})
+}
+
 // TestStore_S8_A6_ClaimContract runs the shared ClaimStore suite. There is
 // no reopener: a store shared by replicas cannot call every earlier claim
 // orphaned when one replica restarts; a restarted process has a new owner

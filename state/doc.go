@@ -13,6 +13,7 @@
 //	ChannelStore       MemoryChannelStore                 DefaultChannelStoreCap (1,000 IDs)
 //	BindingStore       MemoryBindingStore                 DefaultMaxBindings (100,000)
 //	BindingUpdater     MemoryBindingStore
+//	ResultStore        the root's imv2.NewMemoryCompletedStore   its records' cap (MaxResultBytes each)
 //	Store              the kit's default: the memory ones above and the
 //	                   root's (imv2.DefaultPendingCap, imv2.DefaultCompletedCap)
 //

@@ -49,6 +49,7 @@ var Elsewhere = map[string]string{
 	"connector_id slots (xAgent sessions) per Connector":  "dataplane",
 	"tool-call replay answers":                            "dataplane",
 	"upload room per connector_id (built-in file stores)": "connector",
+	"upload bodies read at once per connector_id":         "connector",
 }
 
 // Check returns an error for a row whose figures are not want.
