@@ -8,7 +8,9 @@ import "context"
 //
 // PostMessage returns only after every side effect of the message is done:
 // the text and all files (M12). A nil error acks the message accepted; an
-// error rejects it, retryable unless marked Permanent (A8, X5). The Channel
+// error is read by the error contract (errors.go): NotPosted or RetryAfter
+// rejects it retryable, Refused for good (A8, X5), and any other error is
+// an outcome unknown, since the side effect may have happened. The Channel
 // calls PostMessage at most once per message_id at a time, and never again
 // for a message_id it recorded as completed (A6, S6). With a ClaimStore it
 // also never calls it again for a message whose earlier call was cut off by
