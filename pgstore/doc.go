@@ -80,9 +80,12 @@
 //     relay.Send(ctx, channelID, imv2.ChatMessage{Text: text})
 //
 // The one window where a platform without its own dedup can be affected:
-// a replica that dies after the platform showed a final and before its
-// Record committed leaves an orphaned claim; the resend (to any replica,
-// after the claim's lease of 3×TargetTimeout) is posted again with the
+// a replica that dies after a final's post began (the Store learned it,
+// committed, before the post: imv2.ClaimStarter) and before its Record
+// committed leaves an orphaned claim; one that dies before, its post not
+// begun, leaves a claim whose resend is posted (Claim.Unposted). The
+// begun one's resend (to any replica, after the claim's lease of
+// 3×TargetTimeout) is posted again with the
 // same idempotency key to an imv2.IdempotentTarget (the platform shows it
 // once), and otherwise not posted and answered delivery_outcome_unknown,
 // retryable=false: shown once, and the sender told the outcome is
