@@ -174,27 +174,66 @@ func (c *countedStore) Channels(ctx context.Context, key string) ([]string, erro
 	return ids, c.count("bindings", "channels", err)
 }
 
-// completed is the view the Channels get as their CompletedStore: a
-// ClaimStore when the Store is one, so they still claim before posting.
+// completed is the view the Channels get as their CompletedStore, with
+// exactly the Store's claim capabilities: a ClaimStore when the Store is
+// one, so they still claim before posting; a ClaimRenewer and a
+// ClaimStarter when it is, so they renew their claims while a post runs
+// and record that a post began (hiding Begin would make every orphan's
+// outcome unknown, hiding RenewClaim would let a slow post's claim lapse).
 func (c *countedStore) completed() imv2.CompletedStore {
-	if cs, ok := c.s.(imv2.ClaimStarter); ok {
-		return starterView{claimView{c, cs}, cs}
+	cs, ok := c.s.(imv2.ClaimStore)
+	if !ok {
+		return c
 	}
-	if cs, ok := c.s.(imv2.ClaimStore); ok {
-		return claimView{c, cs}
+	v := claimView{c, cs}
+	cr, renews := c.s.(imv2.ClaimRenewer)
+	st, starts := c.s.(imv2.ClaimStarter)
+	switch {
+	case renews && starts:
+		return renewStarterView{v, renewer{c, cr}, starter{c, st}}
+	case renews:
+		return renewView{v, renewer{c, cr}}
+	case starts:
+		return starterView{v, starter{c, st}}
 	}
-	return c
+	return v
 }
 
-// starterView is a claimView of a ClaimStarter: the Channel records that
-// a post began before it starts (imv2.ClaimStarter).
-type starterView struct {
-	claimView
-	st imv2.ClaimStarter
+// The views of a ClaimStore with one or both of its optional
+// capabilities; renewer and starter add one each.
+type (
+	renewView struct {
+		claimView
+		renewer
+	}
+	starterView struct {
+		claimView
+		starter
+	}
+	renewStarterView struct {
+		claimView
+		renewer
+		starter
+	}
+)
+
+type renewer struct {
+	counted *countedStore
+	cr      imv2.ClaimRenewer
 }
 
-func (v starterView) Begin(ctx context.Context, channelID, messageID, owner string) error {
-	return v.write("completed", "begin", v.st.Begin(ctx, channelID, messageID, owner))
+func (r renewer) RenewClaim(ctx context.Context, channelID, messageID, owner string, lease time.Duration) (bool, error) {
+	held, err := r.cr.RenewClaim(ctx, channelID, messageID, owner, lease)
+	return held, r.counted.write("completed", "renew_claim", err)
+}
+
+type starter struct {
+	counted *countedStore
+	st      imv2.ClaimStarter
+}
+
+func (s starter) Begin(ctx context.Context, channelID, messageID, owner string) error {
+	return s.counted.write("completed", "begin", s.st.Begin(ctx, channelID, messageID, owner))
 }
 
 type claimView struct {
