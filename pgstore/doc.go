@@ -175,12 +175,12 @@
 //
 // # Durability and concurrency
 //
-// Every Add, Remove, Record, Claim, Release, RenewClaim and Register is
-// one transaction, committed before the call returns (the server's defaults:
-// synchronous_commit on); Add, Claim and Record send theirs as one pgx
-// batch, one round trip, and concurrent Claims and Records of different
-// messages share one: up to 128 in one transaction, one commit
-// (groupcommit.go). Claim, Release and Record of one message are
+// Every Add, Remove, Record, Claim, Begin, Release, RenewClaim and
+// Register is one transaction, committed before the call returns (the
+// server's defaults: synchronous_commit on); Add, Claim, Begin and Record
+// send theirs as one pgx batch, one round trip, and concurrent Claims,
+// Begins and Records of different messages share one: up to 128 in one
+// transaction, one commit (groupcommit.go). Claim, Release and Record of one message are
 // serialised by a transaction-scoped advisory lock on the message, so
 // exactly one of many concurrent claimers acquires, across replicas. Adds
 // to one channel are serialised by an advisory lock on the channel, so the
