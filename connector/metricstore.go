@@ -174,40 +174,70 @@ func (c *countedStore) Channels(ctx context.Context, key string) ([]string, erro
 	return ids, c.count("bindings", "channels", err)
 }
 
-// completed is the view the Channels get as their CompletedStore: a
-// ClaimStore when the Store is one, so they still claim before posting.
-// It keeps results (state.ResultStore: a tool call's answer, W13) when
-// the Store is both.
+// completed is the view the Channels get as their CompletedStore, with
+// exactly the Store's claim capabilities: a ClaimStore when the Store is
+// one, so they still claim before posting; a ClaimRenewer and a
+// ClaimStarter when it is, so they renew their claims while a post runs
+// and record that a post began (hiding Begin would make every orphan's
+// outcome unknown, hiding RenewClaim would let a slow post's claim lapse);
+// a state.ResultStore when it is, so a tool call's answer is kept (W13).
 func (c *countedStore) completed() imv2.CompletedStore {
 	cs, ok := c.s.(imv2.ClaimStore)
 	if !ok {
 		return c
 	}
 	v := claimView{c, cs}
+	cr, renews := c.s.(imv2.ClaimRenewer)
 	st, starts := c.s.(imv2.ClaimStarter)
 	rs, keeps := c.s.(state.ResultStore)
+	r, b, k := renewer{c, cr}, starter{c, st}, resultCounter{c, rs}
 	switch {
+	case renews && starts && keeps:
+		return struct {
+			claimView
+			renewer
+			starter
+			resultCounter
+		}{v, r, b, k}
+	case renews && starts:
+		return struct {
+			claimView
+			renewer
+			starter
+		}{v, r, b}
+	case renews && keeps:
+		return struct {
+			claimView
+			renewer
+			resultCounter
+		}{v, r, k}
 	case starts && keeps:
-		return starterResultView{starterView{v, st}, resultCounter{c, rs}}
+		return struct {
+			claimView
+			starter
+			resultCounter
+		}{v, b, k}
+	case renews:
+		return struct {
+			claimView
+			renewer
+		}{v, r}
 	case starts:
-		return starterView{v, st}
+		return struct {
+			claimView
+			starter
+		}{v, b}
 	case keeps:
-		return resultView{v, resultCounter{c, rs}}
+		return struct {
+			claimView
+			resultCounter
+		}{v, k}
 	}
 	return v
 }
 
-// resultView and starterResultView add the kept results (W13) to a
-// claimView and a starterView.
-type resultView struct {
-	claimView
-	resultCounter
-}
-
-type starterResultView struct {
-	starterView
-	resultCounter
-}
+// renewer, starter and resultCounter each add one optional capability
+// of the Store to a claimView, its calls counted.
 
 // resultCounter counts a ResultStore's calls as the completed store's.
 type resultCounter struct {
@@ -224,15 +254,23 @@ func (r resultCounter) LookupResult(ctx context.Context, channelID, messageID st
 	return fp, res, ok, r.c.count("completed", "lookup", err)
 }
 
-// starterView is a claimView of a ClaimStarter: the Channel records that
-// a post began before it starts (imv2.ClaimStarter).
-type starterView struct {
-	claimView
-	st imv2.ClaimStarter
+type renewer struct {
+	counted *countedStore
+	cr      imv2.ClaimRenewer
 }
 
-func (v starterView) Begin(ctx context.Context, channelID, messageID, owner string) error {
-	return v.write("completed", "begin", v.st.Begin(ctx, channelID, messageID, owner))
+func (r renewer) RenewClaim(ctx context.Context, channelID, messageID, owner string, lease time.Duration) (bool, error) {
+	held, err := r.cr.RenewClaim(ctx, channelID, messageID, owner, lease)
+	return held, r.counted.write("completed", "renew_claim", err)
+}
+
+type starter struct {
+	counted *countedStore
+	st      imv2.ClaimStarter
+}
+
+func (s starter) Begin(ctx context.Context, channelID, messageID, owner string) error {
+	return s.counted.write("completed", "begin", s.st.Begin(ctx, channelID, messageID, owner))
 }
 
 type claimView struct {

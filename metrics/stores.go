@@ -17,19 +17,29 @@ func (c *Collector) Pending(s imv2.PendingStore) imv2.PendingStore {
 }
 
 // Completed returns s counting its errors in imv2_store_errors_total
-// {store="completed"}. When s is an imv2.ClaimStore (or ClaimRenewer) the
-// result is one too, so the Channel still claims before its Target runs
-// (and renews its claims).
+// {store="completed"}. The result has exactly the optional capabilities
+// of s, no more: when s is an imv2.ClaimStore, ClaimRenewer or
+// ClaimStarter, so is the result, so the Channel still claims before its
+// Target runs, renews its claims, and records that a post began (a
+// wrapper hiding Begin would make every orphan's outcome unknown).
 func (c *Collector) Completed(s imv2.CompletedStore) imv2.CompletedStore {
 	w := completedStore{s: s, c: c}
 	cs, ok := s.(imv2.ClaimStore)
 	if !ok {
 		return &w
 	}
-	if cr, ok := s.(imv2.ClaimRenewer); ok {
-		return &claimRenewer{claimStore: claimStore{completedStore: w, cs: cs}, cr: cr}
+	claims := claimStore{completedStore: w, cs: cs}
+	cr, renews := s.(imv2.ClaimRenewer)
+	st, starts := s.(imv2.ClaimStarter)
+	switch {
+	case renews && starts:
+		return &claimRenewStarter{claimStore: claims, renewer: renewer{c, cr}, starter: starter{c, st}}
+	case renews:
+		return &claimRenewer{claimStore: claims, renewer: renewer{c, cr}}
+	case starts:
+		return &claimStarter{claimStore: claims, starter: starter{c, st}}
 	}
-	return &claimStore{completedStore: w, cs: cs}
+	return &claims
 }
 
 func (c *Collector) storeErr(store, op string, err error) error {
@@ -98,12 +108,39 @@ func (w *claimStore) Release(ctx context.Context, channelID, messageID, owner st
 	return w.c.storeErr("completed", "release", w.cs.Release(ctx, channelID, messageID, owner))
 }
 
-type claimRenewer struct {
-	claimStore
-	cr imv2.ClaimRenewer
+// The wrappers of a ClaimStore with one or both of its optional
+// capabilities; renewer and starter add one each.
+type (
+	claimRenewer struct {
+		claimStore
+		renewer
+	}
+	claimStarter struct {
+		claimStore
+		starter
+	}
+	claimRenewStarter struct {
+		claimStore
+		renewer
+		starter
+	}
+)
+
+type renewer struct {
+	coll *Collector
+	cr   imv2.ClaimRenewer
 }
 
-func (w *claimRenewer) RenewClaim(ctx context.Context, channelID, messageID, owner string, lease time.Duration) (bool, error) {
+func (w renewer) RenewClaim(ctx context.Context, channelID, messageID, owner string, lease time.Duration) (bool, error) {
 	held, err := w.cr.RenewClaim(ctx, channelID, messageID, owner, lease)
-	return held, w.c.storeErr("completed", "renew_claim", err)
+	return held, w.coll.storeErr("completed", "renew_claim", err)
+}
+
+type starter struct {
+	coll *Collector
+	st   imv2.ClaimStarter
+}
+
+func (w starter) Begin(ctx context.Context, channelID, messageID, owner string) error {
+	return w.coll.storeErr("completed", "begin", w.st.Begin(ctx, channelID, messageID, owner))
 }

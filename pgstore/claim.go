@@ -11,6 +11,8 @@ import (
 	"github.com/xagentkit/imv2"
 )
 
+var _ imv2.ClaimStarter = (*Store)(nil)
+
 // Claim implements imv2.ClaimStore. It holds the message's advisory lock,
 // which Record and Release of the same message take too, so of many
 // concurrent claimers on any number of replicas exactly one acquires, and
@@ -19,6 +21,10 @@ import (
 // imv2.ClaimStore contract says: an owner delivers a message once at a
 // time, so claiming it again means its own earlier attempt was
 // interrupted. The claim is committed before Claim returns.
+//
+// A new claim's post has not begun (unposted_by names its owner) until
+// Begin; an orphan whose post never began is answered with Unposted set,
+// so the Channel posts its resend (imv2.ClaimStarter).
 //
 // Claim is one round trip: the lock and one statement, which reads the
 // record and the claim and writes the claim as they decide, go as one
@@ -49,6 +55,7 @@ func (s *Store) claimOne(ctx context.Context, channelID, messageID string, fp im
 		oldUntil    *int64
 		now         int64
 		wrote       bool
+		unposted    bool
 	)
 	err := s.batch(ctx, func(b *pgx.Batch) {
 		b.Queue("SELECT pg_advisory_xact_lock($1)", messageKey(channelID, messageID))
@@ -64,7 +71,7 @@ func (s *Store) claimOne(ctx context.Context, channelID, messageID string, fp im
 		// nothing, and the claim is then held.
 		b.Queue(claimSQL,
 			ch, id, owner, lease.Nanoseconds(), fp[:], s.cutoff(), s.leaseNowArg()).
-			QueryRow(func(row pgx.Row) error { return row.Scan(&done, &oldOwner, &oldUntil, &oldFP, &now, &wrote) })
+			QueryRow(func(row pgx.Row) error { return row.Scan(&done, &oldOwner, &oldUntil, &oldFP, &now, &wrote, &unposted) })
 	})
 	switch {
 	case err != nil:
@@ -79,7 +86,7 @@ func (s *Store) claimOne(ctx context.Context, channelID, messageID string, fp im
 	case wrote && oldOwner == nil:
 		return imv2.Claim{State: imv2.ClaimAcquired}, nil
 	case wrote:
-		out := imv2.Claim{State: imv2.ClaimOrphaned, Owner: *oldOwner}
+		out := imv2.Claim{State: imv2.ClaimOrphaned, Owner: *oldOwner, Unposted: unposted}
 		copy(out.Fingerprint[:], oldFP)
 		return out, nil
 	case oldOwner != nil:
@@ -96,16 +103,26 @@ var claimSQL = `WITH t AS (SELECT ` + leaseNow(7) + ` AS now),
 	old AS (
 		SELECT owner, until_ns, fingerprint FROM imv2_claims WHERE channel_id = $1 AND message_id = $2),
 	ins AS (
-		INSERT INTO imv2_claims (channel_id, message_id, owner, until_ns, fingerprint)
-		SELECT $1, $2, $3, t.now + $4, $5 FROM t WHERE NOT EXISTS (SELECT 1 FROM done) AND NOT EXISTS (SELECT 1 FROM old)
+		INSERT INTO imv2_claims (channel_id, message_id, owner, until_ns, fingerprint, unposted_by)
+		SELECT $1, $2, $3, t.now + $4, $5, $3 FROM t WHERE NOT EXISTS (SELECT 1 FROM done) AND NOT EXISTS (SELECT 1 FROM old)
 		RETURNING 1),
 	upd AS (
-		UPDATE imv2_claims SET owner = $3, until_ns = (SELECT now FROM t) + $4
+		UPDATE imv2_claims SET owner = $3, until_ns = (SELECT now FROM t) + $4, ` + takeUnposted("imv2_claims", "$3") + `
 		WHERE channel_id = $1 AND message_id = $2 AND NOT EXISTS (SELECT 1 FROM done)
 			AND (until_ns <= (SELECT now FROM t) OR owner = $3)
-		RETURNING 1)
+		RETURNING unposted_by IS NOT NULL AS unposted)
 	SELECT (SELECT fingerprint FROM done), (SELECT owner FROM old), (SELECT until_ns FROM old), (SELECT fingerprint FROM old),
-		(SELECT now FROM t), EXISTS (SELECT 1 FROM ins) OR EXISTS (SELECT 1 FROM upd)`
+		(SELECT now FROM t), EXISTS (SELECT 1 FROM ins) OR EXISTS (SELECT 1 FROM upd), coalesce((SELECT unposted FROM upd), false)`
+
+// takeUnposted is the SET clause of a takeover of row by owner (SQL): a claim
+// whose post had not begun stays so, now owner's to begin; one that began
+// (or whose unposted_by names an owner before the last, who took it over
+// without knowing the column: a replica of schema version 7) stays begun.
+// Both statements decide by the row they updated, the latest version, so a
+// Begin committed while they waited for the row counts.
+func takeUnposted(row, owner string) string {
+	return "unposted_by = CASE WHEN " + row + ".unposted_by = " + row + ".owner THEN " + owner + " END"
+}
 
 // leaseNow is the SQL of the time leases are measured by, in Unix
 // nanoseconds: the database server's clock_timestamp() (the time of the
@@ -125,6 +142,32 @@ func (s *Store) leaseNowArg() *int64 {
 	now := s.leaseClock.Now().UnixNano()
 	return &now
 }
+
+// Begin implements imv2.ClaimStarter: owner's claim's post begins. It
+// changes nothing when owner does not hold the claim, or its post began
+// already. It is committed before Begin returns, in a group commit shared
+// with concurrent Claims, Records and Begins of other messages
+// (groupcommit.go): one round trip.
+func (s *Store) Begin(ctx context.Context, channelID, messageID, owner string) error {
+	if err := checkIDs(channelID, messageID); err != nil {
+		return err
+	}
+	if owner == "" {
+		return errors.New("pgstore: Begin without an owner")
+	}
+	c := &groupCall{ctx: ctx, begin: true, ch: channelID, id: messageID, owner: owner}
+	s.do(c)
+	return c.err
+}
+
+// beginSQL is Begin's statement, one per Begin in a group too: an index
+// lookup of the row, decided on the row's latest version (a RenewClaim or
+// a takeover committed meanwhile is waited for and seen), where a row
+// address taken under FOR UPDATE (claimGroup's way) would name a version
+// the statement's snapshot does not see after a concurrent renewal, and
+// the Begin would be lost.
+const beginSQL = `UPDATE imv2_claims SET unposted_by = NULL
+	WHERE channel_id = $1 AND message_id = $2 AND owner = $3 AND unposted_by IS NOT NULL`
 
 // Release implements imv2.ClaimStore: it drops owner's claim, and nothing
 // else.

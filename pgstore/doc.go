@@ -80,9 +80,12 @@
 //     relay.Send(ctx, channelID, imv2.ChatMessage{Text: text})
 //
 // The one window where a platform without its own dedup can be affected:
-// a replica that dies after the platform showed a final and before its
-// Record committed leaves an orphaned claim; the resend (to any replica,
-// after the claim's lease of 3×TargetTimeout) is posted again with the
+// a replica that dies after a final's post began (the Store learned it,
+// committed, before the post: imv2.ClaimStarter) and before its Record
+// committed leaves an orphaned claim; one that dies before, its post not
+// begun, leaves a claim whose resend is posted (Claim.Unposted). The
+// begun one's resend (to any replica, after the claim's lease of
+// 3×TargetTimeout) is posted again with the
 // same idempotency key to an imv2.IdempotentTarget (the platform shows it
 // once), and otherwise not posted and answered delivery_outcome_unknown,
 // retryable=false: shown once, and the sender told the outcome is
@@ -172,12 +175,12 @@
 //
 // # Durability and concurrency
 //
-// Every Add, Remove, Record, Claim, Release, RenewClaim and Register is
-// one transaction, committed before the call returns (the server's defaults:
-// synchronous_commit on); Add, Claim and Record send theirs as one pgx
-// batch, one round trip, and concurrent Claims and Records of different
-// messages share one: up to 128 in one transaction, one commit
-// (groupcommit.go). Claim, Release and Record of one message are
+// Every Add, Remove, Record, Claim, Begin, Release, RenewClaim and
+// Register is one transaction, committed before the call returns (the
+// server's defaults: synchronous_commit on); Add, Claim, Begin and Record
+// send theirs as one pgx batch, one round trip, and concurrent Claims,
+// Begins and Records of different messages share one: up to 128 in one
+// transaction, one commit (groupcommit.go). Claim, Release and Record of one message are
 // serialised by a transaction-scoped advisory lock on the message, so
 // exactly one of many concurrent claimers acquires, across replicas. Adds
 // to one channel are serialised by an advisory lock on the channel, so the

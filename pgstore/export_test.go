@@ -8,11 +8,11 @@ import (
 	"github.com/xagentkit/imv2/internal/connid"
 )
 
-// GroupCall is a Claim (Record false) or a Record for RunGroup, and its
-// outcome.
+// GroupCall is a Claim (Record and Begin false), a Record or a Begin for
+// RunGroup, and its outcome.
 type GroupCall struct {
 	Ctx              context.Context
-	Record           bool
+	Record, Begin    bool
 	Channel, Message string
 	FP               imv2.Fingerprint
 	Owner            string
@@ -26,7 +26,7 @@ type GroupCall struct {
 func (s *Store) RunGroup(calls []*GroupCall) int64 {
 	group := make([]*groupCall, len(calls))
 	for i, c := range calls {
-		group[i] = &groupCall{ctx: c.Ctx, record: c.Record, ch: c.Channel, id: c.Message, fp: c.FP, owner: c.Owner, lease: c.Lease}
+		group[i] = &groupCall{ctx: c.Ctx, record: c.Record, begin: c.Begin, ch: c.Channel, id: c.Message, fp: c.FP, owner: c.Owner, lease: c.Lease}
 		group[i].key = messageKey(c.Channel, c.Message)
 		if c.Ctx != nil {
 			group[i].conn = connid.ConnectorID(c.Ctx)
@@ -42,6 +42,7 @@ func (s *Store) RunGroup(calls []*GroupCall) int64 {
 // Commits is the groups s committed so far.
 func (s *Store) Commits() int64 { return s.group.commits.Load() }
 
-// ClaimGroupSQL and RecordGroupSQL are the group commit's statements, as
-// a watch of the wire protocol recognises them (pgwatch_test.go).
-var ClaimGroupSQL, RecordGroupSQL = claimGroup, recordGroup
+// ClaimGroupSQL, RecordGroupSQL and BeginSQL are the group commit's
+// statements, as a watch of the wire protocol recognises them
+// (pgwatch_test.go).
+var ClaimGroupSQL, RecordGroupSQL, BeginSQL = claimGroup, recordGroup, beginSQL

@@ -27,8 +27,9 @@ const maxGroup = 128
 // executed, and PostgreSQL flushes their commits together.
 const maxGroupsInFlight = 2
 
-// groupCommit lets concurrent Claims and Records of different messages
-// share one transaction: one round trip, one multi-row statement per kind,
+// groupCommit lets concurrent Claims, Records and Begins of different
+// messages share one transaction: one round trip, one multi-row statement per kind
+// (one statement per Begin, beginSQL),
 // one commit and WAL flush. There is no timer: a call that finds fewer
 // than maxGroupsInFlight groups running runs at once, alone; calls that
 // arrive while they run queue, and the first of them leads the next group
@@ -55,16 +56,17 @@ type groupCommit struct {
 	commits atomic.Int64 // groups committed, for the tests
 }
 
-// groupCall is one Claim or Record: its arguments, and its outcome once
-// its group is done.
+// groupCall is one Claim, Record or Begin: its arguments, and its outcome
+// once its group is done.
 type groupCall struct {
 	ctx    context.Context
-	record bool // a Record; else a Claim
+	record bool // a Record
+	begin  bool // a Begin; neither: a Claim
 	ch, id string
 	conn   string // Record: the connector_id on its context (its group)
 	key    int64
 	fp     imv2.Fingerprint
-	owner  string        // Claim
+	owner  string        // Claim, Begin
 	lease  time.Duration // Claim
 
 	claim imv2.Claim
@@ -164,9 +166,12 @@ var errGroupAbandoned = fmt.Errorf("pgstore: the transaction shared with this ca
 func (s *Store) runGroup(group []*groupCall) {
 	if len(group) == 1 {
 		c := group[0]
-		if c.record {
+		switch {
+		case c.record:
 			c.err = s.recordOne(c.ctx, c.ch, c.id, c.conn, c.fp, nil)
-		} else {
+		case c.begin:
+			c.err = s.batch(c.ctx, func(b *pgx.Batch) { queueBegin(b, c) })
+		default:
 			c.claim, c.err = s.claimOne(c.ctx, c.ch, c.id, c.fp, c.owner, c.lease)
 		}
 		if c.err == nil {
@@ -186,13 +191,16 @@ func (s *Store) runGroup(group []*groupCall) {
 		})
 		defer stop()
 	}
-	var claims, records []*groupCall
+	var claims, records, begins []*groupCall
 	keys := make([]int64, len(group))
 	for i, c := range group {
 		keys[i] = c.key
-		if c.record {
+		switch {
+		case c.record:
 			records = append(records, c)
-		} else {
+		case c.begin:
+			begins = append(begins, c)
+		default:
 			claims = append(claims, c)
 		}
 	}
@@ -210,6 +218,9 @@ func (s *Store) runGroup(group []*groupCall) {
 			now := s.nowNS()
 			s.queueRecords(b, records, now, now-s.ttl.Nanoseconds())
 		}
+		for _, c := range begins {
+			queueBegin(b, c)
+		}
 	})
 	if err != nil {
 		for _, c := range group {
@@ -219,6 +230,9 @@ func (s *Store) runGroup(group []*groupCall) {
 	}
 	s.group.commits.Add(1)
 	for _, c := range records {
+		c.err = nil
+	}
+	for _, c := range begins {
 		c.err = nil
 	}
 	for _, c := range claims {
@@ -252,6 +266,7 @@ type claimRow struct {
 	oldOwner    *string
 	oldUntil    *int64
 	wrote       bool
+	unposted    bool // the claim taken over had not begun its post
 }
 
 // claimGroup decides and writes the claims of many messages in one
@@ -289,15 +304,17 @@ var claimGroup = `WITH t AS (SELECT ` + leaseNow(7) + ` AS now),
 		FROM input
 		WHERE done IS NULL AND (old).owner IS NOT NULL),
 	ins AS (
-		INSERT INTO imv2_claims (channel_id, message_id, owner, until_ns, fingerprint)
-		SELECT ch, id, owner, (SELECT now FROM t) + lease, fp FROM input WHERE done IS NULL AND (old).owner IS NULL
+		INSERT INTO imv2_claims (channel_id, message_id, owner, until_ns, fingerprint, unposted_by)
+		SELECT ch, id, owner, (SELECT now FROM t) + lease, fp, owner FROM input WHERE done IS NULL AND (old).owner IS NULL
 		RETURNING channel_id, message_id),
 	upd AS (
-		UPDATE imv2_claims c SET owner = takeover.owner, until_ns = (SELECT now FROM t) + takeover.lease FROM takeover
+		UPDATE imv2_claims c SET owner = takeover.owner, until_ns = (SELECT now FROM t) + takeover.lease,
+			` + takeUnposted("c", "takeover.owner") + ` FROM takeover
 		WHERE c.ctid = ANY (ARRAY(SELECT row FROM takeover WHERE row IS NOT NULL)) AND c.ctid = takeover.row
-		RETURNING takeover.i)
+		RETURNING takeover.i, c.unposted_by IS NOT NULL AS unposted)
 	SELECT i, done, (old).owner, (old).until_ns, (old).fingerprint, (SELECT now FROM t),
-		i IN (SELECT i FROM upd) OR (ch, id) IN (SELECT channel_id, message_id FROM ins)
+		i IN (SELECT i FROM upd) OR (ch, id) IN (SELECT channel_id, message_id FROM ins),
+		coalesce((SELECT unposted FROM upd WHERE upd.i = input.i), false)
 	FROM input`
 
 func (s *Store) queueClaims(b *pgx.Batch, claims []*groupCall, found *[]claimRow) {
@@ -311,7 +328,7 @@ func (s *Store) queueClaims(b *pgx.Batch, claims []*groupCall, found *[]claimRow
 	b.Queue(claimGroup, chs, ids, owners, leases, fps, s.cutoff(), s.leaseNowArg()).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var r claimRow
-			if err := rows.Scan(&r.i, &r.done, &r.oldOwner, &r.oldUntil, &r.oldFP, &r.now, &r.wrote); err != nil {
+			if err := rows.Scan(&r.i, &r.done, &r.oldOwner, &r.oldUntil, &r.oldFP, &r.now, &r.wrote, &r.unposted); err != nil {
 				return err
 			}
 			*found = append(*found, r)
@@ -333,7 +350,7 @@ func (r claimRow) outcome() (imv2.Claim, error) {
 	case r.wrote && r.oldOwner == nil:
 		return imv2.Claim{State: imv2.ClaimAcquired}, nil
 	case r.wrote:
-		out := imv2.Claim{State: imv2.ClaimOrphaned, Owner: *r.oldOwner}
+		out := imv2.Claim{State: imv2.ClaimOrphaned, Owner: *r.oldOwner, Unposted: r.unposted}
 		copy(out.Fingerprint[:], r.oldFP)
 		return out, nil
 	case r.oldOwner != nil && r.oldUntil != nil:
@@ -417,3 +434,8 @@ func (s *Store) queueRecords(b *pgx.Batch, records []*groupCall, now, cutoff int
 // it would read at every Record.
 const sweepOrphans = `DELETE FROM imv2_claims WHERE ctid = ANY (ARRAY(
 	SELECT ctid FROM imv2_claims WHERE until_ns <= $1 ORDER BY until_ns LIMIT $2 FOR UPDATE SKIP LOCKED))`
+
+// queueBegin queues c's Begin (beginSQL).
+func queueBegin(b *pgx.Batch, c *groupCall) {
+	b.Queue(beginSQL, []byte(c.ch), []byte(c.id), c.owner)
+}

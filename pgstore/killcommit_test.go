@@ -131,8 +131,9 @@ type killHistory struct {
 // final's Record was committed before its ack (the server answered its
 // batch, as the watch saw); one answered duplicate was posted (its
 // record was committed, its ack perhaps lost in a kill); any other answer
-// is delivery_outcome_unknown, for an orphaned claim (posted or not before
-// the kill: nobody can tell, and the Target does not post idempotently).
+// is delivery_outcome_unknown, for an orphaned claim whose post may have
+// started (a Begin of it reached the server; posted or not before the
+// kill, nobody can tell, and the Target does not post idempotently).
 func (h *killHistory) line(s string) {
 	t := h.t
 	f := strings.Fields(s)
@@ -181,6 +182,12 @@ func (h *killHistory) line(s string) {
 			h.unacked[key] = true
 		}
 	case status == imv2.AckRejected && code == imv2.CodeDeliveryOutcomeUnknown:
+		// Unknown only where the post may have started: the store was
+		// told it began (imv2.ClaimStarter); one whose post never began
+		// is posted on the resend, not lost.
+		if !h.watch.beginSent(f[1], f[2]) {
+			t.Errorf("S8: %s answered delivery_outcome_unknown, but no Begin of it reached the server: its post never began", key)
+		}
 		h.unknown[key] = true
 		return
 	default:
@@ -198,9 +205,10 @@ func (h *killHistory) line(s string) {
 // lives on. Over all lives: every final acked is answered duplicate when
 // resent (its record was committed before its ack left), no final is
 // posted twice, a final whose record was committed but whose ack was
-// lost in a kill is answered duplicate, and a final whose claim was
-// orphaned by a kill (posted or not) is answered delivery_outcome_unknown,
-// never posted again (S8, imv2.ClaimStore).
+// lost in a kill is answered duplicate, a final whose claim was orphaned
+// by a kill after its Begin was sent (posted or not) is answered
+// delivery_outcome_unknown, never posted again, and one orphaned before
+// its Begin is posted on the resend (S8, imv2.ClaimStarter).
 //
 // How it knows each kill lands mid-commit: the child talks to
 // PostgreSQL through a watch of the wire protocol (pgWatch), which tells
@@ -358,8 +366,8 @@ func TestGroupCommit_S8_KillMidBatch(t *testing.T) {
 	for key := range h.unknown {
 		orphanPosted += h.posts[key]
 	}
-	t.Logf("%d finals acked; %d committed with their acks lost in a kill (then answered duplicate); %d orphaned claims answered delivery_outcome_unknown (%d of them posted before their kill); %d group commits in flight at the kills, %d with Records (%d committed, %d rolled back)",
-		len(h.acked)-len(h.unacked), len(h.unacked), len(h.unknown), orphanPosted, inflight, withRecords, committed, aborted)
+	t.Logf("%d finals acked; %d committed with their acks lost in a kill (then answered duplicate); %d orphaned claims answered delivery_outcome_unknown (%d of them posted before their kill, %d lost: their Begin sent, the kill before their post); %d group commits in flight at the kills, %d with Records (%d committed, %d rolled back)",
+		len(h.acked)-len(h.unacked), len(h.unacked), len(h.unknown), orphanPosted, len(h.unknown)-orphanPosted, inflight, withRecords, committed, aborted)
 }
 
 // killGone waits until the killed child's sessions have ended, so every

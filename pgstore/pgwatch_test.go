@@ -39,8 +39,11 @@ type pgWatch struct {
 	// recorded holds the channel and message of every Record whose batch
 	// the server answered without an error, before the answer goes on.
 	recorded map[[2]string]bool
-	done     bool
-	wg       sync.WaitGroup
+	// begun holds the channel and message of every Begin (beginSQL) sent
+	// to the server, answered or not: a post that may have started.
+	begun map[[2]string]bool
+	done  bool
+	wg    sync.WaitGroup
 }
 
 // watchBatch is what one batch (up to its Sync) holds.
@@ -71,7 +74,8 @@ func newPGWatch(t *testing.T, dbURL string) (*pgWatch, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &pgWatch{ln: ln, upstream: u.Host, conns: map[*watchConn]bool{}, recorded: map[[2]string]bool{}}
+	w := &pgWatch{ln: ln, upstream: u.Host, conns: map[*watchConn]bool{}, recorded: map[[2]string]bool{},
+		begun: map[[2]string]bool{}}
 	w.cond = sync.NewCond(&w.mu)
 	w.wg.Add(1)
 	go w.accept()
@@ -96,6 +100,14 @@ func (w *pgWatch) committed(channel, message string) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.recorded[[2]string{channel, message}]
+}
+
+// beginSent reports whether a Begin of the message went through the
+// watch to the server: its claim's post may have begun.
+func (w *pgWatch) beginSent(channel, message string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.begun[[2]string{channel, message}]
 }
 
 // thaw forwards the answers again, and disarms.
@@ -260,6 +272,13 @@ func (w *pgWatch) request(c *watchConn, typ byte, body []byte) {
 		isLock := strings.HasPrefix(query, lockGroupSQL)
 		isClaims, isRecords := query == pgstore.ClaimGroupSQL, query == pgstore.RecordGroupSQL
 		isRecord := strings.Contains(query, recordOneSQL)
+		if query == pgstore.BeginSQL {
+			// The IDs are bytea, sent in binary; the owner is text.
+			if params, _ := bindParams(rest); len(params) >= 2 {
+				w.begun[[2]string{string(params[0]), string(params[1])}] = true
+			}
+			return
+		}
 		if !isLock && !isClaims && !isRecords && !isRecord {
 			return
 		}

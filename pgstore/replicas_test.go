@@ -275,8 +275,9 @@ func TestReplicas_S1_UserMessageOnOtherReplicaReachesXAgentOnceInOrder(t *testin
 	}
 }
 
-// TestReplicas_S8_OrphanTakenOverAfterLease: a replica claimed a final
-// and died before Record (its claim is left, with a short lease). The
+// TestReplicas_S8_OrphanTakenOverAfterLease: a replica claimed a final,
+// began and made its post, and died before Record (its claim is left,
+// with a short lease). The
 // resend to the surviving replica is answered retryable busy while the
 // lease runs, then taken over: posted again with the same idempotency key
 // to a deduplicating platform, which shows it once; to a platform without
@@ -316,6 +317,11 @@ func TestReplicas_S8_OrphanTakenOverAfterLease(t *testing.T) {
 			if err != nil || cl.State != imv2.ClaimAcquired {
 				t.Fatalf("claim: %+v %v", cl, err)
 			}
+			// It told the store the post began before posting, as a
+			// Channel does (imv2.ClaimStarter).
+			if err := b.st.Begin(ctx, ch.ID(), "r-1", "dead-replica"); err != nil {
+				t.Fatal(err)
+			}
 			if _, err := ch.Send(ctx, final); err != nil {
 				t.Fatal(err)
 			}
@@ -350,6 +356,50 @@ func TestReplicas_S8_OrphanTakenOverAfterLease(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestReplicas_S8_OrphanNotBegunIsPostedAfterLease: a replica claimed a
+// final and died before its Begin (its post never started). The resend
+// to the surviving replica is posted once, after the lease, to a platform
+// without dedup, and the sender is told nothing: the final is not lost.
+func TestReplicas_S8_OrphanNotBegunIsPostedAfterLease(t *testing.T) {
+	url := srv.NewDatabase(t)
+	ctx := context.Background()
+	plat := newKeyPlatform(false)
+	var mu sync.Mutex
+	var failed []imv2.Code
+	b := startReplica(t, url, plat, imv2.Options{})
+	x := xagentOpts(t, b.hs.URL, newKeyPlatform(false), imv2.Options{
+		OnFailed: func(_ string, _ imv2.ChatMessage, e *imv2.Error) {
+			mu.Lock()
+			defer mu.Unlock()
+			failed = append(failed, e.Code)
+		},
+	})
+	ch, err := x.OpenChannel(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	final := imv2.ChatMessage{MessageID: "r-1", Text: "reply"}
+	cl, err := b.st.Claim(ctx, ch.ID(), "r-1", imv2.FingerprintOf(&final), "dead-replica", 300*time.Millisecond)
+	if err != nil || cl.State != imv2.ClaimAcquired {
+		t.Fatalf("claim: %+v %v", cl, err)
+	}
+	if _, err := ch.Send(ctx, final); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the final resolved", func() bool {
+		p, _ := ch.Pending(ctx)
+		return len(p) == 0
+	})
+	plat.mu.Lock()
+	posts := plat.posts["r-1"]
+	plat.mu.Unlock()
+	mu.Lock()
+	defer mu.Unlock()
+	if posts != 1 || len(failed) != 0 {
+		t.Errorf("posts %d, sender told %v; want 1 post, nothing told (its post never began)", posts, failed)
 	}
 }
 

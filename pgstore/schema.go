@@ -157,6 +157,14 @@ INSERT INTO imv2_completed_groups SELECT connector_id, 0, count(*) FROM imv2_com
 	`
 ALTER TABLE imv2_completed ADD COLUMN IF NOT EXISTS result bytea;
 `,
+	// 9: the owner of a claim whose post has not begun (imv2.ClaimStarter,
+	// claim.go). NULL, the default, reads as begun, the safe side: a claim
+	// written by a replica of version 8 or older during a rolling upgrade, or one
+	// taken over by such a replica (the owner changes, unposted_by does
+	// not, and they no longer match). No rewrite of the table.
+	`
+ALTER TABLE imv2_claims ADD COLUMN IF NOT EXISTS unposted_by text;
+`,
 }
 
 // SchemaVersion is the schema version this build writes and reads.
