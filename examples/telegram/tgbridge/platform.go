@@ -1,0 +1,294 @@
+package tgbridge
+
+// platform.go is the kit's Platform: each method a thin call to the Bot
+// API (sendMessage, editMessageText, sendMessageDraft, sendChatAction,
+// sendDocument/sendPhoto, deleteMessage).
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"unicode/utf16"
+
+	"github.com/mymmrac/telego"
+
+	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/connector"
+)
+
+// MaxTextChars is the longest text of one Telegram message, counted as
+// Telegram counts it (UTF-16 code units): a longer final is sent as
+// several messages, a longer draft is cut.
+const MaxTextChars = 4096
+
+// Photos up to this size go by sendPhoto, larger images as documents
+// (Telegram's limits: 10 MB for a photo, 50 MB for any upload).
+const maxPhotoBytes = 10 << 20
+
+// draftPrefix marks a sendMessageDraft handle; an edit-mode handle is the
+// message_id alone.
+const draftPrefix = "d"
+
+// Post implements connector.Platform: the text in as many messages as
+// MaxTextChars needs, then each file, as one unit.
+func (br *Bridge) Post(ctx context.Context, to connector.Conversation, m *connector.Message) error {
+	chat, err := chatOf(to)
+	if err != nil {
+		return err
+	}
+	texts, linked := br.texts(to, m)
+	return br.deliver(ctx, to, chat, m, texts, linked, false)
+}
+
+// PostDraft implements connector.Editor: the first draft is a message of
+// its own, whose message_id is the handle.
+func (br *Bridge) PostDraft(ctx context.Context, to connector.Conversation, _, text string) (string, error) {
+	chat, err := chatOf(to)
+	if err != nil {
+		return "", err
+	}
+	msg, err := br.bot.SendMessage(ctx, &telego.SendMessageParams{ChatID: telego.ChatID{ID: chat}, Text: cut(text)})
+	if err != nil {
+		return "", mark(err)
+	}
+	return strconv.Itoa(msg.MessageID), nil
+}
+
+// Edit implements connector.Editor with editMessageText; an edit to the
+// text shown is no error.
+func (br *Bridge) Edit(ctx context.Context, to connector.Conversation, handle, text string) error {
+	chat, err := chatOf(to)
+	if err != nil {
+		return err
+	}
+	id, err := strconv.Atoi(handle)
+	if err != nil {
+		return refused(fmt.Errorf("tgbridge: handle %q is no message_id", handle))
+	}
+	_, err = br.bot.EditMessageText(ctx, &telego.EditMessageTextParams{ChatID: telego.ChatID{ID: chat}, MessageID: id, Text: cut(text)})
+	if err == nil || notModified(err) {
+		return nil
+	}
+	return mark(err)
+}
+
+// Draft implements connector.Drafter with sendMessageDraft (ModeStream,
+// chosen when the server has the method): the whole text so far under one
+// draft_id. Telegram shows drafts in private chats only, so a group's
+// reply is refused a draft and shown by its final alone.
+func (br *Bridge) Draft(ctx context.Context, to connector.Conversation, d connector.Draft) (string, error) {
+	chat, err := chatOf(to)
+	if err != nil {
+		return "", err
+	}
+	if chat < 0 { // groups and supergroups have negative IDs
+		return "", refused(errors.New("tgbridge: Telegram shows drafts in private chats only"))
+	}
+	id, err := strconv.Atoi(strings.TrimPrefix(d.Handle, draftPrefix))
+	if d.Handle == "" || err != nil {
+		id = 1 + rand.IntN(1<<31-1) // draft_id must not be 0
+	}
+	err = br.bot.SendMessageDraft(ctx, &telego.SendMessageDraftParams{ChatID: chat, DraftID: id, Text: cut(d.Text)})
+	if err != nil {
+		return "", mark(err)
+	}
+	return draftPrefix + strconv.Itoa(id), nil
+}
+
+// Finish implements connector.Finisher: a draft's final is posted (the
+// message replaces the draft); an edited message becomes the final's
+// first MaxTextChars, and the rest follows as new messages, then the files.
+func (br *Bridge) Finish(ctx context.Context, to connector.Conversation, handle string, m *connector.Message) error {
+	if strings.HasPrefix(handle, draftPrefix) {
+		return br.Post(ctx, to, m)
+	}
+	chat, err := chatOf(to)
+	if err != nil {
+		return err
+	}
+	texts, linked := br.texts(to, m)
+	first := "📎" // Telegram refuses an empty text; the files follow
+	if len(texts) > 0 {
+		first, texts = texts[0], texts[1:]
+	}
+	if err := br.Edit(ctx, to, handle, first); err != nil {
+		return err
+	}
+	return br.deliver(ctx, to, chat, m, texts, linked, true)
+}
+
+// Discard implements connector.Discarder: a message whose final never
+// came is deleted; a draft lapses by itself.
+func (br *Bridge) Discard(ctx context.Context, to connector.Conversation, handle string) error {
+	chat, err := chatOf(to)
+	id, aerr := strconv.Atoi(handle)
+	if err != nil || aerr != nil {
+		return err
+	}
+	return mark(br.bot.DeleteMessage(ctx, &telego.DeleteMessageParams{ChatID: telego.ChatID{ID: chat}, MessageID: id}))
+}
+
+// Typing implements connector.Typer with sendChatAction "typing", which
+// Telegram shows for 5 s (the kit refreshes it every 4 s) and clears by
+// itself when the reply comes, so idle sends nothing. A server without the
+// method is not asked again.
+func (br *Bridge) Typing(ctx context.Context, to connector.Conversation, a imv2.ChatActivity) error {
+	if a.Status == imv2.ActivityIdle || br.noTyping.Load() {
+		return nil
+	}
+	chat, err := chatOf(to)
+	if err != nil {
+		return err
+	}
+	err = br.bot.SendChatAction(ctx, &telego.SendChatActionParams{ChatID: telego.ChatID{ID: chat}, Action: telego.ChatActionTyping})
+	if unsupported(err) {
+		br.noTyping.Store(true)
+		br.cfg.Logger.Info("tgbridge: the Bot API server has no sendChatAction; typing is not shown")
+		return nil
+	}
+	return mark(err)
+}
+
+// deliver sends texts, then m's files unless linked (texts holds their
+// links), to chat as one unit. Once a message
+// of it was shown a failure can no longer say "not posted" (the kit would
+// post the shown part again), so a rate limit is waited out here and any
+// other failure is reported as unknown.
+func (br *Bridge) deliver(ctx context.Context, to connector.Conversation, chat int64, m *connector.Message, texts []string, linked, shown bool) error {
+	send := func(call func() error) error {
+		for {
+			err := call()
+			d, limited := retryAfter(err)
+			switch {
+			case err == nil:
+				shown = true
+				return nil
+			case !shown:
+				return mark(err)
+			case !limited:
+				return fmt.Errorf("tgbridge: part of the reply was shown, the rest failed: %v", err)
+			}
+			if werr := br.sleep(ctx, d); werr != nil {
+				return fmt.Errorf("tgbridge: part of the reply was shown, the rest waits out a rate limit: %v", err)
+			}
+		}
+	}
+	for _, t := range texts {
+		if err := send(func() error {
+			_, err := br.bot.SendMessage(ctx, &telego.SendMessageParams{ChatID: telego.ChatID{ID: chat}, Text: t})
+			return err
+		}); err != nil {
+			return err
+		}
+	}
+	var links []string
+	for _, f := range m.Attachments {
+		if linked {
+			break
+		}
+		if br.noFiles.Load() { // learnt from an earlier file of m
+			links = append(links, br.link(to, f))
+			continue
+		}
+		err := send(func() error { return br.sendFile(ctx, chat, f) })
+		if unsupported(err) {
+			br.noFiles.Store(true)
+			br.cfg.Logger.Info("tgbridge: the Bot API server takes no files; they are sent as download links")
+			links = append(links, br.link(to, f))
+		} else if err != nil {
+			return err
+		}
+	}
+	if len(links) > 0 { // learnt just now: the links go as one more message
+		return send(func() error {
+			_, err := br.bot.SendMessage(ctx, &telego.SendMessageParams{ChatID: telego.ChatID{ID: chat}, Text: cut(strings.Join(links, "\n"))})
+			return err
+		})
+	}
+	return nil
+}
+
+// sendFile sends f by sendPhoto (a small image) or sendDocument.
+func (br *Bridge) sendFile(ctx context.Context, chat int64, f connector.OutboundFile) error {
+	in := telego.InputFile{File: named{f.Reader, cmp.Or(f.Info.Filename, f.Filename, "file")}}
+	mime := cmp.Or(f.Info.MimeType, f.MimeType)
+	if strings.HasPrefix(mime, "image/") && mime != "image/svg+xml" && f.Info.ByteSize <= maxPhotoBytes {
+		_, err := br.bot.SendPhoto(ctx, &telego.SendPhotoParams{ChatID: telego.ChatID{ID: chat}, Photo: in})
+		return err
+	}
+	_, err := br.bot.SendDocument(ctx, &telego.SendDocumentParams{ChatID: telego.ChatID{ID: chat}, Document: in})
+	return err
+}
+
+// named gives a file's reader the name a multipart upload needs.
+type named struct {
+	io.Reader
+	name string
+}
+
+func (n named) Name() string { return n.name }
+
+// link is a file's line in a final's text where the server takes no
+// files: its name and the Connector's signed download URL (T3).
+func (br *Bridge) link(to connector.Conversation, f connector.OutboundFile) string {
+	name := cmp.Or(f.Info.Filename, f.Filename, "file")
+	return "📎 " + name + ": " + br.cfg.PublicURL + br.kit.Handler().DownloadURL(to.ChannelID, f.FileRef)
+}
+
+// texts is m's text in pieces of at most MaxTextChars, with its files'
+// links (linked) where the server is known to take no files.
+func (br *Bridge) texts(to connector.Conversation, m *connector.Message) (texts []string, linked bool) {
+	text := m.Text
+	if linked = br.noFiles.Load() && len(m.Attachments) > 0; linked {
+		for _, f := range m.Attachments {
+			text += "\n" + br.link(to, f)
+		}
+		text = strings.TrimPrefix(text, "\n")
+	}
+	return split(text, MaxTextChars), linked
+}
+
+// split cuts text into pieces of at most n UTF-16 code units, at the last
+// line break of a piece when there is one in its second half.
+func split(text string, n int) []string {
+	var parts []string
+	for text != "" {
+		end, units := len(text), 0
+		for i, r := range text {
+			if units += utf16.RuneLen(r); units > n {
+				end = i
+				break
+			}
+		}
+		if end < len(text) {
+			if nl := strings.LastIndexByte(text[:end], '\n'); nl > end/2 {
+				end = nl + 1
+			}
+		}
+		parts, text = append(parts, text[:end]), text[end:]
+	}
+	return parts
+}
+
+// cut is a draft's text as Telegram takes it: its first MaxTextChars, and
+// never empty.
+func cut(text string) string {
+	if parts := split(text, MaxTextChars-1); len(parts) > 1 {
+		return parts[0] + "…"
+	}
+	return cmp.Or(text, "…")
+}
+
+// chatOf is the chat ID a binding's key holds.
+func chatOf(to connector.Conversation) (int64, error) {
+	id, err := strconv.ParseInt(to.Key, 10, 64)
+	if err != nil {
+		return 0, refused(fmt.Errorf("tgbridge: conversation %q is no chat ID", to.Key))
+	}
+	return id, nil
+}
