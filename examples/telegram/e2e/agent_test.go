@@ -165,9 +165,10 @@ func (a *agent) auth(t *testing.T, ctx context.Context, chID, typ string, payloa
 // stream sends text as a reply in n deltas, gap apart, then its final.
 func stream(ctx context.Context, ch *imv2.Channel, text string, n int, gap time.Duration) error {
 	r := ch.NewReply("")
-	step := (len(text) + n - 1) / n
-	for i := 0; i < len(text); i += step {
-		if err := r.Delta(ctx, text[i:min(i+step, len(text))]); err != nil {
+	runes := []rune(text)
+	step := (len(runes) + n - 1) / n
+	for i := 0; i < len(runes); i += step {
+		if err := r.Delta(ctx, string(runes[i:min(i+step, len(runes))])); err != nil {
 			return err
 		}
 		time.Sleep(gap)

@@ -16,6 +16,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	neturl "net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -85,7 +86,7 @@ type Config struct {
 	// ModeStream, whose drafts are not messages).
 	Pace        connector.Pace
 	Channel     imv2.Options  // tunes every Channel (AckTimeout …)
-	HTTPClient  *http.Client  // Bot API calls and file downloads
+	HTTPClient  *http.Client  // Bot API calls and file downloads; default keeps 128 idle connections
 	PollTimeout time.Duration // getUpdates long poll; default DefaultPollTimeout
 	Logger      *slog.Logger  // default discards; tokens and texts are never logged
 	Clock       clock.Clock
@@ -105,8 +106,10 @@ type Bridge struct {
 
 	noTyping, noFiles atomic.Bool // the server answered "not supported"
 
-	mu    sync.Mutex
-	codes map[string]pairing // pairing codes waiting for their /start
+	mu      sync.Mutex
+	codes   map[string]pairing  // pairing codes waiting for their /start
+	last    map[int64]time.Time // spaced: each chat's last message call
+	lastAny time.Time           // and the bot's
 }
 
 type pairing struct {
@@ -124,20 +127,24 @@ func New(cfg Config) (*Bridge, error) {
 	cfg.Server = strings.TrimRight(cmp.Or(cfg.Server, DefaultServer), "/")
 	cfg.Logger = cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler))
 	cfg.Clock = cmp.Or[clock.Clock](cfg.Clock, clock.System{})
-	cfg.HTTPClient = cmp.Or(cfg.HTTPClient, &http.Client{})
+	if cfg.HTTPClient == nil { // every chat's calls go to one host: keep a connection per chat busy at once
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.MaxIdleConnsPerHost = 128
+		cfg.HTTPClient = &http.Client{Transport: tr}
+	}
 	cfg.PollTimeout = cmp.Or(cfg.PollTimeout, DefaultPollTimeout)
 	cfg.Display.Interval = cmp.Or(cfg.Display.Interval, time.Second)
-	bot, err := telego.NewBot(cfg.Token, telego.WithAPIServer(cfg.Server), telego.WithAPICaller(caller{cfg.HTTPClient}), telego.WithDiscardLogger())
+	bot, err := telego.NewBot(cfg.Token, telego.WithAPIServer(cfg.Server), telego.WithAPICaller(caller{cfg.HTTPClient, cfg.Token}), telego.WithDiscardLogger())
 	if err != nil {
 		return nil, fmt.Errorf("tgbridge: %w", err)
 	}
-	br := &Bridge{cfg: cfg, bot: bot, done: make(chan struct{}), codes: map[string]pairing{}}
+	br := &Bridge{cfg: cfg, bot: bot, done: make(chan struct{}), codes: map[string]pairing{}, last: map[int64]time.Time{}}
 	br.ctx, br.cancel = context.WithCancel(context.Background())
 	ctx, cancel := context.WithTimeout(br.ctx, time.Minute)
 	defer cancel()
 	me, err := bot.GetMe(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("tgbridge: getMe: %w", err)
+		return nil, fmt.Errorf("tgbridge: getMe: %s", br.redact(err))
 	}
 	br.me = me.Username
 	if cfg.Mode == connector.ModeAuto {
@@ -145,7 +152,7 @@ func New(cfg Config) (*Bridge, error) {
 		// the method, "not supported" (or 404) says it has not.
 		err := bot.SendMessageDraft(ctx, &telego.SendMessageDraftParams{ChatID: 0, DraftID: 1, Text: "…"})
 		if _, api := apiError(err); err != nil && !api {
-			return nil, fmt.Errorf("tgbridge: sendMessageDraft: %w", err)
+			return nil, fmt.Errorf("tgbridge: sendMessageDraft: %s", br.redact(err))
 		}
 		cfg.Mode = connector.ModeStream
 		if unsupported(err) {
@@ -221,7 +228,9 @@ func (br *Bridge) poll() {
 		cancel()
 		wait = min(max(2*wait, 100*time.Millisecond), 5*time.Second)
 		if err != nil {
-			br.cfg.Logger.Warn("tgbridge: getUpdates failed", "err", err, "retry_in", wait)
+			if br.ctx.Err() == nil {
+				br.cfg.Logger.Warn("tgbridge: getUpdates failed", "err", br.redact(err), "retry_in", wait)
+			}
 			continue
 		}
 		if len(ups) > 0 {
@@ -229,11 +238,11 @@ func (br *Bridge) poll() {
 		}
 		for _, u := range ups {
 			if err := br.handle(br.ctx, u); err != nil && retryUpdate(err) {
-				br.cfg.Logger.Warn("tgbridge: update not handed over; tried again", "update_id", u.UpdateID, "err", err)
+				br.cfg.Logger.Warn("tgbridge: update not handed over; tried again", "update_id", u.UpdateID, "err", br.redact(err))
 				wait = time.Second
 				break
 			} else if err != nil {
-				br.cfg.Logger.Debug("tgbridge: update skipped", "update_id", u.UpdateID, "err", err)
+				br.cfg.Logger.Debug("tgbridge: update skipped", "update_id", u.UpdateID, "err", br.redact(err))
 			}
 			offset = u.UpdateID + 1
 		}
@@ -352,7 +361,7 @@ func (br *Bridge) pair(ctx context.Context, code, key string, chat telego.Chat) 
 		Target: protocol.DescriptorTarget{Provider: "telegram", Label: "Telegram", DisplayName: name}})
 	text := "Connected to xAgent."
 	if err != nil {
-		br.cfg.Logger.Warn("tgbridge: pairing not stored", "channel", p.channel, "err", err)
+		br.cfg.Logger.Warn("tgbridge: pairing not stored", "channel", p.channel, "err", br.redact(err))
 		text = "Not connected (the Connector could not store it); start again."
 	}
 	_, _ = br.bot.SendMessage(ctx, &telego.SendMessageParams{ChatID: telego.ChatID{ID: chat.ID}, Text: text})
@@ -378,8 +387,12 @@ func (br *Bridge) sleep(ctx context.Context, d time.Duration) error {
 // caller is telego's HTTP caller with every answer read as the Bot API
 // error it stands for: a body that is no Bot API answer (a proxy's 502,
 // telegram-test-api's "not supported") becomes an Error with its status,
-// so unsupported and mark can tell them apart.
-type caller struct{ c *http.Client }
+// so unsupported and mark can tell them apart. A transport error names
+// the URL without the token, which is in its path: the kit logs errors.
+type caller struct {
+	c     *http.Client
+	token string
+}
 
 func (h caller) Call(ctx context.Context, url string, data *ta.RequestData) (*ta.Response, error) {
 	body := data.BodyStream
@@ -395,6 +408,9 @@ func (h caller) Call(ctx context.Context, url string, data *ta.RequestData) (*ta
 	}
 	req.Header.Set("Content-Type", data.ContentType)
 	resp, err := h.c.Do(req)
+	if ue := (*neturl.Error)(nil); errors.As(err, &ue) {
+		ue.URL = strings.ReplaceAll(ue.URL, h.token, "<token>")
+	}
 	if err != nil {
 		return nil, err
 	}

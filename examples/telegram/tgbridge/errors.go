@@ -7,6 +7,7 @@ package tgbridge
 
 import (
 	"errors"
+	"net"
 	"strings"
 	"time"
 
@@ -38,6 +39,17 @@ func mark(err error) error {
 	}
 	return err
 }
+
+// notApplied reports whether err, a call's failure, says Telegram did not
+// apply the call: a 4xx answer (429 included) or a dial error.
+func notApplied(err error) bool {
+	var op *net.OpError
+	e, ok := apiError(err)
+	return (ok && e.ErrorCode >= 400 && e.ErrorCode < 500) || (errors.As(err, &op) && op.Op == "dial")
+}
+
+// notPosted marks an error of a call that did not reach Telegram.
+func notPosted(err error) error { return imv2.Retryable(err) }
 
 // refused marks an error the kit must not retry.
 func refused(err error) error { return imv2.Permanent(err) }

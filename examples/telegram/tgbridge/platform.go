@@ -7,18 +7,22 @@ package tgbridge
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf16"
 
 	"github.com/mymmrac/telego"
 
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/connector"
+	"github.com/xagentkit/imv2/state"
 )
 
 // MaxTextChars is the longest text of one Telegram message, counted as
@@ -42,7 +46,9 @@ func (br *Bridge) Post(ctx context.Context, to connector.Conversation, m *connec
 		return err
 	}
 	texts, linked := br.texts(to, m)
-	return br.deliver(ctx, to, chat, m, texts, linked, false)
+	return br.final(ctx, to, m, func(shown func()) error {
+		return br.deliver(ctx, to, chat, m, texts, linked, false, shown)
+	})
 }
 
 // PostDraft implements connector.Editor: the first draft is a message of
@@ -50,6 +56,9 @@ func (br *Bridge) Post(ctx context.Context, to connector.Conversation, m *connec
 func (br *Bridge) PostDraft(ctx context.Context, to connector.Conversation, _, text string) (string, error) {
 	chat, err := chatOf(to)
 	if err != nil {
+		return "", err
+	}
+	if err := br.spaced(ctx, chat); err != nil {
 		return "", err
 	}
 	msg, err := br.bot.SendMessage(ctx, &telego.SendMessageParams{ChatID: telego.ChatID{ID: chat}, Text: cut(text)})
@@ -69,6 +78,9 @@ func (br *Bridge) Edit(ctx context.Context, to connector.Conversation, handle, t
 	id, err := strconv.Atoi(handle)
 	if err != nil {
 		return refused(fmt.Errorf("tgbridge: handle %q is no message_id", handle))
+	}
+	if err := br.spaced(ctx, chat); err != nil {
+		return err
 	}
 	_, err = br.bot.EditMessageText(ctx, &telego.EditMessageTextParams{ChatID: telego.ChatID{ID: chat}, MessageID: id, Text: cut(text)})
 	if err == nil || notModified(err) {
@@ -116,10 +128,90 @@ func (br *Bridge) Finish(ctx context.Context, to connector.Conversation, handle 
 	if len(texts) > 0 {
 		first, texts = texts[0], texts[1:]
 	}
-	if err := br.Edit(ctx, to, handle, first); err != nil {
-		return err
+	return br.final(ctx, to, m, func(shown func()) error {
+		if err := br.Edit(ctx, to, handle, first); err != nil {
+			return err
+		}
+		shown()
+		return br.deliver(ctx, to, chat, m, texts, linked, true, shown)
+	})
+}
+
+// The Bot API has no idempotency key and lets a bot read no chat, so the
+// bridge keeps its own trace of each final in the binding's Data (the
+// kit's durable store): "on its way" before its first call, "shown" after
+// the first call Telegram applied, dropped when that call was refused
+// (not applied). The last maxSent finals of a channel are kept.
+const maxSent = 64
+
+type sentLog struct {
+	Sent []sentKey `json:"sent"`
+}
+
+type sentKey struct {
+	Key   string `json:"k"`
+	Shown bool   `json:"s,omitempty"`
+}
+
+// final runs a final's calls between the records of its trace; do calls
+// shown once Telegram applied its first call.
+func (br *Bridge) final(ctx context.Context, to connector.Conversation, m *connector.Message, do func(shown func()) error) error {
+	if err := br.note(ctx, to.ChannelID, m.IdempotencyKey, 1); err != nil {
+		return notPosted(fmt.Errorf("tgbridge: recording a final on its way: %w", err))
 	}
-	return br.deliver(ctx, to, chat, m, texts, linked, true)
+	applied := false
+	err := do(func() {
+		applied = true
+		if err := br.note(ctx, to.ChannelID, m.IdempotencyKey, 2); err != nil {
+			br.cfg.Logger.Warn("tgbridge: a final shown was not recorded; it may be answered delivery_outcome_unknown", "err", err)
+		}
+	})
+	if err != nil && !applied && notApplied(err) {
+		_ = br.note(ctx, to.ChannelID, m.IdempotencyKey, 0)
+	}
+	return err
+}
+
+// note records key as gone (0), on its way (1) or shown (2).
+func (br *Bridge) note(ctx context.Context, channelID, key string, st int) error {
+	return br.kit.UpdateBinding(ctx, channelID, func(b *state.Binding) error {
+		var l sentLog
+		_ = json.Unmarshal(b.Data, &l) // none yet, or not ours: started afresh
+		l.Sent = slices.DeleteFunc(l.Sent, func(k sentKey) bool { return k.Key == key })
+		if st > 0 {
+			l.Sent = append(l.Sent, sentKey{Key: key, Shown: st == 2})
+		}
+		l.Sent = l.Sent[max(0, len(l.Sent)-maxSent):]
+		var err error
+		b.Data, err = json.Marshal(l)
+		return err
+	})
+}
+
+// WasPosted implements connector.PostChecker from the trace final keeps:
+// shown is posted; no trace (never sent, or refused) is not posted; on
+// its way, the call may have been applied unseen (a lost answer, a crash
+// mid-call), which Telegram cannot tell — unless the final edits its
+// draft, whose making again shows nothing twice: not posted. Else
+// errors.ErrUnsupported, and the kit answers delivery_outcome_unknown
+// rather than risk a second copy.
+func (br *Bridge) WasPosted(ctx context.Context, to connector.Conversation, key string) (bool, error) {
+	b, ok, err := br.kit.Binding(ctx, to.ChannelID)
+	if err != nil || !ok {
+		return false, err
+	}
+	var l sentLog
+	_ = json.Unmarshal(b.Data, &l)
+	i := slices.IndexFunc(l.Sent, func(k sentKey) bool { return k.Key == key })
+	if i < 0 || l.Sent[i].Shown {
+		return i >= 0, nil
+	}
+	for _, d := range b.Drafts {
+		if _, aerr := strconv.Atoi(d.Handle); aerr == nil && imv2.IdempotencyKeyOf(to.ChannelID, d.MessageID) == key {
+			return false, nil
+		}
+	}
+	return false, fmt.Errorf("tgbridge: a final was on its way and the Bot API cannot tell whether it was sent: %w", errors.ErrUnsupported)
 }
 
 // Discard implements connector.Discarder: a message whose final never
@@ -155,26 +247,32 @@ func (br *Bridge) Typing(ctx context.Context, to connector.Conversation, a imv2.
 }
 
 // deliver sends texts, then m's files unless linked (texts holds their
-// links), to chat as one unit. Once a message
-// of it was shown a failure can no longer say "not posted" (the kit would
-// post the shown part again), so a rate limit is waited out here and any
-// other failure is reported as unknown.
-func (br *Bridge) deliver(ctx context.Context, to connector.Conversation, chat int64, m *connector.Message, texts []string, linked, shown bool) error {
+// links), to chat as one unit. Once a message of it was shown a failure
+// can no longer say "not posted" (the kit would post the shown part
+// again), so a rate limit is waited out here and any other failure
+// refuses the final for good (rejected retryable=false: xAgent sees it).
+func (br *Bridge) deliver(ctx context.Context, to connector.Conversation, chat int64, m *connector.Message, texts []string, linked, shown bool, showing func()) error {
 	send := func(call func() error) error {
 		for {
-			err := call()
+			err := br.spaced(ctx, chat)
+			if err == nil {
+				err = call()
+			}
 			d, limited := retryAfter(err)
 			switch {
 			case err == nil:
+				if !shown {
+					showing()
+				}
 				shown = true
 				return nil
 			case !shown:
 				return mark(err)
-			case !limited:
-				return fmt.Errorf("tgbridge: part of the reply was shown, the rest failed: %v", err)
+			case !limited: // refused: made again, the shown part would show twice
+				return refused(fmt.Errorf("tgbridge: part of the reply was shown, the rest failed: %v", err))
 			}
 			if werr := br.sleep(ctx, d); werr != nil {
-				return fmt.Errorf("tgbridge: part of the reply was shown, the rest waits out a rate limit: %v", err)
+				return refused(fmt.Errorf("tgbridge: part of the reply was shown, the rest waits out a rate limit: %v", err))
 			}
 		}
 	}
@@ -282,6 +380,50 @@ func cut(text string) string {
 		return parts[0] + "…"
 	}
 	return cmp.Or(text, "…")
+}
+
+// spaced waits until the chat's last message call is 1/Pace.PerConversation
+// behind, and the bot's last one 1/Pace.PerPlatform. The kit's buckets
+// grant calls that far apart, but a final's call leaves after the
+// bridge's trace write, which a busy store delays (300 ms was seen with
+// 100 chats under -race), and a paused process wakes its timers at once;
+// so the gaps are kept here, from the calls made, just before each call.
+// Only chats sent to within their gap are kept (pruned past 1,024).
+func (br *Bridge) spaced(ctx context.Context, chat int64) error {
+	gap := func(rate float64) time.Duration {
+		if rate <= 0 {
+			return 0
+		}
+		return time.Duration(float64(time.Second) / rate)
+	}
+	perChat, perBot := gap(br.cfg.Pace.PerConversation), gap(br.cfg.Pace.PerPlatform)
+	for {
+		now := br.cfg.Clock.Now()
+		br.mu.Lock()
+		next := br.last[chat].Add(perChat)
+		if t := br.lastAny.Add(perBot); t.After(next) {
+			next = t
+		}
+		if !next.After(now) {
+			br.lastAny = now
+			if len(br.last) > 1024 {
+				for c, t := range br.last {
+					if now.Sub(t) > perChat {
+						delete(br.last, c)
+					}
+				}
+			}
+			if perChat > 0 {
+				br.last[chat] = now
+			}
+			br.mu.Unlock()
+			return nil
+		}
+		br.mu.Unlock()
+		if err := br.sleep(ctx, next.Sub(now)); err != nil {
+			return notPosted(err)
+		}
+	}
 }
 
 // chatOf is the chat ID a binding's key holds.
