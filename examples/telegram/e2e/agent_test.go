@@ -34,15 +34,8 @@ type running struct {
 
 func startBridge(t *testing.T, em *emulator, addr, stateDir string, opts ...func(*tgbridge.Config)) *running {
 	t.Helper()
-	logs := &lines{}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("connector log:\n%s", logs.String())
-		}
-	})
-	cfg := tgbridge.Config{Build: protocol.Build{Version: "e2e", BuildTime: "2612040000"},
-		APIKey: apiKey, Token: token, Server: em.api, StateDir: stateDir, PollTimeout: 2 * time.Second,
-		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}
+	cfg := tgbridge.Config{Build: buildForTest, APIKey: apiKey, Token: token, Server: em.api, StateDir: stateDir,
+		PollTimeout: 2 * time.Second, Logger: logger(t, &lines{})}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -60,6 +53,18 @@ func (rc *running) stop(t *testing.T) {
 	require.NoError(t, rc.srv.Close())
 	require.NoError(t, rc.b.Close())
 	require.ErrorIs(t, <-rc.err, http.ErrServerClosed)
+}
+
+var buildForTest = protocol.Build{Version: "e2e", BuildTime: "2612040000"}
+
+// logger logs into logs, shown when t fails.
+func logger(t *testing.T, logs *lines) *slog.Logger {
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("connector log:\n%s", logs.String())
+		}
+	})
+	return slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
 // agent plays xAgent: it dials the Connector, pairs channels with chats

@@ -260,6 +260,8 @@ func (br *Bridge) deliver(ctx context.Context, to connector.Conversation, chat i
 			}
 			d, limited := retryAfter(err)
 			switch {
+			case errors.Is(err, errNoFiles):
+				return err
 			case err == nil:
 				if !shown {
 					showing()
@@ -294,7 +296,7 @@ func (br *Bridge) deliver(ctx context.Context, to connector.Conversation, chat i
 			continue
 		}
 		err := send(func() error { return br.sendFile(ctx, chat, f) })
-		if unsupported(err) {
+		if errors.Is(err, errNoFiles) {
 			br.noFiles.Store(true)
 			br.cfg.Logger.Info("tgbridge: the Bot API server takes no files; they are sent as download links")
 			links = append(links, br.link(to, f))
@@ -311,15 +313,22 @@ func (br *Bridge) deliver(ctx context.Context, to connector.Conversation, chat i
 	return nil
 }
 
+// errNoFiles is sendFile's error where the server has no such method.
+var errNoFiles = errors.New("tgbridge: the Bot API server takes no files")
+
 // sendFile sends f by sendPhoto (a small image) or sendDocument.
 func (br *Bridge) sendFile(ctx context.Context, chat int64, f connector.OutboundFile) error {
 	in := telego.InputFile{File: named{f.Reader, cmp.Or(f.Info.Filename, f.Filename, "file")}}
 	mime := cmp.Or(f.Info.MimeType, f.MimeType)
+	var err error
 	if strings.HasPrefix(mime, "image/") && mime != "image/svg+xml" && f.Info.ByteSize <= maxPhotoBytes {
-		_, err := br.bot.SendPhoto(ctx, &telego.SendPhotoParams{ChatID: telego.ChatID{ID: chat}, Photo: in})
-		return err
+		_, err = br.bot.SendPhoto(ctx, &telego.SendPhotoParams{ChatID: telego.ChatID{ID: chat}, Photo: in})
+	} else {
+		_, err = br.bot.SendDocument(ctx, &telego.SendDocumentParams{ChatID: telego.ChatID{ID: chat}, Document: in})
 	}
-	_, err := br.bot.SendDocument(ctx, &telego.SendDocumentParams{ChatID: telego.ChatID{ID: chat}, Document: in})
+	if unsupported(err) {
+		return errNoFiles
+	}
 	return err
 }
 
