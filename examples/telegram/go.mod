@@ -6,6 +6,7 @@ require (
 	github.com/mymmrac/telego v1.6.0
 	github.com/stretchr/testify v1.12.1
 	github.com/xagentkit/imv2 v0.0.0
+	go.uber.org/goleak v1.3.0
 )
 
 require (
@@ -26,7 +27,6 @@ require (
 	github.com/valyala/fasthttp v1.69.0 // indirect
 	github.com/valyala/fastjson v1.6.7 // indirect
 	go.etcd.io/bbolt v1.4.3 // indirect
-	go.uber.org/goleak v1.3.0 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/arch v0.0.0-20210923205945-b76863e36670 // indirect
 	golang.org/x/sys v0.49.0 // indirect
