@@ -206,4 +206,3 @@ func (a *docAPI) String() string {
 	}
 	return b.String()
 }
-
