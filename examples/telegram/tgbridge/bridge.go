@@ -144,6 +144,7 @@ func New(cfg Config) (*Bridge, error) {
 	defer cancel()
 	me, err := bot.GetMe(ctx)
 	if err != nil {
+		br.cancel()
 		return nil, fmt.Errorf("tgbridge: getMe: %s", br.redact(err))
 	}
 	br.me = me.Username
@@ -152,6 +153,7 @@ func New(cfg Config) (*Bridge, error) {
 		// the method, "not supported" (or 404) says it has not.
 		err := bot.SendMessageDraft(ctx, &telego.SendMessageDraftParams{ChatID: 0, DraftID: 1, Text: "…"})
 		if _, api := apiError(err); err != nil && !api {
+			br.cancel()
 			return nil, fmt.Errorf("tgbridge: sendMessageDraft: %s", br.redact(err))
 		}
 		cfg.Mode = connector.ModeStream
