@@ -121,8 +121,8 @@ type pairing struct {
 // the getUpdates loop. Serve Handler() at the Connector's base URL; Close
 // it to stop.
 func New(cfg Config) (*Bridge, error) {
-	if cfg.APIKey == "" || cfg.Token == "" {
-		return nil, errors.New("tgbridge: Config.APIKey and Config.Token are required")
+	if _, err := strconv.ParseInt(cmp.Or(cfg.Chat, "0"), 10, 64); cfg.APIKey == "" || cfg.Token == "" || err != nil {
+		return nil, errors.New("tgbridge: Config.APIKey and Config.Token are required, and Config.Chat is a chat ID")
 	}
 	cfg.Server = strings.TrimRight(cmp.Or(cfg.Server, DefaultServer), "/")
 	cfg.Logger = cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler))

@@ -41,23 +41,16 @@ const draftPrefix = "d"
 // Post implements connector.Platform: the text in as many messages as
 // MaxTextChars needs, then each file, as one unit.
 func (br *Bridge) Post(ctx context.Context, to connector.Conversation, m *connector.Message) error {
-	chat, err := chatOf(to)
-	if err != nil {
-		return err
-	}
 	texts, linked := br.texts(to, m)
 	return br.final(ctx, to, m, func(shown func()) error {
-		return br.deliver(ctx, to, chat, m, texts, linked, false, shown)
+		return br.deliver(ctx, to, chatOf(to), m, texts, linked, false, shown)
 	})
 }
 
 // PostDraft implements connector.Editor: the first draft is a message of
 // its own, whose message_id is the handle.
 func (br *Bridge) PostDraft(ctx context.Context, to connector.Conversation, _, text string) (string, error) {
-	chat, err := chatOf(to)
-	if err != nil {
-		return "", err
-	}
+	chat := chatOf(to)
 	if err := br.spaced(ctx, chat); err != nil {
 		return "", err
 	}
@@ -71,18 +64,12 @@ func (br *Bridge) PostDraft(ctx context.Context, to connector.Conversation, _, t
 // Edit implements connector.Editor with editMessageText; an edit to the
 // text shown is no error.
 func (br *Bridge) Edit(ctx context.Context, to connector.Conversation, handle, text string) error {
-	chat, err := chatOf(to)
-	if err != nil {
-		return err
-	}
-	id, err := strconv.Atoi(handle)
-	if err != nil {
-		return refused(fmt.Errorf("tgbridge: handle %q is no message_id", handle))
-	}
+	chat := chatOf(to)
+	id, _ := strconv.Atoi(handle) // the bridge's own; 0 is refused by Telegram
 	if err := br.spaced(ctx, chat); err != nil {
 		return err
 	}
-	_, err = br.bot.EditMessageText(ctx, &telego.EditMessageTextParams{ChatID: telego.ChatID{ID: chat}, MessageID: id, Text: cut(text)})
+	_, err := br.bot.EditMessageText(ctx, &telego.EditMessageTextParams{ChatID: telego.ChatID{ID: chat}, MessageID: id, Text: cut(text)})
 	if err == nil || notModified(err) {
 		return nil
 	}
@@ -94,10 +81,7 @@ func (br *Bridge) Edit(ctx context.Context, to connector.Conversation, handle, t
 // draft_id. Telegram shows drafts in private chats only, so a group's
 // reply is refused a draft and shown by its final alone.
 func (br *Bridge) Draft(ctx context.Context, to connector.Conversation, d connector.Draft) (string, error) {
-	chat, err := chatOf(to)
-	if err != nil {
-		return "", err
-	}
+	chat := chatOf(to)
 	if chat < 0 { // groups and supergroups have negative IDs
 		return "", refused(errors.New("tgbridge: Telegram shows drafts in private chats only"))
 	}
@@ -105,8 +89,7 @@ func (br *Bridge) Draft(ctx context.Context, to connector.Conversation, d connec
 	if d.Handle == "" || err != nil {
 		id = 1 + rand.IntN(1<<31-1) // draft_id must not be 0
 	}
-	err = br.bot.SendMessageDraft(ctx, &telego.SendMessageDraftParams{ChatID: chat, DraftID: id, Text: cut(d.Text)})
-	if err != nil {
+	if err := br.bot.SendMessageDraft(ctx, &telego.SendMessageDraftParams{ChatID: chat, DraftID: id, Text: cut(d.Text)}); err != nil {
 		return "", mark(err)
 	}
 	return draftPrefix + strconv.Itoa(id), nil
@@ -119,10 +102,6 @@ func (br *Bridge) Finish(ctx context.Context, to connector.Conversation, handle 
 	if strings.HasPrefix(handle, draftPrefix) {
 		return br.Post(ctx, to, m)
 	}
-	chat, err := chatOf(to)
-	if err != nil {
-		return err
-	}
 	texts, linked := br.texts(to, m)
 	first := "📎" // Telegram refuses an empty text; the files follow
 	if len(texts) > 0 {
@@ -133,7 +112,7 @@ func (br *Bridge) Finish(ctx context.Context, to connector.Conversation, handle 
 			return err
 		}
 		shown()
-		return br.deliver(ctx, to, chat, m, texts, linked, true, shown)
+		return br.deliver(ctx, to, chatOf(to), m, texts, linked, true, shown)
 	})
 }
 
@@ -217,12 +196,11 @@ func (br *Bridge) WasPosted(ctx context.Context, to connector.Conversation, key 
 // Discard implements connector.Discarder: a message whose final never
 // came is deleted; a draft lapses by itself.
 func (br *Bridge) Discard(ctx context.Context, to connector.Conversation, handle string) error {
-	chat, err := chatOf(to)
-	id, aerr := strconv.Atoi(handle)
-	if err != nil || aerr != nil {
-		return err
+	id, err := strconv.Atoi(handle)
+	if err != nil { // a draft's handle
+		return nil
 	}
-	return mark(br.bot.DeleteMessage(ctx, &telego.DeleteMessageParams{ChatID: telego.ChatID{ID: chat}, MessageID: id}))
+	return mark(br.bot.DeleteMessage(ctx, &telego.DeleteMessageParams{ChatID: telego.ChatID{ID: chatOf(to)}, MessageID: id}))
 }
 
 // Typing implements connector.Typer with sendChatAction "typing", which
@@ -233,11 +211,7 @@ func (br *Bridge) Typing(ctx context.Context, to connector.Conversation, a imv2.
 	if a.Status == imv2.ActivityIdle || br.noTyping.Load() {
 		return nil
 	}
-	chat, err := chatOf(to)
-	if err != nil {
-		return err
-	}
-	err = br.bot.SendChatAction(ctx, &telego.SendChatActionParams{ChatID: telego.ChatID{ID: chat}, Action: telego.ChatActionTyping})
+	err := br.bot.SendChatAction(ctx, &telego.SendChatActionParams{ChatID: telego.ChatID{ID: chatOf(to)}, Action: telego.ChatActionTyping})
 	if unsupported(err) {
 		br.noTyping.Store(true)
 		br.cfg.Logger.Info("tgbridge: the Bot API server has no sendChatAction; typing is not shown")
@@ -399,12 +373,6 @@ func cut(text string) string {
 // so the gaps are kept here, from the calls made, just before each call.
 // Only chats sent to within their gap are kept (pruned past 1,024).
 func (br *Bridge) spaced(ctx context.Context, chat int64) error {
-	gap := func(rate float64) time.Duration {
-		if rate <= 0 {
-			return 0
-		}
-		return time.Duration(float64(time.Second) / rate)
-	}
 	perChat, perBot := gap(br.cfg.Pace.PerConversation), gap(br.cfg.Pace.PerPlatform)
 	for {
 		now := br.cfg.Clock.Now()
@@ -435,11 +403,17 @@ func (br *Bridge) spaced(ctx context.Context, chat int64) error {
 	}
 }
 
-// chatOf is the chat ID a binding's key holds.
-func chatOf(to connector.Conversation) (int64, error) {
-	id, err := strconv.ParseInt(to.Key, 10, 64)
-	if err != nil {
-		return 0, refused(fmt.Errorf("tgbridge: conversation %q is no chat ID", to.Key))
+// gap is the time between calls at rate a second; 0 for no limit.
+func gap(rate float64) time.Duration {
+	if rate <= 0 {
+		return 0
 	}
-	return id, nil
+	return time.Duration(float64(time.Second) / rate)
+}
+
+// chatOf is the chat ID a binding's key holds: the bridge binds only
+// chat IDs (pair, Config.Chat checked at New); 0 is refused by Telegram.
+func chatOf(to connector.Conversation) int64 {
+	id, _ := strconv.ParseInt(to.Key, 10, 64)
+	return id
 }
