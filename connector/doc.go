@@ -14,7 +14,8 @@
 // conformance suite in process (the kit shows it every platform call; the
 // platform records nothing), and imv2test.StartSim(t, k, sim.Config{})
 // plays xAgent end to end over loopback. Editor's doc sketches a platform
-// in edit mode.
+// in edit mode; examples/telegram is the reference for bridging a bot API
+// (long polling, rate limits with retry_after, drafts or edits, typing).
 //
 // # The kit in brief
 //
