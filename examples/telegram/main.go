@@ -47,14 +47,21 @@ func run() error {
 	chat := flag.String("chat", "", "bind every channel to this chat ID; default: each channel pairs with a chat by /start CODE")
 	public := flag.String("public-url", "", "the Connector's base URL as users reach it, for file links where the server takes no files")
 	mode := flag.String("mode", "auto", "how a streamed reply shows: auto (drafts where the server has sendMessageDraft, else edits), edit or buffer")
-	keyFlags := cmdflags.KeyFlags(flag.CommandLine, `the key xAgent sends as "Authorization: Bearer KEY" on /ws, /health and /files/uploads, and a scraper on /metrics; required, from this flag, -api-key-file or $`+cmdflags.KeyEnv)
+	keyFlags := cmdflags.KeyFlags(flag.CommandLine, `the key xAgent sends as "Authorization: Bearer KEY" on /ws, /health and /files/uploads (never /metrics: see -metrics-addr); required, from this flag, -api-key-file or $`+cmdflags.KeyEnv)
 	logFlags := cmdflags.LogFlags(flag.CommandLine)
+	metricsFlags := cmdflags.MetricsFlags(flag.CommandLine)
 	version := flag.Bool("version", false, "print the version (module version and VCS revision) and exit")
 	flag.Parse()
 	if *version {
 		fmt.Println(cmdrun.VersionLine("telegram", tgbridge.Version))
 		return nil
 	}
+	say := logFlags.Say(os.Stderr)
+	log, err := logFlags.Logger(os.Stderr)
+	if err != nil {
+		return err
+	}
+	keyFlags.Log = log
 	key, err := keyFlags.Read()
 	if err != nil {
 		return err
@@ -65,25 +72,34 @@ func run() error {
 	if *tokenFile == "" {
 		return errors.New("no bot token: give -token-file FILE")
 	}
-	token, err := os.ReadFile(*tokenFile)
+	token, warning, err := cmdflags.ReadSecretFile(*tokenFile)
 	if err != nil {
 		return fmt.Errorf("-token-file: %w", err)
+	}
+	if warning != "" {
+		log.Warn("-token-file: " + warning)
+	}
+	metricsToken, err := metricsFlags.Token()
+	if err != nil {
+		return err
 	}
 	modes := map[string]connector.Mode{"auto": connector.ModeAuto, "edit": connector.ModeEdit, "buffer": connector.ModeBuffer}
 	m, ok := modes[*mode]
 	if !ok {
 		return fmt.Errorf("-mode %q: auto, edit or buffer", *mode)
 	}
-	log, err := logFlags.Logger(os.Stderr)
-	if err != nil {
-		return err
-	}
+	// The start line: the version and the settings that matter, never a
+	// secret (whether a key or token is set, not what it is).
+	logFlags.Lines(os.Stderr).Info("telegram: starting", "version", cmdrun.VersionLine("telegram", tgbridge.Version),
+		"listen", *listen, "state", *state, "server", cmp.Or(*server, os.Getenv(serverEnv), tgbridge.DefaultServer),
+		"chat", *chat, "mode", *mode, "api_key", cmdflags.Given(key), "metrics_addr", metricsFlags.Addr(),
+		"metrics_token", cmdflags.Given(metricsToken), "log_level", logFlags.Level())
 	b, err := tgbridge.New(tgbridge.Config{Build: cmdrun.Build(tgbridge.Version, gitTag, buildTime),
-		APIKey: key, Token: strings.TrimSpace(string(token)), Server: cmp.Or(*server, os.Getenv(serverEnv)),
+		APIKey: key, MetricsToken: metricsToken, Token: strings.TrimSpace(token), Server: cmp.Or(*server, os.Getenv(serverEnv)),
 		Chat: *chat, PublicURL: strings.TrimRight(*public, "/"), StateDir: *state, Mode: m, Logger: log})
 	if err != nil {
 		return err
 	}
 	defer func() { _ = b.Close() }()
-	return cmdrun.Serve("telegram", b.Connector(), *listen, tgbridge.CardID, os.Stderr)
+	return cmdrun.Serve(b.Connector(), cmdrun.Serving{Name: "telegram", Addr: *listen, Card: tgbridge.CardID, MonitorAddr: metricsFlags.Addr(), Say: say})
 }

@@ -61,7 +61,11 @@ const (
 // required; zero fields take the defaults.
 type Config struct {
 	Build  protocol.Build // identifies the build in the Card and /health (H4)
-	APIKey string         // guards /health, /ws, /files/uploads and /metrics
+	APIKey string         // guards /health, /ws and /files/uploads (never /metrics)
+	// MetricsToken, when set, is what a scraper sends as "Authorization:
+	// Bearer TOKEN" for /metrics (connector.Advanced.MetricsToken); the API
+	// key never opens /metrics.
+	MetricsToken string
 	// Token is the bot's token from BotFather.
 	Token string
 	// Server is the Bot API server's base URL; default DefaultServer.
@@ -170,7 +174,7 @@ func New(cfg Config) (*Bridge, error) {
 	br.cfg = cfg
 	opts := &connector.Options{APIKey: cfg.APIKey, Skill: []byte(Skill), Files: cfg.Files, Mode: cfg.Mode,
 		Logger: cfg.Logger, Pace: cfg.Pace,
-		Advanced: connector.Advanced{Display: cfg.Display, Channel: &cfg.Channel, Clock: cfg.Clock}}
+		Advanced: connector.Advanced{Display: cfg.Display, Channel: &cfg.Channel, Clock: cfg.Clock, MetricsToken: cfg.MetricsToken}}
 	if cfg.Chat != "" {
 		opts.DefaultConversation = func(string) string { return cfg.Chat }
 	}

@@ -32,10 +32,10 @@ func apiError(err error) (*ta.Error, bool) {
 //	                        drafts and edits, and a final only when it cannot show twice)
 func mark(err error) error {
 	if d, ok := retryAfter(err); ok {
-		return connector.RetryAfter(err, d)
+		return imv2.RetryAfter(err, d)
 	}
 	if e, ok := apiError(err); ok && e.ErrorCode >= 400 && e.ErrorCode < 500 {
-		return imv2.Permanent(err)
+		return imv2.Refused(err)
 	}
 	return err
 }
@@ -49,10 +49,10 @@ func notApplied(err error) bool {
 }
 
 // notPosted marks an error of a call that did not reach Telegram.
-func notPosted(err error) error { return imv2.Retryable(err) }
+func notPosted(err error) error { return imv2.NotPosted(err) }
 
 // refused marks an error the kit must not retry.
-func refused(err error) error { return imv2.Permanent(err) }
+func refused(err error) error { return imv2.Refused(err) }
 
 // retryAfter is how long a 429 answer asks to wait.
 func retryAfter(err error) (time.Duration, bool) {
@@ -82,7 +82,8 @@ func notModified(err error) bool {
 
 // retryUpdate reports whether an update whose hand-over to the kit failed
 // with err is tried again (a store or channel hiccup) rather than skipped
-// (no channel bound to its chat, or refused for good).
+// (no channel bound to its chat, or refused for good). Handing the same
+// update over again is safe whatever the error: the kit dedups it.
 func retryUpdate(err error) bool {
-	return !errors.Is(err, connector.ErrNotBound) && imv2.IsRetryable(err)
+	return !errors.Is(err, connector.ErrNotBound) && !imv2.IsRefused(err)
 }
