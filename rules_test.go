@@ -199,8 +199,8 @@ func citationProblems(root string, book ruleBook, skip ...string) ([]string, err
 			return nil
 		}
 		if d.IsDir() {
-			if path != root && strings.HasPrefix(d.Name(), ".") {
-				return filepath.SkipDir
+			if path != root && (strings.HasPrefix(d.Name(), ".") || d.Name() == "node_modules") {
+				return filepath.SkipDir // hidden, or others' packages (npm)
 			}
 			return nil
 		}
