@@ -150,3 +150,45 @@ func TestChannel_A8_S2_OrderAcrossResends(t *testing.T) {
 		require.Equal(t, want, got)
 	}
 }
+
+// TestChannel_S2_SendOrderWhenTheTransportArrivesMidDrain: messages Send
+// took while the channel had no transport go out first when one is set,
+// also when it is set while Send's drain holds a later message it took
+// off the transmit queue (the order rule, package doc "Order"). A
+// dataplane.Server answers channel.open before it gives the Channel the
+// connection, so a Connector's first Sends may find no transport and the
+// next one race SetTransport: xAgent got [u026 u001 … u025 u027 …].
+func TestChannel_S2_SendOrderWhenTheTransportArrivesMidDrain(t *testing.T) {
+	c, w, _ := newXAgent(t, newRecTarget(), nil)
+	c.SetTransport(nil)
+	ctx := context.Background()
+	const n = 4
+	for i := 1; i < n; i++ {
+		_, err := c.Send(ctx, ChatMessage{MessageID: fmt.Sprintf("m%d", i), Text: "hi"})
+		require.NoError(t, err)
+	}
+	w.none(t) // no transport: nothing went out
+
+	last := fmt.Sprintf("m%d", n)
+	fired := false
+	hook := func(hc *Channel, id string) {
+		if hc == c && id == last && !fired {
+			fired = true
+			c.SetTransport(w) // the connection arrives now, on another goroutine in production
+		}
+	}
+	dequeuedHook.Store(&hook)
+	t.Cleanup(func() { dequeuedHook.Store(nil) })
+	_, err := c.Send(ctx, ChatMessage{MessageID: last, Text: "hi"})
+	require.NoError(t, err)
+	require.True(t, fired)
+
+	var got []string
+	for len(got) < n {
+		p := recv(t, w.ch)
+		m, err := DecodeChatMessage(p, ToConnector)
+		require.NoError(t, err)
+		got = append(got, m.MessageID)
+	}
+	require.Equal(t, []string{"m1", "m2", "m3", last}, got, "first transmissions in send order")
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"slices"
+	"sync/atomic"
 	"time"
 )
 
@@ -30,6 +31,11 @@ type outgoing struct {
 	step    dueStep
 	heapIdx int // index in the heap + 1; 0: nothing scheduled
 }
+
+// dequeuedHook, set only by tests, runs in drain with c.mu released
+// after a message left the transmit queue, before it is transmitted: the
+// moment a SetTransport of another goroutine may come (send order).
+var dequeuedHook atomic.Pointer[func(c *Channel, messageID string)]
 
 // maxTransmissions bounds the packet IDs remembered per pending message:
 // an ack for an older transmission is rare and only delays the resolution.
@@ -184,8 +190,16 @@ func (c *Channel) drain(mine *outgoing) *Error {
 		ord.txq = ord.txq[:n]
 		o.queued = false
 		ord.sending = o
+		// Decided in the hold of c.mu that took o off the queue: a
+		// transport set after this (SetTransport queues every message in
+		// the window again, in send order) never carries o ahead of the
+		// earlier messages it queues.
+		tx := c.prepareLocked(o)
 		c.mu.Unlock()
-		if f := c.transmitOne(o); o == mine {
+		if h := dequeuedHook.Load(); h != nil {
+			(*h)(c, o.entry.Message.MessageID)
+		}
+		if f := c.transmitOne(o, tx); o == mine {
 			fail = f
 		}
 		c.mu.Lock()
@@ -242,34 +256,35 @@ func (c *Channel) transmit(o *outgoing) *Error {
 	return c.drain(o)
 }
 
-// transmitOne sends o once more with a fresh packet_id (a packet_id names one
-// transmission, I4) and arms the ack timeout. It returns the error that
-// ended the message for good during this call, if any (already reported
-// through OnFailed).
-func (c *Channel) transmitOne(o *outgoing) *Error {
-	c.mu.Lock()
+// transmission is what drain decided to do with a message it took off
+// the transmit queue: send p on t, fail it as expired, or nothing (no
+// transport, not in the window, ended).
+type transmission struct {
+	t       Transport
+	p       *Packet
+	attempt int
+	expired bool
+}
+
+// prepareLocked decides o's transmission in the hold of c.mu that took
+// it off the transmit queue: with a fresh packet_id (a packet_id names
+// one transmission, I4) on the transport of that moment, its ack timeout
+// armed. Deciding later, on the transport of a later moment, would let o
+// overtake the earlier messages a SetTransport in between queued (the
+// order rule). c.mu is held.
+func (c *Channel) prepareLocked(o *outgoing) transmission {
 	id := o.entry.Message.MessageID
 	if c.closed || c.out[id] != o {
-		c.mu.Unlock()
-		return nil
+		return transmission{}
 	}
 	now := c.o.Clock.Now()
 	if c.o.PendingTTL > 0 && now.Sub(o.entry.Created) >= c.o.PendingTTL {
-		detached := c.transport == nil
-		c.mu.Unlock()
-		if detached && c.resolvedElsewhere(o) {
-			c.forget(o) // another replica sharing the store resolved it (adopt.go)
-			return nil
-		}
-		fail := &Error{Code: CodeExpired, Message: "no terminal ack within the pending TTL"}
-		c.finish(o, nil, fail)
-		return fail
+		return transmission{t: c.transport, expired: true}
 	}
 	t := c.transport
 	if t == nil || !o.inWindow {
 		c.armExpiryLocked(o) // sent on reconnect (A5) or when admitted
-		c.mu.Unlock()
-		return nil
+		return transmission{}
 	}
 	// A resend gets a packet of its own: a Transport may still hold the
 	// first (an in-memory one hands it to the peer).
@@ -293,12 +308,29 @@ func (c *Channel) transmitOne(o *outgoing) *Error {
 	}
 	o.packetIDs = append(o.packetIDs, p.PacketID)
 	o.attempt++
-	attempt := o.attempt
 	c.scheduleLocked(o, now.Add(c.o.AckTimeout), stepAckTimeout)
-	c.mu.Unlock()
+	return transmission{t: t, p: p, attempt: o.attempt}
+}
 
-	c.observe(Event{Kind: EventSent, MessageID: id, PacketType: p.Type, Attempt: attempt})
-	if err := t.Send(c.ctx, p); err != nil {
+// transmitOne carries out tx, o's transmission prepareLocked decided. It
+// returns the error that ended the message for good during this call, if
+// any (already reported through OnFailed).
+func (c *Channel) transmitOne(o *outgoing, tx transmission) *Error {
+	id := o.entry.Message.MessageID
+	if tx.expired {
+		if tx.t == nil && c.resolvedElsewhere(o) {
+			c.forget(o) // another replica sharing the store resolved it (adopt.go)
+			return nil
+		}
+		fail := &Error{Code: CodeExpired, Message: "no terminal ack within the pending TTL"}
+		c.finish(o, nil, fail)
+		return fail
+	}
+	if tx.p == nil {
+		return nil
+	}
+	c.observe(Event{Kind: EventSent, MessageID: id, PacketType: tx.p.Type, Attempt: tx.attempt})
+	if err := tx.t.Send(c.ctx, tx.p); err != nil {
 		var e *Error
 		if errors.As(err, &e) && e.Code == CodeInvalidPacket && !e.Retryable {
 			// The transport will never carry it (over its frame limit):
