@@ -5,7 +5,6 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
-	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -15,10 +14,6 @@ import (
 	"github.com/xagentkit/imv2/internal/readmetable"
 )
 
-// figure is a number in the README's prose, with its unit if it has one:
-// "1,000", "0.5 s", "5 min", "1 MiB", "255 bytes", the "3" of "3 ×".
-var figure = regexp.MustCompile(`\d+(?:[.,]\d+)*(?: (?:MiB|KiB|bytes|min|ms|h|s)\b)?`)
-
 // TestREADME_DefaultLimitsMatchTheConstants: the README's "Default limits"
 // table is the one place the defaults are listed for a reader; every
 // figure in its limit and default columns must be what the constants and
@@ -26,26 +21,29 @@ var figure = regexp.MustCompile(`\d+(?:[.,]\d+)*(?: (?:MiB|KiB|bytes|min|ms|h|s)
 func TestREADME_DefaultLimitsMatchTheConstants(t *testing.T) {
 	o := (&Options{}).withDefaults()
 	want := map[string][]string{
-		"pending messages per channel":                                         {count(DefaultPendingCap)},
-		"pending age, connected or not (a negative `PendingTTL` turns it off)": {dur(o.PendingTTL)},
-		"ack timeout / backoff":                                                {dur(o.AckTimeout), dur(o.RetryMin), dur(o.RetryMax)},
-		"sent messages awaiting an ack per channel":                            {count(o.MaxUnacked)},
-		"Target call": {dur(o.TargetTimeout)},
-		"messages queued for the Target per channel (posted one at a time, in order)":     {count(o.MaxInflight)},
-		"resends waiting on one in-flight message":                                        {count(o.MaxWaiters)},
-		"hold of a message rejected retryable over the channel's later ones (`OrderTTL`)": {dur(o.OrderTTL), count(o.MaxInflight)},
-		"open delta streams per channel":                                                  {count(o.MaxOpenDeltas)},
-		"assembled delta text (+8 bytes per delta)":                                       {size(deltaOverhead), size(o.MaxDeltaBytes)},
-		"delta stream idle / age (`DeltaIdleTTL`, `DeltaMaxAge`)":                         {dur(o.DeltaIdleTTL), dur(o.DeltaMaxAge), dur(o.DeltaSweep)},
-		"completed records": {count(DefaultCompletedCap), dur(DefaultCompletedTTL)},
-		"records (and claims) copied by one handover to a new channel ID": {count(MaxHandoverRecords)},
-		"claim of a message while its Target runs":                        {count(int(o.ClaimLease / o.TargetTimeout))},
-		"activity shown without refresh":                                  {dur(o.ActivityTimeout)},
-		"`message_id`, `file_ref`":                                        {size(MaxIDBytes)},
-		"message text":                                                    {size(MaxTextBytes)},
-		"files per message / filename":                                    {count(MaxFilesPerMessage), count(MaxFilenameChars)},
+		"pending messages per channel":                                         {readmetable.Count(DefaultPendingCap)},
+		"pending age, connected or not (a negative `PendingTTL` turns it off)": {readmetable.Dur(o.PendingTTL)},
+		"ack timeout / backoff":                                                {readmetable.Dur(o.AckTimeout), readmetable.Dur(o.RetryMin), readmetable.Dur(o.RetryMax)},
+		"sent messages awaiting an ack per channel":                            {readmetable.Count(o.MaxUnacked)},
+		"Target call": {readmetable.Dur(o.TargetTimeout)},
+		"messages queued for the Target per channel (posted one at a time, in order)":     {readmetable.Count(o.MaxInflight)},
+		"resends waiting on one in-flight message":                                        {readmetable.Count(o.MaxWaiters)},
+		"hold of a message rejected retryable over the channel's later ones (`OrderTTL`)": {readmetable.Dur(o.OrderTTL), readmetable.Count(o.MaxInflight)},
+		"open delta streams per channel":                                                  {readmetable.Count(o.MaxOpenDeltas)},
+		"assembled delta text (+8 bytes per delta)":                                       {readmetable.Size(int64(deltaOverhead)), readmetable.Size(int64(o.MaxDeltaBytes))},
+		"delta stream idle / age (`DeltaIdleTTL`, `DeltaMaxAge`)":                         {readmetable.Dur(o.DeltaIdleTTL), readmetable.Dur(o.DeltaMaxAge), readmetable.Dur(o.DeltaSweep)},
+		"completed records": {readmetable.Count(DefaultCompletedCap), readmetable.Dur(DefaultCompletedTTL)},
+		"records (and claims) copied by one handover to a new channel ID": {readmetable.Count(MaxHandoverRecords)},
+		"claim of a message while its Target runs":                        {readmetable.Count(int(o.ClaimLease / o.TargetTimeout))},
+		"activity shown without refresh":                                  {readmetable.Dur(o.ActivityTimeout)},
+		"`message_id`, `file_ref`":                                        {readmetable.Size(int64(MaxIDBytes))},
+		"message text":                                                    {readmetable.Size(int64(MaxTextBytes))},
+		"files per message / filename":                                    {readmetable.Count(MaxFilesPerMessage), readmetable.Count(MaxFilenameChars)},
 	}
-	rows := readmeLimits(t)
+	rows, err := readmetable.Rows("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
 	for label, cells := range rows {
 		if readmetable.Elsewhere[label] != "" {
 			continue // its package checks it
@@ -55,7 +53,7 @@ func TestREADME_DefaultLimitsMatchTheConstants(t *testing.T) {
 			t.Errorf("README row %q: no constant checks it; add it here", label)
 			continue
 		}
-		if got := figure.FindAllString(cells, -1); !slices.Equal(got, w) {
+		if got := readmetable.Figure.FindAllString(cells, -1); !slices.Equal(got, w) {
 			t.Errorf("README row %q says %q; the constants give %q", label, got, w)
 		}
 	}
@@ -66,64 +64,6 @@ func TestREADME_DefaultLimitsMatchTheConstants(t *testing.T) {
 	}
 }
 
-// readmeLimits returns the rows of README.md's "Default limits" table:
-// the limit column to the limit and default columns joined.
-func readmeLimits(t *testing.T) map[string]string {
-	t.Helper()
-	b, err := os.ReadFile("README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, table, ok := strings.Cut(string(b), "\n## Default limits\n")
-	if !ok {
-		t.Fatal(`README.md has no "## Default limits" section`)
-	}
-	rows := map[string]string{}
-	for _, line := range strings.Split(table, "\n") {
-		if strings.HasPrefix(line, "## ") {
-			break
-		}
-		cells := strings.Split(line, "|")
-		if len(cells) < 4 || strings.HasPrefix(cells[1], "---") || strings.TrimSpace(cells[1]) == "limit" {
-			continue
-		}
-		label := strings.TrimSpace(cells[1])
-		rows[label] = label + " | " + strings.TrimSpace(cells[2])
-	}
-	if len(rows) == 0 {
-		t.Fatal("README.md's Default limits table has no rows")
-	}
-	return rows
-}
-
-// count writes n as the README does: 1,000 and 100,000.
-func count(n int) string {
-	s := fmt.Sprint(n)
-	for i := len(s) - 3; i > 0; i -= 3 {
-		s = s[:i] + "," + s[i:]
-	}
-	return s
-}
-
-// dur writes d as the README does: 1 h, 5 min, 60 s, 0.5 s.
-func dur(d time.Duration) string {
-	switch {
-	case d%time.Hour == 0:
-		return fmt.Sprintf("%d h", d/time.Hour)
-	case d%time.Minute == 0 && d > time.Minute:
-		return fmt.Sprintf("%d min", d/time.Minute)
-	}
-	return fmt.Sprintf("%g s", d.Seconds())
-}
-
-// size writes n bytes as the README does: 1 MiB, 255 bytes.
-func size(n int) string {
-	if n%(1<<20) == 0 {
-		return fmt.Sprintf("%d MiB", n>>20)
-	}
-	return fmt.Sprintf("%d bytes", n)
-}
-
 // TestOptions_DocDefaultsMatchTheConstants: every "(default …)" in the
 // doc of an Options field gives the figures withDefaults sets.
 func TestOptions_DocDefaultsMatchTheConstants(t *testing.T) {
@@ -132,11 +72,11 @@ func TestOptions_DocDefaultsMatchTheConstants(t *testing.T) {
 		"AckTimeout":      {durMS(o.AckTimeout)},
 		"RetryMin":        {durMS(o.RetryMin), durMS(o.RetryMax)},
 		"PendingTTL":      {durMS(o.PendingTTL)},
-		"MaxUnacked":      {count(o.MaxUnacked)},
+		"MaxUnacked":      {readmetable.Count(o.MaxUnacked)},
 		"TargetTimeout":   {durMS(o.TargetTimeout)},
-		"MaxInflight":     {count(o.MaxInflight), count(o.MaxWaiters)},
+		"MaxInflight":     {readmetable.Count(o.MaxInflight), readmetable.Count(o.MaxWaiters)},
 		"DeltaIdleTTL":    {durMS(o.DeltaIdleTTL), durMS(o.DeltaMaxAge), durMS(o.DeltaSweep)},
-		"MaxOpenDeltas":   {count(o.MaxOpenDeltas), size(o.MaxDeltaBytes)},
+		"MaxOpenDeltas":   {readmetable.Count(o.MaxOpenDeltas), readmetable.Size(int64(o.MaxDeltaBytes))},
 		"ActivityTimeout": {durMS(o.ActivityTimeout)},
 		"OrderTTL":        {durMS(o.OrderTTL)},
 	}
@@ -159,7 +99,7 @@ func TestOptions_DocDefaultsMatchTheConstants(t *testing.T) {
 			seen[name] = true
 			var got []string
 			for _, d := range defaults {
-				got = append(got, figure.FindAllString(d[1], -1)...)
+				got = append(got, readmetable.Figure.FindAllString(d[1], -1)...)
 			}
 			w, ok := want[name]
 			switch {
@@ -186,5 +126,5 @@ func durMS(d time.Duration) string {
 	if d < time.Second {
 		return fmt.Sprintf("%d ms", d/time.Millisecond)
 	}
-	return dur(d)
+	return readmetable.Dur(d)
 }
