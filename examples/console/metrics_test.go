@@ -3,9 +3,7 @@ package main
 import (
 	"context"
 	"io"
-	"net/http"
-	"os"
-	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -65,31 +63,18 @@ func TestConsole_Metrics_ServedApartFromTheKey(t *testing.T) {
 	require.Greater(t, s["go_goroutines"], 0.0)
 }
 
-func scrapeStatus(t *testing.T, url, bearer string) int {
-	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, url+"/metrics", nil)
-	require.NoError(t, err)
-	if bearer != "" {
-		req.Header.Set("Authorization", "Bearer "+bearer)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	resp.Body.Close()
-	return resp.StatusCode
-}
-
-// TestConsole_Metrics_KeyDoesNotOpenThem: on the Connector's address
-// xAgent's key does not open /metrics; with -metrics-token-file the token
-// does, and only it.
+// TestConsole_Metrics_KeyDoesNotOpenThem: xAgent's key never opens
+// /metrics (cmdtest.CheckMetricsApart: open on -metrics-addr, 404 on the
+// Connector's address; a token from -metrics-token-file or
+// $XAGENT_METRICS_TOKEN opens it on both addresses, and only it).
 func TestConsole_Metrics_KeyDoesNotOpenThem(t *testing.T) {
 	t.Parallel()
-	const key, token = "console-metrics-key-0123456789", "console-scraper-token-0123456789"
-	p := start(t, "-api-key", key)
-	require.Equal(t, http.StatusNotFound, scrapeStatus(t, p.url, key), "xAgent's key does not open /metrics")
-	tokenFile := filepath.Join(t.TempDir(), "metrics-token")
-	require.NoError(t, os.WriteFile(tokenFile, []byte(token+"\n"), 0o600))
-	p2 := start(t, "-api-key", key, "-metrics-token-file", tokenFile)
-	require.Equal(t, http.StatusUnauthorized, scrapeStatus(t, p2.url, key))
-	require.Equal(t, http.StatusUnauthorized, scrapeStatus(t, p2.url, ""))
-	require.Equal(t, http.StatusOK, scrapeStatus(t, p2.url, token))
+	const key = "console-metrics-key-0123456789"
+	cmdtest.CheckMetricsApart(t, func(t *testing.T, env []string, args ...string) (base, monitor string) {
+		p := startEnv(t, env, append([]string{"-api-key", key}, args...)...)
+		if slices.Contains(args, "-metrics-addr") {
+			monitor = p.logLine(t, "monitoring on ")
+		}
+		return p.url, monitor
+	}, key, "console-scraper-token-0123456789", nil)
 }

@@ -36,7 +36,7 @@ func TestLogFormatJSON_EveryLineParses(t *testing.T) {
 	}
 	monitor := lines.Next(t, "matrix: monitoring on ").Obj["url"].(string)
 	base := "http://" + lines.Next(t, "matrix: listening on ").Obj["addr"].(string)
-	require.Equal(t, 200, scrape(t, monitor, token))
+	require.Equal(t, 200, cmdtest.MetricsStatus(t, monitor, token))
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

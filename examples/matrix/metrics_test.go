@@ -1,9 +1,6 @@
 package main
 
 import (
-	"net/http"
-	"os"
-	"path/filepath"
 	"regexp"
 	"testing"
 
@@ -37,57 +34,15 @@ func serving(t *testing.T, dir string, env []string, args ...string) (base, moni
 	return "http://" + addr[1], monitor
 }
 
-// scrape is the status of GET base/metrics with bearer ("" sends none).
-func scrape(t *testing.T, base, bearer string) int {
-	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, base+"/metrics", nil)
-	require.NoError(t, err)
-	if bearer != "" {
-		req.Header.Set("Authorization", "Bearer "+bearer)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	resp.Body.Close()
-	return resp.StatusCode
-}
-
-// TestMetrics_ServedApartFromTheKey: a scraper needs no API key. With
-// -metrics-addr the Matrix bridge serves /metrics there without a
-// credential, in the text format, with the kit's series (store errors,
-// connections, channels, send→ack latency, listener failures,
-// build_info, Go and process) before any room is bound; on the
-// Connector's address xAgent's key does not open /metrics (404).
+// TestMetrics_ServedApartFromTheKey: a scraper needs no API key, and
+// xAgent's key never opens /metrics (cmdtest.CheckMetricsApart: open on
+// -metrics-addr, with the kit's series before any room is bound; a token
+// from -metrics-token-file or $XAGENT_METRICS_TOKEN opens it on both
+// addresses, and only it).
 func TestMetrics_ServedApartFromTheKey(t *testing.T) {
-	base, monitor := serving(t, stateDir(t), nil, "-metrics-addr", "127.0.0.1:0")
-	require.NotEmpty(t, monitor)
-	s := cmdtest.CheckMetrics(t, monitor, "")
-	require.Equal(t, 0.0, s["imv2_open_connections"])
-	require.Equal(t, 0.0, s["imv2_listener_failures_total"])
-	require.Equal(t, http.StatusNotFound, scrape(t, base, metricsKey), "xAgent's key opens /metrics")
-	require.Equal(t, http.StatusNotFound, scrape(t, base, ""))
-}
-
-// TestMetrics_TokenOpensThem_KeyDoesNot: with a metrics token (from
-// -metrics-token-file or $XAGENT_METRICS_TOKEN) the token opens /metrics
-// on both addresses, and only it: xAgent's key and no credential get 401.
-func TestMetrics_TokenOpensThem_KeyDoesNot(t *testing.T) {
-	const token = "matrix-scraper-token-0123456789"
-	for _, from := range []string{"file", "env"} {
-		t.Run(from, func(t *testing.T) {
-			dir := stateDir(t)
-			file := filepath.Join(dir, "metrics-token")
-			require.NoError(t, os.WriteFile(file, []byte(token+"\n"), 0o600))
-			env, args := []string{cmdflags.MetricsEnv + "=" + token}, []string{"-metrics-addr", "127.0.0.1:0"}
-			if from == "file" {
-				env, args = nil, append(args, "-metrics-token-file", file)
-			}
-			base, monitor := serving(t, dir, env, args...)
-			require.NotEmpty(t, monitor)
-			for _, url := range []string{base, monitor} {
-				s := cmdtest.CheckMetrics(t, url, token) // 401 without it
-				require.Equal(t, 0.0, s["imv2_open_connections"])
-				require.Equal(t, http.StatusUnauthorized, scrape(t, url, metricsKey), "xAgent's key opens /metrics on %s", url)
-			}
-		})
-	}
+	cmdtest.CheckMetricsApart(t, func(t *testing.T, env []string, args ...string) (string, string) {
+		return serving(t, stateDir(t), env, args...)
+	}, metricsKey, "matrix-scraper-token-0123456789", func(t *testing.T, _ string, open map[string]float64) {
+		require.Equal(t, 0.0, open["imv2_listener_failures_total"])
+	})
 }

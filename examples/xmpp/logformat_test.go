@@ -40,7 +40,7 @@ func TestLogFormatJSON_EveryLineParses(t *testing.T) {
 	}
 	monitor := lines.Next(t, "xmpp: monitoring on ").Obj["url"].(string)
 	base := "http://" + lines.Next(t, "xmpp: listening on ").Obj["addr"].(string)
-	require.Equal(t, 200, scrape(t, monitor, token))
+	require.Equal(t, 200, cmdtest.MetricsStatus(t, monitor, token))
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

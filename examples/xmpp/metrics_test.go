@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"net/http"
 	"os"
-	"path/filepath"
 	"regexp"
 	"testing"
 	"time"
@@ -76,61 +75,23 @@ func serving(t *testing.T, dir string, env []string, args ...string) (base, moni
 	return got[0], got[1]
 }
 
-// scrape is the status of GET base/metrics with bearer ("" sends none).
-func scrape(t *testing.T, base, bearer string) int {
-	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, base+"/metrics", nil)
-	require.NoError(t, err)
-	if bearer != "" {
-		req.Header.Set("Authorization", "Bearer "+bearer)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	resp.Body.Close()
-	return resp.StatusCode
-}
-
-// TestMetrics_ServedApartFromTheKey: a scraper needs no API key. With
-// -metrics-addr the XMPP bridge serves /metrics there without a
-// credential, in the text format, with the kit's series, and /readyz
-// (503: the XMPP server is out of reach); on the Connector's address
-// xAgent's key does not open /metrics (404).
+// TestMetrics_ServedApartFromTheKey: a scraper needs no API key, and
+// xAgent's key never opens /metrics (cmdtest.CheckMetricsApart: open on
+// -metrics-addr; a token from -metrics-token-file or
+// $XAGENT_METRICS_TOKEN opens it on both addresses, and only it). The
+// monitoring address also serves /readyz (503: the XMPP server is out of
+// reach) and not the data plane.
 func TestMetrics_ServedApartFromTheKey(t *testing.T) {
-	base, monitor := serving(t, stateDir(t), nil, "-metrics-addr", "127.0.0.1:0")
-	s := cmdtest.CheckMetrics(t, monitor, "")
-	require.Equal(t, 0.0, s["imv2_open_connections"])
-	require.Equal(t, http.StatusNotFound, scrape(t, base, metricsKey), "xAgent's key opens /metrics")
-	require.Equal(t, http.StatusNotFound, scrape(t, base, ""))
-	resp, err := http.Get(monitor + "/readyz")
-	require.NoError(t, err)
-	resp.Body.Close()
-	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, "ready without its XMPP server")
-	resp, err = http.Get(monitor + "/ws")
-	require.NoError(t, err)
-	resp.Body.Close()
-	require.Equal(t, http.StatusNotFound, resp.StatusCode, "the monitoring address serves the data plane")
-}
-
-// TestMetrics_TokenOpensThem_KeyDoesNot: with a metrics token (from
-// -metrics-token-file or $XAGENT_METRICS_TOKEN) the token opens /metrics
-// on both addresses, and only it: xAgent's key and no credential get 401.
-func TestMetrics_TokenOpensThem_KeyDoesNot(t *testing.T) {
-	const token = "xmpp-scraper-token-0123456789"
-	for _, from := range []string{"file", "env"} {
-		t.Run(from, func(t *testing.T) {
-			dir := stateDir(t)
-			file := filepath.Join(dir, "metrics-token")
-			require.NoError(t, os.WriteFile(file, []byte(token+"\n"), 0o600))
-			env, args := []string{cmdflags.MetricsEnv + "=" + token}, []string{"-metrics-addr", "127.0.0.1:0"}
-			if from == "file" {
-				env, args = nil, append(args, "-metrics-token-file", file)
-			}
-			base, monitor := serving(t, dir, env, args...)
-			for _, url := range []string{base, monitor} {
-				s := cmdtest.CheckMetrics(t, url, token) // 401 without it
-				require.Equal(t, 0.0, s["imv2_open_connections"])
-				require.Equal(t, http.StatusUnauthorized, scrape(t, url, metricsKey), "xAgent's key opens /metrics on %s", url)
-			}
-		})
-	}
+	cmdtest.CheckMetricsApart(t, func(t *testing.T, env []string, args ...string) (string, string) {
+		return serving(t, stateDir(t), env, args...)
+	}, metricsKey, "xmpp-scraper-token-0123456789", func(t *testing.T, monitor string, _ map[string]float64) {
+		resp, err := http.Get(monitor + "/readyz")
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, "ready without its XMPP server")
+		resp, err = http.Get(monitor + "/ws")
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, http.StatusNotFound, resp.StatusCode, "the monitoring address serves the data plane")
+	})
 }

@@ -3,10 +3,13 @@ package cmdtest
 import (
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
 
+	"github.com/xagentkit/imv2/internal/cmdflags"
 	"github.com/xagentkit/imv2/internal/promtext"
 )
 
@@ -87,4 +90,100 @@ func CheckMetrics(t *testing.T, base, key string) map[string]float64 {
 		t.Errorf("/metrics has no imv2_build_info with the Go version:\n%s", body)
 	}
 	return series
+}
+
+// metricsTokenFileEnv passes the token file CheckMetricsApart wrote in
+// the parent test to the child copy that runs main (Main), so both give
+// main the same arguments and the child leaves no file of its own.
+const metricsTokenFileEnv = "IMV2_CMDTEST_METRICS_TOKEN_FILE"
+
+// MetricsStarter starts the command under test with xAgent's API key
+// set, env added to its environment (later entries win) and args added to
+// its arguments, and returns the base URL of the Connector and, with
+// -metrics-addr, of its monitoring address ("" without). The test's
+// cleanup stops the command.
+type MetricsStarter func(t *testing.T, env []string, args ...string) (base, monitor string)
+
+// CheckMetricsApart fails t unless the command start starts serves
+// /metrics apart from xAgent's API key: with -metrics-addr, /metrics is
+// open there without a credential (CheckMetrics) and the Connector's
+// address answers 404 to the key and to no credential; with a metrics
+// token, from -metrics-token-file or $XAGENT_METRICS_TOKEN, the token
+// opens /metrics on both addresses and only it (the key and no credential
+// get 401). key is the API key start gives the command; token is a
+// metrics token of 22 characters or more. While the open instance runs,
+// also (if not nil) gets its monitoring URL and samples, for the
+// command's own checks.
+func CheckMetricsApart(t *testing.T, start MetricsStarter, key, token string, also func(t *testing.T, monitor string, open map[string]float64)) {
+	t.Helper()
+	t.Run("open", func(t *testing.T) {
+		base, monitor := start(t, []string{cmdflags.MetricsEnv + "="}, "-metrics-addr", "127.0.0.1:0")
+		if monitor == "" {
+			t.Fatal("no monitoring address with -metrics-addr")
+		}
+		s := CheckMetrics(t, monitor, "")
+		wantCount(t, s, "imv2_open_connections", 0)
+		wantStatus(t, base, key, http.StatusNotFound, "xAgent's key on the Connector's address")
+		wantStatus(t, base, "", http.StatusNotFound, "no credential on the Connector's address")
+		if also != nil {
+			also(t, monitor, s)
+		}
+	})
+	file := os.Getenv(metricsTokenFileEnv)
+	if file == "" { // the parent test, not the child running main
+		file = filepath.Join(t.TempDir(), "metrics-token")
+		if err := os.WriteFile(file, []byte(token+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, from := range []string{"file", "env"} {
+		t.Run(from, func(t *testing.T) {
+			env, args := []string{cmdflags.MetricsEnv + "=" + token}, []string{"-metrics-addr", "127.0.0.1:0"}
+			if from == "file" {
+				env, args = []string{cmdflags.MetricsEnv + "=", metricsTokenFileEnv + "=" + file}, append(args, "-metrics-token-file", file)
+			}
+			base, monitor := start(t, env, args...)
+			if monitor == "" {
+				t.Fatal("no monitoring address with -metrics-addr")
+			}
+			for _, url := range []string{base, monitor} {
+				s := CheckMetrics(t, url, token) // 401 without it
+				wantCount(t, s, "imv2_open_connections", 0)
+				wantStatus(t, url, key, http.StatusUnauthorized, "xAgent's key")
+			}
+		})
+	}
+}
+
+func wantCount(t *testing.T, s map[string]float64, series string, want float64) {
+	t.Helper()
+	if got, ok := s[series]; !ok || got != want {
+		t.Errorf("/metrics %s = %v (present %v), want %v", series, got, ok, want)
+	}
+}
+
+func wantStatus(t *testing.T, base, bearer string, want int, what string) {
+	t.Helper()
+	if got := MetricsStatus(t, base, bearer); got != want {
+		t.Errorf("%s: GET %s/metrics: %d, want %d", what, base, got, want)
+	}
+}
+
+// MetricsStatus is the status of GET base/metrics with bearer ("" sends
+// none).
+func MetricsStatus(t *testing.T, base, bearer string) int {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, base+"/metrics", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bearer != "" {
+		req.Header.Set("Authorization", "Bearer "+bearer)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
 }
