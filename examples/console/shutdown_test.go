@@ -29,42 +29,7 @@ import (
 // runs, never refused delivery_outcome_unknown.
 func TestShutdown_S8_SIGTERMDuringSlowPostDrainsTheFinal(t *testing.T) {
 	store, addr := t.TempDir(), freeAddr(t)
-	outR, outW, err := os.Pipe()
-	require.NoError(t, err)
-	defer outR.Close()
-	cmd := exec.Command(binary, "-addr", addr, "-json", "-mode", "buffer", "-store", store)
-	cmd.Stdout = outW
-	stderr, err := cmd.StderrPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	outW.Close() // the child holds its copy
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	lines := make(chan string, 64)
-	go func() {
-		defer close(lines)
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-	}()
-	waitLine := func(prefix string) string {
-		t.Helper()
-		timeout := time.After(30 * time.Second)
-		for {
-			select {
-			case line, ok := <-lines:
-				require.True(t, ok, "console stderr ended before %q", prefix)
-				if strings.HasPrefix(line, prefix) {
-					return line
-				}
-			case <-timeout:
-				t.Fatalf("no stderr line %q within 30 s", prefix)
-			}
-		}
-	}
+	cmd, outR, waitLine := startPiped(t, nil, "-addr", addr, "-json", "-mode", "buffer", "-store", store)
 	url := strings.TrimPrefix(waitLine("listening on "), "listening on ")
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -79,12 +44,7 @@ func TestShutdown_S8_SIGTERMDuringSlowPostDrainsTheFinal(t *testing.T) {
 	text := strings.Repeat("slow platform ", 300<<10/14)
 	require.NoError(t, agent.Reply(ctx, ch, text))
 	var out bytes.Buffer
-	buf := make([]byte, 4096)
-	for !bytes.Contains(out.Bytes(), []byte(`"event":"final"`)) {
-		n, err := outR.Read(buf)
-		require.NoError(t, err, "console stdout ended before the final")
-		out.Write(buf[:n])
-	}
+	readUntilFinal(t, outR, &out)
 	// The post is in progress now, and stays so until the pipe is read.
 	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
 	waitLine("console: stopping")
@@ -136,45 +96,10 @@ func TestShutdown_S8_SIGTERMDuringSlowPostDrainsTheFinal(t *testing.T) {
 func TestShutdown_S8_SIGTERMWhilePostIgnoresItsContextEndsInTime(t *testing.T) {
 	const grace = 2 * time.Second
 	store, addr := t.TempDir(), freeAddr(t)
-	outR, outW, err := os.Pipe()
-	require.NoError(t, err)
-	defer outR.Close()
-	cmd := exec.Command(binary, "-addr", addr, "-json", "-mode", "buffer", "-store", store, "-shutdown-grace", grace.String())
 	// The binary has -race, whose runtime sleeps 1 s at exit by default;
 	// the bound is the console's, not the race detector's.
-	cmd.Env = append(os.Environ(), "GORACE=atexit_sleep_ms=0")
-	cmd.Stdout = outW
-	stderr, err := cmd.StderrPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	outW.Close()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	lines := make(chan string, 64)
-	go func() {
-		defer close(lines)
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-	}()
-	waitLine := func(prefix string) string {
-		t.Helper()
-		timeout := time.After(30 * time.Second)
-		for {
-			select {
-			case line, ok := <-lines:
-				require.True(t, ok, "console stderr ended before %q", prefix)
-				if strings.HasPrefix(line, prefix) {
-					return line
-				}
-			case <-timeout:
-				t.Fatalf("no stderr line %q within 30 s", prefix)
-			}
-		}
-	}
+	cmd, outR, waitLine := startPiped(t, []string{"GORACE=atexit_sleep_ms=0"},
+		"-addr", addr, "-json", "-mode", "buffer", "-store", store, "-shutdown-grace", grace.String())
 	url := strings.TrimPrefix(waitLine("listening on "), "listening on ")
 
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -187,12 +112,7 @@ func TestShutdown_S8_SIGTERMWhilePostIgnoresItsContextEndsInTime(t *testing.T) {
 	text := strings.Repeat("stuck platform ", 300<<10/15)
 	require.NoError(t, agent.Reply(ctx, ch, text))
 	var out bytes.Buffer
-	buf := make([]byte, 4096)
-	for !bytes.Contains(out.Bytes(), []byte(`"event":"final"`)) {
-		n, err := outR.Read(buf)
-		require.NoError(t, err, "console stdout ended before the final")
-		out.Write(buf[:n])
-	}
+	readUntilFinal(t, outR, &out)
 	// The post is blocked now, and stays so: nobody reads the pipe again
 	// while this process lives.
 	signalled := time.Now()
@@ -224,5 +144,65 @@ func TestShutdown_S8_SIGTERMWhilePostIgnoresItsContextEndsInTime(t *testing.T) {
 		if e.Event == "final" {
 			require.Equal(t, "after the restart", *e.Text, "S8: the cut-off final is never shown twice")
 		}
+	}
+}
+
+// startPiped starts the console binary with args (and env added to the
+// environment) writing its stdout, the "IM platform", to a pipe the test
+// reads when it wants: a write blocks while nobody reads. waitLine waits
+// up to 30 s for a stderr line starting with prefix and returns it. The
+// process is killed when the test ends.
+func startPiped(t *testing.T, env []string, args ...string) (cmd *exec.Cmd, outR *os.File, waitLine func(prefix string) string) {
+	t.Helper()
+	outR, outW, err := os.Pipe()
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = outR.Close() })
+	cmd = exec.Command(binary, args...)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
+	cmd.Stdout = outW
+	stderr, err := cmd.StderrPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	outW.Close() // the child holds its copy
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	lines := make(chan string, 64)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	return cmd, outR, func(prefix string) string {
+		t.Helper()
+		timeout := time.After(30 * time.Second)
+		for {
+			select {
+			case line, ok := <-lines:
+				require.True(t, ok, "console stderr ended before %q", prefix)
+				if strings.HasPrefix(line, prefix) {
+					return line
+				}
+			case <-timeout:
+				t.Fatalf("no stderr line %q within 30 s", prefix)
+			}
+		}
+	}
+}
+
+// readUntilFinal reads the console's stdout into out until it holds a
+// final's event line.
+func readUntilFinal(t *testing.T, outR *os.File, out *bytes.Buffer) {
+	t.Helper()
+	buf := make([]byte, 4096)
+	for !bytes.Contains(out.Bytes(), []byte(`"event":"final"`)) {
+		n, err := outR.Read(buf)
+		require.NoError(t, err, "console stdout ended before the final")
+		out.Write(buf[:n])
 	}
 }
