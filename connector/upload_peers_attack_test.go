@@ -1,12 +1,9 @@
 package connector_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -35,43 +32,6 @@ func (c *countingReserver) Reserve(ctx context.Context, ch string, n int64) (con
 		c.granted.Add(1)
 	}
 	return r, err
-}
-
-// slowUpload posts a chunked upload (no declared size: the server
-// reserves the largest file) to channelID on the kit at addr and sends
-// its file at about 120 KB/s until ctx ends; its answer's status, if any,
-// goes to answers.
-func slowUpload(ctx context.Context, t *testing.T, addr, channelID string, answers chan<- int) {
-	t.Helper()
-	c, err := net.Dial("tcp", addr)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = c.Close() })
-	head := "POST /files/uploads HTTP/1.1\r\nHost: x\r\n" + connector.HeaderChannelID + ": " + channelID +
-		"\r\nContent-Type: multipart/form-data; boundary=b\r\nTransfer-Encoding: chunked\r\n\r\n"
-	part := "--b\r\nContent-Disposition: form-data; name=\"file\"; filename=\"slow.bin\"\r\n\r\n"
-	_, err = fmt.Fprintf(c, "%s%x\r\n%s\r\n", head, len(part), part)
-	require.NoError(t, err)
-	go func() {
-		tick := time.NewTicker(33 * time.Millisecond) // 4 KB a tick: 120 KB/s
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-			}
-			if _, err := fmt.Fprintf(c, "%x\r\n%s\r\n", 4<<10, filler[:4<<10]); err != nil {
-				return
-			}
-		}
-	}()
-	go func() {
-		res, err := http.ReadResponse(bufio.NewReader(c), nil)
-		if err == nil {
-			res.Body.Close()
-			answers <- res.StatusCode
-		}
-	}()
 }
 
 // TestAttack_OnePeersSlowUploadsLeaveAnothersRoom (issue 37): one
@@ -104,7 +64,9 @@ func TestAttack_OnePeersSlowUploadsLeaveAnothersRoom(t *testing.T) {
 	for range 8 {
 		ch, err := attacker.OpenChannel(ctx, "")
 		require.NoError(t, err)
-		slowUpload(upCtx, t, addr, ch.ID(), answers)
+		// Chunked, so the server reserves the largest file; 4 KB every
+		// 33 ms: 120 KB/s.
+		rawUpload{channel: ch.ID(), piece: 4 << 10, every: 33 * time.Millisecond}.start(upCtx, t, addr, answers)
 	}
 	require.Eventually(t, func() bool { return store.granted.Load()+store.refused.Load() == 8 }, 10*time.Second, 5*time.Millisecond)
 	held := store.granted.Load()
@@ -141,42 +103,10 @@ func kitUploadBytes(t *testing.T, url, channelID string, data []byte) (int, stri
 	return res.StatusCode, string(b)
 }
 
-// trickleUpload posts an upload declaring its size (a 256 KiB file, so
-// the store's room is never what refuses it) to channelID on the kit at
-// addr and sends the file at 2 KiB every 50 ms until ctx ends; its
-// answer's status, if any, goes to answers.
-func trickleUpload(ctx context.Context, t *testing.T, addr, channelID string, answers chan<- int) {
-	t.Helper()
-	const size = 256 << 10
-	c, err := net.Dial("tcp", addr)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = c.Close() })
-	part := "--b\r\nContent-Disposition: form-data; name=\"file\"; filename=\"slow.bin\"\r\n\r\n"
-	tail := "\r\n--b--\r\n"
-	_, err = fmt.Fprintf(c, "POST /files/uploads HTTP/1.1\r\nHost: x\r\n%s: %s\r\nContent-Type: multipart/form-data; boundary=b\r\nContent-Length: %d\r\n\r\n%s",
-		connector.HeaderChannelID, channelID, len(part)+size+len(tail), part)
-	require.NoError(t, err)
-	go func() {
-		tick := time.NewTicker(50 * time.Millisecond)
-		defer tick.Stop()
-		for sent := 0; sent < size; sent += 2 << 10 {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-			}
-			if _, err := c.Write(filler[:2<<10]); err != nil {
-				return
-			}
-		}
-	}()
-	go func() {
-		res, err := http.ReadResponse(bufio.NewReader(c), nil)
-		if err == nil {
-			res.Body.Close()
-			answers <- res.StatusCode
-		}
-	}()
+// trickle is the upload holding a slot: a declared 256 KiB file (so the
+// store's room is never what refuses it) sent at 2 KiB every 50 ms.
+func trickle(channelID string) rawUpload {
+	return rawUpload{channel: channelID, size: 256 << 10, piece: 2 << 10, every: 50 * time.Millisecond}
 }
 
 // TestAttack_OnePeersSlowUploadsLeaveAnotherASlot (issue 37): one
@@ -212,13 +142,13 @@ func TestAttack_OnePeersSlowUploadsLeaveAnotherASlot(t *testing.T) {
 		chans = append(chans, ch.ID())
 	}
 	for _, ch := range chans[:held] {
-		trickleUpload(upCtx, t, addr, ch, answers)
+		trickle(ch).start(upCtx, t, addr, answers)
 	}
 	require.Eventually(t, func() bool { return int(store.granted.Load())+len(answers) >= held }, 10*time.Second, 5*time.Millisecond)
 	require.Empty(t, answers, "the attacker's uploads within its floor and the shared slots are all read")
 	require.EqualValues(t, held, store.granted.Load())
 
-	trickleUpload(upCtx, t, addr, chans[held], answers)
+	trickle(chans[held]).start(upCtx, t, addr, answers)
 	select {
 	case st := <-answers:
 		require.Equal(t, http.StatusServiceUnavailable, st, "one upload past the attacker's floor and the shared slots")
