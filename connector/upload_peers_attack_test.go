@@ -34,6 +34,26 @@ func (c *countingReserver) Reserve(ctx context.Context, ch string, n int64) (con
 	return r, err
 }
 
+// uploadPeers is the set-up of the attacks between peers: a kit on a
+// counting memory file store at url, and two xAgents on it with
+// connector_ids of their own; ctx bounds the test (30 s).
+func uploadPeers(t *testing.T) (store *countingReserver, url string, ctx context.Context, attacker, victim *dataplane.Client) {
+	t.Helper()
+	store = &countingReserver{Reserver: connector.NewMemoryFileStore(connector.MemoryFileStoreOptions{})}
+	_, url = startKit(t, newPretend(0), "", connector.Options{Files: store})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	dial := func() *dataplane.Client {
+		cli, err := dataplane.Dial(ctx, dataplane.ClientConfig{URL: url, Target: inbound(make(chan imv2.ChatMessage, 16))})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = cli.Close() })
+		return cli
+	}
+	attacker, victim = dial(), dial()
+	require.NotEqual(t, attacker.ConnectorID(), victim.ConnectorID())
+	return store, url, ctx, attacker, victim
+}
+
 // TestAttack_OnePeersSlowUploadsLeaveAnothersRoom (issue 37): one
 // connector_id opens 8 channels and starts a chunked upload on each at
 // 120 KB/s (each reserving the largest file, 32 MiB, of the 256 MiB
@@ -44,19 +64,7 @@ func (c *countingReserver) Reserve(ctx context.Context, ch string, n int64) (con
 // (the whole upload share) and the other's uploads got file_store_full, 0
 // of 14.
 func TestAttack_OnePeersSlowUploadsLeaveAnothersRoom(t *testing.T) {
-	store := &countingReserver{Reserver: connector.NewMemoryFileStore(connector.MemoryFileStoreOptions{})}
-	_, url := startKit(t, newPretend(0), "", connector.Options{Files: store})
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	dial := func() *dataplane.Client {
-		cli, err := dataplane.Dial(ctx, dataplane.ClientConfig{URL: url, Target: inbound(make(chan imv2.ChatMessage, 16))})
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = cli.Close() })
-		return cli
-	}
-	attacker, victim := dial(), dial()
-	require.NotEqual(t, attacker.ConnectorID(), victim.ConnectorID())
-
+	store, url, ctx, attacker, victim := uploadPeers(t)
 	addr := strings.TrimPrefix(url, "http://")
 	answers := make(chan int, 8)
 	upCtx, stop := context.WithCancel(ctx)
@@ -117,19 +125,7 @@ func trickle(channelID string) rawUpload {
 // slots were shared by all peers: the first peer's 9th upload and the
 // other's were answered 503 uploads_busy.
 func TestAttack_OnePeersSlowUploadsLeaveAnotherASlot(t *testing.T) {
-	store := &countingReserver{Reserver: connector.NewMemoryFileStore(connector.MemoryFileStoreOptions{})}
-	_, url := startKit(t, newPretend(0), "", connector.Options{Files: store})
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	dial := func() *dataplane.Client {
-		cli, err := dataplane.Dial(ctx, dataplane.ClientConfig{URL: url, Target: inbound(make(chan imv2.ChatMessage, 16))})
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = cli.Close() })
-		return cli
-	}
-	attacker, victim := dial(), dial()
-	require.NotEqual(t, attacker.ConnectorID(), victim.ConnectorID())
-
+	store, url, ctx, attacker, victim := uploadPeers(t)
 	addr := strings.TrimPrefix(url, "http://")
 	held := connector.UploadSlotFloor + connector.DefaultMaxConcurrentUploads
 	answers := make(chan int, held+1)
