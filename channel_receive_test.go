@@ -126,7 +126,12 @@ func TestChannel_M13_FinalWithoutDeltas(t *testing.T) {
 }
 
 func TestChannel_X3_InvalidMessageRejectedNotRetryable(t *testing.T) {
-	c, w, _ := newConnector(t, newRecTarget(), nil)
+	var rejected []Event
+	c, w, _ := newConnector(t, newRecTarget(), &Options{Observer: ObserverFunc(func(e Event) {
+		if e.Kind == EventRejected {
+			rejected = append(rejected, e)
+		}
+	})})
 	p := finalPacket(t, "a1", "x")
 	p.Payload = []byte(`{"message_id":"a1","text":"x","session_id":"s1"}`)
 	err := c.Receive(context.Background(), p)
@@ -144,6 +149,13 @@ func TestChannel_X3_InvalidMessageRejectedNotRetryable(t *testing.T) {
 	require.Equal(t, TypeError, e.Type)
 	require.Equal(t, q.PacketID, e.ReplyTo)
 	require.Equal(t, CodeInvalidPacket, e.Error.Code)
+
+	// EventRejected says which answer went (its doc): an ack has its
+	// Status and MessageID, an error packet its PacketType.
+	require.Equal(t, []Event{
+		{Kind: EventRejected, ChannelID: "cch_1", MessageID: "a1", Status: AckRejected, Code: CodeForbiddenField},
+		{Kind: EventRejected, ChannelID: "cch_1", PacketType: TypeChatMessage, Code: CodeInvalidPacket},
+	}, rejected)
 }
 
 func TestChannel_P6_X1_ForbiddenDirectionDroppedSilently(t *testing.T) {

@@ -24,7 +24,11 @@ const (
 	// EventDuplicate: an inbound resend of a completed message was answered
 	// duplicate without a Target call (A6).
 	EventDuplicate
-	// EventRejected: an inbound message was rejected (Code, Retryable).
+	// EventRejected: an inbound packet was rejected (Code). A rejected
+	// ack answered it (Status AckRejected, MessageID), or, when no
+	// message_id could be read or it was an invalid chat.activity, an
+	// error packet (PacketType; Status empty). Whether the sender may
+	// retry is the ack's retryable, which Event does not carry.
 	EventRejected
 	// EventDeltaRejected: a delta was rejected with an error packet (D12).
 	EventDeltaRejected

@@ -3,6 +3,7 @@ package connector_test
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -116,23 +117,70 @@ func inOwnProcess(t *testing.T) bool {
 // filler is what every attacker's file is made of; shared, never written.
 var filler = bytes.Repeat([]byte{'x'}, 32<<10)
 
-// stalledUpload posts a chunked upload (no declared size, so the server
-// reserves the largest) whose file part sends size bytes and then nothing,
-// and reports the status of any answer on answers.
-func stalledUpload(t *testing.T, addr string, size int, answers chan<- int) {
+// rawUpload is an upload written by hand on a connection of its own, so
+// that it can hold the server's read as an attacker does.
+type rawUpload struct {
+	key     string // the bearer token; "" sends none
+	channel string // the X-Connector-Channel-ID
+	// size is the file's declared size; 0 sends the file chunked with no
+	// size declared, so the server reserves the largest file.
+	size int
+	// send is how many file bytes go before the upload stalls; 0 sends
+	// until ctx ends (or size bytes, when declared).
+	send int
+	// piece bytes go every tick; with every 0, back to back.
+	piece int
+	every time.Duration
+}
+
+// start dials addr and sends the upload's head and then its file on a
+// goroutine, as u says; the status of any answer goes to answers.
+func (u rawUpload) start(ctx context.Context, t *testing.T, addr string, answers chan<- int) {
 	t.Helper()
 	c, err := net.Dial("tcp", addr)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Close() })
-	head := "POST /files/uploads HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + testKey + "\r\n" +
-		connector.HeaderChannelID + ": cch_1\r\nContent-Type: multipart/form-data; boundary=b\r\nTransfer-Encoding: chunked\r\n\r\n"
-	part := "--b\r\nContent-Disposition: form-data; name=\"file\"; filename=\"big.bin\"\r\n\r\n"
-	_, err = fmt.Fprintf(c, "%s%x\r\n%s\r\n", head, len(part), part)
+	part := "--b\r\nContent-Disposition: form-data; name=\"file\"; filename=\"slow.bin\"\r\n\r\n"
+	head := "POST /files/uploads HTTP/1.1\r\nHost: x\r\n" + connector.HeaderChannelID + ": " + u.channel +
+		"\r\nContent-Type: multipart/form-data; boundary=b\r\n"
+	if u.key != "" {
+		head += "Authorization: Bearer " + u.key + "\r\n"
+	}
+	send := u.send
+	if u.size > 0 {
+		head += fmt.Sprintf("Content-Length: %d\r\n\r\n%s", len(part)+u.size+len("\r\n--b--\r\n"), part)
+		send = cmp.Or(send, u.size)
+	} else {
+		head += fmt.Sprintf("Transfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n", len(part), part)
+	}
+	_, err = io.WriteString(c, head)
 	require.NoError(t, err)
-	go func() { // the body, until the server stops reading or closes
-		for left := size; left > 0; left -= len(filler) {
-			n := min(left, len(filler))
-			if _, err := fmt.Fprintf(c, "%x\r\n%s\r\n", n, filler[:n]); err != nil {
+	go func() {
+		var tick <-chan time.Time
+		if u.every > 0 {
+			ticker := time.NewTicker(u.every)
+			defer ticker.Stop()
+			tick = ticker.C
+		}
+		for sent := 0; send == 0 || sent < send; sent += u.piece {
+			if tick != nil {
+				select {
+				case <-ctx.Done():
+					return
+				case <-tick:
+				}
+			}
+			n := u.piece
+			if send > 0 {
+				n = min(n, send-sent)
+			}
+			var err error
+			if u.size > 0 {
+				_, err = c.Write(filler[:n])
+			} else {
+				_, err = fmt.Fprintf(c, "%x\r\n%s\r\n", n, filler[:n])
+			}
+			if err != nil {
 				return
 			}
 		}
@@ -179,7 +227,8 @@ func TestAttack_StalledUploadsHeapBounded(t *testing.T) {
 			before := liveHeap()
 			answers := make(chan int, uploads)
 			for range uploads {
-				stalledUpload(t, addr, fileSent, answers)
+				// Sent at once, then nothing more.
+				rawUpload{key: testKey, channel: "cch_1", send: fileSent, piece: len(filler)}.start(t.Context(), t, addr, answers)
 			}
 			guard := time.After(60 * time.Second) // a hang guard, not a timing assertion
 			read, busy := 0, 0

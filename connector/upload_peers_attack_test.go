@@ -1,12 +1,9 @@
 package connector_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -37,41 +34,24 @@ func (c *countingReserver) Reserve(ctx context.Context, ch string, n int64) (con
 	return r, err
 }
 
-// slowUpload posts a chunked upload (no declared size: the server
-// reserves the largest file) to channelID on the kit at addr and sends
-// its file at about 120 KB/s until ctx ends; its answer's status, if any,
-// goes to answers.
-func slowUpload(ctx context.Context, t *testing.T, addr, channelID string, answers chan<- int) {
+// uploadPeers is the set-up of the attacks between peers: a kit on a
+// counting memory file store at url, and two xAgents on it with
+// connector_ids of their own; ctx bounds the test (30 s).
+func uploadPeers(t *testing.T) (store *countingReserver, url string, ctx context.Context, attacker, victim *dataplane.Client) {
 	t.Helper()
-	c, err := net.Dial("tcp", addr)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = c.Close() })
-	head := "POST /files/uploads HTTP/1.1\r\nHost: x\r\n" + connector.HeaderChannelID + ": " + channelID +
-		"\r\nContent-Type: multipart/form-data; boundary=b\r\nTransfer-Encoding: chunked\r\n\r\n"
-	part := "--b\r\nContent-Disposition: form-data; name=\"file\"; filename=\"slow.bin\"\r\n\r\n"
-	_, err = fmt.Fprintf(c, "%s%x\r\n%s\r\n", head, len(part), part)
-	require.NoError(t, err)
-	go func() {
-		tick := time.NewTicker(33 * time.Millisecond) // 4 KB a tick: 120 KB/s
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-			}
-			if _, err := fmt.Fprintf(c, "%x\r\n%s\r\n", 4<<10, filler[:4<<10]); err != nil {
-				return
-			}
-		}
-	}()
-	go func() {
-		res, err := http.ReadResponse(bufio.NewReader(c), nil)
-		if err == nil {
-			res.Body.Close()
-			answers <- res.StatusCode
-		}
-	}()
+	store = &countingReserver{Reserver: connector.NewMemoryFileStore(connector.MemoryFileStoreOptions{})}
+	_, url = startKit(t, newPretend(0), "", connector.Options{Files: store})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	dial := func() *dataplane.Client {
+		cli, err := dataplane.Dial(ctx, dataplane.ClientConfig{URL: url, Target: inbound(make(chan imv2.ChatMessage, 16))})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = cli.Close() })
+		return cli
+	}
+	attacker, victim = dial(), dial()
+	require.NotEqual(t, attacker.ConnectorID(), victim.ConnectorID())
+	return store, url, ctx, attacker, victim
 }
 
 // TestAttack_OnePeersSlowUploadsLeaveAnothersRoom (issue 37): one
@@ -84,19 +64,7 @@ func slowUpload(ctx context.Context, t *testing.T, addr, channelID string, answe
 // (the whole upload share) and the other's uploads got file_store_full, 0
 // of 14.
 func TestAttack_OnePeersSlowUploadsLeaveAnothersRoom(t *testing.T) {
-	store := &countingReserver{Reserver: connector.NewMemoryFileStore(connector.MemoryFileStoreOptions{})}
-	_, url := startKit(t, newPretend(0), "", connector.Options{Files: store})
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	dial := func() *dataplane.Client {
-		cli, err := dataplane.Dial(ctx, dataplane.ClientConfig{URL: url, Target: inbound(make(chan imv2.ChatMessage, 16))})
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = cli.Close() })
-		return cli
-	}
-	attacker, victim := dial(), dial()
-	require.NotEqual(t, attacker.ConnectorID(), victim.ConnectorID())
-
+	store, url, ctx, attacker, victim := uploadPeers(t)
 	addr := strings.TrimPrefix(url, "http://")
 	answers := make(chan int, 8)
 	upCtx, stop := context.WithCancel(ctx)
@@ -104,7 +72,9 @@ func TestAttack_OnePeersSlowUploadsLeaveAnothersRoom(t *testing.T) {
 	for range 8 {
 		ch, err := attacker.OpenChannel(ctx, "")
 		require.NoError(t, err)
-		slowUpload(upCtx, t, addr, ch.ID(), answers)
+		// Chunked, so the server reserves the largest file; 4 KB every
+		// 33 ms: 120 KB/s.
+		rawUpload{channel: ch.ID(), piece: 4 << 10, every: 33 * time.Millisecond}.start(upCtx, t, addr, answers)
 	}
 	require.Eventually(t, func() bool { return store.granted.Load()+store.refused.Load() == 8 }, 10*time.Second, 5*time.Millisecond)
 	held := store.granted.Load()
@@ -141,42 +111,10 @@ func kitUploadBytes(t *testing.T, url, channelID string, data []byte) (int, stri
 	return res.StatusCode, string(b)
 }
 
-// trickleUpload posts an upload declaring its size (a 256 KiB file, so
-// the store's room is never what refuses it) to channelID on the kit at
-// addr and sends the file at 2 KiB every 50 ms until ctx ends; its
-// answer's status, if any, goes to answers.
-func trickleUpload(ctx context.Context, t *testing.T, addr, channelID string, answers chan<- int) {
-	t.Helper()
-	const size = 256 << 10
-	c, err := net.Dial("tcp", addr)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = c.Close() })
-	part := "--b\r\nContent-Disposition: form-data; name=\"file\"; filename=\"slow.bin\"\r\n\r\n"
-	tail := "\r\n--b--\r\n"
-	_, err = fmt.Fprintf(c, "POST /files/uploads HTTP/1.1\r\nHost: x\r\n%s: %s\r\nContent-Type: multipart/form-data; boundary=b\r\nContent-Length: %d\r\n\r\n%s",
-		connector.HeaderChannelID, channelID, len(part)+size+len(tail), part)
-	require.NoError(t, err)
-	go func() {
-		tick := time.NewTicker(50 * time.Millisecond)
-		defer tick.Stop()
-		for sent := 0; sent < size; sent += 2 << 10 {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-			}
-			if _, err := c.Write(filler[:2<<10]); err != nil {
-				return
-			}
-		}
-	}()
-	go func() {
-		res, err := http.ReadResponse(bufio.NewReader(c), nil)
-		if err == nil {
-			res.Body.Close()
-			answers <- res.StatusCode
-		}
-	}()
+// trickle is the upload holding a slot: a declared 256 KiB file (so the
+// store's room is never what refuses it) sent at 2 KiB every 50 ms.
+func trickle(channelID string) rawUpload {
+	return rawUpload{channel: channelID, size: 256 << 10, piece: 2 << 10, every: 50 * time.Millisecond}
 }
 
 // TestAttack_OnePeersSlowUploadsLeaveAnotherASlot (issue 37): one
@@ -187,19 +125,7 @@ func trickleUpload(ctx context.Context, t *testing.T, addr, channelID string, an
 // slots were shared by all peers: the first peer's 9th upload and the
 // other's were answered 503 uploads_busy.
 func TestAttack_OnePeersSlowUploadsLeaveAnotherASlot(t *testing.T) {
-	store := &countingReserver{Reserver: connector.NewMemoryFileStore(connector.MemoryFileStoreOptions{})}
-	_, url := startKit(t, newPretend(0), "", connector.Options{Files: store})
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	dial := func() *dataplane.Client {
-		cli, err := dataplane.Dial(ctx, dataplane.ClientConfig{URL: url, Target: inbound(make(chan imv2.ChatMessage, 16))})
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = cli.Close() })
-		return cli
-	}
-	attacker, victim := dial(), dial()
-	require.NotEqual(t, attacker.ConnectorID(), victim.ConnectorID())
-
+	store, url, ctx, attacker, victim := uploadPeers(t)
 	addr := strings.TrimPrefix(url, "http://")
 	held := connector.UploadSlotFloor + connector.DefaultMaxConcurrentUploads
 	answers := make(chan int, held+1)
@@ -212,13 +138,13 @@ func TestAttack_OnePeersSlowUploadsLeaveAnotherASlot(t *testing.T) {
 		chans = append(chans, ch.ID())
 	}
 	for _, ch := range chans[:held] {
-		trickleUpload(upCtx, t, addr, ch, answers)
+		trickle(ch).start(upCtx, t, addr, answers)
 	}
 	require.Eventually(t, func() bool { return int(store.granted.Load())+len(answers) >= held }, 10*time.Second, 5*time.Millisecond)
 	require.Empty(t, answers, "the attacker's uploads within its floor and the shared slots are all read")
 	require.EqualValues(t, held, store.granted.Load())
 
-	trickleUpload(upCtx, t, addr, chans[held], answers)
+	trickle(chans[held]).start(upCtx, t, addr, answers)
 	select {
 	case st := <-answers:
 		require.Equal(t, http.StatusServiceUnavailable, st, "one upload past the attacker's floor and the shared slots")

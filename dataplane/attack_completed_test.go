@@ -53,6 +53,25 @@ func completedStores(capacity int) map[string]func(t *testing.T, clk clock.Clock
 }
 
 func floodCompleted(t *testing.T, newStore func(*testing.T, clock.Clock) imv2.CompletedStore, capacity, channels int) {
+	victimResendAfter(t, newStore, func(attacker *peer) {
+		ids := make([]string, channels)
+		for i := range ids {
+			ids[i], _ = attacker.open("")
+		}
+		for i := range capacity * 3 / 2 {
+			attacker.write(finalMessage(ids[i%channels], "a"+strconv.Itoa(i), "x"))
+			require.Equal(t, imv2.AckAccepted, mustAck(t, attacker.next()).Status, "final %d", i)
+		}
+	})
+}
+
+// victimResendAfter is the frame of the completed-store attacks: a
+// victim's final is shown and its ack lost; another connector_id
+// (attacker, said hello) attacks; a minute later, well inside the resend
+// horizon, the victim's resend is answered duplicate and the final was
+// shown once.
+func victimResendAfter(t *testing.T, newStore func(*testing.T, clock.Clock) imv2.CompletedStore, attack func(attacker *peer)) {
+	t.Helper()
 	clk := fakeclock.New(time.Unix(1_700_000_000, 0))
 	target := newRecTarget()
 	_, url := startServer(t, func(c *ServerConfig) {
@@ -68,15 +87,8 @@ func floodCompleted(t *testing.T, newStore func(*testing.T, clock.Clock) imv2.Co
 
 	attacker := dialPeer(t, url, authHeader())
 	attacker.hello("")
-	ids := make([]string, channels)
-	for i := range ids {
-		ids[i], _ = attacker.open("")
-	}
-	for i := range capacity * 3 / 2 {
-		attacker.write(finalMessage(ids[i%channels], "a"+strconv.Itoa(i), "x"))
-		require.Equal(t, imv2.AckAccepted, mustAck(t, attacker.next()).Status, "final %d", i)
-	}
-	clk.Advance(time.Minute) // well inside the resend horizon
+	attack(attacker)
+	clk.Advance(time.Minute)
 
 	victim.write(finalMessage(vch, "v1", "shown once")) // the resend
 	require.Equal(t, imv2.AckDuplicate, mustAck(t, victim.next()).Status)
@@ -101,30 +113,11 @@ func TestAttack_ManyChannelsCannotDiluteAnotherConnectorsShare(t *testing.T) {
 }
 
 func diluteCompleted(t *testing.T, newStore func(*testing.T, clock.Clock) imv2.CompletedStore, capacity int) {
-	channels := 2 * capacity
-	clk := fakeclock.New(time.Unix(1_700_000_000, 0))
-	target := newRecTarget()
-	_, url := startServer(t, func(c *ServerConfig) {
-		c.APIKey = attackKey
-		c.NewTarget = func(string) imv2.Target { return target }
-		c.Options = &imv2.Options{Completed: newStore(t, clk)}
+	victimResendAfter(t, newStore, func(attacker *peer) {
+		for i := range 2 * capacity {
+			ch, _ := attacker.open("")
+			attacker.write(finalMessage(ch, "a"+strconv.Itoa(i), "x"))
+			require.Equal(t, imv2.AckAccepted, mustAck(t, attacker.next()).Status, "final %d", i)
+		}
 	})
-	victim := dialPeer(t, url, authHeader())
-	victim.hello("")
-	vch, _ := victim.open("")
-	victim.write(finalMessage(vch, "v1", "shown once"))
-	require.Equal(t, imv2.AckAccepted, mustAck(t, victim.next()).Status)
-
-	attacker := dialPeer(t, url, authHeader())
-	attacker.hello("")
-	for i := range channels {
-		ch, _ := attacker.open("")
-		attacker.write(finalMessage(ch, "a"+strconv.Itoa(i), "x"))
-		require.Equal(t, imv2.AckAccepted, mustAck(t, attacker.next()).Status, "final %d", i)
-	}
-	clk.Advance(time.Minute)
-
-	victim.write(finalMessage(vch, "v1", "shown once"))
-	require.Equal(t, imv2.AckDuplicate, mustAck(t, victim.next()).Status)
-	require.Equal(t, 1, target.count("v1"), "shown once")
 }

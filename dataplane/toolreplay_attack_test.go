@@ -1,14 +1,9 @@
 package dataplane
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
-	"fmt"
-	"net"
 	"net/http"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -20,155 +15,53 @@ import (
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/boltstore"
 	"github.com/xagentkit/imv2/internal/readmetable"
+	"github.com/xagentkit/imv2/internal/toolreplaytest"
 	"github.com/xagentkit/imv2/protocol"
 	"github.com/xagentkit/imv2/state"
 )
 
-// toolKillChildEnv names the boltstore file a child of
-// TestAttack_ToolReplayAfterKillRunsOnce serves its Connector on.
-const toolKillChildEnv = "DATAPLANE_TOOL_KILL_CHILD"
-
 func init() {
-	if path := os.Getenv(toolKillChildEnv); path != "" {
-		os.Exit(toolKillChild(path))
-	}
-}
-
-// toolKillChild is the child: a Server on the boltstore file at path (its
-// pending, completed and channel stores), serving a loopback address it
-// prints ("listening ADDR"), whose tool prints "run ARGS" each time it
-// runs, one write(2) a line, until it is killed.
-func toolKillChild(path string) int {
-	st, err := boltstore.Open(path, boltstore.Options{})
-	if err != nil {
-		fmt.Println("error:", err)
-		return 1
-	}
-	srv, err := NewServer(ServerConfig{
-		Card:      testCard(),
-		NewTarget: func(string) imv2.Target { return discardTarget{} },
-		Registry:  st,
-		Options:   &imv2.Options{Pending: st.Pending(), Completed: st.Completed()},
-		Tools: ToolFunc(func(_ context.Context, _ string, req protocol.ToolInvoke) (json.RawMessage, error) {
-			_, _ = fmt.Fprintf(os.Stdout, "run %s\n", req.Arguments)
-			switch args := string(req.Arguments); {
-			case strings.Contains(args, "refuse"):
-				return nil, imv2.Errorf("target_refused", "the platform refused it")
-			case strings.Contains(args, "big"): // one byte over what is kept
-				return json.RawMessage(`"` + strings.Repeat("b", state.MaxResultBytes-1) + `"`), nil
-			}
-			return json.RawMessage(`{"status":"sent","n":"` + string(req.Arguments[len(req.Arguments)-4:len(req.Arguments)-2]) + `"}`), nil
-		}),
-	})
-	if err != nil {
-		fmt.Println("error:", err)
-		return 1
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		fmt.Println("error:", err)
-		return 1
-	}
-	fmt.Printf("listening %s\n", ln.Addr())
-	_ = http.Serve(ln, withCard(testCard(), srv))
-	return 0
-}
-
-// toolChild is a running child: its ws URL and the count of its runs.
-type toolChild struct {
-	cmd  *exec.Cmd
-	url  string
-	runs chan string
-}
-
-func startToolChild(t *testing.T, path string) *toolChild {
-	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), toolKillChildEnv+"="+path)
-	stdout, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	c := &toolChild{cmd: cmd, runs: make(chan string, 64)}
-	addr := make(chan string, 1)
-	go func() {
-		lines := bufio.NewScanner(stdout)
-		for lines.Scan() {
-			l := lines.Text()
-			switch {
-			case strings.HasPrefix(l, "listening "):
-				addr <- strings.TrimPrefix(l, "listening ")
-			case strings.HasPrefix(l, "run "):
-				c.runs <- strings.TrimPrefix(l, "run ")
-			default:
-				t.Errorf("child: %s", l)
-			}
+	// A child of TestAttack_ToolReplayAfterKillRunsOnce: a Server on the
+	// boltstore file named (its pending, completed and channel stores).
+	toolreplaytest.ChildMain(func(path string, tool toolreplaytest.Tool) (http.Handler, error) {
+		st, err := boltstore.Open(path, boltstore.Options{})
+		if err != nil {
+			return nil, err
 		}
-	}()
-	c.url = "ws://" + recv(t, addr) + "/ws"
-	t.Cleanup(func() { c.kill() })
-	return c
-}
-
-// kill ends the child with SIGKILL and waits for it.
-func (c *toolChild) kill() {
-	if c.cmd.ProcessState == nil {
-		_ = c.cmd.Process.Kill()
-		_ = c.cmd.Wait()
-	}
+		srv, err := NewServer(ServerConfig{
+			Card:      testCard(),
+			NewTarget: func(string) imv2.Target { return discardTarget{} },
+			Registry:  st,
+			Options:   &imv2.Options{Pending: st.Pending(), Completed: st.Completed()},
+			Tools:     ToolFunc(tool),
+		})
+		if err != nil {
+			return nil, err
+		}
+		return withCard(testCard(), srv), nil
+	})
 }
 
 // TestAttack_ToolReplayAfterKillRunsOnce (issue 37, W13): a Connector
-// process on a boltstore file runs a tool.invoke and answers it; it is
-// killed with SIGKILL and restarted on the same file; xAgent reconnects
-// and replays the call (same request_id, channel, tool and arguments).
-// The tool does not run again, and the replay gets the first answer's
-// payload byte for byte: the call's durable records in the completed
-// store (written before it ran, and how it ended with its result before
-// it was answered). A failed call's replay gets its code; a call whose
-// result is over state.MaxResultBytes (not kept) tool_invoke_failed "ran
-// before and succeeded". Before issue 37 the replay records lived in
-// memory only, and the restarted process ran the side effect a second
-// time; before its result was kept the success's replay was answered
-// tool_invoke_failed.
+// process on a boltstore file answers tool calls, is killed with SIGKILL
+// and restarted on the same file; xAgent reconnects and replays the
+// calls, and none runs again (toolreplaytest.Run says how each replay is
+// answered). Here xAgent is a raw WebSocket peer that checks each ack's
+// reply_to and request_id (W9).
 func TestAttack_ToolReplayAfterKillRunsOnce(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "state.db")
-	child := startToolChild(t, path)
-	p := dialPeer(t, child.url, nil)
-	p.hello("")
-	ch, _ := p.open("")
-	first := p.toolAckOf(p.toolInvoke(ch, "req_1", `{"text":"pay 10"}`))
-	require.Nil(t, first.Error)
-	require.Contains(t, string(first.Payload), `{"status":"sent","n":"10"}`)
-	require.Equal(t, `{"text":"pay 10"}`, recv(t, child.runs))
-	failed := p.toolAckOf(p.toolInvoke(ch, "req_f", `{"text":"refuse"}`))
-	require.NotNil(t, failed.Error)
-	require.Equal(t, imv2.Code("target_refused"), failed.Error.Code)
-	require.Equal(t, `{"text":"refuse"}`, recv(t, child.runs))
-	big := p.toolAckOf(p.toolInvoke(ch, "req_big", `{"text":"big"}`))
-	require.Nil(t, big.Error)
-	require.Equal(t, `{"text":"big"}`, recv(t, child.runs))
-	child.kill()
-
-	child = startToolChild(t, path)
-	p = dialPeer(t, child.url, nil)
-	p.hello("")
-	again, _ := p.open(ch)
-	replay := p.toolAckOf(p.toolInvoke(again, "req_1", `{"text":"pay 10"}`))
-	require.Nil(t, replay.Error, "the replay gets the first answer, not run")
-	require.Equal(t, string(first.Payload), string(replay.Payload), "the same result bytes")
-	// A failed call's replay keeps its code.
-	replayF := p.toolAckOf(p.toolInvoke(again, "req_f", `{"text":"refuse"}`))
-	require.NotNil(t, replayF.Error)
-	require.Equal(t, imv2.Code("target_refused"), replayF.Error.Code)
-	// A result over the bound was not kept: the replay says the call succeeded.
-	replayB := p.toolAckOf(p.toolInvoke(again, "req_big", `{"text":"big"}`))
-	require.NotNil(t, replayB.Error)
-	require.Equal(t, protocol.CodeToolInvokeFailed, replayB.Error.Code)
-	require.Contains(t, replayB.Error.Message, "ran before (W13) and succeeded; its result was not kept")
-	// Another call still runs: the record is the call's, not the channel's.
-	require.Nil(t, p.toolAckOf(p.toolInvoke(again, "req_2", `{"text":"pay 05"}`)).Error)
-	require.Equal(t, `{"text":"pay 05"}`, recv(t, child.runs))
-	require.Empty(t, child.runs, "the replayed calls ran once over both lives")
+	toolreplaytest.Run(t, filepath.Join(t.TempDir(), "state.db"), func(t *testing.T, url, channel string) (string, toolreplaytest.Call) {
+		p := dialPeer(t, strings.Replace(url, "http://", "ws://", 1)+"/ws", nil)
+		p.hello("")
+		ch, _ := p.open(channel)
+		return ch, func(requestID, text string) (json.RawMessage, error) {
+			args, _ := json.Marshal(map[string]string{"text": text})
+			ack := p.toolAckOf(p.toolInvoke(ch, requestID, string(args)))
+			if ack.Error != nil {
+				return nil, &imv2.Error{Code: ack.Error.Code, Message: ack.Error.Message}
+			}
+			return ack.Payload, nil
+		}
+	})
 }
 
 // TestAttack_ToolReplayUnderAnotherPeersFloodRunsOnce (issue 37, W13): a

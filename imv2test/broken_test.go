@@ -62,6 +62,7 @@ var flawFails = map[bc.Flaw][]string{
 	bc.DraftOvertakes:        {"K2.e"},
 	bc.FirstDraftOvertakes:   {"K2.e", "K2.f"},
 	bc.FinalsInArrivalOrder:  {"K2.f"},
+	bc.EditOtherReply:        {"K2.f"},
 	// Every check that needs a final accepted: the suite resends each one
 	// with backoff and gives up when its bound is spent (A8, M12).
 	bc.RejectRetryable: {"K2.a", "K2.b", "K2.c", "K2.d", "K2.e", "K2.f", "K3.a", "K3.b", "K3.c", "K4.a", "K4.c", "K4.d",
@@ -82,7 +83,7 @@ var brokenRuns = []brokenRun{
 	{name: "group-b", flaws: []bc.Flaw{bc.HealthMismatch, bc.StitchGaps, bc.AcceptUnknownFields, bc.UnsignedDownload,
 		bc.AckBeforePost, bc.NewIDOnReconnect, bc.ActivityUnsupported, bc.StrictAckText, bc.FingerprintURL}},
 	{name: "group-c", flaws: []bc.Flaw{bc.DescriptorExtra, bc.FinalTwice, bc.SilentInvalid, bc.NoRequestID,
-		bc.AcceptUnknownFile, bc.LenientDelta, bc.ActivityForever, bc.PlainToolName}},
+		bc.AcceptUnknownFile, bc.LenientDelta, bc.ActivityForever, bc.PlainToolName, bc.EditOtherReply}},
 	// It overlaps nearly every other flaw, so it runs alone.
 	{name: "group-f", flaws: []bc.Flaw{bc.RejectRetryable}},
 	{name: "group-d", flaws: []bc.Flaw{bc.LenientHello, bc.NoDrafts, bc.ResendHistory, bc.RejectUnknownMembers, bc.DraftOvertakes}},

@@ -813,6 +813,7 @@ func (r *run) observe(a *args, none bool) error {
 		desc += " for " + clip(mid, 30)
 	}
 	var lastBad string
+	var hit Event // the first matching event, for the reason
 	count := func() (int, []Event, <-chan struct{}) {
 		evs, wake := r.obs.Events()
 		evs = evs[min(r.mark, len(evs)):]
@@ -827,6 +828,9 @@ func (r *run) observe(a *args, none bool) error {
 					lastBad = m
 					continue
 				}
+			}
+			if n == 0 {
+				hit = e
 			}
 			n++
 		}
@@ -864,7 +868,7 @@ func (r *run) observe(a *args, none bool) error {
 	for {
 		if n > hi {
 			if hi == 0 {
-				return fmt.Errorf("%d %s event(s), want none%s", n, desc, lastEvents(evs))
+				return fmt.Errorf("%d %s event(s), want none; the first: %s", n, desc, eventString(hit))
 			}
 			return fmt.Errorf("%d %s events, want at most %d%s", n, desc, hi, lastEvents(evs))
 		}
@@ -953,16 +957,21 @@ func lastEvents(evs []Event) string {
 	}
 	var parts []string
 	for _, e := range evs[max(0, len(evs)-4):] {
-		s := e.Event
-		if e.MessageID != "" {
-			s += " " + clip(e.MessageID, 24)
-		}
-		if e.Text != nil {
-			s += fmt.Sprintf(" %q", clip(*e.Text, 24))
-		}
-		parts = append(parts, s)
+		parts = append(parts, eventString(e))
 	}
 	return "; last events: " + strings.Join(parts, ", ")
+}
+
+// eventString shows e in a reason: kind, message_id, the text clipped.
+func eventString(e Event) string {
+	s := e.Event
+	if e.MessageID != "" {
+		s += " " + clip(e.MessageID, 24)
+	}
+	if e.Text != nil {
+		s += fmt.Sprintf(" %q", clip(*e.Text, 24))
+	}
+	return s
 }
 
 // ---- user ----------------------------------------------------------------

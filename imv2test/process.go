@@ -3,6 +3,7 @@ package imv2test
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -15,10 +16,10 @@ import (
 
 // Process is a Connector running as a child process under the command
 // line contract of the console example (examples/console/README.md): it
-// prints "listening on URL" as a line on stderr, one JSON Event per line
-// on stdout (its -json flag), and reads user input on stdin, one message
-// per line, "/file PATH" for a file. Process gives the suite all three:
-// the URL, an Observer and a User.
+// announces its URL on stderr (see StartProcess), writes one JSON Event
+// per line on stdout (its -json flag), and reads user input on stdin, one
+// message per line, "/file PATH" for a file. Process gives the suite all
+// three: the URL, an Observer and a User.
 type Process struct {
 	cmd   *exec.Cmd
 	stdin io.WriteCloser
@@ -38,9 +39,18 @@ type Process struct {
 // maxStderrLines bounds the stderr lines a Process keeps for diagnostics.
 const maxStderrLines = 50
 
-// StartProcess starts name with args and waits (up to ctx) for its
-// "listening on URL" line. The child runs in its own process group, so
-// Close also stops what it started (go run's compiled binary).
+// StartProcess starts name with args and waits (up to ctx) for the
+// stderr line that announces its URL, in either form the commands of this
+// module print it:
+//
+//	listening on http://127.0.0.1:8787
+//	{"time":"…","level":"INFO","msg":"listening on http://127.0.0.1:8787","url":"http://127.0.0.1:8787"}
+//
+// the second a log/slog JSON record, as with -log-format json: its msg
+// is "listening on" and the URL (or "listening on" alone), its url
+// attribute the URL. Other stderr lines before it are kept for Stderr.
+// The child runs in its own process group, so Close also stops what it
+// started (go run's compiled binary).
 func StartProcess(ctx context.Context, name string, args ...string) (*Process, error) {
 	dir, err := os.MkdirTemp("", "imv2test-process")
 	if err != nil {
@@ -87,7 +97,7 @@ func (p *Process) readStderr(r io.Reader, found chan<- string) {
 	for sc.Scan() {
 		line := sc.Text()
 		if !sent {
-			if u, ok := strings.CutPrefix(strings.TrimSpace(line), "listening on "); ok {
+			if u, ok := listeningURL(line); ok {
 				found <- u
 				sent = true
 				continue
@@ -103,6 +113,28 @@ func (p *Process) readStderr(r io.Reader, found chan<- string) {
 	if !sent {
 		close(found)
 	}
+}
+
+// listeningURL reads the URL from a line announcing it (StartProcess):
+// plain text, or a slog JSON record whose url attribute it is.
+func listeningURL(line string) (string, bool) {
+	line = strings.TrimSpace(line)
+	if u, ok := strings.CutPrefix(line, "listening on "); ok {
+		return u, true
+	}
+	if !strings.HasPrefix(line, "{") {
+		return "", false
+	}
+	var rec struct {
+		Msg string `json:"msg"`
+		URL string `json:"url"`
+	}
+	// The msg decides, not the url alone: "monitoring on" carries one too.
+	if json.Unmarshal([]byte(line), &rec) != nil || rec.URL == "" ||
+		(rec.Msg != "listening on" && rec.Msg != "listening on "+rec.URL) {
+		return "", false
+	}
+	return rec.URL, true
 }
 
 // URL returns the base URL the process printed.

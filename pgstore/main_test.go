@@ -7,6 +7,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/xagentkit/imv2/internal/toolreplaytest"
 	"github.com/xagentkit/imv2/pgstore/internal/pgtest"
 )
 
@@ -20,9 +21,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv(envReplica) != "" {
 		os.Exit(replicaMain()) // a failover test's Connector replica
 	}
-	if os.Getenv(envToolDB) != "" {
-		os.Exit(toolChildMain()) // TestToolReplay_W13_RunsOnceAcrossASIGKILL's child
-	}
+	toolreplaytest.ChildMain(serveToolChild) // TestToolReplay_W13_RunsOnceAcrossASIGKILL's child
 	if os.Getenv(envKillDB) != "" {
 		os.Exit(killChildMain()) // TestGroupCommit_S8_KillMidBatch's child
 	}

@@ -22,7 +22,10 @@ reason) and exits non-zero when a check fails. Checks that need to see the
 Connector's target side are skipped without an observer: -exec starts a
 command that provides one, under this contract:
 
-  stderr   a line "listening on URL" (the Connector's base URL)
+  stderr   a line "listening on URL" (the Connector's base URL), or, as
+           with -log-format json, a log/slog JSON record whose msg is
+           "listening on URL" (or "listening on") and whose "url" is the
+           URL: {"level":"INFO","msg":"listening on URL","url":URL}
   stdout   one JSON object per line for everything the platform shows:
              {"event":"final","message_id":ID,"text":T,
               "files":[{"file_ref":R,"type":"file","filename":N}]}

@@ -75,6 +75,7 @@ const (
 	DraftOvertakes        Flaw = "draft-overtakes"         // K2.e: a final-only message waits out a rate limit in the background while the next message's drafts show at once (M14)
 	FirstDraftOvertakes   Flaw = "first-draft-overtakes"   // K2.e: a message's first draft waits out a rate limit in the background while the next message's first draft shows at once (M14, D8)
 	FinalsInArrivalOrder  Flaw = "finals-in-arrival-order" // K2.f: buffered, a reply's final is posted at once though a reply that started before it has not ended (M14)
+	EditOtherReply        Flaw = "edit-other-reply"        // K2.f: post-then-edit with one temporary message per channel, so a second reply's deltas edit the first reply's message (D8)
 	RejectRetryable       Flaw = "reject-retryable"        // every check whose final must be accepted: every valid final is rejected retryable, however often it is resent (A8, M12)
 )
 
@@ -86,6 +87,7 @@ var Flaws = []Flaw{
 	AcceptUnknownFile, DropFiles, LenientDelta, AckBeforePost, AcceptSync, NewIDOnReconnect,
 	ResendHistory, ActivityUnsupported, IgnoreBadActivity, ActivityForever, StrictAckText, DeepFileNames,
 	PlainToolName, FingerprintURL, DraftOvertakes, FirstDraftOvertakes, RejectRetryable, FinalsInArrivalOrder,
+	EditOtherReply,
 }
 
 // CardID is the fixture's connector_card_id.
@@ -154,6 +156,9 @@ type channel struct {
 	// are finals waiting for a reply that started before them.
 	places uint64
 	held   []heldFinal
+	// temp, with EditOtherReply, is the message whose temporary message
+	// the channel shows: every delta edits it until that message's final.
+	temp string
 }
 
 // heldFinal is a buffered final waiting for the replies before it.
@@ -649,6 +654,9 @@ func (s *session) onMessage(ch *channel, p *imv2.Packet) {
 	st := ch.streams[m.MessageID]
 	delete(ch.streams, m.MessageID)
 	ch.completed[m.MessageID] = fp
+	if ch.temp == m.MessageID {
+		ch.temp = ""
+	}
 	var posts []imv2test.Event
 	if ch.typing {
 		ch.typing = false
@@ -857,6 +865,15 @@ func (s *session) onDelta(ch *channel, p *imv2.Packet) {
 			c.cfg.Sink(imv2test.Event{Event: "typing_clear"})
 		}
 		ev := imv2test.Event{Event: "draft", MessageID: d.MessageID, Text: &text}
+		if c.has(EditOtherReply) {
+			// The edit names the message it changed, the one that posted
+			// the temporary message, whichever reply the text is of.
+			ev.Event = "post"
+			if ch.temp != "" {
+				ev.Event, ev.MessageID = "edit", ch.temp
+			}
+			ch.temp = ev.MessageID
+		}
 		if c.has(FirstDraftOvertakes) && opening && len(ch.streams) == 1 {
 			// The first draft of the channel's only stream is rate-limited
 			// and retried in the background, holding nothing: a stream
