@@ -16,6 +16,22 @@
 //
 //	k, err := connector.New(card, platform, &connector.Options{Store: st})
 //
+// For the xAgent side (dataplane.Client) the same Store keeps the
+// connector_id and the channels to reopen (state.ChannelStore, xagent.go)
+// and the unacked finals, so a restarted xAgent loses none and shows none
+// twice (TestXAgentRestart_S1_S10_W11_PendingFinalsOutliveTheProcess):
+//
+//	st, err := pgstore.Open(ctx, "postgres://xagent@db/imv2", pgstore.Options{})
+//	...
+//	c, err := dataplane.Dial(ctx, dataplane.ClientConfig{
+//		URL: connectorURL, Target: agent, Store: st,
+//		Options: &imv2.Options{Pending: st, Completed: st},
+//	})
+//
+// One database serves one Client (its connector_id is one row), as one
+// boltstore file does; boltstore is the other durable choice, the
+// defaults are in memory.
+//
 // It lives in its own module so that the
 // SDK's module needs no database driver.
 //
