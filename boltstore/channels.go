@@ -79,11 +79,7 @@ func (s *Store) AddChannel(ctx context.Context, id string) error {
 		// Counted by a cursor, not Bucket.Stats: Stats reads committed
 		// pages only, and this Add may share its transaction with others
 		// (groupcommit.go), whose IDs it must count.
-		n, c := 0, idx.Cursor()
-		for k, _ := c.First(); k != nil; k, _ = c.Next() {
-			n++
-		}
-		if n >= state.DefaultChannelStoreCap {
+		if n := countKeys(idx); n >= state.DefaultChannelStoreCap {
 			return imv2.Errorf(imv2.CodeChannelUnavailable, "boltstore: %d channel IDs held, the cap", n)
 		}
 		b := tx.Bucket(bucketXAgentChannels)
@@ -113,4 +109,14 @@ func (s *Store) RemoveChannel(ctx context.Context, id string) error {
 		}
 		return idx.Delete([]byte(id))
 	})
+}
+
+// countKeys counts b's keys with a cursor, which sees the writes of its
+// own transaction.
+func countKeys(b *bolt.Bucket) int {
+	n, c := 0, b.Cursor()
+	for k, _ := c.First(); k != nil; k, _ = c.Next() {
+		n++
+	}
+	return n
 }
