@@ -91,8 +91,11 @@ func (s *Store) Bind(ctx context.Context, b state.Binding) (state.BindingChange,
 		} else if !ok {
 			// A new channel: the count is a walk of the bucket, paid only
 			// by a new binding, so a file written before the cap needs no
-			// migrated counter.
-			if n := bs.Stats().KeyN; n >= s.bindingCap {
+			// migrated counter. A cursor's walk, not Bucket.Stats: Stats
+			// reads committed pages only, and this Bind may share its
+			// transaction with others (groupcommit.go), whose bindings
+			// it must count.
+			if n := countKeys(bs); n >= s.bindingCap {
 				return imv2.Errorf(imv2.CodeChannelUnavailable, "boltstore: %d bindings, the cap", s.bindingCap)
 			}
 		} else {

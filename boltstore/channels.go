@@ -3,10 +3,10 @@ package boltstore
 import (
 	"context"
 	"encoding/binary"
-	"fmt"
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/state"
 )
 
@@ -18,8 +18,8 @@ import (
 // sequence number to a channel ID, xagent_channel_ids the ID back to its
 // number; the connector_id is the xagent_channels key "connector_id" (not
 // 8 bytes long, so it never collides with a number). At most
-// state.DefaultChannelStoreCap IDs are held: AddChannel beyond that fails,
-// as MemoryChannelStore's does.
+// state.DefaultChannelStoreCap IDs are held: AddChannel beyond that fails
+// with code connector_channel_unavailable, as MemoryChannelStore's does.
 var (
 	bucketXAgentChannels   = []byte("xagent_channels")
 	bucketXAgentChannelIDs = []byte("xagent_channel_ids")
@@ -76,8 +76,11 @@ func (s *Store) AddChannel(ctx context.Context, id string) error {
 		if idx.Get([]byte(id)) != nil {
 			return nil
 		}
-		if n := idx.Stats().KeyN; n >= state.DefaultChannelStoreCap {
-			return fmt.Errorf("boltstore: %d channel IDs held, the cap", n)
+		// Counted by a cursor, not Bucket.Stats: Stats reads committed
+		// pages only, and this Add may share its transaction with others
+		// (groupcommit.go), whose IDs it must count.
+		if n := countKeys(idx); n >= state.DefaultChannelStoreCap {
+			return imv2.Errorf(imv2.CodeChannelUnavailable, "boltstore: %d channel IDs held, the cap", n)
 		}
 		b := tx.Bucket(bucketXAgentChannels)
 		seq, err := b.NextSequence()
@@ -106,4 +109,14 @@ func (s *Store) RemoveChannel(ctx context.Context, id string) error {
 		}
 		return idx.Delete([]byte(id))
 	})
+}
+
+// countKeys counts b's keys with a cursor, which sees the writes of its
+// own transaction.
+func countKeys(b *bolt.Bucket) int {
+	n, c := 0, b.Cursor()
+	for k, _ := c.First(); k != nil; k, _ = c.Next() {
+		n++
+	}
+	return n
 }

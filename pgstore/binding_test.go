@@ -32,6 +32,14 @@ func TestBinding_S8_W5_W6_Contract(t *testing.T) {
 	})
 }
 
+// TestBinding_W6_CapContract: pgstore passes the cap part of the
+// contract, racing Binds included.
+func TestBinding_W6_CapContract(t *testing.T) {
+	storetest.TestBindingCap(t, func(t *testing.T, capacity int) state.BindingStore {
+		return openStore(t, srv.NewDatabase(t), pgstore.Options{BindingCap: capacity})
+	})
+}
+
 // TestBinding_W6_ReplicasKeepReferenceCountsExact: goroutines on two
 // replicas bind, rebind and unbind the same few channels between two keys
 // at once; afterwards every key's reference count is the number of its

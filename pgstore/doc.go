@@ -16,6 +16,22 @@
 //
 //	k, err := connector.New(card, platform, &connector.Options{Store: st})
 //
+// For the xAgent side (dataplane.Client) the same Store keeps the
+// connector_id and the channels to reopen (state.ChannelStore, xagent.go)
+// and the unacked finals, so a restarted xAgent loses none and shows none
+// twice (TestXAgentRestart_S1_S10_W11_PendingFinalsOutliveTheProcess):
+//
+//	st, err := pgstore.Open(ctx, "postgres://xagent@db/imv2", pgstore.Options{})
+//	...
+//	c, err := dataplane.Dial(ctx, dataplane.ClientConfig{
+//		URL: connectorURL, Target: agent, Store: st,
+//		Options: &imv2.Options{Pending: st, Completed: st},
+//	})
+//
+// One database serves one Client (its connector_id is one row), as one
+// boltstore file does; boltstore is the other durable choice, the
+// defaults are in memory.
+//
 // It lives in its own module so that the
 // SDK's module needs no database driver.
 //
@@ -208,6 +224,10 @@
 //	bindings         Options.BindingCap, all replicas; no     state.DefaultMaxBindings (100,000)
 //	                 TTL (the kit unbinds a channel it drops;
 //	                 channel IDs are issued, not remote input)
+//	xAgent channels  state.DefaultChannelStoreCap IDs (the    1,000
+//	                 Connector's, remote input); no TTL (the
+//	                 Client's CloseChannel removes one); one
+//	                 connector_id row, replaced
 //	binding keys     one reference-count row per key in use   (bounded by the bindings)
 //	Relay queue      1,024 notified channel IDs; beyond it    (relayKicks)
 //	                 one catch-up of every open channel
@@ -259,7 +279,9 @@
 // of version 6 join the group of none. Version 8 added a completed
 // record's result (column result of imv2_completed: state.ResultStore, a
 // tool call's answer kept for its replay, W13, at most
-// state.MaxResultBytes); records of version 7 have none.
+// state.MaxResultBytes); records of version 7 have none. Version 10
+// added the xAgent side's channel store (imv2_xagent_channels,
+// imv2_xagent_connector); a database of version 9 gains it, empty.
 // Pending messages are stored exactly as given, in the SDK's versioned
 // pending-entry encoding that boltstore keeps too (pendingcodec.go); rows
 // of builds that stored them gob-encoded are still read.

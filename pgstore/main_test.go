@@ -22,6 +22,9 @@ func TestMain(m *testing.M) {
 		os.Exit(replicaMain()) // a failover test's Connector replica
 	}
 	toolreplaytest.ChildMain(serveToolChild) // TestToolReplay_W13_RunsOnceAcrossASIGKILL's child
+	if os.Getenv(envXAgentDB) != "" {
+		os.Exit(xagentChildMain()) // TestXAgentRestart_S1_S10_W11_PendingFinalsOutliveTheProcess's child
+	}
 	if os.Getenv(envKillDB) != "" {
 		os.Exit(killChildMain()) // TestGroupCommit_S8_KillMidBatch's child
 	}

@@ -165,6 +165,20 @@ ALTER TABLE imv2_completed ADD COLUMN IF NOT EXISTS result bytea;
 	`
 ALTER TABLE imv2_claims ADD COLUMN IF NOT EXISTS unposted_by text;
 `,
+	// 10: the xAgent side's state.ChannelStore (xagent.go): the channel
+	// IDs to reopen in the order added, and the connector_id of the last
+	// hello.ack (one row). Written to run again harmlessly.
+	`
+CREATE TABLE IF NOT EXISTS imv2_xagent_channels (
+	channel_id bytea  PRIMARY KEY,
+	seq        bigint GENERATED ALWAYS AS IDENTITY
+);
+CREATE INDEX IF NOT EXISTS imv2_xagent_channels_order ON imv2_xagent_channels (seq);
+CREATE TABLE IF NOT EXISTS imv2_xagent_connector (
+	id           int   PRIMARY KEY CHECK (id = 1),
+	connector_id bytea NOT NULL
+);
+`,
 }
 
 // SchemaVersion is the schema version this build writes and reads.

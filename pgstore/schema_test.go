@@ -2,10 +2,12 @@ package pgstore_test
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -282,4 +284,56 @@ func TestSchema_UpgradeFromVersion7KeepsResults(t *testing.T) {
 		t.Fatalf("a result after the migration: %q, %v, %v", r, ok, err)
 	}
 	checkCounts(t, c)
+}
+
+// TestSchema_UpgradeFromVersion9AddsTheXAgentChannels: a database of
+// schema version 9 (no xAgent channel store) migrates to version 10 with
+// its data as it was and an empty channel store, which then works; and
+// version 10 run again over its own tables (its version row gone) keeps
+// what they hold. The version-9 database is made by dropping what
+// version 10 added.
+func TestSchema_UpgradeFromVersion9AddsTheXAgentChannels(t *testing.T) {
+	ctx := context.Background()
+	url := srv.NewDatabase(t)
+	s := openStore(t, url, pgstore.Options{})
+	m := imv2.PendingEntry{ChannelID: "cch_old", Message: imv2.ChatMessage{MessageID: "m1", Text: "owed"}, Created: time.Unix(1_790_000_000, 0)}
+	if err := s.Add(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	_ = s.Close()
+	c, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	if _, err := c.Exec(ctx, `DROP TABLE imv2_xagent_channels; DROP TABLE imv2_xagent_connector;
+		DELETE FROM imv2_schema_version WHERE version >= 10`); err != nil {
+		t.Fatal(err)
+	}
+	s = openStore(t, url, pgstore.Options{})
+	if l, err := s.List(ctx, "cch_old"); err != nil || len(l) != 1 || l[0].Message.Text != "owed" {
+		t.Fatalf("the pending entry of version 9 after the upgrade: %+v, %v", l, err)
+	}
+	if id, err := s.ConnectorID(ctx); err != nil || id != "" {
+		t.Fatalf("ConnectorID after the upgrade = %q, %v; want empty", id, err)
+	}
+	if err := s.SetConnectorID(ctx, "conn_1"); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"cch_old", "cch_new"} {
+		if err := s.AddChannel(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = s.Close()
+	if _, err := c.Exec(ctx, `DELETE FROM imv2_schema_version WHERE version >= 10`); err != nil {
+		t.Fatal(err)
+	}
+	s = openStore(t, url, pgstore.Options{})
+	if id, err := s.ConnectorID(ctx); err != nil || id != "conn_1" {
+		t.Fatalf("ConnectorID after version 10 ran again = %q, %v", id, err)
+	}
+	if ids, err := s.ChannelIDs(ctx); err != nil || !slices.Equal(ids, []string{"cch_old", "cch_new"}) {
+		t.Fatalf("ChannelIDs after version 10 ran again = %q, %v", ids, err)
+	}
 }

@@ -75,7 +75,8 @@ const inlineSweep = 16
 // channel IDs in one PostgreSQL database, shared by every replica that
 // opens it. It implements imv2.PendingStore, imv2.CompletedStore,
 // imv2.ClaimStore, state.ChannelRegistry and state.BindingStore:
-// it is a state.Store. It is safe for concurrent
+// it is a state.Store. For the xAgent side it implements
+// state.ChannelStore (xagent.go). It is safe for concurrent
 // use, by goroutines and by processes.
 type Store struct {
 	pool         *pgxpool.Pool

@@ -27,6 +27,8 @@
 // OpenChannels is the data plane Server's view of its open channels that a
 // relay between replicas needs (pgstore.Relay).
 //
-// storetest has the contract tests of the pending, completed, claim and
-// binding stores.
+// storetest has the contract tests of the pending, completed, claim,
+// result, binding and channel stores. The durable ChannelStores are
+// boltstore's and pgstore's Store, each also the pending and completed
+// store that make the Client's finals outlive a restart.
 package state

@@ -326,8 +326,9 @@ type CappedBindingFactory func(t *testing.T, capacity int) state.BindingStore
 // TestBindingCap runs the cap part of the BindingStore contract against
 // stores made by newStore with a small cap: Bind of a new channel beyond
 // it fails with code connector_channel_unavailable and stores nothing,
-// while a rebind of a bound channel and a Bind after an Unbind still
-// succeed (W6; every map keyed by remote input is bounded).
+// also when Binds race for the last places, while a rebind of a bound
+// channel and a Bind after an Unbind still succeed (W6; every map keyed
+// by remote input is bounded).
 func TestBindingCap(t *testing.T, newStore CappedBindingFactory) {
 	t.Run("W6_CapRefusesNewChannel", func(t *testing.T) {
 		ctx := context.Background()
@@ -349,5 +350,34 @@ func TestBindingCap(t *testing.T, newStore CappedBindingFactory) {
 		}
 		mustBind(t, s, sampleBinding("ch_3", "k"))
 		wantChannels(t, s, "k", "ch_3")
+	})
+	// 16 Binds of new channels race for 4 places: exactly 4 succeed (a
+	// cap counted apart from the write, or blind to the writes it shares
+	// a transaction with, lets them all in).
+	t.Run("W6_ConcurrentBindsKeepTheCap", func(t *testing.T) {
+		const racers, capacity = 16, 4
+		s := newStore(t, capacity)
+		var (
+			mu  sync.Mutex
+			won []string
+		)
+		together(racers, func(i int) {
+			ch := fmt.Sprintf("ch_%02d", i)
+			_, err := s.Bind(context.Background(), sampleBinding(ch, "k"))
+			if err != nil && !errors.Is(err, &imv2.Error{Code: imv2.CodeChannelUnavailable}) {
+				t.Errorf("Bind(%s): %v", ch, err)
+				return
+			}
+			if err == nil {
+				mu.Lock()
+				won = append(won, ch)
+				mu.Unlock()
+			}
+		})
+		if len(won) != capacity {
+			t.Fatalf("%d of %d racing Binds for %d places succeeded", len(won), racers, capacity)
+		}
+		slices.Sort(won)
+		wantChannels(t, s, "k", won...)
 	})
 }

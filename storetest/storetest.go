@@ -1,6 +1,9 @@
 // Package storetest is a contract test suite for implementations of
-// imv2.PendingStore and imv2.CompletedStore. A store passes when it behaves
-// like the in-memory stores of package imv2, which run the same suite:
+// imv2.PendingStore and imv2.CompletedStore (and, in the files named
+// after them, imv2.ClaimStore, state.ResultStore, state.BindingStore and
+// the xAgent side's state.ChannelStore). A store passes when it behaves
+// like the in-memory stores of packages imv2 and state, which run the
+// same suite:
 //
 //	func TestMyPendingStore(t *testing.T) {
 //		storetest.TestPendingStore(t, func(t *testing.T, capacity int) imv2.PendingStore {

@@ -39,6 +39,9 @@ type mutant struct {
 	claim func(s imv2.ClaimStore) imv2.ClaimStore
 	// binding wraps the binding store under test.
 	binding func(s *state.MemoryBindingStore) state.BindingStore
+	// channels makes the channel store under test, holding at most
+	// capacity IDs.
+	channels func(capacity int) state.ChannelStore
 }
 
 var mutants = []mutant{
@@ -82,7 +85,19 @@ var mutants = []mutant{
 		completed: func(c int, ttl time.Duration, clock clock.Clock) imv2.CompletedStore {
 			return renewingHandover{imv2.NewMemoryCompletedStore(c, ttl, clock), clock}
 		}},
-	{name: "reopen-loses-everything", reopenLoses: true, wantFail: []string{"Pending/S1_S8_Reopen", "Completed/S8_Reopen", "Binding/S8_W5_Reopen"}},
+	{name: "reopen-loses-everything", reopenLoses: true, wantFail: []string{"Pending/S1_S8_Reopen", "Completed/S8_Reopen", "Binding/S8_W5_Reopen", "Channels/S8_W11_Reopen"}},
+	{name: "channels-newest-first", wantFail: []string{"Channels/W11_OrderIsAddOrder", "Channels/W11_ReAddKeepsPlace", "Channels/W11_RemoveThenAddGoesLast", "Channels/S8_W11_Reopen"},
+		channels: func(c int) state.ChannelStore { return reversedChannels{state.NewMemoryChannelStore(c)} }},
+	{name: "channels-no-cap", wantFail: []string{"Channels/W11_CapRefusesNew", "Channels/W11_ConcurrentAddsKeepTheCap"},
+		channels: func(c int) state.ChannelStore { return state.NewMemoryChannelStore(c + 1) }},
+	{name: "channels-readd-moves-last", wantFail: []string{"Channels/W11_ReAddKeepsPlace"},
+		channels: func(c int) state.ChannelStore { return movingChannels{state.NewMemoryChannelStore(c)} }},
+	{name: "channels-connector-id-first-wins", wantFail: []string{"Channels/W11_ConnectorIDLastWins"},
+		channels: func(c int) state.ChannelStore { return firstConnectorID{state.NewMemoryChannelStore(c)} }},
+	{name: "channels-cap-untyped-error", wantFail: []string{"Channels/W11_CapRefusesNew"},
+		channels: func(c int) state.ChannelStore { return untypedCap{state.NewMemoryChannelStore(c)} }},
+	{name: "channels-cap-checked-apart", wantFail: []string{"Channels/W11_ConcurrentAddsKeepTheCap"},
+		channels: func(c int) state.ChannelStore { return capApart{state.NewMemoryChannelStore(c + 100), c} }},
 	{name: "binding-rebind-keeps-old-key", wantFail: []string{"Binding/W6_RebindReplaces"},
 		binding: func(s *state.MemoryBindingStore) state.BindingStore {
 			return stickyKey{s, new(sync.Mutex), map[string]string{}}
@@ -193,6 +208,21 @@ func TestSuiteSubject(t *testing.T) {
 		storetest.TestBindingStore(t, newBinding, func(t *testing.T, s state.BindingStore) state.BindingStore {
 			if m.reopenLoses {
 				return newBinding(t)
+			}
+			return s
+		})
+	})
+	t.Run("Channels", func(t *testing.T) {
+		const capacity = 20
+		newChannels := func(*testing.T) state.ChannelStore {
+			if m.channels != nil {
+				return m.channels(capacity)
+			}
+			return state.NewMemoryChannelStore(capacity)
+		}
+		storetest.TestChannelStore(t, newChannels, capacity, func(t *testing.T, s state.ChannelStore) state.ChannelStore {
+			if m.reopenLoses {
+				return newChannels(t)
 			}
 			return s
 		})
@@ -345,6 +375,65 @@ func (s unsortedChannels) Channels(ctx context.Context, key string) ([]string, e
 	ids, err := s.MemoryBindingStore.Channels(ctx, key)
 	slices.Reverse(ids)
 	return ids, err
+}
+
+// reversedChannels lists the channel IDs newest first.
+type reversedChannels struct{ *state.MemoryChannelStore }
+
+func (r reversedChannels) ChannelIDs(ctx context.Context) ([]string, error) {
+	ids, err := r.MemoryChannelStore.ChannelIDs(ctx)
+	slices.Reverse(ids)
+	return ids, err
+}
+
+// movingChannels moves a re-added ID to the back.
+type movingChannels struct{ *state.MemoryChannelStore }
+
+func (m movingChannels) AddChannel(ctx context.Context, id string) error {
+	if err := m.RemoveChannel(ctx, id); err != nil {
+		return err
+	}
+	return m.MemoryChannelStore.AddChannel(ctx, id)
+}
+
+// firstConnectorID keeps the first connector_id set.
+type firstConnectorID struct{ *state.MemoryChannelStore }
+
+func (f firstConnectorID) SetConnectorID(ctx context.Context, id string) error {
+	if old, err := f.ConnectorID(ctx); err != nil || old != "" {
+		return err
+	}
+	return f.MemoryChannelStore.SetConnectorID(ctx, id)
+}
+
+// untypedCap refuses beyond the cap with a plain error, as boltstore
+// once did: a caller cannot tell it from a broken store.
+type untypedCap struct{ *state.MemoryChannelStore }
+
+func (u untypedCap) AddChannel(ctx context.Context, id string) error {
+	if err := u.MemoryChannelStore.AddChannel(ctx, id); err != nil {
+		return errors.New(err.Error())
+	}
+	return nil
+}
+
+// capApart checks its cap with a read apart from the insert, so racing
+// Adds all pass the check.
+type capApart struct {
+	*state.MemoryChannelStore
+	capacity int
+}
+
+func (c capApart) AddChannel(ctx context.Context, id string) error {
+	ids, err := c.ChannelIDs(ctx)
+	if err != nil {
+		return err
+	}
+	if len(ids) >= c.capacity && !slices.Contains(ids, id) {
+		return imv2.Errorf(imv2.CodeChannelUnavailable, "%d channels, the cap", c.capacity)
+	}
+	time.Sleep(200 * time.Microsecond) // the window a real store's round trip opens
+	return c.MemoryChannelStore.AddChannel(ctx, id)
 }
 
 // reversed lists newest first.
