@@ -126,44 +126,62 @@ func inAnySecond(at []time.Time) int {
 func printTable(w io.Writer, c config, res []result) {
 	fmt.Fprintf(w, "%d private chats × %d user messages sent at once = %d; each reply streamed in %d chunks %v apart, then its final\n\n",
 		c.chats, c.each, c.chats*c.each, c.chunks, c.gap)
-	row := func(name string, f func(r result) string) {
-		cells := []string{name}
-		for _, r := range res {
-			cells = append(cells, f(r))
-		}
-		fmt.Fprintf(w, "| %s |\n", strings.Join(cells, " | "))
-	}
 	head := []string{"per side"}
 	for _, r := range res {
 		head = append(head, r.side)
 	}
+	ratio := len(res) == 2 // a last column: the first side's figure ÷ the second's
+	if ratio {
+		head = append(head, "first ÷ second")
+	}
 	fmt.Fprintf(w, "| %s |\n|%s\n", strings.Join(head, " | "), strings.Repeat("---|", len(head)))
+	text := func(name string, f func(r result) string) {
+		cells := []string{name}
+		for _, r := range res {
+			cells = append(cells, f(r))
+		}
+		if ratio {
+			cells = append(cells, "")
+		}
+		fmt.Fprintf(w, "| %s |\n", strings.Join(cells, " | "))
+	}
+	num := func(name, format string, f func(r result) float64) {
+		cells := []string{name}
+		for _, r := range res {
+			cells = append(cells, fmt.Sprintf(format, f(r)))
+		}
+		if ratio {
+			cell := "n/a"
+			if b := f(res[1]); b != 0 {
+				cell = fmt.Sprintf("%.2f×", f(res[0])/b)
+			}
+			cells = append(cells, cell)
+		}
+		fmt.Fprintf(w, "| %s |\n", strings.Join(cells, " | "))
+	}
 	answered := func(r result) int { return r.shownOnce + r.twice + r.outOfOrder }
-	row("replies shown once, in order (of sent)", func(r result) string { return fmt.Sprintf("%d of %d", r.shownOnce, r.want) })
-	row("replies shown twice / out of order / missing", func(r result) string {
+	text("replies shown once, in order (of sent)", func(r result) string { return fmt.Sprintf("%d of %d", r.shownOnce, r.want) })
+	text("replies shown twice / out of order / missing", func(r result) string {
 		return fmt.Sprintf("%d / %d / %d", r.twice, r.outOfOrder, r.missing)
 	})
-	row("other bot messages left in the chats", func(r result) string { return fmt.Sprint(r.others) })
-	row("CPU per answered message (ms)", func(r result) string {
-		if answered(r) == 0 {
-			return "n/a"
-		}
-		return fmt.Sprintf("%.2f", float64(r.cpu.Microseconds())/1000/float64(answered(r)))
+	text("other bot messages left in the chats", func(r result) string { return fmt.Sprint(r.others) })
+	num("CPU per answered message (ms)", "%.2f", func(r result) float64 {
+		return float64(r.cpu.Microseconds()) / 1000 / float64(max(answered(r), 1))
 	})
-	row("CPU total (s) over the run", func(r result) string { return fmt.Sprintf("%.2f", r.cpu.Seconds()) })
-	row("memory per chat, VmHWM − idle VmRSS (KiB)", func(r result) string {
-		return fmt.Sprintf("%.1f", float64(r.end.hwm-r.idle.rss)/1024/float64(c.chats))
+	num("CPU over the run (s)", "%.2f", func(r result) float64 { return r.cpu.Seconds() })
+	num("memory per chat, VmHWM − idle VmRSS (KiB)", "%.1f", func(r result) float64 {
+		return float64(r.end.hwm-r.idle.rss) / 1024 / float64(c.chats)
 	})
-	row("memory per chat, VmRSS − idle VmRSS (KiB)", func(r result) string {
-		return fmt.Sprintf("%.1f", float64(r.end.rss-r.idle.rss)/1024/float64(c.chats))
+	num("memory per chat, VmRSS − idle VmRSS (KiB)", "%.1f", func(r result) float64 {
+		return float64(r.end.rss-r.idle.rss) / 1024 / float64(c.chats)
 	})
-	row("idle VmRSS (MiB)", func(r result) string { return fmt.Sprintf("%.1f", float64(r.idle.rss)/(1<<20)) })
-	row("sends + edits per reply", func(r result) string { return fmt.Sprintf("%.2f", r.perReply) })
-	row("edits per reply", func(r result) string { return fmt.Sprintf("%.2f", r.editsPerReply) })
-	row("shortest gap between sends/edits to a chat (ms)", func(r result) string { return fmt.Sprint(r.minGap.Milliseconds()) })
-	row("sends/edits under 1 s after the chat's previous", func(r result) string { return fmt.Sprint(r.underPace) })
-	row("most sends + edits by the bot in 1 s", func(r result) string { return fmt.Sprint(r.perBotMax) })
-	row("other calls", func(r result) string {
+	num("idle VmRSS (MiB)", "%.1f", func(r result) float64 { return float64(r.idle.rss) / (1 << 20) })
+	num("sends + edits per reply", "%.2f", func(r result) float64 { return r.perReply })
+	num("edits per reply", "%.2f", func(r result) float64 { return r.editsPerReply })
+	num("shortest gap between sends/edits to a chat (ms)", "%.0f", func(r result) float64 { return float64(r.minGap.Milliseconds()) })
+	num("sends/edits under 1 s after the chat's previous", "%.0f", func(r result) float64 { return float64(r.underPace) })
+	num("most sends + edits by the bot in 1 s", "%.0f", func(r result) float64 { return float64(r.perBotMax) })
+	text("other calls", func(r result) string {
 		var ms []string
 		for m, n := range r.otherCalls {
 			ms = append(ms, fmt.Sprintf("%s %d", m, n))
@@ -174,7 +192,7 @@ func printTable(w io.Writer, c config, res []result) {
 		}
 		return strings.Join(ms, ", ")
 	})
-	row("calls refused (not 200)", func(r result) string { return fmt.Sprint(r.refused) })
-	row("first message to last reply shown (s)", func(r result) string { return fmt.Sprintf("%.1f", r.elapsed.Seconds()) })
-	row("load average before / after", func(r result) string { return r.load[0] + " / " + r.load[1] })
+	num("calls refused (not 200)", "%.0f", func(r result) float64 { return float64(r.refused) })
+	num("first message to last reply shown (s)", "%.1f", func(r result) float64 { return r.elapsed.Seconds() })
+	text("load average before / after", func(r result) string { return r.load[0] + " / " + r.load[1] })
 }
