@@ -5,7 +5,8 @@
 // gap apart — streamed with the adapter's own post-and-edit.
 //
 // Environment (set by main.go): BENCH_API (the Bot API base URL), BENCH_TOKEN,
-// BENCH_CHUNKS, BENCH_GAP_MS, BENCH_EDIT_MS (the adapter's edit interval).
+// BENCH_CHUNKS, BENCH_GAP_MS, BENCH_EDIT_MS (the adapter's edit interval),
+// BENCH_CONCURRENCY ("serial", or a Chat SDK concurrency strategy).
 // It prints "ready" once polling runs and stops on SIGTERM.
 import { Chat, ConsoleLogger } from "chat";
 import { createTelegramAdapter } from "@chat-adapter/telegram";
@@ -18,6 +19,7 @@ const env = (name) => {
 };
 const chunks = Number(env("BENCH_CHUNKS"));
 const gapMs = Number(env("BENCH_GAP_MS"));
+const concurrency = env("BENCH_CONCURRENCY");
 
 // reply and pieces must match main.go's: the harness checks the text each
 // chat shows against them.
@@ -52,11 +54,12 @@ const bot = new Chat({
   adapters: { telegram },
   state: createMemoryState(),
   logger,
-  // The one strategy that answers every message (drop, the default, loses
-  // the ones that come while a reply streams; queue and burst answer the
-  // latest): at most one handler a chat at a time, the others waiting in
-  // arrival order.
-  concurrency: { strategy: "concurrent", maxConcurrent: 1 },
+  // "serial" (the harness's default) is the one setting that answers
+  // every message in order: at most one handler a chat at a time, the
+  // others waiting in arrival order. Drop (the SDK's default) loses the
+  // messages that come while a reply streams, queue and burst answer the
+  // latest of them, concurrent answers all at once.
+  concurrency: concurrency === "serial" ? { strategy: "concurrent", maxConcurrent: 1 } : concurrency,
   // No "..." placeholder: the first post is the first chunk, as the
   // Connector's. It also makes that post the one that finds out whether
   // the server has Bot API 10.1's rich messages (sendRichMessage: 404 here,

@@ -55,6 +55,7 @@ type config struct {
 	gap                 time.Duration
 	wait                time.Duration
 	sides               string
+	peerConcurrency     string
 }
 
 func main() {
@@ -65,6 +66,8 @@ func main() {
 	flag.DurationVar(&c.gap, "gap", 200*time.Millisecond, "time between a reply's pieces")
 	flag.DurationVar(&c.wait, "wait", 5*time.Minute, "longest wait for a side's replies")
 	flag.StringVar(&c.sides, "sides", "connector,chatsdk", "the sides to run, in order")
+	flag.StringVar(&c.peerConcurrency, "chatsdk-concurrency", "serial",
+		`the Chat SDK's concurrency: "serial" (strategy concurrent, maxConcurrent 1: every message, one at a time a chat), or a strategy: drop (its default), queue, burst, debounce, concurrent`)
 	flag.Parse()
 	if c.chats < 1 || c.each < 1 || c.chunks < 1 || c.gap < 0 {
 		fmt.Fprintln(os.Stderr, "bench: -chats, -each and -chunks must be at least 1, -gap not negative")
@@ -271,7 +274,8 @@ func startConnector(ctx context.Context, c config, srv *server, tmp string) (*br
 func startChatSDK(ctx context.Context, c config, srv *server) (*bridge, error) {
 	cmd := exec.Command("node", "bench/bot.mjs")
 	cmd.Env = append(os.Environ(), "BENCH_API="+srv.api, "BENCH_TOKEN="+token, "BENCH_CHUNKS="+itoa(int64(c.chunks)),
-		"BENCH_GAP_MS="+itoa(c.gap.Milliseconds()), "BENCH_EDIT_MS="+itoa(perChat.Milliseconds()))
+		"BENCH_GAP_MS="+itoa(c.gap.Milliseconds()), "BENCH_EDIT_MS="+itoa(perChat.Milliseconds()),
+		"BENCH_CONCURRENCY="+c.peerConcurrency)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err
@@ -280,7 +284,7 @@ func startChatSDK(ctx context.Context, c config, srv *server) (*bridge, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	b := &bridge{name: "Chat SDK bot (chat + @chat-adapter/telegram 4.41.1)", cmd: cmd, close: func() { stopProcess(cmd) }}
+	b := &bridge{name: "Chat SDK bot (chat + @chat-adapter/telegram 4.41.1, " + c.peerConcurrency + ")", cmd: cmd, close: func() { stopProcess(cmd) }}
 	if err := waitLine(ctx, out, "ready", time.Minute); err != nil {
 		b.close()
 		return nil, fmt.Errorf("bot.mjs did not start: %w", err)
