@@ -6,7 +6,8 @@
 //
 // Environment (set by main.go): BENCH_API (the Bot API base URL), BENCH_TOKEN,
 // BENCH_CHUNKS, BENCH_GAP_MS, BENCH_EDIT_MS (the adapter's edit interval),
-// BENCH_CONCURRENCY ("serial", or a Chat SDK concurrency strategy).
+// BENCH_CONCURRENCY ("serial", or a Chat SDK concurrency strategy),
+// BENCH_PLACEHOLDER ("default": the SDK's "..." placeholder; else none).
 // It prints "ready" once polling runs and stops on SIGTERM.
 import { Chat, ConsoleLogger } from "chat";
 import { createTelegramAdapter } from "@chat-adapter/telegram";
@@ -60,12 +61,13 @@ const bot = new Chat({
   // messages that come while a reply streams, queue and burst answer the
   // latest of them, concurrent answers all at once.
   concurrency: concurrency === "serial" ? { strategy: "concurrent", maxConcurrent: 1 } : concurrency,
-  // No "..." placeholder: the first post is the first chunk, as the
-  // Connector's. It also makes that post the one that finds out whether
-  // the server has Bot API 10.1's rich messages (sendRichMessage: 404 here,
-  // so plain messages from then on); with the placeholder, the first edit
-  // would find out, with no text, and fail on a server without them.
-  fallbackStreamingPlaceholderText: null,
+  // No "..." placeholder (unless BENCH_PLACEHOLDER=default): the first
+  // post is the first chunk, as the Connector's. It also makes that post
+  // the one that finds out whether the server has Bot API 10.1's rich
+  // messages (sendRichMessage: 404 here, so plain messages from then on);
+  // with the placeholder the first edit finds out, with no text, and fails
+  // on a server without them.
+  ...(process.env.BENCH_PLACEHOLDER === "default" ? {} : { fallbackStreamingPlaceholderText: null }),
 });
 bot.onDirectMessage(async (thread, message) => {
   await thread.post(stream(reply(message.text)));

@@ -56,6 +56,7 @@ type config struct {
 	wait                time.Duration
 	sides               string
 	peerConcurrency     string
+	peerPlaceholder     bool
 }
 
 func main() {
@@ -68,6 +69,7 @@ func main() {
 	flag.StringVar(&c.sides, "sides", "connector,chatsdk", "the sides to run, in order")
 	flag.StringVar(&c.peerConcurrency, "chatsdk-concurrency", "serial",
 		`the Chat SDK's concurrency: "serial" (strategy concurrent, maxConcurrent 1: every message, one at a time a chat), or a strategy: drop (its default), queue, burst, debounce, concurrent`)
+	flag.BoolVar(&c.peerPlaceholder, "chatsdk-placeholder", false, `the Chat SDK streams after its default "..." placeholder (default: none, as the Connector)`)
 	flag.Parse()
 	if c.chats < 1 || c.each < 1 || c.chunks < 1 || c.gap < 0 {
 		fmt.Fprintln(os.Stderr, "bench: -chats, -each and -chunks must be at least 1, -gap not negative")
@@ -276,6 +278,9 @@ func startChatSDK(ctx context.Context, c config, srv *server) (*bridge, error) {
 	cmd.Env = append(os.Environ(), "BENCH_API="+srv.api, "BENCH_TOKEN="+token, "BENCH_CHUNKS="+itoa(int64(c.chunks)),
 		"BENCH_GAP_MS="+itoa(c.gap.Milliseconds()), "BENCH_EDIT_MS="+itoa(perChat.Milliseconds()),
 		"BENCH_CONCURRENCY="+c.peerConcurrency)
+	if c.peerPlaceholder {
+		cmd.Env = append(cmd.Env, "BENCH_PLACEHOLDER=default")
+	}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err

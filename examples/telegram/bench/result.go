@@ -5,6 +5,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"math"
 	"sort"
 	"strings"
 	"time"
@@ -148,12 +149,16 @@ func printTable(w io.Writer, c config, res []result) {
 	num := func(name, format string, f func(r result) float64) {
 		cells := []string{name}
 		for _, r := range res {
-			cells = append(cells, fmt.Sprintf(format, f(r)))
+			cell := "n/a" // NaN: nothing to divide by
+			if v := f(r); !math.IsNaN(v) {
+				cell = fmt.Sprintf(format, v)
+			}
+			cells = append(cells, cell)
 		}
 		if ratio {
 			cell := "n/a"
-			if b := f(res[1]); b != 0 {
-				cell = fmt.Sprintf("%.2f×", f(res[0])/b)
+			if a, b := f(res[0]), f(res[1]); b != 0 && !math.IsNaN(a) && !math.IsNaN(b) {
+				cell = fmt.Sprintf("%.2f×", a/b)
 			}
 			cells = append(cells, cell)
 		}
@@ -166,7 +171,10 @@ func printTable(w io.Writer, c config, res []result) {
 	})
 	text("other bot messages left in the chats", func(r result) string { return fmt.Sprint(r.others) })
 	num("CPU per answered message (ms)", "%.2f", func(r result) float64 {
-		return float64(r.cpu.Microseconds()) / 1000 / float64(max(answered(r), 1))
+		if answered(r) == 0 {
+			return math.NaN()
+		}
+		return float64(r.cpu.Microseconds()) / 1000 / float64(answered(r))
 	})
 	num("CPU over the run (s)", "%.2f", func(r result) float64 { return r.cpu.Seconds() })
 	num("memory per chat, VmHWM − idle VmRSS (KiB)", "%.1f", func(r result) float64 {
