@@ -57,6 +57,7 @@ type config struct {
 	sides               string
 	peerConcurrency     string
 	peerPlaceholder     bool
+	peerProfile         string
 }
 
 func main() {
@@ -70,6 +71,7 @@ func main() {
 	flag.StringVar(&c.peerConcurrency, "chatsdk-concurrency", "serial",
 		`the Chat SDK's concurrency: "serial" (strategy concurrent, maxConcurrent 1: every message, one at a time a chat), or a strategy: drop (its default), queue, burst, debounce, concurrent`)
 	flag.BoolVar(&c.peerPlaceholder, "chatsdk-placeholder", false, `the Chat SDK streams after its default "..." placeholder (default: none, as the Connector)`)
+	flag.StringVar(&c.peerProfile, "chatsdk-cpuprofile", "", "write the bot's V8 CPU profile (node --cpu-prof) into this directory")
 	flag.Parse()
 	if c.chats < 1 || c.each < 1 || c.chunks < 1 || c.gap < 0 {
 		fmt.Fprintln(os.Stderr, "bench: -chats, -each and -chunks must be at least 1, -gap not negative")
@@ -274,7 +276,11 @@ func startConnector(ctx context.Context, c config, srv *server, tmp string) (*br
 
 // startChatSDK runs bench/bot.mjs against srv.
 func startChatSDK(ctx context.Context, c config, srv *server) (*bridge, error) {
-	cmd := exec.Command("node", "bench/bot.mjs")
+	args := []string{"bench/bot.mjs"}
+	if c.peerProfile != "" {
+		args = append([]string{"--cpu-prof", "--cpu-prof-dir=" + c.peerProfile}, args...)
+	}
+	cmd := exec.Command("node", args...)
 	cmd.Env = append(os.Environ(), "BENCH_API="+srv.api, "BENCH_TOKEN="+token, "BENCH_CHUNKS="+itoa(int64(c.chunks)),
 		"BENCH_GAP_MS="+itoa(c.gap.Milliseconds()), "BENCH_EDIT_MS="+itoa(perChat.Milliseconds()),
 		"BENCH_CONCURRENCY="+c.peerConcurrency)
