@@ -33,11 +33,11 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -77,7 +77,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "bench: -chats, -each and -chunks must be at least 1, -gap not negative")
 		os.Exit(2)
 	}
-	ctx, stop := signalContext()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	var res []result
 	for _, side := range strings.Split(c.sides, ",") {
@@ -90,20 +90,6 @@ func main() {
 		res = append(res, r)
 	}
 	printTable(os.Stdout, c, res)
-}
-
-func signalContext() (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancel(context.Background())
-	ch := make(chan os.Signal, 1)
-	signalNotify(ch)
-	go func() {
-		select {
-		case <-ch:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	return ctx, cancel
 }
 
 // bridge is a side's process under measure.
@@ -315,5 +301,3 @@ func stopProcess(cmd *exec.Cmd) {
 		<-done
 	}
 }
-
-var errNoProc = errors.New("bench: /proc has no such process")

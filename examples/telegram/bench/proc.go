@@ -3,17 +3,16 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
-	"os/signal"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 )
 
-func signalNotify(ch chan os.Signal) { signal.Notify(ch, os.Interrupt, syscall.SIGTERM) }
+var errNoProc = errors.New("bench: /proc has no such process")
 
 // clockTick is the unit of /proc/PID/stat's times (getconf CLK_TCK,
 // 100 on Linux everywhere this runs).
