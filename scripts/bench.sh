@@ -11,6 +11,9 @@
 # baseline always run seconds apart. On a shared machine, load that
 # changes during the run then moves both, and the ratios stay comparable.
 #
+# Then, where node is on PATH, scripts/bench-telegram.sh: the Telegram
+# Connector beside a Chat SDK bot, its table on stderr (about a minute).
+#
 # Environment: COUNT (rounds, >= 6 for benchstat's confidence intervals),
 # BENCHTIME (per timed benchmark, default 1s), LATENCY_MSGS (messages per
 # latency run, default 10000x: 2 s at 5,000 a second), STORE_MSGS
@@ -174,3 +177,10 @@ go run "$BENCHSTAT" -format csv "$tmp/bench.txt" 2>/dev/null | awk -F, -v procs=
 	function row(what, wall, cpu, target, ok) {
 		printf "%-38s %8s %8s  %-16s %s\n", what, wall, cpu, target, ok ? "yes" : "NO"
 	}' >&2
+
+# The Telegram Connector beside the Chat SDK (BENCHMARKS.md): it needs Node.
+if command -v node >/dev/null; then
+	scripts/bench-telegram.sh >&2
+else
+	echo "bench.sh: no node on PATH: the Telegram benchmark (scripts/bench-telegram.sh) is not run" >&2
+fi
