@@ -83,7 +83,7 @@ func TestKit_T3_M6_PendingDownloadURLSurvivesRestart(t *testing.T) {
 
 	st, err := boltstore.Open(r.path, boltstore.Options{})
 	require.NoError(t, err)
-	pending, err := st.List(ctx, ch.ID())
+	pending, err := st.List(ctx, ch)
 	require.NoError(t, err)
 	require.NoError(t, st.Close())
 	require.Len(t, pending, 1, "the refused message is pending across the restart")

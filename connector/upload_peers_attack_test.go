@@ -104,7 +104,7 @@ func TestAttack_OnePeersSlowUploadsLeaveAnothersRoom(t *testing.T) {
 	for range 8 {
 		ch, err := attacker.OpenChannel(ctx, "")
 		require.NoError(t, err)
-		slowUpload(upCtx, t, addr, ch.ID(), answers)
+		slowUpload(upCtx, t, addr, ch, answers)
 	}
 	require.Eventually(t, func() bool { return store.granted.Load()+store.refused.Load() == 8 }, 10*time.Second, 5*time.Millisecond)
 	held := store.granted.Load()
@@ -115,7 +115,7 @@ func TestAttack_OnePeersSlowUploadsLeaveAnothersRoom(t *testing.T) {
 	require.NoError(t, err)
 	stored := 0
 	for range 14 {
-		st, body := kitUploadBytes(t, url, vch.ID(), bytes.Repeat([]byte{'v'}, 1<<10))
+		st, body := kitUploadBytes(t, url, vch, bytes.Repeat([]byte{'v'}, 1<<10))
 		if st == http.StatusOK {
 			stored++
 		} else {
@@ -209,7 +209,7 @@ func TestAttack_OnePeersSlowUploadsLeaveAnotherASlot(t *testing.T) {
 	for range held + 1 {
 		ch, err := attacker.OpenChannel(ctx, "")
 		require.NoError(t, err)
-		chans = append(chans, ch.ID())
+		chans = append(chans, ch)
 	}
 	for _, ch := range chans[:held] {
 		trickleUpload(upCtx, t, addr, ch, answers)
@@ -228,6 +228,6 @@ func TestAttack_OnePeersSlowUploadsLeaveAnotherASlot(t *testing.T) {
 
 	vch, err := victim.OpenChannel(ctx, "")
 	require.NoError(t, err)
-	st, body := kitUploadBytes(t, url, vch.ID(), bytes.Repeat([]byte{'v'}, 1<<10))
+	st, body := kitUploadBytes(t, url, vch, bytes.Repeat([]byte{'v'}, 1<<10))
 	require.Equal(t, http.StatusOK, st, "the victim's upload, while the attacker holds %d slots: %s", held, body)
 }

@@ -658,44 +658,42 @@ func (c *Client) sleepOn(cc *clientConn, d time.Duration) bool {
 	return false
 }
 
-// OpenChannel opens a channel: id "" asks the Connector for a new one, a
-// stored id reopens it (the Connector may answer with a new ID, W5). The
-// returned Channel's ID is stored so reconnects reopen it. Answer through
-// the Client — NewReply, Upload, Send — which follows a channel the
-// Connector replaces and reports outcomes; the Channel itself is the
-// low-level view (its pending finals, its own Send), which a
-// replacement closes. While disconnected it waits for the
-// reconnect; a refusal for now (connector_channel_unavailable), a lost
-// connection or an open without answer (RequestTimeout) is retried with
-// the reconnect backoff until ctx ends, which returns ctx's error with
-// the last failure. A refusal (an ack this side does not admit, the
-// channel limit) is returned at once. A retried open of a new channel
-// whose first answer was lost may leave that first channel unused at the
-// Connector.
-func (c *Client) OpenChannel(ctx context.Context, id string) (*imv2.Channel, error) {
+// OpenChannel opens a channel and returns its ID: id "" asks the
+// Connector for a new one, a stored id reopens it (the Connector may answer
+// with a new ID, W5: answer under the returned one). The ID is stored so
+// reconnects reopen it. Answer through the Client — Send, NewReply,
+// Upload — which follows a channel the Connector replaces later and
+// reports outcomes. While disconnected it waits for the reconnect; a
+// refusal for now (connector_channel_unavailable), a lost connection or an
+// open without answer (RequestTimeout) is retried with the reconnect
+// backoff until ctx ends, which returns ctx's error with the last failure.
+// A refusal (an ack this side does not admit, the channel limit) is
+// returned at once. A retried open of a new channel whose first answer was
+// lost may leave that first channel unused at the Connector.
+func (c *Client) OpenChannel(ctx context.Context, id string) (string, error) {
 	var last error
 	for attempt := 1; ; attempt++ {
 		if attempt > 1 {
 			if err := c.sleepCtx(ctx, c.backoff(attempt-1)); err != nil {
-				return nil, fmt.Errorf("%w (open retried %d times; the last failure: %w)", err, attempt-1, last)
+				return "", fmt.Errorf("%w (open retried %d times; the last failure: %w)", err, attempt-1, last)
 			}
 		}
 		cc, err := c.waitConn(ctx)
 		if err != nil {
 			if last != nil {
-				return nil, fmt.Errorf("%w (the last failure: %w)", err, last)
+				return "", fmt.Errorf("%w (the last failure: %w)", err, last)
 			}
-			return nil, err
+			return "", err
 		}
 		e, retry, err := c.openOnce(ctx, cc, id)
 		if err == nil {
-			return e.ch, nil
+			return e.id, nil
 		}
 		if ctx.Err() != nil || c.ctx.Err() != nil {
-			return nil, err
+			return "", err
 		}
 		if !retry && !cc.lost() && !errors.Is(err, context.DeadlineExceeded) {
-			return nil, err
+			return "", err
 		}
 		last = err
 	}
@@ -1023,16 +1021,6 @@ func (c *Client) Ping(ctx context.Context) error {
 		err = imv2.Errorf(imv2.CodeInvalidPacket, "ping answered with %q", r.Type)
 	}
 	return err
-}
-
-// Channel returns the Channel of a channel opened by this client, or nil.
-func (c *Client) Channel(id string) *imv2.Channel {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if e := c.channels[id]; e != nil {
-		return e.ch
-	}
-	return nil
 }
 
 // Card returns the Connector's Card as Dial fetched it.

@@ -49,13 +49,13 @@ func TestClient_W11_UnansweredReopenReconnects(t *testing.T) {
 	case d := <-clk.armed:
 		require.Positive(t, d)
 	case ev := <-events:
-		t.Fatalf("the client settled with channels %v after a reopen got no answer; %s stays detached", ev.ids, ch.ID())
+		t.Fatalf("the client settled with channels %v after a reopen got no answer; %s stays detached", ev.ids, ch)
 	case <-time.After(wait):
 		t.Fatal("the client neither reconnected nor reported a connection")
 	}
 	clk.Advance(time.Second)
 	ev := recv(t, events)
-	require.Equal(t, []string{ch.ID()}, ev.ids)
-	require.True(t, srv.IsOpen(ch.ID()))
-	require.Same(t, ch, c.Channel(ch.ID()))
+	require.Equal(t, []string{ch}, ev.ids)
+	require.True(t, srv.IsOpen(ch))
+	require.NotNil(t, c.engine(ch), "the Channel is held under its ID")
 }

@@ -417,7 +417,7 @@ func (c *Client) reassert(channelID, messageID string) {
 	c.mu.Unlock()
 	go func() {
 		defer c.wg.Done()
-		if ch := c.Channel(channelID); ch != nil {
+		if _, ch, err := c.channelFor(channelID); err == nil {
 			_ = ch.SendActivity(c.ctx, a)
 		}
 	}()

@@ -95,7 +95,7 @@ func TestClient_W5_OpenChannelWaitsForTheReconnect(t *testing.T) {
 	srv.dropConnections()
 	recv(t, clk.armed)
 	type result struct {
-		ch  *imv2.Channel
+		ch  string
 		err error
 	}
 	done := make(chan result, 1)
@@ -111,7 +111,7 @@ func TestClient_W5_OpenChannelWaitsForTheReconnect(t *testing.T) {
 	clk.Advance(time.Second)
 	r := recv(t, done)
 	require.NoError(t, r.err)
-	require.True(t, srv.IsOpen(r.ch.ID()))
+	require.True(t, srv.IsOpen(r.ch))
 
 	// ctx ending while disconnected ends the wait.
 	srv.dropConnections()

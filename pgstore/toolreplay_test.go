@@ -161,12 +161,12 @@ func TestToolReplay_W13_RunsOnceAcrossASIGKILL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	first, err := invoke(x, ch.ID(), "req_pay_1", "pay 10")
+	first, err := invoke(x, ch, "req_pay_1", "pay 10")
 	if err != nil {
 		t.Fatalf("first call: %v", err)
 	}
 	ran(a, "pay 10")
-	if _, err := invoke(x, ch.ID(), "req_big", "big"); err != nil {
+	if _, err := invoke(x, ch, "req_big", "big"); err != nil {
 		t.Fatalf("big call: %v", err)
 	}
 	ran(a, "big")
@@ -174,26 +174,26 @@ func TestToolReplay_W13_RunsOnceAcrossASIGKILL(t *testing.T) {
 	_ = x.Close()
 
 	b := startToolChild(t, db)
-	x2 := xagent(t, b.url, quiet, ch.ID())
-	again, err := x2.OpenChannel(ctx, ch.ID())
+	x2 := xagent(t, b.url, quiet, ch)
+	again, err := x2.OpenChannel(ctx, ch)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if again.ID() != ch.ID() {
-		t.Fatalf("reopen gave %s, want %s (the shared registry knows it)", again.ID(), ch.ID())
+	if again != ch {
+		t.Fatalf("reopen gave %s, want %s (the shared registry knows it)", again, ch)
 	}
-	replay, err := invoke(x2, ch.ID(), "req_pay_1", "pay 10")
+	replay, err := invoke(x2, ch, "req_pay_1", "pay 10")
 	if err != nil {
 		t.Fatalf("replay after the SIGKILL: %v, want the first answer", err)
 	}
 	if string(replay.Payload) != string(first.Payload) {
 		t.Fatalf("replay payload %s, want the first's %s", replay.Payload, first.Payload)
 	}
-	_, err = invoke(x2, ch.ID(), "req_big", "big")
+	_, err = invoke(x2, ch, "req_big", "big")
 	if e := imv2.AsError(err, ""); err == nil || e.Code != protocol.CodeToolInvokeFailed || !strings.Contains(e.Message, "ran before (W13) and succeeded; its result was not kept") {
 		t.Fatalf("replay of a result over the bound: %v, want tool_invoke_failed: ran before and succeeded", err)
 	}
-	if _, err := invoke(x2, ch.ID(), "req_pay_2", "pay 05"); err != nil {
+	if _, err := invoke(x2, ch, "req_pay_2", "pay 05"); err != nil {
 		t.Fatalf("another call: %v", err)
 	}
 	ran(b, "pay 05")

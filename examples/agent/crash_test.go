@@ -145,7 +145,7 @@ func crashHelper() error {
 		if err != nil {
 			return err
 		}
-		channelID = ch.ID()
+		channelID = ch
 	}
 	cursor := filepath.Join(dir, "cursor")
 	next := 1

@@ -91,7 +91,7 @@ func TestCrash_S8_CrashLoopNoFinalShownTwice(t *testing.T) {
 	}
 
 	for i := range crashLoopTotal {
-		_, err := ch.Send(ctx, imv2.ChatMessage{MessageID: fmt.Sprintf("final-%04d", i), Text: fmt.Sprintf("final number %d", i)})
+		_, err := client.Send(ctx, ch, imv2.ChatMessage{MessageID: fmt.Sprintf("final-%04d", i), Text: fmt.Sprintf("final number %d", i)})
 		require.NoError(t, err)
 	}
 	for run, n := range crashLoopKills {
