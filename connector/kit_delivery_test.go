@@ -51,7 +51,7 @@ func (a *agent) dial(t *testing.T, url string) (*dataplane.Client, string) {
 	defer cancel()
 	c, err := dataplane.Dial(ctx, dataplane.ClientConfig{
 		URL: url, Target: a,
-		ReconnectMin: 20 * time.Millisecond, ReconnectMax: 200 * time.Millisecond,
+
 		OnConnected: func(_ string, ids []string) {
 			for _, id := range ids {
 				a.opened.add(id)
@@ -61,6 +61,7 @@ func (a *agent) dial(t *testing.T, url string) (*dataplane.Client, string) {
 			OnDelivered: func(_ string, m imv2.ChatMessage, s imv2.AckStatus) { a.outcome <- outcome{id: m.MessageID, status: s} },
 			OnFailed:    func(_ string, m imv2.ChatMessage, err *imv2.Error) { a.outcome <- outcome{id: m.MessageID, err: err} },
 		},
+		Advanced: dataplane.ClientAdvanced{ReconnectMin: 20 * time.Millisecond, ReconnectMax: 200 * time.Millisecond},
 	})
 	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })

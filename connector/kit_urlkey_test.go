@@ -66,7 +66,7 @@ func TestKit_T3_M6_PendingDownloadURLSurvivesRestart(t *testing.T) {
 	defer cancel()
 	c, err := dataplane.Dial(ctx, dataplane.ClientConfig{
 		URL: r.URL(), APIKey: apiKey, Target: a,
-		ReconnectMin: 20 * time.Millisecond, ReconnectMax: 200 * time.Millisecond,
+		Advanced: dataplane.ClientAdvanced{ReconnectMin: 20 * time.Millisecond, ReconnectMax: 200 * time.Millisecond},
 	})
 	require.NoError(t, err)
 	defer c.Close()

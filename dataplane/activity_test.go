@@ -63,7 +63,7 @@ func TestClient_C6_PreviousFinalDoesNotClearTheNextAnswersThinking(t *testing.T)
 	var lost atomic.Bool
 	c, _, _ := dialClient(t, url, func(cfg *ClientConfig) {
 		cfg.Options = &imv2.Options{Clock: clock.System{}, AckTimeout: 300 * time.Millisecond, RetryMin: 10 * time.Millisecond, RetryMax: 20 * time.Millisecond}
-		cfg.WrapConn = func(conn Conn) Conn { return &loseFinal{Conn: conn, msg: "A", lost: &lost} }
+		cfg.Advanced.WrapConn = func(conn Conn) Conn { return &loseFinal{Conn: conn, msg: "A", lost: &lost} }
 	})
 	ch, err := c.OpenChannel(ctxWait(t), "")
 	require.NoError(t, err)

@@ -36,7 +36,7 @@ func TestClient_H5_LegacyDescriptorIsNormalized(t *testing.T) {
 	srv, url := startServer(t, nil)
 	descs := make(chan *protocol.Descriptor, 4)
 	c, _, _ := dialClient(t, url, func(cfg *ClientConfig) {
-		cfg.WrapConn = func(conn Conn) Conn { return legacyDescriptors{conn} }
+		cfg.Advanced.WrapConn = func(conn Conn) Conn { return legacyDescriptors{conn} }
 		cfg.OnDescriptor = func(_ string, d *protocol.Descriptor) { descs <- d }
 	})
 	ch, err := c.OpenChannel(ctxWait(t), "")
@@ -98,7 +98,7 @@ func TestClient_W7_PushEnablingNoProfileIsIgnored(t *testing.T) {
 	srv, url := startServer(t, nil)
 	descs := make(chan *protocol.Descriptor, 4)
 	c, _, _ := dialClient(t, url, func(cfg *ClientConfig) {
-		cfg.WrapConn = func(conn Conn) Conn { return emptyPushProfiles{conn} }
+		cfg.Advanced.WrapConn = func(conn Conn) Conn { return emptyPushProfiles{conn} }
 		cfg.OnDescriptor = func(_ string, d *protocol.Descriptor) { descs <- d }
 	})
 	ch, err := c.OpenChannel(ctxWait(t), "")

@@ -50,11 +50,11 @@ func newBenchPair(b *testing.B, maxChannels int, opts *imv2.Options) *benchPair 
 	}
 	hs := httptest.NewServer(withCard(testCard(), srv))
 	cli, err := Dial(context.Background(), ClientConfig{
-		URL:         hs.URL,
-		Target:      noop,
-		Options:     opts,
-		Store:       state.NewMemoryChannelStore(maxChannels),
-		MaxChannels: maxChannels,
+		URL:      hs.URL,
+		Target:   noop,
+		Options:  opts,
+		Store:    state.NewMemoryChannelStore(maxChannels),
+		Advanced: ClientAdvanced{MaxChannels: maxChannels},
 	})
 	if err != nil {
 		hs.Close()

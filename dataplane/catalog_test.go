@@ -35,7 +35,7 @@ func TestClient_P7_RequestRefusesWhatTheCatalogDoesNotCarry(t *testing.T) {
 	var mu sync.Mutex
 	var written []string
 	c, _, _ := dialClient(t, url, func(cfg *ClientConfig) {
-		cfg.WrapConn = func(conn Conn) Conn { return &recordWrites{Conn: conn, mu: &mu, types: &written} }
+		cfg.Advanced.WrapConn = func(conn Conn) Conn { return &recordWrites{Conn: conn, mu: &mu, types: &written} }
 	})
 	ch, err := c.OpenChannel(ctxWait(t), "")
 	require.NoError(t, err)

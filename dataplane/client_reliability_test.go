@@ -34,8 +34,8 @@ func TestClient_W11_UnansweredReopenReconnects(t *testing.T) {
 	srv, url := startServer(t, nil)
 	var swallow atomic.Bool
 	c, clk, events := dialClient(t, url, func(cfg *ClientConfig) {
-		cfg.RequestTimeout = 200 * time.Millisecond
-		cfg.WrapConn = func(conn Conn) Conn { return &swallowOpen{Conn: conn, on: &swallow} }
+		cfg.Advanced.RequestTimeout = 200 * time.Millisecond
+		cfg.Advanced.WrapConn = func(conn Conn) Conn { return &swallowOpen{Conn: conn, on: &swallow} }
 	})
 	recv(t, events)
 	ch, err := c.OpenChannel(ctxWait(t), "")

@@ -50,16 +50,13 @@ func dialClient(t *testing.T, url string, mod func(*ClientConfig)) (*Client, *ar
 	clk := newArmClock()
 	events := make(chan connected, 16)
 	cfg := ClientConfig{
-		URL:          httpBase(url),
-		Target:       newRecTarget(),
-		Clock:        clk,
-		Options:      &imv2.Options{Clock: clock.System{}},
-		Conn:         ConnConfig{Clock: clock.System{}},
-		ReconnectMin: time.Second,
-		ReconnectMax: time.Second,
+		URL:     httpBase(url),
+		Target:  newRecTarget(),
+		Options: &imv2.Options{Clock: clock.System{}},
 		OnConnected: func(id string, ids []string) {
 			events <- connected{id, ids}
 		},
+		Advanced: ClientAdvanced{Clock: clk, Conn: ConnConfig{Clock: clock.System{}}, ReconnectMin: time.Second, ReconnectMax: time.Second},
 	}
 	if mod != nil {
 		mod(&cfg)
@@ -167,7 +164,7 @@ func TestClient_W5_W11_UnknownStoredIDGetsNewOne(t *testing.T) {
 
 func TestClient_W11_GivesUpAfterMaxAttempts(t *testing.T) {
 	srv, url := startServer(t, nil)
-	c, clk, _ := dialClient(t, url, func(c *ClientConfig) { c.MaxReconnectAttempts = 2 })
+	c, clk, _ := dialClient(t, url, func(c *ClientConfig) { c.Advanced.MaxReconnectAttempts = 2 })
 	require.NoError(t, srv.Close()) // refuses every new connection with 503
 	for i := 0; i < 2; i++ {
 		recv(t, clk.armed)
@@ -329,7 +326,7 @@ func TestClient_I1_X2_E2_ClientSideRouting(t *testing.T) {
 		_, _ = c.Read(ctx) // hold until the client goes
 	})
 	agent := newRecTarget()
-	c, err := Dial(ctxWait(t), ClientConfig{URL: url, Target: agent, MaxReconnectAttempts: 1, ReconnectMin: time.Millisecond, ReconnectMax: time.Millisecond})
+	c, err := Dial(ctxWait(t), ClientConfig{URL: url, Target: agent, Advanced: ClientAdvanced{MaxReconnectAttempts: 1, ReconnectMin: time.Millisecond, ReconnectMax: time.Millisecond}})
 	require.NoError(t, err)
 	defer c.Close()
 	_, err = c.OpenChannel(ctxWait(t), "")

@@ -293,7 +293,7 @@ func testHandlerCallsBound(t *testing.T, overWS bool) {
 // another with connector_channel_unavailable and keeps the ones it has.
 func TestLimit_ClientChannels(t *testing.T) {
 	_, url := startServer(t, nil)
-	c, _, _ := dialClient(t, url, func(cfg *ClientConfig) { cfg.MaxChannels = 1 })
+	c, _, _ := dialClient(t, url, func(cfg *ClientConfig) { cfg.Advanced.MaxChannels = 1 })
 	a, err := c.OpenChannel(ctxWait(t), "")
 	require.NoError(t, err)
 	_, err = c.OpenChannel(ctxWait(t), "")

@@ -24,7 +24,7 @@ func TestDial_H1_W4_FetchesTheCardFromTheBaseURL(t *testing.T) {
 	require.Equal(t, testCardID, c.Card().ConnectorCardID)
 
 	// A CardID set by the caller is an expectation the Card must meet.
-	_, err := Dial(ctxWait(t), ClientConfig{URL: httpBase(url), CardID: "im.pinned", Target: newRecTarget()})
+	_, err := Dial(ctxWait(t), ClientConfig{URL: httpBase(url), Target: newRecTarget(), Advanced: ClientAdvanced{CardID: "im.pinned"}})
 	require.ErrorIs(t, err, &imv2.Error{Code: protocol.CodeConnectorCardIDMismatch})
 	require.Contains(t, err.Error(), "im.pinned")
 }

@@ -107,7 +107,7 @@
 //     stays open for another hello. 3.0 and every newer version (4.3 …)
 //     are admitted, and the ack always carries this side's 3.0. The
 //     Client admits an ack whose version lies in
-//     [ClientConfig.MinProtocolVersion, MaxProtocolVersion] (default
+//     [ClientAdvanced.MinProtocolVersion, MaxProtocolVersion] (default
 //     3.0–3.0) and always says 3.0 itself; Client.ProtocolVersion
 //     returns the version admitted. A non-empty connector_id the Server
 //     does not know (expired, or lost in a restart) gets a new

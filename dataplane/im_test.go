@@ -123,7 +123,7 @@ func TestIM_S10_ReconnectMidStreamAndPending(t *testing.T) {
 	require.Len(t, pending, 1)
 
 	// Reconnect: hello with the last connector_id, reopen, resend pending.
-	p.clk.Advance(p.cli.cfg.ReconnectMax)
+	p.clk.Advance(p.cli.cfg.Advanced.ReconnectMax)
 	ev := recv(t, p.events)
 	require.Equal(t, []string{p.id}, ev.ids)
 	final := p.connector.next(t)
@@ -173,7 +173,7 @@ func TestIM_S10_ResendOfDeliveredFinalIsDuplicate(t *testing.T) {
 	recv(t, p.clk.armed)
 	_, err := p.cli.Send(ctx, p.id, m) // pending on xAgent, already completed on the Connector
 	require.NoError(t, err)
-	p.clk.Advance(p.cli.cfg.ReconnectMax)
+	p.clk.Advance(p.cli.cfg.Advanced.ReconnectMax)
 	recv(t, p.events)
 	require.Equal(t, m.MessageID, recv(t, p.cliAcked), "acked (duplicate) after the reconnect")
 	require.Equal(t, 1, p.connector.count(m.MessageID))

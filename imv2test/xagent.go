@@ -654,13 +654,13 @@ func pieces(text string) []string {
 func SDKXAgent(cfg dataplane.ClientConfig) StartXAgent {
 	return func(ctx context.Context, env XAgentEnv) (XAgent, error) {
 		c := cfg
-		c.URL, c.APIKey, c.CardID = env.URL, env.APIKey, env.CardID
+		c.URL, c.APIKey, c.Advanced.CardID = env.URL, env.APIKey, env.CardID
 		c.Target = UserRecorder(env.Agent)
-		if c.HTTPClient == nil {
-			c.HTTPClient = env.HTTPClient
+		if c.Advanced.HTTPClient == nil {
+			c.Advanced.HTTPClient = env.HTTPClient
 		}
-		if c.DialContext == nil && env.Dialer != nil {
-			c.DialContext = env.Dialer.NetDialContext
+		if c.Advanced.DialContext == nil && env.Dialer != nil {
+			c.Advanced.DialContext = env.Dialer.NetDialContext
 		}
 		client, err := dataplane.Dial(ctx, c)
 		if err != nil {

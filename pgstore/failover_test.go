@@ -381,7 +381,7 @@ func TestFailover_S8_A6_KillHolderMidStreamMidBurstMidPost(t *testing.T) {
 	ak := &acks{done: map[string]bool{}}
 	xPend := newXPending()
 	client, err := dataplane.Dial(ctx, dataplane.ClientConfig{
-		URL: rs.URL, CardID: consolebridge.CardID, Target: ag,
+		URL: rs.URL, Target: ag,
 		Options: &imv2.Options{
 			Pending:    xPend,
 			AckTimeout: replicaAckTimeout, RetryMin: 50 * time.Millisecond, RetryMax: 500 * time.Millisecond,
@@ -392,13 +392,13 @@ func TestFailover_S8_A6_KillHolderMidStreamMidBurstMidPost(t *testing.T) {
 				ak.failed = append(ak.failed, m.MessageID+": "+string(e.Code))
 			},
 		},
-		ReconnectMin: 20 * time.Millisecond, ReconnectMax: 200 * time.Millisecond,
-		RequestTimeout: 2 * time.Second,
+
 		OnConnected: func(string, []string) {
 			ak.mu.Lock()
 			defer ak.mu.Unlock()
 			ak.connects = append(ak.connects, time.Now())
 		},
+		Advanced: dataplane.ClientAdvanced{CardID: consolebridge.CardID, ReconnectMin: 20 * time.Millisecond, ReconnectMax: 200 * time.Millisecond, RequestTimeout: 2 * time.Second},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -79,14 +79,13 @@ func dialThrough(t *testing.T, rt *router, cc *cutConn, f *failures, agent imv2.
 	t.Helper()
 	pend := newXPending()
 	x, err := dataplane.Dial(context.Background(), dataplane.ClientConfig{
-		URL: rt.hs.URL, CardID: consolebridge.CardID, Target: agent, Store: state.NewMemoryChannelStore(0),
+		URL: rt.hs.URL, Target: agent, Store: state.NewMemoryChannelStore(0),
 		Options: &imv2.Options{
 			Pending:    pend,
 			AckTimeout: 500 * time.Millisecond, RetryMin: 20 * time.Millisecond, RetryMax: 200 * time.Millisecond,
 			OnFailed: f.add,
 		},
-		ReconnectMin: 20 * time.Millisecond, ReconnectMax: 200 * time.Millisecond,
-		WrapConn: cc.wrap,
+		Advanced: dataplane.ClientAdvanced{CardID: consolebridge.CardID, ReconnectMin: 20 * time.Millisecond, ReconnectMax: 200 * time.Millisecond, WrapConn: cc.wrap},
 	})
 	if err != nil {
 		t.Fatal(err)

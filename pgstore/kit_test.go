@@ -130,11 +130,12 @@ func TestKit_M9_S8_ConnectorOnPgstoreAcrossRestart(t *testing.T) {
 	defer cancel()
 	c, err := dataplane.Dial(dctx, dataplane.ClientConfig{
 		URL: "http://" + addr, Target: a,
-		ReconnectMin: 20 * time.Millisecond, ReconnectMax: 200 * time.Millisecond,
+
 		Options: &imv2.Options{
 			OnDelivered: func(string, imv2.ChatMessage, imv2.AckStatus) { a.outcome <- nil },
 			OnFailed:    func(_ string, _ imv2.ChatMessage, err *imv2.Error) { a.outcome <- err },
 		},
+		Advanced: dataplane.ClientAdvanced{ReconnectMin: 20 * time.Millisecond, ReconnectMax: 200 * time.Millisecond},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -142,7 +142,7 @@ func TestLetGo_W11_ReplicaCutOffFromTheDatabaseLetsXAgentGo(t *testing.T) {
 				mu.Unlock()
 			},
 		},
-		ReconnectMin: 20 * time.Millisecond, ReconnectMax: 200 * time.Millisecond,
+		Advanced: dataplane.ClientAdvanced{ReconnectMin: 20 * time.Millisecond, ReconnectMax: 200 * time.Millisecond},
 	})
 	if err != nil {
 		t.Fatal(err)

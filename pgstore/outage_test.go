@@ -94,10 +94,9 @@ func TestOutage_W11_MoveDuringOutageSettles(t *testing.T) {
 	store := state.NewMemoryChannelStore(0)
 	pend := newXPending()
 	x, err := dataplane.Dial(ctx, dataplane.ClientConfig{
-		URL: rt.hs.URL, CardID: consolebridge.CardID, Target: agent, Store: store,
-		Options:      &imv2.Options{Pending: pend, AckTimeout: 500 * time.Millisecond, RetryMin: 20 * time.Millisecond, RetryMax: 200 * time.Millisecond},
-		ReconnectMin: 20 * time.Millisecond, ReconnectMax: 200 * time.Millisecond,
-		WrapConn: cc.wrap,
+		URL: rt.hs.URL, Target: agent, Store: store,
+		Options:  &imv2.Options{Pending: pend, AckTimeout: 500 * time.Millisecond, RetryMin: 20 * time.Millisecond, RetryMax: 200 * time.Millisecond},
+		Advanced: dataplane.ClientAdvanced{CardID: consolebridge.CardID, ReconnectMin: 20 * time.Millisecond, ReconnectMax: 200 * time.Millisecond, WrapConn: cc.wrap},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -145,9 +145,9 @@ func xagentAs(t *testing.T, url string, target imv2.Target, o imv2.Options, conn
 	pend := newXPending()
 	o.Pending = pend
 	c, err := dataplane.Dial(context.Background(), dataplane.ClientConfig{
-		URL: url, CardID: consolebridge.CardID, Target: target, Store: store,
-		Options:      &o,
-		ReconnectMin: 20 * time.Millisecond, ReconnectMax: 200 * time.Millisecond,
+		URL: url, Target: target, Store: store,
+		Options:  &o,
+		Advanced: dataplane.ClientAdvanced{CardID: consolebridge.CardID, ReconnectMin: 20 * time.Millisecond, ReconnectMax: 200 * time.Millisecond},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -118,14 +118,12 @@ func Start(ctx context.Context, cfg Config) (*Simulator, error) {
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	var reopened []string
 	dc := dataplane.ClientConfig{
-		URL:        cfg.Connector,
-		APIKey:     cfg.APIKey,
-		CardID:     cfg.CardID,
-		HTTPClient: cfg.HTTPClient,
-		Target:     imv2.TargetFunc(s.onUserMessage),
-		Options:    s.options(),
-		Store:      cfg.Store,
-		Logger:     cfg.Logger,
+		URL:     cfg.Connector,
+		APIKey:  cfg.APIKey,
+		Target:  imv2.TargetFunc(s.onUserMessage),
+		Options: s.options(),
+		Store:   cfg.Store,
+		Logger:  cfg.Logger,
 		OnConnected: func(_ string, ids []string) {
 			s.mu.Lock()
 			dialing := s.dialing
@@ -140,9 +138,10 @@ func Start(ctx context.Context, cfg Config) (*Simulator, error) {
 		// The Client follows a replaced channel by itself (ChannelID
 		// resolves it); the log shows the move.
 		OnChannelReplaced: func(old, now string) { s.logf("channel %s reopened as %s", old, now) },
+		Advanced:          dataplane.ClientAdvanced{CardID: cfg.CardID, HTTPClient: cfg.HTTPClient},
 	}
 	if cfg.Drop > 0 || cfg.Duplicate > 0 {
-		dc.WrapConn = func(c dataplane.Conn) dataplane.Conn { return &faultyConn{Conn: c, drop: cfg.Drop, dup: cfg.Duplicate} }
+		dc.Advanced.WrapConn = func(c dataplane.Conn) dataplane.Conn { return &faultyConn{Conn: c, drop: cfg.Drop, dup: cfg.Duplicate} }
 	}
 	s.dialing = true
 	client, err := dataplane.Dial(ctx, dc)

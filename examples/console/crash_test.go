@@ -126,8 +126,8 @@ func TestCrash_S1_PendingUserMessageSurvivesSIGKILL(t *testing.T) {
 	defer cancel()
 	g := &gate{calls: map[string]int{}, open: make(chan struct{}), seen: make(chan imv2.ChatMessage, 8)}
 	client, err := dataplane.Dial(ctx, dataplane.ClientConfig{
-		URL: p.url, CardID: consolebridge.CardID, Target: g,
-		ReconnectMin: 50 * time.Millisecond, ReconnectMax: 500 * time.Millisecond,
+		URL: p.url, Target: g,
+		Advanced: dataplane.ClientAdvanced{CardID: consolebridge.CardID, ReconnectMin: 50 * time.Millisecond, ReconnectMax: 500 * time.Millisecond},
 	})
 	require.NoError(t, err)
 	defer client.Close()

@@ -433,16 +433,15 @@ func TestSoak(t *testing.T) {
 	xCompleted := imv2.NewMemoryCompletedStore(0, 0, nil)
 	client, err := dataplane.Dial(ctx, dataplane.ClientConfig{
 		URL:    ps.URL,
-		CardID: consolebridge.CardID,
 		Target: ag,
 		Options: &imv2.Options{
 			AckTimeout: time.Second, RetryMin: 100 * time.Millisecond, RetryMax: time.Second,
 			Pending: xPending, Completed: xCompleted,
 			Observer: xside, OnDelivered: xside.onDelivered, OnFailed: xside.onFailed,
 		},
-		ReconnectMin: 20 * time.Millisecond, ReconnectMax: 300 * time.Millisecond,
-		RequestTimeout: time.Second,
-		Logger:         xLog,
+
+		Logger:   xLog,
+		Advanced: dataplane.ClientAdvanced{CardID: consolebridge.CardID, ReconnectMin: 20 * time.Millisecond, ReconnectMax: 300 * time.Millisecond, RequestTimeout: time.Second},
 	})
 	if err != nil {
 		t.Fatal(err)

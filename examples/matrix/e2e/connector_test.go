@@ -232,13 +232,11 @@ func TestConnector_EndToEnd(t *testing.T) {
 	defer cancel()
 	pending := imv2.NewMemoryPendingStore(0) // xAgent's finals not yet acked, read at the end
 	cli, err := dataplane.Dial(ctx, dataplane.ClientConfig{
-		URL:          base,
-		APIKey:       apiKey,
-		CardID:       matrixbridge.CardID,
-		Target:       ag,
-		Options:      &imv2.Options{Pending: pending, Observer: ack, RetryMin: 50 * time.Millisecond, RetryMax: 300 * time.Millisecond},
-		ReconnectMin: 20 * time.Millisecond,
-		ReconnectMax: 200 * time.Millisecond,
+		URL:      base,
+		APIKey:   apiKey,
+		Target:   ag,
+		Options:  &imv2.Options{Pending: pending, Observer: ack, RetryMin: 50 * time.Millisecond, RetryMax: 300 * time.Millisecond},
+		Advanced: dataplane.ClientAdvanced{CardID: matrixbridge.CardID, ReconnectMin: 20 * time.Millisecond, ReconnectMax: 200 * time.Millisecond},
 	})
 	require.NoError(t, err)
 	defer cli.Close()
@@ -409,9 +407,10 @@ func TestConnector_TokenSignInAndExpiry(t *testing.T) {
 	descs := make(chan *protocol.Descriptor, 16)
 	ctx := ctxFor(t)
 	cli, err := dataplane.Dial(ctx, dataplane.ClientConfig{
-		URL: "http://" + addr, APIKey: apiKey, CardID: matrixbridge.CardID,
+		URL: "http://" + addr, APIKey: apiKey,
 		Target:       &agent{seen: map[string]int{}, msgs: make(chan imv2.ChatMessage, 16)},
 		OnDescriptor: func(_ string, d *protocol.Descriptor) { descs <- d },
+		Advanced:     dataplane.ClientAdvanced{CardID: matrixbridge.CardID},
 	})
 	require.NoError(t, err)
 	defer cli.Close()

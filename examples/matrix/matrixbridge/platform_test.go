@@ -178,8 +178,8 @@ func TestSend_M11_DraftSurvivesRestart(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cli, err := dataplane.Dial(ctx, dataplane.ClientConfig{URL: "http://" + addr, APIKey: "k", Target: nopTarget{},
-		ReconnectMin: 10 * time.Millisecond, ReconnectMax: 100 * time.Millisecond,
-		Options: &imv2.Options{OnDelivered: func(_ string, _ imv2.ChatMessage, s imv2.AckStatus) { acked <- s }}})
+		Advanced: dataplane.ClientAdvanced{ReconnectMin: 10 * time.Millisecond, ReconnectMax: 100 * time.Millisecond},
+		Options:  &imv2.Options{OnDelivered: func(_ string, _ imv2.ChatMessage, s imv2.AckStatus) { acked <- s }}})
 	require.NoError(t, err)
 	defer cli.Close()
 	ch, err := cli.OpenChannel(ctx, "")

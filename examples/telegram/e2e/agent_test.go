@@ -85,10 +85,11 @@ func startAgent(t *testing.T, ctx context.Context, addr string, reply func(conte
 	t.Helper()
 	ctx, cancel := context.WithCancel(ctx)
 	a := &agent{reply: reply, seen: map[string]bool{}, queue: map[string]chan imv2.ChatMessage{}, users: map[string][]string{}, ctx: ctx}
-	cli, err := dataplane.Dial(ctx, dataplane.ClientConfig{URL: "http://" + addr, APIKey: apiKey, CardID: tgbridge.CardID,
-		Target:       imv2.TargetFunc(a.take),
-		Options:      &imv2.Options{RetryMin: 50 * time.Millisecond, RetryMax: time.Second},
-		ReconnectMin: 20 * time.Millisecond, ReconnectMax: 300 * time.Millisecond})
+	cli, err := dataplane.Dial(ctx, dataplane.ClientConfig{URL: "http://" + addr, APIKey: apiKey,
+		Target:   imv2.TargetFunc(a.take),
+		Options:  &imv2.Options{RetryMin: 50 * time.Millisecond, RetryMax: time.Second},
+		Advanced: dataplane.ClientAdvanced{CardID: tgbridge.CardID, ReconnectMin: 20 * time.Millisecond, ReconnectMax: 300 * time.Millisecond},
+	})
 	if err != nil {
 		cancel()
 	}

@@ -30,9 +30,10 @@ func TestPost_M11_FilesOnlyFinalReplacesTheDraft(t *testing.T) {
 	ctx := ctxFor(t)
 	ack := make(acks, 16)
 	cli, err := dataplane.Dial(ctx, dataplane.ClientConfig{
-		URL: "http://" + addr, APIKey: apiKey, CardID: xmppbridge.CardID,
-		Target:  imv2.TargetFunc(func(context.Context, string, *imv2.ChatMessage) error { return nil }),
-		Options: &imv2.Options{Observer: ack, RetryMin: 50 * time.Millisecond, RetryMax: 300 * time.Millisecond},
+		URL: "http://" + addr, APIKey: apiKey,
+		Target:   imv2.TargetFunc(func(context.Context, string, *imv2.ChatMessage) error { return nil }),
+		Options:  &imv2.Options{Observer: ack, RetryMin: 50 * time.Millisecond, RetryMax: 300 * time.Millisecond},
+		Advanced: dataplane.ClientAdvanced{CardID: xmppbridge.CardID},
 	})
 	require.NoError(t, err)
 	defer cli.Close()
