@@ -67,8 +67,10 @@
 //
 // While the connection is down (until the channel is reopened),
 // Reply.Delta and Reply.Activity return an *imv2.Error at once
-// (connector_channel_unavailable) and drop what they carried: neither is
-// queued nor sent after the reconnect. The reply goes on: the Connector
+// (connector_channel_unavailable) and send nothing: neither is queued or
+// resent when the connection is back (the one snapshot the Client keeps
+// per channel goes out again only when a previous answer's final is acked
+// after it: C6, see Reply.Activity). The reply goes on: the Connector
 // dropped its delta stream with the connection and refuses deltas that do
 // not start a stream at 1 (D4), so the draft it shows stays as it was
 // until the final, which carries the whole text (D5) and stays pending

@@ -11,7 +11,8 @@ import (
 // Reply.Activity do while the connection is down (package doc, "The
 // outcome of a final"): each returns channel_unavailable at once, and the
 // delta or snapshot is dropped, neither queued nor sent after the
-// reconnect. A later delta of the same reply leaves but the Connector
+// reconnect (no earlier final is pending here, whose ack would reassert
+// the snapshot, C6). A later delta of the same reply leaves but the Connector
 // refuses it as a gap (D4), so the draft stays what it was; the final
 // still shows the whole text (D5). Broken on purpose (a Delta that
 // queues, an Activity replayed on reconnect), a draft or a "tool" status
@@ -38,7 +39,7 @@ func TestReply_D5_C8_DeltaAndActivityWhileDown(t *testing.T) {
 	require.ErrorIs(t, r.Activity(ctx, imv2.ChatActivity{Status: imv2.ActivityTool, ToolName: "web_search"}), unavailable,
 		"so does an activity snapshot")
 
-	clk.Advance(c.cfg.ReconnectMax)
+	clk.Advance(c.cfg.Advanced.ReconnectMax)
 	require.Equal(t, []string{ch}, recv(t, events).ids)
 	require.NoError(t, r.Delta(ctx, "!"), "the next delta leaves …")
 	d, err := r.Final(ctx, imv2.ChatMessage{Text: "Hello!"})
