@@ -44,15 +44,15 @@ type ClientConfig struct {
 	// URL is the Connector's base URL, http:// or https:// (maybe with a
 	// path prefix), as registered with xAgent: Dial fetches the Card from
 	// URL/connector-card.json and dials the data plane at URL/ws (ws:// or
-	// wss://). A URL ending in /ws is refused.
+	// wss://). A URL ending in /ws is refused. Required.
 	URL string
 	// APIKey, when set, is sent as "Authorization: Bearer <key>" (W1), on
-	// the data plane and on uploads.
+	// the data plane and on uploads; default none (no header).
 	APIKey string
 	// Target is the agent side: it receives the user messages of every
 	// channel (PostMessage gets the channel ID). Its return is the ack
 	// (A4): return once the message is safely the agent's, and do the
-	// agent's work elsewhere (see the package documentation).
+	// agent's work elsewhere (see the package documentation). Required.
 	Target imv2.Target
 	// Store keeps the connector_id and the channel IDs to reopen; default
 	// a state.MemoryChannelStore (gone with the process).
@@ -91,9 +91,9 @@ type ClientConfig struct {
 // ClientAdvanced is the part of ClientConfig an agent rarely sets; the
 // zero value of every field is its stated default.
 type ClientAdvanced struct {
-	// CardID is read from the Card: the hello names it and the ack must
-	// echo it. Set it only to insist on one: Dial then fails when the Card
-	// names another.
+	// CardID is the Card's connector_card_id, which the hello names and
+	// the ack must echo; default the one the Card at URL names. Set it
+	// only to insist on one: Dial then fails when the Card names another.
 	CardID string
 	// HTTPClient fetches the Card and sends uploads; default: a client
 	// bounded by RequestTimeout for the Card, an unbounded one for uploads
