@@ -7,7 +7,10 @@ import (
 
 // Reply streams one assistant message from xAgent to a Connector: deltas
 // numbered 1, 2, 3 … (D2), then exactly one final with the same message_id
-// (M10, M14). Deltas are best effort and carry text only (D7); the final
+// (M10, M14). It is the engine's, for a bare Channel over a Transport of
+// one's own; an agent on the data plane answers with
+// dataplane.Client.NewReply, whose Reply also carries activity, follows a
+// channel the Connector replaces and reports the final's outcome. Deltas are best effort and carry text only (D7); the final
 // carries the whole text and every file, and stays pending until acked.
 //
 // Each assistant message that becomes stable in a tool loop gets its own
@@ -23,7 +26,8 @@ type Reply struct {
 }
 
 // NewReply starts an assistant message on an xAgent channel. An empty
-// messageID is generated.
+// messageID is generated. On the data plane use dataplane.Client.NewReply
+// (see Reply).
 func (c *Channel) NewReply(messageID string) *Reply {
 	if messageID == "" {
 		messageID = NewMessageID()

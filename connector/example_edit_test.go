@@ -104,7 +104,7 @@ func Example_editMode() {
 	}
 	defer agent.Close()
 	for _, text := range []string{"The answer is forty-two.", "Anything else?"} {
-		if err := agent.Reply(ctx, agent.Channel().ID(), text); err != nil {
+		if err := agent.Reply(ctx, agent.ChannelID(), text); err != nil {
 			log.Fatal(err)
 		}
 	}

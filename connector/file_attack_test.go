@@ -137,10 +137,10 @@ func TestAttack_UploadsOnlyToOpenChannels(t *testing.T) {
 
 	ch, err := cli.OpenChannel(ctx, "")
 	require.NoError(t, err)
-	st, body := kitUpload(t, url, ch.ID())
+	st, body := kitUpload(t, url, ch)
 	require.Equal(t, http.StatusOK, st, body)
-	require.NoError(t, cli.CloseChannel(ctx, ch.ID()))
-	st, _ = kitUpload(t, url, ch.ID())
+	require.NoError(t, cli.CloseChannel(ctx, ch))
+	st, _ = kitUpload(t, url, ch)
 	require.Equal(t, http.StatusConflict, st, "closed since")
 	n, _ = files.Len()
 	require.Equal(t, 1, n)
@@ -233,7 +233,7 @@ func TestAttack_UploadsOnlyToOpenChannels_Replica(t *testing.T) {
 	_, replicaURL := startKit(t, newPretend(0), "", connector.Options{Store: st, Advanced: connector.Advanced{Relay: replica}})
 	_, ch := newAgent().dial(t, url)
 
-	st2, body := kitUpload(t, replicaURL, ch.ID())
+	st2, body := kitUpload(t, replicaURL, ch)
 	require.Equal(t, http.StatusOK, st2, body)
 	st2, body = kitUpload(t, replicaURL, "cch_never_issued")
 	require.Equal(t, http.StatusConflict, st2, body)

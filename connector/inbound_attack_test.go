@@ -85,20 +85,20 @@ func inboundFlood(t *testing.T, completed imv2.ClaimStore, channels int) {
 	_, chA := victim.dial(t, url)
 	client, chB := attacker.dial(t, url)
 	ctx := context.Background()
-	flood := []*imv2.Channel{chB}
+	flood := []string{chB}
 	for len(flood) < channels {
 		ch, err := client.OpenChannel(ctx, "")
 		require.NoError(t, err)
 		flood = append(flood, ch)
 	}
 
-	ev := connector.InboundEvent{Conversation: chA.ID(), EventID: "update-1", Text: "hello"}
+	ev := connector.InboundEvent{Conversation: chA, EventID: "update-1", Text: "hello"}
 	require.NoError(t, k.Receive(ctx, ev))
-	id := connector.EventMessageID(chA.ID(), ev.EventID)
+	id := connector.EventMessageID(chA, ev.EventID)
 	victim.users.wait(t, id, 1)
 
 	for i := range 100 {
-		_, err := flood[i%channels].Send(ctx, imv2.ChatMessage{Text: fmt.Sprintf("flood %d", i)})
+		_, err := client.Send(ctx, flood[i%channels], imv2.ChatMessage{Text: fmt.Sprintf("flood %d", i)})
 		require.NoError(t, err)
 	}
 	for range 100 {
@@ -106,12 +106,12 @@ func inboundFlood(t *testing.T, completed imv2.ClaimStore, channels int) {
 		require.Nil(t, o.err, "final %s rejected", o.id)
 	}
 
-	_, kept, err := st.Lookup(ctx, chA.ID(), id)
+	_, kept, err := st.Lookup(ctx, chA, id)
 	require.NoError(t, err)
 	require.True(t, kept, "A's record of E outlived B's flood")
 	require.NoError(t, k.Receive(ctx, ev), "the replay")
-	next := connector.InboundEvent{Conversation: chA.ID(), EventID: "update-2", Text: "after"}
+	next := connector.InboundEvent{Conversation: chA, EventID: "update-2", Text: "after"}
 	require.NoError(t, k.Receive(ctx, next))
-	victim.users.wait(t, connector.EventMessageID(chA.ID(), next.EventID), 1) // in order after any resend of E
+	victim.users.wait(t, connector.EventMessageID(chA, next.EventID), 1) // in order after any resend of E
 	require.Equal(t, 1, victim.count(id), "the replayed event reached xAgent once")
 }

@@ -45,13 +45,13 @@ func (a *agent) count(id string) int { return a.users.count(id) }
 // channel n times: both sides then hold it open.
 func (a *agent) reopened(t *testing.T, channelID string, n int) { a.opened.wait(t, channelID, n) }
 
-func (a *agent) dial(t *testing.T, url string) (*dataplane.Client, *imv2.Channel) {
+func (a *agent) dial(t *testing.T, url string) (*dataplane.Client, string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	c, err := dataplane.Dial(ctx, dataplane.ClientConfig{
 		URL: url, Target: a,
-		ReconnectMin: 20 * time.Millisecond, ReconnectMax: 200 * time.Millisecond,
+
 		OnConnected: func(_ string, ids []string) {
 			for _, id := range ids {
 				a.opened.add(id)
@@ -61,6 +61,7 @@ func (a *agent) dial(t *testing.T, url string) (*dataplane.Client, *imv2.Channel
 			OnDelivered: func(_ string, m imv2.ChatMessage, s imv2.AckStatus) { a.outcome <- outcome{id: m.MessageID, status: s} },
 			OnFailed:    func(_ string, m imv2.ChatMessage, err *imv2.Error) { a.outcome <- outcome{id: m.MessageID, err: err} },
 		},
+		Advanced: dataplane.ClientAdvanced{ReconnectMin: 20 * time.Millisecond, ReconnectMax: 200 * time.Millisecond},
 	})
 	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })
@@ -89,10 +90,10 @@ func TestKit_A8_M9_FiftyFinalsInOrderUnderRateLimit(t *testing.T) {
 	p := newPretend(5)
 	_, url := startKit(t, p, "", connector.Options{})
 	a := newAgent()
-	_, ch := a.dial(t, url)
+	xc, ch := a.dial(t, url)
 	var sent []string
 	for i := range 50 {
-		id, err := ch.Send(context.Background(), imv2.ChatMessage{Text: fmt.Sprintf("final %d", i)})
+		id, err := sendFinal(context.Background(), xc, ch, imv2.ChatMessage{Text: fmt.Sprintf("final %d", i)})
 		require.NoError(t, err)
 		sent = append(sent, id)
 	}
@@ -101,7 +102,7 @@ func TestKit_A8_M9_FiftyFinalsInOrderUnderRateLimit(t *testing.T) {
 		require.Nil(t, o.err, "final %s rejected", o.id)
 		require.Equal(t, imv2.AckAccepted, o.status)
 	}
-	require.Equal(t, sent, p.finals(ch.ID()), "finals shown in the order sent")
+	require.Equal(t, sent, p.finals(ch), "finals shown in the order sent")
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	require.Equal(t, 50+p.limited, p.calls, "each rate-limited call was made once more")
@@ -126,9 +127,9 @@ func TestKit_M7_M12_UnknownOrForeignFileRefRejectedWithoutPlatformCall(t *testin
 		require.NoError(t, err)
 		return info.FileRef
 	}
-	foreign, own := put(other.ID()), put(ch.ID())
+	foreign, own := put(other), put(ch)
 	for _, ref := range []string{"file_0123456789abcdef0123456789abcdef", foreign} {
-		_, err := ch.Send(context.Background(), imv2.ChatMessage{Text: "see file", Files: []imv2.File{{Type: imv2.FileFile, FileRef: ref, Filename: "a.txt"}}})
+		_, err := c.Send(context.Background(), ch, imv2.ChatMessage{Text: "see file", Files: []imv2.File{{Type: imv2.FileFile, FileRef: ref, Filename: "a.txt"}}})
 		require.NoError(t, err)
 		o := a.next(t)
 		require.NotNil(t, o.err, "a final naming %s was accepted", ref)
@@ -139,11 +140,11 @@ func TestKit_M7_M12_UnknownOrForeignFileRefRejectedWithoutPlatformCall(t *testin
 	require.Zero(t, p.calls, "the platform was called for a final whose file it cannot have")
 	p.mu.Unlock()
 
-	id, err := ch.Send(context.Background(), imv2.ChatMessage{Text: "see file", Files: []imv2.File{{Type: imv2.FileFile, FileRef: own, Filename: "a.txt"}}})
+	id, err := sendFinal(context.Background(), c, ch, imv2.ChatMessage{Text: "see file", Files: []imv2.File{{Type: imv2.FileFile, FileRef: own, Filename: "a.txt"}}})
 	require.NoError(t, err)
 	o := a.next(t)
 	require.Nil(t, o.err)
-	require.Equal(t, []string{id}, p.finals(ch.ID()))
+	require.Equal(t, []string{id}, p.finals(ch))
 }
 
 // TestKit_M9_S8_ReplayedEventIsNoSecondMessageAcrossRestart: an inbound
@@ -167,14 +168,14 @@ func TestKit_M9_S8_ReplayedEventIsNoSecondMessageAcrossRestart(t *testing.T) {
 	a.users.wait(t, id, 1)
 	require.NoError(t, r.K.Receive(context.Background(), ev), "a replay")
 	acked.wait(t, id, 1)
-	require.True(t, pendingEmpty(t, r.Bolt, ch.ID()))
+	require.True(t, pendingEmpty(t, r.Bolt, ch))
 	r.stop()
 
 	r.restart()
 	defer r.stop()
-	a.reopened(t, ch.ID(), 1)
+	a.reopened(t, ch, 1)
 	require.NoError(t, r.K.Receive(context.Background(), ev), "a replay after the restart")
-	require.True(t, pendingEmpty(t, r.Bolt, ch.ID()), "the replay was not sent again")
+	require.True(t, pendingEmpty(t, r.Bolt, ch), "the replay was not sent again")
 	other := connector.InboundEvent{Conversation: "room-1", EventID: "update-4712", Text: "a new one"}
 	require.NoError(t, r.K.Receive(context.Background(), other))
 	a.users.wait(t, connector.EventMessageID(other.Conversation, other.EventID), 1)
@@ -185,4 +186,29 @@ func pendingEmpty(t *testing.T, st *boltstore.Store, channelID string) bool {
 	es, err := st.List(context.Background(), channelID)
 	require.NoError(t, err)
 	return len(es) == 0
+}
+
+// sendFinal sends m as a final on channel ch through the Client and
+// returns its message_id.
+func sendFinal(ctx context.Context, c *dataplane.Client, ch string, m imv2.ChatMessage) (string, error) {
+	d, err := c.Send(ctx, ch, m)
+	if err != nil {
+		return "", err
+	}
+	return d.MessageID(), nil
+}
+
+// newReply starts a reply on channel ch through the Client.
+func newReply(t *testing.T, c *dataplane.Client, ch string) *dataplane.Reply {
+	t.Helper()
+	r, err := c.NewReply(ch, "")
+	require.NoError(t, err)
+	return r
+}
+
+// final sends r's final and returns only the error: the outcome comes
+// through the agent's callbacks.
+func final(ctx context.Context, r *dataplane.Reply, m imv2.ChatMessage) error {
+	_, err := r.Final(ctx, m)
+	return err
 }

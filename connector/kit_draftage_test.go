@@ -83,13 +83,13 @@ func TestKit_M11_AgedDraftIsFinishedInPlace(t *testing.T) {
 				},
 			})
 			a := newAgent()
-			_, ch := a.dial(t, url)
+			xc, ch := a.dial(t, url)
 			ctx := context.Background()
-			r := ch.NewReply("")
+			r := newReply(t, xc, ch)
 			require.NoError(t, r.Delta(ctx, "Hel"))
 			require.Equal(t, "draft Hel", next())
 			clk.Advance(2 * time.Minute) // the draft ages out; its message stays shown
-			require.NoError(t, r.Final(ctx, imv2.ChatMessage{Text: "Hello!"}))
+			require.NoError(t, final(ctx, r, imv2.ChatMessage{Text: "Hello!"}))
 			o := a.next(t)
 			require.Nil(t, o.err)
 			require.Equal(t, imv2.AckAccepted, o.status)

@@ -100,11 +100,11 @@ func TestKit_M14_D8_RetriedFirstDraftKeepsItsPlace(t *testing.T) {
 			_, url := startKit(t, p, "", connector.Options{Mode: mode,
 				Pace: connector.Pace{MaxAttempts: tc.attempts}})
 			a := newAgent()
-			_, ch := a.dialResending(t, url, time.Millisecond)
+			xc, ch := a.dialResending(t, url, time.Millisecond)
 			ctx := context.Background()
 			var sent []string
 			for range runs {
-				ra, rb := ch.NewReply(""), ch.NewReply("")
+				ra, rb := newReply(t, xc, ch), newReply(t, xc, ch)
 				if tc.refuse {
 					base.expect(ra.MessageID())
 				}
@@ -113,8 +113,8 @@ func TestKit_M14_D8_RetriedFirstDraftKeepsItsPlace(t *testing.T) {
 					<-base.refused // A's first draft waits out its Retry-After
 				}
 				require.NoError(t, rb.Delta(ctx, "B says"))
-				require.NoError(t, ra.Final(ctx, imv2.ChatMessage{Text: "A says hi"}))
-				require.NoError(t, rb.Final(ctx, imv2.ChatMessage{Text: "B says hi"}))
+				require.NoError(t, final(ctx, ra, imv2.ChatMessage{Text: "A says hi"}))
+				require.NoError(t, final(ctx, rb, imv2.ChatMessage{Text: "B says hi"}))
 				sent = append(sent, ra.MessageID(), rb.MessageID())
 				for range 2 {
 					o := a.next(t)

@@ -67,23 +67,23 @@ func TestKit_M6_S1_S6_ReplayedFileEventIsNoConflictAcrossRestart(t *testing.T) {
 	require.NoError(t, r.K.Receive(context.Background(), ev), "a replay while pending")
 	acked.wait(t, id, 1)
 	require.Equal(t, 1, a.count(id))
-	require.True(t, pendingEmpty(t, r.Bolt, ch.ID()))
+	require.True(t, pendingEmpty(t, r.Bolt, ch))
 	require.NoError(t, r.K.Receive(context.Background(), ev), "a replay after the ack")
 	next := fileEvent("update-2")
 	require.NoError(t, r.K.Receive(context.Background(), next))
 	acked.wait(t, connector.EventMessageID("room-1", "update-2"), 1)
-	require.True(t, pendingEmpty(t, r.Bolt, ch.ID()))
+	require.True(t, pendingEmpty(t, r.Bolt, ch))
 	require.Equal(t, 2, stored(), "one stored file per event, none per replay")
 	r.stop()
 
 	r.restart()
 	defer r.stop()
-	a.reopened(t, ch.ID(), 1)
+	a.reopened(t, ch, 1)
 	require.NoError(t, r.K.Receive(context.Background(), ev), "a replay after the restart")
 	last := fileEvent("update-3")
 	require.NoError(t, r.K.Receive(context.Background(), last))
 	acked.wait(t, connector.EventMessageID("room-1", "update-3"), 1)
-	require.True(t, pendingEmpty(t, r.Bolt, ch.ID()))
+	require.True(t, pendingEmpty(t, r.Bolt, ch))
 	require.Equal(t, 3, stored(), "one stored file per event, none per replay")
 	require.Empty(t, failed.got(), "a replay was answered as a failure")
 	require.Equal(t, 1, a.count(id), "xAgent got the replayed event once")
@@ -101,7 +101,7 @@ func TestKit_M6_FailedOfferDoesNotStopOtherChannels(t *testing.T) {
 	c, ch := a.dial(t, url)
 	other, err := c.OpenChannel(context.Background(), "")
 	require.NoError(t, err)
-	require.True(t, k.Server().IsOpen(ch.ID()) && k.Server().IsOpen(other.ID()), "open once OpenChannel returned")
+	require.True(t, k.Server().IsOpen(ch) && k.Server().IsOpen(other), "open once OpenChannel returned")
 	var opens atomic.Int32
 	ev := fileEvent("update-1")
 	ev.Files[0].Open = func() (io.ReadCloser, error) {
@@ -181,9 +181,9 @@ func TestKit_M9_ReceiveOnAReplicaGoesThroughTheRelay(t *testing.T) {
 	require.Same(t, k2.Server(), replica.server())
 	a := newAgent()
 	_, ch := a.dial(t, url)
-	require.True(t, k1.Server().IsOpen(ch.ID()), "open once OpenChannel returned")
+	require.True(t, k1.Server().IsOpen(ch), "open once OpenChannel returned")
 	holder.mu.Lock()
-	require.Equal(t, []string{ch.ID()}, holder.opened, "Relay.ChannelOpened told")
+	require.Equal(t, []string{ch}, holder.opened, "Relay.ChannelOpened told")
 	holder.mu.Unlock()
 
 	ev := connector.InboundEvent{Conversation: "room-1", EventID: "update-1", Text: "hello from the other replica"}
@@ -191,7 +191,7 @@ func TestKit_M9_ReceiveOnAReplicaGoesThroughTheRelay(t *testing.T) {
 	require.NoError(t, k2.Receive(context.Background(), ev))
 	acked.wait(t, id, 1)
 	require.Equal(t, 1, a.count(id))
-	require.True(t, pendingEmpty(t, st, ch.ID()))
+	require.True(t, pendingEmpty(t, st, ch))
 	require.NoError(t, k2.Receive(context.Background(), ev), "a replay on the replica")
 	require.NoError(t, k1.Receive(context.Background(), ev), "a replay on the holder")
 	next := connector.InboundEvent{Conversation: "room-1", EventID: "update-2", Text: "next"}
@@ -212,7 +212,7 @@ func TestKit_M6_S6_ConcurrentReplaysStoreOneCopy(t *testing.T) {
 	k, url := startKit(t, newPretend(0), "", connector.Options{Files: files, DefaultConversation: func(string) string { return "room-1" }})
 	a := newAgent()
 	_, ch := a.dial(t, url)
-	require.True(t, k.Server().IsOpen(ch.ID()), "open once OpenChannel returned")
+	require.True(t, k.Server().IsOpen(ch), "open once OpenChannel returned")
 	ev := fileEvent("update-1")
 	var opens atomic.Int32
 	ev.Files[0].Open = func() (io.ReadCloser, error) {

@@ -50,11 +50,11 @@ func TestKit_M9_ListenerRunsWhileTheChannelIsBound(t *testing.T) {
 	ch, err := cli.OpenChannel(ctx, "")
 	require.NoError(t, err)
 	b := testwait.Recv(t, p.started, 10*time.Second)
-	require.Equal(t, ch.ID(), b.Key, "Listen gets the channel's binding")
+	require.Equal(t, ch, b.Key, "Listen gets the channel's binding")
 	m := testwait.Recv(t, got, 10*time.Second)
-	require.Equal(t, connector.EventMessageID(ch.ID(), "ev-1"), m.MessageID)
-	require.Equal(t, "hi from "+ch.ID(), m.Text)
-	require.NoError(t, k.Unbind(context.Background(), ch.ID()))
+	require.Equal(t, connector.EventMessageID(ch, "ev-1"), m.MessageID)
+	require.Equal(t, "hi from "+ch, m.Text)
+	require.NoError(t, k.Unbind(context.Background(), ch))
 	testwait.Recv(t, p.ended, 10*time.Second)
 }
 
@@ -151,7 +151,7 @@ func TestKit_M9_SharedFeedReachesEveryBoundChannel(t *testing.T) {
 		m := testwait.Recv(t, (<-chan [2]string)(got), 10*time.Second)
 		seen[m[0]]++
 	}
-	require.Equal(t, map[string]int{a.ID(): events, b.ID(): events}, seen)
+	require.Equal(t, map[string]int{a: events, b: events}, seen)
 }
 
 // sharedFeed is a Listener whose readers all take events from one Go

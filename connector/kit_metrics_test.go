@@ -123,7 +123,7 @@ func TestKit_Metrics_ServedByDefaultBehindTheKey(t *testing.T) {
 	require.Equal(t, "hello", testwait.Recv(t, users, 10*time.Second).Text)
 	testwait.Recv(t, acked, 10*time.Second) // the user message's ack reached the kit
 	st.armed.Store(true)
-	require.NoError(t, ch.NewReply("").Final(ctx, imv2.ChatMessage{Text: "a final"})) // its Record fails, logged
+	require.NoError(t, final(ctx, newReply(t, cli, ch), imv2.ChatMessage{Text: "a final"})) // its Record fails, logged
 	require.Equal(t, imv2.AckAccepted, testwait.Recv(t, delivered, 10*time.Second))
 	testwait.Recv(t, p.again, 10*time.Second) // the reader failed once and was restarted
 
@@ -194,7 +194,7 @@ func TestKit_Metrics_PendingCountsTheSendWindowsQueue(t *testing.T) {
 	ch, err := cli.OpenChannel(ctx, "")
 	require.NoError(t, err)
 	for i, text := range []string{"one", "two", "three"} {
-		require.NoError(t, k.Receive(ctx, connector.InboundEvent{Conversation: ch.ID(), EventID: "ev-" + text, Text: text}), i)
+		require.NoError(t, k.Receive(ctx, connector.InboundEvent{Conversation: ch, EventID: "ev-" + text, Text: text}), i)
 	}
 	require.Equal(t, "one", testwait.Recv(t, entered, 10*time.Second))
 	s, _ := scrapeMetrics(t, url, scrapeKey)

@@ -51,10 +51,10 @@ func TestKit_A8_M9_OrderHoldsBeyondTheRetryBudget(t *testing.T) {
 	p := &outage{fail: 2}
 	_, url := startKit(t, p, "", connector.Options{Pace: connector.Pace{MaxAttempts: 2}})
 	a := newAgent()
-	_, ch := a.dial(t, url)
+	xc, ch := a.dial(t, url)
 	var sent []string
 	for _, text := range []string{"A", "B", "C"} {
-		id, err := ch.Send(context.Background(), imv2.ChatMessage{Text: text})
+		id, err := sendFinal(context.Background(), xc, ch, imv2.ChatMessage{Text: text})
 		require.NoError(t, err)
 		sent = append(sent, id)
 	}

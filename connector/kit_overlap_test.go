@@ -91,19 +91,19 @@ func TestKit_M14_OverlappingRepliesShowInTheOrderTheyStarted(t *testing.T) {
 				}
 				_, url := startKit(t, p, "", opts)
 				a := newAgent()
-				_, ch := a.dial(t, url)
+				xc, ch := a.dial(t, url)
 				ctx := context.Background()
 				const rounds = 20
 				bad := 0
 				var want []string
 				for range rounds {
-					ra, rb := ch.NewReply(""), ch.NewReply("")
+					ra, rb := newReply(t, xc, ch), newReply(t, xc, ch)
 					require.NoError(t, ra.Delta(ctx, "A1"))
 					require.NoError(t, rb.Delta(ctx, "B1"))
 					require.NoError(t, ra.Delta(ctx, "A2"))
 					require.NoError(t, rb.Delta(ctx, "B2"))
-					require.NoError(t, rb.Final(ctx, imv2.ChatMessage{Text: "B1B2."}))
-					require.NoError(t, ra.Final(ctx, imv2.ChatMessage{Text: "A1A2."}))
+					require.NoError(t, final(ctx, rb, imv2.ChatMessage{Text: "B1B2."}))
+					require.NoError(t, final(ctx, ra, imv2.ChatMessage{Text: "A1A2."}))
 					for range 2 {
 						o := a.next(t)
 						require.Nil(t, o.err, "message %s failed", o.id)

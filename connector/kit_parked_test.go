@@ -30,7 +30,7 @@ func TestKit_S10_ReceiveBeforeReopenIsKeptUntilIt(t *testing.T) {
 	})
 	a := newAgent()
 	cl, ch := a.dial(t, rk.URL())
-	chID := ch.ID()
+	chID := ch
 	require.NoError(t, cl.Close()) // xAgent is away across the restart
 	rk.stop()
 	rk.restart()
@@ -70,7 +70,7 @@ func TestKit_S10_ParkedMessageFailsAfterTheGrace(t *testing.T) {
 	})
 	a := newAgent()
 	cl, ch := a.dial(t, rk.URL())
-	chID := ch.ID()
+	chID := ch
 	require.NoError(t, cl.Close())
 	rk.stop()
 	rk.restart()
@@ -118,7 +118,7 @@ func TestKit_S10_CloseStopsTheParkedGrace(t *testing.T) {
 	require.Equal(t, before+1, clk.Pending(), "the parked message's grace runs")
 	require.NoError(t, rk.K.Close())
 	require.Zero(t, clk.Pending(), "Close stops every timer, the grace too")
-	pending, err := rk.Bolt.List(ctx, ch.ID())
+	pending, err := rk.Bolt.List(ctx, ch)
 	require.NoError(t, err)
 	require.Len(t, pending, 1, "the parked message stays for the next start")
 	rk.stop()

@@ -114,16 +114,16 @@ func TestKit_M14_D8_FirstDraftWaitsForEarlierFinals(t *testing.T) {
 			_, url := startKit(t, p, "", connector.Options{Mode: mode,
 				Pace: connector.Pace{Backoff: time.Millisecond, MaxAttempts: tc.attempts}})
 			a := newAgent()
-			_, ch := a.dialResending(t, url, time.Millisecond)
+			xc, ch := a.dialResending(t, url, time.Millisecond)
 			ctx := context.Background()
 			var sent []string
 			for i := range runs {
-				notice, err := ch.Send(ctx, imv2.ChatMessage{Text: "notice " + string(rune('a'+i%26))})
+				notice, err := sendFinal(ctx, xc, ch, imv2.ChatMessage{Text: "notice " + string(rune('a'+i%26))})
 				require.NoError(t, err)
-				r := ch.NewReply("")
+				r := newReply(t, xc, ch)
 				require.NoError(t, r.Delta(ctx, "The answer"))
 				require.NoError(t, r.Delta(ctx, " is 42"))
-				require.NoError(t, r.Final(ctx, imv2.ChatMessage{Text: "The answer is 42."}))
+				require.NoError(t, final(ctx, r, imv2.ChatMessage{Text: "The answer is 42."}))
 				sent = append(sent, notice, r.MessageID())
 				for range 2 {
 					o := a.next(t)
@@ -145,7 +145,7 @@ func TestKit_M14_D8_FirstDraftWaitsForEarlierFinals(t *testing.T) {
 
 // dialResending is dial with xAgent resending a rejected message after
 // retry (doubling to 4×retry).
-func (a *agent) dialResending(t *testing.T, url string, retry time.Duration) (*dataplane.Client, *imv2.Channel) {
+func (a *agent) dialResending(t *testing.T, url string, retry time.Duration) (*dataplane.Client, string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

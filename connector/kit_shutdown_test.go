@@ -72,7 +72,7 @@ func TestKit_W10_S8_ShutdownDrainsAFinalInFlight(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	id, err := ch.Send(ctx, imv2.ChatMessage{Text: "the slow one"})
+	id, err := sendFinal(ctx, client, ch, imv2.ChatMessage{Text: "the slow one"})
 	require.NoError(t, err)
 	require.Equal(t, id, testwait.Recv(t, p.entered, 10*time.Second))
 
@@ -103,7 +103,7 @@ func TestKit_W10_S8_ShutdownDrainsAFinalInFlight(t *testing.T) {
 	require.NoError(t, r.err)
 	require.Equal(t, connector.Drained{Finished: 1, Refused: 1}, r.d)
 	require.Equal(t, 1, p.count(id), "the post was let finish, shown once")
-	_, completed, err := st.Lookup(ctx, ch.ID(), id)
+	_, completed, err := st.Lookup(ctx, ch, id)
 	require.NoError(t, err)
 	require.True(t, completed, "S8: recorded completed, so a resend is a duplicate")
 	// The socket is closed: the ack arrived before the close frame or
@@ -145,7 +145,7 @@ func TestKit_S8_ShutdownEndsWhenAPostIgnoresItsContext(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	id, err := ch.Send(ctx, imv2.ChatMessage{Text: "never answered"})
+	id, err := sendFinal(ctx, client, ch, imv2.ChatMessage{Text: "never answered"})
 	require.NoError(t, err)
 	require.Equal(t, id, testwait.Recv(t, p.entered, 10*time.Second))
 
@@ -158,7 +158,7 @@ func TestKit_S8_ShutdownEndsWhenAPostIgnoresItsContext(t *testing.T) {
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.Equal(t, connector.Drained{Cut: 1}, d)
 	require.Less(t, took, grace+connector.CutWait+time.Second, "Shutdown returned within its grace plus CutWait")
-	_, completed, err := st.Lookup(ctx, ch.ID(), id)
+	_, completed, err := st.Lookup(ctx, ch, id)
 	require.NoError(t, err)
 	require.False(t, completed, "the cut-off final is not recorded shown")
 

@@ -47,7 +47,7 @@ func TestKit_W12_FormFlowWithoutStatusOrCancelOnTheWire(t *testing.T) {
 	ch, err := cli.OpenChannel(ctx, "")
 	require.NoError(t, err)
 	request := func(typ string, payload any) (*imv2.Packet, error) {
-		p, err := imv2.NewPacket(typ, ch.ID(), payload)
+		p, err := imv2.NewPacket(typ, ch, payload)
 		require.NoError(t, err)
 		return cli.Request(ctx, p)
 	}

@@ -23,21 +23,21 @@ func TestKit_M11_MaxTextBytesCutsDraftsAndRefusesTheFinal(t *testing.T) {
 	_, url := startKit(t, calls, "", connector.Options{Mode: connector.ModeEdit,
 		Advanced: connector.Advanced{Display: connector.Display{Interval: time.Nanosecond, MaxTextBytes: 5}}})
 	a := newAgent()
-	_, ch := a.dial(t, url)
+	xc, ch := a.dial(t, url)
 	ctx := context.Background()
 
-	r := ch.NewReply("")
+	r := newReply(t, xc, ch)
 	require.NoError(t, r.Delta(ctx, "ab"))
 	require.Equal(t, "draft ab", next())
 	require.NoError(t, r.Delta(ctx, "cdéf"))
 	require.Equal(t, "edit ev-"+r.MessageID()+" abcd", next())
-	require.NoError(t, r.Final(ctx, imv2.ChatMessage{Text: "abcdéf"}))
+	require.NoError(t, final(ctx, r, imv2.ChatMessage{Text: "abcdéf"}))
 	o := a.next(t)
 	require.NotNil(t, o.err, "a final over the limit is rejected")
 	require.False(t, o.err.Retryable, "a final over the limit is refused for good")
 
-	fits := ch.NewReply("")
-	require.NoError(t, fits.Final(ctx, imv2.ChatMessage{Text: "héll"}))
+	fits := newReply(t, xc, ch)
+	require.NoError(t, final(ctx, fits, imv2.ChatMessage{Text: "héll"}))
 	require.Equal(t, imv2.AckAccepted, a.next(t).status)
 	require.Equal(t, "post héll", next(), "the oversize final never reached the platform")
 }

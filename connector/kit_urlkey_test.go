@@ -66,7 +66,7 @@ func TestKit_T3_M6_PendingDownloadURLSurvivesRestart(t *testing.T) {
 	defer cancel()
 	c, err := dataplane.Dial(ctx, dataplane.ClientConfig{
 		URL: r.URL(), APIKey: apiKey, Target: a,
-		ReconnectMin: 20 * time.Millisecond, ReconnectMax: 200 * time.Millisecond,
+		Advanced: dataplane.ClientAdvanced{ReconnectMin: 20 * time.Millisecond, ReconnectMax: 200 * time.Millisecond},
 	})
 	require.NoError(t, err)
 	defer c.Close()
@@ -83,7 +83,7 @@ func TestKit_T3_M6_PendingDownloadURLSurvivesRestart(t *testing.T) {
 
 	st, err := boltstore.Open(r.path, boltstore.Options{})
 	require.NoError(t, err)
-	pending, err := st.List(ctx, ch.ID())
+	pending, err := st.List(ctx, ch)
 	require.NoError(t, err)
 	require.NoError(t, st.Close())
 	require.Len(t, pending, 1, "the refused message is pending across the restart")

@@ -53,9 +53,9 @@ func TestAttack_ListenStopsWithItsChannel(t *testing.T) {
 	for range channels {
 		ch, err := cli.OpenChannel(ctx, "")
 		require.NoError(t, err)
-		ids = append(ids, ch.ID())
+		ids = append(ids, ch)
 		testwait.Recv(t, p.started, 10*time.Second)
-		require.NoError(t, cli.CloseChannel(ctx, ch.ID()))
+		require.NoError(t, cli.CloseChannel(ctx, ch))
 	}
 	for range channels {
 		testwait.Recv(t, p.ended, 10*time.Second)

@@ -53,7 +53,7 @@ func TestKit_W5_DroppedConnectionKeepsTheReaderForTheReconnect(t *testing.T) {
 	require.NoError(t, err)
 	ch, err := cl.OpenChannel(ctx, "")
 	require.NoError(t, err)
-	chID, cid := ch.ID(), testwait.Recv(t, connectorID, 10*time.Second)
+	chID, cid := ch, testwait.Recv(t, connectorID, 10*time.Second)
 	require.Equal(t, chID, testwait.Recv(t, p.started, 10*time.Second))
 
 	require.NoError(t, cl.Close()) // the connection drops; no channel.close

@@ -260,7 +260,7 @@ func TestKit_Probes_FullDiskIsNotReady(t *testing.T) {
 	require.Equal(t, http.StatusOK, code)
 
 	st.full.Store(true)
-	_, err = ch.Send(ctx, imv2.ChatMessage{Text: "no room for its claim"})
+	_, err = client.Send(ctx, ch, imv2.ChatMessage{Text: "no room for its claim"})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { // counted after the kit kept the failure
 		series, _ := scrapeMetrics(t, url, "")

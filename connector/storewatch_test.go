@@ -63,17 +63,17 @@ func TestKit_W11_ReplicaLetsGoWhenItLosesItsStore(t *testing.T) {
 	k, url := startKit(t, newPretend(0), "", connector.Options{Store: st, Advanced: connector.Advanced{Clock: clk, Relay: nopRelay{}}})
 	a := newAgent()
 	_, ch := a.dial(t, url)
-	require.True(t, k.Server().IsOpen(ch.ID()))
+	require.True(t, k.Server().IsOpen(ch))
 
 	st.down.Store(true)
 	second := func() { clk.Advance(time.Second) } // the watch reads once a second
 	second()                                      // the first failing read
 	for range int(connector.StoreLossGrace/time.Second) - 1 {
 		second()
-		require.True(t, k.Server().IsOpen(ch.ID()), "let go before StoreLossGrace")
+		require.True(t, k.Server().IsOpen(ch), "let go before StoreLossGrace")
 	}
 	second()
-	require.Eventually(t, func() bool { return !k.Server().IsOpen(ch.ID()) }, 10*time.Second, 5*time.Millisecond, "xAgent's connection let go")
+	require.Eventually(t, func() bool { return !k.Server().IsOpen(ch) }, 10*time.Second, 5*time.Millisecond, "xAgent's connection let go")
 	require.Equal(t, http.StatusServiceUnavailable, wsStatus(t, url), "new connections refused")
 	code, body := get(t, url+"/readyz")
 	require.Equal(t, http.StatusServiceUnavailable, code)
@@ -81,7 +81,7 @@ func TestKit_W11_ReplicaLetsGoWhenItLosesItsStore(t *testing.T) {
 
 	st.down.Store(false)
 	second()
-	require.Eventually(t, func() bool { return k.Server().IsOpen(ch.ID()) }, 10*time.Second, 5*time.Millisecond, "xAgent back once the store answers")
+	require.Eventually(t, func() bool { return k.Server().IsOpen(ch) }, 10*time.Second, 5*time.Millisecond, "xAgent back once the store answers")
 	clk.Advance(connector.ReadyInterval)
 	code, _ = get(t, url+"/readyz")
 	require.Equal(t, http.StatusOK, code)

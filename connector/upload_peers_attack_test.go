@@ -74,7 +74,7 @@ func TestAttack_OnePeersSlowUploadsLeaveAnothersRoom(t *testing.T) {
 		require.NoError(t, err)
 		// Chunked, so the server reserves the largest file; 4 KB every
 		// 33 ms: 120 KB/s.
-		rawUpload{channel: ch.ID(), piece: 4 << 10, every: 33 * time.Millisecond}.start(upCtx, t, addr, answers)
+		rawUpload{channel: ch, piece: 4 << 10, every: 33 * time.Millisecond}.start(upCtx, t, addr, answers)
 	}
 	require.Eventually(t, func() bool { return store.granted.Load()+store.refused.Load() == 8 }, 10*time.Second, 5*time.Millisecond)
 	held := store.granted.Load()
@@ -85,7 +85,7 @@ func TestAttack_OnePeersSlowUploadsLeaveAnothersRoom(t *testing.T) {
 	require.NoError(t, err)
 	stored := 0
 	for range 14 {
-		st, body := kitUploadBytes(t, url, vch.ID(), bytes.Repeat([]byte{'v'}, 1<<10))
+		st, body := kitUploadBytes(t, url, vch, bytes.Repeat([]byte{'v'}, 1<<10))
 		if st == http.StatusOK {
 			stored++
 		} else {
@@ -135,7 +135,7 @@ func TestAttack_OnePeersSlowUploadsLeaveAnotherASlot(t *testing.T) {
 	for range held + 1 {
 		ch, err := attacker.OpenChannel(ctx, "")
 		require.NoError(t, err)
-		chans = append(chans, ch.ID())
+		chans = append(chans, ch)
 	}
 	for _, ch := range chans[:held] {
 		trickle(ch).start(upCtx, t, addr, answers)
@@ -154,6 +154,6 @@ func TestAttack_OnePeersSlowUploadsLeaveAnotherASlot(t *testing.T) {
 
 	vch, err := victim.OpenChannel(ctx, "")
 	require.NoError(t, err)
-	st, body := kitUploadBytes(t, url, vch.ID(), bytes.Repeat([]byte{'v'}, 1<<10))
+	st, body := kitUploadBytes(t, url, vch, bytes.Repeat([]byte{'v'}, 1<<10))
 	require.Equal(t, http.StatusOK, st, "the victim's upload, while the attacker holds %d slots: %s", held, body)
 }

@@ -63,18 +63,18 @@ func TestClient_C6_PreviousFinalDoesNotClearTheNextAnswersThinking(t *testing.T)
 	var lost atomic.Bool
 	c, _, _ := dialClient(t, url, func(cfg *ClientConfig) {
 		cfg.Options = &imv2.Options{Clock: clock.System{}, AckTimeout: 300 * time.Millisecond, RetryMin: 10 * time.Millisecond, RetryMax: 20 * time.Millisecond}
-		cfg.WrapConn = func(conn Conn) Conn { return &loseFinal{Conn: conn, msg: "A", lost: &lost} }
+		cfg.Advanced.WrapConn = func(conn Conn) Conn { return &loseFinal{Conn: conn, msg: "A", lost: &lost} }
 	})
 	ch, err := c.OpenChannel(ctxWait(t), "")
 	require.NoError(t, err)
 
-	a, err := c.NewReply(ch.ID(), "A")
+	a, err := c.NewReply(ch, "A")
 	require.NoError(t, err)
 	dA, err := a.Final(ctxWait(t), imv2.ChatMessage{Text: "first answer"})
 	require.NoError(t, err)
 	require.True(t, lost.Load(), "A's first write was lost")
 
-	b, err := c.NewReply(ch.ID(), "B")
+	b, err := c.NewReply(ch, "B")
 	require.NoError(t, err)
 	require.NoError(t, b.Activity(ctxWait(t), imv2.ChatActivity{Status: imv2.ActivityThinking}))
 	require.Equal(t, imv2.ActivityThinking, recv(t, target.seen))

@@ -36,7 +36,7 @@ func TestClient_H5_LegacyDescriptorIsNormalized(t *testing.T) {
 	srv, url := startServer(t, nil)
 	descs := make(chan *protocol.Descriptor, 4)
 	c, _, _ := dialClient(t, url, func(cfg *ClientConfig) {
-		cfg.WrapConn = func(conn Conn) Conn { return legacyDescriptors{conn} }
+		cfg.Advanced.WrapConn = func(conn Conn) Conn { return legacyDescriptors{conn} }
 		cfg.OnDescriptor = func(_ string, d *protocol.Descriptor) { descs <- d }
 	})
 	ch, err := c.OpenChannel(ctxWait(t), "")
@@ -44,12 +44,12 @@ func TestClient_H5_LegacyDescriptorIsNormalized(t *testing.T) {
 	d := recv(t, descs)
 	require.Equal(t, protocol.DescriptorSchema, d.Schema)
 	require.Equal(t, []string{imv2.ProfileIMv2}, d.Connection.Profiles)
-	require.Equal(t, []string{imv2.ProfileIMv2}, c.Negotiated(ch.ID()).Profiles())
+	require.Equal(t, []string{imv2.ProfileIMv2}, c.Negotiated(ch).Profiles())
 
-	require.NoError(t, srv.Push(ctxWait(t), ch.ID()))
+	require.NoError(t, srv.Push(ctxWait(t), ch))
 	d = recv(t, descs)
 	require.Equal(t, []string{imv2.ProfileIMv2}, d.Connection.Profiles)
-	require.Equal(t, []string{imv2.ProfileIMv2}, c.Negotiated(ch.ID()).Profiles(), "the push did not renegotiate to nothing")
+	require.Equal(t, []string{imv2.ProfileIMv2}, c.Negotiated(ch).Profiles(), "the push did not renegotiate to nothing")
 }
 
 // TestClient_H1_CardGuidanceIsNotARefusal: Dial admits a Card whose
@@ -98,20 +98,20 @@ func TestClient_W7_PushEnablingNoProfileIsIgnored(t *testing.T) {
 	srv, url := startServer(t, nil)
 	descs := make(chan *protocol.Descriptor, 4)
 	c, _, _ := dialClient(t, url, func(cfg *ClientConfig) {
-		cfg.WrapConn = func(conn Conn) Conn { return emptyPushProfiles{conn} }
+		cfg.Advanced.WrapConn = func(conn Conn) Conn { return emptyPushProfiles{conn} }
 		cfg.OnDescriptor = func(_ string, d *protocol.Descriptor) { descs <- d }
 	})
 	ch, err := c.OpenChannel(ctxWait(t), "")
 	require.NoError(t, err)
 	recv(t, descs)
-	require.NoError(t, srv.Push(ctxWait(t), ch.ID()))
+	require.NoError(t, srv.Push(ctxWait(t), ch))
 	require.NoError(t, c.Ping(ctxWait(t))) // the push was read before the pong
 	select {
 	case d := <-descs:
 		t.Fatalf("an invalid push was applied: %+v", d.Connection)
 	default:
 	}
-	require.Equal(t, []string{imv2.ProfileIMv2}, c.Negotiated(ch.ID()).Profiles())
-	_, err = c.Send(ctxWait(t), ch.ID(), imv2.ChatMessage{Text: "still allowed"})
+	require.Equal(t, []string{imv2.ProfileIMv2}, c.Negotiated(ch).Profiles())
+	_, err = c.Send(ctxWait(t), ch, imv2.ChatMessage{Text: "still allowed"})
 	require.NoError(t, err)
 }

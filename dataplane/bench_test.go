@@ -50,11 +50,11 @@ func newBenchPair(b *testing.B, maxChannels int, opts *imv2.Options) *benchPair 
 	}
 	hs := httptest.NewServer(withCard(testCard(), srv))
 	cli, err := Dial(context.Background(), ClientConfig{
-		URL:         hs.URL,
-		Target:      noop,
-		Options:     opts,
-		Store:       state.NewMemoryChannelStore(maxChannels),
-		MaxChannels: maxChannels,
+		URL:      hs.URL,
+		Target:   noop,
+		Options:  opts,
+		Store:    state.NewMemoryChannelStore(maxChannels),
+		Advanced: ClientAdvanced{MaxChannels: maxChannels},
 	})
 	if err != nil {
 		hs.Close()
@@ -124,7 +124,7 @@ func benchRoundTripSDK(b *testing.B, inflight int) {
 	report := benchcpu.MeasureSyscalls(b)
 	for range b.N {
 		slots <- struct{}{}
-		if _, err := ch.Send(ctx, benchFinal); err != nil {
+		if _, err := p.cli.engine(ch).Send(ctx, benchFinal); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -367,7 +367,7 @@ func benchLatencySDK(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		chans[i] = ch
+		chans[i] = p.cli.engine(ch)
 	}
 	ids := make([]string, b.N)
 	for i := range ids {
@@ -449,7 +449,7 @@ func benchChannels(b *testing.B, channels, inflight int) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		chans[i] = ch
+		chans[i] = p.cli.engine(ch)
 	}
 	b.ReportAllocs()
 	b.ResetTimer()

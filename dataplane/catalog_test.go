@@ -35,19 +35,19 @@ func TestClient_P7_RequestRefusesWhatTheCatalogDoesNotCarry(t *testing.T) {
 	var mu sync.Mutex
 	var written []string
 	c, _, _ := dialClient(t, url, func(cfg *ClientConfig) {
-		cfg.WrapConn = func(conn Conn) Conn { return &recordWrites{Conn: conn, mu: &mu, types: &written} }
+		cfg.Advanced.WrapConn = func(conn Conn) Conn { return &recordWrites{Conn: conn, mu: &mu, types: &written} }
 	})
 	ch, err := c.OpenChannel(ctxWait(t), "")
 	require.NoError(t, err)
-	require.Equal(t, []string{imv2.ProfileIMv2}, c.Negotiated(ch.ID()).Profiles(), "the negotiated catalog is a value on the channel")
-	require.True(t, c.Negotiated(ch.ID()).Allows(imv2.TypeChatMessageDelta, imv2.ToConnector))
-	require.False(t, c.Negotiated(ch.ID()).Allows("session.sync_message", imv2.ToConnector))
+	require.Equal(t, []string{imv2.ProfileIMv2}, c.Negotiated(ch).Profiles(), "the negotiated catalog is a value on the channel")
+	require.True(t, c.Negotiated(ch).Allows(imv2.TypeChatMessageDelta, imv2.ToConnector))
+	require.False(t, c.Negotiated(ch).Allows("session.sync_message", imv2.ToConnector))
 	require.Nil(t, c.Negotiated("cch_unknown"))
 
 	for _, bad := range []*imv2.Packet{
-		mustPacket(t, "session.sync_message", ch.ID()),
+		mustPacket(t, "session.sync_message", ch),
 		mustPacket(t, "session.sync_message", ""),
-		mustPacket(t, "ui.projection.push", ch.ID()),
+		mustPacket(t, "ui.projection.push", ch),
 		mustPacket(t, imv2.TypeChatMessageDelta, "cch_not_held"),
 		mustPacket(t, imv2.TypeChatMessageDelta, ""),
 		mustPacket(t, protocol.TypeConnectorHello, ""),

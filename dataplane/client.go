@@ -25,7 +25,7 @@ import (
 	"github.com/xagentkit/imv2/state"
 )
 
-// Defaults of ClientConfig.
+// Defaults of ClientAdvanced.
 const (
 	// DefaultReconnectMin and DefaultReconnectMax bound the exponential
 	// backoff between reconnect attempts (W11); each delay is drawn from
@@ -38,29 +38,30 @@ const (
 )
 
 // ClientConfig configures the xAgent side of the data plane. URL and
-// Target are required; the first nine fields are the ones an agent sets,
-// everything after "Tuning" has a working default.
+// Target are required; every other setting has the default stated on it,
+// and those an agent rarely sets are grouped in Advanced.
 type ClientConfig struct {
 	// URL is the Connector's base URL, http:// or https:// (maybe with a
 	// path prefix), as registered with xAgent: Dial fetches the Card from
 	// URL/connector-card.json and dials the data plane at URL/ws (ws:// or
-	// wss://). A URL ending in /ws is refused.
+	// wss://). A URL ending in /ws is refused. Required.
 	URL string
 	// APIKey, when set, is sent as "Authorization: Bearer <key>" (W1), on
-	// the data plane and on uploads.
+	// the data plane and on uploads; default none (no header).
 	APIKey string
 	// Target is the agent side: it receives the user messages of every
 	// channel (PostMessage gets the channel ID). Its return is the ack
 	// (A4): return once the message is safely the agent's, and do the
-	// agent's work elsewhere (see the package documentation).
+	// agent's work elsewhere (see the package documentation). Required.
 	Target imv2.Target
 	// Store keeps the connector_id and the channel IDs to reopen; default
 	// a state.MemoryChannelStore (gone with the process).
 	Store state.ChannelStore
 	// Options configure every Channel: the pending store (keep it durable
 	// to lose no final across a restart), ack timeout, retries and the
-	// outcome callbacks OnDelivered and OnFailed. Nil Clock and Logger
-	// take the ones below.
+	// outcome callbacks OnDelivered and OnFailed. Default: imv2's defaults,
+	// with in-memory Pending and Completed stores the channels share; nil
+	// Clock and Logger take Advanced.Clock and Logger.
 	Options *imv2.Options
 	// Logger receives connection events; nothing by default.
 	Logger *slog.Logger
@@ -69,24 +70,30 @@ type ClientConfig struct {
 	// with the connector_id and the IDs now open. A reopen the Connector
 	// refused for now (connector_channel_unavailable) is not among them: it
 	// is retried on that connection with backoff, and not reported here.
-	// Do not block in it.
+	// Default none. Do not block in it.
 	OnConnected func(connectorID string, channelIDs []string)
 	// OnChannelReplaced is called when the Connector answered a reopen
 	// of oldID with newID (it forgot the channel, W5): the Client's own
 	// paths follow by themselves (Send, NewReply, unfinished Replies,
 	// Upload, WaitOpen and the pending finals, S2); the callback is for
-	// what the application keyed by the old ID. Do not block.
+	// what the application keyed by the old ID. Default none. Do not
+	// block.
 	OnChannelReplaced func(oldID, newID string)
 	// OnDescriptor is called with every Descriptor received: in
 	// channel.open.ack and in connection.descriptor.push (a legacy v1 one
-	// normalized). Do not block.
+	// normalized); default none. Do not block.
 	OnDescriptor func(channelID string, d *protocol.Descriptor)
+	// Advanced holds the settings with a working default that an agent
+	// rarely changes: the network, versions, backoff and bounds.
+	Advanced ClientAdvanced
+}
 
-	// Tuning.
-
-	// CardID is read from the Card: the hello names it and the ack must
-	// echo it. Set it only to insist on one: Dial then fails when the Card
-	// names another.
+// ClientAdvanced is the part of ClientConfig an agent rarely sets; the
+// zero value of every field is its stated default.
+type ClientAdvanced struct {
+	// CardID is the Card's connector_card_id, which the hello names and
+	// the ack must echo; default the one the Card at URL names. Set it
+	// only to insist on one: Dial then fails when the Card names another.
 	CardID string
 	// HTTPClient fetches the Card and sends uploads; default: a client
 	// bounded by RequestTimeout for the Card, an unbounded one for uploads
@@ -112,10 +119,14 @@ type ClientConfig struct {
 	// (RequestTimeout, write and close) are wall-clock deadlines, as the
 	// network needs.
 	Clock clock.Clock
-	// Conn tunes each WebSocket (read limit, write timeout, keepalive).
+	// Conn tunes each WebSocket (read limit, write timeout, keepalive);
+	// its zero fields take the defaults of ConnConfig (DefaultReadLimit
+	// 1 MiB, DefaultWriteTimeout 10 s, DefaultPingInterval 30 s,
+	// DefaultPongTimeout 15 s, DefaultCloseTimeout 2 s) and its Clock
+	// the Clock above.
 	Conn ConnConfig
 	// WrapConn, when set, decorates every new connection (a fault
-	// injector in a simulator, a recorder in a test).
+	// injector in a simulator, a recorder in a test); default none.
 	WrapConn func(Conn) Conn
 	// ReconnectMin, ReconnectMax bound the backoff of reconnects and of
 	// the retries of Dial, OpenChannel and Upload: ReconnectMin doubling
@@ -129,7 +140,8 @@ type ClientConfig struct {
 	// RequestTimeout bounds the dial, the hello and each channel.open;
 	// default DefaultRequestTimeout (10 s).
 	RequestTimeout time.Duration
-	// MaxChannels bounds the channels held; default DefaultMaxChannels.
+	// MaxChannels bounds the channels held; default DefaultMaxChannels
+	// (1,000).
 	MaxChannels int
 }
 
@@ -220,39 +232,39 @@ func Dial(ctx context.Context, cfg ClientConfig) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	if cfg.MinProtocolVersion == (protocol.Version{}) {
-		cfg.MinProtocolVersion = protocol.Version30
+	if cfg.Advanced.MinProtocolVersion == (protocol.Version{}) {
+		cfg.Advanced.MinProtocolVersion = protocol.Version30
 	}
-	if cfg.MaxProtocolVersion == (protocol.Version{}) {
-		cfg.MaxProtocolVersion = protocol.Version30
+	if cfg.Advanced.MaxProtocolVersion == (protocol.Version{}) {
+		cfg.Advanced.MaxProtocolVersion = protocol.Version30
 	}
-	if cfg.MaxProtocolVersion.Compare(cfg.MinProtocolVersion) < 0 {
-		return nil, imv2.Errorf(imv2.CodeInvalidPacket, "dataplane: ClientConfig MaxProtocolVersion %s is below MinProtocolVersion %s", cfg.MaxProtocolVersion, cfg.MinProtocolVersion)
+	if cfg.Advanced.MaxProtocolVersion.Compare(cfg.Advanced.MinProtocolVersion) < 0 {
+		return nil, imv2.Errorf(imv2.CodeInvalidPacket, "dataplane: ClientConfig MaxProtocolVersion %s is below MinProtocolVersion %s", cfg.Advanced.MaxProtocolVersion, cfg.Advanced.MinProtocolVersion)
 	}
-	defaults.Set(&cfg.RequestTimeout, DefaultRequestTimeout)
+	defaults.Set(&cfg.Advanced.RequestTimeout, DefaultRequestTimeout)
 	// Uploads take as long as the file needs (xfiles bounds a call
 	// without deadline): not the Card fetch's RequestTimeout.
-	uploadHTTP := cfg.HTTPClient
+	uploadHTTP := cfg.Advanced.HTTPClient
 	if uploadHTTP == nil {
 		uploadHTTP = &http.Client{}
 	}
-	if cfg.HTTPClient == nil {
-		cfg.HTTPClient = &http.Client{Timeout: cfg.RequestTimeout}
+	if cfg.Advanced.HTTPClient == nil {
+		cfg.Advanced.HTTPClient = &http.Client{Timeout: cfg.Advanced.RequestTimeout}
 	}
-	if cfg.Clock == nil {
-		cfg.Clock = clock.System{}
+	if cfg.Advanced.Clock == nil {
+		cfg.Advanced.Clock = clock.System{}
 	}
-	defaults.Set(&cfg.ReconnectMin, DefaultReconnectMin)
-	defaults.Set(&cfg.ReconnectMax, DefaultReconnectMax)
-	if cfg.ReconnectMax < cfg.ReconnectMin {
-		cfg.ReconnectMax = cfg.ReconnectMin
+	defaults.Set(&cfg.Advanced.ReconnectMin, DefaultReconnectMin)
+	defaults.Set(&cfg.Advanced.ReconnectMax, DefaultReconnectMax)
+	if cfg.Advanced.ReconnectMax < cfg.Advanced.ReconnectMin {
+		cfg.Advanced.ReconnectMax = cfg.Advanced.ReconnectMin
 	}
 	for attempt := 1; ; attempt++ {
 		c, err := dialOnce(ctx, cfg, base, uploadHTTP)
 		if err == nil || !imv2.SafeToRetry(err) {
 			return c, err
 		}
-		if werr := sleepUntil(ctx, cfg.Clock, backoff(cfg.ReconnectMin, cfg.ReconnectMax, attempt)); werr != nil {
+		if werr := sleepUntil(ctx, cfg.Advanced.Clock, backoff(cfg.Advanced.ReconnectMin, cfg.Advanced.ReconnectMax, attempt)); werr != nil {
 			return nil, fmt.Errorf("%w (after %d attempts; the last: %w)", werr, attempt, err)
 		}
 	}
@@ -260,21 +272,21 @@ func Dial(ctx context.Context, cfg ClientConfig) (*Client, error) {
 
 // dialOnce is one attempt of Dial.
 func dialOnce(ctx context.Context, cfg ClientConfig, base *url.URL, uploadHTTP *http.Client) (*Client, error) {
-	card, err := FetchCard(ctx, cfg.HTTPClient, base.String())
+	card, err := FetchCard(ctx, cfg.Advanced.HTTPClient, base.String())
 	if err != nil {
 		return nil, err
 	}
-	if cfg.CardID != "" && cfg.CardID != card.ConnectorCardID {
-		return nil, imv2.Errorf(protocol.CodeConnectorCardIDMismatch, "dataplane: the Card at %s is %q, want %q", base, short(card.ConnectorCardID), cfg.CardID)
+	if cfg.Advanced.CardID != "" && cfg.Advanced.CardID != card.ConnectorCardID {
+		return nil, imv2.Errorf(protocol.CodeConnectorCardIDMismatch, "dataplane: the Card at %s is %q, want %q", base, short(card.ConnectorCardID), cfg.Advanced.CardID)
 	}
-	cfg.CardID = card.ConnectorCardID
+	cfg.Advanced.CardID = card.ConnectorCardID
 	// From here on cfg.URL is the data-plane endpoint the connects dial.
 	cfg.URL = dataPlaneURL(base)
-	if cfg.SupportedProfiles == nil {
+	if cfg.Advanced.SupportedProfiles == nil {
 		for id := range imv2.DefaultCatalog() {
-			cfg.SupportedProfiles = append(cfg.SupportedProfiles, id)
+			cfg.Advanced.SupportedProfiles = append(cfg.Advanced.SupportedProfiles, id)
 		}
-		slices.Sort(cfg.SupportedProfiles)
+		slices.Sort(cfg.Advanced.SupportedProfiles)
 	}
 	if cfg.Store == nil {
 		cfg.Store = state.NewMemoryChannelStore(0)
@@ -282,10 +294,10 @@ func dialOnce(ctx context.Context, cfg ClientConfig, base *url.URL, uploadHTTP *
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	if cfg.Conn.Clock == nil {
-		cfg.Conn.Clock = cfg.Clock
+	if cfg.Advanced.Conn.Clock == nil {
+		cfg.Advanced.Conn.Clock = cfg.Advanced.Clock
 	}
-	defaults.Set(&cfg.MaxChannels, DefaultMaxChannels)
+	defaults.Set(&cfg.Advanced.MaxChannels, DefaultMaxChannels)
 
 	c := &Client{
 		cfg:        cfg,
@@ -293,7 +305,7 @@ func dialOnce(ctx context.Context, cfg ClientConfig, base *url.URL, uploadHTTP *
 		uploadHTTP: uploadHTTP,
 		card:       card,
 		log:        cfg.Logger,
-		clock:      cfg.Clock,
+		clock:      cfg.Advanced.Clock,
 		imTypes:    profilePacketTypes(),
 		done:       make(chan struct{}),
 		channels:   map[string]*clientChannel{},
@@ -304,7 +316,7 @@ func dialOnce(ctx context.Context, cfg ClientConfig, base *url.URL, uploadHTTP *
 		c.opts = *cfg.Options
 	}
 	if c.opts.Clock == nil {
-		c.opts.Clock = cfg.Clock
+		c.opts.Clock = cfg.Advanced.Clock
 	}
 	if c.opts.Logger == nil {
 		c.opts.Logger = cfg.Logger
@@ -332,17 +344,17 @@ func dialOnce(ctx context.Context, cfg ClientConfig, base *url.URL, uploadHTTP *
 }
 
 func (c *Client) wrap(conn Conn) Conn {
-	if c.cfg.WrapConn != nil {
-		return c.cfg.WrapConn(conn)
+	if c.cfg.Advanced.WrapConn != nil {
+		return c.cfg.Advanced.WrapConn(conn)
 	}
 	return conn
 }
 
 // connect dials, starts the read loop and completes the hello (W3, W4).
 func (c *Client) connect(ctx context.Context) (*clientConn, error) {
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.Advanced.RequestTimeout)
 	defer cancel()
-	d := websocket.Dialer{TLSClientConfig: c.cfg.TLSConfig, NetDialContext: c.cfg.DialContext}
+	d := websocket.Dialer{TLSClientConfig: c.cfg.Advanced.TLSConfig, NetDialContext: c.cfg.Advanced.DialContext}
 	d.Subprotocols = []string{protocol.Subprotocol}
 	var slot batchSlot // the connection, for write coalescing
 	d = slot.dialer(d)
@@ -370,7 +382,7 @@ func (c *Client) connect(ctx context.Context) (*clientConn, error) {
 	}
 	cc := &clientConn{
 		c:       c,
-		conn:    c.wrap(NewLoggingConn(newBatchedWSConn(ws, slot.bc, c.cfg.Conn), c.log)),
+		conn:    c.wrap(NewLoggingConn(newBatchedWSConn(ws, slot.bc, c.cfg.Advanced.Conn), c.log)),
 		waiters: map[string]*waiter{},
 		dead:    make(chan struct{}),
 	}
@@ -381,10 +393,10 @@ func (c *Client) connect(ctx context.Context) (*clientConn, error) {
 	prev := c.connectorID
 	c.mu.Unlock()
 	hello, err := imv2.NewPacket(protocol.TypeConnectorHello, "", protocol.ConnectorHello{
-		ConnectorCardID:   c.cfg.CardID,
+		ConnectorCardID:   c.cfg.Advanced.CardID,
 		ConnectorID:       prev,
 		ProtocolVersion:   protocol.ProtocolVersion,
-		SupportedProfiles: c.cfg.SupportedProfiles,
+		SupportedProfiles: c.cfg.Advanced.SupportedProfiles,
 	})
 	if err != nil {
 		_ = cc.conn.Close()
@@ -407,8 +419,8 @@ func (c *Client) connect(ctx context.Context) (*clientConn, error) {
 	switch {
 	case r.Type != protocol.TypeConnectorHelloAck:
 		err = imv2.Errorf(imv2.CodeInvalidPacket, "hello answered with %q", r.Type)
-	case ack.ConnectorCardID != c.cfg.CardID:
-		err = imv2.Errorf(protocol.CodeConnectorCardIDMismatch, "hello.ack names connector_card_id %q, want %q", short(ack.ConnectorCardID), c.cfg.CardID)
+	case ack.ConnectorCardID != c.cfg.Advanced.CardID:
+		err = imv2.Errorf(protocol.CodeConnectorCardIDMismatch, "hello.ack names connector_card_id %q, want %q", short(ack.ConnectorCardID), c.cfg.Advanced.CardID)
 	case ack.ConnectorID == "":
 		err = imv2.Errorf(imv2.CodeInvalidPacket, "hello.ack has no connector_id (W4)")
 	}
@@ -484,7 +496,7 @@ func (c *Client) disconnected(cc *clientConn) {
 // connect succeeds, the client closes, or MaxReconnectAttempts fail.
 func (c *Client) reconnect() *clientConn {
 	for attempt := 1; ; attempt++ {
-		if limit := c.cfg.MaxReconnectAttempts; limit > 0 && attempt > limit {
+		if limit := c.cfg.Advanced.MaxReconnectAttempts; limit > 0 && attempt > limit {
 			c.mu.Lock()
 			c.err = imv2.Errorf(imv2.CodeClosed, "dataplane: gave up after %d reconnect attempts", limit)
 			c.mu.Unlock()
@@ -520,7 +532,7 @@ func (c *Client) reconnect() *clientConn {
 // backoff returns the delay before reconnect attempt n: ReconnectMin
 // doubled per attempt, capped at ReconnectMax, drawn from [d/2, d].
 func (c *Client) backoff(n int) time.Duration {
-	return backoff(c.cfg.ReconnectMin, c.cfg.ReconnectMax, n)
+	return backoff(c.cfg.Advanced.ReconnectMin, c.cfg.Advanced.ReconnectMax, n)
 }
 
 func backoff(lo, hi time.Duration, n int) time.Duration {
@@ -658,44 +670,42 @@ func (c *Client) sleepOn(cc *clientConn, d time.Duration) bool {
 	return false
 }
 
-// OpenChannel opens a channel: id "" asks the Connector for a new one, a
-// stored id reopens it (the Connector may answer with a new ID, W5). The
-// returned Channel's ID is stored so reconnects reopen it. Answer through
-// the Client — NewReply, Upload, Send — which follows a channel the
-// Connector replaces and reports outcomes; the Channel itself is the
-// low-level view (its pending finals, its own Send), which a
-// replacement closes. While disconnected it waits for the
-// reconnect; a refusal for now (connector_channel_unavailable), a lost
-// connection or an open without answer (RequestTimeout) is retried with
-// the reconnect backoff until ctx ends, which returns ctx's error with
-// the last failure. A refusal (an ack this side does not admit, the
-// channel limit) is returned at once. A retried open of a new channel
-// whose first answer was lost may leave that first channel unused at the
-// Connector.
-func (c *Client) OpenChannel(ctx context.Context, id string) (*imv2.Channel, error) {
+// OpenChannel opens a channel and returns its ID: id "" asks the
+// Connector for a new one, a stored id reopens it (the Connector may answer
+// with a new ID, W5: answer under the returned one). The ID is stored so
+// reconnects reopen it. Answer through the Client — Send, NewReply,
+// Upload — which follows a channel the Connector replaces later and
+// reports outcomes. While disconnected it waits for the reconnect; a
+// refusal for now (connector_channel_unavailable), a lost connection or an
+// open without answer (RequestTimeout) is retried with the reconnect
+// backoff until ctx ends, which returns ctx's error with the last failure.
+// A refusal (an ack this side does not admit, the channel limit) is
+// returned at once. A retried open of a new channel whose first answer was
+// lost may leave that first channel unused at the Connector.
+func (c *Client) OpenChannel(ctx context.Context, id string) (string, error) {
 	var last error
 	for attempt := 1; ; attempt++ {
 		if attempt > 1 {
 			if err := c.sleepCtx(ctx, c.backoff(attempt-1)); err != nil {
-				return nil, fmt.Errorf("%w (open retried %d times; the last failure: %w)", err, attempt-1, last)
+				return "", fmt.Errorf("%w (open retried %d times; the last failure: %w)", err, attempt-1, last)
 			}
 		}
 		cc, err := c.waitConn(ctx)
 		if err != nil {
 			if last != nil {
-				return nil, fmt.Errorf("%w (the last failure: %w)", err, last)
+				return "", fmt.Errorf("%w (the last failure: %w)", err, last)
 			}
-			return nil, err
+			return "", err
 		}
 		e, retry, err := c.openOnce(ctx, cc, id)
 		if err == nil {
-			return e.ch, nil
+			return e.id, nil
 		}
 		if ctx.Err() != nil || c.ctx.Err() != nil {
-			return nil, err
+			return "", err
 		}
 		if !retry && !cc.lost() && !errors.Is(err, context.DeadlineExceeded) {
-			return nil, err
+			return "", err
 		}
 		last = err
 	}
@@ -740,7 +750,7 @@ func (cc *clientConn) lost() bool {
 // the same request may overcome later (its store was away, the channel
 // was busy). Errors this side finds in an ack are never retried.
 func (c *Client) openOnce(ctx context.Context, cc *clientConn, requested string) (_ *clientChannel, retry bool, _ error) {
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.Advanced.RequestTimeout)
 	defer cancel()
 	p, err := imv2.NewPacket(protocol.TypeChannelOpen, requested, nil)
 	if err != nil {
@@ -785,7 +795,7 @@ func (c *Client) applyOpen(cc *clientConn, requested string, r *imv2.Packet) (*c
 		return nil, imv2.Errorf(imv2.CodeInvalidPacket, "channel.open.ack: connector_channel_id is over %d bytes", imv2.MaxIDBytes)
 	case d == nil:
 		return nil, imv2.Errorf(imv2.CodeInvalidPacket, "channel.open.ack: connection_descriptor is missing (W5)")
-	case d.Connection.ConnectorChannelID != id || d.Connection.ConnectorCardID != c.cfg.CardID:
+	case d.Connection.ConnectorChannelID != id || d.Connection.ConnectorCardID != c.cfg.Advanced.CardID:
 		return nil, imv2.Errorf(protocol.CodeChannelConnectorMismatch, "channel.open.ack: the descriptor names another channel or Card")
 	}
 	neg := c.negotiate(d.Connection.Profiles)
@@ -810,8 +820,8 @@ func (c *Client) applyOpen(cc *clientConn, requested string, r *imv2.Packet) (*c
 		switch {
 		case c.closed:
 			err = imv2.ErrClosed
-		case held >= c.cfg.MaxChannels:
-			err = imv2.Errorf(imv2.CodeChannelUnavailable, "dataplane: %d channels, the limit", c.cfg.MaxChannels)
+		case held >= c.cfg.Advanced.MaxChannels:
+			err = imv2.Errorf(imv2.CodeChannelUnavailable, "dataplane: %d channels, the limit", c.cfg.Advanced.MaxChannels)
 		}
 		if err != nil {
 			c.mu.Unlock()
@@ -885,7 +895,7 @@ func (c *Client) negotiate(offered []string) *imv2.Negotiated {
 				c.log.Warn("dataplane: the descriptor enables a profile its Card does not declare; ignored (P2)", "profile", short(id))
 			}
 		}
-		c.lastNeg = imv2.DefaultCatalog().Negotiate(declared, c.cfg.SupportedProfiles)
+		c.lastNeg = imv2.DefaultCatalog().Negotiate(declared, c.cfg.Advanced.SupportedProfiles)
 	}
 	return c.lastNeg
 }
@@ -1025,23 +1035,13 @@ func (c *Client) Ping(ctx context.Context) error {
 	return err
 }
 
-// Channel returns the Channel of a channel opened by this client, or nil.
-func (c *Client) Channel(id string) *imv2.Channel {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if e := c.channels[id]; e != nil {
-		return e.ch
-	}
-	return nil
-}
-
 // Card returns the Connector's Card as Dial fetched it.
 func (c *Client) Card() *protocol.Card { return c.card }
 
 // admitVersion checks the Connector's protocol_version of a hello.ack
 // against the configured range (W4).
 func (c *Client) admitVersion(s string) (protocol.Version, error) {
-	lo, hi := c.cfg.MinProtocolVersion, c.cfg.MaxProtocolVersion
+	lo, hi := c.cfg.Advanced.MinProtocolVersion, c.cfg.Advanced.MaxProtocolVersion
 	if s == "" {
 		return protocol.Version{}, imv2.Errorf(imv2.CodeInvalidPacket, "hello.ack has no protocol_version; this side admits Connectors speaking %s to %s (W4)", lo, hi)
 	}
@@ -1285,7 +1285,7 @@ func (cc *clientConn) descriptorPush(p *imv2.Packet) {
 	}
 	d := dp.ConnectionDescriptor
 	d.Normalize() // a legacy v1 Descriptor (Common Protocol §12)
-	if d.Connection.ConnectorChannelID != e.id || d.Connection.ConnectorCardID != c.cfg.CardID || d.Connection.ConnectorID != c.ConnectorID() {
+	if d.Connection.ConnectorChannelID != e.id || d.Connection.ConnectorCardID != c.cfg.Advanced.CardID || d.Connection.ConnectorID != c.ConnectorID() {
 		c.log.Info("dataplane: descriptor push with another identity ignored", "connector_channel_id", e.id)
 		return
 	}

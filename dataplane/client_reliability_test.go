@@ -34,8 +34,8 @@ func TestClient_W11_UnansweredReopenReconnects(t *testing.T) {
 	srv, url := startServer(t, nil)
 	var swallow atomic.Bool
 	c, clk, events := dialClient(t, url, func(cfg *ClientConfig) {
-		cfg.RequestTimeout = 200 * time.Millisecond
-		cfg.WrapConn = func(conn Conn) Conn { return &swallowOpen{Conn: conn, on: &swallow} }
+		cfg.Advanced.RequestTimeout = 200 * time.Millisecond
+		cfg.Advanced.WrapConn = func(conn Conn) Conn { return &swallowOpen{Conn: conn, on: &swallow} }
 	})
 	recv(t, events)
 	ch, err := c.OpenChannel(ctxWait(t), "")
@@ -49,13 +49,13 @@ func TestClient_W11_UnansweredReopenReconnects(t *testing.T) {
 	case d := <-clk.armed:
 		require.Positive(t, d)
 	case ev := <-events:
-		t.Fatalf("the client settled with channels %v after a reopen got no answer; %s stays detached", ev.ids, ch.ID())
+		t.Fatalf("the client settled with channels %v after a reopen got no answer; %s stays detached", ev.ids, ch)
 	case <-time.After(wait):
 		t.Fatal("the client neither reconnected nor reported a connection")
 	}
 	clk.Advance(time.Second)
 	ev := recv(t, events)
-	require.Equal(t, []string{ch.ID()}, ev.ids)
-	require.True(t, srv.IsOpen(ch.ID()))
-	require.Same(t, ch, c.Channel(ch.ID()))
+	require.Equal(t, []string{ch}, ev.ids)
+	require.True(t, srv.IsOpen(ch))
+	require.NotNil(t, c.engine(ch), "the Channel is held under its ID")
 }

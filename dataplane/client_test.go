@@ -50,16 +50,13 @@ func dialClient(t *testing.T, url string, mod func(*ClientConfig)) (*Client, *ar
 	clk := newArmClock()
 	events := make(chan connected, 16)
 	cfg := ClientConfig{
-		URL:          httpBase(url),
-		Target:       newRecTarget(),
-		Clock:        clk,
-		Options:      &imv2.Options{Clock: clock.System{}},
-		Conn:         ConnConfig{Clock: clock.System{}},
-		ReconnectMin: time.Second,
-		ReconnectMax: time.Second,
+		URL:     httpBase(url),
+		Target:  newRecTarget(),
+		Options: &imv2.Options{Clock: clock.System{}},
 		OnConnected: func(id string, ids []string) {
 			events <- connected{id, ids}
 		},
+		Advanced: ClientAdvanced{Clock: clk, Conn: ConnConfig{Clock: clock.System{}}, ReconnectMin: time.Second, ReconnectMax: time.Second},
 	}
 	if mod != nil {
 		mod(&cfg)
@@ -126,23 +123,24 @@ func TestClient_W5_W11_ReconnectReopensStoredIDs(t *testing.T) {
 	require.NoError(t, err)
 	b, err := c.OpenChannel(ctxWait(t), "")
 	require.NoError(t, err)
-	require.NotEqual(t, a.ID(), b.ID())
+	require.NotEqual(t, a, b)
+	engineA := c.engine(a)
 
 	ev := reconnect(t, srv, clk, events)
 	require.Equal(t, first.connectorID, ev.connectorID, "the hello carried the last connector_id")
-	require.Equal(t, []string{a.ID(), b.ID()}, ev.ids, "W11: every stored channel reopened with its stored ID")
-	require.True(t, srv.IsOpen(a.ID()))
-	require.True(t, srv.IsOpen(b.ID()))
-	require.Same(t, a, c.Channel(a.ID()), "the same Channel, with its state, is reattached")
+	require.Equal(t, []string{a, b}, ev.ids, "W11: every stored channel reopened with its stored ID")
+	require.True(t, srv.IsOpen(a))
+	require.True(t, srv.IsOpen(b))
+	require.Same(t, engineA, c.engine(a), "the same Channel, with its state, is reattached")
 	ids, _ := store.ChannelIDs(context.Background())
-	require.Equal(t, []string{a.ID(), b.ID()}, ids)
+	require.Equal(t, []string{a, b}, ids)
 
 	// W6 from the client: a closed channel leaves the store and is not reopened.
-	require.NoError(t, c.CloseChannel(ctxWait(t), a.ID()))
-	require.False(t, srv.IsOpen(a.ID()))
+	require.NoError(t, c.CloseChannel(ctxWait(t), a))
+	require.False(t, srv.IsOpen(a))
 	ev = reconnect(t, srv, clk, events)
-	require.Equal(t, []string{b.ID()}, ev.ids)
-	require.False(t, srv.IsOpen(a.ID()))
+	require.Equal(t, []string{b}, ev.ids)
+	require.False(t, srv.IsOpen(a))
 }
 
 func TestClient_W5_W11_UnknownStoredIDGetsNewOne(t *testing.T) {
@@ -161,12 +159,12 @@ func TestClient_W5_W11_UnknownStoredIDGetsNewOne(t *testing.T) {
 	stored, _ := store.ConnectorID(ctx)
 	require.Equal(t, c.ConnectorID(), stored)
 	require.True(t, srv.IsOpen(ev.ids[0]))
-	require.Nil(t, c.Channel("cch_from_a_previous_life"))
+	require.Nil(t, c.engine("cch_from_a_previous_life"))
 }
 
 func TestClient_W11_GivesUpAfterMaxAttempts(t *testing.T) {
 	srv, url := startServer(t, nil)
-	c, clk, _ := dialClient(t, url, func(c *ClientConfig) { c.MaxReconnectAttempts = 2 })
+	c, clk, _ := dialClient(t, url, func(c *ClientConfig) { c.Advanced.MaxReconnectAttempts = 2 })
 	require.NoError(t, srv.Close()) // refuses every new connection with 503
 	for i := 0; i < 2; i++ {
 		recv(t, clk.armed)
@@ -198,10 +196,10 @@ func TestClient_W7_DescriptorPushAndGet(t *testing.T) {
 	require.Equal(t, protocol.StatusCreated, recv(t, descs).Connection.Status)
 	<-status
 	status <- protocol.StatusConnected
-	require.NoError(t, srv.Push(ctxWait(t), ch.ID()))
+	require.NoError(t, srv.Push(ctxWait(t), ch))
 	require.Equal(t, protocol.StatusConnected, recv(t, descs).Connection.Status)
 
-	req, _ := imv2.NewPacket(protocol.TypeDescriptorGet, ch.ID(), nil)
+	req, _ := imv2.NewPacket(protocol.TypeDescriptorGet, ch, nil)
 	ans, err := c.Request(ctxWait(t), req)
 	require.NoError(t, err)
 	require.Equal(t, protocol.TypeDescriptorGetAck, ans.Type)
@@ -213,19 +211,19 @@ func TestClient_W12_RequestToolAndErrors(t *testing.T) {
 	c, _, _ := dialClient(t, url, nil)
 	ch, err := c.OpenChannel(ctxWait(t), "")
 	require.NoError(t, err)
-	req, _ := imv2.NewPacket(protocol.TypeToolInvoke, ch.ID(), protocol.ToolInvoke{ToolID: "test_send"})
+	req, _ := imv2.NewPacket(protocol.TypeToolInvoke, ch, protocol.ToolInvoke{ToolID: "test_send"})
 	ans, err := c.Request(ctxWait(t), req)
 	require.NoError(t, err)
 	var ta protocol.ToolInvokeAck
 	require.NoError(t, ans.DecodePayload(&ta))
-	require.JSONEq(t, `{"channel":"`+ch.ID()+`","tool":"test_send"}`, string(ta.Result))
+	require.JSONEq(t, `{"channel":"`+ch+`","tool":"test_send"}`, string(ta.Result))
 
 	req, _ = imv2.NewPacket(protocol.TypeToolInvoke, "cch_nope", protocol.ToolInvoke{ToolID: "test_send"})
 	ans, err = c.Request(ctxWait(t), req)
 	require.ErrorIs(t, err, &imv2.Error{Code: imv2.CodeChannelNotOpen})
 	require.Equal(t, imv2.TypeError, ans.Type)
 
-	req, _ = imv2.NewPacket(protocol.TypeToolInvoke, ch.ID(), protocol.ToolInvoke{ToolID: "unknown", Arguments: json.RawMessage(`{}`)})
+	req, _ = imv2.NewPacket(protocol.TypeToolInvoke, ch, protocol.ToolInvoke{ToolID: "unknown", Arguments: json.RawMessage(`{}`)})
 	_, err = c.Request(ctxWait(t), req)
 	require.ErrorIs(t, err, &imv2.Error{Code: protocol.CodeToolInvokeFailed})
 }
@@ -328,7 +326,7 @@ func TestClient_I1_X2_E2_ClientSideRouting(t *testing.T) {
 		_, _ = c.Read(ctx) // hold until the client goes
 	})
 	agent := newRecTarget()
-	c, err := Dial(ctxWait(t), ClientConfig{URL: url, Target: agent, MaxReconnectAttempts: 1, ReconnectMin: time.Millisecond, ReconnectMax: time.Millisecond})
+	c, err := Dial(ctxWait(t), ClientConfig{URL: url, Target: agent, Advanced: ClientAdvanced{MaxReconnectAttempts: 1, ReconnectMin: time.Millisecond, ReconnectMax: time.Millisecond}})
 	require.NoError(t, err)
 	defer c.Close()
 	_, err = c.OpenChannel(ctxWait(t), "")

@@ -293,12 +293,12 @@ func testHandlerCallsBound(t *testing.T, overWS bool) {
 // another with connector_channel_unavailable and keeps the ones it has.
 func TestLimit_ClientChannels(t *testing.T) {
 	_, url := startServer(t, nil)
-	c, _, _ := dialClient(t, url, func(cfg *ClientConfig) { cfg.MaxChannels = 1 })
+	c, _, _ := dialClient(t, url, func(cfg *ClientConfig) { cfg.Advanced.MaxChannels = 1 })
 	a, err := c.OpenChannel(ctxWait(t), "")
 	require.NoError(t, err)
 	_, err = c.OpenChannel(ctxWait(t), "")
 	require.ErrorIs(t, err, &imv2.Error{Code: imv2.CodeChannelUnavailable})
-	require.Same(t, a, c.Channel(a.ID()))
+	require.NotNil(t, c.engine(a))
 }
 
 // TestLimit_FrameSize_MaxTextMessageEndToEnd: a user message of
@@ -315,7 +315,7 @@ func TestLimit_FrameSize_MaxTextMessageEndToEnd(t *testing.T) {
 	c, _, _ := dialClient(t, url, func(cfg *ClientConfig) { cfg.Target = agent })
 	ch, err := c.OpenChannel(ctxWait(t), "")
 	require.NoError(t, err)
-	sc := srv.Channel(ch.ID())
+	sc := srv.Channel(ch)
 	require.NotNil(t, sc)
 	// The server gives its Channel the connection's transport after the
 	// open ack, so a Send right after OpenChannel may find none yet and

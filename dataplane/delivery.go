@@ -280,7 +280,10 @@ func (r *Reply) follow() error {
 	return nil
 }
 
-// Delta sends the next piece of text (imv2.Reply.Delta).
+// Delta sends the next piece of text (imv2.Reply.Delta). It is best
+// effort: while the connection is down it fails at once with
+// connector_channel_unavailable and the text is dropped, not queued; the
+// final carries the whole text (D5, package doc).
 func (r *Reply) Delta(ctx context.Context, text string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -322,8 +325,10 @@ func (r *Reply) Final(ctx context.Context, m imv2.ChatMessage) (*Delivery, error
 
 // Activity sends what the agent is doing for this reply: thinking, a tool
 // (with its name, C3) or idle (C1, C2). It is a snapshot, neither acked
-// nor retried (a lost one is replaced by the next); an error is for the
-// log, never a reason to hold the answer back (C8).
+// nor retried (a lost one is replaced by the next): while the connection
+// is down it fails at once with connector_channel_unavailable and is not
+// queued. An error is for the log, never a reason to hold the answer back
+// (C8).
 //
 // The Client remembers the newest snapshot of the channel with the
 // reply's message_id until the reply's first delta or its final clears
@@ -417,7 +422,7 @@ func (c *Client) reassert(channelID, messageID string) {
 	c.mu.Unlock()
 	go func() {
 		defer c.wg.Done()
-		if ch := c.Channel(channelID); ch != nil {
+		if _, ch, err := c.channelFor(channelID); err == nil {
 			_ = ch.SendActivity(c.ctx, a)
 		}
 	}()

@@ -24,7 +24,7 @@ func TestDial_H1_W4_FetchesTheCardFromTheBaseURL(t *testing.T) {
 	require.Equal(t, testCardID, c.Card().ConnectorCardID)
 
 	// A CardID set by the caller is an expectation the Card must meet.
-	_, err := Dial(ctxWait(t), ClientConfig{URL: httpBase(url), CardID: "im.pinned", Target: newRecTarget()})
+	_, err := Dial(ctxWait(t), ClientConfig{URL: httpBase(url), Target: newRecTarget(), Advanced: ClientAdvanced{CardID: "im.pinned"}})
 	require.ErrorIs(t, err, &imv2.Error{Code: protocol.CodeConnectorCardIDMismatch})
 	require.Contains(t, err.Error(), "im.pinned")
 }
@@ -75,21 +75,21 @@ func TestDelivery_S1_A3_WaitReportsAcceptedAndDuplicate(t *testing.T) {
 	ch, err := c.OpenChannel(ctxWait(t), "")
 	require.NoError(t, err)
 
-	d, err := c.Send(ctxWait(t), ch.ID(), imv2.ChatMessage{Text: "one"})
+	d, err := c.Send(ctxWait(t), ch, imv2.ChatMessage{Text: "one"})
 	require.NoError(t, err)
 	require.NotEmpty(t, d.MessageID())
 	st, err := d.Wait(ctxWait(t))
 	require.NoError(t, err)
 	require.Equal(t, imv2.AckAccepted, st)
-	require.Equal(t, ch.ID(), d.ChannelID())
+	require.Equal(t, ch, d.ChannelID())
 
-	again, err := c.Send(ctxWait(t), ch.ID(), imv2.ChatMessage{MessageID: d.MessageID(), Text: "one"})
+	again, err := c.Send(ctxWait(t), ch, imv2.ChatMessage{MessageID: d.MessageID(), Text: "one"})
 	require.NoError(t, err)
 	st, err = again.Wait(ctxWait(t))
 	require.NoError(t, err)
 	require.Equal(t, imv2.AckDuplicate, st)
 
-	rep, err := c.NewReply(ch.ID(), "")
+	rep, err := c.NewReply(ch, "")
 	require.NoError(t, err)
 	require.NoError(t, rep.Delta(ctxWait(t), "stre"))
 	fd, err := rep.Final(ctxWait(t), imv2.ChatMessage{Text: "streamed"})
@@ -129,7 +129,7 @@ func TestDelivery_S1_CallbackMayWaitOnItsOwnMessage(t *testing.T) {
 	})
 	ch, err := c.OpenChannel(ctxWait(t), "")
 	require.NoError(t, err)
-	d, err := c.Send(ctxWait(t), ch.ID(), imv2.ChatMessage{Text: "one"})
+	d, err := c.Send(ctxWait(t), ch, imv2.ChatMessage{Text: "one"})
 	require.NoError(t, err)
 	handles <- d
 	require.NoError(t, recv(t, waited), "the callback's Wait saw the outcome")
@@ -151,7 +151,7 @@ func TestDelivery_S3_A8_WaitReportsTheRejection(t *testing.T) {
 	})
 	ch, err := c.OpenChannel(ctxWait(t), "")
 	require.NoError(t, err)
-	d, err := c.Send(ctxWait(t), ch.ID(), imv2.ChatMessage{Text: "no"})
+	d, err := c.Send(ctxWait(t), ch, imv2.ChatMessage{Text: "no"})
 	require.NoError(t, err)
 	st, err := d.Wait(ctxWait(t))
 	require.Equal(t, imv2.AckRejected, st)
@@ -184,11 +184,11 @@ func TestDelivery_S2_WaitEndsWithContextOrClose(t *testing.T) {
 
 	_, err = c.Send(ctxWait(t), "cch_unknown", imv2.ChatMessage{Text: "x"})
 	require.ErrorIs(t, err, &imv2.Error{Code: imv2.CodeChannelNotOpen})
-	_, err = c.Send(ctxWait(t), ch.ID(), imv2.ChatMessage{}) // invalid: no text, no files
+	_, err = c.Send(ctxWait(t), ch, imv2.ChatMessage{}) // invalid: no text, no files
 	require.Error(t, err)
 	require.Empty(t, c.deliveries.open)
 
-	d, err := c.Send(ctxWait(t), ch.ID(), imv2.ChatMessage{Text: "hangs"})
+	d, err := c.Send(ctxWait(t), ch, imv2.ChatMessage{Text: "hangs"})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -199,7 +199,7 @@ func TestDelivery_S2_WaitEndsWithContextOrClose(t *testing.T) {
 	st, err := d.Wait(context.Background())
 	require.ErrorIs(t, err, imv2.ErrClosed)
 	require.Empty(t, st)
-	_, err = c.Send(ctxWait(t), ch.ID(), imv2.ChatMessage{Text: "after close"})
+	_, err = c.Send(ctxWait(t), ch, imv2.ChatMessage{Text: "after close"})
 	require.Error(t, err)
 }
 

@@ -24,9 +24,9 @@ func TestClient_W11_DialWaitsForTheConnector(t *testing.T) {
 
 	clk := newArmClock()
 	cfg := ClientConfig{
-		URL: "http://" + addr, Target: newRecTarget(), Clock: clk,
-		Options: &imv2.Options{Clock: clock.System{}}, Conn: ConnConfig{Clock: clock.System{}},
-		ReconnectMin: time.Second, ReconnectMax: 4 * time.Second,
+		URL: "http://" + addr, Target: newRecTarget(),
+		Options:  &imv2.Options{Clock: clock.System{}},
+		Advanced: ClientAdvanced{Clock: clk, Conn: ConnConfig{Clock: clock.System{}}, ReconnectMin: time.Second, ReconnectMax: 4 * time.Second},
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -76,7 +76,7 @@ func TestClient_W11_DialWaitsForTheConnector(t *testing.T) {
 func TestClient_W1_DialRefusalIsNotRetried(t *testing.T) {
 	_, url := startServer(t, func(c *ServerConfig) { c.APIKey = "k3y" })
 	clk := newArmClock()
-	_, err := Dial(ctxWait(t), ClientConfig{URL: httpBase(url), Target: newRecTarget(), APIKey: "wrong", Clock: clk})
+	_, err := Dial(ctxWait(t), ClientConfig{URL: httpBase(url), Target: newRecTarget(), APIKey: "wrong", Advanced: ClientAdvanced{Clock: clk}})
 	require.ErrorContains(t, err, "401")
 	select {
 	case d := <-clk.armed:
@@ -95,7 +95,7 @@ func TestClient_W5_OpenChannelWaitsForTheReconnect(t *testing.T) {
 	srv.dropConnections()
 	recv(t, clk.armed)
 	type result struct {
-		ch  *imv2.Channel
+		ch  string
 		err error
 	}
 	done := make(chan result, 1)
@@ -111,7 +111,7 @@ func TestClient_W5_OpenChannelWaitsForTheReconnect(t *testing.T) {
 	clk.Advance(time.Second)
 	r := recv(t, done)
 	require.NoError(t, r.err)
-	require.True(t, srv.IsOpen(r.ch.ID()))
+	require.True(t, srv.IsOpen(r.ch))
 
 	// ctx ending while disconnected ends the wait.
 	srv.dropConnections()
@@ -137,8 +137,9 @@ func TestClient_W4_DialWaitsForAHeldConnectorID(t *testing.T) {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() {
-		c, err := Dial(ctx, ClientConfig{URL: httpBase(url), Target: newRecTarget(), Store: store, Clock: clk,
-			Options: &imv2.Options{Clock: clock.System{}}, Conn: ConnConfig{Clock: clock.System{}}})
+		c, err := Dial(ctx, ClientConfig{URL: httpBase(url), Target: newRecTarget(), Store: store,
+			Advanced: ClientAdvanced{Clock: clk, Conn: ConnConfig{Clock: clock.System{}}},
+			Options:  &imv2.Options{Clock: clock.System{}}})
 		if err == nil {
 			err = c.Close()
 		}

@@ -37,19 +37,44 @@
 // a message the Connector resends after the agent restarted is acked
 // duplicate, not answered twice.
 //
-// The outcome of a final, where this side meets it (Delivery.Wait and the
-// client-wide Options.OnDelivered and OnFailed): accepted, the platform
-// shows it; duplicate, it was shown before (a resend after a lost ack);
-// rejected with retryable=true is not an outcome: the final is resent
-// with backoff; rejected with retryable=false (target_rejected,
-// invalid_packet …) is final, report it; delivery_outcome_unknown, the
-// Connector crashed while posting it and cannot tell whether it was shown,
-// so it is not resent and never shown twice: report it, or answer again
-// under a new message_id if a repeat is acceptable; expired, no terminal
-// ack within Options.PendingTTL; ErrChannelReplaced, a final handed over
-// to a channel that replaced its own that the new channel refused.
-// Reply.Final returning pending_full means nothing is pending: wait for
-// outcomes and send again.
+// # The outcome of a final
+//
+// A final's outcome reaches the agent twice: as Delivery.Wait's return
+// (the Delivery of Client.Send or Reply.Final) and as the client-wide
+// imv2.Options.OnDelivered or OnFailed callback. Errors are *imv2.Error:
+// match one with errors.Is(err, &imv2.Error{Code: imv2.CodeExpired}) or
+// read its Code with errors.As.
+//
+//	outcome                   Wait returns                    callback     what to do
+//	accepted                  imv2.AckAccepted, nil           OnDelivered  nothing: shown
+//	duplicate                 imv2.AckDuplicate, nil          OnDelivered  nothing: shown once, before (a resend after a lost ack)
+//	rejected, retryable       — not an outcome                —            nothing: resent with backoff (A7)
+//	rejected, not retryable   AckRejected, its code           OnFailed     report it: a resend fails alike
+//	                          (target_rejected, invalid_packet …)
+//	delivery_outcome_unknown  AckRejected, that code          OnFailed     maybe shown, never resent: report it,
+//	                                                                       or answer anew under a new message_id
+//	expired                   AckRejected, code expired       OnFailed     no terminal ack within Options.PendingTTL (1 h)
+//	channel replaced          AckRejected, errors.Is(err,     OnFailed     a handed-over final the new channel refused:
+//	                          ErrChannelReplaced)             (old ID)     as not retryable
+//	Client closed first       imv2.ErrClosed                  —            still pending in Options.Pending: a Client on
+//	                                                                       the same store resends it
+//
+// An error from Client.Send or Reply.Final itself means nothing new is
+// pending, so no outcome will come: pending_full (Options.Pending holds
+// its cap for the channel: wait for outcomes, send again),
+// ErrChannelReplaced (the channel's successor is gone too), imv2.ErrClosed,
+// or channel_not_open (a channel this Client does not hold).
+//
+// While the connection is down (until the channel is reopened),
+// Reply.Delta and Reply.Activity return an *imv2.Error at once
+// (connector_channel_unavailable) and send nothing: neither is queued or
+// resent when the connection is back (the one snapshot the Client keeps
+// per channel goes out again only when a previous answer's final is acked
+// after it: C6, see Reply.Activity). The reply goes on: the Connector
+// dropped its delta stream with the connection and refuses deltas that do
+// not start a stream at 1 (D4), so the draft it shows stays as it was
+// until the final, which carries the whole text (D5) and stays pending
+// until acked. Log those errors; never hold the answer back for them (C8).
 //
 // A channel the Connector replaces (it forgot the ID and answered the
 // reopen with a new one, W5) is followed: its pending finals, unfinished
@@ -84,7 +109,7 @@
 //     stays open for another hello. 3.0 and every newer version (4.3 …)
 //     are admitted, and the ack always carries this side's 3.0. The
 //     Client admits an ack whose version lies in
-//     [ClientConfig.MinProtocolVersion, MaxProtocolVersion] (default
+//     [ClientAdvanced.MinProtocolVersion, MaxProtocolVersion] (default
 //     3.0–3.0) and always says 3.0 itself; Client.ProtocolVersion
 //     returns the version admitted. A non-empty connector_id the Server
 //     does not know (expired, or lost in a restart) gets a new

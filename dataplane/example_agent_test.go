@@ -36,15 +36,15 @@ func Example_agent() {
 		log.Fatal(err)
 	}
 	defer client.Close()
-	ch, err := client.OpenChannel(context.Background(), "")
+	ch, err := client.OpenChannel(context.Background(), "") // the channel's ID
 	if err != nil {
 		log.Fatal(err)
 	}
-	ask(ch.ID(), "What is 6 x 7?") // a person writes in the chat
+	ask(ch, "What is 6 x 7?") // a person writes in the chat
 
 	ctx := context.Background()
 	q := <-questions
-	r, err := client.NewReply(ch.ID(), "") // follows the channel if the Connector replaces it
+	r, err := client.NewReply(ch, "") // follows the channel if the Connector replaces it
 	if err != nil {
 		log.Fatal(err)
 	}

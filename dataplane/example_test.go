@@ -70,12 +70,12 @@ func Example() {
 	}
 
 	// A user writes on the console: the Connector sends it to xAgent …
-	if _, err := srv.Channel(ch.ID()).Send(ctx, imv2.ChatMessage{Text: "hello"}); err != nil {
+	if _, err := srv.Channel(ch).Send(ctx, imv2.ChatMessage{Text: "hello"}); err != nil {
 		panic(err)
 	}
 	fmt.Println("agent hears:", <-heard)
 	// … and the agent answers with a final.
-	if err := ch.NewReply("").Final(ctx, imv2.ChatMessage{Text: "hi there"}); err != nil {
+	if _, err := cli.Send(ctx, ch, imv2.ChatMessage{Text: "hi there"}); err != nil {
 		panic(err)
 	}
 	<-shown

@@ -32,7 +32,7 @@ func (c *Client) recordReplacedLocked(old, id string) {
 		c.replacedOrder = append(c.replacedOrder, old)
 	}
 	c.replaced[old] = id
-	for len(c.replacedOrder) > c.cfg.MaxChannels {
+	for len(c.replacedOrder) > c.cfg.Advanced.MaxChannels {
 		delete(c.replaced, c.replacedOrder[0])
 		c.replacedOrder = c.replacedOrder[1:]
 	}

@@ -16,7 +16,7 @@ import (
 func TestReplaced_Property(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		limit := rapid.IntRange(1, 6).Draw(t, "MaxChannels")
-		c := &Client{cfg: ClientConfig{MaxChannels: limit}, replaced: map[string]string{}}
+		c := &Client{cfg: ClientConfig{Advanced: ClientAdvanced{MaxChannels: limit}}, replaced: map[string]string{}}
 		ids := rapid.SampledFrom([]string{"a", "b", "c", "d", "e", "f", "g", "h"})
 		for i := range rapid.IntRange(0, 60).Draw(t, "ops") {
 			old, id := ids.Draw(t, "old"), ids.Draw(t, "new")

@@ -78,7 +78,7 @@ func TestClient_T1_UploadRetriesARefusalForNow(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		f, err := c.Upload(ctxWait(t), ch.ID(), "a.txt", bytes.NewReader([]byte("hello")))
+		f, err := c.Upload(ctxWait(t), ch, "a.txt", bytes.NewReader([]byte("hello")))
 		done <- result{f, err}
 	}()
 	for range 2 { // one backoff after each refusal
@@ -107,7 +107,7 @@ func TestClient_T1_UploadWaitsForTheReopen(t *testing.T) {
 
 	done := make(chan error, 1)
 	go func() {
-		f, err := c.Upload(ctxWait(t), ch.ID(), "b.txt", bytes.NewReader([]byte("later")))
+		f, err := c.Upload(ctxWait(t), ch, "b.txt", bytes.NewReader([]byte("later")))
 		if err == nil && f.FileRef != "f_later" {
 			err = errors.New("wrong file_ref " + f.FileRef)
 		}
@@ -120,7 +120,7 @@ func TestClient_T1_UploadWaitsForTheReopen(t *testing.T) {
 	}
 	clk.Advance(time.Second)
 	ev := recv(t, events)
-	require.Equal(t, []string{ch.ID()}, ev.ids)
+	require.Equal(t, []string{ch}, ev.ids)
 	require.NoError(t, recv(t, done))
 	require.Equal(t, int32(1), tries.Load(), "nothing was sent before the channel was open")
 }
@@ -132,9 +132,9 @@ func TestClient_WaitOpen_Refusals(t *testing.T) {
 	c, clk, _ := dialClient(t, url, nil)
 	ch, err := c.OpenChannel(ctxWait(t), "")
 	require.NoError(t, err)
-	id, err := c.WaitOpen(ctxWait(t), ch.ID())
+	id, err := c.WaitOpen(ctxWait(t), ch)
 	require.NoError(t, err)
-	require.Equal(t, ch.ID(), id)
+	require.Equal(t, ch, id)
 	_, err = c.WaitOpen(ctxWait(t), "cch_never")
 	require.ErrorIs(t, err, &imv2.Error{Code: imv2.CodeChannelNotOpen})
 
@@ -142,7 +142,7 @@ func TestClient_WaitOpen_Refusals(t *testing.T) {
 	recv(t, clk.armed)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
-	_, err = c.WaitOpen(ctx, ch.ID())
+	_, err = c.WaitOpen(ctx, ch)
 	require.ErrorIs(t, err, context.DeadlineExceeded, "a stored channel is waited for")
 }
 
@@ -171,7 +171,7 @@ func TestClient_W5_UnfinishedReplyFollowsTheNewChannel(t *testing.T) {
 	})
 	ch, err := c.OpenChannel(ctxWait(t), "")
 	require.NoError(t, err)
-	oldID := ch.ID()
+	oldID := ch
 	rep, err := c.NewReply(oldID, "r1")
 	require.NoError(t, err)
 	require.NoError(t, rep.Delta(ctxWait(t), "Hel"))

@@ -32,7 +32,7 @@ func TestHandler_E3_ErrorTextNeverStopsTheAnswer(t *testing.T) {
 			c, _, _ := dialClient(t, url, nil)
 			ch, err := c.OpenChannel(ctxWait(t), "")
 			require.NoError(t, err)
-			req, err := imv2.NewPacket(protocol.TypeToolInvoke, ch.ID(), protocol.ToolInvoke{ToolID: "test_send"})
+			req, err := imv2.NewPacket(protocol.TypeToolInvoke, ch, protocol.ToolInvoke{ToolID: "test_send"})
 			require.NoError(t, err)
 			_, err = c.Request(ctxWait(t), req) // an answer with an error is the error
 			var e *imv2.Error

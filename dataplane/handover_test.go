@@ -52,7 +52,7 @@ func TestClient_S2_W5_PendingFinalMovesToTheNewChannelID(t *testing.T) {
 	c, clk, events := dialClient(t, "ws://"+addr+"/ws", nil) // dialClient dials the base URL
 	ch, err := c.OpenChannel(ctxWait(t), "")
 	require.NoError(t, err)
-	oldID := ch.ID()
+	oldID := ch
 	stop() // the Connector goes away
 
 	rep, err := c.NewReply(oldID, "a1")

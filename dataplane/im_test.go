@@ -20,7 +20,7 @@ type imPair struct {
 	srvAcked  chan string
 	cliAcked  chan string
 	id        string
-	sch, xch  *imv2.Channel
+	sch       *imv2.Channel
 }
 
 func ackObserver(ch chan string) imv2.Observer {
@@ -45,9 +45,8 @@ func newIMPair(t *testing.T) *imPair {
 	})
 	recv(t, p.events)
 	var err error
-	p.xch, err = p.cli.OpenChannel(ctxWait(t), "")
+	p.id, err = p.cli.OpenChannel(ctxWait(t), "")
 	require.NoError(t, err)
-	p.id = p.xch.ID()
 	p.sch = p.srv.Channel(p.id)
 	require.NotNil(t, p.sch)
 	return p
@@ -66,12 +65,14 @@ func TestIM_M1_D8_UserMessageAndStreamedReply(t *testing.T) {
 	require.Equal(t, uid, recv(t, p.srvAcked))
 
 	// A streamed reply: two deltas, then the final, xAgent → Connector.
-	r := p.xch.NewReply("")
+	r, err := p.cli.NewReply(p.id, "")
+	require.NoError(t, err)
 	require.NoError(t, r.Delta(ctx, "Hel"))
 	require.Equal(t, "Hel", recv(t, p.connector.shown), "D8: the first delta creates the draft")
 	require.NoError(t, r.Delta(ctx, "lo"))
 	require.Equal(t, "Hello", recv(t, p.connector.shown), "D8: later deltas update it")
-	require.NoError(t, r.Final(ctx, imv2.ChatMessage{Text: "Hello!"}))
+	_, err = r.Final(ctx, imv2.ChatMessage{Text: "Hello!"})
+	require.NoError(t, err)
 	final := p.connector.next(t)
 	require.Equal(t, r.MessageID(), final.MessageID)
 	require.Equal(t, "Hello!", final.Text, "M11: the final's text is the whole body")
@@ -90,13 +91,16 @@ func TestIM_S10_ReconnectMidStreamAndPending(t *testing.T) {
 	require.NoError(t, err)
 	p.agent.next(t)
 	require.Equal(t, u0, recv(t, p.srvAcked))
-	r0 := p.xch.NewReply("")
-	require.NoError(t, r0.Final(ctx, imv2.ChatMessage{Text: "f0"}))
+	r0, err := p.cli.NewReply(p.id, "")
+	require.NoError(t, err)
+	_, err = r0.Final(ctx, imv2.ChatMessage{Text: "f0"})
+	require.NoError(t, err)
 	p.connector.next(t)
 	require.Equal(t, r0.MessageID(), recv(t, p.cliAcked))
 
 	// A reply starts streaming …
-	r := p.xch.NewReply("")
+	r, err := p.cli.NewReply(p.id, "")
+	require.NoError(t, err)
 	require.NoError(t, r.Delta(ctx, "Hel"))
 	require.Equal(t, "Hel", recv(t, p.connector.shown))
 
@@ -107,10 +111,11 @@ func TestIM_S10_ReconnectMidStreamAndPending(t *testing.T) {
 	// While down: the rest of the stream fails to leave, the final and a
 	// user message stay pending on their senders (A5).
 	require.Error(t, r.Delta(ctx, "lo"), "deltas are not queued")
-	require.NoError(t, r.Final(ctx, imv2.ChatMessage{Text: "Hello"}))
+	_, err = r.Final(ctx, imv2.ChatMessage{Text: "Hello"})
+	require.NoError(t, err)
 	u1, err := p.sch.Send(ctx, imv2.ChatMessage{Text: "u1"})
 	require.NoError(t, err)
-	pending, err := p.xch.Pending(ctx)
+	pending, err := p.cli.engine(p.id).Pending(ctx)
 	require.NoError(t, err)
 	require.Len(t, pending, 1)
 	pending, err = p.sch.Pending(ctx)
@@ -118,7 +123,7 @@ func TestIM_S10_ReconnectMidStreamAndPending(t *testing.T) {
 	require.Len(t, pending, 1)
 
 	// Reconnect: hello with the last connector_id, reopen, resend pending.
-	p.clk.Advance(p.cli.cfg.ReconnectMax)
+	p.clk.Advance(p.cli.cfg.Advanced.ReconnectMax)
 	ev := recv(t, p.events)
 	require.Equal(t, []string{p.id}, ev.ids)
 	final := p.connector.next(t)
@@ -130,7 +135,7 @@ func TestIM_S10_ReconnectMidStreamAndPending(t *testing.T) {
 	require.Equal(t, u1, recv(t, p.srvAcked))
 
 	// Nothing is pending now, so a further reconnect resends nothing (S10).
-	for _, ch := range []*imv2.Channel{p.xch, p.sch} {
+	for _, ch := range []*imv2.Channel{p.cli.engine(p.id), p.sch} {
 		pending, err := ch.Pending(ctx)
 		require.NoError(t, err)
 		require.Empty(t, pending)
@@ -166,9 +171,9 @@ func TestIM_S10_ResendOfDeliveredFinalIsDuplicate(t *testing.T) {
 	p.connector.next(t)
 	p.srv.dropConnections()
 	recv(t, p.clk.armed)
-	_, err := p.xch.Send(ctx, m) // pending on xAgent, already completed on the Connector
+	_, err := p.cli.Send(ctx, p.id, m) // pending on xAgent, already completed on the Connector
 	require.NoError(t, err)
-	p.clk.Advance(p.cli.cfg.ReconnectMax)
+	p.clk.Advance(p.cli.cfg.Advanced.ReconnectMax)
 	recv(t, p.events)
 	require.Equal(t, m.MessageID, recv(t, p.cliAcked), "acked (duplicate) after the reconnect")
 	require.Equal(t, 1, p.connector.count(m.MessageID))

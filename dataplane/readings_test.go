@@ -83,7 +83,7 @@ func TestClient_P2_K1_DescriptorProfileOutsideCardNotEnabled(t *testing.T) {
 	recv(t, events)
 	ch, err := cli.OpenChannel(ctxWait(t), "")
 	require.Error(t, err, "P2: the Descriptor's xagent.im.v2 is not in the Card")
-	require.Nil(t, ch)
+	require.Empty(t, ch)
 	require.Equal(t, imv2.CodeChannelUnavailable, imv2.AsError(err, "").Code)
 }
 

@@ -57,7 +57,7 @@ func TestServer_S2_UserMessagesInOrderPastTheWindow(t *testing.T) {
 		ctx := ctxWait(t)
 		xch, err := cli.OpenChannel(ctx, "")
 		require.NoError(t, err)
-		sch := srv.Channel(xch.ID())
+		sch := srv.Channel(xch)
 		for _, id := range want {
 			_, err := sch.Send(ctx, imv2.ChatMessage{MessageID: id, Text: "hi"})
 			require.NoError(t, err)

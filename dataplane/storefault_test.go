@@ -126,7 +126,7 @@ func moveDuringOutage(t *testing.T, m *movingPair, clk *armClock, c *Client, eve
 	m.a.dropConnections()
 	recv(t, clk.armed)
 	clk.Advance(time.Second) // the reconnect: to b, store down
-	return first.connectorID, opened.ID()
+	return first.connectorID, opened
 }
 
 // TestStoreOutage_W4_W11_HelloRefusedNotRenamed: xAgent moves to another

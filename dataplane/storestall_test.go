@@ -108,33 +108,35 @@ func TestStoreStall_D11_S1_SlowStoreHoldsOnlyItsChannel(t *testing.T) {
 	t.Cleanup(unstall) // before the client and server close
 
 	// The Connector's Lookup of a's first delta stalls.
-	completed.block(a.ID())
-	ra := a.NewReply("r-a")
+	completed.block(a)
+	ra, err := c.NewReply(a, "r-a")
+	require.NoError(t, err)
 	require.NoError(t, ra.Delta(ctx, "hel"))
-	require.Equal(t, a.ID(), recv(t, completed.entered))
-	_, err = b.Send(ctx, imv2.ChatMessage{MessageID: "f-b1", Text: "b goes on"})
+	require.Equal(t, a, recv(t, completed.entered))
+	_, err = c.Send(ctx, b, imv2.ChatMessage{MessageID: "f-b1", Text: "b goes on"})
 	require.NoError(t, err)
 	require.Equal(t, "f-b1", target.next(t).MessageID, "b's final is posted while a's Lookup stalls")
-	require.Eventually(t, func() bool { return pendingOf(t, b) == 0 }, wait, time.Millisecond, "and acknowledged")
+	require.Eventually(t, func() bool { return pendingOf(t, c.engine(b)) == 0 }, wait, time.Millisecond, "and acknowledged")
 	// a's reply ends: its final (a claim, not a Lookup) is posted while
 	// the Lookup of its first delta still stalls. A final sent on a after
 	// it waits for it (the order rule), so it comes first.
-	require.NoError(t, ra.Final(ctx, imv2.ChatMessage{Text: "hello"}))
+	_, err = ra.Final(ctx, imv2.ChatMessage{Text: "hello"})
+	require.NoError(t, err)
 	require.Equal(t, "r-a", target.next(t).MessageID)
-	require.Eventually(t, func() bool { return pendingOf(t, a) == 0 }, wait, time.Millisecond, "and acknowledged")
+	require.Eventually(t, func() bool { return pendingOf(t, c.engine(a)) == 0 }, wait, time.Millisecond, "and acknowledged")
 
 	// xAgent's Remove after a's ack stalls.
-	pending.block(a.ID())
-	_, err = a.Send(ctx, imv2.ChatMessage{MessageID: "f-a1", Text: "a"})
+	pending.block(a)
+	_, err = c.Send(ctx, a, imv2.ChatMessage{MessageID: "f-a1", Text: "a"})
 	require.NoError(t, err)
 	require.Equal(t, "f-a1", target.next(t).MessageID)
-	require.Equal(t, a.ID(), recv(t, pending.entered))
-	_, err = b.Send(ctx, imv2.ChatMessage{MessageID: "f-b2", Text: "b still goes on"})
+	require.Equal(t, a, recv(t, pending.entered))
+	_, err = c.Send(ctx, b, imv2.ChatMessage{MessageID: "f-b2", Text: "b still goes on"})
 	require.NoError(t, err)
 	require.Equal(t, "f-b2", target.next(t).MessageID)
-	require.Eventually(t, func() bool { return pendingOf(t, b) == 0 }, wait, time.Millisecond, "b's ack is read while a's Remove stalls")
-	require.Equal(t, 1, pendingOf(t, a), "a's entry waits for its Remove")
+	require.Eventually(t, func() bool { return pendingOf(t, c.engine(b)) == 0 }, wait, time.Millisecond, "b's ack is read while a's Remove stalls")
+	require.Equal(t, 1, pendingOf(t, c.engine(a)), "a's entry waits for its Remove")
 
 	unstall()
-	require.Eventually(t, func() bool { return pendingOf(t, a) == 0 }, wait, time.Millisecond, "a's Remove completes once the store answers")
+	require.Eventually(t, func() bool { return pendingOf(t, c.engine(a)) == 0 }, wait, time.Millisecond, "a's Remove completes once the store answers")
 }

@@ -120,8 +120,8 @@ func ackConnector(t *testing.T, version string, omit bool, got chan<- string) st
 // always writes 3.0 in its hello, and exposes the negotiated version.
 func TestClient_W4_AdmitsAckVersionInRange(t *testing.T) {
 	wide := func(c *ClientConfig) {
-		c.MinProtocolVersion = protocol.Version{Major: 3, Minor: 0}
-		c.MaxProtocolVersion = protocol.Version{Major: 4, Minor: 3}
+		c.Advanced.MinProtocolVersion = protocol.Version{Major: 3, Minor: 0}
+		c.Advanced.MaxProtocolVersion = protocol.Version{Major: 4, Minor: 3}
 	}
 	for _, tc := range []struct {
 		ack     string
@@ -152,7 +152,7 @@ func TestClient_W4_AdmitsAckVersionInRange(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			got := make(chan string, 1)
 			url := ackConnector(t, tc.ack, tc.omit, got)
-			cfg := ClientConfig{URL: url, CardID: testCardID, Target: newRecTarget()}
+			cfg := ClientConfig{URL: url, Target: newRecTarget(), Advanced: ClientAdvanced{CardID: testCardID}}
 			if tc.mod != nil {
 				tc.mod(&cfg)
 			}
@@ -172,8 +172,9 @@ func TestClient_W4_AdmitsAckVersionInRange(t *testing.T) {
 }
 
 func TestClient_W4_VersionRangeConfig(t *testing.T) {
-	_, err := Dial(ctxWait(t), ClientConfig{URL: "http://127.0.0.1:1", CardID: testCardID, Target: newRecTarget(),
-		MinProtocolVersion: protocol.Version{Major: 4}, MaxProtocolVersion: protocol.Version{Major: 3}})
+	_, err := Dial(ctxWait(t), ClientConfig{URL: "http://127.0.0.1:1", Target: newRecTarget(),
+		Advanced: ClientAdvanced{CardID: testCardID, MinProtocolVersion: protocol.Version{Major: 4}, MaxProtocolVersion: protocol.Version{Major: 3}},
+	})
 	require.ErrorContains(t, err, "below MinProtocolVersion")
 }
 

@@ -65,7 +65,7 @@ func newScaleFleet(b testing.TB, connectors, channels int) (f *scaleFleet, heapP
 				f.close()
 				b.Fatal(err)
 			}
-			ids = append(ids, ch.ID())
+			ids = append(ids, ch)
 		}
 		f.chans = append(f.chans, ids)
 	}

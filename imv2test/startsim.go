@@ -15,7 +15,7 @@ import (
 // kit Connector, beside RunKit's conformance checks:
 //
 //	agent := imv2test.StartSim(t, k, sim.Config{Rate: 50})
-//	if err := agent.Reply(t.Context(), agent.Channel().ID(), "Hello."); err != nil {
+//	if err := agent.Reply(t.Context(), agent.ChannelID(), "Hello."); err != nil {
 //		t.Fatal(err)
 //	}
 //	if err := agent.WaitAcked(t.Context(), 1); err != nil {

@@ -41,7 +41,7 @@ func TestStartSim_W1_A5_KitAndSimulatorOverLoopback(t *testing.T) {
 	var want []string
 	for i := range 5 {
 		want = append(want, fmt.Sprintf("reply %d", i))
-		require.NoError(t, agent.Reply(t.Context(), agent.Channel().ID(), want[i]))
+		require.NoError(t, agent.Reply(t.Context(), agent.ChannelID(), want[i]))
 	}
 	require.NoError(t, agent.WaitAcked(t.Context(), len(want)))
 	chat.mu.Lock()

@@ -647,20 +647,20 @@ func pieces(text string) []string {
 // dataplane.Client dialled with cfg — the base URL (the Client fetches the
 // Card), APIKey, CardID (which the Card must name) and Target filled in
 // from the env, the Target recording user messages — that
-// opens one channel. Reply streams with imv2.Reply (deltas 1, 2, 3 …,
-// then the final) after uploading the files with xfiles.Upload (M7).
+// opens one channel. Reply streams with Client.NewReply (deltas 1, 2, 3
+// …, then the final) after uploading the files with xfiles.Upload (M7).
 // Set cfg.Options (ack timeout, retry bounds) and the reconnect backoff
 // to fit Config.Resend.
 func SDKXAgent(cfg dataplane.ClientConfig) StartXAgent {
 	return func(ctx context.Context, env XAgentEnv) (XAgent, error) {
 		c := cfg
-		c.URL, c.APIKey, c.CardID = env.URL, env.APIKey, env.CardID
+		c.URL, c.APIKey, c.Advanced.CardID = env.URL, env.APIKey, env.CardID
 		c.Target = UserRecorder(env.Agent)
-		if c.HTTPClient == nil {
-			c.HTTPClient = env.HTTPClient
+		if c.Advanced.HTTPClient == nil {
+			c.Advanced.HTTPClient = env.HTTPClient
 		}
-		if c.DialContext == nil && env.Dialer != nil {
-			c.DialContext = env.Dialer.NetDialContext
+		if c.Advanced.DialContext == nil && env.Dialer != nil {
+			c.Advanced.DialContext = env.Dialer.NetDialContext
 		}
 		client, err := dataplane.Dial(ctx, c)
 		if err != nil {
@@ -682,11 +682,10 @@ type sdkXAgent struct {
 }
 
 func (s *sdkXAgent) Reply(ctx context.Context, channelID string, r Reply) error {
-	ch := s.client.Channel(channelID)
-	if ch == nil {
-		return fmt.Errorf("channel %s is not open", channelID)
+	rep, err := s.client.NewReply(channelID, "")
+	if err != nil {
+		return err
 	}
-	rep := ch.NewReply("")
 	if r.Stream {
 		for _, p := range pieces(r.Text) {
 			if err := rep.Delta(ctx, p); err != nil {
@@ -702,7 +701,8 @@ func (s *sdkXAgent) Reply(ctx context.Context, channelID string, r Reply) error 
 		}
 		m.Files = append(m.Files, res.File())
 	}
-	return rep.Final(ctx, m)
+	_, err = rep.Final(ctx, m)
+	return err
 }
 
 func (s *sdkXAgent) Close() error { return s.client.Close() }

@@ -106,18 +106,18 @@ func (f *flawConn) Read(ctx context.Context) (*imv2.Packet, error) {
 func sdkXAgent(flaws ...xagentFlaw) imv2test.StartXAgent {
 	return func(ctx context.Context, env imv2test.XAgentEnv) (imv2test.XAgent, error) {
 		cfg := dataplane.ClientConfig{
-			Options:      &imv2.Options{AckTimeout: time.Second, RetryMin: 100 * time.Millisecond, RetryMax: 200 * time.Millisecond},
-			ReconnectMin: 50 * time.Millisecond, ReconnectMax: 100 * time.Millisecond,
+			Options:  &imv2.Options{AckTimeout: time.Second, RetryMin: 100 * time.Millisecond, RetryMax: 200 * time.Millisecond},
+			Advanced: dataplane.ClientAdvanced{ReconnectMin: 50 * time.Millisecond, ReconnectMax: 100 * time.Millisecond},
 		}
 		if slices.Contains(flaws, xTrustDescriptor) {
 			// The Client reads the Card as declaring xagent.im.v2 whatever
 			// it says: an xAgent that takes the Descriptor's word.
-			cfg.HTTPClient = &http.Client{Transport: cardWithIMv2{env.HTTPClient.Transport}}
+			cfg.Advanced.HTTPClient = &http.Client{Transport: cardWithIMv2{env.HTTPClient.Transport}}
 		}
 		if len(flaws) > 0 {
 			var mu sync.Mutex
 			seen := map[string]bool{}
-			cfg.WrapConn = func(c dataplane.Conn) dataplane.Conn {
+			cfg.Advanced.WrapConn = func(c dataplane.Conn) dataplane.Conn {
 				return &flawConn{Conn: c, flaws: flaws, mu: &mu, seen: seen}
 			}
 		}

@@ -86,7 +86,7 @@ func floodCompleted(t *testing.T, capacity, channels, finals int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s := send(victim, vch.ID(), "v1"); s != imv2.AckAccepted {
+	if s := send(victim, vch, "v1"); s != imv2.AckAccepted {
 		t.Fatalf("the victim's final: %s", s)
 	}
 
@@ -97,7 +97,7 @@ func floodCompleted(t *testing.T, capacity, channels, finals int) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ids[i] = ch.ID()
+		ids[i] = ch
 	}
 	for i := range finals {
 		if s := send(attacker, ids[i%channels], fmt.Sprintf("a%d", i)); s != imv2.AckAccepted {
@@ -105,7 +105,7 @@ func floodCompleted(t *testing.T, capacity, channels, finals int) {
 		}
 	}
 
-	if s := send(victim, vch.ID(), "v1"); s != imv2.AckDuplicate { // the resend
+	if s := send(victim, vch, "v1"); s != imv2.AckDuplicate { // the resend
 		t.Errorf("the victim's resend: %s, want duplicate", s)
 	}
 	if n := plat.count("v1"); n != 1 {

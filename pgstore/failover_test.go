@@ -237,11 +237,10 @@ func (a *foAgent) PostMessage(_ context.Context, channelID string, m *imv2.ChatM
 
 func (a *foAgent) reply(channelID, userID string) {
 	defer a.wg.Done()
-	ch := a.client.Load().Channel(channelID)
-	if ch == nil {
+	r, err := a.client.Load().NewReply(channelID, "r-"+userID)
+	if err != nil {
 		return
 	}
-	r := ch.NewReply("r-" + userID)
 	var text strings.Builder
 	for i := 1; i <= foDeltas; i++ {
 		piece := fmt.Sprintf("%s·%02d ", userID, i)
@@ -255,7 +254,7 @@ func (a *foAgent) reply(channelID, userID string) {
 		}
 	}
 	for a.ctx.Err() == nil {
-		err := r.Final(a.ctx, imv2.ChatMessage{Text: text.String()})
+		_, err := r.Final(a.ctx, imv2.ChatMessage{Text: text.String()})
 		if err == nil || !errors.Is(err, &imv2.Error{Code: imv2.CodePendingFull}) {
 			return
 		}
@@ -325,14 +324,14 @@ func firstAfter(ts []time.Time, t0 time.Time) (time.Time, bool) {
 // calls.
 type inFlight struct{ users, finals, claims int }
 
-func countInFlight(ctx context.Context, t *testing.T, db string, x *imv2.Channel) inFlight {
+func countInFlight(ctx context.Context, t *testing.T, db string, xc *dataplane.Client, x string) inFlight {
 	st := openStore(t, db, pgstore.Options{})
 	defer st.Close()
 	var f inFlight
-	if l, err := st.List(ctx, x.ID()); err == nil {
+	if l, err := st.List(ctx, x); err == nil {
 		f.users = len(l)
 	}
-	if l, err := x.Pending(ctx); err == nil {
+	if l, err := pendingOf(ctx, xc, x); err == nil {
 		f.finals = len(l)
 	}
 	if s, err := st.Stats(ctx); err == nil {
@@ -380,9 +379,11 @@ func TestFailover_S8_A6_KillHolderMidStreamMidBurstMidPost(t *testing.T) {
 	ag := &foAgent{ctx: actx, users: map[string]int{}, first: map[string]time.Time{}}
 	ag.pace.Store(int64(10 * time.Millisecond))
 	ak := &acks{done: map[string]bool{}}
+	xPend := newXPending()
 	client, err := dataplane.Dial(ctx, dataplane.ClientConfig{
-		URL: rs.URL, CardID: consolebridge.CardID, Target: ag,
+		URL: rs.URL, Target: ag,
 		Options: &imv2.Options{
+			Pending:    xPend,
 			AckTimeout: replicaAckTimeout, RetryMin: 50 * time.Millisecond, RetryMax: 500 * time.Millisecond,
 			Observer: ak,
 			OnFailed: func(_ string, m imv2.ChatMessage, e *imv2.Error) {
@@ -391,24 +392,25 @@ func TestFailover_S8_A6_KillHolderMidStreamMidBurstMidPost(t *testing.T) {
 				ak.failed = append(ak.failed, m.MessageID+": "+string(e.Code))
 			},
 		},
-		ReconnectMin: 20 * time.Millisecond, ReconnectMax: 200 * time.Millisecond,
-		RequestTimeout: 2 * time.Second,
+
 		OnConnected: func(string, []string) {
 			ak.mu.Lock()
 			defer ak.mu.Unlock()
 			ak.connects = append(ak.connects, time.Now())
 		},
+		Advanced: dataplane.ClientAdvanced{CardID: consolebridge.CardID, ReconnectMin: 20 * time.Millisecond, ReconnectMax: 200 * time.Millisecond, RequestTimeout: 2 * time.Second},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer client.Close()
+	trackPending(t, client, xPend)
 	ag.client.Store(client)
 	x, err := client.OpenChannel(ctx, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	chID := x.ID()
+	chID := x
 	connectorID := client.ConnectorID()
 
 	var peakPending atomic.Int64
@@ -454,7 +456,7 @@ func TestFailover_S8_A6_KillHolderMidStreamMidBurstMidPost(t *testing.T) {
 	for (ag.deltas.Load() < foDeltas/3 || plat.draftsOf("r-u-0000") == 0) && ctx.Err() == nil {
 		time.Sleep(2 * time.Millisecond)
 	}
-	in1 := countInFlight(ctx, t, db, x)
+	in1 := countInFlight(ctx, t, db, client, x)
 	deltasAtKill1 := ag.deltas.Load()
 	kill1 := time.Now()
 	a.kill()
@@ -478,7 +480,7 @@ func TestFailover_S8_A6_KillHolderMidStreamMidBurstMidPost(t *testing.T) {
 			text = "reply " + id
 		}
 		if i == foBurst/2 {
-			in2 = countInFlight(ctx, t, db, x)
+			in2 = countInFlight(ctx, t, db, client, x)
 			kill2 = time.Now()
 			b.kill()
 		}
@@ -502,7 +504,7 @@ func TestFailover_S8_A6_KillHolderMidStreamMidBurstMidPost(t *testing.T) {
 	case <-plat.held:
 	case <-ctx.Done():
 	}
-	in3 := countInFlight(ctx, t, db, x)
+	in3 := countInFlight(ctx, t, db, client, x)
 	kill3 := time.Now()
 	c.kill()
 	conn3, ackAfter3 := waitAck(ctx, ak, kill3)
@@ -525,7 +527,7 @@ func TestFailover_S8_A6_KillHolderMidStreamMidBurstMidPost(t *testing.T) {
 			}
 		}
 		l, err := st.List(ctx, chID)
-		p, _ := x.Pending(ctx)
+		p, _ := pendingOf(ctx, client, x)
 		return err == nil && len(l) == 0 && len(p) == 0
 	}
 	for !settled() && ctx.Err() == nil {

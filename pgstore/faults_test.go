@@ -77,19 +77,21 @@ func (f *failures) list() []string {
 // failures to f.
 func dialThrough(t *testing.T, rt *router, cc *cutConn, f *failures, agent imv2.Target) *dataplane.Client {
 	t.Helper()
+	pend := newXPending()
 	x, err := dataplane.Dial(context.Background(), dataplane.ClientConfig{
-		URL: rt.hs.URL, CardID: consolebridge.CardID, Target: agent, Store: state.NewMemoryChannelStore(0),
+		URL: rt.hs.URL, Target: agent, Store: state.NewMemoryChannelStore(0),
 		Options: &imv2.Options{
+			Pending:    pend,
 			AckTimeout: 500 * time.Millisecond, RetryMin: 20 * time.Millisecond, RetryMax: 200 * time.Millisecond,
 			OnFailed: f.add,
 		},
-		ReconnectMin: 20 * time.Millisecond, ReconnectMax: 200 * time.Millisecond,
-		WrapConn: cc.wrap,
+		Advanced: dataplane.ClientAdvanced{CardID: consolebridge.CardID, ReconnectMin: 20 * time.Millisecond, ReconnectMax: 200 * time.Millisecond, WrapConn: cc.wrap},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = x.Close() })
+	trackPending(t, x, pend)
 	return x
 }
 
@@ -109,7 +111,7 @@ func moveDuringRecord(t *testing.T, a, b *replica, g *recordGate, hold time.Dura
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ch.Send(ctx, imv2.ChatMessage{MessageID: "f-1", Text: "reply"}); err != nil {
+	if _, err := x.Send(ctx, ch, imv2.ChatMessage{MessageID: "f-1", Text: "reply"}); err != nil {
 		t.Fatal(err)
 	}
 	<-g.held // a posted f-1; its Record waits
@@ -120,8 +122,8 @@ func moveDuringRecord(t *testing.T, a, b *replica, g *recordGate, hold time.Dura
 	time.Sleep(hold)
 	close(g.hold)
 	waitFor(t, "f-1 settled at xAgent", func() bool {
-		p, _ := ch.Pending(ctx)
-		return len(p) == 0 && b.srv.IsOpen(ch.ID())
+		p, _ := pendingOf(ctx, x, ch)
+		return len(p) == 0 && b.srv.IsOpen(ch)
 	})
 	return f.list()
 }

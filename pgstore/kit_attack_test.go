@@ -42,7 +42,7 @@ func TestAttack_FinalsFloodKeepsAnotherConnectorsInboundRecord(t *testing.T) {
 	})
 	dctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	dial := func(room string) (*kitAgent, *imv2.Channel) {
+	dial := func(room string) (*kitAgent, *dataplane.Client, string) {
 		a := &kitAgent{users: map[string]int{}, outcome: make(chan *imv2.Error, 64)}
 		c, err := dataplane.Dial(dctx, dataplane.ClientConfig{
 			URL: "http://" + ln.Addr().String(), Target: a,
@@ -59,13 +59,13 @@ func TestAttack_FinalsFloodKeepsAnotherConnectorsInboundRecord(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := k.Bind(ctx, state.Binding{ChannelID: ch.ID(), Key: room, Target: protocol.DescriptorTarget{DisplayName: room}}); err != nil {
+		if err := k.Bind(ctx, state.Binding{ChannelID: ch, Key: room, Target: protocol.DescriptorTarget{DisplayName: room}}); err != nil {
 			t.Fatal(err)
 		}
-		return a, ch
+		return a, c, ch
 	}
-	victim, chA := dial("room-a")
-	attacker, chB := dial("room-b")
+	victim, _, chA := dial("room-a")
+	attacker, xb, chB := dial("room-b")
 
 	ev := connector.InboundEvent{Conversation: "room-a", EventID: "update-1", Text: "hello"}
 	id := connector.EventMessageID(ev.Conversation, ev.EventID)
@@ -74,7 +74,7 @@ func TestAttack_FinalsFloodKeepsAnotherConnectorsInboundRecord(t *testing.T) {
 	}
 	eventually(t, func() bool { return victim.count(id) == 1 })
 	for range 40 {
-		if _, err := chB.Send(ctx, imv2.ChatMessage{Text: "flood"}); err != nil {
+		if _, err := xb.Send(ctx, chB, imv2.ChatMessage{Text: "flood"}); err != nil {
 			t.Fatal(err)
 		}
 		select {
@@ -86,7 +86,7 @@ func TestAttack_FinalsFloodKeepsAnotherConnectorsInboundRecord(t *testing.T) {
 			t.Fatal("no ack of a flood final")
 		}
 	}
-	if _, kept, err := st.Lookup(ctx, chA.ID(), id); err != nil || !kept {
+	if _, kept, err := st.Lookup(ctx, chA, id); err != nil || !kept {
 		t.Fatalf("A's record of E after B's flood: found=%v, %v", kept, err)
 	}
 	if err := k.Receive(ctx, ev); err != nil {

@@ -70,14 +70,14 @@ func TestKit_M9_ReceiveOnAReplicaGoesThroughTheRelay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, func() bool { return k1.Server().IsOpen(ch.ID()) })
+	eventually(t, func() bool { return k1.Server().IsOpen(ch) })
 
 	ev := connector.InboundEvent{Conversation: "room-1", EventID: "update-1", Text: "hello, received on the other replica"}
 	id := connector.EventMessageID(ev.Conversation, ev.EventID)
 	if err := k2.Receive(ctx, ev); err != nil {
 		t.Fatalf("Receive on the replica without the channel: %v", err)
 	}
-	eventually(t, func() bool { return a.count(id) == 1 && pendingEmpty(t, st, ch.ID()) })
+	eventually(t, func() bool { return a.count(id) == 1 && pendingEmpty(t, st, ch) })
 	for i, k := range []*connector.Connector{k2, k1} {
 		if err := k.Receive(ctx, ev); err != nil {
 			t.Fatalf("a replay on replica %d: %v", 2-i, err)

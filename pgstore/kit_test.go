@@ -130,11 +130,12 @@ func TestKit_M9_S8_ConnectorOnPgstoreAcrossRestart(t *testing.T) {
 	defer cancel()
 	c, err := dataplane.Dial(dctx, dataplane.ClientConfig{
 		URL: "http://" + addr, Target: a,
-		ReconnectMin: 20 * time.Millisecond, ReconnectMax: 200 * time.Millisecond,
+
 		Options: &imv2.Options{
 			OnDelivered: func(string, imv2.ChatMessage, imv2.AckStatus) { a.outcome <- nil },
 			OnFailed:    func(_ string, _ imv2.ChatMessage, err *imv2.Error) { a.outcome <- err },
 		},
+		Advanced: dataplane.ClientAdvanced{ReconnectMin: 20 * time.Millisecond, ReconnectMax: 200 * time.Millisecond},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -146,10 +147,11 @@ func TestKit_M9_S8_ConnectorOnPgstoreAcrossRestart(t *testing.T) {
 	}
 	final := func() string {
 		t.Helper()
-		id, err := ch.Send(ctx, imv2.ChatMessage{Text: "an answer"})
+		d, err := c.Send(ctx, ch, imv2.ChatMessage{Text: "an answer"})
 		if err != nil {
 			t.Fatal(err)
 		}
+		id := d.MessageID()
 		select {
 		case e := <-a.outcome:
 			if e != nil {
@@ -163,7 +165,7 @@ func TestKit_M9_S8_ConnectorOnPgstoreAcrossRestart(t *testing.T) {
 
 	// An explicit binding, not the default: after the restart only the
 	// database knows the channel belongs to room-9.
-	if err := r.k.Bind(ctx, state.Binding{ChannelID: ch.ID(), Key: "room-9", Target: protocol.DescriptorTarget{DisplayName: "Room 9"}}); err != nil {
+	if err := r.k.Bind(ctx, state.Binding{ChannelID: ch, Key: "room-9", Target: protocol.DescriptorTarget{DisplayName: "Room 9"}}); err != nil {
 		t.Fatal(err)
 	}
 	ev := connector.InboundEvent{Conversation: "room-9", EventID: "update-4711", Text: "hello"}
@@ -176,10 +178,10 @@ func TestKit_M9_S8_ConnectorOnPgstoreAcrossRestart(t *testing.T) {
 	if got := plat.finals("room-9"); !slices.Equal(got, []string{f1}) {
 		t.Fatalf("platform shows %q in room-9; want the final %s", got, f1)
 	}
-	if b, ok, err := r.st.Binding(ctx, ch.ID()); err != nil || !ok || b.Key != "room-9" {
+	if b, ok, err := r.st.Binding(ctx, ch); err != nil || !ok || b.Key != "room-9" {
 		t.Fatalf("binding in pgstore = %+v, %v, %v; want room-9", b, ok, err)
 	}
-	eventually(t, func() bool { return pendingEmpty(t, r.st, ch.ID()) })
+	eventually(t, func() bool { return pendingEmpty(t, r.st, ch) })
 	stop(r)
 
 	if ln, err = net.Listen("tcp", addr); err != nil {
@@ -187,11 +189,11 @@ func TestKit_M9_S8_ConnectorOnPgstoreAcrossRestart(t *testing.T) {
 	}
 	r = start(ln)
 	defer stop(r)
-	eventually(t, func() bool { return c.Connected() && r.k.Server().IsOpen(ch.ID()) })
+	eventually(t, func() bool { return c.Connected() && r.k.Server().IsOpen(ch) })
 	if err := r.k.Receive(ctx, ev); err != nil {
 		t.Fatalf("a replay after the restart: %v", err)
 	}
-	eventually(t, func() bool { return pendingEmpty(t, r.st, ch.ID()) })
+	eventually(t, func() bool { return pendingEmpty(t, r.st, ch) })
 	other := connector.InboundEvent{Conversation: "room-9", EventID: "update-4712", Text: "a new one"}
 	if err := r.k.Receive(ctx, other); err != nil {
 		t.Fatal(err)

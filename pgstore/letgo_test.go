@@ -142,7 +142,7 @@ func TestLetGo_W11_ReplicaCutOffFromTheDatabaseLetsXAgentGo(t *testing.T) {
 				mu.Unlock()
 			},
 		},
-		ReconnectMin: 20 * time.Millisecond, ReconnectMax: 200 * time.Millisecond,
+		Advanced: dataplane.ClientAdvanced{ReconnectMin: 20 * time.Millisecond, ReconnectMax: 200 * time.Millisecond},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -155,7 +155,7 @@ func TestLetGo_W11_ReplicaCutOffFromTheDatabaseLetsXAgentGo(t *testing.T) {
 
 	send := func(i int) {
 		id := fmt.Sprintf("f-%d", i)
-		if _, err := ch.Send(ctx, imv2.ChatMessage{MessageID: id, Text: "reply " + id}); err != nil {
+		if _, err := x.Send(ctx, ch, imv2.ChatMessage{MessageID: id, Text: "reply " + id}); err != nil {
 			t.Fatalf("%s: %v", id, err) // stored as pending: sent again until acked
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/dataplane"
 )
 
 // flow is xAgent on one channel through a router in front of two
@@ -20,7 +21,8 @@ type flow struct {
 	rt          *router
 	cc          cutConn
 	failed      failures
-	ch          *imv2.Channel
+	x           *dataplane.Client
+	ch          string
 
 	mu       sync.Mutex
 	finals   []string
@@ -39,7 +41,7 @@ func newFlow(t *testing.T, url string) *flow {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.ch = ch
+	f.x, f.ch = x, ch
 	return f
 }
 
@@ -48,12 +50,12 @@ func newFlow(t *testing.T, url string) *flow {
 func (f *flow) send(t *testing.T, prefix string, i int) {
 	ctx := context.Background()
 	id := fmt.Sprintf("%s-f-%d", prefix, i)
-	if _, err := f.ch.Send(ctx, imv2.ChatMessage{MessageID: id, Text: "reply"}); err != nil {
+	if _, err := f.x.Send(ctx, f.ch, imv2.ChatMessage{MessageID: id, Text: "reply"}); err != nil {
 		t.Errorf("final %s not queued: %v", id, err)
 		return
 	}
 	u := fmt.Sprintf("%s-u-%d", prefix, i)
-	_, err := f.reps[i%2].relay.Send(ctx, f.ch.ID(), imv2.ChatMessage{MessageID: u, Text: "hello"})
+	_, err := f.reps[i%2].relay.Send(ctx, f.ch, imv2.ChatMessage{MessageID: u, Text: "hello"})
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.finals = append(f.finals, id)
@@ -77,7 +79,7 @@ func (f *flow) move() {
 // settled: no final pending at xAgent and every accepted user message
 // arrived.
 func (f *flow) settled() bool {
-	if p, _ := f.ch.Pending(context.Background()); len(p) != 0 {
+	if p, _ := pendingOf(context.Background(), f.x, f.ch); len(p) != 0 {
 		return false
 	}
 	f.mu.Lock()

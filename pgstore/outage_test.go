@@ -92,16 +92,17 @@ func TestOutage_W11_MoveDuringOutageSettles(t *testing.T) {
 	agent := newKeyPlatform(false)
 	var cc cutConn
 	store := state.NewMemoryChannelStore(0)
+	pend := newXPending()
 	x, err := dataplane.Dial(ctx, dataplane.ClientConfig{
-		URL: rt.hs.URL, CardID: consolebridge.CardID, Target: agent, Store: store,
-		Options:      &imv2.Options{AckTimeout: 500 * time.Millisecond, RetryMin: 20 * time.Millisecond, RetryMax: 200 * time.Millisecond},
-		ReconnectMin: 20 * time.Millisecond, ReconnectMax: 200 * time.Millisecond,
-		WrapConn: cc.wrap,
+		URL: rt.hs.URL, Target: agent, Store: store,
+		Options:  &imv2.Options{Pending: pend, AckTimeout: 500 * time.Millisecond, RetryMin: 20 * time.Millisecond, RetryMax: 200 * time.Millisecond},
+		Advanced: dataplane.ClientAdvanced{CardID: consolebridge.CardID, ReconnectMin: 20 * time.Millisecond, ReconnectMax: 200 * time.Millisecond, WrapConn: cc.wrap},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = x.Close() })
+	trackPending(t, x, pend)
 	ch, err := x.OpenChannel(ctx, "")
 	if err != nil {
 		t.Fatal(err)
@@ -120,7 +121,7 @@ func TestOutage_W11_MoveDuringOutageSettles(t *testing.T) {
 		for i := range 3 {
 			id := fmt.Sprintf("f-%d-%d", round, i)
 			finals = append(finals, id)
-			if _, err := ch.Send(ctx, imv2.ChatMessage{MessageID: id, Text: "reply"}); err != nil {
+			if _, err := x.Send(ctx, ch, imv2.ChatMessage{MessageID: id, Text: "reply"}); err != nil {
 				t.Fatalf("round %d: %s: %v", round, id, err)
 			}
 		}
@@ -130,22 +131,22 @@ func TestOutage_W11_MoveDuringOutageSettles(t *testing.T) {
 		}
 		back := time.Now()
 		settled := func() bool {
-			if !to.srv.IsOpen(ch.ID()) || x.Channel(ch.ID()) != ch {
+			if !to.srv.IsOpen(ch) || x.Resolve(ch) != ch || x.Negotiated(ch) == nil { // held under its own ID
 				return false
 			}
-			p, _ := ch.Pending(ctx)
+			p, _ := pendingOf(ctx, x, ch)
 			return len(p) == 0
 		}
 		for !settled() {
 			if time.Since(back) > settleAfterReturn {
-				p, _ := ch.Pending(ctx)
+				p, _ := pendingOf(ctx, x, ch)
 				t.Fatalf("round %d: not settled %v after the database returned: open on the new replica %v (on the old %v), connector_id %s (was %s), channels %v, %d finals pending",
-					round, settleAfterReturn, to.srv.IsOpen(ch.ID()), from.srv.IsOpen(ch.ID()), x.ConnectorID(), cid, to.srv.ChannelIDs(), len(p))
+					round, settleAfterReturn, to.srv.IsOpen(ch), from.srv.IsOpen(ch), x.ConnectorID(), cid, to.srv.ChannelIDs(), len(p))
 			}
 			time.Sleep(5 * time.Millisecond) // polling real processes; the bound is checked above
 		}
 		u := fmt.Sprintf("u-%d", round)
-		if _, err := to.relay.Send(ctx, ch.ID(), imv2.ChatMessage{MessageID: u, Text: "hello"}); err != nil {
+		if _, err := to.relay.Send(ctx, ch, imv2.ChatMessage{MessageID: u, Text: "hello"}); err != nil {
 			t.Fatalf("round %d: user message after the return: %v", round, err)
 		}
 		for agent.count(u) == 0 {

@@ -69,7 +69,7 @@ func TestFaults_S1_S8_PoolExhaustion(t *testing.T) {
 	x := dialThrough(t, rt, &cc, &f, agent)
 
 	const channels, finals, users = 50, 4, 2
-	chs := make([]*imv2.Channel, channels)
+	chs := make([]string, channels)
 	for i := range chs {
 		var err error
 		for {
@@ -92,14 +92,14 @@ func TestFaults_S1_S8_PoolExhaustion(t *testing.T) {
 			defer wg.Done()
 			for j := range max(finals, users) {
 				if j < finals {
-					if _, err := ch.Send(ctx, imv2.ChatMessage{MessageID: fmt.Sprintf("f-%d-%d", i, j), Text: "reply"}); err != nil {
+					if _, err := x.Send(ctx, ch, imv2.ChatMessage{MessageID: fmt.Sprintf("f-%d-%d", i, j), Text: "reply"}); err != nil {
 						t.Errorf("final not queued: %v", err)
 					}
 				}
 				if j < users {
 					u := fmt.Sprintf("u-%d-%d", i, j)
 					for {
-						if _, err := reps[(i+j)%2].relay.Send(ctx, ch.ID(), imv2.ChatMessage{MessageID: u, Text: "hello"}); err != nil {
+						if _, err := reps[(i+j)%2].relay.Send(ctx, ch, imv2.ChatMessage{MessageID: u, Text: "hello"}); err != nil {
 							refused.Add(1)
 							time.Sleep(50 * time.Millisecond) // not accepted: the user's client sends it again
 							continue
@@ -120,7 +120,7 @@ func TestFaults_S1_S8_PoolExhaustion(t *testing.T) {
 	told := map[string]bool{}
 	waitFor(t, "50 channels settled", func() bool {
 		for _, ch := range chs {
-			if p, _ := ch.Pending(ctx); len(p) != 0 {
+			if p, _ := pendingOf(ctx, x, ch); len(p) != 0 {
 				return false
 			}
 		}

@@ -142,15 +142,18 @@ func xagentAs(t *testing.T, url string, target imv2.Target, o imv2.Options, conn
 			t.Fatal(err)
 		}
 	}
+	pend := newXPending()
+	o.Pending = pend
 	c, err := dataplane.Dial(context.Background(), dataplane.ClientConfig{
-		URL: url, CardID: consolebridge.CardID, Target: target, Store: store,
-		Options:      &o,
-		ReconnectMin: 20 * time.Millisecond, ReconnectMax: 200 * time.Millisecond,
+		URL: url, Target: target, Store: store,
+		Options:  &o,
+		Advanced: dataplane.ClientAdvanced{CardID: consolebridge.CardID, ReconnectMin: 20 * time.Millisecond, ReconnectMax: 200 * time.Millisecond},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
+	trackPending(t, c, pend)
 	return c
 }
 
@@ -183,19 +186,18 @@ func TestReplicas_S8_A6_SameFinalAtBothReplicasPostsOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	x2 := xagent(t, b.hs.URL, nop, ch1.ID())
-	waitFor(t, "the channel reopened on replica b", func() bool { return b.srv.IsOpen(ch1.ID()) })
-	ch2 := x2.Channel(ch1.ID())
-	if ch2 == nil {
+	x2 := xagent(t, b.hs.URL, nop, ch1)
+	waitFor(t, "the channel reopened on replica b", func() bool { return b.srv.IsOpen(ch1) })
+	if x2.Resolve(ch1) != ch1 || x2.Negotiated(ch1) == nil {
 		t.Fatalf("replica b issued another channel ID: %v", b.srv.ChannelIDs())
 	}
 	const n = 40
 	for i := range n {
 		m := imv2.ChatMessage{MessageID: fmt.Sprintf("r-%02d", i), Text: "reply"}
 		var wg sync.WaitGroup
-		for _, ch := range []*imv2.Channel{ch1, ch2} {
+		for _, x := range []*dataplane.Client{x1, x2} {
 			wg.Go(func() {
-				if _, err := ch.Send(ctx, m); err != nil {
+				if _, err := x.Send(ctx, ch1, m); err != nil {
 					t.Error(err)
 				}
 			})
@@ -203,8 +205,8 @@ func TestReplicas_S8_A6_SameFinalAtBothReplicasPostsOnce(t *testing.T) {
 		wg.Wait()
 	}
 	waitFor(t, "both senders' finals acknowledged", func() bool {
-		p1, _ := ch1.Pending(ctx)
-		p2, _ := ch2.Pending(ctx)
+		p1, _ := pendingOf(ctx, x1, ch1)
+		p2, _ := pendingOf(ctx, x2, ch1)
 		return len(p1)+len(p2) == 0
 	})
 	for i := range n {
@@ -238,7 +240,7 @@ func TestReplicas_S1_UserMessageOnOtherReplicaReachesXAgentOnceInOrder(t *testin
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b.srv.Channel(ch.ID()) != nil {
+	if b.srv.Channel(ch) != nil {
 		t.Fatal("replica b holds the channel; the test needs it not to")
 	}
 	const n = 50
@@ -246,7 +248,7 @@ func TestReplicas_S1_UserMessageOnOtherReplicaReachesXAgentOnceInOrder(t *testin
 	for i := range n {
 		id := fmt.Sprintf("u-%02d", i)
 		want = append(want, id)
-		if _, err := b.relay.Send(ctx, ch.ID(), imv2.ChatMessage{MessageID: id, Text: "hello " + id}); err != nil {
+		if _, err := b.relay.Send(ctx, ch, imv2.ChatMessage{MessageID: id, Text: "hello " + id}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -266,7 +268,7 @@ func TestReplicas_S1_UserMessageOnOtherReplicaReachesXAgentOnceInOrder(t *testin
 			t.Errorf("%s reached xAgent's Target %d times, want 1", id, c)
 		}
 	}
-	if left, _ := a.st.List(ctx, ch.ID()); len(left) != 0 {
+	if left, _ := a.st.List(ctx, ch); len(left) != 0 {
 		t.Errorf("%d pending left", len(left))
 	}
 	var e *imv2.Error
@@ -305,28 +307,28 @@ func TestReplicas_S8_OrphanTakenOverAfterLease(t *testing.T) {
 			}
 			// The dead replica's claim: the post happened (the platform
 			// saw it with the key), Record never ran.
-			key := imv2.IdempotencyKeyOf(ch.ID(), "r-1")
+			key := imv2.IdempotencyKeyOf(ch, "r-1")
 			final := imv2.ChatMessage{MessageID: "r-1", Text: "reply"}
 			pctx := imv2.WithIdempotencyKey(ctx, key)
-			if err := plat.PostMessage(pctx, ch.ID(), &final); err != nil {
+			if err := plat.PostMessage(pctx, ch, &final); err != nil {
 				t.Fatal(err)
 			}
 			<-plat.seen
 			lease := 300 * time.Millisecond
-			cl, err := b.st.Claim(ctx, ch.ID(), "r-1", imv2.FingerprintOf(&final), "dead-replica", lease)
+			cl, err := b.st.Claim(ctx, ch, "r-1", imv2.FingerprintOf(&final), "dead-replica", lease)
 			if err != nil || cl.State != imv2.ClaimAcquired {
 				t.Fatalf("claim: %+v %v", cl, err)
 			}
 			// It told the store the post began before posting, as a
 			// Channel does (imv2.ClaimStarter).
-			if err := b.st.Begin(ctx, ch.ID(), "r-1", "dead-replica"); err != nil {
+			if err := b.st.Begin(ctx, ch, "r-1", "dead-replica"); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := ch.Send(ctx, final); err != nil {
+			if _, err := x.Send(ctx, ch, final); err != nil {
 				t.Fatal(err)
 			}
 			waitFor(t, "the final resolved", func() bool {
-				p, _ := ch.Pending(ctx)
+				p, _ := pendingOf(ctx, x, ch)
 				return len(p) == 0
 			})
 			plat.mu.Lock()
@@ -382,15 +384,15 @@ func TestReplicas_S8_OrphanNotBegunIsPostedAfterLease(t *testing.T) {
 		t.Fatal(err)
 	}
 	final := imv2.ChatMessage{MessageID: "r-1", Text: "reply"}
-	cl, err := b.st.Claim(ctx, ch.ID(), "r-1", imv2.FingerprintOf(&final), "dead-replica", 300*time.Millisecond)
+	cl, err := b.st.Claim(ctx, ch, "r-1", imv2.FingerprintOf(&final), "dead-replica", 300*time.Millisecond)
 	if err != nil || cl.State != imv2.ClaimAcquired {
 		t.Fatalf("claim: %+v %v", cl, err)
 	}
-	if _, err := ch.Send(ctx, final); err != nil {
+	if _, err := x.Send(ctx, ch, final); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the final resolved", func() bool {
-		p, _ := ch.Pending(ctx)
+		p, _ := pendingOf(ctx, x, ch)
 		return len(p) == 0
 	})
 	plat.mu.Lock()
@@ -426,25 +428,25 @@ func TestReplicas_W5_ReconnectToOtherReplicaKeepsConnectorIDAndGrace(t *testing.
 	// xAgent is on b before a notices it gone (a cut a sees late): a's
 	// own disconnect is then the newest record, and only b's heartbeat
 	// tells a's expiry that the connector_id lives on.
-	x2 := xagentAs(t, b.hs.URL, newKeyPlatform(false), imv2.Options{}, cid, ch.ID())
-	waitFor(t, "the channel open on b", func() bool { return b.srv.IsOpen(ch.ID()) })
+	x2 := xagentAs(t, b.hs.URL, newKeyPlatform(false), imv2.Options{}, cid, ch)
+	waitFor(t, "the channel open on b", func() bool { return b.srv.IsOpen(ch) })
 	_ = x1.Close()
-	waitFor(t, "a sees xAgent gone", func() bool { return !a.srv.IsOpen(ch.ID()) })
+	waitFor(t, "a sees xAgent gone", func() bool { return !a.srv.IsOpen(ch) })
 	if got := x2.ConnectorID(); got != cid {
 		t.Errorf("b issued connector_id %q, want %q kept", got, cid)
 	}
-	if x2.Channel(ch.ID()) == nil {
-		t.Errorf("b did not resume channel %q: %v", ch.ID(), b.srv.ChannelIDs())
+	if x2.Resolve(ch) != ch || x2.Negotiated(ch) == nil {
+		t.Errorf("b did not resume channel %q: %v", ch, b.srv.ChannelIDs())
 	}
-	waitFor(t, "a's grace to run out", func() bool { return a.srv.Channel(ch.ID()) == nil })
+	waitFor(t, "a's grace to run out", func() bool { return a.srv.Channel(ch) == nil })
 	time.Sleep(50 * time.Millisecond) // a's drop goroutines, had it forgotten anything
-	if known, err := b.st.Known(ctx, ch.ID()); err != nil || !known {
+	if known, err := b.st.Known(ctx, ch); err != nil || !known {
 		t.Errorf("channel forgotten by a's grace expiry although open on b: known %v, %v", known, err)
 	}
 	if _, ok, err := b.st.ConnectorSeen(ctx, cid); err != nil || !ok {
 		t.Errorf("connector_id forgotten by a's grace expiry although connected to b: %v %v", ok, err)
 	}
-	if !b.srv.IsOpen(ch.ID()) {
+	if !b.srv.IsOpen(ch) {
 		t.Error("the channel is no longer open on b")
 	}
 }
@@ -477,7 +479,7 @@ func TestReplicas_S1_RelayCatchesUpAfterItsListenConnectionBreaks(t *testing.T) 
 	})
 	const n = 10
 	for i := range n {
-		if _, err := b.relay.Send(ctx, ch.ID(), imv2.ChatMessage{MessageID: fmt.Sprintf("u-%d", i), Text: "x"}); err != nil {
+		if _, err := b.relay.Send(ctx, ch, imv2.ChatMessage{MessageID: fmt.Sprintf("u-%d", i), Text: "x"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -515,8 +517,8 @@ func TestReplicas_W5_GraceExpiryWithoutReconnectForgets(t *testing.T) {
 	_ = x.Close()
 	select {
 	case id := <-dropped:
-		if id != ch.ID() {
-			t.Fatalf("dropped %q, want %q", id, ch.ID())
+		if id != ch {
+			t.Fatalf("dropped %q, want %q", id, ch)
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the channel was not dropped after the grace")
@@ -528,7 +530,7 @@ func TestReplicas_W5_GraceExpiryWithoutReconnectForgets(t *testing.T) {
 	// OnChannelDrop runs before the registry forgets the channel (so no
 	// binding outlives its ID): the Forget follows it.
 	waitFor(t, "the channel forgotten", func() bool {
-		known, err := a.st.Known(ctx, ch.ID())
+		known, err := a.st.Known(ctx, ch)
 		return err == nil && !known
 	})
 }

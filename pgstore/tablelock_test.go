@@ -95,8 +95,8 @@ func TestFaults_S1_M12_TableLockHoldsOnlyTheChannelsThatNeedIt(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		agent.channel = ch1.ID()
-		if _, err := r.relay.Send(ctx, ch1.ID(), imv2.ChatMessage{MessageID: "u-1", Text: "hello"}); err != nil {
+		agent.channel = ch1
+		if _, err := r.relay.Send(ctx, ch1, imv2.ChatMessage{MessageID: "u-1", Text: "hello"}); err != nil {
 			t.Fatal(err)
 		}
 		<-agent.arrived
@@ -105,12 +105,12 @@ func TestFaults_S1_M12_TableLockHoldsOnlyTheChannelsThatNeedIt(t *testing.T) {
 		locked := time.Now()
 		for i := range 10 {
 			id := fmt.Sprintf("f-%d", i)
-			if _, err := ch2.Send(ctx, imv2.ChatMessage{MessageID: id, Text: "reply"}); err != nil {
+			if _, err := x.Send(ctx, ch2, imv2.ChatMessage{MessageID: id, Text: "reply"}); err != nil {
 				t.Fatal(err)
 			}
 		}
 		waitFor(t, "channel 2's finals acknowledged", func() bool {
-			p, _ := ch2.Pending(ctx)
+			p, _ := pendingOf(ctx, x, ch2)
 			return len(p) == 0
 		})
 		acked := time.Since(locked)
@@ -119,7 +119,7 @@ func TestFaults_S1_M12_TableLockHoldsOnlyTheChannelsThatNeedIt(t *testing.T) {
 		}
 		time.Sleep(lockHeld - time.Since(locked)) // the lock's length
 		unlock()
-		waitFor(t, "u-1 removed after the lock", func() bool { return pendingEmpty(t, r.st, ch1.ID()) })
+		waitFor(t, "u-1 removed after the lock", func() bool { return pendingEmpty(t, r.st, ch1) })
 		t.Logf("imv2_pending locked %v: channel 2's 10 finals acknowledged %v into it", lockHeld, acked.Round(time.Millisecond))
 		for i := range 10 {
 			if n := plat.count(fmt.Sprintf("f-%d", i)); n != 1 {
@@ -147,19 +147,22 @@ func TestFaults_S1_M12_TableLockHoldsOnlyTheChannelsThatNeedIt(t *testing.T) {
 		}
 		unlock := lockTable(t, url, "imv2_completed")
 		locked := time.Now()
-		reply := ch1.NewReply("s-1")
+		reply, err := x.NewReply(ch1, "s-1")
+		if err != nil {
+			t.Fatal(err)
+		}
 		if err := reply.Delta(ctx, "thinking"); err != nil { // its Lookup waits for the lock
 			t.Fatal(err)
 		}
-		if err := reply.Final(ctx, imv2.ChatMessage{Text: "thinking done"}); err != nil {
+		if _, err := reply.Final(ctx, imv2.ChatMessage{Text: "thinking done"}); err != nil {
 			t.Fatal(err)
 		}
 		for i := range 10 {
-			if _, err := r.relay.Send(ctx, ch2.ID(), imv2.ChatMessage{MessageID: fmt.Sprintf("u-%d", i), Text: "hello"}); err != nil {
+			if _, err := r.relay.Send(ctx, ch2, imv2.ChatMessage{MessageID: fmt.Sprintf("u-%d", i), Text: "hello"}); err != nil {
 				t.Fatal(err)
 			}
 		}
-		waitFor(t, "channel 2's user messages acknowledged", func() bool { return pendingEmpty(t, r.st, ch2.ID()) })
+		waitFor(t, "channel 2's user messages acknowledged", func() bool { return pendingEmpty(t, r.st, ch2) })
 		acked := time.Since(locked)
 		if acked >= lockHeld {
 			t.Fatalf("channel 2's user messages acknowledged %v after the lock, not while it was held (%v)", acked, lockHeld)
@@ -170,7 +173,7 @@ func TestFaults_S1_M12_TableLockHoldsOnlyTheChannelsThatNeedIt(t *testing.T) {
 		time.Sleep(lockHeld - time.Since(locked)) // the lock's length
 		unlock()
 		waitFor(t, "s-1 settled after the lock", func() bool {
-			p, _ := ch1.Pending(ctx)
+			p, _ := pendingOf(ctx, x, ch1)
 			return len(p) == 0
 		})
 		t.Logf("imv2_completed locked %v: channel 2's 10 user messages acknowledged %v into it", lockHeld, acked.Round(time.Millisecond))

@@ -59,9 +59,9 @@ func TestToolReplay_W13_RunsOnceAcrossASIGKILL(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return ch.ID(), func(requestID, text string) (json.RawMessage, error) {
-			args, _ := json.Marshal(map[string]string{"connector_channel_id": ch.ID(), "text": text})
-			p, err := imv2.NewPacket(protocol.TypeToolInvoke, ch.ID(), protocol.ToolInvoke{ToolID: consolebridge.ToolSend, Arguments: args})
+		return ch, func(requestID, text string) (json.RawMessage, error) {
+			args, _ := json.Marshal(map[string]string{"connector_channel_id": ch, "text": text})
+			p, err := imv2.NewPacket(protocol.TypeToolInvoke, ch, protocol.ToolInvoke{ToolID: consolebridge.ToolSend, Arguments: args})
 			if err != nil {
 				return nil, err
 			}

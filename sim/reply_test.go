@@ -80,7 +80,7 @@ func TestReply_S1_WaitsForRoomWhenPendingFull(t *testing.T) {
 	sent := make(chan error, 1)
 	go func() {
 		for i := range 10 {
-			if err := s.Reply(ctx, s.Channel().ID(), fmt.Sprintf("reply %d", i)); err != nil {
+			if err := s.Reply(ctx, s.ChannelID(), fmt.Sprintf("reply %d", i)); err != nil {
 				sent <- err
 				return
 			}
@@ -148,7 +148,7 @@ func TestWaitAcked_A5_ReturnsWhenTheFinalsAreAcked(t *testing.T) {
 	defer s.Close()
 
 	for i := range 3 {
-		require.NoError(t, s.Reply(ctx, s.Channel().ID(), fmt.Sprintf("reply %d", i)))
+		require.NoError(t, s.Reply(ctx, s.ChannelID(), fmt.Sprintf("reply %d", i)))
 	}
 	held, stop := context.WithTimeout(ctx, 200*time.Millisecond)
 	defer stop()
@@ -159,6 +159,6 @@ func TestWaitAcked_A5_ReturnsWhenTheFinalsAreAcked(t *testing.T) {
 	require.Equal(t, []string{"reply 0", "reply 1", "reply 2"}, shown)
 	mu.Unlock()
 
-	require.NoError(t, s.Reply(ctx, s.Channel().ID(), "refuse"))
+	require.NoError(t, s.Reply(ctx, s.ChannelID(), "refuse"))
 	require.ErrorContains(t, s.WaitAcked(ctx, 4), "refused")
 }

@@ -17,7 +17,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -78,8 +77,7 @@ type Simulator struct {
 	client *dataplane.Client
 
 	mu      sync.Mutex
-	ch      *imv2.Channel      // the Channel of chID last seen: Channel never returns nil
-	chID    string             // the simulator's channel: the first reopened or opened
+	chID    string             // the simulator's channel as opened: the first reopened or opened
 	dialing bool               // Dial has not returned: OnConnected is its first connect
 	closing bool               // Close began: user messages are refused, retryable
 	users   []imv2.ChatMessage // user messages received, in order
@@ -120,14 +118,12 @@ func Start(ctx context.Context, cfg Config) (*Simulator, error) {
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	var reopened []string
 	dc := dataplane.ClientConfig{
-		URL:        cfg.Connector,
-		APIKey:     cfg.APIKey,
-		CardID:     cfg.CardID,
-		HTTPClient: cfg.HTTPClient,
-		Target:     imv2.TargetFunc(s.onUserMessage),
-		Options:    s.options(),
-		Store:      cfg.Store,
-		Logger:     cfg.Logger,
+		URL:     cfg.Connector,
+		APIKey:  cfg.APIKey,
+		Target:  imv2.TargetFunc(s.onUserMessage),
+		Options: s.options(),
+		Store:   cfg.Store,
+		Logger:  cfg.Logger,
 		OnConnected: func(_ string, ids []string) {
 			s.mu.Lock()
 			dialing := s.dialing
@@ -136,12 +132,16 @@ func Start(ctx context.Context, cfg Config) (*Simulator, error) {
 			}
 			s.mu.Unlock()
 			if !dialing {
-				s.onReconnect(ids)
+				s.logf("reconnected")
 			}
 		},
+		// The Client follows a replaced channel by itself (ChannelID
+		// resolves it); the log shows the move.
+		OnChannelReplaced: func(old, now string) { s.logf("channel %s reopened as %s", old, now) },
+		Advanced:          dataplane.ClientAdvanced{CardID: cfg.CardID, HTTPClient: cfg.HTTPClient},
 	}
 	if cfg.Drop > 0 || cfg.Duplicate > 0 {
-		dc.WrapConn = func(c dataplane.Conn) dataplane.Conn { return &faultyConn{Conn: c, drop: cfg.Drop, dup: cfg.Duplicate} }
+		dc.Advanced.WrapConn = func(c dataplane.Conn) dataplane.Conn { return &faultyConn{Conn: c, drop: cfg.Drop, dup: cfg.Duplicate} }
 	}
 	s.dialing = true
 	client, err := dataplane.Dial(ctx, dc)
@@ -152,23 +152,21 @@ func Start(ctx context.Context, cfg Config) (*Simulator, error) {
 		s.cancel()
 		return nil, err
 	}
-	var ch *imv2.Channel
+	var ch string
 	if len(reopened) > 0 {
-		ch = client.Channel(reopened[0])
-	}
-	if ch == nil {
+		ch = reopened[0]
+		s.logf("reopen channel %s", ch)
+	} else {
 		if ch, err = client.OpenChannel(ctx, ""); err != nil {
 			s.cancel()
 			client.Close()
 			s.wg.Wait()
 			return nil, err
 		}
-		s.logf("open channel %s", ch.ID())
-	} else {
-		s.logf("reopen channel %s", ch.ID())
+		s.logf("open channel %s", ch)
 	}
 	s.mu.Lock()
-	s.client, s.ch, s.chID = client, ch, ch.ID()
+	s.client, s.chID = client, ch
 	s.mu.Unlock()
 	close(s.ready)
 	return s, nil
@@ -208,22 +206,6 @@ func signal(c chan struct{}) {
 	}
 }
 
-// onReconnect follows the simulator's channel to the ID a restarted
-// Connector gave it (W5) and wakes an upload waiting for the connection.
-func (s *Simulator) onReconnect(ids []string) {
-	s.mu.Lock()
-	cur := s.chID
-	if len(ids) > 0 && !slices.Contains(ids, cur) {
-		s.chID = ids[0]
-	}
-	now := s.chID
-	s.mu.Unlock()
-	if now != cur {
-		s.logf("channel %s reopened as %s", cur, now)
-	}
-	s.logf("reconnected")
-}
-
 // FetchCard reads and validates the Connector Card at
 // base/connector-card.json; it is dataplane.FetchCard, which Start's Dial
 // calls itself.
@@ -231,16 +213,10 @@ func FetchCard(ctx context.Context, client *http.Client, base string) (*protocol
 	return dataplane.FetchCard(ctx, client, base)
 }
 
-// Channel returns the simulator's xAgent channel; after a restarted
-// Connector gave it a new ID (W5), the channel under that ID.
-func (s *Simulator) Channel() *imv2.Channel {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if ch := s.client.Channel(s.chID); ch != nil {
-		s.ch = ch
-	}
-	return s.ch
-}
+// ChannelID returns the simulator's channel ID: the one Start opened or
+// reopened, or, after a restarted Connector replaced it (W5), its
+// successor.
+func (s *Simulator) ChannelID() string { return s.channelID() }
 
 // Client returns the data-plane client.
 func (s *Simulator) Client() *dataplane.Client { return s.client }
@@ -392,14 +368,7 @@ func (s *Simulator) Reply(ctx context.Context, channelID, text string) error {
 // pending until the reconnected Connector acks it (A5). A final refused
 // pending_full waits for an ack to make room.
 func (s *Simulator) ReplyWith(ctx context.Context, channelID, text string, attach ...string) error {
-	ch := s.client.Channel(channelID)
-	if ch == nil {
-		if channelID != s.channelID() {
-			return fmt.Errorf("sim: channel %s is not open", channelID)
-		}
-		ch = s.Channel() // reopened under a new ID (W5)
-	}
-	r, err := s.client.NewReply(ch.ID(), "")
+	r, err := s.client.NewReply(channelID, "") // follows a replaced channel (W5)
 	if err != nil {
 		return err
 	}
@@ -481,7 +450,10 @@ func (s *Simulator) upload(ctx context.Context, channelID, path string) (imv2.Fi
 func (s *Simulator) channelID() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.chID
+	if s.client == nil {
+		return s.chID
+	}
+	return s.client.Resolve(s.chID)
 }
 
 // Fetch downloads an inbound file from the Connector (T4): its

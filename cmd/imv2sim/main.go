@@ -175,7 +175,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	mu.Unlock()
 	for _, text := range texts {
-		if err := s.Reply(ctx, s.Channel().ID(), text); err != nil {
+		if err := s.Reply(ctx, s.ChannelID(), text); err != nil {
 			return err
 		}
 	}

@@ -125,13 +125,14 @@ func crashHelper() error {
 		Store:  st,
 		Options: &imv2.Options{Pending: st, Completed: st, AckTimeout: time.Second,
 			RetryMin: 20 * time.Millisecond, RetryMax: 200 * time.Millisecond},
-		ReconnectMin: 20 * time.Millisecond, ReconnectMax: 200 * time.Millisecond,
+
 		OnConnected: func(_ string, ids []string) {
 			select {
 			case first <- ids:
 			default:
 			}
 		},
+		Advanced: dataplane.ClientAdvanced{ReconnectMin: 20 * time.Millisecond, ReconnectMax: 200 * time.Millisecond},
 	})
 	if err != nil {
 		return err
@@ -145,7 +146,7 @@ func crashHelper() error {
 		if err != nil {
 			return err
 		}
-		channelID = ch.ID()
+		channelID = ch
 	}
 	cursor := filepath.Join(dir, "cursor")
 	next := 1

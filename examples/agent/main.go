@@ -169,7 +169,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(out, "agent: channel %s open\n", ch.ID())
+		fmt.Fprintf(out, "agent: channel %s open\n", ch)
 	} else {
 		fmt.Fprintf(out, "agent: channel %s reopened\n", reopened[0])
 	}

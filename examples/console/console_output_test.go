@@ -66,15 +66,17 @@ func streamOutput(t *testing.T, text string, piece, activityEvery int, args ...s
 		OnDelivered: func(string, imv2.ChatMessage, imv2.AckStatus) { close(delivered) },
 	}})
 	require.NoError(t, err)
-	r := agent.Channel().NewReply("")
+	r, err := agent.Client().NewReply(agent.ChannelID(), "")
+	require.NoError(t, err)
 	for i, n := 0, 1; i < len(text); i, n = i+piece, n+1 {
 		if activityEvery > 0 && n%activityEvery == 0 {
-			require.NoError(t, agent.Channel().SendActivity(ctx, imv2.ChatActivity{Status: imv2.ActivityThinking}))
+			require.NoError(t, r.Activity(ctx, imv2.ChatActivity{Status: imv2.ActivityThinking}))
 		}
 		// Deltas over the stream's cap are refused (D9); the final shows all.
 		_ = r.Delta(ctx, text[i:min(i+piece, len(text))])
 	}
-	require.NoError(t, r.Final(ctx, imv2.ChatMessage{Text: text}))
+	_, err = r.Final(ctx, imv2.ChatMessage{Text: text})
+	require.NoError(t, err)
 	select {
 	case <-delivered:
 	case <-ctx.Done():

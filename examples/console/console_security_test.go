@@ -109,7 +109,7 @@ func TestConsole_Security_APIKeyNeverLogged(t *testing.T) {
 	}
 	require.Equal(t, 2, strings.Count(out.String(), `"event":"final"`), "output: %s", out.String())
 	agent.Wait()
-	_, err = agent.Resend(ctx, agent.Channel().ID(), agent.Finals()[0])
+	_, err = agent.Resend(ctx, agent.ChannelID(), agent.Finals()[0])
 	require.NoError(t, err)
 	require.NoError(t, agent.Close())
 	require.NoError(t, stdin.Close())

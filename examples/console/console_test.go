@@ -191,7 +191,7 @@ func TestConsole_D8_K5_M11_ModesAgainstSimulator(t *testing.T) {
 				require.Contains(t, kinds(events), "post", "D8")
 			}
 			// The final is resent (a lost ack): duplicate, and no second final event.
-			ack, err := agent.Resend(ctx, agent.Channel().ID(), agent.Finals()[0])
+			ack, err := agent.Resend(ctx, agent.ChannelID(), agent.Finals()[0])
 			require.NoError(t, err)
 			require.Equal(t, "duplicate", string(ack.Status))
 			_, err = io.WriteString(p.stdin, "second line\n")

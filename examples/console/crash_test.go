@@ -76,18 +76,12 @@ func TestCrash_S8_FinalNeverPostedTwiceAcrossSIGKILL(t *testing.T) {
 	agent, err := sim.Start(ctx, sim.Config{Connector: p.url, Options: &imv2.Options{RetryMax: time.Second}})
 	require.NoError(t, err)
 	defer agent.Close()
-	ch := agent.Channel().ID()
+	ch := agent.ChannelID()
 
 	require.NoError(t, agent.Reply(ctx, ch, "the answer is 42"))
 	before := p.until(t, func(e consolebridge.Event) bool { return e.Event == "final" })
 	final := agent.Finals()[0]
-	retry(t, func() (int, error) { // accepted: nothing pending on the xAgent side
-		pending, err := agent.Channel().Pending(ctx)
-		if len(pending) > 0 {
-			err = io.ErrNoProgress
-		}
-		return 0, err
-	})
+	require.NoError(t, agent.WaitAcked(ctx, 1), "accepted: nothing pending on the xAgent side")
 	p.kill(t)
 
 	p2 := start(t, "-addr", addr, "-store", store)
@@ -132,8 +126,8 @@ func TestCrash_S1_PendingUserMessageSurvivesSIGKILL(t *testing.T) {
 	defer cancel()
 	g := &gate{calls: map[string]int{}, open: make(chan struct{}), seen: make(chan imv2.ChatMessage, 8)}
 	client, err := dataplane.Dial(ctx, dataplane.ClientConfig{
-		URL: p.url, CardID: consolebridge.CardID, Target: g,
-		ReconnectMin: 50 * time.Millisecond, ReconnectMax: 500 * time.Millisecond,
+		URL: p.url, Target: g,
+		Advanced: dataplane.ClientAdvanced{CardID: consolebridge.CardID, ReconnectMin: 50 * time.Millisecond, ReconnectMax: 500 * time.Millisecond},
 	})
 	require.NoError(t, err)
 	defer client.Close()

@@ -47,9 +47,9 @@ func TestCrash_S8_CrashLoopNoFinalShownTwice(t *testing.T) {
 	}
 	p := start(t, "-addr", addr, "-store", store)
 	client, err := dataplane.Dial(ctx, dataplane.ClientConfig{
-		URL:          p.url,
-		Target:       imv2.TargetFunc(func(context.Context, string, *imv2.ChatMessage) error { return nil }),
-		ReconnectMin: 20 * time.Millisecond, ReconnectMax: 200 * time.Millisecond,
+		URL:    p.url,
+		Target: imv2.TargetFunc(func(context.Context, string, *imv2.ChatMessage) error { return nil }),
+
 		Options: &imv2.Options{
 			Pending:    imv2.NewMemoryPendingStore(crashLoopTotal),
 			AckTimeout: time.Second, RetryMin: 50 * time.Millisecond, RetryMax: 500 * time.Millisecond,
@@ -66,6 +66,7 @@ func TestCrash_S8_CrashLoopNoFinalShownTwice(t *testing.T) {
 				terminal()
 			},
 		},
+		Advanced: dataplane.ClientAdvanced{ReconnectMin: 20 * time.Millisecond, ReconnectMax: 200 * time.Millisecond},
 	})
 	require.NoError(t, err)
 	defer client.Close()
@@ -91,7 +92,7 @@ func TestCrash_S8_CrashLoopNoFinalShownTwice(t *testing.T) {
 	}
 
 	for i := range crashLoopTotal {
-		_, err := ch.Send(ctx, imv2.ChatMessage{MessageID: fmt.Sprintf("final-%04d", i), Text: fmt.Sprintf("final number %d", i)})
+		_, err := client.Send(ctx, ch, imv2.ChatMessage{MessageID: fmt.Sprintf("final-%04d", i), Text: fmt.Sprintf("final number %d", i)})
 		require.NoError(t, err)
 	}
 	for run, n := range crashLoopKills {

@@ -37,7 +37,7 @@ func TestShutdown_S8_SIGTERMDuringSlowPostDrainsTheFinal(t *testing.T) {
 	agent, err := sim.Start(ctx, sim.Config{Connector: url, Options: &imv2.Options{RetryMax: time.Second}})
 	require.NoError(t, err)
 	defer agent.Close()
-	ch := agent.Channel().ID()
+	ch := agent.ChannelID()
 
 	// Far more than a pipe holds: the printer's one write of the final's
 	// JSON line blocks until the test reads it.
@@ -70,13 +70,7 @@ func TestShutdown_S8_SIGTERMDuringSlowPostDrainsTheFinal(t *testing.T) {
 	// Restarted: whatever xAgent still has pending is settled, and nothing
 	// of it is shown again.
 	p2 := start(t, "-addr", addr, "-store", store)
-	retry(t, func() (int, error) {
-		pending, err := agent.Channel().Pending(ctx)
-		if len(pending) > 0 {
-			err = io.ErrNoProgress
-		}
-		return 0, err
-	})
+	require.NoError(t, agent.WaitAcked(ctx, 1), "the final got its terminal ack, not a refusal")
 	require.NoError(t, agent.Reply(ctx, ch, "after the restart"))
 	after := p2.until(t, func(e consolebridge.Event) bool { return e.Event == "final" })
 	for _, e := range after {
@@ -107,7 +101,7 @@ func TestShutdown_S8_SIGTERMWhilePostIgnoresItsContextEndsInTime(t *testing.T) {
 	agent, err := sim.Start(ctx, sim.Config{Connector: url, Options: &imv2.Options{RetryMax: time.Second}})
 	require.NoError(t, err)
 	defer agent.Close()
-	ch := agent.Channel().ID()
+	ch := agent.ChannelID()
 
 	text := strings.Repeat("stuck platform ", 300<<10/15)
 	require.NoError(t, agent.Reply(ctx, ch, text))

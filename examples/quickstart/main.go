@@ -81,7 +81,7 @@ func run(ctx context.Context, stdout io.Writer) error {
 		return err
 	}
 	defer agent.Close()
-	ch := agent.Channel().ID()
+	ch := agent.ChannelID()
 	fmt.Fprintf(out, "xagent › hello done, channel %s open\n", ch)
 
 	say("1. a user message, answered with activity and a streamed reply")

@@ -171,12 +171,11 @@ func (a *agent) PostMessage(_ context.Context, channelID string, m *imv2.ChatMes
 
 func (a *agent) reply(channelID, userID string) {
 	defer a.wg.Done()
-	ch := a.client.Load().Channel(channelID)
-	if ch == nil {
-		a.rec.violate("xAgent channel %s vanished", channelID)
+	r, err := a.client.Load().NewReply(channelID, "r-"+userID)
+	if err != nil {
+		a.rec.violate("xAgent channel %s vanished: %v", channelID, err)
 		return
 	}
-	r := ch.NewReply("r-" + userID)
 	for i := 1; i <= a.deltas; i++ {
 		if err := r.Delta(a.ctx, piece(userID, i)); err != nil {
 			a.deltasUnsent.Add(1) // best effort: disconnected or cut (D5)
@@ -185,7 +184,7 @@ func (a *agent) reply(channelID, userID string) {
 		}
 	}
 	for {
-		err := r.Final(a.ctx, imv2.ChatMessage{Text: replyText(userID, a.deltas)})
+		_, err := r.Final(a.ctx, imv2.ChatMessage{Text: replyText(userID, a.deltas)})
 		if err == nil || a.ctx.Err() != nil {
 			return
 		}
@@ -434,16 +433,15 @@ func TestSoak(t *testing.T) {
 	xCompleted := imv2.NewMemoryCompletedStore(0, 0, nil)
 	client, err := dataplane.Dial(ctx, dataplane.ClientConfig{
 		URL:    ps.URL,
-		CardID: consolebridge.CardID,
 		Target: ag,
 		Options: &imv2.Options{
 			AckTimeout: time.Second, RetryMin: 100 * time.Millisecond, RetryMax: time.Second,
 			Pending: xPending, Completed: xCompleted,
 			Observer: xside, OnDelivered: xside.onDelivered, OnFailed: xside.onFailed,
 		},
-		ReconnectMin: 20 * time.Millisecond, ReconnectMax: 300 * time.Millisecond,
-		RequestTimeout: time.Second,
-		Logger:         xLog,
+
+		Logger:   xLog,
+		Advanced: dataplane.ClientAdvanced{CardID: consolebridge.CardID, ReconnectMin: 20 * time.Millisecond, ReconnectMax: 300 * time.Millisecond, RequestTimeout: time.Second},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -453,7 +451,7 @@ func TestSoak(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	chID := ch.ID()
+	chID := ch
 	xLen := func() int { l, _ := xPending.List(ctx, chID); return len(l) }
 	xPendingLen.Store(&xLen)
 	proxy.SetFaults(faults)

@@ -230,20 +230,18 @@ func TestConnector_EndToEnd(t *testing.T) {
 	ack := &acks{ch: make(chan imv2.Event, 64)}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
+	pending := imv2.NewMemoryPendingStore(0) // xAgent's finals not yet acked, read at the end
 	cli, err := dataplane.Dial(ctx, dataplane.ClientConfig{
-		URL:          base,
-		APIKey:       apiKey,
-		CardID:       matrixbridge.CardID,
-		Target:       ag,
-		Options:      &imv2.Options{Observer: ack, RetryMin: 50 * time.Millisecond, RetryMax: 300 * time.Millisecond},
-		ReconnectMin: 20 * time.Millisecond,
-		ReconnectMax: 200 * time.Millisecond,
+		URL:      base,
+		APIKey:   apiKey,
+		Target:   ag,
+		Options:  &imv2.Options{Pending: pending, Observer: ack, RetryMin: 50 * time.Millisecond, RetryMax: 300 * time.Millisecond},
+		Advanced: dataplane.ClientAdvanced{CardID: matrixbridge.CardID, ReconnectMin: 20 * time.Millisecond, ReconnectMax: 200 * time.Millisecond},
 	})
 	require.NoError(t, err)
 	defer cli.Close()
-	xch, err := cli.OpenChannel(ctx, "")
+	chID, err := cli.OpenChannel(ctx, "")
 	require.NoError(t, err)
-	chID := xch.ID()
 
 	// Sign-in: the form flow binds the room; the ack carries a connected
 	// Descriptor and neither the password nor a token.
@@ -270,12 +268,13 @@ func TestConnector_EndToEnd(t *testing.T) {
 	require.Equal(t, matrixbridge.MessageID(w.room.String(), hello.String()), um.MessageID)
 
 	// C5: thinking shows typing in the room.
-	require.NoError(t, xch.SendActivity(ctx, imv2.ChatActivity{Status: imv2.ActivityThinking}))
+	r1, err := cli.NewReply(chID, "")
+	require.NoError(t, err)
+	require.NoError(t, r1.Activity(ctx, imv2.ChatActivity{Status: imv2.ActivityThinking}))
 	w.alice.waitFor("typing shown", func() bool { return typingHas(w.alice.typing, bot) })
 
 	// D8, M11: a streamed reply is one event plus edits; the last shown
 	// body is exactly the final text. C6: the first draft clears typing.
-	r1 := xch.NewReply("")
 	require.NoError(t, r1.Delta(ctx, "The"))
 	w.alice.waitFor("first draft", func() bool { return lastShown(w.alice.messagesFrom(bot)) == "The" })
 	for _, d := range []string{" answer", " is", " forty"} {
@@ -283,7 +282,8 @@ func TestConnector_EndToEnd(t *testing.T) {
 	}
 	w.alice.waitFor("an edit", func() bool { _, e := split(w.alice.messagesFrom(bot)); return len(e) > 0 })
 	const finalText = "The answer is 42."
-	require.NoError(t, r1.Final(ctx, imv2.ChatMessage{Text: finalText}))
+	_, err = r1.Final(ctx, imv2.ChatMessage{Text: finalText})
+	require.NoError(t, err)
 	require.Equal(t, imv2.AckAccepted, ack.wait(t, r1.MessageID()).Status)
 	w.alice.waitFor("final edit", func() bool { return lastShown(w.alice.messagesFrom(bot)) == finalText })
 	w.alice.waitFor("typing cleared", func() bool { return typingCleared(w.alice.typing, bot) })
@@ -301,8 +301,10 @@ func TestConnector_EndToEnd(t *testing.T) {
 	_, _ = rand.Read(data)
 	up, err := xfiles.Upload(ctx, http.DefaultClient, base, apiKey, chID, "report.bin", bytes.NewReader(data))
 	require.NoError(t, err)
-	r2 := xch.NewReply("")
-	require.NoError(t, r2.Final(ctx, imv2.ChatMessage{Text: "Here is the report.", Files: []imv2.File{up.File()}}))
+	r2, err := cli.NewReply(chID, "")
+	require.NoError(t, err)
+	_, err = r2.Final(ctx, imv2.ChatMessage{Text: "Here is the report.", Files: []imv2.File{up.File()}})
+	require.NoError(t, err)
 	require.Equal(t, imv2.AckAccepted, ack.wait(t, r2.MessageID()).Status)
 	w.alice.waitFor("file event", func() bool { return lastMsgType(w.alice.timeline) == event.MsgFile })
 	fe := w.alice.timeline[len(w.alice.timeline)-1].Content.AsMessage()
@@ -329,9 +331,11 @@ func TestConnector_EndToEnd(t *testing.T) {
 	// answer is lost, so the Connector never records it and xAgent keeps
 	// resending; then the Connector crashes.
 	proxy.armed.Store(true)
-	r3 := xch.NewReply("")
+	r3, err := cli.NewReply(chID, "")
+	require.NoError(t, err)
 	const crashText = "This reply survives a restart."
-	require.NoError(t, r3.Final(ctx, imv2.ChatMessage{Text: crashText}))
+	_, err = r3.Final(ctx, imv2.ChatMessage{Text: crashText})
+	require.NoError(t, err)
 	select {
 	case <-proxy.hits:
 	case <-time.After(waitTimeout):
@@ -348,7 +352,7 @@ func TestConnector_EndToEnd(t *testing.T) {
 	conn = startConnector(t, addr, stateDir)
 	require.Equal(t, imv2.AckAccepted, ack.wait(t, r3.MessageID()).Status)
 	// A final already acked before the crash, resent: duplicate (S8).
-	_, err = xch.Send(ctx, imv2.ChatMessage{MessageID: r1.MessageID(), Text: finalText})
+	_, err = cli.Send(ctx, chID, imv2.ChatMessage{MessageID: r1.MessageID(), Text: finalText})
 	require.NoError(t, err)
 	require.Equal(t, imv2.AckDuplicate, ack.wait(t, r1.MessageID()).Status)
 
@@ -357,16 +361,17 @@ func TestConnector_EndToEnd(t *testing.T) {
 	marker := w.alice.say("marker after restart")
 	mm := ag.next(t)
 	require.Equal(t, matrixbridge.MessageID(w.room.String(), marker.String()), mm.MessageID)
-	require.NotNil(t, cli.Channel(chID), "the channel kept its ID across the restart")
+	require.Equal(t, chID, cli.Resolve(chID), "the channel kept its ID across the restart")
+	require.NotNil(t, cli.Negotiated(chID), "and is held")
 	w.alice.waitFor("marker", func() bool { return lastBody(w.alice.timeline) == "marker after restart" })
 	require.Equal(t, 1, countBody(w.alice.messagesFrom(bot), crashText), "no second event after the restart")
 	originals, _ = split(w.alice.messagesFrom(bot))
 	require.Len(t, originals, 4, "streamed reply, report text, report file, the crash reply")
 	require.Equal(t, 1, ag.count(um.MessageID), "the user message reached xAgent once")
 	require.Empty(t, ack.duplicates(), "no user message was sent to xAgent twice")
-	pending, err := xch.Pending(ctx)
+	left, err := pending.List(ctx, chID)
 	require.NoError(t, err)
-	require.Empty(t, pending)
+	require.Empty(t, left)
 
 	// auth.logout forgets the binding (and its token) and the descriptor
 	// drops back to created.
@@ -402,9 +407,10 @@ func TestConnector_TokenSignInAndExpiry(t *testing.T) {
 	descs := make(chan *protocol.Descriptor, 16)
 	ctx := ctxFor(t)
 	cli, err := dataplane.Dial(ctx, dataplane.ClientConfig{
-		URL: "http://" + addr, APIKey: apiKey, CardID: matrixbridge.CardID,
+		URL: "http://" + addr, APIKey: apiKey,
 		Target:       &agent{seen: map[string]int{}, msgs: make(chan imv2.ChatMessage, 16)},
 		OnDescriptor: func(_ string, d *protocol.Descriptor) { descs <- d },
+		Advanced:     dataplane.ClientAdvanced{CardID: matrixbridge.CardID},
 	})
 	require.NoError(t, err)
 	defer cli.Close()
@@ -413,7 +419,7 @@ func TestConnector_TokenSignInAndExpiry(t *testing.T) {
 	require.Equal(t, protocol.StatusCreated, (<-descs).Connection.Status)
 
 	start := func(input map[string]string) protocol.AuthAck {
-		req, err := imv2.NewPacket(protocol.TypeAuthStart, xch.ID(), protocol.AuthStart{FlowID: matrixbridge.FlowID, Input: input})
+		req, err := imv2.NewPacket(protocol.TypeAuthStart, xch, protocol.AuthStart{FlowID: matrixbridge.FlowID, Input: input})
 		require.NoError(t, err)
 		ans, err := cli.Request(ctx, req)
 		require.NoError(t, err)

@@ -178,18 +178,19 @@ func TestSend_M11_DraftSurvivesRestart(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cli, err := dataplane.Dial(ctx, dataplane.ClientConfig{URL: "http://" + addr, APIKey: "k", Target: nopTarget{},
-		ReconnectMin: 10 * time.Millisecond, ReconnectMax: 100 * time.Millisecond,
-		Options: &imv2.Options{OnDelivered: func(_ string, _ imv2.ChatMessage, s imv2.AckStatus) { acked <- s }}})
+		Advanced: dataplane.ClientAdvanced{ReconnectMin: 10 * time.Millisecond, ReconnectMax: 100 * time.Millisecond},
+		Options:  &imv2.Options{OnDelivered: func(_ string, _ imv2.ChatMessage, s imv2.AckStatus) { acked <- s }}})
 	require.NoError(t, err)
 	defer cli.Close()
 	ch, err := cli.OpenChannel(ctx, "")
 	require.NoError(t, err)
-	hs.bind(t, p1, ch.ID())
-	r := ch.NewReply("")
+	hs.bind(t, p1, ch)
+	r, err := cli.NewReply(ch, "")
+	require.NoError(t, err)
 	require.NoError(t, r.Delta(ctx, "partial"))
 	h := testwait.Recv(t, hs.sent, 30*time.Second)
 	for { // the kit records the handle once the homeserver answered
-		b, _, err := p1.Connector().Binding(ctx, ch.ID())
+		b, _, err := p1.Connector().Binding(ctx, ch)
 		require.NoError(t, err)
 		if len(b.Drafts) == 1 {
 			require.Equal(t, h, b.Drafts[0].Handle)
@@ -204,18 +205,19 @@ func TestSend_M11_DraftSurvivesRestart(t *testing.T) {
 	require.NoError(t, err)
 	p2, done := serve(ln)
 	defer stop(p2, done)
-	for !cli.Connected() || !p2.Connector().Server().IsOpen(ch.ID()) {
+	for !cli.Connected() || !p2.Connector().Server().IsOpen(ch) {
 		require.NoError(t, ctx.Err(), "xAgent did not reconnect")
 		time.Sleep(5 * time.Millisecond)
 	}
-	require.NoError(t, r.Final(ctx, imv2.ChatMessage{Text: "complete"}))
+	_, err = r.Final(ctx, imv2.ChatMessage{Text: "complete"})
+	require.NoError(t, err)
 	require.Equal(t, imv2.AckAccepted, testwait.Recv(t, acked, 30*time.Second))
 
 	events, _, _ := hs.snapshot()
 	require.Len(t, events, 2)
 	rel := events[1].Content["m.relates_to"].(map[string]any)
 	require.Equal(t, h, rel["event_id"], "the final edits the draft")
-	b, _, err := p2.Connector().Binding(ctx, ch.ID())
+	b, _, err := p2.Connector().Binding(ctx, ch)
 	require.NoError(t, err)
 	require.Empty(t, b.Drafts, "D10: the finished draft is forgotten")
 }

@@ -72,7 +72,7 @@ func logger(t *testing.T, logs *lines) *slog.Logger {
 // messages one after the other, with reply.
 type agent struct {
 	cli   *dataplane.Client
-	reply func(ctx context.Context, ch *imv2.Channel, m imv2.ChatMessage)
+	reply func(ctx context.Context, r *dataplane.Reply, m imv2.ChatMessage)
 	mu    sync.Mutex
 	seen  map[string]bool
 	queue map[string]chan imv2.ChatMessage
@@ -81,14 +81,15 @@ type agent struct {
 	ctx   context.Context
 }
 
-func startAgent(t *testing.T, ctx context.Context, addr string, reply func(context.Context, *imv2.Channel, imv2.ChatMessage)) *agent {
+func startAgent(t *testing.T, ctx context.Context, addr string, reply func(context.Context, *dataplane.Reply, imv2.ChatMessage)) *agent {
 	t.Helper()
 	ctx, cancel := context.WithCancel(ctx)
 	a := &agent{reply: reply, seen: map[string]bool{}, queue: map[string]chan imv2.ChatMessage{}, users: map[string][]string{}, ctx: ctx}
-	cli, err := dataplane.Dial(ctx, dataplane.ClientConfig{URL: "http://" + addr, APIKey: apiKey, CardID: tgbridge.CardID,
-		Target:       imv2.TargetFunc(a.take),
-		Options:      &imv2.Options{RetryMin: 50 * time.Millisecond, RetryMax: time.Second},
-		ReconnectMin: 20 * time.Millisecond, ReconnectMax: 300 * time.Millisecond})
+	cli, err := dataplane.Dial(ctx, dataplane.ClientConfig{URL: "http://" + addr, APIKey: apiKey,
+		Target:   imv2.TargetFunc(a.take),
+		Options:  &imv2.Options{RetryMin: 50 * time.Millisecond, RetryMax: time.Second},
+		Advanced: dataplane.ClientAdvanced{CardID: tgbridge.CardID, ReconnectMin: 20 * time.Millisecond, ReconnectMax: 300 * time.Millisecond},
+	})
 	if err != nil {
 		cancel()
 	}
@@ -116,8 +117,8 @@ func (a *agent) take(_ context.Context, chID string, m *imv2.ChatMessage) error 
 			for {
 				select {
 				case m := <-q:
-					if ch := a.cli.Channel(chID); ch != nil {
-						a.reply(a.ctx, ch, m)
+					if r, err := a.cli.NewReply(chID, ""); err == nil {
+						a.reply(a.ctx, r, m)
 					}
 				case <-a.ctx.Done():
 					return
@@ -141,7 +142,7 @@ func (a *agent) pair(t *testing.T, ctx context.Context, em *emulator, chat int64
 	t.Helper()
 	ch, err := a.cli.OpenChannel(ctx, "")
 	require.NoError(t, err)
-	ack := a.auth(t, ctx, ch.ID(), protocol.TypeAuthStart, protocol.AuthStart{FlowID: tgbridge.PairFlow})
+	ack := a.auth(t, ctx, ch, protocol.TypeAuthStart, protocol.AuthStart{FlowID: tgbridge.PairFlow})
 	require.Equal(t, protocol.AuthPending, ack.Status)
 	_, code, ok := strings.Cut(ack.QRCodeText, "?start=")
 	require.True(t, ok, "deep link %q", ack.QRCodeText)
@@ -151,9 +152,9 @@ func (a *agent) pair(t *testing.T, ctx context.Context, em *emulator, chat int64
 	}
 	em.say(t, chat, cmd)
 	require.Eventually(t, func() bool {
-		return a.auth(t, ctx, ch.ID(), protocol.TypeAuthStatus, protocol.AuthStatusRequest{FlowID: tgbridge.PairFlow}).Status == protocol.AuthAuthenticated
+		return a.auth(t, ctx, ch, protocol.TypeAuthStatus, protocol.AuthStatusRequest{FlowID: tgbridge.PairFlow}).Status == protocol.AuthAuthenticated
 	}, time.Minute, 50*time.Millisecond)
-	return ch.ID()
+	return ch
 }
 
 func (a *agent) auth(t *testing.T, ctx context.Context, chID, typ string, payload any) protocol.AuthAck {
@@ -167,9 +168,8 @@ func (a *agent) auth(t *testing.T, ctx context.Context, chID, typ string, payloa
 	return ack
 }
 
-// stream sends text as a reply in n deltas, gap apart, then its final.
-func stream(ctx context.Context, ch *imv2.Channel, text string, n int, gap time.Duration) error {
-	r := ch.NewReply("")
+// stream sends text as reply r in n deltas, gap apart, then its final.
+func stream(ctx context.Context, r *dataplane.Reply, text string, n int, gap time.Duration) error {
 	runes := []rune(text)
 	step := (len(runes) + n - 1) / n
 	for i := 0; i < len(runes); i += step {
@@ -178,7 +178,8 @@ func stream(ctx context.Context, ch *imv2.Channel, text string, n int, gap time.
 		}
 		time.Sleep(gap)
 	}
-	return r.Final(ctx, imv2.ChatMessage{Text: text})
+	_, err := r.Final(ctx, imv2.ChatMessage{Text: text})
+	return err
 }
 
 // lines collects log output.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/connector"
+	"github.com/xagentkit/imv2/dataplane"
 )
 
 // TestChat_PrivateAndGroup_StreamedRepliesEditedAtOneASecond pairs a
@@ -29,8 +30,8 @@ func TestChat_PrivateAndGroup_StreamedRepliesEditedAtOneASecond(t *testing.T) {
 	defer conn.stop(t)
 	require.Equal(t, connector.ModeEdit, conn.b.Mode(), "the emulator answers sendMessageDraft 'not supported'")
 	ctx := ctxFor(t, 3*time.Minute)
-	ag := startAgent(t, ctx, addr, func(ctx context.Context, ch *imv2.Channel, m imv2.ChatMessage) {
-		_ = stream(ctx, ch, "You wrote: "+m.Text+". "+strings.Repeat("And some more words. ", 5), 10, 300*time.Millisecond)
+	ag := startAgent(t, ctx, addr, func(ctx context.Context, r *dataplane.Reply, m imv2.ChatMessage) {
+		_ = stream(ctx, r, "You wrote: "+m.Text+". "+strings.Repeat("And some more words. ", 5), 10, 300*time.Millisecond)
 	})
 	chats := []int64{42, -1001}
 	ids := map[int64]string{}

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/dataplane"
 	"github.com/xagentkit/imv2/examples/telegram/tgbridge"
 )
 
@@ -88,8 +89,8 @@ func TestCrash_A5_M11_S8_SIGKILLMidBurstOf1000MessagesOver100Chats(t *testing.T)
 	addr, state := freeAddr(t), t.TempDir()
 	proc := startProcess(t, em, addr, state)
 	ctx := ctxFor(t, 10*time.Minute)
-	ag := startAgent(t, ctx, addr, func(ctx context.Context, ch *imv2.Channel, m imv2.ChatMessage) {
-		_ = stream(ctx, ch, "re: "+m.Text+" "+strings.Repeat("·", 40), 10, 0)
+	ag := startAgent(t, ctx, addr, func(ctx context.Context, r *dataplane.Reply, m imv2.ChatMessage) {
+		_ = stream(ctx, r, "re: "+m.Text+" "+strings.Repeat("·", 40), 10, 0)
 	})
 	ids := map[int64]string{}
 	var all []int64

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/dataplane"
 	"github.com/xagentkit/imv2/examples/telegram/tgbridge"
 	"github.com/xagentkit/imv2/xfiles"
 )
@@ -29,14 +30,14 @@ func TestFallbacks_NoTypingNoFilesOnTheEmulator(t *testing.T) {
 	conn := startBridge(t, em, addr, t.TempDir(), func(c *tgbridge.Config) { c.PublicURL = "http://" + addr })
 	defer conn.stop(t)
 	ctx := ctxFor(t, 2*time.Minute)
-	ag := startAgent(t, ctx, addr, func(ctx context.Context, ch *imv2.Channel, m imv2.ChatMessage) {
-		_ = ch.SendActivity(ctx, imv2.ChatActivity{Status: imv2.ActivityThinking})
-		up, err := xfiles.Upload(ctx, nil, "http://"+addr, apiKey, ch.ID(), "notes.txt", strings.NewReader("notes for "+m.Text))
+	ag := startAgent(t, ctx, addr, func(ctx context.Context, r *dataplane.Reply, m imv2.ChatMessage) {
+		_ = r.Activity(ctx, imv2.ChatActivity{Status: imv2.ActivityThinking})
+		up, err := xfiles.Upload(ctx, nil, "http://"+addr, apiKey, r.ChannelID(), "notes.txt", strings.NewReader("notes for "+m.Text))
 		if err != nil {
 			t.Errorf("upload: %v", err)
 			return
 		}
-		_ = ch.NewReply("").Final(ctx, imv2.ChatMessage{Text: "reply to " + m.Text, Files: []imv2.File{up.File()}})
+		_, _ = r.Final(ctx, imv2.ChatMessage{Text: "reply to " + m.Text, Files: []imv2.File{up.File()}})
 	})
 	ag.pair(t, ctx, em, 5)
 	em.say(t, 5, "one")

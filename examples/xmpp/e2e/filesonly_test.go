@@ -30,9 +30,10 @@ func TestPost_M11_FilesOnlyFinalReplacesTheDraft(t *testing.T) {
 	ctx := ctxFor(t)
 	ack := make(acks, 16)
 	cli, err := dataplane.Dial(ctx, dataplane.ClientConfig{
-		URL: "http://" + addr, APIKey: apiKey, CardID: xmppbridge.CardID,
-		Target:  imv2.TargetFunc(func(context.Context, string, *imv2.ChatMessage) error { return nil }),
-		Options: &imv2.Options{Observer: ack, RetryMin: 50 * time.Millisecond, RetryMax: 300 * time.Millisecond},
+		URL: "http://" + addr, APIKey: apiKey,
+		Target:   imv2.TargetFunc(func(context.Context, string, *imv2.ChatMessage) error { return nil }),
+		Options:  &imv2.Options{Observer: ack, RetryMin: 50 * time.Millisecond, RetryMax: 300 * time.Millisecond},
+		Advanced: dataplane.ClientAdvanced{CardID: xmppbridge.CardID},
 	})
 	require.NoError(t, err)
 	defer cli.Close()
@@ -41,12 +42,14 @@ func TestPost_M11_FilesOnlyFinalReplacesTheDraft(t *testing.T) {
 	require.NoError(t, conn.b.Reading(ctx))
 
 	const content = "the report\n"
-	up, err := xfiles.Upload(ctx, http.DefaultClient, "http://"+addr, apiKey, xch.ID(), "report.txt", bytes.NewReader([]byte(content)))
+	up, err := xfiles.Upload(ctx, http.DefaultClient, "http://"+addr, apiKey, xch, "report.txt", bytes.NewReader([]byte(content)))
 	require.NoError(t, err)
-	r := xch.NewReply("")
+	r, err := cli.NewReply(xch, "")
+	require.NoError(t, err)
 	require.NoError(t, r.Delta(ctx, "Let me look that up"))
 	alice.waitFor("the draft", func() bool { return len(thread(alice.from(botJID))) == 1 })
-	require.NoError(t, r.Final(ctx, imv2.ChatMessage{Files: []imv2.File{up.File()}}))
+	_, err = r.Final(ctx, imv2.ChatMessage{Files: []imv2.File{up.File()}})
+	require.NoError(t, err)
 	require.Equal(t, imv2.AckAccepted, ack.wait(t, r.MessageID()).Status)
 	alice.waitFor("the file", func() bool { th := thread(alice.from(botJID)); return len(th) == 2 && th[1].URL != "" })
 	th := thread(alice.from(botJID))

@@ -76,9 +76,9 @@ func (h *heldXAgent) waitTaken(t *testing.T, n int, idle time.Duration) []string
 func dialHeld(t *testing.T, ctx context.Context, addr string, h *heldXAgent) *dataplane.Client {
 	t.Helper()
 	cli, err := dataplane.Dial(ctx, dataplane.ClientConfig{
-		URL: "http://" + addr, APIKey: apiKey, CardID: xmppbridge.CardID, Target: h,
-		Options:      &imv2.Options{TargetTimeout: 5 * time.Minute},
-		ReconnectMin: 20 * time.Millisecond, ReconnectMax: 200 * time.Millisecond,
+		URL: "http://" + addr, APIKey: apiKey, Target: h,
+		Options:  &imv2.Options{TargetTimeout: 5 * time.Minute},
+		Advanced: dataplane.ClientAdvanced{CardID: xmppbridge.CardID, ReconnectMin: 20 * time.Millisecond, ReconnectMax: 200 * time.Millisecond},
 	})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = cli.Close() })

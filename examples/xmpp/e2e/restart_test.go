@@ -56,10 +56,10 @@ func TestRestart_M11_S8_FinalCorrectsTheDraftShownBeforeTheCrash(t *testing.T) {
 	ctx := ctxFor(t)
 	ack := make(acks, 16)
 	cli, err := dataplane.Dial(ctx, dataplane.ClientConfig{
-		URL: "http://" + addr, APIKey: apiKey, CardID: xmppbridge.CardID,
-		Target:       imv2.TargetFunc(func(context.Context, string, *imv2.ChatMessage) error { return nil }),
-		Options:      &imv2.Options{Observer: ack, RetryMin: 50 * time.Millisecond, RetryMax: 300 * time.Millisecond},
-		ReconnectMin: 20 * time.Millisecond, ReconnectMax: 200 * time.Millisecond,
+		URL: "http://" + addr, APIKey: apiKey,
+		Target:   imv2.TargetFunc(func(context.Context, string, *imv2.ChatMessage) error { return nil }),
+		Options:  &imv2.Options{Observer: ack, RetryMin: 50 * time.Millisecond, RetryMax: 300 * time.Millisecond},
+		Advanced: dataplane.ClientAdvanced{CardID: xmppbridge.CardID, ReconnectMin: 20 * time.Millisecond, ReconnectMax: 200 * time.Millisecond},
 	})
 	require.NoError(t, err)
 	defer cli.Close()
@@ -67,7 +67,8 @@ func TestRestart_M11_S8_FinalCorrectsTheDraftShownBeforeTheCrash(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, conn.b.Reading(ctx))
 
-	r := xch.NewReply("")
+	r, err := cli.NewReply(xch, "")
+	require.NoError(t, err)
 	require.NoError(t, r.Delta(ctx, "The answer"))
 	alice.waitFor("the draft", func() bool { th := thread(alice.from(botJID)); return len(th) == 1 })
 	require.NoError(t, r.Delta(ctx, " is"))
@@ -76,17 +77,20 @@ func TestRestart_M11_S8_FinalCorrectsTheDraftShownBeforeTheCrash(t *testing.T) {
 	conn.stop(t) // the crash: the stream's final has not come yet
 	conn = startConnector(t, p, addr, aliceJID, state, nil)
 	const final = "The answer is 42."
-	require.NoError(t, r.Final(ctx, imv2.ChatMessage{Text: final}))
+	_, err = r.Final(ctx, imv2.ChatMessage{Text: final})
+	require.NoError(t, err)
 	require.Equal(t, imv2.AckAccepted, ack.wait(t, r.MessageID()).Status)
 	alice.waitFor("the final text", func() bool { th := thread(alice.from(botJID)); return th[0].Text == final })
 
 	// The same final again: duplicate, nothing shown. A later reply is
 	// the marker that nothing else came.
-	_, err = xch.Send(ctx, imv2.ChatMessage{MessageID: r.MessageID(), Text: final})
+	_, err = cli.Send(ctx, xch, imv2.ChatMessage{MessageID: r.MessageID(), Text: final})
 	require.NoError(t, err)
 	require.Equal(t, imv2.AckDuplicate, ack.wait(t, r.MessageID()).Status)
-	r2 := xch.NewReply("")
-	require.NoError(t, r2.Final(ctx, imv2.ChatMessage{Text: "marker"}))
+	r2, err := cli.NewReply(xch, "")
+	require.NoError(t, err)
+	_, err = r2.Final(ctx, imv2.ChatMessage{Text: "marker"})
+	require.NoError(t, err)
 	require.Equal(t, imv2.AckAccepted, ack.wait(t, r2.MessageID()).Status)
 	alice.waitFor("the marker", func() bool { th := thread(alice.from(botJID)); return th[len(th)-1].Text == "marker" })
 	th := thread(alice.from(botJID))
@@ -109,9 +113,10 @@ func TestPost_A8_FileRefusedAfterTheTextIsNoSecondText(t *testing.T) {
 	ctx := ctxFor(t)
 	ack := make(acks, 16)
 	cli, err := dataplane.Dial(ctx, dataplane.ClientConfig{
-		URL: "http://" + addr, APIKey: apiKey, CardID: xmppbridge.CardID,
-		Target:  imv2.TargetFunc(func(context.Context, string, *imv2.ChatMessage) error { return nil }),
-		Options: &imv2.Options{Observer: ack, RetryMin: 50 * time.Millisecond, RetryMax: 300 * time.Millisecond},
+		URL: "http://" + addr, APIKey: apiKey,
+		Target:   imv2.TargetFunc(func(context.Context, string, *imv2.ChatMessage) error { return nil }),
+		Options:  &imv2.Options{Observer: ack, RetryMin: 50 * time.Millisecond, RetryMax: 300 * time.Millisecond},
+		Advanced: dataplane.ClientAdvanced{CardID: xmppbridge.CardID},
 	})
 	require.NoError(t, err)
 	defer cli.Close()
@@ -119,17 +124,21 @@ func TestPost_A8_FileRefusedAfterTheTextIsNoSecondText(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, conn.b.Reading(ctx))
 
-	up, err := xfiles.Upload(ctx, http.DefaultClient, "http://"+addr, apiKey, xch.ID(), "big.bin", bytes.NewReader(make([]byte, 2<<20)))
+	up, err := xfiles.Upload(ctx, http.DefaultClient, "http://"+addr, apiKey, xch, "big.bin", bytes.NewReader(make([]byte, 2<<20)))
 	require.NoError(t, err)
 	const text = "Here is the big file."
-	r := xch.NewReply("")
-	require.NoError(t, r.Final(ctx, imv2.ChatMessage{Text: text, Files: []imv2.File{up.File()}}))
+	r, err := cli.NewReply(xch, "")
+	require.NoError(t, err)
+	_, err = r.Final(ctx, imv2.ChatMessage{Text: text, Files: []imv2.File{up.File()}})
+	require.NoError(t, err)
 	e := ack.wait(t, r.MessageID())
 	require.Equal(t, imv2.EventFailed, e.Kind)
 	require.Equal(t, imv2.CodeDeliveryOutcomeUnknown, e.Code)
 
-	r2 := xch.NewReply("")
-	require.NoError(t, r2.Final(ctx, imv2.ChatMessage{Text: "marker"}))
+	r2, err := cli.NewReply(xch, "")
+	require.NoError(t, err)
+	_, err = r2.Final(ctx, imv2.ChatMessage{Text: "marker"})
+	require.NoError(t, err)
 	require.Equal(t, imv2.AckAccepted, ack.wait(t, r2.MessageID()).Status)
 	alice.waitFor("the marker", func() bool { th := thread(alice.from(botJID)); return th[len(th)-1].Text == "marker" })
 	th := thread(alice.from(botJID))
