@@ -35,8 +35,8 @@ type agent struct {
 func startAgent(ctx context.Context, addr, apiKey string, chunks int, gap time.Duration) (*agent, error) {
 	a := &agent{chunks: chunks, gap: gap, queue: map[string]chan string{}}
 	a.ctx, a.cancel = context.WithCancel(ctx)
-	cli, err := dataplane.Dial(ctx, dataplane.ClientConfig{URL: "http://" + addr, APIKey: apiKey, CardID: tgbridge.CardID,
-		Target: imv2.TargetFunc(a.take)})
+	cli, err := dataplane.Dial(ctx, dataplane.ClientConfig{URL: "http://" + addr, APIKey: apiKey,
+		Target: imv2.TargetFunc(a.take), Advanced: dataplane.ClientAdvanced{CardID: tgbridge.CardID}})
 	if err != nil {
 		a.cancel()
 		return nil, err
@@ -77,23 +77,23 @@ func (a *agent) replier(chID string, q chan string) {
 	for {
 		select {
 		case text := <-q:
-			if ch := a.cli.Channel(chID); ch != nil {
-				_ = a.stream(ch, reply(text))
-			}
+			_ = a.stream(chID, reply(text))
 		case <-a.ctx.Done():
 			return
 		}
 	}
 }
 
-func (a *agent) stream(ch *imv2.Channel, text string) error {
-	// Thinking, then idle after the final, as xAgent says them. The
-	// Connector shows typing only until the first text (C6), which comes
+func (a *agent) stream(chID, text string) error {
+	// Thinking, which the first delta clears (C6), as xAgent says it. The
+	// Connector shows typing only until the first text, which comes
 	// at once here, so it makes no sendChatAction; the Chat SDK makes one
 	// for each private message it takes.
-	_ = ch.SendActivity(a.ctx, imv2.ChatActivity{Status: imv2.ActivityThinking})
-	defer func() { _ = ch.SendActivity(a.ctx, imv2.ChatActivity{Status: imv2.ActivityIdle}) }()
-	r := ch.NewReply("")
+	r, err := a.cli.NewReply(chID, "")
+	if err != nil {
+		return err
+	}
+	_ = r.Activity(a.ctx, imv2.ChatActivity{Status: imv2.ActivityThinking})
 	for i, p := range pieces(text, a.chunks) {
 		if i > 0 {
 			select {
@@ -106,7 +106,8 @@ func (a *agent) stream(ch *imv2.Channel, text string) error {
 			return err
 		}
 	}
-	return r.Final(a.ctx, imv2.ChatMessage{Text: text})
+	_, err = r.Final(a.ctx, imv2.ChatMessage{Text: text})
+	return err
 }
 
 // pair opens a channel and binds it to chat as a person does: the code
@@ -116,7 +117,7 @@ func (a *agent) pair(ctx context.Context, srv *server, chat int64) error {
 	if err != nil {
 		return err
 	}
-	ack, err := a.auth(ctx, ch.ID(), protocol.TypeAuthStart, protocol.AuthStart{FlowID: tgbridge.PairFlow})
+	ack, err := a.auth(ctx, ch, protocol.TypeAuthStart, protocol.AuthStart{FlowID: tgbridge.PairFlow})
 	if err != nil {
 		return err
 	}
@@ -128,7 +129,7 @@ func (a *agent) pair(ctx context.Context, srv *server, chat int64) error {
 		return err
 	}
 	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		ack, err := a.auth(ctx, ch.ID(), protocol.TypeAuthStatus, protocol.AuthStatusRequest{FlowID: tgbridge.PairFlow})
+		ack, err := a.auth(ctx, ch, protocol.TypeAuthStatus, protocol.AuthStatusRequest{FlowID: tgbridge.PairFlow})
 		if err != nil {
 			return err
 		}
