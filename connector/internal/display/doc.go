@@ -1,8 +1,8 @@
 // Package display is the kit's machinery for showing streamed assistant
 // messages and agent activity: connector turns an author's Platform and
 // capabilities into the Platform here (connector/outbound.go) and New
-// turns that into an imv2.Target, imv2.StreamingTarget and
-// imv2.ActivityTarget. It is internal: an author implements connector's
+// turns that into an imv2.Target, port.StreamingTarget and
+// port.ActivityTarget. It is internal: an author implements connector's
 // interfaces only, and picks a strategy with connector.Options.Mode.
 //
 // # Strategies (D8, M11, M13, K5)

@@ -11,6 +11,7 @@ import (
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/clock"
 	"github.com/xagentkit/imv2/internal/defaults"
+	"github.com/xagentkit/imv2/internal/port"
 )
 
 // Defaults of Options; the package doc explains each.
@@ -75,8 +76,8 @@ type Options struct {
 	MaxTextBytes int
 }
 
-// Target turns a Platform into an imv2.Target, imv2.StreamingTarget and
-// imv2.ActivityTarget, with the display strategy of its Mode. It is safe
+// Target turns a Platform into an imv2.Target, port.StreamingTarget and
+// port.ActivityTarget, with the display strategy of its Mode. It is safe
 // for concurrent use and serves any number of channels; Close stops every
 // timer it started.
 type Target struct {
@@ -121,8 +122,8 @@ type shownDraft struct {
 }
 
 var (
-	_ imv2.StreamingTarget = (*Target)(nil)
-	_ imv2.ActivityTarget  = (*Target)(nil)
+	_ port.StreamingTarget                   = (*Target)(nil)
+	_ port.ActivityTarget[imv2.ChatActivity] = (*Target)(nil)
 )
 
 // New returns a Target that displays on p. It fails when opts asks for a
