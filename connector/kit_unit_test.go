@@ -326,12 +326,13 @@ func (i *idem) WasPosted(_ context.Context, to Conversation, key string) (bool, 
 }
 
 // TestKit_S8_DedupCapabilitiesPassThrough: the platform's answers reach
-// the Channel as port.IdempotentTarget and port.PostCheckTarget, asked
-// with the channel's conversation; a platform without them says so.
+// the Channel (through the Target every Channel gets) as
+// port.IdempotentTarget and port.PostCheckTarget, asked with the channel's
+// conversation; a platform without them says so.
 func TestKit_S8_DedupCapabilitiesPassThrough(t *testing.T) {
 	p := &idem{editor: &editor{}}
 	k, _ := newUnit(t, p, false, Options{})
-	var tg imv2.Target = k.display
+	var tg imv2.Target = drainTarget{k.display, k}
 	it, ok := tg.(port.IdempotentTarget)
 	if !ok || !it.PostsIdempotently() {
 		t.Fatal("an idempotent platform is not reported idempotent")
@@ -341,7 +342,7 @@ func TestKit_S8_DedupCapabilitiesPassThrough(t *testing.T) {
 		t.Fatalf("WasPosted = %v, %v, asked %q", posted, err, p.asked)
 	}
 	plain, _ := newUnit(t, &editor{}, false, Options{})
-	tg = plain.display
+	tg = drainTarget{plain.display, plain}
 	if tg.(port.IdempotentTarget).PostsIdempotently() {
 		t.Fatal("a plain platform is reported idempotent")
 	}
