@@ -245,7 +245,8 @@ type drainTarget struct {
 	c *Connector
 }
 
-// The capabilities the Channel finds on the kit's Target; a signature that
+// The capabilities the Channel finds on the kit's Target (the display
+// Target's drafts and activity, outbound's dedup answers); a signature that
 // drifts from the Channel's fails to compile here, not silently at run time.
 var (
 	_ port.StreamingTarget                   = drainTarget{}

@@ -11,7 +11,6 @@ import (
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/clock"
 	"github.com/xagentkit/imv2/internal/defaults"
-	"github.com/xagentkit/imv2/internal/port"
 )
 
 // Defaults of Options; the package doc explains each.
@@ -114,11 +113,6 @@ type shownDraft struct {
 	handle string
 	seq    uint64
 }
-
-var (
-	_ port.StreamingTarget                   = (*Target)(nil)
-	_ port.ActivityTarget[imv2.ChatActivity] = (*Target)(nil)
-)
 
 // New returns a Target that displays on p. It fails when opts has no Mode
 // or holds a negative value.
