@@ -9,10 +9,10 @@ import (
 
 // activityState is a Connector channel's temporary status (C1, C5–C8):
 // the newest snapshot wins, a local timeout clears it, and calls to the
-// ActivityTarget run on one lane so a slow platform sees only the newest
-// state. Guarded by Channel.mu; made by the first snapshot a Channel with
-// a port.ActivityTarget receives (Channel.act), so a channel that never shows
-// one holds none.
+// Target's SetActivity (port.ActivityTarget) run on one lane so a slow
+// platform sees only the newest state. Guarded by Channel.mu; made by the
+// first snapshot a Channel with a port.ActivityTarget receives
+// (Channel.act), so a channel that never shows one holds none.
 type activityState struct {
 	shown   bool          // thinking or tool is displayed
 	running bool          // a lane goroutine is calling the target
