@@ -2,15 +2,17 @@ package imv2
 
 import (
 	"context"
+
 	"github.com/xagentkit/imv2/clock"
+	"github.com/xagentkit/imv2/internal/port"
 )
 
 // activityState is a Connector channel's temporary status (C1, C5–C8):
 // the newest snapshot wins, a local timeout clears it, and calls to the
-// ActivityTarget run on one lane so a slow platform sees only the newest
-// state. Guarded by Channel.mu; made by the first snapshot a Channel with
-// an ActivityTarget receives (Channel.act), so a channel that never shows
-// one holds none.
+// Target's SetActivity (port.ActivityTarget) run on one lane so a slow
+// platform sees only the newest state. Guarded by Channel.mu; made by the
+// first snapshot a Channel with a port.ActivityTarget receives
+// (Channel.act), so a channel that never shows one holds none.
 type activityState struct {
 	shown   bool          // thinking or tool is displayed
 	running bool          // a lane goroutine is calling the target
@@ -35,7 +37,7 @@ func (c *Channel) receiveActivity(_ context.Context, p *Packet) error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if _, ok := c.target.(ActivityTarget); !ok || c.closed { // C5: no status support, a no-op
+	if _, ok := c.target.(port.ActivityTarget[ChatActivity]); !ok || c.closed { // C5: no status support, a no-op
 		return nil
 	}
 	if c.act == nil {
@@ -70,7 +72,7 @@ func (c *Channel) pushActivityLocked(a ChatActivity) {
 	c.spawnLocked(c.showActivity)
 }
 
-// settleActivity waits until the ActivityTarget has been handed the newest
+// settleActivity waits until the port.ActivityTarget has been handed the newest
 // state, so a final is shown after the status it clears (C6).
 func (c *Channel) settleActivity() {
 	c.mu.Lock()
@@ -89,7 +91,7 @@ func (c *Channel) settleActivity() {
 	}
 }
 
-// showActivity hands the newest state to the ActivityTarget. Its errors
+// showActivity hands the newest state to the port.ActivityTarget. Its errors
 // are logged and observed, and never touch a chat message (C8).
 func (c *Channel) showActivity() {
 	for {
@@ -104,7 +106,7 @@ func (c *Channel) showActivity() {
 		}
 		c.mu.Unlock()
 		tctx := c.targetCtx()
-		if err := c.target.(ActivityTarget).SetActivity(tctx, c.id, *a); err != nil {
+		if err := c.target.(port.ActivityTarget[ChatActivity]).SetActivity(tctx, c.id, *a); err != nil {
 			c.observe(Event{Kind: EventActivityError})
 			c.log.Debug("activity not shown", "status", a.Status, "err", err)
 		}

@@ -5,11 +5,13 @@ import (
 	"errors"
 	"time"
 	"unsafe"
+
+	"github.com/xagentkit/imv2/internal/port"
 )
 
 // deltaStream is the assembled text of one assistant message's deltas (D2,
 // D3). Text lives in an append-only buffer, so appending is amortised O(1)
-// and text() shares the bytes: handing the text so far to a StreamingTarget
+// and text() shares the bytes: handing the text so far to a port.StreamingTarget
 // copies nothing, and a 10,000th delta costs what the 100th did. The
 // buffer grows under the channel's Budget: what it holds is its capacity,
 // reserved before it is allocated (held), not its length.
@@ -20,7 +22,7 @@ type deltaStream struct {
 	touched time.Time
 	started time.Time // its first delta: the stream ends DeltaMaxAge after it
 
-	// Draft lane (StreamingTarget only): the newest text not yet shown,
+	// Draft lane (port.StreamingTarget only): the newest text not yet shown,
 	// and whether a goroutine is showing drafts. Guarded by Channel.mu.
 	draft    string
 	hasDraft bool
@@ -202,7 +204,7 @@ func (c *Channel) receiveDelta(ctx context.Context, p *Packet) error {
 		return nil
 	}
 	s.touched = c.o.Clock.Now()
-	if _, ok := c.target.(StreamingTarget); ok { // D8: stream to the target; else buffer until the final
+	if _, ok := c.target.(port.StreamingTarget); ok { // D8: stream to the target; else buffer until the final
 		s.draft, s.hasDraft = s.text(), true
 		c.startDraftsLocked(id, s)
 	}
@@ -210,7 +212,7 @@ func (c *Channel) receiveDelta(ctx context.Context, p *Packet) error {
 	return nil
 }
 
-// showDrafts hands the newest text to the StreamingTarget until none is
+// showDrafts hands the newest text to the port.StreamingTarget until none is
 // left. Drafts that arrive during a slow call are coalesced into one. The
 // first draft is the message's place in the chat: it is shown only once
 // every message that started before it is in the chat or ended (order.go),
@@ -248,7 +250,7 @@ func (c *Channel) showDrafts(id string, s *deltaStream) {
 			c.clearActivity() // the first displayed delta clears the status (C6)
 		}
 		tctx := c.targetCtx()
-		err := c.target.(StreamingTarget).UpdateDraft(tctx, c.id, id, text)
+		err := c.target.(port.StreamingTarget).UpdateDraft(tctx, c.id, id, text)
 		tctx.Release()
 		switch {
 		case err != nil && first && errors.Is(err, errors.ErrUnsupported):

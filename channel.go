@@ -45,7 +45,7 @@ type Channel struct {
 	closed     bool          // guarded by mu
 	delivering bool          // guarded by mu: a goroutine runs deliverQueue
 	recording  chan struct{} // guarded by mu: closed when the last final deliverQueue left recording ended (deliver)
-	target     Target        // its StreamingTarget and ActivityTarget sides are asserted where used (an idle channel stays small)
+	target     Target        // its port capabilities (drafts, activity) are asserted where used (an idle channel stays small)
 	o          Options
 	log        *slog.Logger
 	neg        atomic.Pointer[Negotiated]

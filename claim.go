@@ -35,9 +35,9 @@ import (
 //
 // What remains after a crash between a successful post and Record: the
 // message was shown, and the store holds an orphaned claim. The resend is
-// posted again only to an IdempotentTarget (the platform deduplicates by
-// the idempotency key) or after a PostCheckTarget answered "not posted".
-// A Target with neither capability, on a platform without dedup, gets
+// posted again only when the platform deduplicates by the idempotency key
+// (the kit's connector.IdempotentPlatform) or answered "not posted"
+// (connector.PostChecker). A platform with neither capability gets
 // nothing: the resend is rejected with CodeDeliveryOutcomeUnknown,
 // retryable=false. So a message can be lost (its post happened or not,
 // nobody can tell) and reported to the sender, but it is never shown

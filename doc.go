@@ -45,16 +45,15 @@
 //     in that order.
 //   - Receiving: messages reach the Target in the order they started: a
 //     message's first delta, or its final when it streamed none. A
-//     message's first draft (StreamingTarget) is its place in the chat:
+//     message's first draft (the kit's Drafter or Editor) is its place in the chat:
 //     it is shown only after every message that started before it is
 //     shown or ended, and a final goes to the Target only after those
 //     (each wait at most Options.TargetTimeout; a first draft that could
 //     not wait is skipped, the message then shown by its final alone in
 //     its place). So two replies that overlap (B's first delta before
 //     A's final) show A then B in every mode, whatever order their
-//     finals come in; in a mode that shows no drafts (a StreamingTarget
-//     whose UpdateDraft answers an error matching errors.ErrUnsupported,
-//     or a plain Target) the finals are held in that order.
+//     finals come in; in a mode that shows no drafts (the kit's buffer
+//     mode, or a plain Target) the finals are held in that order.
 //   - A message rejected retryable (A8) holds the channel's later ones:
 //     they are rejected channel_busy, retryable, in the order they came,
 //     and shown after it once the sender resent it — until it is

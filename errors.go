@@ -53,9 +53,9 @@ const (
 	CodeTargetRejected Code = "target_rejected"
 	// CodeDeliveryOutcomeUnknown: an earlier attempt to deliver this
 	// message_id began and never finished (its process crashed between the
-	// claim and the completion record), and the Target can neither repost
-	// it harmlessly (IdempotentTarget) nor tell whether it was posted
-	// (PostCheckTarget). It may have been shown once; it is not posted
+	// claim and the completion record), and the platform can neither repost
+	// it harmlessly (connector.IdempotentPlatform) nor tell whether it was
+	// posted (connector.PostChecker). It may have been shown once; it is not posted
 	// again, so it is never shown twice (S8). Rejected with retryable=false,
 	// so the sender reports it instead of resending.
 	CodeDeliveryOutcomeUnknown Code = "delivery_outcome_unknown"
@@ -132,8 +132,8 @@ func AsError(err error, fallback Code) *Error {
 	return &Error{Code: fallback, Message: err.Error(), Retryable: SafeToRetry(err), cause: err}
 }
 
-// The error contract of every platform call — a Target's PostMessage,
-// UpdateDraft and SetActivity, and the connector kit's Platform calls —
+// The error contract of every platform call — a Target's PostMessage and
+// the connector kit's Platform calls —
 // is this one, read by SafeToRetry and IsRefused alone:
 //
 //	returned           outcome           the Channel answers a final or user message
@@ -151,11 +151,12 @@ func AsError(err error, fallback Code) *Error {
 // left. A plain error — a timeout, a broken connection after the request
 // went out, a lost response — is read the safe way: the platform may show
 // the message, so posting it again may show it twice. The Channel then
-// does what it does for a delivery a crash cut off (ClaimStore, S8): an
-// IdempotentTarget's message is rejected retryable (the resend posts it
-// again, harmlessly); a PostCheckTarget is asked at once whether it was
-// posted (posted: accepted; not posted: rejected retryable; no answer:
-// rejected retryable, and the resend asks first); any other Target's
+// does what it does for a delivery a crash cut off (ClaimStore, S8): when
+// the platform deduplicates (the kit's connector.IdempotentPlatform) the
+// message is rejected retryable (the resend posts it again, harmlessly);
+// a connector.PostChecker is asked at once whether it was posted (posted:
+// accepted; not posted: rejected retryable; no answer: rejected
+// retryable, and the resend asks first); any other platform's
 // message is rejected delivery_outcome_unknown, retryable=false, and its
 // claim stays, so no resend posts it: the sender reports a failure
 // instead of the chat showing it twice. A Target marks what it knows.

@@ -52,28 +52,3 @@ func IdempotencyKey(ctx context.Context) (string, bool) {
 	k, ok := ctx.Value(idempotencyKeyCtx{}).(string)
 	return k, ok
 }
-
-// IdempotentTarget is an optional capability of a Target, found by type
-// assertion: PostsIdempotently reports true when posting a message again
-// with the same idempotency key shows nothing new (the platform
-// deduplicates by it). After a crash left a message's outcome unknown
-// (ClaimOrphaned), the Channel posts it again only to such a Target or to
-// a PostCheckTarget that answers "not posted".
-//
-// It is a method, not a marker, so that a wrapper (display.Target, a
-// logging Target) can implement it and pass on the answer of what it
-// wraps.
-type IdempotentTarget interface {
-	Target
-	PostsIdempotently() bool
-}
-
-// PostCheckTarget is an optional capability of a Target, found by type
-// assertion: WasPosted reports whether a message with this idempotency key
-// was posted on the channel (the platform can be searched by it). A
-// wrapper whose wrapped platform cannot tell returns an error wrapping
-// errors.ErrUnsupported; any error leaves the outcome unknown.
-type PostCheckTarget interface {
-	Target
-	WasPosted(ctx context.Context, channelID, key string) (bool, error)
-}

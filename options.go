@@ -194,10 +194,10 @@ type Options struct {
 	ClaimOwner string
 	// ClaimLease is how long a claim keeps other owners out while the
 	// Target runs; past it the claim counts as orphaned. Default
-	// 3×TargetTimeout: after the claim a Channel runs at most a
-	// PostCheckTarget.WasPosted call and the PostMessage, each bounded by
-	// TargetTimeout (drafts and the activity clear are settled before the
-	// claim), and the third TargetTimeout is slack for the store calls
+	// 3×TargetTimeout: after the claim a Channel runs at most a post
+	// check (the kit's connector.PostChecker) and the PostMessage, each
+	// bounded by TargetTimeout (drafts and the activity clear are settled
+	// before the claim), and the third TargetTimeout is slack for the store calls
 	// around them. A store that is a ClaimRenewer has the claim renewed
 	// every ClaimLease/3 while the delivery and its Record run, so a live
 	// delivery loses its claim only if the store stays out of reach for

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/xagentkit/imv2/internal/answered"
+	"github.com/xagentkit/imv2/internal/port"
 	"github.com/xagentkit/imv2/internal/storectx"
 )
 
@@ -515,24 +516,24 @@ func (c *Channel) release(claims ClaimStore, id, owner string) {
 
 // unknown answers a post that failed with an unmarked error, which may
 // have been applied (the error contract, errors.go): as after a crash
-// between claim and Record (orphan). An IdempotentTarget's message is
+// between claim and Record (orphan). A port.IdempotentTarget's message is
 // rejected retryable, its claim released: the resend posts it again,
 // harmlessly. Otherwise the claim stays, so that no resend posts it
-// blindly: a PostCheckTarget is asked now (posted: accepted; not posted:
+// blindly: a port.PostCheckTarget is asked now (posted: accepted; not posted:
 // released, rejected retryable; no answer: rejected retryable, and the
 // resend, finding the claim orphaned, asks again); any other message is
 // rejected delivery_outcome_unknown, retryable=false. A post cut off by
 // Close is rejected retryable, its claim kept: the resend decides.
 func (c *Channel) unknown(id, msg string, claims ClaimStore, owner string, took time.Duration) (AckStatus, *Error, posted) {
 	retry := &Error{Code: CodeTargetDeliveryFailed, Message: msg, Retryable: true}
-	if it, ok := c.target.(IdempotentTarget); ok && it.PostsIdempotently() {
+	if it, ok := c.target.(port.IdempotentTarget); ok && it.PostsIdempotently() {
 		c.release(claims, id, owner)
 		return AckRejected, retry, posted{}
 	}
 	if c.ctx.Err() != nil {
 		return AckRejected, retry, posted{}
 	}
-	if pc, ok := c.target.(PostCheckTarget); ok {
+	if pc, ok := c.target.(port.PostCheckTarget); ok {
 		tctx := c.targetCtx()
 		was, err := pc.WasPosted(tctx, c.id, IdempotencyKeyOf(c.id, id))
 		tctx.Release()
@@ -557,10 +558,10 @@ func (c *Channel) unknown(id, msg string, claims ClaimStore, owner string, took 
 // The claim is kept (it is the caller's now) so a later copy finds the
 // orphan again.
 func (c *Channel) orphan(id string, fp Fingerprint, key string) (AckStatus, *Error, bool) {
-	if it, ok := c.target.(IdempotentTarget); ok && it.PostsIdempotently() {
+	if it, ok := c.target.(port.IdempotentTarget); ok && it.PostsIdempotently() {
 		return "", nil, false
 	}
-	if pc, ok := c.target.(PostCheckTarget); ok {
+	if pc, ok := c.target.(port.PostCheckTarget); ok {
 		tctx := c.targetCtx()
 		posted, err := pc.WasPosted(tctx, c.id, key)
 		tctx.Release()

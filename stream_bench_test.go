@@ -12,7 +12,7 @@ import (
 	"github.com/xagentkit/imv2/internal/benchcpu"
 )
 
-// countingTarget is a StreamingTarget that counts and signals the final.
+// countingTarget shows drafts (UpdateDraft) and counts and signals the final.
 type countingTarget struct {
 	drafts int
 	done   chan struct{}

@@ -10,6 +10,7 @@ import (
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/connector/internal/display"
 	"github.com/xagentkit/imv2/internal/answered"
+	"github.com/xagentkit/imv2/internal/port"
 )
 
 // DefaultShutdownGrace is the grace the reference commands give Shutdown
@@ -237,11 +238,29 @@ func (c *Connector) Shutdown(ctx context.Context) (Drained, error) {
 }
 
 // drainTarget is the Target every Channel gets: the display Target, whose
-// finals Shutdown admits and counts. Its other capabilities (drafts,
-// activity, dedup) are the display Target's, promoted.
+// finals Shutdown admits and counts, with its drafts and activity
+// promoted, and the author's platform's dedup answers (outbound.go).
 type drainTarget struct {
 	*display.Target
 	c *Connector
+}
+
+// The capabilities the Channel finds on the kit's Target (the display
+// Target's drafts and activity, outbound's dedup answers); a signature that
+// drifts from the Channel's fails to compile here, not silently at run time.
+var (
+	_ port.StreamingTarget                   = drainTarget{}
+	_ port.ActivityTarget[imv2.ChatActivity] = drainTarget{}
+	_ port.IdempotentTarget                  = drainTarget{}
+	_ port.PostCheckTarget                   = drainTarget{}
+)
+
+// PostsIdempotently answers for the author's platform (IdempotentPlatform).
+func (t drainTarget) PostsIdempotently() bool { return t.c.out.PostsIdempotently() }
+
+// WasPosted asks the author's platform (PostChecker).
+func (t drainTarget) WasPosted(ctx context.Context, channelID, key string) (bool, error) {
+	return t.c.out.WasPosted(ctx, channelID, key)
 }
 
 // PostMessage is the display Target's, unless the Connector is shutting

@@ -247,7 +247,7 @@ func New(card *protocol.Card, platform Platform, opts *Options) (*Connector, err
 		c.callTimeout = display.DefaultCallTimeout
 	}
 	switch {
-	case dopts.Mode == display.Auto:
+	case o.Mode == ModeAuto:
 		dopts.Mode = c.out.mode()
 	case dopts.Mode == display.Stream && c.out.drafter == nil:
 		return nil, fmt.Errorf("connector: mode stream needs a Drafter, %T is none", platform)

@@ -33,6 +33,36 @@ func TestKit_C7_NegativeTypingRefreshNeverRepeats(t *testing.T) {
 	}
 }
 
+// poster is a Platform with Post alone: no drafts, no typing (a field,
+// not an embedded editor, whose methods would be promoted).
+type poster struct{ log editor }
+
+func (p *poster) Post(ctx context.Context, to Conversation, m *Message) error {
+	return p.log.Post(ctx, to, m)
+}
+
+// TestKit_C5_PlatformWithoutTyperIgnoresActivity: on a platform without
+// Typer, activity through the Channel's Target is a no-op and no error
+// (C5), and the final is posted alone.
+func TestKit_C5_PlatformWithoutTyperIgnoresActivity(t *testing.T) {
+	p := &poster{}
+	k, clock := newUnit(t, p, false, Options{})
+	ctx := context.Background()
+	tg := drainTarget{k.display, k}
+	for _, a := range []imv2.ChatActivity{{Status: imv2.ActivityThinking}, {Status: imv2.ActivityTool, ToolName: "calc"}, {Status: imv2.ActivityIdle}} {
+		if err := tg.SetActivity(ctx, "ch_1", a); err != nil {
+			t.Fatalf("SetActivity(%s) = %v; want nil", a.Status, err)
+		}
+		clock.Advance(5 * time.Second) // past a typing refresh
+	}
+	if err := tg.PostMessage(ctx, "ch_1", &imv2.ChatMessage{MessageID: "m1", Text: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := p.log.got(), []string{"post default x files=0"}; !slices.Equal(got, want) {
+		t.Fatalf("platform calls %q; want %q", got, want)
+	}
+}
+
 // TestKit_MaxFileBytesIsTheInboundLimit: MaxFileBytes is exactly the
 // largest file OfferFile takes; one byte more is refused.
 func TestKit_MaxFileBytesIsTheInboundLimit(t *testing.T) {

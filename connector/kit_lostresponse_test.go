@@ -104,7 +104,7 @@ func unitChannel(t *testing.T, k *Connector, clock *fakeclock.Clock) func(id str
 	acks := make(chan *imv2.Packet, 16)
 	wire := imv2.TransportFunc(func(_ context.Context, p *imv2.Packet) error { acks <- p; return nil })
 	neg := imv2.DefaultCatalog().Negotiate([]string{imv2.ProfileIMv2}, []string{imv2.ProfileIMv2})
-	ch, err := imv2.NewChannel("ch_1", imv2.RoleConnector, neg, wire, k.display,
+	ch, err := imv2.NewChannel("ch_1", imv2.RoleConnector, neg, wire, drainTarget{k.display, k},
 		&imv2.Options{Clock: clock, Completed: k.counted.completed()})
 	if err != nil {
 		t.Fatal(err)

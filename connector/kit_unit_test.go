@@ -11,6 +11,7 @@ import (
 
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/fakeclock"
+	"github.com/xagentkit/imv2/internal/port"
 	"github.com/xagentkit/imv2/protocol"
 	"github.com/xagentkit/imv2/state"
 )
@@ -325,26 +326,27 @@ func (i *idem) WasPosted(_ context.Context, to Conversation, key string) (bool, 
 }
 
 // TestKit_S8_DedupCapabilitiesPassThrough: the platform's answers reach
-// the Channel as imv2.IdempotentTarget and imv2.PostCheckTarget, asked
-// with the channel's conversation; a platform without them says so.
+// the Channel (through the Target every Channel gets) as
+// port.IdempotentTarget and port.PostCheckTarget, asked with the channel's
+// conversation; a platform without them says so.
 func TestKit_S8_DedupCapabilitiesPassThrough(t *testing.T) {
 	p := &idem{editor: &editor{}}
 	k, _ := newUnit(t, p, false, Options{})
-	var tg imv2.Target = k.display
-	it, ok := tg.(imv2.IdempotentTarget)
+	var tg imv2.Target = drainTarget{k.display, k}
+	it, ok := tg.(port.IdempotentTarget)
 	if !ok || !it.PostsIdempotently() {
 		t.Fatal("an idempotent platform is not reported idempotent")
 	}
-	posted, err := tg.(imv2.PostCheckTarget).WasPosted(context.Background(), "ch_1", "key-1")
+	posted, err := tg.(port.PostCheckTarget).WasPosted(context.Background(), "ch_1", "key-1")
 	if err != nil || !posted || !slices.Equal(p.asked, []string{"default key-1"}) {
 		t.Fatalf("WasPosted = %v, %v, asked %q", posted, err, p.asked)
 	}
 	plain, _ := newUnit(t, &editor{}, false, Options{})
-	tg = plain.display
-	if tg.(imv2.IdempotentTarget).PostsIdempotently() {
+	tg = drainTarget{plain.display, plain}
+	if tg.(port.IdempotentTarget).PostsIdempotently() {
 		t.Fatal("a plain platform is reported idempotent")
 	}
-	if _, err := tg.(imv2.PostCheckTarget).WasPosted(context.Background(), "ch_1", "k"); !errors.Is(err, errors.ErrUnsupported) {
+	if _, err := tg.(port.PostCheckTarget).WasPosted(context.Background(), "ch_1", "k"); !errors.Is(err, errors.ErrUnsupported) {
 		t.Fatalf("WasPosted on a plain platform = %v; want ErrUnsupported", err)
 	}
 }

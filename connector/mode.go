@@ -46,8 +46,9 @@ func (m Mode) String() string {
 	return fmt.Sprintf("Mode(%d)", uint8(m))
 }
 
-// internal is m as the display machinery numbers it (alike: iota in the
-// same order; TestMode_NumberedAsTheMachinery checks it).
+// internal is m as the display machinery numbers it (alike but for
+// ModeAuto, which New resolves first; TestMode_NumberedAsTheMachinery
+// checks it).
 func (m Mode) internal() display.Mode { return display.Mode(m) }
 
 // Display tunes how drafts and typing are shown. Every field is optional:

@@ -15,9 +15,9 @@ import (
 
 // outbound is the display.Platform the kit gives display.New: every call
 // resolves the channel's conversation, goes through the pacer and reaches
-// the author's Platform and its capabilities. It implements every display
-// capability; the mode decides which are used, and a capability the author
-// lacks is a no-op.
+// the author's Platform and its capabilities. The mode decides which calls
+// are made; a capability the author lacks is a no-op (Typing) or
+// errors.ErrUnsupported (Discard).
 type outbound struct {
 	k         *Connector
 	p         Platform
@@ -142,7 +142,7 @@ func (o *outbound) Post(ctx context.Context, channelID string, m *imv2.ChatMessa
 	return err
 }
 
-// Draft implements display.Drafter. A later draft only replaces the
+// Draft implements display.Platform. A later draft only replaces the
 // text of the one shown, so it is retried blindly; the first creates the
 // drafted message and follows Post's rule below (ErrSkipDraft).
 func (o *outbound) Draft(ctx context.Context, channelID string, d display.Draft) (string, error) {
@@ -163,7 +163,7 @@ func (o *outbound) Draft(ctx context.Context, channelID string, d display.Draft)
 	return h, err
 }
 
-// PostDraft implements display.Editor: the temporary message. Like a final's
+// PostDraft implements display.Platform: the temporary message. Like a final's
 // post it is made again only when the platform did not apply it
 // (imv2.SafeToRetry); any other failure may have shown
 // it (a lost response), and a second PostDraft would leave a second
@@ -188,7 +188,7 @@ func (o *outbound) PostDraft(ctx context.Context, channelID, messageID, text str
 	return h, err
 }
 
-// Edit implements display.Editor.
+// Edit implements display.Platform.
 func (o *outbound) Edit(ctx context.Context, channelID, handle, text string) error {
 	err := o.call(ctx, channelID, func(ctx context.Context, to Conversation) error {
 		return o.editor.Edit(ctx, to, handle, text)
@@ -200,7 +200,7 @@ func (o *outbound) Edit(ctx context.Context, channelID, handle, text string) err
 	return err
 }
 
-// Finish implements display.Drafter and display.Editor: the final of a
+// Finish implements display.Platform: the final of a
 // message whose draft was shown. Once it is shown the draft's record goes.
 func (o *outbound) Finish(ctx context.Context, channelID, handle string, m *imv2.ChatMessage) error {
 	err := o.finish(ctx, channelID, handle, m)
@@ -304,7 +304,7 @@ func (o *outbound) setShown(channelID, handle, text string) {
 	o.shown[k] = text
 }
 
-// Discard implements display.Discarder: a draft whose final never came.
+// Discard implements display.Platform: a draft whose final never came.
 // Without the author's Discarder the message stays shown, so its record
 // stays too and the error says so (errors.ErrUnsupported): a late final
 // finishes that message in place, also after a restart, never posting a
@@ -323,7 +323,7 @@ func (o *outbound) Discard(ctx context.Context, channelID, handle string) error 
 	return err
 }
 
-// Typing implements display.Typer: thinking, tool with its name, or idle.
+// Typing implements display.Platform: thinking, tool with its name, or idle.
 func (o *outbound) Typing(ctx context.Context, channelID string, a imv2.ChatActivity) error {
 	if o.typer == nil {
 		return nil
@@ -337,13 +337,15 @@ func (o *outbound) Typing(ctx context.Context, channelID string, a imv2.ChatActi
 	return err
 }
 
-// PostsIdempotently implements display.IdempotentPlatform.
+// PostsIdempotently reports whether the author's platform deduplicates by
+// the idempotency key (IdempotentPlatform says yes).
 func (o *outbound) PostsIdempotently() bool {
 	ip, ok := o.p.(IdempotentPlatform)
 	return ok && ip.PostsIdempotently()
 }
 
-// WasPosted implements display.PostCheckPlatform.
+// WasPosted asks the author's PostChecker with the channel's
+// conversation; any other platform cannot tell (errors.ErrUnsupported).
 func (o *outbound) WasPosted(ctx context.Context, channelID, key string) (bool, error) {
 	pc, ok := o.p.(PostChecker)
 	if !ok {

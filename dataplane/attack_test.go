@@ -198,7 +198,7 @@ func TestAttack_DeltaFloodStaysInBudget(t *testing.T) {
 	}
 }
 
-// discardTarget is a StreamingTarget that shows drafts and finals and
+// discardTarget shows drafts (UpdateDraft) and finals and
 // keeps nothing, as a platform's post and edit calls do.
 type discardTarget struct{}
 

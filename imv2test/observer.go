@@ -202,8 +202,8 @@ type RecordingTarget struct {
 }
 
 // NewRecordingTarget returns a recording target; streaming says whether
-// Target() can show temporary text (an imv2.StreamingTarget) or not (a
-// target that cannot stream, where K5 applies).
+// Target() shows temporary text (drafts, as the kit's stream mode does) or
+// not (a target that cannot stream, where K5 applies).
 func NewRecordingTarget(streaming bool) *RecordingTarget {
 	return &RecordingTarget{streaming: streaming, typing: map[string]bool{}}
 }
@@ -211,9 +211,9 @@ func NewRecordingTarget(streaming bool) *RecordingTarget {
 // Streaming reports what NewRecordingTarget was told.
 func (r *RecordingTarget) Streaming() bool { return r.streaming }
 
-// Target returns the imv2.Target to give the Connector: an
-// imv2.ActivityTarget always, and an imv2.StreamingTarget only when
-// streaming.
+// Target returns the imv2.Target to give the Connector: it records
+// activity always, and drafts only when streaming (the Channel finds both
+// by their methods, SetActivity and UpdateDraft, as it does on the kit's).
 func (r *RecordingTarget) Target() imv2.Target {
 	if r.streaming {
 		return streamingRecorder{r}

@@ -101,11 +101,11 @@
 // committed leaves an orphaned claim; one that dies before, its post not
 // begun, leaves a claim whose resend is posted (Claim.Unposted). The
 // begun one's resend (to any replica, after the claim's lease of
-// 3×TargetTimeout) is posted again with the
-// same idempotency key to an imv2.IdempotentTarget (the platform shows it
-// once), and otherwise not posted and answered delivery_outcome_unknown,
-// retryable=false: shown once, and the sender told the outcome is
-// unknown. failover_test.go kills a replica in exactly that window.
+// 3×TargetTimeout) is posted again with the same idempotency key to a
+// platform that deduplicates by it (connector.IdempotentPlatform: it
+// shows it once), and otherwise not posted and answered
+// delivery_outcome_unknown, retryable=false: shown once, and the sender
+// told the outcome is unknown. failover_test.go kills a replica in exactly that window.
 //
 // # When the database falters
 //
@@ -168,8 +168,8 @@
 // remains: a holder that cannot reach the database for two thirds of a
 // lease (a blackhole or an exhausted pool longer than that, each renewal
 // bounded to ClaimLease/3) loses the claim as a dead one would, and a
-// resend at another replica is the orphan case above: posted again to an
-// imv2.IdempotentTarget (shown once), delivery_outcome_unknown
+// resend at another replica is the orphan case above: posted again to a
+// deduplicating platform (shown once), delivery_outcome_unknown
 // otherwise, never hidden. A Store given Options.Clock times leases by
 // it instead (tests); then a replica whose clock runs ahead of another's
 // by more than the lease takes that one's live claims over at once.

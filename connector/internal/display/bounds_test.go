@@ -18,9 +18,9 @@ import (
 // their finals still finish their own temporary message (D9, M11).
 func TestBounds_D9_CapRefusesNewDrafts(t *testing.T) {
 	for _, mode := range []display.Mode{display.Stream, display.Edit} {
-		t.Run(mode.String(), func(t *testing.T) {
+		t.Run(modeName[mode], func(t *testing.T) {
 			ctx := context.Background()
-			tg, r, _ := newTarget(t, func(r *rec) display.Platform { return platformFor(r, mode, false) }, display.Options{MaxDrafts: 2})
+			tg, r, _ := newTarget(t, caps{mode: mode}, display.Options{MaxDrafts: 2})
 			require.NoError(t, tg.UpdateDraft(ctx, "c1", "m1", "one"))
 			require.NoError(t, tg.UpdateDraft(ctx, "c2", "m2", "two"))
 			err := tg.UpdateDraft(ctx, "c1", "m3", "three")
@@ -40,15 +40,15 @@ func TestBounds_D9_CapRefusesNewDrafts(t *testing.T) {
 	}
 }
 
-// A draft idle for DraftTTL is dropped and, on a Discarder, its temporary
+// A draft idle for DraftTTL is dropped and, where Discard can, its temporary
 // message removed; an update within the TTL keeps it. A late final is then
 // a new message, not a second one beside stale text (D9, M11); where the
 // message could not be removed, the late final finishes it in place.
 func TestBounds_D9_TTLDropsStaleDraft(t *testing.T) {
-	platforms := map[string]func(*rec) display.Platform{
-		"edit+discard":   func(r *rec) display.Platform { return discardEdit{r, r} },
-		"stream+discard": func(r *rec) display.Platform { return discardStream{r, r} },
-		"edit":           func(r *rec) display.Platform { return editOnly{r} },
+	platforms := map[string]caps{
+		"edit+discard":   {mode: display.Edit, discard: true},
+		"stream+discard": {mode: display.Stream, discard: true},
+		"edit":           {mode: display.Edit},
 	}
 	for name, p := range platforms {
 		t.Run(name, func(t *testing.T) {
@@ -88,7 +88,7 @@ func TestBounds_D9_TTLDropsStaleDraft(t *testing.T) {
 // "closed" error and no platform call.
 func TestClose_StopsTimersAndRefuses(t *testing.T) {
 	ctx := context.Background()
-	tg, r, clk := newTarget(t, func(r *rec) display.Platform { return platformFor(r, display.Edit, true) }, display.Options{})
+	tg, r, clk := newTarget(t, caps{mode: display.Edit, typing: true}, display.Options{})
 	require.NoError(t, tg.SetActivity(ctx, "ch", thinking))
 	require.NoError(t, tg.UpdateDraft(ctx, "ch", "m1", "a"))
 	require.NoError(t, tg.UpdateDraft(ctx, "ch", "m1", "ab")) // coalesced edit pending
@@ -111,7 +111,7 @@ func TestClose_StopsTimersAndRefuses(t *testing.T) {
 	require.Equal(t, n, r.count())
 }
 
-// blocking is an Editor whose Edit waits for its context, as a hung
+// blocking is a platform whose Edit waits for its context, as a hung
 // platform call would.
 type blocking struct {
 	*rec
@@ -130,9 +130,7 @@ func TestClose_CancelsCallInFlight(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	b := blocking{rec: newRec(nil), entered: make(chan struct{})}
-	tg, err := display.New(struct {
-		display.Editor
-	}{b}, &display.Options{Interval: time.Millisecond})
+	tg, err := display.New(b, &display.Options{Mode: display.Edit, Interval: time.Millisecond})
 	require.NoError(t, err)
 	require.NoError(t, tg.UpdateDraft(ctx, "ch", "m1", "a"))
 	require.NoError(t, tg.UpdateDraft(ctx, "ch", "m1", "ab")) // edit from a timer
@@ -144,8 +142,8 @@ func TestClose_CancelsCallInFlight(t *testing.T) {
 	require.NoError(t, tg.Close())
 }
 
-// New checks the mode against the platform and rejects bad options; Auto
-// picks the richest strategy.
+// New takes the mode it is given (the kit resolved ModeAuto) and rejects
+// none, an unknown one and bad options.
 func TestNew_ModesAndOptions(t *testing.T) {
 	r := newRec(nil)
 	for _, tc := range []struct {
@@ -153,29 +151,24 @@ func TestNew_ModesAndOptions(t *testing.T) {
 		opts *display.Options
 		want display.Mode // 0: New fails
 	}{
-		{sendOnly{r}, nil, display.Buffer},
-		{editOnly{r}, nil, display.Edit},
-		{streamOnly{r}, nil, display.Stream},
-		{r, nil, display.Stream}, // both: the native stream wins
+		{r, &display.Options{Mode: display.Stream}, display.Stream},
 		{r, &display.Options{Mode: display.Edit}, display.Edit},
-		{sendOnly{r}, &display.Options{Mode: display.Edit}, 0},
-		{editOnly{r}, &display.Options{Mode: display.Stream}, 0},
-		{sendOnly{r}, &display.Options{Mode: display.Mode(9)}, 0},
-		{sendOnly{r}, &display.Options{Interval: -1}, 0},
-		{sendOnly{r}, &display.Options{MaxDrafts: -1}, 0},
-		{nil, nil, 0},
+		{r, &display.Options{Mode: display.Buffer}, display.Buffer},
+		{r, nil, 0},
+		{r, &display.Options{Mode: display.Mode(9)}, 0},
+		{r, &display.Options{Mode: display.Edit, Interval: -1}, 0},
+		{r, &display.Options{Mode: display.Edit, MaxDrafts: -1}, 0},
+		{nil, &display.Options{Mode: display.Edit}, 0},
 	} {
 		tg, err := display.New(tc.p, tc.opts)
 		if tc.want == 0 {
-			require.Error(t, err, "%T %+v", tc.p, tc.opts)
+			require.Error(t, err, "%+v", tc.opts)
 			continue
 		}
 		require.NoError(t, err)
 		require.Equal(t, tc.want, tg.Mode())
 		require.NoError(t, tg.Close())
 	}
-	require.Equal(t, "Mode(9)", display.Mode(9).String())
-	require.Equal(t, "auto", display.Auto.String())
 }
 
 // Many messages on many goroutines while the clock runs: each message is
@@ -185,7 +178,7 @@ func TestConcurrent_D8_M11_ManyMessages(t *testing.T) {
 	ctx := context.Background()
 	// The ticker spins, so fake time flies: a TTL of a year keeps every
 	// draft alive while its goroutine waits for the CPU.
-	tg, r, clk := newTarget(t, func(r *rec) display.Platform { return platformFor(r, display.Edit, true) },
+	tg, r, clk := newTarget(t, caps{mode: display.Edit, typing: true},
 		display.Options{DraftTTL: 365 * 24 * time.Hour})
 	stop := make(chan struct{})
 	var ticker sync.WaitGroup

@@ -12,42 +12,21 @@ import (
 	"github.com/xagentkit/imv2/imv2test"
 )
 
-// notify is an Editor that also reports each post and final.
-type notify struct {
-	*rec
-	posts, finals chan call
-}
-
-func (n notify) PostDraft(ctx context.Context, ch, id, text string) (string, error) {
-	h, err := n.rec.PostDraft(ctx, ch, id, text)
-	n.posts <- call{Op: "post", Channel: ch, MessageID: id, Handle: h, Text: text}
-	return h, err
-}
-
-func (n notify) Post(ctx context.Context, ch string, m *imv2.ChatMessage) error {
-	err := n.rec.Post(ctx, ch, m)
-	n.finals <- call{Op: "send", Channel: ch, MessageID: m.MessageID, Text: m.Text, Files: len(m.Files)}
-	return err
-}
-
-func (n notify) Finish(ctx context.Context, ch, h string, m *imv2.ChatMessage) error {
-	err := n.rec.Finish(ctx, ch, h, m)
-	n.finals <- call{Op: "finish", Channel: ch, MessageID: m.MessageID, Handle: h, Text: m.Text, Files: len(m.Files)}
-	return err
-}
-
 // Wired into a real Connector Channel, an xAgent reply with deltas shows as
 // one temporary message finished to the final's text, and a final without
 // deltas as one send (D8, M11, M13).
 func TestChannel_D8_M11_M13_ThroughChannel(t *testing.T) {
 	ctx := context.Background()
 	posts, finals := make(chan call, 4), make(chan call, 4)
-	tg, r, _ := newTarget(t, func(r *rec) display.Platform {
-		return struct {
-			display.Editor
-			display.Typer
-		}{notify{rec: r, posts: posts, finals: finals}, r}
-	}, display.Options{})
+	tg, r, _ := newTarget(t, caps{mode: display.Edit, typing: true}, display.Options{})
+	r.onCall = func(c call) {
+		switch c.Op {
+		case "post":
+			posts <- c
+		case "send", "finish":
+			finals <- c
+		}
+	}
 	require.Equal(t, display.Edit, tg.Mode())
 
 	neg := imv2.DefaultCatalog().Negotiate([]string{imv2.ProfileIMv2}, []string{imv2.ProfileIMv2})

@@ -39,7 +39,7 @@ type draft struct {
 }
 
 // UpdateDraft shows text, the whole text so far of message messageID,
-// as the mode says: handed to Drafter.Draft at once (Stream), posted or
+// as the mode says: handed to Platform.Draft at once (Stream), posted or
 // edited at most once per interval with the newest text (Edit), or nothing
 // (Buffer, K5: the error matches errors.ErrUnsupported, so the Channel
 // knows the message is not in the chat before its final and keeps its
@@ -115,7 +115,7 @@ func (t *Target) draftLocked(k draftKey) (*draft, error) {
 	return d, nil
 }
 
-// stream hands one draft to the Drafter, in call order per message.
+// stream hands one draft to Platform.Draft, in call order per message.
 func (t *Target) stream(ctx context.Context, d *draft, text string) error {
 	d.call.Lock()
 	defer d.call.Unlock()
@@ -137,7 +137,7 @@ func (t *Target) stream(ctx context.Context, d *draft, text string) error {
 	if text == "" || (!first && dr.Suffix == "" && !dr.Reset) {
 		return nil // nothing new to show
 	}
-	h, err := t.drafter.Draft(ctx, d.key.channel, dr)
+	h, err := t.p.Draft(ctx, d.key.channel, dr)
 	if err != nil {
 		if first && errors.Is(err, ErrSkipDraft) {
 			t.mu.Lock()
@@ -170,9 +170,9 @@ func (t *Target) show(ctx context.Context, d *draft) error {
 	t.mu.Unlock()
 	var err error
 	if first {
-		handle, err = t.editor.PostDraft(ctx, d.key.channel, d.key.message, text)
+		handle, err = t.p.PostDraft(ctx, d.key.channel, d.key.message, text)
 	} else {
-		err = t.editor.Edit(ctx, d.key.channel, handle, text)
+		err = t.p.Edit(ctx, d.key.channel, handle, text)
 	}
 	if err != nil {
 		if first && errors.Is(err, ErrSkipDraft) {
@@ -239,14 +239,9 @@ func (t *Target) expire(d *draft, gen uint64) {
 	if !posted {
 		return
 	}
-	var err error
-	if t.discarder == nil {
-		err = errors.ErrUnsupported
-	} else {
-		ctx, cancel := t.callCtx()
-		err = t.discarder.Discard(ctx, d.key.channel, handle)
-		cancel()
-	}
+	ctx, cancel := t.callCtx()
+	err := t.p.Discard(ctx, d.key.channel, handle)
+	cancel()
 	if err == nil {
 		return
 	}
@@ -305,7 +300,7 @@ func (t *Target) final(ctx context.Context, d *draft, channelID string, m *imv2.
 			return t.p.Post(ctx, channelID, m)
 		}
 		// Its draft aged out but could not be discarded: finish it.
-		err := t.finish(ctx, channelID, s.handle, m)
+		err := t.p.Finish(ctx, channelID, s.handle, m)
 		if err == nil {
 			t.mu.Lock()
 			if t.shown[k] == s {
@@ -322,7 +317,7 @@ func (t *Target) final(ctx context.Context, d *draft, channelID string, m *imv2.
 	t.mu.Unlock()
 	var err error
 	if posted {
-		err = t.finish(ctx, channelID, handle, m)
+		err = t.p.Finish(ctx, channelID, handle, m)
 	} else {
 		err = t.p.Post(ctx, channelID, m)
 	}

@@ -16,7 +16,7 @@ import (
 
 func editTarget(t *testing.T, opts display.Options) (*display.Target, *rec, *fakeclock.Clock) {
 	t.Helper()
-	tg, r, clk := newTarget(t, func(r *rec) display.Platform { return editOnly{r} }, opts)
+	tg, r, clk := newTarget(t, caps{mode: display.Edit}, opts)
 	require.Equal(t, display.Edit, tg.Mode())
 	return tg, r, clk
 }

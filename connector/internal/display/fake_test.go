@@ -36,9 +36,9 @@ type call struct {
 	At        time.Duration // fake time since t0
 }
 
-// rec is a platform with every capability that records its calls. Tests
-// hide capabilities by wrapping it in the structs below, whose embedded
-// interfaces promote only the methods they name.
+// rec is a platform that records its calls. noTyping and noDiscard make
+// it answer as the kit's adapter does for an author's platform without a
+// Typer (nil, no call) or without a Discarder (errors.ErrUnsupported).
 type rec struct {
 	clk *fakeclock.Clock
 
@@ -46,6 +46,9 @@ type rec struct {
 	calls []call
 	errs  map[string][]error // per op, consumed in order; the last one sticks
 	n     int
+
+	noTyping, noDiscard bool
+	onCall              func(call) // if set, sees every call after it is recorded
 }
 
 func newRec(clk *fakeclock.Clock) *rec { return &rec{clk: clk, errs: map[string][]error{}} }
@@ -61,6 +64,9 @@ func (r *rec) fail(op string, errs ...error) {
 func (r *rec) add(c call) error {
 	if r.clk != nil {
 		c.At = r.clk.Now().Sub(t0)
+	}
+	if r.onCall != nil {
+		defer r.onCall(c)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -111,10 +117,16 @@ func (r *rec) Draft(_ context.Context, ch string, d display.Draft) (string, erro
 }
 
 func (r *rec) Discard(_ context.Context, ch, h string) error {
+	if r.noDiscard {
+		return fmt.Errorf("rec: cannot remove a draft: %w", errors.ErrUnsupported)
+	}
 	return r.add(call{Op: "discard", Channel: ch, Handle: h})
 }
 
 func (r *rec) Typing(_ context.Context, ch string, a imv2.ChatActivity) error {
+	if r.noTyping {
+		return nil
+	}
 	return r.add(call{Op: "typing", Channel: ch, On: a.Status != imv2.ActivityIdle, Status: string(a.Status), Tool: a.ToolName})
 }
 
@@ -140,59 +152,23 @@ func (r *rec) all(ops ...string) []call {
 
 func (r *rec) count(ops ...string) int { return len(r.all(ops...)) }
 
-// Capability sets.
-type (
-	sendOnly   struct{ display.Platform }
-	editOnly   struct{ display.Editor }
-	streamOnly struct{ display.Drafter }
-	typingSend struct {
-		display.Platform
-		display.Typer
-	}
-	typingEdit struct {
-		display.Editor
-		display.Typer
-	}
-	typingStream struct {
-		display.Drafter
-		display.Typer
-	}
-	discardEdit struct {
-		display.Editor
-		display.Discarder
-	}
-	discardStream struct {
-		display.Drafter
-		display.Discarder
-	}
-)
+var modeName = map[display.Mode]string{display.Stream: "stream", display.Edit: "edit", display.Buffer: "buffer"}
 
-// platformFor returns r with the capabilities of mode (and typing if asked).
-func platformFor(r *rec, mode display.Mode, typing bool) display.Platform {
-	switch {
-	case mode == display.Stream && typing:
-		return typingStream{r, r}
-	case mode == display.Stream:
-		return streamOnly{r}
-	case mode == display.Edit && typing:
-		return typingEdit{r, r}
-	case mode == display.Edit:
-		return editOnly{r}
-	case typing:
-		return typingSend{r, r}
-	default:
-		return sendOnly{r}
-	}
+// caps is a platform's mode and what it can do beside it.
+type caps struct {
+	mode            display.Mode
+	typing, discard bool
 }
 
-// newTarget builds a Target on a fresh fake clock and closes it at the end,
-// checking that Close left no timer behind.
-func newTarget(t *testing.T, p func(*rec) display.Platform, opts display.Options) (*display.Target, *rec, *fakeclock.Clock) {
+// newTarget builds a Target of c on a fresh fake clock and closes it at the
+// end, checking that Close left no timer behind.
+func newTarget(t *testing.T, c caps, opts display.Options) (*display.Target, *rec, *fakeclock.Clock) {
 	t.Helper()
 	clk := fakeclock.New(t0)
 	r := newRec(clk)
-	opts.Clock = clk
-	tg, err := display.New(p(r), &opts)
+	r.noTyping, r.noDiscard = !c.typing, !c.discard
+	opts.Clock, opts.Mode = clk, c.mode
+	tg, err := display.New(r, &opts)
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		require.NoError(t, tg.Close())

@@ -28,9 +28,9 @@ func TestFinal_M11_M13_DisplayedTextEqualsFinal(t *testing.T) {
 	}
 	for _, mode := range []display.Mode{display.Stream, display.Edit, display.Buffer} {
 		for _, tc := range cases {
-			t.Run(fmt.Sprintf("%v/%s", mode, tc.name), func(t *testing.T) {
+			t.Run(modeName[mode]+"/"+tc.name, func(t *testing.T) {
 				ctx := context.Background()
-				tg, r, clk := newTarget(t, func(r *rec) display.Platform { return platformFor(r, mode, false) }, display.Options{})
+				tg, r, clk := newTarget(t, caps{mode: mode}, display.Options{})
 				require.Equal(t, mode, tg.Mode())
 				for _, d := range tc.deltas {
 					requireDraft(t, tg, tg.UpdateDraft(ctx, "ch", "m1", d))
@@ -71,7 +71,7 @@ func TestFinal_A8_PlatformErrorUnchanged(t *testing.T) {
 		for _, withDelta := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%v/delta=%v", mode, withDelta), func(t *testing.T) {
 				ctx := context.Background()
-				tg, r, _ := newTarget(t, func(r *rec) display.Platform { return platformFor(r, mode, false) }, display.Options{})
+				tg, r, _ := newTarget(t, caps{mode: mode}, display.Options{})
 				perm := errors.New("forbidden")
 				r.fail("send", perm)
 				r.fail("finish", perm)
@@ -87,7 +87,7 @@ func TestFinal_A8_PlatformErrorUnchanged(t *testing.T) {
 
 // A nil message is refused without a platform call.
 func TestFinal_NilMessage(t *testing.T) {
-	tg, r, _ := newTarget(t, func(r *rec) display.Platform { return sendOnly{r} }, display.Options{})
+	tg, r, _ := newTarget(t, caps{mode: display.Buffer}, display.Options{})
 	require.Error(t, tg.PostMessage(context.Background(), "ch", nil))
 	require.Zero(t, r.count())
 }

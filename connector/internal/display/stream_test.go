@@ -13,7 +13,7 @@ import (
 
 func streamTarget(t *testing.T) (*display.Target, *rec) {
 	t.Helper()
-	tg, r, _ := newTarget(t, func(r *rec) display.Platform { return streamOnly{r} }, display.Options{})
+	tg, r, _ := newTarget(t, caps{mode: display.Stream}, display.Options{})
 	require.Equal(t, display.Stream, tg.Mode())
 	return tg, r
 }

@@ -28,8 +28,8 @@ const (
 // state cap is reached and the new draft or typing indicator is refused.
 var ErrFull = errors.New("display: state is full")
 
-// ErrSkipDraft is matched (errors.Is) by an Editor.PostDraft error, or the
-// error of a message's first Drafter.Draft, that leaves the temporary
+// ErrSkipDraft is matched (errors.Is) by a Platform.PostDraft error, or the
+// error of a message's first Platform.Draft, that leaves the temporary
 // message's outcome unknown: it may be shown (a lost response), so posting
 // it again could show a second one. The Target then
 // shows no more drafts of that message and its final goes to
@@ -40,8 +40,7 @@ var ErrSkipDraft = errors.New("display: the temporary message's outcome is unkno
 
 // Options configure a Target; nil or zero fields take the defaults above.
 type Options struct {
-	// Mode picks the delta display strategy; Auto (the zero value) picks
-	// from the platform's capabilities.
+	// Mode is the delta display strategy; required.
 	Mode Mode
 	// Interval is the least time between two Post/Edit calls of one message
 	// in mode Edit; drafts in between are coalesced into the next edit.
@@ -75,17 +74,12 @@ type Options struct {
 	MaxTextBytes int
 }
 
-// Target turns a Platform into an imv2.Target, imv2.StreamingTarget and
-// imv2.ActivityTarget, with the display strategy of its Mode. It is safe
+// Target turns a Platform into an imv2.Target, port.StreamingTarget and
+// port.ActivityTarget, with the display strategy of its Mode. It is safe
 // for concurrent use and serves any number of channels; Close stops every
 // timer it started.
 type Target struct {
-	p         Platform
-	drafter   Drafter
-	editor    Editor
-	discarder Discarder
-	typer     Typer
-	finish    func(ctx context.Context, channelID, handle string, m *imv2.ChatMessage) error
+	p Platform
 
 	mode        Mode
 	clock       clock.Clock
@@ -108,8 +102,8 @@ type Target struct {
 	drafts map[draftKey]*draft
 	typing map[string]*typingState
 	// shown holds the handles of drafts that aged out while their
-	// temporary message stayed on screen (no Discarder, or its Discard
-	// failed), for the final that finishes them (M11).
+	// temporary message stayed on screen (Discard failed or is
+	// unsupported), for the final that finishes them (M11).
 	shown    map[draftKey]shownDraft
 	shownSeq uint64
 }
@@ -120,14 +114,8 @@ type shownDraft struct {
 	seq    uint64
 }
 
-var (
-	_ imv2.StreamingTarget = (*Target)(nil)
-	_ imv2.ActivityTarget  = (*Target)(nil)
-)
-
-// New returns a Target that displays on p. It fails when opts asks for a
-// mode p cannot serve (Stream without Drafter, Edit without Editor) or holds
-// a negative value.
+// New returns a Target that displays on p. It fails when opts has no Mode
+// or holds a negative value.
 func New(p Platform, opts *Options) (*Target, error) {
 	if p == nil {
 		return nil, errors.New("display: nil Platform")
@@ -163,40 +151,14 @@ func New(p Platform, opts *Options) (*Target, error) {
 	if t.log == nil {
 		t.log = slog.New(slog.DiscardHandler)
 	}
-	t.drafter, _ = p.(Drafter)
-	t.editor, _ = p.(Editor)
-	t.discarder, _ = p.(Discarder)
-	t.typer, _ = p.(Typer)
-	if t.mode == Auto {
-		switch {
-		case t.drafter != nil:
-			t.mode = Stream
-		case t.editor != nil:
-			t.mode = Edit
-		default:
-			t.mode = Buffer
-		}
-	}
-	switch t.mode {
-	case Stream:
-		if t.drafter == nil {
-			return nil, fmt.Errorf("display: mode stream needs a Drafter, %T is none", p)
-		}
-		t.finish = t.drafter.Finish
-	case Edit:
-		if t.editor == nil {
-			return nil, fmt.Errorf("display: mode edit needs an Editor, %T is none", p)
-		}
-		t.finish = t.editor.Finish
-	case Buffer:
-	default:
-		return nil, fmt.Errorf("display: unknown %v", t.mode)
+	if t.mode < Stream || t.mode > Buffer {
+		return nil, fmt.Errorf("display: no such mode %d", t.mode)
 	}
 	t.base, t.cancel = context.WithCancel(context.Background())
 	return t, nil
 }
 
-// Mode returns the strategy in use, never Auto.
+// Mode returns the strategy in use.
 func (t *Target) Mode() Mode { return t.mode }
 
 // OpenDrafts returns the number of drafts held, for metrics and tests.

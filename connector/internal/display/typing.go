@@ -11,7 +11,7 @@ import (
 // typingState is a typing indicator shown on one channel.
 type typingState struct {
 	ch string
-	// call serializes the Typer calls of this channel, so that "off" never
+	// call serializes the Typing calls of this channel, so that "off" never
 	// overtakes an "on". Taken before t.mu, never while holding it.
 	call  callLock
 	shown bool // a Typing(thinking|tool) was attempted; guarded by call
@@ -26,12 +26,8 @@ type typingState struct {
 // SetActivity degrades chat.activity to the platform's typing indicator
 // (C5): thinking and tool show it, with the status and the tool name, and
 // keep it refreshed every TypingRefresh until idle, the final, the first displayed delta text (C6) or
-// ActivityTimeout after the last snapshot (C7). Without a Typer it does
-// nothing. Its error is for the log only and never touches a message (C8).
+// ActivityTimeout after the last snapshot (C7). Its error is for the log only and never touches a message (C8).
 func (t *Target) SetActivity(ctx context.Context, channelID string, a imv2.ChatActivity) error {
-	if t.typer == nil {
-		return nil // C5: no typing on this platform
-	}
 	switch a.Status {
 	case imv2.ActivityIdle:
 		return t.clearTyping(ctx, channelID)
@@ -80,10 +76,10 @@ func (t *Target) showTyping(ctx context.Context, s *typingState, a imv2.ChatActi
 		return nil
 	}
 	s.shown = true
-	return t.typer.Typing(ctx, s.ch, a)
+	return t.p.Typing(ctx, s.ch, a)
 }
 
-// typingIdle is what Typer.Typing gets to clear the indicator.
+// typingIdle is what Platform.Typing gets to clear the indicator.
 var typingIdle = imv2.ChatActivity{Status: imv2.ActivityIdle}
 
 func (t *Target) scheduleTypingLocked(s *typingState, d time.Duration) {
@@ -120,7 +116,7 @@ func (t *Target) typingTick(s *typingState, gen uint64) {
 		a := s.act
 		t.mu.Unlock()
 		s.shown = true
-		if err := t.typer.Typing(ctx, s.ch, a); err != nil {
+		if err := t.p.Typing(ctx, s.ch, a); err != nil {
 			t.log.Warn("display: refreshing typing failed", "connector_channel_id", s.ch, "err", err)
 		}
 		return
@@ -130,7 +126,7 @@ func (t *Target) typingTick(s *typingState, gen uint64) {
 		delete(t.typing, s.ch)
 	}
 	t.mu.Unlock()
-	if err := t.typer.Typing(ctx, s.ch, typingIdle); err != nil {
+	if err := t.p.Typing(ctx, s.ch, typingIdle); err != nil {
 		t.log.Warn("display: clearing typing after timeout failed", "connector_channel_id", s.ch, "err", err)
 	}
 }
@@ -158,7 +154,7 @@ func (t *Target) typingOff(ctx context.Context, s *typingState) error {
 	if !s.shown {
 		return nil
 	}
-	return t.typer.Typing(ctx, s.ch, typingIdle)
+	return t.p.Typing(ctx, s.ch, typingIdle)
 }
 
 // clearTyping clears the channel's typing now (C6).

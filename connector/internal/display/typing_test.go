@@ -37,7 +37,7 @@ func typingLog(r *rec) []string {
 // 30 s local timeout.
 func TestTyping_C5_C7_ShownRefreshedThenTimedOut(t *testing.T) {
 	ctx := context.Background()
-	tg, r, clk := newTarget(t, func(r *rec) display.Platform { return typingSend{r, r} }, display.Options{})
+	tg, r, clk := newTarget(t, caps{mode: display.Buffer, typing: true}, display.Options{})
 	require.NoError(t, tg.SetActivity(ctx, "ch", thinking))
 	require.Equal(t, []string{"on@0s"}, typingLog(r))
 	clk.Advance(4 * time.Second)
@@ -55,7 +55,7 @@ func TestTyping_C5_C7_ShownRefreshedThenTimedOut(t *testing.T) {
 // timeout, without an extra call; intervals are configurable.
 func TestTyping_C7_SnapshotExtendsTimeout(t *testing.T) {
 	ctx := context.Background()
-	tg, r, clk := newTarget(t, func(r *rec) display.Platform { return typingSend{r, r} },
+	tg, r, clk := newTarget(t, caps{mode: display.Buffer, typing: true},
 		display.Options{TypingRefresh: 8 * time.Second, ActivityTimeout: 10 * time.Second})
 	require.NoError(t, tg.SetActivity(ctx, "ch", thinking))
 	clk.Advance(6 * time.Second)
@@ -83,7 +83,7 @@ func statusLog(r *rec) []string {
 // clearing passes idle (C6, C7).
 func TestTyping_C5_C7_StatusAndToolNameReachTheTyper(t *testing.T) {
 	ctx := context.Background()
-	tg, r, clk := newTarget(t, func(r *rec) display.Platform { return typingSend{r, r} },
+	tg, r, clk := newTarget(t, caps{mode: display.Buffer, typing: true},
 		display.Options{TypingRefresh: 4 * time.Second, ActivityTimeout: 10 * time.Second})
 	require.NoError(t, tg.SetActivity(ctx, "ch", thinking))
 	clk.Advance(5 * time.Second)
@@ -106,7 +106,7 @@ func TestTyping_C5_C7_StatusAndToolNameReachTheTyper(t *testing.T) {
 // Idle clears typing and stops the refresh (C6).
 func TestTyping_C6_ClearedOnIdle(t *testing.T) {
 	ctx := context.Background()
-	tg, r, clk := newTarget(t, func(r *rec) display.Platform { return typingSend{r, r} }, display.Options{})
+	tg, r, clk := newTarget(t, caps{mode: display.Buffer, typing: true}, display.Options{})
 	require.NoError(t, tg.SetActivity(ctx, "ch", thinking))
 	clk.Advance(5 * time.Second)
 	require.NoError(t, tg.SetActivity(ctx, "ch", idle))
@@ -120,7 +120,7 @@ func TestTyping_C6_ClearedOnIdle(t *testing.T) {
 // shows under the answer; refreshes stop before it goes out (C6).
 func TestTyping_C6_ClearedOnFinal(t *testing.T) {
 	ctx := context.Background()
-	tg, r, clk := newTarget(t, func(r *rec) display.Platform { return typingSend{r, r} }, display.Options{})
+	tg, r, clk := newTarget(t, caps{mode: display.Buffer, typing: true}, display.Options{})
 	require.NoError(t, tg.SetActivity(ctx, "ch", thinking))
 	require.NoError(t, tg.SetActivity(ctx, "other", thinking))
 	require.NoError(t, tg.PostMessage(ctx, "ch", msg("m1", "answer", 0)))
@@ -137,9 +137,9 @@ func TestTyping_C6_ClearedOnFinal(t *testing.T) {
 // Buffer displays nothing, so typing lasts until the final (C6).
 func TestTyping_C6_ClearedOnFirstDisplayedDelta(t *testing.T) {
 	for _, mode := range []display.Mode{display.Stream, display.Edit, display.Buffer} {
-		t.Run(mode.String(), func(t *testing.T) {
+		t.Run(modeName[mode], func(t *testing.T) {
 			ctx := context.Background()
-			tg, r, clk := newTarget(t, func(r *rec) display.Platform { return platformFor(r, mode, true) }, display.Options{})
+			tg, r, clk := newTarget(t, caps{mode: mode, typing: true}, display.Options{})
 			require.NoError(t, tg.SetActivity(ctx, "ch", thinking))
 			requireDraft(t, tg, tg.UpdateDraft(ctx, "ch", "m1", "Hel"))
 			clk.Advance(time.Second)
@@ -166,30 +166,12 @@ func TestTyping_C6_ClearedOnFirstDisplayedDelta(t *testing.T) {
 	}
 }
 
-// Without a Typer, activity is a no-op: no call, no timer, no error (C5).
-func TestTyping_C5_NoTyperNoOp(t *testing.T) {
-	for _, mode := range []display.Mode{display.Stream, display.Edit, display.Buffer} {
-		t.Run(mode.String(), func(t *testing.T) {
-			ctx := context.Background()
-			tg, r, clk := newTarget(t, func(r *rec) display.Platform { return platformFor(r, mode, false) }, display.Options{})
-			for _, a := range []imv2.ChatActivity{thinking, tool, idle} {
-				require.NoError(t, tg.SetActivity(ctx, "ch", a))
-			}
-			require.NoError(t, tg.SetActivity(ctx, "ch", thinking))
-			require.Zero(t, clk.Pending())
-			require.NoError(t, tg.PostMessage(ctx, "ch", msg("m1", "x", 0)))
-			clk.Advance(time.Minute)
-			require.Zero(t, r.count("typing"))
-		})
-	}
-}
-
 // A failing Typer never fails a message: PostMessage and UpdateDraft
 // succeed, the failures are logged, and the message is sent once (C8).
 func TestTyping_C8_TyperErrorNeverFailsMessage(t *testing.T) {
 	ctx := context.Background()
 	var logs bytes.Buffer
-	tg, r, clk := newTarget(t, func(r *rec) display.Platform { return platformFor(r, display.Edit, true) },
+	tg, r, clk := newTarget(t, caps{mode: display.Edit, typing: true},
 		display.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	boom := errors.New("typing endpoint down")
 	r.fail("typing", boom)
@@ -210,7 +192,7 @@ func TestTyping_C8_TyperErrorNeverFailsMessage(t *testing.T) {
 // An unknown status is refused without a call; typing state is capped.
 func TestTyping_C2_InvalidStatusAndCap(t *testing.T) {
 	ctx := context.Background()
-	tg, r, _ := newTarget(t, func(r *rec) display.Platform { return typingSend{r, r} }, display.Options{MaxTyping: 1})
+	tg, r, _ := newTarget(t, caps{mode: display.Buffer, typing: true}, display.Options{MaxTyping: 1})
 	require.Error(t, tg.SetActivity(ctx, "ch", imv2.ChatActivity{Status: "dreaming"}))
 	require.Zero(t, r.count())
 
