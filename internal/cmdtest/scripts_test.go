@@ -13,8 +13,9 @@ import (
 // (a build of Dendrite, a benchmark run).
 func TestScripts_HelpPrintsUsageAndExitsZero(t *testing.T) {
 	for script, want := range map[string]string{
-		"dendrite.sh": "Usage: scripts/dendrite.sh [port]",
-		"bench.sh":    "scripts/bench.sh               # COUNT rounds",
+		"dendrite.sh":       "Usage: scripts/dendrite.sh [port]",
+		"bench.sh":          "scripts/bench.sh               # COUNT rounds",
+		"bench-telegram.sh": "scripts/bench-telegram.sh                       # 100 chats",
 	} {
 		t.Run(script, func(t *testing.T) {
 			for _, flag := range []string{"-h", "--help"} {
@@ -23,7 +24,7 @@ func TestScripts_HelpPrintsUsageAndExitsZero(t *testing.T) {
 		})
 	}
 	matches, err := filepath.Glob(filepath.Join("..", "..", "scripts", "*.sh"))
-	if err != nil || len(matches) != 2 {
+	if err != nil || len(matches) != 3 {
 		t.Errorf("scripts/*.sh = %v (%v); give every new script a -h and a row above", matches, err)
 	}
 }
