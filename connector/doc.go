@@ -35,7 +35,10 @@
 //     A SignInError is the user's to fix, sent as status failed.
 //   - Inbound. Receive turns a platform event into a user message whose
 //     message_id is EventMessageID(conversation, event ID), so a replayed
-//     event is a duplicate, across restarts too with a durable Store (M9). A Listener is a
+//     event is a duplicate, across restarts too with a durable Store (M9).
+//     While a channel's pending store is full Receive waits for room (on
+//     the kit's clock, until ctx ends), so a caller handing events one
+//     after another keeps their order with no retry loop. A Listener is a
 //     platform that reads each bound conversation itself: the kit runs,
 //     restarts and stops its reader per binding.
 //   - Files. Every file_ref of a final is resolved against the channel's
