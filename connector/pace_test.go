@@ -3,6 +3,7 @@ package connector
 import (
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -167,10 +168,7 @@ func TestPace_RateLimitsPerConversationAndPlatform(t *testing.T) {
 	if err := <-p.done; err != nil {
 		t.Fatal(err)
 	}
-	if err := <-runPaced(t.Context(), pc, "b").done; err != nil { // another conversation: at once
-		t.Fatal(err)
-	}
-	q := runPaced(t.Context(), pc, "c") // a third, but the platform bucket was just used
+	q := runPaced(t.Context(), pc, "b") // another conversation, but the platform was just called
 	waitTimer(t, clock)
 	clock.Advance(99 * time.Millisecond)
 	if q.calls.Load() != 0 {
@@ -232,4 +230,184 @@ func TestPace_RetryAfterDeadlinesBounded(t *testing.T) {
 	if d := pc.blocked("b", clock.Now()); d != 2*time.Second {
 		t.Fatalf("b held %v; want 2s", d)
 	}
+}
+
+// departures runs pc.do calls of one conversation and records, on the
+// pacer's clock, when each call left: after its Turn when turn is set,
+// else when the kit let it go.
+type departures struct {
+	clk  clock.Clock
+	turn bool
+	mu   sync.Mutex
+	left []time.Time
+}
+
+func (d *departures) call(ctx context.Context) error {
+	if d.turn {
+		if err := Turn(ctx); err != nil {
+			return err
+		}
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.left = append(d.left, d.clk.Now())
+	return nil
+}
+
+// gaps checks that no two departures are closer than min.
+func (d *departures) gaps(t *testing.T, n int, min time.Duration) {
+	t.Helper()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.left) != n {
+		t.Fatalf("%d calls left; want %d", len(d.left), n)
+	}
+	for i := 1; i < n; i++ {
+		if gap := d.left[i].Sub(d.left[i-1]); gap < min {
+			t.Fatalf("calls %d and %d left %v apart; want at least %v (left at %v)", i, i+1, gap, min, d.left)
+		}
+	}
+}
+
+// advanceUntil advances clk by step while a timer is armed, until done
+// yields: a call whose timer fired reads the clock where it fired.
+func advanceUntil(t *testing.T, clk *fakeclock.Clock, step time.Duration, done <-chan error) error {
+	t.Helper()
+	for {
+		ctx, cancel := context.WithCancel(t.Context())
+		armed := make(chan error, 1)
+		go func() { armed <- clk.BlockUntil(ctx, 1) }()
+		select {
+		case err := <-done:
+			cancel()
+			return err
+		case err := <-armed:
+			cancel()
+			if err != nil {
+				t.Fatal("neither a call returned nor a timer was armed")
+			}
+			clk.Advance(step)
+		}
+	}
+}
+
+// TestPace_TurnSpacesFromWhenTheCallLeft: a platform method that does
+// something first (the Telegram bridge writes a trace into the binding)
+// and calls Turn just before its platform call moves its departure to
+// then: the conversation's next call leaves 1/PerConversation after it,
+// not after the moment the kit let the first one go.
+func TestPace_TurnSpacesFromWhenTheCallLeft(t *testing.T) {
+	pc, clk := newTestPacer(t, Pace{PerConversation: 1, PerPlatform: 30})
+	d := &departures{clk: clk, turn: true}
+	busy, release := make(chan struct{}), make(chan struct{})
+	first := make(chan error, 1)
+	go func() {
+		first <- pc.do(t.Context(), "chat", true, func(ctx context.Context) error {
+			close(busy)
+			<-release // a store write the kit cannot see
+			return d.call(ctx)
+		})
+	}()
+	<-busy
+	clk.Advance(900 * time.Millisecond)
+	close(release)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	second := make(chan error, 1)
+	go func() { second <- pc.do(t.Context(), "chat", true, d.call) }()
+	if err := advanceUntil(t, clk, 100*time.Millisecond, second); err != nil {
+		t.Fatal(err)
+	}
+	d.gaps(t, 2, time.Second)
+}
+
+// TestPace_TurnsWithinOneCallAreSpaced: each Turn after a method's first
+// is a departure of its own (a final sent as several messages).
+func TestPace_TurnsWithinOneCallAreSpaced(t *testing.T) {
+	pc, clk := newTestPacer(t, Pace{PerConversation: 1})
+	d := &departures{clk: clk, turn: true}
+	done := make(chan error, 1)
+	go func() {
+		done <- pc.do(t.Context(), "chat", true, func(ctx context.Context) error {
+			for range 3 {
+				if err := d.call(ctx); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}()
+	if err := advanceUntil(t, clk, 100*time.Millisecond, done); err != nil {
+		t.Fatal(err)
+	}
+	d.gaps(t, 3, time.Second)
+	if err := Turn(t.Context()); err != nil { // not a kit call's context: no wait
+		t.Fatal(err)
+	}
+}
+
+// pausedClock holds the callbacks of timers that fall due while paused
+// and runs them together afterwards, as a process stopped (SIGSTOP, a VM
+// paused) and resumed wakes all its late timers at once.
+type pausedClock struct {
+	*fakeclock.Clock
+	mu     sync.Mutex
+	paused bool
+	held   []func()
+}
+
+func (p *pausedClock) AfterFunc(d time.Duration, f func()) clock.Timer {
+	return p.Clock.AfterFunc(d, func() {
+		p.mu.Lock()
+		if p.paused {
+			p.held = append(p.held, f)
+			p.mu.Unlock()
+			return
+		}
+		p.mu.Unlock()
+		f()
+	})
+}
+
+// pause advances the clock by d with every timer held, then fires them.
+func (p *pausedClock) pause(d time.Duration) {
+	p.mu.Lock()
+	p.paused = true
+	p.mu.Unlock()
+	p.Advance(d)
+	p.mu.Lock()
+	p.paused = false
+	held := p.held
+	p.held = nil
+	p.mu.Unlock()
+	for _, f := range held {
+		f()
+	}
+}
+
+// TestPace_LateTimersDoNotBunchCalls: calls waiting for their turn when
+// the process pauses all wake at once on resume; they still leave
+// 1/PerConversation apart, measured from the calls that left.
+func TestPace_LateTimersDoNotBunchCalls(t *testing.T) {
+	clk := &pausedClock{Clock: fakeclock.New(time.Unix(1_790_000_000, 0))}
+	pc, err := newPacer(Pace{PerConversation: 1}, clk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &departures{clk: clk}
+	done := make(chan error, 3)
+	if err := pc.do(t.Context(), "chat", false, d.call); err != nil {
+		t.Fatal(err)
+	}
+	go func() { done <- pc.do(t.Context(), "chat", false, d.call) }()
+	waitTimer(t, clk.Clock)
+	go func() { done <- pc.do(t.Context(), "chat", false, d.call) }()
+	clk.pause(5 * time.Second)
+	both := make(chan error, 1)
+	go func() { both <- errors.Join(<-done, <-done) }()
+	if err := advanceUntil(t, clk.Clock, 100*time.Millisecond, both); err != nil {
+		t.Fatal(err)
+	}
+	d.gaps(t, 3, time.Second)
 }
