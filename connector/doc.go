@@ -56,6 +56,10 @@
 //     imv2.RetryAfter retried within Pace, any other error may have been
 //     posted, and the Channel decides a final of unknown outcome once
 //     (PostChecker, IdempotentPlatform, else delivery_outcome_unknown).
+//   - Pacing. Pace is the one bound on the platform's rate, per
+//     conversation and in total, measured from when calls leave (late
+//     timers do not bunch them); a method that calls the platform after
+//     other work, or several times, calls Turn just before each call.
 //   - Order. The Channel's rule (package imv2, "Order"): replies show in
 //     the order they started in every mode, overlapping ones too; a
 //     final given up retryable holds the channel's later messages
