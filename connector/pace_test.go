@@ -3,6 +3,8 @@ package connector
 import (
 	"context"
 	"errors"
+	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -410,4 +412,51 @@ func TestPace_LateTimersDoNotBunchCalls(t *testing.T) {
 		t.Fatal(err)
 	}
 	d.gaps(t, 3, time.Second)
+}
+
+// TestPace_ConversationCallsLeaveInTheOrderTheyCame: calls to one
+// conversation waiting their turn leave first come first served, each a
+// gap after the one before, however their timers fire.
+func TestPace_ConversationCallsLeaveInTheOrderTheyCame(t *testing.T) {
+	pc, clk := newTestPacer(t, Pace{PerConversation: 1, PerPlatform: 10})
+	var mu sync.Mutex
+	var order []int
+	d := &departures{clk: clk}
+	call := func(i int) func(context.Context) error {
+		return func(ctx context.Context) error {
+			mu.Lock()
+			order = append(order, i)
+			mu.Unlock()
+			return d.call(ctx)
+		}
+	}
+	if err := pc.do(t.Context(), "chat", false, call(0)); err != nil {
+		t.Fatal(err)
+	}
+	const n = 6
+	done := make(chan error, n)
+	for i := 1; i <= n; i++ {
+		go func() { done <- pc.do(t.Context(), "chat", false, call(i)) }()
+		for queued := 0; queued < i; { // in line before the next comes
+			pc.mu.Lock()
+			queued = len(pc.conv("chat").queue)
+			pc.mu.Unlock()
+			runtime.Gosched()
+		}
+	}
+	all := make(chan error, 1)
+	go func() {
+		var errs []error
+		for range n {
+			errs = append(errs, <-done)
+		}
+		all <- errors.Join(errs...)
+	}()
+	if err := advanceUntil(t, clk, 300*time.Millisecond, all); err != nil {
+		t.Fatal(err)
+	}
+	if want := []int{0, 1, 2, 3, 4, 5, 6}; !slices.Equal(order, want) {
+		t.Fatalf("calls left in the order %v; want %v", order, want)
+	}
+	d.gaps(t, n+1, time.Second)
 }
