@@ -72,7 +72,8 @@ const (
 // of them; when all are running, the one ending first is dropped for a new
 // one).
 //
-// A negative value fails New.
+// A negative or NaN value fails New; a rate under one call a day counts
+// as one a day.
 type Pace struct {
 	// PerConversation is the calls a second to one conversation (0.5:
 	// one every 2 s); default 0, no limit. ConversationBurst is its
@@ -126,8 +127,11 @@ func newLane(rate float64, burst int) lane {
 	if rate == 0 {
 		return lane{}
 	}
-	gap := time.Duration(float64(time.Second) / rate)
-	return lane{gap: gap, slack: time.Duration(burst-1) * gap}
+	// At least a call a day (and a burst's slack at most a year): larger
+	// gaps would overflow the times they are added to.
+	gap := time.Duration(min(float64(time.Second)/rate, float64(24*time.Hour)))
+	slack := time.Duration(min(float64(burst-1)*float64(gap), float64(365*24*time.Hour)))
+	return lane{gap: gap, slack: slack}
 }
 
 // delay is how long a new departure waits at now.
@@ -174,12 +178,12 @@ func later(a, b time.Time) time.Time {
 // platform's method may move that departure (its first Turn) and take
 // further ones (each later Turn).
 type turn struct {
-	pc    *pacer
-	key   string
-	conv  *lane
-	mu    sync.Mutex // a method's Turns, one at a time
-	id    uint64
-	moved bool // the first Turn came: the next is a departure of its own
+	pc     *pacer
+	key    string
+	conv   *lane
+	mu     sync.Mutex // a method's Turns, one at a time
+	id     uint64
+	called bool // the method called Turn: the next is a departure of its own
 }
 
 type turnKey struct{}
@@ -201,8 +205,8 @@ func Turn(ctx context.Context) error {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	first := !t.moved
-	t.moved = true
+	first := !t.called
+	t.called = true
 	if err := t.pc.take(ctx, t, first); err != nil {
 		return imv2.NotPosted(err)
 	}
@@ -210,9 +214,9 @@ func Turn(ctx context.Context) error {
 }
 
 func newPacer(p Pace, clk clock.Clock) (*pacer, error) {
-	if p.PerConversation < 0 || p.PerPlatform < 0 || p.MaxAttempts < 0 || p.Backoff < 0 || p.MaxBackoff < 0 ||
+	if !(p.PerConversation >= 0) || !(p.PerPlatform >= 0) || p.MaxAttempts < 0 || p.Backoff < 0 || p.MaxBackoff < 0 ||
 		p.MaxConversations < 0 || p.ConversationBurst < 0 || p.PlatformBurst < 0 {
-		return nil, errors.New("connector: negative Pace value")
+		return nil, errors.New("connector: negative (or NaN) Pace value")
 	}
 	p.ConversationBurst = max(p.ConversationBurst, 1)
 	p.PlatformBurst = max(p.PlatformBurst, 1)

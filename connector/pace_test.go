@@ -3,6 +3,7 @@ package connector
 import (
 	"context"
 	"errors"
+	"math"
 	"runtime"
 	"slices"
 	"sync"
@@ -183,7 +184,7 @@ func TestPace_RateLimitsPerConversationAndPlatform(t *testing.T) {
 }
 
 func TestPace_NegativeRefused(t *testing.T) {
-	for _, p := range []Pace{{MaxAttempts: -1}, {ConversationBurst: -1}, {PlatformBurst: -1}} {
+	for _, p := range []Pace{{MaxAttempts: -1}, {ConversationBurst: -1}, {PlatformBurst: -1}, {PerConversation: math.NaN()}, {PerPlatform: -1}} {
 		if _, err := newPacer(p, clock.System{}); err == nil {
 			t.Fatalf("a negative Pace was accepted: %+v", p)
 		}
@@ -459,4 +460,35 @@ func TestPace_ConversationCallsLeaveInTheOrderTheyCame(t *testing.T) {
 		t.Fatalf("calls left in the order %v; want %v", order, want)
 	}
 	d.gaps(t, n+1, time.Second)
+}
+
+// TestPace_TinyRateIsADay: a rate under one call a day waits a day, not
+// an overflowed (negative) gap that would let every call through.
+func TestPace_TinyRateIsADay(t *testing.T) {
+	pc, _ := newTestPacer(t, Pace{PerConversation: 1e-300, ConversationBurst: math.MaxInt})
+	for range 2 { // the burst's slack is capped too
+		if err := <-runPaced(t.Context(), pc, "chat").done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	pc2, clk2 := newTestPacer(t, Pace{PerConversation: 1e-300})
+	if err := <-runPaced(t.Context(), pc2, "chat").done; err != nil {
+		t.Fatal(err)
+	}
+	p := runPaced(t.Context(), pc2, "chat")
+	armed := make(chan error, 1)
+	go func() { armed <- clk2.BlockUntil(t.Context(), 1) }()
+	select {
+	case <-armed:
+	case err := <-p.done:
+		t.Fatalf("called again at once (%v); want a day's wait", err)
+	}
+	clk2.Advance(24*time.Hour - time.Millisecond)
+	if p.calls.Load() != 0 {
+		t.Fatal("called again before a day passed")
+	}
+	clk2.Advance(time.Millisecond)
+	if err := <-p.done; err != nil {
+		t.Fatal(err)
+	}
 }
