@@ -12,7 +12,6 @@ require (
 	go.etcd.io/bbolt v1.4.3
 	go.uber.org/goleak v1.3.0
 	go.yaml.in/yaml/v3 v3.0.5
-	golang.org/x/time v0.16.0
 	pgregory.net/rapid v1.3.0
 )
 

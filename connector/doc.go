@@ -35,7 +35,10 @@
 //     A SignInError is the user's to fix, sent as status failed.
 //   - Inbound. Receive turns a platform event into a user message whose
 //     message_id is EventMessageID(conversation, event ID), so a replayed
-//     event is a duplicate, across restarts too with a durable Store (M9). A Listener is a
+//     event is a duplicate, across restarts too with a durable Store (M9).
+//     While a channel's pending store is full Receive waits for room (on
+//     the kit's clock, until ctx ends), so a caller handing events one
+//     after another keeps their order with no retry loop. A Listener is a
 //     platform that reads each bound conversation itself: the kit runs,
 //     restarts and stops its reader per binding.
 //   - Files. Every file_ref of a final is resolved against the channel's
@@ -53,6 +56,10 @@
 //     imv2.RetryAfter retried within Pace, any other error may have been
 //     posted, and the Channel decides a final of unknown outcome once
 //     (PostChecker, IdempotentPlatform, else delivery_outcome_unknown).
+//   - Pacing. Pace is the one bound on the platform's rate, per
+//     conversation and in total, measured from when calls leave (late
+//     timers do not bunch them); a method that calls the platform after
+//     other work, or several times, calls Turn just before each call.
 //   - Order. The Channel's rule (package imv2, "Order"): replies show in
 //     the order they started in every mode, overlapping ones too; a
 //     final given up retryable holds the channel's later messages

@@ -106,6 +106,16 @@ func relayOpened(r Relay, next func(string)) func(string) {
 // is pending on every channel; an error joins what failed per channel (a
 // channel's failure does not stop the others), ErrNotBound when none is
 // bound. With Options.Advanced.Relay, a channel not open here goes through it.
+//
+// While a channel's pending store is full (imv2.CodePendingFull: xAgent
+// acks nothing and the Store holds its cap of the channel's messages)
+// Receive waits for room, trying again after 20 ms doubling to 1 s on the kit's
+// clock, until ctx ends or the Connector closes (then its error matches
+// both ctx's error, or imv2.ErrClosed, and CodePendingFull). A caller that
+// hands a conversation's events one after another so keeps their order
+// (package imv2, "Order"): the next is not taken before this one is
+// pending. One line is logged when a channel's messages start waiting,
+// one when they stop.
 func (c *Connector) Receive(ctx context.Context, ev InboundEvent) error {
 	return c.receive(ctx, ev, false)
 }
@@ -158,44 +168,131 @@ func (c *Connector) receive(ctx context.Context, ev InboundEvent, tolerateUnopen
 const receiveStripes = 64
 
 // receiveOn hands the event's message id to one channel, unless it did so
-// before.
-func (c *Connector) receiveOn(ctx context.Context, chID, id string, ev InboundEvent) error {
+// before. While the channel's pending store is full it waits (waitRoom)
+// with the event's lock released, its files kept offered, and then looks
+// again whether a replay took the event meanwhile.
+func (c *Connector) receiveOn(ctx context.Context, chID, id string, ev InboundEvent) (err error) {
 	// One Receive of an event per channel at a time: a concurrent replay
 	// then finds the message pending or recorded instead of racing it.
 	h := fnv.New32a()
 	h.Write([]byte(chID + "\x00" + id))
 	mu := &c.recv[h.Sum32()%receiveStripes]
-	mu.Lock()
-	defer mu.Unlock()
+	var m *imv2.ChatMessage // built once; its files stay offered across waits
+	wait := time.Duration(0)
+	defer func() {
+		if wait > 0 {
+			c.roomWait(chID, -1, err == nil)
+		}
+	}()
+	for {
+		mu.Lock()
+		full, err := c.receiveLocked(ctx, chID, id, ev, &m)
+		mu.Unlock()
+		if !full {
+			return err
+		}
+		if wait == 0 {
+			c.roomWait(chID, 1, false)
+			wait = pendingFullBackoff
+		}
+		if serr := c.pause(ctx, wait); serr != nil {
+			c.forget(chID, m.Files)
+			return fmt.Errorf("%w, waiting for room: %w", err, serr)
+		}
+		wait = min(2*wait, pendingFullMaxBackoff)
+	}
+}
+
+// Backoff of a Receive waiting for room in a channel's pending store.
+const (
+	pendingFullBackoff    = 20 * time.Millisecond
+	pendingFullMaxBackoff = time.Second
+)
+
+// receiveLocked is one attempt of receiveOn, under the event's lock; full
+// says the channel's pending store had no room (err is its error; the
+// files of *m stay offered for the next attempt).
+func (c *Connector) receiveLocked(ctx context.Context, chID, id string, ev InboundEvent, m **imv2.ChatMessage) (full bool, err error) {
 	if seen, err := c.received(ctx, chID, id); err != nil || seen {
-		return err
+		if *m != nil { // a replay took the event while this one waited
+			c.forget(chID, (*m).Files)
+		}
+		return false, err
 	}
 	send := c.sendFunc(chID)
 	if send == nil {
 		send = c.parkFunc(ctx, chID)
 	}
 	if send == nil {
-		return ErrNoChannel
-	}
-	m := imv2.ChatMessage{MessageID: id, Text: ev.Text}
-	for _, f := range ev.Files {
-		file, err := c.offer(ctx, chID, f)
-		if err != nil {
-			c.forget(chID, m.Files)
-			return fmt.Errorf("offering %q: %w", f.Filename, err)
+		if *m != nil {
+			c.forget(chID, (*m).Files)
 		}
-		m.Files = append(m.Files, file)
+		return false, ErrNoChannel
 	}
-	if _, err := send(ctx, chID, m); err != nil {
-		c.forget(chID, m.Files)
-		return err
+	if *m == nil {
+		msg := imv2.ChatMessage{MessageID: id, Text: ev.Text}
+		for _, f := range ev.Files {
+			file, err := c.offer(ctx, chID, f)
+			if err != nil {
+				c.forget(chID, msg.Files)
+				return false, fmt.Errorf("offering %q: %w", f.Filename, err)
+			}
+			msg.Files = append(msg.Files, file)
+		}
+		*m = &msg
 	}
-	if err := c.store.Record(ctx, chID, id, imv2.FingerprintOf(&m)); err != nil {
+	if _, err := send(ctx, chID, **m); err != nil {
+		if errors.Is(err, &imv2.Error{Code: imv2.CodePendingFull}) {
+			return true, err
+		}
+		c.forget(chID, (*m).Files)
+		return false, err
+	}
+	if err := c.store.Record(ctx, chID, id, imv2.FingerprintOf(*m)); err != nil {
 		// Pending now, so a replay is still skipped until the ack; after
 		// it a replay would be offered again (xAgent answers it).
 		c.log.Warn("connector: inbound event not recorded; a replay after its ack is sent again", "connector_channel_id", chID, "message_id", id, "err", err)
 	}
-	return nil
+	return false, nil
+}
+
+// pause waits d on the kit's clock, or until ctx ends or the Connector
+// is closed.
+func (c *Connector) pause(ctx context.Context, d time.Duration) error {
+	done := make(chan struct{})
+	t := c.clock.AfterFunc(d, func() { close(done) })
+	defer t.Stop()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-c.closing:
+		return imv2.ErrClosed
+	}
+}
+
+// roomWait counts the Receives waiting for room in channel chID's pending
+// store (d +1 or -1): the first to wait logs that the channel's user
+// messages wait, the last to stop logs whether room freed (took) or the
+// callers gave up. The map holds only channels with a waiter.
+func (c *Connector) roomWait(chID string, d int, took bool) {
+	c.roomMu.Lock()
+	defer c.roomMu.Unlock()
+	n := c.roomWaits[chID] + d
+	switch {
+	case d > 0 && n == 1:
+		c.log.Warn("connector: the channel's pending store is full (xAgent acks nothing); user messages wait for room", "connector_channel_id", chID)
+	case n == 0 && took:
+		c.log.Info("connector: the channel's pending store has room again; user messages are handed to xAgent", "connector_channel_id", chID)
+	case n == 0:
+		c.log.Info("connector: user messages stopped waiting for room in the channel's pending store (their context ended)", "connector_channel_id", chID)
+	}
+	if n == 0 {
+		delete(c.roomWaits, chID)
+	} else {
+		c.roomWaits[chID] = n
+	}
 }
 
 // received reports whether message id was handed to channel chID before:

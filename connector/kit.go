@@ -139,27 +139,29 @@ type Advanced struct {
 // assembled around one Platform. Build it with New; it is safe for
 // concurrent use. Close it to stop every connection and timer.
 type Connector struct {
-	card     *protocol.Card
-	platform Platform
-	store    state.Store
-	clock    clock.Clock
-	log      *slog.Logger
-	metrics  http.Handler // /metrics: the kit's (metrics.go) or Advanced.Metrics
-	scrape   apikey.Key   // guards /metrics: Advanced.MetricsToken (monitor.go)
-	km       *kitMetrics
-	counted  *countedStore       // the Store, counted; /readyz reads its last write
-	ready    readiness           // /readyz's cached verdict (probes.go)
-	stWatch  *storeWatch         // a replica's watch on its Store (storewatch.go); nil without Advanced.Relay
-	defConv  func(string) string // nil for a Card with auth flows
-	relay    Relay
-	recv     [receiveStripes]sync.Mutex // serialise Receive per channel and event (inbound.go)
-	parked   *parking                   // grace timers of channels with parked user messages (inbound.go)
-	out      *outbound
-	pace     *pacer
-	display  *display.Target
-	server   *dataplane.Server
-	handler  *Handler
-	chLocks  *channelLocks // serialises binding changes per channel
+	card      *protocol.Card
+	platform  Platform
+	store     state.Store
+	clock     clock.Clock
+	log       *slog.Logger
+	metrics   http.Handler // /metrics: the kit's (metrics.go) or Advanced.Metrics
+	scrape    apikey.Key   // guards /metrics: Advanced.MetricsToken (monitor.go)
+	km        *kitMetrics
+	counted   *countedStore       // the Store, counted; /readyz reads its last write
+	ready     readiness           // /readyz's cached verdict (probes.go)
+	stWatch   *storeWatch         // a replica's watch on its Store (storewatch.go); nil without Advanced.Relay
+	defConv   func(string) string // nil for a Card with auth flows
+	relay     Relay
+	recv      [receiveStripes]sync.Mutex // serialise Receive per channel and event (inbound.go)
+	roomMu    sync.Mutex
+	roomWaits map[string]int // Receives waiting for room, by channel (inbound.go roomWait)
+	parked    *parking       // grace timers of channels with parked user messages (inbound.go)
+	out       *outbound
+	pace      *pacer
+	display   *display.Target
+	server    *dataplane.Server
+	handler   *Handler
+	chLocks   *channelLocks // serialises binding changes per channel
 	// callTimeout bounds Unbound and Released (Display.CallTimeout).
 	callTimeout time.Duration
 
@@ -199,7 +201,7 @@ func New(card *protocol.Card, platform Platform, opts *Options) (*Connector, err
 	}
 	onOpen := relayOpened(adv.Relay, adv.OnChannelOpen)
 	c := &Connector{
-		card: card, platform: platform, store: o.Store, clock: adv.Clock, log: o.Logger,
+		card: card, platform: platform, store: o.Store, clock: adv.Clock, log: o.Logger, roomWaits: map[string]int{},
 		metrics: adv.Metrics, scrape: apikey.New(adv.MetricsToken), closing: make(chan struct{}), servers: map[*http.Server]struct{}{}, readers: map[string]*reader{}, chLocks: newChannelLocks(),
 	}
 	c.km = newKitMetrics(adv.Clock, c.openChannels)

@@ -62,7 +62,9 @@ type Starter interface {
 type Inbox interface {
 	// Receive hands an inbound event to the kit (Connector.Receive); a
 	// channel of the conversation that is not open here fails it only
-	// when no channel took it.
+	// when no channel took it. Like Connector.Receive it waits while a
+	// channel's pending store is full, so a reader that hands its events
+	// one after another needs no retry of its own and keeps their order.
 	Receive(ctx context.Context, ev InboundEvent) error
 	// Update changes the channel's binding (Connector.UpdateBinding): a
 	// sync cursor or a refreshed token in its Data.

@@ -3,6 +3,10 @@ package connector
 import (
 	"context"
 	"errors"
+	"math"
+	"runtime"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -167,10 +171,7 @@ func TestPace_RateLimitsPerConversationAndPlatform(t *testing.T) {
 	if err := <-p.done; err != nil {
 		t.Fatal(err)
 	}
-	if err := <-runPaced(t.Context(), pc, "b").done; err != nil { // another conversation: at once
-		t.Fatal(err)
-	}
-	q := runPaced(t.Context(), pc, "c") // a third, but the platform bucket was just used
+	q := runPaced(t.Context(), pc, "b") // another conversation, but the platform was just called
 	waitTimer(t, clock)
 	clock.Advance(99 * time.Millisecond)
 	if q.calls.Load() != 0 {
@@ -183,7 +184,7 @@ func TestPace_RateLimitsPerConversationAndPlatform(t *testing.T) {
 }
 
 func TestPace_NegativeRefused(t *testing.T) {
-	for _, p := range []Pace{{MaxAttempts: -1}, {ConversationBurst: -1}, {PlatformBurst: -1}} {
+	for _, p := range []Pace{{MaxAttempts: -1}, {ConversationBurst: -1}, {PlatformBurst: -1}, {PerConversation: math.NaN()}, {PerPlatform: -1}} {
 		if _, err := newPacer(p, clock.System{}); err == nil {
 			t.Fatalf("a negative Pace was accepted: %+v", p)
 		}
@@ -231,5 +232,263 @@ func TestPace_RetryAfterDeadlinesBounded(t *testing.T) {
 	}
 	if d := pc.blocked("b", clock.Now()); d != 2*time.Second {
 		t.Fatalf("b held %v; want 2s", d)
+	}
+}
+
+// departures runs pc.do calls of one conversation and records, on the
+// pacer's clock, when each call left: after its Turn when turn is set,
+// else when the kit let it go.
+type departures struct {
+	clk  clock.Clock
+	turn bool
+	mu   sync.Mutex
+	left []time.Time
+}
+
+func (d *departures) call(ctx context.Context) error {
+	if d.turn {
+		if err := Turn(ctx); err != nil {
+			return err
+		}
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.left = append(d.left, d.clk.Now())
+	return nil
+}
+
+// gaps checks that no two departures are closer than min.
+func (d *departures) gaps(t *testing.T, n int, min time.Duration) {
+	t.Helper()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.left) != n {
+		t.Fatalf("%d calls left; want %d", len(d.left), n)
+	}
+	for i := 1; i < n; i++ {
+		if gap := d.left[i].Sub(d.left[i-1]); gap < min {
+			t.Fatalf("calls %d and %d left %v apart; want at least %v (left at %v)", i, i+1, gap, min, d.left)
+		}
+	}
+}
+
+// advanceUntil advances clk by step while a timer is armed, until done
+// yields: a call whose timer fired reads the clock where it fired.
+func advanceUntil(t *testing.T, clk *fakeclock.Clock, step time.Duration, done <-chan error) error {
+	t.Helper()
+	for {
+		ctx, cancel := context.WithCancel(t.Context())
+		armed := make(chan error, 1)
+		go func() { armed <- clk.BlockUntil(ctx, 1) }()
+		select {
+		case err := <-done:
+			cancel()
+			return err
+		case err := <-armed:
+			cancel()
+			if err != nil {
+				t.Fatal("neither a call returned nor a timer was armed")
+			}
+			clk.Advance(step)
+		}
+	}
+}
+
+// TestPace_TurnSpacesFromWhenTheCallLeft: a platform method that does
+// something first (the Telegram bridge writes a trace into the binding)
+// and calls Turn just before its platform call moves its departure to
+// then: the conversation's next call leaves 1/PerConversation after it,
+// not after the moment the kit let the first one go.
+func TestPace_TurnSpacesFromWhenTheCallLeft(t *testing.T) {
+	pc, clk := newTestPacer(t, Pace{PerConversation: 1, PerPlatform: 30})
+	d := &departures{clk: clk, turn: true}
+	busy, release := make(chan struct{}), make(chan struct{})
+	first := make(chan error, 1)
+	go func() {
+		first <- pc.do(t.Context(), "chat", true, func(ctx context.Context) error {
+			close(busy)
+			<-release // a store write the kit cannot see
+			return d.call(ctx)
+		})
+	}()
+	<-busy
+	clk.Advance(900 * time.Millisecond)
+	close(release)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	second := make(chan error, 1)
+	go func() { second <- pc.do(t.Context(), "chat", true, d.call) }()
+	if err := advanceUntil(t, clk, 100*time.Millisecond, second); err != nil {
+		t.Fatal(err)
+	}
+	d.gaps(t, 2, time.Second)
+}
+
+// TestPace_TurnsWithinOneCallAreSpaced: each Turn after a method's first
+// is a departure of its own (a final sent as several messages).
+func TestPace_TurnsWithinOneCallAreSpaced(t *testing.T) {
+	pc, clk := newTestPacer(t, Pace{PerConversation: 1})
+	d := &departures{clk: clk, turn: true}
+	done := make(chan error, 1)
+	go func() {
+		done <- pc.do(t.Context(), "chat", true, func(ctx context.Context) error {
+			for range 3 {
+				if err := d.call(ctx); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}()
+	if err := advanceUntil(t, clk, 100*time.Millisecond, done); err != nil {
+		t.Fatal(err)
+	}
+	d.gaps(t, 3, time.Second)
+	if err := Turn(t.Context()); err != nil { // not a kit call's context: no wait
+		t.Fatal(err)
+	}
+}
+
+// pausedClock holds the callbacks of timers that fall due while paused
+// and runs them together afterwards, as a process stopped (SIGSTOP, a VM
+// paused) and resumed wakes all its late timers at once.
+type pausedClock struct {
+	*fakeclock.Clock
+	mu     sync.Mutex
+	paused bool
+	held   []func()
+}
+
+func (p *pausedClock) AfterFunc(d time.Duration, f func()) clock.Timer {
+	return p.Clock.AfterFunc(d, func() {
+		p.mu.Lock()
+		if p.paused {
+			p.held = append(p.held, f)
+			p.mu.Unlock()
+			return
+		}
+		p.mu.Unlock()
+		f()
+	})
+}
+
+// pause advances the clock by d with every timer held, then fires them.
+func (p *pausedClock) pause(d time.Duration) {
+	p.mu.Lock()
+	p.paused = true
+	p.mu.Unlock()
+	p.Advance(d)
+	p.mu.Lock()
+	p.paused = false
+	held := p.held
+	p.held = nil
+	p.mu.Unlock()
+	for _, f := range held {
+		f()
+	}
+}
+
+// TestPace_LateTimersDoNotBunchCalls: calls waiting for their turn when
+// the process pauses all wake at once on resume; they still leave
+// 1/PerConversation apart, measured from the calls that left.
+func TestPace_LateTimersDoNotBunchCalls(t *testing.T) {
+	clk := &pausedClock{Clock: fakeclock.New(time.Unix(1_790_000_000, 0))}
+	pc, err := newPacer(Pace{PerConversation: 1}, clk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &departures{clk: clk}
+	done := make(chan error, 3)
+	if err := pc.do(t.Context(), "chat", false, d.call); err != nil {
+		t.Fatal(err)
+	}
+	go func() { done <- pc.do(t.Context(), "chat", false, d.call) }()
+	waitTimer(t, clk.Clock)
+	go func() { done <- pc.do(t.Context(), "chat", false, d.call) }()
+	clk.pause(5 * time.Second)
+	both := make(chan error, 1)
+	go func() { both <- errors.Join(<-done, <-done) }()
+	if err := advanceUntil(t, clk.Clock, 100*time.Millisecond, both); err != nil {
+		t.Fatal(err)
+	}
+	d.gaps(t, 3, time.Second)
+}
+
+// TestPace_ConversationCallsLeaveInTheOrderTheyCame: calls to one
+// conversation waiting their turn leave first come first served, each a
+// gap after the one before, however their timers fire.
+func TestPace_ConversationCallsLeaveInTheOrderTheyCame(t *testing.T) {
+	pc, clk := newTestPacer(t, Pace{PerConversation: 1, PerPlatform: 10})
+	var mu sync.Mutex
+	var order []int
+	d := &departures{clk: clk}
+	call := func(i int) func(context.Context) error {
+		return func(ctx context.Context) error {
+			mu.Lock()
+			order = append(order, i)
+			mu.Unlock()
+			return d.call(ctx)
+		}
+	}
+	if err := pc.do(t.Context(), "chat", false, call(0)); err != nil {
+		t.Fatal(err)
+	}
+	const n = 6
+	done := make(chan error, n)
+	for i := 1; i <= n; i++ {
+		go func() { done <- pc.do(t.Context(), "chat", false, call(i)) }()
+		for queued := 0; queued < i; { // in line before the next comes
+			pc.mu.Lock()
+			queued = len(pc.conv("chat").queue)
+			pc.mu.Unlock()
+			runtime.Gosched()
+		}
+	}
+	all := make(chan error, 1)
+	go func() {
+		var errs []error
+		for range n {
+			errs = append(errs, <-done)
+		}
+		all <- errors.Join(errs...)
+	}()
+	if err := advanceUntil(t, clk, 300*time.Millisecond, all); err != nil {
+		t.Fatal(err)
+	}
+	if want := []int{0, 1, 2, 3, 4, 5, 6}; !slices.Equal(order, want) {
+		t.Fatalf("calls left in the order %v; want %v", order, want)
+	}
+	d.gaps(t, n+1, time.Second)
+}
+
+// TestPace_TinyRateIsADay: a rate under one call a day waits a day, not
+// an overflowed (negative) gap that would let every call through.
+func TestPace_TinyRateIsADay(t *testing.T) {
+	pc, _ := newTestPacer(t, Pace{PerConversation: 1e-300, ConversationBurst: math.MaxInt})
+	for range 2 { // the burst's slack is capped too
+		if err := <-runPaced(t.Context(), pc, "chat").done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	pc2, clk2 := newTestPacer(t, Pace{PerConversation: 1e-300})
+	if err := <-runPaced(t.Context(), pc2, "chat").done; err != nil {
+		t.Fatal(err)
+	}
+	p := runPaced(t.Context(), pc2, "chat")
+	armed := make(chan error, 1)
+	go func() { armed <- clk2.BlockUntil(t.Context(), 1) }()
+	select {
+	case <-armed:
+	case err := <-p.done:
+		t.Fatalf("called again at once (%v); want a day's wait", err)
+	}
+	clk2.Advance(24*time.Hour - time.Millisecond)
+	if p.calls.Load() != 0 {
+		t.Fatal("called again before a day passed")
+	}
+	clk2.Advance(time.Millisecond)
+	if err := <-p.done; err != nil {
+		t.Fatal(err)
 	}
 }

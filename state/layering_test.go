@@ -7,15 +7,13 @@ import (
 )
 
 // aboveStores are the packages a store must not pull in: the kit, the
-// data plane, and what only they need (the WebSocket library, the rate
-// limiter). A store that imports one of them drags the whole kit into a
+// data plane, and what only they need (the WebSocket library). A store that imports one of them drags the whole kit into a
 // program that wants only to keep state.
 var aboveStores = []string{
 	"github.com/xagentkit/imv2/connector",
 	"github.com/xagentkit/imv2/dataplane",
 	"github.com/xagentkit/imv2/connector/internal/display",
 	"github.com/gorilla/websocket",
-	"golang.org/x/time/rate",
 }
 
 // TestLayering_StoresBelowTheKit lists the packages state, storetest,

@@ -110,10 +110,8 @@ type Bridge struct {
 
 	noTyping, noFiles atomic.Bool // the server answered "not supported"
 
-	mu      sync.Mutex
-	codes   map[string]pairing  // pairing codes waiting for their /start
-	last    map[int64]time.Time // spaced: each chat's last message call
-	lastAny time.Time           // and the bot's
+	mu    sync.Mutex
+	codes map[string]pairing // pairing codes waiting for their /start
 }
 
 type pairing struct {
@@ -142,7 +140,7 @@ func New(cfg Config) (*Bridge, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tgbridge: %w", err)
 	}
-	br := &Bridge{cfg: cfg, bot: bot, done: make(chan struct{}), codes: map[string]pairing{}, last: map[int64]time.Time{}}
+	br := &Bridge{cfg: cfg, bot: bot, done: make(chan struct{}), codes: map[string]pairing{}}
 	br.ctx, br.cancel = context.WithCancel(context.Background())
 	ctx, cancel := context.WithTimeout(br.ctx, time.Minute)
 	defer cancel()

@@ -15,7 +15,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 	"unicode/utf16"
 
 	"github.com/mymmrac/telego"
@@ -50,11 +49,7 @@ func (br *Bridge) Post(ctx context.Context, to connector.Conversation, m *connec
 // PostDraft implements connector.Editor: the first draft is a message of
 // its own, whose message_id is the handle.
 func (br *Bridge) PostDraft(ctx context.Context, to connector.Conversation, _, text string) (string, error) {
-	chat := chatOf(to)
-	if err := br.spaced(ctx, chat); err != nil {
-		return "", err
-	}
-	msg, err := br.bot.SendMessage(ctx, &telego.SendMessageParams{ChatID: telego.ChatID{ID: chat}, Text: cut(text)})
+	msg, err := br.bot.SendMessage(ctx, &telego.SendMessageParams{ChatID: telego.ChatID{ID: chatOf(to)}, Text: cut(text)})
 	if err != nil {
 		return "", mark(err)
 	}
@@ -62,14 +57,14 @@ func (br *Bridge) PostDraft(ctx context.Context, to connector.Conversation, _, t
 }
 
 // Edit implements connector.Editor with editMessageText; an edit to the
-// text shown is no error.
+// text shown is no error. Its Turn matters when Finish calls it, after the
+// final's trace is written.
 func (br *Bridge) Edit(ctx context.Context, to connector.Conversation, handle, text string) error {
-	chat := chatOf(to)
 	id, _ := strconv.Atoi(handle) // the bridge's own; 0 is refused by Telegram
-	if err := br.spaced(ctx, chat); err != nil {
+	if err := connector.Turn(ctx); err != nil {
 		return err
 	}
-	_, err := br.bot.EditMessageText(ctx, &telego.EditMessageTextParams{ChatID: telego.ChatID{ID: chat}, MessageID: id, Text: cut(text)})
+	_, err := br.bot.EditMessageText(ctx, &telego.EditMessageTextParams{ChatID: telego.ChatID{ID: chatOf(to)}, MessageID: id, Text: cut(text)})
 	if err == nil || notModified(err) {
 		return nil
 	}
@@ -228,7 +223,7 @@ func (br *Bridge) Typing(ctx context.Context, to connector.Conversation, a imv2.
 func (br *Bridge) deliver(ctx context.Context, to connector.Conversation, chat int64, m *connector.Message, texts []string, linked, shown bool, showing func()) error {
 	send := func(call func() error) error {
 		for {
-			err := br.spaced(ctx, chat)
+			err := connector.Turn(ctx) // after the trace's write; each part a call of its own
 			if err == nil {
 				err = call()
 			}
@@ -363,52 +358,6 @@ func cut(text string) string {
 		return parts[0] + "…"
 	}
 	return cmp.Or(text, "…")
-}
-
-// spaced waits until the chat's last message call is 1/Pace.PerConversation
-// behind, and the bot's last one 1/Pace.PerPlatform. The kit's buckets
-// grant calls that far apart, but a final's call leaves after the
-// bridge's trace write, which a busy store delays (300 ms was seen with
-// 100 chats under -race), and a paused process wakes its timers at once;
-// so the gaps are kept here, from the calls made, just before each call.
-// Only chats sent to within their gap are kept (pruned past 1,024).
-func (br *Bridge) spaced(ctx context.Context, chat int64) error {
-	perChat, perBot := gap(br.cfg.Pace.PerConversation), gap(br.cfg.Pace.PerPlatform)
-	for {
-		now := br.cfg.Clock.Now()
-		br.mu.Lock()
-		next := br.last[chat].Add(perChat)
-		if t := br.lastAny.Add(perBot); t.After(next) {
-			next = t
-		}
-		if !next.After(now) {
-			br.lastAny = now
-			if len(br.last) > 1024 {
-				for c, t := range br.last {
-					if now.Sub(t) > perChat {
-						delete(br.last, c)
-					}
-				}
-			}
-			if perChat > 0 {
-				br.last[chat] = now
-			}
-			br.mu.Unlock()
-			return nil
-		}
-		br.mu.Unlock()
-		if err := br.sleep(ctx, next.Sub(now)); err != nil {
-			return notPosted(err)
-		}
-	}
-}
-
-// gap is the time between calls at rate a second; 0 for no limit.
-func gap(rate float64) time.Duration {
-	if rate <= 0 {
-		return 0
-	}
-	return time.Duration(float64(time.Second) / rate)
 }
 
 // chatOf is the chat ID a binding's key holds: the bridge binds only

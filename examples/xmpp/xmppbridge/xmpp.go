@@ -20,7 +20,6 @@ import (
 	"time"
 
 	"github.com/xagentkit/imv2"
-	"github.com/xagentkit/imv2/clock"
 	"github.com/xagentkit/imv2/xfiles"
 
 	"mellium.im/sasl"
@@ -496,8 +495,8 @@ func eventID(m message, by string) string {
 // had (a rejoin replays it with the same stanza-ids).
 //
 // A message the kit cannot take yet (the channel's pending store is full:
-// xAgent does not ack) is offered again until it can: the reader waits,
-// and drops nothing. Meanwhile the stream's messages are held in a queue
+// xAgent does not ack) is waited for by the kit's Inbox.Receive: the
+// reader waits, and drops nothing. Meanwhile the stream's messages are held in a queue
 // with a share per sender (a room occupant's flood fills its own share);
 // what a full share cannot hold is read from the server's archive
 // (XEP-0313) once the reader has room for it.
@@ -514,7 +513,6 @@ func (br *Bridge) read(ctx context.Context, key string, since time.Time, deliver
 		br.mu.Unlock()
 	}()
 	roomJID, typ := peer(key)
-	full := false // the channel's pending store was full at the last hand
 	for {
 		s, gone, err := br.session(ctx, true)
 		if err != nil {
@@ -528,8 +526,13 @@ func (br *Bridge) read(ctx context.Context, key string, since time.Time, deliver
 	recv:
 		for {
 			if in, ok := q.next(); ok {
-				if err := br.hand(ctx, key, in, deliver, &full); err != nil {
-					return err
+				// The kit waits while the channel's pending store is
+				// full (Inbox.Receive), so this returns only once the
+				// message is pending, refused for good, or ctx ended.
+				if err := deliver(ctx, in); ctx.Err() != nil {
+					return ctx.Err()
+				} else if err != nil {
+					br.cfg.Logger.Warn("xmppbridge: message not handed to xAgent", "conversation", key, "event", in.id, "err", err)
 				}
 				continue
 			}
@@ -589,59 +592,6 @@ func (br *Bridge) inRoom(roomJID string) bool {
 	defer br.mu.Unlock()
 	r := br.rooms[roomJID]
 	return r != nil && r.joined
-}
-
-// Backoff of a reader whose message the kit cannot take yet.
-const (
-	handMin = 20 * time.Millisecond
-	handMax = time.Second
-)
-
-// hand delivers in, again and again while the channel's pending store is
-// full (xAgent acks nothing); another failure is logged and the message
-// left (the kit refused it for good, or the binding is gone). It returns
-// only ctx's end. full carries the store's state from one message to the
-// next, so a long wait logs one line at its start and one at its end.
-func (br *Bridge) hand(ctx context.Context, key string, in incoming, deliver func(context.Context, incoming) error, full *bool) error {
-	wait := handMin
-	for {
-		err := deliver(ctx, in)
-		var ie *imv2.Error
-		switch {
-		case err == nil:
-			if *full {
-				*full = false
-				br.cfg.Logger.Info("xmppbridge: xAgent takes user messages again", "conversation", key)
-			}
-			return nil
-		case ctx.Err() != nil:
-			return ctx.Err()
-		case !errors.As(err, &ie) || ie.Code != imv2.CodePendingFull:
-			br.cfg.Logger.Warn("xmppbridge: message not handed to xAgent", "conversation", key, "event", in.id, "err", err)
-			return nil
-		}
-		if !*full {
-			br.cfg.Logger.Warn("xmppbridge: the channel's pending store is full (xAgent acks nothing); the reader waits, holding later messages or reading them from the archive", "conversation", key)
-			*full = true
-		}
-		if err := sleep(ctx, br.cfg.Clock, wait); err != nil {
-			return err
-		}
-		wait = min(2*wait, handMax)
-	}
-}
-
-// sleep waits d on clk, or until ctx ends.
-func sleep(ctx context.Context, clk clock.Clock, d time.Duration) error {
-	done := make(chan struct{})
-	t := clk.AfterFunc(d, func() { close(done) })
-	defer t.Stop()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // catchUp reads one page of the archive after after into q. A refusing
