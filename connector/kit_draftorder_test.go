@@ -110,7 +110,11 @@ func TestKit_M14_D8_RetriedFirstDraftKeepsItsPlace(t *testing.T) {
 				}
 				require.NoError(t, ra.Delta(ctx, "A says"))
 				if tc.refuse {
-					<-base.refused // A's first draft waits out its Retry-After
+					select { // A's first draft waits out its Retry-After
+					case <-base.refused:
+					case <-time.After(10 * time.Second): // a hang guard: no first draft came
+						t.Fatalf("run %d: A's first draft never reached the platform", len(sent)/2)
+					}
 				}
 				require.NoError(t, rb.Delta(ctx, "B says"))
 				require.NoError(t, final(ctx, ra, imv2.ChatMessage{Text: "A says hi"}))
