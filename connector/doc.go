@@ -83,6 +83,7 @@
 //	GET  /livez                 public, Connector only: 200 while the process serves HTTP
 //	GET  /readyz                public, Connector only: 200, or 503 and why (shutting down, store, ReadyChecker)
 //	GET  /metrics               Advanced.MetricsToken (never the API key; 404 with a key and no token), Connector only: Prometheus text (below), or Advanced.Metrics
+//	*    Advanced.Routes        their own credential, Connector only: a platform's webhook, for example
 //
 // # Metrics
 //

@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -121,6 +123,11 @@ type Advanced struct {
 	// there) and answers 404 on its own. Set it to the API key to keep one
 	// credential for both.
 	MetricsToken string
+	// Routes are served at these exact paths on the Connector's address
+	// (not StartMonitor's), before its own endpoints and without the API
+	// key: a platform's webhook, which checks its own credential. A path
+	// must start with "/" and be none of the Connector's; New fails else.
+	Routes map[string]http.Handler
 	// OnChannelOpen is called for every channel.open answered with
 	// success. Do not block in it.
 	OnChannelOpen func(channelID string)
@@ -169,6 +176,7 @@ type Connector struct {
 	readWG   sync.WaitGroup
 	drain    drain // Shutdown's count of finals in the platform's hands
 	watch    watch // imv2test's view of the platform calls (kithook.go)
+	routes   map[string]http.Handler
 
 	mu      sync.Mutex
 	closed  bool
@@ -220,6 +228,12 @@ func New(card *protocol.Card, platform Platform, opts *Options) (*Connector, err
 			c.defConv = func(string) string { return DefaultConversationKey }
 		}
 	}
+	for p := range adv.Routes {
+		if !strings.HasPrefix(p, "/") || ownPath(p) {
+			return nil, fmt.Errorf("connector: Advanced.Routes: %q is not a path of its own", p)
+		}
+	}
+	c.routes = maps.Clone(adv.Routes)
 	var err error
 	if c.pace, err = newPacer(o.Pace, adv.Clock); err != nil {
 		return nil, err
@@ -314,11 +328,15 @@ func New(card *protocol.Card, platform Platform, opts *Options) (*Connector, err
 	return c, nil
 }
 
-// ServeHTTP serves every endpoint: those of Handler, the probes /livez
-// and /readyz (probes.go) and GET /metrics (the kit's series, or
-// Options.Advanced.Metrics) behind Advanced.MetricsToken, never the API
-// key (monitor.go).
+// ServeHTTP serves every endpoint: Advanced.Routes, those of Handler,
+// the probes /livez and /readyz (probes.go) and GET /metrics (the kit's
+// series, or Options.Advanced.Metrics) behind Advanced.MetricsToken,
+// never the API key (monitor.go).
 func (c *Connector) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h, ok := c.routes[r.URL.Path]; ok {
+		h.ServeHTTP(w, r)
+		return
+	}
 	if c.serveProbe(w, r) {
 		return
 	}
@@ -327,6 +345,16 @@ func (c *Connector) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.handler.ServeHTTP(w, r)
+}
+
+// ownPath reports whether the Connector serves path p itself (ServeHTTP,
+// Handler.ServeHTTP).
+func ownPath(p string) bool {
+	switch p {
+	case "/connector-card.json", "/skill.md", "/health", "/ws", "/files/uploads", "/livez", "/readyz", "/metrics":
+		return true
+	}
+	return strings.HasPrefix(p, "/files/refs/")
 }
 
 // ListenAndServe listens on addr and serves until ctx ends, then shuts the

@@ -99,3 +99,36 @@ func TestKit_ListenAndServeEndsWithItsContext(t *testing.T) {
 	cancel()
 	require.NoError(t, <-done)
 }
+
+// TestKit_RoutesServedBeforeTheKitsOwn: a route of Advanced.Routes (a
+// platform's webhook) is served at its exact path on the Connector's
+// address, without the API key, and not on StartMonitor's; the kit's own
+// endpoints stay as they are, and New refuses a route that would shadow
+// one of them or is no path.
+func TestKit_RoutesServedBeforeTheKitsOwn(t *testing.T) {
+	hook := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusAccepted) })
+	k, url := startKit(t, newPretend(0), testKey, connector.Options{Advanced: connector.Advanced{Routes: map[string]http.Handler{"/tg/hook": hook}}})
+	mon, err := k.StartMonitor("127.0.0.1:0")
+	require.NoError(t, err)
+	for _, c := range []struct {
+		method, url, path string
+		status            int
+	}{
+		{http.MethodPost, url, "/tg/hook", http.StatusAccepted},
+		{http.MethodPost, url, "/tg/hook/", http.StatusNotFound},
+		{http.MethodGet, url, "/health", http.StatusUnauthorized},
+		{http.MethodGet, url, "/connector-card.json", http.StatusOK},
+		{http.MethodPost, mon, "/tg/hook", http.StatusNotFound},
+	} {
+		req, err := http.NewRequest(c.method, c.url+c.path, nil)
+		require.NoError(t, err)
+		res, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		res.Body.Close()
+		require.Equal(t, c.status, res.StatusCode, "%s %s%s", c.method, c.url, c.path)
+	}
+	for _, p := range []string{"/ws", "/health", "/metrics", "/readyz", "/files/refs/x", "tg/hook"} {
+		_, err := connector.New(kitCard(""), newPretend(0), &connector.Options{APIKey: testKey, Advanced: connector.Advanced{Routes: map[string]http.Handler{p: hook}}})
+		require.ErrorContains(t, err, "Advanced.Routes", p)
+	}
+}

@@ -10,7 +10,7 @@ import (
 func TestHelp_PrintsUsageAndExitsZero(t *testing.T) {
 	cmd := cmdtest.Main(t, "telegram-connector", main, "-h")
 	cmdtest.CheckHelp(t, cmd, "Usage of telegram-connector", "-listen", "-state", "-token-file", "-server", "TELEGRAM_API_URL",
-		"-chat", "-public-url", "-mode", "-api-key-file", "XAGENT_API_KEY", "-allow-weak-key", "-log-level", "-log-format", "-version", "-metrics-addr", "-metrics-token-file")
+		"-chat", "-webhook-url", "-public-url", "-mode", "-api-key-file", "XAGENT_API_KEY", "-allow-weak-key", "-log-level", "-log-format", "-version", "-metrics-addr", "-metrics-token-file")
 }
 
 // -version prints the bridge's and the module's version and exits 0,

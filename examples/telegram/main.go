@@ -46,6 +46,7 @@ func run() error {
 	server := flag.String("server", "", "base URL of the Bot API server (default $"+serverEnv+", else "+tgbridge.DefaultServer+")")
 	chat := flag.String("chat", "", "bind every channel to this chat ID; default: each channel pairs with a chat by /start CODE")
 	public := flag.String("public-url", "", "the Connector's base URL as users reach it, for file links where the server takes no files")
+	webhook := flag.String("webhook-url", "", "take updates by webhook at this URL (https://HOST/PATH; PATH is served on -listen behind your TLS) instead of long polling; its secret is made anew at each start")
 	mode := flag.String("mode", "auto", "how a streamed reply shows: auto (drafts where the server has sendMessageDraft, else edits), edit or buffer")
 	keyFlags := cmdflags.KeyFlags(flag.CommandLine, `the key xAgent sends as "Authorization: Bearer KEY" on /ws, /health and /files/uploads (never /metrics: see -metrics-addr); required, from this flag, -api-key-file or $`+cmdflags.KeyEnv)
 	logFlags := cmdflags.LogFlags(flag.CommandLine)
@@ -92,11 +93,11 @@ func run() error {
 	// secret (whether a key or token is set, not what it is).
 	logFlags.Lines(os.Stderr).Info("telegram: starting", "version", cmdrun.VersionLine("telegram", tgbridge.Version),
 		"listen", *listen, "state", *state, "server", cmp.Or(*server, os.Getenv(serverEnv), tgbridge.DefaultServer),
-		"chat", *chat, "mode", *mode, "api_key", cmdflags.Given(key), "metrics_addr", metricsFlags.Addr(),
+		"chat", *chat, "webhook_url", *webhook, "mode", *mode, "api_key", cmdflags.Given(key), "metrics_addr", metricsFlags.Addr(),
 		"metrics_token", cmdflags.Given(metricsToken), "log_level", logFlags.Level())
 	b, err := tgbridge.New(tgbridge.Config{Build: cmdrun.Build(tgbridge.Version, gitTag, buildTime),
 		APIKey: key, MetricsToken: metricsToken, Token: strings.TrimSpace(token), Server: cmp.Or(*server, os.Getenv(serverEnv)),
-		Chat: *chat, PublicURL: strings.TrimRight(*public, "/"), StateDir: *state, Mode: m, Logger: log})
+		Webhook: *webhook, Chat: *chat, PublicURL: strings.TrimRight(*public, "/"), StateDir: *state, Mode: m, Logger: log})
 	if err != nil {
 		return err
 	}

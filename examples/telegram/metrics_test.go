@@ -32,15 +32,17 @@ var (
 )
 
 // botAPI is the least of a Bot API server the bridge starts against:
-// getMe names the bot, getUpdates holds the long poll until the bridge
-// drops it, and every other method is unknown (404, as the Bot API
-// answers one).
+// getMe names the bot, deleteWebhook (New's, before polling) succeeds,
+// getUpdates holds the long poll until the bridge drops it, and every
+// other method is unknown (404, as the Bot API answers one).
 func botAPI(t *testing.T) string {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		switch strings.TrimPrefix(r.URL.Path, "/bot"+botToken+"/") {
 		case "getMe":
 			_, _ = w.Write([]byte(`{"ok":true,"result":{"id":123456,"is_bot":true,"first_name":"Test","username":"test_bot"}}`))
+		case "deleteWebhook":
+			_, _ = w.Write([]byte(`{"ok":true,"result":true}`))
 		case "getUpdates":
 			<-r.Context().Done()
 		default:

@@ -43,7 +43,7 @@ func startBridge(t *testing.T, em *emulator, addr, stateDir string, opts ...func
 	require.NoError(t, err)
 	l, err := net.Listen("tcp", addr)
 	require.NoError(t, err)
-	rc := &running{b: b, srv: connector.NewServer(addr, b.Handler()), err: make(chan error, 1)}
+	rc := &running{b: b, srv: connector.NewServer(addr, b.Connector()), err: make(chan error, 1)}
 	go func() { rc.err <- rc.srv.Serve(l) }()
 	return rc
 }

@@ -28,12 +28,12 @@ type process struct {
 	logs *lines
 }
 
-func startProcess(t *testing.T, em *emulator, addr, state string) *process {
+func startProcess(t *testing.T, em *emulator, addr, state string, args ...string) *process {
 	t.Helper()
 	tokenFile := filepath.Join(t.TempDir(), "token")
 	require.NoError(t, os.WriteFile(tokenFile, []byte(token+"\n"), 0o600))
 	p := &process{logs: &lines{}}
-	p.cmd = exec.Command(bin, "-listen", addr, "-state", state, "-token-file", tokenFile, "-server", em.api, "-log-level", "info")
+	p.cmd = exec.Command(bin, append([]string{"-listen", addr, "-state", state, "-token-file", tokenFile, "-server", em.api, "-log-level", "info"}, args...)...)
 	p.cmd.Env = append(os.Environ(), "XAGENT_API_KEY="+apiKey)
 	out, err := p.cmd.StderrPipe()
 	require.NoError(t, err)

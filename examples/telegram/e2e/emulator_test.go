@@ -37,6 +37,15 @@ const token = "123456:ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghi"
 //     seconds (the emulator forgets an update once it returned it, and
 //     answers at once), so a Connector killed before it stored an update
 //     gets it again, as from Telegram;
+//   - setWebhook as the Bot API documents it: the emulator posts updates
+//     to the proxy (/hook), which posts them on to the URL the bridge set
+//     with its secret_token in X-Telegram-Bot-Api-Secret-Token (the
+//     emulator sends none), one at a time (max_connections 1; the emulator
+//     posts at once), each with an update_id of its own (the emulator
+//     gives updates posted while one is in flight the same), and answers
+//     the emulator with the bridge's status; with twice set it posts each
+//     update a second time after a 2xx, as Telegram does after an answer
+//     it did not get; say waits until its update was posted;
 //   - every other bot call passes through, recorded (method, chat, text,
 //     time), so a test counts a chat's messages and edits.
 //
@@ -53,6 +62,11 @@ type emulator struct {
 	pending []json.RawMessage // fetched from the emulator, not confirmed
 	ids     []int
 	calls   []call
+	polls   int                          // getUpdates calls
+	webhook struct{ url, secret string } // the bridge's setWebhook
+	twice   bool                         // post each update to the webhook twice
+	hooked  int                          // updates posted to the webhook
+	hookMu  sync.Mutex                   // one post to the webhook at a time
 }
 
 // call is one bot call the proxy saw.
@@ -103,7 +117,26 @@ s.start().then(() => console.log('ready'));`, port)
 		}
 		_ = json.Unmarshal(body, &p)
 		method := r.URL.Path[strings.LastIndexByte(r.URL.Path, '/')+1:]
+		if r.URL.Path == "/hook" {
+			e.hook(w, body)
+			return
+		}
+		if method == "setWebhook" { // the emulator posts to /hook, which posts on as Telegram does
+			var h struct {
+				URL    string `json:"url"`
+				Secret string `json:"secret_token"`
+			}
+			_ = json.Unmarshal(body, &h)
+			e.mu.Lock()
+			e.webhook.url, e.webhook.secret = h.URL, h.Secret
+			e.mu.Unlock()
+			body, _ = json.Marshal(map[string]string{"url": e.api + "/hook"})
+			r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+		}
 		if method == "getUpdates" {
+			e.mu.Lock()
+			e.polls++
+			e.mu.Unlock()
 			e.getUpdates(w, r.Context(), p.Offset, p.Timeout)
 			return
 		}
@@ -147,6 +180,39 @@ func (e *emulator) closeDoor(t *testing.T, quiet time.Duration) (open func()) {
 		e.closed = false
 		e.mu.Unlock()
 	}
+}
+
+// hook posts an update the emulator posted to the bridge's webhook, as
+// Telegram does (see emulator).
+func (e *emulator) hook(w http.ResponseWriter, update []byte) {
+	e.hookMu.Lock()
+	defer e.hookMu.Unlock()
+	var u map[string]any
+	_ = json.Unmarshal(update, &u)
+	e.mu.Lock()
+	url, secret, twice := e.webhook.url, e.webhook.secret, e.twice
+	u["update_id"] = 1000 + e.hooked
+	e.mu.Unlock()
+	update, _ = json.Marshal(u)
+	post := func() int {
+		req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(update))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Telegram-Bot-Api-Secret-Token", secret)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return http.StatusBadGateway
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	status := post()
+	if twice && status/100 == 2 {
+		status = post()
+	}
+	e.mu.Lock()
+	e.hooked++
+	e.mu.Unlock()
+	w.WriteHeader(status)
 }
 
 // getUpdates answers the unconfirmed updates from offset on, waiting up to
@@ -198,10 +264,20 @@ func (e *emulator) say(t *testing.T, chat int64, text string) {
 		typ = "group"
 	}
 	user := map[string]any{"id": 1000 + chat%1000, "first_name": "User", "is_bot": false}
+	e.mu.Lock()
+	hooked, webhook := e.hooked, e.webhook.url != ""
+	e.mu.Unlock()
 	var ok struct{ Ok bool }
 	e.post("/sendMessage", map[string]any{"botToken": token, "from": user, "text": text, "date": time.Now().Unix(),
 		"chat": map[string]any{"id": chat, "type": typ, "title": "Chat " + strconv.FormatInt(chat, 10), "first_name": "User"}}, &ok)
 	require.True(t, ok.Ok, "the emulator took the user's message")
+	if webhook { // the emulator answers before it posted the update: the user waits for that
+		require.Eventually(t, func() bool {
+			e.mu.Lock()
+			defer e.mu.Unlock()
+			return e.hooked > hooked
+		}, 30*time.Second, 5*time.Millisecond)
+	}
 }
 
 // shown is one message of the bot as the chat shows it now.

@@ -1,6 +1,6 @@
 // Package tgbridge is the Telegram reference Connector: a bot of the
 // Telegram Bot API bridged into xAgent with the Connector kit. It is the
-// reference for bridging a bot API (long polling, per-chat rate limits
+// reference for bridging a bot API (long polling or a webhook, per-chat rate limits
 // with retry_after, edit or draft streaming, typing actions, multipart
 // file uploads); see README.md.
 package tgbridge
@@ -10,6 +10,7 @@ import (
 	"cmp"
 	"context"
 	"crypto/rand"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -53,8 +54,8 @@ const (
 	PairTTL     = 10 * time.Minute
 	MaxPairings = 1024
 	// maxAnswerBytes caps a Bot API answer read (100 updates of 4,096
-	// characters, escaped, fit).
-	maxAnswerBytes = 8 << 20
+	// characters, escaped, fit), maxUpdateBytes a webhook's one update.
+	maxAnswerBytes, maxUpdateBytes = 8 << 20, 1 << 20
 )
 
 // Config configures a Bridge. APIKey, Token and Build.BuildTime are
@@ -70,6 +71,12 @@ type Config struct {
 	Token string
 	// Server is the Bot API server's base URL; default DefaultServer.
 	Server string
+	// Webhook, when set, is the URL Telegram posts updates to instead of
+	// the default long polling: New calls setWebhook with it and a secret
+	// of its own, and the Connector serves the URL's path (Telegram asks
+	// for HTTPS on port 443, 80, 88 or 8443: put TLS in front). Without
+	// it New calls deleteWebhook, as getUpdates fails while one is set.
+	Webhook string
 	// Chat, when set, binds every channel to this chat ID. Else a channel
 	// is bound by pairing (PairFlow): its code sent with /start in a chat.
 	Chat string
@@ -107,6 +114,7 @@ type Bridge struct {
 	ctx    context.Context // ends at Close
 	cancel context.CancelFunc
 	done   chan struct{} // closed when poll ended
+	secret string        // the webhook's X-Telegram-Bot-Api-Secret-Token
 
 	noTyping, noFiles atomic.Bool // the server answered "not supported"
 
@@ -119,9 +127,10 @@ type pairing struct {
 	expires time.Time
 }
 
-// New checks the token (getMe), picks the mode, builds the kit and starts
-// the getUpdates loop. Serve Handler() at the Connector's base URL; Close
-// it to stop.
+// New checks the token (getMe), sets the webhook (Config.Webhook) or
+// deletes it, picks the mode, builds the kit and starts the getUpdates
+// loop (not with a webhook). Serve Connector() at the Connector's base
+// URL; Close it to stop.
 func New(cfg Config) (*Bridge, error) {
 	if _, err := strconv.ParseInt(cmp.Or(cfg.Chat, "0"), 10, 64); cfg.APIKey == "" || cfg.Token == "" || err != nil {
 		return nil, errors.New("tgbridge: Config.APIKey and Config.Token are required, and Config.Chat is a chat ID")
@@ -145,24 +154,29 @@ func New(cfg Config) (*Bridge, error) {
 	ctx, cancel := context.WithTimeout(br.ctx, time.Minute)
 	defer cancel()
 	me, err := bot.GetMe(ctx)
-	if err != nil {
-		br.cancel()
-		return nil, fmt.Errorf("tgbridge: getMe: %s", br.redact(err))
+	if err == nil && cfg.Webhook != "" { // max_connections 1: one update at a time, in order, as poll hands them over
+		br.secret = rand.Text()
+		err = bot.SetWebhook(ctx, &telego.SetWebhookParams{URL: cfg.Webhook, SecretToken: br.secret, MaxConnections: 1, AllowedUpdates: []string{"message"}})
+	} else if err == nil {
+		err = bot.DeleteWebhook(ctx, nil) // getUpdates fails while a webhook is set
 	}
-	br.me = me.Username
-	if cfg.Mode == connector.ModeAuto {
+	if err == nil && cfg.Mode == connector.ModeAuto {
 		// sendMessageDraft to no chat: "chat not found" says the server has
 		// the method, "not supported" (or 404) says it has not.
-		err := bot.SendMessageDraft(ctx, &telego.SendMessageDraftParams{ChatID: 0, DraftID: 1, Text: "…"})
-		if _, api := apiError(err); err != nil && !api {
-			br.cancel()
-			return nil, fmt.Errorf("tgbridge: sendMessageDraft: %s", br.redact(err))
+		derr := bot.SendMessageDraft(ctx, &telego.SendMessageDraftParams{ChatID: 0, DraftID: 1, Text: "…"})
+		if _, api := apiError(derr); derr != nil && !api {
+			err = derr
 		}
 		cfg.Mode = connector.ModeStream
-		if unsupported(err) {
+		if unsupported(derr) {
 			cfg.Mode = connector.ModeEdit
 		}
 	}
+	if err != nil {
+		br.cancel()
+		return nil, fmt.Errorf("tgbridge: %s", br.redact(err))
+	}
+	br.me = me.Username
 	if cfg.Pace == (connector.Pace{}) {
 		cfg.Pace = connector.Pace{PerConversation: PerChat, PerPlatform: PerBot}
 		if cfg.Mode == connector.ModeStream {
@@ -175,6 +189,9 @@ func New(cfg Config) (*Bridge, error) {
 		Advanced: connector.Advanced{Display: cfg.Display, Channel: &cfg.Channel, Clock: cfg.Clock, MetricsToken: cfg.MetricsToken}}
 	if cfg.Chat != "" {
 		opts.DefaultConversation = func(string) string { return cfg.Chat }
+	}
+	if hook, err := neturl.Parse(cfg.Webhook); cfg.Webhook != "" && err == nil { // setWebhook took it: it is a URL
+		opts.Advanced.Routes = map[string]http.Handler{cmp.Or(hook.Path, "/"): http.HandlerFunc(br.serveUpdate)}
 	}
 	if cfg.StateDir != "" {
 		if err = os.MkdirAll(cfg.StateDir, 0o700); err == nil {
@@ -193,10 +210,8 @@ func New(cfg Config) (*Bridge, error) {
 	return br, nil
 }
 
-// Handler is the Connector's http.Handler: serve it at the base URL.
-func (br *Bridge) Handler() http.Handler { return br.kit }
-
-// Connector returns the kit's Connector, for what the Bridge does not wrap.
+// Connector returns the kit's Connector: the http.Handler to serve at the
+// base URL (the webhook's route too), and what the Bridge does not wrap.
 func (br *Bridge) Connector() *connector.Connector { return br.kit }
 
 // Mode is the display strategy New chose.
@@ -220,36 +235,44 @@ func (br *Bridge) Close() error {
 
 // poll reads updates with getUpdates and hands each to the kit in order.
 // An update is confirmed (the next call's offset) only after the kit
-// stored it, so a crash loses none: Telegram sends it again, and the kit
-// skips what it has (the message_id comes from the update_id).
+// stored it, so a crash loses none: Telegram sends it again (handle).
 func (br *Bridge) poll() {
 	defer close(br.done)
 	offset, wait := 0, time.Duration(0)
-	for br.sleep(br.ctx, wait) == nil {
+	for br.cfg.Webhook == "" && br.sleep(br.ctx, wait) == nil { // a webhook's updates come to serveUpdate
 		ctx, cancel := context.WithTimeout(br.ctx, br.cfg.PollTimeout+30*time.Second)
 		ups, err := br.bot.GetUpdates(ctx, &telego.GetUpdatesParams{Offset: offset, Limit: 100,
 			Timeout: int(br.cfg.PollTimeout / time.Second), AllowedUpdates: []string{"message"}})
 		cancel()
 		wait = min(max(2*wait, 100*time.Millisecond), 5*time.Second)
-		if err != nil {
-			if br.ctx.Err() == nil {
-				br.cfg.Logger.Warn("tgbridge: getUpdates failed", "err", br.redact(err), "retry_in", wait)
-			}
-			continue
+		if err != nil && br.ctx.Err() == nil { // no updates: the wait grows
+			br.cfg.Logger.Warn("tgbridge: getUpdates failed", "err", br.redact(err), "retry_in", wait)
 		}
 		if len(ups) > 0 {
 			wait = 0
 		}
 		for _, u := range ups {
-			if err := br.handle(br.ctx, u); err != nil && retryUpdate(err) {
-				br.cfg.Logger.Warn("tgbridge: update not handed over; tried again", "update_id", u.UpdateID, "err", br.redact(err))
+			if !br.handle(br.ctx, u) {
 				wait = time.Second
 				break
-			} else if err != nil {
-				br.cfg.Logger.Debug("tgbridge: update skipped", "update_id", u.UpdateID, "err", br.redact(err))
 			}
 			offset = u.UpdateID + 1
 		}
+	}
+}
+
+// serveUpdate is the webhook's route (Config.Webhook): Telegram posts one
+// update with the secret setWebhook gave it (compared in constant time).
+// 200 says the kit has it; any other answer has Telegram send it again,
+// which the kit skips if it has it, as after poll's crash.
+func (br *Bridge) serveUpdate(w http.ResponseWriter, r *http.Request) {
+	var u telego.Update
+	if subtle.ConstantTimeCompare([]byte(r.Header.Get("X-Telegram-Bot-Api-Secret-Token")), []byte(br.secret)) != 1 {
+		http.Error(w, "wrong secret token", http.StatusUnauthorized)
+	} else if r.Method != http.MethodPost || json.NewDecoder(http.MaxBytesReader(w, r.Body, maxUpdateBytes)).Decode(&u) != nil {
+		http.Error(w, "not an update", http.StatusBadRequest)
+	} else if !br.handle(r.Context(), u) {
+		http.Error(w, "not taken; send it again", http.StatusServiceUnavailable)
 	}
 }
 
@@ -257,15 +280,19 @@ func (br *Bridge) poll() {
 var startCode = regexp.MustCompile(`^/start(?:@\w+)?\s+([A-Za-z0-9_-]{8,64})$`)
 
 // handle hands one update to the kit: a pairing binds its chat, any other
-// message of a person goes to the channels bound to its chat.
-func (br *Bridge) handle(ctx context.Context, u telego.Update) error {
+// message of a person goes to the channels bound to its chat. It reports
+// whether u is done with: handed over, or skipped (nothing to forward, not
+// for a channel, refused for good); else it is worth another try (handing
+// it over again is safe: the kit dedups it by its message_id, which comes
+// from the update_id).
+func (br *Bridge) handle(ctx context.Context, u telego.Update) bool {
 	m := u.Message
 	if m == nil || (m.From != nil && m.From.IsBot) {
-		return nil
+		return true
 	}
 	key := strconv.FormatInt(m.Chat.ID, 10)
 	if c := startCode.FindStringSubmatch(strings.TrimSpace(m.Text)); c != nil && br.pair(ctx, c[1], key, m.Chat) {
-		return nil
+		return true
 	}
 	ev := connector.InboundEvent{Conversation: key, EventID: strconv.Itoa(u.UpdateID), Text: cmp.Or(m.Text, m.Caption)}
 	id, name, mime, size := "", "", "", int64(0)
@@ -274,8 +301,15 @@ func (br *Bridge) handle(ctx context.Context, u telego.Update) error {
 	} else if n := len(m.Photo); n > 0 { // the largest size comes last
 		id, name, mime, size = m.Photo[n-1].FileID, "photo.jpg", "image/jpeg", int64(m.Photo[n-1].FileSize)
 	}
-	if id != "" {
-		data, err := br.download(ctx, id, size)
+	if id != "" { // getFile, then the bytes through xfiles' guard: no internal address but the Bot
+		// API server's, at most the smaller of getFile's 20 MB and the kit's upload cap
+		f, err := br.bot.GetFile(ctx, &telego.GetFileParams{FileID: id})
+		var data []byte
+		if err == nil {
+			q := xfiles.FetchRequest{BaseURL: br.cfg.Server, MaxBytes: min(br.kit.MaxFileBytes(), MaxInboundFileBytes),
+				File: imv2.File{DownloadURL: br.bot.FileDownloadURL(f.FilePath), ByteSize: max(size, f.FileSize)}}
+			data, err = q.Do(ctx, br.cfg.HTTPClient)
+		}
 		if err != nil {
 			br.cfg.Logger.Info("tgbridge: a user's file was not downloaded", "err", br.redact(err))
 			ev.Text = cmp.Or(ev.Text, "(a file that could not be downloaded: "+name+")")
@@ -285,22 +319,15 @@ func (br *Bridge) handle(ctx context.Context, u telego.Update) error {
 		}
 	}
 	if ev.Text == "" && len(ev.Files) == 0 {
-		return nil // a sticker, a poll, a member joining: nothing to forward
+		return true // a sticker, a poll, a member joining: nothing to forward
 	}
-	return br.kit.Receive(ctx, ev)
-}
-
-// download fetches a user's file: getFile, then its bytes through xfiles'
-// guard (no internal address but the Bot API server's, size capped at
-// the smaller of getFile's 20 MB and the kit's upload cap).
-func (br *Bridge) download(ctx context.Context, fileID string, size int64) ([]byte, error) {
-	f, err := br.bot.GetFile(ctx, &telego.GetFileParams{FileID: fileID})
-	if err != nil {
-		return nil, err
+	if err := br.kit.Receive(ctx, ev); err != nil && retryUpdate(err) {
+		br.cfg.Logger.Warn("tgbridge: update not handed over; tried again", "update_id", u.UpdateID, "err", br.redact(err))
+		return false
+	} else if err != nil {
+		br.cfg.Logger.Debug("tgbridge: update skipped", "update_id", u.UpdateID, "err", br.redact(err))
 	}
-	q := xfiles.FetchRequest{BaseURL: br.cfg.Server, MaxBytes: min(br.kit.MaxFileBytes(), MaxInboundFileBytes),
-		File: imv2.File{DownloadURL: br.bot.FileDownloadURL(f.FilePath), ByteSize: max(size, f.FileSize)}}
-	return q.Do(ctx, br.cfg.HTTPClient)
+	return true
 }
 
 // redact keeps the token (part of a file's URL) out of the log.
@@ -312,9 +339,7 @@ func (br *Bridge) redact(err error) string {
 // that binds the channel to the chat where it is sent with /start (a
 // t.me deep link carries it). At most MaxPairings wait, each PairTTL.
 func (br *Bridge) Start(_ context.Context, channelID string, _ protocol.AuthStart) (connector.SignInResult, error) {
-	var b [12]byte
-	_, _ = rand.Read(b[:])
-	code := fmt.Sprintf("%x", b)
+	code := rand.Text()
 	now := br.cfg.Clock.Now()
 	br.mu.Lock()
 	defer br.mu.Unlock()
@@ -374,12 +399,11 @@ func (br *Bridge) pair(ctx context.Context, code, key string, chat telego.Chat) 
 
 // sleep waits d on the Config's clock, or until ctx ends.
 func (br *Bridge) sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
+	if d <= 0 { // no timer: a fake clock fires none of 0 by itself
 		return ctx.Err()
 	}
 	done := make(chan struct{})
-	t := br.cfg.Clock.AfterFunc(d, func() { close(done) })
-	defer t.Stop()
+	defer br.cfg.Clock.AfterFunc(d, func() { close(done) }).Stop()
 	select {
 	case <-done:
 		return nil

@@ -20,10 +20,16 @@ import (
 
 const apiKey = "unit-api-key-of-at-least-22-chars"
 
-func newBridge(t *testing.T, a *docAPI, mode connector.Mode) *tgbridge.Bridge {
+// newBridge starts a Bridge against a, bound to chat 42, in mode; opts
+// change its Config.
+func newBridge(t *testing.T, a *docAPI, mode connector.Mode, opts ...func(*tgbridge.Config)) *tgbridge.Bridge {
 	t.Helper()
-	b, err := tgbridge.New(tgbridge.Config{Build: protocol.Build{Version: "test", BuildTime: "2612040000"},
-		APIKey: apiKey, Token: token, Server: a.srv.URL, Chat: "42", Mode: mode, PollTimeout: time.Second})
+	cfg := tgbridge.Config{Build: protocol.Build{Version: "test", BuildTime: "2612040000"},
+		APIKey: apiKey, Token: token, Server: a.srv.URL, Chat: "42", Mode: mode, PollTimeout: time.Second}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	b, err := tgbridge.New(cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		require.NoError(t, b.Close())

@@ -1,6 +1,8 @@
 package tgbridge_test
 
 import (
+	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -10,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 )
 
 const token = "123456:ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghi"
@@ -18,9 +22,11 @@ const token = "123456:ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghi"
 // (core.telegram.org/bots/api), for what telegram-test-api does not
 // serve: sendMessageDraft, sendChatAction, sendDocument and sendPhoto
 // (multipart/form-data), getFile with its download path, and 429 answers
-// with parameters.retry_after. getUpdates keeps an update until an
-// offset confirms it; editMessageText to the text shown answers 400
-// "message is not modified". Every call is recorded.
+// with parameters.retry_after, setWebhook and deleteWebhook. getUpdates
+// keeps an update until an offset confirms it, and answers 409 while a
+// webhook is set; editMessageText to the text shown answers 400 "message
+// is not modified". Every call is recorded. post delivers an update as
+// Telegram does to a webhook.
 type docAPI struct {
 	srv *httptest.Server
 
@@ -31,12 +37,15 @@ type docAPI struct {
 	limited map[string]int    // method: how many next calls answer 429
 	files   map[string][]byte // file_id: bytes (file_path is the file_id)
 	shown   map[int]string    // message_id: text
+	hook    apiCall           // the last setWebhook; its text is the URL, "" when deleted
 }
 
 type apiCall struct {
 	method, text, file string
 	chat               int64
 	draft              int
+	secret             string // setWebhook's secret_token
+	maxConns           int    // and max_connections
 	data               []byte
 	status             int
 	at                 time.Time
@@ -74,6 +83,9 @@ func (a *docAPI) serve(w http.ResponseWriter, r *http.Request) {
 		MessageID int         `json:"message_id"`
 		Offset    int         `json:"offset"`
 		FileID    string      `json:"file_id"`
+		URL       string      `json:"url"`
+		Secret    string      `json:"secret_token"`
+		MaxConns  int         `json:"max_connections"`
 	}
 	if strings.HasPrefix(r.Header.Get("Content-Type"), "multipart/form-data") {
 		if err := r.ParseMultipartForm(32 << 20); err != nil {
@@ -90,7 +102,7 @@ func (a *docAPI) serve(w http.ResponseWriter, r *http.Request) {
 		_ = json.NewDecoder(r.Body).Decode(&p)
 	}
 	c.chat, _ = p.ChatID.Int64()
-	c.text, c.draft = p.Text, p.DraftID
+	c.text, c.draft, c.secret, c.maxConns = cmp.Or(p.Text, p.URL), p.DraftID, p.Secret, p.MaxConns
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	defer func() { a.calls = append(a.calls, c) }()
@@ -106,7 +118,16 @@ func (a *docAPI) serve(w http.ResponseWriter, r *http.Request) {
 	switch method {
 	case "getMe":
 		ok200(w, map[string]any{"id": 1, "is_bot": true, "first_name": "Doc", "username": "docbot"})
+	case "setWebhook", "deleteWebhook":
+		a.hook = c
+		ok200(w, true)
 	case "getUpdates":
+		if a.hook.text != "" {
+			c.status = 409
+			answer(w, 409, map[string]any{"ok": false, "error_code": 409,
+				"description": "Conflict: can't use getUpdates method while webhook is active; use deleteWebhook to delete the webhook first"})
+			return
+		}
 		for len(a.updates) > 0 && a.updates[0]["update_id"].(int) < p.Offset {
 			a.updates = a.updates[1:]
 		}
@@ -167,18 +188,46 @@ func must[T any](v T, err error) T {
 	return v
 }
 
-// say queues a person's message in chat: text, or a document with a caption.
+// say queues a person's message in chat for getUpdates: text, or a
+// document with a caption.
 func (a *docAPI) say(chat int64, text string, doc map[string]any) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	id := 100 + len(a.updates) + len(a.calls)
+	a.updates = append(a.updates, update(100+len(a.updates)+len(a.calls), chat, text, doc))
+}
+
+// update is a person's message in chat as update id.
+func update(id int, chat int64, text string, doc map[string]any) map[string]any {
 	m := map[string]any{"message_id": id, "date": 1, "text": text,
 		"from": map[string]any{"id": 7, "is_bot": false, "first_name": "Ann"}, "chat": map[string]any{"id": chat, "type": "private"}}
 	if doc != nil {
 		delete(m, "text")
 		m["caption"], m["document"] = text, doc
 	}
-	a.updates = append(a.updates, map[string]any{"update_id": id, "message": m})
+	return map[string]any{"update_id": id, "message": m}
+}
+
+// post delivers u as Telegram does to the webhook set: a POST of the
+// update's JSON to its URL, with the header X-Telegram-Bot-Api-Secret-Token
+// holding secret_token — here served by h in process, as the URL's host
+// is the Connector's. It returns the answer's status: Telegram sends the
+// update again after any but 2xx.
+func (a *docAPI) post(t *testing.T, h http.Handler, u any, secret string) int {
+	t.Helper()
+	a.mu.Lock()
+	hook := a.hook.text
+	a.mu.Unlock()
+	require.NotEmpty(t, hook, "no webhook set")
+	body, err := json.Marshal(u)
+	require.NoError(t, err)
+	r := httptest.NewRequest(http.MethodPost, hook, bytes.NewReader(body))
+	r.Header.Set("Content-Type", "application/json")
+	if secret != "" {
+		r.Header.Set("X-Telegram-Bot-Api-Secret-Token", secret)
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	return w.Code
 }
 
 // called returns the calls of method that succeeded (status 200), or all

@@ -81,9 +81,10 @@ func notModified(err error) bool {
 }
 
 // retryUpdate reports whether an update whose hand-over to the kit failed
-// with err is tried again (a store or channel hiccup) rather than skipped
-// (no channel bound to its chat, or refused for good). Handing the same
-// update over again is safe whatever the error: the kit dedups it.
+// with err is tried again (a store or channel hiccup, a store closed: the
+// next run takes it) rather than skipped (no channel bound to its chat, or
+// refused for good). Handing the same update over again is safe whatever
+// the error: the kit dedups it.
 func retryUpdate(err error) bool {
-	return !errors.Is(err, connector.ErrNotBound) && !imv2.IsRefused(err)
+	return errors.Is(err, imv2.ErrClosed) || !errors.Is(err, connector.ErrNotBound) && !imv2.IsRefused(err)
 }

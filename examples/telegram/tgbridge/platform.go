@@ -10,7 +10,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -18,6 +17,7 @@ import (
 	"unicode/utf16"
 
 	"github.com/mymmrac/telego"
+	tu "github.com/mymmrac/telego/telegoutil"
 
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/connector"
@@ -40,10 +40,7 @@ const draftPrefix = "d"
 // Post implements connector.Platform: the text in as many messages as
 // MaxTextChars needs, then each file, as one unit.
 func (br *Bridge) Post(ctx context.Context, to connector.Conversation, m *connector.Message) error {
-	texts, linked := br.texts(to, m)
-	return br.final(ctx, to, m, func(shown func()) error {
-		return br.deliver(ctx, to, chatOf(to), m, texts, linked, false, shown)
-	})
+	return br.final(ctx, to, draftPrefix, m) // posted as a draft's final is
 }
 
 // PostDraft implements connector.Editor: the first draft is a message of
@@ -94,21 +91,7 @@ func (br *Bridge) Draft(ctx context.Context, to connector.Conversation, d connec
 // message replaces the draft); an edited message becomes the final's
 // first MaxTextChars, and the rest follows as new messages, then the files.
 func (br *Bridge) Finish(ctx context.Context, to connector.Conversation, handle string, m *connector.Message) error {
-	if strings.HasPrefix(handle, draftPrefix) {
-		return br.Post(ctx, to, m)
-	}
-	texts, linked := br.texts(to, m)
-	first := "📎" // Telegram refuses an empty text; the files follow
-	if len(texts) > 0 {
-		first, texts = texts[0], texts[1:]
-	}
-	return br.final(ctx, to, m, func(shown func()) error {
-		if err := br.Edit(ctx, to, handle, first); err != nil {
-			return err
-		}
-		shown()
-		return br.deliver(ctx, to, chatOf(to), m, texts, linked, true, shown)
-	})
+	return br.final(ctx, to, handle, m)
 }
 
 // The Bot API has no idempotency key and lets a bot read no chat, so the
@@ -127,19 +110,39 @@ type sentKey struct {
 	Shown bool   `json:"s,omitempty"`
 }
 
-// final runs a final's calls between the records of its trace; do calls
-// shown once Telegram applied its first call.
-func (br *Bridge) final(ctx context.Context, to connector.Conversation, m *connector.Message, do func(shown func()) error) error {
+// final shows m between the records of its trace: its text (with its
+// files' links where the server is known to take no files) in pieces of
+// MaxTextChars, the first one by editing the message of an edit-mode
+// handle, then its files.
+func (br *Bridge) final(ctx context.Context, to connector.Conversation, handle string, m *connector.Message) error {
 	if err := br.note(ctx, to.ChannelID, m.IdempotencyKey, 1); err != nil {
 		return notPosted(fmt.Errorf("tgbridge: recording a final on its way: %w", err))
 	}
 	applied := false
-	err := do(func() {
+	shown := func() {
 		applied = true
 		if err := br.note(ctx, to.ChannelID, m.IdempotencyKey, 2); err != nil {
 			br.cfg.Logger.Warn("tgbridge: a final shown was not recorded; it may be answered delivery_outcome_unknown", "err", err)
 		}
-	})
+	}
+	text, linked := m.Text, br.noFiles.Load() && len(m.Attachments) > 0
+	for i := 0; linked && i < len(m.Attachments); i++ {
+		text += "\n" + br.link(to, m.Attachments[i])
+	}
+	texts := split(strings.TrimPrefix(text, "\n"), MaxTextChars)
+	var err error
+	if !strings.HasPrefix(handle, draftPrefix) {
+		first := "📎" // Telegram refuses an empty text; the files follow
+		if len(texts) > 0 {
+			first, texts = texts[0], texts[1:]
+		}
+		if err = br.Edit(ctx, to, handle, first); err == nil {
+			shown()
+		}
+	}
+	if err == nil {
+		err = br.deliver(ctx, to, chatOf(to), m, texts, linked, applied, shown)
+	}
 	if err != nil && !applied && notApplied(err) {
 		_ = br.note(ctx, to.ChannelID, m.IdempotencyKey, 0)
 	}
@@ -287,7 +290,7 @@ var errNoFiles = errors.New("tgbridge: the Bot API server takes no files")
 
 // sendFile sends f by sendPhoto (a small image) or sendDocument.
 func (br *Bridge) sendFile(ctx context.Context, chat int64, f connector.OutboundFile) error {
-	in := telego.InputFile{File: named{f.Reader, cmp.Or(f.Info.Filename, f.Filename, "file")}}
+	in := telego.InputFile{File: tu.NameReader(f.Reader, cmp.Or(f.Info.Filename, f.Filename, "file"))}
 	mime := cmp.Or(f.Info.MimeType, f.MimeType)
 	var err error
 	if strings.HasPrefix(mime, "image/") && mime != "image/svg+xml" && f.Info.ByteSize <= maxPhotoBytes {
@@ -301,32 +304,11 @@ func (br *Bridge) sendFile(ctx context.Context, chat int64, f connector.Outbound
 	return err
 }
 
-// named gives a file's reader the name a multipart upload needs.
-type named struct {
-	io.Reader
-	name string
-}
-
-func (n named) Name() string { return n.name }
-
 // link is a file's line in a final's text where the server takes no
 // files: its name and the Connector's signed download URL (T3).
 func (br *Bridge) link(to connector.Conversation, f connector.OutboundFile) string {
 	name := cmp.Or(f.Info.Filename, f.Filename, "file")
 	return "📎 " + name + ": " + br.cfg.PublicURL + br.kit.Handler().DownloadURL(to.ChannelID, f.FileRef)
-}
-
-// texts is m's text in pieces of at most MaxTextChars, with its files'
-// links (linked) where the server is known to take no files.
-func (br *Bridge) texts(to connector.Conversation, m *connector.Message) (texts []string, linked bool) {
-	text := m.Text
-	if linked = br.noFiles.Load() && len(m.Attachments) > 0; linked {
-		for _, f := range m.Attachments {
-			text += "\n" + br.link(to, f)
-		}
-		text = strings.TrimPrefix(text, "\n")
-	}
-	return split(text, MaxTextChars), linked
 }
 
 // split cuts text into pieces of at most n UTF-16 code units, at the last
