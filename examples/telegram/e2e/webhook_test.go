@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/xagentkit/imv2"
+	"github.com/xagentkit/imv2/dataplane"
 )
 
 // TestWebhook_CommandTakesUpdatesByWebhookOnceEachInOrder runs the command
@@ -26,8 +27,8 @@ func TestWebhook_CommandTakesUpdatesByWebhookOnceEachInOrder(t *testing.T) {
 	addr := freeAddr(t)
 	startProcess(t, em, addr, t.TempDir(), "-webhook-url", "http://"+addr+"/telegram/updates")
 	ctx := ctxFor(t, 2*time.Minute)
-	ag := startAgent(t, ctx, addr, func(ctx context.Context, ch *imv2.Channel, m imv2.ChatMessage) {
-		_ = stream(ctx, ch, "You wrote: "+m.Text, 3, 0)
+	ag := startAgent(t, ctx, addr, func(ctx context.Context, r *dataplane.Reply, m imv2.ChatMessage) {
+		_ = stream(ctx, r, "You wrote: "+m.Text, 3, 0)
 	})
 	em.mu.Lock()
 	hook := em.webhook
