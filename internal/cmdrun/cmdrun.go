@@ -31,10 +31,13 @@ import (
 // (connector.Connector.Shutdown, up to DefaultShutdownGrace) and says
 // "NAME: stopped: …" (attrs finished, cut, refused). It serves without
 // the signal's context, so only Shutdown's Close ends serving and the
-// acks of drained finals leave.
+// acks of drained finals leave. Meanwhile SIGHUP reads the API key file
+// again (WatchKey, connector.Connector.SetAPIKey), as -api-key-file's
+// usage says; subscribed before the listening line.
 func (c *Command) Serve(k *connector.Connector, addr, card string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	c.WatchKey(ctx, k.SetAPIKey)
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err
