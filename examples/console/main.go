@@ -37,14 +37,12 @@ package main
 import (
 	"cmp"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
-	"time"
 
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/connector"
@@ -104,21 +102,6 @@ func main() {
 
 		go b.Run(ctx, os.Stdin) // the end of stdin does not stop serving; a signal does
 		<-ctx.Done()
-		return drain(b, *grace, cmd.Say)
+		return cmd.Drain(b.Connector, *grace)
 	})
-}
-
-// drain stops b as a SIGTERM asks: no new work, the finals in the
-// platform's hands finished within grace, then one line saying what was
-// drained.
-func drain(b *consolebridge.Bridge, grace time.Duration, say func(slog.Level, string, ...any)) error {
-	say(slog.LevelInfo, fmt.Sprintf("console: stopping; finishing the replies in progress (up to %s)", grace), "grace", grace.String())
-	ctx, cancel := context.WithTimeout(context.Background(), grace)
-	defer cancel()
-	d, err := b.Shutdown(ctx)
-	say(slog.LevelInfo, "console: stopped: "+d.String(), "finished", d.Finished, "cut", d.Cut, "refused", d.Refused)
-	if errors.Is(err, context.DeadlineExceeded) {
-		return nil // the cut-off finals are counted in the line above
-	}
-	return err
 }

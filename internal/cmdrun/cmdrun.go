@@ -18,6 +18,7 @@ import (
 	"os/signal"
 	"runtime/debug"
 	"syscall"
+	"time"
 
 	"github.com/xagentkit/imv2/connector"
 	"github.com/xagentkit/imv2/protocol"
@@ -27,13 +28,12 @@ import (
 // address and says "NAME: monitoring on http://HOST:PORT", attr url),
 // then says "NAME: listening on HOST:PORT (card CARD)" (the real port,
 // for an addr with port 0; attr addr), the last line of the start, and
-// serves k until SIGTERM or SIGINT, then drains it
-// (connector.Connector.Shutdown, up to DefaultShutdownGrace) and says
-// "NAME: stopped: …" (attrs finished, cut, refused). It serves without
-// the signal's context, so only Shutdown's Close ends serving and the
-// acks of drained finals leave. Meanwhile SIGHUP reads the API key file
-// again (WatchKey, connector.Connector.SetAPIKey), as -api-key-file's
-// usage says; subscribed before the listening line.
+// serves k until SIGTERM or SIGINT, then drains it (Drain, with
+// connector.DefaultShutdownGrace). It serves without the signal's
+// context, so only Shutdown's Close ends serving and the acks of drained
+// finals leave. Meanwhile SIGHUP reads the API key file again (WatchKey,
+// connector.Connector.SetAPIKey), as -api-key-file's usage says;
+// subscribed before the listening line.
 func (c *Command) Serve(k *connector.Connector, addr, card string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -60,15 +60,27 @@ func (c *Command) Serve(k *connector.Connector, addr, card string) error {
 		return err
 	case <-ctx.Done():
 	}
-	c.Say(slog.LevelInfo, fmt.Sprintf("%s: stopping; finishing the replies in progress (up to %s)", c.name, connector.DefaultShutdownGrace), "grace", connector.DefaultShutdownGrace.String())
-	sctx, cancel := context.WithTimeout(context.Background(), connector.DefaultShutdownGrace)
-	defer cancel()
-	d, err := k.Shutdown(sctx)
-	c.Say(slog.LevelInfo, fmt.Sprintf("%s: stopped: %s", c.name, d), "finished", d.Finished, "cut", d.Cut, "refused", d.Refused)
-	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+	if err := c.Drain(k, connector.DefaultShutdownGrace); err != nil {
 		return err
 	}
 	return <-served
+}
+
+// Drain stops k as SIGTERM asks: it says "NAME: stopping; …" (attr
+// grace), shuts k down (connector.Connector.Shutdown: no new work, the
+// replies in progress finished within grace, the rest cut off) and says
+// "NAME: stopped: …" (attrs finished, cut, refused). A grace that runs
+// out is no error: the cut-off finals are counted in that line.
+func (c *Command) Drain(k *connector.Connector, grace time.Duration) error {
+	c.Say(slog.LevelInfo, fmt.Sprintf("%s: stopping; finishing the replies in progress (up to %s)", c.name, grace), "grace", grace.String())
+	ctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	d, err := k.Shutdown(ctx)
+	c.Say(slog.LevelInfo, fmt.Sprintf("%s: stopped: %s", c.name, d), "finished", d.Finished, "cut", d.Cut, "refused", d.Refused)
+	if errors.Is(err, context.DeadlineExceeded) {
+		return nil
+	}
+	return err
 }
 
 // VersionLine is what -version prints: the command's name and version,
