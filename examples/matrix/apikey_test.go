@@ -107,25 +107,13 @@ func TestAPIKey_KeyFileReloadedOnSIGHUP(t *testing.T) {
 	cmd.Env = append(cmd.Env, cmdflags.KeyEnv+"=", cmdflags.KeyEnv+"_FILE=", cmdflags.MetricsEnv+"=", stateEnv+"="+dir)
 	lines := cmdtest.StartJSONLines(t, cmd)
 	base := "http://" + lines.Next(t, "matrix: listening on ").Obj["addr"].(string)
-	require.Equal(t, http.StatusOK, health(t, base, oldKey))
-	require.Equal(t, http.StatusUnauthorized, health(t, base, newKey))
+	require.Equal(t, http.StatusOK, cmdtest.Status(t, base+"/health", oldKey))
+	require.Equal(t, http.StatusUnauthorized, cmdtest.Status(t, base+"/health", newKey))
 
 	require.NoError(t, os.WriteFile(file, []byte(newKey+"\n"), 0o600))
 	require.NoError(t, cmd.Process.Signal(syscall.SIGHUP))
 	lines.Next(t, "SIGHUP: the API key was reloaded")
 	for bearer, want := range map[string]int{newKey: http.StatusOK, oldKey: http.StatusOK, "wrong-" + newKey: http.StatusUnauthorized} {
-		require.Equal(t, want, health(t, base, bearer), "/health with %q", bearer)
+		require.Equal(t, want, cmdtest.Status(t, base+"/health", bearer), "/health with %q", bearer)
 	}
-}
-
-// health is the status of GET base/health with bearer.
-func health(t *testing.T, base, bearer string) int {
-	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, base+"/health", nil)
-	require.NoError(t, err)
-	req.Header.Set("Authorization", "Bearer "+bearer)
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	_ = resp.Body.Close()
-	return resp.StatusCode
 }
