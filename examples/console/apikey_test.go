@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/xagentkit/imv2/internal/cmdtest"
 )
 
 // launch starts the console with args and env, and returns its base URL,
@@ -40,15 +42,10 @@ func launch(t *testing.T, env []string, args ...string) (string, string) {
 	return "", strings.Join(said, "\n")
 }
 
+// healthStatus is the status of GET url/health with the key as bearer.
 func healthStatus(t *testing.T, url, key string) int {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, url+"/health", nil)
-	require.NoError(t, err)
-	req.Header.Set("Authorization", "Bearer "+key)
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	resp.Body.Close()
-	return resp.StatusCode
+	return cmdtest.Status(t, url+"/health", key)
 }
 
 // TestConsole_W1_APIKeyFromEnvOrFile: the key guarding /health (W1) comes

@@ -37,127 +37,71 @@ package main
 import (
 	"cmp"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
-	"time"
 
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/connector"
 	"github.com/xagentkit/imv2/examples/console/consolebridge"
-	"github.com/xagentkit/imv2/internal/cmdflags"
+	"github.com/xagentkit/imv2/internal/cmdrun"
 )
 
 // memoryWarning is printed at start without -store (S8).
 const memoryWarning = "console: warning: state is in memory; after a restart a final whose ack was lost is shown a second time and pending messages are lost; run with -store DIR to keep it"
 
-// say writes the console's own lines: plain text until the flags are
-// read, then in the -log-format asked for (cmdflags.Log.Say: the
-// contract's plain lines in text mode, JSON objects with msg the same
-// text in json mode).
-var say = func(_ slog.Level, text string, _ ...any) { fmt.Fprintln(os.Stderr, text) }
-
 func main() {
-	if err := run(); err != nil {
-		say(slog.LevelError, "console: "+err.Error())
-		os.Exit(1)
-	}
-}
-
-func run() error {
 	addr := flag.String("addr", "127.0.0.1:8787", "listen address; port 0 picks a free one")
-	keyFlags := cmdflags.KeyFlags(flag.CommandLine, `when set, /ws, /health and /files/uploads need "Authorization: Bearer KEY" (never /metrics: see -metrics-addr)`)
-	logFlags := cmdflags.LogFlags(flag.CommandLine)
-	metricsFlags := cmdflags.MetricsFlags(flag.CommandLine)
 	mode := flag.String("mode", "stream", "stream | edit | buffer")
 	jsonOut := flag.Bool("json", false, "print every target side effect on stdout as one JSON object per line")
 	ackTimeout := flag.Duration("ack-timeout", 0, "wait this long for xAgent's ack before resending a user message (default 10s)")
 	store := flag.String("store", "", "keep pending and completed state durably in DIR, one per console; without it state is in memory and a restart may show a final twice")
 	grace := flag.Duration("shutdown-grace", connector.DefaultShutdownGrace, "on SIGTERM, let the replies in progress finish for up to DUR, then cut off what is still running and exit (keep it under the orchestrator's kill timeout)")
-	version := flag.Bool("version", false, "print the version (module version and VCS revision) and exit")
-	flag.Parse()
-	if *version {
-		fmt.Println(consolebridge.VersionLine())
-		return nil
-	}
-
-	say = logFlags.Say(os.Stderr)
-	logger, err := logFlags.Logger(os.Stderr)
-	if err != nil {
-		return err
-	}
-	keyFlags.Log = logger
-	key, err := keyFlags.Read()
-	if err != nil {
-		return err
-	}
-	metricsToken, err := metricsFlags.Token()
-	if err != nil {
-		return err
-	}
-	modes := map[string]connector.Mode{"stream": connector.ModeStream, "edit": connector.ModeEdit, "buffer": connector.ModeBuffer}
-	m, ok := modes[*mode]
-	if !ok {
-		return fmt.Errorf("-mode %q: want stream, edit or buffer", *mode)
-	}
-	b, err := consolebridge.New(consolebridge.Config{
-		Addr: *addr, JSON: *jsonOut, StoreDir: *store, Out: os.Stdout,
-		Options: connector.Options{APIKey: key, Mode: m, Logger: logger, Advanced: connector.Advanced{
-			Channel: &imv2.Options{AckTimeout: *ackTimeout}, MetricsToken: metricsToken,
-		}},
-	})
-	if err != nil {
-		return err
-	}
-	defer b.Close()
-	// The start line: the version and the settings that matter, never a
-	// secret (whether a key or token is set, not what it is).
-	logFlags.Lines(os.Stderr).Info("console: starting", "version", consolebridge.VersionLine(), "addr", *addr, "mode", *mode,
-		"store", cmp.Or(*store, "memory"), "api_key", cmdflags.Given(key), "metrics_addr", metricsFlags.Addr(), "metrics_token", cmdflags.Given(metricsToken),
-		"shutdown_grace", grace.String(), "ack_timeout", ackTimeout.String(), "log_level", logFlags.Level(), "json_events", *jsonOut)
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if key != "" {
+	cmd := cmdrun.Define(flag.CommandLine, "console", consolebridge.VersionLine(), cmdrun.KeyOptional)
+	cmd.Main(func() error {
+		modes := map[string]connector.Mode{"stream": connector.ModeStream, "edit": connector.ModeEdit, "buffer": connector.ModeBuffer}
+		m, ok := modes[*mode]
+		if !ok {
+			return fmt.Errorf("-mode %q: want stream, edit or buffer", *mode)
+		}
+		b, err := consolebridge.New(consolebridge.Config{
+			Addr: *addr, JSON: *jsonOut, StoreDir: *store, Out: os.Stdout,
+			Options: connector.Options{APIKey: cmd.APIKey, Mode: m, Logger: cmd.Logger, Advanced: connector.Advanced{
+				Channel: &imv2.Options{AckTimeout: *ackTimeout}, MetricsToken: cmd.MetricsToken,
+			}},
+		})
+		if err != nil {
+			return err
+		}
+		defer b.Close()
+		cmd.Started("addr", *addr, "mode", *mode, "store", cmp.Or(*store, "memory"),
+			"shutdown_grace", grace.String(), "ack_timeout", ackTimeout.String(), "json_events", *jsonOut)
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
 		// SIGHUP reads the key file again, the old key valid for
 		// connector.APIKeyGrace; subscribed before "listening on".
-		keyFlags.Watch(ctx, b.SetAPIKey)
-	}
-	url, err := b.Start()
-	if err != nil {
-		return err
-	}
-	say(slog.LevelInfo, "listening on "+url, "url", url)
-	if a := metricsFlags.Addr(); a != "" {
-		murl, err := b.StartMonitor(a)
+		cmd.WatchKey(ctx, b.SetAPIKey)
+		url, err := b.Start()
 		if err != nil {
-			return fmt.Errorf("-metrics-addr: %w", err)
+			return err
 		}
-		say(slog.LevelInfo, "monitoring on "+murl, "url", murl)
-	}
-	if *store == "" {
-		say(slog.LevelWarn, memoryWarning)
-	}
+		cmd.Say(slog.LevelInfo, "listening on "+url, "url", url)
+		if a := cmd.MetricsAddr(); a != "" {
+			murl, err := b.StartMonitor(a)
+			if err != nil {
+				return fmt.Errorf("-metrics-addr: %w", err)
+			}
+			cmd.Say(slog.LevelInfo, "monitoring on "+murl, "url", murl)
+		}
+		if *store == "" {
+			cmd.Say(slog.LevelWarn, memoryWarning)
+		}
 
-	go b.Run(ctx, os.Stdin) // the end of stdin does not stop serving; a signal does
-	<-ctx.Done()
-	return drain(b, *grace)
-}
-
-// drain stops b as a SIGTERM asks: no new work, the finals in the
-// platform's hands finished within connector.DefaultShutdownGrace, then
-// one line saying what was drained.
-func drain(b *consolebridge.Bridge, grace time.Duration) error {
-	say(slog.LevelInfo, fmt.Sprintf("console: stopping; finishing the replies in progress (up to %s)", grace), "grace", grace.String())
-	ctx, cancel := context.WithTimeout(context.Background(), grace)
-	defer cancel()
-	d, err := b.Shutdown(ctx)
-	say(slog.LevelInfo, "console: stopped: "+d.String(), "finished", d.Finished, "cut", d.Cut, "refused", d.Refused)
-	if errors.Is(err, context.DeadlineExceeded) {
-		return nil // the cut-off finals are counted in the line above
-	}
-	return err
+		go b.Run(ctx, os.Stdin) // the end of stdin does not stop serving; a signal does
+		<-ctx.Done()
+		return cmd.Drain(b.Connector, *grace)
+	})
 }

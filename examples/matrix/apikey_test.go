@@ -2,10 +2,12 @@ package main
 
 import (
 	"bufio"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -89,4 +91,29 @@ func TestAPIKey_W1_FromFile(t *testing.T) {
 	require.NoError(t, os.WriteFile(file, []byte("k3y-from-a-secret-0123456789abcdef\n"), 0o600))
 	started, said := launch(t, cmd, dir)
 	require.True(t, started, said)
+}
+
+// TestAPIKey_KeyFileReloadedOnSIGHUP: as -api-key-file's usage says, a
+// SIGHUP reads the key file again: the new key is accepted on /health,
+// the old one still within its grace (connector.APIKeyGrace), a wrong
+// one is not, and the bridge keeps serving. Before, the bridges never
+// subscribed to SIGHUP, so it ended them.
+func TestAPIKey_KeyFileReloadedOnSIGHUP(t *testing.T) {
+	const oldKey, newKey = "Vq7Lx2Pz9Wd4-Rk8Mt3Hn6Bc", "Jw4Xs9Fq2Lm7-Tz5Pc8Kd3Rv"
+	dir := stateDir(t)
+	file := filepath.Join(dir, "api-key")
+	cmd := cmdtest.Main(t, "matrix-connector", main, "-listen", "127.0.0.1:0", "-state", dir, "-api-key-file", file, "-log-format", "json")
+	require.NoError(t, os.WriteFile(file, []byte(oldKey+"\n"), 0o600))
+	cmd.Env = append(cmd.Env, cmdflags.KeyEnv+"=", cmdflags.KeyEnv+"_FILE=", cmdflags.MetricsEnv+"=", stateEnv+"="+dir)
+	lines := cmdtest.StartJSONLines(t, cmd)
+	base := "http://" + lines.Next(t, "matrix: listening on ").Obj["addr"].(string)
+	require.Equal(t, http.StatusOK, cmdtest.Status(t, base+"/health", oldKey))
+	require.Equal(t, http.StatusUnauthorized, cmdtest.Status(t, base+"/health", newKey))
+
+	require.NoError(t, os.WriteFile(file, []byte(newKey+"\n"), 0o600))
+	require.NoError(t, cmd.Process.Signal(syscall.SIGHUP))
+	lines.Next(t, "SIGHUP: the API key was reloaded")
+	for bearer, want := range map[string]int{newKey: http.StatusOK, oldKey: http.StatusOK, "wrong-" + newKey: http.StatusUnauthorized} {
+		require.Equal(t, want, cmdtest.Status(t, base+"/health", bearer), "/health with %q", bearer)
+	}
 }

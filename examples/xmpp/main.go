@@ -37,17 +37,6 @@ var (
 	gitTag    = ""
 )
 
-// say writes the command's own lines: plain text until the flags are
-// read, then in the -log-format asked for (cmdflags.Log.Say).
-var say = func(_ slog.Level, text string, _ ...any) { fmt.Fprintln(os.Stderr, text) }
-
-func main() {
-	if err := run(); err != nil {
-		say(slog.LevelError, "xmpp: "+err.Error())
-		os.Exit(1)
-	}
-}
-
 // hostList is -file-host: host[:port]s, the flag repeated or a comma list.
 type hostList []string
 
@@ -66,7 +55,7 @@ func (h *hostList) Set(v string) error {
 	return nil
 }
 
-func run() error {
+func main() {
 	listen := flag.String("listen", "127.0.0.1:8080", "address to serve the Connector on")
 	state := flag.String("state", "xmpp-state", "directory for channel bindings, draft handles and delivery state")
 	account := flag.String("jid", "", "the bot account's JID, user@domain (password from -password-file, $XMPP_PASSWORD_FILE or $XMPP_PASSWORD)")
@@ -77,70 +66,43 @@ func run() error {
 	var fileHosts hostList
 	flag.Var(&fileHosts, "file-host", "a host[:port] shared files are downloaded from (the upload service's URLs; every redirect hop too); repeat it or give a comma list (default: the upload service's JID, upload.DOMAIN)")
 	privateFileHosts := flag.Bool("private-file-hosts", false, "let the -file-host hosts be on loopback or private addresses (an upload service on this machine or network; default: public addresses only)")
-	keyFlags := cmdflags.KeyFlags(flag.CommandLine, `the key xAgent sends as "Authorization: Bearer KEY" on /ws, /health and /files/uploads (never /metrics: see -metrics-addr); required, from this flag, -api-key-file or $`+cmdflags.KeyEnv)
-	logFlags := cmdflags.LogFlags(flag.CommandLine)
-	metricsFlags := cmdflags.MetricsFlags(flag.CommandLine)
-	version := flag.Bool("version", false, "print the version (module version and VCS revision) and exit")
-	flag.Parse()
-	if *version {
-		fmt.Println(cmdrun.VersionLine("xmpp", xmppbridge.Version))
-		return nil
-	}
-
-	say = logFlags.Say(os.Stderr)
-	log, err := logFlags.Logger(os.Stderr)
-	if err != nil {
-		return err
-	}
-	keyFlags.Log = log
-	key, err := keyFlags.Read()
-	if err != nil {
-		return err
-	}
-	if key == "" {
-		return errors.New("no API key: set " + cmdflags.KeyEnv + " or give -api-key-file FILE; it is the key xAgent sends as Authorization: Bearer")
-	}
-	metricsToken, err := metricsFlags.Token()
-	if err != nil {
-		return err
-	}
-	// The start line: the version and the settings that matter, never a
-	// secret (whether a key or token is set, not what it is).
-	logFlags.Lines(os.Stderr).Info("xmpp: starting", "version", cmdrun.VersionLine("xmpp", xmppbridge.Version),
-		"listen", *listen, "state", *state, "jid", *account, "to", *to, "server", cmp.Or(*server, "DNS"), "ca", cmp.Or(*ca, "system"),
-		"file_hosts", cmp.Or(fileHosts.String(), "upload service"), "private_file_hosts", *privateFileHosts, "api_key", cmdflags.Given(key),
-		"metrics_addr", metricsFlags.Addr(), "metrics_token", cmdflags.Given(metricsToken), "log_level", logFlags.Level())
-	password, err := readPassword(*passFile, log)
-	if err != nil {
-		return err
-	}
-	var tc *tls.Config
-	if *ca != "" {
-		pem, err := os.ReadFile(*ca)
-		pool := x509.NewCertPool()
-		if err != nil || !pool.AppendCertsFromPEM(pem) {
-			return fmt.Errorf("-ca %s: no PEM certificate: %v", *ca, err)
+	cmd := cmdrun.Define(flag.CommandLine, "xmpp", cmdrun.VersionLine("xmpp", xmppbridge.Version), cmdrun.KeyRequired)
+	cmd.Main(func() error {
+		cmd.Started("listen", *listen, "state", *state, "jid", *account, "to", *to, "server", cmp.Or(*server, "DNS"), "ca", cmp.Or(*ca, "system"),
+			"file_hosts", cmp.Or(fileHosts.String(), "upload service"), "private_file_hosts", *privateFileHosts)
+		password, err := readPassword(*passFile, cmd.Logger)
+		if err != nil {
+			return err
 		}
-		tc = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
-	}
-	b, err := xmppbridge.New(xmppbridge.Config{Build: cmdrun.Build(xmppbridge.Version, gitTag, buildTime),
-		APIKey: key, MetricsToken: metricsToken, JID: *account, Password: password,
-		Server: *server, TLS: tc, Conversation: *to, StateDir: *state, Logger: log,
-		FileHosts: fileHosts, PrivateFileHosts: *privateFileHosts})
-	if err != nil {
-		return err
-	}
-	defer func() { _ = b.Close() }()
-	// A password the server refuses is the operator's to fix: say so and
-	// exit, rather than serve a Connector that can never sign in. An
-	// unreachable server is not that: the bridge keeps trying, not ready.
-	ctx, cancel := context.WithTimeout(context.Background(), xmppbridge.DefaultDialTimeout)
-	err = b.SignIn(ctx)
-	cancel()
-	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
-		return err
-	}
-	return cmdrun.Serve(b.Connector(), cmdrun.Serving{Name: "xmpp", Addr: *listen, Card: xmppbridge.CardID, MonitorAddr: metricsFlags.Addr(), Say: say})
+		var tc *tls.Config
+		if *ca != "" {
+			pem, err := os.ReadFile(*ca)
+			pool := x509.NewCertPool()
+			if err != nil || !pool.AppendCertsFromPEM(pem) {
+				return fmt.Errorf("-ca %s: no PEM certificate: %v", *ca, err)
+			}
+			tc = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+		}
+		b, err := xmppbridge.New(xmppbridge.Config{Build: cmdrun.Build(xmppbridge.Version, gitTag, buildTime),
+			APIKey: cmd.APIKey, MetricsToken: cmd.MetricsToken, JID: *account, Password: password,
+			Server: *server, TLS: tc, Conversation: *to, StateDir: *state, Logger: cmd.Logger,
+			FileHosts: fileHosts, PrivateFileHosts: *privateFileHosts})
+		if err != nil {
+			return err
+		}
+		defer func() { _ = b.Close() }()
+		// A password the server refuses is the operator's to fix: say so
+		// and exit, rather than serve a Connector that can never sign in.
+		// An unreachable server is not that: the bridge keeps trying, not
+		// ready.
+		ctx, cancel := context.WithTimeout(context.Background(), xmppbridge.DefaultDialTimeout)
+		err = b.SignIn(ctx)
+		cancel()
+		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+			return err
+		}
+		return cmd.Serve(b.Connector(), *listen, xmppbridge.CardID)
+	})
 }
 
 // readPassword is the bot account's password: from file (-password-file),

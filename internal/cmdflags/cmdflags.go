@@ -1,8 +1,7 @@
 // Package cmdflags holds the command-line flags every Connector command
-// shares, so the console and the Matrix bridge read their API key and set
-// up their logs the same way. The Matrix bridge is its own module; it can
-// import this package because Go's internal rule goes by import path, and
-// its path is under this module's.
+// shares (the API key's, the logs', monitoring's) and the bounded read of
+// a secret file, so the commands read their key and set up their logs the
+// same way; cmdrun.Command puts them together for a command's main.
 package cmdflags
 
 import (

@@ -1,6 +1,11 @@
-// Package cmdrun is what the bridge commands (examples/matrix,
-// examples/xmpp) do the same way around their Connector: serve it until
-// SIGTERM or SIGINT, drain it, and say what they are built from.
+// Package cmdrun is what the Connector commands (examples/console,
+// examples/matrix, examples/xmpp, examples/telegram) do the same way:
+// read their shared flags (Command: the API key, the logs, monitoring,
+// -version), write their start line, serve a Connector until SIGTERM or
+// SIGINT and drain it (the bridges), and say what they are built from.
+// The bridges are modules of their own; they can import this package
+// because Go's internal rule goes by import path, and theirs are under
+// this module's.
 package cmdrun
 
 import (
@@ -13,54 +18,41 @@ import (
 	"os/signal"
 	"runtime/debug"
 	"syscall"
+	"time"
 
 	"github.com/xagentkit/imv2/connector"
 	"github.com/xagentkit/imv2/protocol"
 )
 
-// Serving is what Serve serves and how it speaks.
-type Serving struct {
-	// Name starts each line: "xmpp", "matrix".
-	Name string
-	// Addr is the Connector's listen address; Card its card ID, named
-	// in the listening line.
-	Addr, Card string
-	// MonitorAddr, when set, also serves /metrics, /livez and /readyz
-	// there (connector.Connector.StartMonitor), for a scraper that does
-	// not hold xAgent's API key.
-	MonitorAddr string
-	// Say writes the command's own lines (cmdflags.Log.Say: plain text,
-	// or JSON objects with -log-format json).
-	Say func(level slog.Level, text string, attrs ...any)
-}
-
-// Serve listens on s.Addr (and with s.MonitorAddr serves the monitoring
+// Serve listens on addr (and with -metrics-addr serves the monitoring
 // address and says "NAME: monitoring on http://HOST:PORT", attr url),
 // then says "NAME: listening on HOST:PORT (card CARD)" (the real port,
 // for an addr with port 0; attr addr), the last line of the start, and
-// serves k until SIGTERM or SIGINT, then drains it
-// (connector.Connector.Shutdown, up to DefaultShutdownGrace) and says
-// "NAME: stopped: …" (attrs finished, cut, refused). It serves without
-// the signal's context, so only Shutdown's Close ends serving and the
-// acks of drained finals leave.
-func Serve(k *connector.Connector, s Serving) error {
+// serves k until SIGTERM or SIGINT, then drains it (Drain, with
+// connector.DefaultShutdownGrace). It serves without the signal's
+// context, so only Shutdown's Close ends serving and the acks of drained
+// finals leave. Meanwhile SIGHUP reads the API key file again (WatchKey,
+// connector.Connector.SetAPIKey), as -api-key-file's usage says;
+// subscribed before the listening line.
+func (c *Command) Serve(k *connector.Connector, addr, card string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	ln, err := net.Listen("tcp", s.Addr)
+	c.WatchKey(ctx, k.SetAPIKey)
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err
 	}
-	if s.MonitorAddr != "" {
-		url, err := k.StartMonitor(s.MonitorAddr)
+	if a := c.MetricsAddr(); a != "" {
+		url, err := k.StartMonitor(a)
 		if err != nil {
 			_ = ln.Close()
 			return fmt.Errorf("-metrics-addr: %w", err)
 		}
-		s.Say(slog.LevelInfo, s.Name+": monitoring on "+url, "url", url)
+		c.Say(slog.LevelInfo, c.name+": monitoring on "+url, "url", url)
 	}
 	// The last line of the start: a reader that waits for it finds both
 	// addresses served.
-	s.Say(slog.LevelInfo, fmt.Sprintf("%s: listening on %s (card %s)", s.Name, ln.Addr(), s.Card), "addr", ln.Addr().String(), "card", s.Card)
+	c.Say(slog.LevelInfo, fmt.Sprintf("%s: listening on %s (card %s)", c.name, ln.Addr(), card), "addr", ln.Addr().String(), "card", card)
 	served := make(chan error, 1)
 	go func() { served <- k.Serve(context.Background(), ln) }()
 	select {
@@ -68,15 +60,27 @@ func Serve(k *connector.Connector, s Serving) error {
 		return err
 	case <-ctx.Done():
 	}
-	s.Say(slog.LevelInfo, fmt.Sprintf("%s: stopping; finishing the replies in progress (up to %s)", s.Name, connector.DefaultShutdownGrace), "grace", connector.DefaultShutdownGrace.String())
-	sctx, cancel := context.WithTimeout(context.Background(), connector.DefaultShutdownGrace)
-	defer cancel()
-	d, err := k.Shutdown(sctx)
-	s.Say(slog.LevelInfo, fmt.Sprintf("%s: stopped: %s", s.Name, d), "finished", d.Finished, "cut", d.Cut, "refused", d.Refused)
-	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+	if err := c.Drain(k, connector.DefaultShutdownGrace); err != nil {
 		return err
 	}
 	return <-served
+}
+
+// Drain stops k as SIGTERM asks: it says "NAME: stopping; …" (attr
+// grace), shuts k down (connector.Connector.Shutdown: no new work, the
+// replies in progress finished within grace, the rest cut off) and says
+// "NAME: stopped: …" (attrs finished, cut, refused). A grace that runs
+// out is no error: the cut-off finals are counted in that line.
+func (c *Command) Drain(k *connector.Connector, grace time.Duration) error {
+	c.Say(slog.LevelInfo, fmt.Sprintf("%s: stopping; finishing the replies in progress (up to %s)", c.name, grace), "grace", grace.String())
+	ctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	d, err := k.Shutdown(ctx)
+	c.Say(slog.LevelInfo, fmt.Sprintf("%s: stopped: %s", c.name, d), "finished", d.Finished, "cut", d.Cut, "refused", d.Refused)
+	if errors.Is(err, context.DeadlineExceeded) {
+		return nil
+	}
+	return err
 }
 
 // VersionLine is what -version prints: the command's name and version,

@@ -173,7 +173,14 @@ func wantStatus(t *testing.T, base, bearer string, want int, what string) {
 // none).
 func MetricsStatus(t *testing.T, base, bearer string) int {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, base+"/metrics", nil)
+	return Status(t, base+"/metrics", bearer)
+}
+
+// Status is the status of GET url with "Authorization: Bearer BEARER"
+// ("" sends none).
+func Status(t *testing.T, url, bearer string) int {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
