@@ -182,7 +182,11 @@ func TestKit_Probes_ReadyzReusesTheKitsRecentWrites(t *testing.T) {
 	require.Equal(t, int32(2), st.probes.Load(), "a recent write of the kit's proves the store writable")
 
 	st.full.Store(true)
-	_, err = cli.OpenChannel(ctx, "") // its Register fails
+	// Its Register fails; OpenChannel retries a refusal until its context
+	// ends, so give it one attempt's time.
+	short, cancelShort := context.WithTimeout(ctx, 300*time.Millisecond)
+	_, err = cli.OpenChannel(short, "")
+	cancelShort()
 	require.Error(t, err)
 	st.full.Store(false) // the probe's write would pass: the kit's failure decides
 	clk.Advance(connector.ReadyInterval)
