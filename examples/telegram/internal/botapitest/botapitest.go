@@ -121,8 +121,8 @@ new S({port: %d, host: '127.0.0.1', storeTimeout: 86400}).start().then(() => con
 	s := &Server{emu: fmt.Sprintf("http://127.0.0.1:%d", port), opts: o, client: &http.Client{Transport: transport}}
 	s.cmd = exec.Command("node", "-e", script)
 	s.cmd.Dir = o.Dir
-	stderr := &tail{}
-	s.cmd.Stderr = stderr
+	var stderr bytes.Buffer // read once node has exited: why it did not start
+	s.cmd.Stderr = &stderr
 	out, err := s.cmd.StdoutPipe()
 	if err != nil {
 		return nil, err
@@ -522,24 +522,4 @@ func WaitLine(ctx context.Context, r io.Reader, want string, within time.Duratio
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-}
-
-// tail keeps the first 4 KiB a process wrote, for the error that says
-// why it did not start.
-type tail struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (t *tail) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.buf.Write(p[:min(len(p), max(0, 4096-t.buf.Len()))])
-	return len(p), nil
-}
-
-func (t *tail) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.buf.String()
 }

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -240,4 +241,14 @@ func TestServer_NoTypingWebhookAndDoor(t *testing.T) {
 		t.Fatalf("Close took %v with a poll waiting, want it to end the poll", took)
 	}
 	<-done
+}
+
+// TestStart_SaysWhyTheEmulatorDidNotStart: with no telegram-test-api in
+// Dir, Start fails with node's own words and leaves nothing running.
+func TestStart_SaysWhyTheEmulatorDidNotStart(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	_, err := Start(context.Background(), Options{Dir: t.TempDir()})
+	if err == nil || !strings.Contains(err.Error(), "Cannot find module 'telegram-test-api'") {
+		t.Fatalf("Start without the emulator: %v, want node's error", err)
+	}
 }
