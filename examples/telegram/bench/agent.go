@@ -11,6 +11,7 @@ import (
 
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/dataplane"
+	"github.com/xagentkit/imv2/examples/telegram/internal/botapitest"
 	"github.com/xagentkit/imv2/examples/telegram/tgbridge"
 	"github.com/xagentkit/imv2/protocol"
 )
@@ -112,7 +113,7 @@ func (a *agent) stream(chID, text string) error {
 
 // pair opens a channel and binds it to chat as a person does: the code
 // auth.start hands out, sent to the bot with /start in the chat.
-func (a *agent) pair(ctx context.Context, srv *server, chat int64) error {
+func (a *agent) pair(ctx context.Context, srv *botapitest.Server, chat int64) error {
 	ch, err := a.cli.OpenChannel(ctx, "")
 	if err != nil {
 		return err
@@ -125,7 +126,7 @@ func (a *agent) pair(ctx context.Context, srv *server, chat int64) error {
 	if !ok {
 		return fmt.Errorf("auth.start answered no deep link: %q", ack.QRCodeText)
 	}
-	if err := srv.say(chat, "/start "+code); err != nil {
+	if err := srv.Say(ctx, chat, "/start "+code); err != nil {
 		return err
 	}
 	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {

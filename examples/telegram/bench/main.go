@@ -2,7 +2,8 @@
 
 // Command bench runs the Telegram Connector and a Chat SDK bot on the same
 // work, one after the other, each against its own fresh telegram-test-api
-// 4.2.1 behind the same proxy (server.go), and prints a side-by-side table
+// 4.2.1 behind the same proxy (internal/botapitest, sendChatAction
+// answered true as by Telegram), and prints a side-by-side table
 // (BENCHMARKS.md, "Telegram: beside the Chat SDK").
 //
 // The work: -chats private chats; the user of each sends -each messages at
@@ -40,9 +41,12 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/xagentkit/imv2/examples/telegram/internal/botapitest"
 )
 
 // perChat is the pace both sides are held to: one send or edit a second
@@ -104,11 +108,11 @@ type bridge struct {
 
 func run(ctx context.Context, c config, side string) (result, error) {
 	loadBefore := loadAvg()
-	srv, err := startServer(ctx, ".")
+	srv, err := botapitest.Start(ctx, botapitest.Options{Dir: ".", Typing: true})
 	if err != nil {
 		return result{}, err
 	}
-	defer srv.close()
+	defer srv.Close()
 	tmp, err := os.MkdirTemp("", "tgbench")
 	if err != nil {
 		return result{}, err
@@ -149,7 +153,7 @@ func run(ctx context.Context, c config, side string) (result, error) {
 	start := time.Now()
 	for k := range c.each {
 		for _, ch := range chats {
-			if err := srv.say(ch, userText(ch, k)); err != nil {
+			if err := srv.Say(ctx, ch, userText(ch, k)); err != nil {
 				return result{}, err
 			}
 		}
@@ -165,7 +169,7 @@ func run(ctx context.Context, c config, side string) (result, error) {
 	// ran out: what is shown then is measured as it is).
 	var shown map[int64][]string
 	for deadline := time.Now().Add(c.wait); ; {
-		if shown, err = srv.shown(); err != nil {
+		if shown, err = shownTexts(ctx, srv); err != nil {
 			return result{}, err
 		}
 		if allLast(shown, chats, want) || time.Now().After(deadline) || ctx.Err() != nil {
@@ -183,14 +187,28 @@ func run(ctx context.Context, c config, side string) (result, error) {
 		return result{}, err
 	}
 	time.Sleep(2 * time.Second) // a late duplicate or edit would show by now
-	if shown, err = srv.shown(); err != nil {
+	if shown, err = shownTexts(ctx, srv); err != nil {
 		return result{}, err
 	}
 	r := result{side: b.name, elapsed: elapsed, cpu: cpu1 - cpu0, idle: idle, end: end, load: [2]string{loadBefore, loadAvg()}}
 	r.score(chats, want, shown)
-	r.count(srv.recorded(), r.shownOnce+r.twice+r.outOfOrder)
+	r.count(srv.Calls(), r.shownOnce+r.twice+r.outOfOrder)
 	return r, ctx.Err()
 }
+
+// shownTexts returns the texts each chat shows, oldest first.
+func shownTexts(ctx context.Context, srv *botapitest.Server) (map[int64][]string, error) {
+	shown, err := srv.Shown(ctx)
+	out := map[int64][]string{}
+	for chat, ms := range shown {
+		for _, m := range ms {
+			out[chat] = append(out[chat], m.Text)
+		}
+	}
+	return out, err
+}
+
+func itoa(i int64) string { return strconv.FormatInt(i, 10) }
 
 func userText(chat int64, k int) string { return fmt.Sprintf("c%d k%d", chat, k) }
 
@@ -206,7 +224,7 @@ func allLast(shown map[int64][]string, chats []int64, want func(int64) []string)
 
 // startConnector builds the telegram command as an operator does and runs
 // it with its shipped limits against srv, with the agent as xAgent.
-func startConnector(ctx context.Context, c config, srv *server, tmp string) (*bridge, error) {
+func startConnector(ctx context.Context, c config, srv *botapitest.Server, tmp string) (*bridge, error) {
 	bin := filepath.Join(tmp, "telegram-connector")
 	build := exec.CommandContext(ctx, "go", "build", "-o", bin, ".")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
@@ -214,17 +232,17 @@ func startConnector(ctx context.Context, c config, srv *server, tmp string) (*br
 		return nil, fmt.Errorf("go build: %w", err)
 	}
 	tokenFile := filepath.Join(tmp, "token")
-	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(tokenFile, []byte(botapitest.Token+"\n"), 0o600); err != nil {
 		return nil, err
 	}
-	port, err := freePort()
+	port, err := botapitest.FreePort()
 	if err != nil {
 		return nil, err
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	const apiKey = "bench-api-key-of-at-least-22-chars"
 	cmd := exec.Command(bin, "-listen", addr, "-state", filepath.Join(tmp, "state"), "-token-file", tokenFile,
-		"-server", srv.api, "-log-level", "info")
+		"-server", srv.API, "-log-level", "info")
 	cmd.Env = append(os.Environ(), "XAGENT_API_KEY="+apiKey)
 	logs, err := cmd.StderrPipe()
 	if err != nil {
@@ -241,7 +259,7 @@ func startConnector(ctx context.Context, c config, srv *server, tmp string) (*br
 		}
 		stopProcess(cmd)
 	}
-	if err := waitLine(ctx, logs, "listening on", time.Minute); err != nil {
+	if err := botapitest.WaitLine(ctx, logs, "listening on", time.Minute); err != nil {
 		b.close()
 		return nil, fmt.Errorf("the Connector did not start: %w", err)
 	}
@@ -261,13 +279,13 @@ func startConnector(ctx context.Context, c config, srv *server, tmp string) (*br
 }
 
 // startChatSDK runs bench/bot.mjs against srv.
-func startChatSDK(ctx context.Context, c config, srv *server) (*bridge, error) {
+func startChatSDK(ctx context.Context, c config, srv *botapitest.Server) (*bridge, error) {
 	args := []string{"bench/bot.mjs"}
 	if c.peerProfile != "" {
 		args = append([]string{"--cpu-prof", "--cpu-prof-dir=" + c.peerProfile}, args...)
 	}
 	cmd := exec.Command("node", args...)
-	cmd.Env = append(os.Environ(), "BENCH_API="+srv.api, "BENCH_TOKEN="+token, "BENCH_CHUNKS="+itoa(int64(c.chunks)),
+	cmd.Env = append(os.Environ(), "BENCH_API="+srv.API, "BENCH_TOKEN="+botapitest.Token, "BENCH_CHUNKS="+itoa(int64(c.chunks)),
 		"BENCH_GAP_MS="+itoa(c.gap.Milliseconds()), "BENCH_EDIT_MS="+itoa(perChat.Milliseconds()),
 		"BENCH_CONCURRENCY="+c.peerConcurrency)
 	if c.peerPlaceholder {
@@ -282,7 +300,7 @@ func startChatSDK(ctx context.Context, c config, srv *server) (*bridge, error) {
 		return nil, err
 	}
 	b := &bridge{name: "Chat SDK bot (chat + @chat-adapter/telegram 4.41.1, " + c.peerConcurrency + ")", cmd: cmd, close: func() { stopProcess(cmd) }}
-	if err := waitLine(ctx, out, "ready", time.Minute); err != nil {
+	if err := botapitest.WaitLine(ctx, out, "ready", time.Minute); err != nil {
 		b.close()
 		return nil, fmt.Errorf("bot.mjs did not start: %w", err)
 	}

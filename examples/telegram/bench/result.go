@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/xagentkit/imv2/examples/telegram/internal/botapitest"
 )
 
 // result is one side's figures.
@@ -71,25 +73,25 @@ func (r *result) score(chats []int64, want func(int64) []string, shown map[int64
 }
 
 // count reads the proxy's record; answered is the replies shown.
-func (r *result) count(calls []call, answered int) {
+func (r *result) count(calls []botapitest.Call, answered int) {
 	r.otherCalls = map[string]int{}
 	byChat := map[int64][]time.Time{}
 	var all []time.Time
 	for _, c := range calls {
-		if c.status != 200 {
+		if c.Status != 200 {
 			r.refused++
 		}
-		switch c.method {
+		switch c.Method {
 		case "sendMessage":
 			r.sends++
 		case "editMessageText":
 			r.edits++
 		default:
-			r.otherCalls[c.method]++
+			r.otherCalls[c.Method]++
 			continue
 		}
-		byChat[c.chat] = append(byChat[c.chat], c.at)
-		all = append(all, c.at)
+		byChat[c.Chat] = append(byChat[c.Chat], c.At)
+		all = append(all, c.At)
 	}
 	r.minGap = -1
 	for _, at := range byChat {

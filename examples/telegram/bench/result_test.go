@@ -5,6 +5,8 @@ package main
 import (
 	"testing"
 	"time"
+
+	"github.com/xagentkit/imv2/examples/telegram/internal/botapitest"
 )
 
 // TestScore_CountsEachWayAChatCanGoWrong feeds score what a broken bridge
@@ -31,13 +33,13 @@ func TestScore_CountsEachWayAChatCanGoWrong(t *testing.T) {
 func TestCount_PacingFiguresFromTheRecord(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
-	calls := []call{
-		{method: "sendMessage", chat: 1, status: 200, at: at(0)},
-		{method: "editMessageText", chat: 1, status: 200, at: at(1000)},
-		{method: "editMessageText", chat: 1, status: 200, at: at(1400)}, // 400 ms after the last
-		{method: "sendMessage", chat: 2, status: 200, at: at(1100)},
-		{method: "editMessageText", chat: 2, status: 429, at: at(2500)},
-		{method: "sendChatAction", chat: 2, status: 200, at: at(1200)},
+	calls := []botapitest.Call{
+		{Method: "sendMessage", Chat: 1, Status: 200, At: at(0)},
+		{Method: "editMessageText", Chat: 1, Status: 200, At: at(1000)},
+		{Method: "editMessageText", Chat: 1, Status: 200, At: at(1400)}, // 400 ms after the last
+		{Method: "sendMessage", Chat: 2, Status: 200, At: at(1100)},
+		{Method: "editMessageText", Chat: 2, Status: 429, At: at(2500)},
+		{Method: "sendChatAction", Chat: 2, Status: 200, At: at(1200)},
 	}
 	var r result
 	r.count(calls, 2)

@@ -18,6 +18,7 @@ import (
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/connector"
 	"github.com/xagentkit/imv2/dataplane"
+	"github.com/xagentkit/imv2/examples/telegram/internal/botapitest"
 	"github.com/xagentkit/imv2/examples/telegram/tgbridge"
 	"github.com/xagentkit/imv2/protocol"
 )
@@ -34,7 +35,7 @@ type running struct {
 
 func startBridge(t *testing.T, em *emulator, addr, stateDir string, opts ...func(*tgbridge.Config)) *running {
 	t.Helper()
-	cfg := tgbridge.Config{Build: buildForTest, APIKey: apiKey, Token: token, Server: em.api, StateDir: stateDir,
+	cfg := tgbridge.Config{Build: buildForTest, APIKey: apiKey, Token: botapitest.Token, Server: em.API, StateDir: stateDir,
 		PollTimeout: 2 * time.Second, Logger: logger(t, &lines{})}
 	for _, o := range opts {
 		o(&cfg)
@@ -206,4 +207,8 @@ func ctxFor(t *testing.T, d time.Duration) context.Context {
 	return ctx
 }
 
-func freeAddr(t *testing.T) string { return "127.0.0.1:" + itoa(freePort(t)) }
+func freeAddr(t *testing.T) string {
+	port, err := botapitest.FreePort()
+	require.NoError(t, err)
+	return "127.0.0.1:" + itoa(port)
+}

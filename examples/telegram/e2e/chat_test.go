@@ -45,7 +45,7 @@ func TestChat_PrivateAndGroup_StreamedRepliesEditedAtOneASecond(t *testing.T) {
 	require.Eventually(t, func() bool {
 		s := em.shown()
 		for _, c := range chats {
-			if len(s[c]) != 2 || !strings.HasPrefix(s[c][1].text, "You wrote: second") || !strings.HasSuffix(s[c][1].text, "more words. ") {
+			if len(s[c]) != 2 || !strings.HasPrefix(s[c][1].Text, "You wrote: second") || !strings.HasSuffix(s[c][1].Text, "more words. ") {
 				return false
 			}
 		}
@@ -53,7 +53,7 @@ func TestChat_PrivateAndGroup_StreamedRepliesEditedAtOneASecond(t *testing.T) {
 	}, 2*time.Minute, 100*time.Millisecond)
 	for _, c := range chats {
 		s := em.shown()[c]
-		require.Equal(t, "You wrote: hello from "+itoa(int(c))+". "+strings.Repeat("And some more words. ", 5), s[0].text)
+		require.Equal(t, "You wrote: hello from "+itoa(int(c))+". "+strings.Repeat("And some more words. ", 5), s[0].Text)
 		require.Equal(t, []string{"hello from " + itoa(int(c)), "second"}, ag.userTexts(ids[c]))
 		at := em.callsTo(c)
 		require.Greater(t, len(at), 4, "replies streamed in 3 s show edits")

@@ -10,6 +10,7 @@ import (
 
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/connector"
+	"github.com/xagentkit/imv2/examples/telegram/internal/botapitest"
 	"github.com/xagentkit/imv2/examples/telegram/tgbridge"
 	"github.com/xagentkit/imv2/imv2test"
 )
@@ -25,7 +26,7 @@ func TestConform_K1_K12_OverTheEmulator(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			em := startEmulator(t)
 			logs := &lines{}
-			b, err := tgbridge.New(tgbridge.Config{Build: buildForTest, APIKey: apiKey, Token: token, Server: em.api,
+			b, err := tgbridge.New(tgbridge.Config{Build: buildForTest, APIKey: apiKey, Token: botapitest.Token, Server: em.API,
 				Chat: "7", Mode: mode, PollTimeout: time.Second, Logger: logger(t, logs),
 				Channel: imv2.Options{DeltaIdleTTL: time.Second, DeltaSweep: 100 * time.Millisecond, ActivityTimeout: time.Second}})
 			require.NoError(t, err)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/xagentkit/imv2"
 	"github.com/xagentkit/imv2/dataplane"
+	"github.com/xagentkit/imv2/examples/telegram/internal/botapitest"
 	"github.com/xagentkit/imv2/examples/telegram/tgbridge"
 )
 
@@ -31,9 +32,9 @@ type process struct {
 func startProcess(t *testing.T, em *emulator, addr, state string, args ...string) *process {
 	t.Helper()
 	tokenFile := filepath.Join(t.TempDir(), "token")
-	require.NoError(t, os.WriteFile(tokenFile, []byte(token+"\n"), 0o600))
+	require.NoError(t, os.WriteFile(tokenFile, []byte(botapitest.Token+"\n"), 0o600))
 	p := &process{logs: &lines{}}
-	p.cmd = exec.Command(bin, append([]string{"-listen", addr, "-state", state, "-token-file", tokenFile, "-server", em.api, "-log-level", "info"}, args...)...)
+	p.cmd = exec.Command(bin, append([]string{"-listen", addr, "-state", state, "-token-file", tokenFile, "-server", em.API, "-log-level", "info"}, args...)...)
 	p.cmd.Env = append(os.Environ(), "XAGENT_API_KEY="+apiKey)
 	out, err := p.cmd.StderrPipe()
 	require.NoError(t, err)
@@ -131,7 +132,7 @@ func TestCrash_A5_M11_S8_SIGKILLMidBurstOf1000MessagesOver100Chats(t *testing.T)
 	done := func() bool {
 		s := em.shown()
 		for _, c := range all {
-			if len(s[c]) < each || s[c][each-1].text != want(c)[each-1] {
+			if len(s[c]) < each || s[c][each-1].Text != want(c)[each-1] {
 				return false
 			}
 		}
@@ -140,7 +141,7 @@ func TestCrash_A5_M11_S8_SIGKILLMidBurstOf1000MessagesOver100Chats(t *testing.T)
 	if !assert.Eventually(t, done, 5*time.Minute, 200*time.Millisecond) {
 		s := em.shown()
 		for _, c := range all {
-			if len(s[c]) != each || s[c][each-1].text != want(c)[each-1] {
+			if len(s[c]) != each || s[c][each-1].Text != want(c)[each-1] {
 				t.Logf("chat %d shows %d: %v", c, len(s[c]), s[c])
 			}
 		}
@@ -151,7 +152,7 @@ func TestCrash_A5_M11_S8_SIGKILLMidBurstOf1000MessagesOver100Chats(t *testing.T)
 	for _, c := range all {
 		var got []string
 		for _, m := range s[c] {
-			got = append(got, m.text)
+			got = append(got, m.Text)
 		}
 		require.Equal(t, want(c), got, "chat %d: each reply once, in order (%d chats shown)", c, len(s))
 		var users []string

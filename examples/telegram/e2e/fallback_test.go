@@ -18,8 +18,8 @@ import (
 	"github.com/xagentkit/imv2/xfiles"
 )
 
-// TestFallbacks_NoTypingNoFilesOnTheEmulator: telegram-test-api answers
-// sendChatAction and sendDocument "not supported". The bridge tries
+// TestFallbacks_NoTypingNoFilesOnTheEmulator: telegram-test-api lacks
+// sendChatAction and sendDocument (404 through the proxy). The bridge tries
 // typing once and then shows none; it tries the first file once and then
 // sends each final's files as the Connector's signed download links (a
 // message of its own when learnt mid-reply, in the final's text after),
@@ -46,11 +46,11 @@ func TestFallbacks_NoTypingNoFilesOnTheEmulator(t *testing.T) {
 	require.Eventually(t, func() bool { return len(em.shown()[5]) == 3 }, time.Minute, 50*time.Millisecond)
 
 	s := em.shown()[5]
-	require.Equal(t, "reply to one", s[0].text)
-	link, ok := strings.CutPrefix(s[1].text, "📎 notes.txt: http://"+addr+"/files/refs/")
-	require.True(t, ok, "the file as a link: %q", s[1].text)
-	text, link2, ok := strings.Cut(s[2].text, "\n📎 notes.txt: ")
-	require.True(t, ok, "the link in the final's text: %q", s[2].text)
+	require.Equal(t, "reply to one", s[0].Text)
+	link, ok := strings.CutPrefix(s[1].Text, "📎 notes.txt: http://"+addr+"/files/refs/")
+	require.True(t, ok, "the file as a link: %q", s[1].Text)
+	text, link2, ok := strings.Cut(s[2].Text, "\n📎 notes.txt: ")
+	require.True(t, ok, "the link in the final's text: %q", s[2].Text)
 	require.Equal(t, "reply to two", text)
 	for want, url := range map[string]string{"notes for one": "http://" + addr + "/files/refs/" + link, "notes for two": link2} {
 		resp, err := http.Get(url)
@@ -60,11 +60,9 @@ func TestFallbacks_NoTypingNoFilesOnTheEmulator(t *testing.T) {
 		require.Equal(t, http.StatusOK, resp.StatusCode)
 		require.Equal(t, want, string(body))
 	}
-	em.mu.Lock()
-	defer em.mu.Unlock()
 	count := map[string]int{}
-	for _, c := range em.calls {
-		count[c.method]++
+	for _, c := range em.Calls() {
+		count[c.Method]++
 	}
 	require.Equal(t, 1, count["sendChatAction"], "typing tried once")
 	require.Equal(t, 1, count["sendDocument"], "a file sent once")

@@ -30,15 +30,11 @@ func TestWebhook_CommandTakesUpdatesByWebhookOnceEachInOrder(t *testing.T) {
 	ag := startAgent(t, ctx, addr, func(ctx context.Context, r *dataplane.Reply, m imv2.ChatMessage) {
 		_ = stream(ctx, r, "You wrote: "+m.Text, 3, 0)
 	})
-	em.mu.Lock()
-	hook := em.webhook
-	em.mu.Unlock()
-	require.Equal(t, "http://"+addr+"/telegram/updates", hook.url)
-	require.NotEmpty(t, hook.secret)
+	hookURL, secret := em.Webhook()
+	require.Equal(t, "http://"+addr+"/telegram/updates", hookURL)
+	require.NotEmpty(t, secret)
 	id := ag.pair(t, ctx, em, 42)
-	em.mu.Lock()
-	em.twice = true
-	em.mu.Unlock()
+	em.PostTwice()
 	for _, text := range []string{"one", "two", "three"} {
 		em.say(t, 42, text)
 	}
@@ -49,18 +45,15 @@ func TestWebhook_CommandTakesUpdatesByWebhookOnceEachInOrder(t *testing.T) {
 	}()
 	require.Eventually(t, func() bool {
 		s := em.shown()[42]
-		return len(s) >= 3 && s[len(s)-1].text == "You wrote: three"
+		return len(s) >= 3 && s[len(s)-1].Text == "You wrote: three"
 	}, time.Minute, 50*time.Millisecond)
 	var shown []string
 	for _, s := range em.shown()[42] {
-		shown = append(shown, s.text)
+		shown = append(shown, s.Text)
 	}
 	require.Equal(t, []string{"You wrote: one", "You wrote: two", "You wrote: three"}, shown)
 	require.Equal(t, []string{"one", "two", "three"}, ag.userTexts(id))
-	em.mu.Lock()
-	polls := em.polls
-	em.mu.Unlock()
-	require.Zero(t, polls, "getUpdates calls")
+	require.Zero(t, em.Polls(), "getUpdates calls")
 	res, err := http.Post("http://"+addr+"/telegram/updates", "application/json", strings.NewReader(`{"update_id":1}`))
 	require.NoError(t, err)
 	res.Body.Close()
