@@ -119,8 +119,8 @@ type lane struct {
 	gap, slack time.Duration // 1/rate and (burst-1)/rate; gap 0: no limit
 	tat, prev  time.Time     // prev: tat before the last departure, to move it
 	last       uint64        // id of the last departure
-	queue      []*turn       // a conversation's calls waiting, first in line first
-	moved      chan struct{} // closed when the head of queue leaves
+	queue      []*turn       // calls waiting, first in line first
+	moved      chan struct{} // a conversation's: closed when the head of queue leaves
 }
 
 func newLane(rate float64, burst int) lane {
@@ -167,6 +167,24 @@ func (l *lane) leave(t *turn) {
 	}
 }
 
+// leaveAll takes t out of the platform's line, telling the next in line
+// when t led it: only the line's head watches the clock, so a departure
+// wakes one waiting call, not all of them.
+func (pc *pacer) leaveAll(t *turn) {
+	q := &pc.all.queue
+	i := slices.Index(*q, t)
+	if i < 0 {
+		return
+	}
+	*q = slices.Delete(*q, i, i+1)
+	if i == 0 && len(*q) > 0 {
+		select {
+		case (*q)[0].next <- struct{}{}:
+		default: // told already
+		}
+	}
+}
+
 func later(a, b time.Time) time.Time {
 	if a.After(b) {
 		return a
@@ -183,7 +201,8 @@ type turn struct {
 	conv   *lane
 	mu     sync.Mutex // a method's Turns, one at a time
 	id     uint64
-	called bool // the method called Turn: the next is a departure of its own
+	called bool          // the method called Turn: the next is a departure of its own
+	next   chan struct{} // told when t heads the platform's line (one slot)
 }
 
 type turnKey struct{}
@@ -251,7 +270,7 @@ var errBudget = errors.New("connector: platform rate limit: no time left to wait
 func (pc *pacer) do(ctx context.Context, key string, final bool, f func(context.Context) error) error {
 	var last error
 	for attempt := 1; ; attempt++ {
-		t := &turn{pc: pc, key: key, conv: pc.conv(key)}
+		t := &turn{pc: pc, key: key, conv: pc.conv(key), next: make(chan struct{}, 1)}
 		if err := pc.take(ctx, t, false); err != nil {
 			if last != nil {
 				return imv2.NotPosted(fmt.Errorf("%w (after %d attempts: %v)", err, attempt-1, last))
@@ -348,10 +367,13 @@ func (pc *pacer) conv(key string) *lane {
 
 // take lets t depart once its conversation's earlier calls did, its
 // Retry-After is over and both lanes allow it, re-checking after every
-// wait (a timer may fire late). With first, a lane whose last departure is
-// still t's own (the kit's, before the method ran) has it moved to now
-// rather than waiting a second turn there. It fails without waiting when
-// the wait would overrun ctx's deadline.
+// wait (a timer may fire late). A call its conversation lets go waits
+// for the platform's rate in one line with the other conversations'
+// (first come, first served), where only the head watches the clock. With
+// first, a lane whose last departure is still t's own (the kit's, before
+// the method ran) has it moved to now rather than waiting a second turn
+// there. It fails without waiting when the wait would overrun ctx's
+// deadline.
 func (pc *pacer) take(ctx context.Context, t *turn, first bool) error {
 	l := t.conv
 	pc.mu.Lock()
@@ -367,6 +389,13 @@ func (pc *pacer) take(ctx context.Context, t *turn, first bool) error {
 		}
 		l.queue = append(l.queue, t)
 	}
+	inAll := false // t is in the platform's line
+	quit := func() {
+		l.leave(t)
+		if inAll {
+			pc.leaveAll(t)
+		}
+	}
 	for {
 		if !ownConv && l.queue[0] != t {
 			if l.moved == nil {
@@ -378,7 +407,7 @@ func (pc *pacer) take(ctx context.Context, t *turn, first bool) error {
 			case <-moved:
 			case <-ctx.Done():
 				pc.mu.Lock()
-				l.leave(t)
+				quit()
 				pc.mu.Unlock()
 				return ctx.Err()
 			}
@@ -390,8 +419,35 @@ func (pc *pacer) take(ctx context.Context, t *turn, first bool) error {
 		if !ownConv {
 			d = max(d, l.delay(now))
 		}
-		if !ownAll {
-			d = max(d, pc.all.delay(now))
+		if d > 0 && inAll { // held by its conversation again (a Retry-After came)
+			pc.leaveAll(t)
+			inAll = false
+		}
+		if d <= 0 && !ownAll && pc.all.gap != 0 {
+			if !inAll {
+				ahead := time.Duration(len(pc.all.queue)) * pc.all.gap
+				if len(pc.all.queue) > 0 && !pc.fits(ctx, max(pc.all.delay(now), 0)+ahead) {
+					quit()
+					pc.mu.Unlock()
+					return errBudget
+				}
+				pc.all.queue = append(pc.all.queue, t)
+				inAll = true
+			}
+			if pc.all.queue[0] != t {
+				pc.mu.Unlock()
+				select {
+				case <-t.next:
+				case <-ctx.Done():
+					pc.mu.Lock()
+					quit()
+					pc.mu.Unlock()
+					return ctx.Err()
+				}
+				pc.mu.Lock()
+				continue
+			}
+			d = pc.all.delay(now)
 		}
 		if d <= 0 {
 			pc.seq++
@@ -403,12 +459,12 @@ func (pc *pacer) take(ctx context.Context, t *turn, first bool) error {
 				}
 			}
 			t.id = pc.seq
-			l.leave(t)
+			quit()
 			pc.mu.Unlock()
 			return nil
 		}
 		if !pc.fits(ctx, d) {
-			l.leave(t)
+			quit()
 			pc.mu.Unlock()
 			return errBudget
 		}
@@ -416,7 +472,7 @@ func (pc *pacer) take(ctx context.Context, t *turn, first bool) error {
 		err := sleep(ctx, pc.clock, d)
 		pc.mu.Lock()
 		if err != nil {
-			l.leave(t)
+			quit()
 			pc.mu.Unlock()
 			return err
 		}

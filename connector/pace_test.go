@@ -3,6 +3,7 @@ package connector
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"runtime"
 	"slices"
@@ -490,5 +491,70 @@ func TestPace_TinyRateIsADay(t *testing.T) {
 	clk2.Advance(time.Millisecond)
 	if err := <-p.done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// countingClock counts the timers armed on it.
+type countingClock struct {
+	*fakeclock.Clock
+	armed atomic.Int64
+}
+
+func (c *countingClock) AfterFunc(d time.Duration, f func()) clock.Timer {
+	c.armed.Add(1)
+	return c.Clock.AfterFunc(d, f)
+}
+
+// TestPace_CallsWaitingOnThePlatformWakeOneAtATime: many conversations
+// waiting for the platform's rate wait in one line, and only its head
+// watches the clock: a departure wakes the next call, not every waiting
+// one to find the platform busy again (with n waiting, n timers a turn,
+// about n²/2 in all). (The gaps themselves are TestPace_RateLimits…'s:
+// here the clock moves while a call that left has yet to read it.)
+func TestPace_CallsWaitingOnThePlatformWakeOneAtATime(t *testing.T) {
+	clk := &countingClock{Clock: fakeclock.New(time.Unix(1_790_000_000, 0))}
+	pc, err := newPacer(Pace{PerPlatform: 10}, clk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &departures{clk: clk}
+	if err := pc.do(t.Context(), "chat-0", false, d.call); err != nil {
+		t.Fatal(err)
+	}
+	const n = 60
+	done := make(chan error, n)
+	for i := 1; i <= n; i++ {
+		go func() { done <- pc.do(t.Context(), fmt.Sprintf("chat-%d", i), false, d.call) }()
+	}
+	// Every call waiting (in the line, or on a timer of its own) before
+	// the clock moves.
+	for deadline := time.Now().Add(10 * time.Second); ; runtime.Gosched() {
+		pc.mu.Lock()
+		queued := len(pc.all.queue)
+		pc.mu.Unlock()
+		if queued == n || clk.armed.Load() >= n {
+			break
+		}
+		if time.Now().After(deadline) { // a hang guard
+			t.Fatalf("%d calls in the platform's line, %d timers armed; want %d waiting", queued, clk.armed.Load(), n)
+		}
+	}
+	all := make(chan error, 1)
+	go func() {
+		var errs []error
+		for range n {
+			errs = append(errs, <-done)
+		}
+		all <- errors.Join(errs...)
+	}()
+	if err := advanceUntil(t, clk.Clock, 100*time.Millisecond, all); err != nil {
+		t.Fatal(err)
+	}
+	if d.mu.Lock(); len(d.left) != n+1 {
+		t.Fatalf("%d calls left; want %d", len(d.left), n+1)
+	}
+	d.mu.Unlock()
+	if armed := clk.armed.Load(); armed > 2*n {
+		t.Fatalf("%d timers armed for %d waiting calls; want at most %d (one line, its head alone on the clock)", armed, n, 2*n)
 	}
 }
