@@ -241,19 +241,7 @@ func (s *Store) Unbind(ctx context.Context, channelID string) (state.BindingChan
 // Channels implements state.BindingStore: the channels bound to key,
 // in byte order (Go's string order).
 func (s *Store) Channels(ctx context.Context, key string) ([]string, error) {
-	rows, err := s.pool.Query(ctx, "SELECT channel_id FROM imv2_bindings WHERE key = $1 ORDER BY channel_id", []byte(key))
-	if err != nil {
-		return nil, fmt.Errorf("pgstore: %w", err)
-	}
-	ids, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (string, error) {
-		var id []byte
-		err := r.Scan(&id)
-		return string(id), err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("pgstore: %w", err)
-	}
-	return ids, nil
+	return s.channelIDs(ctx, "SELECT channel_id FROM imv2_bindings WHERE key = $1 ORDER BY channel_id", []byte(key))
 }
 
 // bindingColumns are the columns of imv2_bindings a bindingRow scans, in

@@ -56,7 +56,12 @@ func (s *Store) SetConnectorID(ctx context.Context, id string) error {
 // ChannelIDs implements state.ChannelStore: the channels to reopen, in
 // the order added.
 func (s *Store) ChannelIDs(ctx context.Context) ([]string, error) {
-	rows, err := s.pool.Query(ctx, "SELECT channel_id FROM imv2_xagent_channels ORDER BY seq")
+	return s.channelIDs(ctx, "SELECT channel_id FROM imv2_xagent_channels ORDER BY seq")
+}
+
+// channelIDs runs query, which selects one bytea column of channel IDs.
+func (s *Store) channelIDs(ctx context.Context, query string, args ...any) ([]string, error) {
+	rows, err := s.pool.Query(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: %w", err)
 	}
